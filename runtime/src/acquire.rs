@@ -1,0 +1,148 @@
+//! Taking a lock: re-enter if the surrounding scope holds it, else queue locally, then
+//! contend in Redis: try, subscribe to the wake channel, try again, and sleep until a
+//! release, the holder's remaining lease or the deadline, whichever comes first.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::{Attempt, WakeSubscription};
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::key::{validate_key, LockKeys};
+use crate::lease::Lease;
+use crate::locker::{Locker, Options};
+use crate::queue::{ActiveTurn, Entry, QueuedTurn, Turn};
+use crate::reentrant;
+use crate::token::OwnerToken;
+
+/// The longest a waiter sleeps between attempts, even when the holder's lease is longer: a
+/// wake message can be lost while the subscription connection reconnects.
+const MAX_SLEEP: Duration = Duration::from_secs(1);
+/// How often to retry when no wake channel could be subscribed.
+const POLL_WITHOUT_WAKES: Duration = Duration::from_millis(50);
+
+impl Locker {
+    pub(crate) async fn acquire_with(
+        &self,
+        user_key: String,
+        opts: Options,
+    ) -> Result<LockGuard, LockError> {
+        validate_key(&user_key)?;
+        let inner = &self.inner;
+        let keys = LockKeys::new(&inner.prefix, &user_key);
+
+        if let Some(lease) = reentrant::held(inner.id, &keys.lock) {
+            if !lease.is_held() {
+                return Err(LockError::Lost);
+            }
+            return Ok(LockGuard::reentered(self.clone(), lease));
+        }
+
+        let deadline = Instant::now() + opts.wait;
+        let wait = !opts.wait.is_zero();
+        let turn = match inner.enter(&keys.lock, opts.lease, opts.watchdog, wait) {
+            Entry::Active => ActiveTurn::new(inner, &keys),
+            Entry::Busy => return Err(LockError::Busy { retry_after: None }),
+            Entry::Queued(rx) => {
+                let mut queued = QueuedTurn::new(inner, &keys.lock, rx);
+                let rx = queued.rx.as_mut().expect("fresh ticket");
+                let turn = match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(turn)) => {
+                        queued.rx = None;
+                        Some(turn)
+                    }
+                    // The queue never drops a sender unsent; treat it like a timeout.
+                    Ok(Err(_)) | Err(_) => queued.close(),
+                };
+                match turn {
+                    None => return Err(LockError::Busy { retry_after: None }),
+                    Some(Turn::Granted(lease)) => return Ok(LockGuard::new(self.clone(), lease)),
+                    Some(Turn::Contend) => ActiveTurn::new(inner, &keys),
+                }
+            }
+        };
+        self.contend(user_key, &keys, opts, deadline, turn).await
+    }
+
+    /// The loop of the task at the front of the local queue.
+    async fn contend(
+        &self,
+        user_key: String,
+        keys: &LockKeys,
+        opts: Options,
+        deadline: Instant,
+        mut turn: ActiveTurn<'_>,
+    ) -> Result<LockGuard, LockError> {
+        let inner = &self.inner;
+        let mut wakes: Option<WakeSubscription> = None;
+        let mut subscribed = false;
+        loop {
+            let token = OwnerToken::generate();
+            turn.in_flight = Some(token.clone());
+            let sent = Instant::now();
+            let attempt = inner
+                .backend
+                .acquire(keys, &token, opts.lease, inner.fence_ttl)
+                .await?;
+            turn.in_flight = None;
+            let remaining = match attempt {
+                Attempt::Granted { fence } => {
+                    turn.keep();
+                    let lease = Lease::new(
+                        user_key,
+                        keys.clone(),
+                        token,
+                        fence,
+                        opts.lease,
+                        opts.watchdog,
+                        sent,
+                    );
+                    return Ok(LockGuard::new(self.clone(), Arc::new(lease)));
+                }
+                Attempt::Held { remaining } => remaining,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(LockError::Busy {
+                    retry_after: remaining,
+                });
+            }
+            if !subscribed {
+                // Subscribe, then try again at once: a release between the failed attempt
+                // and the subscription must not be slept through.
+                subscribed = true;
+                match inner.backend.subscribe(keys).await {
+                    Ok(sub) => wakes = Some(sub),
+                    Err(e) => tracing::debug!(error = %e, "no wake-ups for this wait; polling"),
+                }
+                continue;
+            }
+            let nap = match &wakes {
+                Some(_) => remaining.unwrap_or(MAX_SLEEP).min(MAX_SLEEP) + jitter(),
+                None => POLL_WITHOUT_WAKES.min(remaining.unwrap_or(POLL_WITHOUT_WAKES)),
+            };
+            let until = (now + nap).min(deadline);
+            match wakes.as_mut() {
+                Some(sub) => {
+                    tokio::select! {
+                        _ = sub.released() => {}
+                        _ = tokio::time::sleep_until(until) => {}
+                    }
+                }
+                None => tokio::time::sleep_until(until).await,
+            }
+        }
+    }
+}
+
+/// Up to 2 ms, so that waiters of different processes sleeping on the same hint do not all
+/// retry at the same instant.
+fn jitter() -> Duration {
+    let mut b = [0u8; 2];
+    if getrandom::fill(&mut b).is_err() {
+        return Duration::ZERO;
+    }
+    Duration::from_micros(u64::from(u16::from_le_bytes(b)) % 2000)
+}

@@ -1,0 +1,122 @@
+//! Where locks are stored: one Redis node, or process memory. Every backend speaks the same
+//! small protocol (acquire, release, hand over, renew, wait for a release), so the locker
+//! above it does not care which one it talks to.
+
+pub(crate) mod memory;
+pub(crate) mod redis;
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::error::LockError;
+use crate::key::LockKeys;
+use crate::token::OwnerToken;
+
+/// What an acquire attempt found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// The lock was free and is ours now, with this fencing token.
+    Granted { fence: u64 },
+    /// Someone else holds it; their remaining lease, when known.
+    Held { remaining: Option<Duration> },
+}
+
+/// One lease to renew in a watchdog batch.
+pub(crate) struct Renewal<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a OwnerToken,
+    pub(crate) lease: Duration,
+}
+
+/// A storage for locks.
+pub(crate) enum Backend {
+    Redis(redis::RedisBackend),
+    Memory(memory::MemoryBackend),
+}
+
+impl Backend {
+    /// Takes the lock if it is free. One round trip.
+    pub(crate) async fn acquire(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        lease: Duration,
+        fence_ttl: Duration,
+    ) -> Result<Attempt, LockError> {
+        match self {
+            Backend::Redis(b) => b.acquire(keys, token, lease, fence_ttl).await,
+            Backend::Memory(b) => Ok(b.acquire(keys, token, lease, fence_ttl)),
+        }
+    }
+
+    /// Deletes the lock if `token` still owns it and wakes its waiters. `Ok(false)` when it
+    /// was not ours any more.
+    pub(crate) async fn release(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        match self {
+            Backend::Redis(b) => b.release(keys, token).await,
+            Backend::Memory(b) => Ok(b.release(keys, token)),
+        }
+    }
+
+    /// Passes the lock from `from` to `to` with a fresh lease; the new fence, or `None` when
+    /// `from` did not own it any more.
+    pub(crate) async fn handoff(
+        &self,
+        keys: &LockKeys,
+        from: &OwnerToken,
+        to: &OwnerToken,
+        lease: Duration,
+        fence_ttl: Duration,
+    ) -> Result<Option<u64>, LockError> {
+        match self {
+            Backend::Redis(b) => b.handoff(keys, from, to, lease, fence_ttl).await,
+            Backend::Memory(b) => Ok(b.handoff(keys, from, to, lease, fence_ttl)),
+        }
+    }
+
+    /// Extends each lease that its token still owns; one entry per renewal, in order.
+    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
+        match self {
+            Backend::Redis(b) => b.renew(batch).await,
+            Backend::Memory(b) => Ok(b.renew(batch)),
+        }
+    }
+
+    /// Starts listening for releases of one lock. Returns once the subscription is active,
+    /// so a release that happens after this returns is never missed.
+    pub(crate) async fn subscribe(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
+        match self {
+            Backend::Redis(b) => b.subscribe(keys).await,
+            Backend::Memory(b) => Ok(b.subscribe(keys)),
+        }
+    }
+}
+
+/// A live subscription to one lock's releases. Dropping it ends the interest; the backend
+/// unsubscribes when nobody else in the process listens to the same lock.
+pub(crate) struct WakeSubscription {
+    rx: watch::Receiver<u64>,
+    _interest: Option<Box<dyn Send + Sync>>,
+}
+
+impl WakeSubscription {
+    pub(crate) fn new(rx: watch::Receiver<u64>, interest: Option<Box<dyn Send + Sync>>) -> Self {
+        WakeSubscription {
+            rx,
+            _interest: interest,
+        }
+    }
+
+    /// Resolves at the next release seen after the previous call (or after subscribing).
+    pub(crate) async fn released(&mut self) {
+        if self.rx.changed().await.is_err() {
+            // The backend is gone; never resolve, the caller's timers take over.
+            std::future::pending::<()>().await;
+        }
+    }
+}

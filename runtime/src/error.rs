@@ -1,0 +1,163 @@
+//! The one error type of the crate, [`LockError`]: what went wrong and what to do about it.
+//! Messages never contain owner tokens, passwords or the lock key (keys may carry user data).
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+/// The cause kept behind a [`LockError`], available through [`std::error::Error::source`].
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Everything that can go wrong when taking, holding or releasing a lock.
+///
+/// Match on the variant to decide what to do; print it (`Display`) to tell a person. New
+/// variants may be added, so a `match` needs a wildcard arm.
+///
+/// ```
+/// use leasehold::LockError;
+/// use std::time::Duration;
+///
+/// let err = LockError::Busy { retry_after: Some(Duration::from_millis(1500)) };
+/// assert!(err.is_busy());
+/// assert!(err.to_string().contains("busy"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// Another owner held the lock for the whole `wait`. `retry_after` is the holder's
+    /// remaining lease when it was last seen, if Redis reported one.
+    #[error("{}", busy_message(*retry_after))]
+    Busy {
+        /// How long the current holder's lease had left when we gave up.
+        retry_after: Option<Duration>,
+    },
+    /// The lease ran out (or was taken over) before the work under it finished, or a release
+    /// found that the lock was no longer ours. Anything written under it may be stale: use the
+    /// guard's fencing token ([`crate::LockGuard::fence`]) where the resource can check it.
+    #[error(
+        "the lock's lease was lost before the work under it finished (it expired or was taken \
+         over); treat writes made under it as possibly stale, and give long critical sections \
+         a longer lease or keep the watchdog on"
+    )]
+    Lost,
+    /// Redis did not answer, answered with an error, or timed out.
+    #[error("{message}")]
+    Unavailable {
+        /// What failed and what to check, e.g. "redis at 127.0.0.1:6379 did not answer within 500ms".
+        message: String,
+        /// The underlying client error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The lock key cannot be used (empty, too long, ...). The message says why but never
+    /// repeats the key.
+    #[error("invalid lock key: {reason}")]
+    InvalidKey {
+        /// Why the key was refused.
+        reason: String,
+    },
+    /// The [`crate::Locker`] or the call is misconfigured: the message names the setting and the fix.
+    #[error("{message}")]
+    Config {
+        /// What is wrong and how to fix it.
+        message: String,
+        /// The underlying error, if any (e.g. a URL parse error).
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+fn busy_message(retry_after: Option<Duration>) -> String {
+    match retry_after {
+        Some(d) => format!(
+            "the lock is busy: another owner holds it (its lease ends in about {d:?}); retry \
+             later or give the caller a longer `wait`"
+        ),
+        None => "the lock is busy: another owner holds it; retry later or give the caller a \
+                 longer `wait`"
+            .to_owned(),
+    }
+}
+
+impl LockError {
+    /// True for [`LockError::Busy`].
+    pub fn is_busy(&self) -> bool {
+        matches!(self, LockError::Busy { .. })
+    }
+
+    /// True for [`LockError::Lost`].
+    pub fn is_lost(&self) -> bool {
+        matches!(self, LockError::Lost)
+    }
+
+    /// True for [`LockError::Unavailable`].
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, LockError::Unavailable { .. })
+    }
+
+    /// The stable, machine-readable name of the variant, used in HTTP bodies and metrics:
+    /// `lock_busy`, `lock_lost`, `lock_unavailable`, `lock_invalid_key`, `lock_config`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LockError::Busy { .. } => "lock_busy",
+            LockError::Lost => "lock_lost",
+            LockError::Unavailable { .. } => "lock_unavailable",
+            LockError::InvalidKey { .. } => "lock_invalid_key",
+            LockError::Config { .. } => "lock_config",
+        }
+    }
+
+    pub(crate) fn config(message: impl Into<String>) -> Self {
+        LockError::Config {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn invalid_key(reason: impl Into<String>) -> Self {
+        LockError::InvalidKey {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn unavailable(message: impl Into<String>, source: Option<BoxError>) -> Self {
+        LockError::Unavailable {
+            message: message.into(),
+            source,
+        }
+    }
+}
+
+/// A short description of a Redis endpoint for messages: host and port (or socket path),
+/// never credentials.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Endpoint(pub(crate) String);
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_say_what_to_do_and_codes_are_stable() {
+        let busy = LockError::Busy {
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        assert!(busy.to_string().contains("longer `wait`"));
+        assert_eq!(busy.code(), "lock_busy");
+        assert_eq!(LockError::Lost.code(), "lock_lost");
+        let err = LockError::unavailable(
+            "redis at 127.0.0.1:1 did not answer within 500ms",
+            Some("boom".into()),
+        );
+        assert!(err.is_unavailable());
+        assert_eq!(err.source().map(|s| s.to_string()), Some("boom".into()));
+        assert_eq!(LockError::invalid_key("empty").code(), "lock_invalid_key");
+        assert_eq!(LockError::config("x").code(), "lock_config");
+    }
+}

@@ -1,0 +1,198 @@
+//! [`LockGuard`]: proof of holding a lock, with its fencing token, its liveness, and release
+//! on every path (explicit, drop, panic, cancellation).
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::error::LockError;
+use crate::lease::Lease;
+use crate::locker::Locker;
+use crate::reentrant;
+use crate::watchdog::Job;
+
+/// A held lock. While it lives (and its lease is not lost) no other owner holds the same key.
+///
+/// - [`release`](Self::release) gives the lock back and reports whether it was still ours.
+/// - Dropping the guard releases it in the background (also on panic, `?` and cancellation).
+/// - The watchdog renews the lease while the guard lives, unless the request turned it off;
+///   [`lost`](Self::lost) resolves if the lease is lost anyway (Redis unreachable for longer
+///   than the lease, the process paused, the key deleted by hand).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), leasehold::LockError> {
+/// let locker = leasehold::Locker::in_memory();
+/// let guard = locker.lock("invoice:9").acquire().await?;
+/// let fence = guard.fence(); // pass it to storage that rejects writes with older fences
+/// assert!(guard.is_held());
+/// guard.release().await?;
+/// let next = locker.lock("invoice:9").acquire().await?;
+/// assert!(next.fence() > fence);
+/// # Ok(()) }
+/// ```
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    locker: Locker,
+    lease: Arc<Lease>,
+    /// False for a re-entered guard: the outer guard owns the lock and releases it.
+    owner: bool,
+    released: bool,
+}
+
+impl LockGuard {
+    /// A guard for a freshly taken lease; starts its renewals.
+    pub(crate) fn new(locker: Locker, lease: Arc<Lease>) -> Self {
+        if lease.watchdog {
+            if let Err(Job::Watch(lease)) = locker.inner.send_job(Job::Watch(lease.clone())) {
+                tracing::warn!(
+                    fence = lease.fence,
+                    "no Tokio runtime for the watchdog; the lease will not be renewed"
+                );
+            }
+        }
+        LockGuard {
+            locker,
+            lease,
+            owner: true,
+            released: false,
+        }
+    }
+
+    /// A guard for a lock that the surrounding scope already holds.
+    pub(crate) fn reentered(locker: Locker, lease: Arc<Lease>) -> Self {
+        LockGuard {
+            locker,
+            lease,
+            owner: false,
+            released: false,
+        }
+    }
+
+    /// The key this guard holds, as given to [`Locker::lock`].
+    pub fn key(&self) -> &str {
+        &self.lease.user_key
+    }
+
+    /// The fencing token of this acquisition: strictly greater than the token of every
+    /// earlier acquisition of the same key, by any process. Give it to the resource you
+    /// modify and let it refuse writes that carry a smaller token than one it has seen: that
+    /// turns a holder that lost its lease (pause, partition) into a refused write instead of
+    /// a corrupted one.
+    pub fn fence(&self) -> u64 {
+        self.lease.fence
+    }
+
+    /// Whether the lease is still trusted: not released, not reported lost, and within its
+    /// validity on this process's monotonic clock (the last successful renewal's send time
+    /// plus the lease, minus a safety margin).
+    pub fn is_held(&self) -> bool {
+        !self.released && self.lease.is_held()
+    }
+
+    /// True when this guard re-entered a lock that an enclosing scope holds; releasing it
+    /// does nothing, the outer guard releases the lock.
+    pub fn is_reentrant(&self) -> bool {
+        !self.owner
+    }
+
+    /// Resolves when the lease is lost: the watchdog found the lock taken over or gone, or
+    /// the lease's validity ran out without a successful renewal (with the watchdog off, at
+    /// the end of the lease). Cancel-safe; use it in `tokio::select!` to stop work in time.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::in_memory();
+    /// let guard = locker
+    ///     .lock("report")
+    ///     .lease(Duration::from_millis(50))
+    ///     .watchdog(false)
+    ///     .acquire()
+    ///     .await?;
+    /// tokio::select! {
+    ///     _ = guard.lost() => println!("lease over; stop writing"),
+    ///     _ = tokio::time::sleep(Duration::from_secs(5)) => unreachable!(),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        self.lease.lost().await
+    }
+
+    /// Runs `fut` with this lock marked as held by the enclosing scope: inside it, acquiring
+    /// the same key through the same locker re-enters (no round trip, no deadlock) instead
+    /// of waiting for itself. Other tasks, even on the same thread, are other owners.
+    /// (`#[distributed_lock]` bodies run in such a scope already.)
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let outer = locker.lock("account:1").acquire().await?;
+    /// outer
+    ///     .scope(async {
+    ///         let inner = locker.lock("account:1").acquire().await?;
+    ///         assert!(inner.is_reentrant());
+    ///         Ok::<_, leasehold::LockError>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+        reentrant::scope(self.locker.inner.id, self.lease.clone(), fut)
+    }
+
+    /// Gives the lock back: to the next waiter of this process in one round trip if there
+    /// is one, else by deleting it in Redis and waking the waiters of other processes.
+    /// The release goes through even if this future is dropped.
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when the lock was not ours any more: the lease had expired and
+    /// maybe another owner took it (which is left untouched). [`LockError::Unavailable`]
+    /// when Redis failed; the lock then frees itself when the lease runs out.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.released = true;
+        if !self.owner {
+            return Ok(());
+        }
+        let inner = self.locker.inner.clone();
+        let lease = self.lease.clone();
+        match tokio::spawn(async move { inner.release_lease(lease).await }).await {
+            Ok(result) => result,
+            Err(e) => Err(LockError::unavailable(
+                "the release task did not finish (its runtime is shutting down)",
+                Some(Box::new(e)),
+            )),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released || !self.owner {
+            return;
+        }
+        let job = Job::Release {
+            inner: self.locker.inner.clone(),
+            lease: self.lease.clone(),
+        };
+        if self.locker.inner.send_job(job).is_err() {
+            tracing::debug!(
+                fence = self.lease.fence,
+                "guard dropped without a runtime; the lock frees itself when its lease ends"
+            );
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("fence", &self.lease.fence)
+            .field("held", &self.is_held())
+            .field("reentrant", &!self.owner)
+            .finish_non_exhaustive()
+    }
+}

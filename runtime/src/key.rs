@@ -1,0 +1,207 @@
+//! How a user's lock key becomes Redis keys: `P:lock:{K}`, `P:fence:{K}` and the channel
+//! `P:wake:{K}`, with `K` escaped so that every key of one lock shares one cluster slot.
+
+use crate::error::LockError;
+
+/// The longest user key accepted, in bytes (before escaping). Longer keys are
+/// [`LockError::InvalidKey`]: a lock key names a resource, it is not a place for payloads.
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// The longest prefix accepted, in bytes.
+pub const MAX_PREFIX_LEN: usize = 128;
+
+/// The Redis names that belong to one lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct LockKeys {
+    /// `P:lock:{K}`: holds the owner token, expires with the lease.
+    pub(crate) lock: String,
+    /// `P:fence:{K}`: the last fencing token handed out.
+    pub(crate) fence: String,
+    /// `P:wake:{K}`: the channel a release publishes on.
+    pub(crate) wake: String,
+}
+
+/// Checks a prefix: non-empty, at most [`MAX_PREFIX_LEN`] bytes, and without `{` or `}`
+/// (a brace in the prefix would move the cluster hash tag away from the key).
+pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
+    if prefix.is_empty() {
+        return Err(LockError::config(
+            "the lock prefix is empty; use a short name such as \"leasehold\" or your service's name",
+        ));
+    }
+    if prefix.len() > MAX_PREFIX_LEN {
+        return Err(LockError::config(format!(
+            "the lock prefix is {} bytes long; the limit is {MAX_PREFIX_LEN}",
+            prefix.len()
+        )));
+    }
+    if prefix.contains(['{', '}']) {
+        return Err(LockError::config(
+            "the lock prefix contains `{` or `}`; braces would break the Redis Cluster hash tag \
+             that keeps all keys of one lock in one slot, so remove them",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a user key: non-empty and at most [`MAX_KEY_LEN`] bytes. Any other byte is fine,
+/// including braces, colons and NUL: [`LockKeys::new`] escapes what needs it.
+pub(crate) fn validate_key(key: &str) -> Result<(), LockError> {
+    if key.is_empty() {
+        return Err(LockError::invalid_key(
+            "the key is empty; name the resource you lock, e.g. \"order:42\"",
+        ));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(LockError::invalid_key(format!(
+            "the key is {} bytes long; the limit is {MAX_KEY_LEN} bytes (lock a short id of the \
+             resource, or a hash of it)",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Escapes `%`, `{` and `}` as `%25`, `%7B`, `%7D`. The mapping is injective, and the result
+/// has no braces, so `{escaped}` is exactly the cluster hash tag.
+pub(crate) fn escape(key: &str) -> std::borrow::Cow<'_, str> {
+    if !key.contains(['%', '{', '}']) {
+        return std::borrow::Cow::Borrowed(key);
+    }
+    let mut out = String::with_capacity(key.len() + 8);
+    for c in key.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Reverses [`escape`]; `None` when the text is not a valid escape of any key.
+#[cfg_attr(not(test), allow(dead_code))] // for tools that list locks
+pub(crate) fn unescape(escaped: &str) -> Option<String> {
+    let mut out = String::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some(i) = rest.find(['%', '{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let decoded = match tail.get(..3) {
+            Some("%25") => '%',
+            Some("%7B") => '{',
+            Some("%7D") => '}',
+            _ => return None,
+        };
+        out.push(decoded);
+        rest = &tail[3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+impl LockKeys {
+    /// The Redis names of the lock `key` under `prefix`. Both must have been validated.
+    pub(crate) fn new(prefix: &str, key: &str) -> Self {
+        let k = escape(key);
+        LockKeys {
+            lock: format!("{prefix}:lock:{{{k}}}"),
+            fence: format!("{prefix}:fence:{{{k}}}"),
+            wake: format!("{prefix}:wake:{{{k}}}"),
+        }
+    }
+}
+
+/// The Redis Cluster hash tag of a key: the text between the first `{` and the next `}`, if
+/// non-empty; otherwise the whole key. (Redis Cluster specification, "hash tags".)
+#[cfg(test)]
+pub(crate) fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(close) = key[open + 1..].find('}') {
+            if close > 0 {
+                return &key[open + 1..open + 1 + close];
+            }
+        }
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn layout_is_as_documented() {
+        let k = LockKeys::new("shop", "order:42");
+        assert_eq!(k.lock, "shop:lock:{order:42}");
+        assert_eq!(k.fence, "shop:fence:{order:42}");
+        assert_eq!(k.wake, "shop:wake:{order:42}");
+    }
+
+    #[test]
+    fn hostile_keys_are_escaped_not_interpreted() {
+        let k = LockKeys::new("p", "}x{y}");
+        assert_eq!(k.lock, "p:lock:{%7Dx%7By%7D}");
+        assert_eq!(hash_tag(&k.lock), hash_tag(&k.fence));
+        // A key that imitates an internal key stays inside its own braces.
+        let imitation = LockKeys::new("p", "x}:fence:{y");
+        assert_ne!(imitation.lock, LockKeys::new("p", "y").fence);
+    }
+
+    #[test]
+    fn bad_keys_and_prefixes_are_errors() {
+        assert!(validate_key("").unwrap_err().to_string().contains("empty"));
+        assert!(validate_key(&"x".repeat(MAX_KEY_LEN)).is_ok());
+        let long = validate_key(&"x".repeat(MAX_KEY_LEN + 1)).unwrap_err();
+        assert!(long.to_string().contains("limit"));
+        assert!(!long.to_string().contains("xxxx"), "never echo the key");
+        assert!(validate_key("nul\0byte").is_ok());
+        assert!(validate_prefix("").is_err());
+        assert!(validate_prefix("a{b").is_err());
+        assert!(validate_prefix("a}b").is_err());
+        assert!(validate_prefix("svc:locks").is_ok());
+    }
+
+    fn prefix_strategy() -> impl Strategy<Value = String> {
+        "[a-z:._-]{1,12}"
+    }
+
+    proptest! {
+        #[test]
+        fn all_keys_of_a_lock_share_a_slot(prefix in prefix_strategy(), key in any::<String>()) {
+            prop_assume!(validate_key(&key).is_ok());
+            let k = LockKeys::new(&prefix, &key);
+            let tag = hash_tag(&k.lock);
+            prop_assert_eq!(tag, hash_tag(&k.fence));
+            prop_assert_eq!(tag, hash_tag(&k.wake));
+            let escaped = escape(&key);
+            prop_assert_eq!(tag, escaped.as_ref());
+        }
+
+        #[test]
+        fn distinct_keys_never_share_an_internal_key(
+            prefix in prefix_strategy(), a in any::<String>(), b in any::<String>()
+        ) {
+            prop_assume!(validate_key(&a).is_ok() && validate_key(&b).is_ok() && a != b);
+            let ka = LockKeys::new(&prefix, &a);
+            let kb = LockKeys::new(&prefix, &b);
+            let names_a = [&ka.lock, &ka.fence, &ka.wake];
+            for name in [&kb.lock, &kb.fence, &kb.wake] {
+                prop_assert!(!names_a.contains(&name));
+            }
+        }
+
+        #[test]
+        fn escape_round_trips(key in any::<String>()) {
+            prop_assert_eq!(unescape(&escape(&key)), Some(key.clone()));
+        }
+
+        #[test]
+        fn validation_never_panics(key in any::<String>(), prefix in any::<String>()) {
+            let _ = validate_key(&key);
+            let _ = validate_prefix(&prefix);
+        }
+    }
+}

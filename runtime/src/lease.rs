@@ -1,0 +1,157 @@
+//! One acquisition's shared state: its token, fence and the time until which the client may
+//! still count on it, judged on the client's monotonic clock.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::key::LockKeys;
+use crate::token::OwnerToken;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How much of a lease the client trusts: `lease − (lease / 100 + 2 ms)`. The margin covers
+/// clock-rate differences between client and server and the time a reply takes to arrive.
+pub(crate) fn validity(lease: Duration) -> Duration {
+    let drift = lease / 100 + Duration::from_millis(2);
+    lease.saturating_sub(drift)
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LeaseState {
+    /// Until when the lease counts as held: send time of the last successful acquire or renew
+    /// plus [`validity`].
+    pub(crate) valid_until: Instant,
+    /// Redis said the lock is not ours any more.
+    pub(crate) lost: bool,
+}
+
+pub(crate) struct Lease {
+    pub(crate) id: u64,
+    pub(crate) user_key: String,
+    pub(crate) keys: LockKeys,
+    pub(crate) token: OwnerToken,
+    pub(crate) fence: u64,
+    pub(crate) lease: Duration,
+    pub(crate) watchdog: bool,
+    pub(crate) state: watch::Sender<LeaseState>,
+    /// Released or handed over: the watchdog must leave it alone.
+    done: AtomicBool,
+}
+
+impl Lease {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        user_key: String,
+        keys: LockKeys,
+        token: OwnerToken,
+        fence: u64,
+        lease: Duration,
+        watchdog: bool,
+        sent: Instant,
+    ) -> Self {
+        let state = LeaseState {
+            valid_until: sent + validity(lease),
+            lost: false,
+        };
+        Lease {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            user_key,
+            keys,
+            token,
+            fence,
+            lease,
+            watchdog,
+            state: watch::channel(state).0,
+            done: AtomicBool::new(false),
+        }
+    }
+
+    /// True while the lease is still trusted: not lost, not past its validity, not released.
+    pub(crate) fn is_held(&self) -> bool {
+        let s = *self.state.borrow();
+        !s.lost && Instant::now() < s.valid_until && !self.is_done()
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Marks the lease released or handed over; true for the first caller only.
+    pub(crate) fn finish(&self) -> bool {
+        !self.done.swap(true, Ordering::AcqRel)
+    }
+
+    /// A renewal sent at `sent` succeeded.
+    pub(crate) fn renewed(&self, sent: Instant) {
+        let until = sent + validity(self.lease);
+        self.state.send_if_modified(|s| {
+            if s.lost || until <= s.valid_until {
+                return false;
+            }
+            s.valid_until = until;
+            true
+        });
+    }
+
+    /// Redis said the lock is not ours any more.
+    pub(crate) fn mark_lost(&self) {
+        self.state.send_if_modified(|s| !std::mem::replace(&mut s.lost, true));
+    }
+
+    /// Resolves once the lease is lost: Redis said so, or its validity ran out without a
+    /// renewal. Works without the watchdog: it watches the clock itself.
+    pub(crate) async fn lost(&self) {
+        let mut rx = self.state.subscribe();
+        loop {
+            let s = *rx.borrow_and_update();
+            if s.lost || Instant::now() >= s.valid_until {
+                return;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep_until(s.valid_until) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_leaves_a_margin() {
+        assert_eq!(
+            validity(Duration::from_secs(10)),
+            Duration::from_millis(9898)
+        );
+        assert_eq!(validity(Duration::from_millis(1)), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_fires_at_validity_end_unless_renewed() {
+        let start = Instant::now();
+        let lease = Lease::new(
+            "k".into(),
+            LockKeys::new("p", "k"),
+            OwnerToken::generate(),
+            1,
+            Duration::from_secs(1),
+            true,
+            start,
+        );
+        tokio::time::advance(Duration::from_millis(500)).await;
+        lease.renewed(Instant::now());
+        lease.lost().await;
+        let held_for = Instant::now() - start;
+        assert!(held_for >= Duration::from_millis(1400), "{held_for:?}");
+        assert!(!lease.is_held());
+    }
+}

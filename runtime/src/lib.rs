@@ -1,0 +1,74 @@
+//! # leasehold
+//!
+//! Redis-backed distributed locks for async Rust, as one attribute on a function:
+//!
+//! ```ignore
+//! #[distributed_lock(key = "order:<id>", lease = "30s")]
+//! async fn buy(Path(id): Path<u64>) -> Result<Json<Order>, ShopError> { /* ... */ }
+//! ```
+//!
+//! or as a plain API:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), leasehold::LockError> {
+//! use leasehold::Locker;
+//! use std::time::Duration;
+//!
+//! let locker = Locker::in_memory(); // or Locker::connect("redis://127.0.0.1:6379").await?
+//! let guard = locker.lock("order:42").lease(Duration::from_secs(10)).acquire().await?;
+//! println!("holding order:42 with fence {}", guard.fence());
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## What you get
+//! - **Mutual exclusion across processes**, with a lease so that a crashed holder frees the
+//!   lock, and a watchdog that renews the lease of live holders (every lease/3).
+//! - **Fencing tokens** ([`LockGuard::fence`]) that strictly increase per key, to reject
+//!   writes of a holder that lost its lease while paused.
+//! - **Owner tokens** of 128 random bits per acquisition: a release or renewal never touches
+//!   someone else's lock.
+//! - **Push-based waiting**: waiters sleep on a Redis channel and wake on release; waiters
+//!   of one key in one process queue first-come-first-served, and a release hands the lock
+//!   to the next one in a single round trip.
+//! - **Release on every path**: `release().await`, drop, panic, `?`, cancelled futures.
+//! - **Bounded calls**: every Redis call has a timeout; a dead Redis is an error
+//!   ([`LockError::Unavailable`]), never a hang.
+//!
+//! ## Redis keys
+//! For a key `K` and prefix `P` (default `leasehold`): `P:lock:{K}` holds the owner token,
+//! `P:fence:{K}` the fence counter, and releases are published on `P:wake:{K}`. `{`, `}` and
+//! `%` in `K` are escaped, so all three share one Redis Cluster slot and no key can name
+//! another lock's data.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod acquire;
+mod backend;
+mod error;
+mod global;
+mod guard;
+mod key;
+mod lease;
+mod locker;
+mod queue;
+mod reentrant;
+mod release;
+mod token;
+mod watchdog;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use error::{BoxError, LockError};
+pub use global::{global_default, set_global_default};
+pub use guard::LockGuard;
+pub use key::{MAX_KEY_LEN, MAX_PREFIX_LEN};
+pub use leasehold_macros::distributed_lock;
+pub use locker::{
+    LockRequest, Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
+    DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_WAIT, MIN_LEASE,
+};

@@ -1,0 +1,472 @@
+//! [`Locker`], the handle users keep: where locks live, their defaults, and
+//! [`LockRequest`], the builder of one acquisition.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::{RedisBackend, RedisSettings};
+use crate::backend::Backend;
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::key::validate_prefix;
+use crate::queue::KeyQueue;
+use crate::watchdog::{self, Job};
+
+/// The default prefix of every Redis key the library writes.
+pub const DEFAULT_PREFIX: &str = "leasehold";
+/// The default lease: 30 s.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The default time to wait for a busy lock: 3 s.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(3);
+/// The default bound on one Redis call: 1 s.
+pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(1);
+/// The default bound on establishing a connection: 2 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The default lifetime of an unused fence counter: 7 days.
+pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The shortest lease accepted: 10 ms.
+pub const MIN_LEASE: Duration = Duration::from_millis(10);
+
+static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A handle to a lock store (Redis, or process memory) with default lock options.
+///
+/// Cheap to clone: clones share the connections, the background task that renews leases, and
+/// the local queues of waiters. Build one per process and share it (for example with
+/// [`set_global_default`](crate::set_global_default), which the attribute uses).
+///
+/// A `Locker` belongs to the Tokio runtime it was built on (its connections and background
+/// task run there); it can be used from other runtimes as long as that one keeps running.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), leasehold::LockError> {
+/// use leasehold::Locker;
+/// use std::time::Duration;
+///
+/// let locker = Locker::connect("redis://127.0.0.1:6379").await?;
+/// let guard = locker.lock("order:42").lease(Duration::from_secs(10)).acquire().await?;
+/// // ... only one holder in the whole system runs here ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Locker {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) id: u64,
+    pub(crate) backend: Backend,
+    pub(crate) prefix: String,
+    pub(crate) default_lease: Duration,
+    pub(crate) default_wait: Duration,
+    pub(crate) default_watchdog: bool,
+    pub(crate) fence_ttl: Duration,
+    pub(crate) queues: Mutex<HashMap<String, KeyQueue>>,
+    jobs: OnceLock<mpsc::UnboundedSender<Job>>,
+}
+
+impl Inner {
+    /// Hands work to this locker's background task, starting it on first use. Gives the job
+    /// back when that is impossible (no Tokio runtime here, or the runtime it ran on is gone).
+    pub(crate) fn send_job(self: &Arc<Self>, job: Job) -> Result<(), Job> {
+        let tx = match self.jobs.get() {
+            Some(tx) => tx,
+            None => {
+                let Some(tx) = watchdog::spawn(Arc::downgrade(self)) else {
+                    return Err(job);
+                };
+                self.jobs.get_or_init(|| tx)
+            }
+        };
+        tx.send(job).map_err(|e| e.0)
+    }
+
+    /// Starts the background task if it is not running yet.
+    pub(crate) fn start_background(self: &Arc<Self>) {
+        if self.jobs.get().is_none() {
+            if let Some(tx) = watchdog::spawn(Arc::downgrade(self)) {
+                let _ = self.jobs.set(tx);
+            }
+        }
+    }
+}
+
+impl Locker {
+    /// Connects to one Redis server with the default options. Accepts `redis://`,
+    /// `rediss://` (TLS, with the `tls` feature) and `redis+unix://` URLs.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a URL that does not parse, [`LockError::Unavailable`] when the
+    /// server cannot be reached within the connect timeout.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Locker, LockError> {
+        Locker::builder().url(url).build().await
+    }
+
+    /// A builder for every option; see [`LockerBuilder`].
+    pub fn builder() -> LockerBuilder {
+        LockerBuilder::default()
+    }
+
+    /// A locker whose locks live in this process's memory, with the same semantics as Redis
+    /// (leases, fences, wake-ups, the watchdog): for tests, and for programs that run as one
+    /// process. Each call makes a separate store; clones share it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let guard = locker.lock("job:7").acquire().await?;
+    /// assert!(locker.lock("job:7").try_acquire().await?.is_none());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn in_memory() -> Locker {
+        Locker::with_backend(
+            Backend::Memory(MemoryBackend::new()),
+            LockerBuilder::default(),
+        )
+    }
+
+    fn with_backend(backend: Backend, b: LockerBuilder) -> Locker {
+        Locker {
+            inner: Arc::new(Inner {
+                id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
+                backend,
+                prefix: b.prefix,
+                default_lease: b.default_lease,
+                default_wait: b.default_wait,
+                default_watchdog: b.default_watchdog,
+                fence_ttl: b.fence_ttl,
+                queues: Mutex::new(HashMap::new()),
+                jobs: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Starts describing an acquisition of `key`; finish with
+    /// [`acquire`](LockRequest::acquire) or [`try_acquire`](LockRequest::try_acquire).
+    ///
+    /// Any non-empty string up to [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes is a key; braces,
+    /// colons and other bytes are escaped, so a key can never name another lock's data.
+    pub fn lock(&self, key: impl Into<String>) -> LockRequest<'_> {
+        LockRequest {
+            locker: self,
+            key: key.into(),
+            lease: None,
+            wait: None,
+            watchdog: None,
+        }
+    }
+
+    /// The prefix of every Redis key this locker writes.
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// The lease used when a request does not set one.
+    pub fn default_lease(&self) -> Duration {
+        self.inner.default_lease
+    }
+
+    /// How long a request waits for a busy lock when it does not say.
+    pub fn default_wait(&self) -> Duration {
+        self.inner.default_wait
+    }
+}
+
+impl fmt::Debug for Locker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let store = match &self.inner.backend {
+            Backend::Redis(r) => format!("redis at {}", r.endpoint()),
+            Backend::Memory(_) => "in memory".to_owned(),
+        };
+        f.debug_struct("Locker")
+            .field("store", &store)
+            .field("prefix", &self.inner.prefix)
+            .field("default_lease", &self.inner.default_lease)
+            .field("default_wait", &self.inner.default_wait)
+            .finish()
+    }
+}
+
+/// Options of a [`Locker`]. Start with [`Locker::builder`], finish with
+/// [`build`](LockerBuilder::build).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), leasehold::LockError> {
+/// use std::time::Duration;
+/// let locker = leasehold::Locker::builder()
+///     .url("redis://127.0.0.1:6379")
+///     .prefix("shop")
+///     .default_lease(Duration::from_secs(30))
+///     .default_wait(Duration::from_secs(3))
+///     .op_timeout(Duration::from_millis(500))
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until .build().await"]
+pub struct LockerBuilder {
+    url: Option<String>,
+    prefix: String,
+    default_lease: Duration,
+    default_wait: Duration,
+    default_watchdog: bool,
+    op_timeout: Duration,
+    connect_timeout: Duration,
+    fence_ttl: Duration,
+}
+
+impl Default for LockerBuilder {
+    fn default() -> Self {
+        LockerBuilder {
+            url: None,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            default_lease: DEFAULT_LEASE,
+            default_wait: DEFAULT_WAIT,
+            default_watchdog: true,
+            op_timeout: DEFAULT_OP_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            fence_ttl: DEFAULT_FENCE_TTL,
+        }
+    }
+}
+
+impl LockerBuilder {
+    /// The Redis server: `redis://[user:password@]host:port[/db]`, `rediss://...` for TLS,
+    /// or `redis+unix:///path/to/socket`. Required for [`build`](Self::build).
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.url = Some(url.into());
+        self
+    }
+
+    /// The prefix of every Redis key written: `PREFIX:lock:{key}`. Defaults to `"leasehold"`.
+    /// Must be non-empty, without `{` or `}`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The lease of requests that do not set one. Defaults to 30 s; at least 10 ms.
+    pub fn default_lease(mut self, lease: Duration) -> Self {
+        self.default_lease = lease;
+        self
+    }
+
+    /// How long requests wait for a busy lock when they do not say. Defaults to 3 s.
+    pub fn default_wait(mut self, wait: Duration) -> Self {
+        self.default_wait = wait;
+        self
+    }
+
+    /// Whether held leases are renewed in the background unless a request says otherwise.
+    /// Defaults to `true`.
+    pub fn default_watchdog(mut self, on: bool) -> Self {
+        self.default_watchdog = on;
+        self
+    }
+
+    /// The bound on every single Redis call (acquire, release, renew, subscribe). Defaults
+    /// to 1 s. A dead or hung server makes calls fail with
+    /// [`LockError::Unavailable`] after at most this long.
+    pub fn op_timeout(mut self, timeout: Duration) -> Self {
+        self.op_timeout = timeout;
+        self
+    }
+
+    /// The bound on establishing a connection. Defaults to 2 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a lock's fence counter outlives its last use; after that it is re-seeded from
+    /// the server clock (still increasing). Defaults to 7 days.
+    pub fn fence_ttl(mut self, ttl: Duration) -> Self {
+        self.fence_ttl = ttl;
+        self
+    }
+
+    fn check(&self) -> Result<(), LockError> {
+        validate_prefix(&self.prefix)?;
+        check_lease(self.default_lease, "default_lease")?;
+        for (value, name) in [
+            (self.op_timeout, "op_timeout"),
+            (self.connect_timeout, "connect_timeout"),
+        ] {
+            if value.is_zero() {
+                return Err(LockError::config(format!(
+                    "{name} is zero; every Redis call needs a bound, e.g. 500ms"
+                )));
+            }
+        }
+        if self.fence_ttl < Duration::from_secs(1) {
+            return Err(LockError::config(format!(
+                "fence_ttl of {:?} is too short; fence counters should outlive leases by far \
+                 (the default is 7 days)",
+                self.fence_ttl
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks the options and connects.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] when an option is invalid or no URL was given,
+    /// [`LockError::Unavailable`] when Redis cannot be reached.
+    pub async fn build(self) -> Result<Locker, LockError> {
+        self.check()?;
+        let Some(url) = self.url.clone() else {
+            return Err(LockError::config(
+                "no Redis URL: call .url(\"redis://127.0.0.1:6379\") on the builder, or use \
+                 Locker::in_memory() for a process-local store",
+            ));
+        };
+        let settings = RedisSettings {
+            op_timeout: self.op_timeout,
+            connect_timeout: self.connect_timeout,
+        };
+        let backend = RedisBackend::connect(&url, &settings).await?;
+        let locker = Locker::with_backend(Backend::Redis(backend), self);
+        locker.inner.start_background();
+        Ok(locker)
+    }
+
+    /// Checks the options and builds a process-local locker, like [`Locker::in_memory`].
+    ///
+    /// # Errors
+    /// [`LockError::Config`] when an option is invalid.
+    pub fn build_in_memory(self) -> Result<Locker, LockError> {
+        self.check()?;
+        Ok(Locker::with_backend(
+            Backend::Memory(MemoryBackend::new()),
+            self,
+        ))
+    }
+}
+
+pub(crate) fn check_lease(lease: Duration, name: &str) -> Result<(), LockError> {
+    if lease < MIN_LEASE {
+        return Err(LockError::config(format!(
+            "{name} of {lease:?} is too short; a lease must be at least {MIN_LEASE:?} (Redis \
+             counts in milliseconds, and the client keeps a safety margin)"
+        )));
+    }
+    Ok(())
+}
+
+/// One acquisition being described: key, lease, wait and watchdog. Made by
+/// [`Locker::lock`].
+#[derive(Debug)]
+#[must_use = "a lock request does nothing until .acquire().await or .try_acquire().await"]
+pub struct LockRequest<'a> {
+    pub(crate) locker: &'a Locker,
+    pub(crate) key: String,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) watchdog: Option<bool>,
+}
+
+impl LockRequest<'_> {
+    /// How long Redis keeps the lock if this process stops renewing it (crash, pause,
+    /// partition). Defaults to the locker's default lease; at least 10 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// How long to wait for a busy lock before failing with [`LockError::Busy`]; zero fails
+    /// at once. Defaults to the locker's default wait.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Whether to renew the lease in the background (every lease/3) while the guard lives.
+    /// With `false` the lease is a hard maximum: the guard counts as lost when it ends.
+    /// Defaults to the locker's setting (on).
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = Some(on);
+        self
+    }
+
+    /// Takes the lock, waiting up to `wait` for the current holder to release it. Waiters in
+    /// one process queue in order (first come, first served) and a release hands the lock
+    /// straight to the next one.
+    ///
+    /// A nested acquire of a key that the surrounding scope already holds (inside a
+    /// `#[distributed_lock]` body, or [`LockGuard::scope`]) re-enters without a round trip.
+    ///
+    /// Dropping the returned future at any point leaves no lock and no renewal behind.
+    ///
+    /// # Errors
+    /// [`LockError::Busy`] when the lock stayed taken for the whole wait,
+    /// [`LockError::Unavailable`] when Redis failed or did not answer within the operation
+    /// timeout, [`LockError::InvalidKey`] and [`LockError::Config`] for bad input.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::in_memory();
+    /// let guard = locker
+    ///     .lock("stock:sku-7")
+    ///     .lease(Duration::from_secs(10))
+    ///     .wait(Duration::from_millis(500))
+    ///     .acquire()
+    ///     .await?;
+    /// assert!(guard.is_held());
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let opts = self.options()?;
+        self.locker.acquire_with(self.key, opts).await
+    }
+
+    /// Takes the lock if it is free right now; `Ok(None)` when it is not. Never waits.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), but never [`LockError::Busy`].
+    pub async fn try_acquire(mut self) -> Result<Option<LockGuard>, LockError> {
+        self.wait = Some(Duration::ZERO);
+        match self.acquire().await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(LockError::Busy { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn options(&self) -> Result<Options, LockError> {
+        let inner = &self.locker.inner;
+        let lease = self.lease.unwrap_or(inner.default_lease);
+        check_lease(lease, "lease")?;
+        Ok(Options {
+            lease,
+            wait: self.wait.unwrap_or(inner.default_wait),
+            watchdog: self.watchdog.unwrap_or(inner.default_watchdog),
+        })
+    }
+}
+
+/// The resolved options of one acquisition.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Options {
+    pub(crate) lease: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) watchdog: bool,
+}

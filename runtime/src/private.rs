@@ -1,0 +1,128 @@
+//! What `#[distributed_lock]` expands to call. Not public API: the names here may change in
+//! any release, and only the attribute's expansion may use them. All the logic of the
+//! attribute lives here, as ordinary tested code; the expansion only wires it up.
+
+pub use core::time::Duration;
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::locker::Locker;
+
+/// The attribute's options, resolved at compile time.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    /// `lease = "..."`, or the locker's default.
+    pub lease: Option<Duration>,
+    /// `wait = "..."`, or the locker's default.
+    pub wait: Option<Duration>,
+    /// `watchdog = ...`, or the locker's default.
+    pub watchdog: Option<bool>,
+    /// `on_lost = "..."`.
+    pub on_lost: OnLost,
+}
+
+/// What happens to the body when the lease is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLost {
+    /// Drop the body and return `LockError::Lost`.
+    Cancel,
+    /// Let the body run to its end.
+    Continue,
+}
+
+/// Anything that can lend a [`Locker`]: `locker = ...` accepts these.
+pub trait AsLocker {
+    /// The locker.
+    fn as_locker(&self) -> &Locker;
+}
+
+impl AsLocker for Locker {
+    fn as_locker(&self) -> &Locker {
+        self
+    }
+}
+
+impl AsLocker for Arc<Locker> {
+    fn as_locker(&self) -> &Locker {
+        self
+    }
+}
+
+impl<T: AsLocker + ?Sized> AsLocker for &T {
+    fn as_locker(&self) -> &Locker {
+        (**self).as_locker()
+    }
+}
+
+impl<T: AsLocker + ?Sized> AsLocker for &mut T {
+    fn as_locker(&self) -> &Locker {
+        (**self).as_locker()
+    }
+}
+
+/// The locker of `locker = ...`.
+pub fn locker_of<L: AsLocker + ?Sized>(locker: &L) -> Result<&Locker, LockError> {
+    Ok(locker.as_locker())
+}
+
+/// The global default locker, or a `Config` error that says how to install one.
+pub fn default_locker() -> Result<&'static Locker, LockError> {
+    crate::global::require_global_default()
+}
+
+/// Takes the lock for the attribute.
+pub async fn acquire(
+    locker: Result<&Locker, LockError>,
+    key: String,
+    spec: &Spec,
+) -> Result<LockGuard, LockError> {
+    let mut request = locker?.lock(key);
+    if let Some(lease) = spec.lease {
+        request = request.lease(lease);
+    }
+    if let Some(wait) = spec.wait {
+        request = request.wait(wait);
+    }
+    if let Some(on) = spec.watchdog {
+        request = request.watchdog(on);
+    }
+    request.acquire().await
+}
+
+/// Runs the body in the guard's re-entrancy scope; with [`OnLost::Cancel`] the body is
+/// dropped as soon as the lease is lost and the result is `Err(LockError::Lost)`.
+pub async fn hold<F: Future>(
+    guard: &LockGuard,
+    spec: &Spec,
+    body: F,
+) -> Result<F::Output, LockError> {
+    let body = guard.scope(body);
+    match spec.on_lost {
+        OnLost::Continue => Ok(body.await),
+        OnLost::Cancel => {
+            tokio::select! {
+                biased;
+                out = body => Ok(out),
+                _ = guard.lost() => Err(LockError::Lost),
+            }
+        }
+    }
+}
+
+/// Releases the lock and turns the outcome into the function's result. A failed release
+/// after a finished body is logged, not returned: the body's effects already happened.
+pub async fn finish<T, E: From<LockError>>(
+    guard: LockGuard,
+    out: Result<Result<T, E>, LockError>,
+) -> Result<T, E> {
+    let fence = guard.fence();
+    if let Err(e) = guard.release().await {
+        tracing::warn!(fence, error = %e, "releasing the lock after the body failed");
+    }
+    match out {
+        Ok(result) => result,
+        Err(e) => Err(E::from(e)),
+    }
+}

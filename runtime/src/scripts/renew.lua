@@ -1,0 +1,18 @@
+-- renew: extend the leases of many held locks in one round trip (the watchdog's batch).
+--
+-- KEYS[i]       the lock key of the i-th lease
+-- ARGV[2i - 1]  its owner token
+-- ARGV[2i]      its new lease in milliseconds
+--
+-- Returns a list with one entry per key: 1 when the lease was ours and is extended,
+--                                        0 when it was not ours any more (nothing changed).
+local renewed = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[2 * i - 1] then
+    redis.call('PEXPIRE', key, ARGV[2 * i])
+    renewed[i] = 1
+  else
+    renewed[i] = 0
+  end
+end
+return renewed
