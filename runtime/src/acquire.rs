@@ -47,15 +47,7 @@ impl Locker {
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
                 let mut queued = QueuedTurn::new(inner, &keys.lock, rx);
-                let rx = queued.rx.as_mut().expect("fresh ticket");
-                let turn = match tokio::time::timeout_at(deadline, rx).await {
-                    Ok(Ok(turn)) => {
-                        queued.rx = None;
-                        Some(turn)
-                    }
-                    // The queue never drops a sender unsent; treat it like a timeout.
-                    Ok(Err(_)) | Err(_) => queued.close(),
-                };
+                let turn = queued.wait(deadline).await;
                 match turn {
                     None => return Err(LockError::Busy { retry_after: None }),
                     Some(Turn::Granted(lease)) => return Ok(LockGuard::new(self.clone(), lease)),
@@ -89,8 +81,7 @@ impl Locker {
             turn.in_flight = None;
             let remaining = match attempt {
                 Attempt::Granted { fence } => {
-                    turn.keep();
-                    let lease = Lease::new(
+                    let lease = Arc::new(Lease::new(
                         user_key,
                         keys.clone(),
                         token,
@@ -98,8 +89,9 @@ impl Locker {
                         opts.lease,
                         opts.watchdog,
                         sent,
-                    );
-                    return Ok(LockGuard::new(self.clone(), Arc::new(lease)));
+                    ));
+                    turn.keep(&lease);
+                    return Ok(LockGuard::new(self.clone(), lease));
                 }
                 Attempt::Held { remaining } => remaining,
             };

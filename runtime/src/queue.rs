@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use crate::key::LockKeys;
 use crate::lease::Lease;
@@ -19,12 +20,19 @@ use crate::watchdog::Job;
 /// instead, so that waiters in other processes get their chance.
 pub(crate) const MAX_HANDOFFS_IN_ROW: u32 = 16;
 
+/// How often a queued task looks again at who holds the turn, while a contender holds it.
+const HOLDER_RECHECK: Duration = Duration::from_millis(250);
+
 /// The local state of one key that some task of this process is active on. The key has an
 /// entry exactly while one task holds the turn (it holds the lock, or contends for it).
 #[derive(Default)]
 pub(crate) struct KeyQueue {
     waiters: VecDeque<Waiter>,
     handoffs_in_row: u32,
+    /// The lease that holds the turn, or `None` while a task contends in Redis for it. A
+    /// lease that is lost forfeits the turn (see [`Inner::forfeit`]), so a holder that hangs
+    /// past its lease cannot keep the rest of the process waiting.
+    holder: Option<Arc<Lease>>,
 }
 
 /// A queued task, and what it asked for.
@@ -74,6 +82,37 @@ impl Inner {
         }
     }
 
+    /// The lease that holds the turn of `lock_key`, if a lease (not a contender) holds it.
+    pub(crate) fn turn_holder(&self, lock_key: &str) -> Option<Arc<Lease>> {
+        let queues = self.queues.lock().unwrap();
+        queues.get(lock_key).and_then(|q| q.holder.clone())
+    }
+
+    /// Records that `lease` holds the turn of its key now.
+    pub(crate) fn hold_turn(&self, lease: &Arc<Lease>) {
+        let mut queues = self.queues.lock().unwrap();
+        if let Some(q) = queues.get_mut(&lease.keys.lock) {
+            q.holder = Some(lease.clone());
+        }
+    }
+
+    /// Whether `lease` holds its key's turn; false once it forfeited it.
+    pub(crate) fn holds_turn(&self, lease: &Arc<Lease>) -> bool {
+        let queues = self.queues.lock().unwrap();
+        queues
+            .get(&lease.keys.lock)
+            .and_then(|q| q.holder.as_ref())
+            .is_some_and(|h| Arc::ptr_eq(h, lease))
+    }
+
+    /// A lost lease gives up its turn, so the next waiter can try Redis (where the lease has
+    /// run out) instead of waiting for a holder that may never come back.
+    pub(crate) fn forfeit(&self, lease: &Arc<Lease>) {
+        if self.holds_turn(lease) {
+            self.pass_turn(&lease.keys.lock);
+        }
+    }
+
     /// Gives the turn to the next waiter that is still there, or marks the key idle.
     pub(crate) fn pass_turn(&self, lock_key: &str) {
         let mut queues = self.queues.lock().unwrap();
@@ -81,6 +120,7 @@ impl Inner {
             return;
         };
         q.handoffs_in_row = 0;
+        q.holder = None;
         while let Some(w) = q.waiters.pop_front() {
             if w.tx.send(Turn::Contend).is_ok() {
                 return;
@@ -100,6 +140,7 @@ impl Inner {
         while let Some(w) = q.waiters.pop_front() {
             if !w.tx.is_closed() {
                 q.handoffs_in_row += 1;
+                q.holder = None;
                 return Some(w);
             }
         }
@@ -136,8 +177,9 @@ impl<'a> ActiveTurn<'a> {
     }
 
     /// The lock was taken: the turn now belongs to the lease, which passes it on release.
-    pub(crate) fn keep(mut self) {
+    pub(crate) fn keep(mut self, lease: &Arc<Lease>) {
         self.armed = false;
+        self.inner.hold_turn(lease);
     }
 }
 
@@ -178,6 +220,37 @@ impl<'a> QueuedTurn<'a> {
             inner,
             lock_key,
             rx: Some(rx),
+        }
+    }
+
+    /// Waits for this task's turn until `deadline`. A holder whose lease is lost meanwhile
+    /// forfeits the turn, so the queue moves on.
+    pub(crate) async fn wait(&mut self, deadline: Instant) -> Option<Turn> {
+        loop {
+            let holder = self.inner.turn_holder(self.lock_key);
+            let rx = self.rx.as_mut()?;
+            // While a contender (not a lease) holds the turn, look again later: it may
+            // become a lease that can be lost.
+            let recheck = (Instant::now() + HOLDER_RECHECK).min(deadline);
+            let holder_lost = async {
+                match &holder {
+                    Some(lease) => lease.lost().await,
+                    None => tokio::time::sleep_until(recheck).await,
+                }
+            };
+            tokio::select! {
+                turn = rx => {
+                    self.rx = None;
+                    // The queue never drops a sender unsent; an error reads as no turn.
+                    return turn.ok();
+                }
+                _ = tokio::time::sleep_until(deadline) => return self.close(),
+                _ = holder_lost => {
+                    if let Some(lease) = &holder {
+                        self.inner.forfeit(lease);
+                    }
+                }
+            }
         }
     }
 

@@ -22,6 +22,10 @@ impl Inner {
         if !lease.finish() {
             return Ok(());
         }
+        if !self.holds_turn(&lease) {
+            // The lease was lost and forfeited its turn: the queue moved on without it.
+            return self.delete(&lease).await;
+        }
         let mut current = lease;
         // Set when a handover reached a waiter that had just left: its lease came back to us,
         // and the caller's own release already succeeded.
@@ -29,14 +33,9 @@ impl Inner {
         loop {
             let keys = &current.keys;
             let Some(next) = self.next_for_handoff(&keys.lock) else {
-                let released = self.backend.release(keys, &current.token).await;
+                let released = self.delete(&current).await;
                 self.pass_turn(&keys.lock);
-                let result = match released {
-                    Ok(true) => Ok(()),
-                    Ok(false) => Err(LockError::Lost),
-                    Err(e) => Err(e),
-                };
-                return outcome.unwrap_or(result);
+                return outcome.unwrap_or(released);
             };
             let token = OwnerToken::generate();
             let sent = Instant::now();
@@ -55,6 +54,7 @@ impl Inner {
                         next.watchdog,
                         sent,
                     ));
+                    self.hold_turn(&handed);
                     match next.tx.send(Turn::Granted(handed)) {
                         Ok(()) => return outcome.unwrap_or(Ok(())),
                         Err(Turn::Granted(orphan)) => {
@@ -83,6 +83,15 @@ impl Inner {
                     return outcome.unwrap_or(Err(e));
                 }
             }
+        }
+    }
+
+    /// Deletes the lock in Redis if `lease` still owns it.
+    async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
+        match self.backend.release(&lease.keys, &lease.token).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(LockError::Lost),
+            Err(e) => Err(e),
         }
     }
 }

@@ -72,9 +72,14 @@ impl RedisBackend {
             .set_max_delay(Duration::from_millis(500))
             .set_pipeline_buffer_size(1024);
 
-        let client = Client::open(info.clone()).map_err(|e| unavailable(&endpoint, e))?;
+        let client = Client::open(info.clone()).map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
         let connect = ConnectionManager::new_with_config(client, config.clone());
-        let conn = bounded(&endpoint, settings.connect_timeout * 3, connect).await?;
+        let mut conn = bounded(&endpoint, settings.connect_timeout * 3, connect).await?;
+        // Load the scripts now, so the first lock does not pay a NOSCRIPT round trip. After
+        // a server restart they are reloaded on demand by the first call that needs them.
+        for script in [&*ACQUIRE, &*RELEASE, &*HANDOFF, &*RENEW] {
+            bounded(&endpoint, settings.op_timeout, script.load_async(&mut conn)).await?;
+        }
 
         let (push_tx, push_rx) = mpsc::unbounded_channel();
         let resp3 = info.clone().set_redis_settings(
@@ -82,7 +87,7 @@ impl RedisBackend {
                 .clone()
                 .set_protocol(ProtocolVersion::RESP3),
         );
-        let sub_client = Client::open(resp3).map_err(|e| unavailable(&endpoint, e))?;
+        let sub_client = Client::open(resp3).map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
         let sub_config = config
             .set_push_sender(push_tx)
             .set_automatic_resubscription();
@@ -328,9 +333,9 @@ fn describe(addr: &ConnectionAddr) -> Endpoint {
     })
 }
 
-fn unavailable(endpoint: &Endpoint, e: redis::RedisError) -> LockError {
+fn unavailable(endpoint: &Endpoint, limit: Duration, e: redis::RedisError) -> LockError {
     let what = if e.is_timeout() {
-        "timed out".to_owned()
+        format!("did not answer within {limit:?}")
     } else if e.is_connection_refusal() {
         "refused the connection (is redis-server running there?)".to_owned()
     } else if e.is_io_error() || e.is_connection_dropped() {
@@ -349,7 +354,7 @@ async fn bounded<T>(
 ) -> Result<T, LockError> {
     match tokio::time::timeout(limit, call).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(unavailable(endpoint, e)),
+        Ok(Err(e)) => Err(unavailable(endpoint, limit, e)),
         Err(_) => Err(LockError::unavailable(
             format!("redis at {endpoint} did not answer within {limit:?}"),
             None,

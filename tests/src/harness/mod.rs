@@ -1,0 +1,29 @@
+//! Throwaway `redis-server` processes, a fault-injecting TCP proxy, and lookup of sibling binaries.
+//!
+//! Every call is bounded in time and panics with a message that says what did not happen; no
+//! `redis-server` outlives its [`RedisServer`], nor the test binary, even when a test panics.
+//!
+//! ```no_run
+//! use leasehold_tests::harness::{ProxyMode, RedisServer, TcpProxy};
+//!
+//! # async fn demo() {
+//! let redis = RedisServer::start().await;
+//! let proxy = TcpProxy::start(redis.addr()).await;
+//! let client = redis::Client::open(proxy.url()).unwrap();
+//! proxy.set_mode(ProxyMode::Stall); // a partition: bytes are held, nothing answers
+//! redis.pause(); // SIGSTOP: the process is alive but frozen
+//! redis.resume();
+//! # drop(client);
+//! # }
+//! ```
+
+mod cargo_bin;
+mod ports;
+mod process;
+mod proxy;
+mod redis_server;
+mod resp;
+
+pub use cargo_bin::cargo_bin;
+pub use proxy::{ProxyMode, TcpProxy};
+pub use redis_server::{RedisOptions, RedisServer};

@@ -1,0 +1,177 @@
+//! Spawning, signalling and reaping of the child processes the harness owns.
+//!
+//! Children are forked from one thread that lives as long as the test binary, with
+//! `PR_SET_PDEATHSIG`, so the kernel kills them if the binary dies, even by SIGKILL; a registry
+//! of live children is killed at `exit` for the ones a test leaked (a server in a `static`).
+
+use std::io;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::{mpsc, Mutex, OnceLock, TryLockError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// A child that is alive (or not yet reaped), with the directory to remove after it.
+struct Live {
+    pid: u32,
+    dir: PathBuf,
+}
+
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+
+/// Spawns `cmd` from the harness's long-lived spawner thread and registers it for cleanup at exit.
+///
+/// The death signal fires when the *thread* that forked the child exits, so forking from a test
+/// thread or a tokio worker would kill a server shared between tests when its first test ends.
+pub(crate) fn spawn(mut cmd: Command, dir: PathBuf) -> io::Result<Child> {
+    die_with_parent(&mut cmd);
+    let (reply_tx, reply_rx) = mpsc::channel();
+    spawner()
+        .send((cmd, reply_tx))
+        .expect("the harness spawner thread is gone");
+    let child = reply_rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| io::Error::other("the harness spawner thread did not fork within 10s"))??;
+    lock_live().push(Live {
+        pid: child.id(),
+        dir,
+    });
+    Ok(child)
+}
+
+fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
+    static SPAWNER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        thread::Builder::new()
+            .name("leasehold-harness-spawner".into())
+            .spawn(move || {
+                // Never ends: the sender lives in a static.
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("cannot start the harness spawner thread");
+        // SAFETY: `kill_leftovers` is a plain `extern "C" fn` that neither unwinds nor blocks
+        // on a lock another thread may hold.
+        unsafe {
+            libc::atexit(kill_leftovers);
+        }
+        tx
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            // The test binary may have died between fork and prctl.
+            if libc::getppid() as u32 != parent {
+                return Err(io::Error::other("the test binary exited while spawning"));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}
+
+extern "C" fn kill_leftovers() {
+    let live = match LIVE.try_lock() {
+        Ok(live) => live,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        // Another thread is mid-update; PR_SET_PDEATHSIG still kills the children.
+        Err(TryLockError::WouldBlock) => return,
+    };
+    for child in live.iter() {
+        // SAFETY: plain syscalls on a pid that is our own unreaped child, so it cannot be reused.
+        unsafe {
+            libc::kill(child.pid as libc::pid_t, libc::SIGKILL);
+            libc::waitpid(child.pid as libc::pid_t, std::ptr::null_mut(), 0);
+        }
+        let _ = std::fs::remove_dir_all(&child.dir);
+    }
+}
+
+fn lock_live() -> std::sync::MutexGuard<'static, Vec<Live>> {
+    LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Sends `signal` to `child` unless it has exited: once reaped, its pid may belong to anyone.
+pub(crate) fn signal(child: &mut Child, signal: libc::c_int) {
+    if wait_exit(child, Duration::ZERO).is_some() {
+        return;
+    }
+    // SAFETY: a plain syscall; an unreaped child's pid stays ours even if it exits meanwhile.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, signal);
+    }
+}
+
+/// Waits up to `within` for `child` to exit and reaps it; `None` if it is still running.
+pub(crate) fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                forget(child.id());
+                return Some(status);
+            }
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(2)),
+            Ok(None) => return None,
+            // ECHILD: someone else reaped it; it is gone either way.
+            Err(_) => {
+                forget(child.id());
+                return Some(ExitStatus::default());
+            }
+        }
+    }
+}
+
+/// SIGKILLs `child` and reaps it; `false` if it did not die within 10 s (a process stuck in the
+/// kernel).
+pub(crate) fn kill_and_reap(child: &mut Child) -> bool {
+    signal(child, libc::SIGKILL);
+    wait_exit(child, Duration::from_secs(10)).is_some()
+}
+
+fn forget(pid: u32) {
+    lock_live().retain(|live| live.pid != pid);
+}
+
+/// Waits up to `within` until `pid` is stopped by a signal (`stopped`) or runs again
+/// (`!stopped`); `false` if it did not get there in time.
+pub(crate) fn wait_stopped(pid: u32, stopped: bool, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while is_stopped(pid).is_some_and(|now| now != stopped) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// State `T` in `/proc/<pid>/stat`; `None` where that cannot be read.
+#[cfg(target_os = "linux")]
+fn is_stopped(pid: u32) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ...": comm may hold spaces and parentheses, so split after the last ')'.
+    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+    Some(state == "T")
+}
+
+/// Signals are delivered at once in practice; without `/proc` there is nothing to check.
+#[cfg(not(target_os = "linux"))]
+fn is_stopped(_pid: u32) -> Option<bool> {
+    None
+}

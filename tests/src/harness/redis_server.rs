@@ -1,0 +1,652 @@
+//! A throwaway `redis-server` on a free port of 127.0.0.1, with its own directory and no
+//! persistence, that tests can kill, freeze, restart and inspect.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::{ports, process, resp};
+
+/// The environment variable naming the `redis-server` binary; `redis-server` on `PATH` otherwise.
+const BINARY_VAR: &str = "LEASEHOLD_REDIS_SERVER";
+const LOG_FILE: &str = "redis.log";
+/// Bounds every harness call on a running server: connecting, SCAN, INFO, signals taking effect.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const PORT_ATTEMPTS: usize = 5;
+
+/// Extra settings for [`RedisServer::start_with`].
+///
+/// ```no_run
+/// use leasehold_tests::harness::{RedisOptions, RedisServer};
+///
+/// # async fn demo() {
+/// let redis = RedisServer::start_with(
+///     RedisOptions::default().arg("--maxmemory-policy").arg("noeviction"),
+/// )
+/// .await;
+/// # drop(redis);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RedisOptions {
+    args: Vec<OsString>,
+    startup_timeout: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            args: Vec::new(),
+            startup_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RedisOptions {
+    /// Appends one command-line argument, after the harness's own (`--port`, `--bind`, `--save ""`,
+    /// `--appendonly no`, `--dir`, `--enable-debug-command yes`), so it can override them.
+    /// No arguments by default.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Appends several command-line arguments, as [`arg`](Self::arg) does.
+    pub fn args<I>(mut self, args: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// How long a start or restart may take until the server answers. Defaults to 10 s.
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
+        self
+    }
+}
+
+/// A `redis-server` child process on 127.0.0.1, with no persistence and a temporary directory.
+///
+/// Dropping it kills and reaps the process and removes the directory, also while a test panics.
+/// All methods take `&self`, so a server can be shared (`Arc`) with a task that injects faults.
+///
+/// ```no_run
+/// use leasehold_tests::harness::RedisServer;
+///
+/// # async fn demo() {
+/// let redis = RedisServer::start().await;
+/// let mut conn = redis.conn().await;
+/// let _: () = redis::cmd("SET").arg("k").arg("v").query_async(&mut conn).await.unwrap();
+/// redis.restart().await; // same port, empty data
+/// assert!(redis.keys("*").await.is_empty());
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    options: RedisOptions,
+    /// `None` once killed or stopped; only this handle reaps, so a pid here is never reused.
+    child: Mutex<Option<Child>>,
+}
+
+/// Why one attempt to launch `redis-server` did not give a running server.
+enum LaunchError {
+    /// The port was taken by someone else; another port (or a later try) may work.
+    PortTaken,
+    /// Anything else; retrying would fail again.
+    Failed(String),
+}
+
+impl RedisServer {
+    /// Starts a server on a free port and waits until it answers.
+    ///
+    /// # Panics
+    ///
+    /// If `redis-server` cannot be run, exits, or does not answer within 10 s; the message
+    /// includes the tail of its log.
+    pub async fn start() -> Self {
+        Self::start_with(RedisOptions::default()).await
+    }
+
+    /// Starts a server with extra arguments and waits until it answers.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), within the options' startup timeout.
+    pub async fn start_with(options: RedisOptions) -> Self {
+        let dir = fresh_dir();
+        for _ in 0..PORT_ATTEMPTS {
+            let port = ports::free_port();
+            match launch(port, &dir, &options).await {
+                Ok(child) => {
+                    return Self {
+                        port,
+                        dir,
+                        options,
+                        child: Mutex::new(Some(child)),
+                    };
+                }
+                Err(LaunchError::PortTaken) => continue,
+                Err(LaunchError::Failed(why)) => {
+                    let log = log_tail(&dir);
+                    let _ = fs::remove_dir_all(&dir);
+                    panic!("redis-server on 127.0.0.1:{port} did not start: {why}\n{log}");
+                }
+            }
+        }
+        let log = log_tail(&dir);
+        let _ = fs::remove_dir_all(&dir);
+        panic!("redis-server found each of {PORT_ATTEMPTS} free ports taken by the time it bound\n{log}");
+    }
+
+    /// Starts `n` servers in parallel, each as [`start`](Self::start) does.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), if any of them fails (the others are stopped); outside a tokio
+    /// runtime.
+    pub async fn start_many(n: usize) -> Vec<Self> {
+        let mut starting = tokio::task::JoinSet::new();
+        for index in 0..n {
+            starting.spawn(async move { (index, Self::start().await) });
+        }
+        let mut servers: Vec<Option<Self>> = (0..n).map(|_| None).collect();
+        while let Some(started) = starting.join_next().await {
+            match started {
+                Ok((index, server)) => servers[index] = Some(server),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => panic!("starting a redis-server was cancelled: {e}"),
+            }
+        }
+        servers
+            .into_iter()
+            .map(|s| s.expect("every index is filled"))
+            .collect()
+    }
+
+    /// `redis://127.0.0.1:PORT`, for `redis::Client::open` or a `leasehold` locker.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The port the server listens on; it stays the same across [`restart`](Self::restart).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:PORT`, e.g. as the target of a [`TcpProxy`](super::TcpProxy).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The server's working directory, holding its log (`redis.log`); removed on drop.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The process id while the server runs (also while paused); `None` once killed or stopped.
+    pub fn pid(&self) -> Option<u32> {
+        running(&mut self.lock_child()).map(|child| child.id())
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and waits until it has exited. Does
+    /// nothing if it is not running.
+    ///
+    /// # Panics
+    ///
+    /// If the process does not exit within 10 s.
+    pub fn kill9(&self) {
+        if let Some(mut child) = self.lock_child().take() {
+            assert!(
+                process::kill_and_reap(&mut child),
+                "redis-server on port {} (pid {}) did not exit within 10s of SIGKILL",
+                self.port,
+                child.id()
+            );
+        }
+    }
+
+    /// Stops the server gracefully (SIGTERM, nothing saved) and waits until it has exited, for at
+    /// most 5 s before it is SIGKILLed. Does nothing if it is not running; it can be
+    /// [`restart`](Self::restart)ed afterwards.
+    ///
+    /// # Panics
+    ///
+    /// If the process does not exit even after SIGKILL.
+    pub fn stop(&self) {
+        let Some(mut child) = self.lock_child().take() else {
+            return;
+        };
+        process::signal(&mut child, libc::SIGTERM);
+        // A paused server would hold SIGTERM pending forever.
+        process::signal(&mut child, libc::SIGCONT);
+        if process::wait_exit(&mut child, Duration::from_secs(5)).is_none() {
+            assert!(
+                process::kill_and_reap(&mut child),
+                "redis-server on port {} (pid {}) did not exit after SIGTERM nor SIGKILL",
+                self.port,
+                child.id()
+            );
+        }
+    }
+
+    /// Freezes the server with SIGSTOP: connections stay open but nothing is answered, as during
+    /// a long GC pause or a hung host. Returns once the process is stopped.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running, or not stopped within 10 s.
+    pub fn pause(&self) {
+        self.signal_running(libc::SIGSTOP, true, "pause");
+    }
+
+    /// Thaws a server frozen by [`pause`](Self::pause) with SIGCONT. Returns once it runs again.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running, or still stopped after 10 s.
+    pub fn resume(&self) {
+        self.signal_running(libc::SIGCONT, false, "resume");
+    }
+
+    fn signal_running(&self, signal: libc::c_int, stopped: bool, what: &str) {
+        let mut child = self.lock_child();
+        let Some(running) = running(&mut child) else {
+            panic!(
+                "cannot {what} redis-server on port {}: it is not running",
+                self.port
+            );
+        };
+        process::signal(running, signal);
+        assert!(
+            process::wait_stopped(running.id(), stopped, CALL_TIMEOUT),
+            "redis-server on port {} (pid {}) did not {what} within {CALL_TIMEOUT:?}",
+            self.port,
+            running.id()
+        );
+    }
+
+    /// Kills the server (if it runs) and starts it again on the same port with empty data (the
+    /// directory is emptied but for the log), then waits until it answers. Connections made
+    /// before are broken.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start); also if the port stays taken by another process.
+    pub async fn restart(&self) {
+        self.kill9();
+        empty_dir_but_log(&self.dir);
+        let deadline = Instant::now() + self.options.startup_timeout;
+        loop {
+            match launch(self.port, &self.dir, &self.options).await {
+                Ok(child) => {
+                    let previous = self.lock_child().replace(child);
+                    if let Some(mut raced) = previous {
+                        // A concurrent restart won too; keep one server.
+                        process::kill_and_reap(&mut raced);
+                    }
+                    return;
+                }
+                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(LaunchError::PortTaken) => panic!(
+                    "cannot restart redis-server: port {} stayed taken by another process\n{}",
+                    self.port,
+                    log_tail(&self.dir)
+                ),
+                Err(LaunchError::Failed(why)) => panic!(
+                    "redis-server on 127.0.0.1:{} did not restart: {why}\n{}",
+                    self.port,
+                    log_tail(&self.dir)
+                ),
+            }
+        }
+    }
+
+    /// A client for [`url`](Self::url), for raw access in assertions.
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("the harness's redis URL is valid")
+    }
+
+    /// A new multiplexed connection, with the `redis` crate's default timeouts (1 s to connect,
+    /// 500 ms per response).
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be connected to within 10 s.
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        match tokio::time::timeout(
+            CALL_TIMEOUT,
+            self.client().get_multiplexed_async_connection(),
+        )
+        .await
+        {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => panic!("cannot connect to redis-server at {}: {e}", self.addr()),
+            Err(_) => panic!(
+                "redis-server at {} did not accept a connection within {CALL_TIMEOUT:?}",
+                self.addr()
+            ),
+        }
+    }
+
+    /// All keys matching the glob `pattern`, sorted, found with SCAN (not KEYS, which would block
+    /// a large database): for "nothing left behind" assertions.
+    ///
+    /// # Panics
+    ///
+    /// If the server does not answer within 10 s in all.
+    pub async fn keys(&self, pattern: &str) -> Vec<String> {
+        let scan = async {
+            let mut conn = self.conn().await;
+            let mut keys = Vec::new();
+            let mut cursor = 0_u64;
+            loop {
+                let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!("SCAN on redis-server at {} failed: {e}", self.addr())
+                    });
+                keys.extend(batch);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+            keys.sort();
+            keys.dedup(); // SCAN may return a key twice
+            keys
+        };
+        tokio::time::timeout(CALL_TIMEOUT, scan)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "SCAN of redis-server at {} did not finish within {CALL_TIMEOUT:?}",
+                    self.addr()
+                )
+            })
+    }
+
+    /// A numeric field of `INFO everything`, e.g. `"total_commands_processed"` or
+    /// `"connected_clients"`.
+    ///
+    /// For a field made of `k=v` pairs, `"cmdstat_set"` is its first pair (`calls`) and
+    /// `"cmdstat_set.failed_calls"` names another; `cmdstat_*`, `errorstat_*` and `db<N>` fields
+    /// that Redis leaves out (never called, no errors, empty database) read as 0.
+    ///
+    /// The probe is one INFO command on a connection of its own, so `total_commands_processed`
+    /// counts it once and nothing else (INFO is counted after it reports).
+    ///
+    /// # Panics
+    ///
+    /// If the server does not answer within 10 s, or the field is missing or not a number.
+    pub async fn info_stat(&self, name: &str) -> u64 {
+        let info = match resp::command(self.addr(), &["INFO", "everything"], CALL_TIMEOUT).await {
+            Ok(resp::Reply::Text(info)) => info,
+            Ok(resp::Reply::Error(e)) => {
+                panic!("INFO on redis-server at {} failed: {e}", self.addr())
+            }
+            Err(e) => panic!("INFO on redis-server at {} failed: {e}", self.addr()),
+        };
+        parse_info_stat(&info, name)
+            .unwrap_or_else(|why| panic!("INFO of redis-server at {}: {why}", self.addr()))
+    }
+
+    fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
+        self.child
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.lock_child().take() {
+            if !process::kill_and_reap(&mut child) {
+                // Never panic in drop: it may run while a test is already panicking.
+                eprintln!(
+                    "leasehold harness: redis-server pid {} did not exit within 10s of SIGKILL",
+                    child.id()
+                );
+            }
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The child if it has not exited (a paused one has not).
+fn running(child: &mut Option<Child>) -> Option<&mut Child> {
+    child
+        .as_mut()
+        .and_then(|c| process::wait_exit(c, Duration::ZERO).is_none().then_some(c))
+}
+
+/// Runs `redis-server` on `port` until it answers as itself, or says why not.
+async fn launch(port: u16, dir: &Path, options: &RedisOptions) -> Result<Child, LaunchError> {
+    let log_path = dir.join(LOG_FILE);
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| LaunchError::Failed(format!("cannot open {}: {e}", log_path.display())))?;
+    // The log is kept across restarts; judge this launch by what it appends.
+    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let binary = std::env::var_os(BINARY_VAR).unwrap_or_else(|| "redis-server".into());
+    let mut cmd = Command::new(&binary);
+    cmd.arg("--port")
+        .arg(port.to_string())
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+        ])
+        // DEBUG SLEEP and friends let tests make the server slow without freezing it.
+        .args(["--enable-debug-command", "yes"])
+        .arg("--dir")
+        .arg(dir)
+        .args(&options.args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(
+            log.try_clone()
+                .map_err(|e| LaunchError::Failed(e.to_string()))?,
+        )
+        .stderr(log);
+    let mut child = process::spawn(cmd, dir.to_owned()).map_err(|e| {
+        let hint = if e.kind() == io::ErrorKind::NotFound {
+            format!(" (install redis-server, or name the binary in {BINARY_VAR})")
+        } else {
+            String::new()
+        };
+        LaunchError::Failed(format!(
+            "cannot run {}: {e}{hint}",
+            binary.to_string_lossy()
+        ))
+    })?;
+
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let deadline = Instant::now() + options.startup_timeout;
+    loop {
+        if let Some(status) = process::wait_exit(&mut child, Duration::ZERO) {
+            return Err(
+                if log_since(&log_path, log_start).contains("Address already in use") {
+                    LaunchError::PortTaken
+                } else {
+                    LaunchError::Failed(format!("it exited with {status} while starting"))
+                },
+            );
+        }
+        match resp::command(addr, &["INFO", "server"], Duration::from_millis(500)).await {
+            Ok(resp::Reply::Text(info)) => {
+                if info_field(&info, "process_id") == Some(child.id().to_string().as_str()) {
+                    return Ok(child);
+                }
+                // Another server holds the port; ours cannot bind it.
+                process::kill_and_reap(&mut child);
+                return Err(LaunchError::PortTaken);
+            }
+            // Password set through the options: it is up, but will not say who it is.
+            Ok(resp::Reply::Error(e)) if e.starts_with("NOAUTH") => return Ok(child),
+            // LOADING, connection refused, ...: not ready yet.
+            Ok(resp::Reply::Error(_)) | Err(_) => {}
+        }
+        if Instant::now() >= deadline {
+            process::kill_and_reap(&mut child);
+            return Err(LaunchError::Failed(format!(
+                "it did not answer within {:?}",
+                options.startup_timeout
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A new, empty directory for one server under the system's temporary directory.
+fn fresh_dir() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "leasehold-redis-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    // Left over by an earlier binary that had the same pid and was SIGKILLed.
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir
+}
+
+fn empty_dir_but_log(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name() != LOG_FILE {
+            let path = entry.path();
+            let _ = fs::remove_dir_all(&path).or_else(|_| fs::remove_file(&path));
+        }
+    }
+}
+
+fn log_since(path: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        if file.seek(SeekFrom::Start(offset)).is_ok() {
+            let _ = file.read_to_string(&mut text);
+        }
+    }
+    text
+}
+
+/// The last lines of a server's log, framed for a panic message.
+fn log_tail(dir: &Path) -> String {
+    const LINES: usize = 30;
+    let log = log_since(&dir.join(LOG_FILE), 0);
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
+    format!("--- {LOG_FILE}, last {LINES} lines ---\n{tail}\n---")
+}
+
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.trim())
+}
+
+fn parse_info_stat(info: &str, name: &str) -> Result<u64, String> {
+    let (field, pair) = match name.split_once('.') {
+        Some((field, pair)) => (field, Some(pair)),
+        None => (name, None),
+    };
+    let Some(value) = info_field(info, field) else {
+        let omitted_when_zero = field.starts_with("cmdstat_")
+            || field.starts_with("errorstat_")
+            || field
+                .strip_prefix("db")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        return if omitted_when_zero {
+            Ok(0)
+        } else {
+            Err(format!("no field `{field}`"))
+        };
+    };
+    let number = if value.contains('=') {
+        let mut pairs = value.split(',').filter_map(|kv| kv.split_once('='));
+        let found = match pair {
+            Some(pair) => pairs.find(|(k, _)| *k == pair),
+            None => pairs.next(),
+        };
+        found
+            .ok_or_else(|| {
+                format!(
+                    "field `{field}` ({value}) has no `{}`",
+                    pair.unwrap_or("pair")
+                )
+            })?
+            .1
+    } else if let Some(pair) = pair {
+        return Err(format!(
+            "field `{field}` ({value}) has no `{pair}`: it is not made of k=v pairs"
+        ));
+    } else {
+        value
+    };
+    number
+        .parse()
+        .map_err(|_| format!("`{name}` is `{number}`, not a whole number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_info_stat;
+
+    const INFO: &str = "# Stats\r\ntotal_commands_processed:42\r\nused_memory_human:1.2M\r\n\
+                        # Commandstats\r\ncmdstat_set:calls=3,usec=10,usec_per_call=3.33,rejected_calls=0,failed_calls=1\r\n\
+                        # Keyspace\r\ndb0:keys=2,expires=1,avg_ttl=100\r\n";
+
+    #[test]
+    fn plain_and_paired_fields() {
+        assert_eq!(parse_info_stat(INFO, "total_commands_processed"), Ok(42));
+        assert_eq!(parse_info_stat(INFO, "cmdstat_set"), Ok(3));
+        assert_eq!(parse_info_stat(INFO, "cmdstat_set.failed_calls"), Ok(1));
+        assert_eq!(parse_info_stat(INFO, "db0.expires"), Ok(1));
+    }
+
+    #[test]
+    fn omitted_counters_are_zero() {
+        assert_eq!(parse_info_stat(INFO, "cmdstat_get"), Ok(0));
+        assert_eq!(parse_info_stat(INFO, "errorstat_ERR"), Ok(0));
+        assert_eq!(parse_info_stat(INFO, "db3"), Ok(0));
+    }
+
+    #[test]
+    fn unknown_or_non_numeric_fields_are_errors() {
+        assert!(parse_info_stat(INFO, "total_command_processed").is_err());
+        assert!(parse_info_stat(INFO, "used_memory_human").is_err());
+        assert!(parse_info_stat(INFO, "cmdstat_set.usec_per_call").is_err());
+        assert!(parse_info_stat(INFO, "cmdstat_set.nope").is_err());
+    }
+}

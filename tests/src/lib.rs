@@ -1,0 +1,7 @@
+//! Integration, fault and compile-fail tests of `leasehold`, and the harness they run on.
+//!
+//! The [`harness`] module starts throwaway `redis-server` processes and a fault-injecting TCP
+//! proxy, so tests can kill, pause, restart and partition the Redis a lock talks to.
+#![deny(missing_docs)]
+
+pub mod harness;

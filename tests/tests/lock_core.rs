@@ -1,0 +1,578 @@
+//! The core runtime against real `redis-server` processes: exclusion, release on every path,
+//! leases and the watchdog, fencing, waiting, cancellation, and Redis failures.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::{LockError, Locker};
+use leasehold_tests::harness::{ProxyMode, RedisServer, TcpProxy};
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+async fn locker(url: &str) -> Locker {
+    Locker::builder()
+        .url(url)
+        .op_timeout(Duration::from_millis(500))
+        .default_wait(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("connect")
+}
+
+/// Runs a read-sleep-write on a counter in Redis under the lock from `tasks` tasks and
+/// checks that no increment was lost and no two bodies overlapped.
+async fn exclusive_counter(lockers: Vec<Locker>, srv: &RedisServer, tasks: usize) {
+    let in_body = Arc::new(AtomicUsize::new(0));
+    let max_in_body = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for i in 0..tasks {
+        let locker = lockers[i % lockers.len()].clone();
+        let mut conn = srv.conn().await;
+        let (in_body, max_in_body) = (in_body.clone(), max_in_body.clone());
+        handles.push(tokio::spawn(async move {
+            let guard = locker.lock("counter").acquire().await.expect("acquire");
+            let now = in_body.fetch_add(1, Ordering::SeqCst) + 1;
+            max_in_body.fetch_max(now, Ordering::SeqCst);
+            let n: i64 = conn.get("counter-value").await.unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let _: () = conn.set("counter-value", n + 1).await.unwrap();
+            in_body.fetch_sub(1, Ordering::SeqCst);
+            guard.release().await.expect("release");
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let mut conn = srv.conn().await;
+    let n: i64 = conn.get("counter-value").await.unwrap();
+    assert_eq!(n, tasks as i64, "lost increments: the lock let bodies overlap");
+    assert_eq!(max_in_body.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_counter_under_100_tasks_one_locker() {
+    let srv = RedisServer::start().await;
+    exclusive_counter(vec![locker(&srv.url()).await], &srv, 100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_counter_under_100_tasks_four_lockers() {
+    // Four lockers are four independent clients: exclusion comes from Redis alone.
+    let srv = RedisServer::start().await;
+    let mut lockers = Vec::new();
+    for _ in 0..4 {
+        lockers.push(locker(&srv.url()).await);
+    }
+    exclusive_counter(lockers, &srv, 100).await;
+}
+
+#[tokio::test]
+async fn exclusive_counter_across_os_processes() {
+    let srv = RedisServer::start().await;
+    let worker = env!("CARGO_BIN_EXE_lock_worker");
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(worker)
+                .args([srv.url().as_str(), "shared", "shared-counter", "40"])
+                .spawn()
+                .expect("spawn lock_worker")
+        })
+        .collect();
+    for mut child in children {
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "worker failed: {status}");
+    }
+    let mut conn = srv.conn().await;
+    let n: i64 = conn.get("shared-counter").await.unwrap();
+    assert_eq!(n, 120);
+    assert!(srv.keys("leasehold:lock:*").await.is_empty());
+}
+
+async fn assert_free(locker: &Locker, key: &str) {
+    // The release of a dropped guard runs in the background: give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match locker.lock(key).try_acquire().await.unwrap() {
+            Some(g) => return g.release().await.unwrap(),
+            None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(5)).await,
+            None => panic!("{key} is still locked"),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Failed;
+
+async fn body_with_question_mark(locker: &Locker) -> Result<(), Failed> {
+    let _guard = locker.lock("q").acquire().await.unwrap();
+    Err(Failed)?;
+    Ok(())
+}
+
+async fn body_with_early_return(locker: &Locker, stop: bool) -> u32 {
+    let _guard = locker.lock("early").acquire().await.unwrap();
+    if stop {
+        return 1;
+    }
+    2
+}
+
+#[tokio::test]
+async fn every_exit_path_releases() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    let other = self::locker(&srv.url()).await;
+
+    assert!(body_with_question_mark(&locker).await.is_err());
+    assert_free(&other, "q").await;
+
+    assert_eq!(body_with_early_return(&locker, true).await, 1);
+    assert_free(&other, "early").await;
+
+    let l = locker.clone();
+    let panicked = tokio::spawn(async move {
+        let _guard = l.lock("panic").acquire().await.unwrap();
+        panic!("body panics while holding the lock");
+    })
+    .await;
+    assert!(panicked.is_err());
+    assert_free(&other, "panic").await;
+
+    let l = locker.clone();
+    let body = async move {
+        let _guard = l.lock("dropped").acquire().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    };
+    assert!(tokio::time::timeout(Duration::from_millis(50), body)
+        .await
+        .is_err());
+    assert_free(&other, "dropped").await;
+    assert!(srv.keys("leasehold:lock:*").await.is_empty());
+}
+
+#[tokio::test]
+async fn stale_release_after_expiry_fails_and_leaves_new_holder_alone() {
+    let srv = RedisServer::start().await;
+    let a = locker(&srv.url()).await;
+    let b = locker(&srv.url()).await;
+    let stale = a
+        .lock("k")
+        .lease(Duration::from_millis(100))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    stale.lost().await;
+    assert!(!stale.is_held());
+    let fresh = b.lock("k").wait(Duration::from_secs(1)).acquire().await.unwrap();
+    assert!(fresh.fence() > stale.fence());
+    assert!(matches!(stale.release().await, Err(LockError::Lost)));
+    assert!(fresh.is_held());
+    assert_eq!(srv.keys("leasehold:lock:*").await.len(), 1, "new holder's key kept");
+    assert!(a.lock("k").try_acquire().await.unwrap().is_none());
+    fresh.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn watchdog_keeps_a_short_lease_through_a_long_body_then_stops() {
+    let srv = RedisServer::start().await;
+    let holder = locker(&srv.url()).await;
+    let other = locker(&srv.url()).await;
+    let guard = holder
+        .lock("long")
+        .lease(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
+    let mut conn = srv.conn().await;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(guard.is_held(), "lease lost at {:?}", start.elapsed());
+        assert!(other.lock("long").try_acquire().await.unwrap().is_none());
+        let pttl: i64 = conn.pttl("leasehold:lock:{long}").await.unwrap();
+        assert!(pttl > 0 && pttl <= 1000, "pttl {pttl}");
+    }
+    guard.release().await.unwrap();
+    // After the release the watchdog sends nothing more for this lease.
+    let before = srv.info_stat("cmdstat_evalsha").await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let after = srv.info_stat("cmdstat_evalsha").await;
+    assert_eq!(before, after, "renewals continued after release");
+    assert!(srv.keys("leasehold:lock:*").await.is_empty());
+}
+
+#[tokio::test]
+async fn watchdog_off_makes_the_lease_a_hard_maximum() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    let guard = locker
+        .lock("hard")
+        .lease(Duration::from_millis(200))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    guard.lost().await;
+    let lasted = start.elapsed();
+    assert!(lasted > Duration::from_millis(150), "{lasted:?}");
+    assert!(lasted < Duration::from_millis(400), "{lasted:?}");
+    // However late the timer fires, the guard stops counting as held before Redis expires
+    // the key (200 ms after the acquire was sent, which was before `start`).
+    tokio::time::sleep_until(start + Duration::from_millis(197)).await;
+    assert!(!guard.is_held());
+    tokio::time::sleep_until(start + Duration::from_millis(250)).await;
+    assert!(srv.keys("leasehold:lock:*").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_leave_nothing_behind() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    let remote = self::locker(&srv.url()).await;
+    // A holder in another "process" keeps the lock busy while acquires are cancelled at
+    // many different points: queued locally, contending in Redis, mid-round-trip.
+    let holder = remote.lock("c").acquire().await.unwrap();
+    let mut handles = Vec::new();
+    for i in 0..200u64 {
+        let locker = locker.clone();
+        handles.push(tokio::spawn(async move {
+            let cancel_after = Duration::from_micros((i * 137) % 3000);
+            let _ = tokio::time::timeout(cancel_after, locker.lock("c").acquire()).await;
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    holder.release().await.unwrap();
+    // Also cancel acquires that race with a free lock (some of them win the round trip).
+    for i in 0..200u64 {
+        let cancel_after = Duration::from_micros((i * 53) % 400);
+        let _ = tokio::time::timeout(cancel_after, locker.lock("c").acquire()).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(srv.keys("leasehold:lock:*").await.is_empty(), "a cancelled acquire left a lock");
+    // The local queue is not stuck either: the same locker takes the lock at once.
+    let g = locker
+        .lock("c")
+        .wait(Duration::from_millis(200))
+        .acquire()
+        .await
+        .expect("queue stalled by a cancelled waiter");
+    g.release().await.unwrap();
+    let renewals = srv.info_stat("cmdstat_evalsha").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(srv.info_stat("cmdstat_evalsha").await, renewals, "no renewals left");
+}
+
+#[tokio::test]
+async fn paused_holder_loses_its_lease_and_cannot_release_the_next_one() {
+    let srv = RedisServer::start().await;
+    let proxy = TcpProxy::start(srv.addr()).await;
+    let paused = locker(&proxy.url()).await;
+    let next = locker(&srv.url()).await;
+    let guard = paused
+        .lock("p")
+        .lease(Duration::from_millis(600))
+        .acquire()
+        .await
+        .unwrap();
+    // The holder's traffic stalls, as if the process were paused or cut off.
+    proxy.set_mode(ProxyMode::Stall);
+    let lost_in = Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("lost() never fired");
+    assert!(lost_in.elapsed() < Duration::from_millis(1000));
+    assert!(!guard.is_held());
+    let taken = next.lock("p").wait(Duration::from_secs(2)).acquire().await.unwrap();
+    // The safety property: by the time anyone else holds the lock, the paused holder no
+    // longer believes it does.
+    assert!(!guard.is_held());
+    assert!(taken.fence() > guard.fence());
+    proxy.set_mode(ProxyMode::Pass);
+    let stale = guard.release().await;
+    assert!(
+        matches!(stale, Err(LockError::Lost) | Err(LockError::Unavailable { .. })),
+        "{stale:?}"
+    );
+    assert!(taken.is_held());
+    assert_eq!(srv.keys("leasehold:lock:*").await.len(), 1);
+    taken.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn dead_redis_is_unavailable_in_bounded_time_and_restart_recovers() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    locker.lock("r").acquire().await.unwrap().release().await.unwrap();
+
+    srv.kill9();
+    let start = Instant::now();
+    let err = locker
+        .lock("r")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+    assert!(start.elapsed() < Duration::from_millis(300 + 500 + 500), "{:?}", start.elapsed());
+    assert!(!err.to_string().contains('{'), "no key in the message: {err}");
+
+    // Restarted empty: the scripts are gone (NOSCRIPT) and must reload by themselves.
+    srv.restart().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let guard = loop {
+        match locker.lock("r").wait(Duration::from_millis(200)).acquire().await {
+            Ok(g) => break g,
+            Err(e) if Instant::now() < deadline => {
+                assert!(e.is_unavailable(), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("did not recover after restart: {e}"),
+        }
+    };
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn hung_redis_is_unavailable_in_bounded_time() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    locker.lock("h").acquire().await.unwrap().release().await.unwrap();
+    srv.pause();
+    let start = Instant::now();
+    let err = locker
+        .lock("h")
+        .wait(Duration::from_millis(200))
+        .acquire()
+        .await
+        .unwrap_err();
+    let took = start.elapsed();
+    srv.resume();
+    assert!(err.is_unavailable(), "{err}");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    assert!(took < Duration::from_millis(200 + 500 + 500), "{took:?}");
+}
+
+#[tokio::test]
+async fn a_waiter_in_another_process_wakes_on_release_not_at_expiry() {
+    let srv = RedisServer::start().await;
+    let holder = locker(&srv.url()).await;
+    let waiter = locker(&srv.url()).await;
+    let guard = holder
+        .lock("w")
+        .lease(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = tokio::spawn(async move {
+        let g = waiter.lock("w").acquire().await.unwrap();
+        let at = Instant::now();
+        g.release().await.unwrap();
+        at
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = Instant::now();
+    guard.release().await.unwrap();
+    let acquired_at = waiting.await.unwrap();
+    let delay = acquired_at - released_at;
+    assert!(delay < Duration::from_millis(100), "woke after {delay:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_waiters_are_served_in_order_by_handoff() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    let first = locker.lock("fifo").acquire().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for i in 0..10 {
+        let (locker, order) = (locker.clone(), order.clone());
+        handles.push(tokio::spawn(async move {
+            let g = locker.lock("fifo").acquire().await.unwrap();
+            order.lock().unwrap().push((i, g.fence()));
+            g.release().await.unwrap();
+        }));
+        // Queue them in a known order.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = srv.info_stat("cmdstat_evalsha").await;
+    first.release().await.unwrap();
+    for h in handles {
+        h.await.unwrap();
+    }
+    let scripts = srv.info_stat("cmdstat_evalsha").await - before;
+    let order = order.lock().unwrap().clone();
+    let ids: Vec<i32> = order.iter().map(|(i, _)| *i).collect();
+    assert_eq!(ids, (0..10).collect::<Vec<_>>(), "first come, first served");
+    assert!(order.windows(2).all(|w| w[0].1 < w[1].1), "fences increase");
+    // One script per handover (10) plus the final release: no retries, no polling.
+    assert_eq!(scripts, 11);
+}
+
+#[tokio::test]
+async fn nested_acquire_in_scope_reenters_but_siblings_do_not() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    let outer = locker.lock("re").acquire().await.unwrap();
+    let before = srv.info_stat("total_commands_processed").await;
+    outer
+        .scope(async {
+            let inner = locker.lock("re").wait(Duration::ZERO).acquire().await.unwrap();
+            assert!(inner.is_reentrant());
+            assert_eq!(inner.fence(), outer.fence());
+            inner.release().await.unwrap();
+        })
+        .await;
+    // INFO itself counts once.
+    assert!(srv.info_stat("total_commands_processed").await - before <= 1);
+    assert!(outer.is_held(), "the nested release must not free the outer lock");
+    // Outside the scope (a sibling future of the same task) the lock is someone else's.
+    let sibling = locker.lock("re").wait(Duration::from_millis(50)).acquire().await;
+    assert!(matches!(sibling, Err(LockError::Busy { .. })));
+    outer.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn fences_increase_across_holders_and_after_the_counter_is_gone() {
+    let srv = RedisServer::start().await;
+    let a = locker(&srv.url()).await;
+    let b = locker(&srv.url()).await;
+    let mut last = 0;
+    for i in 0..20 {
+        let l = if i % 2 == 0 { &a } else { &b };
+        let g = l.lock("f").acquire().await.unwrap();
+        assert!(g.fence() > last);
+        last = g.fence();
+        g.release().await.unwrap();
+    }
+    // The counter expires (or is evicted): the next fence is seeded from the server clock.
+    let mut conn = srv.conn().await;
+    let ttl: i64 = conn.ttl("leasehold:fence:{f}").await.unwrap();
+    assert!(ttl > 6 * 24 * 3600, "fence counter has a long TTL: {ttl}");
+    let _: () = conn.del("leasehold:fence:{f}").await.unwrap();
+    let g = a.lock("f").acquire().await.unwrap();
+    assert!(g.fence() > last, "{} <= {last}", g.fence());
+    g.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn redis_memory_stays_bounded_for_many_keys() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    for i in 0..500 {
+        let g = locker.lock(format!("item:{i}")).acquire().await.unwrap();
+        g.release().await.unwrap();
+    }
+    assert!(srv.keys("leasehold:lock:*").await.is_empty());
+    let fences = srv.keys("leasehold:fence:*").await;
+    assert_eq!(fences.len(), 500);
+    let mut conn = srv.conn().await;
+    for key in fences.iter().take(20) {
+        let ttl: i64 = conn.ttl(key).await.unwrap();
+        assert!(ttl > 0, "{key} has no TTL");
+    }
+}
+
+#[tokio::test]
+async fn keys_are_validated_and_escaped() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    assert!(matches!(
+        locker.lock("").acquire().await,
+        Err(LockError::InvalidKey { .. })
+    ));
+    let huge = "x".repeat(leasehold::MAX_KEY_LEN + 1);
+    assert!(matches!(
+        locker.lock(huge).acquire().await,
+        Err(LockError::InvalidKey { .. })
+    ));
+    // A key that imitates another lock's internals gets its own lock.
+    let a = locker.lock("y}:fence:{z").acquire().await.unwrap();
+    let b = locker.lock("z").try_acquire().await.unwrap().expect("distinct lock");
+    assert_eq!(
+        srv.keys("leasehold:lock:*").await.len(),
+        2,
+        "two locks, two keys"
+    );
+    let mut names = srv.keys("leasehold:*").await;
+    names.sort();
+    assert!(names.contains(&"leasehold:lock:{y%7D:fence:%7Bz}".to_owned()), "{names:?}");
+    a.release().await.unwrap();
+    b.release().await.unwrap();
+    let nul = locker.lock("nul\0byte").acquire().await.unwrap();
+    nul.release().await.unwrap();
+
+    assert!(matches!(
+        Locker::builder().url(srv.url()).prefix("a{b").build().await,
+        Err(LockError::Config { .. })
+    ));
+    assert!(matches!(
+        locker.lock("x").lease(Duration::from_millis(1)).acquire().await,
+        Err(LockError::Config { .. })
+    ));
+    let bad = Locker::connect("not a url").await.unwrap_err();
+    assert!(matches!(bad, LockError::Config { .. }), "{bad}");
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_is_unavailable() {
+    let err = Locker::builder()
+        .url("redis://127.0.0.1:1")
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+    assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
+}
+
+#[tokio::test]
+async fn try_acquire_never_waits() {
+    let srv = RedisServer::start().await;
+    let a = locker(&srv.url()).await;
+    let b = locker(&srv.url()).await;
+    let g = a.lock("t").acquire().await.unwrap();
+    let start = Instant::now();
+    assert!(b.lock("t").try_acquire().await.unwrap().is_none());
+    assert!(a.lock("t").try_acquire().await.unwrap().is_none());
+    assert!(start.elapsed() < Duration::from_millis(100));
+    let busy = b.lock("t").wait(Duration::ZERO).acquire().await.unwrap_err();
+    match busy {
+        LockError::Busy { retry_after } => {
+            let left = retry_after.expect("remaining lease reported");
+            assert!(left > Duration::from_secs(25) && left <= Duration::from_secs(30));
+        }
+        other => panic!("{other}"),
+    }
+    g.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_local_waiter_takes_over_from_a_lost_holder_in_the_same_process() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    // The holder's lease runs out while it still has its guard (it hangs, say).
+    let hung = locker
+        .lock("l")
+        .lease(Duration::from_millis(150))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let next = locker.lock("l").wait(Duration::from_secs(2)).acquire().await.unwrap();
+    assert!(start.elapsed() < Duration::from_secs(1), "{:?}", start.elapsed());
+    assert!(!hung.is_held());
+    assert!(next.fence() > hung.fence());
+    assert!(matches!(hung.release().await, Err(LockError::Lost)));
+    assert!(next.is_held());
+    next.release().await.unwrap();
+    assert!(srv.keys("leasehold:lock:*").await.is_empty());
+}
