@@ -98,7 +98,8 @@ impl Lease {
 
     /// Redis said the lock is not ours any more.
     pub(crate) fn mark_lost(&self) {
-        self.state.send_if_modified(|s| !std::mem::replace(&mut s.lost, true));
+        self.state
+            .send_if_modified(|s| !std::mem::replace(&mut s.lost, true));
     }
 
     /// Resolves once the lease is lost: Redis said so, or its validity ran out without a

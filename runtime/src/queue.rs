@@ -62,7 +62,13 @@ pub(crate) enum Entry {
 
 impl Inner {
     /// Takes the turn for `lock_key`, or queues behind the task that has it.
-    pub(crate) fn enter(&self, lock_key: &str, lease: Duration, watchdog: bool, wait: bool) -> Entry {
+    pub(crate) fn enter(
+        &self,
+        lock_key: &str,
+        lease: Duration,
+        watchdog: bool,
+        wait: bool,
+    ) -> Entry {
         let mut queues = self.queues.lock().unwrap();
         match queues.get_mut(lock_key) {
             None => {
@@ -215,7 +221,11 @@ pub(crate) struct QueuedTurn<'a> {
 }
 
 impl<'a> QueuedTurn<'a> {
-    pub(crate) fn new(inner: &'a Arc<Inner>, lock_key: &'a str, rx: oneshot::Receiver<Turn>) -> Self {
+    pub(crate) fn new(
+        inner: &'a Arc<Inner>,
+        lock_key: &'a str,
+        rx: oneshot::Receiver<Turn>,
+    ) -> Self {
         QueuedTurn {
             inner,
             lock_key,

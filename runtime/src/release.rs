@@ -18,7 +18,10 @@ impl Inner {
     /// # Errors
     /// [`LockError::Lost`] when the lock was not ours any more (nothing was touched),
     /// [`LockError::Unavailable`] when Redis failed (the lease then runs out on its own).
-    pub(crate) async fn release_lease(self: &Arc<Self>, lease: Arc<Lease>) -> Result<(), LockError> {
+    pub(crate) async fn release_lease(
+        self: &Arc<Self>,
+        lease: Arc<Lease>,
+    ) -> Result<(), LockError> {
         if !lease.finish() {
             return Ok(());
         }

@@ -23,7 +23,10 @@ pub(crate) enum Job {
     /// Keep this lease alive until it is released.
     Watch(Arc<Lease>),
     /// A guard was dropped without `release().await`: release (or hand over) in the background.
-    Release { inner: Arc<Inner>, lease: Arc<Lease> },
+    Release {
+        inner: Arc<Inner>,
+        lease: Arc<Lease>,
+    },
     /// An acquire was abandoned while its answer was outstanding: delete the lock if that
     /// attempt took it, then pass the local turn on.
     Abandon {

@@ -46,7 +46,10 @@ async fn exclusive_counter(lockers: Vec<Locker>, srv: &RedisServer, tasks: usize
     }
     let mut conn = srv.conn().await;
     let n: i64 = conn.get("counter-value").await.unwrap();
-    assert_eq!(n, tasks as i64, "lost increments: the lock let bodies overlap");
+    assert_eq!(
+        n, tasks as i64,
+        "lost increments: the lock let bodies overlap"
+    );
     assert_eq!(max_in_body.load(Ordering::SeqCst), 1);
 }
 
@@ -168,11 +171,20 @@ async fn stale_release_after_expiry_fails_and_leaves_new_holder_alone() {
         .unwrap();
     stale.lost().await;
     assert!(!stale.is_held());
-    let fresh = b.lock("k").wait(Duration::from_secs(1)).acquire().await.unwrap();
+    let fresh = b
+        .lock("k")
+        .wait(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
     assert!(fresh.fence() > stale.fence());
     assert!(matches!(stale.release().await, Err(LockError::Lost)));
     assert!(fresh.is_held());
-    assert_eq!(srv.keys("leasehold:lock:*").await.len(), 1, "new holder's key kept");
+    assert_eq!(
+        srv.keys("leasehold:lock:*").await.len(),
+        1,
+        "new holder's key kept"
+    );
     assert!(a.lock("k").try_acquire().await.unwrap().is_none());
     fresh.release().await.unwrap();
 }
@@ -256,7 +268,10 @@ async fn cancelled_acquires_leave_nothing_behind() {
         let _ = tokio::time::timeout(cancel_after, locker.lock("c").acquire()).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(srv.keys("leasehold:lock:*").await.is_empty(), "a cancelled acquire left a lock");
+    assert!(
+        srv.keys("leasehold:lock:*").await.is_empty(),
+        "a cancelled acquire left a lock"
+    );
     // The local queue is not stuck either: the same locker takes the lock at once.
     let g = locker
         .lock("c")
@@ -267,7 +282,11 @@ async fn cancelled_acquires_leave_nothing_behind() {
     g.release().await.unwrap();
     let renewals = srv.info_stat("cmdstat_evalsha").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(srv.info_stat("cmdstat_evalsha").await, renewals, "no renewals left");
+    assert_eq!(
+        srv.info_stat("cmdstat_evalsha").await,
+        renewals,
+        "no renewals left"
+    );
 }
 
 #[tokio::test]
@@ -290,7 +309,12 @@ async fn paused_holder_loses_its_lease_and_cannot_release_the_next_one() {
         .expect("lost() never fired");
     assert!(lost_in.elapsed() < Duration::from_millis(1000));
     assert!(!guard.is_held());
-    let taken = next.lock("p").wait(Duration::from_secs(2)).acquire().await.unwrap();
+    let taken = next
+        .lock("p")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
     // The safety property: by the time anyone else holds the lock, the paused holder no
     // longer believes it does.
     assert!(!guard.is_held());
@@ -298,7 +322,10 @@ async fn paused_holder_loses_its_lease_and_cannot_release_the_next_one() {
     proxy.set_mode(ProxyMode::Pass);
     let stale = guard.release().await;
     assert!(
-        matches!(stale, Err(LockError::Lost) | Err(LockError::Unavailable { .. })),
+        matches!(
+            stale,
+            Err(LockError::Lost) | Err(LockError::Unavailable { .. })
+        ),
         "{stale:?}"
     );
     assert!(taken.is_held());
@@ -310,7 +337,14 @@ async fn paused_holder_loses_its_lease_and_cannot_release_the_next_one() {
 async fn dead_redis_is_unavailable_in_bounded_time_and_restart_recovers() {
     let srv = RedisServer::start().await;
     let locker = locker(&srv.url()).await;
-    locker.lock("r").acquire().await.unwrap().release().await.unwrap();
+    locker
+        .lock("r")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 
     srv.kill9();
     let start = Instant::now();
@@ -321,14 +355,26 @@ async fn dead_redis_is_unavailable_in_bounded_time_and_restart_recovers() {
         .await
         .unwrap_err();
     assert!(err.is_unavailable(), "{err}");
-    assert!(start.elapsed() < Duration::from_millis(300 + 500 + 500), "{:?}", start.elapsed());
-    assert!(!err.to_string().contains('{'), "no key in the message: {err}");
+    assert!(
+        start.elapsed() < Duration::from_millis(300 + 500 + 500),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        !err.to_string().contains('{'),
+        "no key in the message: {err}"
+    );
 
     // Restarted empty: the scripts are gone (NOSCRIPT) and must reload by themselves.
     srv.restart().await;
     let deadline = Instant::now() + Duration::from_secs(5);
     let guard = loop {
-        match locker.lock("r").wait(Duration::from_millis(200)).acquire().await {
+        match locker
+            .lock("r")
+            .wait(Duration::from_millis(200))
+            .acquire()
+            .await
+        {
             Ok(g) => break g,
             Err(e) if Instant::now() < deadline => {
                 assert!(e.is_unavailable(), "{e}");
@@ -344,7 +390,14 @@ async fn dead_redis_is_unavailable_in_bounded_time_and_restart_recovers() {
 async fn hung_redis_is_unavailable_in_bounded_time() {
     let srv = RedisServer::start().await;
     let locker = locker(&srv.url()).await;
-    locker.lock("h").acquire().await.unwrap().release().await.unwrap();
+    locker
+        .lock("h")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     srv.pause();
     let start = Instant::now();
     let err = locker
@@ -424,7 +477,12 @@ async fn nested_acquire_in_scope_reenters_but_siblings_do_not() {
     let before = srv.info_stat("total_commands_processed").await;
     outer
         .scope(async {
-            let inner = locker.lock("re").wait(Duration::ZERO).acquire().await.unwrap();
+            let inner = locker
+                .lock("re")
+                .wait(Duration::ZERO)
+                .acquire()
+                .await
+                .unwrap();
             assert!(inner.is_reentrant());
             assert_eq!(inner.fence(), outer.fence());
             inner.release().await.unwrap();
@@ -432,9 +490,16 @@ async fn nested_acquire_in_scope_reenters_but_siblings_do_not() {
         .await;
     // INFO itself counts once.
     assert!(srv.info_stat("total_commands_processed").await - before <= 1);
-    assert!(outer.is_held(), "the nested release must not free the outer lock");
+    assert!(
+        outer.is_held(),
+        "the nested release must not free the outer lock"
+    );
     // Outside the scope (a sibling future of the same task) the lock is someone else's.
-    let sibling = locker.lock("re").wait(Duration::from_millis(50)).acquire().await;
+    let sibling = locker
+        .lock("re")
+        .wait(Duration::from_millis(50))
+        .acquire()
+        .await;
     assert!(matches!(sibling, Err(LockError::Busy { .. })));
     outer.release().await.unwrap();
 }
@@ -495,7 +560,12 @@ async fn keys_are_validated_and_escaped() {
     ));
     // A key that imitates another lock's internals gets its own lock.
     let a = locker.lock("y}:fence:{z").acquire().await.unwrap();
-    let b = locker.lock("z").try_acquire().await.unwrap().expect("distinct lock");
+    let b = locker
+        .lock("z")
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("distinct lock");
     assert_eq!(
         srv.keys("leasehold:lock:*").await.len(),
         2,
@@ -503,7 +573,10 @@ async fn keys_are_validated_and_escaped() {
     );
     let mut names = srv.keys("leasehold:*").await;
     names.sort();
-    assert!(names.contains(&"leasehold:lock:{y%7D:fence:%7Bz}".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"leasehold:lock:{y%7D:fence:%7Bz}".to_owned()),
+        "{names:?}"
+    );
     a.release().await.unwrap();
     b.release().await.unwrap();
     let nul = locker.lock("nul\0byte").acquire().await.unwrap();
@@ -514,7 +587,11 @@ async fn keys_are_validated_and_escaped() {
         Err(LockError::Config { .. })
     ));
     assert!(matches!(
-        locker.lock("x").lease(Duration::from_millis(1)).acquire().await,
+        locker
+            .lock("x")
+            .lease(Duration::from_millis(1))
+            .acquire()
+            .await,
         Err(LockError::Config { .. })
     ));
     let bad = Locker::connect("not a url").await.unwrap_err();
@@ -543,7 +620,12 @@ async fn try_acquire_never_waits() {
     assert!(b.lock("t").try_acquire().await.unwrap().is_none());
     assert!(a.lock("t").try_acquire().await.unwrap().is_none());
     assert!(start.elapsed() < Duration::from_millis(100));
-    let busy = b.lock("t").wait(Duration::ZERO).acquire().await.unwrap_err();
+    let busy = b
+        .lock("t")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
     match busy {
         LockError::Busy { retry_after } => {
             let left = retry_after.expect("remaining lease reported");
@@ -567,8 +649,17 @@ async fn a_local_waiter_takes_over_from_a_lost_holder_in_the_same_process() {
         .await
         .unwrap();
     let start = Instant::now();
-    let next = locker.lock("l").wait(Duration::from_secs(2)).acquire().await.unwrap();
-    assert!(start.elapsed() < Duration::from_secs(1), "{:?}", start.elapsed());
+    let next = locker
+        .lock("l")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
     assert!(!hung.is_held());
     assert!(next.fence() > hung.fence());
     assert!(matches!(hung.release().await, Err(LockError::Lost)));

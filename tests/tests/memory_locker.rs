@@ -18,7 +18,11 @@ async fn exclusive_under_100_tasks() {
         let (locker, in_body, total) = (locker.clone(), in_body.clone(), total.clone());
         handles.push(tokio::spawn(async move {
             let g = locker.lock("k").acquire().await.unwrap();
-            assert_eq!(in_body.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+            assert_eq!(
+                in_body.fetch_add(1, Ordering::SeqCst),
+                0,
+                "two holders at once"
+            );
             let n = total.load(Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(1)).await;
             total.store(n + 1, Ordering::SeqCst);
@@ -53,7 +57,12 @@ async fn expiry_fences_and_stale_release() {
         .await
         .unwrap();
     let start = Instant::now();
-    let next = locker.lock("k").wait(Duration::from_secs(1)).acquire().await.unwrap();
+    let next = locker
+        .lock("k")
+        .wait(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
     assert!(start.elapsed() >= Duration::from_millis(40));
     assert!(!stale.is_held());
     assert!(next.fence() > stale.fence());

@@ -22,7 +22,10 @@ struct Outcome {
 
 async fn run(url: &str, sku: &str, lockers: Option<&[Locker]>) -> Outcome {
     let client = redis::Client::open(url).expect("REDIS_URL is a redis:// URL");
-    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
     let stock_key = format!("demo:stock:{sku}");
     let sold_key = format!("demo:sold:{sku}");
     let _: () = conn.set(&stock_key, STOCK).await.unwrap();
@@ -98,7 +101,10 @@ async fn main() {
     let naive = run(&url, "naive", None).await;
     eprintln!("running with leasehold...");
     let locked = run(&url, "locked", Some(&lockers)).await;
-    println!("{:<14} {:>6} {:>9} {:>10}", "run", "sold", "oversold", "time");
+    println!(
+        "{:<14} {:>6} {:>9} {:>10}",
+        "run", "sold", "oversold", "time"
+    );
     for (name, o) in [("no lock", &naive), ("leasehold", &locked)] {
         println!(
             "{:<14} {:>6} {:>9} {:>8.0}ms",

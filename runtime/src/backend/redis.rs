@@ -72,7 +72,8 @@ impl RedisBackend {
             .set_max_delay(Duration::from_millis(500))
             .set_pipeline_buffer_size(1024);
 
-        let client = Client::open(info.clone()).map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
+        let client = Client::open(info.clone())
+            .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
         let connect = ConnectionManager::new_with_config(client, config.clone());
         let mut conn = bounded(&endpoint, settings.connect_timeout * 3, connect).await?;
         // Load the scripts now, so the first lock does not pay a NOSCRIPT round trip. After
@@ -87,7 +88,8 @@ impl RedisBackend {
                 .clone()
                 .set_protocol(ProtocolVersion::RESP3),
         );
-        let sub_client = Client::open(resp3).map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
+        let sub_client =
+            Client::open(resp3).map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
         let sub_config = config
             .set_push_sender(push_tx)
             .set_automatic_resubscription();
