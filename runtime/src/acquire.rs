@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::{Attempt, WakeSubscription};
+use crate::backend::{AcquireRequest, Attempt, WakeSubscription};
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::{validate_key, LockKeys};
@@ -33,11 +33,11 @@ impl Locker {
         let inner = &self.inner;
         let keys = LockKeys::new(&inner.prefix, &user_key);
 
-        if let Some(lease) = reentrant::held(inner.id, &keys.lock) {
+        if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
             if !lease.is_held() {
                 return Err(LockError::Lost);
             }
-            return Ok(LockGuard::reentered(self.clone(), lease));
+            return Ok(LockGuard::reentered(self.clone(), lease, fence));
         }
 
         let deadline = Instant::now() + opts.wait;
@@ -50,7 +50,9 @@ impl Locker {
                 let turn = queued.wait(deadline).await;
                 match turn {
                     None => return Err(LockError::Busy { retry_after: None }),
-                    Some(Turn::Granted(lease)) => return Ok(LockGuard::new(self.clone(), lease)),
+                    Some(Turn::Granted(lease, fence)) => {
+                        return Ok(LockGuard::new(self.clone(), lease, fence))
+                    }
                     Some(Turn::Contend) => ActiveTurn::new(inner, &keys),
                 }
             }
@@ -72,26 +74,39 @@ impl Locker {
         let mut subscribed = false;
         loop {
             let token = OwnerToken::generate();
+            // Fences for the waiters that may get this lease handed over (watchdog only:
+            // without it, each holder needs a lease of its own).
+            let fences = if opts.watchdog {
+                inner.fences_to_reserve(&keys.lock)
+            } else {
+                1
+            };
             turn.in_flight = Some(token.clone());
             let sent = Instant::now();
-            let attempt = inner
-                .backend
-                .acquire(keys, &token, opts.lease, inner.fence_ttl)
-                .await?;
+            let request = AcquireRequest {
+                keys,
+                token: &token,
+                lease: opts.lease,
+                fence_ttl: inner.fence_ttl,
+                fences,
+            };
+            let attempt = inner.backend.acquire(&request).await?;
             turn.in_flight = None;
             let remaining = match attempt {
-                Attempt::Granted { fence } => {
+                Attempt::Granted { top } => {
                     let lease = Arc::new(Lease::new(
                         user_key,
                         keys.clone(),
                         token,
-                        fence,
                         opts.lease,
                         opts.watchdog,
                         sent,
+                        top,
+                        fences,
                     ));
+                    let fence = lease.next_fence().expect("at least one fence reserved");
                     turn.keep(&lease);
-                    return Ok(LockGuard::new(self.clone(), lease));
+                    return Ok(LockGuard::new(self.clone(), lease, fence));
                 }
                 Attempt::Held { remaining } => remaining,
             };

@@ -35,35 +35,35 @@ use crate::watchdog::Job;
 pub struct LockGuard {
     locker: Locker,
     lease: Arc<Lease>,
+    fence: u64,
     /// False for a re-entered guard: the outer guard owns the lock and releases it.
     owner: bool,
     released: bool,
 }
 
 impl LockGuard {
-    /// A guard for a freshly taken lease; starts its renewals.
-    pub(crate) fn new(locker: Locker, lease: Arc<Lease>) -> Self {
+    /// A guard for a lease that this holder got (acquired, or handed over); keeps the
+    /// lease on the renewal schedule.
+    pub(crate) fn new(locker: Locker, lease: Arc<Lease>, fence: u64) -> Self {
         if lease.watchdog {
-            if let Err(Job::Watch(lease)) = locker.inner.send_job(Job::Watch(lease.clone())) {
-                tracing::warn!(
-                    fence = lease.fence,
-                    "no Tokio runtime for the watchdog; the lease will not be renewed"
-                );
-            }
+            locker.inner.start_background();
+            locker.inner.schedule.watch(&lease);
         }
         LockGuard {
             locker,
             lease,
+            fence,
             owner: true,
             released: false,
         }
     }
 
     /// A guard for a lock that the surrounding scope already holds.
-    pub(crate) fn reentered(locker: Locker, lease: Arc<Lease>) -> Self {
+    pub(crate) fn reentered(locker: Locker, lease: Arc<Lease>, fence: u64) -> Self {
         LockGuard {
             locker,
             lease,
+            fence,
             owner: false,
             released: false,
         }
@@ -80,7 +80,7 @@ impl LockGuard {
     /// turns a holder that lost its lease (pause, partition) into a refused write instead of
     /// a corrupted one.
     pub fn fence(&self) -> u64 {
-        self.lease.fence
+        self.fence
     }
 
     /// Whether the lease is still trusted: not released, not reported lost, and within its
@@ -141,11 +141,11 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
-        reentrant::scope(self.locker.inner.id, self.lease.clone(), fut)
+        reentrant::scope(self.locker.inner.id, self.lease.clone(), self.fence, fut)
     }
 
-    /// Gives the lock back: to the next waiter of this process in one round trip if there
-    /// is one, else by deleting it in Redis and waking the waiters of other processes.
+    /// Gives the lock back: to the next waiter of this process if there is one (no round
+    /// trip), else by deleting it in Redis and waking the waiters of other processes.
     /// The release goes through even if this future is dropped.
     ///
     /// # Errors
@@ -157,15 +157,7 @@ impl LockGuard {
         if !self.owner {
             return Ok(());
         }
-        let inner = self.locker.inner.clone();
-        let lease = self.lease.clone();
-        match tokio::spawn(async move { inner.release_lease(lease).await }).await {
-            Ok(result) => result,
-            Err(e) => Err(LockError::unavailable(
-                "the release task did not finish (its runtime is shutting down)",
-                Some(Box::new(e)),
-            )),
-        }
+        self.locker.inner.release_lease(self.lease.clone()).await
     }
 }
 
@@ -180,7 +172,7 @@ impl Drop for LockGuard {
         };
         if self.locker.inner.send_job(job).is_err() {
             tracing::debug!(
-                fence = self.lease.fence,
+                fence = self.fence,
                 "guard dropped without a runtime; the lock frees itself when its lease ends"
             );
         }
@@ -190,7 +182,7 @@ impl Drop for LockGuard {
 impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
-            .field("fence", &self.lease.fence)
+            .field("fence", &self.fence)
             .field("held", &self.is_held())
             .field("reentrant", &!self.owner)
             .finish_non_exhaustive()

@@ -1,7 +1,10 @@
-//! One acquisition's shared state: its token, fence and the time until which the client may
-//! still count on it, judged on the client's monotonic clock.
+//! One lease in Redis: its owner token, the fencing tokens reserved with it, and the time until
+//! which the client may still count on it, judged on the client's monotonic clock. A lease can
+//! pass from holder to holder inside the process (each with its own fence) before it is
+//! released.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -33,24 +36,28 @@ pub(crate) struct Lease {
     pub(crate) user_key: String,
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
-    pub(crate) fence: u64,
     pub(crate) lease: Duration,
     pub(crate) watchdog: bool,
     pub(crate) state: watch::Sender<LeaseState>,
-    /// Released or handed over: the watchdog must leave it alone.
+    /// Released in Redis (or lost and given up): the watchdog must leave it alone.
     done: AtomicBool,
+    /// The reserved fencing tokens not handed out yet: `next..=top`.
+    fences: Mutex<(u64, u64)>,
 }
 
 impl Lease {
+    /// A lease acquired with a request sent at `sent`, with the fencing tokens
+    /// `top - reserved + 1 ..= top`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         user_key: String,
         keys: LockKeys,
         token: OwnerToken,
-        fence: u64,
         lease: Duration,
         watchdog: bool,
         sent: Instant,
+        top: u64,
+        reserved: u64,
     ) -> Self {
         let state = LeaseState {
             valid_until: sent + validity(lease),
@@ -61,12 +68,23 @@ impl Lease {
             user_key,
             keys,
             token,
-            fence,
             lease,
             watchdog,
             state: watch::channel(state).0,
             done: AtomicBool::new(false),
+            fences: Mutex::new((top + 1 - reserved.max(1), top)),
         }
+    }
+
+    /// The next reserved fencing token, for the next holder of this lease; `None` when the
+    /// reservation is used up.
+    pub(crate) fn next_fence(&self) -> Option<u64> {
+        let mut fences = self.fences.lock().unwrap();
+        let (next, top) = *fences;
+        (next <= top).then(|| {
+            fences.0 += 1;
+            next
+        })
     }
 
     /// True while the lease is still trusted: not lost, not past its validity, not released.
@@ -79,7 +97,7 @@ impl Lease {
         self.done.load(Ordering::Acquire)
     }
 
-    /// Marks the lease released or handed over; true for the first caller only.
+    /// Marks the lease released; true for the first caller only.
     pub(crate) fn finish(&self) -> bool {
         !self.done.swap(true, Ordering::AcqRel)
     }
@@ -143,11 +161,16 @@ mod tests {
             "k".into(),
             LockKeys::new("p", "k"),
             OwnerToken::generate(),
-            1,
             Duration::from_secs(1),
             true,
             start,
+            10,
+            3,
         );
+        assert_eq!(lease.next_fence(), Some(8));
+        assert_eq!(lease.next_fence(), Some(9));
+        assert_eq!(lease.next_fence(), Some(10));
+        assert_eq!(lease.next_fence(), None);
         tokio::time::advance(Duration::from_millis(500)).await;
         lease.renewed(Instant::now());
         lease.lost().await;

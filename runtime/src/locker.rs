@@ -16,7 +16,7 @@ use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::validate_prefix;
 use crate::queue::KeyQueue;
-use crate::watchdog::{self, Job};
+use crate::watchdog::{self, Job, Schedule};
 
 /// The default prefix of every Redis key the library writes.
 pub const DEFAULT_PREFIX: &str = "leasehold";
@@ -69,6 +69,7 @@ pub(crate) struct Inner {
     pub(crate) default_watchdog: bool,
     pub(crate) fence_ttl: Duration,
     pub(crate) queues: Mutex<HashMap<String, KeyQueue>>,
+    pub(crate) schedule: Arc<Schedule>,
     jobs: OnceLock<mpsc::UnboundedSender<Job>>,
 }
 
@@ -79,7 +80,7 @@ impl Inner {
         let tx = match self.jobs.get() {
             Some(tx) => tx,
             None => {
-                let Some(tx) = watchdog::spawn(Arc::downgrade(self)) else {
+                let Some(tx) = watchdog::spawn(self) else {
                     return Err(job);
                 };
                 self.jobs.get_or_init(|| tx)
@@ -91,7 +92,7 @@ impl Inner {
     /// Starts the background task if it is not running yet.
     pub(crate) fn start_background(self: &Arc<Self>) {
         if self.jobs.get().is_none() {
-            if let Some(tx) = watchdog::spawn(Arc::downgrade(self)) {
+            if let Some(tx) = watchdog::spawn(self) {
                 let _ = self.jobs.set(tx);
             }
         }
@@ -151,6 +152,7 @@ impl Locker {
                 default_watchdog: b.default_watchdog,
                 fence_ttl: b.fence_ttl,
                 queues: Mutex::new(HashMap::new()),
+                schedule: Arc::default(),
                 jobs: OnceLock::new(),
             }),
         }

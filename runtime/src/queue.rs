@@ -1,7 +1,8 @@
 //! Waiters of one key in one process queue here, first come first served: only the one at
-//! the front (the *active* one) talks to Redis, and a release hands the lock straight to the
-//! next waiter. Every way of leaving the queue (success, timeout, cancellation) passes the
-//! turn on, so the queue can never stall.
+//! the front (the *active* one) talks to Redis, and a release hands the lease straight to the
+//! next waiter, without a round trip: the lease in Redis stays this process's, and the next
+//! holder gets the next of the fencing tokens reserved with it. Every way of leaving the queue
+//! (success, timeout, cancellation) passes the turn on, so the queue can never stall.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -46,8 +47,8 @@ pub(crate) struct Waiter {
 pub(crate) enum Turn {
     /// Go and try Redis yourself.
     Contend,
-    /// The previous holder handed the lock over: it is yours.
-    Granted(Arc<Lease>),
+    /// The previous holder handed the lease over: it is yours, with this fencing token.
+    Granted(Arc<Lease>, u64),
 }
 
 /// Where a task stands after [`Inner::enter`].
@@ -135,29 +136,47 @@ impl Inner {
         queues.remove(lock_key);
     }
 
-    /// The next live waiter to hand a held lock to, unless the lock has stayed in this
-    /// process for [`MAX_HANDOFFS_IN_ROW`] handovers.
-    pub(crate) fn next_for_handoff(&self, lock_key: &str) -> Option<Waiter> {
-        let mut queues = self.queues.lock().unwrap();
-        let q = queues.get_mut(lock_key)?;
-        if q.handoffs_in_row >= MAX_HANDOFFS_IN_ROW {
-            return None;
-        }
-        while let Some(w) = q.waiters.pop_front() {
-            if !w.tx.is_closed() {
-                q.handoffs_in_row += 1;
-                q.holder = None;
-                return Some(w);
-            }
-        }
-        None
+    /// How many fencing tokens an acquire should reserve: one for itself and one for each
+    /// waiter queued behind it now, up to the handover limit.
+    pub(crate) fn fences_to_reserve(&self, lock_key: &str) -> u64 {
+        let queues = self.queues.lock().unwrap();
+        let queued = queues.get(lock_key).map_or(0, |q| q.waiters.len());
+        1 + queued.min(MAX_HANDOFFS_IN_ROW as usize) as u64
     }
 
-    /// Tells a waiter popped for a handover to contend instead; passes the turn on if it left.
-    pub(crate) fn let_contend(&self, lock_key: &str, w: Waiter) {
-        if w.tx.send(Turn::Contend).is_err() {
-            self.pass_turn(lock_key);
+    /// Hands `lease` to the next waiter of this process, without a round trip, when that
+    /// waiter asked for the same lease with the watchdog on (so it can take over the lease
+    /// as it is) and a reserved fencing token is left. False when the lease must go back
+    /// to Redis instead.
+    pub(crate) fn hand_over(&self, lease: &Arc<Lease>) -> bool {
+        if !lease.watchdog || !lease.is_held() {
+            return false;
         }
+        let mut queues = self.queues.lock().unwrap();
+        let Some(q) = queues.get_mut(&lease.keys.lock) else {
+            return false;
+        };
+        if q.handoffs_in_row >= MAX_HANDOFFS_IN_ROW {
+            return false;
+        }
+        while let Some(w) = q.waiters.front() {
+            if w.tx.is_closed() {
+                q.waiters.pop_front();
+                continue;
+            }
+            if !w.watchdog || w.lease != lease.lease {
+                return false;
+            }
+            let Some(fence) = lease.next_fence() else {
+                return false;
+            };
+            let w = q.waiters.pop_front().expect("front exists");
+            if w.tx.send(Turn::Granted(lease.clone(), fence)).is_ok() {
+                q.handoffs_in_row += 1;
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -277,7 +296,7 @@ impl Drop for QueuedTurn<'_> {
         match self.close() {
             None => {}
             Some(Turn::Contend) => self.inner.pass_turn(self.lock_key),
-            Some(Turn::Granted(lease)) => {
+            Some(Turn::Granted(lease, _)) => {
                 let job = Job::Release {
                     inner: self.inner.clone(),
                     lease,

@@ -7,17 +7,21 @@ use std::sync::Arc;
 
 use crate::lease::Lease;
 
+/// A lock held by an enclosing scope: which locker, the lease, and the holder's fence.
+type Held = (u64, Arc<Lease>, u64);
+
 tokio::task_local! {
-    static HELD: Vec<(u64, Arc<Lease>)>;
+    static HELD: Vec<Held>;
 }
 
-/// The lease of `lock_key` held by an enclosing scope of this future, for locker `locker_id`.
-pub(crate) fn held(locker_id: u64, lock_key: &str) -> Option<Arc<Lease>> {
+/// The lease (and fence) of `lock_key` held by an enclosing scope of this future, for locker
+/// `locker_id`.
+pub(crate) fn held(locker_id: u64, lock_key: &str) -> Option<(Arc<Lease>, u64)> {
     HELD.try_with(|held| {
         held.iter()
             .rev()
-            .find(|(id, lease)| *id == locker_id && lease.keys.lock == lock_key)
-            .map(|(_, lease)| lease.clone())
+            .find(|(id, lease, _)| *id == locker_id && lease.keys.lock == lock_key)
+            .map(|(_, lease, fence)| (lease.clone(), *fence))
     })
     .ok()
     .flatten()
@@ -27,9 +31,10 @@ pub(crate) fn held(locker_id: u64, lock_key: &str) -> Option<Arc<Lease>> {
 pub(crate) fn scope<F: Future>(
     locker_id: u64,
     lease: Arc<Lease>,
+    fence: u64,
     fut: F,
 ) -> impl Future<Output = F::Output> {
     let mut held = HELD.try_with(|h| h.clone()).unwrap_or_default();
-    held.push((locker_id, lease));
+    held.push((locker_id, lease, fence));
     HELD.scope(held, fut)
 }

@@ -1,19 +1,16 @@
-//! Giving a lock back: hand it straight to the next local waiter in one script when there is
-//! one, else delete it (if still ours) and wake the waiters of other processes.
+//! Giving a lock back: hand the lease to the next local waiter when there is one (no round
+//! trip), else delete it in Redis (if still ours), wake the waiters of other processes and
+//! pass the local turn on.
 
 use std::sync::Arc;
-
-use tokio::time::Instant;
 
 use crate::error::LockError;
 use crate::lease::Lease;
 use crate::locker::Inner;
-use crate::queue::Turn;
-use crate::token::OwnerToken;
-use crate::watchdog::Job;
+use crate::queue::ActiveTurn;
 
 impl Inner {
-    /// Ends `lease`: hands it over or releases it, and passes the local turn on.
+    /// Ends one holder's use of `lease`.
     ///
     /// # Errors
     /// [`LockError::Lost`] when the lock was not ours any more (nothing was touched),
@@ -22,71 +19,28 @@ impl Inner {
         self: &Arc<Self>,
         lease: Arc<Lease>,
     ) -> Result<(), LockError> {
+        if !self.holds_turn(&lease) {
+            // The lease was lost and forfeited its turn: the queue moved on without it.
+            if !lease.finish() {
+                return Ok(());
+            }
+            self.schedule.unwatch(&lease);
+            return self.delete(&lease).await;
+        }
+        if self.hand_over(&lease) {
+            return Ok(());
+        }
         if !lease.finish() {
             return Ok(());
         }
-        if !self.holds_turn(&lease) {
-            // The lease was lost and forfeited its turn: the queue moved on without it.
-            return self.delete(&lease).await;
-        }
-        let mut current = lease;
-        // Set when a handover reached a waiter that had just left: its lease came back to us,
-        // and the caller's own release already succeeded.
-        let mut outcome: Option<Result<(), LockError>> = None;
-        loop {
-            let keys = &current.keys;
-            let Some(next) = self.next_for_handoff(&keys.lock) else {
-                let released = self.delete(&current).await;
-                self.pass_turn(&keys.lock);
-                return outcome.unwrap_or(released);
-            };
-            let token = OwnerToken::generate();
-            let sent = Instant::now();
-            let moved = self
-                .backend
-                .handoff(keys, &current.token, &token, next.lease, self.fence_ttl)
-                .await;
-            match moved {
-                Ok(Some(fence)) => {
-                    let handed = Arc::new(Lease::new(
-                        current.user_key.clone(),
-                        keys.clone(),
-                        token,
-                        fence,
-                        next.lease,
-                        next.watchdog,
-                        sent,
-                    ));
-                    self.hold_turn(&handed);
-                    match next.tx.send(Turn::Granted(handed)) {
-                        Ok(()) => return outcome.unwrap_or(Ok(())),
-                        Err(Turn::Granted(orphan)) => {
-                            orphan.finish();
-                            outcome.get_or_insert(Ok(()));
-                            current = orphan;
-                        }
-                        Err(Turn::Contend) => unreachable!("sent Granted"),
-                    }
-                }
-                Ok(None) => {
-                    self.let_contend(&keys.lock, next);
-                    return outcome.unwrap_or(Err(LockError::Lost));
-                }
-                Err(e) => {
-                    // Unknown whether the handover happened: delete both tokens' locks
-                    // (each only if it is there) and let the waiter try Redis itself.
-                    for stale in [current.token.clone(), token] {
-                        let _ = self.send_job(Job::Cleanup {
-                            inner: self.clone(),
-                            keys: keys.clone(),
-                            token: stale,
-                        });
-                    }
-                    self.let_contend(&keys.lock, next);
-                    return outcome.unwrap_or(Err(e));
-                }
-            }
-        }
+        self.schedule.unwatch(&lease);
+        // Dropped mid-flight, the turn still deletes the lock and passes itself on.
+        let mut turn = ActiveTurn::new(self, &lease.keys);
+        turn.in_flight = Some(lease.token.clone());
+        let released = self.delete(&lease).await;
+        turn.in_flight = None;
+        drop(turn);
+        released
     }
 
     /// Deletes the lock in Redis if `lease` still owns it.

@@ -1,12 +1,16 @@
 //! The one background task of a [`Locker`](crate::Locker): renews every held lease at a third
 //! of its length, in batches, and performs the releases that cannot be awaited where they
 //! happen (a guard dropped, an acquire cancelled mid-flight).
+//!
+//! Leases are put on the renewal schedule under a mutex rather than through a message, so
+//! that taking a lock does not wake the task: most locks are released long before their first
+//! renewal is due, and the task only wakes when a renewal is.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
 use crate::backend::Renewal;
@@ -18,117 +22,153 @@ use crate::token::OwnerToken;
 /// The most leases renewed by one script call.
 const RENEW_BATCH: usize = 256;
 
-/// Work for the background task.
+/// Which leases to renew, and when.
+#[derive(Default)]
+pub(crate) struct Schedule {
+    state: Mutex<Due>,
+    /// Signalled when a lease is due earlier than everything scheduled before it.
+    earlier: Notify,
+}
+
+#[derive(Default)]
+struct Due {
+    leases: HashMap<u64, (Arc<Lease>, Instant)>,
+    order: BTreeSet<(Instant, u64)>,
+}
+
+impl Due {
+    /// Schedules a lease that is not scheduled; true when it is now the first one due.
+    fn insert(&mut self, lease: Arc<Lease>, at: Instant) -> bool {
+        let first = self.order.first().is_none_or(|&(t, _)| at < t);
+        self.order.insert((at, lease.id));
+        self.leases.insert(lease.id, (lease, at));
+        first
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some((_, at)) = self.leases.remove(&id) {
+            self.order.remove(&(at, id));
+        }
+    }
+}
+
+impl Schedule {
+    /// Renew `lease` every third of its length until [`Schedule::unwatch`].
+    pub(crate) fn watch(&self, lease: &Arc<Lease>) {
+        let at = Instant::now() + lease.lease / 3;
+        let mut due = self.state.lock().unwrap();
+        due.remove(lease.id);
+        if due.insert(lease.clone(), at) {
+            self.earlier.notify_one();
+        }
+    }
+
+    /// Stop renewing `lease`.
+    pub(crate) fn unwatch(&self, lease: &Lease) {
+        self.state.lock().unwrap().remove(lease.id);
+    }
+
+    fn reschedule(&self, lease: &Arc<Lease>, at: Option<Instant>) {
+        let mut due = self.state.lock().unwrap();
+        // Only leases still on the schedule: a release may have removed it meanwhile.
+        if due.leases.contains_key(&lease.id) {
+            due.remove(lease.id);
+            if let Some(at) = at {
+                due.insert(lease.clone(), at);
+            }
+        }
+    }
+
+    /// The leases due by `now` (taken off the schedule until renewed), and the next due time.
+    fn take_due(&self, now: Instant) -> (Vec<Arc<Lease>>, Option<Instant>) {
+        let mut due = self.state.lock().unwrap();
+        let mut batch = Vec::new();
+        while let Some(&(at, id)) = due.order.first() {
+            if at > now {
+                break;
+            }
+            due.order.pop_first();
+            if let Some((lease, _)) = due.leases.get(&id) {
+                let lease = lease.clone();
+                if lease.is_done() || lease.state.borrow().lost {
+                    due.leases.remove(&id);
+                } else {
+                    // Parked far away until the renewal reports back.
+                    let parked = now + Duration::from_secs(3600 * 24);
+                    due.order.insert((parked, id));
+                    due.leases.insert(id, (lease.clone(), parked));
+                    batch.push(lease);
+                }
+            }
+        }
+        let next = due.order.first().map(|&(at, _)| at);
+        (batch, next)
+    }
+}
+
+/// Work for the background task that cannot be done where it arises.
 pub(crate) enum Job {
-    /// Keep this lease alive until it is released.
-    Watch(Arc<Lease>),
     /// A guard was dropped without `release().await`: release (or hand over) in the background.
     Release {
         inner: Arc<Inner>,
         lease: Arc<Lease>,
     },
-    /// An acquire was abandoned while its answer was outstanding: delete the lock if that
-    /// attempt took it, then pass the local turn on.
+    /// An acquire or release was abandoned while its answer was outstanding: delete the lock
+    /// if `token` owns it, then pass the local turn on.
     Abandon {
         inner: Arc<Inner>,
         keys: LockKeys,
         token: OwnerToken,
     },
-    /// Delete the lock if `token` owns it; nothing else.
-    Cleanup {
-        inner: Arc<Inner>,
-        keys: LockKeys,
-        token: OwnerToken,
-    },
 }
 
-/// Starts the background task on the current Tokio runtime; `None` outside of one.
-pub(crate) fn spawn(inner: Weak<Inner>) -> Option<mpsc::UnboundedSender<Job>> {
+/// Starts the background task on the current Tokio runtime; `None` outside of one. The task
+/// ends when the locker is gone (it holds no strong reference to it).
+pub(crate) fn spawn(inner: &Arc<Inner>) -> Option<mpsc::UnboundedSender<Job>> {
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let (tx, rx) = mpsc::unbounded_channel();
-    runtime.spawn(run(inner, rx));
+    runtime.spawn(run(Arc::downgrade(inner), inner.schedule.clone(), rx));
     Some(tx)
 }
 
-/// When a lease's next renewal is due, or `None` to stop watching it.
-type Rescheduled = Vec<(Arc<Lease>, Option<Instant>)>;
-
-async fn run(inner: Weak<Inner>, mut jobs: mpsc::UnboundedReceiver<Job>) {
-    let (renewed_tx, mut renewed_rx) = mpsc::unbounded_channel::<Rescheduled>();
-    let mut watched: HashMap<u64, Arc<Lease>> = HashMap::new();
-    let mut due: BTreeSet<(Instant, u64)> = BTreeSet::new();
+async fn run(weak: Weak<Inner>, schedule: Arc<Schedule>, mut jobs: mpsc::UnboundedReceiver<Job>) {
     loop {
-        let next = due.first().map(|&(at, _)| at);
+        let earlier = schedule.earlier.notified();
+        tokio::pin!(earlier);
+        // Register interest before reading the schedule, so no earlier lease slips by.
+        earlier.as_mut().enable();
+        let (batch, next) = schedule.take_due(Instant::now());
+        if !batch.is_empty() {
+            let Some(inner) = weak.upgrade() else { return };
+            tokio::spawn(renew(inner, batch));
+        }
         tokio::select! {
             job = jobs.recv() => {
                 let Some(job) = job else { return };
-                match job {
-                    Job::Watch(lease) => {
-                        due.insert((Instant::now() + lease.lease / 3, lease.id));
-                        watched.insert(lease.id, lease);
-                    }
-                    Job::Release { inner, lease } => {
-                        tokio::spawn(async move {
-                            if let Err(e) = inner.release_lease(lease).await {
-                                tracing::debug!(error = %e, "background release failed");
-                            }
-                        });
-                    }
-                    Job::Abandon { inner, keys, token } => {
-                        tokio::spawn(async move {
-                            let _ = inner.backend.release(&keys, &token).await;
-                            inner.pass_turn(&keys.lock);
-                        });
-                    }
-                    Job::Cleanup { inner, keys, token } => {
-                        tokio::spawn(async move {
-                            let _ = inner.backend.release(&keys, &token).await;
-                        });
-                    }
-                }
+                tokio::spawn(perform(job));
             }
-            Some(rescheduled) = renewed_rx.recv() => {
-                for (lease, at) in rescheduled {
-                    match at {
-                        Some(at) if watched.contains_key(&lease.id) => {
-                            due.insert((at, lease.id));
-                        }
-                        _ => {
-                            watched.remove(&lease.id);
-                        }
-                    }
-                }
-            }
-            _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
-                let now = Instant::now();
-                let mut batch = Vec::new();
-                while let Some(&(at, id)) = due.first() {
-                    if at > now {
-                        break;
-                    }
-                    due.pop_first();
-                    let Some(lease) = watched.get(&id) else { continue };
-                    if lease.is_done() || lease.state.borrow().lost {
-                        watched.remove(&id);
-                        continue;
-                    }
-                    batch.push(lease.clone());
-                }
-                if !batch.is_empty() {
-                    let Some(inner) = inner.upgrade() else { return };
-                    tokio::spawn(renew(inner, batch, renewed_tx.clone()));
-                }
-            }
+            _ = &mut earlier => {}
+            _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {}
         }
     }
 }
 
-/// Renews a batch and reports when each lease is due next.
-async fn renew(
-    inner: Arc<Inner>,
-    batch: Vec<Arc<Lease>>,
-    report: mpsc::UnboundedSender<Rescheduled>,
-) {
+async fn perform(job: Job) {
+    match job {
+        Job::Release { inner, lease } => {
+            if let Err(e) = inner.release_lease(lease).await {
+                tracing::debug!(error = %e, "background release failed");
+            }
+        }
+        Job::Abandon { inner, keys, token } => {
+            let _ = inner.backend.release(&keys, &token).await;
+            inner.pass_turn(&keys.lock);
+        }
+    }
+}
+
+/// Renews a batch and puts each lease back on the schedule (or takes it off).
+async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
     for chunk in batch.chunks(RENEW_BATCH) {
         let renewals: Vec<Renewal<'_>> = chunk
             .iter()
@@ -139,23 +179,22 @@ async fn renew(
             })
             .collect();
         let sent = Instant::now();
-        let result = inner.backend.renew(&renewals).await;
-        let mut next = Vec::with_capacity(chunk.len());
-        match result {
+        match inner.backend.renew(&renewals).await {
             Ok(renewed) => {
                 for (lease, ok) in chunk.iter().zip(renewed) {
                     if lease.is_done() {
-                        next.push((lease.clone(), None));
+                        inner.schedule.reschedule(lease, None);
                     } else if ok {
                         lease.renewed(sent);
-                        next.push((lease.clone(), Some(sent + lease.lease / 3)));
+                        inner
+                            .schedule
+                            .reschedule(lease, Some(sent + lease.lease / 3));
                     } else {
                         lease.mark_lost();
                         tracing::warn!(
-                            fence = lease.fence,
                             "lease lost: the lock expired or was taken over before renewal"
                         );
-                        next.push((lease.clone(), None));
+                        inner.schedule.reschedule(lease, None);
                     }
                 }
             }
@@ -165,12 +204,12 @@ async fn renew(
                 for lease in chunk {
                     let retry = now + (lease.lease / 10).max(Duration::from_millis(5));
                     let valid_until = lease.state.borrow().valid_until;
-                    next.push((lease.clone(), (retry < valid_until).then_some(retry)));
+                    let at = (retry < valid_until).then_some(retry);
+                    inner.schedule.reschedule(lease, at);
                 }
             }
         }
-        if report.send(next).is_err() {
-            return;
-        }
+        // A reschedule may be earlier than what the task sleeps towards.
+        inner.schedule.earlier.notify_one();
     }
 }

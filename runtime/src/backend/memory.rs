@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Attempt, Renewal, WakeSubscription};
+use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
 use crate::key::LockKeys;
 use crate::token::OwnerToken;
 
@@ -44,17 +44,11 @@ impl MemoryBackend {
         }
     }
 
-    pub(crate) fn acquire(
-        &self,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        lease: Duration,
-        fence_ttl: Duration,
-    ) -> Attempt {
+    pub(crate) fn acquire(&self, req: &AcquireRequest<'_>) -> Attempt {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
         state.tick(now);
-        if let Some(held) = state.locks.get(&keys.lock) {
+        if let Some(held) = state.locks.get(&req.keys.lock) {
             if held.expires > now {
                 return Attempt::Held {
                     remaining: Some(held.expires - now),
@@ -62,14 +56,14 @@ impl MemoryBackend {
             }
         }
         state.locks.insert(
-            keys.lock.clone(),
+            req.keys.lock.clone(),
             Held {
-                token: token.clone(),
-                expires: now + lease,
+                token: req.token.clone(),
+                expires: now + req.lease,
             },
         );
         Attempt::Granted {
-            fence: state.next_fence(&keys.fence, now, fence_ttl),
+            top: state.reserve_fences(&req.keys.fence, req.fences, now, req.fence_ttl),
         }
     }
 
@@ -84,29 +78,6 @@ impl MemoryBackend {
             tx.send_modify(|n| *n += 1);
         }
         true
-    }
-
-    pub(crate) fn handoff(
-        &self,
-        keys: &LockKeys,
-        from: &OwnerToken,
-        to: &OwnerToken,
-        lease: Duration,
-        fence_ttl: Duration,
-    ) -> Option<u64> {
-        let mut state = self.state.lock().unwrap();
-        let now = Instant::now();
-        if !state.owns(&keys.lock, from, now) {
-            return None;
-        }
-        state.locks.insert(
-            keys.lock.clone(),
-            Held {
-                token: to.clone(),
-                expires: now + lease,
-            },
-        );
-        Some(state.next_fence(&keys.fence, now, fence_ttl))
     }
 
     pub(crate) fn renew(&self, batch: &[Renewal<'_>]) -> Vec<bool> {
@@ -141,33 +112,22 @@ impl State {
             .is_some_and(|held| held.expires > now && held.token == *token)
     }
 
-    /// The next fence of a lock: counters that expired are re-seeded from the wall clock in
-    /// microseconds, like the Redis script, so fences never go backwards.
-    fn next_fence(&mut self, fence_key: &str, now: Instant, ttl: Duration) -> u64 {
-        let seed = || {
-            SystemTime::now()
+    /// Reserves `count` fences and returns the highest. Counters that expired are re-seeded
+    /// from the wall clock in microseconds, like the Redis script, so fences never go back.
+    fn reserve_fences(&mut self, fence_key: &str, count: u64, now: Instant, ttl: Duration) -> u64 {
+        let fence = self.fences.entry(fence_key.to_owned()).or_insert(Fence {
+            last: 0,
+            expires: now,
+        });
+        if fence.expires <= now {
+            fence.last = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_micros() as u64)
-        };
-        let fence = match self.fences.get_mut(fence_key) {
-            Some(f) if f.expires > now => {
-                f.last += 1;
-                f.expires = now + ttl;
-                f.last
-            }
-            _ => {
-                let last = seed() + 1;
-                self.fences.insert(
-                    fence_key.to_owned(),
-                    Fence {
-                        last,
-                        expires: now + ttl,
-                    },
-                );
-                last
-            }
-        };
-        fence
+                .max(fence.last);
+        }
+        fence.last += count;
+        fence.expires = now + ttl;
+        fence.last
     }
 
     /// Every so often, forget expired locks and fences and channels nobody listens to.
@@ -190,43 +150,54 @@ mod tests {
         LockKeys::new("t", k)
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn lease_expires_and_fence_increases() {
-        let b = MemoryBackend::new();
-        let (a, c) = (OwnerToken::generate(), OwnerToken::generate());
-        let ttl = Duration::from_secs(60);
-        let Attempt::Granted { fence: f1 } = b.acquire(&keys("x"), &a, Duration::from_secs(1), ttl)
-        else {
-            panic!("free lock not granted")
-        };
-        assert!(matches!(
-            b.acquire(&keys("x"), &c, Duration::from_secs(1), ttl),
-            Attempt::Held { remaining: Some(_) }
-        ));
-        tokio::time::advance(Duration::from_millis(1001)).await;
-        let Attempt::Granted { fence: f2 } = b.acquire(&keys("x"), &c, Duration::from_secs(1), ttl)
-        else {
-            panic!("expired lock not granted")
-        };
-        assert!(f2 > f1);
-        assert!(!b.release(&keys("x"), &a), "stale owner must not release");
-        assert!(b.release(&keys("x"), &c));
+    fn request<'a>(keys: &'a LockKeys, token: &'a OwnerToken, fences: u64) -> AcquireRequest<'a> {
+        AcquireRequest {
+            keys,
+            token,
+            lease: Duration::from_secs(1),
+            fence_ttl: Duration::from_secs(60),
+            fences,
+        }
     }
 
     #[tokio::test(start_paused = true)]
-    async fn handoff_needs_the_current_owner() {
+    async fn lease_expires_and_fences_increase_past_reservations() {
         let b = MemoryBackend::new();
-        let (a, c, d) = (
-            OwnerToken::generate(),
-            OwnerToken::generate(),
-            OwnerToken::generate(),
+        let (a, c) = (OwnerToken::generate(), OwnerToken::generate());
+        let k = keys("x");
+        let Attempt::Granted { top: t1 } = b.acquire(&request(&k, &a, 5)) else {
+            panic!("free lock not granted")
+        };
+        assert!(matches!(
+            b.acquire(&request(&k, &c, 1)),
+            Attempt::Held { remaining: Some(_) }
+        ));
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        let Attempt::Granted { top: t2 } = b.acquire(&request(&k, &c, 1)) else {
+            panic!("expired lock not granted")
+        };
+        assert_eq!(
+            t2,
+            t1 + 1,
+            "the next holder starts above the whole reservation"
         );
-        let ttl = Duration::from_secs(60);
-        let lease = Duration::from_secs(1);
-        b.acquire(&keys("x"), &a, lease, ttl);
-        assert_eq!(b.handoff(&keys("x"), &c, &d, lease, ttl), None);
-        assert!(b.handoff(&keys("x"), &a, &c, lease, ttl).is_some());
-        assert!(!b.release(&keys("x"), &a));
-        assert!(b.release(&keys("x"), &c));
+        assert!(!b.release(&k, &a), "stale owner must not release");
+        assert!(b.release(&k, &c));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_counter_never_goes_back() {
+        let b = MemoryBackend::new();
+        let a = OwnerToken::generate();
+        let k = keys("x");
+        let Attempt::Granted { top: t1 } = b.acquire(&request(&k, &a, 1)) else {
+            panic!()
+        };
+        b.release(&k, &a);
+        tokio::time::advance(Duration::from_secs(120)).await;
+        let Attempt::Granted { top: t2 } = b.acquire(&request(&k, &a, 1)) else {
+            panic!()
+        };
+        assert!(t2 > t1);
     }
 }

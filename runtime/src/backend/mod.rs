@@ -16,10 +16,22 @@ use crate::token::OwnerToken;
 /// What an acquire attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    /// The lock was free and is ours now, with this fencing token.
-    Granted { fence: u64 },
+    /// The lock was free and is ours now; the fencing tokens `top - reserved + 1 ..= top`
+    /// are ours to hand out.
+    Granted { top: u64 },
     /// Someone else holds it; their remaining lease, when known.
     Held { remaining: Option<Duration> },
+}
+
+/// One acquire attempt.
+pub(crate) struct AcquireRequest<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a OwnerToken,
+    pub(crate) lease: Duration,
+    pub(crate) fence_ttl: Duration,
+    /// How many fencing tokens to reserve: one for this holder, plus one for each holder of
+    /// this process it may hand the lock to before releasing it.
+    pub(crate) fences: u64,
 }
 
 /// One lease to renew in a watchdog batch.
@@ -36,17 +48,11 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    /// Takes the lock if it is free. One round trip.
-    pub(crate) async fn acquire(
-        &self,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        lease: Duration,
-        fence_ttl: Duration,
-    ) -> Result<Attempt, LockError> {
+    /// Takes the lock if it is free, reserving `fences` fencing tokens. One round trip.
+    pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         match self {
-            Backend::Redis(b) => b.acquire(keys, token, lease, fence_ttl).await,
-            Backend::Memory(b) => Ok(b.acquire(keys, token, lease, fence_ttl)),
+            Backend::Redis(b) => b.acquire(req).await,
+            Backend::Memory(b) => Ok(b.acquire(req)),
         }
     }
 
@@ -60,22 +66,6 @@ impl Backend {
         match self {
             Backend::Redis(b) => b.release(keys, token).await,
             Backend::Memory(b) => Ok(b.release(keys, token)),
-        }
-    }
-
-    /// Passes the lock from `from` to `to` with a fresh lease; the new fence, or `None` when
-    /// `from` did not own it any more.
-    pub(crate) async fn handoff(
-        &self,
-        keys: &LockKeys,
-        from: &OwnerToken,
-        to: &OwnerToken,
-        lease: Duration,
-        fence_ttl: Duration,
-    ) -> Result<Option<u64>, LockError> {
-        match self {
-            Backend::Redis(b) => b.handoff(keys, from, to, lease, fence_ttl).await,
-            Backend::Memory(b) => Ok(b.handoff(keys, from, to, lease, fence_ttl)),
         }
     }
 

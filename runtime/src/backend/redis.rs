@@ -11,7 +11,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ConnectionAddr, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::{mpsc, watch};
 
-use super::{Attempt, Renewal, WakeSubscription};
+use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
 use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
 use crate::token::OwnerToken;
@@ -20,12 +20,6 @@ static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("../scripts/fence.lua"),
         include_str!("../scripts/acquire.lua")
-    ))
-});
-static HANDOFF: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(concat!(
-        include_str!("../scripts/fence.lua"),
-        include_str!("../scripts/handoff.lua")
     ))
 });
 static RELEASE: LazyLock<redis::Script> =
@@ -78,7 +72,7 @@ impl RedisBackend {
         let mut conn = bounded(&endpoint, settings.connect_timeout * 3, connect).await?;
         // Load the scripts now, so the first lock does not pay a NOSCRIPT round trip. After
         // a server restart they are reloaded on demand by the first call that needs them.
-        for script in [&*ACQUIRE, &*RELEASE, &*HANDOFF, &*RENEW] {
+        for script in [&*ACQUIRE, &*RELEASE, &*RENEW] {
             bounded(&endpoint, settings.op_timeout, script.load_async(&mut conn)).await?;
         }
 
@@ -128,24 +122,17 @@ impl RedisBackend {
         .await
     }
 
-    pub(crate) async fn acquire(
-        &self,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        lease: Duration,
-        fence_ttl: Duration,
-    ) -> Result<Attempt, LockError> {
+    pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         let mut inv = ACQUIRE.prepare_invoke();
-        inv.key(&keys.lock)
-            .key(&keys.fence)
-            .arg(token.as_bytes())
-            .arg(millis(lease))
-            .arg(millis(fence_ttl));
+        inv.key(&req.keys.lock)
+            .key(&req.keys.fence)
+            .arg(req.token.as_bytes())
+            .arg(millis(req.lease))
+            .arg(millis(req.fence_ttl))
+            .arg(req.fences);
         let (granted, value): (i64, i64) = self.run(inv).await?;
         Ok(if granted == 1 {
-            Attempt::Granted {
-                fence: value as u64,
-            }
+            Attempt::Granted { top: value as u64 }
         } else {
             Attempt::Held {
                 remaining: (value >= 0).then(|| Duration::from_millis(value as u64)),
@@ -162,25 +149,6 @@ impl RedisBackend {
         inv.key(&keys.lock).arg(token.as_bytes()).arg(&keys.wake);
         let released: i64 = self.run(inv).await?;
         Ok(released == 1)
-    }
-
-    pub(crate) async fn handoff(
-        &self,
-        keys: &LockKeys,
-        from: &OwnerToken,
-        to: &OwnerToken,
-        lease: Duration,
-        fence_ttl: Duration,
-    ) -> Result<Option<u64>, LockError> {
-        let mut inv = HANDOFF.prepare_invoke();
-        inv.key(&keys.lock)
-            .key(&keys.fence)
-            .arg(from.as_bytes())
-            .arg(to.as_bytes())
-            .arg(millis(lease))
-            .arg(millis(fence_ttl));
-        let (moved, fence): (i64, i64) = self.run(inv).await?;
-        Ok((moved == 1).then_some(fence as u64))
     }
 
     pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
