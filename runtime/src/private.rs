@@ -33,6 +33,11 @@ pub enum OnLost {
 }
 
 /// Anything that can lend a [`Locker`]: `locker = ...` accepts these.
+#[diagnostic::on_unimplemented(
+    message = "`locker = ...` needs a `Locker`, `&Locker` or `Arc<Locker>`, found `{Self}`",
+    label = "not a Locker",
+    note = "pass the Locker itself, a reference to it, or an `Arc<Locker>`; or leave `locker` out to use the one installed with `leasehold::set_global_default`"
+)]
 pub trait AsLocker {
     /// The locker.
     fn as_locker(&self) -> &Locker;

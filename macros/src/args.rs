@@ -1,0 +1,307 @@
+//! The options inside `#[distributed_lock(...)]`: parsed by hand (one `custom_keyword!` per
+//! option) and checked here, so a bad lease or a typo'd option fails the build at its token.
+
+use std::time::Duration;
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token};
+
+mod kw {
+    syn::custom_keyword!(key);
+    syn::custom_keyword!(lease);
+    syn::custom_keyword!(wait);
+    syn::custom_keyword!(watchdog);
+    syn::custom_keyword!(locker);
+    syn::custom_keyword!(guard);
+    syn::custom_keyword!(on_lost);
+}
+
+/// Every option, in the order the docs list them; named in the "unknown option" error.
+const OPTIONS: &str = "`key`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, `crate`";
+
+/// `leasehold::MIN_LEASE`: the runtime refuses shorter leases at run time, the attribute at
+/// compile time. (A proc-macro crate cannot depend on the runtime; a behaviour test keeps
+/// the two equal.)
+const MIN_LEASE: Duration = Duration::from_millis(10);
+
+/// What to do with the body when the lease is lost while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnLost {
+    Cancel,
+    Continue,
+}
+
+/// The checked options. `errors` holds every problem found in them; the options that had
+/// one are left at their default so expansion can still look at the rest.
+pub(crate) struct Args {
+    /// The `key` literal; `None` when it is missing or not a string (both are errors).
+    pub key: Option<LitStr>,
+    pub lease: Option<Duration>,
+    pub wait: Option<Duration>,
+    pub watchdog: Option<bool>,
+    pub locker: Option<Expr>,
+    pub guard: Option<Ident>,
+    pub on_lost: OnLost,
+    /// Path to the runtime crate; `::leasehold` unless `crate = "..."` says otherwise.
+    pub krate: Path,
+    pub errors: Vec<syn::Error>,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut seen = Seen::default();
+        let mut args = Args {
+            key: None,
+            lease: None,
+            wait: None,
+            watchdog: None,
+            locker: None,
+            guard: None,
+            on_lost: OnLost::Cancel,
+            krate: syn::parse_quote!(::leasehold),
+            errors: Vec::new(),
+        };
+        while !input.is_empty() {
+            let lookahead = input.lookahead1();
+            if lookahead.peek(kw::key) {
+                let kw: kw::key = input.parse()?;
+                let value = value(input)?;
+                if seen.first("key", kw.span, &mut args.errors) {
+                    args.key = args.errors.keep(string(&value, "key", "\"order:<id>\""));
+                }
+            } else if lookahead.peek(kw::lease) {
+                let kw: kw::lease = input.parse()?;
+                let value = value(input)?;
+                if seen.first("lease", kw.span, &mut args.errors) {
+                    args.lease = args.errors.keep(lease(&value));
+                }
+            } else if lookahead.peek(kw::wait) {
+                let kw: kw::wait = input.parse()?;
+                let value = value(input)?;
+                if seen.first("wait", kw.span, &mut args.errors) {
+                    args.wait = args.errors.keep(wait(&value));
+                }
+            } else if lookahead.peek(kw::watchdog) {
+                let kw: kw::watchdog = input.parse()?;
+                let value = value(input)?;
+                if seen.first("watchdog", kw.span, &mut args.errors) {
+                    args.watchdog = args.errors.keep(watchdog(&value));
+                }
+            } else if lookahead.peek(kw::locker) {
+                let kw: kw::locker = input.parse()?;
+                let value = value(input)?;
+                if seen.first("locker", kw.span, &mut args.errors) {
+                    args.locker = Some(value);
+                }
+            } else if lookahead.peek(kw::guard) {
+                let kw: kw::guard = input.parse()?;
+                let value = value(input)?;
+                if seen.first("guard", kw.span, &mut args.errors) {
+                    args.guard = args.errors.keep(guard(&value));
+                }
+            } else if lookahead.peek(kw::on_lost) {
+                let kw: kw::on_lost = input.parse()?;
+                let value = value(input)?;
+                if seen.first("on_lost", kw.span, &mut args.errors) {
+                    if let Some(on_lost) = args.errors.keep(on_lost(&value)) {
+                        args.on_lost = on_lost;
+                    }
+                }
+            } else if lookahead.peek(Token![crate]) {
+                let kw: Token![crate] = input.parse()?;
+                let value = value(input)?;
+                if seen.first("crate", kw.span, &mut args.errors) {
+                    if let Some(krate) = args.errors.keep(krate(&value)) {
+                        args.krate = krate;
+                    }
+                }
+            } else if input.peek(Ident::peek_any) {
+                let name = input.call(Ident::parse_any)?;
+                args.errors.push(syn::Error::new(
+                    name.span(),
+                    format!("unknown option `{name}`; the options are: {OPTIONS}"),
+                ));
+                // Skip its value, whatever it is, to go on checking the options after it.
+                if input.parse::<Option<Token![=]>>()?.is_some() {
+                    input.parse::<Expr>()?;
+                }
+            } else {
+                return Err(lookahead.error());
+            }
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        // A `key` that is not a string was refused above; "missing" would be a second, wrong error.
+        if !seen.0.contains(&"key") {
+            args.errors.push(syn::Error::new(
+                Span::call_site(),
+                "missing `key`: name the resource this function locks, \
+                 e.g. `#[distributed_lock(key = \"order:<id>\")]`",
+            ));
+        }
+        Ok(args)
+    }
+}
+
+/// Remembers which options were given, to refuse the second of a pair.
+#[derive(Default)]
+struct Seen(Vec<&'static str>);
+
+impl Seen {
+    /// True the first time `name` is seen; records an error at `span` every other time.
+    fn first(&mut self, name: &'static str, span: Span, errors: &mut Vec<syn::Error>) -> bool {
+        if self.0.contains(&name) {
+            errors.push(syn::Error::new(
+                span,
+                format!("`{name}` is given twice: keep one of them"),
+            ));
+            false
+        } else {
+            self.0.push(name);
+            true
+        }
+    }
+}
+
+trait Keep {
+    fn keep<T>(&mut self, result: syn::Result<T>) -> Option<T>;
+}
+
+impl Keep for Vec<syn::Error> {
+    /// The value, or `None` with its error recorded.
+    fn keep<T>(&mut self, result: syn::Result<T>) -> Option<T> {
+        result.map_err(|e| self.push(e)).ok()
+    }
+}
+
+/// `= value`; any expression, checked by the option that reads it.
+fn value(input: ParseStream<'_>) -> syn::Result<Expr> {
+    input.parse::<Token![=]>()?;
+    input.parse()
+}
+
+fn string(value: &Expr, option: &str, example: &str) -> syn::Result<LitStr> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => Ok(lit.clone()),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{option}` takes a string literal: write `{option} = {example}`"),
+        )),
+    }
+}
+
+fn duration(value: &Expr, option: &str) -> syn::Result<(LitStr, Duration)> {
+    let lit = string(value, option, "\"30s\"")?;
+    let text = lit.value();
+    if text.trim_start().starts_with('-') {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("`{option}` cannot be negative: write a duration like \"30s\" or \"500ms\""),
+        ));
+    }
+    let duration = humantime::parse_duration(&text).map_err(|e| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "`{option} = {text:?}` is not a duration ({e}): write it like \"30s\", \"500ms\" \
+                 or \"2m\""
+            ),
+        )
+    })?;
+    Ok((lit, duration))
+}
+
+fn lease(value: &Expr) -> syn::Result<Duration> {
+    let (lit, lease) = duration(value, "lease")?;
+    if lease.is_zero() {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`lease` must be longer than zero: a zero lease expires as it is taken; write e.g. \
+             \"30s\", or leave `lease` out to use the Locker's default",
+        ));
+    }
+    if lease < MIN_LEASE {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`lease = {:?}` is shorter than the shortest lease, {MIN_LEASE:?}: Redis counts \
+                 leases in milliseconds and the client keeps a safety margin; write e.g. \"1s\"",
+                lit.value()
+            ),
+        ));
+    }
+    Ok(lease)
+}
+
+fn wait(value: &Expr) -> syn::Result<Duration> {
+    duration(value, "wait").map(|(_, wait)| wait)
+}
+
+fn watchdog(value: &Expr) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(b), ..
+        }) => Ok(b.value),
+        _ => Err(syn::Error::new(
+            value.span(),
+            "`watchdog` takes `true` (renew the lease while the body runs) or `false` (the \
+             lease is a hard maximum), without quotes",
+        )),
+    }
+}
+
+fn on_lost(value: &Expr) -> syn::Result<OnLost> {
+    let lit = string(value, "on_lost", "\"cancel\"")?;
+    match lit.value().as_str() {
+        "cancel" => Ok(OnLost::Cancel),
+        "continue" => Ok(OnLost::Continue),
+        other => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`on_lost = {other:?}` is not an action: write \"cancel\" (drop the body and \
+                 return `LockError::Lost`) or \"continue\" (let the body run on)"
+            ),
+        )),
+    }
+}
+
+fn guard(value: &Expr) -> syn::Result<Ident> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
+            match path.path.get_ident() {
+                Some(ident) if ident != "self" && ident != "_" => Ok(ident.clone()),
+                _ => Err(guard_error(value)),
+            }
+        }
+        _ => Err(guard_error(value)),
+    }
+}
+
+fn guard_error(value: &Expr) -> syn::Error {
+    syn::Error::new(
+        value.span(),
+        "`guard` takes the name to bind the `&LockGuard` to in the body, without quotes: \
+         write e.g. `guard = g`, then `g.fence()`",
+    )
+}
+
+fn krate(value: &Expr) -> syn::Result<Path> {
+    let lit = string(value, "crate", "\"::leasehold\"")?;
+    lit.parse_with(Path::parse_mod_style).map_err(|_| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "`crate = {:?}` is not a path: write the path the runtime crate is reachable \
+                 at, e.g. `crate = \"::leasehold\"`",
+                lit.value()
+            ),
+        )
+    })
+}

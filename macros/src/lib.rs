@@ -1,0 +1,211 @@
+//! The `#[distributed_lock]` attribute of [`leasehold`](https://docs.rs/leasehold).
+//!
+//! Depend on `leasehold` and write `leasehold::distributed_lock`; this crate is its
+//! implementation detail and its expansion only makes sense with `leasehold` beside it.
+
+use proc_macro::TokenStream;
+
+mod args;
+mod bindings;
+mod expand;
+mod template;
+
+/// Runs an `async fn` only while this process holds a distributed lock on a key built from
+/// its arguments.
+///
+/// ```
+/// use leasehold::{distributed_lock, LockError, Locker};
+///
+/// #[distributed_lock(key = "order:<id>", lease = "30s", wait = "3s")]
+/// async fn place_order(id: u64) -> Result<u64, LockError> {
+///     // runs only while this process holds `order:<id>`; the lease is renewed in the
+///     // background while the body runs, and the lock is released when it ends
+///     Ok(id)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// leasehold::set_global_default(Locker::in_memory())?; // Locker::connect(url).await? for Redis
+/// assert_eq!(place_order(42).await?, 42);
+/// # Ok(()) }
+/// ```
+///
+/// Before the body runs, the key is built from the (borrowed) arguments and the lock is
+/// taken; the body then runs with its arguments exactly as before; when it ends (by value,
+/// `return`, `?`, panic, or because its future was dropped) the lock is released. The
+/// function's signature is not touched, so `self`, generics, lifetimes, `impl Trait` and
+/// other attributes (`#[post(...)]`, `#[tracing::instrument]`) work as usual.
+///
+/// # What the function must look like
+/// - It is an `async fn`.
+/// - It returns `Result<T, E>` (or an alias whose name ends in `Result`, like
+///   `io::Result<T>`), where `E: From<leasehold::LockError>`: `LockError` itself, or your
+///   error type with a `From` impl. That is how lock failures come out:
+///
+/// | the lock | the function returns | the body |
+/// | --- | --- | --- |
+/// | was busy for the whole `wait` | `Err(LockError::Busy { .. }.into())` | does not run |
+/// | could not be reached (Redis down, timeout) | `Err(LockError::Unavailable { .. }.into())` | does not run |
+/// | lease lost while the body ran, `on_lost = "cancel"` | `Err(LockError::Lost.into())` | is dropped at its next `.await` |
+/// | no `locker = ...` and no default installed | `Err(LockError::Config { .. }.into())`, saying how to fix it | does not run |
+///
+/// A nested call that locks the same key from within the body (same task) re-enters the lock
+/// instead of waiting for itself.
+///
+/// # Options
+///
+/// | option | value | default |
+/// | --- | --- | --- |
+/// | `key` | template string, required | — |
+/// | `lease` | duration string, at least `"10ms"` | the locker's default lease (30 s) |
+/// | `wait` | duration string, `"0s"` fails fast | the locker's default wait (3 s) |
+/// | `watchdog` | `true` or `false` | the locker's default (on) |
+/// | `locker` | expression giving a `Locker`, `&Locker` or `Arc<Locker>` | the global default (`leasehold::set_global_default`) |
+/// | `guard` | identifier | no binding |
+/// | `on_lost` | `"cancel"` or `"continue"` | `"cancel"` |
+/// | `crate` | path string | `"::leasehold"` |
+///
+/// Every option is checked at compile time: a typo'd option, a duration that does not parse,
+/// a placeholder that names no argument, a non-`async` fn or a return type that is not a
+/// `Result` is an error at the offending token, and all of them are reported at once.
+///
+/// ## `key`: the lock's name, from the arguments
+/// Literal text with `<placeholders>`. A placeholder names any binding of the function,
+/// including bindings inside argument patterns (`Path(id): Path<u64>`), and `self`, followed
+/// by optional field or tuple-field accesses (`<order.customer_id>`, `<path.0>`,
+/// `<self.tenant>`). Each is formatted with `Display`. Write `<<` and `>>` for literal `<`
+/// and `>`; everything else (braces included) is taken literally.
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError};
+/// struct Path<T>(T);
+/// struct Order { customer_id: u64, sku: (String, u32) }
+///
+/// #[distributed_lock(key = "stock:<id>")]
+/// async fn by_pattern(Path(id): Path<u64>) -> Result<(), LockError> { Ok(()) }
+///
+/// #[distributed_lock(key = "customer:<order.customer_id>:<order.sku.0>")]
+/// async fn by_field(order: Order) -> Result<(), LockError> { Ok(()) }
+///
+/// #[distributed_lock(key = "cmp:<<a>>:{<n>}")] // the key for n = 7 is `cmp:<a>:{7}`
+/// async fn escaped(n: u32) -> Result<(), LockError> { Ok(()) }
+/// ```
+///
+/// ## `lease` and `watchdog`: how long the lock lasts
+/// `lease` is how long Redis keeps the lock if this process stops renewing it (say, it
+/// crashed), written as a `humantime` duration: `"500ms"`, `"30s"`, `"2m"`, `"1h 30m"`.
+/// With `watchdog = true` the lease is renewed every lease/3 while the body runs, so the
+/// body may run longer than the lease; with `watchdog = false` the lease is a hard
+/// maximum, and with `on_lost = "cancel"` a body still running when it ends is dropped.
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError};
+/// #[distributed_lock(key = "report", lease = "2m", watchdog = false)]
+/// async fn nightly_report() -> Result<(), LockError> {
+///     // at most two minutes, renewed by no one
+///     Ok(())
+/// }
+/// ```
+///
+/// ## `wait`: how long to wait for a busy lock
+/// A busy lock is waited for (woken by the holder's release, not by polling) up to `wait`,
+/// then the function returns `LockError::Busy` without running the body. `"0s"` fails
+/// at once.
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError};
+/// #[distributed_lock(key = "import:<file>", wait = "0s")]
+/// async fn import(file: String) -> Result<(), LockError> {
+///     // if another process is importing `file`, return `Busy` at once
+///     Ok(())
+/// }
+/// ```
+///
+/// ## `locker`: which `Locker` to use
+/// Any expression giving a `Locker`, a `&Locker` or an `Arc<Locker>`, evaluated before the
+/// body runs and able to use the arguments (`state.locker`, `self.locker`, a function call).
+/// Without it, the locker installed with `leasehold::set_global_default` is used.
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError, Locker};
+/// struct Shop { locker: Locker, name: String }
+///
+/// impl Shop {
+///     #[distributed_lock(key = "shop:<self.name>:<sku>", locker = self.locker)]
+///     async fn sell(&self, sku: u32) -> Result<u32, LockError> {
+///         Ok(sku)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// let shop = Shop { locker: Locker::in_memory(), name: "north".into() };
+/// assert_eq!(shop.sell(3).await?, 3);
+/// # Ok(()) }
+/// ```
+///
+/// ## `guard`: the lock inside the body
+/// Binds a `&LockGuard` under the given name, for its fencing token (`g.fence()`, strictly
+/// increasing per key: pass it to storage that can reject stale writers), `g.key()`,
+/// `g.is_held()` and `g.lost()`.
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError, Locker};
+/// #[distributed_lock(key = "account:<id>", guard = lock)]
+/// async fn debit(id: u64, cents: u64) -> Result<u64, LockError> {
+///     let fence = lock.fence();
+///     // e.g. UPDATE accounts SET ... WHERE id = $id AND last_fence < $fence
+///     Ok(fence)
+/// }
+/// ```
+///
+/// ## `on_lost`: when the lease is lost anyway
+/// A lease can be lost while the body runs (Redis restarted, the process paused past its
+/// lease, `watchdog = false`). With `"cancel"` (the default) the body's future is dropped at
+/// its next `.await` and the function returns `LockError::Lost`; with `"continue"` the body
+/// runs to its end (check `g.is_held()` or race `g.lost()` yourself).
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError};
+/// #[distributed_lock(key = "cache-warmup", on_lost = "continue", guard = lock)]
+/// async fn warm_up() -> Result<bool, LockError> {
+///     // harmless to finish twice: keep going, but say whether we still held the lock
+///     Ok(lock.is_held())
+/// }
+/// ```
+///
+/// ## `crate`: when `leasehold` is renamed
+/// The expansion calls `::leasehold::...`; if the crate is reachable under another path (a
+/// renamed dependency, a re-export from your own crate), name it here.
+///
+/// ```
+/// use leasehold as locks;
+///
+/// #[locks::distributed_lock(key = "job:<id>", crate = "locks")]
+/// async fn job(id: u32) -> Result<u32, locks::LockError> {
+///     Ok(id)
+/// }
+/// ```
+///
+/// # Web handlers
+/// Put it below or above the framework's route attribute. With axum, the handler's future
+/// stays `Send` as long as the body's is.
+///
+/// ```ignore
+/// // actix-web
+/// #[post("/orders/{sku}")]
+/// #[distributed_lock(key = "stock:<sku>", lease = "10s", wait = "2s", locker = shop.locker)]
+/// async fn buy(sku: web::Path<String>, shop: web::Data<Shop>) -> Result<HttpResponse, ShopError> {
+///     // ...
+/// }
+///
+/// // axum
+/// #[distributed_lock(key = "order:<id>", locker = state.locker)]
+/// async fn buy(State(state): State<Arc<AppState>>, Path(id): Path<u64>) -> Result<Json<Order>, AppError> {
+///     // ...
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(args.into(), item.into()).into()
+}

@@ -1,0 +1,10 @@
+use leasehold::{distributed_lock, LockError};
+
+#[distributed_lock(key = id)]
+async fn buy(id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
+fn main() {
+    let _ = buy(1);
+}

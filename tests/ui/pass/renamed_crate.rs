@@ -1,0 +1,27 @@
+//! `crate = "..."` for a runtime that is reachable under another name.
+
+#![deny(warnings)]
+
+extern crate leasehold as lh;
+
+mod reexport {
+    pub use lh::*;
+}
+
+#[lh::distributed_lock(key = "renamed:<id>", crate = "::lh")]
+async fn renamed(id: u8) -> Result<u8, lh::LockError> {
+    Ok(id)
+}
+
+#[reexport::distributed_lock(key = "module:<id>", crate = "crate::reexport")]
+async fn through_module(id: u8) -> Result<u8, reexport::LockError> {
+    Ok(id)
+}
+
+/// Builds the future without running it: the runtime is not needed to type-check.
+fn built<F: std::future::Future>(_: F) {}
+
+fn main() {
+    built(renamed(1));
+    built(through_module(1));
+}
