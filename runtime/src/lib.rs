@@ -2,9 +2,20 @@
 //!
 //! Redis-backed distributed locks for async Rust, as one attribute on a function:
 //!
-//! ```ignore
+//! ```
+//! use leasehold::{distributed_lock, LockError, Locker};
+//!
 //! #[distributed_lock(key = "order:<id>", lease = "30s")]
-//! async fn buy(Path(id): Path<u64>) -> Result<Json<Order>, ShopError> { /* ... */ }
+//! async fn buy(id: u64) -> Result<u64, LockError> {
+//!     // runs only while this process holds `order:<id>`; the lease is renewed while the
+//!     // body runs, and the lock is released when it ends, on every path
+//!     Ok(id)
+//! }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), LockError> {
+//! leasehold::set_global_default(Locker::in_memory())?; // or Locker::connect(url).await?
+//! assert_eq!(buy(42).await?, 42);
+//! # Ok(()) }
 //! ```
 //!
 //! or as a plain API:
@@ -62,6 +73,11 @@ mod watchdog;
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+
+/// The README's examples, compiled as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
 
 pub use error::{BoxError, LockError};
 pub use global::{global_default, set_global_default};
