@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
+use crate::backend::redlock::{join_all, RedLockBackend};
 use crate::backend::Backend;
 use crate::error::LockError;
 use crate::guard::LockGuard;
@@ -193,6 +194,11 @@ impl fmt::Debug for Locker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let store = match &self.inner.backend {
             Backend::Redis(r) => format!("redis at {}", r.endpoint()),
+            Backend::RedLock(r) => {
+                let nodes: Vec<String> =
+                    r.nodes().iter().map(|n| n.endpoint().to_string()).collect();
+                format!("redlock over {}", nodes.join(", "))
+            }
             Backend::Memory(_) => "in memory".to_owned(),
         };
         f.debug_struct("Locker")
@@ -224,6 +230,7 @@ impl fmt::Debug for Locker {
 #[must_use = "a builder does nothing until .build().await"]
 pub struct LockerBuilder {
     url: Option<String>,
+    redlock: Vec<String>,
     prefix: String,
     default_lease: Duration,
     default_wait: Duration,
@@ -237,6 +244,7 @@ impl Default for LockerBuilder {
     fn default() -> Self {
         LockerBuilder {
             url: None,
+            redlock: Vec::new(),
             prefix: DEFAULT_PREFIX.to_owned(),
             default_lease: DEFAULT_LEASE,
             default_wait: DEFAULT_WAIT,
@@ -253,6 +261,35 @@ impl LockerBuilder {
     /// or `redis+unix:///path/to/socket`. Required for [`build`](Self::build).
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
+        self
+    }
+
+    /// Lock over several independent Redis masters with the RedLock algorithm instead of one
+    /// server: an odd number, at least three, of servers that do not replicate each other.
+    /// A lock is held while a majority of them granted it within the lease; every call goes to
+    /// all of them in parallel, each bounded by [`op_timeout`](Self::op_timeout) (keep it
+    /// short, such as 50 ms: a hung node then costs little of the lease). Fencing tokens stay
+    /// strictly increasing across the quorum. Replaces [`url`](Self::url).
+    ///
+    /// Nodes that are down when the locker is built are connected later, on first use, as
+    /// long as a majority is up.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::builder()
+    ///     .redlock(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+    ///     .op_timeout(Duration::from_millis(50))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn redlock<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.redlock = urls.into_iter().map(Into::into).collect();
         self
     }
 
@@ -333,20 +370,61 @@ impl LockerBuilder {
     /// [`LockError::Unavailable`] when Redis cannot be reached.
     pub async fn build(self) -> Result<Locker, LockError> {
         self.check()?;
-        let Some(url) = self.url.clone() else {
-            return Err(LockError::config(
-                "no Redis URL: call .url(\"redis://127.0.0.1:6379\") on the builder, or use \
-                 Locker::in_memory() for a process-local store",
-            ));
-        };
         let settings = RedisSettings {
             op_timeout: self.op_timeout,
             connect_timeout: self.connect_timeout,
         };
-        let backend = RedisBackend::connect(&url, &settings).await?;
-        let locker = Locker::with_backend(Backend::Redis(backend), self);
+        let backend = if !self.redlock.is_empty() {
+            Backend::RedLock(self.connect_redlock(&settings).await?)
+        } else {
+            let Some(url) = self.url.as_deref() else {
+                return Err(LockError::config(
+                    "no Redis URL: call .url(\"redis://127.0.0.1:6379\") on the builder (or \
+                     .redlock([...]) for several masters), or use Locker::in_memory() for a \
+                     process-local store",
+                ));
+            };
+            Backend::Redis(RedisBackend::connect(url, &settings, false).await?)
+        };
+        let locker = Locker::with_backend(backend, self);
         locker.inner.start_background();
         Ok(locker)
+    }
+
+    async fn connect_redlock(&self, settings: &RedisSettings) -> Result<RedLockBackend, LockError> {
+        let n = self.redlock.len();
+        if n < 3 || n % 2 == 0 {
+            return Err(LockError::config(format!(
+                "redlock needs an odd number of at least 3 independent Redis masters; got {n}"
+            )));
+        }
+        if self.url.is_some() {
+            return Err(LockError::config(
+                "both .url(...) and .redlock([...]) were given; use one of them",
+            ));
+        }
+        let nodes = join_all(
+            self.redlock
+                .iter()
+                .map(|url| RedisBackend::connect(url, settings, true)),
+        )
+        .await;
+        let mut nodes = nodes.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let down: Vec<String> = nodes
+            .iter_mut()
+            .filter_map(|n| n.down_at_connect.take().map(|e| e.to_string()))
+            .collect();
+        if n - down.len() < n / 2 + 1 {
+            return Err(LockError::unavailable(
+                format!(
+                    "redlock: only {} of {n} nodes answered, a majority is needed: {}",
+                    n - down.len(),
+                    down.join("; ")
+                ),
+                None,
+            ));
+        }
+        Ok(RedLockBackend::new(nodes))
     }
 
     /// Checks the options and builds a process-local locker, like [`Locker::in_memory`].

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use crate::backend::Renewal;
+use crate::backend::{Renewal, Renewed};
 use crate::key::LockKeys;
 use crate::lease::Lease;
 use crate::locker::Inner;
@@ -167,6 +167,13 @@ async fn perform(job: Job) {
     }
 }
 
+/// When to try a failed renewal again: soon, if the lease is still valid by then.
+fn retry_at(lease: &Lease) -> Option<Instant> {
+    let retry = Instant::now() + (lease.lease / 10).max(Duration::from_millis(5));
+    let valid_until = lease.state.borrow().valid_until;
+    (retry < valid_until).then_some(retry)
+}
+
 /// Renews a batch and puts each lease back on the schedule (or takes it off).
 async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
     for chunk in batch.chunks(RENEW_BATCH) {
@@ -181,31 +188,36 @@ async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
         let sent = Instant::now();
         match inner.backend.renew(&renewals).await {
             Ok(renewed) => {
-                for (lease, ok) in chunk.iter().zip(renewed) {
+                for (lease, outcome) in chunk.iter().zip(renewed) {
                     if lease.is_done() {
                         inner.schedule.reschedule(lease, None);
-                    } else if ok {
-                        lease.renewed(sent);
-                        inner
-                            .schedule
-                            .reschedule(lease, Some(sent + lease.lease / 3));
-                    } else {
-                        lease.mark_lost();
-                        tracing::warn!(
-                            "lease lost: the lock expired or was taken over before renewal"
-                        );
-                        inner.schedule.reschedule(lease, None);
+                        continue;
+                    }
+                    match outcome {
+                        Renewed::Yes => {
+                            lease.renewed(sent);
+                            inner
+                                .schedule
+                                .reschedule(lease, Some(sent + lease.lease / 3));
+                        }
+                        Renewed::No => {
+                            lease.mark_lost();
+                            tracing::warn!(
+                                "lease lost: the lock expired or was taken over before renewal"
+                            );
+                            inner.schedule.reschedule(lease, None);
+                        }
+                        Renewed::Unknown => {
+                            tracing::warn!("lease renewal reached no majority; retrying");
+                            inner.schedule.reschedule(lease, retry_at(lease));
+                        }
                     }
                 }
             }
             Err(e) => {
                 tracing::warn!(error = %e, leases = chunk.len(), "lease renewal failed; retrying");
-                let now = Instant::now();
                 for lease in chunk {
-                    let retry = now + (lease.lease / 10).max(Duration::from_millis(5));
-                    let valid_until = lease.state.borrow().valid_until;
-                    let at = (retry < valid_until).then_some(retry);
-                    inner.schedule.reschedule(lease, at);
+                    inner.schedule.reschedule(lease, retry_at(lease));
                 }
             }
         }

@@ -4,6 +4,7 @@
 
 pub(crate) mod memory;
 pub(crate) mod redis;
+pub(crate) mod redlock;
 
 use std::time::Duration;
 
@@ -41,9 +42,21 @@ pub(crate) struct Renewal<'a> {
     pub(crate) lease: Duration,
 }
 
+/// What a renewal found for one lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Renewed {
+    /// Extended.
+    Yes,
+    /// Not ours any more: the lease is lost.
+    No,
+    /// Could not tell (nodes failed or did not answer): try again while the lease is valid.
+    Unknown,
+}
+
 /// A storage for locks.
 pub(crate) enum Backend {
     Redis(redis::RedisBackend),
+    RedLock(redlock::RedLockBackend),
     Memory(memory::MemoryBackend),
 }
 
@@ -52,6 +65,7 @@ impl Backend {
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         match self {
             Backend::Redis(b) => b.acquire(req).await,
+            Backend::RedLock(b) => b.acquire(req).await,
             Backend::Memory(b) => Ok(b.acquire(req)),
         }
     }
@@ -65,15 +79,23 @@ impl Backend {
     ) -> Result<bool, LockError> {
         match self {
             Backend::Redis(b) => b.release(keys, token).await,
+            Backend::RedLock(b) => b.release(keys, token).await,
             Backend::Memory(b) => Ok(b.release(keys, token)),
         }
     }
 
     /// Extends each lease that its token still owns; one entry per renewal, in order.
-    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
+    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let yes_no = |flags: Vec<bool>| {
+            flags
+                .into_iter()
+                .map(|ok| if ok { Renewed::Yes } else { Renewed::No })
+                .collect()
+        };
         match self {
-            Backend::Redis(b) => b.renew(batch).await,
-            Backend::Memory(b) => Ok(b.renew(batch)),
+            Backend::Redis(b) => b.renew(batch).await.map(yes_no),
+            Backend::RedLock(b) => Ok(b.renew(batch).await),
+            Backend::Memory(b) => Ok(yes_no(b.renew(batch))),
         }
     }
 
@@ -82,6 +104,7 @@ impl Backend {
     pub(crate) async fn subscribe(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
         match self {
             Backend::Redis(b) => b.subscribe(keys).await,
+            Backend::RedLock(b) => b.subscribe(keys).await,
             Backend::Memory(b) => Ok(b.subscribe(keys)),
         }
     }

@@ -26,6 +26,8 @@ static RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../scripts/release.lua")));
 static RENEW: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../scripts/renew.lua")));
+static RAISE_FENCE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../scripts/raise_fence.lua")));
 
 /// How long an idle wake subscription is kept before it is dropped: hot keys are waited on
 /// again and again, and re-subscribing each time would cost a round trip per wait.
@@ -43,12 +45,19 @@ pub(crate) struct RedisBackend {
     endpoint: Endpoint,
     op_timeout: Duration,
     wakes: Arc<Wakes>,
+    /// Why the server did not answer when the backend was built, if it did not.
+    pub(crate) down_at_connect: Option<LockError>,
 }
 
 impl RedisBackend {
     /// Connects both connections; fails with `Unavailable` when the server does not answer
-    /// within the connect timeout, and with `Config` when the URL is not a Redis URL.
-    pub(crate) async fn connect(url: &str, settings: &RedisSettings) -> Result<Self, LockError> {
+    /// within the connect timeout (unless `allow_down`: then it connects later, on first use),
+    /// and with `Config` when the URL is not a Redis URL.
+    pub(crate) async fn connect(
+        url: &str,
+        settings: &RedisSettings,
+        allow_down: bool,
+    ) -> Result<Self, LockError> {
         let info = url.into_connection_info().map_err(|e| LockError::Config {
             message: format!(
                 "the Redis URL is not valid ({}); write it as redis://host:port/db, \
@@ -65,16 +74,31 @@ impl RedisBackend {
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(500))
             .set_pipeline_buffer_size(1024);
+        let lazy = |client, config| {
+            ConnectionManager::new_lazy_with_config(client, config)
+                .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))
+        };
 
         let client = Client::open(info.clone())
             .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
-        let connect = ConnectionManager::new_with_config(client, config.clone());
-        let mut conn = bounded(&endpoint, settings.connect_timeout * 3, connect).await?;
-        // Load the scripts now, so the first lock does not pay a NOSCRIPT round trip. After
-        // a server restart they are reloaded on demand by the first call that needs them.
-        for script in [&*ACQUIRE, &*RELEASE, &*RENEW] {
-            bounded(&endpoint, settings.op_timeout, script.load_async(&mut conn)).await?;
-        }
+        let mut conn = lazy(client, config.clone())?;
+        // Load the scripts now: it proves the server answers, and the first lock does not pay
+        // a NOSCRIPT round trip. After a server restart they are reloaded on demand.
+        let preload = async {
+            for script in [&*ACQUIRE, &*RELEASE, &*RENEW, &*RAISE_FENCE] {
+                let load = script.load_async(&mut conn);
+                bounded(&endpoint, settings.connect_timeout * 3, load).await?;
+            }
+            Ok::<_, LockError>(())
+        };
+        let down_at_connect = match preload.await {
+            Ok(()) => None,
+            Err(e) if allow_down => {
+                tracing::warn!(error = %e, "redis node is down; will connect on first use");
+                Some(e)
+            }
+            Err(e) => return Err(e),
+        };
 
         let (push_tx, push_rx) = mpsc::unbounded_channel();
         let resp3 = info.clone().set_redis_settings(
@@ -87,8 +111,7 @@ impl RedisBackend {
         let sub_config = config
             .set_push_sender(push_tx)
             .set_automatic_resubscription();
-        let connect = ConnectionManager::new_with_config(sub_client, sub_config);
-        let sub_conn = bounded(&endpoint, settings.connect_timeout * 3, connect).await?;
+        let sub_conn = lazy(sub_client, sub_config)?;
 
         let wakes = Arc::new(Wakes {
             conn: sub_conn,
@@ -101,6 +124,7 @@ impl RedisBackend {
             endpoint,
             op_timeout: settings.op_timeout,
             wakes,
+            down_at_connect,
         })
     }
 
@@ -160,6 +184,19 @@ impl RedisBackend {
         }
         let renewed: Vec<i64> = self.run(inv).await?;
         Ok(renewed.into_iter().map(|r| r == 1).collect())
+    }
+
+    /// Raises the fence counter of a lock to at least `top`.
+    pub(crate) async fn raise_fence(
+        &self,
+        keys: &LockKeys,
+        top: u64,
+        fence_ttl: Duration,
+    ) -> Result<(), LockError> {
+        let mut inv = RAISE_FENCE.prepare_invoke();
+        inv.key(&keys.fence).arg(top).arg(millis(fence_ttl));
+        let _: i64 = self.run(inv).await?;
+        Ok(())
     }
 
     pub(crate) async fn subscribe(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {

@@ -1,0 +1,235 @@
+//! RedLock: one lock over N independent Redis masters. Each call goes to every node in
+//! parallel (each bounded by the per-node timeout); the lock is held while a majority agrees.
+//!
+//! Fencing across a quorum takes a second round. Each granting node returns its own counter;
+//! the token is the highest of them, and before the lock is handed out every granting node's
+//! counter is raised to it. The granting nodes are a majority, and any two majorities share a
+//! node, so every later acquisition meets at least one node whose counter is already at the
+//! token and increments past it: tokens increase strictly even though the nodes' counters
+//! differ. Without the raise, a later majority could consist only of nodes whose counters lag
+//! and hand out a smaller token.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::redis::RedisBackend;
+use super::{AcquireRequest, Attempt, Renewal, Renewed, WakeSubscription};
+use crate::error::LockError;
+use crate::key::LockKeys;
+use crate::lease::validity;
+use crate::token::OwnerToken;
+
+pub(crate) struct RedLockBackend {
+    nodes: Vec<RedisBackend>,
+}
+
+impl RedLockBackend {
+    /// At least three nodes, an odd number of them (checked by the builder).
+    pub(crate) fn new(nodes: Vec<RedisBackend>) -> Self {
+        RedLockBackend { nodes }
+    }
+
+    /// How many nodes make a majority.
+    pub(crate) fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    pub(crate) fn nodes(&self) -> &[RedisBackend] {
+        &self.nodes
+    }
+
+    pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        let start = Instant::now();
+        let answers = join_all(self.nodes.iter().map(|n| n.acquire(req))).await;
+        let mut granted = Vec::new();
+        let mut remaining = Vec::new();
+        let mut failures = Vec::new();
+        for (node, answer) in self.nodes.iter().zip(answers) {
+            match answer {
+                Ok(Attempt::Granted { top }) => granted.push((node, top)),
+                Ok(Attempt::Held { remaining: r }) => remaining.push(r),
+                Err(e) => failures.push(e),
+            }
+        }
+        let quorum = self.quorum();
+        let in_time = |at: Instant| at - start < validity(req.lease);
+        if granted.len() >= quorum && in_time(Instant::now()) {
+            let top = granted.iter().map(|&(_, top)| top).max().expect("a quorum");
+            let raised = join_all(
+                granted
+                    .iter()
+                    .map(|(node, _)| node.raise_fence(req.keys, top, req.fence_ttl)),
+            )
+            .await;
+            let raised_ok = raised.iter().filter(|r| r.is_ok()).count();
+            if raised_ok >= quorum && in_time(Instant::now()) {
+                return Ok(Attempt::Granted { top });
+            }
+            tracing::debug!(raised_ok, quorum, "redlock: fence round missed the quorum");
+        } else if granted.len() >= quorum {
+            tracing::debug!("redlock: quorum reached too late for a positive validity");
+        }
+        // No quorum, or not in time: give back what was granted, on every node (a node that
+        // did not answer may have granted it all the same).
+        self.release_everywhere(req.keys, req.token).await;
+        for e in &failures {
+            tracing::warn!(error = %e, "redlock: node failed during acquire");
+        }
+        if failures.len() > self.nodes.len() - quorum {
+            return Err(no_quorum(
+                "acquire",
+                granted.len(),
+                self.nodes.len(),
+                failures,
+            ));
+        }
+        remaining.sort();
+        Ok(Attempt::Held {
+            remaining: remaining.get(remaining.len() / 2).copied().flatten(),
+        })
+    }
+
+    async fn release_everywhere(&self, keys: &LockKeys, token: &OwnerToken) {
+        let _ = join_all(self.nodes.iter().map(|n| n.release(keys, token))).await;
+    }
+
+    pub(crate) async fn release(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.release(keys, token))).await;
+        let (mut released, mut refused, mut failures) = (0, 0, Vec::new());
+        for answer in answers {
+            match answer {
+                Ok(true) => released += 1,
+                Ok(false) => refused += 1,
+                Err(e) => failures.push(e),
+            }
+        }
+        let quorum = self.quorum();
+        if released >= quorum {
+            Ok(true)
+        } else if refused > self.nodes.len() - quorum || released + failures.len() < quorum {
+            Ok(false)
+        } else {
+            Err(no_quorum("release", released, self.nodes.len(), failures))
+        }
+    }
+
+    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Renewed> {
+        let answers = join_all(self.nodes.iter().map(|n| n.renew(batch))).await;
+        let quorum = self.quorum();
+        let n = self.nodes.len();
+        (0..batch.len())
+            .map(|i| {
+                let mut yes = 0;
+                let mut no = 0;
+                for answer in &answers {
+                    match answer {
+                        Ok(flags) if flags[i] => yes += 1,
+                        Ok(_) => no += 1,
+                        Err(_) => {}
+                    }
+                }
+                if yes >= quorum {
+                    Renewed::Yes
+                } else if no > n - quorum {
+                    Renewed::No
+                } else {
+                    Renewed::Unknown
+                }
+            })
+            .collect()
+    }
+
+    /// Listens on every node's wake channel; a release seen on any of them wakes the waiter.
+    pub(crate) async fn subscribe(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
+        let subs = join_all(self.nodes.iter().map(|n| n.subscribe(keys))).await;
+        let (merged_tx, merged_rx) = watch::channel(0u64);
+        let mut failures = Vec::new();
+        let mut live = 0;
+        for sub in subs {
+            match sub {
+                Ok(mut sub) => {
+                    live += 1;
+                    let tx = merged_tx.clone();
+                    tokio::spawn(async move {
+                        loop {
+                            tokio::select! {
+                                _ = sub.released() => tx.send_modify(|n| *n += 1),
+                                _ = tx.closed() => return,
+                            }
+                        }
+                    });
+                }
+                Err(e) => failures.push(e),
+            }
+        }
+        if live == 0 {
+            return Err(no_quorum("subscribe", 0, self.nodes.len(), failures));
+        }
+        Ok(WakeSubscription::new(merged_rx, None))
+    }
+}
+
+fn no_quorum(what: &str, ok: usize, of: usize, failures: Vec<LockError>) -> LockError {
+    let detail: Vec<String> = failures.iter().map(|e| e.to_string()).collect();
+    LockError::unavailable(
+        format!(
+            "redlock {what}: no majority ({ok} of {of} nodes agreed); failed nodes: {}",
+            detail.join("; ")
+        ),
+        failures
+            .into_iter()
+            .next()
+            .map(|e| Box::new(e) as crate::error::BoxError),
+    )
+}
+
+/// Runs futures concurrently and collects their outputs in order.
+pub(crate) fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> JoinAll<F> {
+    let futures: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let outputs = futures.iter().map(|_| None).collect();
+    JoinAll { futures, outputs }
+}
+
+pub(crate) struct JoinAll<F: Future> {
+    futures: Vec<Option<Pin<Box<F>>>>,
+    outputs: Vec<Option<F::Output>>,
+}
+
+impl<F: Future> Unpin for JoinAll<F> {}
+
+impl<F: Future> Future for JoinAll<F> {
+    type Output = Vec<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let mut pending = false;
+        for (slot, out) in this.futures.iter_mut().zip(this.outputs.iter_mut()) {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => {
+                        *out = Some(v);
+                        *slot = None;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            return Poll::Pending;
+        }
+        Poll::Ready(
+            this.outputs
+                .iter_mut()
+                .map(|o| o.take().expect("every future finished"))
+                .collect(),
+        )
+    }
+}

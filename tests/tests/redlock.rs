@@ -1,0 +1,338 @@
+//! RedLock over several independent `redis-server`s, each behind a fault-injecting proxy:
+//! the quorum table, holding through minority failures, fencing across restarts, and
+//! replies slower than the lease.
+
+use std::time::Duration;
+
+use leasehold::{LockError, Locker};
+use leasehold_tests::harness::{ProxyMode, RedisServer, TcpProxy};
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+/// The per-node bound; hung nodes cost about this much.
+const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+struct Cluster {
+    servers: Vec<RedisServer>,
+    proxies: Vec<TcpProxy>,
+}
+
+impl Cluster {
+    async fn start(n: usize) -> Cluster {
+        let servers = RedisServer::start_many(n).await;
+        let mut proxies = Vec::new();
+        for s in &servers {
+            proxies.push(TcpProxy::start(s.addr()).await);
+        }
+        Cluster { servers, proxies }
+    }
+
+    async fn locker(&self) -> Locker {
+        Locker::builder()
+            .redlock(self.proxies.iter().map(|p| p.url()))
+            .op_timeout(NODE_TIMEOUT)
+            .build()
+            .await
+            .expect("redlock locker")
+    }
+
+    fn set_all(&self, mode: ProxyMode) {
+        for p in &self.proxies {
+            p.set_mode(mode);
+        }
+    }
+
+    /// Lock keys left on any node, straight from the servers.
+    async fn lock_keys(&self) -> usize {
+        let mut total = 0;
+        for s in &self.servers {
+            total += s.keys("leasehold:lock:*").await.len();
+        }
+        total
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Node {
+    Free,
+    Down,
+    Hung,
+    Foreign,
+}
+
+const STATES: [Node; 4] = [Node::Free, Node::Down, Node::Hung, Node::Foreign];
+
+/// Puts each node in its state, tries to acquire once, and checks the outcome. Each case
+/// gets a fresh locker: a connection cut in one case fails its first command in the next,
+/// while it reconnects, which would blur the table.
+async fn quorum_case(cluster: &Cluster, states: &[Node], key: &str) {
+    let locker = cluster.locker().await;
+    let n = states.len();
+    let free = states.iter().filter(|s| **s == Node::Free).count();
+    for (i, state) in states.iter().enumerate() {
+        if *state == Node::Foreign {
+            let mut conn = cluster.servers[i].conn().await;
+            let _: () = conn
+                .set_ex(format!("leasehold:lock:{{{key}}}"), "someone-else", 30)
+                .await
+                .unwrap();
+        }
+        cluster.proxies[i].set_mode(match state {
+            Node::Down => ProxyMode::Cut,
+            Node::Hung => ProxyMode::Stall,
+            Node::Free | Node::Foreign => ProxyMode::Pass,
+        });
+    }
+    let start = Instant::now();
+    let result = locker
+        .lock(key)
+        .lease(Duration::from_secs(5))
+        .wait(Duration::ZERO)
+        .acquire()
+        .await;
+    let took = start.elapsed();
+    // Acquire round, fence round and roll-back each cost at most one node timeout.
+    assert!(
+        took < NODE_TIMEOUT * 4 + Duration::from_millis(300),
+        "{states:?}: took {took:?}"
+    );
+    let expect_ok = free > n / 2;
+    match result {
+        Ok(guard) => {
+            assert!(expect_ok, "{states:?}: acquired without a majority");
+            assert!(guard.is_held());
+            cluster.set_all(ProxyMode::Pass);
+            guard.release().await.expect("release");
+        }
+        Err(e) => {
+            assert!(
+                !expect_ok,
+                "{states:?}: not acquired with a majority free: {e}"
+            );
+            let unreachable = states
+                .iter()
+                .filter(|s| matches!(s, Node::Down | Node::Hung))
+                .count();
+            if unreachable > n - (n / 2 + 1) {
+                assert!(
+                    matches!(e, LockError::Unavailable { .. }),
+                    "{states:?}: {e}"
+                );
+                assert!(e.to_string().contains("no majority"), "{e}");
+            } else {
+                assert!(matches!(e, LockError::Busy { .. }), "{states:?}: {e}");
+            }
+            cluster.set_all(ProxyMode::Pass);
+        }
+    }
+    // Stalled requests (and their roll-backs) arrive now; then nothing of ours may remain.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for (i, state) in states.iter().enumerate() {
+        let mut conn = cluster.servers[i].conn().await;
+        let lock: Option<String> = conn.get(format!("leasehold:lock:{{{key}}}")).await.unwrap();
+        match state {
+            Node::Foreign => {
+                assert_eq!(
+                    lock.as_deref(),
+                    Some("someone-else"),
+                    "{states:?}: foreign lock touched"
+                );
+                let _: () = conn.del(format!("leasehold:lock:{{{key}}}")).await.unwrap();
+            }
+            _ => assert_eq!(
+                lock, None,
+                "{states:?}: node {i} still locked (partial grant kept)"
+            ),
+        }
+    }
+}
+
+#[tokio::test]
+async fn quorum_table_three_nodes_every_assignment() {
+    let cluster = Cluster::start(3).await;
+    let mut cases = 0;
+    for a in STATES {
+        for b in STATES {
+            for c in STATES {
+                cases += 1;
+                quorum_case(&cluster, &[a, b, c], &format!("q3-{cases}")).await;
+            }
+        }
+    }
+    assert_eq!(cases, 64);
+}
+
+#[tokio::test]
+async fn quorum_table_five_nodes_every_mix() {
+    let cluster = Cluster::start(5).await;
+    // Every multiset of states over five nodes (56 of them), each placed on rotating nodes.
+    let mut cases = 0;
+    for down in 0..=5usize {
+        for hung in 0..=5 - down {
+            for foreign in 0..=5 - down - hung {
+                let mut states = vec![Node::Free; 5];
+                let mut slot = cases % 5;
+                for (count, state) in [
+                    (down, Node::Down),
+                    (hung, Node::Hung),
+                    (foreign, Node::Foreign),
+                ] {
+                    for _ in 0..count {
+                        states[slot] = state;
+                        slot = (slot + 1) % 5;
+                    }
+                }
+                cases += 1;
+                quorum_case(&cluster, &states, &format!("q5-{cases}")).await;
+            }
+        }
+    }
+    assert_eq!(cases, 56);
+}
+
+#[tokio::test]
+async fn holder_survives_a_minority_and_loses_the_lock_with_the_majority() {
+    let cluster = Cluster::start(5).await;
+    let locker = cluster.locker().await;
+    let guard = locker
+        .lock("held")
+        .lease(Duration::from_millis(900))
+        .acquire()
+        .await
+        .unwrap();
+    cluster.servers[0].kill9();
+    cluster.servers[1].kill9();
+    // Several lease periods with two of five nodes gone: renewals keep a majority.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(guard.is_held(), "lost the lock with only a minority down");
+    cluster.servers[2].kill9();
+    tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("lost() must fire once a majority is gone");
+    assert!(!guard.is_held());
+}
+
+#[tokio::test]
+async fn fences_increase_across_a_thousand_acquisitions_with_minority_restarts() {
+    let cluster = Cluster::start(5).await;
+    let a = cluster.locker().await;
+    let b = cluster.locker().await;
+    let mut last = 0;
+    for i in 0..1000 {
+        if i % 100 == 50 {
+            // Restart a different minority node, empty (no persistence).
+            let node = (i / 100) % 5;
+            cluster.servers[node].restart().await;
+        }
+        let locker = if i % 3 == 0 { &b } else { &a };
+        let guard = locker
+            .lock("fenced")
+            .wait(Duration::from_secs(2))
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("acquisition {i}: {e}"));
+        assert!(
+            guard.fence() > last,
+            "acquisition {i}: fence {} <= {last}",
+            guard.fence()
+        );
+        last = guard.fence();
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn replies_slower_than_the_lease_do_not_lock() {
+    let cluster = Cluster::start(3).await;
+    let locker = Locker::builder()
+        .redlock(cluster.proxies.iter().map(|p| p.url()))
+        .op_timeout(Duration::from_millis(800))
+        .build()
+        .await
+        .unwrap();
+    // Each reply of two nodes takes longer than the whole lease.
+    for p in &cluster.proxies[..2] {
+        p.set_mode(ProxyMode::Delay(Duration::from_millis(300)));
+    }
+    let result = locker
+        .lock("slow")
+        .lease(Duration::from_millis(200))
+        .wait(Duration::ZERO)
+        .acquire()
+        .await;
+    assert!(
+        result.is_err(),
+        "acquired although the quorum answered after the lease"
+    );
+    cluster.set_all(ProxyMode::Pass);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(cluster.lock_keys().await, 0, "something stayed locked");
+    // And with the delays gone, it works.
+    locker
+        .lock("slow")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn redlock_waiters_wake_on_release_and_exclude_each_other() {
+    let cluster = Cluster::start(3).await;
+    let a = cluster.locker().await;
+    let b = cluster.locker().await;
+    let guard = a.lock("w").acquire().await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let g = b
+            .lock("w")
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await
+            .unwrap();
+        let at = Instant::now();
+        g.release().await.unwrap();
+        at
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let woke = waiter.await.unwrap() - released;
+    assert!(woke < Duration::from_millis(300), "woke after {woke:?}");
+}
+
+#[tokio::test]
+async fn redlock_configuration_errors() {
+    let one = RedisServer::start().await;
+    let err = Locker::builder()
+        .redlock([one.url(), one.url()])
+        .build()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err}");
+    assert!(err.to_string().contains("odd number"), "{err}");
+    // A majority down at start-up is an error; a minority is fine.
+    let err = Locker::builder()
+        .redlock([
+            one.url(),
+            "redis://127.0.0.1:1".into(),
+            "redis://127.0.0.1:2".into(),
+        ])
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+    let cluster = Cluster::start(3).await;
+    cluster.servers[2].kill9();
+    let locker = cluster.locker().await;
+    locker
+        .lock("x")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
