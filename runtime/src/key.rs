@@ -115,7 +115,6 @@ impl LockKeys {
 
 /// The Redis Cluster hash tag of a key: the text between the first `{` and the next `}`, if
 /// non-empty; otherwise the whole key. (Redis Cluster specification, "hash tags".)
-#[cfg(test)]
 pub(crate) fn hash_tag(key: &str) -> &str {
     if let Some(open) = key.find('{') {
         if let Some(close) = key[open + 1..].find('}') {
@@ -127,10 +126,37 @@ pub(crate) fn hash_tag(key: &str) -> &str {
     key
 }
 
+/// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, modulo 16384.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) fn slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in hash_tag(key).as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn slots_match_the_cluster_specification() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(slot("123456789"), 12739);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        let k = LockKeys::new("p", "order:42");
+        assert_eq!(slot(&k.lock), slot(&k.fence));
+    }
 
     #[test]
     fn layout_is_as_documented() {

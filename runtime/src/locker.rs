@@ -231,6 +231,10 @@ impl fmt::Debug for Locker {
 pub struct LockerBuilder {
     url: Option<String>,
     redlock: Vec<String>,
+    cluster: Vec<String>,
+    sentinel: Option<(Vec<String>, String)>,
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
+    min_replicas: u32,
     prefix: String,
     default_lease: Duration,
     default_wait: Duration,
@@ -245,6 +249,9 @@ impl Default for LockerBuilder {
         LockerBuilder {
             url: None,
             redlock: Vec::new(),
+            cluster: Vec::new(),
+            sentinel: None,
+            min_replicas: 0,
             prefix: DEFAULT_PREFIX.to_owned(),
             default_lease: DEFAULT_LEASE,
             default_wait: DEFAULT_WAIT,
@@ -290,6 +297,68 @@ impl LockerBuilder {
         S: Into<String>,
     {
         self.redlock = urls.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Lock on a Redis Cluster, reached through any of these nodes (the client discovers the
+    /// rest and follows MOVED/ASK redirections and failovers). The keys of one lock share a
+    /// hash tag, so each lock lives in one slot; wake-ups use sharded pub/sub (Redis 7).
+    /// Replaces [`url`](Self::url). Needs the `cluster` feature.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::builder()
+    ///     .cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub fn cluster<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.cluster = urls.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Lock on the master that these Redis Sentinels monitor under the name `master`, and
+    /// follow it through failovers without restarting the application. Replaces
+    /// [`url`](Self::url). Needs the `sentinel` feature.
+    ///
+    /// Replication is asynchronous: a lock granted by the old master and not yet copied to the
+    /// replica that takes over is gone after a failover, and a second holder can get it. Use
+    /// [`min_replicas`](Self::min_replicas) to make each acquire wait for replicas, and use
+    /// fencing tokens where it matters.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::builder()
+    ///     .sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "mymaster")
+    ///     .min_replicas(1)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "sentinel")]
+    pub fn sentinel<I, S>(mut self, sentinels: I, master: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let urls = sentinels.into_iter().map(Into::into).collect();
+        self.sentinel = Some((urls, master.into()));
+        self
+    }
+
+    /// With [`sentinel`](Self::sentinel): how many replicas must acknowledge a new lock
+    /// (Redis `WAIT`, bounded by the operation timeout) before it counts. When fewer do, the
+    /// lock is given back and the acquire fails with [`LockError::Unavailable`]. This narrows
+    /// the window in which a failover loses a lock; it does not close it. Defaults to 0.
+    #[cfg(feature = "sentinel")]
+    pub fn min_replicas(mut self, replicas: u32) -> Self {
+        self.min_replicas = replicas;
         self
     }
 
@@ -374,8 +443,24 @@ impl LockerBuilder {
             op_timeout: self.op_timeout,
             connect_timeout: self.connect_timeout,
         };
+        let deployments = [
+            self.url.is_some(),
+            !self.redlock.is_empty(),
+            !self.cluster.is_empty(),
+            self.sentinel.is_some(),
+        ];
+        if deployments.iter().filter(|given| **given).count() > 1 {
+            return Err(LockError::config(
+                "more than one of .url(...), .redlock([...]), .cluster([...]) and \
+                 .sentinel(...) was given; use one of them",
+            ));
+        }
         let backend = if !self.redlock.is_empty() {
             Backend::RedLock(self.connect_redlock(&settings).await?)
+        } else if !self.cluster.is_empty() {
+            Backend::Redis(self.connect_cluster(&settings).await?)
+        } else if self.sentinel.is_some() {
+            Backend::Redis(self.connect_sentinel(&settings).await?)
         } else {
             let Some(url) = self.url.as_deref() else {
                 return Err(LockError::config(
@@ -391,17 +476,38 @@ impl LockerBuilder {
         Ok(locker)
     }
 
+    #[cfg(feature = "cluster")]
+    async fn connect_cluster(&self, settings: &RedisSettings) -> Result<RedisBackend, LockError> {
+        RedisBackend::connect_cluster(&self.cluster, settings).await
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    async fn connect_cluster(&self, _: &RedisSettings) -> Result<RedisBackend, LockError> {
+        unreachable!("LockerBuilder::cluster needs the `cluster` feature")
+    }
+
+    #[cfg(feature = "sentinel")]
+    async fn connect_sentinel(&self, settings: &RedisSettings) -> Result<RedisBackend, LockError> {
+        let (sentinels, master) = self.sentinel.as_ref().expect("checked by the caller");
+        if sentinels.is_empty() || master.is_empty() {
+            return Err(LockError::config(
+                "sentinel needs at least one sentinel URL and the master's name",
+            ));
+        }
+        RedisBackend::connect_sentinel(sentinels, master, self.min_replicas, settings).await
+    }
+
+    #[cfg(not(feature = "sentinel"))]
+    async fn connect_sentinel(&self, _: &RedisSettings) -> Result<RedisBackend, LockError> {
+        unreachable!("LockerBuilder::sentinel needs the `sentinel` feature")
+    }
+
     async fn connect_redlock(&self, settings: &RedisSettings) -> Result<RedLockBackend, LockError> {
         let n = self.redlock.len();
         if n < 3 || n % 2 == 0 {
             return Err(LockError::config(format!(
                 "redlock needs an odd number of at least 3 independent Redis masters; got {n}"
             )));
-        }
-        if self.url.is_some() {
-            return Err(LockError::config(
-                "both .url(...) and .redlock([...]) were given; use one of them",
-            ));
         }
         let nodes = join_all(
             self.redlock

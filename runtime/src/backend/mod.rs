@@ -5,6 +5,8 @@
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;
+#[cfg(feature = "sentinel")]
+pub(crate) mod sentinel;
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
-//! One Redis node: a multiplexed, auto-reconnecting connection for the lock scripts, and a
-//! second RESP3 connection that carries the wake-up subscriptions of every waiter in the
-//! process. Every call is bounded by the locker's operation timeout.
+//! One Redis deployment (a server, or a Redis Cluster): a multiplexed, auto-reconnecting
+//! connection for the lock scripts, and a second RESP3 connection that carries the wake-up
+//! subscriptions of every waiter in the process (sharded pub/sub on a cluster). Every call is
+//! bounded by the locker's operation timeout.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -40,8 +41,121 @@ pub(crate) struct RedisSettings {
     pub(crate) connect_timeout: Duration,
 }
 
+/// A multiplexed connection: to one server, or to a cluster (which routes each script by its
+/// first key and follows MOVED/ASK redirections).
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    #[cfg(feature = "cluster")]
+    Cluster(redis::cluster_async::ClusterConnection),
+    #[cfg(feature = "sentinel")]
+    Sentinel(Arc<super::sentinel::SentinelConn>),
+}
+
+impl Conn {
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> redis::RedisResult<T> {
+        match self.clone() {
+            Conn::Single(mut c) => invocation.invoke_async(&mut c).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => {
+                let result = invocation.invoke_async(&mut s.get().await?).await;
+                if let Err(e) = &result {
+                    s.observe(e);
+                }
+                result
+            }
+        }
+    }
+
+    /// Sends one plain command.
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+        match self.clone() {
+            Conn::Single(mut c) => cmd.query_async(&mut c).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => cmd.query_async(&mut s.get().await?).await,
+        }
+    }
+
+    /// Waits until `replicas` replicas acknowledged this connection's writes, or `timeout`.
+    #[cfg(feature = "sentinel")]
+    async fn wait_replicas(&self, replicas: u32, timeout: Duration) -> redis::RedisResult<u32> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(timeout.as_millis() as u64);
+        self.query(&wait).await
+    }
+
+    async fn load(&self, script: &redis::Script) -> redis::RedisResult<String> {
+        match self.clone() {
+            Conn::Single(mut c) => script.load_async(&mut c).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => script.load_async(&mut c).await,
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => script.load_async(&mut s.get().await?).await,
+        }
+    }
+
+    async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match self.clone() {
+            Conn::Single(mut c) => c.subscribe(channel).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => c.ssubscribe(channel).await,
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => {
+                let result = s.get().await?.subscribe(channel).await;
+                if let Err(e) = &result {
+                    s.observe(e);
+                }
+                result
+            }
+        }
+    }
+
+    async fn unsubscribe(&self, channels: &[String]) -> redis::RedisResult<()> {
+        match self.clone() {
+            Conn::Single(mut c) => c.unsubscribe(channels).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => {
+                // Sharded channels of different slots cannot share one SUNSUBSCRIBE.
+                for channel in channels {
+                    c.sunsubscribe(channel).await?;
+                }
+                Ok(())
+            }
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => s.get().await?.unsubscribe(channels).await,
+        }
+    }
+
+    /// The command a release publishes its wake-up with.
+    fn publish_command(&self) -> &'static str {
+        if self.is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        }
+    }
+
+    fn is_cluster(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        if let Conn::Cluster(_) = self {
+            return true;
+        }
+        false
+    }
+}
+
 pub(crate) struct RedisBackend {
-    conn: ConnectionManager,
+    conn: Conn,
+    /// Replicas that must acknowledge an acquire before it counts (Sentinel deployments).
+    #[cfg(feature = "sentinel")]
+    min_replicas: u32,
     endpoint: Endpoint,
     op_timeout: Duration,
     wakes: Arc<Wakes>,
@@ -67,13 +181,7 @@ impl RedisBackend {
             source: Some(Box::new(e)),
         })?;
         let endpoint = describe(info.addr());
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(settings.connect_timeout))
-            .set_response_timeout(Some(settings.op_timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(500))
-            .set_pipeline_buffer_size(1024);
+        let config = connection_config(settings);
         let lazy = |client, config| {
             ConnectionManager::new_lazy_with_config(client, config)
                 .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))
@@ -81,17 +189,8 @@ impl RedisBackend {
 
         let client = Client::open(info.clone())
             .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
-        let mut conn = lazy(client, config.clone())?;
-        // Load the scripts now: it proves the server answers, and the first lock does not pay
-        // a NOSCRIPT round trip. After a server restart they are reloaded on demand.
-        let preload = async {
-            for script in [&*ACQUIRE, &*RELEASE, &*RENEW, &*RAISE_FENCE] {
-                let load = script.load_async(&mut conn);
-                bounded(&endpoint, settings.connect_timeout * 3, load).await?;
-            }
-            Ok::<_, LockError>(())
-        };
-        let down_at_connect = match preload.await {
+        let conn = Conn::Single(lazy(client, config.clone())?);
+        let down_at_connect = match preload(&conn, &endpoint, settings).await {
             Ok(()) => None,
             Err(e) if allow_down => {
                 tracing::warn!(error = %e, "redis node is down; will connect on first use");
@@ -111,21 +210,134 @@ impl RedisBackend {
         let sub_config = config
             .set_push_sender(push_tx)
             .set_automatic_resubscription();
-        let sub_conn = lazy(sub_client, sub_config)?;
+        let sub_conn = Conn::Single(lazy(sub_client, sub_config)?);
+        Ok(RedisBackend::assemble(
+            conn,
+            sub_conn,
+            push_rx,
+            endpoint,
+            settings,
+            down_at_connect,
+        ))
+    }
 
+    /// Connects to a Redis Cluster through any of its nodes. Every key of one lock shares a
+    /// slot, so each script runs on one node; wake-ups use sharded pub/sub.
+    #[cfg(feature = "cluster")]
+    pub(crate) async fn connect_cluster(
+        urls: &[String],
+        settings: &RedisSettings,
+    ) -> Result<Self, LockError> {
+        use redis::cluster::ClusterClient;
+        let endpoint = Endpoint(format!("cluster {}", urls.join(",")));
+        let builder = || {
+            ClusterClient::builder(urls.to_vec())
+                .connection_timeout(settings.connect_timeout)
+                .response_timeout(settings.op_timeout)
+                .retries(2)
+        };
+        let config_error = |e: redis::RedisError| LockError::Config {
+            message: format!(
+                "the Redis Cluster URLs are not valid ({e}); give one or more \
+                 redis://host:port of cluster nodes"
+            ),
+            source: Some(Box::new(e)),
+        };
+        let client = builder().build().map_err(config_error)?;
+        let connect = client.get_async_connection();
+        let conn = Conn::Cluster(bounded(&endpoint, settings.connect_timeout * 3, connect).await?);
+        preload(&conn, &endpoint, settings).await?;
+
+        let (push_tx, push_rx) = mpsc::unbounded_channel();
+        let sub_client = builder()
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(push_tx)
+            .build()
+            .map_err(config_error)?;
+        let connect = sub_client.get_async_connection();
+        let sub_conn =
+            Conn::Cluster(bounded(&endpoint, settings.connect_timeout * 3, connect).await?);
+        Ok(RedisBackend::assemble(
+            conn, sub_conn, push_rx, endpoint, settings, None,
+        ))
+    }
+
+    fn assemble(
+        conn: Conn,
+        sub_conn: Conn,
+        push_rx: mpsc::UnboundedReceiver<PushInfo>,
+        endpoint: Endpoint,
+        settings: &RedisSettings,
+        down_at_connect: Option<LockError>,
+    ) -> Self {
         let wakes = Arc::new(Wakes {
             conn: sub_conn,
             channels: Mutex::new(HashMap::new()),
             serial: tokio::sync::Mutex::new(()),
         });
         tokio::spawn(dispatch_wakes(Arc::downgrade(&wakes), push_rx));
-        Ok(RedisBackend {
+        RedisBackend {
             conn,
+            #[cfg(feature = "sentinel")]
+            min_replicas: 0,
             endpoint,
             op_timeout: settings.op_timeout,
             wakes,
             down_at_connect,
-        })
+        }
+    }
+
+    /// Connects to the master that the Sentinels at `sentinels` know as `master`, and follows
+    /// it through failovers. With `min_replicas > 0`, an acquire counts only once that many
+    /// replicas acknowledged it (`WAIT`).
+    #[cfg(feature = "sentinel")]
+    pub(crate) async fn connect_sentinel(
+        sentinels: &[String],
+        master: &str,
+        min_replicas: u32,
+        settings: &RedisSettings,
+    ) -> Result<Self, LockError> {
+        use super::sentinel::SentinelConn;
+        let endpoint = Endpoint(format!(
+            "master {master:?} of sentinels {}",
+            sentinels.join(",")
+        ));
+        let config = connection_config(settings);
+        let config_error = |e: redis::RedisError| LockError::Config {
+            message: format!(
+                "the Sentinel settings are not valid ({e}); give redis://host:port URLs of the \
+                 sentinels and the master's name as configured in them"
+            ),
+            source: Some(Box::new(e)),
+        };
+        let conn = Conn::Sentinel(Arc::new(
+            SentinelConn::new(
+                sentinels,
+                master,
+                false,
+                config.clone(),
+                settings.connect_timeout,
+            )
+            .map_err(config_error)?,
+        ));
+        preload(&conn, &endpoint, settings).await?;
+        let (push_tx, push_rx) = mpsc::unbounded_channel();
+        let sub_config = config
+            .set_push_sender(push_tx)
+            .set_automatic_resubscription();
+        let sub_conn = Conn::Sentinel(Arc::new(
+            SentinelConn::new(
+                sentinels,
+                master,
+                true,
+                sub_config,
+                settings.connect_timeout,
+            )
+            .map_err(config_error)?,
+        ));
+        let mut backend = RedisBackend::assemble(conn, sub_conn, push_rx, endpoint, settings, None);
+        backend.min_replicas = min_replicas;
+        Ok(backend)
     }
 
     /// Host and port (or socket path) of the server, for messages.
@@ -137,11 +349,10 @@ impl RedisBackend {
         &self,
         invocation: redis::ScriptInvocation<'_>,
     ) -> Result<T, LockError> {
-        let mut conn = self.conn.clone();
         bounded(
             &self.endpoint,
             self.op_timeout,
-            invocation.invoke_async(&mut conn),
+            self.conn.invoke(&invocation),
         )
         .await
     }
@@ -155,6 +366,10 @@ impl RedisBackend {
             .arg(millis(req.fence_ttl))
             .arg(req.fences);
         let (granted, value): (i64, i64) = self.run(inv).await?;
+        #[cfg(feature = "sentinel")]
+        if granted == 1 && self.min_replicas > 0 {
+            self.await_replicas(req).await?;
+        }
         Ok(if granted == 1 {
             Attempt::Granted { top: value as u64 }
         } else {
@@ -164,18 +379,78 @@ impl RedisBackend {
         })
     }
 
+    /// Waits until `min_replicas` replicas have the new lock; if they do not in time, gives
+    /// the lock back and fails: a failover now could lose it.
+    #[cfg(feature = "sentinel")]
+    async fn await_replicas(&self, req: &AcquireRequest<'_>) -> Result<(), LockError> {
+        let wait = self.conn.wait_replicas(self.min_replicas, self.op_timeout);
+        let acked = bounded(&self.endpoint, self.op_timeout * 2, wait).await;
+        match acked {
+            Ok(n) if n >= self.min_replicas => Ok(()),
+            other => {
+                let _ = self.release(req.keys, req.token).await;
+                let seen = other.as_ref().map_or(0, |n| *n);
+                Err(LockError::unavailable(
+                    format!(
+                        "only {seen} of the {} required replicas acknowledged the lock within \
+                         {:?} (min_replicas); check the replicas' health and lag",
+                        self.min_replicas, self.op_timeout
+                    ),
+                    other.err().map(|e| Box::new(e) as crate::error::BoxError),
+                ))
+            }
+        }
+    }
+
     pub(crate) async fn release(
         &self,
         keys: &LockKeys,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
         let mut inv = RELEASE.prepare_invoke();
-        inv.key(&keys.lock).arg(token.as_bytes()).arg(&keys.wake);
+        inv.key(&keys.lock)
+            .arg(token.as_bytes())
+            .arg(&keys.wake)
+            .arg(self.conn.publish_command());
         let released: i64 = self.run(inv).await?;
         Ok(released == 1)
     }
 
     pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
+        if !self.conn.is_cluster() {
+            return self.renew_together(batch).await;
+        }
+        // A script may only touch keys of one slot: one call per slot, all in parallel.
+        let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
+        for (i, r) in batch.iter().enumerate() {
+            by_slot
+                .entry(crate::key::slot(&r.keys.lock))
+                .or_default()
+                .push(i);
+        }
+        let groups: Vec<Vec<usize>> = by_slot.into_values().collect();
+        let calls = groups.iter().map(|group| async move {
+            let part: Vec<Renewal<'_>> = group
+                .iter()
+                .map(|&i| Renewal {
+                    keys: batch[i].keys,
+                    token: batch[i].token,
+                    lease: batch[i].lease,
+                })
+                .collect();
+            self.renew_together(&part).await
+        });
+        let answers = super::redlock::join_all(calls).await;
+        let mut renewed = vec![false; batch.len()];
+        for (group, answer) in groups.iter().zip(answers) {
+            for (&i, ok) in group.iter().zip(answer?) {
+                renewed[i] = ok;
+            }
+        }
+        Ok(renewed)
+    }
+
+    async fn renew_together(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
         let mut inv = RENEW.prepare_invoke();
         for r in batch {
             inv.key(&r.keys.lock)
@@ -219,8 +494,8 @@ impl RedisBackend {
         };
         if !confirmed {
             let _serial = self.wakes.serial.lock().await;
-            let mut conn = self.wakes.conn.clone();
-            bounded(&self.endpoint, self.op_timeout, conn.subscribe(&channel)).await?;
+            let subscribe = self.wakes.conn.subscribe(&channel);
+            bounded(&self.endpoint, self.op_timeout, subscribe).await?;
             if let Some(entry) = self.wakes.channels.lock().unwrap().get_mut(&channel) {
                 entry.confirmed = true;
             }
@@ -231,7 +506,7 @@ impl RedisBackend {
 
 /// The wake-up side of the backend: which channels this process listens to, and for whom.
 struct Wakes {
-    conn: ConnectionManager,
+    conn: Conn,
     channels: Mutex<HashMap<String, Channel>>,
     /// SUBSCRIBE and UNSUBSCRIBE go out one at a time, so an unsubscribe of an idle channel
     /// can never overtake a newer subscribe to the same channel.
@@ -279,9 +554,9 @@ async fn dispatch_wakes(
             push = push_rx.recv() => {
                 let Some(push) = push else { return };
                 let Some(wakes) = wakes.upgrade() else { return };
-                let channels = wakes.channels.lock().unwrap();
+                let mut channels = wakes.channels.lock().unwrap();
                 match push.kind {
-                    PushKind::Message => {
+                    PushKind::Message | PushKind::SMessage => {
                         if let Some(redis::Value::BulkString(name)) = push.data.first() {
                             let name = String::from_utf8_lossy(name);
                             if let Some(entry) = channels.get(name.as_ref()) {
@@ -290,7 +565,11 @@ async fn dispatch_wakes(
                         }
                     }
                     PushKind::Disconnection => {
-                        for entry in channels.values() {
+                        // Messages may have been missed: wake everybody to look again, and
+                        // have the next waiter of each channel subscribe afresh (after a
+                        // failover the new server knows nothing of our subscriptions).
+                        for entry in channels.values_mut() {
+                            entry.confirmed = false;
                             entry.tx.send_modify(|n| *n += 1);
                         }
                     }
@@ -316,8 +595,7 @@ async fn dispatch_wakes(
                     idle
                 };
                 if !idle.is_empty() {
-                    let mut conn = wakes.conn.clone();
-                    let unsubscribe = conn.unsubscribe(&idle);
+                    let unsubscribe = wakes.conn.unsubscribe(&idle);
                     if tokio::time::timeout(Duration::from_secs(1), unsubscribe).await.is_err() {
                         tracing::debug!(channels = idle.len(), "unsubscribe timed out");
                     }
@@ -325,6 +603,64 @@ async fn dispatch_wakes(
             }
         }
     }
+}
+
+/// Every setting of a connection, explicit: the client's defaults are not ours.
+fn connection_config(settings: &RedisSettings) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_response_timeout(Some(settings.op_timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(20))
+        .set_max_delay(Duration::from_millis(500))
+        .set_pipeline_buffer_size(1024)
+}
+
+/// Loads the scripts: it proves the server answers, and the first lock does not pay a
+/// NOSCRIPT round trip. After a server restart they are reloaded on demand. Then warns if
+/// the server may evict live locks.
+async fn preload(
+    conn: &Conn,
+    endpoint: &Endpoint,
+    settings: &RedisSettings,
+) -> Result<(), LockError> {
+    for script in [&*ACQUIRE, &*RELEASE, &*RENEW, &*RAISE_FENCE] {
+        bounded(endpoint, settings.connect_timeout * 3, conn.load(script)).await?;
+    }
+    if !conn.is_cluster() {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("GET").arg("maxmemory*");
+        let get = conn.query::<HashMap<String, String>>(&cmd);
+        match tokio::time::timeout(settings.op_timeout, get).await {
+            Ok(Ok(config)) => {
+                if let Some(warning) = eviction_risk(&config) {
+                    tracing::warn!(server = %endpoint, "{warning}");
+                }
+            }
+            // An ACL user limited to the lock commands may not read the configuration.
+            Ok(Err(e)) => tracing::debug!(error = %e, "could not read maxmemory-policy"),
+            Err(_) => tracing::debug!("reading maxmemory-policy timed out"),
+        }
+    }
+    Ok(())
+}
+
+/// Whether a server with this configuration may evict keys, locks among them: with a memory
+/// limit, every policy but `noeviction` evicts (the `volatile-*` ones pick keys with a TTL,
+/// which every lock has).
+pub(crate) fn eviction_risk(config: &HashMap<String, String>) -> Option<String> {
+    let limit = config.get("maxmemory").map(String::as_str).unwrap_or("0");
+    let policy = config
+        .get("maxmemory-policy")
+        .map(String::as_str)
+        .unwrap_or("noeviction");
+    (limit != "0" && policy != "noeviction").then(|| {
+        format!(
+            "maxmemory-policy is {policy} with maxmemory {limit}: under memory pressure Redis \
+             may evict live locks, letting a second holder in; use maxmemory-policy noeviction \
+             (or a Redis instance of its own for locks)"
+        )
+    })
 }
 
 fn millis(d: Duration) -> u64 {
@@ -366,5 +702,32 @@ async fn bounded<T>(
             format!("redis at {endpoint} did not answer within {limit:?}"),
             None,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(limit: &str, policy: &str) -> HashMap<String, String> {
+        HashMap::from([
+            ("maxmemory".to_owned(), limit.to_owned()),
+            ("maxmemory-policy".to_owned(), policy.to_owned()),
+        ])
+    }
+
+    #[test]
+    fn only_a_memory_limit_with_eviction_is_a_risk() {
+        assert!(eviction_risk(&config("0", "allkeys-lru")).is_none());
+        assert!(eviction_risk(&config("104857600", "noeviction")).is_none());
+        for policy in [
+            "allkeys-lru",
+            "volatile-ttl",
+            "volatile-lru",
+            "allkeys-random",
+        ] {
+            let warning = eviction_risk(&config("104857600", policy)).expect(policy);
+            assert!(warning.contains("noeviction"), "{warning}");
+        }
     }
 }
