@@ -11,7 +11,7 @@ use crate::backend::{AcquireRequest, Attempt, WakeSubscription};
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::{validate_key, LockKeys};
-use crate::lease::Lease;
+use crate::lease::{validity, Lease};
 use crate::locker::{Locker, Options};
 use crate::queue::{ActiveTurn, Entry, QueuedTurn, Turn};
 use crate::reentrant;
@@ -83,10 +83,12 @@ impl Locker {
             };
             turn.in_flight = Some(token.clone());
             let sent = Instant::now();
+            let validity = validity(opts.lease, inner.drift);
             let request = AcquireRequest {
                 keys,
                 token: &token,
                 lease: opts.lease,
+                validity,
                 fence_ttl: inner.fence_ttl,
                 fences,
             };
@@ -99,6 +101,7 @@ impl Locker {
                         keys.clone(),
                         token,
                         opts.lease,
+                        validity,
                         opts.watchdog,
                         sent,
                         top,

@@ -15,11 +15,14 @@ use crate::token::OwnerToken;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// How much of a lease the client trusts: `lease − (lease / 100 + 2 ms)`. The margin covers
+/// The default clock drift allowance: 1% of the lease (plus a fixed 2 ms).
+pub(crate) const DEFAULT_DRIFT: f64 = 0.01;
+
+/// How much of a lease the client trusts: `lease − (lease × drift + 2 ms)`. The margin covers
 /// clock-rate differences between client and server and the time a reply takes to arrive.
-pub(crate) fn validity(lease: Duration) -> Duration {
-    let drift = lease / 100 + Duration::from_millis(2);
-    lease.saturating_sub(drift)
+pub(crate) fn validity(lease: Duration, drift: f64) -> Duration {
+    let margin = lease.mul_f64(drift) + Duration::from_millis(2);
+    lease.saturating_sub(margin)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +40,8 @@ pub(crate) struct Lease {
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
     pub(crate) lease: Duration,
+    /// How much of each lease period the client counts on (see [`validity`]).
+    pub(crate) validity: Duration,
     pub(crate) watchdog: bool,
     pub(crate) state: watch::Sender<LeaseState>,
     /// Released in Redis (or lost and given up): the watchdog must leave it alone.
@@ -54,13 +59,14 @@ impl Lease {
         keys: LockKeys,
         token: OwnerToken,
         lease: Duration,
+        validity: Duration,
         watchdog: bool,
         sent: Instant,
         top: u64,
         reserved: u64,
     ) -> Self {
         let state = LeaseState {
-            valid_until: sent + validity(lease),
+            valid_until: sent + validity,
             lost: false,
         };
         Lease {
@@ -69,6 +75,7 @@ impl Lease {
             keys,
             token,
             lease,
+            validity,
             watchdog,
             state: watch::channel(state).0,
             done: AtomicBool::new(false),
@@ -104,7 +111,7 @@ impl Lease {
 
     /// A renewal sent at `sent` succeeded.
     pub(crate) fn renewed(&self, sent: Instant) {
-        let until = sent + validity(self.lease);
+        let until = sent + self.validity;
         self.state.send_if_modified(|s| {
             if s.lost || until <= s.valid_until {
                 return false;
@@ -148,10 +155,14 @@ mod tests {
     #[test]
     fn validity_leaves_a_margin() {
         assert_eq!(
-            validity(Duration::from_secs(10)),
+            validity(Duration::from_secs(10), DEFAULT_DRIFT),
             Duration::from_millis(9898)
         );
-        assert_eq!(validity(Duration::from_millis(1)), Duration::ZERO);
+        assert_eq!(validity(Duration::from_millis(1), DEFAULT_DRIFT), Duration::ZERO);
+        assert_eq!(
+            validity(Duration::from_secs(10), 0.1),
+            Duration::from_millis(8998)
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -162,6 +173,7 @@ mod tests {
             LockKeys::new("p", "k"),
             OwnerToken::generate(),
             Duration::from_secs(1),
+            validity(Duration::from_secs(1), DEFAULT_DRIFT),
             true,
             start,
             10,

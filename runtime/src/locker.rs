@@ -16,6 +16,7 @@ use crate::backend::Backend;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::validate_prefix;
+use crate::lease::DEFAULT_DRIFT;
 use crate::queue::KeyQueue;
 use crate::watchdog::{self, Job, Schedule};
 
@@ -69,6 +70,8 @@ pub(crate) struct Inner {
     pub(crate) default_wait: Duration,
     pub(crate) default_watchdog: bool,
     pub(crate) fence_ttl: Duration,
+    /// Clock drift allowance, as a fraction of the lease.
+    pub(crate) drift: f64,
     pub(crate) queues: Mutex<HashMap<String, KeyQueue>>,
     pub(crate) schedule: Arc<Schedule>,
     jobs: OnceLock<mpsc::UnboundedSender<Job>>,
@@ -152,6 +155,7 @@ impl Locker {
                 default_wait: b.default_wait,
                 default_watchdog: b.default_watchdog,
                 fence_ttl: b.fence_ttl,
+                drift: b.drift,
                 queues: Mutex::new(HashMap::new()),
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
@@ -242,6 +246,7 @@ pub struct LockerBuilder {
     op_timeout: Duration,
     connect_timeout: Duration,
     fence_ttl: Duration,
+    drift: f64,
 }
 
 impl Default for LockerBuilder {
@@ -259,6 +264,7 @@ impl Default for LockerBuilder {
             op_timeout: DEFAULT_OP_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             fence_ttl: DEFAULT_FENCE_TTL,
+            drift: DEFAULT_DRIFT,
         }
     }
 }
@@ -409,7 +415,23 @@ impl LockerBuilder {
         self
     }
 
+    /// How far the clocks of this process and Redis may drift apart during one lease, as a
+    /// fraction of the lease: a lease counts as held for `lease − (lease × drift + 2 ms)`
+    /// after the request that took or renewed it was sent (and RedLock refuses a quorum
+    /// reached later than that). Defaults to 0.01; must be in `0.0..0.5`.
+    pub fn clock_drift(mut self, drift: f64) -> Self {
+        self.drift = drift;
+        self
+    }
+
     fn check(&self) -> Result<(), LockError> {
+        if !(0.0..0.5).contains(&self.drift) {
+            return Err(LockError::config(format!(
+                "clock_drift of {} is out of range; it is a fraction of the lease, from 0.0 \
+                 to below 0.5 (the default is 0.01)",
+                self.drift
+            )));
+        }
         validate_prefix(&self.prefix)?;
         check_lease(self.default_lease, "default_lease")?;
         for (value, name) in [

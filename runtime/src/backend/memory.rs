@@ -155,6 +155,7 @@ mod tests {
             keys,
             token,
             lease: Duration::from_secs(1),
+            validity: Duration::from_millis(980),
             fence_ttl: Duration::from_secs(60),
             fences,
         }

@@ -20,7 +20,6 @@ use super::redis::RedisBackend;
 use super::{AcquireRequest, Attempt, Renewal, Renewed, WakeSubscription};
 use crate::error::LockError;
 use crate::key::LockKeys;
-use crate::lease::validity;
 use crate::token::OwnerToken;
 
 pub(crate) struct RedLockBackend {
@@ -56,7 +55,7 @@ impl RedLockBackend {
             }
         }
         let quorum = self.quorum();
-        let in_time = |at: Instant| at - start < validity(req.lease);
+        let in_time = |at: Instant| at - start < req.validity;
         if granted.len() >= quorum && in_time(Instant::now()) {
             let top = granted.iter().map(|&(_, top)| top).max().expect("a quorum");
             let raised = join_all(

@@ -1,4 +1,5 @@
-//! Throwaway `redis-server` processes, a fault-injecting TCP proxy, and lookup of sibling binaries.
+//! Throwaway `redis-server` processes (single servers, a [`RedisCluster`], a Sentinel deployment),
+//! a fault-injecting TCP proxy, and lookup of sibling binaries.
 //!
 //! Every call is bounded in time and panics with a message that says what did not happen; no
 //! `redis-server` outlives its [`RedisServer`], nor the test binary, even when a test panics.
@@ -18,12 +19,17 @@
 //! ```
 
 mod cargo_bin;
+mod cluster;
 mod ports;
+mod probe;
 mod process;
 mod proxy;
 mod redis_server;
 mod resp;
+mod sentinel;
 
 pub use cargo_bin::cargo_bin;
+pub use cluster::RedisCluster;
 pub use proxy::{ProxyMode, TcpProxy};
 pub use redis_server::{RedisOptions, RedisServer};
+pub use sentinel::{SentinelSetup, Sentinels};

@@ -16,6 +16,8 @@ use super::{ports, process, resp};
 /// The environment variable naming the `redis-server` binary; `redis-server` on `PATH` otherwise.
 const BINARY_VAR: &str = "LEASEHOLD_REDIS_SERVER";
 const LOG_FILE: &str = "redis.log";
+/// The config file written from [`RedisOptions::config_file`], in the server's directory.
+const CONFIG_FILE: &str = "redis.conf";
 /// Bounds every harness call on a running server: connecting, SCAN, INFO, signals taking effect.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const PORT_ATTEMPTS: usize = 5;
@@ -37,6 +39,7 @@ const PORT_ATTEMPTS: usize = 5;
 #[must_use]
 pub struct RedisOptions {
     args: Vec<OsString>,
+    config_file: Option<String>,
     startup_timeout: Duration,
 }
 
@@ -44,6 +47,7 @@ impl Default for RedisOptions {
     fn default() -> Self {
         Self {
             args: Vec::new(),
+            config_file: None,
             startup_timeout: Duration::from_secs(10),
         }
     }
@@ -65,6 +69,16 @@ impl RedisOptions {
         I::Item: Into<OsString>,
     {
         self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Starts the server with a config file holding `contents`: it is written to `redis.conf` in
+    /// the server's directory before every start and restart, and passed as the first argument,
+    /// ahead of the harness's own, so the server can rewrite it (`CONFIG REWRITE`, or a sentinel
+    /// saving its state; pass `--sentinel` with [`arg`](Self::arg) to run one). No file by
+    /// default.
+    pub fn config_file(mut self, contents: impl Into<String>) -> Self {
+        self.config_file = Some(contents.into());
         self
     }
 
@@ -410,6 +424,11 @@ impl RedisServer {
             .unwrap_or_else(|why| panic!("INFO of redis-server at {}: {why}", self.addr()))
     }
 
+    /// The last lines of the server's log, framed for a panic message.
+    pub(crate) fn log_tail(&self) -> String {
+        log_tail(&self.dir)
+    }
+
     fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
         self.child
             .lock()
@@ -451,6 +470,13 @@ async fn launch(port: u16, dir: &Path, options: &RedisOptions) -> Result<Child, 
     let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
     let binary = std::env::var_os(BINARY_VAR).unwrap_or_else(|| "redis-server".into());
     let mut cmd = Command::new(&binary);
+    if let Some(contents) = &options.config_file {
+        // In the writable directory: a rewrite replaces the file through a temporary sibling.
+        let config = dir.join(CONFIG_FILE);
+        fs::write(&config, contents)
+            .map_err(|e| LaunchError::Failed(format!("cannot write {}: {e}", config.display())))?;
+        cmd.arg(config);
+    }
     cmd.arg("--port")
         .arg(port.to_string())
         .args([
