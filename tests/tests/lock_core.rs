@@ -702,3 +702,31 @@ async fn fences_stay_increasing_across_local_handovers_and_processes() {
         );
     }
 }
+
+#[tokio::test]
+async fn releases_publish_wake_ups_only_when_someone_waits() {
+    let srv = RedisServer::start().await;
+    let a = locker(&srv.url()).await;
+    let b = locker(&srv.url()).await;
+    for _ in 0..50 {
+        a.lock("quiet")
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    assert_eq!(srv.info_stat("cmdstat_publish").await, 0, "nobody waited");
+    let held = a.lock("busy").acquire().await.unwrap();
+    let waiter =
+        tokio::spawn(async move { b.lock("busy").acquire().await.unwrap().release().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap();
+    assert_eq!(
+        srv.info_stat("cmdstat_publish").await,
+        1,
+        "one waiter, one wake-up"
+    );
+}

@@ -2,6 +2,7 @@
 //! small protocol (acquire, release, hand over, renew, wait for a release), so the locker
 //! above it does not care which one it talks to.
 
+mod batch;
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;

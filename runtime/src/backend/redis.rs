@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ConnectionAddr, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::{mpsc, watch};
 
+use super::batch::{self, Item, Queue};
 use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
 use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
@@ -53,23 +55,27 @@ enum Conn {
 }
 
 impl Conn {
-    async fn invoke<T: redis::FromRedisValue>(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> redis::RedisResult<T> {
-        match self.clone() {
-            Conn::Single(mut c) => invocation.invoke_async(&mut c).await,
-            #[cfg(feature = "cluster")]
-            Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
-            #[cfg(feature = "sentinel")]
-            Conn::Sentinel(s) => {
-                let result = invocation.invoke_async(&mut s.get().await?).await;
-                if let Err(e) = &result {
-                    s.observe(e);
+    /// Runs a script. The future is boxed: the client's futures for clusters and sentinels
+    /// are deep types, and boxing here keeps every future above it small.
+    fn invoke<'a, T: redis::FromRedisValue + Send + 'a>(
+        &'a self,
+        invocation: &'a redis::ScriptInvocation<'_>,
+    ) -> Pin<Box<dyn Future<Output = redis::RedisResult<T>> + Send + 'a>> {
+        Box::pin(async move {
+            match self.clone() {
+                Conn::Single(mut c) => invocation.invoke_async(&mut c).await,
+                #[cfg(feature = "cluster")]
+                Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
+                #[cfg(feature = "sentinel")]
+                Conn::Sentinel(s) => {
+                    let result = invocation.invoke_async(&mut s.get().await?).await;
+                    if let Err(e) = &result {
+                        s.observe(e);
+                    }
+                    result
                 }
-                result
             }
-        }
+        })
     }
 
     /// Sends one plain command.
@@ -152,15 +158,140 @@ impl Conn {
 }
 
 pub(crate) struct RedisBackend {
-    conn: Conn,
+    core: Arc<Core>,
     /// Replicas that must acknowledge an acquire before it counts (Sentinel deployments).
     #[cfg(feature = "sentinel")]
     min_replicas: u32,
-    endpoint: Endpoint,
-    op_timeout: Duration,
     wakes: Arc<Wakes>,
     /// Why the server did not answer when the backend was built, if it did not.
     pub(crate) down_at_connect: Option<LockError>,
+}
+
+/// The connection and its bounds, shared with the tasks that send batches.
+pub(crate) struct Core {
+    conn: Conn,
+    endpoint: Endpoint,
+    op_timeout: Duration,
+    /// Acquires and releases of concurrent tasks go to Redis together. Off on a cluster,
+    /// where one script may only touch one slot.
+    batching: bool,
+    acquires: Queue<AcquireItem, Core>,
+    releases: Queue<ReleaseItem, Core>,
+}
+
+impl Core {
+    async fn run<T: redis::FromRedisValue + Send>(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+    ) -> Result<T, LockError> {
+        bounded(
+            &self.endpoint,
+            self.op_timeout,
+            self.conn.invoke(&invocation),
+        )
+        .await
+    }
+
+    /// Sends one request, batched with concurrent ones where possible.
+    async fn request<T: Item<Core>>(self: &Arc<Self>, item: T) -> Result<T::Out, LockError> {
+        if self.batching {
+            batch::submit(self, item).await
+        } else {
+            let mut outs = T::send(self, std::slice::from_ref(&item)).await?;
+            Ok(outs.pop().expect("one answer per request"))
+        }
+    }
+}
+
+/// One acquire, as it waits for its batch.
+struct AcquireItem {
+    keys: LockKeys,
+    token: OwnerToken,
+    lease_ms: u64,
+    fence_ttl_ms: u64,
+    fences: u64,
+}
+
+impl Item<Core> for AcquireItem {
+    type Out = Attempt;
+
+    fn queue(core: &Core) -> &Queue<Self, Core> {
+        &core.acquires
+    }
+
+    async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<Attempt>, LockError> {
+        let mut inv = ACQUIRE.prepare_invoke();
+        inv.arg(items[0].fence_ttl_ms);
+        for it in items {
+            inv.key(&it.keys.lock)
+                .key(&it.keys.fence)
+                .arg(it.token.as_bytes())
+                .arg(it.lease_ms)
+                .arg(it.fences);
+        }
+        let flat: Vec<i64> = core.run(inv).await?;
+        if flat.len() != items.len() * 2 {
+            return Err(LockError::unavailable(
+                format!(
+                    "redis at {} answered the acquire script with a malformed reply",
+                    core.endpoint
+                ),
+                None,
+            ));
+        }
+        Ok(flat
+            .chunks(2)
+            .map(|answer| match answer {
+                [1, top] => Attempt::Granted { top: *top as u64 },
+                [_, pttl] => Attempt::Held {
+                    remaining: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
+                },
+                _ => unreachable!("chunks of two"),
+            })
+            .collect())
+    }
+
+    fn abandoned(core: &Arc<Core>, item: Self, out: Attempt) {
+        // The caller is gone, but the lock is taken in its name: give it back.
+        if let Attempt::Granted { .. } = out {
+            let core = core.clone();
+            let release = ReleaseItem {
+                lock: item.keys.lock,
+                wake: item.keys.wake,
+                token: item.token,
+            };
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { core.request(release).await });
+            }
+        }
+    }
+}
+
+/// One release, as it waits for its batch.
+struct ReleaseItem {
+    lock: String,
+    wake: String,
+    token: OwnerToken,
+}
+
+impl Item<Core> for ReleaseItem {
+    type Out = bool;
+
+    fn queue(core: &Core) -> &Queue<Self, Core> {
+        &core.releases
+    }
+
+    async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<bool>, LockError> {
+        let mut inv = RELEASE.prepare_invoke();
+        inv.arg(core.conn.publish_command());
+        for it in items {
+            inv.key(&it.lock).arg(it.token.as_bytes()).arg(&it.wake);
+        }
+        let released: Vec<i64> = core.run(inv).await?;
+        Ok(released.into_iter().map(|r| r == 1).collect())
+    }
+
+    fn abandoned(_: &Arc<Core>, _: Self, _: bool) {}
 }
 
 impl RedisBackend {
@@ -276,12 +407,18 @@ impl RedisBackend {
             serial: tokio::sync::Mutex::new(()),
         });
         tokio::spawn(dispatch_wakes(Arc::downgrade(&wakes), push_rx));
+        let batching = !conn.is_cluster();
         RedisBackend {
-            conn,
+            core: Arc::new(Core {
+                conn,
+                endpoint,
+                op_timeout: settings.op_timeout,
+                batching,
+                acquires: Queue::default(),
+                releases: Queue::default(),
+            }),
             #[cfg(feature = "sentinel")]
             min_replicas: 0,
-            endpoint,
-            op_timeout: settings.op_timeout,
             wakes,
             down_at_connect,
         }
@@ -342,49 +479,42 @@ impl RedisBackend {
 
     /// Host and port (or socket path) of the server, for messages.
     pub(crate) fn endpoint(&self) -> &Endpoint {
-        &self.endpoint
+        &self.core.endpoint
     }
 
-    async fn run<T: redis::FromRedisValue>(
+    async fn run<T: redis::FromRedisValue + Send>(
         &self,
         invocation: redis::ScriptInvocation<'_>,
     ) -> Result<T, LockError> {
-        bounded(
-            &self.endpoint,
-            self.op_timeout,
-            self.conn.invoke(&invocation),
-        )
-        .await
+        self.core.run(invocation).await
     }
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
-        let mut inv = ACQUIRE.prepare_invoke();
-        inv.key(&req.keys.lock)
-            .key(&req.keys.fence)
-            .arg(req.token.as_bytes())
-            .arg(millis(req.lease))
-            .arg(millis(req.fence_ttl))
-            .arg(req.fences);
-        let (granted, value): (i64, i64) = self.run(inv).await?;
+        let item = AcquireItem {
+            keys: req.keys.clone(),
+            token: req.token.clone(),
+            lease_ms: millis(req.lease),
+            fence_ttl_ms: millis(req.fence_ttl),
+            fences: req.fences,
+        };
+        let attempt = self.core.request(item).await?;
         #[cfg(feature = "sentinel")]
-        if granted == 1 && self.min_replicas > 0 {
-            self.await_replicas(req).await?;
-        }
-        Ok(if granted == 1 {
-            Attempt::Granted { top: value as u64 }
-        } else {
-            Attempt::Held {
-                remaining: (value >= 0).then(|| Duration::from_millis(value as u64)),
+        if let Attempt::Granted { .. } = attempt {
+            if self.min_replicas > 0 {
+                self.await_replicas(req).await?;
             }
-        })
+        }
+        Ok(attempt)
     }
 
     /// Waits until `min_replicas` replicas have the new lock; if they do not in time, gives
     /// the lock back and fails: a failover now could lose it.
     #[cfg(feature = "sentinel")]
     async fn await_replicas(&self, req: &AcquireRequest<'_>) -> Result<(), LockError> {
-        let wait = self.conn.wait_replicas(self.min_replicas, self.op_timeout);
-        let acked = bounded(&self.endpoint, self.op_timeout * 2, wait).await;
+        let (conn, endpoint, op_timeout) =
+            (&self.core.conn, &self.core.endpoint, self.core.op_timeout);
+        let wait = conn.wait_replicas(self.min_replicas, op_timeout);
+        let acked = bounded(endpoint, op_timeout * 2, wait).await;
         match acked {
             Ok(n) if n >= self.min_replicas => Ok(()),
             other => {
@@ -394,7 +524,7 @@ impl RedisBackend {
                     format!(
                         "only {seen} of the {} required replicas acknowledged the lock within \
                          {:?} (min_replicas); check the replicas' health and lag",
-                        self.min_replicas, self.op_timeout
+                        self.min_replicas, op_timeout
                     ),
                     other.err().map(|e| Box::new(e) as crate::error::BoxError),
                 ))
@@ -407,17 +537,16 @@ impl RedisBackend {
         keys: &LockKeys,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        let mut inv = RELEASE.prepare_invoke();
-        inv.key(&keys.lock)
-            .arg(token.as_bytes())
-            .arg(&keys.wake)
-            .arg(self.conn.publish_command());
-        let released: i64 = self.run(inv).await?;
-        Ok(released == 1)
+        let item = ReleaseItem {
+            lock: keys.lock.clone(),
+            wake: keys.wake.clone(),
+            token: token.clone(),
+        };
+        self.core.request(item).await
     }
 
     pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
-        if !self.conn.is_cluster() {
+        if !self.core.conn.is_cluster() {
             return self.renew_together(batch).await;
         }
         // A script may only touch keys of one slot: one call per slot, all in parallel.
@@ -495,7 +624,7 @@ impl RedisBackend {
         if !confirmed {
             let _serial = self.wakes.serial.lock().await;
             let subscribe = self.wakes.conn.subscribe(&channel);
-            bounded(&self.endpoint, self.op_timeout, subscribe).await?;
+            bounded(&self.core.endpoint, self.core.op_timeout, subscribe).await?;
             if let Some(entry) = self.wakes.channels.lock().unwrap().get_mut(&channel) {
                 entry.confirmed = true;
             }

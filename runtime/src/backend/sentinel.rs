@@ -34,6 +34,9 @@ impl SentinelConn {
         };
         let node = SentinelNodeConnectionInfo::default()
             .set_redis_connection_info(RedisConnectionInfo::default().set_protocol(protocol));
+        // The client takes the name as `String`, or as `impl AsRef<str>` when built with TLS
+        // support: an owned `String` fits both.
+        #[allow(clippy::unnecessary_to_owned)]
         let client = SentinelClient::build(
             sentinels.to_vec(),
             master.to_owned(),

@@ -4,11 +4,16 @@
 -- ARGV[2i - 1]  its owner token
 -- ARGV[2i]      its new lease in milliseconds
 --
+-- The lock key holds the owner's token, possibly followed by `+` (someone waits; see
+-- acquire.lua).
+--
 -- Returns a list with one entry per key: 1 when the lease was ours and is extended,
 --                                        0 when it was not ours any more (nothing changed).
 local renewed = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[2 * i - 1] then
+  local token = ARGV[2 * i - 1]
+  local holder = redis.call('GET', key)
+  if holder == token or holder == token .. '+' then
     redis.call('PEXPIRE', key, ARGV[2 * i])
     renewed[i] = 1
   else
