@@ -336,3 +336,32 @@ async fn redlock_configuration_errors() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_lagging_fence_counter_is_raised_before_the_lock_is_handed_out() {
+    let cluster = Cluster::start(3).await;
+    let locker = cluster.locker().await;
+    let first = locker.lock("lag").acquire().await.unwrap();
+    let f1 = first.fence();
+    first.release().await.unwrap();
+    // Node 0's counter falls far behind (as after a restore from an old snapshot), and node 2
+    // misses the next acquisition.
+    let mut conn = cluster.servers[0].conn().await;
+    let _: () = redis::AsyncCommands::set(&mut conn, "leasehold:fence:{lag}", 5)
+        .await
+        .unwrap();
+    cluster.proxies[2].set_mode(ProxyMode::Cut);
+    let second = locker.lock("lag").acquire().await.unwrap();
+    let f2 = second.fence();
+    second.release().await.unwrap();
+    assert!(f2 > f1);
+    // Now node 1 is gone and node 2 is back: the majority {0, 2} must still see f2. Without
+    // the second round node 0 would still be near 5 and node 2 at f1, and the next token
+    // would not exceed f2.
+    cluster.proxies[2].set_mode(ProxyMode::Pass);
+    cluster.proxies[1].set_mode(ProxyMode::Cut);
+    let fresh = cluster.locker().await;
+    let third = fresh.lock("lag").acquire().await.unwrap();
+    assert!(third.fence() > f2, "{} <= {f2}", third.fence());
+    third.release().await.unwrap();
+}

@@ -58,13 +58,17 @@ impl RedLockBackend {
         let in_time = |at: Instant| at - start < req.validity;
         if granted.len() >= quorum && in_time(Instant::now()) {
             let top = granted.iter().map(|&(_, top)| top).max().expect("a quorum");
+            // Only nodes that lag need the second round; in steady state every node
+            // returns the same counter and the lock costs one round trip.
+            let lagging: Vec<_> = granted.iter().filter(|&&(_, t)| t < top).collect();
             let raised = join_all(
-                granted
+                lagging
                     .iter()
                     .map(|(node, _)| node.raise_fence(req.keys, top, req.fence_ttl)),
             )
             .await;
-            let raised_ok = raised.iter().filter(|r| r.is_ok()).count();
+            let raised_ok =
+                granted.len() - lagging.len() + raised.iter().filter(|r| r.is_ok()).count();
             if raised_ok >= quorum && in_time(Instant::now()) {
                 return Ok(Attempt::Granted { top });
             }
