@@ -2,10 +2,13 @@
 //! contend in Redis: try, subscribe to the wake channel, try again, and sleep until a
 //! release, the holder's remaining lease or the deadline, whichever comes first.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::backend::{AcquireRequest, Attempt, WakeSubscription};
 use crate::error::LockError;
@@ -13,6 +16,7 @@ use crate::guard::LockGuard;
 use crate::key::{validate_key, LockKeys};
 use crate::lease::{validity, Lease};
 use crate::locker::{Locker, Options};
+use crate::observe;
 use crate::queue::{ActiveTurn, Entry, QueuedTurn, Turn};
 use crate::reentrant;
 use crate::token::OwnerToken;
@@ -28,6 +32,31 @@ impl Locker {
         &self,
         user_key: String,
         opts: Options,
+    ) -> Result<LockGuard, LockError> {
+        let span = observe::acquire_span(
+            &self.inner.trace_keys.show(&user_key),
+            opts.lease,
+            opts.wait,
+        );
+        let start = Instant::now();
+        let mut waited = false;
+        // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),
+        // and callers' futures (handlers, spawned tasks) stay small and quick to compile.
+        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(
+            self.acquire_traced(user_key, opts, &mut waited)
+                .instrument(span.clone()),
+        );
+        let result = acquisition.await;
+        let outcome = result.as_ref().map(LockGuard::fence);
+        observe::acquire_ended(&span, outcome, start.elapsed(), waited);
+        result
+    }
+
+    async fn acquire_traced(
+        &self,
+        user_key: String,
+        opts: Options,
+        waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
         validate_key(&user_key)?;
         let inner = &self.inner;
@@ -46,6 +75,7 @@ impl Locker {
             Entry::Active => ActiveTurn::new(inner, &keys),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
+                *waited = true;
                 let mut queued = QueuedTurn::new(inner, &keys.lock, rx);
                 let turn = queued.wait(deadline).await;
                 match turn {
@@ -57,7 +87,8 @@ impl Locker {
                 }
             }
         };
-        self.contend(user_key, &keys, opts, deadline, turn).await
+        self.contend(user_key, &keys, opts, deadline, turn, waited)
+            .await
     }
 
     /// The loop of the task at the front of the local queue.
@@ -68,6 +99,7 @@ impl Locker {
         opts: Options,
         deadline: Instant,
         mut turn: ActiveTurn<'_>,
+        waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
         let inner = &self.inner;
         let mut wakes: Option<WakeSubscription> = None;
@@ -113,6 +145,7 @@ impl Locker {
                 }
                 Attempt::Held { remaining } => remaining,
             };
+            *waited = true;
             let now = Instant::now();
             if now >= deadline {
                 return Err(LockError::Busy {

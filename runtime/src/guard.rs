@@ -5,9 +5,13 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use tokio::time::Instant;
+use tracing::Span;
+
 use crate::error::LockError;
 use crate::lease::Lease;
 use crate::locker::Locker;
+use crate::observe;
 use crate::reentrant;
 use crate::watchdog::Job;
 
@@ -36,6 +40,9 @@ pub struct LockGuard {
     locker: Locker,
     lease: Arc<Lease>,
     fence: u64,
+    /// `leasehold.hold`, open while the guard lives.
+    span: Span,
+    since: Instant,
     /// False for a re-entered guard: the outer guard owns the lock and releases it.
     owner: bool,
     released: bool,
@@ -49,10 +56,14 @@ impl LockGuard {
             locker.inner.start_background();
             locker.inner.schedule.watch(&lease);
         }
+        observe::hold_started();
+        let span = observe::hold_span(&locker.inner.trace_keys.show(&lease.user_key), fence);
         LockGuard {
             locker,
             lease,
             fence,
+            span,
+            since: Instant::now(),
             owner: true,
             released: false,
         }
@@ -64,9 +75,21 @@ impl LockGuard {
             locker,
             lease,
             fence,
+            span: Span::current(),
+            since: Instant::now(),
             owner: false,
             released: false,
         }
+    }
+
+    /// The `leasehold.hold` span of this holder.
+    pub(crate) fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// Reports that the lease was lost while this guard held it.
+    pub(crate) fn report_lost(&self, why: &'static str) {
+        self.lease.report_lost(why);
     }
 
     /// The key this guard holds, as given to [`Locker::lock`].
@@ -157,7 +180,16 @@ impl LockGuard {
         if !self.owner {
             return Ok(());
         }
-        self.locker.inner.release_lease(self.lease.clone()).await
+        observe::hold_ended(self.since.elapsed());
+        let result = self
+            .locker
+            .inner
+            .release_lease(self.lease.clone(), self.fence)
+            .await;
+        if let Err(LockError::Lost) = &result {
+            self.report_lost("the lock was not ours any more at release");
+        }
+        result
     }
 }
 
@@ -166,9 +198,11 @@ impl Drop for LockGuard {
         if self.released || !self.owner {
             return;
         }
+        observe::hold_ended(self.since.elapsed());
         let job = Job::Release {
             inner: self.locker.inner.clone(),
             lease: self.lease.clone(),
+            fence: self.fence,
         };
         if self.locker.inner.send_job(job).is_err() {
             tracing::debug!(

@@ -46,6 +46,8 @@ pub(crate) struct Lease {
     pub(crate) state: watch::Sender<LeaseState>,
     /// Released in Redis (or lost and given up): the watchdog must leave it alone.
     done: AtomicBool,
+    /// The loss of this lease was reported (traces, metrics) already.
+    lost_reported: AtomicBool,
     /// The reserved fencing tokens not handed out yet: `next..=top`.
     fences: Mutex<(u64, u64)>,
 }
@@ -79,6 +81,7 @@ impl Lease {
             watchdog,
             state: watch::channel(state).0,
             done: AtomicBool::new(false),
+            lost_reported: AtomicBool::new(false),
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
         }
     }
@@ -121,6 +124,15 @@ impl Lease {
         });
     }
 
+    /// Reports the loss of this lease (once, however many parts of the library notice it),
+    /// with the fence of its current holder.
+    pub(crate) fn report_lost(&self, why: &'static str) {
+        if !self.lost_reported.swap(true, Ordering::AcqRel) {
+            let fence = self.fences.lock().unwrap().0.saturating_sub(1);
+            crate::observe::lost(fence, why);
+        }
+    }
+
     /// Redis said the lock is not ours any more.
     pub(crate) fn mark_lost(&self) {
         self.state
@@ -158,7 +170,10 @@ mod tests {
             validity(Duration::from_secs(10), DEFAULT_DRIFT),
             Duration::from_millis(9898)
         );
-        assert_eq!(validity(Duration::from_millis(1), DEFAULT_DRIFT), Duration::ZERO);
+        assert_eq!(
+            validity(Duration::from_millis(1), DEFAULT_DRIFT),
+            Duration::ZERO
+        );
         assert_eq!(
             validity(Duration::from_secs(10), 0.1),
             Duration::from_millis(8998)

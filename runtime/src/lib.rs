@@ -64,6 +64,7 @@ mod guard;
 mod key;
 mod lease;
 mod locker;
+mod observe;
 mod queue;
 mod reentrant;
 mod release;
@@ -84,6 +85,7 @@ pub use global::{global_default, set_global_default};
 pub use guard::LockGuard;
 pub use key::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 pub use leasehold_macros::distributed_lock;
+pub use observe::TraceKeys;
 pub use locker::{
     LockRequest, Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
     DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_WAIT, MIN_LEASE,

@@ -17,6 +17,7 @@ use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::validate_prefix;
 use crate::lease::DEFAULT_DRIFT;
+use crate::observe::TraceKeys;
 use crate::queue::KeyQueue;
 use crate::watchdog::{self, Job, Schedule};
 
@@ -72,6 +73,8 @@ pub(crate) struct Inner {
     pub(crate) fence_ttl: Duration,
     /// Clock drift allowance, as a fraction of the lease.
     pub(crate) drift: f64,
+    /// How keys appear in traces.
+    pub(crate) trace_keys: TraceKeys,
     pub(crate) queues: Mutex<HashMap<String, KeyQueue>>,
     pub(crate) schedule: Arc<Schedule>,
     jobs: OnceLock<mpsc::UnboundedSender<Job>>,
@@ -156,6 +159,7 @@ impl Locker {
                 default_watchdog: b.default_watchdog,
                 fence_ttl: b.fence_ttl,
                 drift: b.drift,
+                trace_keys: b.trace_keys,
                 queues: Mutex::new(HashMap::new()),
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
@@ -247,6 +251,7 @@ pub struct LockerBuilder {
     connect_timeout: Duration,
     fence_ttl: Duration,
     drift: f64,
+    trace_keys: TraceKeys,
 }
 
 impl Default for LockerBuilder {
@@ -265,6 +270,7 @@ impl Default for LockerBuilder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             fence_ttl: DEFAULT_FENCE_TTL,
             drift: DEFAULT_DRIFT,
+            trace_keys: TraceKeys::Plain,
         }
     }
 }
@@ -412,6 +418,13 @@ impl LockerBuilder {
     /// the server clock (still increasing). Defaults to 7 days.
     pub fn fence_ttl(mut self, ttl: Duration) -> Self {
         self.fence_ttl = ttl;
+        self
+    }
+
+    /// How lock keys appear in tracing spans: as given (the default), hashed, or not at all.
+    /// Keys may carry user data; see [`TraceKeys`].
+    pub fn trace_keys(mut self, how: TraceKeys) -> Self {
+        self.trace_keys = how;
         self
     }
 

@@ -6,6 +6,8 @@ pub use core::time::Duration;
 use std::future::Future;
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::locker::Locker;
@@ -103,14 +105,17 @@ pub async fn hold<F: Future>(
     spec: &Spec,
     body: F,
 ) -> Result<F::Output, LockError> {
-    let body = guard.scope(body);
+    let body = guard.scope(body).instrument(guard.span().clone());
     match spec.on_lost {
         OnLost::Continue => Ok(body.await),
         OnLost::Cancel => {
             tokio::select! {
                 biased;
                 out = body => Ok(out),
-                _ = guard.lost() => Err(LockError::Lost),
+                _ = guard.lost() => {
+                    guard.report_lost("the lease was lost while the body ran; the body was cancelled");
+                    Err(LockError::Lost)
+                }
             }
         }
     }

@@ -296,10 +296,11 @@ impl Drop for QueuedTurn<'_> {
         match self.close() {
             None => {}
             Some(Turn::Contend) => self.inner.pass_turn(self.lock_key),
-            Some(Turn::Granted(lease, _)) => {
+            Some(Turn::Granted(lease, fence)) => {
                 let job = Job::Release {
                     inner: self.inner.clone(),
                     lease,
+                    fence,
                 };
                 let _ = self.inner.send_job(job);
             }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use crate::error::LockError;
 use crate::lease::Lease;
 use crate::locker::Inner;
+use crate::observe;
 use crate::queue::ActiveTurn;
+use tracing::Instrument;
 
 impl Inner {
     /// Ends one holder's use of `lease`.
@@ -18,20 +20,31 @@ impl Inner {
     pub(crate) async fn release_lease(
         self: &Arc<Self>,
         lease: Arc<Lease>,
+        fence: u64,
     ) -> Result<(), LockError> {
+        let span = observe::release_span(&self.trace_keys.show(&lease.user_key), fence);
+        let (outcome, result) = self.release_traced(lease).instrument(span.clone()).await;
+        observe::release_ended(&span, outcome);
+        result
+    }
+
+    async fn release_traced(
+        self: &Arc<Self>,
+        lease: Arc<Lease>,
+    ) -> (&'static str, Result<(), LockError>) {
         if !self.holds_turn(&lease) {
             // The lease was lost and forfeited its turn: the queue moved on without it.
             if !lease.finish() {
-                return Ok(());
+                return ("released", Ok(()));
             }
             self.schedule.unwatch(&lease);
-            return self.delete(&lease).await;
+            return outcome(self.delete(&lease).await);
         }
         if self.hand_over(&lease) {
-            return Ok(());
+            return ("handed_over", Ok(()));
         }
         if !lease.finish() {
-            return Ok(());
+            return ("released", Ok(()));
         }
         self.schedule.unwatch(&lease);
         // Dropped mid-flight, the turn still deletes the lock and passes itself on.
@@ -40,7 +53,7 @@ impl Inner {
         let released = self.delete(&lease).await;
         turn.in_flight = None;
         drop(turn);
-        released
+        outcome(released)
     }
 
     /// Deletes the lock in Redis if `lease` still owns it.
@@ -51,4 +64,13 @@ impl Inner {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The outcome name of a release in Redis, for the release span.
+fn outcome(result: Result<(), LockError>) -> (&'static str, Result<(), LockError>) {
+    let name = match &result {
+        Ok(()) => "released",
+        Err(e) => e.code(),
+    };
+    (name, result)
 }

@@ -17,6 +17,7 @@ use crate::backend::{Renewal, Renewed};
 use crate::key::LockKeys;
 use crate::lease::Lease;
 use crate::locker::Inner;
+use crate::observe;
 use crate::token::OwnerToken;
 
 /// The most leases renewed by one script call.
@@ -112,6 +113,7 @@ pub(crate) enum Job {
     Release {
         inner: Arc<Inner>,
         lease: Arc<Lease>,
+        fence: u64,
     },
     /// An acquire or release was abandoned while its answer was outstanding: delete the lock
     /// if `token` owns it, then pass the local turn on.
@@ -155,8 +157,12 @@ async fn run(weak: Weak<Inner>, schedule: Arc<Schedule>, mut jobs: mpsc::Unbound
 
 async fn perform(job: Job) {
     match job {
-        Job::Release { inner, lease } => {
-            if let Err(e) = inner.release_lease(lease).await {
+        Job::Release {
+            inner,
+            lease,
+            fence,
+        } => {
+            if let Err(e) = inner.release_lease(lease, fence).await {
                 tracing::debug!(error = %e, "background release failed");
             }
         }
@@ -167,11 +173,17 @@ async fn perform(job: Job) {
     }
 }
 
-/// When to try a failed renewal again: soon, if the lease is still valid by then.
-fn retry_at(lease: &Lease) -> Option<Instant> {
+/// Tries a failed renewal again soon, if the lease is still valid by then; else the lease
+/// is lost.
+fn retry(inner: &Inner, lease: &Arc<Lease>) {
     let retry = Instant::now() + (lease.lease / 10).max(Duration::from_millis(5));
     let valid_until = lease.state.borrow().valid_until;
-    (retry < valid_until).then_some(retry)
+    if retry < valid_until {
+        inner.schedule.reschedule(lease, Some(retry));
+    } else {
+        lease.report_lost("renewals failed until the lease ran out");
+        inner.schedule.reschedule(lease, None);
+    }
 }
 
 /// Renews a batch and puts each lease back on the schedule (or takes it off).
@@ -188,6 +200,8 @@ async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
         let sent = Instant::now();
         match inner.backend.renew(&renewals).await {
             Ok(renewed) => {
+                let mut yes = 0;
+                let mut unknown = 0;
                 for (lease, outcome) in chunk.iter().zip(renewed) {
                     if lease.is_done() {
                         inner.schedule.reschedule(lease, None);
@@ -195,6 +209,7 @@ async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
                     }
                     match outcome {
                         Renewed::Yes => {
+                            yes += 1;
                             lease.renewed(sent);
                             inner
                                 .schedule
@@ -202,22 +217,24 @@ async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
                         }
                         Renewed::No => {
                             lease.mark_lost();
-                            tracing::warn!(
-                                "lease lost: the lock expired or was taken over before renewal"
-                            );
+                            lease.report_lost("the lock expired or was taken over before renewal");
                             inner.schedule.reschedule(lease, None);
                         }
                         Renewed::Unknown => {
-                            tracing::warn!("lease renewal reached no majority; retrying");
-                            inner.schedule.reschedule(lease, retry_at(lease));
+                            unknown += 1;
+                            retry(&inner, lease);
                         }
                     }
                 }
+                observe::renewed(yes);
+                if unknown > 0 {
+                    observe::renew_failed(unknown, &"no majority of nodes answered");
+                }
             }
             Err(e) => {
-                tracing::warn!(error = %e, leases = chunk.len(), "lease renewal failed; retrying");
+                observe::renew_failed(chunk.len(), &e);
                 for lease in chunk {
-                    inner.schedule.reschedule(lease, retry_at(lease));
+                    retry(&inner, lease);
                 }
             }
         }

@@ -9,6 +9,8 @@ pub(crate) mod redlock;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -67,12 +69,20 @@ pub(crate) enum Backend {
 
 impl Backend {
     /// Takes the lock if it is free, reserving `fences` fencing tokens. One round trip.
-    pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
-        match self {
-            Backend::Redis(b) => b.acquire(req).await,
-            Backend::RedLock(b) => b.acquire(req).await,
-            Backend::Memory(b) => Ok(b.acquire(req)),
-        }
+    ///
+    /// The future is boxed: the deployments' futures are deep types (RedLock joins one per
+    /// node), and boxing here keeps the acquire future above it small.
+    pub(crate) fn acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+    ) -> Pin<Box<dyn Future<Output = Result<Attempt, LockError>> + Send + 'a>> {
+        Box::pin(async move {
+            match self {
+                Backend::Redis(b) => b.acquire(req).await,
+                Backend::RedLock(b) => b.acquire(req).await,
+                Backend::Memory(b) => Ok(b.acquire(req)),
+            }
+        })
     }
 
     /// Deletes the lock if `token` still owns it and wakes its waiters. `Ok(false)` when it

@@ -1,0 +1,178 @@
+//! What the library tells operators: tracing spans and events (always on, nearly free without
+//! a subscriber) and, with the `metrics` feature, metrics through the `metrics` facade. Owner
+//! tokens never appear; keys appear as configured ([`TraceKeys`]).
+//!
+//! | name | kind | what |
+//! | --- | --- | --- |
+//! | `leasehold.acquire` | span | one acquisition: `key`, `lease_ms`, `wait_ms`; then `outcome`, `fence`, `waited_ms` |
+//! | `leasehold.hold` | span | from acquisition to release: `key`, `fence` (a `#[distributed_lock]` body runs in it) |
+//! | `leasehold.release` | span | one release: `key`, `fence`; then `outcome` |
+//! | `leasehold_acquire_seconds` | histogram | time to acquire (label `outcome`) |
+//! | `leasehold_wait_seconds` | histogram | time waited for a busy lock that was then acquired |
+//! | `leasehold_hold_seconds` | histogram | time a lock was held |
+//! | `leasehold_acquired_total`, `leasehold_busy_total`, `leasehold_unavailable_total` | counters | acquisition outcomes |
+//! | `leasehold_lost_total` | counter | leases lost while held |
+//! | `leasehold_renewals_total`, `leasehold_renew_failures_total` | counters | watchdog renewals |
+//! | `leasehold_locks_held` | gauge | locks held by this process now |
+
+use std::time::Duration;
+
+use tracing::field::Empty;
+use tracing::Span;
+
+use crate::error::LockError;
+
+/// How lock keys appear in traces. Keys name resources and may carry user data (an e-mail
+/// address, an account number), so they can be hashed or left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TraceKeys {
+    /// The key as given. The default: an operator can search for `stock:sku-7`.
+    #[default]
+    Plain,
+    /// A stable 64-bit hash of the key (FNV-1a, hex): the same key always gives the same
+    /// value, so events still correlate, but the key is not written. Low-entropy keys can be
+    /// guessed back from it; it hides keys from casual reading, it is not a secret.
+    Hashed,
+    /// No key at all.
+    Hidden,
+}
+
+impl TraceKeys {
+    pub(crate) fn show(self, key: &str) -> String {
+        match self {
+            TraceKeys::Plain => key.to_owned(),
+            TraceKeys::Hashed => {
+                let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+                for byte in key.as_bytes() {
+                    hash ^= u64::from(*byte);
+                    hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+                }
+                format!("{hash:016x}")
+            }
+            TraceKeys::Hidden => String::new(),
+        }
+    }
+}
+
+pub(crate) fn acquire_span(key: &str, lease: Duration, wait: Duration) -> Span {
+    tracing::info_span!(
+        "leasehold.acquire",
+        key,
+        lease_ms = lease.as_millis() as u64,
+        wait_ms = wait.as_millis() as u64,
+        outcome = Empty,
+        fence = Empty,
+        waited_ms = Empty,
+    )
+}
+
+/// Records how an acquisition ended.
+pub(crate) fn acquire_ended(
+    span: &Span,
+    result: Result<u64, &LockError>,
+    took: Duration,
+    waited: bool,
+) {
+    span.record("waited_ms", took.as_millis() as u64);
+    match result {
+        Ok(fence) => {
+            span.record("outcome", "acquired");
+            span.record("fence", fence);
+        }
+        Err(e) => {
+            span.record("outcome", e.code());
+        }
+    }
+    #[cfg(feature = "metrics")]
+    {
+        let outcome = match result {
+            Ok(_) => "acquired",
+            Err(e) => e.code(),
+        };
+        metrics::histogram!("leasehold_acquire_seconds", "outcome" => outcome)
+            .record(took.as_secs_f64());
+        match result {
+            Ok(_) => {
+                metrics::counter!("leasehold_acquired_total").increment(1);
+                if waited {
+                    metrics::histogram!("leasehold_wait_seconds").record(took.as_secs_f64());
+                }
+            }
+            Err(LockError::Busy { .. }) => metrics::counter!("leasehold_busy_total").increment(1),
+            Err(LockError::Unavailable { .. }) => {
+                metrics::counter!("leasehold_unavailable_total").increment(1)
+            }
+            Err(_) => {}
+        }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = waited;
+}
+
+pub(crate) fn hold_span(key: &str, fence: u64) -> Span {
+    tracing::info_span!("leasehold.hold", key, fence)
+}
+
+/// A lock is held by this process from now on.
+pub(crate) fn hold_started() {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("leasehold_locks_held").increment(1.0);
+}
+
+/// A lock held for `held` is not held by this process any more.
+pub(crate) fn hold_ended(held: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::gauge!("leasehold_locks_held").decrement(1.0);
+        metrics::histogram!("leasehold_hold_seconds").record(held.as_secs_f64());
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = held;
+}
+
+pub(crate) fn release_span(key: &str, fence: u64) -> Span {
+    tracing::info_span!("leasehold.release", key, fence, outcome = Empty)
+}
+
+pub(crate) fn release_ended(span: &Span, outcome: &'static str) {
+    span.record("outcome", outcome);
+}
+
+/// The watchdog renewed `n` leases.
+pub(crate) fn renewed(n: usize) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("leasehold_renewals_total").increment(n as u64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = n;
+}
+
+/// `n` renewals failed (Redis failed, or no majority answered).
+pub(crate) fn renew_failed(n: usize, error: &dyn std::fmt::Display) {
+    tracing::warn!(leases = n, error = %error, "lease renewal failed; retrying while the lease is valid");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("leasehold_renew_failures_total").increment(n as u64);
+}
+
+/// A lease was lost while held; `why` says how.
+pub(crate) fn lost(fence: u64, why: &'static str) {
+    tracing::warn!(fence, why, "lease lost while the lock was held");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("leasehold_lost_total").increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_can_be_hashed_or_hidden() {
+        assert_eq!(TraceKeys::Plain.show("stock:7"), "stock:7");
+        let hashed = TraceKeys::Hashed.show("stock:7");
+        assert_eq!(hashed.len(), 16);
+        assert_eq!(hashed, TraceKeys::Hashed.show("stock:7"), "stable");
+        assert_ne!(hashed, TraceKeys::Hashed.show("stock:8"));
+        assert!(!hashed.contains("stock"));
+        assert_eq!(TraceKeys::Hidden.show("stock:7"), "");
+    }
+}
