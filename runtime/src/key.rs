@@ -81,7 +81,6 @@ pub(crate) fn escape(key: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Reverses [`escape`]; `None` when the text is not a valid escape of any key.
-#[cfg_attr(not(test), allow(dead_code))] // for tools that list locks
 pub(crate) fn unescape(escaped: &str) -> Option<String> {
     let mut out = String::with_capacity(escaped.len());
     let mut rest = escaped;

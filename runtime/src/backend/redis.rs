@@ -31,6 +31,10 @@ static RENEW: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../scripts/renew.lua")));
 static RAISE_FENCE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../scripts/raise_fence.lua")));
+static INSPECT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../scripts/inspect.lua")));
+static FORCE_RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../scripts/force_release.lua")));
 
 /// How long an idle wake subscription is kept before it is dropped: hot keys are waited on
 /// again and again, and re-subscribing each time would cost a round trip per wait.
@@ -588,6 +592,56 @@ impl RedisBackend {
         }
         let renewed: Vec<i64> = self.run(inv).await?;
         Ok(renewed.into_iter().map(|r| r == 1).collect())
+    }
+
+    /// `(held, pttl, waiters, fence)` of one lock (see inspect.lua).
+    pub(crate) async fn inspect(&self, keys: &LockKeys) -> Result<(i64, i64, i64, i64), LockError> {
+        let mut inv = INSPECT.prepare_invoke();
+        inv.key(&keys.lock).key(&keys.fence);
+        self.run(inv).await
+    }
+
+    /// Deletes a lock whoever holds it; true when there was one.
+    pub(crate) async fn force_release(&self, keys: &LockKeys) -> Result<bool, LockError> {
+        let mut inv = FORCE_RELEASE.prepare_invoke();
+        inv.key(&keys.lock)
+            .arg(&keys.wake)
+            .arg(self.core.conn.publish_command());
+        let deleted: i64 = self.run(inv).await?;
+        Ok(deleted == 1)
+    }
+
+    /// The names matching `pattern`, with `SCAN` (never `KEYS`), each call bounded.
+    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        if self.core.conn.is_cluster() {
+            return Err(LockError::config(
+                "listing locks on a Redis Cluster is not supported yet: inspect keys one by one",
+            ));
+        }
+        let mut names = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let (next, batch): (u64, Vec<String>) = bounded(
+                &self.core.endpoint,
+                self.core.op_timeout,
+                self.core.conn.query(&cmd),
+            )
+            .await?;
+            names.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 
     /// Raises the fence counter of a lock to at least `top`.
