@@ -79,7 +79,14 @@ impl Locker {
                 let mut queued = QueuedTurn::new(inner, &keys.lock, rx);
                 let turn = queued.wait(deadline).await;
                 match turn {
-                    None => return Err(LockError::Busy { retry_after: None }),
+                    None => {
+                        // The holder is in this process: its lease says how long is left.
+                        let retry_after = inner.turn_holder(&keys.lock).map(|lease| {
+                            let valid_until = lease.state.borrow().valid_until;
+                            valid_until.saturating_duration_since(Instant::now())
+                        });
+                        return Err(LockError::Busy { retry_after });
+                    }
                     Some(Turn::Granted(lease, fence)) => {
                         return Ok(LockGuard::new(self.clone(), lease, fence))
                     }

@@ -58,6 +58,8 @@
 
 mod acquire;
 mod backend;
+#[cfg(feature = "serde")]
+mod config;
 mod error;
 mod global;
 mod guard;
@@ -71,6 +73,7 @@ mod reentrant;
 mod release;
 mod token;
 mod watchdog;
+pub mod web;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -81,14 +84,19 @@ pub mod __private;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+#[cfg(feature = "serde")]
+pub use config::{LockConfig, SentinelConfig};
 pub use error::{BoxError, LockError};
 pub use global::{global_default, set_global_default};
 pub use guard::LockGuard;
 pub use inspect::LockInfo;
 pub use key::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 pub use leasehold_macros::distributed_lock;
-pub use observe::TraceKeys;
 pub use locker::{
     LockRequest, Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
     DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_WAIT, MIN_LEASE,
+};
+pub use observe::TraceKeys;
+pub use web::{
+    HeaderLookup, LockErrorResponse, OnLost, PathParams, RequestInfo, RouteLocks, RouteRule,
 };

@@ -25,14 +25,9 @@ pub struct Spec {
     pub on_lost: OnLost,
 }
 
-/// What happens to the body when the lease is lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnLost {
-    /// Drop the body and return `LockError::Lost`.
-    Cancel,
-    /// Let the body run to its end.
-    Continue,
-}
+/// What happens to the body when the lease is lost (the same choice the web middleware
+/// offers).
+pub use crate::web::OnLost;
 
 /// Anything that can lend a [`Locker`]: `locker = ...` accepts these.
 #[diagnostic::on_unimplemented(

@@ -29,7 +29,11 @@ async fn locks_on_many_slots_hold_renew_and_release() {
     let mut owners = std::collections::HashSet::new();
     for i in 0..60 {
         let key = format!("item:{i}");
-        owners.insert(cluster.node_for_key(&format!("leasehold:lock:{{{key}}}")).await);
+        owners.insert(
+            cluster
+                .node_for_key(&format!("leasehold:lock:{{{key}}}"))
+                .await,
+        );
         guards.push(
             a.lock(key)
                 .lease(Duration::from_millis(600))
@@ -42,7 +46,12 @@ async fn locks_on_many_slots_hold_renew_and_release() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for (i, g) in guards.iter().enumerate() {
         assert!(g.is_held(), "item:{i} lost its lease");
-        assert!(b.lock(format!("item:{i}")).try_acquire().await.unwrap().is_none());
+        assert!(b
+            .lock(format!("item:{i}"))
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none());
     }
     let mut fences = Vec::new();
     for g in guards {
@@ -69,8 +78,17 @@ async fn exclusion_and_wake_ups_across_clients() {
         let l = lockers[i % 2].clone();
         let (inside, done) = (inside.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
-            let g = l.lock("shared").wait(Duration::from_secs(20)).acquire().await.unwrap();
-            assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+            let g = l
+                .lock("shared")
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+                .unwrap();
+            assert_eq!(
+                inside.fetch_add(1, Ordering::SeqCst),
+                0,
+                "two holders at once"
+            );
             tokio::time::sleep(Duration::from_millis(2)).await;
             inside.fetch_sub(1, Ordering::SeqCst);
             g.release().await.unwrap();
@@ -91,7 +109,12 @@ async fn exclusion_and_wake_ups_across_clients() {
         .unwrap();
     let other = lockers[1].clone();
     let waiter = tokio::spawn(async move {
-        let g = other.lock("wake").wait(Duration::from_secs(10)).acquire().await.unwrap();
+        let g = other
+            .lock("wake")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .unwrap();
         let at = Instant::now();
         g.release().await.unwrap();
         at

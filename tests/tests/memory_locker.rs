@@ -129,5 +129,15 @@ async fn busy_reports_the_remaining_lease() {
     .unwrap();
     assert!(err.is_busy(), "{err}");
     assert!(start.elapsed() >= Duration::from_millis(100));
+    // The holder is in this process: the hint comes from its lease.
+    match err {
+        LockError::Busy {
+            retry_after: Some(left),
+        } => assert!(
+            left > Duration::from_secs(4) && left <= Duration::from_secs(5),
+            "{left:?}"
+        ),
+        other => panic!("no retry hint: {other:?}"),
+    }
     g.release().await.unwrap();
 }

@@ -14,10 +14,13 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Every span (name and fields, as recorded over its life) and every event's fields.
+/// A span's name and its fields, as recorded over its life.
+type SpanRecord = (String, HashMap<String, String>);
+
+/// Every span and every event's fields.
 #[derive(Clone, Default)]
 struct Captured {
-    spans: Arc<Mutex<Vec<(String, HashMap<String, String>)>>>,
+    spans: Arc<Mutex<Vec<SpanRecord>>>,
     ids: Arc<Mutex<HashMap<u64, usize>>>,
     events: Arc<Mutex<Vec<HashMap<String, String>>>>,
 }

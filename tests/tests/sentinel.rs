@@ -21,11 +21,18 @@ async fn locking_works_again_after_a_failover() {
     let fence_before = before.fence();
     before.release().await.unwrap();
 
-    setup.kill_master_and_wait_failover(Duration::from_secs(20)).await;
+    setup
+        .kill_master_and_wait_failover(Duration::from_secs(20))
+        .await;
     // The same locker, no restart: it asks the sentinels for the new master.
     let deadline = Instant::now() + Duration::from_secs(10);
     let guard = loop {
-        match locker.lock("order:1").wait(Duration::from_millis(200)).acquire().await {
+        match locker
+            .lock("order:1")
+            .wait(Duration::from_millis(200))
+            .acquire()
+            .await
+        {
             Ok(g) => break g,
             Err(e) if Instant::now() < deadline => {
                 assert!(e.is_unavailable() || e.is_busy(), "{e}");
@@ -59,7 +66,12 @@ async fn min_replicas_refuses_a_lock_no_replica_acknowledged() {
         .unwrap();
 
     setup.replica().pause();
-    let err = locker.lock("r").wait(Duration::ZERO).acquire().await.unwrap_err();
+    let err = locker
+        .lock("r")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
     setup.replica().resume();
     assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
     assert!(err.to_string().contains("replicas acknowledged"), "{err}");

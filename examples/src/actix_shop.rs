@@ -1,0 +1,110 @@
+//! The shop on actix-web (binary `shop-actix`). Stock lives in Redis; a purchase is a naive
+//! read-check-write that only `#[distributed_lock]` keeps from overselling when several shop
+//! processes serve it.
+//!
+//! ```text
+//! PUT  /stock/{sku}   {"quantity": N}  -> 200 {"sku", "quantity", "sold"}
+//! GET  /stock/{sku}                    -> 200 {"sku", "quantity", "sold"} | 404
+//! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
+//! ```
+//!
+//! `shop-actix [--port 8080] [--redis-url URL] [--no-lock] [--lock-wait 30s]`
+
+use crate::shop::{Restock, Shop, ShopArgs, ShopError};
+use actix_web::{get, post, put, web, App, HttpResponse, HttpServer};
+use leasehold::distributed_lock;
+
+/// The locked purchase: the lock `stock:<sku>` (through the global default locker) is held
+/// while the body reads, checks and writes the stock, and its fencing token goes with the
+/// write, which the stock record refuses if a newer token wrote first. A purchase waits for
+/// the lock as long as the locker's default wait (`--lock-wait`, 30 s), then is answered 409
+/// `lock_busy`.
+#[post("/orders/{sku}")]
+#[distributed_lock(key = "stock:<sku>", lease = "10s", guard = lock)]
+async fn buy(sku: web::Path<String>, shop: web::Data<Shop>) -> Result<HttpResponse, ShopError> {
+    let order = shop.buy(&sku, Some(lock.fence())).await?;
+    Ok(HttpResponse::Created().json(order))
+}
+
+/// The same purchase without the attribute (`--no-lock`): it oversells.
+#[post("/orders/{sku}")]
+async fn buy_without_lock(
+    sku: web::Path<String>,
+    shop: web::Data<Shop>,
+) -> Result<HttpResponse, ShopError> {
+    let order = shop.buy(&sku, None).await?;
+    Ok(HttpResponse::Created().json(order))
+}
+
+#[put("/stock/{sku}")]
+#[distributed_lock(key = "stock:<sku>", lease = "10s", guard = lock)]
+async fn restock(
+    sku: web::Path<String>,
+    body: web::Json<Restock>,
+    shop: web::Data<Shop>,
+) -> Result<HttpResponse, ShopError> {
+    let stock = shop
+        .restock(&sku, body.quantity, Some(lock.fence()))
+        .await?;
+    Ok(HttpResponse::Ok().json(stock))
+}
+
+#[put("/stock/{sku}")]
+async fn restock_without_lock(
+    sku: web::Path<String>,
+    body: web::Json<Restock>,
+    shop: web::Data<Shop>,
+) -> Result<HttpResponse, ShopError> {
+    let stock = shop.restock(&sku, body.quantity, None).await?;
+    Ok(HttpResponse::Ok().json(stock))
+}
+
+#[get("/stock/{sku}")]
+async fn show_stock(
+    sku: web::Path<String>,
+    shop: web::Data<Shop>,
+) -> Result<HttpResponse, ShopError> {
+    Ok(HttpResponse::Ok().json(shop.stock(&sku).await?))
+}
+
+/// Serves the shop until the process is stopped, on actix-web's runtime.
+///
+/// # Errors
+/// When the port cannot be bound.
+pub fn serve(args: ShopArgs) -> std::io::Result<()> {
+    actix_web::rt::System::new().block_on(run(args))
+}
+
+async fn run(args: ShopArgs) -> std::io::Result<()> {
+    let shop = match Shop::start(&args).await {
+        Ok(shop) => shop,
+        Err(message) => {
+            eprintln!("shop-actix: {message}");
+            std::process::exit(1);
+        }
+    };
+    if !args.no_lock {
+        // The locker `#[distributed_lock]` uses when no `locker = ...` is given.
+        leasehold::set_global_default(shop.locker.clone()).expect("installed once");
+    }
+    let shop = web::Data::new(shop);
+    let no_lock = args.no_lock;
+    let server = HttpServer::new(move || {
+        let app = App::new().app_data(shop.clone()).service(show_stock);
+        if no_lock {
+            app.service(buy_without_lock).service(restock_without_lock)
+        } else {
+            app.service(buy).service(restock)
+        }
+    })
+    .shutdown_timeout(1)
+    .bind(("127.0.0.1", args.port))?;
+    let addr = server.addrs()[0];
+    let lock = if no_lock {
+        "off (--no-lock)"
+    } else {
+        "leasehold"
+    };
+    println!("shop-actix listening on http://{addr} (lock: {lock})");
+    server.run().await
+}

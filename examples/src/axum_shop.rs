@@ -1,0 +1,112 @@
+//! The shop on axum (binary `shop-axum`), with the same API as `shop-actix`. Stock lives in
+//! Redis; a purchase is a naive read-check-write that only `#[distributed_lock]` keeps from
+//! overselling when several shop processes serve it.
+//!
+//! ```text
+//! PUT  /stock/{sku}   {"quantity": N}  -> 200 {"sku", "quantity", "sold"}
+//! GET  /stock/{sku}                    -> 200 {"sku", "quantity", "sold"} | 404
+//! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
+//! ```
+//!
+//! `shop-axum [--port 8080] [--redis-url URL] [--no-lock] [--lock-wait 30s]`
+
+use std::sync::Arc;
+
+use crate::shop::{Order, Restock, Shop, ShopArgs, ShopError};
+use crate::store::Stock;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use leasehold::distributed_lock;
+
+/// The locked purchase: the lock `stock:<sku>` (through the shop's locker) is held while the
+/// body reads, checks and writes the stock, and its fencing token goes with the write, which
+/// the stock record refuses if a newer token wrote first. A purchase waits for the lock as
+/// long as the locker's default wait (`--lock-wait`, 30 s), then is answered 409 `lock_busy`.
+#[distributed_lock(key = "stock:<sku>", lease = "10s", locker = shop.locker, guard = lock)]
+async fn buy(
+    State(shop): State<Arc<Shop>>,
+    Path(sku): Path<String>,
+) -> Result<(StatusCode, Json<Order>), ShopError> {
+    let order = shop.buy(&sku, Some(lock.fence())).await?;
+    Ok((StatusCode::CREATED, Json(order)))
+}
+
+/// The same purchase without the attribute (`--no-lock`): it oversells.
+async fn buy_without_lock(
+    State(shop): State<Arc<Shop>>,
+    Path(sku): Path<String>,
+) -> Result<(StatusCode, Json<Order>), ShopError> {
+    let order = shop.buy(&sku, None).await?;
+    Ok((StatusCode::CREATED, Json(order)))
+}
+
+#[distributed_lock(key = "stock:<sku>", lease = "10s", locker = shop.locker, guard = lock)]
+async fn restock(
+    State(shop): State<Arc<Shop>>,
+    Path(sku): Path<String>,
+    Json(body): Json<Restock>,
+) -> Result<Json<Stock>, ShopError> {
+    Ok(Json(
+        shop.restock(&sku, body.quantity, Some(lock.fence()))
+            .await?,
+    ))
+}
+
+async fn restock_without_lock(
+    State(shop): State<Arc<Shop>>,
+    Path(sku): Path<String>,
+    Json(body): Json<Restock>,
+) -> Result<Json<Stock>, ShopError> {
+    Ok(Json(shop.restock(&sku, body.quantity, None).await?))
+}
+
+async fn stock(
+    State(shop): State<Arc<Shop>>,
+    Path(sku): Path<String>,
+) -> Result<Json<Stock>, ShopError> {
+    Ok(Json(shop.stock(&sku).await?))
+}
+
+/// Serves the shop until the process is stopped, on a multi-threaded Tokio runtime.
+///
+/// # Errors
+/// When the runtime cannot start or the port cannot be bound.
+pub fn serve(args: ShopArgs) -> std::io::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(args))
+}
+
+async fn run(args: ShopArgs) -> std::io::Result<()> {
+    let shop = match Shop::start(&args).await {
+        Ok(shop) => Arc::new(shop),
+        Err(message) => {
+            eprintln!("shop-axum: {message}");
+            std::process::exit(1);
+        }
+    };
+    let router = Router::new().route("/stock/{sku}", get(stock));
+    let router = if args.no_lock {
+        router
+            .route("/stock/{sku}", put(restock_without_lock))
+            .route("/orders/{sku}", post(buy_without_lock))
+    } else {
+        router
+            .route("/stock/{sku}", put(restock))
+            .route("/orders/{sku}", post(buy))
+    };
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
+    let lock = if args.no_lock {
+        "off (--no-lock)"
+    } else {
+        "leasehold"
+    };
+    println!(
+        "shop-axum listening on http://{} (lock: {lock})",
+        listener.local_addr()?
+    );
+    axum::serve(listener, router.with_state(shop)).await
+}

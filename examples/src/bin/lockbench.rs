@@ -1,0 +1,789 @@
+//! `lockbench`: leasehold against Redis itself and against what users write by hand, all in
+//! one run, reported as ratios.
+//!
+//! ```text
+//! cargo run --release -p leasehold-examples --bin lockbench [-- --quick] [--out FILE]
+//! ```
+//!
+//! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios), prints
+//! a table and writes `target/lockbench.json`: a list of
+//! `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`.
+//!
+//! Scenarios:
+//! 1. uncontended lock/unlock cycles (1, 16, 64 tasks) vs the same two commands sent raw by
+//!    the same client (`SET NX PX` + compare-and-delete script), and vs `rslock`;
+//! 2. one hot key, 64 tasks x 20 acquisitions in one process and 4 processes x 16 tasks, vs a
+//!    hand-written polling loop and `rslock`: throughput, wait percentiles, Redis commands
+//!    per acquisition, handover latency (vs a raw PING round trip);
+//! 3. the attribute's overhead vs a hand-written guard;
+//! 4. RedLock with 3 and 5 nodes vs one node, and vs `rslock` with the same nodes.
+
+use std::io::{BufRead, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leasehold::{distributed_lock, LockError, Locker};
+use leasehold_tests::harness::RedisServer;
+
+/// One row of the report.
+struct Row {
+    scenario: String,
+    metric: String,
+    ours: f64,
+    baseline: f64,
+    baseline_name: String,
+    unit: String,
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        if self.baseline == 0.0 {
+            f64::NAN
+        } else {
+            self.ours / self.baseline
+        }
+    }
+}
+
+struct Report {
+    rows: Vec<Row>,
+}
+
+impl Report {
+    fn add(
+        &mut self,
+        scenario: &str,
+        metric: &str,
+        ours: f64,
+        baseline: f64,
+        name: &str,
+        unit: &str,
+    ) {
+        let row = Row {
+            scenario: scenario.into(),
+            metric: metric.into(),
+            ours,
+            baseline,
+            baseline_name: name.into(),
+            unit: unit.into(),
+        };
+        println!(
+            "{:<28} {:<34} {:>12.1} {:>12.1} {:>7.2}  {} (vs {})",
+            row.scenario,
+            row.metric,
+            row.ours,
+            row.baseline,
+            row.ratio(),
+            row.unit,
+            row.baseline_name
+        );
+        self.rows.push(row);
+    }
+
+    fn json(&self) -> String {
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let num = |v: f64| {
+            if v.is_finite() {
+                format!("{v:.4}")
+            } else {
+                "null".to_owned()
+            }
+        };
+        let rows: Vec<String> = self
+            .rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "  {{\"scenario\": \"{}\", \"metric\": \"{}\", \"ours\": {}, \"baseline\": {}, \
+                     \"baseline_name\": \"{}\", \"ratio\": {}, \"unit\": \"{}\"}}",
+                    esc(&r.scenario),
+                    esc(&r.metric),
+                    num(r.ours),
+                    num(r.baseline),
+                    esc(&r.baseline_name),
+                    num(r.ratio()),
+                    esc(&r.unit)
+                )
+            })
+            .collect();
+        format!("[\n{}\n]\n", rows.join(",\n"))
+    }
+}
+
+const COMPARE_AND_DELETE: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/// The lock users write by hand, done right as far as it goes: random token, `SET NX PX`,
+/// compare-and-delete; waiting is a 1 ms polling loop.
+#[derive(Clone)]
+struct Naive {
+    conn: redis::aio::MultiplexedConnection,
+    delete: Arc<redis::Script>,
+}
+
+impl Naive {
+    async fn new(url: &str) -> Naive {
+        let client = redis::Client::open(url).expect("url");
+        Naive {
+            conn: client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect"),
+            delete: Arc::new(redis::Script::new(COMPARE_AND_DELETE)),
+        }
+    }
+
+    async fn try_lock(&self, key: &str, token: &str) -> bool {
+        let mut conn = self.conn.clone();
+        let ok: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query_async(&mut conn)
+            .await
+            .expect("SET");
+        ok.is_some()
+    }
+
+    async fn lock(&self, key: &str, token: &str) {
+        while !self.try_lock(key, token).await {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    async fn unlock(&self, key: &str, token: &str) {
+        let mut conn = self.conn.clone();
+        let _: i64 = self
+            .delete
+            .key(key)
+            .arg(token)
+            .invoke_async(&mut conn)
+            .await
+            .expect("compare-and-delete");
+    }
+}
+
+fn token() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("random");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Runs `tasks` copies of `cycle(task, i)` for `duration`; cycles per second.
+async fn cycles_per_sec<F, Fut>(tasks: usize, duration: Duration, cycle: F) -> f64
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (cycle, done) = (cycle.clone(), done.clone());
+        handles.push(tokio::spawn(async move {
+            let mut i = 0;
+            while start.elapsed() < duration {
+                cycle(t, i).await;
+                i += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("task");
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration) {
+    let naive = Naive::new(url).await;
+    let locker = Locker::builder()
+        .url(url)
+        .prefix("bench")
+        .build()
+        .await
+        .expect("locker");
+    let rslock = Arc::new(rslock::LockManager::new(vec![url.to_owned()]));
+    for tasks in [1usize, 16, 64] {
+        let n = naive.clone();
+        let raw = cycles_per_sec(tasks, duration, move |t, i| {
+            let n = n.clone();
+            async move {
+                let key = format!("raw:{t}:{}", i % 16);
+                let tok = token();
+                assert!(n.try_lock(&key, &tok).await, "raw key was taken");
+                n.unlock(&key, &tok).await;
+            }
+        })
+        .await;
+        let l = locker.clone();
+        let ours = cycles_per_sec(tasks, duration, move |t, i| {
+            let l = l.clone();
+            async move {
+                let guard = l
+                    .lock(format!("u:{t}:{}", i % 16))
+                    .acquire()
+                    .await
+                    .expect("acquire");
+                guard.release().await.expect("release");
+            }
+        })
+        .await;
+        let r = rslock.clone();
+        let theirs = cycles_per_sec(tasks, duration, move |t, i| {
+            let r = r.clone();
+            async move {
+                let key = format!("rs:{t}:{}", i % 16);
+                let lock = r
+                    .lock(key.as_bytes(), Duration::from_secs(30))
+                    .await
+                    .expect("rslock");
+                r.unlock(&lock).await;
+            }
+        })
+        .await;
+        let scenario = format!("1 uncontended, {tasks} tasks");
+        report.add(
+            &scenario,
+            "cycles/s",
+            ours,
+            raw,
+            "raw SET NX PX + compare-and-delete",
+            "cycles/s",
+        );
+        report.add(
+            &scenario,
+            "cycles/s (rslock)",
+            theirs,
+            raw,
+            "raw SET NX PX + compare-and-delete",
+            "cycles/s",
+        );
+    }
+}
+
+/// One acquisition on the hot key, in monotonic nanoseconds (comparable across processes).
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    asked: u64,
+    got: u64,
+    released: u64,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Impl {
+    Ours,
+    Naive,
+    Rslock,
+}
+
+impl Impl {
+    fn name(self) -> &'static str {
+        match self {
+            Impl::Ours => "ours",
+            Impl::Naive => "naive",
+            Impl::Rslock => "rslock",
+        }
+    }
+
+    fn parse(s: &str) -> Impl {
+        match s {
+            "ours" => Impl::Ours,
+            "naive" => Impl::Naive,
+            "rslock" => Impl::Rslock,
+            other => panic!("unknown implementation {other}"),
+        }
+    }
+}
+
+/// `tasks` tasks each take `key` `rounds` times with an empty critical section.
+async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize) -> Vec<Sample> {
+    let samples = Arc::new(std::sync::Mutex::new(Vec::with_capacity(tasks * rounds)));
+    let locker = Locker::builder()
+        .url(url)
+        .prefix("bench")
+        .default_wait(Duration::from_secs(120))
+        .build()
+        .await
+        .expect("locker");
+    let naive = Naive::new(url).await;
+    let rslock = Arc::new(rslock::LockManager::new(vec![url.to_owned()]));
+    let barrier = Arc::new(tokio::sync::Barrier::new(tasks));
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (locker, naive, rslock) = (locker.clone(), naive.clone(), rslock.clone());
+        let (samples, barrier, key) = (samples.clone(), barrier.clone(), key.to_owned());
+        handles.push(tokio::spawn(async move {
+            barrier.wait().await;
+            for _ in 0..rounds {
+                let asked = monotonic_ns();
+                let sample = match which {
+                    Impl::Ours => {
+                        let guard = locker.lock(key.as_str()).acquire().await.expect("acquire");
+                        let got = monotonic_ns();
+                        let released = monotonic_ns();
+                        guard.release().await.expect("release");
+                        Sample {
+                            asked,
+                            got,
+                            released,
+                        }
+                    }
+                    Impl::Naive => {
+                        let tok = token();
+                        naive.lock(&key, &tok).await;
+                        let got = monotonic_ns();
+                        let released = monotonic_ns();
+                        naive.unlock(&key, &tok).await;
+                        Sample {
+                            asked,
+                            got,
+                            released,
+                        }
+                    }
+                    Impl::Rslock => {
+                        let lock = rslock
+                            .acquire_no_guard(key.as_bytes(), Duration::from_secs(30))
+                            .await
+                            .expect("rslock acquire");
+                        let got = monotonic_ns();
+                        let released = monotonic_ns();
+                        rslock.unlock(&lock).await;
+                        Sample {
+                            asked,
+                            got,
+                            released,
+                        }
+                    }
+                };
+                samples.lock().unwrap().push(sample);
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("task");
+    }
+    let out = samples.lock().unwrap().clone();
+    out
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+/// Throughput, wait percentiles and handover latencies of a merged timeline.
+struct HotStats {
+    per_sec: f64,
+    wait_p50_ms: f64,
+    wait_p99_ms: f64,
+    wait_max_ms: f64,
+    handoff_p50_us: f64,
+    handoff_p99_us: f64,
+}
+
+fn hot_stats(mut samples: Vec<Sample>) -> HotStats {
+    samples.sort_by_key(|s| s.got);
+    let first = samples.iter().map(|s| s.asked).min().unwrap_or(0);
+    let last = samples.iter().map(|s| s.released).max().unwrap_or(0);
+    let mut waits: Vec<f64> = samples
+        .iter()
+        .map(|s| (s.got - s.asked) as f64 / 1e6)
+        .collect();
+    waits.sort_by(f64::total_cmp);
+    let mut handoffs: Vec<f64> = samples
+        .windows(2)
+        .filter(|w| w[1].asked < w[0].released) // someone was already waiting
+        .map(|w| w[1].got.saturating_sub(w[0].released) as f64 / 1e3)
+        .collect();
+    handoffs.sort_by(f64::total_cmp);
+    HotStats {
+        per_sec: samples.len() as f64 / ((last - first) as f64 / 1e9),
+        wait_p50_ms: percentile(&waits, 0.5),
+        wait_p99_ms: percentile(&waits, 0.99),
+        wait_max_ms: waits.last().copied().unwrap_or(f64::NAN),
+        handoff_p50_us: percentile(&handoffs, 0.5),
+        handoff_p99_us: percentile(&handoffs, 0.99),
+    }
+}
+
+/// Runs the hot-key load in `processes` worker processes with `tasks` tasks each.
+fn hot_key_processes(
+    which: Impl,
+    url: &str,
+    key: &str,
+    processes: usize,
+    tasks: usize,
+    rounds: usize,
+) -> Vec<Sample> {
+    let exe = std::env::current_exe().expect("own path");
+    let mut children: Vec<_> = (0..processes)
+        .map(|_| {
+            Command::new(&exe)
+                .args(["--worker", which.name(), url, key])
+                .arg(tasks.to_string())
+                .arg(rounds.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+    // Each worker connects, prints "ready", and starts on a line from us.
+    let mut readers: Vec<_> = children
+        .iter_mut()
+        .map(|c| std::io::BufReader::new(c.stdout.take().expect("stdout")))
+        .collect();
+    for r in &mut readers {
+        let mut line = String::new();
+        r.read_line(&mut line).expect("worker ready");
+        assert_eq!(line.trim(), "ready", "worker said {line:?}");
+    }
+    for c in &mut children {
+        writeln!(c.stdin.as_mut().expect("stdin"), "go").expect("start worker");
+    }
+    let mut samples = Vec::new();
+    for (mut c, r) in children.into_iter().zip(readers) {
+        for line in r.lines() {
+            let line = line.expect("worker output");
+            let v: Vec<u64> = line
+                .split(' ')
+                .map(|x| x.parse().expect("number"))
+                .collect();
+            samples.push(Sample {
+                asked: v[0],
+                got: v[1],
+                released: v[2],
+            });
+        }
+        assert!(c.wait().expect("worker").success(), "worker failed");
+    }
+    samples
+}
+
+async fn worker(args: &[String]) {
+    let [which, url, key, tasks, rounds] = args else {
+        panic!("worker arguments: IMPL URL KEY TASKS ROUNDS");
+    };
+    let which = Impl::parse(which);
+    let (tasks, rounds) = (
+        tasks.parse().expect("tasks"),
+        rounds.parse().expect("rounds"),
+    );
+    // Connect before the start signal, so all processes begin together.
+    let _warm = Locker::connect(url).await.expect("connect");
+    println!("ready");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).expect("go");
+    let samples = hot_key(which, url, key, tasks, rounds).await;
+    let mut out = std::io::stdout().lock();
+    for s in samples {
+        writeln!(out, "{} {} {}", s.asked, s.got, s.released).expect("write");
+    }
+}
+
+async fn ping_rtt_us(url: &str) -> f64 {
+    let client = redis::Client::open(url).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let mut rtts = Vec::new();
+    for _ in 0..2000 {
+        let start = Instant::now();
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .expect("PING");
+        rtts.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    rtts.sort_by(f64::total_cmp);
+    percentile(&rtts, 0.5)
+}
+
+async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize) {
+    let url = srv.url();
+    let rtt = ping_rtt_us(&url).await;
+    println!("PING round trip p50: {rtt:.0} us");
+    for (label, processes, tasks) in [
+        ("64 tasks x 1 process", 1usize, 64usize),
+        ("16 tasks x 4 processes", 4, 16),
+    ] {
+        let mut stats = Vec::new();
+        for which in [Impl::Ours, Impl::Naive, Impl::Rslock] {
+            let key = format!("hot-{}-{processes}", which.name());
+            let before = srv.info_stat("total_commands_processed").await;
+            let samples = if processes == 1 {
+                hot_key(which, &url, &key, tasks, rounds).await
+            } else {
+                let url = url.clone();
+                tokio::task::spawn_blocking(move || {
+                    hot_key_processes(which, &url, &key, processes, tasks, rounds)
+                })
+                .await
+                .expect("workers")
+            };
+            let after = srv.info_stat("total_commands_processed").await;
+            let n = samples.len() as f64;
+            assert_eq!(samples.len(), processes * tasks * rounds, "lost samples");
+            // Both INFO calls count as commands too.
+            let commands = (after - before).saturating_sub(2) as f64 / n;
+            stats.push((which, hot_stats(samples), commands));
+        }
+        let scenario = format!("2 hot key, {label}");
+        let (_, ours, ours_cmds) = &stats[0];
+        for (which, theirs, their_cmds) in &stats[1..] {
+            let name = match which {
+                Impl::Naive => "polling loop (SET NX PX, 1 ms sleep)",
+                _ => "rslock",
+            };
+            report.add(
+                &scenario,
+                "acquisitions/s",
+                ours.per_sec,
+                theirs.per_sec,
+                name,
+                "acq/s",
+            );
+            report.add(
+                &scenario,
+                "wait p50",
+                ours.wait_p50_ms,
+                theirs.wait_p50_ms,
+                name,
+                "ms",
+            );
+            report.add(
+                &scenario,
+                "wait p99",
+                ours.wait_p99_ms,
+                theirs.wait_p99_ms,
+                name,
+                "ms",
+            );
+            report.add(
+                &scenario,
+                "wait max",
+                ours.wait_max_ms,
+                theirs.wait_max_ms,
+                name,
+                "ms",
+            );
+            report.add(
+                &scenario,
+                "redis commands per acquisition",
+                *ours_cmds,
+                *their_cmds,
+                name,
+                "commands",
+            );
+        }
+        report.add(
+            &scenario,
+            "handover p50",
+            ours.handoff_p50_us,
+            rtt,
+            "PING round trip p50",
+            "us",
+        );
+        report.add(
+            &scenario,
+            "handover p99",
+            ours.handoff_p99_us,
+            rtt,
+            "PING round trip p50",
+            "us",
+        );
+    }
+}
+
+#[distributed_lock(key = "m:<task>:<i>", locker = locker)]
+async fn annotated(locker: &Locker, task: usize, i: u64) -> Result<(), LockError> {
+    std::hint::black_box((task, i));
+    Ok(())
+}
+
+async fn hand_written(locker: &Locker, task: usize, i: u64) -> Result<(), LockError> {
+    let guard = locker.lock(format!("h:{task}:{i}")).acquire().await?;
+    std::hint::black_box((task, i));
+    guard.release().await
+}
+
+async fn scenario_macro(report: &mut Report, url: &str, duration: Duration) {
+    let locker = Locker::builder()
+        .url(url)
+        .prefix("bench")
+        .build()
+        .await
+        .expect("locker");
+    let l = locker.clone();
+    let by_hand = cycles_per_sec(16, duration, move |t, i| {
+        let l = l.clone();
+        async move { hand_written(&l, t, i % 16).await.expect("hand-written") }
+    })
+    .await;
+    let l = locker.clone();
+    let attribute = cycles_per_sec(16, duration, move |t, i| {
+        let l = l.clone();
+        async move { annotated(&l, t, i % 16).await.expect("annotated") }
+    })
+    .await;
+    report.add(
+        "3 attribute overhead, 16 tasks",
+        "calls/s",
+        attribute,
+        by_hand,
+        "hand-written guard",
+        "calls/s",
+    );
+}
+
+async fn latency_us<F, Fut>(iterations: usize, mut op: F) -> f64
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut samples = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        let start = Instant::now();
+        op(i).await;
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    percentile(&samples, 0.5)
+}
+
+async fn scenario_redlock(
+    report: &mut Report,
+    single: &str,
+    nodes: &[RedisServer],
+    iterations: usize,
+) {
+    let one = Locker::builder()
+        .url(single)
+        .prefix("bench")
+        .build()
+        .await
+        .expect("locker");
+    let single_us = latency_us(iterations, |i| {
+        let one = &one;
+        async move {
+            let g = one
+                .lock(format!("rl:{}", i % 64))
+                .acquire()
+                .await
+                .expect("acquire");
+            g.release().await.expect("release");
+        }
+    })
+    .await;
+    for n in [3usize, 5] {
+        let urls: Vec<String> = nodes[..n].iter().map(|s| s.url()).collect();
+        let ours = Locker::builder()
+            .redlock(urls.clone())
+            .prefix("bench")
+            .op_timeout(Duration::from_millis(50))
+            .build()
+            .await
+            .expect("redlock");
+        let ours_us = latency_us(iterations, |i| {
+            let ours = &ours;
+            async move {
+                let g = ours
+                    .lock(format!("rl:{}", i % 64))
+                    .acquire()
+                    .await
+                    .expect("acquire");
+                g.release().await.expect("release");
+            }
+        })
+        .await;
+        let rs = rslock::LockManager::new(urls);
+        let rs_us = latency_us(iterations, |i| {
+            let rs = &rs;
+            async move {
+                let key = format!("rs-rl:{}", i % 64);
+                let lock = rs
+                    .lock(key.as_bytes(), Duration::from_secs(30))
+                    .await
+                    .expect("rslock");
+                rs.unlock(&lock).await;
+            }
+        })
+        .await;
+        let scenario = format!("4 redlock, {n} nodes");
+        report.add(
+            &scenario,
+            "acquire+release p50",
+            ours_us,
+            single_us,
+            "leasehold on one node",
+            "us",
+        );
+        report.add(
+            &scenario,
+            "acquire+release p50 vs rslock",
+            ours_us,
+            rs_us,
+            "rslock, same nodes",
+            "us",
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--worker") {
+        return worker(&args[1..]).await;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| "target/lockbench.json".to_owned());
+    let duration = if quick {
+        Duration::from_millis(700)
+    } else {
+        Duration::from_secs(3)
+    };
+    let rounds = if quick { 5 } else { 20 };
+    let iterations = if quick { 300 } else { 2000 };
+
+    eprintln!("starting redis-servers...");
+    let main_server = RedisServer::start().await;
+    let nodes = RedisServer::start_many(5).await;
+    let url = main_server.url();
+    println!(
+        "{:<28} {:<34} {:>12} {:>12} {:>7}  unit (baseline)",
+        "scenario", "metric", "ours", "baseline", "ratio"
+    );
+    let mut report = Report { rows: Vec::new() };
+    scenario_uncontended(&mut report, &url, duration).await;
+    scenario_hot_key(&mut report, &main_server, rounds).await;
+    scenario_macro(&mut report, &url, duration).await;
+    scenario_redlock(&mut report, &url, &nodes, iterations).await;
+    if let Some(dir) = std::path::Path::new(&out).parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(&out, report.json()).expect("write the JSON report");
+    eprintln!("wrote {out}");
+}

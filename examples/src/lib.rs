@@ -1,0 +1,18 @@
+//! The shop servers and the oversell demo of `leasehold`.
+//!
+//! - `shop-actix` ([`actix_shop`]) and `shop-axum` ([`axum_shop`]): the same HTTP API over a
+//!   stock kept in Redis, with the purchase handler under `#[distributed_lock]`, or without it
+//!   (`--no-lock`).
+//! - `demo`: starts a throwaway Redis and shop processes, fires concurrent purchases at them
+//!   without and with the lock, and prints what was sold. It runs the shops as copies of
+//!   itself (`demo --serve shop-axum ...`), so building it builds everything it needs.
+//!
+//! This library holds the shops' code, what they share (the stock store in [`store`], the
+//! state, command line and errors in [`shop`]), and an HTTP client ([`client`]).
+#![deny(missing_docs)]
+
+pub mod actix_shop;
+pub mod axum_shop;
+pub mod client;
+pub mod shop;
+pub mod store;

@@ -1,0 +1,315 @@
+//! What the two shop servers share: their state, command line, JSON bodies and errors, and
+//! the HTTP answers for both frameworks. The handlers themselves, with `#[distributed_lock]`,
+//! are in `src/bin/shop-actix.rs` and `src/bin/shop-axum.rs`.
+
+use std::fmt;
+use std::time::Duration;
+
+use actix_web::ResponseError;
+use axum::response::IntoResponse;
+use leasehold::{LockError, Locker};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{Purchase, Stock, Store, StoreError};
+
+/// The state of a shop process: the stock store and the locker.
+pub struct Shop {
+    /// Where the stock lives.
+    pub store: Store,
+    /// The locker of the purchase handlers (in memory and unused with `--no-lock`).
+    pub locker: Locker,
+}
+
+/// `PUT /stock/{sku}`'s body.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize)]
+pub struct Restock {
+    /// The new quantity, with nothing sold.
+    pub quantity: i64,
+}
+
+/// `POST /orders/{sku}`'s answer.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Order {
+    /// The order's id, unique across shops.
+    pub order_id: String,
+    /// The sku bought.
+    pub sku: String,
+    /// The fencing token the purchase wrote with; 0 without the lock.
+    pub fence: u64,
+}
+
+/// Why a shop request failed. Lock errors are answered as `leasehold` maps them (409/503
+/// with `Retry-After`); the others as `{"error": "<code>"}`.
+#[derive(Debug)]
+pub enum ShopError {
+    /// 409 `sold_out`: nothing left to buy.
+    SoldOut,
+    /// 404 `unknown_sku`: no stock was ever set for the sku.
+    UnknownSku,
+    /// 400 `invalid_quantity`: a negative quantity.
+    InvalidQuantity,
+    /// The lock: busy, unavailable, lost (including a write refused for a stale fence).
+    Lock(LockError),
+    /// 503 `store_unavailable`: Redis failed while reading or writing the stock.
+    Store(StoreError),
+}
+
+impl fmt::Display for ShopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShopError::SoldOut => f.write_str("sold out"),
+            ShopError::UnknownSku => f.write_str("unknown sku"),
+            ShopError::InvalidQuantity => f.write_str("the quantity must not be negative"),
+            ShopError::Lock(e) => e.fmt(f),
+            ShopError::Store(e) => write!(f, "the stock store failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ShopError {}
+
+impl From<LockError> for ShopError {
+    fn from(e: LockError) -> Self {
+        ShopError::Lock(e)
+    }
+}
+
+impl From<StoreError> for ShopError {
+    fn from(e: StoreError) -> Self {
+        ShopError::Store(e)
+    }
+}
+
+impl ShopError {
+    /// Status and body code of the errors that are the shop's own; `None` for lock errors.
+    fn answer(&self) -> Option<(u16, &'static str)> {
+        match self {
+            ShopError::SoldOut => Some((409, "sold_out")),
+            ShopError::UnknownSku => Some((404, "unknown_sku")),
+            ShopError::InvalidQuantity => Some((400, "invalid_quantity")),
+            ShopError::Store(e) => {
+                eprintln!("stock store error: {e}");
+                Some((503, "store_unavailable"))
+            }
+            ShopError::Lock(_) => None,
+        }
+    }
+}
+
+impl ResponseError for ShopError {
+    fn status_code(&self) -> actix_web::http::StatusCode {
+        match (self, self.answer()) {
+            (ShopError::Lock(e), _) => e.status_code(),
+            (_, Some((status, _))) => actix_web::http::StatusCode::from_u16(status)
+                .unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR),
+            (_, None) => actix_web::http::StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> actix_web::HttpResponse {
+        match (self, self.answer()) {
+            (ShopError::Lock(e), _) => e.error_response(),
+            (_, answer) => {
+                let code = answer.map_or("internal", |(_, code)| code);
+                actix_web::HttpResponse::build(self.status_code())
+                    .json(serde_json::json!({ "error": code }))
+            }
+        }
+    }
+}
+
+impl IntoResponse for ShopError {
+    fn into_response(self) -> axum::response::Response {
+        match (self.answer(), self) {
+            (_, ShopError::Lock(e)) => e.into_response(),
+            (Some((status, code)), _) => {
+                let status = axum::http::StatusCode::from_u16(status)
+                    .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+                (status, axum::Json(serde_json::json!({ "error": code }))).into_response()
+            }
+            (None, _) => axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        }
+    }
+}
+
+impl Shop {
+    /// Connects the store and, unless `--no-lock`, the locker (prefix `shop`).
+    ///
+    /// # Errors
+    /// A message saying what could not be reached.
+    pub async fn start(args: &ShopArgs) -> Result<Shop, String> {
+        let store = Store::connect(&args.redis_url)
+            .await
+            .map_err(|e| format!("cannot reach the stock store in Redis: {e}"))?;
+        let locker = if args.no_lock {
+            Locker::in_memory()
+        } else {
+            Locker::builder()
+                .url(args.redis_url.as_str())
+                .prefix("shop")
+                .default_lease(Duration::from_secs(10))
+                .default_wait(args.lock_wait)
+                .build()
+                .await
+                .map_err(|e| format!("cannot start the locker: {e}"))?
+        };
+        Ok(Shop { store, locker })
+    }
+
+    /// `PUT /stock/{sku}`: the stock is `quantity`, nothing sold. `fence`: the lock's token.
+    ///
+    /// # Errors
+    /// [`ShopError::InvalidQuantity`], [`ShopError::Store`], or `Lock(Lost)` for a stale fence.
+    pub async fn restock(
+        &self,
+        sku: &str,
+        quantity: i64,
+        fence: Option<u64>,
+    ) -> Result<Stock, ShopError> {
+        if quantity < 0 {
+            return Err(ShopError::InvalidQuantity);
+        }
+        match self.store.restock(sku, quantity, fence).await? {
+            Some(stock) => Ok(stock),
+            None => Err(LockError::Lost.into()),
+        }
+    }
+
+    /// `GET /stock/{sku}`.
+    ///
+    /// # Errors
+    /// [`ShopError::UnknownSku`], [`ShopError::Store`].
+    pub async fn stock(&self, sku: &str) -> Result<Stock, ShopError> {
+        self.store.stock(sku).await?.ok_or(ShopError::UnknownSku)
+    }
+
+    /// `POST /orders/{sku}`: the naive purchase of [`Store::purchase`], which the lock (when
+    /// there is one) serializes; `fence` is the lock's fencing token.
+    ///
+    /// # Errors
+    /// [`ShopError::SoldOut`], [`ShopError::UnknownSku`], [`ShopError::Store`], or
+    /// `Lock(Lost)` when the write was refused for a stale fence.
+    pub async fn buy(&self, sku: &str, fence: Option<u64>) -> Result<Order, ShopError> {
+        match self.store.purchase(sku, fence).await? {
+            Purchase::Sold { order } => Ok(Order {
+                order_id: format!("ord-{order}"),
+                sku: sku.to_owned(),
+                fence: fence.unwrap_or(0),
+            }),
+            Purchase::SoldOut => Err(ShopError::SoldOut),
+            Purchase::UnknownSku => Err(ShopError::UnknownSku),
+            Purchase::Stale => Err(LockError::Lost.into()),
+        }
+    }
+}
+
+/// The shops' command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShopArgs {
+    /// `--port`: 8080 by default; 0 picks a free port.
+    pub port: u16,
+    /// `--redis-url`: `REDIS_URL`, else `redis://127.0.0.1:6379`.
+    pub redis_url: String,
+    /// `--no-lock`: the same handlers without `#[distributed_lock]`, to show the oversell.
+    pub no_lock: bool,
+    /// `--lock-wait`: how long a purchase waits for the lock before it is answered 409
+    /// `lock_busy`. 30 s by default: long enough for a queue of hundreds of purchases.
+    pub lock_wait: Duration,
+}
+
+impl ShopArgs {
+    /// Parses the arguments after the program name; `Err` holds the message to print (the
+    /// usage for `--help`).
+    ///
+    /// # Errors
+    /// An unknown flag, a missing or bad value, or `--help`.
+    pub fn parse(name: &str, args: impl IntoIterator<Item = String>) -> Result<ShopArgs, String> {
+        let usage = format!(
+            "usage: {name} [--port N] [--redis-url URL] [--no-lock] [--lock-wait 30s]\n\n  \
+             --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
+             --redis-url URL  the Redis server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
+             --no-lock        serve the purchase handler without #[distributed_lock]: it oversells\n  \
+             --lock-wait D    how long a request waits for a busy lock (default 30s)"
+        );
+        let mut parsed = ShopArgs {
+            port: 8080,
+            redis_url: std::env::var("REDIS_URL")
+                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
+            no_lock: false,
+            lock_wait: Duration::from_secs(30),
+        };
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
+                None => (arg, None),
+            };
+            let mut value = |flag: &str| {
+                inline
+                    .clone()
+                    .or_else(|| args.next())
+                    .ok_or_else(|| format!("{flag} needs a value\n\n{usage}"))
+            };
+            match flag.as_str() {
+                "--port" => {
+                    let text = value("--port")?;
+                    parsed.port = text
+                        .parse()
+                        .map_err(|_| format!("--port {text:?} is not a port number\n\n{usage}"))?;
+                }
+                "--redis-url" => parsed.redis_url = value("--redis-url")?,
+                "--no-lock" => parsed.no_lock = true,
+                "--lock-wait" => {
+                    let text = value("--lock-wait")?;
+                    parsed.lock_wait = humantime::parse_duration(&text).map_err(|e| {
+                        format!("--lock-wait {text:?} is not a duration ({e}), e.g. 30s\n\n{usage}")
+                    })?;
+                }
+                "-h" | "--help" => return Err(usage),
+                other => return Err(format!("unknown argument {other:?}\n\n{usage}")),
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// Parses `std::env::args()`, or prints the message and exits (0 for `--help`, 2 else).
+    pub fn from_env(name: &str) -> ShopArgs {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let help = args.iter().any(|a| a == "-h" || a == "--help");
+        ShopArgs::parse(name, args).unwrap_or_else(|message| {
+            eprintln!("{message}");
+            std::process::exit(if help { 0 } else { 2 })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<ShopArgs, String> {
+        ShopArgs::parse("shop", args.iter().map(|a| (*a).to_owned()))
+    }
+
+    #[test]
+    fn flags() {
+        let args = parse(&[
+            "--port",
+            "9000",
+            "--redis-url=redis://h:1",
+            "--no-lock",
+            "--lock-wait",
+            "250ms",
+        ])
+        .unwrap();
+        assert_eq!(args.lock_wait, Duration::from_millis(250));
+        assert_eq!(args.port, 9000);
+        assert_eq!(args.redis_url, "redis://h:1");
+        assert!(args.no_lock);
+        assert_eq!(parse(&[]).unwrap().port, 8080);
+        assert!(parse(&["--port", "x"]).unwrap_err().contains("not a port"));
+        assert!(parse(&["--port"]).unwrap_err().contains("needs a value"));
+        assert!(parse(&["--lock"]).unwrap_err().contains("unknown argument"));
+        assert!(parse(&["--help"]).unwrap_err().starts_with("usage"));
+    }
+}

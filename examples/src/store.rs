@@ -1,0 +1,168 @@
+//! The shop's stock, kept in Redis hashes, with the naive read-check-write purchase that a
+//! lock must protect, and fencing: a write carries its lock's fencing token and is refused if
+//! a newer token has written to the record already.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::AsyncCommands;
+
+/// The work a purchase does between reading the stock and writing it back (charging a card,
+/// reserving a parcel): an await, as in any real handler. It is what lets concurrent
+/// purchases read the same quantity when nothing serializes them.
+pub const PAYMENT_TIME: Duration = Duration::from_millis(1);
+
+static PURCHASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("scripts/purchase.lua")));
+static RESTOCK: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("scripts/restock.lua")));
+
+/// The Redis hash of one sku: `quantity`, `sold`, and `fence` (the newest fencing token
+/// that wrote to it).
+pub fn stock_key(sku: &str) -> String {
+    format!("shop:stock:{sku}")
+}
+
+/// The counter that numbers orders.
+pub const ORDERS_KEY: &str = "shop:orders";
+
+/// What a stock record holds.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Stock {
+    /// The sku.
+    pub sku: String,
+    /// Items left, as the purchases wrote it back.
+    pub quantity: i64,
+    /// Items sold: one per successful purchase.
+    pub sold: i64,
+}
+
+/// The outcome of one purchase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Purchase {
+    /// Sold: the order number.
+    Sold {
+        /// The order number, unique across shops.
+        order: u64,
+    },
+    /// Nothing left.
+    SoldOut,
+    /// No such sku.
+    UnknownSku,
+    /// The write was refused: a newer fencing token wrote to the record, so this request's
+    /// lock was lost before it wrote.
+    Stale,
+}
+
+/// A Redis failure, or a stale write.
+pub type StoreError = redis::RedisError;
+
+/// The stock of every sku, in one Redis server. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    conn: ConnectionManager,
+}
+
+impl Store {
+    /// Connects to Redis; every call is bounded (2 s to connect, 5 s per reply).
+    ///
+    /// # Errors
+    /// When the URL is not a Redis URL or the server does not answer.
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        let client = redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(2);
+        let conn = ConnectionManager::new_with_config(client, config).await?;
+        Ok(Store { conn })
+    }
+
+    /// Sets the stock of `sku` to `quantity` with nothing sold. With a fencing token, only if
+    /// no newer token wrote to it; `Ok(None)` when refused.
+    ///
+    /// # Errors
+    /// When Redis fails.
+    pub async fn restock(
+        &self,
+        sku: &str,
+        quantity: i64,
+        fence: Option<u64>,
+    ) -> Result<Option<Stock>, StoreError> {
+        let mut conn = self.conn.clone();
+        let written: i64 = RESTOCK
+            .key(stock_key(sku))
+            .arg(quantity)
+            .arg(fence.unwrap_or(0))
+            .invoke_async(&mut conn)
+            .await?;
+        Ok((written == 1).then(|| Stock {
+            sku: sku.to_owned(),
+            quantity,
+            sold: 0,
+        }))
+    }
+
+    /// The stock of `sku`, if it was ever set.
+    ///
+    /// # Errors
+    /// When Redis fails.
+    pub async fn stock(&self, sku: &str) -> Result<Option<Stock>, StoreError> {
+        let mut conn = self.conn.clone();
+        let (quantity, sold): (Option<i64>, Option<i64>) = redis::cmd("HMGET")
+            .arg(stock_key(sku))
+            .arg("quantity")
+            .arg("sold")
+            .query_async(&mut conn)
+            .await?;
+        Ok(quantity.map(|quantity| Stock {
+            sku: sku.to_owned(),
+            quantity,
+            sold: sold.unwrap_or(0),
+        }))
+    }
+
+    /// Buys one item of `sku` the naive way: read the quantity, check it, do the payment,
+    /// write back the quantity read minus one. Two purchases that overlap both read the same
+    /// quantity and both sell: without a lock around it, this oversells.
+    ///
+    /// With `fence` (the lock's fencing token), the write is refused if a newer token wrote
+    /// first ([`Purchase::Stale`]).
+    ///
+    /// # Errors
+    /// When Redis fails.
+    pub async fn purchase(&self, sku: &str, fence: Option<u64>) -> Result<Purchase, StoreError> {
+        let mut conn = self.conn.clone();
+        let key = stock_key(sku);
+        let quantity: Option<i64> = conn.hget(&key, "quantity").await?;
+        let Some(quantity) = quantity else {
+            return Ok(Purchase::UnknownSku);
+        };
+        if quantity <= 0 {
+            return Ok(Purchase::SoldOut);
+        }
+        tokio::time::sleep(PAYMENT_TIME).await;
+        let (written, value): (i64, u64) = PURCHASE
+            .key(&key)
+            .key(ORDERS_KEY)
+            .arg(quantity - 1)
+            .arg(fence.unwrap_or(0))
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(if written == 1 {
+            Purchase::Sold { order: value }
+        } else {
+            Purchase::Stale
+        })
+    }
+
+    /// Deletes the stock record of `sku`.
+    ///
+    /// # Errors
+    /// When Redis fails.
+    pub async fn remove(&self, sku: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        conn.del::<_, ()>(stock_key(sku)).await
+    }
+}

@@ -1,0 +1,72 @@
+//! The oversell demo, small: it must run end to end on its own (throwaway Redis, shop
+//! processes of both frameworks), print the table, and sell exactly the stock with the lock.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_small_demo_run_sells_exactly_the_stock_with_the_lock() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_demo"))
+        .args(["--purchases", "300", "--stock", "30", "--concurrency", "60"])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the demo");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the demo did not finish within 120s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        status.success(),
+        "the demo failed: {status}\n{stdout}\n{stderr}"
+    );
+
+    let row = |name: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("no `{name}` row in:\n{stdout}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    let header = row("run");
+    assert_eq!(&header[1..3], ["sold", "oversold"], "{stdout}");
+    let locked = row("leasehold");
+    assert_eq!(
+        &locked[1..4],
+        ["30", "0", "30"],
+        "sold, oversold, 201s:\n{stdout}"
+    );
+    let naive = row("no lock");
+    assert_eq!(naive.len(), locked.len() + 1, "{stdout}"); // "no lock" is two words
+    assert!(
+        stderr.contains("[leasehold]"),
+        "progress is shown:\n{stderr}"
+    );
+}

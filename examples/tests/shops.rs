@@ -1,0 +1,332 @@
+//! HTTP-level tests of both shop binaries, run as processes against a throwaway Redis:
+//! statuses and bodies of the API, lock errors with `Retry-After`, fencing, `--no-lock`.
+//! Every test is bounded by a timeout, and every shop dies with the test that started it.
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use leasehold::Locker;
+use leasehold_examples::client::{HttpClient, Reply};
+use leasehold_examples::store::stock_key;
+use leasehold_tests::harness::RedisServer;
+use serde_json::json;
+
+const SHOPS: [&str; 2] = [
+    env!("CARGO_BIN_EXE_shop-actix"),
+    env!("CARGO_BIN_EXE_shop-axum"),
+];
+
+async fn bounded<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .expect("the test did not finish within 60s")
+}
+
+/// A shop process, killed when dropped.
+struct Shop {
+    child: Child,
+    url: String,
+    name: String,
+}
+
+impl Drop for Shop {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Shop {
+    async fn start(binary: &str, redis_url: &str, args: &[&str]) -> Shop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let mut cmd = Command::new(binary);
+        cmd.args(["--port", &port.to_string(), "--redis-url", redis_url])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        die_with_test(&mut cmd);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
+        let shop = Shop {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            name: binary.rsplit('/').next().unwrap_or(binary).to_owned(),
+        };
+        let client = HttpClient::new(Duration::from_secs(2));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while client.get(&shop.url("/stock/probe")).await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "{} did not answer within 20s",
+                shop.name
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        shop
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+}
+
+/// The kernel kills the shop when the test's thread ends, even if the test binary is killed.
+fn die_with_test(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and makes only async-signal-safe calls.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn client() -> HttpClient {
+    HttpClient::new(Duration::from_secs(20))
+}
+
+fn assert_error(reply: &Reply, status: u16, code: &str) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.json(), json!({ "error": code }), "{}", reply.body);
+}
+
+#[tokio::test]
+async fn both_shops_serve_the_stock_api() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let http = client();
+        for binary in SHOPS {
+            let shop = Shop::start(binary, &redis.url(), &[]).await;
+            let sku = format!("sku-{}", shop.name);
+
+            let r = http
+                .put_json(
+                    &shop.url(&format!("/stock/{sku}")),
+                    &json!({ "quantity": 2 }),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+            assert_eq!(r.json(), json!({ "sku": sku, "quantity": 2, "sold": 0 }));
+
+            let r = http.get(&shop.url(&format!("/stock/{sku}"))).await.unwrap();
+            assert_eq!(r.status, 200);
+            assert_eq!(r.json(), json!({ "sku": sku, "quantity": 2, "sold": 0 }));
+
+            let mut fences = Vec::new();
+            for _ in 0..2 {
+                let r = http
+                    .post(&shop.url(&format!("/orders/{sku}")))
+                    .await
+                    .unwrap();
+                assert_eq!(r.status, 201, "{}", r.body);
+                let order = r.json();
+                assert_eq!(order["sku"], json!(sku));
+                assert!(order["order_id"].as_str().is_some_and(|id| !id.is_empty()));
+                fences.push(order["fence"].as_u64().unwrap());
+            }
+            assert!(fences[0] > 0 && fences[1] > fences[0], "fences {fences:?}");
+
+            let r = http
+                .post(&shop.url(&format!("/orders/{sku}")))
+                .await
+                .unwrap();
+            assert_error(&r, 409, "sold_out");
+            let r = http.get(&shop.url(&format!("/stock/{sku}"))).await.unwrap();
+            assert_eq!(r.json(), json!({ "sku": sku, "quantity": 0, "sold": 2 }));
+
+            let r = http.get(&shop.url("/stock/never-set")).await.unwrap();
+            assert_error(&r, 404, "unknown_sku");
+            let r = http.post(&shop.url("/orders/never-set")).await.unwrap();
+            assert_error(&r, 404, "unknown_sku");
+            let r = http
+                .put_json(
+                    &shop.url(&format!("/stock/{sku}")),
+                    &json!({ "quantity": -1 }),
+                )
+                .await
+                .unwrap();
+            assert_error(&r, 400, "invalid_quantity");
+            let r = http
+                .put_json(&shop.url(&format!("/stock/{sku}")), &json!({ "qty": 1 }))
+                .await
+                .unwrap();
+            assert!((400..500).contains(&r.status), "{} {}", r.status, r.body);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_two_shops_share_one_stock_and_one_fence_sequence() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let http = client();
+        let actix = Shop::start(SHOPS[0], &redis.url(), &[]).await;
+        let axum = Shop::start(SHOPS[1], &redis.url(), &[]).await;
+        let r = http
+            .put_json(&actix.url("/stock/shared"), &json!({ "quantity": 5 }))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200);
+        let mut last = 0;
+        for shop in [&axum, &actix, &axum] {
+            let r = http.post(&shop.url("/orders/shared")).await.unwrap();
+            assert_eq!(r.status, 201, "{}", r.body);
+            let fence = r.json()["fence"].as_u64().unwrap();
+            assert!(fence > last, "fences increase across processes");
+            last = fence;
+        }
+        let r = http.get(&actix.url("/stock/shared")).await.unwrap();
+        assert_eq!(
+            r.json(),
+            json!({ "sku": "shared", "quantity": 2, "sold": 3 })
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_busy_lock_is_409_with_retry_after() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let http = client();
+        // Another process holds the stock's lock, with the shops' prefix.
+        let other = Locker::builder()
+            .url(redis.url())
+            .prefix("shop")
+            .build()
+            .await
+            .unwrap();
+        for binary in SHOPS {
+            let shop = Shop::start(binary, &redis.url(), &["--lock-wait", "200ms"]).await;
+            let sku = format!("busy-{}", shop.name);
+            let r = http
+                .put_json(
+                    &shop.url(&format!("/stock/{sku}")),
+                    &json!({ "quantity": 3 }),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200);
+            let holder = other
+                .lock(format!("stock:{sku}"))
+                .lease(Duration::from_secs(5))
+                .acquire()
+                .await
+                .unwrap();
+            let r = http
+                .post(&shop.url(&format!("/orders/{sku}")))
+                .await
+                .unwrap();
+            assert_error(&r, 409, "lock_busy");
+            let secs: u64 = r
+                .header("retry-after")
+                .expect("Retry-After")
+                .parse()
+                .unwrap();
+            assert!((1..=5).contains(&secs), "Retry-After {secs}");
+            assert!(!r.body.contains(&sku), "the key never shows");
+            holder.release().await.unwrap();
+            let r = http
+                .post(&shop.url(&format!("/orders/{sku}")))
+                .await
+                .unwrap();
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_write_with_a_stale_fence_is_refused() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let http = client();
+        let mut conn = redis.conn().await;
+        for binary in SHOPS {
+            let shop = Shop::start(binary, &redis.url(), &[]).await;
+            let sku = format!("fenced-{}", shop.name);
+            let r = http
+                .put_json(
+                    &shop.url(&format!("/stock/{sku}")),
+                    &json!({ "quantity": 3 }),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200);
+            // A holder with a newer fence wrote last (as after this shop's lease was lost).
+            let _: () = redis::cmd("HSET")
+                .arg(stock_key(&sku))
+                .arg("fence")
+                .arg(9_000_000_000_000_000u64)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let r = http
+                .post(&shop.url(&format!("/orders/{sku}")))
+                .await
+                .unwrap();
+            assert_error(&r, 503, "lock_lost");
+            let r = http.get(&shop.url(&format!("/stock/{sku}"))).await.unwrap();
+            assert_eq!(r.json()["sold"], json!(0), "nothing was written");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_503_with_retry_after() {
+    bounded(async {
+        let http = client();
+        for binary in SHOPS {
+            let redis = RedisServer::start().await;
+            let shop = Shop::start(binary, &redis.url(), &[]).await;
+            let r = http
+                .put_json(&shop.url("/stock/down"), &json!({ "quantity": 3 }))
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200);
+            redis.kill9();
+            let r = http.post(&shop.url("/orders/down")).await.unwrap();
+            assert_error(&r, 503, "lock_unavailable");
+            assert_eq!(r.header("retry-after"), Some("1"));
+            assert!(!r.body.contains("127.0.0.1"), "no Redis detail");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_the_lock_orders_carry_no_fence() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let http = client();
+        for binary in SHOPS {
+            let shop = Shop::start(binary, &redis.url(), &["--no-lock"]).await;
+            let r = http
+                .put_json(&shop.url("/stock/plain"), &json!({ "quantity": 1 }))
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200);
+            let r = http.post(&shop.url("/orders/plain")).await.unwrap();
+            assert_eq!(r.status, 201, "{}", r.body);
+            assert_eq!(r.json()["fence"], json!(0));
+            assert!(
+                redis.keys("shop:lock:*").await.is_empty(),
+                "no lock was taken"
+            );
+        }
+    })
+    .await;
+}

@@ -1,0 +1,400 @@
+//! axum integration (feature `axum`): `LockError` as a response (status, `Retry-After`, JSON
+//! body, nothing leaked), and `RouteLocks` as a tower `Layer` (rules, keys from paths and
+//! headers, closures, busy, lost, unavailable, config, mutual exclusion under concurrency).
+//! Every test is bounded by a timeout.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use leasehold::{distributed_lock, LockConfig, LockError, Locker, OnLost, RouteLocks, RouteRule};
+use leasehold_tests::harness::RedisServer;
+use tower::ServiceExt;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+async fn bounded<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(LIMIT, f)
+        .await
+        .expect("the test did not finish within 30s")
+}
+
+/// Sends one request through a clone of the router.
+async fn call(app: &Router, method: &str, uri: &str, headers: &[(&str, &str)]) -> Answer {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let res = app
+        .clone()
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    Answer::read(res).await
+}
+
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    retry_after: Option<String>,
+    body: String,
+}
+
+impl Answer {
+    async fn read(res: Response) -> Answer {
+        let status = res.status();
+        if !status.is_success() {
+            assert_eq!(
+                res.headers().get("content-type").map(|v| v.as_bytes()),
+                Some(&b"application/json"[..]),
+                "error responses are JSON"
+            );
+        }
+        let retry_after = res
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            retry_after,
+            body: String::from_utf8(body.to_vec()).unwrap(),
+        }
+    }
+}
+
+async fn fails(Path(kind): Path<String>) -> Result<&'static str, LockError> {
+    Err(match kind.as_str() {
+        "busy" => LockError::Busy {
+            retry_after: Some(Duration::from_millis(4001)),
+        },
+        "busy-unknown" => LockError::Busy { retry_after: None },
+        "unavailable" => LockError::Unavailable {
+            message: "redis at 10.0.0.7:6379 did not answer within 1s".into(),
+            source: None,
+        },
+        "lost" => LockError::Lost,
+        "invalid" => LockError::InvalidKey {
+            reason: "the key secret-customer-42 is too long".into(),
+        },
+        _ => LockError::Config {
+            message: "redis://user:hunter2@10.0.0.7 is wrong".into(),
+            source: None,
+        },
+    })
+}
+
+#[tokio::test]
+async fn lock_errors_are_responses_without_details() {
+    bounded(async {
+        let app = Router::new().route("/fail/{kind}", get(fails));
+        let cases = [
+            ("busy", 409, Some("5"), "lock_busy"),
+            ("busy-unknown", 409, Some("1"), "lock_busy"),
+            ("unavailable", 503, Some("1"), "lock_unavailable"),
+            ("lost", 503, None, "lock_lost"),
+            ("invalid", 400, None, "lock_invalid_key"),
+            ("config", 500, None, "lock_config"),
+        ];
+        for (kind, status, retry_after, code) in cases {
+            let a = call(&app, "GET", &format!("/fail/{kind}"), &[]).await;
+            assert_eq!(a.status.as_u16(), status, "{kind}");
+            assert_eq!(a.retry_after.as_deref(), retry_after, "{kind}");
+            assert_eq!(a.body, format!(r#"{{"error":"{code}"}}"#), "{kind}");
+        }
+    })
+    .await;
+}
+
+#[distributed_lock(key = "stock:<sku>", wait = "50ms", locker = locker)]
+async fn buy(State(locker): State<Locker>, Path(sku): Path<String>) -> Result<String, LockError> {
+    Ok(sku)
+}
+
+#[tokio::test]
+async fn a_busy_attribute_handler_is_409_with_the_holders_remaining_lease() {
+    bounded(async {
+        // The holder is another process (another locker): within one locker, waiters queue
+        // locally and do not learn the holder's lease.
+        let redis = RedisServer::start().await;
+        let locker = Locker::connect(&redis.url()).await.unwrap();
+        let other = Locker::connect(&redis.url()).await.unwrap();
+        let app = Router::new()
+            .route("/orders/{sku}", post(buy))
+            .with_state(locker.clone());
+        let holder = other
+            .lock("stock:a")
+            .lease(Duration::from_millis(2900))
+            .watchdog(false)
+            .acquire()
+            .await
+            .unwrap();
+        let a = call(&app, "POST", "/orders/a", &[]).await;
+        assert_eq!(a.status, StatusCode::CONFLICT);
+        // The holder's remaining lease (2.9 s less the 50 ms wait and the test's own time),
+        // rounded up to whole seconds.
+        let retry_after = a.retry_after.as_deref();
+        assert!(matches!(retry_after, Some("3" | "2")), "{retry_after:?}");
+        assert_eq!(a.body, r#"{"error":"lock_busy"}"#);
+        holder.release().await.unwrap();
+        let a = call(&app, "POST", "/orders/a", &[]).await;
+        assert_eq!((a.status, a.body.as_str()), (StatusCode::OK, "a"));
+    })
+    .await;
+}
+
+/// Whether `stock:<sku>` is held by someone other than this request (it should be: by the
+/// layer, for this request), and whether this request can re-enter it.
+async fn probe(State(locker): State<Locker>, Path(sku): Path<String>) -> String {
+    let key = format!("stock:{sku}");
+    let reentered = match locker.lock(key.as_str()).try_acquire().await {
+        Ok(Some(guard)) => {
+            let reentered = guard.is_reentrant();
+            guard.release().await.unwrap();
+            reentered
+        }
+        _ => false,
+    };
+    let held_elsewhere =
+        tokio::spawn(async move { matches!(locker.lock(key).try_acquire().await, Ok(None)) })
+            .await
+            .unwrap();
+    format!("reentered={reentered} held={held_elsewhere}")
+}
+
+fn orders_rule() -> RouteRule {
+    RouteRule::new("POST", "/orders/{sku}", "stock:<sku>")
+        .unwrap()
+        .wait(Duration::from_millis(50))
+}
+
+#[tokio::test]
+async fn the_layer_holds_the_lock_of_matching_requests() {
+    bounded(async {
+        let locker = Locker::in_memory();
+        let app = Router::new()
+            .route("/orders/{sku}", post(probe).get(probe))
+            .layer(RouteLocks::new(locker.clone()).rule(orders_rule()))
+            .with_state(locker.clone());
+        let a = call(&app, "POST", "/orders/a", &[]).await;
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (StatusCode::OK, "reentered=true held=true")
+        );
+        let after = locker.lock("stock:a").try_acquire().await.unwrap();
+        after
+            .expect("released after the response")
+            .release()
+            .await
+            .unwrap();
+        let a = call(&app, "GET", "/orders/a", &[]).await;
+        assert_eq!(a.body, "reentered=false held=false");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_layer_answers_busy_and_keys_it_cannot_build() {
+    bounded(async {
+        let locker = Locker::in_memory();
+        let tenant_rule = RouteRule::with_key_fn("POST", "/carts/{id}", |req| {
+            Some(format!(
+                "cart:{}:{}",
+                req.header("x-tenant")?,
+                req.param("id")?
+            ))
+        })
+        .unwrap()
+        .wait(Duration::ZERO);
+        let app = Router::new()
+            .route("/orders/{sku}", post(probe))
+            .route("/carts/{sku}", post(probe))
+            .layer(
+                RouteLocks::new(locker.clone())
+                    .rule(orders_rule())
+                    .rule(tenant_rule),
+            )
+            .with_state(locker.clone());
+        let holder = locker
+            .lock("stock:b")
+            .lease(Duration::from_secs(4))
+            .acquire()
+            .await
+            .unwrap();
+        let a = call(&app, "POST", "/orders/b", &[]).await;
+        assert_eq!(a.status, StatusCode::CONFLICT);
+        let secs: u64 = a.retry_after.unwrap().parse().unwrap();
+        assert!((1..=4).contains(&secs), "Retry-After {secs}");
+        assert_eq!(a.body, r#"{"error":"lock_busy"}"#);
+        drop(holder);
+
+        let a = call(&app, "POST", "/carts/7", &[]).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST);
+        assert_eq!(a.body, r#"{"error":"lock_invalid_key"}"#);
+
+        let tenant = locker.lock("cart:acme:7").acquire().await.unwrap();
+        let a = call(&app, "POST", "/carts/7", &[("X-Tenant", "acme")]).await;
+        assert_eq!(
+            a.status,
+            StatusCode::CONFLICT,
+            "the key came from the header"
+        );
+        drop(tenant);
+        let a = call(&app, "POST", "/carts/7", &[("X-Tenant", "other")]).await;
+        assert_eq!(a.status, StatusCode::OK);
+    })
+    .await;
+}
+
+async fn slow() -> &'static str {
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    "finished"
+}
+
+#[tokio::test]
+async fn a_lost_lease_cancels_the_request_unless_told_to_continue() {
+    bounded(async {
+        let short = |path: &str, on_lost| {
+            RouteRule::new("POST", path, "job")
+                .unwrap()
+                .lease(Duration::from_millis(60))
+                .watchdog(false)
+                .on_lost(on_lost)
+        };
+        let app = Router::new()
+            .route("/cancel", post(slow))
+            .route("/continue", post(slow))
+            .layer(
+                RouteLocks::new(Locker::in_memory())
+                    .rule(short("/cancel", OnLost::Cancel))
+                    .rule(short("/continue", OnLost::Continue)),
+            );
+        let a = call(&app, "POST", "/cancel", &[]).await;
+        assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(a.retry_after, None);
+        assert_eq!(a.body, r#"{"error":"lock_lost"}"#);
+        let a = call(&app, "POST", "/continue", &[]).await;
+        assert_eq!((a.status, a.body.as_str()), (StatusCode::OK, "finished"));
+    })
+    .await;
+}
+
+/// The read-check-write the lock must protect: a stock of `STOCK`, sold by overlapping
+/// requests with an await between the read and the write.
+const STOCK: i64 = 20;
+
+async fn sell(State(stock): State<Arc<AtomicI64>>) -> Response {
+    let left = stock.load(Ordering::SeqCst);
+    if left <= 0 {
+        let json = [("content-type", "application/json")];
+        return (StatusCode::CONFLICT, json, r#"{"error":"sold_out"}"#).into_response();
+    }
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    stock.store(left - 1, Ordering::SeqCst);
+    StatusCode::CREATED.into_response()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_layer_serializes_concurrent_requests_across_lockers_of_one_redis() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let stock = Arc::new(AtomicI64::new(STOCK));
+        // Two "processes": two lockers, two routers, one Redis.
+        let mut apps = Vec::new();
+        for _ in 0..2 {
+            let locker = Locker::builder()
+                .url(redis.url())
+                .default_wait(Duration::from_secs(20))
+                .build()
+                .await
+                .unwrap();
+            let rule = RouteRule::new("POST", "/orders/{sku}", "stock:<sku>").unwrap();
+            apps.push(
+                Router::new()
+                    .route("/orders/{sku}", post(sell))
+                    .layer(RouteLocks::new(locker).rule(rule))
+                    .with_state(stock.clone()),
+            );
+        }
+        let mut tasks = Vec::new();
+        for i in 0..60 {
+            let app = apps[i % 2].clone();
+            tasks.push(tokio::spawn(async move {
+                call(&app, "POST", "/orders/x", &[]).await.status
+            }));
+        }
+        let mut sold = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                StatusCode::CREATED => sold += 1,
+                StatusCode::CONFLICT => {}
+                other => panic!("unexpected status {other}"),
+            }
+        }
+        assert_eq!(sold, STOCK);
+        assert_eq!(stock.load(Ordering::SeqCst), 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rules_from_a_config_file_and_an_unreachable_redis() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let config = LockConfig::from_toml_str(&format!(
+            r#"
+            url = "{}"
+            prefix = "webtest"
+            op_timeout = "300ms"
+
+            [[rules]]
+            method = "POST"
+            path = "/orders/{{sku}}"
+            key = "stock:<sku>"
+            wait = "50ms"
+            "#,
+            redis.url()
+        ))
+        .unwrap();
+        let locker = Locker::from_config(&config).await.unwrap();
+        let app = Router::new()
+            .route("/orders/{sku}", post(probe))
+            .layer(RouteLocks::from_config(locker.clone(), &config))
+            .with_state(locker.clone());
+        let a = call(&app, "POST", "/orders/c", &[]).await;
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (StatusCode::OK, "reentered=true held=true")
+        );
+
+        redis.kill9();
+        let a = call(&app, "POST", "/orders/c", &[]).await;
+        assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(a.retry_after.as_deref(), Some("1"));
+        assert_eq!(a.body, r#"{"error":"lock_unavailable"}"#);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_a_global_default_the_layer_answers_500() {
+    bounded(async {
+        // No test in this binary installs a global default.
+        let app = Router::new()
+            .route("/orders/{sku}", post(|| async { "ran" }))
+            .layer(RouteLocks::with_global_default().rule(orders_rule()));
+        let a = call(&app, "POST", "/orders/a", &[]).await;
+        assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(a.body, r#"{"error":"lock_config"}"#);
+    })
+    .await;
+}
