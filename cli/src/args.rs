@@ -1,0 +1,567 @@
+//! The command line: four subcommands and a handful of options, parsed by hand (options may
+//! come before or after the subcommand; `--` ends them), and the help texts.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::exit;
+
+/// `leasehold --help`.
+pub(crate) const HELP: &str = "\
+leasehold: inspect and manage the locks that leasehold applications hold in Redis
+
+Usage: leasehold [OPTIONS] <COMMAND>
+
+Commands:
+  list [PATTERN]         held locks whose keys match PATTERN (* and ?; default *)
+  show KEY               one lock: held or free, remaining lease, last fence, waiters
+  release KEY --force    delete a lock whoever holds it (asks to confirm, unless --yes)
+  watch KEY              print acquisitions and releases of a lock as they happen
+  help [COMMAND]         this text, or a command's
+
+Options (before or after the command):
+      --url URL        the Redis server [env: LEASEHOLD_URL]
+                       [default: redis://127.0.0.1:6379]
+      --prefix PREFIX  the key prefix the applications use [env: LEASEHOLD_PREFIX]
+                       [default: leasehold]
+      --config FILE    a leasehold TOML config (leasehold::LockConfig): its url, prefix,
+                       op_timeout, connect_timeout; the environment and options win
+      --timeout DUR    bound on connecting and on each Redis call, e.g. 500ms
+                       [env: LEASEHOLD_OP_TIMEOUT] [default: 2s]
+  -h, --help           print help (`leasehold COMMAND --help` for a command's)
+  -V, --version        print the version
+
+Exit status:
+  0  done; also `show` of a free lock and `list` with no match
+  1  `release` deleted nothing: no lock held, no confirmation, or it changed hands
+  2  usage or configuration error: unknown command or option, missing or bad value,
+     invalid --config file or LEASEHOLD_* variable, `release` without --force
+  3  Redis unreachable or too slow, credentials or a command refused, or a bad URL
+
+Owner tokens are never shown. Keys' control characters are printed escaped (\\n, \\u{1b}).
+";
+
+const USAGE: &str = "Usage: leasehold [OPTIONS] <COMMAND>  (list, show, release, watch, help)";
+
+/// `leasehold list --help`.
+const LIST_HELP: &str = "\
+leasehold list: the locks held now, as a table of key, remaining lease, last fence and
+whether anyone waited for the lock during the current hold
+
+Usage: leasehold list [OPTIONS] [PATTERN]
+
+Arguments:
+  [PATTERN]  a glob over lock keys (as given to Locker::lock): * any run of characters,
+             ? one character [default: *]
+
+Keys are found with SCAN (never KEYS), so a large keyspace is walked in steps rather than
+blocking Redis. Prints nothing on stdout when no lock matches (and says so on stderr).
+The fence is the lock's fence counter: the holder's fencing token is at most this.
+
+Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
+";
+
+/// `leasehold show --help`.
+const SHOW_HELP: &str = "\
+leasehold show: one lock's state: held or free, remaining lease, last fence, and whether
+anyone waited for it during the current hold
+
+Usage: leasehold show [OPTIONS] KEY
+
+Arguments:
+  KEY  the lock key, as given to Locker::lock (without the prefix)
+
+A free lock is an answer too: exit status 0.
+
+Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
+";
+
+/// `leasehold release --help`.
+const RELEASE_HELP: &str = "\
+leasehold release: delete a lock whoever holds it, and wake its waiters
+
+Usage: leasehold release [OPTIONS] KEY --force
+
+Arguments:
+  KEY  the lock key, as given to Locker::lock (without the prefix)
+
+Options:
+      --force  required: this bypasses the owner token that protects every other release
+  -y, --yes    do not ask for confirmation (for scripts)
+
+The holder will NOT be told: it keeps running until its next lease renewal fails, and may
+write meanwhile; fenced resources reject its writes (the next holder's fence is larger).
+Use it for a holder that is stuck with a long lease, not to break a live one.
+
+Without --yes, asks to type the key on stdin, and deletes nothing if the key changed hands
+meanwhile. Exit status 1 when nothing was deleted.
+
+Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
+";
+
+/// `leasehold watch --help`.
+const WATCH_HELP: &str = "\
+leasehold watch: follow one lock live, one timestamped line (UTC) per change:
+  acquired (fence N, lease 10.0s)   a new hold; the lease is what remained when first seen
+  released                          gone before its lease ran out
+  expired or released               gone at about the end of its lease
+  waiters appeared                  someone started waiting for the current hold
+
+Usage: leasehold watch [OPTIONS] KEY
+
+Arguments:
+  KEY  the lock key, as given to Locker::lock (without the prefix)
+
+Options:
+      --interval DUR  how often to read the lock [default: 100ms]
+      --for DUR       stop after watching this long [default: until Ctrl-C]
+                      (exit status 0 either way)
+
+Changes shorter than the interval can be missed, and a hand-over between two tasks of one
+process may show as no change. Read errors are reported on stderr and watching goes on.
+
+Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
+";
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// Print this help text and exit 0.
+    Help(&'static str),
+    /// Print the version and exit 0.
+    Version,
+    /// Run a command.
+    Run(Invocation),
+}
+
+/// A command and the options that say where the locks are.
+#[derive(Debug)]
+pub(crate) struct Invocation {
+    /// Where the locks are.
+    pub(crate) global: Global,
+    /// What to do.
+    pub(crate) command: Command,
+}
+
+/// The options of every command: where the locks are and how long to wait for Redis. `None`
+/// when not given, so that the environment and the config file can fill them in.
+#[derive(Debug, Default)]
+pub(crate) struct Global {
+    /// `--url`.
+    pub(crate) url: Option<String>,
+    /// `--prefix`.
+    pub(crate) prefix: Option<String>,
+    /// `--config`.
+    pub(crate) config: Option<PathBuf>,
+    /// `--timeout`.
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// One subcommand with its arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// `list [PATTERN]`.
+    List {
+        /// The glob over keys; `*` by default.
+        pattern: String,
+    },
+    /// `show KEY`.
+    Show {
+        /// The lock key.
+        key: String,
+    },
+    /// `release KEY --force [--yes]`; only made when `--force` was given.
+    Release {
+        /// The lock key.
+        key: String,
+        /// Skip the confirmation.
+        yes: bool,
+    },
+    /// `watch KEY [--interval DUR] [--for DUR]`.
+    Watch {
+        /// The lock key.
+        key: String,
+        /// How often to read the lock.
+        interval: Duration,
+        /// When to stop; `None`: at Ctrl-C.
+        stop_after: Option<Duration>,
+    },
+}
+
+/// The default `--interval` of `watch`.
+const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A command line that cannot be run: what is wrong, and the usage to show with it.
+#[derive(Debug)]
+pub(crate) struct UsageError {
+    /// What is wrong and how to fix it.
+    pub(crate) message: String,
+    /// The usage line of the command concerned.
+    usage: &'static str,
+}
+
+impl UsageError {
+    fn new(usage: &'static str, message: impl Into<String>) -> Self {
+        UsageError {
+            message: message.into(),
+            usage,
+        }
+    }
+
+    /// Prints the error and the usage to stderr, and gives exit status 2.
+    pub(crate) fn report(self) -> ExitCode {
+        eprintln!(
+            "error: {}\n\n{}\n\nFor more information, try 'leasehold --help'.",
+            self.message, self.usage
+        );
+        ExitCode::from(exit::USAGE)
+    }
+}
+
+/// The subcommands, with their help texts and usage lines.
+const COMMANDS: [(&str, &str, &str); 4] = [
+    (
+        "list",
+        LIST_HELP,
+        "Usage: leasehold list [OPTIONS] [PATTERN]",
+    ),
+    ("show", SHOW_HELP, "Usage: leasehold show [OPTIONS] KEY"),
+    (
+        "release",
+        RELEASE_HELP,
+        "Usage: leasehold release [OPTIONS] KEY --force",
+    ),
+    ("watch", WATCH_HELP, "Usage: leasehold watch [OPTIONS] KEY"),
+];
+
+/// Options seen on the command line, before the subcommand is known to check them against.
+#[derive(Default)]
+struct Seen {
+    global: Global,
+    force: bool,
+    yes: bool,
+    interval: Option<Duration>,
+    stop_after: Option<Duration>,
+    help: bool,
+    version: bool,
+    /// Command-specific options in the order given, to refuse those the command lacks.
+    specific: Vec<&'static str>,
+}
+
+/// Parses the arguments after the program name.
+///
+/// # Errors
+/// A [`UsageError`] naming the argument and what would be right.
+pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageError> {
+    let mut args = args
+        .into_iter()
+        .map(|a| {
+            a.into_string()
+                .map_err(|a| UsageError::new(USAGE, format!("argument {a:?} is not valid UTF-8")))
+        })
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter();
+    let mut seen = Seen::default();
+    let mut positional = Vec::new();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            positional.extend(args.by_ref());
+            break;
+        }
+        let (name, inline) = match arg.split_once('=') {
+            Some((name, value)) if arg.starts_with("--") => (name.to_owned(), Some(value)),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |what: &str| -> Result<String, UsageError> {
+            match inline {
+                Some(v) => Ok(v.to_owned()),
+                None => args.next().ok_or_else(|| {
+                    UsageError::new(USAGE, format!("{name} needs a value: {name} {what}"))
+                }),
+            }
+        };
+        match name.as_str() {
+            "-h" | "--help" => seen.help = true,
+            "-V" | "--version" => seen.version = true,
+            "--url" => set(&mut seen.global.url, &name, value("URL")?)?,
+            "--prefix" => set(&mut seen.global.prefix, &name, value("PREFIX")?)?,
+            "--config" => set(&mut seen.global.config, &name, value("FILE")?.into())?,
+            "--timeout" => {
+                let d = duration(&name, &value("DURATION")?)?;
+                set(&mut seen.global.timeout, &name, d)?;
+            }
+            "--interval" => {
+                let d = duration(&name, &value("DURATION")?)?;
+                set(&mut seen.interval, &name, d)?;
+                seen.specific.push("--interval");
+            }
+            "--for" => {
+                let d = duration(&name, &value("DURATION")?)?;
+                set(&mut seen.stop_after, &name, d)?;
+                seen.specific.push("--for");
+            }
+            "--force" => {
+                seen.force = true;
+                seen.specific.push("--force");
+            }
+            "-y" | "--yes" => {
+                seen.yes = true;
+                seen.specific.push("--yes");
+            }
+            _ if inline.is_some() || (name.starts_with('-') && name.len() > 1) => {
+                return Err(UsageError::new(
+                    USAGE,
+                    format!(
+                        "unknown option {name}; put `--` before a key or pattern that starts \
+                         with `-`"
+                    ),
+                ));
+            }
+            _ => positional.push(arg),
+        }
+    }
+    command(seen, positional)
+}
+
+/// Checks the subcommand against its arguments and options.
+fn command(seen: Seen, positional: Vec<String>) -> Result<Parsed, UsageError> {
+    let mut positional = positional.into_iter();
+    let Some(name) = positional.next() else {
+        if seen.help {
+            return Ok(Parsed::Help(HELP));
+        }
+        if seen.version {
+            return Ok(Parsed::Version);
+        }
+        return Err(UsageError::new(USAGE, "no command given"));
+    };
+    if name == "help" {
+        return match positional.next() {
+            None => Ok(Parsed::Help(HELP)),
+            Some(topic) => match COMMANDS.iter().find(|(n, _, _)| *n == topic) {
+                Some((_, help, _)) => Ok(Parsed::Help(help)),
+                None => Err(unknown_command(&topic)),
+            },
+        };
+    }
+    let Some(&(name, help, usage)) = COMMANDS.iter().find(|(n, _, _)| *n == name) else {
+        return Err(unknown_command(&name));
+    };
+    if seen.help {
+        return Ok(Parsed::Help(help));
+    }
+    if seen.version {
+        return Ok(Parsed::Version);
+    }
+    let allowed: &[&str] = match name {
+        "release" => &["--force", "--yes"],
+        "watch" => &["--interval", "--for"],
+        _ => &[],
+    };
+    if let Some(option) = seen.specific.iter().find(|o| !allowed.contains(o)) {
+        return Err(UsageError::new(
+            usage,
+            format!("`{name}` has no option {option}"),
+        ));
+    }
+    let rest: Vec<String> = positional.collect();
+    let command = match name {
+        "list" => {
+            if rest.len() > 1 {
+                return Err(UsageError::new(
+                    usage,
+                    format!(
+                        "`list` takes one pattern, got {}; quote a pattern with spaces, and \
+                         write it without the prefix",
+                        rest.len()
+                    ),
+                ));
+            }
+            Command::List {
+                pattern: rest.into_iter().next().unwrap_or_else(|| "*".to_owned()),
+            }
+        }
+        _ => {
+            let key = one_key(name, usage, rest)?;
+            match name {
+                "show" => Command::Show { key },
+                "release" if !seen.force => {
+                    return Err(UsageError::new(
+                        usage,
+                        "`release` deletes the lock whoever holds it, bypassing its owner; \
+                         add --force to do that (and --yes to skip the confirmation)",
+                    ));
+                }
+                "release" => Command::Release { key, yes: seen.yes },
+                _ => {
+                    let interval = seen.interval.unwrap_or(DEFAULT_INTERVAL);
+                    Command::Watch {
+                        key,
+                        interval,
+                        stop_after: seen.stop_after,
+                    }
+                }
+            }
+        }
+    };
+    Ok(Parsed::Run(Invocation {
+        global: seen.global,
+        command,
+    }))
+}
+
+/// The one KEY argument of `show`, `release` and `watch`.
+fn one_key(name: &str, usage: &'static str, rest: Vec<String>) -> Result<String, UsageError> {
+    let n = rest.len();
+    let mut rest = rest.into_iter();
+    match (rest.next(), n) {
+        (Some(key), 1) => Ok(key),
+        (None, _) => Err(UsageError::new(
+            usage,
+            format!("`{name}` needs the lock KEY, as given to Locker::lock"),
+        )),
+        _ => Err(UsageError::new(
+            usage,
+            format!("`{name}` takes one KEY, got {n}; quote a key with spaces"),
+        )),
+    }
+}
+
+/// A subcommand that does not exist, named safely.
+fn unknown_command(name: &str) -> UsageError {
+    UsageError::new(
+        USAGE,
+        format!(
+            "unknown command {:?}; the commands are list, show, release, watch and help",
+            crate::display::key(name)
+        ),
+    )
+}
+
+/// Stores an option's value, refusing a second one rather than guessing which one was meant.
+fn set<T>(slot: &mut Option<T>, name: &str, value: T) -> Result<(), UsageError> {
+    if slot.is_some() {
+        return Err(UsageError::new(USAGE, format!("{name} is given twice")));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// A duration option, as humantime writes it (`500ms`, `2s`); zero is refused.
+fn duration(name: &str, text: &str) -> Result<Duration, UsageError> {
+    let d = humantime::parse_duration(text).map_err(|e| {
+        UsageError::new(
+            USAGE,
+            format!(
+                "{name} {text:?} is not a duration ({e}); write a number and a unit, e.g. \
+                 500ms, 2s, 1m"
+            ),
+        )
+    })?;
+    if d.is_zero() {
+        return Err(UsageError::new(
+            USAGE,
+            format!("{name} must be more than zero"),
+        ));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Invocation, String> {
+        match parse(args.iter().map(OsString::from)) {
+            Ok(Parsed::Run(inv)) => Ok(inv),
+            Ok(other) => Err(format!("not a run: {other:?}")),
+            Err(e) => Err(e.message),
+        }
+    }
+
+    #[test]
+    fn commands_and_their_arguments() {
+        assert_eq!(
+            run(&["list"]).unwrap().command,
+            Command::List {
+                pattern: "*".into()
+            }
+        );
+        let inv = run(&["--url", "redis://h:1", "show", "order:1", "--prefix=shop"]).unwrap();
+        assert_eq!(
+            inv.command,
+            Command::Show {
+                key: "order:1".into()
+            }
+        );
+        assert_eq!(inv.global.url.as_deref(), Some("redis://h:1"));
+        assert_eq!(inv.global.prefix.as_deref(), Some("shop"));
+        assert_eq!(
+            run(&["release", "k", "--force", "-y"]).unwrap().command,
+            Command::Release {
+                key: "k".into(),
+                yes: true
+            }
+        );
+        assert_eq!(
+            run(&["watch", "k", "--for", "1500ms", "--interval=50ms"])
+                .unwrap()
+                .command,
+            Command::Watch {
+                key: "k".into(),
+                interval: Duration::from_millis(50),
+                stop_after: Some(Duration::from_millis(1500)),
+            }
+        );
+        assert_eq!(
+            run(&["show", "--", "-odd"]).unwrap().command,
+            Command::Show { key: "-odd".into() }
+        );
+        assert_eq!(
+            run(&["--timeout", "500ms", "list"]).unwrap().global.timeout,
+            Some(Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn mistakes_say_what_would_be_right() {
+        let e = run(&["release", "k"]).unwrap_err();
+        assert!(e.contains("add --force"), "{e}");
+        let e = run(&["frob"]).unwrap_err();
+        assert!(e.contains("unknown command \"frob\""), "{e}");
+        let e = run(&[]).unwrap_err();
+        assert!(e.contains("no command"), "{e}");
+        let e = run(&["show"]).unwrap_err();
+        assert!(e.contains("needs the lock KEY"), "{e}");
+        let e = run(&["show", "a", "b"]).unwrap_err();
+        assert!(e.contains("one KEY, got 2"), "{e}");
+        let e = run(&["list", "--force"]).unwrap_err();
+        assert!(e.contains("`list` has no option --force"), "{e}");
+        let e = run(&["list", "--bogus"]).unwrap_err();
+        assert!(e.contains("unknown option --bogus"), "{e}");
+        let e = run(&["watch", "k", "--for", "soon"]).unwrap_err();
+        assert!(e.contains("--for \"soon\" is not a duration"), "{e}");
+        let e = run(&["watch", "k", "--interval", "0s"]).unwrap_err();
+        assert!(e.contains("more than zero"), "{e}");
+        let e = run(&["list", "--url"]).unwrap_err();
+        assert!(e.contains("--url needs a value"), "{e}");
+        let e = run(&["--url", "a", "--url", "b", "list"]).unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn help_for_the_tool_and_each_command() {
+        let help = |args: &[&str]| match parse(args.iter().map(OsString::from)) {
+            Ok(Parsed::Help(text)) => text,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(help(&["--help"]), HELP);
+        assert_eq!(help(&["help"]), HELP);
+        assert_eq!(help(&["release", "--help"]), RELEASE_HELP);
+        assert_eq!(help(&["help", "watch"]), WATCH_HELP);
+        assert!(help(&["-h", "list"]).starts_with("leasehold list"));
+        assert!(HELP.contains("Exit status:"));
+    }
+}

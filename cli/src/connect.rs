@@ -1,0 +1,210 @@
+//! Where the locks are: options, then `LEASEHOLD_*` variables, then the `--config` file, then
+//! defaults, checked before connecting so that a bad option is a usage error (exit 2) and only
+//! Redis itself can fail with exit 3.
+
+use std::time::Duration;
+
+use leasehold::{LockConfig, Locker, DEFAULT_PREFIX};
+
+use crate::args::Global;
+use crate::exit::{self, Failure};
+
+/// The Redis server used when neither `--url`, `LEASEHOLD_URL` nor the config file name one.
+pub(crate) const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+/// The bound on each Redis call when neither `--timeout`, `LEASEHOLD_OP_TIMEOUT` nor the config
+/// file set one: longer than the library's 1 s, since an operator's tool may run over slow
+/// links and a retry costs a person's time.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The variable naming the Redis server.
+const URL_VAR: &str = "LEASEHOLD_URL";
+
+/// The resolved settings: one Redis server, one prefix, two bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// The Redis URL, credentials included (never printed as is).
+    pub(crate) url: String,
+    /// The key prefix of the applications' locks.
+    pub(crate) prefix: String,
+    /// The bound on each Redis call.
+    pub(crate) op_timeout: Duration,
+    /// The bound on connecting.
+    pub(crate) connect_timeout: Duration,
+}
+
+impl Target {
+    /// Resolves the settings from the options, the process environment and the config file.
+    ///
+    /// # Errors
+    /// A usage [`Failure`] for an unreadable or invalid config file, a bad `LEASEHOLD_*`
+    /// variable or a bad prefix.
+    pub(crate) fn resolve(global: &Global) -> Result<Target, Failure> {
+        let vars = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        Target::resolve_with(global, vars)
+    }
+
+    /// [`resolve`](Self::resolve) with the given variables instead of the environment's.
+    ///
+    /// # Errors
+    /// As [`resolve`](Self::resolve).
+    pub(crate) fn resolve_with(
+        global: &Global,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Target, Failure> {
+        let config = match &global.config {
+            Some(path) => LockConfig::from_toml_file(path).map_err(config_failure)?,
+            None => LockConfig::default(),
+        };
+        // The URL is taken aside: a bad one is found on connecting, with exit status 3
+        // wherever it came from, and without the config's own check first.
+        let mut env_url = None;
+        let vars: Vec<(String, String)> = vars
+            .into_iter()
+            .filter(|(name, value)| {
+                if name == URL_VAR {
+                    env_url = Some(value.trim().to_owned()).filter(|v| !v.is_empty());
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect();
+        let config = config.with_vars(vars).map_err(config_failure)?;
+        let op_timeout = global
+            .timeout
+            .or(config.op_timeout)
+            .unwrap_or(DEFAULT_TIMEOUT);
+        let target = Target {
+            url: global
+                .url
+                .clone()
+                .or(env_url)
+                .or(config.url)
+                .unwrap_or_else(|| DEFAULT_URL.to_owned()),
+            prefix: global
+                .prefix
+                .clone()
+                .or(config.prefix)
+                .unwrap_or_else(|| DEFAULT_PREFIX.to_owned()),
+            op_timeout,
+            connect_timeout: config.connect_timeout.unwrap_or(op_timeout),
+        };
+        // The same checks as a real connection, without one.
+        Locker::builder()
+            .prefix(&target.prefix)
+            .op_timeout(target.op_timeout)
+            .connect_timeout(target.connect_timeout)
+            .build_in_memory()
+            .map_err(config_failure)?;
+        Ok(target)
+    }
+
+    /// Connects to the server.
+    ///
+    /// # Errors
+    /// A [`Failure`] with exit status 3 when the URL does not parse or the server cannot be
+    /// reached (or refuses the credentials) within the connect timeout.
+    pub(crate) async fn connect(&self) -> Result<Locker, Failure> {
+        Locker::builder()
+            .url(&self.url)
+            .prefix(&self.prefix)
+            .op_timeout(self.op_timeout)
+            .connect_timeout(self.connect_timeout)
+            .build()
+            .await
+            .map_err(|e| Failure::connect(e, &self.url))
+    }
+
+    /// Turns a failed call into a [`Failure`] naming this server.
+    pub(crate) fn failure(&self, e: leasehold::LockError) -> Failure {
+        Failure::lock(e, &self.url)
+    }
+
+    /// `host:port` of the server, for messages.
+    pub(crate) fn endpoint(&self) -> String {
+        exit::endpoint(&self.url)
+    }
+}
+
+/// A configuration error: the runtime's message names the field or variable and the value.
+fn config_failure(e: leasehold::LockError) -> Failure {
+    Failure::usage(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn options_win_over_the_environment_over_defaults() {
+        let t = Target::resolve_with(&Global::default(), vars(&[])).unwrap();
+        assert_eq!(t.url, DEFAULT_URL);
+        assert_eq!(t.prefix, "leasehold");
+        assert_eq!(
+            (t.op_timeout, t.connect_timeout),
+            (DEFAULT_TIMEOUT, DEFAULT_TIMEOUT)
+        );
+
+        let env = vars(&[
+            ("LEASEHOLD_URL", "redis://env:1"),
+            ("LEASEHOLD_PREFIX", "envp"),
+            ("LEASEHOLD_OP_TIMEOUT", "300ms"),
+        ]);
+        let t = Target::resolve_with(&Global::default(), env.clone()).unwrap();
+        assert_eq!(
+            (t.url.as_str(), t.prefix.as_str()),
+            ("redis://env:1", "envp")
+        );
+        assert_eq!(t.op_timeout, Duration::from_millis(300));
+        let flags = Global {
+            url: Some("redis://flag:2".into()),
+            prefix: Some("flagp".into()),
+            timeout: Some(Duration::from_secs(5)),
+            config: None,
+        };
+        let t = Target::resolve_with(&flags, env).unwrap();
+        assert_eq!(
+            (t.url.as_str(), t.prefix.as_str()),
+            ("redis://flag:2", "flagp")
+        );
+        assert_eq!(t.op_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn bad_settings_are_usage_errors() {
+        let e = Target::resolve_with(
+            &Global::default(),
+            vars(&[("LEASEHOLD_OP_TIMEOUT", "soon")]),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, exit::USAGE);
+        assert!(e.message.contains("LEASEHOLD_OP_TIMEOUT"), "{}", e.message);
+        let bad_prefix = Global {
+            prefix: Some("a{b}".into()),
+            ..Global::default()
+        };
+        let e = Target::resolve_with(&bad_prefix, vars(&[])).unwrap_err();
+        assert_eq!(e.code, exit::USAGE);
+        let missing = Global {
+            config: Some("/nonexistent/leasehold.toml".into()),
+            ..Global::default()
+        };
+        let e = Target::resolve_with(&missing, vars(&[])).unwrap_err();
+        assert_eq!(e.code, exit::USAGE);
+        assert!(
+            e.message.contains("/nonexistent/leasehold.toml"),
+            "{}",
+            e.message
+        );
+        // A bad URL is left for the connection to find (exit status 3).
+        let t = Target::resolve_with(&Global::default(), vars(&[("LEASEHOLD_URL", "x")]));
+        assert_eq!(t.unwrap().url, "x");
+    }
+}

@@ -1,0 +1,183 @@
+//! How things look on the terminal: leases as `12.3s`, keys with control characters escaped
+//! (a key is user data and must not drive the terminal), UTC timestamps, and aligned tables.
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A remaining lease as `12.3s`; under 0.1 s in milliseconds (`40ms`), so that a live lease
+/// never reads as `0.0s`.
+pub(crate) fn lease(d: Duration) -> String {
+    if d < Duration::from_millis(100) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// A remaining lease that may be absent: held keys without an expiry were set by hand.
+pub(crate) fn remaining(held: bool, remaining: Option<Duration>) -> String {
+    match (held, remaining) {
+        (false, _) => "-".to_owned(),
+        (true, Some(d)) => lease(d),
+        (true, None) => "no expiry".to_owned(),
+    }
+}
+
+/// A fence counter, or `none` when the key never had one (or it expired after days unused).
+pub(crate) fn fence(fence: Option<u64>) -> String {
+    fence.map_or_else(|| "none".to_owned(), |f| f.to_string())
+}
+
+/// `yes` or `no`.
+pub(crate) fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// A lock key safe to print: control characters and the invisible characters that reorder
+/// or hide text (bidirectional overrides, zero-width marks) are written as Rust escapes
+/// (`\n`, `\u{1b}`, `\u{202e}`); everything else is printed as is, so a plain key can be
+/// copied back into `leasehold show`.
+pub(crate) fn key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for c in key.chars() {
+        let invisible = matches!(c,
+            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}');
+        if c.is_control() || invisible {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A Redis URL with its password (and user name) replaced by `***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}***{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// The current time in UTC, as `2025-01-31T12:34:56.789Z`.
+pub(crate) fn now() -> String {
+    timestamp(SystemTime::now())
+}
+
+/// A point in time in UTC with milliseconds, as `2025-01-31T12:34:56.789Z`.
+pub(crate) fn timestamp(t: SystemTime) -> String {
+    let since_epoch = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since_epoch.as_secs();
+    let (days, secs_of_day) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        secs_of_day / 3600,
+        secs_of_day / 60 % 60,
+        secs_of_day % 60,
+        since_epoch.subsec_millis()
+    )
+}
+
+/// Year, month and day of the `days`-th day after 1970-01-01 (Howard Hinnant's algorithm,
+/// for dates from 1970 on), so that the tool needs no date crate for its timestamps.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Rows under a header, each column as wide as its widest cell, separated by two spaces;
+/// the last column is not padded.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let last = row.len().saturating_sub(1);
+        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if i == last {
+                out.push_str(cell);
+            } else {
+                let pad = width - cell.chars().count();
+                let _ = write!(out, "{cell}{:pad$}  ", "");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_read_in_seconds() {
+        assert_eq!(lease(Duration::from_millis(12_345)), "12.3s");
+        assert_eq!(lease(Duration::from_millis(600)), "0.6s");
+        assert_eq!(lease(Duration::from_millis(40)), "40ms");
+        assert_eq!(remaining(true, None), "no expiry");
+        assert_eq!(remaining(false, Some(Duration::from_secs(1))), "-");
+        assert_eq!(fence(None), "none");
+    }
+
+    #[test]
+    fn keys_cannot_drive_the_terminal() {
+        assert_eq!(key("stock:sku-7"), "stock:sku-7");
+        assert_eq!(key("a\u{1b}[2Jb\n"), "a\\u{1b}[2Jb\\n");
+        assert_eq!(key("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(key("ключ:{7}"), "ключ:{7}");
+    }
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(redact_url("redis://u:pw@h:1/0"), "redis://***@h:1/0");
+        assert_eq!(redact_url("redis://h:1"), "redis://h:1");
+        assert_eq!(redact_url("u:p@w@h:1"), "***@h:1");
+        assert_eq!(redact_url("redis://h:1/?x=a@b"), "redis://h:1/?x=a@b");
+    }
+
+    #[test]
+    fn timestamps_are_utc() {
+        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(951_827_696_789); // a leap day
+        assert_eq!(timestamp(t), "2000-02-29T12:34:56.789Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_767_225_599);
+        assert_eq!(timestamp(t), "2025-12-31T23:59:59.000Z");
+    }
+
+    #[test]
+    fn tables_align() {
+        let rows = vec![
+            vec!["a".to_owned(), "1.0s".to_owned(), "yes".to_owned()],
+            vec!["longer".to_owned(), "12.3s".to_owned(), "no".to_owned()],
+        ];
+        assert_eq!(
+            table(&["KEY", "REMAINING", "WAITERS"], &rows),
+            "KEY     REMAINING  WAITERS\na       1.0s       yes\nlonger  12.3s      no\n"
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! `leasehold list [PATTERN]`: the held locks whose keys match, as a table on stdout.
+
+use leasehold::{LockInfo, Locker};
+
+use crate::connect::Target;
+use crate::display;
+use crate::exit::{self, Failure};
+
+/// The column titles of the table.
+const HEADER: [&str; 4] = ["KEY", "REMAINING", "FENCE", "WAITERS"];
+
+/// Lists the held locks whose keys match `pattern`, found with SCAN.
+///
+/// # Errors
+/// A [`Failure`] when Redis fails.
+pub(crate) async fn run(locker: &Locker, target: &Target, pattern: &str) -> Result<u8, Failure> {
+    let held = locker
+        .list_held(pattern)
+        .await
+        .map_err(|e| target.failure(e))?;
+    if held.is_empty() {
+        // An answer, not an error; stdout stays empty for scripts.
+        eprintln!(
+            "no held locks match {:?} (prefix {:?}, redis at {})",
+            display::key(pattern),
+            target.prefix,
+            target.endpoint()
+        );
+    } else {
+        print!("{}", table(&held));
+    }
+    Ok(exit::OK)
+}
+
+/// The table of held locks, one row each, in key order.
+fn table(held: &[LockInfo]) -> String {
+    let rows: Vec<Vec<String>> = held
+        .iter()
+        .map(|info| {
+            vec![
+                display::key(&info.key),
+                display::remaining(info.held, info.remaining),
+                display::fence(info.last_fence),
+                display::yes_no(info.waiters).to_owned(),
+            ]
+        })
+        .collect();
+    display::table(&HEADER, &rows)
+}
