@@ -6,6 +6,7 @@
 //! PUT  /stock/{sku}   {"quantity": N}  -> 200 {"sku", "quantity", "sold"}
 //! GET  /stock/{sku}                    -> 200 {"sku", "quantity", "sold"} | 404
 //! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
+//! GET  /metrics                        -> 200 leasehold's metrics, Prometheus text format
 //! ```
 //!
 //! `shop-axum [--port 8080] [--redis-url URL] [--no-lock] [--lock-wait 30s]`
@@ -88,7 +89,25 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
             std::process::exit(1);
         }
     };
-    let router = Router::new().route("/stock/{sku}", get(stock));
+    let metrics = match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => handle,
+        Err(e) => {
+            eprintln!("shop-axum: cannot install the metrics recorder: {e}");
+            std::process::exit(1);
+        }
+    };
+    // Histograms are summarised on a schedule, not on every scrape.
+    let upkeep = metrics.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    let router = Router::new()
+        .route("/stock/{sku}", get(stock))
+        .route("/metrics", get(move || async move { metrics.render() }));
     let router = if args.no_lock {
         router
             .route("/stock/{sku}", put(restock_without_lock))

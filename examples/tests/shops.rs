@@ -330,3 +330,28 @@ async fn without_the_lock_orders_carry_no_fence() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_axum_shop_exposes_leasehold_metrics_for_prometheus() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let http = client();
+        let shop = Shop::start(SHOPS[1], &redis.url(), &[]).await;
+        let r = http
+            .put_json(&shop.url("/stock/m-1"), &json!({ "quantity": 1 }))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            http.post(&shop.url("/orders/m-1")).await.unwrap().status,
+            201
+        );
+        let r = http.get(&shop.url("/metrics")).await.unwrap();
+        assert_eq!(r.status, 200);
+        // Two locked handlers ran (restock and buy): two acquisitions, nothing held now.
+        assert!(r.body.contains("leasehold_acquired_total 2"), "{}", r.body);
+        assert!(r.body.contains("leasehold_locks_held 0"), "{}", r.body);
+        assert!(r.body.contains("leasehold_acquire_seconds"), "{}", r.body);
+    })
+    .await;
+}
