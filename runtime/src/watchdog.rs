@@ -20,6 +20,9 @@ use crate::locker::Inner;
 use crate::observe;
 use crate::token::OwnerToken;
 
+/// How long the background task sleeps at most, even with no renewal due before then.
+const IDLE_LOOK: Duration = Duration::from_secs(1);
+
 /// The most leases renewed by one script call.
 const RENEW_BATCH: usize = 256;
 
@@ -35,15 +38,22 @@ pub(crate) struct Schedule {
 struct Due {
     leases: HashMap<u64, (Arc<Lease>, Instant)>,
     order: BTreeSet<(Instant, u64)>,
+    /// When the background task will look at the schedule next on its own. A lease due
+    /// later needs no wake-up: taking a lock then costs no extra task switch.
+    wakes_at: Option<Instant>,
 }
 
 impl Due {
-    /// Schedules a lease that is not scheduled; true when it is now the first one due.
+    /// Schedules a lease that is not scheduled; true when the background task must be
+    /// woken to see it in time.
     fn insert(&mut self, lease: Arc<Lease>, at: Instant) -> bool {
-        let first = self.order.first().is_none_or(|&(t, _)| at < t);
         self.order.insert((at, lease.id));
         self.leases.insert(lease.id, (lease, at));
-        first
+        if self.wakes_at.is_none_or(|wake| at < wake) {
+            self.wakes_at = Some(at);
+            return true;
+        }
+        false
     }
 
     fn remove(&mut self, id: u64) {
@@ -75,13 +85,15 @@ impl Schedule {
         if due.leases.contains_key(&lease.id) {
             due.remove(lease.id);
             if let Some(at) = at {
-                due.insert(lease.clone(), at);
+                if due.insert(lease.clone(), at) {
+                    self.earlier.notify_one();
+                }
             }
         }
     }
 
     /// The leases due by `now` (taken off the schedule until renewed), and the next due time.
-    fn take_due(&self, now: Instant) -> (Vec<Arc<Lease>>, Option<Instant>) {
+    fn take_due(&self, now: Instant) -> (Vec<Arc<Lease>>, Instant) {
         let mut due = self.state.lock().unwrap();
         let mut batch = Vec::new();
         while let Some(&(at, id)) = due.order.first() {
@@ -102,7 +114,13 @@ impl Schedule {
                 }
             }
         }
-        let next = due.order.first().map(|&(at, _)| at);
+        // With nothing due soon, look again after a while anyway: leases scheduled meanwhile
+        // for later than that wake nobody.
+        let next = due
+            .order
+            .first()
+            .map_or(now + IDLE_LOOK, |&(at, _)| at.min(now + IDLE_LOOK));
+        due.wakes_at = Some(next);
         (batch, next)
     }
 }
@@ -150,7 +168,7 @@ async fn run(weak: Weak<Inner>, schedule: Arc<Schedule>, mut jobs: mpsc::Unbound
                 tokio::spawn(perform(job));
             }
             _ = &mut earlier => {}
-            _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {}
+            _ = tokio::time::sleep_until(next) => {}
         }
     }
 }
@@ -238,7 +256,5 @@ async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
                 }
             }
         }
-        // A reschedule may be earlier than what the task sleeps towards.
-        inner.schedule.earlier.notify_one();
     }
 }
