@@ -33,11 +33,7 @@ impl Locker {
         user_key: String,
         opts: Options,
     ) -> Result<LockGuard, LockError> {
-        let span = observe::acquire_span(
-            &self.inner.trace_keys.show(&user_key),
-            opts.lease,
-            opts.wait,
-        );
+        let span = observe::acquire_span(self.inner.trace_keys, &user_key, opts.lease, opts.wait);
         let start = Instant::now();
         let mut waited = false;
         // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),

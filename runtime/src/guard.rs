@@ -57,7 +57,7 @@ impl LockGuard {
             locker.inner.schedule.watch(&lease);
         }
         observe::hold_started();
-        let span = observe::hold_span(&locker.inner.trace_keys.show(&lease.user_key), fence);
+        let span = observe::hold_span(locker.inner.trace_keys, &lease.user_key, fence);
         LockGuard {
             locker,
             lease,

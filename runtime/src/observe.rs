@@ -55,16 +55,26 @@ impl TraceKeys {
     }
 }
 
-pub(crate) fn acquire_span(key: &str, lease: Duration, wait: Duration) -> Span {
-    tracing::info_span!(
+/// Records the key on a span, in the configured form, only when someone listens: building
+/// the shown form costs an allocation on every lock otherwise.
+fn record_key(span: &Span, how: TraceKeys, key: &str) {
+    if !span.is_disabled() {
+        span.record("key", how.show(key).as_str());
+    }
+}
+
+pub(crate) fn acquire_span(how: TraceKeys, key: &str, lease: Duration, wait: Duration) -> Span {
+    let span = tracing::info_span!(
         "leasehold.acquire",
-        key,
+        key = Empty,
         lease_ms = lease.as_millis() as u64,
         wait_ms = wait.as_millis() as u64,
         outcome = Empty,
         fence = Empty,
         waited_ms = Empty,
-    )
+    );
+    record_key(&span, how, key);
+    span
 }
 
 /// Records how an acquisition ended.
@@ -110,8 +120,10 @@ pub(crate) fn acquire_ended(
     let _ = waited;
 }
 
-pub(crate) fn hold_span(key: &str, fence: u64) -> Span {
-    tracing::info_span!("leasehold.hold", key, fence)
+pub(crate) fn hold_span(how: TraceKeys, key: &str, fence: u64) -> Span {
+    let span = tracing::info_span!("leasehold.hold", key = Empty, fence);
+    record_key(&span, how, key);
+    span
 }
 
 /// A lock is held by this process from now on.
@@ -131,8 +143,10 @@ pub(crate) fn hold_ended(held: Duration) {
     let _ = held;
 }
 
-pub(crate) fn release_span(key: &str, fence: u64) -> Span {
-    tracing::info_span!("leasehold.release", key, fence, outcome = Empty)
+pub(crate) fn release_span(how: TraceKeys, key: &str, fence: u64) -> Span {
+    let span = tracing::info_span!("leasehold.release", key = Empty, fence, outcome = Empty);
+    record_key(&span, how, key);
+    span
 }
 
 pub(crate) fn release_ended(span: &Span, outcome: &'static str) {

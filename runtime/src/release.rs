@@ -22,7 +22,7 @@ impl Inner {
         lease: Arc<Lease>,
         fence: u64,
     ) -> Result<(), LockError> {
-        let span = observe::release_span(&self.trace_keys.show(&lease.user_key), fence);
+        let span = observe::release_span(self.trace_keys, &lease.user_key, fence);
         let (outcome, result) = self.release_traced(lease).instrument(span.clone()).await;
         observe::release_ended(&span, outcome);
         result

@@ -91,6 +91,15 @@ async fn buy(locker: &Locker, id: u64) -> Result<u64, LockError> {
     Ok(id)
 }
 
+/// The tests of this file run one at a time: tracing caches, per call site, whether anyone
+/// listens, and tests that set and drop their own subscribers on parallel threads race on
+/// that cache (a span can go unrecorded).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -100,6 +109,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn spans_carry_the_documented_names_and_fields() {
+    let _serial = serial();
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());
     let _default = tracing::subscriber::set_default(subscriber);
@@ -151,6 +161,7 @@ fn spans_carry_the_documented_names_and_fields() {
 
 #[test]
 fn keys_can_be_kept_out_of_traces() {
+    let _serial = serial();
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());
     let _default = tracing::subscriber::set_default(subscriber);
@@ -180,6 +191,7 @@ fn keys_can_be_kept_out_of_traces() {
 
 #[test]
 fn metrics_are_emitted_under_their_documented_names() {
+    let _serial = serial();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
