@@ -1,8 +1,9 @@
-//! Group commit for the lock scripts: acquires (and releases) that arrive while one is on its
-//! way to Redis wait and go together in the next script call. A lone request goes out at once,
-//! so nothing waits for a batch to fill; under load, one script call carries many requests,
-//! which saves Redis the per-call cost of running a script and the client the per-request
-//! cost of the connection.
+//! Group commit for the lock scripts: up to [`MAX_IN_FLIGHT`] script calls of one kind
+//! (acquires, or releases) are on their way to Redis at a time; requests that arrive while
+//! all of them are out wait and go together in the next call. A request goes out at once
+//! while there is room, so nothing waits for a batch to fill; under load, one script call
+//! carries many requests, which saves Redis the per-call cost of running a script and the
+//! client the per-request cost of the connection, while several calls still overlap.
 //!
 //! The task whose request starts a batch sends it; when more requests queued up meanwhile, a
 //! spawned task sends those. A request whose caller went away while its batch was in flight
@@ -17,6 +18,9 @@ use crate::error::LockError;
 
 /// The most requests in one script call.
 const MAX_BATCH: usize = 128;
+
+/// The most script calls of one kind on their way to Redis at a time.
+const MAX_IN_FLIGHT: usize = 16;
 
 type Reply<T, C> = oneshot::Sender<Result<<T as Item<C>>::Out, LockError>>;
 
@@ -47,8 +51,8 @@ pub(crate) struct Queue<T: Item<C>, C: Send + Sync + 'static> {
 }
 
 struct State<T: Item<C>, C: Send + Sync + 'static> {
-    /// A batch is on its way (or being assembled); new requests wait for the next one.
-    sending: bool,
+    /// Batches on their way (or being assembled); at [`MAX_IN_FLIGHT`], new requests wait.
+    sending: usize,
     waiting: Vec<(T, Reply<T, C>)>,
 }
 
@@ -56,7 +60,7 @@ impl<T: Item<C>, C: Send + Sync + 'static> Default for Queue<T, C> {
     fn default() -> Self {
         Queue {
             state: Mutex::new(State {
-                sending: false,
+                sending: 0,
                 waiting: Vec::new(),
             }),
         }
@@ -70,10 +74,15 @@ where
     C: Send + Sync + 'static,
 {
     let (tx, rx) = oneshot::channel();
-    let lead = {
+    let (lead, busy) = {
         let mut state = T::queue(ctx).state.lock().unwrap();
         state.waiting.push((item, tx));
-        !std::mem::replace(&mut state.sending, true)
+        let busy = state.sending > 0;
+        let room = state.sending < MAX_IN_FLIGHT;
+        if room {
+            state.sending += 1;
+        }
+        (room, busy)
     };
     if lead {
         let mut sender = Sender::<T, C> {
@@ -81,6 +90,12 @@ where
             done: false,
             _kind: std::marker::PhantomData,
         };
+        if busy {
+            // Under load, let the other tasks that are ready to run now (typically woken by
+            // the same reply) add their requests first: they all go in this one call. A lone
+            // request goes out at once.
+            tokio::task::yield_now().await;
+        }
         send_one_batch::<T, C>(ctx).await;
         sender.done = true;
         hand_on::<T, C>(ctx);
@@ -131,7 +146,7 @@ where
 }
 
 /// After a batch: if more requests queued up meanwhile, a spawned task sends them (so this
-/// caller can return); else the queue is idle again.
+/// caller can return); else this sender's slot is free again.
 fn hand_on<T, C>(ctx: &Arc<C>)
 where
     T: Item<C>,
@@ -140,7 +155,7 @@ where
     {
         let mut state = T::queue(ctx).state.lock().unwrap();
         if state.waiting.is_empty() {
-            state.sending = false;
+            state.sending -= 1;
             return;
         }
     }
@@ -155,7 +170,7 @@ where
         Err(_) => {
             // No runtime to send them from: fail them rather than leave them hanging.
             let mut state = T::queue(&ctx).state.lock().unwrap();
-            state.sending = false;
+            state.sending -= 1;
             for (_, reply) in state.waiting.drain(..) {
                 let _ = reply.send(Err(LockError::unavailable(
                     "no Tokio runtime to send the request from",
