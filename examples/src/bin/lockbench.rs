@@ -2,7 +2,7 @@
 //! one run, reported as ratios.
 //!
 //! ```text
-//! cargo run --release -p leasehold-examples --bin lockbench [-- --quick] [--out FILE]
+//! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
 //! ```
 //!
 //! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios), prints
@@ -755,18 +755,21 @@ async fn main() {
         return worker(&args[1..]).await;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    // --smoke: the shortest run that still exercises every scenario (CI checks it completes
+    // and writes valid JSON; its figures mean nothing).
+    let smoke = args.iter().any(|a| a == "--smoke");
     let out = args
         .iter()
         .position(|a| a == "--out")
         .and_then(|i| args.get(i + 1).cloned())
         .unwrap_or_else(|| "target/lockbench.json".to_owned());
-    let duration = if quick {
-        Duration::from_millis(700)
+    let (duration, rounds, iterations) = if smoke {
+        (Duration::from_millis(100), 2, 20)
+    } else if quick {
+        (Duration::from_millis(700), 5, 300)
     } else {
-        Duration::from_secs(3)
+        (Duration::from_secs(3), 20, 2000)
     };
-    let rounds = if quick { 5 } else { 20 };
-    let iterations = if quick { 300 } else { 2000 };
 
     eprintln!("starting redis-servers...");
     let main_server = RedisServer::start().await;

@@ -1,0 +1,41 @@
+//! The benchmark in smoke mode: it completes, and its JSON report has every scenario with
+//! the documented fields. (Its figures are not checked: speed is for the benchmark to report,
+//! not for tests to assert.)
+
+use std::process::Command;
+
+#[test]
+fn lockbench_smoke_run_writes_a_valid_report() {
+    let dir = std::env::temp_dir().join(format!("lockbench-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("lockbench.json");
+    let status = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args(["--smoke", "--out"])
+        .arg(&out)
+        .status()
+        .expect("run lockbench");
+    assert!(status.success(), "lockbench failed: {status}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).expect("valid JSON");
+    let rows = report.as_array().expect("a list of rows");
+    for prefix in ["1 uncontended", "2 hot key", "3 attribute", "4 redlock"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["scenario"].as_str().unwrap().starts_with(prefix)),
+            "no rows for scenario {prefix}"
+        );
+    }
+    for row in rows {
+        for field in ["scenario", "metric", "baseline_name", "unit"] {
+            assert!(row[field].is_string(), "{field} missing in {row}");
+        }
+        for field in ["ours", "baseline"] {
+            assert!(
+                row[field].as_f64().is_some_and(|v| v >= 0.0),
+                "{field} in {row}"
+            );
+        }
+        assert!(row.get("ratio").is_some(), "ratio missing in {row}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
