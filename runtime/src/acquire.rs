@@ -117,6 +117,8 @@ impl Locker {
                 1
             };
             turn.in_flight = Some(token.clone());
+            // Read before sending: a drop after this, even before the answer, ends the lease.
+            let session = inner.backend.session();
             let sent = Instant::now();
             let validity = validity(opts.lease, inner.drift);
             let request = AcquireRequest {
@@ -141,6 +143,7 @@ impl Locker {
                         sent,
                         top,
                         fences,
+                        session,
                     ));
                     let fence = lease.next_fence().expect("at least one fence reserved");
                     turn.keep(&lease);

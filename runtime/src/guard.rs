@@ -181,11 +181,12 @@ impl LockGuard {
             return Ok(());
         }
         observe::hold_ended(self.since.elapsed());
-        let result = self
+        // Boxed for the same reason as `LockRequest::acquire`.
+        let release = self
             .locker
             .inner
-            .release_lease(self.lease.clone(), self.fence)
-            .await;
+            .release_lease(self.lease.clone(), self.fence);
+        let result = Box::pin(release).await;
         if let Err(LockError::Lost) = &result {
             self.report_lost("the lock was not ours any more at release");
         }

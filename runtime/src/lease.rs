@@ -25,6 +25,27 @@ pub(crate) fn validity(lease: Duration, drift: f64) -> Duration {
     lease.saturating_sub(margin)
 }
 
+/// The connection a lease was granted over. When it drops, nobody can vouch for the lease
+/// any more: the server may have restarted empty (and granted the lock to someone else
+/// already), failed over, or been flushed. The lease then counts as lost, for good.
+pub(crate) struct Session {
+    epoch: watch::Receiver<u64>,
+    at: u64,
+}
+
+impl Session {
+    /// The current session of a connection whose drops bump `epoch`.
+    pub(crate) fn current(epoch: &watch::Sender<u64>) -> Session {
+        let epoch = epoch.subscribe();
+        let at = *epoch.borrow();
+        Session { epoch, at }
+    }
+
+    fn intact(&self) -> bool {
+        *self.epoch.borrow() == self.at
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LeaseState {
     /// Until when the lease counts as held: send time of the last successful acquire or renew
@@ -50,6 +71,8 @@ pub(crate) struct Lease {
     lost_reported: AtomicBool,
     /// The reserved fencing tokens not handed out yet: `next..=top`.
     fences: Mutex<(u64, u64)>,
+    /// The connection it was granted over, where the backend tracks one.
+    session: Option<Session>,
 }
 
 impl Lease {
@@ -66,6 +89,7 @@ impl Lease {
         sent: Instant,
         top: u64,
         reserved: u64,
+        session: Option<Session>,
     ) -> Self {
         let state = LeaseState {
             valid_until: sent + validity,
@@ -83,6 +107,7 @@ impl Lease {
             done: AtomicBool::new(false),
             lost_reported: AtomicBool::new(false),
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
+            session,
         }
     }
 
@@ -100,7 +125,12 @@ impl Lease {
     /// True while the lease is still trusted: not lost, not past its validity, not released.
     pub(crate) fn is_held(&self) -> bool {
         let s = *self.state.borrow();
-        !s.lost && Instant::now() < s.valid_until && !self.is_done()
+        !s.lost && Instant::now() < s.valid_until && !self.is_done() && self.session_intact()
+    }
+
+    /// False once the connection the lease was granted over dropped.
+    fn session_intact(&self) -> bool {
+        self.session.as_ref().is_none_or(Session::intact)
     }
 
     pub(crate) fn is_done(&self) -> bool {
@@ -112,16 +142,31 @@ impl Lease {
         !self.done.swap(true, Ordering::AcqRel)
     }
 
-    /// A renewal sent at `sent` succeeded.
-    pub(crate) fn renewed(&self, sent: Instant) {
+    /// A renewal sent at `sent` succeeded. Returns whether the lease is still held: a lease
+    /// whose validity ran out before the answer came stays lost, even though Redis still had
+    /// its token. It was already reported lost (`is_held()` false, `lost()` resolved), and a
+    /// holder told so must never find itself holding the lock again.
+    pub(crate) fn renewed(&self, sent: Instant) -> bool {
         let until = sent + self.validity;
+        let now = Instant::now();
+        let mut held = true;
         self.state.send_if_modified(|s| {
-            if s.lost || until <= s.valid_until {
+            if s.lost {
+                held = false;
+                return false;
+            }
+            if now >= s.valid_until {
+                s.lost = true;
+                held = false;
+                return true;
+            }
+            if until <= s.valid_until {
                 return false;
             }
             s.valid_until = until;
             true
         });
+        held
     }
 
     /// Reports the loss of this lease (once, however many parts of the library notice it),
@@ -143,11 +188,22 @@ impl Lease {
     /// renewal. Works without the watchdog: it watches the clock itself.
     pub(crate) async fn lost(&self) {
         let mut rx = self.state.subscribe();
+        let mut epoch = self.session.as_ref().map(|s| s.epoch.clone());
         loop {
             let s = *rx.borrow_and_update();
-            if s.lost || Instant::now() >= s.valid_until {
+            if s.lost || Instant::now() >= s.valid_until || !self.session_intact() {
                 return;
             }
+            let dropped = async {
+                let changed = match epoch.as_mut() {
+                    Some(e) => e.changed().await.is_ok(),
+                    None => false,
+                };
+                if !changed {
+                    // No session, or the backend is gone: only the clock and Redis tell.
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 changed = rx.changed() => {
                     if changed.is_err() {
@@ -155,6 +211,7 @@ impl Lease {
                     }
                 }
                 _ = tokio::time::sleep_until(s.valid_until) => {}
+                _ = dropped => {}
             }
         }
     }
@@ -193,6 +250,7 @@ mod tests {
             start,
             10,
             3,
+            None,
         );
         assert_eq!(lease.next_fence(), Some(8));
         assert_eq!(lease.next_fence(), Some(9));

@@ -66,7 +66,10 @@ impl Due {
 impl Schedule {
     /// Renew `lease` every third of its length until [`Schedule::unwatch`].
     pub(crate) fn watch(&self, lease: &Arc<Lease>) {
-        let at = Instant::now() + lease.lease / 3;
+        // A third of the lease after the request that took (or last renewed) it was sent:
+        // validity counts from then, so on a slow network the answer's arrival is too late.
+        let sent = lease.state.borrow().valid_until - lease.validity;
+        let at = sent + lease.lease / 3;
         let mut due = self.state.lock().unwrap();
         due.remove(lease.id);
         if due.insert(lease.clone(), at) {
@@ -103,6 +106,12 @@ impl Schedule {
             due.order.pop_first();
             if let Some((lease, _)) = due.leases.get(&id) {
                 let lease = lease.clone();
+                if !lease.is_done() && !lease.is_held() {
+                    // Its validity ran out while no renewal could run (a blocked runtime, a
+                    // paused process): lost, even if Redis still has the token.
+                    lease.mark_lost();
+                    lease.report_lost("its validity ran out before a renewal could be sent");
+                }
                 if lease.is_done() || lease.state.borrow().lost {
                     due.leases.remove(&id);
                 } else {
@@ -226,12 +235,17 @@ async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
                         continue;
                     }
                     match outcome {
-                        Renewed::Yes => {
+                        Renewed::Yes if lease.renewed(sent) => {
                             yes += 1;
-                            lease.renewed(sent);
                             inner
                                 .schedule
                                 .reschedule(lease, Some(sent + lease.lease / 3));
+                        }
+                        Renewed::Yes => {
+                            // It lapsed before this renewal answered: lost for good, and not
+                            // renewed again, so that the lock frees itself in Redis.
+                            lease.report_lost("its validity ran out before a renewal answered");
+                            inner.schedule.reschedule(lease, None);
                         }
                         Renewed::No => {
                             lease.mark_lost();

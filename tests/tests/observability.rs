@@ -97,7 +97,9 @@ async fn buy(locker: &Locker, id: u64) -> Result<u64, LockError> {
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -68,6 +68,16 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
+    /// The session of the connection leases are granted over, for backends where one
+    /// connection's drop can mean lost locks (a single server that may restart empty).
+    /// RedLock tolerates a minority of nodes losing their data; memory never loses it.
+    pub(crate) fn session(&self) -> Option<crate::lease::Session> {
+        match self {
+            Backend::Redis(b) => b.session(),
+            _ => None,
+        }
+    }
+
     /// Takes the lock if it is free, reserving `fences` fencing tokens. One round trip.
     ///
     /// The future is boxed: the deployments' futures are deep types (RedLock joins one per

@@ -169,6 +169,8 @@ pub(crate) struct RedisBackend {
     wakes: Arc<Wakes>,
     /// Why the server did not answer when the backend was built, if it did not.
     pub(crate) down_at_connect: Option<LockError>,
+    /// Bumped each time the lock connection drops (single server only).
+    epoch: Option<Arc<watch::Sender<u64>>>,
 }
 
 /// The connection and its bounds, shared with the tasks that send batches.
@@ -308,13 +310,24 @@ impl RedisBackend {
         allow_down: bool,
     ) -> Result<Self, LockError> {
         let info = url.into_connection_info().map_err(|e| LockError::Config {
-            message: format!(
-                "the Redis URL is not valid ({}); write it as redis://host:port/db, \
-                 rediss://host:port for TLS or redis+unix:///path/to/socket",
-                e.detail().unwrap_or("unparsable")
-            ),
+            message: if url.starts_with("rediss://") && !cfg!(feature = "tls") {
+                "rediss:// (TLS) needs leasehold's `tls` feature; enable it in Cargo.toml"
+                    .to_owned()
+            } else {
+                format!(
+                    "the Redis URL is not valid ({}); write it as redis://host:port/db, \
+                     rediss://host:port for TLS or redis+unix:///path/to/socket",
+                    e.detail().unwrap_or("unparsable")
+                )
+            },
             source: Some(Box::new(e)),
         })?;
+        #[cfg(feature = "tls")]
+        if url.starts_with("rediss://") {
+            // Our crypto provider, unless the application installed one: with two providers
+            // compiled in, rustls cannot choose by itself and panics at the first handshake.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let endpoint = describe(info.addr());
         let config = connection_config(settings);
         let lazy = |client, config| {
@@ -322,9 +335,19 @@ impl RedisBackend {
                 .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))
         };
 
-        let client = Client::open(info.clone())
+        // RESP3, for a push channel that reports the connection's drops: each one ends the
+        // session that the leases granted over it belong to.
+        let resp3 = info.clone().set_redis_settings(
+            info.redis_settings()
+                .clone()
+                .set_protocol(ProtocolVersion::RESP3),
+        );
+        let (drops_tx, drops_rx) = mpsc::unbounded_channel();
+        let client = Client::open(resp3.clone())
             .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
-        let conn = Conn::Single(lazy(client, config.clone())?);
+        let conn = Conn::Single(lazy(client, config.clone().set_push_sender(drops_tx))?);
+        let epoch = Arc::new(watch::channel(0u64).0);
+        tokio::spawn(count_drops(Arc::downgrade(&epoch), drops_rx));
         let down_at_connect = match preload(&conn, &endpoint, settings).await {
             Ok(()) => None,
             Err(e) if allow_down => {
@@ -335,25 +358,21 @@ impl RedisBackend {
         };
 
         let (push_tx, push_rx) = mpsc::unbounded_channel();
-        let resp3 = info.clone().set_redis_settings(
-            info.redis_settings()
-                .clone()
-                .set_protocol(ProtocolVersion::RESP3),
-        );
         let sub_client =
             Client::open(resp3).map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
         let sub_config = config
             .set_push_sender(push_tx)
             .set_automatic_resubscription();
         let sub_conn = Conn::Single(lazy(sub_client, sub_config)?);
-        Ok(RedisBackend::assemble(
-            conn,
-            sub_conn,
-            push_rx,
-            endpoint,
-            settings,
-            down_at_connect,
-        ))
+        let mut backend =
+            RedisBackend::assemble(conn, sub_conn, push_rx, endpoint, settings, down_at_connect);
+        backend.epoch = Some(epoch);
+        Ok(backend)
+    }
+
+    /// The current session of the lock connection (single server only).
+    pub(crate) fn session(&self) -> Option<crate::lease::Session> {
+        self.epoch.as_deref().map(crate::lease::Session::current)
     }
 
     /// Connects to a Redis Cluster through any of its nodes. Every key of one lock shares a
@@ -425,6 +444,7 @@ impl RedisBackend {
             min_replicas: 0,
             wakes,
             down_at_connect,
+            epoch: None,
         }
     }
 
@@ -720,6 +740,23 @@ impl Drop for Interest {
             if entry.interest == 0 {
                 entry.idle_since = Some(tokio::time::Instant::now());
             }
+        }
+    }
+}
+
+/// Ends the lock connection's session each time it drops.
+async fn count_drops(
+    epoch: std::sync::Weak<watch::Sender<u64>>,
+    mut drops: mpsc::UnboundedReceiver<PushInfo>,
+) {
+    while let Some(push) = drops.recv().await {
+        if push.kind == PushKind::Disconnection {
+            let Some(epoch) = epoch.upgrade() else { return };
+            epoch.send_modify(|n| *n += 1);
+            tracing::warn!(
+                "the connection to redis dropped: leases granted over it count as lost (the \
+                 server may have restarted without them)"
+            );
         }
     }
 }

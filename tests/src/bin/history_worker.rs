@@ -1,0 +1,329 @@
+//! A lock holder in a process of its own, for the fault suite: takes locks in a loop, writes
+//! to a fenced resource under them, and logs every step with CLOCK_MONOTONIC times (see
+//! `leasehold_tests::history` for the log format and the checker).
+//!
+//! Each hold: acquire; check `is_held()` and write at once (so a new holder's fence reaches
+//! the resource first); then `writes` more writes spread over `hold`, each after checking
+//! `is_held()`; release. A holder that notices its loss logs it, makes one blind write with
+//! its stale fence (the resource must refuse it), and releases (which must fail). A sampler
+//! thread outside the Tokio runtime asks `is_held()` every millisecond, so the checker knows
+//! when each holder believed it held the lock, even while the runtime is blocked.
+//!
+//! Usage: `history_worker --id N --log PATH --urls URL[,URL...] --resource URL --keys K[,K...]
+//! ...` (all options: `WorkerSpec::to_args`). One URL is a single node; several are the
+//! independent masters of a RedLock.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::{LockError, LockGuard, Locker};
+use leasehold_tests::history::{monotonic_ns, EventLog, FencedResource, WorkerSpec};
+
+const TWO_MS: Duration = Duration::from_millis(2);
+
+/// How often the sampler logs a true `is_held()` while it stays true.
+const HEARTBEAT_NS: u64 = 10_000_000;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (id, log_path, spec) = match WorkerSpec::from_args(&args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("history_worker: {e}");
+            std::process::exit(2);
+        }
+    };
+    let log = match EventLog::create(&log_path) {
+        Ok(log) => Arc::new(log),
+        Err(e) => {
+            eprintln!("history_worker: cannot open {}: {e}", log_path.display());
+            std::process::exit(2);
+        }
+    };
+    let runtime = if spec.current_thread {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    }
+    .expect("build the runtime");
+    runtime.block_on(run(id, spec, log));
+}
+
+/// The hold a task has open, as the sampler sees it.
+struct Open {
+    hold: String,
+    guard: Arc<LockGuard>,
+    last_true: Option<u64>,
+    logged: u64,
+    seen_false: bool,
+}
+
+type Slots = Arc<Vec<Mutex<Option<Open>>>>;
+
+async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
+    let ms = |d: Duration| d.as_millis();
+    log.now(
+        "start",
+        &[
+            &id,
+            &std::process::id(),
+            &ms(spec.lease),
+            &ms(spec.wait),
+            &ms(spec.op_timeout),
+        ],
+    );
+    let deadline = tokio::time::Instant::now() + spec.duration;
+    let locker = connect(&spec, deadline).await;
+    let resource = FencedResource::connect(&spec.resource_url)
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("history_worker: the resource server is unreachable: {e}");
+            std::process::exit(3);
+        });
+
+    let slots: Slots = Arc::new((0..spec.tasks).map(|_| Mutex::new(None)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (slots, stop, log) = (slots.clone(), stop.clone(), log.clone());
+        std::thread::spawn(move || sample(&slots, &stop, &log))
+    };
+
+    let spec = Arc::new(spec);
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(locker) = locker {
+        for task in 0..spec.tasks {
+            let (locker, resource, log, slots, spec) = (
+                locker.clone(),
+                resource.clone(),
+                log.clone(),
+                slots.clone(),
+                spec.clone(),
+            );
+            tasks.spawn(async move {
+                let ctx = Task {
+                    id,
+                    task,
+                    locker,
+                    resource,
+                    log,
+                    slots,
+                    spec,
+                };
+                ctx.run(deadline).await
+            });
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done {
+            eprintln!("history_worker: a task failed: {e}");
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let _ = sampler.join();
+    log.now("end", &[]);
+}
+
+/// Connects, retrying while the server is down (a worker may start during a fault); `None`
+/// when the deadline passes first.
+async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Locker> {
+    loop {
+        let builder = match spec.urls.as_slice() {
+            [one] => Locker::builder().url(one.as_str()),
+            // Several independent masters: RedLock.
+            many => Locker::builder().redlock(many.iter().cloned()),
+        };
+        let built = builder
+            .prefix(spec.prefix.as_str())
+            .default_lease(spec.lease)
+            .default_wait(spec.wait)
+            .op_timeout(spec.op_timeout)
+            .connect_timeout(spec.op_timeout.max(Duration::from_millis(500)))
+            .build()
+            .await;
+        match built {
+            Ok(locker) => return Some(locker),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                eprintln!("history_worker: connect: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => {
+                eprintln!("history_worker: connect: {e}; giving up");
+                return None;
+            }
+        }
+    }
+}
+
+/// Asks `is_held()` of every open hold every millisecond, from outside the runtime.
+fn sample(slots: &Slots, stop: &AtomicBool, log: &EventLog) {
+    while !stop.load(Ordering::Acquire) {
+        for slot in slots.iter() {
+            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(open) = slot.as_mut() else { continue };
+            // Taken before asking: a true answer proves belief at this instant.
+            let before = monotonic_ns();
+            if open.guard.is_held() {
+                if open.seen_false {
+                    log.at(before, "rz", &[&open.hold]);
+                    open.seen_false = false;
+                }
+                open.last_true = Some(before);
+                if before - open.logged >= HEARTBEAT_NS {
+                    log.at(before, "h", &[&open.hold]);
+                    open.logged = before;
+                }
+            } else if !open.seen_false {
+                if let Some(t) = open.last_true.filter(|&t| t > open.logged) {
+                    log.at(t, "h", &[&open.hold]);
+                    open.logged = t;
+                }
+                log.now("nh", &[&open.hold]);
+                open.seen_false = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+struct Task {
+    id: usize,
+    task: usize,
+    locker: Locker,
+    resource: FencedResource,
+    log: Arc<EventLog>,
+    slots: Slots,
+    spec: Arc<WorkerSpec>,
+}
+
+impl Task {
+    async fn run(&self, deadline: tokio::time::Instant) {
+        let mut rng = Rng::new(self.id as u64 * 1000 + self.task as u64);
+        let mut n = 0u32;
+        while tokio::time::Instant::now() < deadline {
+            n += 1;
+            let hold = format!("{}.{}.{n}", self.id, self.task);
+            let key = &self.spec.keys[rng.below(self.spec.keys.len() as u64) as usize];
+            self.log.now("inv", &[&hold, key]);
+            match self.locker.lock(key.as_str()).acquire().await {
+                Ok(guard) => {
+                    // The validity the library promises from the send time of the acquire
+                    // (`lease × (1 − drift) − 2 ms`, default drift), for the record; the
+                    // checker judges by what `is_held()` said, sampled.
+                    let validity = self.spec.lease.mul_f64(0.99).saturating_sub(TWO_MS);
+                    self.log
+                        .now("ok", &[&hold, &guard.fence(), &validity.as_micros()]);
+                    self.hold(&hold, key, guard, n).await;
+                }
+                Err(e) => {
+                    self.log.now("aerr", &[&hold, &e.code()]);
+                    if !e.is_busy() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            let gap = self.spec.gap.as_millis() as u64;
+            if gap > 0 {
+                tokio::time::sleep(Duration::from_millis(rng.below(gap + 1))).await;
+            }
+        }
+    }
+
+    async fn hold(&self, hold: &str, key: &str, guard: LockGuard, n: u32) {
+        let fence = guard.fence();
+        let guard = Arc::new(guard);
+        *self.slot() = Some(Open {
+            hold: hold.to_owned(),
+            guard: guard.clone(),
+            last_true: None,
+            logged: 0,
+            seen_false: false,
+        });
+        let block = !self.spec.block.is_zero()
+            && self.spec.block_every > 0
+            && n % self.spec.block_every == 0;
+        let steps = self.spec.writes;
+        let pause = self.spec.hold / steps.max(1);
+        let mut lost = false;
+        for step in 0..=steps {
+            if step > 0 {
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = guard.lost() => {}
+                }
+            }
+            if block && step == 1 {
+                // Blocks the whole current-thread runtime, watchdog included.
+                self.log.now("blk", &[&hold]);
+                std::thread::sleep(self.spec.block);
+                self.log.now("blkend", &[&hold]);
+            }
+            let before = monotonic_ns();
+            let held = guard.is_held();
+            self.log.at(before, "chk", &[&hold, &u8::from(held)]);
+            if !held {
+                lost = true;
+                break;
+            }
+            self.write(hold, key, fence, true).await;
+        }
+        if lost {
+            self.log.now("lost", &[&hold]);
+            // The stale holder tries anyway: the fence must make the resource refuse it.
+            self.write(hold, key, fence, false).await;
+        }
+        *self.slot() = None;
+        let before = monotonic_ns();
+        let held = guard.is_held();
+        self.log.at(before, "rel", &[&hold, &u8::from(held)]);
+        let guard = Arc::try_unwrap(guard)
+            .unwrap_or_else(|_| panic!("the sampler let go of the guard of {hold}"));
+        let outcome = match guard.release().await {
+            Ok(()) => "rok",
+            Err(LockError::Lost) => "rlost",
+            Err(e) if e.is_unavailable() => "runav",
+            Err(_) => "rerr",
+        };
+        self.log.now(outcome, &[&hold]);
+    }
+
+    async fn write(&self, hold: &str, key: &str, fence: u64, careful: bool) {
+        self.log.now("win", &[&hold, &fence, &u8::from(careful)]);
+        let write = self.resource.write(key, fence, hold);
+        match tokio::time::timeout(Duration::from_secs(2), write).await {
+            Ok(Ok(accepted)) => {
+                self.log.now("wok", &[&hold, &u8::from(accepted)]);
+            }
+            _ => {
+                self.log.now("werr", &[&hold]);
+            }
+        }
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Open>> {
+        self.slots[self.task]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// xorshift64*: key choice and gaps only, no need for quality.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng((seed ^ u64::from(std::process::id()) ^ monotonic_ns()) | 1)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+}

@@ -1,0 +1,1559 @@
+//! Histories of lock holders that run as separate OS processes, and the checker that judges them.
+//!
+//! Worker processes (the `history_worker` binary) take locks in a loop and log every step with
+//! `CLOCK_MONOTONIC` times, which compare across processes of one machine; the test logs the
+//! faults it injects in the same clock. [`History::check`] then fails a run on holders whose
+//! validity windows overlap, fences out of real-time order, stale writes that the fenced
+//! resource accepted, calls that took longer than their bound, leases that came back after
+//! being reported lost, and workers that hung.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use leasehold_tests::harness::RedisServer;
+//! use leasehold_tests::history::{Run, WorkerSpec};
+//!
+//! # async fn demo() {
+//! let (locks, resource) = (RedisServer::start().await, RedisServer::start().await);
+//! let mut run = Run::new("example");
+//! let spec = WorkerSpec::new(&locks.url(), &resource.url()).duration(Duration::from_secs(3));
+//! for _ in 0..3 {
+//!     run.spawn(&spec);
+//! }
+//! run.wait_all(Duration::from_secs(20)).await;
+//! let report = run.history().check();
+//! assert!(report.violations.is_empty(), "{report}");
+//! # }
+//! ```
+//!
+//! # The log
+//!
+//! One event per line, `T EVENT FIELDS...`, `T` in nanoseconds of `CLOCK_MONOTONIC`; each line
+//! is written with a single `write` on a file opened for appending, so a worker killed with
+//! SIGKILL leaves whole lines. A *hold* is one acquisition, named `worker.task.n`.
+//!
+//! | event | fields | meaning |
+//! | --- | --- | --- |
+//! | `start` | id pid lease_ms wait_ms op_ms | the worker's settings |
+//! | `inv` | hold key | acquire invoked |
+//! | `ok` | hold fence validity_us | acquire returned a guard; its validity budget |
+//! | `aerr` | hold code | acquire failed (`lock_busy`, `lock_unavailable`, ...) |
+//! | `chk` | hold 1/0 | the task asked `is_held()` (time taken before asking) |
+//! | `h` | hold | the sampler thread saw `is_held()` true (time taken before asking) |
+//! | `nh` | hold | the sampler first saw it false |
+//! | `rz` | hold | the sampler saw it true again after false: a resurrected lease |
+//! | `win` | hold fence 1/0 | a write to the fenced resource invoked; 1 = after a true `chk`, 0 = blind |
+//! | `wok` | hold 1/0 | the resource accepted (1) or refused (0) it |
+//! | `werr` | hold | the write failed |
+//! | `lost` | hold | the holder noticed the loss and stops using the lock |
+//! | `blk` / `blkend` | hold | the worker blocks its own Tokio runtime (`std::thread::sleep`) |
+//! | `rel` | hold 1/0 | release invoked; 1 when `is_held()` was true just before |
+//! | `rok` / `rlost` / `runav` / `rerr` | hold | release returned Ok / Lost / Unavailable / other |
+//! | `end` | | the worker finished its run |
+//!
+//! The test's `faults.log` holds `T fault KIND TARGET` and `T heal KIND TARGET`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::{self, Display, Write as _};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------------------------
+// The clock and the log
+// ---------------------------------------------------------------------------------------------
+
+/// Nanoseconds of `CLOCK_MONOTONIC`: comparable between processes of one machine (and the
+/// clock `std::time::Instant`, hence leasehold's lease validity, is measured on under Linux).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// An append-only event log shared by the threads of one process. Each event is one line,
+/// written with one `write` call.
+#[derive(Debug)]
+pub struct EventLog {
+    file: Mutex<File>,
+}
+
+impl EventLog {
+    /// Creates (or appends to) the log at `path`.
+    ///
+    /// # Errors
+    /// When the file cannot be opened.
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(EventLog {
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Logs `event` with `fields` at time `t` (from [`monotonic_ns`]). Fields must not contain
+    /// spaces or newlines.
+    pub fn at(&self, t: u64, event: &str, fields: &[&dyn Display]) {
+        let mut line = format!("{t} {event}");
+        for field in fields {
+            let _ = write!(line, " {field}");
+        }
+        line.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        // A full disk must not take the run down; the checker sees the gap.
+        let _ = file.write_all(line.as_bytes());
+    }
+
+    /// Logs `event` now; returns the time it logged.
+    pub fn now(&self, event: &str, fields: &[&dyn Display]) -> u64 {
+        let t = monotonic_ns();
+        self.at(t, event, fields);
+        t
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a worker does
+// ---------------------------------------------------------------------------------------------
+
+/// The settings of one `history_worker` process; [`WorkerSpec::to_args`] and
+/// [`WorkerSpec::from_args`] carry it over the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct WorkerSpec {
+    /// The lock servers: one URL for a single node, several for the masters of a RedLock.
+    pub urls: Vec<String>,
+    /// The Redis server that holds the fenced resource (never faulted by the tests).
+    pub resource_url: String,
+    /// The lock keys; each acquisition picks one at random.
+    pub keys: Vec<String>,
+    /// The locker's key prefix.
+    pub prefix: String,
+    /// Tasks per process taking locks concurrently (more than one exercises the local queue
+    /// and the handover without a round trip).
+    pub tasks: usize,
+    /// How long the worker runs; it finishes the current hold, then exits.
+    pub duration: Duration,
+    /// The lease of every acquisition.
+    pub lease: Duration,
+    /// How long an acquire waits for a busy lock.
+    pub wait: Duration,
+    /// The locker's bound on one Redis call.
+    pub op_timeout: Duration,
+    /// How long a hold lasts (it writes `writes` times, spread over it).
+    pub hold: Duration,
+    /// Writes to the fenced resource per hold, after the first one made right after acquiring.
+    pub writes: u32,
+    /// The longest random pause between two holds of one task.
+    pub gap: Duration,
+    /// Block the Tokio runtime for this long in some holds (scenario 5); zero for never.
+    pub block: Duration,
+    /// Block in every `block_every`-th hold of a task.
+    pub block_every: u32,
+    /// Run on a current-thread runtime (a block then stops everything, watchdog included).
+    pub current_thread: bool,
+}
+
+impl WorkerSpec {
+    /// Defaults for a short scenario: one key, one task, lease 500 ms, wait 3 s, op timeout
+    /// 300 ms, holds of 30 ms with 2 writes, runs 5 s.
+    pub fn new(lock_url: &str, resource_url: &str) -> Self {
+        WorkerSpec {
+            urls: vec![lock_url.to_owned()],
+            resource_url: resource_url.to_owned(),
+            keys: vec!["hist".to_owned()],
+            prefix: "leasehold".to_owned(),
+            tasks: 1,
+            duration: Duration::from_secs(5),
+            lease: Duration::from_millis(500),
+            wait: Duration::from_secs(3),
+            op_timeout: Duration::from_millis(300),
+            hold: Duration::from_millis(30),
+            writes: 2,
+            gap: Duration::from_millis(5),
+            block: Duration::ZERO,
+            block_every: 0,
+            current_thread: true,
+        }
+    }
+
+    /// Sets the lock server(s).
+    pub fn urls(mut self, urls: &[String]) -> Self {
+        self.urls = urls.to_vec();
+        self
+    }
+
+    /// Sets the lock keys.
+    pub fn keys<S: AsRef<str>>(mut self, keys: &[S]) -> Self {
+        self.keys = keys.iter().map(|k| k.as_ref().to_owned()).collect();
+        self
+    }
+
+    /// Sets the number of tasks.
+    pub fn tasks(mut self, tasks: usize) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    /// Sets how long the worker runs.
+    pub fn duration(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// Sets the lease.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets the wait.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Sets the op timeout.
+    pub fn op_timeout(mut self, op_timeout: Duration) -> Self {
+        self.op_timeout = op_timeout;
+        self
+    }
+
+    /// Sets the hold time and the writes per hold.
+    pub fn hold(mut self, hold: Duration, writes: u32) -> Self {
+        self.hold = hold;
+        self.writes = writes;
+        self
+    }
+
+    /// Sets the longest pause between holds.
+    pub fn gap(mut self, gap: Duration) -> Self {
+        self.gap = gap;
+        self
+    }
+
+    /// Blocks the runtime for `block` in every `every`-th hold.
+    pub fn block(mut self, block: Duration, every: u32) -> Self {
+        self.block = block;
+        self.block_every = every;
+        self
+    }
+
+    /// Chooses the runtime flavour.
+    pub fn current_thread(mut self, on: bool) -> Self {
+        self.current_thread = on;
+        self
+    }
+
+    /// The command line of worker `id` logging to `log`.
+    pub fn to_args(&self, id: usize, log: &Path) -> Vec<String> {
+        let ms = |d: Duration| d.as_millis().to_string();
+        vec![
+            "--id".into(),
+            id.to_string(),
+            "--log".into(),
+            log.display().to_string(),
+            "--urls".into(),
+            self.urls.join(","),
+            "--resource".into(),
+            self.resource_url.clone(),
+            "--keys".into(),
+            self.keys.join(","),
+            "--prefix".into(),
+            self.prefix.clone(),
+            "--tasks".into(),
+            self.tasks.to_string(),
+            "--duration-ms".into(),
+            ms(self.duration),
+            "--lease-ms".into(),
+            ms(self.lease),
+            "--wait-ms".into(),
+            ms(self.wait),
+            "--op-timeout-ms".into(),
+            ms(self.op_timeout),
+            "--hold-ms".into(),
+            ms(self.hold),
+            "--writes".into(),
+            self.writes.to_string(),
+            "--gap-ms".into(),
+            ms(self.gap),
+            "--block-ms".into(),
+            ms(self.block),
+            "--block-every".into(),
+            self.block_every.to_string(),
+            "--runtime".into(),
+            if self.current_thread {
+                "current"
+            } else {
+                "multi"
+            }
+            .into(),
+        ]
+    }
+
+    /// Parses what [`to_args`](Self::to_args) wrote: `(id, log path, spec)`.
+    ///
+    /// # Errors
+    /// A message naming the bad or missing option.
+    pub fn from_args(args: &[String]) -> Result<(usize, PathBuf, WorkerSpec), String> {
+        let mut map = HashMap::new();
+        let mut it = args.iter();
+        while let Some(name) = it.next() {
+            let name = name
+                .strip_prefix("--")
+                .ok_or_else(|| format!("expected an option, found `{name}`"))?;
+            let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
+            map.insert(name.to_owned(), value.clone());
+        }
+        let get = |name: &str| -> Result<String, String> {
+            map.get(name)
+                .cloned()
+                .ok_or_else(|| format!("missing --{name}"))
+        };
+        let num = |name: &str| -> Result<u64, String> {
+            get(name)?
+                .parse()
+                .map_err(|_| format!("--{name} is not a whole number"))
+        };
+        let ms = |name: &str| num(name).map(Duration::from_millis);
+        let list = |name: &str| -> Result<Vec<String>, String> {
+            Ok(get(name)?
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect())
+        };
+        let spec = WorkerSpec {
+            urls: list("urls")?,
+            resource_url: get("resource")?,
+            keys: list("keys")?,
+            prefix: get("prefix")?,
+            tasks: num("tasks")? as usize,
+            duration: ms("duration-ms")?,
+            lease: ms("lease-ms")?,
+            wait: ms("wait-ms")?,
+            op_timeout: ms("op-timeout-ms")?,
+            hold: ms("hold-ms")?,
+            writes: num("writes")? as u32,
+            gap: ms("gap-ms")?,
+            block: ms("block-ms")?,
+            block_every: num("block-every")? as u32,
+            current_thread: match get("runtime")?.as_str() {
+                "current" => true,
+                "multi" => false,
+                other => return Err(format!("--runtime is `current` or `multi`, not `{other}`")),
+            },
+        };
+        if spec.urls.is_empty() || spec.keys.is_empty() || spec.tasks == 0 {
+            return Err("--urls, --keys and --tasks must not be empty".into());
+        }
+        Ok((num("id")? as usize, PathBuf::from(get("log")?), spec))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fenced resource
+// ---------------------------------------------------------------------------------------------
+
+/// The fenced resource, as a Lua script on its own Redis server: a record that accepts a
+/// write only with a fencing token newer than the last one it accepted (or the same token
+/// again, from the same holder). Tokens are compared as decimal strings, exactly, since
+/// leasehold's fences (microseconds of the server clock and up) are too large for Lua's
+/// doubles to compare safely in general.
+pub const FENCED_WRITE_SCRIPT: &str = r#"
+-- KEYS[1]  the record (a hash: fence, writer, accepted, rejected)
+-- ARGV[1]  the writer's fencing token, decimal
+-- ARGV[2]  the writer (a hold id)
+-- Returns 1 when the write was accepted, 0 when it was refused as stale.
+local last = redis.call('HGET', KEYS[1], 'fence')
+local newer
+if not last then
+  newer = true
+elseif #ARGV[1] ~= #last then
+  newer = #ARGV[1] > #last
+elseif ARGV[1] == last then
+  newer = redis.call('HGET', KEYS[1], 'writer') == ARGV[2]
+else
+  newer = ARGV[1] > last
+end
+if newer then
+  redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'writer', ARGV[2])
+  redis.call('HINCRBY', KEYS[1], 'accepted', 1)
+  return 1
+end
+redis.call('HINCRBY', KEYS[1], 'rejected', 1)
+return 0
+"#;
+
+/// The Redis key of the fenced record for lock key `key`.
+pub fn resource_key(key: &str) -> String {
+    format!("resource:{key}")
+}
+
+/// A client of the fenced resource.
+#[derive(Clone)]
+pub struct FencedResource {
+    conn: redis::aio::MultiplexedConnection,
+    script: redis::Script,
+}
+
+impl FencedResource {
+    /// Connects to the resource's server.
+    ///
+    /// # Errors
+    /// When the server cannot be reached.
+    pub async fn connect(url: &str) -> redis::RedisResult<Self> {
+        let conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        Ok(FencedResource {
+            conn,
+            script: redis::Script::new(FENCED_WRITE_SCRIPT),
+        })
+    }
+
+    /// Writes to the record of `key` with `fence`; `Ok(true)` when accepted.
+    ///
+    /// # Errors
+    /// When the server fails.
+    pub async fn write(&self, key: &str, fence: u64, writer: &str) -> redis::RedisResult<bool> {
+        let mut conn = self.conn.clone();
+        let accepted: i64 = self
+            .script
+            .key(resource_key(key))
+            .arg(fence.to_string())
+            .arg(writer)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(accepted == 1)
+    }
+
+    /// The record's totals: `(accepted, rejected)`.
+    ///
+    /// # Errors
+    /// When the server fails.
+    pub async fn totals(&self, key: &str) -> redis::RedisResult<(u64, u64)> {
+        let mut conn = self.conn.clone();
+        let (a, r): (Option<u64>, Option<u64>) = redis::cmd("HMGET")
+            .arg(resource_key(key))
+            .arg("accepted")
+            .arg("rejected")
+            .query_async(&mut conn)
+            .await?;
+        Ok((a.unwrap_or(0), r.unwrap_or(0)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker processes
+// ---------------------------------------------------------------------------------------------
+
+/// One worker process. Dropping it kills it (SIGCONT first, in case it is stopped).
+#[derive(Debug)]
+pub struct WorkerProc {
+    /// The worker's id (its hold ids start with it).
+    pub id: usize,
+    /// Its event log.
+    pub log: PathBuf,
+    child: Option<Child>,
+    exited: Option<std::process::ExitStatus>,
+}
+
+impl WorkerProc {
+    /// The process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn signal(&mut self, sig: libc::c_int) {
+        if let Some(child) = self.child.as_mut() {
+            if let Ok(None) = child.try_wait() {
+                // SAFETY: a plain syscall on our own unreaped child, whose pid cannot be reused.
+                unsafe {
+                    libc::kill(child.id() as libc::pid_t, sig);
+                }
+            }
+        }
+    }
+
+    fn reap(&mut self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        let Some(child) = self.child.as_mut() else {
+            return true;
+        };
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    self.exited = Some(status);
+                    self.child = None;
+                    return true;
+                }
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(None) => return false,
+                Err(_) => {
+                    self.child = None;
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for WorkerProc {
+    fn drop(&mut self) {
+        self.signal(libc::SIGKILL);
+        self.signal(libc::SIGCONT);
+        self.reap(Duration::from_secs(5));
+    }
+}
+
+/// One run of a scenario: a directory with the workers' logs and the fault log, and the
+/// worker processes. The directory is removed on drop unless the run was marked to keep it
+/// (as a failed check does).
+#[derive(Debug)]
+pub struct Run {
+    name: String,
+    dir: PathBuf,
+    faults: EventLog,
+    workers: Vec<WorkerProc>,
+    keep: bool,
+}
+
+impl Run {
+    /// A new run in a fresh directory under the system's temporary directory.
+    ///
+    /// # Panics
+    /// When the directory cannot be created.
+    pub fn new(name: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "leasehold-history-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        let faults = EventLog::create(&dir.join("faults.log"))
+            .unwrap_or_else(|e| panic!("cannot create the fault log: {e}"));
+        Run {
+            name: name.to_owned(),
+            dir,
+            faults,
+            workers: Vec::new(),
+            keep: false,
+        }
+    }
+
+    /// The run's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Keeps the directory after the run (for a post-mortem).
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+
+    /// The workers started so far.
+    pub fn workers(&self) -> &[WorkerProc] {
+        &self.workers
+    }
+
+    /// Starts a worker; returns its index (also its id).
+    ///
+    /// # Panics
+    /// When the worker binary cannot be run.
+    pub fn spawn(&mut self, spec: &WorkerSpec) -> usize {
+        let id = self.workers.len();
+        let log = self.dir.join(format!("worker-{id}.log"));
+        let out = File::create(self.dir.join(format!("worker-{id}.out")))
+            .unwrap_or_else(|e| panic!("cannot create the worker's output file: {e}"));
+        let mut cmd = Command::new(worker_binary());
+        cmd.args(spec.to_args(id, &log))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("dup the output file"))
+            .stderr(out);
+        die_with_parent(&mut cmd);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start history_worker: {e}"));
+        self.workers.push(WorkerProc {
+            id,
+            log,
+            child: Some(child),
+            exited: None,
+        });
+        id
+    }
+
+    /// Logs the start of a fault on `target` (`w3`, `redis`, ...); returns its time.
+    pub fn fault(&self, kind: &str, target: &str) -> u64 {
+        self.faults.now("fault", &[&kind, &target])
+    }
+
+    /// Logs the end of a fault started with [`fault`](Self::fault); returns its time.
+    pub fn heal(&self, kind: &str, target: &str) -> u64 {
+        self.faults.now("heal", &[&kind, &target])
+    }
+
+    /// Freezes worker `i` with SIGSTOP (logged as fault `pause`).
+    pub fn pause(&mut self, i: usize) {
+        self.fault("pause", &format!("w{i}"));
+        self.workers[i].signal(libc::SIGSTOP);
+    }
+
+    /// Thaws worker `i` with SIGCONT.
+    pub fn resume(&mut self, i: usize) {
+        self.workers[i].signal(libc::SIGCONT);
+        self.heal("pause", &format!("w{i}"));
+    }
+
+    /// Kills worker `i` with SIGKILL (logged as fault `kill`, which never heals).
+    pub fn kill9(&mut self, i: usize) -> u64 {
+        let t = self.fault("kill", &format!("w{i}"));
+        self.workers[i].signal(libc::SIGKILL);
+        self.workers[i].reap(Duration::from_secs(5));
+        t
+    }
+
+    /// Whether worker `i` is still running.
+    pub fn is_running(&mut self, i: usize) -> bool {
+        !self.workers[i].reap(Duration::ZERO)
+    }
+
+    /// The holds that are open right now (acquired, not yet released nor reported lost), by
+    /// worker index, read from the tail of each log.
+    pub fn open_holds(&mut self) -> Vec<(usize, String)> {
+        self.open_holds_since()
+            .into_iter()
+            .map(|(w, hold, _)| (w, hold))
+            .collect()
+    }
+
+    /// As [`open_holds`](Self::open_holds), with the time each was acquired.
+    pub fn open_holds_since(&mut self) -> Vec<(usize, String, u64)> {
+        let mut open = Vec::new();
+        for i in 0..self.workers.len() {
+            if !self.is_running(i) {
+                continue;
+            }
+            let tail = read_tail(&self.workers[i].log, 64 * 1024);
+            let mut holds: Vec<(String, u64)> = Vec::new();
+            for line in tail.lines() {
+                let mut parts = line.split(' ');
+                let (Some(t), Some(event), Some(hold)) = (parts.next(), parts.next(), parts.next())
+                else {
+                    continue;
+                };
+                match event {
+                    "ok" => holds.push((hold.to_owned(), t.parse().unwrap_or(0))),
+                    "rel" | "lost" => holds.retain(|(h, _)| h != hold),
+                    _ => {}
+                }
+            }
+            open.extend(holds.into_iter().map(|(h, t)| (i, h, t)));
+        }
+        open
+    }
+
+    /// Waits up to `within` for every worker to exit by itself; the ones still running then
+    /// are killed and logged as fault `hung` (a violation).
+    pub async fn wait_all(&mut self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let running: Vec<usize> = (0..self.workers.len())
+                .filter(|&i| self.is_running(i))
+                .collect();
+            if running.is_empty() {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                for i in running {
+                    self.fault("hung", &format!("w{i}"));
+                    self.workers[i].signal(libc::SIGKILL);
+                    self.workers[i].signal(libc::SIGCONT);
+                    self.workers[i].reap(Duration::from_secs(5));
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Reads all logs of the run.
+    ///
+    /// # Panics
+    /// When a log cannot be read.
+    pub fn history(&self) -> History {
+        let mut logs = Vec::new();
+        for w in &self.workers {
+            logs.push((w.id, fs::read_to_string(&w.log).unwrap_or_default()));
+        }
+        let faults = fs::read_to_string(self.dir.join("faults.log")).unwrap_or_default();
+        History::parse(&logs, &faults)
+    }
+
+    /// Checks the run's history, records the figures (see [`Report::record`]) and panics
+    /// with every violation found, keeping the run's directory for a post-mortem.
+    pub fn check_and_record(&mut self, scenario: &str) -> (History, Report) {
+        self.check_and_record_allowing(scenario, &[])
+    }
+
+    /// As [`check_and_record`](Self::check_and_record), but violations of the `known` rules
+    /// (a finding not fixed yet) are printed, not fatal.
+    pub fn check_and_record_allowing(
+        &mut self,
+        scenario: &str,
+        known: &[Rule],
+    ) -> (History, Report) {
+        let history = self.history();
+        let report = history.check();
+        report.record(scenario);
+        let fatal = report.violations_except(known);
+        if !fatal.is_empty() {
+            self.keep();
+            panic!(
+                "{scenario} ({}): {} violation(s); logs kept in {}\n{report}",
+                self.name,
+                fatal.len(),
+                self.dir.display()
+            );
+        }
+        (history, report)
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.workers.clear();
+        if !self.keep && !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!(
+                "history of run `{}` kept in {}",
+                self.name,
+                self.dir.display()
+            );
+        }
+    }
+}
+
+/// The `history_worker` binary, built with the test's profile.
+fn worker_binary() -> PathBuf {
+    crate::harness::cargo_bin("history_worker")
+}
+
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only makes an async-signal-safe call.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}
+
+fn read_tail(path: &Path, max: u64) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return String::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(max);
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if start > 0 {
+        // Drop the partial first line.
+        text.split_once('\n')
+            .map(|(_, rest)| rest.to_owned())
+            .unwrap_or_default()
+    } else {
+        text
+    }
+}
+
+/// The resident set size of process `pid` in KiB, from `/proc`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The history
+// ---------------------------------------------------------------------------------------------
+
+/// One write to the fenced resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    /// When it was invoked.
+    pub inv: u64,
+    /// Made after `is_held()` said true (a careful holder), not blindly after a loss.
+    pub careful: bool,
+    /// When it returned, and whether the resource accepted it; `None` if it never returned.
+    pub outcome: Option<(u64, Option<bool>)>,
+}
+
+/// One acquisition and what became of it.
+#[derive(Clone, Debug, Default)]
+pub struct Hold {
+    /// `worker.task.n`.
+    pub id: String,
+    /// The worker's index.
+    pub worker: usize,
+    /// The lock key.
+    pub key: String,
+    /// When acquire was invoked.
+    pub inv: u64,
+    /// When acquire returned a guard, and its fence.
+    pub ok: Option<(u64, u64)>,
+    /// When acquire failed, and the error's code.
+    pub err: Option<(u64, String)>,
+    /// Times at which the holder provably believed it held the lock (`is_held()` true).
+    pub first_true: Option<u64>,
+    /// The last such time.
+    pub last_true: Option<u64>,
+    /// The first time `is_held()` was seen false.
+    pub first_false: Option<u64>,
+    /// `is_held()` was seen true again after false.
+    pub resurrected: bool,
+    /// When the holder noticed the loss.
+    pub lost: Option<u64>,
+    /// When release was invoked, and whether `is_held()` was true just before.
+    pub rel: Option<(u64, bool)>,
+    /// When release returned, and how (`rok`, `rlost`, `runav`, `rerr`).
+    pub rel_done: Option<(u64, String)>,
+    /// Writes to the fenced resource.
+    pub writes: Vec<Write>,
+    /// Runtime blocks inside this hold: (start, end).
+    pub blocks: Vec<(u64, Option<u64>)>,
+}
+
+impl Hold {
+    fn saw_true(&mut self, t: u64) {
+        if self.first_false.is_some() && self.first_false < Some(t) {
+            self.resurrected = true;
+        }
+        self.first_true = Some(self.first_true.map_or(t, |f| f.min(t)));
+        self.last_true = Some(self.last_true.map_or(t, |l| l.max(t)));
+    }
+
+    /// The fence, if acquired.
+    pub fn fence(&self) -> Option<u64> {
+        self.ok.map(|(_, f)| f)
+    }
+}
+
+/// A worker's settings and life, from its log.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerLife {
+    /// The worker's index.
+    pub id: usize,
+    /// When it started, and its lease, wait and op timeout in ms.
+    pub start: Option<(u64, u64, u64, u64)>,
+    /// When it finished by itself.
+    pub end: Option<u64>,
+}
+
+/// A fault the test injected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// What (`pause`, `kill`, `restart`, `stall`, ...).
+    pub kind: String,
+    /// On what (`w3`, `redis`, ...).
+    pub target: String,
+    /// When it started.
+    pub start: u64,
+    /// When it ended, if it did.
+    pub end: Option<u64>,
+}
+
+/// Everything the workers and the test logged in one run.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// Every acquisition, in log order per worker.
+    pub holds: Vec<Hold>,
+    /// Every worker.
+    pub workers: Vec<WorkerLife>,
+    /// Every fault.
+    pub faults: Vec<Fault>,
+    /// Lines that did not parse (a worker killed mid-write leaves none, but who knows).
+    pub garbage: usize,
+}
+
+impl History {
+    /// Parses worker logs (`(worker index, text)`) and the fault log.
+    pub fn parse(logs: &[(usize, String)], faults: &str) -> History {
+        let mut history = History::default();
+        for (worker, text) in logs {
+            let mut life = WorkerLife {
+                id: *worker,
+                ..WorkerLife::default()
+            };
+            let mut index: HashMap<String, usize> = HashMap::new();
+            for line in text.lines() {
+                let fields: Vec<&str> = line.split(' ').collect();
+                let (Some(t), Some(&event)) = (
+                    fields.first().and_then(|t| t.parse::<u64>().ok()),
+                    fields.get(1),
+                ) else {
+                    history.garbage += 1;
+                    continue;
+                };
+                let num = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+                match event {
+                    "start" => {
+                        life.start = Some((
+                            t,
+                            num(4).unwrap_or(0),
+                            num(5).unwrap_or(0),
+                            num(6).unwrap_or(0),
+                        ))
+                    }
+                    "end" => life.end = Some(t),
+                    _ => {
+                        let Some(&id) = fields.get(2) else {
+                            history.garbage += 1;
+                            continue;
+                        };
+                        if event == "inv" {
+                            index.insert(id.to_owned(), history.holds.len());
+                            history.holds.push(Hold {
+                                id: id.to_owned(),
+                                worker: *worker,
+                                key: fields.get(3).unwrap_or(&"").to_string(),
+                                inv: t,
+                                ..Hold::default()
+                            });
+                            continue;
+                        }
+                        let Some(&i) = index.get(id) else {
+                            history.garbage += 1;
+                            continue;
+                        };
+                        let hold = &mut history.holds[i];
+                        let flag = fields.get(3) == Some(&"1");
+                        match event {
+                            "ok" => hold.ok = num(3).map(|f| (t, f)),
+                            "aerr" => {
+                                hold.err = Some((t, fields.get(3).unwrap_or(&"").to_string()))
+                            }
+                            "chk" if flag => hold.saw_true(t),
+                            "chk" | "nh" => {
+                                hold.first_false = Some(hold.first_false.map_or(t, |f| f.min(t)))
+                            }
+                            "h" => hold.saw_true(t),
+                            "rz" => hold.resurrected = true,
+                            "win" => hold.writes.push(Write {
+                                inv: t,
+                                careful: fields.get(4) == Some(&"1"),
+                                outcome: None,
+                            }),
+                            "wok" | "werr" => {
+                                if let Some(w) = hold.writes.last_mut() {
+                                    let accepted = (event == "wok").then_some(flag);
+                                    w.outcome = Some((t, accepted));
+                                }
+                            }
+                            "lost" => hold.lost = Some(t),
+                            "blk" => hold.blocks.push((t, None)),
+                            "blkend" => {
+                                if let Some(b) = hold.blocks.last_mut() {
+                                    b.1 = Some(t);
+                                }
+                            }
+                            "rel" => {
+                                hold.rel = Some((t, flag));
+                                if flag {
+                                    hold.saw_true(t);
+                                }
+                            }
+                            "rok" | "rlost" | "runav" | "rerr" => {
+                                hold.rel_done = Some((t, event.to_owned()))
+                            }
+                            _ => history.garbage += 1,
+                        }
+                    }
+                }
+            }
+            history.workers.push(life);
+        }
+        let mut open: Vec<Fault> = Vec::new();
+        for line in faults.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let (Some(t), Some(&event), Some(&kind), Some(&target)) = (
+                fields.first().and_then(|t| t.parse::<u64>().ok()),
+                fields.get(1),
+                fields.get(2),
+                fields.get(3),
+            ) else {
+                history.garbage += 1;
+                continue;
+            };
+            match event {
+                "fault" => open.push(Fault {
+                    kind: kind.to_owned(),
+                    target: target.to_owned(),
+                    start: t,
+                    end: None,
+                }),
+                "heal" => {
+                    if let Some(i) = open
+                        .iter()
+                        .position(|f| f.kind == kind && f.target == target && f.end.is_none())
+                    {
+                        open[i].end = Some(t);
+                    }
+                }
+                _ => history.garbage += 1,
+            }
+        }
+        history.faults = open;
+        history
+    }
+
+    /// The holds of worker `w`.
+    pub fn holds_of(&self, w: usize) -> impl Iterator<Item = &Hold> {
+        self.holds.iter().filter(move |h| h.worker == w)
+    }
+
+    /// The hold of the given id.
+    pub fn hold(&self, id: &str) -> Option<&Hold> {
+        self.holds.iter().find(|h| h.id == id)
+    }
+
+    /// The first hold (of any worker) that acquired `key` at or after `t`.
+    pub fn first_acquired_after(&self, key: &str, t: u64) -> Option<&Hold> {
+        self.holds
+            .iter()
+            .filter(|h| h.key == key && h.ok.is_some_and(|(ok, _)| ok >= t))
+            .min_by_key(|h| h.ok.map(|(ok, _)| ok))
+    }
+
+    /// Whether worker `w` was stopped (paused) or blocked at any time in `[from, to]`.
+    fn frozen(&self, w: usize, from: u64, to: u64) -> bool {
+        let target = format!("w{w}");
+        let paused = self.faults.iter().any(|f| {
+            f.kind == "pause"
+                && f.target == target
+                && f.start <= to
+                && f.end.unwrap_or(u64::MAX) >= from
+        });
+        let blocked = self.holds_of(w).any(|h| {
+            h.blocks
+                .iter()
+                .any(|&(s, e)| s <= to && e.unwrap_or(u64::MAX) >= from)
+        });
+        paused || blocked
+    }
+
+    /// Judges the history; see the module's documentation for the rules.
+    pub fn check(&self) -> Report {
+        let mut r = Report {
+            workers: self.workers.len(),
+            // Runtime blocks are faults the workers inject on themselves.
+            faults: self.faults.iter().filter(|f| f.kind != "hung").count()
+                + self.holds.iter().map(|h| h.blocks.len()).sum::<usize>(),
+            ..Report::default()
+        };
+        let mut by_key: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+        for h in &self.holds {
+            r.acquires += 1;
+            if h.ok.is_some() {
+                r.holds += 1;
+                by_key.entry(h.key.as_str()).or_default().push(h);
+            }
+            if let Some((_, code)) = &h.err {
+                *r.acquire_errors.entry(code.clone()).or_default() += 1;
+            }
+            if h.lost.is_some()
+                || h.first_false
+                    .is_some_and(|f| h.rel.is_none_or(|(t, _)| f <= t))
+            {
+                r.losses += 1;
+            }
+            for w in &h.writes {
+                match w.outcome {
+                    Some((_, Some(true))) => r.writes_accepted += 1,
+                    Some((_, Some(false))) => r.writes_refused += 1,
+                    _ => r.writes_failed += 1,
+                }
+            }
+            if h.resurrected {
+                r.violation(
+                    Rule::Resurrection,
+                    format!(
+                        "lease of {} was reported lost (is_held() false), then held again",
+                        h.id
+                    ),
+                );
+            }
+        }
+        for (key, holds) in &by_key {
+            self.check_fences(key, holds, &mut r);
+            self.check_overlap(key, holds, &mut r);
+            self.check_stale_writes(key, holds, &mut r);
+        }
+        self.check_bounds(&mut r);
+        self.check_liveness(&mut r);
+        if self.garbage > 0 {
+            r.violation(
+                Rule::Log,
+                format!("{} log line(s) did not parse", self.garbage),
+            );
+        }
+        r
+    }
+
+    /// Fences are unique per key and increase in the real-time order of acquisitions: when
+    /// A's acquire returned before B's was invoked, A's fence is smaller.
+    fn check_fences(&self, key: &str, holds: &[&Hold], r: &mut Report) {
+        let mut seen: HashMap<u64, &str> = HashMap::new();
+        for h in holds {
+            if let Some(fence) = h.fence() {
+                if let Some(other) = seen.insert(fence, &h.id) {
+                    r.violation(
+                        Rule::FenceOrder,
+                        format!(
+                            "fence {fence} of `{key}` handed to both {other} and {}",
+                            h.id
+                        ),
+                    );
+                }
+            }
+        }
+        let mut by_ok: Vec<(u64, u64, &str)> = holds
+            .iter()
+            .filter_map(|h| h.ok.map(|(t, f)| (t, f, h.id.as_str())))
+            .collect();
+        by_ok.sort();
+        let mut by_inv: Vec<&&Hold> = holds.iter().collect();
+        by_inv.sort_by_key(|h| h.inv);
+        let mut i = 0;
+        let mut max: Option<(u64, &str)> = None;
+        for b in by_inv {
+            while i < by_ok.len() && by_ok[i].0 < b.inv {
+                if max.is_none_or(|(f, _)| by_ok[i].1 > f) {
+                    max = Some((by_ok[i].1, by_ok[i].2));
+                }
+                i += 1;
+            }
+            if let (Some((mf, mid)), Some(fence)) = (max, b.fence()) {
+                if mf >= fence {
+                    r.violation(
+                        Rule::FenceOrder,
+                        format!(
+                        "fence out of order on `{key}`: {mid} got {mf} before {} asked, which got {fence}",
+                        b.id
+                    ));
+                }
+            }
+        }
+    }
+
+    /// No two holders' validity windows overlap. A window is the span between the first and
+    /// the last instant at which the holder provably believed it held the lock (`is_held()`
+    /// true, time taken before asking): a lower bound of its belief, so an overlap found is
+    /// an overlap that happened.
+    fn check_overlap(&self, key: &str, holds: &[&Hold], r: &mut Report) {
+        let mut windows: Vec<(u64, u64, &str)> = holds
+            .iter()
+            .filter_map(|h| Some((h.first_true?, h.last_true?, h.id.as_str())))
+            .collect();
+        windows.sort();
+        let mut reach: Option<(u64, &str)> = None;
+        for (start, end, id) in windows {
+            if let Some((until, other)) = reach {
+                if start < until {
+                    r.violation(
+                        Rule::Overlap,
+                        format!(
+                        "overlap on `{key}`: {id} held it from {start} while {other} still held it until {until} ({:.3} ms)",
+                        (until - start) as f64 / 1e6
+                    ));
+                }
+            }
+            if reach.is_none_or(|(until, _)| end > until) {
+                reach = Some((end, id));
+            }
+        }
+    }
+
+    /// The fenced resource accepted no stale write: no write was accepted after (in real
+    /// time) a write with a higher fence had been accepted.
+    fn check_stale_writes(&self, key: &str, holds: &[&Hold], r: &mut Report) {
+        let mut accepted: Vec<(u64, u64, u64, &str)> = Vec::new(); // (inv, done, fence, id)
+        for h in holds {
+            let Some(fence) = h.fence() else { continue };
+            for w in &h.writes {
+                if !w.careful {
+                    r.blind_writes += 1;
+                    if w.outcome.is_some_and(|(_, a)| a == Some(false)) {
+                        r.blind_refused += 1;
+                    }
+                }
+                if let Some((done, Some(true))) = w.outcome {
+                    accepted.push((w.inv, done, fence, h.id.as_str()));
+                }
+            }
+        }
+        let mut by_done = accepted.clone();
+        by_done.sort_by_key(|a| a.1);
+        accepted.sort_by_key(|a| a.0);
+        let mut i = 0;
+        let mut max: Option<(u64, &str)> = None;
+        for (inv, _, fence, id) in accepted {
+            while i < by_done.len() && by_done[i].1 < inv {
+                if max.is_none_or(|(f, _)| by_done[i].2 > f) {
+                    max = Some((by_done[i].2, by_done[i].3));
+                }
+                i += 1;
+            }
+            if let Some((mf, mid)) = max {
+                if mf > fence {
+                    r.stale_accepted += 1;
+                    r.violation(
+                        Rule::StaleWrite,
+                        format!(
+                        "stale write accepted on `{key}`: {id} wrote with fence {fence} after {mid} had written with {mf}"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Every call returned within its bound: acquire within wait + 3 op timeouts, release
+    /// within 2 op timeouts, a resource write within 2 s, each plus 1 s of slack for a loaded
+    /// machine; calls during which the worker itself was paused or blocked are exempt.
+    /// A call that never returned from a worker that finished is a hang.
+    fn check_bounds(&self, r: &mut Report) {
+        const SLACK: u64 = 1_000_000_000;
+        let ms = 1_000_000;
+        for h in &self.holds {
+            let life = &self.workers[h.worker];
+            let Some((_, _, wait, op)) = life.start else {
+                continue;
+            };
+            let finished = life.end.is_some();
+            let mut bound = |what: &str, from: u64, to: Option<u64>, limit: u64| match to {
+                Some(to) => {
+                    let took = to.saturating_sub(from);
+                    if what == "acquire" {
+                        r.max_acquire_ns = r.max_acquire_ns.max(took);
+                    }
+                    if took > limit + SLACK && !self.frozen(h.worker, from, to) {
+                        r.violation(
+                            Rule::Bound,
+                            format!(
+                                "{what} of {} took {:.0} ms; its bound is {:.0} ms",
+                                h.id,
+                                took as f64 / 1e6,
+                                (limit + SLACK) as f64 / 1e6
+                            ),
+                        );
+                    }
+                }
+                None if finished => {
+                    r.violation(Rule::Bound, format!("{what} of {} never returned", h.id));
+                }
+                None => {}
+            };
+            let acquired = h.ok.map(|(t, _)| t).or(h.err.as_ref().map(|(t, _)| *t));
+            bound("acquire", h.inv, acquired, (wait + 3 * op) * ms);
+            if let Some((t, _)) = h.rel {
+                bound(
+                    "release",
+                    t,
+                    h.rel_done.as_ref().map(|(t, _)| *t),
+                    2 * op * ms,
+                );
+            }
+            for w in &h.writes {
+                bound("write", w.inv, w.outcome.map(|(t, _)| t), 2_000 * ms);
+            }
+        }
+        for f in &self.faults {
+            if f.kind == "hung" {
+                r.violation(
+                    Rule::Hang,
+                    format!("worker {} did not finish in time and was killed", f.target),
+                );
+            }
+        }
+    }
+
+    /// Every worker that ran to its end acquired at least once after the last fault healed
+    /// (the service recovers by itself).
+    fn check_liveness(&self, r: &mut Report) {
+        let last_heal = self
+            .faults
+            .iter()
+            .filter(|f| f.kind != "kill" && f.kind != "hung")
+            .filter_map(|f| f.end)
+            .max();
+        let Some(healed) = last_heal else { return };
+        for life in &self.workers {
+            let Some(end) = life.end else { continue };
+            if end <= healed {
+                continue;
+            }
+            let recovered = self
+                .holds_of(life.id)
+                .any(|h| h.ok.is_some_and(|(t, _)| t > healed));
+            if !recovered {
+                r.violation(
+                    Rule::Liveness,
+                    format!(
+                    "worker w{} acquired nothing in the {:.0} ms between the last fault's end and its own",
+                    life.id,
+                    (end - healed) as f64 / 1e6
+                ));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report
+// ---------------------------------------------------------------------------------------------
+
+/// The rule a violation breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Rule {
+    /// Two holders' validity windows overlapped.
+    Overlap,
+    /// A fence was handed out twice, or out of the real-time order of acquisitions.
+    FenceOrder,
+    /// The fenced resource accepted a write after one with a higher fence.
+    StaleWrite,
+    /// A call took longer than its bound, or never returned.
+    Bound,
+    /// A worker did not finish in time.
+    Hang,
+    /// A lease reported lost was held again.
+    Resurrection,
+    /// A worker made no progress after the faults healed.
+    Liveness,
+    /// The logs could not be read.
+    Log,
+}
+
+/// One broken rule, and the evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which rule.
+    pub rule: Rule,
+    /// What happened, with hold ids and times.
+    pub what: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.rule, self.what)
+    }
+}
+
+/// The figures of one checked run, and its violations.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Worker processes.
+    pub workers: usize,
+    /// Acquires invoked.
+    pub acquires: usize,
+    /// Acquires that returned a guard.
+    pub holds: usize,
+    /// Failed acquires by error code.
+    pub acquire_errors: BTreeMap<String, usize>,
+    /// Holds whose loss was reported to the holder.
+    pub losses: usize,
+    /// Writes the fenced resource accepted.
+    pub writes_accepted: usize,
+    /// Writes it refused as stale.
+    pub writes_refused: usize,
+    /// Writes that failed or never returned.
+    pub writes_failed: usize,
+    /// Blind writes (made after the holder noticed its loss, to test the fence).
+    pub blind_writes: usize,
+    /// Blind writes the resource refused.
+    pub blind_refused: usize,
+    /// Stale writes the resource accepted (must be 0).
+    pub stale_accepted: usize,
+    /// Faults injected.
+    pub faults: usize,
+    /// The slowest acquire, in ns.
+    pub max_acquire_ns: u64,
+    /// Everything that broke a rule.
+    pub violations: Vec<Violation>,
+}
+
+impl Report {
+    fn violation(&mut self, rule: Rule, what: String) {
+        self.violations.push(Violation { rule, what });
+    }
+
+    /// The violations of one rule.
+    pub fn violations_of(&self, rule: Rule) -> Vec<&Violation> {
+        self.violations.iter().filter(|v| v.rule == rule).collect()
+    }
+
+    /// The violations of every rule but `rules`.
+    pub fn violations_except(&self, rules: &[Rule]) -> Vec<&Violation> {
+        self.violations
+            .iter()
+            .filter(|v| !rules.contains(&v.rule))
+            .collect()
+    }
+
+    /// Operations: acquires, releases and writes.
+    pub fn operations(&self) -> usize {
+        self.acquires + self.holds + self.writes_accepted + self.writes_refused + self.writes_failed
+    }
+
+    /// Prints the figures to stderr (visible with `--nocapture`) and appends them as one
+    /// tab-separated line to the file named by `LEASEHOLD_RELIABILITY_REPORT`, if set.
+    pub fn record(&self, scenario: &str) {
+        eprintln!("{scenario}: {self}");
+        if let Some(path) = std::env::var_os("LEASEHOLD_RELIABILITY_REPORT") {
+            let line = format!(
+                "{scenario}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                self.workers,
+                self.holds,
+                self.operations(),
+                self.faults,
+                self.losses,
+                self.writes_refused,
+                self.stale_accepted,
+                self.violations.len()
+            );
+            if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+                let _ = f.write_all(line.as_bytes());
+            }
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} workers, {} acquires ({} held, errors {:?}), {} operations, {} faults, {} losses \
+             reported, writes {} accepted / {} refused / {} failed ({} blind, {} refused), \
+             slowest acquire {:.0} ms, stale writes accepted {}, violations {}",
+            self.workers,
+            self.acquires,
+            self.holds,
+            self.acquire_errors,
+            self.operations(),
+            self.faults,
+            self.losses,
+            self.writes_accepted,
+            self.writes_refused,
+            self.writes_failed,
+            self.blind_writes,
+            self.blind_refused,
+            self.max_acquire_ns as f64 / 1e6,
+            self.stale_accepted,
+            self.violations.len()
+        )?;
+        for v in self.violations.iter().take(50) {
+            write!(f, "\n  - {v}")?;
+        }
+        if self.violations.len() > 50 {
+            write!(f, "\n  ... and {} more", self.violations.len() - 50)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(log: &str) -> History {
+        History::parse(&[(0, log.to_owned())], "")
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let h = history(
+            "1 start 0 1 500 1000 300\n\
+             10 inv 0.0.1 k\n20 ok 0.0.1 5\n21 chk 0.0.1 1\n22 win 0.0.1 5 1\n23 wok 0.0.1 1\n\
+             30 rel 0.0.1 1\n31 rok 0.0.1\n\
+             32 inv 0.0.2 k\n40 ok 0.0.2 6\n41 h 0.0.2\n50 rel 0.0.2 1\n51 rok 0.0.2\n60 end\n",
+        );
+        let r = h.check();
+        assert!(r.violations.is_empty(), "{r}");
+        assert_eq!((r.holds, r.writes_accepted), (2, 1));
+    }
+
+    #[test]
+    fn overlap_fence_order_and_stale_writes_are_caught() {
+        let a = "1 start 0 1 500 1000 300\n10 inv 0.0.1 k\n20 ok 0.0.1 7\n21 h 0.0.1\n\
+                 45 h 0.0.1\n46 win 0.0.1 7 1\n47 wok 0.0.1 1\n50 rel 0.0.1 1\n51 rok 0.0.1\n60 end\n";
+        // b holds (with an older fence) while a does, and writes after a's write landed.
+        let b = "1 start 1 1 500 1000 300\n25 inv 1.0.1 k\n30 ok 1.0.1 6\n31 chk 1.0.1 1\n\
+                 48 win 1.0.1 6 1\n49 wok 1.0.1 1\n52 rel 1.0.1 1\n53 rok 1.0.1\n60 end\n";
+        let h = History::parse(&[(0, a.into()), (1, b.into())], "");
+        let r = h.check();
+        let all = r
+            .violations
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(all.contains("overlap"), "{all}");
+        assert!(all.contains("fence out of order"), "{all}");
+        assert!(all.contains("stale write accepted"), "{all}");
+    }
+
+    #[test]
+    fn hangs_and_resurrections_are_caught() {
+        let h = history(
+            "1 start 0 1 500 1000 300\n10 inv 0.0.1 k\n20 ok 0.0.1 5\n21 h 0.0.1\n25 nh 0.0.1\n\
+             30 h 0.0.1\n40 rel 0.0.1 1\n90 end\n",
+        );
+        let all = h
+            .check()
+            .violations
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(all.contains("held again"), "{all}");
+        assert!(all.contains("release of 0.0.1 never returned"), "{all}");
+    }
+
+    #[test]
+    fn spec_round_trips_through_the_command_line() {
+        let spec = WorkerSpec::new("redis://a", "redis://b")
+            .keys(&["x", "y"])
+            .tasks(3)
+            .block(Duration::from_millis(700), 4)
+            .current_thread(false);
+        let args = spec.to_args(7, Path::new("/tmp/w.log"));
+        let (id, log, back) = WorkerSpec::from_args(&args).unwrap();
+        assert_eq!((id, log.as_path()), (7, Path::new("/tmp/w.log")));
+        assert_eq!(back, spec);
+    }
+}

@@ -1,0 +1,759 @@
+//! The fault suite, scenarios 1 to 5 of RELIABILITY.md, on one Redis node and on a RedLock
+//! of three masters: worker processes take the same lock in a loop and log every step; the
+//! test injects faults; `History::check` fails the run on overlapping holders, fences out of
+//! order, stale writes accepted by the fenced resource, calls over their bound, resurrected
+//! leases and hangs. These are the short versions; `scripts/reliability` repeats them
+//! (`LEASEHOLD_RUNS`) and runs the long ones.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_tests::harness::{ProxyMode, RedisServer, TcpProxy};
+use leasehold_tests::history::{monotonic_ns, History, Rule, Run, WorkerSpec};
+use tokio::time::{sleep, Instant};
+
+/// Where the locks live, and the fenced resource's own server (never faulted).
+struct Deployment {
+    nodes: Vec<Arc<RedisServer>>,
+    resource: RedisServer,
+}
+
+impl Deployment {
+    /// One lock server (`nodes == 1`) or the masters of a RedLock.
+    async fn start(nodes: usize) -> Self {
+        let mut servers = RedisServer::start_many(nodes + 1).await;
+        let resource = servers.pop().expect("started");
+        Deployment {
+            nodes: servers.into_iter().map(Arc::new).collect(),
+            resource,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        if self.nodes.len() == 1 {
+            "single"
+        } else {
+            "redlock"
+        }
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.url()).collect()
+    }
+
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec::new(&self.nodes[0].url(), &self.resource.url()).urls(&self.urls())
+    }
+}
+
+/// An open hold, waiting up to 2 s for one: the worker and the hold id.
+async fn some_open_hold(run: &mut Run) -> Option<(usize, String)> {
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        if let Some(open) = run.open_holds().into_iter().next() {
+            return Some(open);
+        }
+        sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
+
+/// Waits up to 4 s until worker `w` has just acquired the lock (within 150 ms).
+async fn holding(run: &mut Run, w: usize) {
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        let young = run
+            .open_holds_since()
+            .iter()
+            .any(|(o, _, since)| *o == w && monotonic_ns().saturating_sub(*since) < 150_000_000);
+        if young {
+            return;
+        }
+        sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// How many times each scenario repeats: `LEASEHOLD_RUNS` (default 1).
+fn runs() -> usize {
+    std::env::var("LEASEHOLD_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The hold `id`, hit by a fault at `at`, ended as a lost one: not believed long after the
+/// fault, told so (its loss noticed, or its release refused), and never released as if
+/// nothing happened.
+fn assert_reported_lost(history: &History, id: &str, at: u64) {
+    let hold = history
+        .hold(id)
+        .unwrap_or_else(|| panic!("no hold {id} in the history"));
+    assert!(
+        hold.last_true.is_none_or(|t| t < at + 1_000_000_000),
+        "{id} believed it held the lock long after the fault: {hold:?}"
+    );
+    let release_said_lost = hold
+        .rel_done
+        .as_ref()
+        .is_some_and(|(_, how)| how == "rlost" || how == "runav");
+    assert!(
+        hold.lost.is_some() || hold.rel.is_some_and(|(_, held)| !held) || release_said_lost,
+        "{id} was not reported lost: {hold:?}"
+    );
+    if let Some((_, how)) = &hold.rel_done {
+        assert_ne!(
+            how, "rok",
+            "{id}: a release after losing the lease succeeded: {hold:?}"
+        );
+    }
+}
+
+/// Sends one command on a connection of its own, bounded; for faults that the server must
+/// carry out while the lock connections are busy (CLIENT PAUSE, DEBUG SLEEP).
+async fn admin(redis: &RedisServer, args: &[&str]) {
+    let mut conn = redis.conn().await;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let call = cmd.query_async::<redis::Value>(&mut conn);
+    let _ = tokio::time::timeout(Duration::from_secs(10), call).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Baseline, and the checker's own test
+// ---------------------------------------------------------------------------------------------
+
+async fn baseline(nodes: usize) {
+    let d = Deployment::start(nodes).await;
+    let mut run = Run::new("baseline");
+    let spec = d.spec().duration(Duration::from_secs(3));
+    run.spawn(&spec);
+    run.spawn(&spec);
+    // Two tasks in one process: the local queue and the handover without a round trip.
+    run.spawn(&spec.clone().tasks(2).current_thread(false));
+    run.wait_all(Duration::from_secs(20)).await;
+    let (_, report) = run.check_and_record(&format!("0-baseline-{}", d.name()));
+    assert!(report.holds >= 30, "too little happened: {report}");
+    assert_eq!(
+        report.writes_refused, 0,
+        "no fault, no stale write: {report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baseline_without_faults_single() {
+    baseline(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baseline_without_faults_redlock() {
+    baseline(3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_catches_a_lock_that_does_not_exclude() {
+    // Two prefixes are two unrelated locks on the same resource: the history must show it.
+    let d = Deployment::start(1).await;
+    let mut run = Run::new("broken");
+    let mut spec = d
+        .spec()
+        .hold(Duration::from_millis(20), 4)
+        .gap(Duration::ZERO)
+        .duration(Duration::from_secs(2));
+    run.spawn(&spec);
+    spec.prefix = "other".into();
+    run.spawn(&spec);
+    run.wait_all(Duration::from_secs(20)).await;
+    let report = run.history().check();
+    assert!(!report.violations_of(Rule::Overlap).is_empty(), "{report}");
+    assert!(
+        !report.violations_of(Rule::FenceOrder).is_empty(),
+        "{report}"
+    );
+    assert!(report.writes_refused > 0, "{report}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. A holder paused (SIGSTOP) past its lease
+// ---------------------------------------------------------------------------------------------
+
+async fn paused_holder(nodes: usize) {
+    for round in 0..runs() {
+        let d = Deployment::start(nodes).await;
+        let mut run = Run::new("pause");
+        let lease = Duration::from_millis(400);
+        let spec = d
+            .spec()
+            .lease(lease)
+            .hold(Duration::from_millis(40), 2)
+            .duration(Duration::from_secs(7));
+        for _ in 0..4 {
+            run.spawn(&spec);
+        }
+        sleep(Duration::from_millis(1000)).await;
+        let mut victims = Vec::new();
+        let stop_at = Instant::now() + Duration::from_secs(4);
+        while Instant::now() < stop_at {
+            let Some((w, hold)) = some_open_hold(&mut run).await else {
+                continue;
+            };
+            let at = monotonic_ns();
+            run.pause(w);
+            // Well past the lease: another worker takes over meanwhile.
+            sleep(lease * 5 / 2).await;
+            run.resume(w);
+            victims.push((hold, at));
+            sleep(Duration::from_millis(300)).await;
+        }
+        run.wait_all(Duration::from_secs(20)).await;
+        let (history, report) = run.check_and_record(&format!("1-pause-{}#{round}", d.name()));
+        let mut hit = 0;
+        for (id, at) in &victims {
+            let hold = history.hold(id).expect("victim in history");
+            // The pause may have landed just after the release was invoked.
+            if hold.rel.is_some_and(|(t, _)| t < *at) {
+                continue;
+            }
+            hit += 1;
+            // It resumed, tried to write (refused), to renew (failed) and to release (failed).
+            assert_reported_lost(&history, id, *at);
+            let next = history
+                .first_acquired_after(&hold.key, *at)
+                .expect("someone took over during the pause");
+            assert!(next.fence() > hold.fence());
+        }
+        assert!(hit > 0, "no pause landed inside a hold");
+        assert!(
+            report.blind_refused > 0,
+            "no resumed holder tried its stale fence: {report}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_a_holder_paused_past_its_lease_cannot_write_renew_or_release_single() {
+    paused_holder(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_a_holder_paused_past_its_lease_cannot_write_renew_or_release_redlock() {
+    paused_holder(3).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. A holder killed with SIGKILL
+// ---------------------------------------------------------------------------------------------
+
+async fn killed_holder(nodes: usize) {
+    for round in 0..runs() {
+        let d = Deployment::start(nodes).await;
+        let mut run = Run::new("kill");
+        let lease = Duration::from_millis(600);
+        let total = Duration::from_secs(7);
+        let started = Instant::now();
+        let spec = d
+            .spec()
+            .lease(lease)
+            .hold(Duration::from_millis(40), 2)
+            .duration(total);
+        for _ in 0..3 {
+            run.spawn(&spec);
+        }
+        sleep(Duration::from_millis(800)).await;
+        let mut kills = Vec::new();
+        while started.elapsed() < Duration::from_secs(5) {
+            let Some((w, hold)) = some_open_hold(&mut run).await else {
+                continue;
+            };
+            let at = run.kill9(w);
+            kills.push((hold, at));
+            // A replacement, so that three keep contending.
+            let left = total.saturating_sub(started.elapsed());
+            run.spawn(&spec.clone().duration(left));
+            sleep(lease + Duration::from_millis(400)).await;
+        }
+        run.wait_all(Duration::from_secs(20)).await;
+        let (history, _) = run.check_and_record(&format!("2-kill-{}#{round}", d.name()));
+        assert!(!kills.is_empty());
+        let margin = 500_000_000;
+        for (id, at) in &kills {
+            let hold = history.hold(id).expect("victim in history");
+            if hold.rel.is_some() {
+                continue; // killed just after it let go
+            }
+            let next = history
+                .first_acquired_after(&hold.key, *at)
+                .unwrap_or_else(|| panic!("nobody acquired after {id} was killed"));
+            let (ok, fence) = next.ok.expect("acquired");
+            let free_after = ok - at;
+            eprintln!(
+                "killed {id}: next holder {} after {:.0} ms",
+                next.id,
+                ms(free_after)
+            );
+            assert!(
+                free_after <= lease.as_nanos() as u64 + margin,
+                "the lock of killed {id} stayed taken {:.0} ms (lease {lease:?})",
+                ms(free_after)
+            );
+            assert!(Some(fence) > hold.fence());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_a_killed_holders_lock_is_free_after_the_lease_single() {
+    killed_holder(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_a_killed_holders_lock_is_free_after_the_lease_redlock() {
+    killed_holder(3).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Redis killed and restarted without persistence while locks are held
+// ---------------------------------------------------------------------------------------------
+
+/// Restarts the single lock server empty, three times, under held locks. `known` lists the
+/// rules a finding not fixed yet is allowed to break.
+async fn restarted_redis(known: &[Rule]) {
+    for round in 0..runs() {
+        let d = Deployment::start(1).await;
+        let locks = &d.nodes[0];
+        let mut run = Run::new("restart");
+        let lease = Duration::from_millis(600);
+        let spec = d
+            .spec()
+            .lease(lease)
+            .hold(Duration::from_millis(60), 3)
+            .duration(Duration::from_secs(8));
+        run.spawn(&spec);
+        // Two tasks: a handover inside the process must not outlive the restart either.
+        run.spawn(&spec.clone().tasks(2).current_thread(false));
+        // Holds longer than the lease: only the watchdog keeps them, and it must find the
+        // loss.
+        run.spawn(&spec.clone().hold(lease * 2, 8));
+        sleep(Duration::from_millis(1000)).await;
+        let mut restarts = Vec::new();
+        for _ in 0..3 {
+            let open = some_open_hold(&mut run).await;
+            let at = run.fault("restart", "redis");
+            // Down for 150 ms, as after a crash and a supervisor's restart: the holders' drop
+            // notice must not race a restart faster than a loaded machine schedules them.
+            locks.kill9();
+            sleep(Duration::from_millis(150)).await;
+            locks.restart().await;
+            run.heal("restart", "redis");
+            restarts.push((open, at));
+            sleep(Duration::from_millis(1500)).await;
+        }
+        run.wait_all(Duration::from_secs(20)).await;
+        let (history, _) =
+            run.check_and_record_allowing(&format!("3-restart-single#{round}"), known);
+        let mut hit = 0;
+        for (open, at) in restarts {
+            let Some((_, id)) = open else { continue };
+            let hold = history.hold(&id).expect("holder in history");
+            if hold.rel.is_some_and(|(t, _)| t < at) {
+                continue;
+            }
+            hit += 1;
+            if known.is_empty() {
+                assert_reported_lost(&history, &id, at);
+            } else {
+                // Until finding 1 is fixed the holder may even hand its dead lease to another
+                // task of its process (its release then returns Ok): only bound its belief.
+                assert!(
+                    hold.last_true.is_none_or(|t| t < at + 1_000_000_000),
+                    "{id} believed it held the lock long after the restart: {hold:?}"
+                );
+            }
+        }
+        assert!(hit > 0, "no restart happened under a held lock");
+        // The workers left nothing behind on the new server.
+        sleep(lease).await;
+        assert!(locks.keys("leasehold:lock:*").await.is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_redis_restarted_empty_under_held_locks_single_strict() {
+    restarted_redis(&[]).await;
+}
+
+/// Everything of scenario 3 but the overlap: the fence still protects the resource, holders
+/// are told, calls are bounded, and the service recovers without restarting anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_redis_restarted_empty_under_held_locks_single() {
+    restarted_redis(&[Rule::Overlap, Rule::FenceOrder]).await;
+}
+
+/// RedLock with delayed restarts (a restarted master stays down for longer than a lease,
+/// the rule RedLock needs without persistence): one master at a time, so a majority always
+/// keeps the lock. Strict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_redlock_masters_restarted_empty_one_at_a_time() {
+    for round in 0..runs() {
+        let d = Deployment::start(3).await;
+        let mut run = Run::new("restart-redlock");
+        let lease = Duration::from_millis(500);
+        let spec = d
+            .spec()
+            .lease(lease)
+            .hold(Duration::from_millis(60), 3)
+            .duration(Duration::from_secs(9));
+        run.spawn(&spec);
+        run.spawn(&spec.clone().tasks(2).current_thread(false));
+        run.spawn(&spec.clone().hold(lease * 3, 10));
+        sleep(Duration::from_millis(800)).await;
+        for i in 0..3 {
+            let node = &d.nodes[i];
+            let target = format!("n{i}");
+            run.fault("restart", &target);
+            node.kill9();
+            sleep(lease + Duration::from_millis(300)).await;
+            node.restart().await;
+            run.heal("restart", &target);
+            sleep(Duration::from_millis(1000)).await;
+        }
+        run.wait_all(Duration::from_secs(20)).await;
+        run.check_and_record(&format!("3-restart-redlock#{round}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Redis stalled, and traffic stalled or cut
+// ---------------------------------------------------------------------------------------------
+
+async fn stalled_redis(nodes: usize) {
+    for round in 0..runs() {
+        let d = Deployment::start(nodes).await;
+        let mut run = Run::new("redis-stall");
+        let lease = Duration::from_millis(500);
+        let spec = d
+            .spec()
+            .lease(lease)
+            .op_timeout(Duration::from_millis(250))
+            .wait(Duration::from_millis(1500))
+            .hold(Duration::from_millis(60), 3)
+            .duration(Duration::from_secs(14));
+        run.spawn(&spec);
+        run.spawn(&spec.clone().tasks(2).current_thread(false));
+        // Holds longer than the lease: a stall must end them on the holder's side first.
+        let long = run.spawn(&spec.clone().hold(lease * 2, 8));
+        sleep(Duration::from_millis(800)).await;
+        // On a RedLock each fault hits another master, so a majority stays healthy.
+        let node = |i: usize| d.nodes[i % d.nodes.len()].clone();
+
+        // The process frozen: connections open, nothing answered. Aimed at a long hold that
+        // just began, so that its lease has to be given up on the client's side.
+        holding(&mut run, long).await;
+        run.fault("sigstop", "n0");
+        node(0).pause();
+        sleep(lease * 2).await;
+        node(0).resume();
+        run.heal("sigstop", "n0");
+        sleep(Duration::from_millis(700)).await;
+
+        // CLIENT PAUSE: every client's commands held by the server (expiry paused too).
+        holding(&mut run, long).await;
+        run.fault("client-pause", "n1");
+        admin(&node(1), &["CLIENT", "PAUSE", "1000", "ALL"]).await;
+        sleep(Duration::from_millis(1000)).await;
+        run.heal("client-pause", "n1");
+        sleep(Duration::from_millis(700)).await;
+
+        // DEBUG SLEEP: the server busy in one command, its clock running.
+        holding(&mut run, long).await;
+        run.fault("debug-sleep", "n2");
+        let sleeper = node(2);
+        tokio::spawn(async move { admin(&sleeper, &["DEBUG", "SLEEP", "1.0"]).await })
+            .await
+            .unwrap();
+        run.heal("debug-sleep", "n2");
+
+        run.wait_all(Duration::from_secs(20)).await;
+        let (_, report) = run.check_and_record(&format!("4-redis-stall-{}#{round}", d.name()));
+        assert!(report.faults >= 3);
+        if nodes == 1 {
+            assert!(report.losses > 0, "no lease was lost to a stall: {report}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_a_stalled_redis_bounds_every_call_single() {
+    stalled_redis(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_a_stalled_redis_bounds_every_call_redlock() {
+    stalled_redis(3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_stalled_cut_and_slow_networks_bound_every_call() {
+    for round in 0..runs() {
+        let d = Deployment::start(1).await;
+        let mut run = Run::new("network");
+        let lease = Duration::from_millis(500);
+        let spec = d
+            .spec()
+            .lease(lease)
+            .op_timeout(Duration::from_millis(250))
+            .wait(Duration::from_millis(1500))
+            .hold(Duration::from_millis(60), 3)
+            .duration(Duration::from_secs(9));
+        // Each worker behind a proxy of its own, so one can be cut off from the others.
+        let mut proxies = Vec::new();
+        for i in 0..3 {
+            let proxy = TcpProxy::start(d.nodes[0].addr()).await;
+            let spec = spec.clone().urls(&[proxy.url()]);
+            // One holds longer than the lease: only the watchdog keeps it.
+            run.spawn(&if i == 0 {
+                spec.hold(lease * 2, 8)
+            } else {
+                spec
+            });
+            proxies.push(proxy);
+        }
+        sleep(Duration::from_millis(800)).await;
+
+        for (mode, kind, length) in [
+            (ProxyMode::Stall, "stall", lease * 2),
+            (ProxyMode::Cut, "cut", lease * 2),
+            (
+                ProxyMode::Delay(Duration::from_millis(100)),
+                "delay",
+                Duration::from_millis(1500),
+            ),
+        ] {
+            // Hit a holder when there is one: its lease must end on its side first.
+            let w = match some_open_hold(&mut run).await {
+                Some((w, _)) => w,
+                None => 0,
+            };
+            let target = format!("w{w}");
+            run.fault(kind, &target);
+            proxies[w].set_mode(mode);
+            sleep(length).await;
+            proxies[w].set_mode(ProxyMode::Pass);
+            run.heal(kind, &target);
+            sleep(Duration::from_millis(800)).await;
+        }
+        run.wait_all(Duration::from_secs(20)).await;
+        let (_, report) = run.check_and_record(&format!("4-network-single#{round}"));
+        assert!(report.faults >= 3);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. The holder's Tokio runtime blocked for longer than the lease
+// ---------------------------------------------------------------------------------------------
+
+async fn blocked_runtime(nodes: usize) {
+    for round in 0..runs() {
+        let d = Deployment::start(nodes).await;
+        let mut run = Run::new("blocked");
+        let lease = Duration::from_millis(400);
+        let spec = d
+            .spec()
+            .lease(lease)
+            .hold(Duration::from_millis(40), 2)
+            .duration(Duration::from_secs(7));
+        // The blocker: every second hold blocks its current-thread runtime for 1.5 leases.
+        let blocker = run.spawn(&spec.clone().block(lease * 3 / 2, 2));
+        run.spawn(&spec);
+        run.spawn(&spec);
+        run.wait_all(Duration::from_secs(25)).await;
+        let (history, report) = run.check_and_record(&format!("5-blocked-{}#{round}", d.name()));
+        let blocked: Vec<_> = history
+            .holds_of(blocker)
+            .filter(|h| h.blocks.iter().any(|b| b.1.is_some()))
+            .collect();
+        assert!(!blocked.is_empty(), "no hold blocked its runtime: {report}");
+        for hold in blocked {
+            let (start, end) = hold.blocks[0];
+            let end = end.expect("block ended");
+            // Lost when the runtime came back: nothing believed after the block...
+            assert!(
+                hold.last_true.is_none_or(|t| t < end),
+                "{} still believed it held the lock after its runtime was blocked past the \
+                 lease: {hold:?}",
+                hold.id
+            );
+            // ... and while blocked (no renewal can be sent), the sampler outside the
+            // runtime saw the lease end within one lease of the block's start (plus 250 ms
+            // for a sampler thread descheduled on a loaded machine).
+            let first_false = hold.first_false.expect("the loss was seen");
+            let lease_ns = lease.as_nanos() as u64;
+            assert!(
+                first_false <= start + lease_ns + 250_000_000,
+                "{}: is_held() stayed true {:.0} ms into a block, with a lease of {lease:?}",
+                hold.id,
+                ms(first_false - start)
+            );
+            assert!(hold.lost.is_some(), "{} never noticed: {hold:?}", hold.id);
+            if let Some((_, how)) = &hold.rel_done {
+                assert_ne!(
+                    how, "rok",
+                    "{}: released a lease lost while blocked",
+                    hold.id
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_a_blocked_runtime_reports_the_lease_lost_single() {
+    blocked_runtime(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_a_blocked_runtime_reports_the_lease_lost_redlock() {
+    blocked_runtime(3).await;
+}
+
+/// A lease that lapsed while the runtime was blocked, but not yet in Redis (the margin
+/// between the client's validity and the server's expiry): the renewal that runs when the
+/// runtime comes back still finds the token. The lease was reported lost; it must stay lost.
+#[test]
+fn s5_a_lease_that_lapsed_in_a_block_stays_lost() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outer = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let locks = outer.block_on(RedisServer::start());
+    let url = locks.url();
+    let resurrected = runtime.block_on(async move {
+        let locker = leasehold::Locker::builder()
+            .url(url)
+            .op_timeout(Duration::from_millis(500))
+            .build()
+            .await
+            .unwrap();
+        let lease = Duration::from_millis(1000);
+        let mut resurrected = 0;
+        for _ in 0..3 {
+            let guard = Arc::new(locker.lock("lapse").lease(lease).acquire().await.unwrap());
+            // Let the first renewal (at lease/3) go out and come back.
+            sleep(lease / 3 + Duration::from_millis(100)).await;
+            let lapsed = Arc::new(AtomicBool::new(false));
+            let back = Arc::new(AtomicU32::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let sampler = {
+                let (guard, lapsed, back, stop) =
+                    (guard.clone(), lapsed.clone(), back.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Acquire) {
+                        let held = guard.is_held();
+                        if !held {
+                            lapsed.store(true, Ordering::Release);
+                        } else if lapsed.load(Ordering::Acquire) {
+                            back.fetch_add(1, Ordering::Relaxed);
+                        }
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                })
+            };
+            // Block this runtime (watchdog included) until the lease lapsed on the client,
+            // then a little longer, but less than the margin to the server's expiry.
+            let spin_until = std::time::Instant::now() + lease * 2;
+            while !lapsed.load(Ordering::Acquire) && std::time::Instant::now() < spin_until {
+                std::hint::spin_loop();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            // The runtime runs again: the overdue renewal goes out.
+            sleep(Duration::from_millis(300)).await;
+            stop.store(true, Ordering::Release);
+            sampler.join().unwrap();
+            assert!(lapsed.load(Ordering::Acquire), "the lease never lapsed");
+            if back.load(Ordering::Relaxed) > 0 || guard.is_held() {
+                resurrected += 1;
+            }
+            drop(guard);
+            sleep(Duration::from_millis(50)).await;
+        }
+        resurrected
+    });
+    assert_eq!(
+        resurrected, 0,
+        "a lease reported lost (is_held() false, lost() resolved) was held again after a renewal"
+    );
+}
+
+/// A slow network (100 ms each way, a round trip of 40% of the lease) must not interrupt a
+/// lease the watchdog keeps: validity counts from the acquire's *send* time, so the first
+/// renewal has to be scheduled from then too, not from when the answer came back. (The
+/// 10-minute soak found the gap, with the lease coming back after it: finding 8.)
+#[test]
+fn s4_a_slow_network_does_not_interrupt_a_lease() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (gaps, lost) = runtime.block_on(async {
+        let locks = RedisServer::start().await;
+        let proxy = TcpProxy::start(locks.addr()).await;
+        let locker = leasehold::Locker::builder()
+            .url(proxy.url())
+            .op_timeout(Duration::from_millis(400))
+            .build()
+            .await
+            .unwrap();
+        proxy.set_mode(ProxyMode::Delay(Duration::from_millis(100)));
+        let lease = Duration::from_millis(500);
+        let mut gaps = 0;
+        let mut lost = 0;
+        for _ in 0..3 {
+            let guard = Arc::new(locker.lock("slow").lease(lease).acquire().await.unwrap());
+            let stop = Arc::new(AtomicBool::new(false));
+            let false_seen = Arc::new(AtomicU32::new(0));
+            let sampler = {
+                let (guard, stop, false_seen) = (guard.clone(), stop.clone(), false_seen.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Acquire) {
+                        if !guard.is_held() {
+                            false_seen.fetch_add(1, Ordering::Relaxed);
+                        }
+                        std::thread::sleep(Duration::from_micros(500));
+                    }
+                })
+            };
+            sleep(lease * 3).await;
+            stop.store(true, Ordering::Release);
+            sampler.join().unwrap();
+            if false_seen.load(Ordering::Relaxed) > 0 {
+                gaps += 1;
+            }
+            if !guard.is_held() {
+                lost += 1;
+            }
+            drop(guard);
+            sleep(Duration::from_millis(600)).await;
+        }
+        (gaps, lost)
+    });
+    assert_eq!(
+        (gaps, lost),
+        (0, 0),
+        "leases interrupted (is_held() false for a while) or lost on a slow network"
+    );
+}
