@@ -4,11 +4,6 @@
 //! (lost leases, failed renewals, failed background releases, unreachable Redis) are all
 //! provoked while a subscriber records every event and span.
 
-// `body_outlives_its_lock` (the attribute over a body that awaits redis calls) overflows
-// rustc's default query depth of 128 while computing its future's layout: RELIABILITY.md,
-// finding 3. Remove this once `acquire()` and `release()` box their futures.
-#![recursion_limit = "256"]
-
 use std::collections::HashSet;
 use std::error::Error as _;
 use std::fmt::{self, Write as _};
