@@ -766,7 +766,7 @@ const ACL: &[&str] = &[
     "+pttl",
     "+del",
     "+publish",
-    "+config|get",
+    "+info|memory",
 ];
 
 #[tokio::test]

@@ -848,21 +848,36 @@ async fn preload(
         bounded(endpoint, settings.connect_timeout * 3, conn.load(script)).await?;
     }
     if !conn.is_cluster() {
-        let mut cmd = redis::cmd("CONFIG");
-        cmd.arg("GET").arg("maxmemory*");
-        let get = conn.query::<HashMap<String, String>>(&cmd);
+        // INFO memory, not CONFIG GET: an ACL user can be granted `+info|memory` alone,
+        // while CONFIG GET would also let it read requirepass and masterauth.
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("memory");
+        let get = conn.query::<String>(&cmd);
         match tokio::time::timeout(settings.op_timeout, get).await {
-            Ok(Ok(config)) => {
+            Ok(Ok(info)) => {
+                let config = memory_settings(&info);
                 if let Some(warning) = eviction_risk(&config) {
                     tracing::warn!(server = %endpoint, "{warning}");
                 }
             }
-            // An ACL user limited to the lock commands may not read the configuration.
+            // An ACL user without `+info|memory` only loses the warning.
             Ok(Err(e)) => tracing::debug!(error = %e, "could not read maxmemory-policy"),
             Err(_) => tracing::debug!("reading maxmemory-policy timed out"),
         }
     }
     Ok(())
+}
+
+/// `maxmemory` and `maxmemory-policy` (the names of the configuration) from `INFO memory`.
+fn memory_settings(info: &str) -> HashMap<String, String> {
+    info.lines()
+        .filter_map(|line| line.trim_end().split_once(':'))
+        .filter_map(|(name, value)| match name {
+            "maxmemory" => Some(("maxmemory".to_owned(), value.to_owned())),
+            "maxmemory_policy" => Some(("maxmemory-policy".to_owned(), value.to_owned())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether a server with this configuration may evict keys, locks among them: with a memory
@@ -949,5 +964,16 @@ mod tests {
             let warning = eviction_risk(&config("104857600", policy)).expect(policy);
             assert!(warning.contains("noeviction"), "{warning}");
         }
+    }
+
+    #[test]
+    fn memory_settings_are_read_from_info_memory() {
+        let info = "# Memory\r\nused_memory:1050000\r\nmaxmemory:104857600\r\n\
+                    maxmemory_human:100.00M\r\nmaxmemory_policy:allkeys-lru\r\n\
+                    mem_fragmentation_ratio:9.05\r\n";
+        let settings = memory_settings(info);
+        assert_eq!(settings, config("104857600", "allkeys-lru"));
+        assert!(eviction_risk(&settings).is_some());
+        assert!(memory_settings("# Memory\r\n").is_empty());
     }
 }
