@@ -18,7 +18,8 @@ use crate::watchdog::Job;
 /// A held lock. While it lives (and its lease is not lost) no other owner holds the same key.
 ///
 /// - [`release`](Self::release) gives the lock back and reports whether it was still ours.
-/// - Dropping the guard releases it in the background (also on panic, `?` and cancellation).
+/// - Dropping the guard releases it in the background (also on panic, `?` and cancellation);
+///   if Redis is unreachable then, that release is retried while the lease could be valid.
 /// - The watchdog renews the lease while the guard lives, unless the request turned it off;
 ///   [`lost`](Self::lost) resolves if the lease is lost anyway (Redis unreachable for longer
 ///   than the lease, the process paused, the key deleted by hand).

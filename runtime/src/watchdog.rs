@@ -1,6 +1,8 @@
 //! The one background task of a [`Locker`](crate::Locker): renews every held lease at a third
 //! of its length, in batches, and performs the releases that cannot be awaited where they
-//! happen (a guard dropped, an acquire cancelled mid-flight).
+//! happen (a guard dropped, an acquire cancelled mid-flight). Each such job runs in a task of
+//! its own, so a slow one (a release retried while Redis is unreachable, see
+//! [`crate::release`]) holds up neither the renewals nor the other jobs.
 //!
 //! Leases are put on the renewal schedule under a mutex rather than through a message, so
 //! that taking a lock does not wake the task: most locks are released long before their first
@@ -188,11 +190,7 @@ async fn perform(job: Job) {
             inner,
             lease,
             fence,
-        } => {
-            if let Err(e) = inner.release_lease(lease, fence).await {
-                tracing::debug!(error = %e, "background release failed");
-            }
-        }
+        } => inner.release_dropped(lease, fence).await,
         Job::Abandon { inner, keys, token } => {
             let _ = inner.backend.release(&keys, &token).await;
             inner.pass_turn(&keys.lock);

@@ -730,3 +730,126 @@ async fn releases_publish_wake_ups_only_when_someone_waits() {
         "one waiter, one wake-up"
     );
 }
+
+/// The lock keys of `srv`, read on the server itself (not through any proxy).
+async fn lock_keys(srv: &RedisServer) -> Vec<String> {
+    srv.keys("leasehold:lock:*").await
+}
+
+/// Script calls `srv` has run: acquires, releases and renewals are all scripts.
+async fn script_calls(srv: &RedisServer) -> u64 {
+    srv.info_stat("cmdstat_evalsha").await + srv.info_stat("cmdstat_eval").await
+}
+
+#[tokio::test]
+async fn a_guard_dropped_during_an_outage_is_released_once_redis_is_back() {
+    let srv = RedisServer::start().await;
+    let proxy = TcpProxy::start(srv.addr()).await;
+    let holder = locker(&proxy.url()).await;
+    let guard = holder
+        .lock("outage")
+        .lease(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    proxy.set_mode(ProxyMode::Cut);
+    drop(guard);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        lock_keys(&srv).await.len(),
+        1,
+        "the release cannot have reached Redis through the cut proxy"
+    );
+    proxy.set_mode(ProxyMode::Pass);
+    // Far below the 30 s lease: only a retried release frees the lock this early.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !lock_keys(&srv).await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the dropped guard's lock is still held in Redis 5 s after it came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let other = locker(&srv.url()).await;
+    let next = other.lock("outage").try_acquire().await.unwrap();
+    next.expect("free for another process")
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_background_release_that_finds_another_owner_is_not_retried() {
+    let srv = RedisServer::start().await;
+    let proxy = TcpProxy::start(srv.addr()).await;
+    let holder = locker(&proxy.url()).await;
+    let guard = holder
+        .lock("foreign")
+        .lease(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    proxy.set_mode(ProxyMode::Cut);
+    drop(guard);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Meanwhile the lock changed hands (as after an expiry): the token is not ours any more.
+    let mut conn = srv.conn().await;
+    let _: () = redis::cmd("SET")
+        .arg("leasehold:lock:{foreign}")
+        .arg("someone-else")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let before = script_calls(&srv).await;
+    proxy.set_mode(ProxyMode::Pass);
+    // One retry gets through and finds the other owner...
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while script_calls(&srv).await == before {
+        assert!(
+            Instant::now() < deadline,
+            "the failed background release was never retried"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // ...and that is the last one: a release that was answered is not retried (the pause
+    // between retries is at most 1 s).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        script_calls(&srv).await,
+        before + 1,
+        "retried after the answer"
+    );
+    let owner: String = conn.get("leasehold:lock:{foreign}").await.unwrap();
+    assert_eq!(owner, "someone-else", "the other owner's lock was touched");
+}
+
+#[tokio::test]
+async fn dropping_the_locker_ends_the_retries_of_its_background_releases() {
+    let srv = RedisServer::start().await;
+    let proxy = TcpProxy::start(srv.addr()).await;
+    let holder = locker(&proxy.url()).await;
+    let guard = holder
+        .lock("orphan")
+        .lease(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    proxy.set_mode(ProxyMode::Cut);
+    drop(guard);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(holder);
+    // Longer than the longest pause between retries: a retry still pending now finds the
+    // locker gone, and stops.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = script_calls(&srv).await;
+    proxy.set_mode(ProxyMode::Pass);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        script_calls(&srv).await,
+        before,
+        "a retry outlived its locker"
+    );
+    assert_eq!(lock_keys(&srv).await.len(), 1);
+}
