@@ -8,7 +8,8 @@
 //! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
 //! ```
 //!
-//! `shop-actix [--port 8080] [--redis-url URL] [--no-lock] [--lock-wait 30s]`
+//! `shop-actix [--port 8080] [--redis-url URL] [--store-url URL] [--no-lock] [--lock-wait 30s]`:
+//! locks on `--redis-url`, stock and order counter on `--store-url` (the same server by default).
 
 use crate::shop::{Restock, Shop, ShopArgs, ShopError};
 use actix_web::{get, post, put, web, App, HttpResponse, HttpServer};

@@ -9,7 +9,8 @@
 //! GET  /metrics                        -> 200 leasehold's metrics, Prometheus text format
 //! ```
 //!
-//! `shop-axum [--port 8080] [--redis-url URL] [--no-lock] [--lock-wait 30s]`
+//! `shop-axum [--port 8080] [--redis-url URL] [--store-url URL] [--no-lock] [--lock-wait 30s]`:
+//! locks on `--redis-url`, stock and order counter on `--store-url` (the same server by default).
 
 use std::sync::Arc;
 

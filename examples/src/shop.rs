@@ -12,11 +12,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{Purchase, Stock, Store, StoreError};
 
-/// The state of a shop process: the stock store and the locker.
+/// The state of a shop process: the stock store and the locker, on the same Redis server or on
+/// two (`--store-url`).
 pub struct Shop {
-    /// Where the stock lives.
+    /// Where the stock and the order counter live (`--store-url`).
     pub store: Store,
-    /// The locker of the purchase handlers (in memory and unused with `--no-lock`).
+    /// The locker of the purchase handlers, on the lock server (`--redis-url`); in memory and
+    /// unused with `--no-lock`.
     pub locker: Locker,
 }
 
@@ -133,14 +135,18 @@ impl IntoResponse for ShopError {
 }
 
 impl Shop {
-    /// Connects the store and, unless `--no-lock`, the locker (prefix `shop`).
+    /// Connects the store to the store server (`--store-url`) and, unless `--no-lock`, the
+    /// locker (prefix `shop`) to the lock server (`--redis-url`).
     ///
     /// # Errors
-    /// A message saying what could not be reached.
+    /// A message saying which server could not be reached: the stock store or the lock server.
     pub async fn start(args: &ShopArgs) -> Result<Shop, String> {
-        let store = Store::connect(&args.redis_url)
-            .await
-            .map_err(|e| format!("cannot reach the stock store in Redis: {e}"))?;
+        let store = Store::connect(&args.store_url).await.map_err(|e| {
+            format!(
+                "cannot reach the stock store at {} (--store-url, by default the lock server): {e}",
+                server(&args.store_url)
+            )
+        })?;
         let locker = if args.no_lock {
             Locker::in_memory()
         } else {
@@ -151,7 +157,12 @@ impl Shop {
                 .default_wait(args.lock_wait)
                 .build()
                 .await
-                .map_err(|e| format!("cannot start the locker: {e}"))?
+                .map_err(|e| {
+                    format!(
+                        "cannot reach the lock server at {} (--redis-url): {e}",
+                        server(&args.redis_url)
+                    )
+                })?
         };
         Ok(Shop { store, locker })
     }
@@ -203,13 +214,26 @@ impl Shop {
     }
 }
 
+/// The server a Redis URL names (`host:port`, never its password), for error messages.
+fn server(url: &str) -> String {
+    use redis::IntoConnectionInfo;
+    url.into_connection_info().map_or_else(
+        |_| "an invalid URL".to_owned(),
+        |info| info.addr().to_string(),
+    )
+}
+
 /// The shops' command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShopArgs {
     /// `--port`: 8080 by default; 0 picks a free port.
     pub port: u16,
-    /// `--redis-url`: `REDIS_URL`, else `redis://127.0.0.1:6379`.
+    /// `--redis-url`: the lock server; `REDIS_URL`, else `redis://127.0.0.1:6379`.
     pub redis_url: String,
+    /// `--store-url`: the Redis server of the stock and the order counter; the lock server
+    /// (`redis_url`) by default. A server of its own keeps the stock when the lock server
+    /// restarts empty.
+    pub store_url: String,
     /// `--no-lock`: the same handlers without `#[distributed_lock]`, to show the oversell.
     pub no_lock: bool,
     /// `--lock-wait`: how long a purchase waits for the lock before it is answered 409
@@ -225,9 +249,12 @@ impl ShopArgs {
     /// An unknown flag, a missing or bad value, or `--help`.
     pub fn parse(name: &str, args: impl IntoIterator<Item = String>) -> Result<ShopArgs, String> {
         let usage = format!(
-            "usage: {name} [--port N] [--redis-url URL] [--no-lock] [--lock-wait 30s]\n\n  \
+            "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--no-lock] \
+             [--lock-wait 30s]\n\n  \
              --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
-             --redis-url URL  the Redis server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
+             --redis-url URL  the lock server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
+             --store-url URL  where the stock and the order counter live (default: the lock server);\n                   \
+             a server of their own keeps them when the lock server restarts empty\n  \
              --no-lock        serve the purchase handler without #[distributed_lock]: it oversells\n  \
              --lock-wait D    how long a request waits for a busy lock (default 30s)"
         );
@@ -235,9 +262,11 @@ impl ShopArgs {
             port: 8080,
             redis_url: std::env::var("REDIS_URL")
                 .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
+            store_url: String::new(),
             no_lock: false,
             lock_wait: Duration::from_secs(30),
         };
+        let mut store_url = None;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let (flag, inline) = match arg.split_once('=') {
@@ -258,6 +287,7 @@ impl ShopArgs {
                         .map_err(|_| format!("--port {text:?} is not a port number\n\n{usage}"))?;
                 }
                 "--redis-url" => parsed.redis_url = value("--redis-url")?,
+                "--store-url" => store_url = Some(value("--store-url")?),
                 "--no-lock" => parsed.no_lock = true,
                 "--lock-wait" => {
                     let text = value("--lock-wait")?;
@@ -269,6 +299,7 @@ impl ShopArgs {
                 other => return Err(format!("unknown argument {other:?}\n\n{usage}")),
             }
         }
+        parsed.store_url = store_url.unwrap_or_else(|| parsed.redis_url.clone());
         Ok(parsed)
     }
 
@@ -305,11 +336,35 @@ mod tests {
         assert_eq!(args.lock_wait, Duration::from_millis(250));
         assert_eq!(args.port, 9000);
         assert_eq!(args.redis_url, "redis://h:1");
+        assert_eq!(
+            args.store_url, "redis://h:1",
+            "the store is on the lock server"
+        );
         assert!(args.no_lock);
         assert_eq!(parse(&[]).unwrap().port, 8080);
         assert!(parse(&["--port", "x"]).unwrap_err().contains("not a port"));
         assert!(parse(&["--port"]).unwrap_err().contains("needs a value"));
         assert!(parse(&["--lock"]).unwrap_err().contains("unknown argument"));
         assert!(parse(&["--help"]).unwrap_err().starts_with("usage"));
+        assert!(parse(&["--help"]).unwrap_err().contains("--store-url URL"));
+        assert!(parse(&["--store-url"])
+            .unwrap_err()
+            .contains("needs a value"));
+    }
+
+    #[test]
+    fn the_store_can_have_a_server_of_its_own() {
+        // In either order: the default follows `--redis-url` wherever it comes.
+        for args in [
+            ["--store-url", "redis://s:2", "--redis-url", "redis://h:1"],
+            ["--redis-url", "redis://h:1", "--store-url", "redis://s:2"],
+        ] {
+            let args = parse(&args).unwrap();
+            assert_eq!(args.redis_url, "redis://h:1");
+            assert_eq!(args.store_url, "redis://s:2");
+        }
+        let args = parse(&["--store-url=redis://s:2"]).unwrap();
+        assert_eq!(args.store_url, "redis://s:2");
+        assert_ne!(args.redis_url, args.store_url);
     }
 }

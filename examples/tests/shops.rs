@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::Locker;
 use leasehold_examples::client::{HttpClient, Reply};
-use leasehold_examples::store::stock_key;
+use leasehold_examples::store::{stock_key, ORDERS_KEY};
 use leasehold_tests::harness::RedisServer;
 use serde_json::json;
 
@@ -39,7 +39,8 @@ impl Drop for Shop {
 }
 
 impl Shop {
-    async fn start(binary: &str, redis_url: &str, args: &[&str]) -> Shop {
+    /// The command that runs `binary` on a free port (returned too), locking on `redis_url`.
+    fn command(binary: &str, redis_url: &str, args: &[&str]) -> (Command, u16) {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap()
@@ -50,6 +51,11 @@ impl Shop {
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         die_with_test(&mut cmd);
+        (cmd, port)
+    }
+
+    async fn start(binary: &str, redis_url: &str, args: &[&str]) -> Shop {
+        let (mut cmd, port) = Shop::command(binary, redis_url, args);
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
@@ -352,6 +358,89 @@ async fn the_axum_shop_exposes_leasehold_metrics_for_prometheus() {
         assert!(r.body.contains("leasehold_acquired_total 2"), "{}", r.body);
         assert!(r.body.contains("leasehold_locks_held 0"), "{}", r.body);
         assert!(r.body.contains("leasehold_acquire_seconds"), "{}", r.body);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn store_url_keeps_the_stock_apart_from_the_locks() {
+    bounded(async {
+        let mut servers = RedisServer::start_many(2).await;
+        let store = servers.pop().unwrap();
+        let locks = servers.pop().unwrap();
+        let http = client();
+        for binary in SHOPS {
+            let shop = Shop::start(binary, &locks.url(), &["--store-url", &store.url()]).await;
+            let sku = format!("apart-{}", shop.name);
+            let r = http
+                .put_json(
+                    &shop.url(&format!("/stock/{sku}")),
+                    &json!({ "quantity": 2 }),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+            let r = http
+                .post(&shop.url(&format!("/orders/{sku}")))
+                .await
+                .unwrap();
+            assert_eq!(r.status, 201, "{}", r.body);
+
+            // The sale is in the store server, with the order counter ...
+            let mut conn = store.conn().await;
+            let (quantity, sold): (i64, i64) = redis::cmd("HMGET")
+                .arg(stock_key(&sku))
+                .arg("quantity")
+                .arg("sold")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!((quantity, sold), (1, 1));
+            assert_eq!(store.keys(ORDERS_KEY).await, [ORDERS_KEY]);
+            assert!(store.keys("shop:lock:*").await.is_empty());
+            assert!(store.keys("shop:fence:*").await.is_empty());
+            // ... the lock's fence counter in the lock server, and no stock there.
+            assert!(locks.keys("shop:stock:*").await.is_empty());
+            assert!(locks.keys(ORDERS_KEY).await.is_empty());
+            assert_eq!(
+                locks.keys("shop:fence:*").await,
+                [format!("shop:fence:{{stock:{sku}}}")]
+            );
+
+            // An empty restart of the lock server leaves the stock as it was.
+            locks.restart().await;
+            let r = http.get(&shop.url(&format!("/stock/{sku}"))).await.unwrap();
+            assert_eq!(r.json(), json!({ "sku": sku, "quantity": 1, "sold": 1 }));
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_shop_that_cannot_start_names_the_server_it_could_not_reach() {
+    bounded(async {
+        let mut servers = RedisServer::start_many(2).await;
+        let down = servers.pop().unwrap();
+        let up = servers.pop().unwrap();
+        down.kill9();
+        for binary in SHOPS {
+            for (locks, store, named) in [
+                (up.url(), down.url(), "the stock store"),
+                (down.url(), up.url(), "the lock server"),
+            ] {
+                let (mut cmd, _) = Shop::command(binary, &locks, &["--store-url", &store]);
+                let out = tokio::task::spawn_blocking(move || cmd.output())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(1), "{binary}: {stderr}");
+                assert!(
+                    stderr.contains(&format!("cannot reach {named} at {}", down.addr())),
+                    "{binary}: {stderr}"
+                );
+            }
+        }
     })
     .await;
 }

@@ -1,12 +1,10 @@
 //! Scenario 6 of RELIABILITY.md, oversell under faults: the shop demo's two servers
 //! (`shop-axum` and `shop-actix`, separate processes) sell one sku under load from many
-//! clients, while one shop process is paused past its lease (scenario 1) and Redis is frozen.
-//! Sold never exceeds the stock, every sale is in the record (`quantity + sold == stock`),
-//! sold equals the stock when the load ran to sold out, and order ids are unique.
-//!
-//! The shops keep their stock in the same Redis as their locks, so an empty restart of that
-//! Redis (scenario 3) would erase the stock itself: that phase waits for a separate
-//! `--store-url` (RELIABILITY.md, finding 5); the test says so when the shops lack it.
+//! clients, while one shop process is paused past its lease (scenario 1), Redis is frozen, and
+//! (with the stock on a Redis of its own, `--store-url`) the lock server is killed and
+//! restarted empty (scenario 3). Sold never exceeds the stock, every sale is in the record
+//! (`quantity + sold == stock`), sold equals the stock when the load ran to sold out, order
+//! ids are unique, and every answer is one the shops may give under faults.
 //!
 //! Needs the shop binaries built with the test's profile (`cargo test --workspace` does;
 //! else `cargo build -p leasehold-examples --bins`).
@@ -22,10 +20,17 @@ use leasehold_tests::harness::{cargo_bin, RedisServer};
 use leasehold_tests::history::Report;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
 
 /// The shops' lease (`lease = "10s"` in their handlers).
 const SHOP_LEASE: Duration = Duration::from_secs(10);
+/// The stock every phase sells.
+const STOCK: i64 = 300;
+/// The clients buying at once, through both shops.
+const CLIENTS: usize = 24;
+/// How often the lock server is restarted empty in its phase.
+const LOCK_RESTARTS: usize = 3;
 
 /// A shop process; killed on drop.
 struct Shop {
@@ -131,23 +136,29 @@ struct Outcome {
     slowest: Duration,
 }
 
-/// Which shop answered the latest sale, and when.
-type LastSale = Arc<Mutex<Option<(usize, Instant)>>>;
+/// The sales so far, as the clients saw them: how many, and which shop answered the latest
+/// one, when. Fault injections aim with it.
+#[derive(Default, Debug)]
+struct Sales {
+    count: usize,
+    last: Option<(usize, Instant)>,
+}
 
-/// `clients` tasks buy `sku` from the shops in turn until it is sold out (or `limit` passes).
+type SalesLog = Arc<Mutex<Sales>>;
+
+/// [`CLIENTS`] tasks buy `sku` from the shops in turn until it is sold out (or `limit` passes).
 async fn buy_until_sold_out(
     shops: &[SocketAddr],
     sku: &str,
-    clients: usize,
     limit: Duration,
-    last_sale: LastSale,
+    sales: SalesLog,
 ) -> Outcome {
     let outcome = Arc::new(Mutex::new(Outcome::default()));
     let deadline = Instant::now() + limit;
     let mut tasks = Vec::new();
-    for c in 0..clients {
+    for c in 0..CLIENTS {
         let (shops, sku, outcome) = (shops.to_vec(), sku.to_owned(), outcome.clone());
-        let last_sale = last_sale.clone();
+        let sales = sales.clone();
         tasks.push(tokio::spawn(async move {
             let mut n = c;
             while Instant::now() < deadline {
@@ -161,7 +172,9 @@ async fn buy_until_sold_out(
                 o.slowest = o.slowest.max(took);
                 match (status, field(&body, "error")) {
                     (201, _) => {
-                        *last_sale.lock().unwrap() = Some((index, Instant::now()));
+                        let mut sales = sales.lock().unwrap();
+                        sales.count += 1;
+                        sales.last = Some((index, Instant::now()));
                         o.created += 1;
                         o.order_ids
                             .push(field(&body, "order_id").unwrap_or("?").to_owned());
@@ -175,7 +188,11 @@ async fn buy_until_sold_out(
                     // 408: actix's request-head timeout, for a request that reached a frozen
                     // shop; like a 503 or a dropped connection, it was never served.
                     (503, _) | (408, _) | (0, _) => o.unavailable += 1,
-                    _ => o.other.push((status, body)),
+                    // Fails the phase: this client stops, so the load ends soon if all see it.
+                    _ => {
+                        o.other.push((status, body));
+                        return;
+                    }
                 }
             }
         }));
@@ -184,6 +201,17 @@ async fn buy_until_sold_out(
         t.await.unwrap();
     }
     Arc::try_unwrap(outcome).unwrap().into_inner().unwrap()
+}
+
+/// [`buy_until_sold_out`] in a task of its own, for a phase that injects a fault meanwhile.
+fn spawn_load(
+    shops: &[SocketAddr],
+    sku: &str,
+    limit: Duration,
+    sales: SalesLog,
+) -> JoinHandle<Outcome> {
+    let (shops, sku) = (shops.to_vec(), sku.to_owned());
+    tokio::spawn(async move { buy_until_sold_out(&shops, &sku, limit, sales).await })
 }
 
 async fn set_stock(shop: SocketAddr, sku: &str, quantity: i64) {
@@ -204,10 +232,18 @@ async fn stock(shop: SocketAddr, sku: &str) -> (i64, i64) {
     (n("quantity"), n("sold"))
 }
 
-/// The invariants of one phase; `all_sold`: the load ran until sold out. Records the figures
-/// as the history checker's reports do: requests as acquires, sales as holds, purchases
-/// refused as stale as losses, oversold items as stale writes accepted.
-fn check(phase: &str, stock_set: i64, (left, sold): (i64, i64), o: &Outcome, all_sold: bool) {
+/// The invariants of one phase; `all_sold`: the load ran until sold out; `faults`: how many
+/// were injected. Records the figures as the history checker's reports do: requests as
+/// acquires, sales as holds, purchases refused as stale as losses, oversold items as stale
+/// writes accepted.
+fn check(
+    phase: &str,
+    stock_set: i64,
+    (left, sold): (i64, i64),
+    o: &Outcome,
+    all_sold: bool,
+    faults: usize,
+) {
     let requests = o.created + o.sold_out + o.busy + o.lost + o.unavailable + o.other.len();
     let mut figures = Report {
         workers: 2,
@@ -215,7 +251,7 @@ fn check(phase: &str, stock_set: i64, (left, sold): (i64, i64), o: &Outcome, all
         holds: o.created,
         losses: o.lost,
         stale_accepted: (sold - stock_set).max(0) as usize,
-        faults: usize::from(!phase.contains("no fault")),
+        faults,
         ..Report::default()
     };
     figures.max_acquire_ns = o.slowest.as_nanos() as u64;
@@ -271,40 +307,35 @@ fn runs() -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s6_no_oversell_when_a_shop_is_paused_past_its_lease_and_redis_freezes() {
+async fn s6_no_oversell_when_a_shop_pauses_redis_freezes_or_the_lock_redis_restarts_empty() {
     for round in 0..runs() {
-        shop_run(round).await;
+        one_redis_run(round).await;
+        lock_server_restart_run(round).await;
     }
 }
 
-async fn shop_run(round: usize) {
+/// The demo's setup, locks and stock on one Redis: no fault, a shop paused past its lease,
+/// Redis frozen.
+async fn one_redis_run(round: usize) {
     let redis = RedisServer::start().await;
     let url = vec!["--redis-url".to_owned(), redis.url()];
     let axum = Shop::start("shop-axum", &url);
     let actix = Shop::start("shop-actix", &url);
     let shops = [axum.addr, actix.addr];
     let all = [&axum, &actix];
-    let stock_set = 300;
-    let clients = 24;
 
     // No fault: exactly the stock is sold.
-    set_stock(shops[0], "calm", stock_set).await;
-    let o = buy_until_sold_out(
-        &shops,
-        "calm",
-        clients,
-        Duration::from_secs(60),
-        LastSale::default(),
-    )
-    .await;
+    set_stock(shops[0], "calm", STOCK).await;
+    let o = buy_until_sold_out(&shops, "calm", Duration::from_secs(60), SalesLog::default()).await;
     check(
         &format!("no fault#{round}"),
-        stock_set,
+        STOCK,
         stock(shops[1], "calm").await,
         &o,
         true,
+        0,
     );
-    assert_eq!(o.created as i64, stock_set, "every sale answered 201");
+    assert_eq!(o.created as i64, STOCK, "every sale answered 201");
 
     // A shop frozen past its lease while it holds the lock (it answered the latest sale a
     // moment ago, and hands the lock to its own waiters for a while): the other shop takes
@@ -315,19 +346,13 @@ async fn shop_run(round: usize) {
         if attempt > 0 && hits > 0 {
             break;
         }
-        set_stock(shops[0], sku, stock_set).await;
-        let last_sale = LastSale::default();
-        let load = {
-            let (shops, last_sale) = (shops.to_vec(), last_sale.clone());
-            let sku = sku.to_owned();
-            tokio::spawn(async move {
-                buy_until_sold_out(&shops, &sku, clients, Duration::from_secs(90), last_sale).await
-            })
-        };
+        set_stock(shops[0], sku, STOCK).await;
+        let sales = SalesLog::default();
+        let load = spawn_load(&shops, sku, Duration::from_secs(90), sales.clone());
         let victim = &all[attempt];
         let aim_until = Instant::now() + Duration::from_secs(5);
         while Instant::now() < aim_until {
-            let last = *last_sale.lock().unwrap();
+            let last = sales.lock().unwrap().last;
             if last.is_some_and(|(shop, at)| {
                 shop == attempt && at.elapsed() < Duration::from_millis(2)
             }) {
@@ -341,30 +366,24 @@ async fn shop_run(round: usize) {
         let o = load.await.unwrap();
         check(
             &format!("shop {attempt} paused#{round}"),
-            stock_set,
+            STOCK,
             stock(shops[1], sku).await,
             &o,
             true,
+            1,
         );
         hits += o.lost;
     }
     eprintln!("6-shop: {hits} purchase(s) of a paused shop refused as stale");
 
     // Redis frozen for a moment under load: calls fail or wait, nothing oversells.
-    set_stock(shops[0], "frozen", stock_set).await;
-    let load = {
-        let shops = shops.to_vec();
-        tokio::spawn(async move {
-            buy_until_sold_out(
-                &shops,
-                "frozen",
-                clients,
-                Duration::from_secs(60),
-                LastSale::default(),
-            )
-            .await
-        })
-    };
+    set_stock(shops[0], "frozen", STOCK).await;
+    let load = spawn_load(
+        &shops,
+        "frozen",
+        Duration::from_secs(60),
+        SalesLog::default(),
+    );
     sleep(Duration::from_millis(300)).await;
     redis.pause();
     sleep(Duration::from_millis(1500)).await;
@@ -372,23 +391,68 @@ async fn shop_run(round: usize) {
     let o = load.await.unwrap();
     check(
         &format!("redis frozen#{round}"),
-        stock_set,
+        STOCK,
         stock(shops[1], "frozen").await,
         &o,
         true,
+        1,
     );
+}
 
-    // Scenario 3 needs the stock apart from the locks.
-    let help = Command::new(cargo_bin("shop-axum"))
-        .arg("--help")
-        .output()
-        .expect("shop-axum --help");
-    let help =
-        String::from_utf8_lossy(&help.stdout).into_owned() + &String::from_utf8_lossy(&help.stderr);
-    if !help.contains("--store-url") {
-        eprintln!(
-            "6-shop: the shops keep stock and locks in one Redis (no --store-url): the \
-             empty-restart part of scenario 6 is not run"
-        );
+/// Scenario 3 on the shops' lock server: the locks on one Redis, the stock and the order
+/// counter on another (`--store-url`). Under load, the lock server is killed (SIGKILL) and
+/// started again empty on the same port 150 ms later (a crash and a supervisor's restart),
+/// [`LOCK_RESTARTS`] times, each once another share of the stock has sold, so purchases are
+/// in flight at every kill and the shops must recover in between. Leases end with the lock
+/// server's connection; a purchase whose lease ended is cancelled, or its write refused by the
+/// fenced stock record (503 `lock_lost`); the fences handed out after a restart are re-seeded
+/// from the server clock, so they exceed every fence the stock record saw before.
+async fn lock_server_restart_run(round: usize) {
+    let mut servers = RedisServer::start_many(2).await;
+    let store = servers.pop().expect("two servers");
+    let locks = servers.pop().expect("two servers");
+    let args = vec![
+        "--redis-url".to_owned(),
+        locks.url(),
+        "--store-url".to_owned(),
+        store.url(),
+    ];
+    let axum = Shop::start("shop-axum", &args);
+    let actix = Shop::start("shop-actix", &args);
+    let shops = [axum.addr, actix.addr];
+
+    set_stock(shops[0], "restarted", STOCK).await;
+    let sales = SalesLog::default();
+    let load = spawn_load(&shops, "restarted", Duration::from_secs(90), sales.clone());
+    let mut restarts = 0;
+    'restarts: for restart in 1..=LOCK_RESTARTS {
+        // A quarter of the stock more sold: the shops recovered from the restart before.
+        let target = STOCK as usize * restart / (LOCK_RESTARTS + 1);
+        while sales.lock().unwrap().count < target {
+            if load.is_finished() {
+                // Short of the stock: the check below says why.
+                break 'restarts;
+            }
+            sleep(Duration::from_millis(1)).await;
+        }
+        locks.kill9();
+        let sold = sales.lock().unwrap().count;
+        sleep(Duration::from_millis(150)).await;
+        locks.restart().await;
+        restarts += 1;
+        eprintln!("6-shop: lock server killed after {sold} sales and restarted empty");
     }
+    let o = load.await.unwrap();
+    check(
+        &format!("lock redis restarted#{round}"),
+        STOCK,
+        stock(shops[1], "restarted").await,
+        &o,
+        true,
+        restarts,
+    );
+    assert_eq!(
+        restarts, LOCK_RESTARTS,
+        "the load ended before every restart"
+    );
 }
