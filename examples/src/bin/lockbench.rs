@@ -11,7 +11,8 @@
 //!
 //! Scenarios:
 //! 1. uncontended lock/unlock cycles (1, 16, 64 tasks) vs the same two commands sent raw by
-//!    the same client (`SET NX PX` + compare-and-delete script), and vs `rslock`;
+//!    the same client (`SET NX PX` + compare-and-delete script), and vs `rslock`, taking
+//!    turns in five short windows each;
 //! 2. one hot key, 64 tasks x 20 acquisitions in one process and 4 processes x 16 tasks, vs a
 //!    hand-written polling loop and `rslock`: throughput, wait percentiles, Redis commands
 //!    per acquisition, handover latency (vs a raw PING round trip);
@@ -201,6 +202,11 @@ where
     done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Scenario 1's rounds per task count: the three contenders take turns in short windows, so
+/// that a change in the machine's speed during the run (other processes, CPU frequency)
+/// falls on all of them alike rather than on whichever ran at the time.
+const UNCONTENDED_ROUNDS: u32 = 5;
+
 async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration) {
     let naive = Naive::new(url).await;
     let locker = Locker::builder()
@@ -210,44 +216,51 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
         .await
         .expect("locker");
     let rslock = Arc::new(rslock::LockManager::new(vec![url.to_owned()]));
+    let window = duration / UNCONTENDED_ROUNDS;
     for tasks in [1usize, 16, 64] {
-        let n = naive.clone();
-        let raw = cycles_per_sec(tasks, duration, move |t, i| {
-            let n = n.clone();
-            async move {
-                let key = format!("raw:{t}:{}", i % 16);
-                let tok = token();
-                assert!(n.try_lock(&key, &tok).await, "raw key was taken");
-                n.unlock(&key, &tok).await;
-            }
-        })
-        .await;
-        let l = locker.clone();
-        let ours = cycles_per_sec(tasks, duration, move |t, i| {
-            let l = l.clone();
-            async move {
-                let guard = l
-                    .lock(format!("u:{t}:{}", i % 16))
-                    .acquire()
-                    .await
-                    .expect("acquire");
-                guard.release().await.expect("release");
-            }
-        })
-        .await;
-        let r = rslock.clone();
-        let theirs = cycles_per_sec(tasks, duration, move |t, i| {
-            let r = r.clone();
-            async move {
-                let key = format!("rs:{t}:{}", i % 16);
-                let lock = r
-                    .lock(key.as_bytes(), Duration::from_secs(30))
-                    .await
-                    .expect("rslock");
-                r.unlock(&lock).await;
-            }
-        })
-        .await;
+        // Cycles per second of each contender, summed over the rounds (equal windows).
+        let (mut raw, mut ours, mut theirs) = (0.0, 0.0, 0.0);
+        for _ in 0..UNCONTENDED_ROUNDS {
+            let n = naive.clone();
+            raw += cycles_per_sec(tasks, window, move |t, i| {
+                let n = n.clone();
+                async move {
+                    let key = format!("raw:{t}:{}", i % 16);
+                    let tok = token();
+                    assert!(n.try_lock(&key, &tok).await, "raw key was taken");
+                    n.unlock(&key, &tok).await;
+                }
+            })
+            .await;
+            let l = locker.clone();
+            ours += cycles_per_sec(tasks, window, move |t, i| {
+                let l = l.clone();
+                async move {
+                    let guard = l
+                        .lock(format!("u:{t}:{}", i % 16))
+                        .acquire()
+                        .await
+                        .expect("acquire");
+                    guard.release().await.expect("release");
+                }
+            })
+            .await;
+            let r = rslock.clone();
+            theirs += cycles_per_sec(tasks, window, move |t, i| {
+                let r = r.clone();
+                async move {
+                    let key = format!("rs:{t}:{}", i % 16);
+                    let lock = r
+                        .lock(key.as_bytes(), Duration::from_secs(30))
+                        .await
+                        .expect("rslock");
+                    r.unlock(&lock).await;
+                }
+            })
+            .await;
+        }
+        let rounds = f64::from(UNCONTENDED_ROUNDS);
+        let (raw, ours, theirs) = (raw / rounds, ours / rounds, theirs / rounds);
         let scenario = format!("1 uncontended, {tasks} tasks");
         report.add(
             &scenario,
