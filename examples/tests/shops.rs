@@ -100,6 +100,18 @@ fn client() -> HttpClient {
     HttpClient::new(Duration::from_secs(20))
 }
 
+/// Sets the stock of `sku` through the shop's API; the shop must accept it.
+async fn restock(http: &HttpClient, shop: &Shop, sku: &str, quantity: i64) {
+    let r = http
+        .put_json(
+            &shop.url(&format!("/stock/{sku}")),
+            &json!({ "quantity": quantity }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "PUT /stock/{sku}: {}", r.body);
+}
+
 fn assert_error(reply: &Reply, status: u16, code: &str) {
     assert_eq!(reply.status, status, "{}", reply.body);
     assert_eq!(reply.header("content-type"), Some("application/json"));
@@ -180,11 +192,7 @@ async fn the_two_shops_share_one_stock_and_one_fence_sequence() {
         let http = client();
         let actix = Shop::start(SHOPS[0], &redis.url(), &[]).await;
         let axum = Shop::start(SHOPS[1], &redis.url(), &[]).await;
-        let r = http
-            .put_json(&actix.url("/stock/shared"), &json!({ "quantity": 5 }))
-            .await
-            .unwrap();
-        assert_eq!(r.status, 200);
+        restock(&http, &actix, "shared", 5).await;
         let mut last = 0;
         for shop in [&axum, &actix, &axum] {
             let r = http.post(&shop.url("/orders/shared")).await.unwrap();
@@ -217,14 +225,7 @@ async fn a_busy_lock_is_409_with_retry_after() {
         for binary in SHOPS {
             let shop = Shop::start(binary, &redis.url(), &["--lock-wait", "200ms"]).await;
             let sku = format!("busy-{}", shop.name);
-            let r = http
-                .put_json(
-                    &shop.url(&format!("/stock/{sku}")),
-                    &json!({ "quantity": 3 }),
-                )
-                .await
-                .unwrap();
-            assert_eq!(r.status, 200);
+            restock(&http, &shop, &sku, 3).await;
             let holder = other
                 .lock(format!("stock:{sku}"))
                 .lease(Duration::from_secs(5))
@@ -263,14 +264,7 @@ async fn a_write_with_a_stale_fence_is_refused() {
         for binary in SHOPS {
             let shop = Shop::start(binary, &redis.url(), &[]).await;
             let sku = format!("fenced-{}", shop.name);
-            let r = http
-                .put_json(
-                    &shop.url(&format!("/stock/{sku}")),
-                    &json!({ "quantity": 3 }),
-                )
-                .await
-                .unwrap();
-            assert_eq!(r.status, 200);
+            restock(&http, &shop, &sku, 3).await;
             // A holder with a newer fence wrote last (as after this shop's lease was lost).
             let _: () = redis::cmd("HSET")
                 .arg(stock_key(&sku))
@@ -298,11 +292,7 @@ async fn an_unreachable_redis_is_503_with_retry_after() {
         for binary in SHOPS {
             let redis = RedisServer::start().await;
             let shop = Shop::start(binary, &redis.url(), &[]).await;
-            let r = http
-                .put_json(&shop.url("/stock/down"), &json!({ "quantity": 3 }))
-                .await
-                .unwrap();
-            assert_eq!(r.status, 200);
+            restock(&http, &shop, "down", 3).await;
             redis.kill9();
             let r = http.post(&shop.url("/orders/down")).await.unwrap();
             assert_error(&r, 503, "lock_unavailable");
@@ -320,11 +310,7 @@ async fn without_the_lock_orders_carry_no_fence() {
         let http = client();
         for binary in SHOPS {
             let shop = Shop::start(binary, &redis.url(), &["--no-lock"]).await;
-            let r = http
-                .put_json(&shop.url("/stock/plain"), &json!({ "quantity": 1 }))
-                .await
-                .unwrap();
-            assert_eq!(r.status, 200);
+            restock(&http, &shop, "plain", 1).await;
             let r = http.post(&shop.url("/orders/plain")).await.unwrap();
             assert_eq!(r.status, 201, "{}", r.body);
             assert_eq!(r.json()["fence"], json!(0));
@@ -343,11 +329,7 @@ async fn the_axum_shop_exposes_leasehold_metrics_for_prometheus() {
         let redis = RedisServer::start().await;
         let http = client();
         let shop = Shop::start(SHOPS[1], &redis.url(), &[]).await;
-        let r = http
-            .put_json(&shop.url("/stock/m-1"), &json!({ "quantity": 1 }))
-            .await
-            .unwrap();
-        assert_eq!(r.status, 200, "{}", r.body);
+        restock(&http, &shop, "m-1", 1).await;
         assert_eq!(
             http.post(&shop.url("/orders/m-1")).await.unwrap().status,
             201
@@ -372,14 +354,7 @@ async fn store_url_keeps_the_stock_apart_from_the_locks() {
         for binary in SHOPS {
             let shop = Shop::start(binary, &locks.url(), &["--store-url", &store.url()]).await;
             let sku = format!("apart-{}", shop.name);
-            let r = http
-                .put_json(
-                    &shop.url(&format!("/stock/{sku}")),
-                    &json!({ "quantity": 2 }),
-                )
-                .await
-                .unwrap();
-            assert_eq!(r.status, 200, "{}", r.body);
+            restock(&http, &shop, &sku, 2).await;
             let r = http
                 .post(&shop.url(&format!("/orders/{sku}")))
                 .await

@@ -741,19 +741,27 @@ async fn script_calls(srv: &RedisServer) -> u64 {
     srv.info_stat("cmdstat_evalsha").await + srv.info_stat("cmdstat_eval").await
 }
 
-#[tokio::test]
-async fn a_guard_dropped_during_an_outage_is_released_once_redis_is_back() {
+/// A 30 s lease on `key` through a proxy, whose guard is dropped while the proxy is cut: its
+/// background release cannot reach Redis.
+async fn drop_during_outage(key: &str) -> (RedisServer, TcpProxy, Locker) {
     let srv = RedisServer::start().await;
     let proxy = TcpProxy::start(srv.addr()).await;
     let holder = locker(&proxy.url()).await;
     let guard = holder
-        .lock("outage")
+        .lock(key)
         .lease(Duration::from_secs(30))
         .acquire()
         .await
         .unwrap();
     proxy.set_mode(ProxyMode::Cut);
     drop(guard);
+    (srv, proxy, holder)
+}
+
+#[tokio::test]
+async fn a_guard_dropped_during_an_outage_is_released_once_redis_is_back() {
+    // `_holder` keeps the locker, and with it the retries, alive.
+    let (srv, proxy, _holder) = drop_during_outage("outage").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         lock_keys(&srv).await.len(),
@@ -780,17 +788,7 @@ async fn a_guard_dropped_during_an_outage_is_released_once_redis_is_back() {
 
 #[tokio::test]
 async fn a_background_release_that_finds_another_owner_is_not_retried() {
-    let srv = RedisServer::start().await;
-    let proxy = TcpProxy::start(srv.addr()).await;
-    let holder = locker(&proxy.url()).await;
-    let guard = holder
-        .lock("foreign")
-        .lease(Duration::from_secs(30))
-        .acquire()
-        .await
-        .unwrap();
-    proxy.set_mode(ProxyMode::Cut);
-    drop(guard);
+    let (srv, proxy, _holder) = drop_during_outage("foreign").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Meanwhile the lock changed hands (as after an expiry): the token is not ours any more.
     let mut conn = srv.conn().await;
@@ -827,17 +825,7 @@ async fn a_background_release_that_finds_another_owner_is_not_retried() {
 
 #[tokio::test]
 async fn dropping_the_locker_ends_the_retries_of_its_background_releases() {
-    let srv = RedisServer::start().await;
-    let proxy = TcpProxy::start(srv.addr()).await;
-    let holder = locker(&proxy.url()).await;
-    let guard = holder
-        .lock("orphan")
-        .lease(Duration::from_secs(30))
-        .acquire()
-        .await
-        .unwrap();
-    proxy.set_mode(ProxyMode::Cut);
-    drop(guard);
+    let (srv, proxy, holder) = drop_during_outage("orphan").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     drop(holder);
     // Longer than the longest pause between retries: a retry still pending now finds the
