@@ -727,6 +727,19 @@ async fn raw_fanout_us(nodes: &[Naive], iterations: usize) -> f64 {
     .await
 }
 
+/// p50 of one acquire and release with `locker`, in µs.
+async fn lock_unlock_us(locker: &Locker, iterations: usize) -> f64 {
+    latency_us(iterations, |i| async move {
+        let g = locker
+            .lock(format!("rl:{}", i % 64))
+            .acquire()
+            .await
+            .expect("acquire");
+        g.release().await.expect("release");
+    })
+    .await
+}
+
 async fn scenario_redlock(
     report: &mut Report,
     single: &str,
@@ -739,18 +752,7 @@ async fn scenario_redlock(
         .build()
         .await
         .expect("locker");
-    let single_us = latency_us(iterations, |i| {
-        let one = &one;
-        async move {
-            let g = one
-                .lock(format!("rl:{}", i % 64))
-                .acquire()
-                .await
-                .expect("acquire");
-            g.release().await.expect("release");
-        }
-    })
-    .await;
+    let single_us = lock_unlock_us(&one, iterations).await;
     let mut naive = Vec::new();
     for node in nodes {
         naive.push(Naive::new(&node.url()).await);
@@ -765,18 +767,7 @@ async fn scenario_redlock(
             .build()
             .await
             .expect("redlock");
-        let ours_us = latency_us(iterations, |i| {
-            let ours = &ours;
-            async move {
-                let g = ours
-                    .lock(format!("rl:{}", i % 64))
-                    .acquire()
-                    .await
-                    .expect("acquire");
-                g.release().await.expect("release");
-            }
-        })
-        .await;
+        let ours_us = lock_unlock_us(&ours, iterations).await;
         let rs = rslock::LockManager::new(urls);
         let rs_us = latency_us(iterations, |i| {
             let rs = &rs;
