@@ -186,6 +186,19 @@ async fn run(args: &[&str], stdin: Option<&str>) -> Output {
     spawn(command(args), stdin).finish().await
 }
 
+/// A fresh server, its URL, and an application's locker on it.
+async fn app() -> (RedisServer, String, Locker) {
+    let srv = RedisServer::start().await;
+    let url = srv.url();
+    let app = Locker::connect(&url).await.unwrap();
+    (srv, url, app)
+}
+
+/// `key` held by `app` with this lease (renewed by the watchdog).
+async fn hold(app: &Locker, key: &str, lease: Duration) -> leasehold::LockGuard {
+    app.lock(key).lease(lease).acquire().await.unwrap()
+}
+
 /// The raw value of a lock key: the holder's owner token, which must never be printed.
 async fn owner_token(srv: &RedisServer, key: &str) -> String {
     let mut conn = srv.conn().await;
@@ -200,21 +213,9 @@ async fn owner_token(srv: &RedisServer, key: &str) -> String {
 #[tokio::test]
 async fn list_shows_held_locks_as_a_table() {
     within(async {
-        let srv = RedisServer::start().await;
-        let url = srv.url();
-        let app = Locker::connect(&url).await.unwrap();
-        let a = app
-            .lock("stock:sku-7")
-            .lease(Duration::from_secs(10))
-            .acquire()
-            .await
-            .unwrap();
-        let b = app
-            .lock("stock:sku-8")
-            .lease(Duration::from_secs(20))
-            .acquire()
-            .await
-            .unwrap();
+        let (srv, url, app) = app().await;
+        let a = hold(&app, "stock:sku-7", Duration::from_secs(10)).await;
+        let b = hold(&app, "stock:sku-8", Duration::from_secs(20)).await;
         let c = app.lock("order:1").acquire().await.unwrap();
         c.release().await.unwrap();
         // Someone waits for sku-8.
@@ -277,15 +278,8 @@ async fn list_shows_held_locks_as_a_table() {
 #[tokio::test]
 async fn show_tells_held_from_free() {
     within(async {
-        let srv = RedisServer::start().await;
-        let url = srv.url();
-        let app = Locker::connect(&url).await.unwrap();
-        let held = app
-            .lock("stock:sku-7")
-            .lease(Duration::from_secs(10))
-            .acquire()
-            .await
-            .unwrap();
+        let (srv, url, app) = app().await;
+        let held = hold(&app, "stock:sku-7", Duration::from_secs(10)).await;
         let freed = app.lock("order:1").acquire().await.unwrap();
         let freed_fence = freed.fence();
         freed.release().await.unwrap();
@@ -350,15 +344,8 @@ async fn show_tells_held_from_free() {
 #[tokio::test]
 async fn release_force_yes_frees_the_lock_and_the_holder_finds_out() {
     within(async {
-        let srv = RedisServer::start().await;
-        let url = srv.url();
-        let app = Locker::connect(&url).await.unwrap();
-        let holder = app
-            .lock("stock:sku-7")
-            .lease(Duration::from_millis(600))
-            .acquire()
-            .await
-            .unwrap();
+        let (_srv, url, app) = app().await;
+        let holder = hold(&app, "stock:sku-7", Duration::from_millis(600)).await;
 
         let out = run(
             &["release", "stock:sku-7", "--force", "--yes", "--url", &url],
@@ -396,9 +383,7 @@ async fn release_force_yes_frees_the_lock_and_the_holder_finds_out() {
 #[tokio::test]
 async fn release_without_force_is_refused() {
     within(async {
-        let srv = RedisServer::start().await;
-        let url = srv.url();
-        let app = Locker::connect(&url).await.unwrap();
+        let (_srv, url, app) = app().await;
         let holder = app.lock("stock:sku-7").acquire().await.unwrap();
 
         for args in [
@@ -421,16 +406,9 @@ async fn release_without_force_is_refused() {
 #[tokio::test]
 async fn release_asks_for_the_key_and_does_nothing_on_a_wrong_answer() {
     within(async {
-        let srv = RedisServer::start().await;
-        let url = srv.url();
-        let app = Locker::connect(&url).await.unwrap();
+        let (_srv, url, app) = app().await;
         // A short lease, renewed by the watchdog, so that the holder finds out soon.
-        let holder = app
-            .lock("stock:sku-7")
-            .lease(Duration::from_millis(600))
-            .acquire()
-            .await
-            .unwrap();
+        let holder = hold(&app, "stock:sku-7", Duration::from_millis(600)).await;
         let args = ["release", "stock:sku-7", "--force", "--url", &url];
 
         for input in [
@@ -483,9 +461,7 @@ fn event(line: &str) -> &str {
 #[tokio::test]
 async fn watch_prints_acquisitions_and_releases() {
     within(async {
-        let srv = RedisServer::start().await;
-        let url = srv.url();
-        let app = Locker::connect(&url).await.unwrap();
+        let (_srv, url, app) = app().await;
         let mut watch = spawn(
             command(&["watch", "stock:sku-7", "--for", "1500ms", "--url", &url]),
             None,
@@ -496,12 +472,7 @@ async fn watch_prints_acquisitions_and_releases() {
             "{first}"
         );
 
-        let guard = app
-            .lock("stock:sku-7")
-            .lease(Duration::from_secs(10))
-            .acquire()
-            .await
-            .unwrap();
+        let guard = hold(&app, "stock:sku-7", Duration::from_secs(10)).await;
         let fence = guard.fence();
         watch.line_containing("acquired").await;
         guard.release().await.unwrap();
@@ -526,9 +497,7 @@ async fn watch_prints_acquisitions_and_releases() {
 #[tokio::test]
 async fn watch_tells_an_expiry_and_sees_waiters() {
     within(async {
-        let srv = RedisServer::start().await;
-        let url = srv.url();
-        let app = Locker::connect(&url).await.unwrap();
+        let (_srv, url, app) = app().await;
         let mut watch = spawn(
             command(&[
                 "--url",
