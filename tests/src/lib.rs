@@ -4,5 +4,6 @@
 //! proxy, so tests can kill, pause, restart and partition the Redis a lock talks to.
 #![deny(missing_docs)]
 
+pub mod errors;
 pub mod harness;
 pub mod history;

@@ -10,6 +10,7 @@ use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpResponse};
 use leasehold::{distributed_lock, LockConfig, LockError, Locker, OnLost, RouteLocks, RouteRule};
+use leasehold_tests::errors::lock_error;
 use leasehold_tests::harness::RedisServer;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -40,24 +41,7 @@ async fn body_of<B: MessageBody>(res: ServiceResponse<B>) -> (StatusCode, Option
 }
 
 async fn fails(kind: web::Path<String>) -> Result<HttpResponse, LockError> {
-    Err(match kind.as_str() {
-        "busy" => LockError::Busy {
-            retry_after: Some(Duration::from_millis(2500)),
-        },
-        "busy-unknown" => LockError::Busy { retry_after: None },
-        "unavailable" => LockError::Unavailable {
-            message: "redis at 10.0.0.7:6379 did not answer within 1s".into(),
-            source: None,
-        },
-        "lost" => LockError::Lost,
-        "invalid" => LockError::InvalidKey {
-            reason: "the key secret-customer-42 is too long".into(),
-        },
-        _ => LockError::Config {
-            message: "redis://user:hunter2@10.0.0.7 is wrong".into(),
-            source: None,
-        },
-    })
+    Err(lock_error(kind.as_str(), Duration::from_millis(2500)))
 }
 
 #[actix_web::test]

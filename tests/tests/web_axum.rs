@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use leasehold::{distributed_lock, LockConfig, LockError, Locker, OnLost, RouteLocks, RouteRule};
+use leasehold_tests::errors::lock_error;
 use leasehold_tests::harness::RedisServer;
 use tower::ServiceExt;
 
@@ -73,24 +74,7 @@ impl Answer {
 }
 
 async fn fails(Path(kind): Path<String>) -> Result<&'static str, LockError> {
-    Err(match kind.as_str() {
-        "busy" => LockError::Busy {
-            retry_after: Some(Duration::from_millis(4001)),
-        },
-        "busy-unknown" => LockError::Busy { retry_after: None },
-        "unavailable" => LockError::Unavailable {
-            message: "redis at 10.0.0.7:6379 did not answer within 1s".into(),
-            source: None,
-        },
-        "lost" => LockError::Lost,
-        "invalid" => LockError::InvalidKey {
-            reason: "the key secret-customer-42 is too long".into(),
-        },
-        _ => LockError::Config {
-            message: "redis://user:hunter2@10.0.0.7 is wrong".into(),
-            source: None,
-        },
-    })
+    Err(lock_error(&kind, Duration::from_millis(4001)))
 }
 
 #[tokio::test]
