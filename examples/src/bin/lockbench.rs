@@ -248,14 +248,7 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
             let r = rslock.clone();
             theirs += cycles_per_sec(tasks, window, move |t, i| {
                 let r = r.clone();
-                async move {
-                    let key = format!("rs:{t}:{}", i % 16);
-                    let lock = r
-                        .lock(key.as_bytes(), Duration::from_secs(30))
-                        .await
-                        .expect("rslock");
-                    r.unlock(&lock).await;
-                }
+                async move { rslock_lock_unlock(&r, &format!("rs:{t}:{}", i % 16)).await }
             })
             .await;
         }
@@ -727,6 +720,15 @@ async fn raw_fanout_us(nodes: &[Naive], iterations: usize) -> f64 {
     .await
 }
 
+/// One lock and unlock of `key` with rslock (30 s lease, as ours).
+async fn rslock_lock_unlock(r: &rslock::LockManager, key: &str) {
+    let lock = r
+        .lock(key.as_bytes(), Duration::from_secs(30))
+        .await
+        .expect("rslock");
+    r.unlock(&lock).await;
+}
+
 /// p50 of one acquire and release with `locker`, in µs.
 async fn lock_unlock_us(locker: &Locker, iterations: usize) -> f64 {
     latency_us(iterations, |i| async move {
@@ -771,14 +773,7 @@ async fn scenario_redlock(
         let rs = rslock::LockManager::new(urls);
         let rs_us = latency_us(iterations, |i| {
             let rs = &rs;
-            async move {
-                let key = format!("rs-rl:{}", i % 64);
-                let lock = rs
-                    .lock(key.as_bytes(), Duration::from_secs(30))
-                    .await
-                    .expect("rslock");
-                rs.unlock(&lock).await;
-            }
+            async move { rslock_lock_unlock(rs, &format!("rs-rl:{}", i % 64)).await }
         })
         .await;
         let raw_us = raw_fanout_us(&naive[..n], iterations).await;
