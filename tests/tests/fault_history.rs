@@ -407,7 +407,10 @@ async fn s3_redlock_masters_restarted_empty_one_at_a_time() {
             .spec()
             .lease(lease)
             .hold(Duration::from_millis(60), 3)
-            .duration(Duration::from_secs(9));
+            // Long enough after the last restart for every worker to win the lock again: the
+            // third worker holds it for three leases at a time, and across processes whoever
+            // asks first after a release gets it, so a short tail can starve one by chance.
+            .duration(Duration::from_secs(12));
         run.spawn(&spec);
         run.spawn(&spec.clone().tasks(2).current_thread(false));
         run.spawn(&spec.clone().hold(lease * 3, 10));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{ProxyMode, RedisServer, TcpProxy};
+use leasehold_tests::harness::{eventually, ProxyMode, RedisServer, TcpProxy};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -384,6 +384,54 @@ async fn dead_redis_is_unavailable_in_bounded_time_and_restart_recovers() {
         }
     };
     guard.release().await.unwrap();
+}
+
+/// After a restart the connections come back by themselves, as soon as the server answers:
+/// the first acquire after it does not fail on a connection that nobody revived, and a
+/// waiter's wake-up subscription is live again without a failed SUBSCRIBE first.
+#[tokio::test]
+async fn connections_come_back_by_themselves_after_a_restart() {
+    const WITHIN: Duration = Duration::from_secs(10);
+    let srv = RedisServer::start().await;
+    let a = locker(&srv.url()).await;
+    let b = locker(&srv.url()).await;
+    // b has waited once, so both of its connections are open.
+    let held = a.lock("r").acquire().await.unwrap();
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.lock("r").wait(Duration::from_secs(5)).acquire().await })
+    };
+    eventually("b subscribed", WITHIN, || async {
+        srv.subscribers("leasehold:wake:{r}").await == 1
+    })
+    .await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+
+    srv.kill9();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    srv.restart().await;
+    // a's lock connection, b's lock and wake connections, and the INFO probe's own.
+    eventually("the three connections reopened", WITHIN, || async {
+        srv.info_stat("connected_clients").await >= 4
+    })
+    .await;
+    let held = a
+        .lock("r")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .expect("the first acquire after the restart");
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.lock("r").wait(Duration::from_secs(5)).acquire().await })
+    };
+    eventually("b subscribed again", WITHIN, || async {
+        srv.subscribers("leasehold:wake:{r}").await == 1
+    })
+    .await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{ProxyMode, RedisServer, TcpProxy};
+use leasehold_tests::harness::{eventually, ProxyMode, RedisServer, TcpProxy};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -300,6 +300,62 @@ async fn redlock_waiters_wake_on_release_and_exclude_each_other() {
     guard.release().await.unwrap();
     let woke = waiter.await.unwrap() - released;
     assert!(woke < Duration::from_millis(300), "woke after {woke:?}");
+}
+
+/// A waiter that began while a node was down listens to that node as soon as it is back,
+/// and both lockers' connections to it reopen by themselves, so the first acquire after the
+/// restart counts that node. Without this a waiter is deaf to the node for its whole wait, and
+/// once another node fails it hears nobody: it then acquires only by its timer, and loses
+/// every race to processes that listen (a liveness failure of the fault suite's RedLock
+/// restart scenario).
+#[tokio::test]
+async fn a_waiter_hears_a_node_that_came_back_during_its_wait() {
+    const WITHIN: Duration = Duration::from_secs(10);
+    const CHANNEL: &str = "leasehold:wake:{back}";
+    // Straight to the servers: a proxy would keep the client's side open while a server is
+    // down, and hide the drop this is about.
+    let servers = RedisServer::start_many(3).await;
+    let locker = || {
+        Locker::builder()
+            .redlock(servers.iter().map(|s| s.url()))
+            .op_timeout(NODE_TIMEOUT)
+            .build()
+    };
+    let a = locker().await.unwrap();
+    let b = locker().await.unwrap();
+    let held = a
+        .lock("back")
+        .lease(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    servers[1].kill9();
+    let waiter =
+        tokio::spawn(async move { b.lock("back").wait(Duration::from_secs(20)).acquire().await });
+    for i in [0, 2] {
+        eventually(
+            "the waiter subscribed on the live nodes",
+            WITHIN,
+            || async { servers[i].subscribers(CHANNEL).await == 1 },
+        )
+        .await;
+    }
+    servers[1].restart().await;
+    eventually(
+        "the waiter subscribed on the restarted node",
+        WITHIN,
+        || async { servers[1].subscribers(CHANNEL).await == 1 },
+    )
+    .await;
+    // Each locker's lock connection to the restarted node, the waiter's subscription, and
+    // the INFO probe's own.
+    eventually("the lock connections reopened", WITHIN, || async {
+        servers[1].info_stat("connected_clients").await >= 4
+    })
+    .await;
+    held.release().await.unwrap();
+    let guard = waiter.await.unwrap().expect("the waiter acquires");
+    assert!(guard.is_held());
 }
 
 #[tokio::test]

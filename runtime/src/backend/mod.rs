@@ -6,6 +6,7 @@ mod batch;
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;
+mod revive;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
 

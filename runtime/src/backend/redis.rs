@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ConnectionAddr, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 
 use super::batch::{self, Item, Queue};
+use super::revive::{Revival, Step};
 use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
 use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
@@ -346,8 +347,6 @@ impl RedisBackend {
         let client = Client::open(resp3.clone())
             .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
         let conn = Conn::Single(lazy(client, config.clone().set_push_sender(drops_tx))?);
-        let epoch = Arc::new(watch::channel(0u64).0);
-        tokio::spawn(count_drops(Arc::downgrade(&epoch), drops_rx));
         let down_at_connect = match preload(&conn, &endpoint, settings).await {
             Ok(()) => None,
             Err(e) if allow_down => {
@@ -364,8 +363,17 @@ impl RedisBackend {
             .set_push_sender(push_tx)
             .set_automatic_resubscription();
         let sub_conn = Conn::Single(lazy(sub_client, sub_config)?);
+        let down = down_at_connect.is_some();
         let mut backend =
             RedisBackend::assemble(conn, sub_conn, push_rx, endpoint, settings, down_at_connect);
+        // Drops that came before this point wait in the channel.
+        let epoch = Arc::new(watch::channel(0u64).0);
+        tokio::spawn(watch_lock_conn(
+            Arc::downgrade(&epoch),
+            Arc::downgrade(&backend.core),
+            drops_rx,
+            down,
+        ));
         backend.epoch = Some(epoch);
         Ok(backend)
     }
@@ -424,12 +432,16 @@ impl RedisBackend {
         settings: &RedisSettings,
         down_at_connect: Option<LockError>,
     ) -> Self {
+        let broken = Arc::new(Notify::new());
         let wakes = Arc::new(Wakes {
             conn: sub_conn,
             channels: Mutex::new(HashMap::new()),
             serial: tokio::sync::Mutex::new(()),
+            endpoint: endpoint.clone(),
+            op_timeout: settings.op_timeout,
+            broken: broken.clone(),
         });
-        tokio::spawn(dispatch_wakes(Arc::downgrade(&wakes), push_rx));
+        tokio::spawn(dispatch_wakes(Arc::downgrade(&wakes), push_rx, broken));
         let batching = !conn.is_cluster();
         RedisBackend {
             core: Arc::new(Core {
@@ -677,7 +689,22 @@ impl RedisBackend {
         Ok(())
     }
 
+    /// Listens for releases of one lock; fails when the server did not confirm the
+    /// subscription (the waiter then polls).
     pub(crate) async fn subscribe(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
+        match self.subscribe_or_later(keys).await {
+            (subscription, None) => Ok(subscription),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// Listens for releases of one lock. When the server did not confirm the subscription,
+    /// also returns why; the subscription is then made as soon as the server answers again,
+    /// and its waiters are woken at that moment (a release in between was not heard).
+    pub(crate) async fn subscribe_or_later(
+        &self,
+        keys: &LockKeys,
+    ) -> (WakeSubscription, Option<LockError>) {
         let channel = keys.wake.clone();
         let (rx, confirmed) = {
             let mut channels = self.wakes.channels.lock().unwrap();
@@ -695,15 +722,26 @@ impl RedisBackend {
             wakes: self.wakes.clone(),
             channel: channel.clone(),
         };
-        if !confirmed {
-            let _serial = self.wakes.serial.lock().await;
-            let subscribe = self.wakes.conn.subscribe(&channel);
-            bounded(&self.core.endpoint, self.core.op_timeout, subscribe).await?;
-            if let Some(entry) = self.wakes.channels.lock().unwrap().get_mut(&channel) {
-                entry.confirmed = true;
+        let subscription = WakeSubscription::new(rx, Some(Box::new(interest)));
+        if confirmed {
+            return (subscription, None);
+        }
+        let _serial = self.wakes.serial.lock().await;
+        let subscribe = self.wakes.conn.subscribe(&channel);
+        match bounded(&self.core.endpoint, self.core.op_timeout, subscribe).await {
+            Ok(()) => {
+                if let Some(entry) = self.wakes.channels.lock().unwrap().get_mut(&channel) {
+                    entry.confirmed = true;
+                }
+                (subscription, None)
+            }
+            Err(e) => {
+                // The subscription stays registered: the connection is probed until it
+                // works, then subscribed again, and the waiter woken to look.
+                self.wakes.broken.notify_one();
+                (subscription, Some(e))
             }
         }
-        Ok(WakeSubscription::new(rx, Some(Box::new(interest))))
     }
 }
 
@@ -714,6 +752,51 @@ struct Wakes {
     /// SUBSCRIBE and UNSUBSCRIBE go out one at a time, so an unsubscribe of an idle channel
     /// can never overtake a newer subscribe to the same channel.
     serial: tokio::sync::Mutex<()>,
+    endpoint: Endpoint,
+    op_timeout: Duration,
+    /// Signalled when a SUBSCRIBE failed: the connection needs reviving.
+    broken: Arc<Notify>,
+}
+
+impl Wakes {
+    /// Subscribes again every channel that waiters still listen to but the server does not
+    /// know (after a drop, or a failed SUBSCRIBE), and wakes its waiters: a release may have
+    /// gone unheard meanwhile. With no such channel, a PING proves the connection works.
+    async fn resubscribe(self: Arc<Self>) -> bool {
+        let _serial = self.serial.lock().await;
+        let pending: Vec<String> = {
+            let channels = self.channels.lock().unwrap();
+            channels
+                .iter()
+                .filter(|(_, c)| !c.confirmed && c.interest > 0)
+                .map(|(name, _)| name.clone())
+                .collect()
+        };
+        if pending.is_empty() {
+            return ping(&self.conn, &self.endpoint, self.op_timeout).await;
+        }
+        for name in pending {
+            let subscribe = self.conn.subscribe(&name);
+            if bounded(&self.endpoint, self.op_timeout, subscribe)
+                .await
+                .is_err()
+            {
+                return false;
+            }
+            if let Some(entry) = self.channels.lock().unwrap().get_mut(&name) {
+                entry.confirmed = true;
+                entry.tx.send_modify(|n| *n += 1);
+            }
+        }
+        true
+    }
+}
+
+/// Whether the server answers a PING within `op_timeout`.
+async fn ping(conn: &Conn, endpoint: &Endpoint, op_timeout: Duration) -> bool {
+    let cmd = redis::cmd("PING");
+    let ping = conn.query::<redis::Value>(&cmd);
+    bounded(endpoint, op_timeout, ping).await.is_ok()
 }
 
 struct Channel {
@@ -744,19 +827,41 @@ impl Drop for Interest {
     }
 }
 
-/// Ends the lock connection's session each time it drops.
-async fn count_drops(
+/// Ends the lock connection's session each time it drops, and brings the connection back as
+/// soon as the server answers again (see [`Revival`]).
+async fn watch_lock_conn(
     epoch: std::sync::Weak<watch::Sender<u64>>,
+    core: std::sync::Weak<Core>,
     mut drops: mpsc::UnboundedReceiver<PushInfo>,
+    down_at_connect: bool,
 ) {
-    while let Some(push) = drops.recv().await {
-        if push.kind == PushKind::Disconnection {
-            let Some(epoch) = epoch.upgrade() else { return };
-            epoch.send_modify(|n| *n += 1);
-            tracing::warn!(
-                "the connection to redis dropped: leases granted over it count as lost (the \
-                 server may have restarted without them)"
-            );
+    let mut revival = Revival::default();
+    if down_at_connect {
+        revival.dropped();
+    }
+    loop {
+        tokio::select! {
+            push = drops.recv() => {
+                let Some(push) = push else { return };
+                if push.kind != PushKind::Disconnection {
+                    continue;
+                }
+                let Some(epoch) = epoch.upgrade() else { return };
+                epoch.send_modify(|n| *n += 1);
+                tracing::warn!(
+                    "the connection to redis dropped: leases granted over it count as lost \
+                     (the server may have restarted without them)"
+                );
+                revival.dropped();
+            }
+            step = revival.step(), if revival.active() => {
+                if step == Step::Due {
+                    let Some(core) = core.upgrade() else { return };
+                    revival.probe(Box::pin(async move {
+                        ping(&core.conn, &core.endpoint, core.op_timeout).await
+                    }));
+                }
+            }
         }
     }
 }
@@ -766,11 +871,20 @@ async fn count_drops(
 async fn dispatch_wakes(
     wakes: std::sync::Weak<Wakes>,
     mut push_rx: mpsc::UnboundedReceiver<PushInfo>,
+    broken: Arc<Notify>,
 ) {
     let mut sweep = tokio::time::interval(SUBSCRIPTION_LINGER);
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut revival = Revival::default();
     loop {
         tokio::select! {
+            () = broken.notified() => revival.dropped(),
+            step = revival.step(), if revival.active() => {
+                if step == Step::Due {
+                    let Some(wakes) = wakes.upgrade() else { return };
+                    revival.probe(Box::pin(wakes.resubscribe()));
+                }
+            }
             push = push_rx.recv() => {
                 let Some(push) = push else { return };
                 let Some(wakes) = wakes.upgrade() else { return };
@@ -792,6 +906,7 @@ async fn dispatch_wakes(
                             entry.confirmed = false;
                             entry.tx.send_modify(|n| *n += 1);
                         }
+                        revival.dropped();
                     }
                     _ => {}
                 }

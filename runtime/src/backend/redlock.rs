@@ -151,30 +151,33 @@ impl RedLockBackend {
     }
 
     /// Listens on every node's wake channel; a release seen on any of them wakes the waiter.
+    /// A node that cannot confirm the subscription now is subscribed again as soon as it
+    /// answers (and the waiter woken then), so a waiter that began during a node's outage
+    /// still hears that node's releases once it is back. Fails only when no node confirmed.
     pub(crate) async fn subscribe(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
-        let subs = join_all(self.nodes.iter().map(|n| n.subscribe(keys))).await;
+        let subs = join_all(self.nodes.iter().map(|n| n.subscribe_or_later(keys))).await;
         let (merged_tx, merged_rx) = watch::channel(0u64);
         let mut failures = Vec::new();
-        let mut live = 0;
-        for sub in subs {
-            match sub {
-                Ok(mut sub) => {
-                    live += 1;
-                    let tx = merged_tx.clone();
-                    tokio::spawn(async move {
-                        loop {
-                            tokio::select! {
-                                _ = sub.released() => tx.send_modify(|n| *n += 1),
-                                _ = tx.closed() => return,
-                            }
-                        }
-                    });
-                }
-                Err(e) => failures.push(e),
+        let mut forwards = Vec::new();
+        for (mut sub, failure) in subs {
+            if let Some(e) = failure {
+                failures.push(e);
             }
+            let tx = merged_tx.clone();
+            forwards.push(async move {
+                loop {
+                    tokio::select! {
+                        _ = sub.released() => tx.send_modify(|n| *n += 1),
+                        _ = tx.closed() => return,
+                    }
+                }
+            });
         }
-        if live == 0 {
+        if failures.len() == self.nodes.len() {
             return Err(no_quorum("subscribe", 0, self.nodes.len(), failures));
+        }
+        for forward in forwards {
+            tokio::spawn(forward);
         }
         Ok(WakeSubscription::new(merged_rx, None))
     }

@@ -54,6 +54,32 @@ where
     }
 }
 
+/// Polls `check` until it returns `true`.
+///
+/// # Panics
+///
+/// When it still returns `false` after `within`, naming `what` did not happen.
+pub async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let found = wait_until(within, || {
+        let check = check();
+        async move {
+            if check.await {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        }
+    })
+    .await;
+    if found.is_err() {
+        panic!("{what}: not within {within:?}");
+    }
+}
+
 /// The value of `name` in an `INFO` reply.
 pub(crate) fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines()

@@ -424,6 +424,20 @@ impl RedisServer {
             .unwrap_or_else(|why| panic!("INFO of redis-server at {}: {why}", self.addr()))
     }
 
+    /// How many clients the server counts as subscribed to `channel` (`PUBSUB NUMSUB`).
+    ///
+    /// # Panics
+    ///
+    /// If the server does not answer within 2 s.
+    pub async fn subscribers(&self, channel: &str) -> u64 {
+        let mut numsub = redis::cmd("PUBSUB");
+        numsub.arg("NUMSUB").arg(channel);
+        let (_, n): (String, u64) = super::probe::query(self.addr(), &numsub)
+            .await
+            .unwrap_or_else(|why| panic!("PUBSUB NUMSUB on {}: {why}", self.addr()));
+        n
+    }
+
     /// The last lines of the server's log, framed for a panic message.
     pub(crate) fn log_tail(&self) -> String {
         log_tail(&self.dir)
