@@ -118,12 +118,18 @@ impl Report {
 const COMPARE_AND_DELETE: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
+/// The same lock with a fencing token taken in the same atomic step, as ours does: a script,
+/// since Redis has no native "set if absent, then increment". Returns the token, or nil.
+const FENCED_SET: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+     return redis.call('INCR', KEYS[2]) end return false";
+
 /// The lock users write by hand, done right as far as it goes: random token, `SET NX PX`,
 /// compare-and-delete; waiting is a 1 ms polling loop.
 #[derive(Clone)]
 struct Naive {
     conn: redis::aio::MultiplexedConnection,
     delete: Arc<redis::Script>,
+    fenced_set: Arc<redis::Script>,
 }
 
 impl Naive {
@@ -135,7 +141,21 @@ impl Naive {
                 .await
                 .expect("connect"),
             delete: Arc::new(redis::Script::new(COMPARE_AND_DELETE)),
+            fenced_set: Arc::new(redis::Script::new(FENCED_SET)),
         }
+    }
+
+    /// `SET NX PX` and, when it took the lock, the next fencing token, in one script.
+    async fn try_lock_fenced(&self, key: &str, fence_key: &str, token: &str) -> Option<u64> {
+        let mut conn = self.conn.clone();
+        self.fenced_set
+            .key(key)
+            .key(fence_key)
+            .arg(token)
+            .arg(30_000)
+            .invoke_async(&mut conn)
+            .await
+            .expect("fenced SET")
     }
 
     async fn try_lock(&self, key: &str, token: &str) -> bool {
@@ -202,7 +222,7 @@ where
     done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Scenario 1's rounds per task count: the three contenders take turns in short windows, so
+/// Scenario 1's rounds per task count: the contenders take turns in short windows, so
 /// that a change in the machine's speed during the run (other processes, CPU frequency)
 /// falls on all of them alike rather than on whichever ran at the time.
 const UNCONTENDED_ROUNDS: u32 = 5;
@@ -219,7 +239,7 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
     let window = duration / UNCONTENDED_ROUNDS;
     for tasks in [1usize, 16, 64] {
         // Cycles per second of each contender, summed over the rounds (equal windows).
-        let (mut raw, mut ours, mut theirs) = (0.0, 0.0, 0.0);
+        let (mut raw, mut fenced, mut ours, mut theirs) = (0.0, 0.0, 0.0, 0.0);
         for _ in 0..UNCONTENDED_ROUNDS {
             let n = naive.clone();
             raw += cycles_per_sec(tasks, window, move |t, i| {
@@ -228,6 +248,19 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
                     let key = format!("raw:{t}:{}", i % 16);
                     let tok = token();
                     assert!(n.try_lock(&key, &tok).await, "raw key was taken");
+                    n.unlock(&key, &tok).await;
+                }
+            })
+            .await;
+            let n = naive.clone();
+            fenced += cycles_per_sec(tasks, window, move |t, i| {
+                let n = n.clone();
+                async move {
+                    let key = format!("fenced:{{{t}:{}}}", i % 16);
+                    let fence_key = format!("fence:{{{t}:{}}}", i % 16);
+                    let tok = token();
+                    let fence = n.try_lock_fenced(&key, &fence_key, &tok).await;
+                    assert!(fence.is_some(), "fenced key was taken");
                     n.unlock(&key, &tok).await;
                 }
             })
@@ -253,7 +286,12 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
             .await;
         }
         let rounds = f64::from(UNCONTENDED_ROUNDS);
-        let (raw, ours, theirs) = (raw / rounds, ours / rounds, theirs / rounds);
+        let (raw, fenced, ours, theirs) = (
+            raw / rounds,
+            fenced / rounds,
+            ours / rounds,
+            theirs / rounds,
+        );
         let scenario = format!("1 uncontended, {tasks} tasks");
         report.add(
             &scenario,
@@ -261,6 +299,14 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
             ours,
             raw,
             "raw SET NX PX + compare-and-delete",
+            "cycles/s",
+        );
+        report.add(
+            &scenario,
+            "cycles/s vs raw with a fence",
+            ours,
+            fenced,
+            "raw SET NX PX + INCR in one script, compare-and-delete",
             "cycles/s",
         );
         report.add(
