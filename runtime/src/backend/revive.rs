@@ -68,7 +68,8 @@ impl Revival {
         if let Some(probe) = self.probe.as_mut() {
             let ok = probe.await;
             self.probe = None;
-            if ok && !std::mem::take(&mut self.stale) {
+            let stale = std::mem::take(&mut self.stale);
+            if ok && !stale {
                 self.due = None;
                 return Step::Back;
             }
@@ -122,6 +123,19 @@ mod tests {
         r.dropped();
         assert_eq!(r.step().await, Step::Due);
         r.probe(answer(true));
+        r.dropped();
+        assert_eq!(r.step().await, Step::Retry);
+        assert_eq!(r.step().await, Step::Due);
+        r.probe(answer(true));
+        assert_eq!(r.step().await, Step::Back);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drop_during_a_failed_probe_costs_no_extra_probe() {
+        let mut r = Revival::default();
+        r.dropped();
+        assert_eq!(r.step().await, Step::Due);
+        r.probe(answer(false));
         r.dropped();
         assert_eq!(r.step().await, Step::Retry);
         assert_eq!(r.step().await, Step::Due);
