@@ -395,12 +395,13 @@ async fn connections_come_back_by_themselves_after_a_restart() {
     let srv = RedisServer::start().await;
     let a = locker(&srv.url()).await;
     let b = locker(&srv.url()).await;
-    // b has waited once, so both of its connections are open.
-    let held = a.lock("r").acquire().await.unwrap();
-    let waiter = {
+    let b_waits = || {
         let b = b.clone();
         tokio::spawn(async move { b.lock("r").wait(Duration::from_secs(5)).acquire().await })
     };
+    // b has waited once, so both of its connections are open.
+    let held = a.lock("r").acquire().await.unwrap();
+    let waiter = b_waits();
     eventually("b subscribed", WITHIN, || async {
         srv.subscribers("leasehold:wake:{r}").await == 1
     })
@@ -422,10 +423,7 @@ async fn connections_come_back_by_themselves_after_a_restart() {
         .acquire()
         .await
         .expect("the first acquire after the restart");
-    let waiter = {
-        let b = b.clone();
-        tokio::spawn(async move { b.lock("r").wait(Duration::from_secs(5)).acquire().await })
-    };
+    let waiter = b_waits();
     eventually("b subscribed again", WITHIN, || async {
         srv.subscribers("leasehold:wake:{r}").await == 1
     })
