@@ -59,16 +59,20 @@ impl Locker {
         let keys = LockKeys::new(&inner.prefix, &user_key);
 
         if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
-            if !lease.is_held() {
-                return Err(LockError::Lost);
+            // Only while the enclosing holding lasts: a scope future that outlives its
+            // holder (released, handed over) acquires like any other task.
+            if lease.holding(fence) {
+                if !lease.is_held() {
+                    return Err(LockError::Lost);
+                }
+                return Ok(LockGuard::reentered(self.clone(), lease, fence));
             }
-            return Ok(LockGuard::reentered(self.clone(), lease, fence));
         }
 
         let deadline = Instant::now() + opts.wait;
         let wait = !opts.wait.is_zero();
         let turn = match inner.enter(&keys.lock, opts.lease, opts.watchdog, wait) {
-            Entry::Active => ActiveTurn::new(inner, &keys),
+            Entry::Active(turn) => ActiveTurn::new(inner, &keys, turn),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
                 *waited = true;
@@ -86,7 +90,7 @@ impl Locker {
                     Some(Turn::Granted(lease, fence)) => {
                         return Ok(LockGuard::new(self.clone(), lease, fence))
                     }
-                    Some(Turn::Contend) => ActiveTurn::new(inner, &keys),
+                    Some(Turn::Contend(turn)) => ActiveTurn::new(inner, &keys, turn),
                 }
             }
         };
@@ -126,12 +130,35 @@ impl Locker {
                 token: &token,
                 lease: opts.lease,
                 validity,
+                sent,
                 fence_ttl: inner.fence_ttl,
                 fences,
             };
             let attempt = inner.backend.acquire(&request).await?;
             turn.in_flight = None;
             let remaining = match attempt {
+                Attempt::Granted { .. } if Instant::now() >= sent + validity => {
+                    // The grant came too late to count on: its validity, counted from the
+                    // send time, is over. Give it back (the turn cleans up if this is
+                    // cancelled) and try again while the wait lasts.
+                    turn.in_flight = Some(token.clone());
+                    let _ = inner.backend.release(keys, &token).await;
+                    turn.in_flight = None;
+                    tracing::debug!("a grant arrived after its validity; given back");
+                    if Instant::now() >= deadline {
+                        return Err(LockError::unavailable(
+                            format!(
+                                "the lock store granted the lock only after the lease's \
+                                 validity ({validity:?} of a {:?} lease) had run out; the \
+                                 network or the server is too slow for this lease: give it a \
+                                 longer one",
+                                opts.lease
+                            ),
+                            None,
+                        ));
+                    }
+                    continue;
+                }
                 Attempt::Granted { top } => {
                     let lease = Arc::new(Lease::new(
                         user_key,
@@ -162,9 +189,13 @@ impl Locker {
                 // Subscribe, then try again at once: a release between the failed attempt
                 // and the subscription must not be slept through.
                 subscribed = true;
-                match inner.backend.subscribe(keys).await {
-                    Ok(sub) => wakes = Some(sub),
-                    Err(e) => tracing::debug!(error = %e, "no wake-ups for this wait; polling"),
+                // Bounded by the deadline too: however the subscription connection behaves,
+                // the wait ends on time (with one more attempt, bounded by the op timeout).
+                let subscribe = inner.backend.subscribe(keys);
+                match tokio::time::timeout_at(deadline, subscribe).await {
+                    Ok(Ok(sub)) => wakes = Some(sub),
+                    Ok(Err(e)) => tracing::debug!(error = %e, "no wake-ups for this wait; polling"),
+                    Err(_) => tracing::debug!("subscribing outlasted the wait; one last attempt"),
                 }
                 continue;
             }

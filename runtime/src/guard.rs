@@ -53,6 +53,7 @@ impl LockGuard {
     /// A guard for a lease that this holder got (acquired, or handed over); keeps the
     /// lease on the renewal schedule.
     pub(crate) fn new(locker: Locker, lease: Arc<Lease>, fence: u64) -> Self {
+        lease.begin_holding(fence);
         if lease.watchdog {
             locker.inner.start_background();
             locker.inner.schedule.watch(&lease);
@@ -111,7 +112,7 @@ impl LockGuard {
     /// validity on this process's monotonic clock (the last successful renewal's send time
     /// plus the lease, minus a safety margin).
     pub fn is_held(&self) -> bool {
-        !self.released && self.lease.is_held()
+        !self.released && self.lease.is_held_by(self.fence)
     }
 
     /// True when this guard re-entered a lock that an enclosing scope holds; releasing it
@@ -142,7 +143,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        self.lease.lost().await
+        self.lease.lost_for(Some(self.fence)).await
     }
 
     /// Runs `fut` with this lock marked as held by the enclosing scope: inside it, acquiring
@@ -200,6 +201,9 @@ impl Drop for LockGuard {
         if self.released || !self.owner {
             return;
         }
+        // At once, not when the background release runs: guards re-entered under this one
+        // stop counting as held now.
+        self.lease.end_holding(self.fence);
         observe::hold_ended(self.since.elapsed());
         let job = Job::Release {
             inner: self.locker.inner.clone(),

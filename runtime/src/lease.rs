@@ -53,6 +53,10 @@ pub(crate) struct LeaseState {
     pub(crate) valid_until: Instant,
     /// Redis said the lock is not ours any more.
     pub(crate) lost: bool,
+    /// The fence of the guard that holds the lease now; 0 between holders (after a release,
+    /// before the next holder of a handover takes it). Re-entered guards share their outer
+    /// guard's fence, so they stop counting as held the moment that holding ends.
+    pub(crate) holder: u64,
 }
 
 pub(crate) struct Lease {
@@ -94,6 +98,7 @@ impl Lease {
         let state = LeaseState {
             valid_until: sent + validity,
             lost: false,
+            holder: 0,
         };
         Lease {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -128,6 +133,36 @@ impl Lease {
         !s.lost && Instant::now() < s.valid_until && !self.is_done() && self.session_intact()
     }
 
+    /// The guard with `fence` holds the lease from now on.
+    pub(crate) fn begin_holding(&self, fence: u64) {
+        self.state.send_if_modified(|s| {
+            s.holder = fence;
+            true
+        });
+    }
+
+    /// The holding of the guard with `fence` ends (release, drop); its re-entered guards
+    /// stop counting as held and their `lost()` resolves.
+    pub(crate) fn end_holding(&self, fence: u64) {
+        self.state.send_if_modified(|s| {
+            let current = s.holder == fence;
+            if current {
+                s.holder = 0;
+            }
+            current
+        });
+    }
+
+    /// Whether the guard with `fence` still holds this lease (its holding has not ended).
+    pub(crate) fn holding(&self, fence: u64) -> bool {
+        self.state.borrow().holder == fence
+    }
+
+    /// [`Lease::is_held`], for the guard with `fence`: false once its holding ended.
+    pub(crate) fn is_held_by(&self, fence: u64) -> bool {
+        self.holding(fence) && self.is_held()
+    }
+
     /// False once the connection the lease was granted over dropped.
     fn session_intact(&self) -> bool {
         self.session.as_ref().is_none_or(Session::intact)
@@ -148,9 +183,11 @@ impl Lease {
     /// holder told so must never find itself holding the lock again.
     pub(crate) fn renewed(&self, sent: Instant) -> bool {
         let until = sent + self.validity;
-        let now = Instant::now();
         let mut held = true;
         self.state.send_if_modified(|s| {
+            // Read under the state's lock: a clock read before it could let a reader see the
+            // lease expire and then see it held again.
+            let now = Instant::now();
             if s.lost {
                 held = false;
                 return false;
@@ -187,11 +224,18 @@ impl Lease {
     /// Resolves once the lease is lost: Redis said so, or its validity ran out without a
     /// renewal. Works without the watchdog: it watches the clock itself.
     pub(crate) async fn lost(&self) {
+        self.lost_for(None).await
+    }
+
+    /// [`Lease::lost`], or the end of the holding of the guard with fence `holder`, whichever
+    /// comes first.
+    pub(crate) async fn lost_for(&self, holder: Option<u64>) {
         let mut rx = self.state.subscribe();
         let mut epoch = self.session.as_ref().map(|s| s.epoch.clone());
         loop {
             let s = *rx.borrow_and_update();
-            if s.lost || Instant::now() >= s.valid_until || !self.session_intact() {
+            let ended = holder.is_some_and(|fence| s.holder != fence);
+            if ended || s.lost || Instant::now() >= s.valid_until || !self.session_intact() {
                 return;
             }
             let dropped = async {

@@ -104,13 +104,15 @@ pub async fn hold<F: Future>(
     match spec.on_lost {
         OnLost::Continue => Ok(body.await),
         OnLost::Cancel => {
+            // Biased towards the loss: once the lease is lost, the body is not polled again,
+            // not even for one more step.
             tokio::select! {
                 biased;
-                out = body => Ok(out),
                 _ = guard.lost() => {
                     guard.report_lost("the lease was lost while the body ran; the body was cancelled");
                     Err(LockError::Lost)
                 }
+                out = body => Ok(out),
             }
         }
     }

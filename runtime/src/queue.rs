@@ -5,6 +5,7 @@
 //! (success, timeout, cancellation) passes the turn on, so the queue can never stall.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,12 +25,22 @@ pub(crate) const MAX_HANDOFFS_IN_ROW: u32 = 16;
 /// How often a queued task looks again at who holds the turn, while a contender holds it.
 const HOLDER_RECHECK: Duration = Duration::from_millis(250);
 
+/// Names each turn, so that a turn can be passed on once only: whoever passes it must name
+/// the turn it holds, and a stale pass (the turn moved on meanwhile) does nothing. Global, so
+/// an id never comes back when a key's queue is removed and made again.
+static NEXT_TURN: AtomicU64 = AtomicU64::new(1);
+
+fn next_turn() -> u64 {
+    NEXT_TURN.fetch_add(1, Ordering::Relaxed)
+}
+
 /// The local state of one key that some task of this process is active on. The key has an
 /// entry exactly while one task holds the turn (it holds the lock, or contends for it).
-#[derive(Default)]
 pub(crate) struct KeyQueue {
     waiters: VecDeque<Waiter>,
     handoffs_in_row: u32,
+    /// The turn being held now.
+    turn: u64,
     /// The lease that holds the turn, or `None` while a task contends in Redis for it. A
     /// lease that is lost forfeits the turn (see [`Inner::forfeit`]), so a holder that hangs
     /// past its lease cannot keep the rest of the process waiting.
@@ -43,18 +54,29 @@ pub(crate) struct Waiter {
     pub(crate) watchdog: bool,
 }
 
+impl KeyQueue {
+    fn new() -> Self {
+        KeyQueue {
+            waiters: VecDeque::new(),
+            handoffs_in_row: 0,
+            turn: next_turn(),
+            holder: None,
+        }
+    }
+}
+
 /// What a queued task receives when its turn comes.
 pub(crate) enum Turn {
-    /// Go and try Redis yourself.
-    Contend,
+    /// Go and try Redis yourself, holding this turn.
+    Contend(u64),
     /// The previous holder handed the lease over: it is yours, with this fencing token.
     Granted(Arc<Lease>, u64),
 }
 
 /// Where a task stands after [`Inner::enter`].
 pub(crate) enum Entry {
-    /// It holds the turn: go to Redis.
-    Active,
+    /// It holds this turn: go to Redis.
+    Active(u64),
     /// Another task of this process holds the turn: wait on this.
     Queued(oneshot::Receiver<Turn>),
     /// Another task holds the turn and this one may not wait.
@@ -73,8 +95,10 @@ impl Inner {
         let mut queues = self.queues.lock().unwrap();
         match queues.get_mut(lock_key) {
             None => {
-                queues.insert(lock_key.to_owned(), KeyQueue::default());
-                Entry::Active
+                let q = KeyQueue::new();
+                let turn = q.turn;
+                queues.insert(lock_key.to_owned(), q);
+                Entry::Active(turn)
             }
             Some(_) if !wait => Entry::Busy,
             Some(q) => {
@@ -95,41 +119,48 @@ impl Inner {
         queues.get(lock_key).and_then(|q| q.holder.clone())
     }
 
-    /// Records that `lease` holds the turn of its key now.
-    pub(crate) fn hold_turn(&self, lease: &Arc<Lease>) {
+    /// Records that `lease` holds `turn` of its key now.
+    pub(crate) fn hold_turn(&self, lease: &Arc<Lease>, turn: u64) {
         let mut queues = self.queues.lock().unwrap();
         if let Some(q) = queues.get_mut(&lease.keys.lock) {
-            q.holder = Some(lease.clone());
+            if q.turn == turn {
+                q.holder = Some(lease.clone());
+            }
         }
     }
 
-    /// Whether `lease` holds its key's turn; false once it forfeited it.
-    pub(crate) fn holds_turn(&self, lease: &Arc<Lease>) -> bool {
+    /// The turn `lease` holds; `None` once it forfeited it.
+    pub(crate) fn held_turn(&self, lease: &Arc<Lease>) -> Option<u64> {
         let queues = self.queues.lock().unwrap();
-        queues
-            .get(&lease.keys.lock)
-            .and_then(|q| q.holder.as_ref())
-            .is_some_and(|h| Arc::ptr_eq(h, lease))
+        let q = queues.get(&lease.keys.lock)?;
+        let holder = q.holder.as_ref()?;
+        Arc::ptr_eq(holder, lease).then_some(q.turn)
     }
 
     /// A lost lease gives up its turn, so the next waiter can try Redis (where the lease has
     /// run out) instead of waiting for a holder that may never come back.
     pub(crate) fn forfeit(&self, lease: &Arc<Lease>) {
-        if self.holds_turn(lease) {
-            self.pass_turn(&lease.keys.lock);
+        if let Some(turn) = self.held_turn(lease) {
+            self.pass_turn(&lease.keys.lock, turn);
         }
     }
 
-    /// Gives the turn to the next waiter that is still there, or marks the key idle.
-    pub(crate) fn pass_turn(&self, lock_key: &str) {
+    /// Gives `turn` to the next waiter that is still there, or marks the key idle. Does
+    /// nothing when `turn` was passed on already: a turn is passed once, so two tasks of this
+    /// process never contend for one key at the same time.
+    pub(crate) fn pass_turn(&self, lock_key: &str, turn: u64) {
         let mut queues = self.queues.lock().unwrap();
         let Some(q) = queues.get_mut(lock_key) else {
             return;
         };
+        if q.turn != turn {
+            return;
+        }
         q.handoffs_in_row = 0;
         q.holder = None;
+        q.turn = next_turn();
         while let Some(w) = q.waiters.pop_front() {
-            if w.tx.send(Turn::Contend).is_ok() {
+            if w.tx.send(Turn::Contend(q.turn)).is_ok() {
                 return;
             }
         }
@@ -156,6 +187,10 @@ impl Inner {
         let Some(q) = queues.get_mut(&lease.keys.lock) else {
             return false;
         };
+        // Only the lease that holds the turn can hand it over (not one that forfeited it).
+        if !q.holder.as_ref().is_some_and(|h| Arc::ptr_eq(h, lease)) {
+            return false;
+        }
         if q.handoffs_in_row >= MAX_HANDOFFS_IN_ROW {
             return false;
         }
@@ -186,16 +221,18 @@ impl Inner {
 pub(crate) struct ActiveTurn<'a> {
     inner: &'a Arc<Inner>,
     keys: &'a LockKeys,
+    turn: u64,
     /// The token of an acquire sent but not answered yet.
     pub(crate) in_flight: Option<OwnerToken>,
     armed: bool,
 }
 
 impl<'a> ActiveTurn<'a> {
-    pub(crate) fn new(inner: &'a Arc<Inner>, keys: &'a LockKeys) -> Self {
+    pub(crate) fn new(inner: &'a Arc<Inner>, keys: &'a LockKeys, turn: u64) -> Self {
         ActiveTurn {
             inner,
             keys,
+            turn,
             in_flight: None,
             armed: true,
         }
@@ -204,7 +241,7 @@ impl<'a> ActiveTurn<'a> {
     /// The lock was taken: the turn now belongs to the lease, which passes it on release.
     pub(crate) fn keep(mut self, lease: &Arc<Lease>) {
         self.armed = false;
-        self.inner.hold_turn(lease);
+        self.inner.hold_turn(lease, self.turn);
     }
 }
 
@@ -214,17 +251,18 @@ impl Drop for ActiveTurn<'_> {
             return;
         }
         match self.in_flight.take() {
-            None => self.inner.pass_turn(&self.keys.lock),
+            None => self.inner.pass_turn(&self.keys.lock, self.turn),
             Some(token) => {
                 let job = Job::Abandon {
                     inner: self.inner.clone(),
                     keys: self.keys.clone(),
                     token,
+                    turn: self.turn,
                 };
                 if self.inner.send_job(job).is_err() {
                     // No background task (its runtime is gone): nothing can reach Redis, and
                     // the lease will expire. Still free the local turn.
-                    self.inner.pass_turn(&self.keys.lock);
+                    self.inner.pass_turn(&self.keys.lock, self.turn);
                 }
             }
         }
@@ -295,7 +333,7 @@ impl Drop for QueuedTurn<'_> {
     fn drop(&mut self) {
         match self.close() {
             None => {}
-            Some(Turn::Contend) => self.inner.pass_turn(self.lock_key),
+            Some(Turn::Contend(turn)) => self.inner.pass_turn(self.lock_key, turn),
             Some(Turn::Granted(lease, fence)) => {
                 let job = Job::Release {
                     inner: self.inner.clone(),

@@ -38,7 +38,10 @@ impl Inner {
         fence: u64,
     ) -> Result<(), LockError> {
         let span = observe::release_span(self.trace_keys, &lease.user_key, fence);
-        let (outcome, result) = self.release_traced(lease).instrument(span.clone()).await;
+        let (outcome, result) = self
+            .release_traced(lease, fence)
+            .instrument(span.clone())
+            .await;
         observe::release_ended(&span, outcome);
         result
     }
@@ -61,15 +64,17 @@ impl Inner {
     async fn release_traced(
         self: &Arc<Self>,
         lease: Arc<Lease>,
+        fence: u64,
     ) -> (&'static str, Result<(), LockError>) {
-        if !self.holds_turn(&lease) {
+        lease.end_holding(fence);
+        let Some(turn) = self.held_turn(&lease) else {
             // The lease was lost and forfeited its turn: the queue moved on without it.
             if !lease.finish() {
                 return ("released", Ok(()));
             }
             self.schedule.unwatch(&lease);
             return outcome(self.delete(&lease).await);
-        }
+        };
         if self.hand_over(&lease) {
             return ("handed_over", Ok(()));
         }
@@ -78,7 +83,7 @@ impl Inner {
         }
         self.schedule.unwatch(&lease);
         // Dropped mid-flight, the turn still deletes the lock and passes itself on.
-        let mut turn = ActiveTurn::new(self, &lease.keys);
+        let mut turn = ActiveTurn::new(self, &lease.keys, turn);
         turn.in_flight = Some(lease.token.clone());
         let released = self.delete(&lease).await;
         turn.in_flight = None;

@@ -150,6 +150,8 @@ pub(crate) enum Job {
         inner: Arc<Inner>,
         keys: LockKeys,
         token: OwnerToken,
+        /// The local turn the acquire held.
+        turn: u64,
     },
 }
 
@@ -191,9 +193,14 @@ async fn perform(job: Job) {
             lease,
             fence,
         } => inner.release_dropped(lease, fence).await,
-        Job::Abandon { inner, keys, token } => {
+        Job::Abandon {
+            inner,
+            keys,
+            token,
+            turn,
+        } => {
             let _ = inner.backend.release(&keys, &token).await;
-            inner.pass_turn(&keys.lock);
+            inner.pass_turn(&keys.lock, turn);
         }
     }
 }

@@ -67,8 +67,15 @@ impl<T: Item<C>, C: Send + Sync + 'static> Default for Queue<T, C> {
     }
 }
 
-/// Sends `item` in the next batch and waits for its answer.
-pub(crate) async fn submit<T, C>(ctx: &Arc<C>, item: T) -> Result<T::Out, LockError>
+/// Sends `item` in the next batch and waits for its answer until `deadline`: a request that
+/// waited for a free slot is bounded like one sent at once. An answer that comes later is
+/// taken care of by [`Item::abandoned`]; `late` makes the error of a request that timed out.
+pub(crate) async fn submit<T, C>(
+    ctx: &Arc<C>,
+    item: T,
+    deadline: tokio::time::Instant,
+    late: impl FnOnce() -> LockError,
+) -> Result<T::Out, LockError>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
@@ -100,13 +107,15 @@ where
         sender.done = true;
         hand_on::<T, C>(ctx);
     }
-    rx.await.unwrap_or_else(|_| {
-        Err(LockError::unavailable(
+    match tokio::time::timeout_at(deadline, rx).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(_)) => Err(LockError::unavailable(
             "the request was dropped before Redis answered it (the task sending its batch \
              was cancelled); try again",
             None,
-        ))
-    })
+        )),
+        Err(_) => Err(late()),
+    }
 }
 
 /// Takes up to [`MAX_BATCH`] waiting requests, sends them and answers each.

@@ -35,8 +35,11 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) keys: &'a LockKeys,
     pub(crate) token: &'a OwnerToken,
     pub(crate) lease: Duration,
-    /// How much of the lease the client counts on; RedLock refuses a quorum reached later.
+    /// How much of the lease the client counts on, from `sent`; RedLock refuses a quorum
+    /// reached later.
     pub(crate) validity: Duration,
+    /// When the request was sent: the lease's validity counts from here.
+    pub(crate) sent: tokio::time::Instant,
     pub(crate) fence_ttl: Duration,
     /// How many fencing tokens to reserve: one for this holder, plus one for each holder of
     /// this process it may hand the lock to before releasing it.

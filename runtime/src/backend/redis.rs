@@ -202,7 +202,18 @@ impl Core {
     /// Sends one request, batched with concurrent ones where possible.
     async fn request<T: Item<Core>>(self: &Arc<Self>, item: T) -> Result<T::Out, LockError> {
         if self.batching {
-            batch::submit(self, item).await
+            // The op timeout bounds the whole request, also the time it waited for a slot.
+            let deadline = tokio::time::Instant::now() + self.op_timeout;
+            let late = || {
+                LockError::unavailable(
+                    format!(
+                        "redis at {} did not answer within {:?}",
+                        self.endpoint, self.op_timeout
+                    ),
+                    None,
+                )
+            };
+            batch::submit(self, item, deadline, late).await
         } else {
             let mut outs = T::send(self, std::slice::from_ref(&item)).await?;
             Ok(outs.pop().expect("one answer per request"))
@@ -407,7 +418,7 @@ impl RedisBackend {
         };
         let client = builder().build().map_err(config_error)?;
         let connect = client.get_async_connection();
-        let conn = Conn::Cluster(bounded(&endpoint, settings.connect_timeout * 3, connect).await?);
+        let conn = Conn::Cluster(bounded(&endpoint, settings.connect_timeout, connect).await?);
         preload(&conn, &endpoint, settings).await?;
 
         let (push_tx, push_rx) = mpsc::unbounded_channel();
@@ -417,8 +428,7 @@ impl RedisBackend {
             .build()
             .map_err(config_error)?;
         let connect = sub_client.get_async_connection();
-        let sub_conn =
-            Conn::Cluster(bounded(&endpoint, settings.connect_timeout * 3, connect).await?);
+        let sub_conn = Conn::Cluster(bounded(&endpoint, settings.connect_timeout, connect).await?);
         Ok(RedisBackend::assemble(
             conn, sub_conn, push_rx, endpoint, settings, None,
         ))
@@ -549,8 +559,10 @@ impl RedisBackend {
     async fn await_replicas(&self, req: &AcquireRequest<'_>) -> Result<(), LockError> {
         let (conn, endpoint, op_timeout) =
             (&self.core.conn, &self.core.endpoint, self.core.op_timeout);
-        let wait = conn.wait_replicas(self.min_replicas, op_timeout);
-        let acked = bounded(endpoint, op_timeout * 2, wait).await;
+        // The server gives up a little before the client does, so that the answer (how many
+        // replicas did acknowledge) still arrives within the op timeout.
+        let wait = conn.wait_replicas(self.min_replicas, op_timeout.mul_f64(0.8));
+        let acked = bounded(endpoint, op_timeout, wait).await;
         match acked {
             Ok(n) if n >= self.min_replicas => Ok(()),
             other => {
@@ -726,9 +738,15 @@ impl RedisBackend {
         if confirmed {
             return (subscription, None);
         }
-        let _serial = self.wakes.serial.lock().await;
-        let subscribe = self.wakes.conn.subscribe(&channel);
-        match bounded(&self.core.endpoint, self.core.op_timeout, subscribe).await {
+        // Everything below shares one bound: the serial lock can be held by a revival probe
+        // or a sweep whose own calls are bounded, but a waiter never waits longer than one
+        // operation for its turn and its SUBSCRIBE together.
+        let op_timeout = self.core.op_timeout;
+        let subscribe = async {
+            let _serial = self.wakes.serial.lock().await;
+            self.wakes.conn.subscribe(&channel).await
+        };
+        match bounded(&self.core.endpoint, op_timeout, subscribe).await {
             Ok(()) => {
                 if let Some(entry) = self.wakes.channels.lock().unwrap().get_mut(&channel) {
                     entry.confirmed = true;
@@ -763,7 +781,9 @@ impl Wakes {
     /// know (after a drop, or a failed SUBSCRIBE), and wakes its waiters: a release may have
     /// gone unheard meanwhile. With no such channel, a PING proves the connection works.
     async fn resubscribe(self: Arc<Self>) -> bool {
-        let _serial = self.serial.lock().await;
+        let Ok(_serial) = tokio::time::timeout(self.op_timeout, self.serial.lock()).await else {
+            return false;
+        };
         let pending: Vec<String> = {
             let channels = self.channels.lock().unwrap();
             channels
@@ -913,29 +933,42 @@ async fn dispatch_wakes(
             }
             _ = sweep.tick() => {
                 let Some(wakes) = wakes.upgrade() else { return };
-                // Held across removal and UNSUBSCRIBE: a waiter that re-creates a removed
-                // channel must subscribe after this unsubscribe, never before it.
-                let _serial = wakes.serial.lock().await;
-                let idle: Vec<String> = {
-                    let mut channels = wakes.channels.lock().unwrap();
-                    let now = tokio::time::Instant::now();
-                    let idle: Vec<String> = channels
-                        .iter()
-                        .filter(|(_, c)| c.idle_since.is_some_and(|t| now - t >= SUBSCRIPTION_LINGER))
-                        .map(|(name, _)| name.clone())
-                        .collect();
-                    for name in &idle {
-                        channels.remove(name);
-                    }
-                    idle
-                };
-                if !idle.is_empty() {
-                    let unsubscribe = wakes.conn.unsubscribe(&idle);
-                    if tokio::time::timeout(Duration::from_secs(1), unsubscribe).await.is_err() {
-                        tracing::debug!(channels = idle.len(), "unsubscribe timed out");
-                    }
-                }
+                // In a task of its own: this loop must never wait for `serial`, which a
+                // revival probe polled only by this very loop may hold (a waiter would then
+                // hang on `serial` forever).
+                tokio::spawn(unsubscribe_idle(wakes));
             }
+        }
+    }
+}
+
+/// Unsubscribes the channels that nobody waited on for [`SUBSCRIPTION_LINGER`].
+async fn unsubscribe_idle(wakes: Arc<Wakes>) {
+    // Held across removal and UNSUBSCRIBE: a waiter that re-creates a removed channel must
+    // subscribe after this unsubscribe, never before it. Bounded, like every holder of it.
+    let Ok(_serial) = tokio::time::timeout(wakes.op_timeout, wakes.serial.lock()).await else {
+        return; // busy with a probe; the next sweep tries again
+    };
+    let idle: Vec<String> = {
+        let mut channels = wakes.channels.lock().unwrap();
+        let now = tokio::time::Instant::now();
+        let idle: Vec<String> = channels
+            .iter()
+            .filter(|(_, c)| c.idle_since.is_some_and(|t| now - t >= SUBSCRIPTION_LINGER))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &idle {
+            channels.remove(name);
+        }
+        idle
+    };
+    if !idle.is_empty() {
+        let unsubscribe = wakes.conn.unsubscribe(&idle);
+        if tokio::time::timeout(wakes.op_timeout, unsubscribe)
+            .await
+            .is_err()
+        {
+            tracing::debug!(channels = idle.len(), "unsubscribe timed out");
         }
     }
 }
@@ -953,15 +986,20 @@ fn connection_config(settings: &RedisSettings) -> ConnectionManagerConfig {
 
 /// Loads the scripts: it proves the server answers, and the first lock does not pay a
 /// NOSCRIPT round trip. After a server restart they are reloaded on demand. Then warns if
-/// the server may evict live locks.
+/// the server may evict live locks. Connecting and loading together take at most the
+/// connect timeout.
 async fn preload(
     conn: &Conn,
     endpoint: &Endpoint,
     settings: &RedisSettings,
 ) -> Result<(), LockError> {
-    for script in [&*ACQUIRE, &*RELEASE, &*RENEW, &*RAISE_FENCE] {
-        bounded(endpoint, settings.connect_timeout * 3, conn.load(script)).await?;
-    }
+    let load_all = async {
+        for script in [&*ACQUIRE, &*RELEASE, &*RENEW, &*RAISE_FENCE] {
+            conn.load(script).await?;
+        }
+        Ok(())
+    };
+    bounded(endpoint, settings.connect_timeout, load_all).await?;
     if !conn.is_cluster() {
         // INFO memory, not CONFIG GET: an ACL user can be granted `+info|memory` alone,
         // while CONFIG GET would also let it read requirepass and masterauth.

@@ -42,7 +42,7 @@ impl RedLockBackend {
     }
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
-        let start = Instant::now();
+        let start = req.sent;
         let answers = join_all(self.nodes.iter().map(|n| n.acquire(req))).await;
         let mut granted = Vec::new();
         let mut remaining = Vec::new();

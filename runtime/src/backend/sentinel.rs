@@ -63,7 +63,7 @@ impl SentinelConn {
         }
         let client = sentinels.async_get_client().await?;
         let connect = ConnectionManager::new_with_config(client, self.config.clone());
-        let conn = match tokio::time::timeout(self.connect_timeout * 3, connect).await {
+        let conn = match tokio::time::timeout(self.connect_timeout, connect).await {
             Ok(conn) => conn?,
             Err(_) => {
                 return Err(RedisError::from(std::io::Error::new(

@@ -3,18 +3,24 @@
 -- reserve_fences(fence_key, count, ttl_ms) -> integer
 --   Reserves `count` consecutive fencing tokens of one lock and returns the highest; the
 --   caller owns top - count + 1 .. top.
---   A missing counter (never used, or expired after ttl_ms of disuse) comes back from INCRBY
---   as exactly `count`; it is then seeded from the server clock in microseconds, so a
---   recreated counter still starts above every token handed out before it expired. (The
---   seed is built as a string: Lua would print a number this large in exponent form.)
---   The counter's expiry is pushed back about every 64 tokens rather than on every call:
---   it only has to outlive idle periods, and the clock seed keeps tokens increasing anyway.
+--   Every reservation first lifts the counter to at least the server clock in microseconds:
+--   top = max(counter, now_us) + count. So a counter that is missing (never used, expired
+--   after ttl_ms of disuse) or old (restored from an RDB or AOF file, or a replica that had not
+--   received the latest increments when it took over) still yields tokens above every token
+--   handed out before. This holds while the server clock does not step back by more than the
+--   restart or failover took, and a key takes fewer than 10^6 tokens per second on average.
+--   Tokens stay below 2^53 (until the year 2255), so doubles (Lua, JavaScript) hold them
+--   exactly. The value is written with %d: Lua would print a number this large in exponent
+--   form.
+--   The counter's expiry is pushed back about every 64 tokens while it runs ahead of the
+--   clock: it only has to outlive idle periods, and the clock floor keeps tokens increasing.
 local function reserve_fences(fence_key, count, ttl_ms)
   local top = redis.call('INCRBY', fence_key, count)
-  if top == count then
-    local now = redis.call('TIME')
-    redis.call('SET', fence_key, now[1] .. string.format('%06d', tonumber(now[2])), 'PX', ttl_ms)
-    top = redis.call('INCRBY', fence_key, count)
+  local now = redis.call('TIME')
+  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  if top - count < floor then
+    top = floor + count
+    redis.call('SET', fence_key, string.format('%d', top), 'PX', ttl_ms)
   elseif top % 64 < count then
     redis.call('PEXPIRE', fence_key, ttl_ms)
   end

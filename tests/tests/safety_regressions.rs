@@ -1,0 +1,175 @@
+//! Regression tests for the three bugs of the protocol review (RELIABILITY.md, findings 10 to
+//! 12), against real `redis-server` processes. Each of them failed before its fix.
+
+use std::time::Duration;
+
+use leasehold::{LockError, Locker};
+use leasehold_tests::harness::{ProxyMode, RedisServer, TcpProxy};
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+async fn locker(url: &str, op_timeout: Duration) -> Locker {
+    Locker::builder()
+        .url(url)
+        .op_timeout(op_timeout)
+        .default_lease(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("connect")
+}
+
+/// Finding 10: a stalled subscription connection hung every acquire that had to subscribe.
+/// The revival probe held the subscription lock while the wake-up dispatcher, the only task
+/// polling the probe, waited for that same lock in its sweep; every later SUBSCRIBE queued
+/// behind it without a bound. Now each acquire ends within `wait` + 3 × `op_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_subscription_never_hangs_an_acquire() {
+    let srv = RedisServer::start().await;
+    let op_timeout = Duration::from_secs(1);
+    let holder = locker(&srv.url(), op_timeout).await;
+    let _held = holder.lock("hot").acquire().await.expect("holder");
+
+    let proxy = TcpProxy::start(srv.addr()).await;
+    let waiter = locker(&proxy.url(), op_timeout).await;
+    let wait = Duration::from_millis(500);
+    // A waiter subscribes (and stays subscribed for a while after its wait ends).
+    let first = waiter.lock("hot").wait(wait).acquire().await;
+    assert!(matches!(first, Err(LockError::Busy { .. })), "{first:?}");
+
+    proxy.set_mode(ProxyMode::Cut);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Long enough for a revival probe to be in flight while the 2 s sweep comes due.
+    proxy.set_mode(ProxyMode::Stall);
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    proxy.set_mode(ProxyMode::Pass);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let bound = wait + op_timeout * 3;
+    for round in 0..3 {
+        let start = Instant::now();
+        let attempt = tokio::time::timeout(
+            bound + Duration::from_secs(5),
+            waiter.lock("hot").wait(wait).acquire(),
+        )
+        .await;
+        let took = start.elapsed();
+        let Ok(result) = attempt else {
+            panic!("round {round}: acquire with wait {wait:?} hung (no answer after {took:?})");
+        };
+        assert!(
+            matches!(result, Err(LockError::Busy { .. })),
+            "round {round}: {result:?}"
+        );
+        assert!(
+            took <= bound,
+            "round {round}: acquire took {took:?}, more than wait + 3 x op_timeout"
+        );
+    }
+}
+
+/// The value of a fence counter, and an acquire's fence, as numbers.
+async fn acquire_fence(locker: &Locker, key: &str) -> u64 {
+    let guard = locker.lock(key).acquire().await.expect("acquire");
+    let fence = guard.fence();
+    guard.release().await.expect("release");
+    fence
+}
+
+/// Finding 11: fence counters restored from a snapshot handed out tokens again. The counter
+/// was re-seeded from the server clock only when it was missing; a restored one exists, with
+/// an old value. Now every reservation lifts it to the server clock (µs) first.
+#[tokio::test]
+async fn fences_never_go_back_after_a_restore_from_a_snapshot() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url(), Duration::from_secs(1)).await;
+    let mut conn = srv.conn().await;
+
+    let at_save = acquire_fence(&locker, "restored").await;
+    let _: () = redis::cmd("SAVE").query_async(&mut conn).await.unwrap();
+    let mut last = at_save;
+    for _ in 0..5 {
+        let fence = acquire_fence(&locker, "restored").await;
+        assert!(fence > last, "{fence} after {last}");
+        last = fence;
+    }
+    // Back to the snapshot, as a restart from the RDB file (or a failover to a replica that
+    // had only reached that point) would bring it back.
+    let _: () = redis::cmd("DEBUG")
+        .arg("RELOAD")
+        .arg("NOSAVE")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let counter: u64 = conn.get("leasehold:fence:{restored}").await.unwrap();
+    assert!(counter < last, "the snapshot holds the old counter");
+
+    let after = acquire_fence(&locker, "restored").await;
+    assert!(
+        after > last,
+        "fence {after} after the restore; {last} was handed out before it"
+    );
+    assert!(after < 1 << 53, "fences stay exact in doubles: {after}");
+}
+
+/// The same with a counter set back by hand, as a lagging replica's would be: the next
+/// token is still above every earlier one.
+#[tokio::test]
+async fn fences_never_go_back_after_a_counter_is_set_back() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url(), Duration::from_secs(1)).await;
+    let mut conn = srv.conn().await;
+    let first = acquire_fence(&locker, "lagging").await;
+    let _: () = conn.set("leasehold:fence:{lagging}", 7).await.unwrap();
+    let second = acquire_fence(&locker, "lagging").await;
+    assert!(second > first, "fence {second} after {first}");
+}
+
+/// Finding 12: re-entry outlived an in-process handover. A guard re-entered inside A's scope
+/// stayed held after A handed the lease to B, so two guards of one key reported held, and a
+/// scope future run after A's release re-entered a lock that B held.
+#[tokio::test]
+async fn a_reentered_guard_ends_with_its_outer_holding() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url(), Duration::from_secs(1)).await;
+
+    let x = locker.lock("account").acquire().await.expect("x");
+    let (a_queued, b_queued) = (locker.clone(), locker.clone());
+    // One thread: a spawned acquire runs up to its place in the local queue (no await before
+    // it) as soon as this task yields, so A queues before B.
+    let a = tokio::spawn(async move { a_queued.lock("account").acquire().await });
+    tokio::task::yield_now().await;
+    let b = tokio::spawn(async move { b_queued.lock("account").acquire().await });
+    tokio::task::yield_now().await;
+    x.release().await.expect("x release");
+    let a = a.await.unwrap().expect("a");
+
+    let inner = a
+        .scope(async { locker.lock("account").acquire().await })
+        .await
+        .expect("re-entry");
+    assert!(inner.is_reentrant() && inner.is_held());
+
+    // A scope future that will run after A is gone.
+    let late = a.scope(async {
+        locker
+            .lock("account")
+            .wait(Duration::from_millis(200))
+            .acquire()
+            .await
+    });
+    a.release().await.expect("a release hands over to b");
+    let b = b.await.unwrap().expect("b");
+    assert!(b.is_held());
+    assert!(
+        !inner.is_held(),
+        "a guard re-entered under A still reports held while B holds the lock"
+    );
+    tokio::time::timeout(Duration::from_secs(1), inner.lost())
+        .await
+        .expect("the re-entered guard's lost() resolves when its holding ends");
+    match late.await {
+        Err(LockError::Busy { .. }) => {}
+        other => panic!("a scope outliving its holder must not re-enter: {other:?}"),
+    }
+    b.release().await.expect("b release");
+}
