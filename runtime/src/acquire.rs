@@ -111,6 +111,8 @@ impl Locker {
         let inner = &self.inner;
         let mut wakes: Option<WakeSubscription> = None;
         let mut subscribed = false;
+        // Whether an attempt of this wait queued this process in the store.
+        let mut queued = false;
         loop {
             let token = OwnerToken::generate();
             // Fences for the waiters that may get this lease handed over (watchdog only:
@@ -133,8 +135,11 @@ impl Locker {
                 sent,
                 fence_ttl: inner.fence_ttl,
                 fences,
+                interest: deadline.saturating_duration_since(sent),
+                queued,
             };
             let attempt = inner.backend.acquire(&request).await?;
+            queued |= matches!(attempt, Attempt::Held { .. }) && !request.interest.is_zero();
             turn.in_flight = None;
             let remaining = match attempt {
                 Attempt::Granted { .. } if Instant::now() >= sent + validity => {

@@ -1,5 +1,6 @@
-//! How a user's lock key becomes Redis keys: `P:lock:{K}`, `P:fence:{K}` and the channel
-//! `P:wake:{K}`, with `K` escaped so that every key of one lock shares one cluster slot.
+//! How a user's lock key becomes Redis keys: `P:lock:{K}`, `P:fence:{K}`, the queue of waiting
+//! processes `P:queue:{K}` and `P:interest:{K}`, and the channel `P:wake:{K}`, with `K` escaped
+//! so that every key of one lock shares one cluster slot.
 
 use crate::error::LockError;
 
@@ -19,6 +20,10 @@ pub(crate) struct LockKeys {
     pub(crate) fence: String,
     /// `P:wake:{K}`: the channel a release publishes on.
     pub(crate) wake: String,
+    /// `P:queue:{K}`: the processes waiting for the lock, by arrival.
+    pub(crate) queue: String,
+    /// `P:interest:{K}`: until when each waiting process still waits.
+    pub(crate) interest: String,
 }
 
 /// Checks a prefix: non-empty, at most [`MAX_PREFIX_LEN`] bytes, and without `{` or `}`
@@ -108,6 +113,8 @@ impl LockKeys {
             lock: format!("{prefix}:lock:{{{k}}}"),
             fence: format!("{prefix}:fence:{{{k}}}"),
             wake: format!("{prefix}:wake:{{{k}}}"),
+            queue: format!("{prefix}:queue:{{{k}}}"),
+            interest: format!("{prefix}:interest:{{{k}}}"),
         }
     }
 }
@@ -163,6 +170,8 @@ mod tests {
         assert_eq!(k.lock, "shop:lock:{order:42}");
         assert_eq!(k.fence, "shop:fence:{order:42}");
         assert_eq!(k.wake, "shop:wake:{order:42}");
+        assert_eq!(k.queue, "shop:queue:{order:42}");
+        assert_eq!(k.interest, "shop:interest:{order:42}");
     }
 
     #[test]
@@ -201,6 +210,8 @@ mod tests {
             let tag = hash_tag(&k.lock);
             prop_assert_eq!(tag, hash_tag(&k.fence));
             prop_assert_eq!(tag, hash_tag(&k.wake));
+            prop_assert_eq!(tag, hash_tag(&k.queue));
+            prop_assert_eq!(tag, hash_tag(&k.interest));
             let escaped = escape(&key);
             prop_assert_eq!(tag, escaped.as_ref());
         }
@@ -212,8 +223,8 @@ mod tests {
             prop_assume!(validate_key(&a).is_ok() && validate_key(&b).is_ok() && a != b);
             let ka = LockKeys::new(&prefix, &a);
             let kb = LockKeys::new(&prefix, &b);
-            let names_a = [&ka.lock, &ka.fence, &ka.wake];
-            for name in [&kb.lock, &kb.fence, &kb.wake] {
+            let names_a = [&ka.lock, &ka.fence, &ka.wake, &ka.queue, &ka.interest];
+            for name in [&kb.lock, &kb.fence, &kb.wake, &kb.queue, &kb.interest] {
                 prop_assert!(!names_a.contains(&name));
             }
         }

@@ -32,6 +32,13 @@ impl OwnerToken {
     }
 }
 
+/// A locker's name in the store's queue of waiting processes: 64 random bits as 16 hex digits
+/// (not a secret: it grants nothing but a place in line).
+pub(crate) fn contender_name() -> String {
+    let token = OwnerToken::generate();
+    String::from_utf8_lossy(&token.as_bytes()[..16]).into_owned()
+}
+
 impl fmt::Debug for OwnerToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("OwnerToken(<redacted>)")

@@ -44,6 +44,11 @@ pub(crate) struct AcquireRequest<'a> {
     /// How many fencing tokens to reserve: one for this holder, plus one for each holder of
     /// this process it may hand the lock to before releasing it.
     pub(crate) fences: u64,
+    /// How long this contender still waits if the lock is taken: the store queues this
+    /// process for that long, so that a release lets it in. Zero: it will not wait.
+    pub(crate) interest: Duration,
+    /// This contender may be queued already (an earlier attempt of this wait was).
+    pub(crate) queued: bool,
 }
 
 /// One lease to renew in a watchdog batch.

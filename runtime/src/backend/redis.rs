@@ -37,6 +37,18 @@ static INSPECT: LazyLock<redis::Script> =
 static FORCE_RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../scripts/force_release.lua")));
 
+/// How long the next process in line has to take a lock that a release left to it (the key
+/// holds its name meanwhile). Its waiter needs the wake-up and one round trip; a process that
+/// stopped waiting without leaving the queue costs the other waiters this much, once.
+pub(crate) const YIELD_WINDOW: Duration = Duration::from_millis(200);
+
+/// The longest a waiting process stays in the queue without asking again. Waiters ask again
+/// at least every second (a wake-up, or `MAX_SLEEP` in acquire.rs).
+pub(crate) const MAX_INTEREST: Duration = Duration::from_secs(2);
+
+/// How long the queue keys outlive their last use (more than any interest).
+const QUEUE_TTL: Duration = Duration::from_secs(6);
+
 /// How long an idle wake subscription is kept before it is dropped: hot keys are waited on
 /// again and again, and re-subscribing each time would cost a round trip per wait.
 const SUBSCRIPTION_LINGER: Duration = Duration::from_secs(2);
@@ -184,6 +196,8 @@ pub(crate) struct Core {
     batching: bool,
     acquires: Queue<AcquireItem, Core>,
     releases: Queue<ReleaseItem, Core>,
+    /// This process's name in the queues of waiting processes (random, per locker).
+    contender: String,
 }
 
 impl Core {
@@ -228,6 +242,9 @@ struct AcquireItem {
     lease_ms: u64,
     fence_ttl_ms: u64,
     fences: u64,
+    /// 0: not waiting.
+    interest_ms: u64,
+    queued: bool,
 }
 
 impl Item<Core> for AcquireItem {
@@ -239,13 +256,19 @@ impl Item<Core> for AcquireItem {
 
     async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<Attempt>, LockError> {
         let mut inv = ACQUIRE.prepare_invoke();
-        inv.arg(items[0].fence_ttl_ms);
+        inv.arg(items[0].fence_ttl_ms)
+            .arg(&core.contender)
+            .arg(millis(QUEUE_TTL));
         for it in items {
             inv.key(&it.keys.lock)
                 .key(&it.keys.fence)
+                .key(&it.keys.queue)
+                .key(&it.keys.interest)
                 .arg(it.token.as_bytes())
                 .arg(it.lease_ms)
-                .arg(it.fences);
+                .arg(it.fences)
+                .arg(it.interest_ms)
+                .arg(u8::from(it.queued));
         }
         let flat: Vec<i64> = core.run(inv).await?;
         if flat.len() != items.len() * 2 {
@@ -274,8 +297,7 @@ impl Item<Core> for AcquireItem {
         if let Attempt::Granted { .. } = out {
             let core = core.clone();
             let release = ReleaseItem {
-                lock: item.keys.lock,
-                wake: item.keys.wake,
+                keys: item.keys,
                 token: item.token,
             };
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -287,8 +309,7 @@ impl Item<Core> for AcquireItem {
 
 /// One release, as it waits for its batch.
 struct ReleaseItem {
-    lock: String,
-    wake: String,
+    keys: LockKeys,
     token: OwnerToken,
 }
 
@@ -301,9 +322,15 @@ impl Item<Core> for ReleaseItem {
 
     async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<bool>, LockError> {
         let mut inv = RELEASE.prepare_invoke();
-        inv.arg(core.conn.publish_command());
+        inv.arg(core.conn.publish_command())
+            .arg(&core.contender)
+            .arg(millis(YIELD_WINDOW));
         for it in items {
-            inv.key(&it.lock).arg(it.token.as_bytes()).arg(&it.wake);
+            inv.key(&it.keys.lock)
+                .key(&it.keys.queue)
+                .key(&it.keys.interest)
+                .arg(it.token.as_bytes())
+                .arg(&it.keys.wake);
         }
         let released: Vec<i64> = core.run(inv).await?;
         Ok(released.into_iter().map(|r| r == 1).collect())
@@ -461,6 +488,7 @@ impl RedisBackend {
                 batching,
                 acquires: Queue::default(),
                 releases: Queue::default(),
+                contender: crate::token::contender_name(),
             }),
             #[cfg(feature = "sentinel")]
             min_replicas: 0,
@@ -542,6 +570,12 @@ impl RedisBackend {
             lease_ms: millis(req.lease),
             fence_ttl_ms: millis(req.fence_ttl),
             fences: req.fences,
+            interest_ms: if req.interest.is_zero() {
+                0
+            } else {
+                millis(req.interest.min(MAX_INTEREST))
+            },
+            queued: req.queued,
         };
         let attempt = self.core.request(item).await?;
         #[cfg(feature = "sentinel")]
@@ -586,8 +620,7 @@ impl RedisBackend {
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
         let item = ReleaseItem {
-            lock: keys.lock.clone(),
-            wake: keys.wake.clone(),
+            keys: keys.clone(),
             token: token.clone(),
         };
         self.core.request(item).await

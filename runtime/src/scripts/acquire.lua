@@ -1,38 +1,87 @@
 -- acquire: take free locks, one or many (a batch of acquires from concurrent tasks), in one
--- round trip.
+-- round trip, and queue the processes that must wait.
 --
 -- For the i-th lock of the batch (i = 1, 2, ...):
--- KEYS[2i - 1]  the lock key   P:lock:{K}
--- KEYS[2i]      the fence key  P:fence:{K}
--- ARGV[3i - 1]  the new owner token (32 characters)
--- ARGV[3i]      the lease in milliseconds
--- ARGV[3i + 1]  how many fencing tokens to reserve (1 + the holders this process may hand the
+-- KEYS[4i - 3]  the lock key      P:lock:{K}
+-- KEYS[4i - 2]  the fence key     P:fence:{K}
+-- KEYS[4i - 1]  the queue         P:queue:{K}     (sorted set: contender -> arrival, ms)
+-- KEYS[4i]      the interest set  P:interest:{K}  (sorted set: contender -> waits until, ms)
+-- ARGV[5i - 1]  the new owner token (32 characters)
+-- ARGV[5i]      the lease in milliseconds
+-- ARGV[5i + 1]  how many fencing tokens to reserve (1 + the holders this process may hand the
 --               lock to before it releases it; between 1 and 17)
+-- ARGV[5i + 2]  how long this contender waits if the lock is taken, in milliseconds; 0 when
+--               it will not wait (it is then not queued)
+-- ARGV[5i + 3]  1 when this contender may be queued already (it waited before), else 0
 -- and for all of them:
 -- ARGV[1]       how long a fence counter outlives its last use, in milliseconds
+-- ARGV[2]       the contender: who asks, one name per process (per locker), 16 characters
+-- ARGV[3]       how long the queue keys outlive their last use, in milliseconds
 --
 -- The lock key holds the owner's token; a `+` after it records that someone waits for the
--- lock, so that a release publishes a wake-up only when someone listens.
+-- lock, so that a release publishes a wake-up only when someone listens. While a release
+-- lets the next process in line have the lock, the key holds `~` and that contender's name
+-- (release.lua): only that contender may take it then, and it expires after a short window.
 --
 -- Returns a flat list with two entries per lock:
---   1, top   when the lock was free and is now ours; the fencing tokens
+--   1, top   when the lock was free (or left to us) and is now ours; the fencing tokens
 --            top - reserved + 1 .. top are ours to hand out, in increasing order;
 --   0, pttl  when someone else holds it, with its remaining lease in milliseconds
 --            (-1 when the key has no expiry, set by hand outside this library).
 -- Two acquires of the same lock in one batch: the first one gets it.
+local fence_ttl, me, queue_ttl = ARGV[1], ARGV[2], ARGV[3]
 local out = {}
-for i = 1, #KEYS / 2 do
-  local lock, fence = KEYS[2 * i - 1], KEYS[2 * i]
-  if redis.call('SET', lock, ARGV[3 * i - 1], 'NX', 'PX', ARGV[3 * i]) then
-    out[2 * i - 1] = 1
-    out[2 * i] = reserve_fences(fence, tonumber(ARGV[3 * i + 1]), ARGV[1])
+local now_ms
+local function clock_ms()
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now_ms
+end
+for i = 1, #KEYS / 4 do
+  local lock, fence, queue, interest = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  local a = 5 * i - 1
+  local token, lease, count = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  local wait_ms, queued = tonumber(ARGV[a + 3]), ARGV[a + 4]
+  local granted = false
+  if redis.call('SET', lock, token, 'NX', 'PX', lease) then
+    granted = true
+    if queued == '1' then
+      redis.call('ZREM', queue, me)
+      redis.call('ZREM', interest, me)
+    end
   else
     local holder = redis.call('GET', lock)
-    if holder and #holder == 32 then
-      redis.call('APPEND', lock, '+')
+    if holder == '~' .. me then
+      -- Left to us by the last release. The processes still in line must hear our release.
+      redis.call('ZREM', queue, me)
+      redis.call('ZREM', interest, me)
+      local value = token
+      if redis.call('ZCARD', queue) > 0 then
+        value = token .. '+'
+      end
+      redis.call('SET', lock, value, 'PX', lease)
+      granted = true
+    else
+      if holder and #holder == 32 then
+        redis.call('APPEND', lock, '+')
+      end
+      if wait_ms > 0 then
+        -- In line (keeping the first arrival), and for how long we still wait.
+        local now = clock_ms()
+        redis.call('ZADD', queue, 'NX', now, me)
+        redis.call('ZADD', interest, now + wait_ms, me)
+        redis.call('PEXPIRE', queue, queue_ttl)
+        redis.call('PEXPIRE', interest, queue_ttl)
+      end
+      out[2 * i - 1] = 0
+      out[2 * i] = redis.call('PTTL', lock)
     end
-    out[2 * i - 1] = 0
-    out[2 * i] = redis.call('PTTL', lock)
+  end
+  if granted then
+    out[2 * i - 1] = 1
+    out[2 * i] = reserve_fences(fence, count, fence_ttl)
   end
 end
 return out

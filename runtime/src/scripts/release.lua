@@ -1,27 +1,59 @@
 -- release: delete locks, one or many (a batch of releases from concurrent tasks), if and only
--- if we still own them, and wake their waiters.
+-- if we still own them; wake their waiters, and let the next process in line have the lock.
 --
 -- For the i-th lock of the batch (i = 1, 2, ...):
--- KEYS[i]       the lock key  P:lock:{K}
--- ARGV[2i]      our owner token
--- ARGV[2i + 1]  the wake channel  P:wake:{K} (same hash tag as the key)
+-- KEYS[3i - 2]  the lock key      P:lock:{K}
+-- KEYS[3i - 1]  the queue         P:queue:{K}     (acquire.lua)
+-- KEYS[3i]      the interest set  P:interest:{K}  (acquire.lua)
+-- ARGV[2i + 2]  our owner token
+-- ARGV[2i + 3]  the wake channel  P:wake:{K} (same hash tag as the key)
 -- and for all of them:
 -- ARGV[1]       how to publish: PUBLISH, or SPUBLISH (sharded, for Redis Cluster)
+-- ARGV[2]       the contender releasing: this process's name in the queue
+-- ARGV[3]       how long the next in line has to take the lock, in milliseconds
 --
 -- The lock key holds the owner's token, followed by `+` once someone waited for it
--- (acquire.lua); only then is a wake-up published.
+-- (acquire.lua); only then is a wake-up published, and the queue consulted: when another
+-- process waits (and still wants it: its interest has not run out), the key is set to `~`
+-- and its name for the window, so that only it can take the lock. Without that, the
+-- releasing process's own next waiter, which needs no wake-up, would win every time.
 --
--- Returns a list with one entry per lock: 1 when it was ours and is now free;
+-- Returns a list with one entry per lock: 1 when it was ours and is now free (or left to
+--                                         the next process in line);
 --                                         0 when it was not ours any more (nothing changed).
+local publish, me, window = ARGV[1], ARGV[2], ARGV[3]
+local now_ms
+local function clock_ms()
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now_ms
+end
+-- The contender that waited longest and still waits, other than us; nil when none.
+local function next_in_line(queue, interest)
+  local gone = redis.call('ZRANGE', interest, '-inf', clock_ms(), 'BYSCORE')
+  gone[#gone + 1] = me
+  redis.call('ZREM', queue, unpack(gone))
+  redis.call('ZREM', interest, unpack(gone))
+  return redis.call('ZRANGE', queue, 0, 0)[1]
+end
 local out = {}
-for i, lock in ipairs(KEYS) do
-  local token = ARGV[2 * i]
+for i = 1, #KEYS / 3 do
+  local lock, queue, interest = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local token, wake = ARGV[2 * i + 2], ARGV[2 * i + 3]
   local holder = redis.call('GET', lock)
-  if holder == token or holder == token .. '+' then
+  if holder == token then
     redis.call('DEL', lock)
-    if holder ~= token then
-      redis.call(ARGV[1], ARGV[2 * i + 1], '')
+    out[i] = 1
+  elseif holder == token .. '+' then
+    local next = next_in_line(queue, interest)
+    if next then
+      redis.call('SET', lock, '~' .. next, 'PX', window)
+    else
+      redis.call('DEL', lock)
     end
+    redis.call(publish, wake, '')
     out[i] = 1
   else
     out[i] = 0

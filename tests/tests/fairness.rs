@@ -1,0 +1,121 @@
+//! No process starved (RELIABILITY.md, finding 13): worker processes with long local queues on
+//! one hot key, under continuous load from every side. Each process hands the lock to its own
+//! waiters up to 16 times in a row; after that, a release lets the process that waited longest
+//! in the store's queue have it. So while a process waits, the others get at most
+//! `MAX_HANDOFFS_IN_ROW + 1` = 17 holds each before it (the bound stated in the README). Read
+//! from the history: the longest run of holds granted to other processes while one of this
+//! process's acquires was pending, and the exclusion checker stays green.
+
+use std::time::Duration;
+
+use leasehold_tests::harness::RedisServer;
+use leasehold_tests::history::{History, Run, WorkerSpec};
+
+/// Holds one process may take in a row before the next process in line gets the lock:
+/// one granted by Redis plus 16 handed over inside the process.
+const STREAK: usize = 17;
+
+/// For each worker, the longest run of consecutive grants to other workers during which this
+/// worker had an acquire pending all along (invoked before the run's first grant, answered
+/// after its last).
+fn longest_runs_while_waiting(history: &History, workers: usize) -> Vec<usize> {
+    let mut grants: Vec<(u64, usize)> = history
+        .holds
+        .iter()
+        .filter_map(|h| h.ok.map(|(t, _)| (t, h.worker)))
+        .collect();
+    grants.sort_unstable();
+    (0..workers)
+        .map(|w| {
+            let pending: Vec<(u64, u64)> = history
+                .holds_of(w)
+                .map(|h| {
+                    let end =
+                        h.ok.map(|(t, _)| t)
+                            .or(h.err.as_ref().map(|(t, _)| *t))
+                            .unwrap_or(u64::MAX);
+                    (h.inv, end)
+                })
+                .collect();
+            let waiting_through =
+                |from: u64, to: u64| pending.iter().any(|&(inv, end)| inv < from && end > to);
+            let mut longest = 0;
+            let mut i = 0;
+            while i < grants.len() {
+                if grants[i].1 == w {
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                while i < grants.len() && grants[i].1 != w {
+                    i += 1;
+                }
+                // The longest stretch of this run that the worker waited through.
+                let run = &grants[start..i];
+                for (a, first) in run.iter().enumerate() {
+                    let waited = run[a..]
+                        .iter()
+                        .take_while(|last| waiting_through(first.0, last.0))
+                        .count();
+                    longest = longest.max(waited);
+                    if waited == run.len() - a {
+                        break;
+                    }
+                }
+            }
+            longest
+        })
+        .collect()
+}
+
+async fn processes_take_turns(processes: usize) {
+    let locks = RedisServer::start().await;
+    let resource = RedisServer::start().await;
+    let spec = WorkerSpec::new(&locks.url(), &resource.url())
+        .tasks(16)
+        .duration(Duration::from_secs(4))
+        .lease(Duration::from_secs(2))
+        .wait(Duration::from_secs(30))
+        .op_timeout(Duration::from_secs(1))
+        .hold(Duration::from_millis(1), 1)
+        .gap(Duration::ZERO)
+        .current_thread(false);
+    let mut run = Run::new(&format!("fairness_{processes}"));
+    for _ in 0..processes {
+        run.spawn(&spec);
+    }
+    run.wait_all(Duration::from_secs(60)).await;
+    let (history, report) = run.check_and_record(&format!("fairness, {processes} processes"));
+    assert!(report.violations.is_empty(), "{report}");
+
+    let per_worker: Vec<usize> = (0..processes)
+        .map(|w| history.holds_of(w).filter(|h| h.ok.is_some()).count())
+        .collect();
+    let runs = longest_runs_while_waiting(&history, processes);
+    eprintln!("fairness, {processes} processes: holds {per_worker:?}, longest runs of others' holds while waiting {runs:?}");
+    assert!(
+        per_worker.iter().all(|&n| n > 0),
+        "a process never got the lock: {per_worker:?}"
+    );
+    // While a process waits, each other process gets at most one streak. A yield whose
+    // target was too slow to take it (CPU-starved machine) can let one more streak by,
+    // hence the factor 2.
+    let bound = 2 * STREAK * (processes - 1);
+    for (w, &longest) in runs.iter().enumerate() {
+        assert!(
+            longest <= bound,
+            "worker {w} waited through {longest} holds of other processes in a row (bound \
+             {bound}); holds per worker {per_worker:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_under_continuous_load_take_turns() {
+    processes_take_turns(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_under_continuous_load_take_turns() {
+    processes_take_turns(4).await;
+}
