@@ -363,7 +363,10 @@ async fn release_force_yes_frees_the_lock_and_the_holder_finds_out() {
         tokio::time::timeout(Duration::from_secs(2), holder.lost())
             .await
             .expect("the holder's guard reports the lock lost at its next renewal");
-        assert!(matches!(holder.release().await, Err(LockError::Lost)));
+        assert!(matches!(
+            holder.release().await,
+            Err(LockError::Lost { .. })
+        ));
 
         // Nothing left to delete: exit 1.
         let out = run(

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix_web::ResponseError;
 use axum::response::IntoResponse;
-use leasehold::{LockError, Locker};
+use leasehold::{LockError, Locker, LostReason};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Purchase, Stock, Store, StoreError};
@@ -182,7 +182,7 @@ impl Shop {
         }
         match self.store.restock(sku, quantity, fence).await? {
             Some(stock) => Ok(stock),
-            None => Err(LockError::Lost.into()),
+            None => Err(stale_fence()),
         }
     }
 
@@ -209,12 +209,19 @@ impl Shop {
             }),
             Purchase::SoldOut => Err(ShopError::SoldOut),
             Purchase::UnknownSku => Err(ShopError::UnknownSku),
-            Purchase::Stale => Err(LockError::Lost.into()),
+            Purchase::Stale => Err(stale_fence()),
         }
     }
 }
 
 /// The server a Redis URL names (`host:port`, never its password), for error messages.
+/// The stock record refused a write with this holder's fence: a newer holder wrote already.
+fn stale_fence() -> ShopError {
+    ShopError::from(LockError::Lost {
+        reason: LostReason::StaleFence,
+    })
+}
+
 fn server(url: &str) -> String {
     use redis::IntoConnectionInfo;
     url.into_connection_info().map_or_else(

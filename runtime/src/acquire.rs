@@ -63,7 +63,9 @@ impl Locker {
             // holder (released, handed over) acquires like any other task.
             if lease.holding(fence) {
                 if !lease.is_held() {
-                    return Err(LockError::Lost);
+                    return Err(LockError::Lost {
+                        reason: lease.loss_reason(),
+                    });
                 }
                 return Ok(LockGuard::reentered(self.clone(), lease, fence));
             }

@@ -34,12 +34,11 @@ pub enum LockError {
     /// The lease ran out (or was taken over) before the work under it finished, or a release
     /// found that the lock was no longer ours. Anything written under it may be stale: use the
     /// guard's fencing token ([`crate::LockGuard::fence`]) where the resource can check it.
-    #[error(
-        "the lock's lease was lost before the work under it finished (it expired or was taken \
-         over); treat writes made under it as possibly stale, and give long critical sections \
-         a longer lease or keep the watchdog on"
-    )]
-    Lost,
+    #[error("{}", lost_message(*reason))]
+    Lost {
+        /// Why the lease counts as lost.
+        reason: LostReason,
+    },
     /// Redis did not answer, answered with an error, or timed out.
     #[error("{message}")]
     Unavailable {
@@ -67,6 +66,64 @@ pub enum LockError {
     },
 }
 
+/// Why a lease counts as lost (in [`LockError::Lost`], and in the `leasehold.lost` trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Its validity ran out on this process's clock before a renewal succeeded: the store was
+    /// unreachable or slow for longer than the lease, the process or its runtime was paused
+    /// or blocked, or the watchdog was off and the body outlasted the lease.
+    Expired,
+    /// The connection the lease was granted over dropped: the server may have restarted
+    /// without it (empty, or from an older snapshot) or failed over, so nobody vouches for it.
+    ConnectionDropped,
+    /// The store said the lock is not ours any more: a renewal or the release found it
+    /// expired there, taken over by another owner, or deleted by an operator.
+    Refused,
+    /// A resource refused a write carrying this lock's fencing token: a newer holder wrote
+    /// already (returned by applications and helpers that check fences).
+    StaleFence,
+}
+
+impl LostReason {
+    /// A stable, machine-readable name: `expired`, `connection_dropped`, `refused`,
+    /// `stale_fence`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LostReason::Expired => "expired",
+            LostReason::ConnectionDropped => "connection_dropped",
+            LostReason::Refused => "refused",
+            LostReason::StaleFence => "stale_fence",
+        }
+    }
+}
+
+fn lost_message(reason: LostReason) -> String {
+    const STALE: &str = "treat writes made under it as possibly stale (the fencing token lets \
+                         the resource refuse them)";
+    match reason {
+        LostReason::Expired => format!(
+            "the lock's lease ran out before the work under it finished (no renewal succeeded \
+             in time: the lock store was unreachable or slow, the process was paused, or the \
+             watchdog was off); {STALE}, and give long critical sections a longer lease or \
+             keep the watchdog on"
+        ),
+        LostReason::ConnectionDropped => format!(
+            "the connection to the lock store dropped while the lock was held (the server may \
+             have restarted or failed over without it); {STALE}"
+        ),
+        LostReason::Refused => format!(
+            "the lock store said the lock was not ours any more (it expired there, or was taken \
+             over or deleted); {STALE}"
+        ),
+        LostReason::StaleFence => {
+            "a write under the lock was refused because a newer holder's fencing token was seen \
+             already; this holder's lease had been lost"
+                .to_owned()
+        }
+    }
+}
+
 fn busy_message(retry_after: Option<Duration>) -> String {
     match retry_after {
         Some(d) => format!(
@@ -87,7 +144,7 @@ impl LockError {
 
     /// True for [`LockError::Lost`].
     pub fn is_lost(&self) -> bool {
-        matches!(self, LockError::Lost)
+        matches!(self, LockError::Lost { .. })
     }
 
     /// True for [`LockError::Unavailable`].
@@ -100,7 +157,7 @@ impl LockError {
     pub fn code(&self) -> &'static str {
         match self {
             LockError::Busy { .. } => "lock_busy",
-            LockError::Lost => "lock_lost",
+            LockError::Lost { .. } => "lock_lost",
             LockError::Unavailable { .. } => "lock_unavailable",
             LockError::InvalidKey { .. } => "lock_invalid_key",
             LockError::Config { .. } => "lock_config",
@@ -150,7 +207,12 @@ mod tests {
         };
         assert!(busy.to_string().contains("longer `wait`"));
         assert_eq!(busy.code(), "lock_busy");
-        assert_eq!(LockError::Lost.code(), "lock_lost");
+        let lost = LockError::Lost {
+            reason: LostReason::ConnectionDropped,
+        };
+        assert_eq!(lost.code(), "lock_lost");
+        assert!(lost.to_string().contains("connection"), "{lost}");
+        assert!(!lost.to_string().contains("longer lease"), "{lost}");
         let err = LockError::unavailable(
             "redis at 127.0.0.1:1 did not answer within 500ms",
             Some("boom".into()),

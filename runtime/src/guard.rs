@@ -89,6 +89,13 @@ impl LockGuard {
         &self.span
     }
 
+    /// The error for this guard's lost lease, with the reason.
+    pub(crate) fn lost_error(&self) -> LockError {
+        LockError::Lost {
+            reason: self.lease.loss_reason(),
+        }
+    }
+
     /// Reports that the lease was lost while this guard held it.
     pub(crate) fn report_lost(&self, why: &'static str) {
         self.lease.report_lost(why);
@@ -189,7 +196,7 @@ impl LockGuard {
             .inner
             .release_lease(self.lease.clone(), self.fence);
         let result = Box::pin(release).await;
-        if let Err(LockError::Lost) = &result {
+        if let Err(LockError::Lost { .. }) = &result {
             self.report_lost("the lock was not ours any more at release");
         }
         result

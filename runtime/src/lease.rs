@@ -163,6 +163,18 @@ impl Lease {
         self.holding(fence) && self.is_held()
     }
 
+    /// Why this lease counts as lost (when it does).
+    pub(crate) fn loss_reason(&self) -> crate::error::LostReason {
+        use crate::error::LostReason;
+        if !self.session_intact() {
+            LostReason::ConnectionDropped
+        } else if self.state.borrow().lost {
+            LostReason::Refused
+        } else {
+            LostReason::Expired
+        }
+    }
+
     /// False once the connection the lease was granted over dropped.
     fn session_intact(&self) -> bool {
         self.session.as_ref().is_none_or(Session::intact)

@@ -86,7 +86,7 @@ pub struct ReadmeDoctests;
 
 #[cfg(feature = "serde")]
 pub use config::{LockConfig, SentinelConfig};
-pub use error::{BoxError, LockError};
+pub use error::{BoxError, LockError, LostReason};
 pub use global::{global_default, set_global_default};
 pub use guard::LockGuard;
 pub use inspect::LockInfo;

@@ -94,7 +94,7 @@ pub async fn acquire(
 }
 
 /// Runs the body in the guard's re-entrancy scope; with [`OnLost::Cancel`] the body is
-/// dropped as soon as the lease is lost and the result is `Err(LockError::Lost)`.
+/// dropped as soon as the lease is lost and the result is `Err(LockError::Lost { .. })`.
 pub async fn hold<F: Future>(
     guard: &LockGuard,
     spec: &Spec,
@@ -110,7 +110,7 @@ pub async fn hold<F: Future>(
                 biased;
                 _ = guard.lost() => {
                     guard.report_lost("the lease was lost while the body ran; the body was cancelled");
-                    Err(LockError::Lost)
+                    Err(guard.lost_error())
                 }
                 out = body => Ok(out),
             }

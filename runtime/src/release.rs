@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::LockError;
+use crate::error::{LockError, LostReason};
 use crate::lease::Lease;
 use crate::locker::Inner;
 use crate::observe;
@@ -95,7 +95,9 @@ impl Inner {
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
         match self.backend.release(&lease.keys, &lease.token).await {
             Ok(true) => Ok(()),
-            Ok(false) => Err(LockError::Lost),
+            Ok(false) => Err(LockError::Lost {
+                reason: LostReason::Refused,
+            }),
             Err(e) => Err(e),
         }
     }

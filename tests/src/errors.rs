@@ -17,7 +17,9 @@ pub fn lock_error(kind: &str, busy_retry_after: Duration) -> LockError {
             message: "redis at 10.0.0.7:6379 did not answer within 1s".into(),
             source: None,
         },
-        "lost" => LockError::Lost,
+        "lost" => LockError::Lost {
+            reason: leasehold::LostReason::Refused,
+        },
         "invalid" => LockError::InvalidKey {
             reason: "the key secret-customer-42 is too long".into(),
         },

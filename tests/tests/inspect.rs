@@ -59,7 +59,7 @@ async fn list_inspect_and_force_release() {
     tokio::time::timeout(Duration::from_secs(2), a.lost())
         .await
         .expect("the holder learns it lost the lock");
-    assert!(matches!(a.release().await, Err(LockError::Lost)));
+    assert!(matches!(a.release().await, Err(LockError::Lost { .. })));
     assert!(!ops.force_release("nothing:here").await.unwrap());
     b.release().await.unwrap();
 

@@ -178,7 +178,7 @@ async fn stale_release_after_expiry_fails_and_leaves_new_holder_alone() {
         .await
         .unwrap();
     assert!(fresh.fence() > stale.fence());
-    assert!(matches!(stale.release().await, Err(LockError::Lost)));
+    assert!(matches!(stale.release().await, Err(LockError::Lost { .. })));
     assert!(fresh.is_held());
     assert_eq!(
         srv.keys("leasehold:lock:*").await.len(),
@@ -324,7 +324,7 @@ async fn paused_holder_loses_its_lease_and_cannot_release_the_next_one() {
     assert!(
         matches!(
             stale,
-            Err(LockError::Lost) | Err(LockError::Unavailable { .. })
+            Err(LockError::Lost { .. }) | Err(LockError::Unavailable { .. })
         ),
         "{stale:?}"
     );
@@ -711,7 +711,7 @@ async fn a_local_waiter_takes_over_from_a_lost_holder_in_the_same_process() {
     );
     assert!(!hung.is_held());
     assert!(next.fence() > hung.fence());
-    assert!(matches!(hung.release().await, Err(LockError::Lost)));
+    assert!(matches!(hung.release().await, Err(LockError::Lost { .. })));
     assert!(next.is_held());
     next.release().await.unwrap();
     assert!(srv.keys("leasehold:lock:*").await.is_empty());

@@ -66,7 +66,7 @@ async fn expiry_fences_and_stale_release() {
     assert!(start.elapsed() >= Duration::from_millis(40));
     assert!(!stale.is_held());
     assert!(next.fence() > stale.fence());
-    assert!(matches!(stale.release().await, Err(LockError::Lost)));
+    assert!(matches!(stale.release().await, Err(LockError::Lost { .. })));
     assert!(next.is_held());
     next.release().await.unwrap();
 }

@@ -160,6 +160,8 @@ mod tests {
             sent: Instant::now(),
             fence_ttl: Duration::from_secs(60),
             fences,
+            interest: Duration::ZERO,
+            queued: false,
         }
     }
 

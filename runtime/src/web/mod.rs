@@ -68,7 +68,7 @@ impl From<&LockError> for LockErrorResponse {
         let (status, retry_after) = match err {
             LockError::Busy { retry_after } => (409, Some(whole_seconds_up(*retry_after))),
             LockError::Unavailable { .. } => (503, Some(UNAVAILABLE_RETRY_AFTER)),
-            LockError::Lost => (503, None),
+            LockError::Lost { .. } => (503, None),
             LockError::InvalidKey { .. } => (400, None),
             LockError::Config { .. } => (500, None),
         };
@@ -271,7 +271,9 @@ mod tests {
         let r = LockErrorResponse::from(&LockError::unavailable("redis at x:1 timed out", None));
         assert_eq!((r.status, r.retry_after), (503, Some(1)));
         assert_eq!(r.body(), r#"{"error":"lock_unavailable"}"#);
-        let r = LockErrorResponse::from(&LockError::Lost);
+        let r = LockErrorResponse::from(&LockError::Lost {
+            reason: crate::LostReason::Expired,
+        });
         assert_eq!((r.status, r.retry_after), (503, None));
         assert_eq!(r.body(), r#"{"error":"lock_lost"}"#);
         let r = LockErrorResponse::from(&LockError::invalid_key("secret-key too long"));

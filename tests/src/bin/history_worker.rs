@@ -285,7 +285,7 @@ impl Task {
             .unwrap_or_else(|_| panic!("the sampler let go of the guard of {hold}"));
         let outcome = match guard.release().await {
             Ok(()) => "rok",
-            Err(LockError::Lost) => "rlost",
+            Err(LockError::Lost { .. }) => "rlost",
             Err(e) if e.is_unavailable() => "runav",
             Err(_) => "rerr",
         };
