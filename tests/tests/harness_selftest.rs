@@ -9,9 +9,9 @@ use leasehold_tests::harness::{
 };
 use redis::aio::MultiplexedConnection;
 use redis::{PushInfo, PushKind};
-use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::timeout;
 
 /// Every test body runs under this bound, so a harness bug fails the test instead of hanging CI.
@@ -387,10 +387,15 @@ async fn proxy_modes_apply_to_one_kind_of_connection() {
         assert_eq!(ping(&mut commands).await.unwrap(), "PONG");
         publish("held").await;
         let held = next_push(&mut pushes, PushKind::Message, Duration::from_millis(300)).await;
-        assert!(held.is_none(), "a stalled subscription connection got {held:?}");
+        assert!(
+            held.is_none(),
+            "a stalled subscription connection got {held:?}"
+        );
         proxy.set_mode_for(ConnKind::Subscription, ProxyMode::Pass);
         assert!(
-            next_push(&mut pushes, PushKind::Message, Duration::from_secs(2)).await.is_some(),
+            next_push(&mut pushes, PushKind::Message, Duration::from_secs(2))
+                .await
+                .is_some(),
             "held bytes are forwarded once the stall ends"
         );
 
@@ -400,7 +405,11 @@ async fn proxy_modes_apply_to_one_kind_of_connection() {
         let stalled = timeout(Duration::from_millis(300), ping(&mut commands)).await;
         assert!(stalled.is_err(), "a stalled command connection answered");
         publish("through").await;
-        assert!(next_push(&mut pushes, PushKind::Message, Duration::from_secs(2)).await.is_some());
+        assert!(
+            next_push(&mut pushes, PushKind::Message, Duration::from_secs(2))
+                .await
+                .is_some()
+        );
         proxy.set_mode_for(ConnKind::Command, ProxyMode::Pass);
         assert_eq!(
             timeout(Duration::from_secs(2), ping(&mut commands))
@@ -414,7 +423,9 @@ async fn proxy_modes_apply_to_one_kind_of_connection() {
         // connection is closed as soon as it subscribes.
         proxy.set_mode_for(ConnKind::Subscription, ProxyMode::Cut);
         assert!(
-            next_push(&mut pushes, PushKind::Disconnection, Duration::from_secs(2)).await.is_some(),
+            next_push(&mut pushes, PushKind::Disconnection, Duration::from_secs(2))
+                .await
+                .is_some(),
             "a cut subscription connection stayed open"
         );
         assert!(sub.subscribe("more").await.is_err());
@@ -429,7 +440,11 @@ async fn proxy_modes_apply_to_one_kind_of_connection() {
         let (_back, mut pushes) = subscriber(&proxy.url(), "news").await.unwrap();
         assert_eq!(srv.subscribers("news").await, 1);
         publish("back").await;
-        assert!(next_push(&mut pushes, PushKind::Message, Duration::from_secs(2)).await.is_some());
+        assert!(
+            next_push(&mut pushes, PushKind::Message, Duration::from_secs(2))
+                .await
+                .is_some()
+        );
         assert_eq!(ping(&mut commands).await.unwrap(), "PONG");
     })
     .await;

@@ -139,8 +139,10 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
 async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Locker> {
     loop {
         let builder = match spec.urls.as_slice() {
-            sentinels if spec.sentinel.is_some() => Locker::builder()
-                .sentinel(sentinels.iter().cloned(), spec.sentinel.clone().unwrap_or_default()),
+            sentinels if spec.sentinel.is_some() => Locker::builder().sentinel(
+                sentinels.iter().cloned(),
+                spec.sentinel.clone().unwrap_or_default(),
+            ),
             [one] => Locker::builder().url(one.as_str()),
             // Several independent masters: RedLock.
             many => Locker::builder().redlock(many.iter().cloned()),

@@ -347,8 +347,7 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: Link) {
     let write = async move {
         let mut link = link;
         while let Some(chunk) = queued.recv().await {
-            if hold(&chunk, &mut link).await.is_err() || to.write_all(&chunk.bytes).await.is_err()
-            {
+            if hold(&chunk, &mut link).await.is_err() || to.write_all(&chunk.bytes).await.is_err() {
                 return;
             }
         }
