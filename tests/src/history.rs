@@ -36,7 +36,7 @@
 //! | `start` | id pid lease_ms wait_ms op_ms | the worker's settings |
 //! | `inv` | hold key | acquire invoked |
 //! | `ok` | hold fence validity_us | acquire returned a guard; its validity budget |
-//! | `aerr` | hold code | acquire failed (`lock_busy`, `lock_unavailable`, ...) |
+//! | `aerr` | hold code | acquire failed (`lock_busy`, `lock_unavailable`, ...; `hung` when the worker gave up on it past its bound) |
 //! | `chk` | hold 1/0 | the task asked `is_held()` (time taken before asking) |
 //! | `h` | hold | the sampler thread saw `is_held()` true (time taken before asking) |
 //! | `nh` | hold | the sampler first saw it false |
@@ -128,8 +128,11 @@ impl EventLog {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use]
 pub struct WorkerSpec {
-    /// The lock servers: one URL for a single node, several for the masters of a RedLock.
+    /// The lock servers: one URL for a single node, several for the masters of a RedLock, or
+    /// the sentinels when [`sentinel`](Self::sentinel) is set.
     pub urls: Vec<String>,
+    /// The master name to ask the sentinels in `urls` for; `None` when `urls` are lock servers.
+    pub sentinel: Option<String>,
     /// The Redis server that holds the fenced resource (never faulted by the tests).
     pub resource_url: String,
     /// The lock keys; each acquisition picks one at random.
@@ -167,6 +170,7 @@ impl WorkerSpec {
     pub fn new(lock_url: &str, resource_url: &str) -> Self {
         WorkerSpec {
             urls: vec![lock_url.to_owned()],
+            sentinel: None,
             resource_url: resource_url.to_owned(),
             keys: vec!["hist".to_owned()],
             prefix: "leasehold".to_owned(),
@@ -187,6 +191,14 @@ impl WorkerSpec {
     /// Sets the lock server(s).
     pub fn urls(mut self, urls: &[String]) -> Self {
         self.urls = urls.to_vec();
+        self
+    }
+
+    /// Takes the locks through Redis Sentinel: `sentinels` are the sentinels' URLs, `master`
+    /// the name they know the master by.
+    pub fn sentinel(mut self, sentinels: &[String], master: &str) -> Self {
+        self.urls = sentinels.to_vec();
+        self.sentinel = Some(master.to_owned());
         self
     }
 
@@ -262,6 +274,8 @@ impl WorkerSpec {
             log.display().to_string(),
             "--urls".into(),
             self.urls.join(","),
+            "--sentinel".into(),
+            self.sentinel.clone().unwrap_or_else(|| "-".into()),
             "--resource".into(),
             self.resource_url.clone(),
             "--keys".into(),
@@ -332,6 +346,7 @@ impl WorkerSpec {
         };
         let spec = WorkerSpec {
             urls: list("urls")?,
+            sentinel: Some(get("sentinel")?).filter(|name| name != "-"),
             resource_url: get("resource")?,
             keys: list("keys")?,
             prefix: get("prefix")?,
@@ -1255,6 +1270,23 @@ impl History {
                 continue;
             };
             let finished = life.end.is_some();
+            let hung = match &h.err {
+                // Given up on by the worker past its bound: say so, not just how long it took.
+                Some((t, code)) if code == "hung" && !self.frozen(h.worker, h.inv, *t) => {
+                    r.violation(
+                        Rule::Bound,
+                        format!(
+                            "acquire of {} (wait {wait} ms, op timeout {op} ms) never returned: \
+                             the worker gave up on it after {:.0} ms; its bound is {:.0} ms",
+                            h.id,
+                            t.saturating_sub(h.inv) as f64 / 1e6,
+                            ((wait + 3 * op) * ms + SLACK) as f64 / 1e6
+                        ),
+                    );
+                    true
+                }
+                _ => false,
+            };
             let mut bound = |what: &str, from: u64, to: Option<u64>, limit: u64| match to {
                 Some(to) => {
                     let took = to.saturating_sub(from);
@@ -1279,7 +1311,9 @@ impl History {
                 None => {}
             };
             let acquired = h.ok.map(|(t, _)| t).or(h.err.as_ref().map(|(t, _)| *t));
-            bound("acquire", h.inv, acquired, (wait + 3 * op) * ms);
+            if !hung {
+                bound("acquire", h.inv, acquired, (wait + 3 * op) * ms);
+            }
             if let Some((t, _)) = h.rel {
                 bound(
                     "release",
@@ -1547,6 +1581,7 @@ mod tests {
     #[test]
     fn spec_round_trips_through_the_command_line() {
         let spec = WorkerSpec::new("redis://a", "redis://b")
+            .sentinel(&["redis://s1".into(), "redis://s2".into()], "mymaster")
             .keys(&["x", "y"])
             .tasks(3)
             .block(Duration::from_millis(700), 4)

@@ -4,10 +4,14 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use leasehold_tests::harness::{cargo_bin, ProxyMode, RedisOptions, RedisServer, TcpProxy};
+use leasehold_tests::harness::{
+    cargo_bin, ConnKind, ProxyMode, RedisOptions, RedisServer, TcpProxy,
+};
 use redis::aio::MultiplexedConnection;
+use redis::{PushInfo, PushKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::timeout;
 
 /// Every test body runs under this bound, so a harness bug fails the test instead of hanging CI.
@@ -316,6 +320,132 @@ async fn proxy_cut_closes_connections_until_pass() {
         proxy.set_mode(ProxyMode::Pass);
         let mut fresh = connect(&proxy.url()).await.unwrap();
         assert_eq!(ping(&mut fresh).await.unwrap(), "PONG");
+    })
+    .await;
+}
+
+/// A RESP3 connection through `url` that subscribes to `channel`, with its pushes (messages
+/// and the notice of its own disconnection): as leasehold's wake-up connection is made.
+async fn subscriber(
+    url: &str,
+    channel: &str,
+) -> redis::RedisResult<(MultiplexedConnection, UnboundedReceiver<PushInfo>)> {
+    let (pushes, received) = tokio::sync::mpsc::unbounded_channel();
+    let config = redis::AsyncConnectionConfig::new().set_push_sender(pushes);
+    let mut conn = redis::Client::open(format!("{url}?protocol=resp3"))?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    conn.subscribe(channel).await?;
+    Ok((conn, received))
+}
+
+/// The next push of `kind`, within `within`.
+async fn next_push(
+    pushes: &mut UnboundedReceiver<PushInfo>,
+    kind: PushKind,
+    within: Duration,
+) -> Option<PushInfo> {
+    timeout(within, async {
+        while let Some(push) = pushes.recv().await {
+            if push.kind == kind {
+                return Some(push);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// A connection that subscribed is told apart from one that runs commands, also when it is
+/// new: a mode set for one kind leaves the other alone.
+#[tokio::test]
+async fn proxy_modes_apply_to_one_kind_of_connection() {
+    bounded(async {
+        let srv = RedisServer::start().await;
+        let proxy = TcpProxy::start(srv.addr()).await;
+        let mut commands = connect(&proxy.url()).await.unwrap();
+        let (mut sub, mut pushes) = subscriber(&proxy.url(), "news").await.unwrap();
+        assert_eq!(srv.subscribers("news").await, 1);
+        let publish = |message: &'static str| {
+            let srv = &srv;
+            async move {
+                redis::cmd("PUBLISH")
+                    .arg("news")
+                    .arg(message)
+                    .query_async::<i64>(&mut srv.conn().await)
+                    .await
+                    .unwrap()
+            }
+        };
+
+        // Subscriptions stalled: commands pass, the subscriber hears nothing.
+        proxy.set_mode_for(ConnKind::Subscription, ProxyMode::Stall);
+        assert_eq!(proxy.mode_for(ConnKind::Subscription), ProxyMode::Stall);
+        assert_eq!(proxy.mode(), ProxyMode::Pass);
+        assert_eq!(ping(&mut commands).await.unwrap(), "PONG");
+        publish("held").await;
+        let held = next_push(&mut pushes, PushKind::Message, Duration::from_millis(300)).await;
+        assert!(
+            held.is_none(),
+            "a stalled subscription connection got {held:?}"
+        );
+        proxy.set_mode_for(ConnKind::Subscription, ProxyMode::Pass);
+        assert!(
+            next_push(&mut pushes, PushKind::Message, Duration::from_secs(2))
+                .await
+                .is_some(),
+            "held bytes are forwarded once the stall ends"
+        );
+
+        // Commands stalled: the subscriber still hears what is published (on a connection that
+        // is not behind the proxy), and a new subscriber is recognised at its SUBSCRIBE.
+        proxy.set_mode_for(ConnKind::Command, ProxyMode::Stall);
+        let stalled = timeout(Duration::from_millis(300), ping(&mut commands)).await;
+        assert!(stalled.is_err(), "a stalled command connection answered");
+        publish("through").await;
+        assert!(
+            next_push(&mut pushes, PushKind::Message, Duration::from_secs(2))
+                .await
+                .is_some()
+        );
+        proxy.set_mode_for(ConnKind::Command, ProxyMode::Pass);
+        assert_eq!(
+            timeout(Duration::from_secs(2), ping(&mut commands))
+                .await
+                .expect("held bytes are forwarded once the stall ends")
+                .unwrap(),
+            "PONG"
+        );
+
+        // Subscriptions cut: the subscribed connection is closed, commands go on, and a new
+        // connection is closed as soon as it subscribes.
+        proxy.set_mode_for(ConnKind::Subscription, ProxyMode::Cut);
+        assert!(
+            next_push(&mut pushes, PushKind::Disconnection, Duration::from_secs(2))
+                .await
+                .is_some(),
+            "a cut subscription connection stayed open"
+        );
+        assert!(sub.subscribe("more").await.is_err());
+        assert_eq!(ping(&mut commands).await.unwrap(), "PONG");
+        let refused = timeout(Duration::from_secs(2), subscriber(&proxy.url(), "news")).await;
+        assert!(
+            matches!(refused, Ok(Err(_))),
+            "a connection subscribed through a cut: {:?}",
+            refused.map(|r| r.map(|_| ()))
+        );
+        proxy.set_mode(ProxyMode::Pass);
+        let (_back, mut pushes) = subscriber(&proxy.url(), "news").await.unwrap();
+        assert_eq!(srv.subscribers("news").await, 1);
+        publish("back").await;
+        assert!(
+            next_push(&mut pushes, PushKind::Message, Duration::from_secs(2))
+                .await
+                .is_some()
+        );
+        assert_eq!(ping(&mut commands).await.unwrap(), "PONG");
     })
     .await;
 }

@@ -11,7 +11,12 @@
 //!
 //! Usage: `history_worker --id N --log PATH --urls URL[,URL...] --resource URL --keys K[,K...]
 //! ...` (all options: `WorkerSpec::to_args`). One URL is a single node; several are the
-//! independent masters of a RedLock.
+//! independent masters of a RedLock; with `--sentinel NAME` they are sentinels.
+//!
+//! Every acquire runs under a timeout of its bound plus 2 s (`wait + 3 × op_timeout`, and the
+//! checker's slack of 1 s, plus 1 s): one that never returns is logged as failed (`aerr hold
+//! hung`), which the checker reports as over its bound, and the worker goes on instead of
+//! hanging the run.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,6 +139,10 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
 async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Locker> {
     loop {
         let builder = match spec.urls.as_slice() {
+            sentinels if spec.sentinel.is_some() => Locker::builder().sentinel(
+                sentinels.iter().cloned(),
+                spec.sentinel.clone().unwrap_or_default(),
+            ),
             [one] => Locker::builder().url(one.as_str()),
             // Several independent masters: RedLock.
             many => Locker::builder().redlock(many.iter().cloned()),
@@ -210,8 +219,12 @@ impl Task {
             let hold = format!("{}.{}.{n}", self.id, self.task);
             let key = &self.spec.keys[rng.below(self.spec.keys.len() as u64) as usize];
             self.log.now("inv", &[&hold, key]);
-            match self.locker.lock(key.as_str()).acquire().await {
-                Ok(guard) => {
+            let acquire = self.locker.lock(key.as_str()).acquire();
+            match tokio::time::timeout(self.acquire_limit(), acquire).await {
+                Err(_) => {
+                    self.log.now("aerr", &[&hold, &"hung"]);
+                }
+                Ok(Ok(guard)) => {
                     // The validity the library promises from the send time of the acquire
                     // (`lease × (1 − drift) − 2 ms`, default drift), for the record; the
                     // checker judges by what `is_held()` said, sampled.
@@ -220,7 +233,7 @@ impl Task {
                         .now("ok", &[&hold, &guard.fence(), &validity.as_micros()]);
                     self.hold(&hold, key, guard, n).await;
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     self.log.now("aerr", &[&hold, &e.code()]);
                     if !e.is_busy() {
                         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -232,6 +245,13 @@ impl Task {
                 tokio::time::sleep(Duration::from_millis(rng.below(gap + 1))).await;
             }
         }
+    }
+
+    /// How long an acquire may run before it counts as hung: past the checker's bound
+    /// (`wait + 3 × op_timeout` + 1 s), so that it is reported, and not much later, so that
+    /// the run goes on.
+    fn acquire_limit(&self) -> Duration {
+        self.spec.wait + self.spec.op_timeout * 3 + Duration::from_secs(2)
     }
 
     async fn hold(&self, hold: &str, key: &str, guard: LockGuard, n: u32) {

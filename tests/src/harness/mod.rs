@@ -31,6 +31,6 @@ mod sentinel;
 pub use cargo_bin::cargo_bin;
 pub use cluster::RedisCluster;
 pub use probe::eventually;
-pub use proxy::{ProxyMode, TcpProxy};
+pub use proxy::{ConnKind, ProxyMode, TcpProxy};
 pub use redis_server::{RedisOptions, RedisServer};
 pub use sentinel::{SentinelSetup, Sentinels};

@@ -1,5 +1,6 @@
 //! A TCP proxy between a client and one target that can delay, stall or cut the traffic, to play
-//! a slow network, a partition or a dropped link without touching the server.
+//! a slow network, a partition or a dropped link without touching the server; to all connections,
+//! or only to those of one kind (command or subscription connections).
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -14,6 +15,9 @@ use tokio::time::Instant;
 
 /// How long the proxy tries to reach its target for each accepted connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many bytes of a connection the proxy reads for command names before it gives up and
+/// keeps calling it a command connection: a client subscribes within its first few commands.
+const SNIFF_LIMIT: usize = 64 * 1024;
 
 /// What a [`TcpProxy`] does with the traffic; see [`TcpProxy::set_mode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,10 +38,44 @@ pub enum ProxyMode {
     Cut,
 }
 
+/// The two kinds of connection a Redis client opens, told apart by what the client sends; see
+/// [`TcpProxy::set_mode_for`].
+///
+/// A connection is a [`Subscription`](Self::Subscription) one from the first chunk in which the
+/// client sends `SUBSCRIBE`, `SSUBSCRIBE` or `PSUBSCRIBE` (RESP arrays or inline commands, any
+/// case), and stays one; until then it is a [`Command`](Self::Command) one. Sniffing beats
+/// counting connections: a client reconnects in any order, and a reconnected subscription
+/// connection is recognised again by its first `SUBSCRIBE`. The price: a subscription
+/// connection's handshake (`HELLO`, `AUTH`, `CLIENT SETINFO`), sent before it subscribes, goes
+/// under the command connections' mode, and a new connection accepted while that mode is
+/// [`ProxyMode::Cut`] is closed whatever it would have become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnKind {
+    /// Every connection until it subscribes: the one leasehold runs its lock scripts on.
+    Command,
+    /// A connection that has subscribed to a channel: leasehold's wake-up connection.
+    Subscription,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Control {
-    mode: ProxyMode,
+    command: ProxyMode,
+    subscription: ProxyMode,
     stopped: bool,
+}
+
+impl Control {
+    fn mode(&self, kind: ConnKind) -> ProxyMode {
+        match kind {
+            ConnKind::Command => self.command,
+            ConnKind::Subscription => self.subscription,
+        }
+    }
+
+    fn severs(&self, kind: ConnKind) -> bool {
+        self.stopped || self.mode(kind) == ProxyMode::Cut
+    }
 }
 
 /// A proxy listening on a free port of 127.0.0.1 that forwards each connection to one target.
@@ -47,7 +85,7 @@ struct Control {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use leasehold_tests::harness::{ProxyMode, RedisServer, TcpProxy};
+/// use leasehold_tests::harness::{ConnKind, ProxyMode, RedisServer, TcpProxy};
 ///
 /// # async fn demo() {
 /// let redis = RedisServer::start().await;
@@ -56,6 +94,10 @@ struct Control {
 ///     .get_multiplexed_async_connection().await.unwrap();
 /// proxy.set_mode(ProxyMode::Delay(Duration::from_millis(100)));
 /// let _: String = redis::cmd("PING").query_async(&mut conn).await.unwrap(); // ≥ 200 ms
+/// // Only the connections that subscribed are held; commands still go through.
+/// proxy.set_mode(ProxyMode::Pass);
+/// proxy.set_mode_for(ConnKind::Subscription, ProxyMode::Stall);
+/// let _: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
 /// proxy.set_mode(ProxyMode::Cut);
 /// assert!(redis::cmd("PING").query_async::<String>(&mut conn).await.is_err());
 /// # }
@@ -86,7 +128,8 @@ impl TcpProxy {
             .local_addr()
             .unwrap_or_else(|e| panic!("cannot read the proxy's address: {e}"));
         let (control, watching) = watch::channel(Control {
-            mode: ProxyMode::Pass,
+            command: ProxyMode::Pass,
+            subscription: ProxyMode::Pass,
             stopped: false,
         });
         let accepting = tokio::spawn(accept_loop(listener, target, watching));
@@ -113,16 +156,34 @@ impl TcpProxy {
         self.target
     }
 
-    /// The current mode.
+    /// The current mode of command connections (the mode of all connections unless
+    /// [`set_mode_for`](Self::set_mode_for) set another for subscription connections).
     pub fn mode(&self) -> ProxyMode {
-        self.control.borrow().mode
+        self.control.borrow().command
     }
 
-    /// Switches the mode for all current and future connections. Takes effect before any byte
-    /// read afterwards is forwarded; a connection cut by [`ProxyMode::Cut`] stays closed when
-    /// the mode changes back.
+    /// The current mode of the connections of `kind`.
+    pub fn mode_for(&self, kind: ConnKind) -> ProxyMode {
+        self.control.borrow().mode(kind)
+    }
+
+    /// Switches the mode for all current and future connections, of both kinds. Takes effect
+    /// before any byte read afterwards is forwarded; a connection cut by [`ProxyMode::Cut`]
+    /// stays closed when the mode changes back.
     pub fn set_mode(&self, mode: ProxyMode) {
-        self.control.send_modify(|control| control.mode = mode);
+        self.control.send_modify(|control| {
+            control.command = mode;
+            control.subscription = mode;
+        });
+    }
+
+    /// Switches the mode for the current and future connections of one [`ConnKind`] only, as
+    /// [`set_mode`](Self::set_mode) does for all; the other kind keeps its mode.
+    pub fn set_mode_for(&self, kind: ConnKind, mode: ProxyMode) {
+        self.control.send_modify(|control| match kind {
+            ConnKind::Command => control.command = mode,
+            ConnKind::Subscription => control.subscription = mode,
+        });
     }
 
     /// Stops listening and closes all connections; the same as dropping the proxy.
@@ -154,7 +215,8 @@ async fn accept_loop(
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        if control.borrow().mode == ProxyMode::Cut {
+        // Every connection starts as a command one: nothing has been sent on it yet.
+        if control.borrow().severs(ConnKind::Command) {
             drop(client);
             continue;
         }
@@ -162,13 +224,12 @@ async fn accept_loop(
     }
 }
 
-/// Carries one client connection until either side closes, the mode becomes `Cut`, or the proxy
-/// stops; dropping the sockets then closes both sides.
+/// Carries one client connection until either side closes, its kind's mode becomes `Cut`, or
+/// the proxy stops; dropping the sockets then closes both sides.
 async fn relay(client: TcpStream, target: SocketAddr, mut control: watch::Receiver<Control>) {
-    let severed = |c: &Control| c.stopped || c.mode == ProxyMode::Cut;
     let server = tokio::select! {
         biased;
-        _ = control.wait_for(severed) => return,
+        _ = control.wait_for(|c| c.severs(ConnKind::Command)) => return,
         server = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target)) => match server {
             Ok(Ok(server)) => server,
             _ => return,
@@ -178,17 +239,70 @@ async fn relay(client: TcpStream, target: SocketAddr, mut control: watch::Receiv
     let _ = server.set_nodelay(true);
     let (from_client, to_client) = client.into_split();
     let (from_server, to_server) = server.into_split();
-    let (upstream, downstream) = (control.clone(), control.clone());
-    let both_ways = async {
-        tokio::join!(
-            pipe(from_client, to_server, upstream),
-            pipe(from_server, to_client, downstream),
-        )
-    };
+    // The upstream reader sniffs the client's commands and tells everyone else the kind.
+    let (kind_tx, kind) = watch::channel(ConnKind::Command);
+    let upstream = pipe(
+        from_client,
+        to_server,
+        Link::new(control.clone(), kind.clone(), Some(kind_tx)),
+    );
+    let downstream = pipe(
+        from_server,
+        to_client,
+        Link::new(control.clone(), kind.clone(), None),
+    );
+    let both_ways = async { tokio::join!(upstream, downstream) };
+    let mut link = Link::new(control, kind, None);
     tokio::select! {
         biased;
-        _ = control.wait_for(severed) => {}
+        _ = link.wait_severed() => {}
         _ = both_ways => {}
+    }
+}
+
+/// One side's view of the proxy's modes and of its connection's kind.
+#[derive(Clone)]
+struct Link {
+    control: watch::Receiver<Control>,
+    kind: watch::Receiver<ConnKind>,
+    /// Held by the upstream side only, which sees the client's commands.
+    classify: Option<std::sync::Arc<watch::Sender<ConnKind>>>,
+}
+
+impl Link {
+    fn new(
+        control: watch::Receiver<Control>,
+        kind: watch::Receiver<ConnKind>,
+        classify: Option<watch::Sender<ConnKind>>,
+    ) -> Self {
+        Link {
+            control,
+            kind,
+            classify: classify.map(std::sync::Arc::new),
+        }
+    }
+
+    /// The mode that applies to this connection now.
+    fn mode(&self) -> ProxyMode {
+        self.control.borrow().mode(*self.kind.borrow())
+    }
+
+    /// Returns once the connection must be closed: its kind's mode is `Cut`, or the proxy
+    /// stopped.
+    async fn wait_severed(&mut self) {
+        loop {
+            let kind = *self.kind.borrow_and_update();
+            if self.control.borrow_and_update().severs(kind) {
+                return;
+            }
+            tokio::select! {
+                changed = self.control.changed() => if changed.is_err() { return },
+                // The classifier is gone only with the connection; the control decides then.
+                changed = self.kind.changed() => if changed.is_err() {
+                    let _ = self.control.changed().await;
+                },
+            }
+        }
     }
 }
 
@@ -198,17 +312,26 @@ struct Chunk {
     release_at: Instant,
 }
 
-/// Copies one direction: a reader that timestamps chunks as they arrive, and a writer that holds
-/// each until its time has come and the mode is not `Stall`. The queue between them is unbounded,
-/// which is fine for the few bytes a test sends.
-async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, control: watch::Receiver<Control>) {
+/// Copies one direction: a reader that timestamps chunks as they arrive (and, upstream, sniffs
+/// the client's commands), and a writer that holds each until its time has come and the mode is
+/// not `Stall`. The queue between them is unbounded, which is fine for the few bytes a test
+/// sends.
+async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: Link) {
     let (queue, mut queued) = mpsc::unbounded_channel::<Chunk>();
-    let reading_control = control.clone();
+    let reading = link.clone();
     let read = async move {
+        let mut sniffer = reading.classify.as_ref().map(|_| Sniffer::default());
         let mut buf = vec![0; 16 * 1024];
         // Ok(0) is end of stream; dropping `queue` then lets the writer half-close.
         while let Ok(n @ 1..) = from.read(&mut buf).await {
-            let delay = match reading_control.borrow().mode {
+            if let (Some(sniffer), Some(classify)) = (sniffer.as_mut(), &reading.classify) {
+                if sniffer.feed(&buf[..n]) {
+                    // Before this chunk is queued: the SUBSCRIBE itself goes under the
+                    // subscription mode.
+                    classify.send_replace(ConnKind::Subscription);
+                }
+            }
+            let delay = match reading.mode() {
                 ProxyMode::Delay(delay) => delay,
                 _ => Duration::ZERO,
             };
@@ -222,11 +345,9 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, control: watch::R
         }
     };
     let write = async move {
-        let mut control = control;
+        let mut link = link;
         while let Some(chunk) = queued.recv().await {
-            if hold(&chunk, &mut control).await.is_err()
-                || to.write_all(&chunk.bytes).await.is_err()
-            {
+            if hold(&chunk, &mut link).await.is_err() || to.write_all(&chunk.bytes).await.is_err() {
                 return;
             }
         }
@@ -236,19 +357,155 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, control: watch::R
 }
 
 /// Waits until `chunk` may be forwarded; an error once the proxy is gone.
-async fn hold(chunk: &Chunk, control: &mut watch::Receiver<Control>) -> io::Result<()> {
+async fn hold(chunk: &Chunk, link: &mut Link) -> io::Result<()> {
     let gone = |_| io::Error::from(io::ErrorKind::BrokenPipe);
     loop {
-        let mode = control.borrow_and_update().mode;
+        let kind = *link.kind.borrow_and_update();
+        let mode = link.control.borrow_and_update().mode(kind);
         if mode == ProxyMode::Stall {
-            control.changed().await.map_err(gone)?;
+            tokio::select! {
+                changed = link.control.changed() => changed.map_err(gone)?,
+                // A connection that turns into a subscription one changes mode with it.
+                changed = link.kind.changed() => if changed.is_err() {
+                    link.control.changed().await.map_err(gone)?;
+                },
+            }
         } else if Instant::now() < chunk.release_at {
             tokio::select! {
                 _ = tokio::time::sleep_until(chunk.release_at) => {}
-                changed = control.changed() => changed.map_err(gone)?,
+                changed = link.control.changed() => changed.map_err(gone)?,
             }
         } else {
             return Ok(());
         }
+    }
+}
+
+/// Finds out, from the bytes a client sends, whether it subscribes: parses RESP arrays of bulk
+/// strings and inline commands, looking at each command's name only.
+#[derive(Default)]
+struct Sniffer {
+    pending: Vec<u8>,
+    read: usize,
+    gave_up: bool,
+}
+
+impl Sniffer {
+    /// Takes the next bytes from the client; `true` once a subscribing command was seen.
+    fn feed(&mut self, bytes: &[u8]) -> bool {
+        if self.gave_up {
+            return false;
+        }
+        self.read += bytes.len();
+        self.pending.extend_from_slice(bytes);
+        loop {
+            match next_command(&self.pending) {
+                Parsed::Command { name, used } => {
+                    let subscribes = ["SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE"]
+                        .iter()
+                        .any(|s| s.as_bytes().eq_ignore_ascii_case(name));
+                    if subscribes {
+                        self.gave_up = true;
+                        self.pending = Vec::new();
+                        return true;
+                    }
+                    self.pending.drain(..used);
+                }
+                Parsed::Incomplete => break,
+                Parsed::Garbage => {
+                    self.gave_up = true;
+                    break;
+                }
+            }
+        }
+        if self.read > SNIFF_LIMIT {
+            // A command connection that talks a lot: stop paying for the parse.
+            self.gave_up = true;
+            self.pending = Vec::new();
+        }
+        false
+    }
+}
+
+enum Parsed<'a> {
+    Command { name: &'a [u8], used: usize },
+    Incomplete,
+    Garbage,
+}
+
+/// The name of the first command in `buf`, and how many bytes the whole command takes.
+fn next_command(buf: &[u8]) -> Parsed<'_> {
+    let Some(line_end) = find_crlf(buf, 0) else {
+        return Parsed::Incomplete;
+    };
+    if buf.first() != Some(&b'*') {
+        // An inline command: `NAME args...\r\n`.
+        let line = &buf[..line_end];
+        let name = line.split(|b| *b == b' ').next().unwrap_or_default();
+        return Parsed::Command {
+            name,
+            used: line_end + 2,
+        };
+    }
+    let Some(args) = number(&buf[1..line_end]) else {
+        return Parsed::Garbage;
+    };
+    let mut at = line_end + 2;
+    let mut name: &[u8] = &[];
+    for i in 0..args {
+        let Some(len_end) = find_crlf(buf, at) else {
+            return Parsed::Incomplete;
+        };
+        if buf.get(at) != Some(&b'$') {
+            return Parsed::Garbage;
+        }
+        let Some(len) = number(&buf[at + 1..len_end]) else {
+            return Parsed::Garbage;
+        };
+        let start = len_end + 2;
+        let end = start + len;
+        if buf.len() < end + 2 {
+            return Parsed::Incomplete;
+        }
+        if i == 0 {
+            name = &buf[start..end];
+        }
+        at = end + 2;
+    }
+    Parsed::Command { name, used: at }
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    buf.get(from..)?
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|i| from + i)
+}
+
+fn number(digits: &[u8]) -> Option<usize> {
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sniffer;
+
+    #[test]
+    fn a_subscribe_is_found_across_chunks_and_after_other_commands() {
+        let mut sniffer = Sniffer::default();
+        let hello = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+        assert!(!sniffer.feed(hello));
+        let subscribe = b"*2\r\n$9\r\nsubscribe\r\n$7\r\nchannel\r\n";
+        assert!(!sniffer.feed(&subscribe[..10]));
+        assert!(sniffer.feed(&subscribe[10..]));
+    }
+
+    #[test]
+    fn commands_that_mention_subscribe_as_an_argument_are_not_subscriptions() {
+        let mut sniffer = Sniffer::default();
+        let publish = b"*3\r\n$7\r\nPUBLISH\r\n$9\r\nSUBSCRIBE\r\n$1\r\nx\r\n";
+        assert!(!sniffer.feed(publish));
+        assert!(!sniffer.feed(b"PING\r\n"));
+        assert!(sniffer.feed(b"ssubscribe x\r\n"));
     }
 }

@@ -301,6 +301,22 @@ impl RedisServer {
     pub async fn restart(&self) {
         self.kill9();
         empty_dir_but_log(&self.dir);
+        self.relaunch().await;
+    }
+
+    /// Kills the server (if it runs) and starts it again on the same port from what it left
+    /// in its directory: the last RDB snapshot (`SAVE`, `BGSAVE`), or its AOF when started
+    /// with `--appendonly yes`. A crash and a supervisor's restart, with persistence on.
+    ///
+    /// # Panics
+    ///
+    /// As [`restart`](Self::restart); also if the server cannot load its files.
+    pub async fn restart_from_disk(&self) {
+        self.kill9();
+        self.relaunch().await;
+    }
+
+    async fn relaunch(&self) {
         let deadline = Instant::now() + self.options.startup_timeout;
         loop {
             match launch(self.port, &self.dir, &self.options).await {

@@ -11,6 +11,10 @@ use super::{RedisOptions, RedisServer};
 const MASTER_NAME: &str = "mymaster";
 const SENTINELS: usize = 3;
 const QUORUM: usize = 2;
+/// The user replicas log in to their master as, and its password.
+const REPL_USER: &str = "repl";
+const REPL_PASSWORD: &str = "replication";
+const REPL_PASSWORD_RULE: &str = ">replication";
 /// How long the replica and the sentinels may take to find each other once started.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -32,7 +36,20 @@ impl Sentinels {
     pub async fn start() -> SentinelSetup {
         // A replica's first sync would otherwise wait 5 s for more replicas to join it; the
         // replica may be a master later, and the master its replica once restarted.
-        let data_options = RedisOptions::default().args(["--repl-diskless-sync-delay", "0"]);
+        // Replicas authenticate as a user of their own, so a test can shut replication out
+        // (`pause_replication`) while clients keep writing to the master.
+        let data_options = RedisOptions::default()
+            .args(["--repl-diskless-sync-delay", "0"])
+            .args([
+                "--user",
+                REPL_USER,
+                "on",
+                REPL_PASSWORD_RULE,
+                "~*",
+                "&*",
+                "+@all",
+            ])
+            .args(["--masteruser", REPL_USER, "--masterauth", REPL_PASSWORD]);
         let master = RedisServer::start_with(data_options.clone()).await;
         let replica = RedisServer::start_with(
             data_options
@@ -209,6 +226,64 @@ impl SentinelSetup {
                 other.unwrap_or("an unexpected reply")
             )),
         }
+    }
+
+    /// Shuts the replica out of the current master, as a broken replication link would: the
+    /// master disconnects it and refuses its login from now on (its replication user is
+    /// switched off), while every other client keeps writing. Writes from now on are on the
+    /// master only; a failover before [`resume_replication`](Self::resume_replication) loses
+    /// them. Returns once the master counts no connected replica.
+    ///
+    /// # Panics
+    ///
+    /// If the master does not answer, or still counts a replica after 5 s.
+    pub async fn pause_replication(&self) {
+        let master = self.current_master_addr().await;
+        let off = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(REPL_USER)
+            .arg("off")
+            .clone();
+        query::<()>(master, &off)
+            .await
+            .unwrap_or_else(|e| panic!("ACL SETUSER {REPL_USER} off on {master}: {e}"));
+        let kill = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .clone();
+        query::<i64>(master, &kill)
+            .await
+            .unwrap_or_else(|e| panic!("CLIENT KILL TYPE replica on {master}: {e}"));
+        let cut = probe::wait_until(Duration::from_secs(5), || async {
+            let info: String = query(master, redis::cmd("INFO").arg("replication")).await?;
+            match info_field(&info, "connected_slaves") {
+                Some("0") => Ok(()),
+                n => Err(format!("the master counts {} replicas", n.unwrap_or("?"))),
+            }
+        })
+        .await;
+        if let Err(why) = cut {
+            panic!("replication from {master} did not stop: {why}");
+        }
+    }
+
+    /// Lets replicas log in to the current master again (undoes
+    /// [`pause_replication`](Self::pause_replication)); they resync by themselves.
+    ///
+    /// # Panics
+    ///
+    /// If the master does not answer.
+    pub async fn resume_replication(&self) {
+        let master = self.current_master_addr().await;
+        let on = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(REPL_USER)
+            .arg("on")
+            .clone();
+        query::<()>(master, &on)
+            .await
+            .unwrap_or_else(|e| panic!("ACL SETUSER {REPL_USER} on on {master}: {e}"));
     }
 
     async fn replica_in_sync(&self) -> Result<(), String> {
