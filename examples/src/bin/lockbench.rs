@@ -364,9 +364,65 @@ impl Impl {
     }
 }
 
-/// `tasks` tasks each take `key` `rounds` times with an empty critical section.
-async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize) -> Vec<Sample> {
-    let samples = Arc::new(std::sync::Mutex::new(Vec::with_capacity(tasks * rounds)));
+/// How long each task of a hot-key run keeps taking the key, and what it does holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Load {
+    /// This many acquisitions per task, nothing done while holding the lock (scenario 2).
+    Rounds(usize),
+    /// Acquisitions for this long, yielding once to the runtime while holding the lock: the
+    /// smallest critical section that lets other tasks run, as a handler's await would
+    /// (scenario 5).
+    Continuous(Duration),
+}
+
+impl Load {
+    /// The worker's command-line form: `rounds:20` or `continuous-ms:3000`.
+    fn arg(self) -> String {
+        match self {
+            Load::Rounds(n) => format!("rounds:{n}"),
+            Load::Continuous(d) => format!("continuous-ms:{}", d.as_millis()),
+        }
+    }
+
+    fn parse(s: &str) -> Load {
+        match s.split_once(':') {
+            Some(("rounds", n)) => Load::Rounds(n.parse().expect("rounds")),
+            Some(("continuous-ms", ms)) => {
+                Load::Continuous(Duration::from_millis(ms.parse().expect("milliseconds")))
+            }
+            _ => panic!("unknown load {s:?}: rounds:N or continuous-ms:N"),
+        }
+    }
+
+    /// Whether a task that has made `done` acquisitions since `start` takes another.
+    fn more(self, done: usize, start: Instant) -> bool {
+        match self {
+            Load::Rounds(n) => done < n,
+            Load::Continuous(d) => start.elapsed() < d,
+        }
+    }
+
+    /// What a task does while it holds the lock.
+    async fn critical_section(self) {
+        if let Load::Continuous(_) = self {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Samples room for one task.
+    fn capacity(self) -> usize {
+        match self {
+            Load::Rounds(n) => n,
+            Load::Continuous(_) => 1024,
+        }
+    }
+}
+
+/// `tasks` tasks each take `key` as `load` says.
+async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, load: Load) -> Vec<Sample> {
+    let samples = Arc::new(std::sync::Mutex::new(Vec::with_capacity(
+        tasks * load.capacity(),
+    )));
     let locker = Locker::builder()
         .url(url)
         .prefix("bench")
@@ -383,12 +439,16 @@ async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize)
         let (samples, barrier, key) = (samples.clone(), barrier.clone(), key.to_owned());
         handles.push(tokio::spawn(async move {
             barrier.wait().await;
-            for _ in 0..rounds {
+            let start = Instant::now();
+            let mut done = 0;
+            while load.more(done, start) {
+                done += 1;
                 let asked = monotonic_ns();
                 let sample = match which {
                     Impl::Ours => {
                         let guard = locker.lock(key.as_str()).acquire().await.expect("acquire");
                         let got = monotonic_ns();
+                        load.critical_section().await;
                         let released = monotonic_ns();
                         guard.release().await.expect("release");
                         Sample {
@@ -401,6 +461,7 @@ async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize)
                         let tok = token();
                         naive.lock(&key, &tok).await;
                         let got = monotonic_ns();
+                        load.critical_section().await;
                         let released = monotonic_ns();
                         naive.unlock(&key, &tok).await;
                         Sample {
@@ -415,6 +476,7 @@ async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize)
                             .await
                             .expect("rslock acquire");
                         let got = monotonic_ns();
+                        load.critical_section().await;
                         let released = monotonic_ns();
                         rslock.unlock(&lock).await;
                         Sample {
@@ -478,22 +540,23 @@ fn hot_stats(mut samples: Vec<Sample>) -> HotStats {
     }
 }
 
-/// Runs the hot-key load in `processes` worker processes with `tasks` tasks each.
+/// Runs the hot-key load in `processes` worker processes with `tasks` tasks each; the
+/// samples of each process.
 fn hot_key_processes(
     which: Impl,
     url: &str,
     key: &str,
     processes: usize,
     tasks: usize,
-    rounds: usize,
-) -> Vec<Sample> {
+    load: Load,
+) -> Vec<Vec<Sample>> {
     let exe = std::env::current_exe().expect("own path");
     let mut children: Vec<_> = (0..processes)
         .map(|_| {
             Command::new(&exe)
                 .args(["--worker", which.name(), url, key])
                 .arg(tasks.to_string())
-                .arg(rounds.to_string())
+                .arg(load.arg())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -513,8 +576,9 @@ fn hot_key_processes(
     for c in &mut children {
         writeln!(c.stdin.as_mut().expect("stdin"), "go").expect("start worker");
     }
-    let mut samples = Vec::new();
+    let mut per_process = Vec::new();
     for (mut c, r) in children.into_iter().zip(readers) {
+        let mut samples = Vec::new();
         for line in r.lines() {
             let line = line.expect("worker output");
             let v: Vec<u64> = line
@@ -528,25 +592,24 @@ fn hot_key_processes(
             });
         }
         assert!(c.wait().expect("worker").success(), "worker failed");
+        per_process.push(samples);
     }
-    samples
+    per_process
 }
 
 async fn worker(args: &[String]) {
-    let [which, url, key, tasks, rounds] = args else {
-        panic!("worker arguments: IMPL URL KEY TASKS ROUNDS");
+    let [which, url, key, tasks, load] = args else {
+        panic!("worker arguments: IMPL URL KEY TASKS LOAD");
     };
     let which = Impl::parse(which);
-    let (tasks, rounds) = (
-        tasks.parse().expect("tasks"),
-        rounds.parse().expect("rounds"),
-    );
+    let tasks = tasks.parse().expect("tasks");
+    let load = Load::parse(load);
     // Connect before the start signal, so all processes begin together.
     let _warm = Locker::connect(url).await.expect("connect");
     println!("ready");
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).expect("go");
-    let samples = hot_key(which, url, key, tasks, rounds).await;
+    let samples = hot_key(which, url, key, tasks, load).await;
     let mut out = std::io::stdout().lock();
     for s in samples {
         writeln!(out, "{} {} {}", s.asked, s.got, s.released).expect("write");
@@ -584,15 +647,17 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
         for which in [Impl::Ours, Impl::Naive, Impl::Rslock] {
             let key = format!("hot-{}-{processes}", which.name());
             let before = srv.info_stat("total_commands_processed").await;
+            let load = Load::Rounds(rounds);
             let samples = if processes == 1 {
-                hot_key(which, &url, &key, tasks, rounds).await
+                hot_key(which, &url, &key, tasks, load).await
             } else {
                 let url = url.clone();
                 tokio::task::spawn_blocking(move || {
-                    hot_key_processes(which, &url, &key, processes, tasks, rounds)
+                    hot_key_processes(which, &url, &key, processes, tasks, load)
                 })
                 .await
                 .expect("workers")
+                .concat()
             };
             let after = srv.info_stat("total_commands_processed").await;
             let n = samples.len() as f64;
