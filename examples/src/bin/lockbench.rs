@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
+//!     [--only uncontended,hot-key,attribute,redlock,fairness]
 //! ```
 //!
 //! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios), prints
@@ -19,7 +20,10 @@
 //! 3. the attribute's overhead vs a hand-written guard;
 //! 4. RedLock with 3 and 5 nodes vs one node, and vs `rslock` with the same nodes; and, to
 //!    show what the machine allows, the raw lock and unlock commands sent to N nodes in
-//!    parallel vs to one node.
+//!    parallel vs to one node;
+//! 5. no process starved (issue 21): 1, 2 and 4 processes x 16 tasks, each task taking one
+//!    hot key in a loop for a fixed time; wait percentiles and acquisitions/s per process,
+//!    against the one-process run.
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -733,6 +737,91 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
     }
 }
 
+/// Scenario 5's runs: one process (the baseline), then two and four on the same key.
+const FAIRNESS_PROCESSES: [usize; 3] = [1, 2, 4];
+const FAIRNESS_TASKS: usize = 16;
+
+/// Scenario 5: 1, 2 and 4 processes of 16 tasks each take one hot key in a loop for
+/// `duration`; whether any process is starved, against the one-process run of the same
+/// run (issue 21).
+async fn scenario_fairness(report: &mut Report, url: &str, duration: Duration) {
+    let mut runs = Vec::new();
+    for processes in FAIRNESS_PROCESSES {
+        let (url, key) = (url.to_owned(), format!("fair-{processes}"));
+        let per_process = tokio::task::spawn_blocking(move || {
+            let load = Load::Continuous(duration);
+            hot_key_processes(Impl::Ours, &url, &key, processes, FAIRNESS_TASKS, load)
+        })
+        .await
+        .expect("workers");
+        runs.push((processes, per_process));
+    }
+    let one = hot_stats(runs[0].1.concat());
+    let vs_one = format!("1 process x {FAIRNESS_TASKS} tasks, same run");
+    for (processes, per_process) in &runs[1..] {
+        let all = hot_stats(per_process.concat());
+        let total = per_process.iter().map(Vec::len).sum::<usize>() as f64;
+        // Each process's rate over the run's common window, so that they add up to the total
+        // (a process's own window stretches when its last acquisition came late).
+        let each: Vec<HotStats> = per_process
+            .iter()
+            .map(|samples| HotStats {
+                per_sec: all.per_sec * samples.len() as f64 / total,
+                ..hot_stats(samples.clone())
+            })
+            .collect();
+        let rates = each.iter().map(|p| p.per_sec);
+        let slowest = rates.clone().fold(f64::INFINITY, f64::min);
+        let fastest = rates.fold(0.0, f64::max);
+        let scenario = format!("5 no starving, {processes} processes x {FAIRNESS_TASKS} tasks");
+        let s = scenario.as_str();
+        report.add(
+            s,
+            "wait max",
+            all.wait_max_ms,
+            one.wait_max_ms,
+            &vs_one,
+            "ms",
+        );
+        report.add(
+            s,
+            "wait p99",
+            all.wait_p99_ms,
+            one.wait_p99_ms,
+            &vs_one,
+            "ms",
+        );
+        report.add(
+            s,
+            "total acquisitions/s",
+            all.per_sec,
+            one.per_sec,
+            &vs_one,
+            "acq/s",
+        );
+        report.add(
+            s,
+            "acquisitions/s, slowest process",
+            slowest,
+            fastest,
+            "fastest process",
+            "acq/s",
+        );
+        for (i, p) in each.iter().enumerate() {
+            let metric = |m: &str| format!("process {}: {m}", i + 1);
+            let rows = [
+                ("acquisitions/s", p.per_sec, one.per_sec, "acq/s"),
+                ("wait p50", p.wait_p50_ms, one.wait_p50_ms, "ms"),
+                ("wait p99", p.wait_p99_ms, one.wait_p99_ms, "ms"),
+                ("wait max", p.wait_max_ms, one.wait_max_ms, "ms"),
+            ];
+            for (name, ours, baseline, unit) in rows {
+                report.add(s, &metric(name), ours, baseline, &vs_one, unit);
+            }
+        }
+    }
+}
+
 #[distributed_lock(key = "m:<task>:<i>", locker = locker)]
 async fn annotated(locker: &Locker, task: usize, i: u64) -> Result<(), LockError> {
     std::hint::black_box((task, i));
@@ -916,6 +1005,43 @@ async fn scenario_redlock(
     }
 }
 
+/// The scenarios, in the order they run; `--only` picks some by name or number.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Scenario {
+    Uncontended,
+    HotKey,
+    Attribute,
+    Redlock,
+    Fairness,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 5] = [
+        Scenario::Uncontended,
+        Scenario::HotKey,
+        Scenario::Attribute,
+        Scenario::Redlock,
+        Scenario::Fairness,
+    ];
+
+    fn parse(s: &str) -> Scenario {
+        match s {
+            "1" | "uncontended" => Scenario::Uncontended,
+            "2" | "hot-key" => Scenario::HotKey,
+            "3" | "attribute" => Scenario::Attribute,
+            "4" | "redlock" => Scenario::Redlock,
+            "5" | "fairness" => Scenario::Fairness,
+            other => {
+                eprintln!(
+                    "unknown scenario {other:?}: --only takes a comma-separated list of \
+                     uncontended, hot-key, attribute, redlock, fairness (or 1 to 5)"
+                );
+                std::process::exit(2)
+            }
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -939,19 +1065,40 @@ async fn main() {
         (Duration::from_secs(3), 20, 2000)
     };
 
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .map(|i| args.get(i + 1).expect("--only needs a scenario").as_str());
+    let scenarios: Vec<Scenario> = match only {
+        Some(names) => names.split(',').map(Scenario::parse).collect(),
+        None => Scenario::ALL.to_vec(),
+    };
+
     eprintln!("starting redis-servers...");
     let main_server = RedisServer::start().await;
-    let nodes = RedisServer::start_many(5).await;
+    let nodes = if scenarios.contains(&Scenario::Redlock) {
+        RedisServer::start_many(5).await
+    } else {
+        Vec::new()
+    };
     let url = main_server.url();
     println!(
         "{:<28} {:<34} {:>12} {:>12} {:>7}  unit (baseline)",
         "scenario", "metric", "ours", "baseline", "ratio"
     );
     let mut report = Report { rows: Vec::new() };
-    scenario_uncontended(&mut report, &url, duration).await;
-    scenario_hot_key(&mut report, &main_server, rounds).await;
-    scenario_macro(&mut report, &url, duration).await;
-    scenario_redlock(&mut report, &url, &nodes, iterations).await;
+    for scenario in Scenario::ALL {
+        if !scenarios.contains(&scenario) {
+            continue;
+        }
+        match scenario {
+            Scenario::Uncontended => scenario_uncontended(&mut report, &url, duration).await,
+            Scenario::HotKey => scenario_hot_key(&mut report, &main_server, rounds).await,
+            Scenario::Attribute => scenario_macro(&mut report, &url, duration).await,
+            Scenario::Redlock => scenario_redlock(&mut report, &url, &nodes, iterations).await,
+            Scenario::Fairness => scenario_fairness(&mut report, &url, duration).await,
+        }
+    }
     if let Some(dir) = std::path::Path::new(&out).parent() {
         let _ = std::fs::create_dir_all(dir);
     }
