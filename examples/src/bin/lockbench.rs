@@ -22,8 +22,9 @@
 //!    show what the machine allows, the raw lock and unlock commands sent to N nodes in
 //!    parallel vs to one node;
 //! 5. no process starved (issue 21): 1, 2 and 4 processes x 16 tasks, each task taking one
-//!    hot key in a loop for a fixed time, in turns over three rounds; wait percentiles and
-//!    acquisitions/s per process, against the one-process run (median rounds).
+//!    hot key in a loop for a fixed time (holding it for a yield, and for 1 ms), in turns over
+//!    three rounds; wait percentiles and acquisitions/s per process, against the one-process
+//!    run (median rounds).
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -373,28 +374,32 @@ impl Impl {
 enum Load {
     /// This many acquisitions per task, nothing done while holding the lock (scenario 2).
     Rounds(usize),
-    /// Acquisitions for this long, yielding once to the runtime while holding the lock: the
-    /// smallest critical section that lets other tasks run, as a handler's await would
-    /// (scenario 5).
-    Continuous(Duration),
+    /// Acquisitions for `run`, each holding the lock for `hold` (a sleep), or with a zero
+    /// `hold` yielding once to the runtime: the smallest critical section that lets other
+    /// tasks run, as a handler's await would (scenario 5).
+    Continuous { run: Duration, hold: Duration },
 }
 
 impl Load {
-    /// The worker's command-line form: `rounds:20` or `continuous-ms:3000`.
+    /// The worker's command-line form: `rounds:20`, or `continuous-us:RUN:HOLD`.
     fn arg(self) -> String {
         match self {
             Load::Rounds(n) => format!("rounds:{n}"),
-            Load::Continuous(d) => format!("continuous-ms:{}", d.as_millis()),
+            Load::Continuous { run, hold } => {
+                format!("continuous-us:{}:{}", run.as_micros(), hold.as_micros())
+            }
         }
     }
 
     fn parse(s: &str) -> Load {
-        match s.split_once(':') {
-            Some(("rounds", n)) => Load::Rounds(n.parse().expect("rounds")),
-            Some(("continuous-ms", ms)) => {
-                Load::Continuous(Duration::from_millis(ms.parse().expect("milliseconds")))
-            }
-            _ => panic!("unknown load {s:?}: rounds:N or continuous-ms:N"),
+        let us = |x: &str| Duration::from_micros(x.parse().expect("microseconds"));
+        match s.split(':').collect::<Vec<_>>()[..] {
+            ["rounds", n] => Load::Rounds(n.parse().expect("rounds")),
+            ["continuous-us", run, hold] => Load::Continuous {
+                run: us(run),
+                hold: us(hold),
+            },
+            _ => panic!("unknown load {s:?}: rounds:N or continuous-us:RUN:HOLD"),
         }
     }
 
@@ -402,14 +407,16 @@ impl Load {
     fn more(self, done: usize, start: Instant) -> bool {
         match self {
             Load::Rounds(n) => done < n,
-            Load::Continuous(d) => start.elapsed() < d,
+            Load::Continuous { run, .. } => start.elapsed() < run,
         }
     }
 
     /// What a task does while it holds the lock.
     async fn critical_section(self) {
-        if let Load::Continuous(_) = self {
-            tokio::task::yield_now().await;
+        match self {
+            Load::Rounds(_) => {}
+            Load::Continuous { hold, .. } if hold.is_zero() => tokio::task::yield_now().await,
+            Load::Continuous { hold, .. } => tokio::time::sleep(hold).await,
         }
     }
 
@@ -417,7 +424,7 @@ impl Load {
     fn capacity(self) -> usize {
         match self {
             Load::Rounds(n) => n,
-            Load::Continuous(_) => 1024,
+            Load::Continuous { .. } => 1024,
         }
     }
 }
@@ -741,7 +748,14 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
 const FAIRNESS_PROCESSES: [usize; 3] = [1, 2, 4];
 const FAIRNESS_TASKS: usize = 16;
 
-/// Scenario 5's rounds: the three runs take turns, so that a stall of the machine (another
+/// Scenario 5's critical sections: a yield (what the lock itself costs), and a 1 ms sleep, the
+/// shop's payment (`PAYMENT_TIME`), with which issue 21's starvation shows in full.
+const FAIRNESS_HOLDS: [(Duration, &str); 2] = [
+    (Duration::ZERO, "yield held"),
+    (Duration::from_millis(1), "1 ms held"),
+];
+
+/// Scenario 5's rounds: the runs take turns, so that a stall of the machine (another
 /// build on a shared VM) falls on all of them alike, and most figures are the median round's;
 /// one stall in the one-process run would otherwise set the baseline's wait max.
 const FAIRNESS_ROUNDS: usize = 3;
@@ -792,30 +806,46 @@ fn median_of(rounds: &[FairRound], key: impl Fn(&FairRound) -> f64) -> f64 {
     key(median_round(rounds, &key))
 }
 
-/// Scenario 5: 1, 2 and 4 processes of 16 tasks each take one hot key in a loop, in turns
-/// over a few rounds that share `duration`; whether any process is starved, against the
-/// one-process run (issue 21).
+/// Scenario 5: 1, 2 and 4 processes of 16 tasks each take one hot key in a loop, with each
+/// critical section, in turns over a few rounds of `duration` in all per run; whether any
+/// process is starved, against the one-process run (issue 21).
 async fn scenario_fairness(report: &mut Report, url: &str, duration: Duration) {
     let window = duration / FAIRNESS_ROUNDS as u32;
-    let mut runs: Vec<Vec<FairRound>> = FAIRNESS_PROCESSES.iter().map(|_| Vec::new()).collect();
+    // runs[hold][process count][round]
+    let mut runs: Vec<Vec<Vec<FairRound>>> = FAIRNESS_HOLDS
+        .iter()
+        .map(|_| FAIRNESS_PROCESSES.iter().map(|_| Vec::new()).collect())
+        .collect();
     for round in 0..FAIRNESS_ROUNDS {
-        for (run, processes) in runs.iter_mut().zip(FAIRNESS_PROCESSES) {
-            let (url, key) = (url.to_owned(), format!("fair-{processes}-{round}"));
-            let per_process = tokio::task::spawn_blocking(move || {
-                let load = Load::Continuous(window);
-                hot_key_processes(Impl::Ours, &url, &key, processes, FAIRNESS_TASKS, load)
-            })
-            .await
-            .expect("workers");
-            run.push(FairRound::new(&per_process));
+        for (by_count, (hold, _)) in runs.iter_mut().zip(FAIRNESS_HOLDS) {
+            for (run, processes) in by_count.iter_mut().zip(FAIRNESS_PROCESSES) {
+                let key = format!("fair-{}-{processes}-{round}", hold.as_micros());
+                let url = url.to_owned();
+                let load = Load::Continuous { run: window, hold };
+                let per_process = tokio::task::spawn_blocking(move || {
+                    hot_key_processes(Impl::Ours, &url, &key, processes, FAIRNESS_TASKS, load)
+                })
+                .await
+                .expect("workers");
+                run.push(FairRound::new(&per_process));
+            }
         }
     }
+    for (by_count, (_, held)) in runs.iter().zip(FAIRNESS_HOLDS) {
+        report_fairness(report, held, by_count);
+    }
+}
+
+/// Scenario 5's rows for one critical section: `runs[i]` are the rounds of
+/// `FAIRNESS_PROCESSES[i]` processes.
+fn report_fairness(report: &mut Report, held: &str, runs: &[Vec<FairRound>]) {
     let one = &runs[0];
     let vs_one = format!("1 process x {FAIRNESS_TASKS} tasks, same run");
     let whole_run_max =
         |rounds: &[FairRound]| rounds.iter().map(|r| r.all.wait_max_ms).fold(0.0, f64::max);
     for (rounds, processes) in runs.iter().zip(FAIRNESS_PROCESSES).skip(1) {
-        let scenario = format!("5 no starving, {processes} processes x {FAIRNESS_TASKS} tasks");
+        let scenario =
+            format!("5 no starving, {processes} processes x {FAIRNESS_TASKS} tasks, {held}");
         let s = scenario.as_str();
         let medians: [(&str, &str, Figure); 3] = [
             ("wait max", "ms", |r| r.all.wait_max_ms),
