@@ -18,7 +18,13 @@ fn lockbench_smoke_run_writes_a_valid_report() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).expect("valid JSON");
     let rows = report.as_array().expect("a list of rows");
-    for prefix in ["1 uncontended", "2 hot key", "3 attribute", "4 redlock"] {
+    for prefix in [
+        "1 uncontended",
+        "2 hot key",
+        "3 attribute",
+        "4 redlock",
+        "5 no starving",
+    ] {
         assert!(
             rows.iter()
                 .any(|r| r["scenario"].as_str().unwrap().starts_with(prefix)),

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
+//!     [--only uncontended,hot-key,attribute,redlock,fairness]
 //! ```
 //!
 //! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios), prints
@@ -19,7 +20,11 @@
 //! 3. the attribute's overhead vs a hand-written guard;
 //! 4. RedLock with 3 and 5 nodes vs one node, and vs `rslock` with the same nodes; and, to
 //!    show what the machine allows, the raw lock and unlock commands sent to N nodes in
-//!    parallel vs to one node.
+//!    parallel vs to one node;
+//! 5. no process starved (issue 21): 1, 2 and 4 processes x 16 tasks, each task taking one
+//!    hot key in a loop for a fixed time (holding it for a yield, and for 1 ms), in turns over
+//!    three rounds; wait percentiles and acquisitions/s per process, against the one-process
+//!    run (median rounds).
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -364,9 +369,71 @@ impl Impl {
     }
 }
 
-/// `tasks` tasks each take `key` `rounds` times with an empty critical section.
-async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize) -> Vec<Sample> {
-    let samples = Arc::new(std::sync::Mutex::new(Vec::with_capacity(tasks * rounds)));
+/// How long each task of a hot-key run keeps taking the key, and what it does holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Load {
+    /// This many acquisitions per task, nothing done while holding the lock (scenario 2).
+    Rounds(usize),
+    /// Acquisitions for `run`, each holding the lock for `hold` (a sleep), or with a zero
+    /// `hold` yielding once to the runtime: the smallest critical section that lets other
+    /// tasks run, as a handler's await would (scenario 5).
+    Continuous { run: Duration, hold: Duration },
+}
+
+impl Load {
+    /// The worker's command-line form: `rounds:20`, or `continuous-us:RUN:HOLD`.
+    fn arg(self) -> String {
+        match self {
+            Load::Rounds(n) => format!("rounds:{n}"),
+            Load::Continuous { run, hold } => {
+                format!("continuous-us:{}:{}", run.as_micros(), hold.as_micros())
+            }
+        }
+    }
+
+    fn parse(s: &str) -> Load {
+        let us = |x: &str| Duration::from_micros(x.parse().expect("microseconds"));
+        match s.split(':').collect::<Vec<_>>()[..] {
+            ["rounds", n] => Load::Rounds(n.parse().expect("rounds")),
+            ["continuous-us", run, hold] => Load::Continuous {
+                run: us(run),
+                hold: us(hold),
+            },
+            _ => panic!("unknown load {s:?}: rounds:N or continuous-us:RUN:HOLD"),
+        }
+    }
+
+    /// Whether a task that has made `done` acquisitions since `start` takes another.
+    fn more(self, done: usize, start: Instant) -> bool {
+        match self {
+            Load::Rounds(n) => done < n,
+            Load::Continuous { run, .. } => start.elapsed() < run,
+        }
+    }
+
+    /// What a task does while it holds the lock.
+    async fn critical_section(self) {
+        match self {
+            Load::Rounds(_) => {}
+            Load::Continuous { hold, .. } if hold.is_zero() => tokio::task::yield_now().await,
+            Load::Continuous { hold, .. } => tokio::time::sleep(hold).await,
+        }
+    }
+
+    /// Samples room for one task.
+    fn capacity(self) -> usize {
+        match self {
+            Load::Rounds(n) => n,
+            Load::Continuous { .. } => 1024,
+        }
+    }
+}
+
+/// `tasks` tasks each take `key` as `load` says.
+async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, load: Load) -> Vec<Sample> {
+    let samples = Arc::new(std::sync::Mutex::new(Vec::with_capacity(
+        tasks * load.capacity(),
+    )));
     let locker = Locker::builder()
         .url(url)
         .prefix("bench")
@@ -383,12 +450,16 @@ async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize)
         let (samples, barrier, key) = (samples.clone(), barrier.clone(), key.to_owned());
         handles.push(tokio::spawn(async move {
             barrier.wait().await;
-            for _ in 0..rounds {
+            let start = Instant::now();
+            let mut done = 0;
+            while load.more(done, start) {
+                done += 1;
                 let asked = monotonic_ns();
                 let sample = match which {
                     Impl::Ours => {
                         let guard = locker.lock(key.as_str()).acquire().await.expect("acquire");
                         let got = monotonic_ns();
+                        load.critical_section().await;
                         let released = monotonic_ns();
                         guard.release().await.expect("release");
                         Sample {
@@ -401,6 +472,7 @@ async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize)
                         let tok = token();
                         naive.lock(&key, &tok).await;
                         let got = monotonic_ns();
+                        load.critical_section().await;
                         let released = monotonic_ns();
                         naive.unlock(&key, &tok).await;
                         Sample {
@@ -415,6 +487,7 @@ async fn hot_key(which: Impl, url: &str, key: &str, tasks: usize, rounds: usize)
                             .await
                             .expect("rslock acquire");
                         let got = monotonic_ns();
+                        load.critical_section().await;
                         let released = monotonic_ns();
                         rslock.unlock(&lock).await;
                         Sample {
@@ -478,22 +551,23 @@ fn hot_stats(mut samples: Vec<Sample>) -> HotStats {
     }
 }
 
-/// Runs the hot-key load in `processes` worker processes with `tasks` tasks each.
+/// Runs the hot-key load in `processes` worker processes with `tasks` tasks each; the
+/// samples of each process.
 fn hot_key_processes(
     which: Impl,
     url: &str,
     key: &str,
     processes: usize,
     tasks: usize,
-    rounds: usize,
-) -> Vec<Sample> {
+    load: Load,
+) -> Vec<Vec<Sample>> {
     let exe = std::env::current_exe().expect("own path");
     let mut children: Vec<_> = (0..processes)
         .map(|_| {
             Command::new(&exe)
                 .args(["--worker", which.name(), url, key])
                 .arg(tasks.to_string())
-                .arg(rounds.to_string())
+                .arg(load.arg())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -513,8 +587,9 @@ fn hot_key_processes(
     for c in &mut children {
         writeln!(c.stdin.as_mut().expect("stdin"), "go").expect("start worker");
     }
-    let mut samples = Vec::new();
+    let mut per_process = Vec::new();
     for (mut c, r) in children.into_iter().zip(readers) {
+        let mut samples = Vec::new();
         for line in r.lines() {
             let line = line.expect("worker output");
             let v: Vec<u64> = line
@@ -528,25 +603,24 @@ fn hot_key_processes(
             });
         }
         assert!(c.wait().expect("worker").success(), "worker failed");
+        per_process.push(samples);
     }
-    samples
+    per_process
 }
 
 async fn worker(args: &[String]) {
-    let [which, url, key, tasks, rounds] = args else {
-        panic!("worker arguments: IMPL URL KEY TASKS ROUNDS");
+    let [which, url, key, tasks, load] = args else {
+        panic!("worker arguments: IMPL URL KEY TASKS LOAD");
     };
     let which = Impl::parse(which);
-    let (tasks, rounds) = (
-        tasks.parse().expect("tasks"),
-        rounds.parse().expect("rounds"),
-    );
+    let tasks = tasks.parse().expect("tasks");
+    let load = Load::parse(load);
     // Connect before the start signal, so all processes begin together.
     let _warm = Locker::connect(url).await.expect("connect");
     println!("ready");
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).expect("go");
-    let samples = hot_key(which, url, key, tasks, rounds).await;
+    let samples = hot_key(which, url, key, tasks, load).await;
     let mut out = std::io::stdout().lock();
     for s in samples {
         writeln!(out, "{} {} {}", s.asked, s.got, s.released).expect("write");
@@ -584,15 +658,17 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
         for which in [Impl::Ours, Impl::Naive, Impl::Rslock] {
             let key = format!("hot-{}-{processes}", which.name());
             let before = srv.info_stat("total_commands_processed").await;
+            let load = Load::Rounds(rounds);
             let samples = if processes == 1 {
-                hot_key(which, &url, &key, tasks, rounds).await
+                hot_key(which, &url, &key, tasks, load).await
             } else {
                 let url = url.clone();
                 tokio::task::spawn_blocking(move || {
-                    hot_key_processes(which, &url, &key, processes, tasks, rounds)
+                    hot_key_processes(which, &url, &key, processes, tasks, load)
                 })
                 .await
                 .expect("workers")
+                .concat()
             };
             let after = srv.info_stat("total_commands_processed").await;
             let n = samples.len() as f64;
@@ -665,6 +741,164 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
             "PING round trip p50",
             "us",
         );
+    }
+}
+
+/// Scenario 5's runs: one process (the baseline), then two and four on the same key.
+const FAIRNESS_PROCESSES: [usize; 3] = [1, 2, 4];
+const FAIRNESS_TASKS: usize = 16;
+
+/// Scenario 5's critical sections: a yield (what the lock itself costs), and a 1 ms sleep, the
+/// shop's payment (`PAYMENT_TIME`), with which issue 21's starvation shows in full.
+const FAIRNESS_HOLDS: [(Duration, &str); 2] = [
+    (Duration::ZERO, "yield held"),
+    (Duration::from_millis(1), "1 ms held"),
+];
+
+/// Scenario 5's rounds: the runs take turns, so that a stall of the machine (another
+/// build on a shared VM) falls on all of them alike, and most figures are the median round's;
+/// one stall in the one-process run would otherwise set the baseline's wait max.
+const FAIRNESS_ROUNDS: usize = 3;
+
+/// One round of one process count: all its processes together, and each of them.
+struct FairRound {
+    all: HotStats,
+    each: Vec<HotStats>,
+}
+
+impl FairRound {
+    fn new(per_process: &[Vec<Sample>]) -> FairRound {
+        let all = hot_stats(per_process.concat());
+        let total = per_process.iter().map(Vec::len).sum::<usize>() as f64;
+        // Each process's rate over the round's common window, so that they add up to the
+        // total (a process's own window stretches when its last acquisition came late).
+        let each = per_process
+            .iter()
+            .map(|samples| HotStats {
+                per_sec: all.per_sec * samples.len() as f64 / total,
+                ..hot_stats(samples.clone())
+            })
+            .collect();
+        FairRound { all, each }
+    }
+
+    /// The slowest and the fastest process's acquisitions/s.
+    fn slowest_fastest(&self) -> (f64, f64) {
+        let rates = self.each.iter().map(|p| p.per_sec);
+        (
+            rates.clone().fold(f64::INFINITY, f64::min),
+            rates.fold(0.0, f64::max),
+        )
+    }
+}
+
+/// One figure of a round.
+type Figure = fn(&FairRound) -> f64;
+
+/// The round whose `key` is the median (the upper one of an even count).
+fn median_round(rounds: &[FairRound], key: impl Fn(&FairRound) -> f64) -> &FairRound {
+    let mut sorted: Vec<&FairRound> = rounds.iter().collect();
+    sorted.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    sorted[sorted.len() / 2]
+}
+
+fn median_of(rounds: &[FairRound], key: impl Fn(&FairRound) -> f64) -> f64 {
+    key(median_round(rounds, &key))
+}
+
+/// Scenario 5: 1, 2 and 4 processes of 16 tasks each take one hot key in a loop, with each
+/// critical section, in turns over a few rounds of `duration` in all per run; whether any
+/// process is starved, against the one-process run (issue 21).
+async fn scenario_fairness(report: &mut Report, url: &str, duration: Duration) {
+    let window = duration / FAIRNESS_ROUNDS as u32;
+    // runs[hold][process count][round]
+    let mut runs: Vec<Vec<Vec<FairRound>>> = FAIRNESS_HOLDS
+        .iter()
+        .map(|_| FAIRNESS_PROCESSES.iter().map(|_| Vec::new()).collect())
+        .collect();
+    for round in 0..FAIRNESS_ROUNDS {
+        for (by_count, (hold, _)) in runs.iter_mut().zip(FAIRNESS_HOLDS) {
+            for (run, processes) in by_count.iter_mut().zip(FAIRNESS_PROCESSES) {
+                let key = format!("fair-{}-{processes}-{round}", hold.as_micros());
+                let url = url.to_owned();
+                let load = Load::Continuous { run: window, hold };
+                let per_process = tokio::task::spawn_blocking(move || {
+                    hot_key_processes(Impl::Ours, &url, &key, processes, FAIRNESS_TASKS, load)
+                })
+                .await
+                .expect("workers");
+                run.push(FairRound::new(&per_process));
+            }
+        }
+    }
+    for (by_count, (_, held)) in runs.iter().zip(FAIRNESS_HOLDS) {
+        report_fairness(report, held, by_count);
+    }
+}
+
+/// Scenario 5's rows for one critical section: `runs[i]` are the rounds of
+/// `FAIRNESS_PROCESSES[i]` processes.
+fn report_fairness(report: &mut Report, held: &str, runs: &[Vec<FairRound>]) {
+    let one = &runs[0];
+    let vs_one = format!("1 process x {FAIRNESS_TASKS} tasks, same run");
+    let whole_run_max =
+        |rounds: &[FairRound]| rounds.iter().map(|r| r.all.wait_max_ms).fold(0.0, f64::max);
+    for (rounds, processes) in runs.iter().zip(FAIRNESS_PROCESSES).skip(1) {
+        let scenario =
+            format!("5 no starving, {processes} processes x {FAIRNESS_TASKS} tasks, {held}");
+        let s = scenario.as_str();
+        let medians: [(&str, &str, Figure); 3] = [
+            ("wait max", "ms", |r| r.all.wait_max_ms),
+            ("wait p99", "ms", |r| r.all.wait_p99_ms),
+            ("total acquisitions/s", "acq/s", |r| r.all.per_sec),
+        ];
+        for (metric, unit, key) in medians {
+            let metric = format!("{metric} (median round)");
+            report.add(
+                s,
+                &metric,
+                median_of(rounds, key),
+                median_of(one, key),
+                &vs_one,
+                unit,
+            );
+        }
+        report.add(
+            s,
+            "wait max (whole run)",
+            whole_run_max(rounds),
+            whole_run_max(one),
+            &vs_one,
+            "ms",
+        );
+        let evenness = |r: &FairRound| {
+            let (slowest, fastest) = r.slowest_fastest();
+            slowest / fastest
+        };
+        let median = median_round(rounds, evenness);
+        let (slowest, fastest) = median.slowest_fastest();
+        report.add(
+            s,
+            "acq/s, slowest process (median round)",
+            slowest,
+            fastest,
+            "fastest process",
+            "acq/s",
+        );
+        // Each process of the round with the median evenness, against the one-process
+        // run's median round.
+        for (i, p) in median.each.iter().enumerate() {
+            let metric = |m: &str| format!("process {}: {m}", i + 1);
+            let rows: [(&str, f64, Figure, &str); 4] = [
+                ("acquisitions/s", p.per_sec, |r| r.all.per_sec, "acq/s"),
+                ("wait p50", p.wait_p50_ms, |r| r.all.wait_p50_ms, "ms"),
+                ("wait p99", p.wait_p99_ms, |r| r.all.wait_p99_ms, "ms"),
+                ("wait max", p.wait_max_ms, |r| r.all.wait_max_ms, "ms"),
+            ];
+            for (name, ours, key, unit) in rows {
+                report.add(s, &metric(name), ours, median_of(one, key), &vs_one, unit);
+            }
+        }
     }
 }
 
@@ -851,6 +1085,43 @@ async fn scenario_redlock(
     }
 }
 
+/// The scenarios, in the order they run; `--only` picks some by name or number.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Scenario {
+    Uncontended,
+    HotKey,
+    Attribute,
+    Redlock,
+    Fairness,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 5] = [
+        Scenario::Uncontended,
+        Scenario::HotKey,
+        Scenario::Attribute,
+        Scenario::Redlock,
+        Scenario::Fairness,
+    ];
+
+    fn parse(s: &str) -> Scenario {
+        match s {
+            "1" | "uncontended" => Scenario::Uncontended,
+            "2" | "hot-key" => Scenario::HotKey,
+            "3" | "attribute" => Scenario::Attribute,
+            "4" | "redlock" => Scenario::Redlock,
+            "5" | "fairness" => Scenario::Fairness,
+            other => {
+                eprintln!(
+                    "unknown scenario {other:?}: --only takes a comma-separated list of \
+                     uncontended, hot-key, attribute, redlock, fairness (or 1 to 5)"
+                );
+                std::process::exit(2)
+            }
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -874,19 +1145,40 @@ async fn main() {
         (Duration::from_secs(3), 20, 2000)
     };
 
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .map(|i| args.get(i + 1).expect("--only needs a scenario").as_str());
+    let scenarios: Vec<Scenario> = match only {
+        Some(names) => names.split(',').map(Scenario::parse).collect(),
+        None => Scenario::ALL.to_vec(),
+    };
+
     eprintln!("starting redis-servers...");
     let main_server = RedisServer::start().await;
-    let nodes = RedisServer::start_many(5).await;
+    let nodes = if scenarios.contains(&Scenario::Redlock) {
+        RedisServer::start_many(5).await
+    } else {
+        Vec::new()
+    };
     let url = main_server.url();
     println!(
         "{:<28} {:<34} {:>12} {:>12} {:>7}  unit (baseline)",
         "scenario", "metric", "ours", "baseline", "ratio"
     );
     let mut report = Report { rows: Vec::new() };
-    scenario_uncontended(&mut report, &url, duration).await;
-    scenario_hot_key(&mut report, &main_server, rounds).await;
-    scenario_macro(&mut report, &url, duration).await;
-    scenario_redlock(&mut report, &url, &nodes, iterations).await;
+    for scenario in Scenario::ALL {
+        if !scenarios.contains(&scenario) {
+            continue;
+        }
+        match scenario {
+            Scenario::Uncontended => scenario_uncontended(&mut report, &url, duration).await,
+            Scenario::HotKey => scenario_hot_key(&mut report, &main_server, rounds).await,
+            Scenario::Attribute => scenario_macro(&mut report, &url, duration).await,
+            Scenario::Redlock => scenario_redlock(&mut report, &url, &nodes, iterations).await,
+            Scenario::Fairness => scenario_fairness(&mut report, &url, duration).await,
+        }
+    }
     if let Some(dir) = std::path::Path::new(&out).parent() {
         let _ = std::fs::create_dir_all(dir);
     }
