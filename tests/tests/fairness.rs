@@ -68,10 +68,12 @@ fn longest_runs_while_waiting(history: &History, workers: usize) -> Vec<usize> {
         .collect()
 }
 
-async fn processes_take_turns(processes: usize) {
-    let locks = RedisServer::start().await;
-    let resource = RedisServer::start().await;
-    let spec = WorkerSpec::new(&locks.url(), &resource.url())
+async fn processes_take_turns(processes: usize, nodes: usize) {
+    let mut servers = RedisServer::start_many(nodes + 1).await;
+    let resource = servers.pop().expect("started");
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let spec = WorkerSpec::new(&urls[0], &resource.url())
+        .urls(&urls)
         .tasks(16)
         .duration(Duration::from_secs(4))
         .lease(Duration::from_secs(2))
@@ -80,19 +82,20 @@ async fn processes_take_turns(processes: usize) {
         .hold(Duration::from_millis(1), 1)
         .gap(Duration::ZERO)
         .current_thread(false);
-    let mut run = Run::new(&format!("fairness_{processes}"));
+    let mut run = Run::new(&format!("fairness_{processes}_{nodes}"));
     for _ in 0..processes {
         run.spawn(&spec);
     }
     run.wait_all(Duration::from_secs(60)).await;
-    let (history, report) = run.check_and_record(&format!("fairness, {processes} processes"));
+    let (history, report) =
+        run.check_and_record(&format!("fairness, {processes} processes, {nodes} nodes"));
     assert!(report.violations.is_empty(), "{report}");
 
     let per_worker: Vec<usize> = (0..processes)
         .map(|w| history.holds_of(w).filter(|h| h.ok.is_some()).count())
         .collect();
     let runs = longest_runs_while_waiting(&history, processes);
-    eprintln!("fairness, {processes} processes: holds {per_worker:?}, longest runs of others' holds while waiting {runs:?}");
+    eprintln!("fairness, {processes} processes, {nodes} nodes: holds {per_worker:?}, longest runs of others' holds while waiting {runs:?}");
     assert!(
         per_worker.iter().all(|&n| n > 0),
         "a process never got the lock: {per_worker:?}"
@@ -112,10 +115,18 @@ async fn processes_take_turns(processes: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_under_continuous_load_take_turns() {
-    processes_take_turns(2).await;
+    processes_take_turns(2, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_under_continuous_load_take_turns() {
-    processes_take_turns(4).await;
+    processes_take_turns(4, 1).await;
+}
+
+/// On a RedLock each master keeps its own queue; the waiters register on all of them in
+/// parallel, so the masters agree on who is next (when they do not, nobody reaches a
+/// majority until the window ends, and the next release tries again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_a_redlock_take_turns() {
+    processes_take_turns(2, 3).await;
 }
