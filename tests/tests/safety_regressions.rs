@@ -126,3 +126,57 @@ async fn a_reentered_guard_ends_with_its_outer_holding() {
     }
     b.release().await.expect("b release");
 }
+
+/// Batched scripts: a command that fails for one lock (here a key of the wrong type under
+/// the prefix) used to abort the whole script after it had applied the locks before it, and
+/// every caller of the batch got `Unavailable`. Now each caller gets its own outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_failing_lock_in_a_batch_fails_only_its_caller() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url(), Duration::from_secs(2)).await;
+    let mut conn = srv.conn().await;
+    let _: () = conn
+        .hset("leasehold:lock:{wrong-type}", "f", "v")
+        .await
+        .unwrap();
+    for round in 0..5 {
+        // More concurrent acquires than calls in flight: they go in shared batches, the bad
+        // one among them.
+        let mut tasks = Vec::new();
+        for i in 0..200 {
+            let locker = locker.clone();
+            let key = if i == 100 {
+                "wrong-type".to_owned()
+            } else {
+                format!("good-{round}-{i}")
+            };
+            tasks.push(tokio::spawn(async move {
+                let outcome = locker
+                    .lock(key.clone())
+                    .wait(Duration::ZERO)
+                    .acquire()
+                    .await;
+                (key, outcome)
+            }));
+        }
+        let mut guards = Vec::new();
+        for task in tasks {
+            let (key, outcome) = task.await.unwrap();
+            match outcome {
+                Ok(guard) => {
+                    assert_ne!(key, "wrong-type");
+                    guards.push(guard);
+                }
+                Err(e) if key == "wrong-type" => {
+                    assert!(e.is_unavailable(), "{e}");
+                    assert!(e.to_string().contains("WRONGTYPE"), "{e}");
+                }
+                Err(e) => panic!("round {round}: a good lock failed with the bad one: {e}"),
+            }
+        }
+        assert_eq!(guards.len(), 199);
+        for guard in guards {
+            guard.release().await.expect("release");
+        }
+    }
+}

@@ -127,7 +127,7 @@ impl Backend {
                 .collect()
         };
         match self {
-            Backend::Redis(b) => b.renew(batch).await.map(yes_no),
+            Backend::Redis(b) => b.renew(batch).await,
             Backend::RedLock(b) => Ok(b.renew(batch).await),
             Backend::Memory(b) => Ok(yes_no(b.renew(batch))),
         }

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use super::batch::{self, Item, Queue};
 use super::revive::{Revival, Step};
-use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
+use super::{AcquireRequest, Attempt, Renewal, Renewed, WakeSubscription};
 use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
 use crate::token::OwnerToken;
@@ -233,6 +233,14 @@ impl Core {
             Ok(outs.pop().expect("one answer per request"))
         }
     }
+
+    /// [`Core::request`] for items that answer each caller with a result of its own.
+    async fn request_each<O, T: Item<Core, Out = Result<O, LockError>>>(
+        self: &Arc<Self>,
+        item: T,
+    ) -> Result<O, LockError> {
+        self.request(item).await?
+    }
 }
 
 /// One acquire, as it waits for its batch.
@@ -248,13 +256,14 @@ struct AcquireItem {
 }
 
 impl Item<Core> for AcquireItem {
-    type Out = Attempt;
+    /// Each caller's own outcome: one lock's failure is not the batch's.
+    type Out = Result<Attempt, LockError>;
 
     fn queue(core: &Core) -> &Queue<Self, Core> {
         &core.acquires
     }
 
-    async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<Attempt>, LockError> {
+    async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<Self::Out>, LockError> {
         let mut inv = ACQUIRE.prepare_invoke();
         inv.arg(items[0].fence_ttl_ms)
             .arg(&core.contender)
@@ -270,38 +279,35 @@ impl Item<Core> for AcquireItem {
                 .arg(it.interest_ms)
                 .arg(u8::from(it.queued));
         }
-        let flat: Vec<i64> = core.run(inv).await?;
+        let flat: Vec<redis::Value> = core.run(inv).await?;
         if flat.len() != items.len() * 2 {
-            return Err(LockError::unavailable(
-                format!(
-                    "redis at {} answered the acquire script with a malformed reply",
-                    core.endpoint
-                ),
-                None,
-            ));
+            return Err(malformed(&core.endpoint, "acquire"));
         }
         Ok(flat
             .chunks(2)
             .map(|answer| match answer {
-                [1, top] => Attempt::Granted { top: *top as u64 },
-                [_, pttl] => Attempt::Held {
+                [redis::Value::Int(1), redis::Value::Int(top)] => {
+                    Ok(Attempt::Granted { top: *top as u64 })
+                }
+                [redis::Value::Int(0), redis::Value::Int(pttl)] => Ok(Attempt::Held {
                     remaining: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
-                },
+                }),
+                [_, failure] => Err(refused(&core.endpoint, "acquire", failure)),
                 _ => unreachable!("chunks of two"),
             })
             .collect())
     }
 
-    fn abandoned(core: &Arc<Core>, item: Self, out: Attempt) {
+    fn abandoned(core: &Arc<Core>, item: Self, out: Self::Out) {
         // The caller is gone, but the lock is taken in its name: give it back.
-        if let Attempt::Granted { .. } = out {
+        if let Ok(Attempt::Granted { .. }) = out {
             let core = core.clone();
             let release = ReleaseItem {
                 keys: item.keys,
                 token: item.token,
             };
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move { core.request(release).await });
+                runtime.spawn(async move { core.request_each(release).await });
             }
         }
     }
@@ -314,13 +320,14 @@ struct ReleaseItem {
 }
 
 impl Item<Core> for ReleaseItem {
-    type Out = bool;
+    /// Each caller's own outcome: one lock's failure is not the batch's.
+    type Out = Result<bool, LockError>;
 
     fn queue(core: &Core) -> &Queue<Self, Core> {
         &core.releases
     }
 
-    async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<bool>, LockError> {
+    async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<Self::Out>, LockError> {
         let mut inv = RELEASE.prepare_invoke();
         inv.arg(core.conn.publish_command())
             .arg(&core.contender)
@@ -332,11 +339,20 @@ impl Item<Core> for ReleaseItem {
                 .arg(it.token.as_bytes())
                 .arg(&it.keys.wake);
         }
-        let released: Vec<i64> = core.run(inv).await?;
-        Ok(released.into_iter().map(|r| r == 1).collect())
+        let released: Vec<redis::Value> = core.run(inv).await?;
+        if released.len() != items.len() {
+            return Err(malformed(&core.endpoint, "release"));
+        }
+        Ok(released
+            .iter()
+            .map(|answer| match answer {
+                redis::Value::Int(r) => Ok(*r == 1),
+                failure => Err(refused(&core.endpoint, "release", failure)),
+            })
+            .collect())
     }
 
-    fn abandoned(_: &Arc<Core>, _: Self, _: bool) {}
+    fn abandoned(_: &Arc<Core>, _: Self, _: Self::Out) {}
 }
 
 impl RedisBackend {
@@ -577,7 +593,7 @@ impl RedisBackend {
             },
             queued: req.queued,
         };
-        let attempt = self.core.request(item).await?;
+        let attempt = self.core.request_each(item).await?;
         #[cfg(feature = "sentinel")]
         if let Attempt::Granted { .. } = attempt {
             if self.min_replicas > 0 {
@@ -623,10 +639,10 @@ impl RedisBackend {
             keys: keys.clone(),
             token: token.clone(),
         };
-        self.core.request(item).await
+        self.core.request_each(item).await
     }
 
-    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
+    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
         if !self.core.conn.is_cluster() {
             return self.renew_together(batch).await;
         }
@@ -651,7 +667,7 @@ impl RedisBackend {
             self.renew_together(&part).await
         });
         let answers = super::redlock::join_all(calls).await;
-        let mut renewed = vec![false; batch.len()];
+        let mut renewed = vec![Renewed::Unknown; batch.len()];
         for (group, answer) in groups.iter().zip(answers) {
             for (&i, ok) in group.iter().zip(answer?) {
                 renewed[i] = ok;
@@ -660,15 +676,29 @@ impl RedisBackend {
         Ok(renewed)
     }
 
-    async fn renew_together(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
+    async fn renew_together(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
         let mut inv = RENEW.prepare_invoke();
         for r in batch {
             inv.key(&r.keys.lock)
                 .arg(r.token.as_bytes())
                 .arg(millis(r.lease));
         }
-        let renewed: Vec<i64> = self.run(inv).await?;
-        Ok(renewed.into_iter().map(|r| r == 1).collect())
+        let renewed: Vec<redis::Value> = self.run(inv).await?;
+        if renewed.len() != batch.len() {
+            return Err(malformed(&self.core.endpoint, "renew"));
+        }
+        Ok(renewed
+            .iter()
+            .map(|answer| match answer {
+                redis::Value::Int(1) => Renewed::Yes,
+                redis::Value::Int(_) => Renewed::No,
+                failure => {
+                    let e = refused(&self.core.endpoint, "renew", failure);
+                    tracing::warn!(error = %e, "a renewal failed; trying again while the lease lasts");
+                    Renewed::Unknown
+                }
+            })
+            .collect())
     }
 
     /// `(held, pttl, waiters, fence)` of one lock (see inspect.lua).
@@ -1082,6 +1112,32 @@ pub(crate) fn eviction_risk(config: &HashMap<String, String>) -> Option<String> 
              (or a Redis instance of its own for locks)"
         )
     })
+}
+
+/// A reply of a lock script that does not have the documented shape.
+fn malformed(endpoint: &Endpoint, script: &str) -> LockError {
+    LockError::unavailable(
+        format!("redis at {endpoint} answered the {script} script with a malformed reply"),
+        None,
+    )
+}
+
+/// The error of one lock in a batched script: the server refused one of its commands (out
+/// of memory, a key of the wrong type under the prefix). Only that lock's caller gets it.
+fn refused(endpoint: &Endpoint, script: &str, failure: &redis::Value) -> LockError {
+    let detail = match failure {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        other => format!("{other:?}"),
+    };
+    LockError::unavailable(
+        format!(
+            "redis at {endpoint} refused a command of the {script} script for this lock: \
+             {detail} (is the server out of memory, or does another program write keys under \
+             the lock prefix?)"
+        ),
+        None,
+    )
 }
 
 fn millis(d: Duration) -> u64 {

@@ -133,10 +133,10 @@ impl RedLockBackend {
                 let mut yes = 0;
                 let mut no = 0;
                 for answer in &answers {
-                    match answer {
-                        Ok(flags) if flags[i] => yes += 1,
-                        Ok(_) => no += 1,
-                        Err(_) => {}
+                    match answer.as_ref().map(|each| each[i]) {
+                        Ok(Renewed::Yes) => yes += 1,
+                        Ok(Renewed::No) => no += 1,
+                        Ok(Renewed::Unknown) | Err(_) => {}
                     }
                 }
                 if yes >= quorum {

@@ -27,7 +27,9 @@
 --   1, top   when the lock was free (or left to us) and is now ours; the fencing tokens
 --            top - reserved + 1 .. top are ours to hand out, in increasing order;
 --   0, pttl  when someone else holds it, with its remaining lease in milliseconds
---            (-1 when the key has no expiry, set by hand outside this library).
+--            (-1 when the key has no expiry, set by hand outside this library);
+--   -1, msg  when a command failed for this lock (out of memory, a key of the wrong type):
+--            the error, for this caller alone; the other locks of the batch are unaffected.
 -- Two acquires of the same lock in one batch: the first one gets it.
 local fence_ttl, me, queue_ttl = ARGV[1], ARGV[2], ARGV[3]
 local out = {}
@@ -39,14 +41,12 @@ local function clock_ms()
   end
   return now_ms
 end
-for i = 1, #KEYS / 4 do
+local function acquire_one(i)
   local lock, fence, queue, interest = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local a = 5 * i - 1
   local token, lease, count = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
   local wait_ms, queued = tonumber(ARGV[a + 3]), ARGV[a + 4]
-  local granted = false
   if redis.call('SET', lock, token, 'NX', 'PX', lease) then
-    granted = true
     if queued == '1' then
       redis.call('ZREM', queue, me)
       redis.call('ZREM', interest, me)
@@ -62,7 +62,6 @@ for i = 1, #KEYS / 4 do
         value = token .. '+'
       end
       redis.call('SET', lock, value, 'PX', lease)
-      granted = true
     else
       if holder and #holder == 32 then
         redis.call('APPEND', lock, '+')
@@ -75,13 +74,18 @@ for i = 1, #KEYS / 4 do
         redis.call('PEXPIRE', queue, queue_ttl)
         redis.call('PEXPIRE', interest, queue_ttl)
       end
-      out[2 * i - 1] = 0
-      out[2 * i] = redis.call('PTTL', lock)
+      return 0, redis.call('PTTL', lock)
     end
   end
-  if granted then
-    out[2 * i - 1] = 1
-    out[2 * i] = reserve_fences(fence, count, fence_ttl)
+  return 1, reserve_fences(fence, count, fence_ttl)
+end
+for i = 1, #KEYS / 4 do
+  local ok, answer, value = pcall(acquire_one, i)
+  if ok then
+    out[2 * i - 1], out[2 * i] = answer, value
+  else
+    out[2 * i - 1] = -1
+    out[2 * i] = type(answer) == 'table' and answer.err or tostring(answer)
   end
 end
 return out

@@ -20,7 +20,9 @@
 --
 -- Returns a list with one entry per lock: 1 when it was ours and is now free (or left to
 --                                         the next process in line);
---                                         0 when it was not ours any more (nothing changed).
+--                                         0 when it was not ours any more (nothing changed);
+--                                         an error message when a command failed for this
+--                                         lock (the others of the batch are unaffected).
 local publish, me, window = ARGV[1], ARGV[2], ARGV[3]
 local now_ms
 local function clock_ms()
@@ -38,14 +40,13 @@ local function next_in_line(queue, interest)
   redis.call('ZREM', interest, unpack(gone))
   return redis.call('ZRANGE', queue, 0, 0)[1]
 end
-local out = {}
-for i = 1, #KEYS / 3 do
+local function release_one(i)
   local lock, queue, interest = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   local token, wake = ARGV[2 * i + 2], ARGV[2 * i + 3]
   local holder = redis.call('GET', lock)
   if holder == token then
     redis.call('DEL', lock)
-    out[i] = 1
+    return 1
   elseif holder == token .. '+' then
     local next = next_in_line(queue, interest)
     if next then
@@ -54,9 +55,17 @@ for i = 1, #KEYS / 3 do
       redis.call('DEL', lock)
     end
     redis.call(publish, wake, '')
-    out[i] = 1
+    return 1
+  end
+  return 0
+end
+local out = {}
+for i = 1, #KEYS / 3 do
+  local ok, answer = pcall(release_one, i)
+  if ok then
+    out[i] = answer
   else
-    out[i] = 0
+    out[i] = type(answer) == 'table' and answer.err or tostring(answer)
   end
 end
 return out

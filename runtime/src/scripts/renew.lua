@@ -8,16 +8,25 @@
 -- acquire.lua).
 --
 -- Returns a list with one entry per key: 1 when the lease was ours and is extended,
---                                        0 when it was not ours any more (nothing changed).
-local renewed = {}
-for i, key in ipairs(KEYS) do
-  local token = ARGV[2 * i - 1]
+--                                        0 when it was not ours any more (nothing changed),
+--                                        an error message when a command failed for this
+--                                        key (the others of the batch are unaffected).
+local function renew_one(i)
+  local key, token = KEYS[i], ARGV[2 * i - 1]
   local holder = redis.call('GET', key)
   if holder == token or holder == token .. '+' then
     redis.call('PEXPIRE', key, ARGV[2 * i])
-    renewed[i] = 1
+    return 1
+  end
+  return 0
+end
+local renewed = {}
+for i = 1, #KEYS do
+  local ok, answer = pcall(renew_one, i)
+  if ok then
+    renewed[i] = answer
   else
-    renewed[i] = 0
+    renewed[i] = type(answer) == 'table' and answer.err or tostring(answer)
   end
 end
 return renewed
