@@ -7,6 +7,8 @@ pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;
 mod revive;
+#[cfg(test)]
+pub(crate) mod scripted;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
 
@@ -66,6 +68,9 @@ pub(crate) enum Backend {
     Redis(redis::RedisBackend),
     RedLock(redlock::RedLockBackend),
     Memory(memory::MemoryBackend),
+    /// A store whose answers a test scripts (see [`scripted`]).
+    #[cfg(test)]
+    Scripted(scripted::ScriptedBackend),
 }
 
 impl Backend {
@@ -75,6 +80,8 @@ impl Backend {
     pub(crate) fn session(&self) -> Option<crate::lease::Session> {
         match self {
             Backend::Redis(b) => b.session(),
+            #[cfg(test)]
+            Backend::Scripted(b) => b.session(),
             _ => None,
         }
     }
@@ -92,6 +99,8 @@ impl Backend {
                 Backend::Redis(b) => b.acquire(req).await,
                 Backend::RedLock(b) => b.acquire(req).await,
                 Backend::Memory(b) => Ok(b.acquire(req)),
+                #[cfg(test)]
+                Backend::Scripted(b) => b.acquire(req).await,
             }
         })
     }
@@ -107,6 +116,8 @@ impl Backend {
             Backend::Redis(b) => b.release(keys, token).await,
             Backend::RedLock(b) => b.release(keys, token).await,
             Backend::Memory(b) => Ok(b.release(keys, token)),
+            #[cfg(test)]
+            Backend::Scripted(b) => b.release(keys, token).await,
         }
     }
 
@@ -122,6 +133,8 @@ impl Backend {
             Backend::Redis(b) => b.renew(batch).await.map(yes_no),
             Backend::RedLock(b) => Ok(b.renew(batch).await),
             Backend::Memory(b) => Ok(yes_no(b.renew(batch))),
+            #[cfg(test)]
+            Backend::Scripted(b) => b.renew(batch).await.map(yes_no),
         }
     }
 
@@ -132,6 +145,8 @@ impl Backend {
             Backend::Redis(b) => b.subscribe(keys).await,
             Backend::RedLock(b) => b.subscribe(keys).await,
             Backend::Memory(b) => Ok(b.subscribe(keys)),
+            #[cfg(test)]
+            Backend::Scripted(b) => b.subscribe(keys).await,
         }
     }
 }
