@@ -67,6 +67,8 @@ mod inspect;
 mod key;
 mod lease;
 mod locker;
+#[cfg(test)]
+mod model_tests;
 mod observe;
 mod queue;
 mod reentrant;

@@ -148,6 +148,14 @@ impl Locker {
         )
     }
 
+    /// A locker on a store whose answers the test scripts; lockers built on clones of one
+    /// [`ScriptedBackend`](crate::backend::scripted::ScriptedBackend) stand for processes
+    /// sharing one Redis.
+    #[cfg(test)]
+    pub(crate) fn scripted(store: crate::backend::scripted::ScriptedBackend) -> Locker {
+        Locker::with_backend(Backend::Scripted(store), LockerBuilder::default())
+    }
+
     fn with_backend(backend: Backend, b: LockerBuilder) -> Locker {
         Locker {
             inner: Arc::new(Inner {
@@ -208,6 +216,8 @@ impl fmt::Debug for Locker {
                 format!("redlock over {}", nodes.join(", "))
             }
             Backend::Memory(_) => "in memory".to_owned(),
+            #[cfg(test)]
+            Backend::Scripted(_) => "scripted".to_owned(),
         };
         f.debug_struct("Locker")
             .field("store", &store)

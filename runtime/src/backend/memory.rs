@@ -105,6 +105,14 @@ impl MemoryBackend {
     }
 }
 
+#[cfg(test)]
+impl MemoryBackend {
+    /// Forgets every lock, as a server that restarted empty would; fence counters stay.
+    pub(crate) fn forget_locks(&self) {
+        self.state.lock().unwrap().locks.clear();
+    }
+}
+
 impl State {
     fn owns(&self, lock: &str, token: &OwnerToken, now: Instant) -> bool {
         self.locks

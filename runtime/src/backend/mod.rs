@@ -7,6 +7,8 @@ pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;
 mod revive;
+#[cfg(test)]
+pub(crate) mod scripted;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
 
@@ -74,6 +76,9 @@ pub(crate) enum Backend {
     Redis(redis::RedisBackend),
     RedLock(redlock::RedLockBackend),
     Memory(memory::MemoryBackend),
+    /// A store whose answers a test scripts (see [`scripted`]).
+    #[cfg(test)]
+    Scripted(scripted::ScriptedBackend),
 }
 
 impl Backend {
@@ -83,6 +88,8 @@ impl Backend {
     pub(crate) fn session(&self) -> Option<crate::lease::Session> {
         match self {
             Backend::Redis(b) => b.session(),
+            #[cfg(test)]
+            Backend::Scripted(b) => b.session(),
             _ => None,
         }
     }
@@ -100,6 +107,8 @@ impl Backend {
                 Backend::Redis(b) => b.acquire(req).await,
                 Backend::RedLock(b) => b.acquire(req).await,
                 Backend::Memory(b) => Ok(b.acquire(req)),
+                #[cfg(test)]
+                Backend::Scripted(b) => b.acquire(req).await,
             }
         })
     }
@@ -115,6 +124,8 @@ impl Backend {
             Backend::Redis(b) => b.release(keys, token).await,
             Backend::RedLock(b) => b.release(keys, token).await,
             Backend::Memory(b) => Ok(b.release(keys, token)),
+            #[cfg(test)]
+            Backend::Scripted(b) => b.release(keys, token).await,
         }
     }
 
@@ -130,6 +141,8 @@ impl Backend {
             Backend::Redis(b) => b.renew(batch).await,
             Backend::RedLock(b) => Ok(b.renew(batch).await),
             Backend::Memory(b) => Ok(yes_no(b.renew(batch))),
+            #[cfg(test)]
+            Backend::Scripted(b) => b.renew(batch).await.map(yes_no),
         }
     }
 
@@ -140,6 +153,8 @@ impl Backend {
             Backend::Redis(b) => b.subscribe(keys).await,
             Backend::RedLock(b) => b.subscribe(keys).await,
             Backend::Memory(b) => Ok(b.subscribe(keys)),
+            #[cfg(test)]
+            Backend::Scripted(b) => b.subscribe(keys).await,
         }
     }
 }

@@ -1,0 +1,187 @@
+//! A lock store for tests that a script can break: the memory store's semantics (leases on the
+//! Tokio clock, owner tokens, fences, wake-ups), plus failed calls, lost answers, slow answers,
+//! refused renewals and dropped connections on demand, so that the core meets every answer
+//! Redis can give without a server (see `model_tests`).
+//!
+//! Clones share one store and one script: give one clone to each [`Locker`](crate::Locker)
+//! that stands for a process, and keep one to script faults.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::memory::MemoryBackend;
+use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
+use crate::error::LockError;
+use crate::key::LockKeys;
+use crate::lease::Session;
+use crate::token::OwnerToken;
+
+#[derive(Clone)]
+pub(crate) struct ScriptedBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    store: MemoryBackend,
+    script: Mutex<Script>,
+    /// Bumped when the connection drops: leases granted over the old one count as lost.
+    epoch: watch::Sender<u64>,
+}
+
+/// What the next calls will meet. Each count is of calls (acquire, release, renew or
+/// subscribe, from any locker on the store), and each call consumes at most one of each.
+#[derive(Default)]
+struct Script {
+    /// Answered late by this much: the call sleeps on the Tokio clock before it reaches the
+    /// store, like a request stuck on a slow network.
+    delays: Vec<(u32, Duration)>,
+    /// Never reach the store: `Unavailable` at once.
+    fail: u32,
+    /// Reach the store and take effect, but the answer is lost: `Unavailable`. (A timed-out
+    /// acquire may have taken the lock.)
+    lose_answer: u32,
+    /// Renewals answered "not yours any more" for every lease in the batch.
+    refuse_renewals: u32,
+}
+
+/// How one call goes, decided as it starts.
+struct Fate {
+    delay: Duration,
+    fail: bool,
+    lose_answer: bool,
+}
+
+impl ScriptedBackend {
+    pub(crate) fn new() -> Self {
+        ScriptedBackend {
+            shared: Arc::new(Shared {
+                store: MemoryBackend::new(),
+                script: Mutex::default(),
+                epoch: watch::channel(0).0,
+            }),
+        }
+    }
+
+    /// The next `calls` calls fail with `Unavailable` without reaching the store.
+    pub(crate) fn fail_next(&self, calls: u32) {
+        self.shared.script.lock().unwrap().fail += calls;
+    }
+
+    /// The next `calls` calls take effect, but their answers are lost (`Unavailable`).
+    pub(crate) fn lose_answers(&self, calls: u32) {
+        self.shared.script.lock().unwrap().lose_answer += calls;
+    }
+
+    /// The next `calls` calls reach the store `by` later (slept on the Tokio clock).
+    pub(crate) fn delay_next(&self, calls: u32, by: Duration) {
+        if calls == 0 {
+            return;
+        }
+        self.shared.script.lock().unwrap().delays.push((calls, by));
+    }
+
+    /// The next `calls` renewals find every lease of their batch gone, as if taken over.
+    /// The store keeps the locks until they expire, so nobody else gets them early.
+    pub(crate) fn refuse_renewals(&self, calls: u32) {
+        self.shared.script.lock().unwrap().refuse_renewals += calls;
+    }
+
+    /// The connection drops and the server comes back empty: every lease granted so far
+    /// counts as lost, and the locks are gone (fence counters survive, as they must for
+    /// fences to keep increasing).
+    pub(crate) fn drop_connection(&self) {
+        self.shared.store.forget_locks();
+        self.shared.epoch.send_modify(|n| *n += 1);
+    }
+
+    /// Forgets every scripted fault not consumed yet.
+    pub(crate) fn heal(&self) {
+        *self.shared.script.lock().unwrap() = Script::default();
+    }
+
+    pub(crate) fn session(&self) -> Option<Session> {
+        Some(Session::current(&self.shared.epoch))
+    }
+
+    pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        let fate = self.fate();
+        self.call(fate, || self.shared.store.acquire(req)).await
+    }
+
+    pub(crate) async fn release(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let fate = self.fate();
+        self.call(fate, || self.shared.store.release(keys, token))
+            .await
+    }
+
+    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
+        let fate = self.fate();
+        let refuse = {
+            let mut script = self.shared.script.lock().unwrap();
+            take_one(&mut script.refuse_renewals)
+        };
+        self.call(fate, || {
+            if refuse {
+                vec![false; batch.len()]
+            } else {
+                self.shared.store.renew(batch)
+            }
+        })
+        .await
+    }
+
+    pub(crate) async fn subscribe(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
+        let fate = self.fate();
+        self.call(fate, || self.shared.store.subscribe(keys)).await
+    }
+
+    /// Decided when the call starts, so that faults scripted while it sleeps meet later calls.
+    fn fate(&self) -> Fate {
+        let mut script = self.shared.script.lock().unwrap();
+        let delay = match script.delays.first_mut() {
+            Some((calls, by)) => {
+                let by = *by;
+                *calls -= 1;
+                if *calls == 0 {
+                    script.delays.remove(0);
+                }
+                by
+            }
+            None => Duration::ZERO,
+        };
+        Fate {
+            delay,
+            fail: take_one(&mut script.fail),
+            lose_answer: take_one(&mut script.lose_answer),
+        }
+    }
+
+    async fn call<T>(&self, fate: Fate, at_store: impl FnOnce() -> T) -> Result<T, LockError> {
+        if !fate.delay.is_zero() {
+            tokio::time::sleep(fate.delay).await;
+        }
+        if fate.fail {
+            return Err(LockError::unavailable("scripted: the call failed", None));
+        }
+        let answer = at_store();
+        if fate.lose_answer {
+            return Err(LockError::unavailable(
+                "scripted: the answer was lost",
+                None,
+            ));
+        }
+        Ok(answer)
+    }
+}
+
+fn take_one(count: &mut u32) -> bool {
+    let some = *count > 0;
+    *count = count.saturating_sub(1);
+    some
+}
