@@ -427,7 +427,9 @@ impl Model {
                         guard,
                     });
                 }
-                Err(LockError::Busy { .. } | LockError::Unavailable { .. } | LockError::Lost) => {}
+                Err(
+                    LockError::Busy { .. } | LockError::Unavailable { .. } | LockError::Lost { .. },
+                ) => {}
                 Err(e) => return Err(TestCaseError::fail(format!("unexpected error: {e}"))),
             }
         }
