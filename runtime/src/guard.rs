@@ -111,6 +111,13 @@ impl LockGuard {
     /// modify and let it refuse writes that carry a smaller token than one it has seen: that
     /// turns a holder that lost its lease (pause, partition) into a refused write instead of
     /// a corrupted one.
+    ///
+    /// Tokens keep increasing also after Redis restarts from an RDB snapshot or an AOF, or
+    /// fails over to a replica that missed the last increments: each reservation lifts the
+    /// counter to at least the server clock in microseconds. This assumes the server clocks
+    /// do not step back by more than the restart or failover takes, and that a key takes fewer
+    /// than 10^6 tokens per second on average. A token is positive and below 2^53, so storage
+    /// that counts in doubles (Lua, JavaScript) compares it exactly.
     pub fn fence(&self) -> u64 {
         self.fence
     }

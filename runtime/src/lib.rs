@@ -49,9 +49,17 @@
 //!
 //! ## Redis keys
 //! For a key `K` and prefix `P` (default `leasehold`): `P:lock:{K}` holds the owner token,
-//! `P:fence:{K}` the fence counter, and releases are published on `P:wake:{K}`. `{`, `}` and
-//! `%` in `K` are escaped, so all three share one Redis Cluster slot and no key can name
-//! another lock's data.
+//! `P:fence:{K}` the fence counter, `P:queue:{K}` and `P:interest:{K}` the processes waiting
+//! for the lock, and releases are published on `P:wake:{K}`. `{`, `}` and `%` in `K` are
+//! escaped, so all of them share one Redis Cluster slot and no key can name another lock's
+//! data.
+//!
+//! ## No process starved
+//! Waiters of one key in one process queue first-come-first-served, and a release hands the
+//! lease to the next of them without a round trip, up to 16 times in a row. Across processes,
+//! a waiter that finds the lock taken queues its process in Redis, and a release leaves the
+//! lock to the process that waited longest: while a process waits, every other process queued
+//! before it holds the key at most 17 times before it gets its turn.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

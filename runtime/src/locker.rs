@@ -410,15 +410,19 @@ impl LockerBuilder {
         self
     }
 
-    /// The bound on every single Redis call (acquire, release, renew, subscribe). Defaults
-    /// to 1 s. A dead or hung server makes calls fail with
-    /// [`LockError::Unavailable`] after at most this long.
+    /// The bound on every single Redis call (acquire, release, renew, subscribe), counted
+    /// from the moment the call is made (also while it waits to share a batch). Defaults to
+    /// 1 s. A dead or hung server makes calls fail with [`LockError::Unavailable`] after at
+    /// most this long; an acquire with `wait = W` returns within `W + op_timeout` on one
+    /// server, `W + 3 × op_timeout` on a RedLock.
     pub fn op_timeout(mut self, timeout: Duration) -> Self {
         self.op_timeout = timeout;
         self
     }
 
-    /// The bound on establishing a connection. Defaults to 2 s.
+    /// The bound on establishing a connection and loading the scripts, together: `build()`
+    /// fails with [`LockError::Unavailable`] after at most this long (plus `op_timeout` for
+    /// the optional maxmemory check). Defaults to 2 s.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
