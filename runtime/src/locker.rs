@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -487,6 +489,13 @@ impl LockerBuilder {
     /// [`LockError::Config`] when an option is invalid or no URL was given,
     /// [`LockError::Unavailable`] when Redis cannot be reached.
     pub async fn build(self) -> Result<Locker, LockError> {
+        // Boxed: connecting nests the deployments' futures (RedLock over Redis over the
+        // client) deeply, and the caller's future stays shallow and quick to compile.
+        let build: Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(self.connect_all());
+        build.await
+    }
+
+    async fn connect_all(self) -> Result<Locker, LockError> {
         self.check()?;
         let settings = RedisSettings {
             op_timeout: self.op_timeout,

@@ -255,7 +255,7 @@ impl Drop for ActiveTurn<'_> {
             Some(token) => {
                 let job = Job::Abandon {
                     inner: self.inner.clone(),
-                    keys: self.keys.clone(),
+                    keys: Box::new(self.keys.clone()),
                     token,
                     turn: self.turn,
                 };

@@ -148,7 +148,8 @@ pub(crate) enum Job {
     /// if `token` owns it, then pass the local turn on.
     Abandon {
         inner: Arc<Inner>,
-        keys: LockKeys,
+        /// Boxed: the job queue's entries stay small.
+        keys: Box<LockKeys>,
         token: OwnerToken,
         /// The local turn the acquire held.
         turn: u64,
