@@ -172,7 +172,11 @@ async fn the_checker_catches_a_lock_that_does_not_exclude() {
     spec.prefix = "other".into();
     // Fences follow the server clock, so two unrelated counters would hand out tokens in
     // real-time order; one far ahead makes their interleaving show as fences out of order.
-    admin(&d.nodes[0], &["SET", "other:fence:{hist}", "4503599627370496"]).await;
+    admin(
+        &d.nodes[0],
+        &["SET", "other:fence:{hist}", "4503599627370496"],
+    )
+    .await;
     run.spawn(&spec);
     run.wait_all(Duration::from_secs(20)).await;
     let report = run.history().check();
@@ -978,15 +982,15 @@ async fn restored_redis(nodes: usize, restored: usize, persistence: Persistence)
     }
 }
 
-/// Expected to fail until the fence counter is raised to the server clock on every
-/// reservation (runtime/src/scripts/fence.lua re-seeds it only when the key is missing).
+/// Failed before finding 10's fix (the counter was re-seeded from the server clock only when
+/// the key was missing; now every reservation lifts it to the clock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s8_fences_keep_increasing_across_a_restart_from_an_rdb_snapshot_single() {
     restored_redis(1, 1, Persistence::Rdb).await;
 }
 
 /// Every master restored from its snapshot (a power cut of the whole deployment), each down
-/// for longer than a lease. Expected to fail as the single node does.
+/// for longer than a lease. Failed before finding 10's fix, as the single node did.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s8_fences_keep_increasing_across_a_restart_from_an_rdb_snapshot_redlock() {
     restored_redis(3, 3, Persistence::Rdb).await;
@@ -1004,7 +1008,7 @@ async fn s8_fences_keep_increasing_across_a_restart_from_the_aof_single() {
     restored_redis(1, 1, Persistence::Aof).await;
 }
 
-/// Expected to fail as the RDB case does: the AOF's unsynced tail is lost with the machine.
+/// The AOF's unsynced tail is lost with the machine; failed before finding 10's fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s8_fences_keep_increasing_across_a_machine_crash_with_the_aof_single() {
     restored_redis(1, 1, Persistence::AofMachineCrash).await;
@@ -1016,8 +1020,7 @@ async fn s8_fences_keep_increasing_across_a_machine_crash_with_the_aof_single() 
 
 /// Replication stops (the master shuts its replica out), locks are taken on the master only,
 /// then the master is killed and the sentinels promote the replica, whose fence counters are
-/// older than the fences handed out since. Expected to fail until the counter is raised to the
-/// server clock on every reservation.
+/// older than the fences handed out since. Failed before finding 10's fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_fences_keep_increasing_across_a_failover_to_a_lagging_replica() {
     for round in 0..runs() {

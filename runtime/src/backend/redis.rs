@@ -22,12 +22,17 @@ use crate::token::OwnerToken;
 
 static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
+        include_str!("../scripts/clock.lua"),
         include_str!("../scripts/fence.lua"),
         include_str!("../scripts/acquire.lua")
     ))
 });
-static RELEASE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../scripts/release.lua")));
+static RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("../scripts/clock.lua"),
+        include_str!("../scripts/release.lua")
+    ))
+});
 static RENEW: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../scripts/renew.lua")));
 static RAISE_FENCE: LazyLock<redis::Script> =

@@ -33,14 +33,6 @@
 -- Two acquires of the same lock in one batch: the first one gets it.
 local fence_ttl, me, queue_ttl = ARGV[1], ARGV[2], ARGV[3]
 local out = {}
-local now_ms
-local function clock_ms()
-  if not now_ms then
-    local t = redis.call('TIME')
-    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return now_ms
-end
 local function acquire_one(i)
   local lock, fence, queue, interest = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local a = 5 * i - 1

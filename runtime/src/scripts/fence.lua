@@ -1,4 +1,5 @@
--- Shared by the scripts that hand out fencing tokens (concatenated in front of them).
+-- Shared by the scripts that hand out fencing tokens (concatenated in front of them, after
+-- clock.lua).
 --
 -- reserve_fences(fence_key, count, ttl_ms) -> integer
 --   Reserves `count` consecutive fencing tokens of one lock and returns the highest; the
@@ -16,8 +17,7 @@
 --   clock: it only has to outlive idle periods, and the clock floor keeps tokens increasing.
 local function reserve_fences(fence_key, count, ttl_ms)
   local top = redis.call('INCRBY', fence_key, count)
-  local now = redis.call('TIME')
-  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local floor = clock_us()
   if top - count < floor then
     top = floor + count
     redis.call('SET', fence_key, string.format('%d', top), 'PX', ttl_ms)

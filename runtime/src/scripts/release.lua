@@ -24,14 +24,6 @@
 --                                         an error message when a command failed for this
 --                                         lock (the others of the batch are unaffected).
 local publish, me, window = ARGV[1], ARGV[2], ARGV[3]
-local now_ms
-local function clock_ms()
-  if not now_ms then
-    local t = redis.call('TIME')
-    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return now_ms
-end
 -- The contender that waited longest and still waits, other than us; nil when none.
 local function next_in_line(queue, interest)
   local gone = redis.call('ZRANGE', interest, '-inf', clock_ms(), 'BYSCORE')
