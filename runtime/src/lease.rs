@@ -53,10 +53,6 @@ pub(crate) struct LeaseState {
     pub(crate) valid_until: Instant,
     /// Redis said the lock is not ours any more.
     pub(crate) lost: bool,
-    /// The fence of the guard that holds the lease now; 0 between holders (after a release,
-    /// before the next holder of a handover takes it). Re-entered guards share their outer
-    /// guard's fence, so they stop counting as held the moment that holding ends.
-    pub(crate) holder: u64,
 }
 
 pub(crate) struct Lease {
@@ -69,6 +65,12 @@ pub(crate) struct Lease {
     pub(crate) validity: Duration,
     pub(crate) watchdog: bool,
     pub(crate) state: watch::Sender<LeaseState>,
+    /// The fence of the guard that holds the lease now; 0 between holders (after a release,
+    /// before the next holder of a handover takes it). Re-entered guards share their outer
+    /// guard's fence, so they stop counting as held the moment that holding ends. Apart from
+    /// `state`: it changes at every handover, and only guards watch it, while every queued
+    /// waiter of the key watches `state`.
+    holder: watch::Sender<u64>,
     /// Released in Redis (or lost and given up): the watchdog must leave it alone.
     done: AtomicBool,
     /// The loss of this lease was reported (traces, metrics) already.
@@ -98,7 +100,6 @@ impl Lease {
         let state = LeaseState {
             valid_until: sent + validity,
             lost: false,
-            holder: 0,
         };
         Lease {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -109,6 +110,7 @@ impl Lease {
             validity,
             watchdog,
             state: watch::channel(state).0,
+            holder: watch::channel(0).0,
             done: AtomicBool::new(false),
             lost_reported: AtomicBool::new(false),
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
@@ -135,19 +137,16 @@ impl Lease {
 
     /// The guard with `fence` holds the lease from now on.
     pub(crate) fn begin_holding(&self, fence: u64) {
-        self.state.send_if_modified(|s| {
-            s.holder = fence;
-            true
-        });
+        self.holder.send_replace(fence);
     }
 
     /// The holding of the guard with `fence` ends (release, drop); its re-entered guards
     /// stop counting as held and their `lost()` resolves.
     pub(crate) fn end_holding(&self, fence: u64) {
-        self.state.send_if_modified(|s| {
-            let current = s.holder == fence;
+        self.holder.send_if_modified(|holder| {
+            let current = *holder == fence;
             if current {
-                s.holder = 0;
+                *holder = 0;
             }
             current
         });
@@ -155,7 +154,7 @@ impl Lease {
 
     /// Whether the guard with `fence` still holds this lease (its holding has not ended).
     pub(crate) fn holding(&self, fence: u64) -> bool {
-        self.state.borrow().holder == fence
+        *self.holder.borrow() == fence
     }
 
     /// [`Lease::is_held`], for the guard with `fence`: false once its holding ended.
@@ -244,12 +243,25 @@ impl Lease {
     pub(crate) async fn lost_for(&self, holder: Option<u64>) {
         let mut rx = self.state.subscribe();
         let mut epoch = self.session.as_ref().map(|s| s.epoch.clone());
+        // Only a guard watches its holding (see `holder`).
+        let mut holding = holder.map(|_| self.holder.subscribe());
         loop {
             let s = *rx.borrow_and_update();
-            let ended = holder.is_some_and(|fence| s.holder != fence);
+            let ended = match (holder, holding.as_mut()) {
+                (Some(fence), Some(h)) => *h.borrow_and_update() != fence,
+                _ => false,
+            };
             if ended || s.lost || Instant::now() >= s.valid_until || !self.session_intact() {
                 return;
             }
+            let holding_changed = async {
+                match holding.as_mut() {
+                    Some(h) => {
+                        let _ = h.changed().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             let dropped = async {
                 let changed = match epoch.as_mut() {
                     Some(e) => e.changed().await.is_ok(),
@@ -268,6 +280,7 @@ impl Lease {
                 }
                 _ = tokio::time::sleep_until(s.valid_until) => {}
                 _ = dropped => {}
+                _ = holding_changed => {}
             }
         }
     }
