@@ -130,3 +130,61 @@ async fn four_processes_under_continuous_load_take_turns() {
 async fn two_processes_on_a_redlock_take_turns() {
     processes_take_turns(2, 3).await;
 }
+
+/// A process that stopped waiting without leaving the queue (its acquire was cancelled) is
+/// given the lock once at most: the release that leaves the lock to it also takes it out of
+/// the queue, so it costs the others one window (200 ms), not one per release while its
+/// interest lasts (up to 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_left_costs_the_others_one_window_at_most() {
+    use leasehold::Locker;
+    use redis::AsyncCommands;
+
+    let srv = RedisServer::start().await;
+    let locker = || async {
+        Locker::builder()
+            .url(srv.url())
+            .default_wait(Duration::from_secs(3))
+            .build()
+            .await
+            .expect("connect")
+    };
+    let (holder, gone, waiter) = (locker().await, locker().await, locker().await);
+    let mut conn = srv.conn().await;
+    let queue = "leasehold:queue:{hot}";
+    let queued = |n: usize| {
+        let mut conn = conn.clone();
+        async move {
+            leasehold_tests::harness::eventually(
+                &format!("{n} processes in the queue"),
+                Duration::from_secs(2),
+                || {
+                    let mut conn = conn.clone();
+                    async move { conn.zcard::<_, usize>(queue).await.unwrap_or(0) == n }
+                },
+            )
+            .await;
+        }
+    };
+
+    let held = holder.lock("hot").acquire().await.unwrap();
+    // `gone` queues, then stops waiting (its acquire is dropped); `waiter` queues behind it.
+    let attempt = tokio::spawn(async move { gone.lock("hot").acquire().await.map(drop) });
+    queued(1).await;
+    attempt.abort();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("hot").acquire().await.unwrap();
+        guard.release().await.unwrap();
+    });
+    queued(2).await;
+
+    // The release leaves the lock to `gone`, which never takes it; `waiter` gets it after the
+    // window, and `gone` is out of the queue for good.
+    held.release().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("the waiter gets the lock after one window")
+        .unwrap();
+    let left: usize = conn.zcard(queue).await.unwrap();
+    assert_eq!(left, 0, "a process that left the queue is still in it");
+}

@@ -46,9 +46,8 @@ local function acquire_one(i)
   else
     local holder = redis.call('GET', lock)
     if holder == '~' .. me then
-      -- Left to us by the last release. The processes still in line must hear our release.
-      redis.call('ZREM', queue, me)
-      redis.call('ZREM', interest, me)
+      -- Left to us by the last release (which took us out of the queue). The processes
+      -- still in line must hear our release.
       local value = token
       if redis.call('ZCARD', queue) > 0 then
         value = token .. '+'
