@@ -153,7 +153,7 @@ async fn a_waiter_that_left_costs_the_others_one_window_at_most() {
     let mut conn = srv.conn().await;
     let queue = "leasehold:queue:{hot}";
     let queued = |n: usize| {
-        let mut conn = conn.clone();
+        let conn = conn.clone();
         async move {
             leasehold_tests::harness::eventually(
                 &format!("{n} processes in the queue"),
