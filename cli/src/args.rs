@@ -16,7 +16,8 @@ Usage: leasehold [OPTIONS] <COMMAND>
 
 Commands:
   list [PATTERN]         held locks whose keys match PATTERN (* and ?; default *)
-  show KEY               one lock: held or free, remaining lease, last fence, waiters
+  show KEY               one lock: held or free, remaining lease, last fence, waiters,
+                         processes queued
   release KEY --force    delete a lock whoever holds it (asks to confirm, unless --yes)
   watch KEY              print acquisitions and releases of a lock as they happen
   help [COMMAND]         this text, or a command's

@@ -23,11 +23,13 @@ fn describe(info: &LockInfo) -> String {
          state:       {}\n\
          remaining:   {}\n\
          last fence:  {}\n\
-         waiters:     {}\n",
+         waiters:     {}\n\
+         queued:      {}\n",
         display::key(&info.key),
         if info.held { "held" } else { "free" },
         display::remaining(info.held, info.remaining),
         display::fence(info.last_fence),
         display::yes_no(info.waiters),
+        info.waiting_processes,
     )
 }

@@ -736,6 +736,7 @@ const ACL: &[&str] = &[
     "+script|load",
     "+get",
     "+pttl",
+    "+zcard",
     "+del",
     "+publish",
     "+info|memory",

@@ -19,8 +19,12 @@ pub struct LockInfo {
     pub held: bool,
     /// The holder's remaining lease, when held and the key expires.
     pub remaining: Option<Duration>,
-    /// Whether someone waited for the lock during the current hold.
+    /// Whether someone waited for the lock during the current hold (or the last release
+    /// left it to the next process in line).
     pub waiters: bool,
+    /// How many processes wait for the lock in its queue (each stands for all the waiters of
+    /// one locker).
+    pub waiting_processes: u64,
     /// The highest fencing token handed out (or reserved) for this key so far, if the
     /// counter exists.
     pub last_fence: Option<u64>,
@@ -36,12 +40,13 @@ impl Locker {
     pub async fn inspect(&self, key: &str) -> Result<LockInfo, LockError> {
         validate_key(key)?;
         let keys = LockKeys::new(&self.inner.prefix, key);
-        let (held, pttl, waiters, fence) = self.redis()?.inspect(&keys).await?;
+        let (held, pttl, waiters, fence, queued) = self.redis()?.inspect(&keys).await?;
         Ok(LockInfo {
             key: key.to_owned(),
             held: held == 1,
             remaining: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
             waiters: waiters == 1,
+            waiting_processes: queued.max(0) as u64,
             last_fence: (fence >= 0).then_some(fence as u64),
         })
     }

@@ -49,7 +49,9 @@ async fn list_inspect_and_force_release() {
             .map(|g| g.fence())
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(ops.inspect("stock:sku-7").await.unwrap().waiters);
+    let waited = ops.inspect("stock:sku-7").await.unwrap();
+    assert!(waited.waiters);
+    assert_eq!(waited.waiting_processes, 1, "{waited:?}");
 
     // Force-release: the waiter gets the lock at once, with a larger fence, and the old
     // holder finds out at its next renewal.

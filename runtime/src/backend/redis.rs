@@ -706,10 +706,13 @@ impl RedisBackend {
             .collect())
     }
 
-    /// `(held, pttl, waiters, fence)` of one lock (see inspect.lua).
-    pub(crate) async fn inspect(&self, keys: &LockKeys) -> Result<(i64, i64, i64, i64), LockError> {
+    /// `(held, pttl, waiters, fence, queued)` of one lock (see inspect.lua).
+    pub(crate) async fn inspect(
+        &self,
+        keys: &LockKeys,
+    ) -> Result<(i64, i64, i64, i64, i64), LockError> {
         let mut inv = INSPECT.prepare_invoke();
-        inv.key(&keys.lock).key(&keys.fence);
+        inv.key(&keys.lock).key(&keys.fence).key(&keys.queue);
         self.run(inv).await
     }
 
