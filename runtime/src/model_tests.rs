@@ -623,3 +623,62 @@ mod handover_after_reentry {
         }
     }
 }
+
+/// Finding 14 of RELIABILITY.md: the local turn could be passed twice. A holder releases
+/// through the store (no handover: the watchdog is off) and the answer comes late; meanwhile
+/// its validity ends, the next waiter forfeits the holder's turn and takes the lock. When the
+/// late release then passed "the" turn on again, it took it from the new holder and gave it to
+/// the waiter behind: two tasks of one process with the turn, and a holder without it.
+mod turn_passed_once {
+    use super::*;
+    use crate::key::LockKeys;
+
+    const KEY: &str = "k";
+
+    fn waiter(locker: &Locker) -> JoinHandle<Result<LockGuard, LockError>> {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            let request = locker.lock(KEY).lease(LEASE).watchdog(false);
+            request.wait(Duration::from_secs(5)).acquire().await
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_release_does_not_pass_a_forfeited_turn_again() {
+        let store = ScriptedBackend::new();
+        let locker = Locker::scripted(store.clone());
+        let holder = locker.lock(KEY).lease(LEASE).watchdog(false);
+        let holder = holder.acquire().await.unwrap();
+        let first = waiter(&locker);
+        settle().await;
+        let second = waiter(&locker);
+        settle().await;
+
+        // The release leaves just before the validity ends, and its answer comes late.
+        tokio::time::advance(Duration::from_millis(900)).await;
+        store.delay_next(1, Duration::from_millis(300));
+        let release = tokio::spawn(holder.release());
+        settle().await;
+        // The validity ends: the first waiter forfeits the holder's turn and takes the lock.
+        for _ in 0..10 {
+            tokio::time::advance(STEP).await;
+            settle().await;
+        }
+        let first = first.await.unwrap().unwrap();
+        assert!(first.is_held());
+
+        // The late release answers (not ours any more) and ends its turn: a stale one.
+        tokio::time::advance(Duration::from_millis(200)).await;
+        settle().await;
+        assert!(release.await.unwrap().is_err());
+        let lock_key = LockKeys::new(crate::DEFAULT_PREFIX, KEY).lock;
+        assert!(
+            locker.inner.turn_holder(&lock_key).is_some(),
+            "the late release passed the turn again: the holder lost it to the waiter behind"
+        );
+        assert!(!second.is_finished(), "the second waiter still waits");
+        first.release().await.unwrap();
+        let second = second.await.unwrap().unwrap();
+        assert!(second.is_held());
+    }
+}
