@@ -682,3 +682,25 @@ mod turn_passed_once {
         assert!(second.is_held());
     }
 }
+
+/// Finding 14 of RELIABILITY.md: an acquire could return a guard already past its validity,
+/// when the grant's answer came later than the validity counted from the send time. Such a
+/// grant is given back and the wait goes on.
+#[tokio::test(start_paused = true)]
+async fn a_grant_that_arrives_after_its_validity_is_not_handed_out() {
+    let store = ScriptedBackend::new();
+    let locker = Locker::scripted(store.clone());
+    // 100 ms leases count as held for 97 ms; the first answer takes 150 ms.
+    store.delay_next(1, Duration::from_millis(150));
+    let request = locker.lock("late").lease(Duration::from_millis(100));
+    let guard = request
+        .wait(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        guard.is_held(),
+        "the guard was past its validity when handed out"
+    );
+    guard.release().await.unwrap();
+}
