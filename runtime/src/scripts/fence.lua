@@ -15,13 +15,19 @@
 --   form.
 --   The counter's expiry is pushed back about every 64 tokens while it runs ahead of the
 --   clock: it only has to outlive idle periods, and the clock floor keeps tokens increasing.
+--   One write per reservation (a `SET` while the clock is ahead of the counter, as it is at
+--   ordinary rates; an `INCRBY` while the counter runs ahead), so replicas and the AOF get one
+--   command, not two.
 local function reserve_fences(fence_key, count, ttl_ms)
-  local top = redis.call('INCRBY', fence_key, count)
+  local current = tonumber(redis.call('GET', fence_key) or '0')
   local floor = clock_us()
-  if top - count < floor then
-    top = floor + count
+  if current < floor then
+    local top = floor + count
     redis.call('SET', fence_key, string.format('%d', top), 'PX', ttl_ms)
-  elseif top % 64 < count then
+    return top
+  end
+  local top = redis.call('INCRBY', fence_key, count)
+  if top % 64 < count then
     redis.call('PEXPIRE', fence_key, ttl_ms)
   end
   return top
