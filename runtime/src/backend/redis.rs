@@ -45,11 +45,11 @@ static FORCE_RELEASE: LazyLock<redis::Script> =
 /// How long the next process in line has to take a lock that a release left to it (the key
 /// holds its name meanwhile). Its waiter needs the wake-up and one round trip; a process that
 /// stopped waiting without leaving the queue costs the other waiters this much, once.
-pub(crate) const YIELD_WINDOW: Duration = Duration::from_millis(200);
+const YIELD_WINDOW: Duration = Duration::from_millis(200);
 
 /// The longest a waiting process stays in the queue without asking again. Waiters ask again
 /// at least every second (a wake-up, or `MAX_SLEEP` in acquire.rs).
-pub(crate) const MAX_INTEREST: Duration = Duration::from_secs(2);
+const MAX_INTEREST: Duration = Duration::from_secs(2);
 
 /// How long the queue keys outlive their last use (more than any interest).
 const QUEUE_TTL: Duration = Duration::from_secs(6);
@@ -848,6 +848,14 @@ struct Wakes {
 }
 
 impl Wakes {
+    /// Whether some channel has had nobody waiting on it for [`SUBSCRIPTION_LINGER`].
+    fn has_idle_channels(&self, now: tokio::time::Instant) -> bool {
+        let channels = self.channels.lock().unwrap();
+        channels
+            .values()
+            .any(|c| c.idle_since.is_some_and(|t| now - t >= SUBSCRIPTION_LINGER))
+    }
+
     /// Subscribes again every channel that waiters still listen to but the server does not
     /// know (after a drop, or a failed SUBSCRIBE), and wakes its waiters: a release may have
     /// gone unheard meanwhile. With no such channel, a PING proves the connection works.
@@ -1006,8 +1014,10 @@ async fn dispatch_wakes(
                 let Some(wakes) = wakes.upgrade() else { return };
                 // In a task of its own: this loop must never wait for `serial`, which a
                 // revival probe polled only by this very loop may hold (a waiter would then
-                // hang on `serial` forever).
-                tokio::spawn(unsubscribe_idle(wakes));
+                // hang on `serial` forever). Only when there is something to sweep.
+                if wakes.has_idle_channels(tokio::time::Instant::now()) {
+                    tokio::spawn(unsubscribe_idle(wakes));
+                }
             }
         }
     }
@@ -1020,19 +1030,16 @@ async fn unsubscribe_idle(wakes: Arc<Wakes>) {
     let Ok(_serial) = tokio::time::timeout(wakes.op_timeout, wakes.serial.lock()).await else {
         return; // busy with a probe; the next sweep tries again
     };
-    let idle: Vec<String> = {
-        let mut channels = wakes.channels.lock().unwrap();
-        let now = tokio::time::Instant::now();
-        let idle: Vec<String> = channels
-            .iter()
-            .filter(|(_, c)| c.idle_since.is_some_and(|t| now - t >= SUBSCRIPTION_LINGER))
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in &idle {
-            channels.remove(name);
+    // Chosen and removed under one lock: a waiter may take a channel up again meanwhile.
+    let now = tokio::time::Instant::now();
+    let mut idle = Vec::new();
+    wakes.channels.lock().unwrap().retain(|name, c| {
+        let gone = c.idle_since.is_some_and(|t| now - t >= SUBSCRIPTION_LINGER);
+        if gone {
+            idle.push(name.clone());
         }
-        idle
-    };
+        !gone
+    });
     if !idle.is_empty() {
         let unsubscribe = wakes.conn.unsubscribe(&idle);
         if tokio::time::timeout(wakes.op_timeout, unsubscribe)
