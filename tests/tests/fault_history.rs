@@ -61,6 +61,24 @@ async fn some_open_hold(run: &mut Run) -> Option<(usize, String)> {
     None
 }
 
+/// Waits up to 2 s for a hold acquired within the last 15 ms, so that a fault injected now
+/// lands well inside it rather than racing its release.
+async fn young_open_hold(run: &mut Run) -> Option<(usize, String)> {
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let now = monotonic_ns();
+        if let Some((w, id, _)) = run
+            .open_holds_since()
+            .into_iter()
+            .find(|(_, _, since)| now.saturating_sub(*since) < 15_000_000)
+        {
+            return Some((w, id));
+        }
+        sleep(Duration::from_millis(1)).await;
+    }
+    some_open_hold(run).await
+}
+
 /// Waits up to 4 s until worker `w` has just acquired the lock (within 150 ms).
 async fn holding(run: &mut Run, w: usize) {
     let until = Instant::now() + Duration::from_secs(4);
@@ -352,25 +370,28 @@ async fn restarted_redis(known: &[Rule]) {
         sleep(Duration::from_millis(1000)).await;
         let mut restarts = Vec::new();
         for _ in 0..3 {
-            let open = some_open_hold(&mut run).await;
+            let open = young_open_hold(&mut run).await;
             let at = run.fault("restart", "redis");
             // Down for 150 ms, as after a crash and a supervisor's restart: the holders' drop
             // notice must not race a restart faster than a loaded machine schedules them.
             locks.kill9();
+            // The server is gone only now: a release sent before this (an in-process handover
+            // needs no round trip) cannot know of the crash.
+            let dead = monotonic_ns();
             sleep(Duration::from_millis(150)).await;
             locks.restart().await;
             run.heal("restart", "redis");
-            restarts.push((open, at));
+            restarts.push((open, at, dead));
             sleep(Duration::from_millis(1500)).await;
         }
         run.wait_all(Duration::from_secs(20)).await;
         let (history, _) =
             run.check_and_record_allowing(&format!("3-restart-single#{round}"), known);
         let mut hit = 0;
-        for (open, at) in restarts {
+        for (open, at, dead) in restarts {
             let Some((_, id)) = open else { continue };
             let hold = history.hold(&id).expect("holder in history");
-            if hold.rel.is_some_and(|(t, _)| t < at) {
+            if hold.rel.is_some_and(|(t, _)| t < dead) {
                 continue;
             }
             hit += 1;
