@@ -10,16 +10,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backend::{AcquireRequest, Attempt, WakeSubscription};
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::{validate_key, LockKeys};
 use crate::lease::{validity, Lease};
 use crate::locker::{Locker, Options};
 use crate::observe;
-use crate::queue::{ActiveTurn, Entry, QueuedTurn, Turn};
+use crate::queue::{Entry, Turn};
 use crate::reentrant;
+use crate::store::{AcquireRequest, Attempt, WakeSubscription};
 use crate::token::OwnerToken;
+use crate::turns::{ActiveTurn, QueuedTurn};
 
 /// The longest a waiter sleeps between attempts, even when the holder's lease is longer: a
 /// wake message can be lost while the subscription connection reconnects.
@@ -67,13 +68,16 @@ impl Locker {
                         reason: lease.loss_reason(),
                     });
                 }
-                return Ok(LockGuard::reentered(self.clone(), lease, fence));
+                return Ok(LockGuard::reentered(self.inner.clone(), lease, fence));
             }
         }
 
         let deadline = Instant::now() + opts.wait;
         let wait = !opts.wait.is_zero();
-        let turn = match inner.enter(&keys.lock, opts.lease, opts.watchdog, wait) {
+        let turn = match inner
+            .queues
+            .enter(&keys.lock, opts.lease, opts.watchdog, wait)
+        {
             Entry::Active(turn) => ActiveTurn::new(inner, &keys, turn),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
@@ -83,14 +87,14 @@ impl Locker {
                 match turn {
                     None => {
                         // The holder is in this process: its lease says how long is left.
-                        let retry_after = inner.turn_holder(&keys.lock).map(|lease| {
+                        let retry_after = inner.queues.turn_holder(&keys.lock).map(|lease| {
                             let valid_until = lease.state.borrow().valid_until;
                             valid_until.saturating_duration_since(Instant::now())
                         });
                         return Err(LockError::Busy { retry_after });
                     }
                     Some(Turn::Granted(lease, fence)) => {
-                        return Ok(LockGuard::new(self.clone(), lease, fence))
+                        return Ok(LockGuard::new(self.inner.clone(), lease, fence))
                     }
                     Some(Turn::Contend(turn)) => ActiveTurn::new(inner, &keys, turn),
                 }
@@ -120,13 +124,13 @@ impl Locker {
             // Fences for the waiters that may get this lease handed over (watchdog only:
             // without it, each holder needs a lease of its own).
             let fences = if opts.watchdog {
-                inner.fences_to_reserve(&keys.lock)
+                inner.queues.fences_to_reserve(&keys.lock)
             } else {
                 1
             };
             turn.in_flight = Some(token.clone());
             // Read before sending: a drop after this, even before the answer, ends the lease.
-            let session = inner.backend.session();
+            let session = inner.store.session();
             let sent = Instant::now();
             let validity = validity(opts.lease, inner.drift);
             let request = AcquireRequest {
@@ -140,7 +144,7 @@ impl Locker {
                 interest: deadline.saturating_duration_since(sent),
                 queued,
             };
-            let attempt = inner.backend.acquire(&request).await?;
+            let attempt = inner.store.acquire(&request).await?;
             queued |= matches!(attempt, Attempt::Held { .. }) && !request.interest.is_zero();
             turn.in_flight = None;
             let remaining = match attempt {
@@ -149,7 +153,7 @@ impl Locker {
                     // send time, is over. Give it back (the turn cleans up if this is
                     // cancelled) and try again while the wait lasts.
                     turn.in_flight = Some(token.clone());
-                    let _ = inner.backend.release(keys, &token).await;
+                    let _ = inner.store.release(keys, &token).await;
                     turn.in_flight = None;
                     tracing::debug!("a grant arrived after its validity; given back");
                     if Instant::now() >= deadline {
@@ -181,7 +185,7 @@ impl Locker {
                     ));
                     let fence = lease.next_fence().expect("at least one fence reserved");
                     turn.keep(&lease);
-                    return Ok(LockGuard::new(self.clone(), lease, fence));
+                    return Ok(LockGuard::new(self.inner.clone(), lease, fence));
                 }
                 Attempt::Held { remaining } => remaining,
             };
@@ -198,7 +202,7 @@ impl Locker {
                 subscribed = true;
                 // Bounded by the deadline too: however the subscription connection behaves,
                 // the wait ends on time (with one more attempt, bounded by the op timeout).
-                let subscribe = inner.backend.subscribe(keys);
+                let subscribe = inner.store.subscribe(keys);
                 match tokio::time::timeout_at(deadline, subscribe).await {
                     Ok(Ok(sub)) => wakes = Some(sub),
                     Ok(Err(e)) => tracing::debug!(error = %e, "no wake-ups for this wait; polling"),

@@ -7,9 +7,11 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::LockError;
+use crate::guard::OnLost;
 use crate::key::validate_prefix;
 use crate::locker::{Locker, MIN_LEASE};
-use crate::web::{OnLost, RouteRule};
+use crate::store::Deployment;
+use crate::web::{RouteLocks, RouteRule};
 
 /// Settings of a [`Locker`] and route rules of [`RouteLocks`](crate::RouteLocks), so that
 /// locking can be declared in a configuration file instead of code (feature `serde`).
@@ -300,8 +302,17 @@ impl Locker {
     }
 }
 
+impl RouteLocks {
+    /// Middleware with the route rules of `config` (its `rules`), through `locker`, usually
+    /// built from the same config with [`Locker::from_config`].
+    pub fn from_config(locker: Locker, config: &LockConfig) -> Self {
+        RouteLocks::new(locker).rules(config.rules.iter().cloned())
+    }
+}
+
 impl LockConfig {
-    /// A builder pointed at the one deployment the config names.
+    /// A builder pointed at the one deployment the config names. The deployment itself is
+    /// checked where the builder's is ([`Deployment::validate`]), so both say the same.
     fn deployment(&self) -> Result<crate::LockerBuilder, LockError> {
         let given: Vec<&str> = [
             ("url", self.url.is_some()),
@@ -313,71 +324,43 @@ impl LockConfig {
         .filter(|(_, set)| *set)
         .map(|(name, _)| *name)
         .collect();
-        match given.as_slice() {
-            [] => Err(LockError::config(
-                "invalid leasehold config: url: missing; set url = \"redis://127.0.0.1:6379\" \
-                 (or redlock, cluster or [sentinel]) in the config, or LEASEHOLD_URL in the \
-                 environment",
-            )),
-            ["url"] => {
-                let url = self.url.as_deref().expect("given");
-                Ok(Locker::builder().url(check_url("url", url).map_err(invalid)?))
-            }
-            ["redlock"] => {
-                for url in &self.redlock {
-                    check_url("redlock", url).map_err(invalid)?;
+        let deployment =
+            match given.as_slice() {
+                [] => return Err(LockError::config(
+                    "invalid leasehold config: url: missing; set url = \"redis://127.0.0.1:6379\" \
+                     (or redlock, cluster or [sentinel]) in the config, or LEASEHOLD_URL in the \
+                     environment",
+                )),
+                ["url"] => {
+                    let url = self.url.as_deref().expect("given");
+                    Deployment::Redis(check_url("url", url).map_err(invalid)?)
                 }
-                Ok(Locker::builder().redlock(self.redlock.iter().cloned()))
-            }
-            ["cluster"] => self.cluster_builder(),
-            ["sentinel"] => self.sentinel_builder(),
-            several => Err(LockError::config(format!(
-                "invalid leasehold config: {} are all set; name one deployment",
-                several.join(", ")
-            ))),
-        }
+                ["redlock"] => Deployment::RedLock(checked_urls("redlock", &self.redlock)?),
+                ["cluster"] => Deployment::Cluster(checked_urls("cluster", &self.cluster)?),
+                ["sentinel"] => {
+                    let sentinel = self.sentinel.as_ref().expect("given");
+                    Deployment::Sentinel {
+                        sentinels: checked_urls("sentinel.urls", &sentinel.urls)?,
+                        master: sentinel.master.clone(),
+                        min_replicas: sentinel.min_replicas,
+                    }
+                }
+                several => {
+                    return Err(LockError::config(format!(
+                        "invalid leasehold config: {} are all set; name one deployment",
+                        several.join(", ")
+                    )))
+                }
+            };
+        deployment.validate().map_err(invalid)?;
+        Ok(Locker::builder().deployment(deployment))
     }
+}
 
-    #[cfg(feature = "cluster")]
-    fn cluster_builder(&self) -> Result<crate::LockerBuilder, LockError> {
-        for url in &self.cluster {
-            check_url("cluster", url).map_err(invalid)?;
-        }
-        Ok(Locker::builder().cluster(self.cluster.iter().cloned()))
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    fn cluster_builder(&self) -> Result<crate::LockerBuilder, LockError> {
-        Err(LockError::config(
-            "invalid leasehold config: cluster: this build of leasehold has no Redis Cluster \
-             support; enable its `cluster` feature",
-        ))
-    }
-
-    #[cfg(feature = "sentinel")]
-    fn sentinel_builder(&self) -> Result<crate::LockerBuilder, LockError> {
-        let sentinel = self.sentinel.as_ref().expect("given");
-        if sentinel.urls.is_empty() || sentinel.master.is_empty() {
-            return Err(LockError::config(
-                "invalid leasehold config: sentinel: needs urls (the sentinels) and master (the \
-                 name they monitor)",
-            ));
-        }
-        for url in &sentinel.urls {
-            check_url("sentinel.urls", url).map_err(invalid)?;
-        }
-        Ok(Locker::builder()
-            .sentinel(sentinel.urls.iter().cloned(), sentinel.master.clone())
-            .min_replicas(sentinel.min_replicas))
-    }
-
-    #[cfg(not(feature = "sentinel"))]
-    fn sentinel_builder(&self) -> Result<crate::LockerBuilder, LockError> {
-        Err(LockError::config(
-            "invalid leasehold config: sentinel: this build of leasehold has no Sentinel \
-             support; enable its `sentinel` feature",
-        ))
-    }
+fn checked_urls(field: &str, urls: &[String]) -> Result<Vec<String>, LockError> {
+    urls.iter()
+        .map(|url| check_url(field, url).map_err(invalid))
+        .collect()
 }
 
 /// Prefixes a field error with what it is about.

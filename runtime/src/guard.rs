@@ -10,10 +10,9 @@ use tracing::Span;
 
 use crate::error::LockError;
 use crate::lease::Lease;
-use crate::locker::Locker;
 use crate::observe;
 use crate::reentrant;
-use crate::watchdog::Job;
+use crate::state::Inner;
 
 /// A held lock. While it lives (and its lease is not lost) no other owner holds the same key.
 ///
@@ -38,7 +37,7 @@ use crate::watchdog::Job;
 /// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct LockGuard {
-    locker: Locker,
+    inner: Arc<Inner>,
     lease: Arc<Lease>,
     fence: u64,
     /// `leasehold.hold`, open while the guard lives.
@@ -52,16 +51,16 @@ pub struct LockGuard {
 impl LockGuard {
     /// A guard for a lease that this holder got (acquired, or handed over); keeps the
     /// lease on the renewal schedule.
-    pub(crate) fn new(locker: Locker, lease: Arc<Lease>, fence: u64) -> Self {
+    pub(crate) fn new(inner: Arc<Inner>, lease: Arc<Lease>, fence: u64) -> Self {
         lease.begin_holding(fence);
         if lease.watchdog {
-            locker.inner.start_background();
-            locker.inner.schedule.watch(&lease);
+            inner.start_background();
+            inner.schedule.watch(&lease);
         }
         observe::hold_started();
-        let span = observe::hold_span(locker.inner.trace_keys, &lease.user_key, fence);
+        let span = observe::hold_span(inner.trace_keys, &lease.user_key, fence);
         LockGuard {
-            locker,
+            inner,
             lease,
             fence,
             span,
@@ -72,9 +71,9 @@ impl LockGuard {
     }
 
     /// A guard for a lock that the surrounding scope already holds.
-    pub(crate) fn reentered(locker: Locker, lease: Arc<Lease>, fence: u64) -> Self {
+    pub(crate) fn reentered(inner: Arc<Inner>, lease: Arc<Lease>, fence: u64) -> Self {
         LockGuard {
-            locker,
+            inner,
             lease,
             fence,
             span: Span::current(),
@@ -101,7 +100,7 @@ impl LockGuard {
         self.lease.report_lost(why);
     }
 
-    /// The key this guard holds, as given to [`Locker::lock`].
+    /// The key this guard holds, as given to [`Locker::lock`](crate::Locker::lock).
     pub fn key(&self) -> &str {
         &self.lease.user_key
     }
@@ -180,7 +179,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
-        reentrant::scope(self.locker.inner.id, self.lease.clone(), self.fence, fut)
+        reentrant::scope(self.inner.id, self.lease.clone(), self.fence, fut)
     }
 
     /// Gives the lock back: to the next waiter of this process if there is one (no round
@@ -198,10 +197,7 @@ impl LockGuard {
         }
         observe::hold_ended(self.since.elapsed());
         // Boxed for the same reason as `LockRequest::acquire`.
-        let release = self
-            .locker
-            .inner
-            .release_lease(self.lease.clone(), self.fence);
+        let release = self.inner.release_lease(self.lease.clone(), self.fence);
         let result = Box::pin(release).await;
         if let Err(LockError::Lost { .. }) = &result {
             self.report_lost("the lock was not ours any more at release");
@@ -219,18 +215,31 @@ impl Drop for LockGuard {
         // stop counting as held now.
         self.lease.end_holding(self.fence);
         observe::hold_ended(self.since.elapsed());
-        let job = Job::Release {
-            inner: self.locker.inner.clone(),
-            lease: self.lease.clone(),
-            fence: self.fence,
-        };
-        if self.locker.inner.send_job(job).is_err() {
+        if !self
+            .inner
+            .release_in_background(self.lease.clone(), self.fence)
+        {
             tracing::debug!(
                 fence = self.fence,
                 "guard dropped without a runtime; the lock frees itself when its lease ends"
             );
         }
     }
+}
+
+/// What happens to the work done under a lock when its lease is lost while it runs: for
+/// `#[distributed_lock]` (its `on_lost` argument) and for a
+/// [`RouteRule`](crate::RouteRule).
+///
+/// Defaults to [`OnLost::Cancel`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Drop the request's handler and answer 503 `{"error": "lock_lost"}`.
+    #[default]
+    Cancel,
+    /// Let the handler run to its end.
+    Continue,
 }
 
 impl fmt::Debug for LockGuard {

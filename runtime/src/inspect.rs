@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use crate::backend::Backend;
 use crate::error::LockError;
-use crate::key::{unescape, validate_key, LockKeys};
+use crate::key::{validate_key, LockKeys};
 use crate::locker::Locker;
 
-/// What Redis holds for one lock. Owner tokens are never shown.
+/// What the store holds for one lock. Owner tokens are never shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockInfo {
@@ -40,14 +39,14 @@ impl Locker {
     pub async fn inspect(&self, key: &str) -> Result<LockInfo, LockError> {
         validate_key(key)?;
         let keys = LockKeys::new(&self.inner.prefix, key);
-        let (held, pttl, waiters, fence, queued) = self.redis()?.inspect(&keys).await?;
+        let state = self.inner.store.admin()?.inspect(&keys).await?;
         Ok(LockInfo {
             key: key.to_owned(),
-            held: held == 1,
-            remaining: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
-            waiters: waiters == 1,
-            waiting_processes: queued.max(0) as u64,
-            last_fence: (fence >= 0).then_some(fence as u64),
+            held: state.held,
+            remaining: state.remaining,
+            waiters: state.waiters,
+            waiting_processes: state.waiting_processes,
+            last_fence: state.last_fence,
         })
     }
 
@@ -57,19 +56,11 @@ impl Locker {
     /// # Errors
     /// As [`inspect`](Self::inspect).
     pub async fn list_held(&self, pattern: &str) -> Result<Vec<LockInfo>, LockError> {
-        let redis = self.redis()?;
-        let prefix = format!("{}:lock:{{", self.inner.prefix);
+        let mut keys = self.inner.store.admin()?.list(&self.inner.prefix).await?;
+        keys.sort();
+        keys.dedup();
         let mut found = Vec::new();
-        for name in redis.scan(&format!("{prefix}*")).await? {
-            let Some(escaped) = name
-                .strip_prefix(&prefix)
-                .and_then(|rest| rest.strip_suffix('}'))
-            else {
-                continue;
-            };
-            let Some(key) = unescape(escaped) else {
-                continue;
-            };
+        for key in keys {
             if glob(pattern, &key) {
                 let info = self.inspect(&key).await?;
                 if info.held {
@@ -92,17 +83,7 @@ impl Locker {
     pub async fn force_release(&self, key: &str) -> Result<bool, LockError> {
         validate_key(key)?;
         let keys = LockKeys::new(&self.inner.prefix, key);
-        self.redis()?.force_release(&keys).await
-    }
-
-    fn redis(&self) -> Result<&crate::backend::redis::RedisBackend, LockError> {
-        match &self.inner.backend {
-            Backend::Redis(r) => Ok(r),
-            _ => Err(LockError::config(
-                "inspecting locks needs a locker on one Redis server, a Sentinel master or a \
-                 cluster; for RedLock, inspect each node with a locker of its own",
-            )),
-        }
+        self.inner.store.admin()?.force_release(&keys).await
     }
 }
 

@@ -65,7 +65,6 @@
 #![forbid(unsafe_code)]
 
 mod acquire;
-mod backend;
 #[cfg(feature = "serde")]
 mod config;
 mod error;
@@ -81,7 +80,10 @@ mod observe;
 mod queue;
 mod reentrant;
 mod release;
+mod state;
+mod store;
 mod token;
+mod turns;
 mod watchdog;
 pub mod web;
 

@@ -1,27 +1,20 @@
 //! [`Locker`], the handle users keep: where locks live, their defaults, and
 //! [`LockRequest`], the builder of one acquisition.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::{RedisBackend, RedisSettings};
-use crate::backend::redlock::{join_all, RedLockBackend};
-use crate::backend::Backend;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::validate_prefix;
 use crate::lease::DEFAULT_DRIFT;
 use crate::observe::TraceKeys;
-use crate::queue::KeyQueue;
-use crate::watchdog::{self, Job, Schedule};
+use crate::state::Inner;
+use crate::store::{self, Deployment, Settings, Store};
 
 /// The default prefix of every Redis key the library writes.
 pub const DEFAULT_PREFIX: &str = "leasehold";
@@ -65,49 +58,6 @@ pub struct Locker {
     pub(crate) inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
-    pub(crate) id: u64,
-    pub(crate) backend: Backend,
-    pub(crate) prefix: String,
-    pub(crate) default_lease: Duration,
-    pub(crate) default_wait: Duration,
-    pub(crate) default_watchdog: bool,
-    pub(crate) fence_ttl: Duration,
-    /// Clock drift allowance, as a fraction of the lease.
-    pub(crate) drift: f64,
-    /// How keys appear in traces.
-    pub(crate) trace_keys: TraceKeys,
-    pub(crate) queues: Mutex<HashMap<String, KeyQueue>>,
-    pub(crate) schedule: Arc<Schedule>,
-    jobs: OnceLock<mpsc::UnboundedSender<Job>>,
-}
-
-impl Inner {
-    /// Hands work to this locker's background task, starting it on first use. Gives the job
-    /// back when that is impossible (no Tokio runtime here, or the runtime it ran on is gone).
-    pub(crate) fn send_job(self: &Arc<Self>, job: Job) -> Result<(), Job> {
-        let tx = match self.jobs.get() {
-            Some(tx) => tx,
-            None => {
-                let Some(tx) = watchdog::spawn(self) else {
-                    return Err(job);
-                };
-                self.jobs.get_or_init(|| tx)
-            }
-        };
-        tx.send(job).map_err(|e| e.0)
-    }
-
-    /// Starts the background task if it is not running yet.
-    pub(crate) fn start_background(self: &Arc<Self>) {
-        if self.jobs.get().is_none() {
-            if let Some(tx) = watchdog::spawn(self) {
-                let _ = self.jobs.set(tx);
-            }
-        }
-    }
-}
-
 impl Locker {
     /// Connects to one Redis server with the default options. Accepts `redis://`,
     /// `rediss://` (TLS, with the `tls` feature) and `redis+unix://` URLs.
@@ -144,25 +94,22 @@ impl Locker {
     /// # Ok(()) }
     /// ```
     pub fn in_memory() -> Locker {
-        Locker::with_backend(
-            Backend::Memory(MemoryBackend::new()),
-            LockerBuilder::default(),
-        )
+        Locker::with_store(store::in_memory(), LockerBuilder::default())
     }
 
     /// A locker on a store whose answers the test scripts; lockers built on clones of one
-    /// [`ScriptedBackend`](crate::backend::scripted::ScriptedBackend) stand for processes
+    /// [`ScriptedStore`](crate::store::scripted::ScriptedStore) stand for processes
     /// sharing one Redis.
     #[cfg(test)]
-    pub(crate) fn scripted(store: crate::backend::scripted::ScriptedBackend) -> Locker {
-        Locker::with_backend(Backend::Scripted(store), LockerBuilder::default())
+    pub(crate) fn scripted(store: crate::store::scripted::ScriptedStore) -> Locker {
+        Locker::with_store(Arc::new(store), LockerBuilder::default())
     }
 
-    fn with_backend(backend: Backend, b: LockerBuilder) -> Locker {
+    fn with_store(store: Arc<dyn Store>, b: LockerBuilder) -> Locker {
         Locker {
             inner: Arc::new(Inner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
-                backend,
+                store,
                 prefix: b.prefix,
                 default_lease: b.default_lease,
                 default_wait: b.default_wait,
@@ -170,7 +117,7 @@ impl Locker {
                 fence_ttl: b.fence_ttl,
                 drift: b.drift,
                 trace_keys: b.trace_keys,
-                queues: Mutex::new(HashMap::new()),
+                queues: Default::default(),
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
             }),
@@ -210,17 +157,7 @@ impl Locker {
 
 impl fmt::Debug for Locker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let store = match &self.inner.backend {
-            Backend::Redis(r) => format!("redis at {}", r.endpoint()),
-            Backend::RedLock(r) => {
-                let nodes: Vec<String> =
-                    r.nodes().iter().map(|n| n.endpoint().to_string()).collect();
-                format!("redlock over {}", nodes.join(", "))
-            }
-            Backend::Memory(_) => "in memory".to_owned(),
-            #[cfg(test)]
-            Backend::Scripted(_) => "scripted".to_owned(),
-        };
+        let store = self.inner.store.describe();
         f.debug_struct("Locker")
             .field("store", &store)
             .field("prefix", &self.inner.prefix)
@@ -249,11 +186,8 @@ impl fmt::Debug for Locker {
 #[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until .build().await"]
 pub struct LockerBuilder {
-    url: Option<String>,
-    redlock: Vec<String>,
-    cluster: Vec<String>,
-    sentinel: Option<(Vec<String>, String)>,
-    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
+    /// Every engine named, in order: more than one is an error at `build`.
+    deployments: Vec<Deployment>,
     min_replicas: u32,
     prefix: String,
     default_lease: Duration,
@@ -269,10 +203,7 @@ pub struct LockerBuilder {
 impl Default for LockerBuilder {
     fn default() -> Self {
         LockerBuilder {
-            url: None,
-            redlock: Vec::new(),
-            cluster: Vec::new(),
-            sentinel: None,
+            deployments: Vec::new(),
             min_replicas: 0,
             prefix: DEFAULT_PREFIX.to_owned(),
             default_lease: DEFAULT_LEASE,
@@ -291,7 +222,17 @@ impl LockerBuilder {
     /// The Redis server: `redis://[user:password@]host:port[/db]`, `rediss://...` for TLS,
     /// or `redis+unix:///path/to/socket`. Required for [`build`](Self::build).
     pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.url = Some(url.into());
+        self.deployments.push(Deployment::Redis(url.into()));
+        self
+    }
+
+    /// The engine named by a configuration file (see [`LockConfig`](crate::LockConfig)).
+    #[cfg(feature = "serde")]
+    pub(crate) fn deployment(mut self, deployment: Deployment) -> Self {
+        if let Deployment::Sentinel { min_replicas, .. } = &deployment {
+            self.min_replicas = *min_replicas;
+        }
+        self.deployments.push(deployment);
         self
     }
 
@@ -320,7 +261,8 @@ impl LockerBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.redlock = urls.into_iter().map(Into::into).collect();
+        let urls = urls.into_iter().map(Into::into).collect();
+        self.deployments.push(Deployment::RedLock(urls));
         self
     }
 
@@ -343,7 +285,8 @@ impl LockerBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.cluster = urls.into_iter().map(Into::into).collect();
+        let urls = urls.into_iter().map(Into::into).collect();
+        self.deployments.push(Deployment::Cluster(urls));
         self
     }
 
@@ -371,8 +314,11 @@ impl LockerBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let urls = sentinels.into_iter().map(Into::into).collect();
-        self.sentinel = Some((urls, master.into()));
+        self.deployments.push(Deployment::Sentinel {
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            master: master.into(),
+            min_replicas: 0,
+        });
         self
     }
 
@@ -497,98 +443,38 @@ impl LockerBuilder {
 
     async fn connect_all(self) -> Result<Locker, LockError> {
         self.check()?;
-        let settings = RedisSettings {
+        let deployment = self.chosen_deployment()?;
+        let settings = Settings {
             op_timeout: self.op_timeout,
             connect_timeout: self.connect_timeout,
         };
-        let deployments = [
-            self.url.is_some(),
-            !self.redlock.is_empty(),
-            !self.cluster.is_empty(),
-            self.sentinel.is_some(),
-        ];
-        if deployments.iter().filter(|given| **given).count() > 1 {
-            return Err(LockError::config(
-                "more than one of .url(...), .redlock([...]), .cluster([...]) and \
-                 .sentinel(...) was given; use one of them",
-            ));
-        }
-        let backend = if !self.redlock.is_empty() {
-            Backend::RedLock(self.connect_redlock(&settings).await?)
-        } else if !self.cluster.is_empty() {
-            Backend::Redis(self.connect_cluster(&settings).await?)
-        } else if self.sentinel.is_some() {
-            Backend::Redis(self.connect_sentinel(&settings).await?)
-        } else {
-            let Some(url) = self.url.as_deref() else {
-                return Err(LockError::config(
-                    "no Redis URL: call .url(\"redis://127.0.0.1:6379\") on the builder (or \
-                     .redlock([...]) for several masters), or use Locker::in_memory() for a \
-                     process-local store",
-                ));
-            };
-            Backend::Redis(RedisBackend::connect(url, &settings, false).await?)
-        };
-        let locker = Locker::with_backend(backend, self);
+        let store = deployment.connect(&settings).await?;
+        let locker = Locker::with_store(store, self);
         locker.inner.start_background();
         Ok(locker)
     }
 
-    #[cfg(feature = "cluster")]
-    async fn connect_cluster(&self, settings: &RedisSettings) -> Result<RedisBackend, LockError> {
-        RedisBackend::connect_cluster(&self.cluster, settings).await
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    async fn connect_cluster(&self, _: &RedisSettings) -> Result<RedisBackend, LockError> {
-        unreachable!("LockerBuilder::cluster needs the `cluster` feature")
-    }
-
-    #[cfg(feature = "sentinel")]
-    async fn connect_sentinel(&self, settings: &RedisSettings) -> Result<RedisBackend, LockError> {
-        let (sentinels, master) = self.sentinel.as_ref().expect("checked by the caller");
-        if sentinels.is_empty() || master.is_empty() {
-            return Err(LockError::config(
-                "sentinel needs at least one sentinel URL and the master's name",
-            ));
+    /// The one engine named, with the options that belong to it.
+    fn chosen_deployment(&self) -> Result<Deployment, LockError> {
+        match self.deployments.as_slice() {
+            [] => Err(LockError::config(
+                "no Redis URL: call .url(\"redis://127.0.0.1:6379\") on the builder (or \
+                 .redlock([...]) for several masters), or use Locker::in_memory() for a \
+                 process-local store",
+            )),
+            [one] => {
+                let mut one = one.clone();
+                if let Deployment::Sentinel { min_replicas, .. } = &mut one {
+                    *min_replicas = self.min_replicas;
+                }
+                one.validate()?;
+                Ok(one)
+            }
+            _ => Err(LockError::config(
+                "more than one of .url(...), .redlock([...]), .cluster([...]) and \
+                 .sentinel(...) was given; use one of them",
+            )),
         }
-        RedisBackend::connect_sentinel(sentinels, master, self.min_replicas, settings).await
-    }
-
-    #[cfg(not(feature = "sentinel"))]
-    async fn connect_sentinel(&self, _: &RedisSettings) -> Result<RedisBackend, LockError> {
-        unreachable!("LockerBuilder::sentinel needs the `sentinel` feature")
-    }
-
-    async fn connect_redlock(&self, settings: &RedisSettings) -> Result<RedLockBackend, LockError> {
-        let n = self.redlock.len();
-        if n < 3 || n % 2 == 0 {
-            return Err(LockError::config(format!(
-                "redlock needs an odd number of at least 3 independent Redis masters; got {n}"
-            )));
-        }
-        let nodes = join_all(
-            self.redlock
-                .iter()
-                .map(|url| RedisBackend::connect(url, settings, true)),
-        )
-        .await;
-        let mut nodes = nodes.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let down: Vec<String> = nodes
-            .iter_mut()
-            .filter_map(|n| n.down_at_connect.take().map(|e| e.to_string()))
-            .collect();
-        if n - down.len() < n / 2 + 1 {
-            return Err(LockError::unavailable(
-                format!(
-                    "redlock: only {} of {n} nodes answered, a majority is needed: {}",
-                    n - down.len(),
-                    down.join("; ")
-                ),
-                None,
-            ));
-        }
-        Ok(RedLockBackend::new(nodes))
     }
 
     /// Checks the options and builds a process-local locker, like [`Locker::in_memory`].
@@ -597,10 +483,7 @@ impl LockerBuilder {
     /// [`LockError::Config`] when an option is invalid.
     pub fn build_in_memory(self) -> Result<Locker, LockError> {
         self.check()?;
-        Ok(Locker::with_backend(
-            Backend::Memory(MemoryBackend::new()),
-            self,
-        ))
+        Ok(Locker::with_store(store::in_memory(), self))
     }
 }
 

@@ -21,7 +21,7 @@ use proptest::test_runner::TestCaseError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::backend::scripted::ScriptedBackend;
+use crate::store::scripted::ScriptedStore;
 use crate::{LockError, LockGuard, Locker};
 
 const KEYS: [&str; 2] = ["k0", "k1"];
@@ -193,7 +193,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 type Acquisition = Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send>>;
 
 struct Model {
-    store: ScriptedBackend,
+    store: ScriptedStore,
     lockers: [Locker; 2],
     pending: Vec<Pending>,
     guards: Vec<Held>,
@@ -234,7 +234,7 @@ struct LaterScope {
 
 impl Model {
     fn new() -> Model {
-        let store = ScriptedBackend::new();
+        let store = ScriptedStore::new();
         let lockers = [
             Locker::scripted(store.clone()),
             Locker::scripted(store.clone()),
@@ -588,7 +588,7 @@ mod handover_after_reentry {
 
     #[tokio::test(start_paused = true)]
     async fn a_reentered_guard_is_not_held_once_its_holder_handed_the_lease_on() {
-        let locker = Locker::scripted(ScriptedBackend::new());
+        let locker = Locker::scripted(ScriptedStore::new());
         let (a, b) = a_holds_with_b_queued(&locker).await;
         let inner = a.scope(locker.lock(KEY).lease(LEASE).acquire()).await;
         let inner = inner.unwrap();
@@ -605,7 +605,7 @@ mod handover_after_reentry {
 
     #[tokio::test(start_paused = true)]
     async fn a_scope_future_run_after_its_holder_released_does_not_reenter() {
-        let locker = Locker::scripted(ScriptedBackend::new());
+        let locker = Locker::scripted(ScriptedStore::new());
         let (a, b) = a_holds_with_b_queued(&locker).await;
         let late = a.scope(async {
             let inner = locker.lock(KEY).lease(LEASE).wait(Duration::ZERO);
@@ -645,7 +645,7 @@ mod turn_passed_once {
 
     #[tokio::test(start_paused = true)]
     async fn a_late_release_does_not_pass_a_forfeited_turn_again() {
-        let store = ScriptedBackend::new();
+        let store = ScriptedStore::new();
         let locker = Locker::scripted(store.clone());
         let holder = locker.lock(KEY).lease(LEASE).watchdog(false);
         let holder = holder.acquire().await.unwrap();
@@ -673,7 +673,7 @@ mod turn_passed_once {
         assert!(release.await.unwrap().is_err());
         let lock_key = LockKeys::new(crate::DEFAULT_PREFIX, KEY).lock;
         assert!(
-            locker.inner.turn_holder(&lock_key).is_some(),
+            locker.inner.queues.turn_holder(&lock_key).is_some(),
             "the late release passed the turn again: the holder lost it to the waiter behind"
         );
         assert!(!second.is_finished(), "the second waiter still waits");
@@ -688,7 +688,7 @@ mod turn_passed_once {
 /// grant is given back and the wait goes on.
 #[tokio::test(start_paused = true)]
 async fn a_grant_that_arrives_after_its_validity_is_not_handed_out() {
-    let store = ScriptedBackend::new();
+    let store = ScriptedStore::new();
     let locker = Locker::scripted(store.clone());
     // 100 ms leases count as held for 97 ms; the first answer takes 150 ms.
     store.delay_next(1, Duration::from_millis(150));

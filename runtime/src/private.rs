@@ -27,7 +27,7 @@ pub struct Spec {
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
 /// offers).
-pub use crate::web::OnLost;
+pub use crate::guard::OnLost;
 
 /// Anything that can lend a [`Locker`]: `locker = ...` accepts these.
 #[diagnostic::on_unimplemented(

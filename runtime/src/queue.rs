@@ -4,26 +4,18 @@
 //! holder gets the next of the fencing tokens reserved with it. Every way of leaving the queue
 //! (success, timeout, cancellation) passes the turn on, so the queue can never stall.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 
-use crate::key::LockKeys;
 use crate::lease::Lease;
-use crate::locker::Inner;
-use crate::token::OwnerToken;
-use crate::watchdog::Job;
 
 /// After this many handovers in a row inside one process, a release goes through Redis
 /// instead, so that waiters in other processes get their chance.
 pub(crate) const MAX_HANDOFFS_IN_ROW: u32 = 16;
-
-/// How often a queued task looks again at who holds the turn, while a contender holds it.
-const HOLDER_RECHECK: Duration = Duration::from_millis(250);
 
 /// Names each turn, so that a turn can be passed on once only: whoever passes it must name
 /// the turn it holds, and a stale pass (the turn moved on meanwhile) does nothing. Global, so
@@ -34,15 +26,21 @@ fn next_turn() -> u64 {
     NEXT_TURN.fetch_add(1, Ordering::Relaxed)
 }
 
+/// The local queues of one locker, by lock key.
+#[derive(Default)]
+pub(crate) struct Queues {
+    map: Mutex<HashMap<String, KeyQueue>>,
+}
+
 /// The local state of one key that some task of this process is active on. The key has an
 /// entry exactly while one task holds the turn (it holds the lock, or contends for it).
-pub(crate) struct KeyQueue {
+struct KeyQueue {
     waiters: VecDeque<Waiter>,
     handoffs_in_row: u32,
     /// The turn being held now.
     turn: u64,
     /// The lease that holds the turn, or `None` while a task contends in Redis for it. A
-    /// lease that is lost forfeits the turn (see [`Inner::forfeit`]), so a holder that hangs
+    /// lease that is lost forfeits the turn (see [`Queues::forfeit`]), so a holder that hangs
     /// past its lease cannot keep the rest of the process waiting.
     holder: Option<Arc<Lease>>,
 }
@@ -73,7 +71,7 @@ pub(crate) enum Turn {
     Granted(Arc<Lease>, u64),
 }
 
-/// Where a task stands after [`Inner::enter`].
+/// Where a task stands after [`Queues::enter`].
 pub(crate) enum Entry {
     /// It holds this turn: go to Redis.
     Active(u64),
@@ -83,7 +81,7 @@ pub(crate) enum Entry {
     Busy,
 }
 
-impl Inner {
+impl Queues {
     /// Takes the turn for `lock_key`, or queues behind the task that has it.
     pub(crate) fn enter(
         &self,
@@ -92,7 +90,7 @@ impl Inner {
         watchdog: bool,
         wait: bool,
     ) -> Entry {
-        let mut queues = self.queues.lock().unwrap();
+        let mut queues = self.map.lock().unwrap();
         match queues.get_mut(lock_key) {
             None => {
                 let q = KeyQueue::new();
@@ -115,13 +113,13 @@ impl Inner {
 
     /// The lease that holds the turn of `lock_key`, if a lease (not a contender) holds it.
     pub(crate) fn turn_holder(&self, lock_key: &str) -> Option<Arc<Lease>> {
-        let queues = self.queues.lock().unwrap();
+        let queues = self.map.lock().unwrap();
         queues.get(lock_key).and_then(|q| q.holder.clone())
     }
 
     /// Records that `lease` holds `turn` of its key now.
     pub(crate) fn hold_turn(&self, lease: &Arc<Lease>, turn: u64) {
-        let mut queues = self.queues.lock().unwrap();
+        let mut queues = self.map.lock().unwrap();
         if let Some(q) = queues.get_mut(&lease.keys.lock) {
             if q.turn == turn {
                 q.holder = Some(lease.clone());
@@ -131,7 +129,7 @@ impl Inner {
 
     /// The turn `lease` holds; `None` once it forfeited it.
     pub(crate) fn held_turn(&self, lease: &Arc<Lease>) -> Option<u64> {
-        let queues = self.queues.lock().unwrap();
+        let queues = self.map.lock().unwrap();
         let q = queues.get(&lease.keys.lock)?;
         let holder = q.holder.as_ref()?;
         Arc::ptr_eq(holder, lease).then_some(q.turn)
@@ -149,7 +147,7 @@ impl Inner {
     /// nothing when `turn` was passed on already: a turn is passed once, so two tasks of this
     /// process never contend for one key at the same time.
     pub(crate) fn pass_turn(&self, lock_key: &str, turn: u64) {
-        let mut queues = self.queues.lock().unwrap();
+        let mut queues = self.map.lock().unwrap();
         let Some(q) = queues.get_mut(lock_key) else {
             return;
         };
@@ -170,7 +168,7 @@ impl Inner {
     /// How many fencing tokens an acquire should reserve: one for itself and one for each
     /// waiter queued behind it now, up to the handover limit.
     pub(crate) fn fences_to_reserve(&self, lock_key: &str) -> u64 {
-        let queues = self.queues.lock().unwrap();
+        let queues = self.map.lock().unwrap();
         let queued = queues.get(lock_key).map_or(0, |q| q.waiters.len());
         1 + queued.min(MAX_HANDOFFS_IN_ROW as usize) as u64
     }
@@ -183,7 +181,7 @@ impl Inner {
         if !lease.watchdog || !lease.is_held() {
             return false;
         }
-        let mut queues = self.queues.lock().unwrap();
+        let mut queues = self.map.lock().unwrap();
         let Some(q) = queues.get_mut(&lease.keys.lock) else {
             return false;
         };
@@ -212,136 +210,5 @@ impl Inner {
             }
         }
         false
-    }
-}
-
-/// The turn of the task at the front, while it contends in Redis. Dropped without
-/// [`ActiveTurn::keep`] (error, timeout, cancellation) it passes the turn on, after cleaning
-/// up an acquire whose answer never came (it may have taken the lock).
-pub(crate) struct ActiveTurn<'a> {
-    inner: &'a Arc<Inner>,
-    keys: &'a LockKeys,
-    turn: u64,
-    /// The token of an acquire sent but not answered yet.
-    pub(crate) in_flight: Option<OwnerToken>,
-    armed: bool,
-}
-
-impl<'a> ActiveTurn<'a> {
-    pub(crate) fn new(inner: &'a Arc<Inner>, keys: &'a LockKeys, turn: u64) -> Self {
-        ActiveTurn {
-            inner,
-            keys,
-            turn,
-            in_flight: None,
-            armed: true,
-        }
-    }
-
-    /// The lock was taken: the turn now belongs to the lease, which passes it on release.
-    pub(crate) fn keep(mut self, lease: &Arc<Lease>) {
-        self.armed = false;
-        self.inner.hold_turn(lease, self.turn);
-    }
-}
-
-impl Drop for ActiveTurn<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        match self.in_flight.take() {
-            None => self.inner.pass_turn(&self.keys.lock, self.turn),
-            Some(token) => {
-                let job = Job::Abandon {
-                    inner: self.inner.clone(),
-                    keys: Box::new(self.keys.clone()),
-                    token,
-                    turn: self.turn,
-                };
-                if self.inner.send_job(job).is_err() {
-                    // No background task (its runtime is gone): nothing can reach Redis, and
-                    // the lease will expire. Still free the local turn.
-                    self.inner.pass_turn(&self.keys.lock, self.turn);
-                }
-            }
-        }
-    }
-}
-
-/// A queued task's ticket. Dropped while a turn is already on its way (the task timed out or
-/// was cancelled at that moment), it passes that turn on instead of losing it.
-pub(crate) struct QueuedTurn<'a> {
-    inner: &'a Arc<Inner>,
-    lock_key: &'a str,
-    pub(crate) rx: Option<oneshot::Receiver<Turn>>,
-}
-
-impl<'a> QueuedTurn<'a> {
-    pub(crate) fn new(
-        inner: &'a Arc<Inner>,
-        lock_key: &'a str,
-        rx: oneshot::Receiver<Turn>,
-    ) -> Self {
-        QueuedTurn {
-            inner,
-            lock_key,
-            rx: Some(rx),
-        }
-    }
-
-    /// Waits for this task's turn until `deadline`. A holder whose lease is lost meanwhile
-    /// forfeits the turn, so the queue moves on.
-    pub(crate) async fn wait(&mut self, deadline: Instant) -> Option<Turn> {
-        loop {
-            let holder = self.inner.turn_holder(self.lock_key);
-            let rx = self.rx.as_mut()?;
-            // While a contender (not a lease) holds the turn, look again later: it may
-            // become a lease that can be lost.
-            let recheck = (Instant::now() + HOLDER_RECHECK).min(deadline);
-            let holder_lost = async {
-                match &holder {
-                    Some(lease) => lease.lost().await,
-                    None => tokio::time::sleep_until(recheck).await,
-                }
-            };
-            tokio::select! {
-                turn = rx => {
-                    self.rx = None;
-                    // The queue never drops a sender unsent; an error reads as no turn.
-                    return turn.ok();
-                }
-                _ = tokio::time::sleep_until(deadline) => return self.close(),
-                _ = holder_lost => {
-                    if let Some(lease) = &holder {
-                        self.inner.forfeit(lease);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Stops the queue from sending anything more, and returns a turn that arrived anyway.
-    pub(crate) fn close(&mut self) -> Option<Turn> {
-        let mut rx = self.rx.take()?;
-        rx.close();
-        rx.try_recv().ok()
-    }
-}
-
-impl Drop for QueuedTurn<'_> {
-    fn drop(&mut self) {
-        match self.close() {
-            None => {}
-            Some(Turn::Contend(turn)) => self.inner.pass_turn(self.lock_key, turn),
-            Some(Turn::Granted(lease, fence)) => {
-                let job = Job::Release {
-                    inner: self.inner.clone(),
-                    lease,
-                    fence,
-                };
-                let _ = self.inner.send_job(job);
-            }
-        }
     }
 }

@@ -21,9 +21,9 @@ use tokio::time::Instant;
 
 use crate::error::{LockError, LostReason};
 use crate::lease::Lease;
-use crate::locker::Inner;
 use crate::observe;
-use crate::queue::ActiveTurn;
+use crate::state::Inner;
+use crate::turns::ActiveTurn;
 use tracing::Instrument;
 
 impl Inner {
@@ -67,7 +67,7 @@ impl Inner {
         fence: u64,
     ) -> (&'static str, Result<(), LockError>) {
         lease.end_holding(fence);
-        let Some(turn) = self.held_turn(&lease) else {
+        let Some(turn) = self.queues.held_turn(&lease) else {
             // The lease was lost and forfeited its turn: the queue moved on without it.
             if !lease.finish() {
                 return ("released", Ok(()));
@@ -75,7 +75,7 @@ impl Inner {
             self.schedule.unwatch(&lease);
             return outcome(self.delete(&lease).await);
         };
-        if self.hand_over(&lease) {
+        if self.queues.hand_over(&lease) {
             return ("handed_over", Ok(()));
         }
         if !lease.finish() {
@@ -93,7 +93,7 @@ impl Inner {
 
     /// Deletes the lock in Redis if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
-        match self.backend.release(&lease.keys, &lease.token).await {
+        match self.store.release(&lease.keys, &lease.token).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LockError::Lost {
                 reason: LostReason::Refused,

@@ -9,18 +9,17 @@
 //! renewal is due, and the task only wakes when a renewal is.
 
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use crate::backend::{Renewal, Renewed};
-use crate::key::LockKeys;
 use crate::lease::Lease;
-use crate::locker::Inner;
 use crate::observe;
-use crate::token::OwnerToken;
+use crate::store::{Renewal, Renewed, Store};
 
 /// How long the background task sleeps at most, even with no renewal due before then.
 const IDLE_LOOK: Duration = Duration::from_secs(1);
@@ -136,36 +135,27 @@ impl Schedule {
     }
 }
 
-/// Work for the background task that cannot be done where it arises.
-pub(crate) enum Job {
-    /// A guard was dropped without `release().await`: release (or hand over) in the background.
-    Release {
-        inner: Arc<Inner>,
-        lease: Arc<Lease>,
-        fence: u64,
-    },
-    /// An acquire or release was abandoned while its answer was outstanding: delete the lock
-    /// if `token` owns it, then pass the local turn on.
-    Abandon {
-        inner: Arc<Inner>,
-        /// Boxed: the job queue's entries stay small.
-        keys: Box<LockKeys>,
-        token: OwnerToken,
-        /// The local turn the acquire held.
-        turn: u64,
-    },
-}
+/// Work for the background task that cannot be done where it arises (a guard dropped, an
+/// acquire cancelled mid-flight): a future that the task runs in a task of its own.
+pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Starts the background task on the current Tokio runtime; `None` outside of one. The task
-/// ends when the locker is gone (it holds no strong reference to it).
-pub(crate) fn spawn(inner: &Arc<Inner>) -> Option<mpsc::UnboundedSender<Job>> {
+/// ends when the locker is gone (it holds the store only weakly).
+pub(crate) fn spawn(
+    store: &Arc<dyn Store>,
+    schedule: &Arc<Schedule>,
+) -> Option<mpsc::UnboundedSender<Job>> {
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let (tx, rx) = mpsc::unbounded_channel();
-    runtime.spawn(run(Arc::downgrade(inner), inner.schedule.clone(), rx));
+    runtime.spawn(run(Arc::downgrade(store), schedule.clone(), rx));
     Some(tx)
 }
 
-async fn run(weak: Weak<Inner>, schedule: Arc<Schedule>, mut jobs: mpsc::UnboundedReceiver<Job>) {
+async fn run(
+    store: Weak<dyn Store>,
+    schedule: Arc<Schedule>,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+) {
     loop {
         let earlier = schedule.earlier.notified();
         tokio::pin!(earlier);
@@ -173,13 +163,13 @@ async fn run(weak: Weak<Inner>, schedule: Arc<Schedule>, mut jobs: mpsc::Unbound
         earlier.as_mut().enable();
         let (batch, next) = schedule.take_due(Instant::now());
         if !batch.is_empty() {
-            let Some(inner) = weak.upgrade() else { return };
-            tokio::spawn(renew(inner, batch));
+            let Some(store) = store.upgrade() else { return };
+            tokio::spawn(renew(store, schedule.clone(), batch));
         }
         tokio::select! {
             job = jobs.recv() => {
                 let Some(job) = job else { return };
-                tokio::spawn(perform(job));
+                tokio::spawn(job);
             }
             _ = &mut earlier => {}
             _ = tokio::time::sleep_until(next) => {}
@@ -187,40 +177,21 @@ async fn run(weak: Weak<Inner>, schedule: Arc<Schedule>, mut jobs: mpsc::Unbound
     }
 }
 
-async fn perform(job: Job) {
-    match job {
-        Job::Release {
-            inner,
-            lease,
-            fence,
-        } => inner.release_dropped(lease, fence).await,
-        Job::Abandon {
-            inner,
-            keys,
-            token,
-            turn,
-        } => {
-            let _ = inner.backend.release(&keys, &token).await;
-            inner.pass_turn(&keys.lock, turn);
-        }
-    }
-}
-
 /// Tries a failed renewal again soon, if the lease is still valid by then; else the lease
 /// is lost.
-fn retry(inner: &Inner, lease: &Arc<Lease>) {
+fn retry(schedule: &Schedule, lease: &Arc<Lease>) {
     let retry = Instant::now() + (lease.lease / 10).max(Duration::from_millis(5));
     let valid_until = lease.state.borrow().valid_until;
     if retry < valid_until {
-        inner.schedule.reschedule(lease, Some(retry));
+        schedule.reschedule(lease, Some(retry));
     } else {
         lease.report_lost("renewals failed until the lease ran out");
-        inner.schedule.reschedule(lease, None);
+        schedule.reschedule(lease, None);
     }
 }
 
 /// Renews a batch and puts each lease back on the schedule (or takes it off).
-async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
+async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Lease>>) {
     for chunk in batch.chunks(RENEW_BATCH) {
         let renewals: Vec<Renewal<'_>> = chunk
             .iter()
@@ -231,36 +202,34 @@ async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
             })
             .collect();
         let sent = Instant::now();
-        match inner.backend.renew(&renewals).await {
+        match store.renew(&renewals).await {
             Ok(renewed) => {
                 let mut yes = 0;
                 let mut unknown = 0;
                 for (lease, outcome) in chunk.iter().zip(renewed) {
                     if lease.is_done() {
-                        inner.schedule.reschedule(lease, None);
+                        schedule.reschedule(lease, None);
                         continue;
                     }
                     match outcome {
                         Renewed::Yes if lease.renewed(sent) => {
                             yes += 1;
-                            inner
-                                .schedule
-                                .reschedule(lease, Some(sent + lease.lease / 3));
+                            schedule.reschedule(lease, Some(sent + lease.lease / 3));
                         }
                         Renewed::Yes => {
                             // It lapsed before this renewal answered: lost for good, and not
                             // renewed again, so that the lock frees itself in Redis.
                             lease.report_lost("its validity ran out before a renewal answered");
-                            inner.schedule.reschedule(lease, None);
+                            schedule.reschedule(lease, None);
                         }
                         Renewed::No => {
                             lease.mark_lost();
                             lease.report_lost("the lock expired or was taken over before renewal");
-                            inner.schedule.reschedule(lease, None);
+                            schedule.reschedule(lease, None);
                         }
                         Renewed::Unknown => {
                             unknown += 1;
-                            retry(&inner, lease);
+                            retry(&schedule, lease);
                         }
                     }
                 }
@@ -272,7 +241,7 @@ async fn renew(inner: Arc<Inner>, batch: Vec<Arc<Lease>>) {
             Err(e) => {
                 observe::renew_failed(chunk.len(), &e);
                 for lease in chunk {
-                    retry(&inner, lease);
+                    retry(&schedule, lease);
                 }
             }
         }

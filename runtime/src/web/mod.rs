@@ -22,7 +22,8 @@ mod route;
 pub use self::actix::ActixLockService;
 #[cfg(feature = "axum")]
 pub use self::axum::LockService;
-pub use route::{HeaderLookup, KeyFn, OnLost, PathParams, RequestInfo, RouteRule};
+pub use crate::guard::OnLost;
+pub use route::{HeaderLookup, KeyFn, PathParams, RequestInfo, RouteRule};
 
 /// How a [`LockError`] is answered over HTTP; actix-web and axum responses (features `actix`
 /// and `axum`) are built from it.
@@ -150,13 +151,6 @@ impl RouteLocks {
             locker: None,
             rules: Arc::new(Vec::new()),
         }
-    }
-
-    /// Middleware with the route rules of `config` (its `rules`), through `locker`, usually
-    /// built from the same config with [`Locker::from_config`].
-    #[cfg(feature = "serde")]
-    pub fn from_config(locker: Locker, config: &crate::config::LockConfig) -> Self {
-        RouteLocks::new(locker).rules(config.rules.iter().cloned())
     }
 
     /// Adds a rule after the ones already added.

@@ -8,19 +8,7 @@ use std::time::Duration;
 
 use crate::__private::Spec;
 use crate::error::LockError;
-
-/// What a [`RouteRule`] does when the lease is lost while the request runs.
-///
-/// Defaults to [`OnLost::Cancel`], as `#[distributed_lock]` does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OnLost {
-    /// Drop the request's handler and answer 503 `{"error": "lock_lost"}`.
-    #[default]
-    Cancel,
-    /// Let the handler run to its end.
-    Continue,
-}
+use crate::guard::OnLost;
 
 /// The parameters a path pattern captured from a request path, percent-decoded.
 ///

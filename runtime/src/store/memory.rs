@@ -8,14 +8,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
+use super::{AcquireRequest, Attempt, Renewal, Renewed, Store, StoreFuture, WakeSubscription};
+use crate::error::LockError;
 use crate::key::LockKeys;
 use crate::token::OwnerToken;
 
 /// After how many operations expired entries are swept, so memory stays bounded.
 const SWEEP_EVERY: u64 = 1024;
 
-pub(crate) struct MemoryBackend {
+pub(crate) struct MemoryStore {
     state: Mutex<State>,
 }
 
@@ -37,9 +38,9 @@ struct Fence {
     expires: Instant,
 }
 
-impl MemoryBackend {
+impl MemoryStore {
     pub(crate) fn new() -> Self {
-        MemoryBackend {
+        MemoryStore {
             state: Mutex::new(State::default()),
         }
     }
@@ -105,8 +106,49 @@ impl MemoryBackend {
     }
 }
 
+impl Store for MemoryStore {
+    fn describe(&self) -> String {
+        "in memory".to_owned()
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(std::future::ready(Ok(MemoryStore::acquire(self, req))))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(MemoryStore::release(
+            self, keys, token,
+        ))))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(std::future::ready(Ok(yes_no(MemoryStore::renew(
+            self, batch,
+        )))))
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
+    }
+
+    fn admin(&self) -> Result<&dyn super::Admin, LockError> {
+        Err(LockError::config(
+            "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
+             are visible to its own process only",
+        ))
+    }
+}
+
+/// A store that can only say yes or no.
+pub(crate) fn yes_no(flags: Vec<bool>) -> Vec<Renewed> {
+    flags
+        .into_iter()
+        .map(|ok| if ok { Renewed::Yes } else { Renewed::No })
+        .collect()
+}
+
 #[cfg(test)]
-impl MemoryBackend {
+impl MemoryStore {
     /// Forgets every lock, as a server that restarted empty would; fence counters stay.
     pub(crate) fn forget_locks(&self) {
         self.state.lock().unwrap().locks.clear();
@@ -175,7 +217,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn lease_expires_and_fences_increase_past_reservations() {
-        let b = MemoryBackend::new();
+        let b = MemoryStore::new();
         let (a, c) = (OwnerToken::generate(), OwnerToken::generate());
         let k = keys("x");
         let Attempt::Granted { top: t1 } = b.acquire(&request(&k, &a, 5)) else {
@@ -199,7 +241,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_expired_counter_never_goes_back() {
-        let b = MemoryBackend::new();
+        let b = MemoryStore::new();
         let a = OwnerToken::generate();
         let k = keys("x");
         let Attempt::Granted { top: t1 } = b.acquire(&request(&k, &a, 1)) else {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::memory::MemoryBackend;
+use super::memory::MemoryStore;
 use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
 use crate::error::LockError;
 use crate::key::LockKeys;
@@ -19,12 +19,12 @@ use crate::lease::Session;
 use crate::token::OwnerToken;
 
 #[derive(Clone)]
-pub(crate) struct ScriptedBackend {
+pub(crate) struct ScriptedStore {
     shared: Arc<Shared>,
 }
 
 struct Shared {
-    store: MemoryBackend,
+    store: MemoryStore,
     script: Mutex<Script>,
     /// Bumped when the connection drops: leases granted over the old one count as lost.
     epoch: watch::Sender<u64>,
@@ -53,11 +53,11 @@ struct Fate {
     lose_answer: bool,
 }
 
-impl ScriptedBackend {
+impl ScriptedStore {
     pub(crate) fn new() -> Self {
-        ScriptedBackend {
+        ScriptedStore {
             shared: Arc::new(Shared {
-                store: MemoryBackend::new(),
+                store: MemoryStore::new(),
                 script: Mutex::default(),
                 epoch: watch::channel(0).0,
             }),
@@ -184,4 +184,41 @@ fn take_one(count: &mut u32) -> bool {
     let some = *count > 0;
     *count = count.saturating_sub(1);
     some
+}
+
+impl super::Store for ScriptedStore {
+    fn describe(&self) -> String {
+        "scripted".to_owned()
+    }
+
+    fn session(&self) -> Option<Session> {
+        ScriptedStore::session(self)
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> super::StoreFuture<'a, Attempt> {
+        Box::pin(ScriptedStore::acquire(self, req))
+    }
+
+    fn release<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> super::StoreFuture<'a, bool> {
+        Box::pin(ScriptedStore::release(self, keys, token))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        batch: &'a [Renewal<'_>],
+    ) -> super::StoreFuture<'a, Vec<super::Renewed>> {
+        Box::pin(async move {
+            ScriptedStore::renew(self, batch)
+                .await
+                .map(super::memory::yes_no)
+        })
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> super::StoreFuture<'a, WakeSubscription> {
+        Box::pin(ScriptedStore::subscribe(self, keys))
+    }
 }

@@ -9,36 +9,54 @@
 //! differ. Without the raise, a later majority could consist only of nodes whose counters lag
 //! and hand out a smaller token.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::redis::RedisBackend;
-use super::{AcquireRequest, Attempt, Renewal, Renewed, WakeSubscription};
+use super::RedisStore;
 use crate::error::LockError;
 use crate::key::LockKeys;
+use crate::lease::Session;
+use crate::store::{
+    join_all, AcquireRequest, Attempt, Renewal, Renewed, Settings, Store, StoreFuture,
+    WakeSubscription,
+};
 use crate::token::OwnerToken;
 
-pub(crate) struct RedLockBackend {
-    nodes: Vec<RedisBackend>,
+pub(crate) struct RedLock {
+    nodes: Vec<RedisStore>,
 }
 
-impl RedLockBackend {
-    /// At least three nodes, an odd number of them (checked by the builder).
-    pub(crate) fn new(nodes: Vec<RedisBackend>) -> Self {
-        RedLockBackend { nodes }
+impl RedLock {
+    /// Connects every node (an odd number, at least three, checked by the deployment); nodes
+    /// that are down now are connected on first use, as long as a majority answers now.
+    pub(crate) async fn connect(urls: &[String], settings: &Settings) -> Result<Self, LockError> {
+        let n = urls.len();
+        let nodes = join_all(
+            urls.iter()
+                .map(|url| RedisStore::connect(url, settings, true)),
+        )
+        .await;
+        let mut nodes = nodes.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let down: Vec<String> = nodes
+            .iter_mut()
+            .filter_map(|n| n.down_at_connect.take().map(|e| e.to_string()))
+            .collect();
+        if n - down.len() < n / 2 + 1 {
+            return Err(LockError::unavailable(
+                format!(
+                    "redlock: only {} of {n} nodes answered, a majority is needed: {}",
+                    n - down.len(),
+                    down.join("; ")
+                ),
+                None,
+            ));
+        }
+        Ok(RedLock { nodes })
     }
 
     /// How many nodes make a majority.
     pub(crate) fn quorum(&self) -> usize {
         self.nodes.len() / 2 + 1
-    }
-
-    pub(crate) fn nodes(&self) -> &[RedisBackend] {
-        &self.nodes
     }
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
@@ -197,45 +215,41 @@ fn no_quorum(what: &str, ok: usize, of: usize, failures: Vec<LockError>) -> Lock
     )
 }
 
-/// Runs futures concurrently and collects their outputs in order.
-pub(crate) fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> JoinAll<F> {
-    let futures: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
-    let outputs = futures.iter().map(|_| None).collect();
-    JoinAll { futures, outputs }
-}
+impl Store for RedLock {
+    fn describe(&self) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| n.endpoint().to_string())
+            .collect();
+        format!("redlock over {}", nodes.join(", "))
+    }
 
-pub(crate) struct JoinAll<F: Future> {
-    futures: Vec<Option<Pin<Box<F>>>>,
-    outputs: Vec<Option<F::Output>>,
-}
+    /// None: RedLock tolerates a minority of nodes losing their data.
+    fn session(&self) -> Option<Session> {
+        None
+    }
 
-impl<F: Future> Unpin for JoinAll<F> {}
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(RedLock::acquire(self, req))
+    }
 
-impl<F: Future> Future for JoinAll<F> {
-    type Output = Vec<F::Output>;
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(RedLock::release(self, keys, token))
+    }
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let mut pending = false;
-        for (slot, out) in this.futures.iter_mut().zip(this.outputs.iter_mut()) {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    Poll::Ready(v) => {
-                        *out = Some(v);
-                        *slot = None;
-                    }
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            return Poll::Pending;
-        }
-        Poll::Ready(
-            this.outputs
-                .iter_mut()
-                .map(|o| o.take().expect("every future finished"))
-                .collect(),
-        )
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(async move { Ok(RedLock::renew(self, batch).await) })
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(RedLock::subscribe(self, keys))
+    }
+
+    fn admin(&self) -> Result<&dyn crate::store::Admin, LockError> {
+        Err(LockError::config(
+            "inspecting locks needs a locker on one Redis server, a Sentinel master or a \
+             cluster; for RedLock, inspect each node with a locker of its own",
+        ))
     }
 }

@@ -1,0 +1,82 @@
+//! What the clones of one [`Locker`](crate::Locker) share: the store, the defaults, the local
+//! queues of waiters and the renewal schedule, and the way to hand work to the background
+//! task. Everything that runs on behalf of a locker (acquiring, releasing, the background
+//! task's jobs) holds this, not the public handle.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::key::LockKeys;
+use crate::lease::Lease;
+use crate::observe::TraceKeys;
+use crate::queue::Queues;
+use crate::store::Store;
+use crate::token::OwnerToken;
+use crate::watchdog::{self, Job, Schedule};
+
+pub(crate) struct Inner {
+    pub(crate) id: u64,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) prefix: String,
+    pub(crate) default_lease: Duration,
+    pub(crate) default_wait: Duration,
+    pub(crate) default_watchdog: bool,
+    pub(crate) fence_ttl: Duration,
+    /// Clock drift allowance, as a fraction of the lease.
+    pub(crate) drift: f64,
+    /// How keys appear in traces.
+    pub(crate) trace_keys: TraceKeys,
+    pub(crate) queues: Queues,
+    pub(crate) schedule: Arc<Schedule>,
+    pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
+}
+
+impl Inner {
+    /// Hands work to this locker's background task, starting it on first use. Gives the job
+    /// back when that is impossible (no Tokio runtime here, or the runtime it ran on is gone).
+    fn send_job(&self, job: Job) -> Result<(), Job> {
+        let tx = match self.jobs.get() {
+            Some(tx) => tx,
+            None => {
+                let Some(tx) = watchdog::spawn(&self.store, &self.schedule) else {
+                    return Err(job);
+                };
+                self.jobs.get_or_init(|| tx)
+            }
+        };
+        tx.send(job).map_err(|e| e.0)
+    }
+
+    /// Starts the background task if it is not running yet.
+    pub(crate) fn start_background(&self) {
+        if self.jobs.get().is_none() {
+            if let Some(tx) = watchdog::spawn(&self.store, &self.schedule) {
+                let _ = self.jobs.set(tx);
+            }
+        }
+    }
+
+    /// Releases (or hands over) the lease of a guard that was dropped without
+    /// `release().await`, in the background. False when no background task can run (no
+    /// runtime): the lock then frees itself when its lease ends.
+    pub(crate) fn release_in_background(self: &Arc<Self>, lease: Arc<Lease>, fence: u64) -> bool {
+        let inner = self.clone();
+        self.send_job(Box::pin(inner.release_dropped(lease, fence)))
+            .is_ok()
+    }
+
+    /// An acquire or release was abandoned while its answer was outstanding: deletes the lock
+    /// if `token` owns it, in the background, then passes the local `turn` on. False when no
+    /// background task can run (the caller then passes the turn itself).
+    pub(crate) fn abandon(self: &Arc<Self>, keys: &LockKeys, token: OwnerToken, turn: u64) -> bool {
+        let inner = self.clone();
+        let keys = keys.clone();
+        let job: Job = Box::pin(async move {
+            let _ = inner.store.release(&keys, &token).await;
+            inner.queues.pass_turn(&keys.lock, turn);
+        });
+        self.send_job(job).is_ok()
+    }
+}

@@ -1,0 +1,176 @@
+//! Which engine a [`Locker`](crate::Locker) uses, named once: the builder's `.url(...)`,
+//! `.redlock([...])`, `.cluster([...])`, `.sentinel(...)` and the config file's fields all
+//! become one [`Deployment`], which is checked here (for the builder and the config alike)
+//! and connected here. Nothing else in the crate names an engine.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::redis::{RedLock, RedisStore};
+use super::Store;
+use crate::error::LockError;
+
+/// How every engine connects and how long each call may take.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) op_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+}
+
+/// One engine and where it runs.
+#[derive(Clone)]
+pub(crate) enum Deployment {
+    /// One Redis server.
+    Redis(String),
+    /// RedLock over independent Redis masters.
+    RedLock(Vec<String>),
+    /// A Redis Cluster reached through these nodes. (Named by the builder with the `cluster`
+    /// feature, by a config file with `serde`.)
+    #[cfg_attr(not(any(feature = "cluster", feature = "serde")), allow(dead_code))]
+    Cluster(Vec<String>),
+    /// The master that these Sentinels monitor under `master`.
+    #[cfg_attr(not(any(feature = "sentinel", feature = "serde")), allow(dead_code))]
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+        min_replicas: u32,
+    },
+}
+
+impl Deployment {
+    /// Everything that can be checked without connecting. The messages name what to fix, as
+    /// the builder's methods name it; the config file prefixes them with its own field.
+    pub(crate) fn validate(&self) -> Result<(), LockError> {
+        match self {
+            Deployment::Redis(_) => Ok(()),
+            Deployment::RedLock(urls) => {
+                let n = urls.len();
+                if n < 3 || n % 2 == 0 {
+                    return Err(LockError::config(format!(
+                        "redlock needs an odd number of at least 3 independent Redis masters; \
+                         got {n}"
+                    )));
+                }
+                Ok(())
+            }
+            Deployment::Cluster(urls) => {
+                if !cfg!(feature = "cluster") {
+                    return Err(LockError::config(
+                        "cluster: this build of leasehold has no Redis Cluster support; enable \
+                         its `cluster` feature",
+                    ));
+                }
+                if urls.is_empty() {
+                    return Err(LockError::config(
+                        "cluster needs at least one redis://host:port of a cluster node",
+                    ));
+                }
+                Ok(())
+            }
+            Deployment::Sentinel {
+                sentinels, master, ..
+            } => {
+                if !cfg!(feature = "sentinel") {
+                    return Err(LockError::config(
+                        "sentinel: this build of leasehold has no Sentinel support; enable its \
+                         `sentinel` feature",
+                    ));
+                }
+                if sentinels.is_empty() || master.is_empty() {
+                    return Err(LockError::config(
+                        "sentinel needs at least one sentinel URL and the master's name",
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Connects the engine (after [`validate`](Self::validate)).
+    pub(crate) async fn connect(&self, settings: &Settings) -> Result<Arc<dyn Store>, LockError> {
+        self.validate()?;
+        Ok(match self {
+            Deployment::Redis(url) => Arc::new(RedisStore::connect(url, settings, false).await?),
+            Deployment::RedLock(urls) => Arc::new(RedLock::connect(urls, settings).await?),
+            #[cfg(feature = "cluster")]
+            Deployment::Cluster(urls) => {
+                Arc::new(RedisStore::connect_cluster(urls, settings).await?)
+            }
+            #[cfg(feature = "sentinel")]
+            Deployment::Sentinel {
+                sentinels,
+                master,
+                min_replicas,
+            } => Arc::new(
+                RedisStore::connect_sentinel(sentinels, master, *min_replicas, settings).await?,
+            ),
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("validate refuses engines whose feature is off"),
+        })
+    }
+}
+
+/// URLs may carry passwords: `Debug` shows the deployment with every credential hidden.
+impl fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |urls: &[String]| urls.iter().map(|u| redact(u)).collect::<Vec<_>>();
+        match self {
+            Deployment::Redis(url) => f.debug_tuple("Redis").field(&redact(url)).finish(),
+            Deployment::RedLock(urls) => f.debug_tuple("RedLock").field(&list(urls)).finish(),
+            Deployment::Cluster(urls) => f.debug_tuple("Cluster").field(&list(urls)).finish(),
+            Deployment::Sentinel {
+                sentinels,
+                master,
+                min_replicas,
+            } => f
+                .debug_struct("Sentinel")
+                .field("sentinels", &list(sentinels))
+                .field("master", master)
+                .field("min_replicas", min_replicas)
+                .finish(),
+        }
+    }
+}
+
+/// `scheme://***@host...` for a URL with credentials.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
+        }
+        (None, Some(at)) => format!("***{}", &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_passwords() {
+        let d = Deployment::RedLock(vec![
+            "redis://:s3cret@a:6379".into(),
+            "redis://user:pw@b:6379".into(),
+            "redis://c:6379".into(),
+        ]);
+        let shown = format!("{d:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("pw@"),
+            "{shown}"
+        );
+        assert!(shown.contains("c:6379"), "{shown}");
+    }
+
+    #[test]
+    fn redlock_needs_an_odd_majority() {
+        for n in [0, 1, 2, 4] {
+            let urls = vec!["redis://a".to_owned(); n];
+            assert!(Deployment::RedLock(urls).validate().is_err(), "{n} nodes");
+        }
+        assert!(Deployment::RedLock(vec!["redis://a".to_owned(); 3])
+            .validate()
+            .is_ok());
+    }
+}

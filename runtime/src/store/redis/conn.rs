@@ -1,0 +1,209 @@
+//! The connections of the Redis engine: one enum over a single server, a cluster and a
+//! Sentinel-tracked master, so every command goes out the same way whatever the deployment
+//! (and a Sentinel connection learns of every failure, whichever command met it). Every call
+//! is bounded here.
+
+use std::future::Future;
+use std::pin::Pin;
+#[cfg(feature = "sentinel")]
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::ConnectionAddr;
+
+use crate::error::{Endpoint, LockError};
+use crate::store::Settings;
+
+/// A multiplexed connection: to one server, or to a cluster (which routes each script by its
+/// first key and follows MOVED/ASK redirections).
+#[derive(Clone)]
+pub(super) enum Conn {
+    Single(ConnectionManager),
+    #[cfg(feature = "cluster")]
+    Cluster(redis::cluster_async::ClusterConnection),
+    #[cfg(feature = "sentinel")]
+    Sentinel(Arc<super::sentinel::SentinelConn>),
+}
+
+impl Conn {
+    /// Runs a script. The future is boxed: the client's futures for clusters and sentinels
+    /// are deep types, and boxing here keeps every future above it small.
+    pub(super) fn invoke<'a, T: redis::FromRedisValue + Send + 'a>(
+        &'a self,
+        invocation: &'a redis::ScriptInvocation<'_>,
+    ) -> Pin<Box<dyn Future<Output = redis::RedisResult<T>> + Send + 'a>> {
+        Box::pin(async move {
+            match self.clone() {
+                Conn::Single(mut c) => invocation.invoke_async(&mut c).await,
+                #[cfg(feature = "cluster")]
+                Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
+                #[cfg(feature = "sentinel")]
+                Conn::Sentinel(s) => {
+                    let result = async { invocation.invoke_async(&mut s.get().await?).await };
+                    observed(&s, result.await)
+                }
+            }
+        })
+    }
+
+    /// Sends one plain command.
+    pub(super) async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        match self.clone() {
+            Conn::Single(mut c) => cmd.query_async(&mut c).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => {
+                let result = async { cmd.query_async(&mut s.get().await?).await };
+                observed(&s, result.await)
+            }
+        }
+    }
+
+    /// Waits until `replicas` replicas acknowledged this connection's writes, or `timeout`.
+    #[cfg(feature = "sentinel")]
+    pub(super) async fn wait_replicas(
+        &self,
+        replicas: u32,
+        timeout: Duration,
+    ) -> redis::RedisResult<u32> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(timeout.as_millis() as u64);
+        self.query(&wait).await
+    }
+
+    pub(super) async fn load(&self, script: &redis::Script) -> redis::RedisResult<String> {
+        match self.clone() {
+            Conn::Single(mut c) => script.load_async(&mut c).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => script.load_async(&mut c).await,
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => {
+                let result = async { script.load_async(&mut s.get().await?).await };
+                observed(&s, result.await)
+            }
+        }
+    }
+
+    pub(super) async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match self.clone() {
+            Conn::Single(mut c) => c.subscribe(channel).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => c.ssubscribe(channel).await,
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => {
+                let result = async { s.get().await?.subscribe(channel).await };
+                observed(&s, result.await)
+            }
+        }
+    }
+
+    pub(super) async fn unsubscribe(&self, channels: &[String]) -> redis::RedisResult<()> {
+        match self.clone() {
+            Conn::Single(mut c) => c.unsubscribe(channels).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(mut c) => {
+                // Sharded channels of different slots cannot share one SUNSUBSCRIBE.
+                for channel in channels {
+                    c.sunsubscribe(channel).await?;
+                }
+                Ok(())
+            }
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => {
+                let result = async { s.get().await?.unsubscribe(channels).await };
+                observed(&s, result.await)
+            }
+        }
+    }
+
+    /// The command a release publishes its wake-up with.
+    pub(super) fn publish_command(&self) -> &'static str {
+        if self.is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        }
+    }
+
+    pub(super) fn is_cluster(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        if let Conn::Cluster(_) = self {
+            return true;
+        }
+        false
+    }
+}
+
+/// Hands a Sentinel connection's failure to it, whichever command met it: a master that
+/// moved is looked up again on the next call.
+#[cfg(feature = "sentinel")]
+fn observed<T>(
+    conn: &super::sentinel::SentinelConn,
+    result: redis::RedisResult<T>,
+) -> redis::RedisResult<T> {
+    if let Err(e) = &result {
+        conn.observe(e);
+    }
+    result
+}
+
+/// Whether the server answers a PING within `op_timeout`.
+pub(super) async fn ping(conn: &Conn, endpoint: &Endpoint, op_timeout: Duration) -> bool {
+    let cmd = redis::cmd("PING");
+    let ping = conn.query::<redis::Value>(&cmd);
+    bounded(endpoint, op_timeout, ping).await.is_ok()
+}
+
+/// Every setting of a connection, explicit: the client's defaults are not ours.
+pub(super) fn connection_config(settings: &Settings) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_response_timeout(Some(settings.op_timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(20))
+        .set_max_delay(Duration::from_millis(500))
+        .set_pipeline_buffer_size(1024)
+}
+
+pub(super) fn describe(addr: &ConnectionAddr) -> Endpoint {
+    Endpoint(match addr {
+        ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
+        ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port} (TLS)"),
+        ConnectionAddr::Unix(path) => path.display().to_string(),
+        other => other.to_string(),
+    })
+}
+
+pub(super) fn unavailable(endpoint: &Endpoint, limit: Duration, e: redis::RedisError) -> LockError {
+    let what = if e.is_timeout() {
+        format!("did not answer within {limit:?}")
+    } else if e.is_connection_refusal() {
+        "refused the connection (is redis-server running there?)".to_owned()
+    } else if e.is_io_error() || e.is_connection_dropped() {
+        "could not be reached".to_owned()
+    } else {
+        format!("answered with an error: {e}")
+    };
+    LockError::unavailable(format!("redis at {endpoint} {what}"), Some(Box::new(e)))
+}
+
+/// Runs one Redis call with a hard deadline.
+pub(super) async fn bounded<T>(
+    endpoint: &Endpoint,
+    limit: Duration,
+    call: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, LockError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(unavailable(endpoint, limit, e)),
+        Err(_) => Err(LockError::unavailable(
+            format!("redis at {endpoint} did not answer within {limit:?}"),
+            None,
+        )),
+    }
+}

@@ -1,0 +1,235 @@
+//! The Redis engine: one server, a Redis Cluster, or the master that Sentinels follow
+//! ([`RedisStore`]), and RedLock over several independent masters ([`RedLock`]). A store has a
+//! multiplexed, auto-reconnecting connection for the lock scripts, and a second RESP3
+//! connection that carries the wake-up subscriptions of every waiter in the process. Every
+//! call is bounded by the locker's operation timeout.
+//!
+//! By job: [`conn`] (the connection over every deployment), [`connect`], [`scripts`],
+//! [`items`] and [`batch`] (requests that share a round trip), [`wakes`], [`session`] (the
+//! lock connection's drops), [`sentinel`], [`admin`] (operators), [`redlock`].
+
+mod admin;
+mod batch;
+mod conn;
+mod connect;
+mod items;
+mod redlock;
+mod revive;
+mod scripts;
+#[cfg(feature = "sentinel")]
+mod sentinel;
+mod session;
+mod wakes;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+#[cfg(feature = "sentinel")]
+use self::conn::bounded;
+use self::items::{AcquireItem, Core, ReleaseItem};
+use self::scripts::{malformed, millis, refused, MAX_INTEREST, RAISE_FENCE, RENEW};
+use self::wakes::Wakes;
+use crate::error::{Endpoint, LockError};
+use crate::key::LockKeys;
+use crate::lease::Session;
+use crate::store::{
+    join_all, AcquireRequest, Admin, Attempt, Renewal, Renewed, Store, StoreFuture,
+    WakeSubscription,
+};
+use crate::token::OwnerToken;
+
+pub(crate) use self::redlock::RedLock;
+
+pub(crate) struct RedisStore {
+    core: Arc<Core>,
+    /// Replicas that must acknowledge an acquire before it counts (Sentinel deployments).
+    #[cfg(feature = "sentinel")]
+    min_replicas: u32,
+    wakes: Arc<Wakes>,
+    /// Why the server did not answer when the backend was built, if it did not.
+    down_at_connect: Option<LockError>,
+    /// Bumped each time the lock connection drops (single server only).
+    epoch: Option<Arc<watch::Sender<u64>>>,
+}
+
+impl RedisStore {
+    /// Host and port (or socket path) of the server, for messages.
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.core.endpoint
+    }
+
+    async fn run<T: redis::FromRedisValue + Send>(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+    ) -> Result<T, LockError> {
+        self.core.run(invocation).await
+    }
+
+    pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        let item = AcquireItem {
+            keys: req.keys.clone(),
+            token: req.token.clone(),
+            lease_ms: millis(req.lease),
+            fence_ttl_ms: millis(req.fence_ttl),
+            fences: req.fences,
+            interest_ms: if req.interest.is_zero() {
+                0
+            } else {
+                millis(req.interest.min(MAX_INTEREST))
+            },
+            queued: req.queued,
+        };
+        let attempt = self.core.request_each(item).await?;
+        #[cfg(feature = "sentinel")]
+        if let Attempt::Granted { .. } = attempt {
+            if self.min_replicas > 0 {
+                self.await_replicas(req).await?;
+            }
+        }
+        Ok(attempt)
+    }
+
+    #[cfg(feature = "sentinel")]
+    /// Waits until `min_replicas` replicas have the new lock; if they do not in time, gives
+    /// the lock back and fails: a failover now could lose it.
+    pub(super) async fn await_replicas(&self, req: &AcquireRequest<'_>) -> Result<(), LockError> {
+        let (conn, endpoint, op_timeout) =
+            (&self.core.conn, &self.core.endpoint, self.core.op_timeout);
+        // The server gives up a little before the client does, so that the answer (how many
+        // replicas did acknowledge) still arrives within the op timeout.
+        let wait = conn.wait_replicas(self.min_replicas, op_timeout.mul_f64(0.8));
+        let acked = bounded(endpoint, op_timeout, wait).await;
+        match acked {
+            Ok(n) if n >= self.min_replicas => Ok(()),
+            other => {
+                let _ = self.release(req.keys, req.token).await;
+                let seen = other.as_ref().map_or(0, |n| *n);
+                Err(LockError::unavailable(
+                    format!(
+                        "only {seen} of the {} required replicas acknowledged the lock within \
+                         {:?} (min_replicas); check the replicas' health and lag",
+                        self.min_replicas, op_timeout
+                    ),
+                    other.err().map(|e| Box::new(e) as crate::error::BoxError),
+                ))
+            }
+        }
+    }
+
+    pub(crate) async fn release(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let item = ReleaseItem {
+            keys: keys.clone(),
+            token: token.clone(),
+        };
+        self.core.request_each(item).await
+    }
+
+    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        if !self.core.conn.is_cluster() {
+            return self.renew_together(batch).await;
+        }
+        // A script may only touch keys of one slot: one call per slot, all in parallel.
+        let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
+        for (i, r) in batch.iter().enumerate() {
+            by_slot
+                .entry(crate::key::slot(&r.keys.lock))
+                .or_default()
+                .push(i);
+        }
+        let groups: Vec<Vec<usize>> = by_slot.into_values().collect();
+        let calls = groups.iter().map(|group| async move {
+            let part: Vec<Renewal<'_>> = group
+                .iter()
+                .map(|&i| Renewal {
+                    keys: batch[i].keys,
+                    token: batch[i].token,
+                    lease: batch[i].lease,
+                })
+                .collect();
+            self.renew_together(&part).await
+        });
+        let answers = join_all(calls).await;
+        let mut renewed = vec![Renewed::Unknown; batch.len()];
+        for (group, answer) in groups.iter().zip(answers) {
+            for (&i, ok) in group.iter().zip(answer?) {
+                renewed[i] = ok;
+            }
+        }
+        Ok(renewed)
+    }
+
+    async fn renew_together(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let mut inv = RENEW.prepare_invoke();
+        for r in batch {
+            inv.key(&r.keys.lock)
+                .arg(r.token.as_bytes())
+                .arg(millis(r.lease));
+        }
+        let renewed: Vec<redis::Value> = self.run(inv).await?;
+        if renewed.len() != batch.len() {
+            return Err(malformed(&self.core.endpoint, "renew"));
+        }
+        Ok(renewed
+            .iter()
+            .map(|answer| match answer {
+                redis::Value::Int(1) => Renewed::Yes,
+                redis::Value::Int(_) => Renewed::No,
+                failure => {
+                    let e = refused(&self.core.endpoint, "renew", failure);
+                    tracing::warn!(error = %e, "a renewal failed; trying again while the lease lasts");
+                    Renewed::Unknown
+                }
+            })
+            .collect())
+    }
+
+    /// Raises the fence counter of a lock to at least `top`.
+    pub(crate) async fn raise_fence(
+        &self,
+        keys: &LockKeys,
+        top: u64,
+        fence_ttl: Duration,
+    ) -> Result<(), LockError> {
+        let mut inv = RAISE_FENCE.prepare_invoke();
+        inv.key(&keys.fence).arg(top).arg(millis(fence_ttl));
+        let _: i64 = self.run(inv).await?;
+        Ok(())
+    }
+}
+
+impl Store for RedisStore {
+    fn describe(&self) -> String {
+        format!("redis at {}", self.core.endpoint)
+    }
+
+    fn session(&self) -> Option<Session> {
+        self.current_session()
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(RedisStore::acquire(self, req))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(RedisStore::release(self, keys, token))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(RedisStore::renew(self, batch))
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(RedisStore::subscribe(self, keys))
+    }
+
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        Ok(self)
+    }
+}
