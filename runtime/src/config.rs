@@ -36,6 +36,8 @@ use crate::web::{RouteLocks, RouteRule};
 /// # urls = ["redis://s1:26379"]
 /// # master = "mymaster"
 /// # min_replicas = 1
+/// # zookeeper = "zk1:2181,zk2:2181,zk3:2181"                            # LEASEHOLD_ZOOKEEPER
+/// # session_timeout = "10s"       # LEASEHOLD_SESSION_TIMEOUT; with zookeeper
 /// clock_drift = 0.01               # LEASEHOLD_CLOCK_DRIFT
 ///
 /// [[rules]]                        # applied by RouteLocks, first match wins
@@ -80,6 +82,11 @@ pub struct LockConfig {
     pub cluster: Vec<String>,
     /// The master that these Sentinels monitor, instead of `url` (feature `sentinel`).
     pub sentinel: Option<SentinelConfig>,
+    /// A ZooKeeper ensemble, `"host:port,host:port"`, instead of `url` (feature `zookeeper`).
+    pub zookeeper: Option<String>,
+    /// With `zookeeper`: the session timeout. Defaults to 10 s; see
+    /// [`LockerBuilder::session_timeout`](crate::LockerBuilder).
+    pub session_timeout: Option<Duration>,
     /// The clock drift allowance as a fraction of the lease. Defaults to 0.01.
     pub clock_drift: Option<f64>,
     /// The prefix of every Redis key written. Defaults to `"leasehold"`.
@@ -120,12 +127,14 @@ pub struct SentinelConfig {
 }
 
 /// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
-const ENV_VARS: [(&str, &str); 12] = [
+const ENV_VARS: [(&str, &str); 14] = [
     ("LEASEHOLD_URL", "url"),
     ("LEASEHOLD_REDLOCK", "redlock"),
     ("LEASEHOLD_CLUSTER", "cluster"),
     ("LEASEHOLD_SENTINEL", "sentinel"),
     ("LEASEHOLD_SENTINEL_MASTER", "sentinel_master"),
+    ("LEASEHOLD_ZOOKEEPER", "zookeeper"),
+    ("LEASEHOLD_SESSION_TIMEOUT", "session_timeout"),
     ("LEASEHOLD_PREFIX", "prefix"),
     ("LEASEHOLD_LEASE", "lease"),
     ("LEASEHOLD_WAIT", "wait"),
@@ -252,6 +261,8 @@ impl LockConfig {
                         .master = value.to_owned()
                 }
                 "clock_drift" => self.clock_drift = Some(parse_drift(var, value)?),
+                "zookeeper" => self.zookeeper = Some(value.to_owned()),
+                "session_timeout" => self.session_timeout = Some(duration()?),
                 _ => unreachable!("every variable has a field"),
             }
         }
@@ -319,6 +330,7 @@ impl LockConfig {
             ("redlock", !self.redlock.is_empty()),
             ("cluster", !self.cluster.is_empty()),
             ("sentinel", self.sentinel.is_some()),
+            ("zookeeper", self.zookeeper.is_some()),
         ]
         .iter()
         .filter(|(_, set)| *set)
@@ -328,7 +340,7 @@ impl LockConfig {
             match given.as_slice() {
                 [] => return Err(LockError::config(
                     "invalid leasehold config: url: missing; set url = \"redis://127.0.0.1:6379\" \
-                     (or redlock, cluster or [sentinel]) in the config, or LEASEHOLD_URL in the \
+                     (or redlock, cluster, [sentinel] or zookeeper) in the config, or LEASEHOLD_URL in the \
                      environment",
                 )),
                 ["url"] => {
@@ -337,6 +349,12 @@ impl LockConfig {
                 }
                 ["redlock"] => Deployment::RedLock(checked_urls("redlock", &self.redlock)?),
                 ["cluster"] => Deployment::Cluster(checked_urls("cluster", &self.cluster)?),
+                ["zookeeper"] => Deployment::ZooKeeper {
+                    hosts: self.zookeeper.clone().expect("given"),
+                    session_timeout: self
+                        .session_timeout
+                        .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
+                },
                 ["sentinel"] => {
                     let sentinel = self.sentinel.as_ref().expect("given");
                     Deployment::Sentinel {
@@ -384,6 +402,8 @@ struct RawConfig {
     #[serde(default)]
     cluster: Vec<String>,
     sentinel: Option<SentinelConfig>,
+    zookeeper: Option<String>,
+    session_timeout: Option<String>,
     clock_drift: Option<f64>,
     prefix: Option<String>,
     lease: Option<String>,
@@ -452,6 +472,8 @@ impl TryFrom<RawConfig> for LockConfig {
                     })
                 })
                 .transpose()?,
+            zookeeper: raw.zookeeper,
+            session_timeout: opt("session_timeout", &raw.session_timeout)?,
             clock_drift: raw.clock_drift,
             prefix: raw.prefix.map(|p| check_prefix("prefix", &p)).transpose()?,
             lease,

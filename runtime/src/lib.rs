@@ -106,7 +106,7 @@ pub use key::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 pub use leasehold_macros::distributed_lock;
 pub use locker::{
     LockRequest, Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
-    DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_WAIT, MIN_LEASE,
+    DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_SESSION_TIMEOUT, DEFAULT_WAIT, MIN_LEASE,
 };
 pub use observe::TraceKeys;
 pub use web::{

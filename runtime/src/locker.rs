@@ -28,6 +28,8 @@ pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default lifetime of an unused fence counter: 7 days.
 pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The default ZooKeeper session timeout: 10 s.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The shortest lease accepted: 10 ms.
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
 
@@ -189,6 +191,8 @@ pub struct LockerBuilder {
     /// Every engine named, in order: more than one is an error at `build`.
     deployments: Vec<Deployment>,
     min_replicas: u32,
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
+    session_timeout: Duration,
     prefix: String,
     default_lease: Duration,
     default_wait: Duration,
@@ -205,6 +209,7 @@ impl Default for LockerBuilder {
         LockerBuilder {
             deployments: Vec::new(),
             min_replicas: 0,
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
             prefix: DEFAULT_PREFIX.to_owned(),
             default_lease: DEFAULT_LEASE,
             default_wait: DEFAULT_WAIT,
@@ -229,8 +234,12 @@ impl LockerBuilder {
     /// The engine named by a configuration file (see [`LockConfig`](crate::LockConfig)).
     #[cfg(feature = "serde")]
     pub(crate) fn deployment(mut self, deployment: Deployment) -> Self {
-        if let Deployment::Sentinel { min_replicas, .. } = &deployment {
-            self.min_replicas = *min_replicas;
+        match &deployment {
+            Deployment::Sentinel { min_replicas, .. } => self.min_replicas = *min_replicas,
+            Deployment::ZooKeeper {
+                session_timeout, ..
+            } => self.session_timeout = *session_timeout,
+            _ => {}
         }
         self.deployments.push(deployment);
         self
@@ -319,6 +328,43 @@ impl LockerBuilder {
             master: master.into(),
             min_replicas: 0,
         });
+        self
+    }
+
+    /// Lock on a ZooKeeper ensemble, `"host:port,host:port,..."`: each acquisition is an
+    /// ephemeral sequential znode, the lowest holds, and every other contender watches only
+    /// the one ahead of it, so waiting is first come, first served across processes. The
+    /// session is the lease: see [`session_timeout`](Self::session_timeout). Fencing tokens
+    /// come from the znode's creation zxid (strictly increasing across the ensemble, its
+    /// restarts and leader changes). Replaces [`url`](Self::url). Needs the `zookeeper`
+    /// feature.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::builder()
+    ///     .zookeeper("10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181")
+    ///     .session_timeout(Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "zookeeper")]
+    pub fn zookeeper(mut self, hosts: impl Into<String>) -> Self {
+        self.deployments.push(Deployment::ZooKeeper {
+            hosts: hosts.into(),
+            session_timeout: self.session_timeout,
+        });
+        self
+    }
+
+    /// With [`zookeeper`](Self::zookeeper): the session timeout, which is how long a holder
+    /// that crashed or was cut off keeps its locks. Leases there are at most this long (a
+    /// longer lease is shortened to it, and the watchdog renews at a third of it). Defaults to
+    /// 10 s; the server may narrow it to its own `minSessionTimeout..maxSessionTimeout`.
+    #[cfg(feature = "zookeeper")]
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
         self
     }
 
@@ -464,15 +510,19 @@ impl LockerBuilder {
             )),
             [one] => {
                 let mut one = one.clone();
-                if let Deployment::Sentinel { min_replicas, .. } = &mut one {
-                    *min_replicas = self.min_replicas;
+                match &mut one {
+                    Deployment::Sentinel { min_replicas, .. } => *min_replicas = self.min_replicas,
+                    Deployment::ZooKeeper {
+                        session_timeout, ..
+                    } => *session_timeout = self.session_timeout,
+                    _ => {}
                 }
                 one.validate()?;
                 Ok(one)
             }
             _ => Err(LockError::config(
-                "more than one of .url(...), .redlock([...]), .cluster([...]) and \
-                 .sentinel(...) was given; use one of them",
+                "more than one of .url(...), .redlock([...]), .cluster([...]), .sentinel(...) \
+                 and .zookeeper(...) was given; use one of them",
             )),
         }
     }
@@ -580,8 +630,11 @@ impl LockRequest<'_> {
 
     fn options(&self) -> Result<Options, LockError> {
         let inner = &self.locker.inner;
-        let lease = self.lease.unwrap_or(inner.default_lease);
+        let mut lease = self.lease.unwrap_or(inner.default_lease);
         check_lease(lease, "lease")?;
+        if let Some(bound) = inner.store.lease_bound() {
+            lease = lease.min(bound);
+        }
         Ok(Options {
             lease,
             wait: self.wait.unwrap_or(inner.default_wait),

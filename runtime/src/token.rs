@@ -5,7 +5,7 @@ use std::fmt;
 
 /// The secret that proves ownership of one acquisition. Its `Debug` output is redacted, so
 /// it cannot leak through logs, traces or error messages.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub(crate) struct OwnerToken([u8; 32]);
 
 impl OwnerToken {

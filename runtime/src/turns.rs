@@ -53,6 +53,7 @@ impl Drop for ActiveTurn<'_> {
         if !self.armed {
             return;
         }
+        self.inner.store.withdraw(self.keys);
         match self.in_flight.take() {
             None => self.inner.queues.pass_turn(&self.keys.lock, self.turn),
             Some(token) => {

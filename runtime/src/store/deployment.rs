@@ -29,6 +29,13 @@ pub(crate) enum Deployment {
     /// feature, by a config file with `serde`.)
     #[cfg_attr(not(any(feature = "cluster", feature = "serde")), allow(dead_code))]
     Cluster(Vec<String>),
+    /// A ZooKeeper ensemble (`host:port,host:port`), with the session timeout that bounds
+    /// how long a crashed holder keeps its locks.
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "serde")), allow(dead_code))]
+    ZooKeeper {
+        hosts: String,
+        session_timeout: Duration,
+    },
     /// The master that these Sentinels monitor under `master`.
     #[cfg_attr(not(any(feature = "sentinel", feature = "serde")), allow(dead_code))]
     Sentinel {
@@ -68,6 +75,31 @@ impl Deployment {
                 }
                 Ok(())
             }
+            Deployment::ZooKeeper {
+                hosts,
+                session_timeout,
+            } => {
+                if !cfg!(feature = "zookeeper") {
+                    return Err(LockError::config(
+                        "zookeeper: this build of leasehold has no ZooKeeper support; enable its \
+                         `zookeeper` feature",
+                    ));
+                }
+                if hosts.trim().is_empty() || hosts.contains("://") {
+                    return Err(LockError::config(format!(
+                        "zookeeper needs its servers as host:port[,host:port...] (no scheme); \
+                         got {:?}",
+                        redact(hosts)
+                    )));
+                }
+                if *session_timeout < Duration::from_millis(500) {
+                    return Err(LockError::config(format!(
+                        "a zookeeper session_timeout of {session_timeout:?} is too short; it is \
+                         how long a crashed holder keeps its locks, e.g. 10s"
+                    )));
+                }
+                Ok(())
+            }
             Deployment::Sentinel {
                 sentinels, master, ..
             } => {
@@ -93,6 +125,14 @@ impl Deployment {
         Ok(match self {
             Deployment::Redis(url) => Arc::new(RedisStore::connect(url, settings, false).await?),
             Deployment::RedLock(urls) => Arc::new(RedLock::connect(urls, settings).await?),
+            #[cfg(feature = "zookeeper")]
+            Deployment::ZooKeeper {
+                hosts,
+                session_timeout,
+            } => Arc::new(
+                super::zookeeper::ZooKeeperStore::connect(hosts, *session_timeout, settings)
+                    .await?,
+            ),
             #[cfg(feature = "cluster")]
             Deployment::Cluster(urls) => {
                 Arc::new(RedisStore::connect_cluster(urls, settings).await?)
@@ -119,6 +159,14 @@ impl fmt::Debug for Deployment {
             Deployment::Redis(url) => f.debug_tuple("Redis").field(&redact(url)).finish(),
             Deployment::RedLock(urls) => f.debug_tuple("RedLock").field(&list(urls)).finish(),
             Deployment::Cluster(urls) => f.debug_tuple("Cluster").field(&list(urls)).finish(),
+            Deployment::ZooKeeper {
+                hosts,
+                session_timeout,
+            } => f
+                .debug_struct("ZooKeeper")
+                .field("hosts", &redact(hosts))
+                .field("session_timeout", session_timeout)
+                .finish(),
             Deployment::Sentinel {
                 sentinels,
                 master,

@@ -16,6 +16,8 @@ pub(crate) mod memory;
 pub(crate) mod redis;
 #[cfg(test)]
 pub(crate) mod scripted;
+#[cfg(feature = "zookeeper")]
+mod zookeeper;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -102,6 +104,13 @@ pub(crate) trait Store: Send + Sync + 'static {
         None
     }
 
+    /// The longest lease this engine can honour, if it bounds leases: on ZooKeeper the
+    /// session is the lease, and a lease longer than the session timeout could outlive it.
+    /// Requests ask for at most this much.
+    fn lease_bound(&self) -> Option<Duration> {
+        None
+    }
+
     /// Takes the lock if it is free, reserving `req.fences` fencing tokens. One round trip.
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
 
@@ -115,6 +124,13 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Starts listening for releases of one lock. Resolves once the subscription is active,
     /// so a release that happens after it resolved is never missed.
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription>;
+
+    /// The contender at the front of this process's queue for `keys` stopped contending
+    /// without the lock (gave up, timed out, was cancelled): an engine that queues
+    /// contenders by itself (ZooKeeper's znodes) leaves that queue now. Never blocks.
+    fn withdraw(&self, keys: &LockKeys) {
+        let _ = keys;
+    }
 
     /// The operator's part (inspection, listing, forced release), where the engine has one;
     /// otherwise a [`LockError::Config`] that says why.

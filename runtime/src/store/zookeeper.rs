@@ -1,0 +1,732 @@
+//! The ZooKeeper engine: the lock recipe of ephemeral sequential znodes.
+//!
+//! A lock `K` is a container znode `/leasehold/<K encoded>`; each acquisition creates an
+//! ephemeral sequential child `n-<seq>` under it, and the lowest sequence holds the lock.
+//! Every other contender watches only its predecessor (no herd), so the order is first come,
+//! first served across processes by construction. Inside one process, waiters of a key queue
+//! locally as on every engine, and only the one at the front has a znode.
+//!
+//! **The session is the lease.** Ephemeral znodes vanish when the ZooKeeper session expires,
+//! so a crashed holder frees its locks after the session timeout. While connected, a renewal
+//! proves the session and the znode alive; while disconnected it cannot, and the lease is
+//! judged on this process's monotonic clock like every lease: lost once its validity passed
+//! without a successful renewal. A lease is therefore never longer than the session timeout
+//! (see [`Store::lease_bound`]): the server cannot expire the session before the client
+//! stops trusting it. An expired session bumps [`Session`], which every lease granted over it
+//! reads as lost at once, and the next call opens a new session.
+//!
+//! **Fences.** A znode's creation zxid (`czxid`) is global, strictly increasing across every
+//! write of the ensemble, and survives restarts and leader changes; sequence numbers do not
+//! (they restart when a container is deleted and created again). The fence of a holder is
+//! `czxid × 32 + n`, where `n ≤ 17` numbers the holders of this process that the lease is
+//! handed to in a row: the next holder's znode is created after ours, so its `czxid` is larger
+//! and its fences are above all of ours.
+//!
+//! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
+//! gone); a contender that stops waiting deletes its znode (see [`Store::withdraw`]); a
+//! crashed client's znodes vanish with its session.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use zookeeper_client as zk;
+
+use super::{
+    join_all, AcquireRequest, Admin, Attempt, LockState, Renewal, Renewed, Settings, Store,
+    StoreFuture, WakeSubscription,
+};
+use crate::error::LockError;
+use crate::key::{unescape, LockKeys};
+use crate::lease::Session;
+use crate::token::OwnerToken;
+
+/// The parent of every lock znode.
+const ROOT: &str = "/leasehold";
+
+/// Fences of one znode: `czxid × FENCE_SLOTS + n`.
+const FENCE_SLOTS: u64 = 32;
+
+/// The name prefix of contenders' znodes: `n-<tag>-<sequence>`, the tag being the first 16
+/// hex digits of the owner token of the attempt that created it, so that an attempt cancelled
+/// before its answer arrived can still find and delete its znode.
+const CHILD: &str = "n-";
+
+/// The tag of an attempt's znode name.
+fn tag(token: &OwnerToken) -> &str {
+    std::str::from_utf8(&token.as_bytes()[..16]).unwrap_or("")
+}
+
+/// One znode of this process: a contender's or a holder's.
+#[derive(Clone)]
+struct Node {
+    path: String,
+    czxid: i64,
+    /// The session it was created in, and its client (a cheap handle).
+    session: u64,
+    client: zk::Client,
+}
+
+#[derive(Default)]
+struct Nodes {
+    /// The znode of the contender at the front of a key's local queue, by lock key.
+    waiting: HashMap<String, Node>,
+    /// The znodes of held leases, by owner token.
+    held: HashMap<OwnerToken, Node>,
+}
+
+/// The client of the current session, and the count of sessions that ended.
+struct Connection {
+    client: zk::Client,
+    session: u64,
+}
+
+pub(crate) struct ZooKeeperStore {
+    hosts: String,
+    session_timeout: Duration,
+    settings: Settings,
+    current: tokio::sync::Mutex<Option<Connection>>,
+    /// Bumped each time a session ends (expired, closed): its ephemeral znodes are gone.
+    epoch: Arc<watch::Sender<u64>>,
+    nodes: Arc<Mutex<Nodes>>,
+}
+
+impl ZooKeeperStore {
+    /// Connects a first session; fails with `Unavailable` when no server answers within the
+    /// connect timeout.
+    pub(crate) async fn connect(
+        hosts: &str,
+        session_timeout: Duration,
+        settings: &Settings,
+    ) -> Result<Self, LockError> {
+        let store = ZooKeeperStore {
+            hosts: hosts.to_owned(),
+            session_timeout,
+            settings: settings.clone(),
+            current: tokio::sync::Mutex::new(None),
+            epoch: Arc::new(watch::channel(0).0),
+            nodes: Arc::default(),
+        };
+        store.client().await?;
+        Ok(store)
+    }
+
+    fn unavailable(&self, what: &str, e: impl std::fmt::Display) -> LockError {
+        LockError::unavailable(format!("zookeeper at {} {what}: {e}", self.hosts), None)
+    }
+
+    fn late(&self, limit: Duration) -> LockError {
+        LockError::unavailable(
+            format!(
+                "zookeeper at {} did not answer within {limit:?}",
+                self.hosts
+            ),
+            None,
+        )
+    }
+
+    /// Runs one call with the operation timeout.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, zk::Error>>,
+    ) -> Result<T, LockError> {
+        match tokio::time::timeout(self.settings.op_timeout, call).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.unavailable(what, e)),
+            Err(_) => Err(self.late(self.settings.op_timeout)),
+        }
+    }
+
+    /// The client of the live session, opening a new session when there is none (first use,
+    /// or the last one ended).
+    async fn client(&self) -> Result<(zk::Client, u64), LockError> {
+        let limit = self.settings.connect_timeout;
+        let mut current = match tokio::time::timeout(limit, self.current.lock()).await {
+            Ok(current) => current,
+            Err(_) => return Err(self.late(limit)),
+        };
+        if let Some(c) = current.as_ref() {
+            if !c.client.state().is_terminated() {
+                return Ok((c.client.clone(), c.session));
+            }
+        }
+        let connect = zk::Client::connector()
+            .with_session_timeout(self.session_timeout)
+            .with_connection_timeout(limit)
+            .connect(&self.hosts);
+        let client = match tokio::time::timeout(limit, connect).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(self.unavailable("could not be reached", e)),
+            Err(_) => return Err(self.late(limit)),
+        };
+        let session = *self.epoch.borrow();
+        tokio::spawn(watch_session(
+            client.state_watcher(),
+            Arc::downgrade(&self.epoch),
+            Arc::downgrade(&self.nodes),
+            session,
+        ));
+        *current = Some(Connection {
+            client: client.clone(),
+            session,
+        });
+        Ok((client, session))
+    }
+
+    /// Creates the lock's container (and the root) if missing.
+    async fn ensure_parent(&self, client: &zk::Client, parent: &str) -> Result<(), LockError> {
+        let acls = zk::Acls::anyone_all();
+        for (path, mode) in [
+            (ROOT, zk::CreateMode::Persistent),
+            (parent, zk::CreateMode::Container),
+        ] {
+            match self
+                .bounded(
+                    "refused a create",
+                    client.create(path, &[], &mode.with_acls(acls)),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.to_string().contains("node already exists") => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates this contender's znode under `parent`.
+    async fn create_child(
+        &self,
+        client: &zk::Client,
+        session: u64,
+        parent: &str,
+        token: &OwnerToken,
+    ) -> Result<Node, LockError> {
+        let path = format!("{parent}/{CHILD}{}-", tag(token));
+        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        // The container may be deleted between its creation and ours (its last child went):
+        // create it again, a bounded number of times.
+        for _ in 0..3 {
+            match tokio::time::timeout(
+                self.settings.op_timeout,
+                client.create(&path, token.as_bytes(), &options),
+            )
+            .await
+            {
+                Ok(Ok((stat, seq))) => {
+                    return Ok(Node {
+                        path: format!("{path}{seq}"),
+                        czxid: stat.czxid,
+                        session,
+                        client: client.clone(),
+                    })
+                }
+                Ok(Err(zk::Error::NoNode)) => self.ensure_parent(client, parent).await?,
+                Ok(Err(e)) => return Err(self.unavailable("refused a create", e)),
+                Err(_) => return Err(self.late(self.settings.op_timeout)),
+            }
+        }
+        Err(self.unavailable("kept deleting the lock's znode", "giving up"))
+    }
+
+    /// The children of `parent` in queue order (by sequence number).
+    async fn queue(&self, client: &zk::Client, parent: &str) -> Result<Vec<String>, LockError> {
+        let children = match tokio::time::timeout(
+            self.settings.op_timeout,
+            client.list_children(parent),
+        )
+        .await
+        {
+            Ok(Ok(children)) => children,
+            Ok(Err(zk::Error::NoNode)) => Vec::new(),
+            Ok(Err(e)) => return Err(self.unavailable("refused a read", e)),
+            Err(_) => return Err(self.late(self.settings.op_timeout)),
+        };
+        Ok(in_order(children))
+    }
+
+    fn forget_waiting(&self, lock: &str) -> Option<Node> {
+        self.nodes.lock().unwrap().waiting.remove(lock)
+    }
+
+    /// Deletes a znode of ours in the background (a contender that gave up).
+    fn delete_later(&self, node: Node) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime: the znode goes with the session
+        };
+        let limit = self.settings.op_timeout;
+        runtime.spawn(async move {
+            let _ = tokio::time::timeout(limit, node.client.delete(&node.path, None)).await;
+        });
+    }
+
+    async fn acquire_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        debug_assert!(req.fences < FENCE_SLOTS, "fences of one znode overflow");
+        let (client, session) = self.client().await?;
+        let parent = parent_of(req.keys);
+        let existing = self
+            .nodes
+            .lock()
+            .unwrap()
+            .waiting
+            .get(&req.keys.lock)
+            .cloned();
+        let mine = match existing {
+            Some(node) if req.queued && node.session == session => node,
+            stale => {
+                if let Some(node) = stale {
+                    self.forget_waiting(&req.keys.lock);
+                    self.delete_later(node);
+                }
+                self.ensure_parent(&client, &parent).await?;
+                let node = self
+                    .create_child(&client, session, &parent, req.token)
+                    .await?;
+                // Recorded at once: if this attempt is cancelled from here on, the turn's
+                // withdrawal finds the znode and deletes it.
+                self.nodes
+                    .lock()
+                    .unwrap()
+                    .waiting
+                    .insert(req.keys.lock.clone(), node.clone());
+                node
+            }
+        };
+        let queue = self.queue(&client, &parent).await?;
+        let name = child_name(&mine.path);
+        match queue.iter().position(|c| c == name) {
+            Some(0) => {
+                let top = (mine.czxid as u64) * FENCE_SLOTS + req.fences;
+                let mut nodes = self.nodes.lock().unwrap();
+                nodes.waiting.remove(&req.keys.lock);
+                nodes.held.insert(req.token.clone(), mine);
+                Ok(Attempt::Granted { top })
+            }
+            Some(_) if !req.interest.is_zero() => Ok(Attempt::Held { remaining: None }),
+            Some(_) => {
+                // Not waiting: leave the queue at once.
+                self.forget_waiting(&req.keys.lock);
+                self.bounded("refused a delete", client.delete(&mine.path, None))
+                    .await?;
+                Ok(Attempt::Held { remaining: None })
+            }
+            // Our znode is gone (the session ended, or an operator deleted it): queue anew.
+            None => {
+                self.forget_waiting(&req.keys.lock);
+                Err(LockError::unavailable(
+                    format!(
+                        "zookeeper at {}: this contender's znode vanished; try again",
+                        self.hosts
+                    ),
+                    None,
+                ))
+            }
+        }
+    }
+
+    async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
+        let node = self.nodes.lock().unwrap().held.remove(token);
+        let Some(node) = node else {
+            // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
+            // answer came. Delete what that attempt may have created (its tag names it).
+            let (client, _) = self.client().await?;
+            let parent = parent_of(keys);
+            for child in self.queue(&client, &parent).await? {
+                if child.starts_with(&format!("{CHILD}{}-", tag(token))) {
+                    let path = format!("{parent}/{child}");
+                    let _ = self
+                        .bounded("refused a delete", client.delete(&path, None))
+                        .await;
+                }
+            }
+            return Ok(false);
+        };
+        let (client, session) = self.client().await?;
+        if node.session != session {
+            return Ok(false); // its session ended: the znode is gone
+        }
+        match tokio::time::timeout(self.settings.op_timeout, client.delete(&node.path, None)).await
+        {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(zk::Error::NoNode)) => Ok(false),
+            Ok(Err(e)) => {
+                // Unknown outcome: keep the znode ours so a later retry can delete it.
+                self.nodes.lock().unwrap().held.insert(token.clone(), node);
+                Err(self.unavailable("refused a delete", e))
+            }
+            Err(_) => {
+                self.nodes.lock().unwrap().held.insert(token.clone(), node);
+                Err(self.late(self.settings.op_timeout))
+            }
+        }
+    }
+
+    async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let (client, session) = self.client().await?;
+        let nodes: Vec<Option<Node>> = {
+            let nodes = self.nodes.lock().unwrap();
+            batch
+                .iter()
+                .map(|r| nodes.held.get(r.token).cloned())
+                .collect()
+        };
+        let session_id = client.session_id().0;
+        let limit = self.settings.op_timeout;
+        let checks = nodes.iter().map(|node| {
+            let client = &client;
+            async move {
+                let Some(node) = node else {
+                    return Renewed::No;
+                };
+                if node.session != session {
+                    return Renewed::No;
+                }
+                match tokio::time::timeout(limit, client.check_stat(&node.path)).await {
+                    Ok(Ok(Some(stat))) if stat.ephemeral_owner == session_id => Renewed::Yes,
+                    Ok(Ok(_)) => Renewed::No,
+                    Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed)) => Renewed::No,
+                    Ok(Err(_)) | Err(_) => Renewed::Unknown,
+                }
+            }
+        });
+        Ok(join_all(checks).await)
+    }
+
+    async fn subscribe_once(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
+        let (client, _) = self.client().await?;
+        let parent = parent_of(keys);
+        let mine = self
+            .nodes
+            .lock()
+            .unwrap()
+            .waiting
+            .get(&keys.lock)
+            .map(|n| child_name(&n.path).to_owned());
+        let (tx, rx) = watch::channel(0u64);
+        // The first watch is set before this returns: a release after it is never missed.
+        let first = self
+            .watch_predecessor(&client, &parent, mine.as_deref())
+            .await?;
+        let limit = self.settings.op_timeout;
+        tokio::spawn(async move {
+            let mut next = first;
+            loop {
+                // No predecessor (we are first, or gone): wake the waiter to look at once.
+                if let Some(watcher) = next {
+                    tokio::select! {
+                        _ = watcher.changed() => {}
+                        _ = tx.closed() => return,
+                    }
+                }
+                tx.send_modify(|n| *n += 1);
+                if tx.is_closed() {
+                    return;
+                }
+                next = match watch_predecessor(&client, &parent, mine.as_deref(), limit).await {
+                    Ok(Some(w)) => Some(w),
+                    // First in line, or the node is gone, or the server did not answer: the
+                    // waiter's own attempts (at least every second) take it from here.
+                    _ => return,
+                };
+            }
+        });
+        Ok(WakeSubscription::new(rx, None))
+    }
+
+    async fn watch_predecessor(
+        &self,
+        client: &zk::Client,
+        parent: &str,
+        mine: Option<&str>,
+    ) -> Result<Option<zk::OneshotWatcher>, LockError> {
+        watch_predecessor(client, parent, mine, self.settings.op_timeout)
+            .await
+            .map_err(|e| self.unavailable("refused a watch", e))
+    }
+}
+
+/// Sets a watch on the znode just ahead of `mine` in `parent`'s queue (on the queue itself
+/// when this process has no znode there). `None` when there is nothing to wait for.
+async fn watch_predecessor(
+    client: &zk::Client,
+    parent: &str,
+    mine: Option<&str>,
+    limit: Duration,
+) -> Result<Option<zk::OneshotWatcher>, String> {
+    fn bounded<T>(
+        answer: Result<T, tokio::time::error::Elapsed>,
+        limit: Duration,
+    ) -> Result<T, String> {
+        answer.map_err(|_| format!("no answer within {limit:?}"))
+    }
+    loop {
+        let Some(mine) = mine else {
+            let listed = bounded(
+                tokio::time::timeout(limit, client.get_and_watch_children(parent)).await,
+                limit,
+            )?;
+            return match listed {
+                Ok((_, _, watcher)) => Ok(Some(watcher)),
+                Err(zk::Error::NoNode) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            };
+        };
+        let children = bounded(
+            tokio::time::timeout(limit, client.list_children(parent)).await,
+            limit,
+        )?;
+        let queue = match children {
+            Ok(children) => in_order(children),
+            Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        let Some(at) = queue.iter().position(|c| c == mine) else {
+            return Ok(None);
+        };
+        if at == 0 {
+            return Ok(None);
+        }
+        let ahead = format!("{parent}/{}", queue[at - 1]);
+        let watched = bounded(
+            tokio::time::timeout(limit, client.check_and_watch_stat(&ahead)).await,
+            limit,
+        )?;
+        match watched {
+            Ok((Some(_), watcher)) => return Ok(Some(watcher)),
+            // Gone between the listing and the watch: look again.
+            Ok((None, _)) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Ends the session's leases when it expires or closes: bumps the epoch (every lease granted
+/// over it reads as lost) and forgets its znodes (the server deleted them).
+async fn watch_session(
+    mut states: zk::StateWatcher,
+    epoch: std::sync::Weak<watch::Sender<u64>>,
+    nodes: std::sync::Weak<Mutex<Nodes>>,
+    session: u64,
+) {
+    loop {
+        let state = states.changed().await;
+        if state.is_terminated() {
+            if let Some(nodes) = nodes.upgrade() {
+                let mut nodes = nodes.lock().unwrap();
+                nodes.held.retain(|_, n| n.session != session);
+                nodes.waiting.retain(|_, n| n.session != session);
+            }
+            if let Some(epoch) = epoch.upgrade() {
+                epoch.send_modify(|n| *n = (*n).max(session + 1));
+                tracing::warn!(
+                    ?state,
+                    "the zookeeper session ended: leases granted over it count as lost"
+                );
+            }
+            return;
+        }
+        if state == zk::SessionState::Disconnected {
+            tracing::debug!("disconnected from zookeeper; leases are at risk until it answers");
+        }
+    }
+}
+
+/// The lock's container znode: the lock key with every byte that ZooKeeper paths do not take
+/// as they are percent-encoded (so the name is one path segment, and never `.` or `..`).
+fn parent_of(keys: &LockKeys) -> String {
+    let mut name = String::with_capacity(keys.lock.len() + 8);
+    for b in keys.lock.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_:{}".contains(&b) {
+            name.push(b as char);
+        } else {
+            name.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("{ROOT}/{name}")
+}
+
+/// The lock key of a container znode's name (the inverse of [`parent_of`]).
+fn lock_key_of(name: &str) -> Option<String> {
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The sequence number the server appended to a child's name (its last ten digits).
+fn sequence(child: &str) -> i64 {
+    child
+        .rsplit('-')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(i64::MAX)
+}
+
+fn child_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Children in queue order: by the sequence number the server appended.
+fn in_order(mut children: Vec<String>) -> Vec<String> {
+    children.retain(|c| c.starts_with(CHILD));
+    children.sort_by_key(|c| sequence(c));
+    children
+}
+
+impl Store for ZooKeeperStore {
+    fn describe(&self) -> String {
+        format!("zookeeper at {}", self.hosts)
+    }
+
+    fn session(&self) -> Option<Session> {
+        Some(Session::current(&self.epoch))
+    }
+
+    fn lease_bound(&self) -> Option<Duration> {
+        Some(self.session_timeout)
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_once(req))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(self.renew_all(batch))
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(self.subscribe_once(keys))
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        if let Some(node) = self.forget_waiting(&keys.lock) {
+            self.delete_later(node);
+        }
+    }
+
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        Ok(self)
+    }
+}
+
+impl Admin for ZooKeeperStore {
+    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
+        Box::pin(async move {
+            let (client, _) = self.client().await?;
+            let parent = parent_of(keys);
+            let queue = self.queue(&client, &parent).await?;
+            let Some(first) = queue.first() else {
+                return Ok(LockState::default());
+            };
+            let stat = self
+                .bounded(
+                    "refused a read",
+                    client.check_stat(&format!("{parent}/{first}")),
+                )
+                .await?;
+            Ok(LockState {
+                held: true,
+                // The session, not a TTL, ends a ZooKeeper lock.
+                remaining: None,
+                waiters: queue.len() > 1,
+                waiting_processes: queue.len() as u64 - 1,
+                last_fence: stat.map(|s| s.czxid as u64 * FENCE_SLOTS),
+            })
+        })
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let (client, _) = self.client().await?;
+            let names =
+                match tokio::time::timeout(self.settings.op_timeout, client.list_children(ROOT))
+                    .await
+                {
+                    Ok(Ok(names)) => names,
+                    Ok(Err(zk::Error::NoNode)) => Vec::new(),
+                    Ok(Err(e)) => return Err(self.unavailable("refused a read", e)),
+                    Err(_) => return Err(self.late(self.settings.op_timeout)),
+                };
+            let lock_prefix = format!("{prefix}:lock:{{");
+            Ok(names
+                .iter()
+                .filter_map(|name| {
+                    let lock = lock_key_of(name)?;
+                    let escaped = lock.strip_prefix(&lock_prefix)?.strip_suffix('}')?;
+                    unescape(escaped)
+                })
+                .collect())
+        })
+    }
+
+    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let (client, _) = self.client().await?;
+            let parent = parent_of(keys);
+            let queue = self.queue(&client, &parent).await?;
+            let Some(first) = queue.first() else {
+                return Ok(false);
+            };
+            let path = format!("{parent}/{first}");
+            match tokio::time::timeout(self.settings.op_timeout, client.delete(&path, None)).await {
+                Ok(Ok(())) => Ok(true),
+                Ok(Err(zk::Error::NoNode)) => Ok(false),
+                Ok(Err(e)) => Err(self.unavailable("refused a delete", e)),
+                Err(_) => Err(self.late(self.settings.op_timeout)),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_names_round_trip_and_stay_one_segment() {
+        for key in [
+            "order:42",
+            "a/b",
+            "..",
+            ".",
+            "%41",
+            "ünï/cødé",
+            "x\ny",
+            "{tag}",
+        ] {
+            let keys = LockKeys::new("leasehold", key);
+            let parent = parent_of(&keys);
+            let name = parent.strip_prefix("/leasehold/").unwrap();
+            assert!(!name.contains('/') && name != "." && name != "..", "{name}");
+            assert_eq!(lock_key_of(name).as_deref(), Some(keys.lock.as_str()));
+        }
+    }
+
+    #[test]
+    fn queue_order_is_by_sequence_not_by_name() {
+        let q = in_order(vec![
+            "n-aa-0000000010".into(),
+            "n-ff-0000000002".into(),
+            "stray".into(),
+            "n-00-0000000009".into(),
+        ]);
+        assert_eq!(q, ["n-ff-0000000002", "n-00-0000000009", "n-aa-0000000010"]);
+    }
+}
