@@ -27,6 +27,7 @@ mod proxy;
 mod redis_server;
 mod resp;
 mod sentinel;
+mod zookeeper;
 
 pub use cargo_bin::cargo_bin;
 pub use cluster::RedisCluster;
@@ -34,3 +35,4 @@ pub use probe::eventually;
 pub use proxy::{ConnKind, ProxyMode, TcpProxy};
 pub use redis_server::{RedisOptions, RedisServer};
 pub use sentinel::{SentinelSetup, Sentinels};
+pub use zookeeper::{ZkEnsemble, ZkServer};

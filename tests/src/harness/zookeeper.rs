@@ -1,0 +1,794 @@
+//! Throwaway ZooKeeper servers on free ports of 127.0.0.1: a standalone [`ZkServer`], or a
+//! [`ZkEnsemble`] of members that elect a leader; each in a directory of its own, run as a `java`
+//! child the harness owns, so tests can kill, freeze, restart and inspect it.
+//!
+//! The servers come from Debian's `zookeeper` package (`scripts/ensure-zookeeper` installs it):
+//! `java` runs `QuorumPeerMain` from the package's jars, with a `zoo.cfg` the harness writes.
+//! Settings are made for tests: a [`ZkServer::TICK_TIME`] of 200 ms so sessions may time out
+//! after as little as [`ZkServer::MIN_SESSION_TIMEOUT`], all four-letter words allowed, no admin
+//! server, no fsync, and container znodes checked for deletion every 500 ms.
+//!
+//! ```no_run
+//! use leasehold_tests::harness::{ZkEnsemble, ZkServer};
+//!
+//! # async fn demo() {
+//! let zk = ZkServer::start().await;
+//! let client = zookeeper_client::Client::connector()
+//!     .with_session_timeout(std::time::Duration::from_secs(2))
+//!     .connect(&zk.connect_string())
+//!     .await
+//!     .unwrap();
+//! zk.pause(); // SIGSTOP: the process is alive but frozen
+//! zk.resume();
+//! zk.kill9();
+//! zk.restart().await; // same port and directory: the data and sessions survive
+//!
+//! let ensemble = ZkEnsemble::start(3).await;
+//! let leader = ensemble.leader().await;
+//! ensemble.member(leader).kill9(); // the others elect a new leader
+//! # drop(client);
+//! # }
+//! ```
+
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::{ports, process};
+
+/// The environment variable naming the `java` binary; `java` on `PATH` otherwise.
+const JAVA_VAR: &str = "LEASEHOLD_JAVA";
+/// The environment variable holding the whole classpath of the server (`:`-separated), instead of
+/// the jars found in Debian's packages.
+const CLASSPATH_VAR: &str = "LEASEHOLD_ZOOKEEPER_CLASSPATH";
+/// The server's jar, where Debian's packagings put it; its manifest names its dependencies.
+const ZOOKEEPER_JARS: &[&str] = &[
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/zookeeper/zookeeper.jar",
+];
+/// The directory of older packagings, holding the server's jar and its dependencies.
+const ZOOKEEPER_LIB_DIR: &str = "/usr/share/zookeeper/lib";
+/// An SLF4J binding that logs to stderr (Debian's `libslf4j-java`, a dependency of the server);
+/// without one the server logs nothing.
+const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
+const MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+/// Starts a small JVM fast: C1 only, serial GC, no perf-data file left in `/tmp` by a SIGKILL.
+const JVM_FLAGS: &[&str] = &[
+    "-Xms32m",
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+    "-Dzookeeper.jmx.log4j.disable=true",
+    // An empty container znode is deleted within this, not within the default minute.
+    "-Dznode.container.checkIntervalMs=500",
+    "-Dorg.slf4j.simpleLogger.showDateTime=true",
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+];
+
+const LOG_FILE: &str = "zookeeper.log";
+const CONFIG_FILE: &str = "zoo.cfg";
+const DATA_DIR: &str = "data";
+/// How long a start or restart may take until the server serves: a JVM on a busy 2-core machine.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bounds the waits for a leader and for signals to take effect.
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one four-letter-word probe may take; a paused server never answers.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+const POLL: Duration = Duration::from_millis(20);
+const PORT_ATTEMPTS: usize = 5;
+
+/// One ZooKeeper server process on 127.0.0.1: a standalone server ([`ZkServer::start`]) or a
+/// member of a [`ZkEnsemble`].
+///
+/// It keeps its directory (`zoo.cfg`, `myid`, `data/`, `zookeeper.log`) across
+/// [`restart`](Self::restart)s, so znodes and sessions survive them. Dropping it kills and reaps
+/// the process and removes the directory; while a test panics the log is kept and its path
+/// printed. All methods take `&self`, so a server can be shared (`Arc`) with a task that injects
+/// faults.
+#[derive(Debug)]
+pub struct ZkServer {
+    client_port: u16,
+    /// The member's id in an ensemble (1-based, as in `myid`); `None` for a standalone server.
+    myid: Option<u32>,
+    dir: PathBuf,
+    /// `None` once killed or stopped; only this handle reaps, so a pid here is never reused.
+    child: Mutex<Option<Child>>,
+}
+
+/// Why one launch did not give a serving server.
+enum LaunchError {
+    /// A port was taken by someone else; other ports may work.
+    PortTaken,
+    /// Anything else; retrying would fail again.
+    Failed(String),
+}
+
+impl ZkServer {
+    /// The servers' `tickTime`: the unit of their timeouts, and how often sessions are expired.
+    pub const TICK_TIME: Duration = Duration::from_millis(200);
+    /// The shortest session timeout a server grants; a client asking for less gets this.
+    pub const MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(400);
+    /// The longest session timeout a server grants; a client asking for more gets this.
+    pub const MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// Starts a standalone server on a free port and waits until it serves (`srvr` reports
+    /// `Mode: standalone`).
+    ///
+    /// # Panics
+    ///
+    /// If `java` or the ZooKeeper jars cannot be found, or the server exits or does not serve
+    /// within 30 s; the message includes the tail of its log.
+    pub async fn start() -> Self {
+        for _ in 0..PORT_ATTEMPTS {
+            let server = Self::create(ports::free_port(), None, "");
+            let log_start = server.log_len();
+            server.spawn();
+            match server.wait_serving(log_start, STARTUP_TIMEOUT).await {
+                Ok(()) => return server,
+                Err(LaunchError::PortTaken) => continue,
+                Err(LaunchError::Failed(why)) => {
+                    panic!(
+                        "{} did not start: {why}\n{}",
+                        server.name(),
+                        server.log_tail()
+                    )
+                }
+            }
+        }
+        panic!("ZooKeeper found each of {PORT_ATTEMPTS} free ports taken by the time it bound");
+    }
+
+    /// Makes the directory and its `zoo.cfg` (and `myid`), without starting anything.
+    fn create(client_port: u16, myid: Option<u32>, servers: &str) -> Self {
+        let dir = fresh_dir();
+        let data = dir.join(DATA_DIR);
+        fs::create_dir_all(&data)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", data.display()));
+        if let Some(id) = myid {
+            fs::write(data.join("myid"), format!("{id}\n"))
+                .unwrap_or_else(|e| panic!("cannot write myid in {}: {e}", data.display()));
+        }
+        let config = config(client_port, &data, servers);
+        let path = dir.join(CONFIG_FILE);
+        fs::write(&path, config).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        Self {
+            client_port,
+            myid,
+            dir,
+            child: Mutex::new(None),
+        }
+    }
+
+    /// `127.0.0.1:PORT`, the client port; it stays the same across [`restart`](Self::restart).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_port))
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.client_port
+    }
+
+    /// `127.0.0.1:PORT`, a connect string naming this server only (for a client that must not
+    /// fail over to another member).
+    pub fn connect_string(&self) -> String {
+        self.addr().to_string()
+    }
+
+    /// The member's id in its ensemble (`myid`, from 1); `None` for a standalone server.
+    pub fn myid(&self) -> Option<u32> {
+        self.myid
+    }
+
+    /// The server's directory, holding `zoo.cfg`, `data/` and its log (`zookeeper.log`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path of the server's log: all it wrote since it was first started.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    /// The process id while the server runs (also while paused); `None` once killed or stopped.
+    pub fn pid(&self) -> Option<u32> {
+        running(&mut self.lock_child()).map(|child| child.id())
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and waits until it has exited. Does
+    /// nothing if it is not running.
+    ///
+    /// # Panics
+    ///
+    /// If the process does not exit within 10 s.
+    pub fn kill9(&self) {
+        if let Some(mut child) = self.lock_child().take() {
+            assert!(
+                process::kill_and_reap(&mut child),
+                "{} (pid {}) did not exit within 10s of SIGKILL",
+                self.name(),
+                child.id()
+            );
+        }
+    }
+
+    /// Stops the server with SIGTERM and waits until it has exited, for at most 5 s before it is
+    /// SIGKILLed. Does nothing if it is not running; it can be [`restart`](Self::restart)ed
+    /// afterwards.
+    ///
+    /// # Panics
+    ///
+    /// If the process does not exit even after SIGKILL.
+    pub fn stop(&self) {
+        let Some(mut child) = self.lock_child().take() else {
+            return;
+        };
+        process::signal(&mut child, libc::SIGTERM);
+        // A paused server would hold SIGTERM pending forever.
+        process::signal(&mut child, libc::SIGCONT);
+        if process::wait_exit(&mut child, Duration::from_secs(5)).is_none() {
+            assert!(
+                process::kill_and_reap(&mut child),
+                "{} (pid {}) did not exit after SIGTERM nor SIGKILL",
+                self.name(),
+                child.id()
+            );
+        }
+    }
+
+    /// Freezes the server with SIGSTOP: connections stay open but nothing is answered, and its
+    /// clocks (session expiry, the followers' sync with the leader) stand still, as in a long GC
+    /// pause or on a hung host. Returns once the process is stopped.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running, or not stopped within 20 s.
+    pub fn pause(&self) {
+        self.signal_running(libc::SIGSTOP, true, "pause");
+    }
+
+    /// Thaws a server frozen by [`pause`](Self::pause) with SIGCONT. Returns once it runs again;
+    /// it may take a moment more to serve.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running, or still stopped after 20 s.
+    pub fn resume(&self) {
+        self.signal_running(libc::SIGCONT, false, "resume");
+    }
+
+    fn signal_running(&self, signal: libc::c_int, stopped: bool, what: &str) {
+        let mut child = self.lock_child();
+        let Some(running) = running(&mut child) else {
+            panic!("cannot {what} {}: it is not running", self.name());
+        };
+        process::signal(running, signal);
+        assert!(
+            process::wait_stopped(running.id(), stopped, CALL_TIMEOUT),
+            "{} (pid {}) did not {what} within {CALL_TIMEOUT:?}",
+            self.name(),
+            running.id()
+        );
+    }
+
+    /// Kills the server (if it runs) and starts it again on the same ports from what it left in
+    /// its directory, as a supervisor would after a crash: znodes and open sessions survive (a
+    /// session then expires unless its client reconnects within its timeout). Waits until it
+    /// serves, which for an ensemble member takes a quorum of running members.
+    ///
+    /// # Panics
+    ///
+    /// If it does not serve within 30 s, or a port stays taken by another process.
+    pub async fn restart(&self) {
+        self.kill9();
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            let log_start = self.log_len();
+            self.spawn();
+            match self.wait_serving(log_start, STARTUP_TIMEOUT).await {
+                Ok(()) => return,
+                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(LaunchError::PortTaken) => panic!(
+                    "cannot restart {}: a port stayed taken by another process\n{}",
+                    self.name(),
+                    self.log_tail()
+                ),
+                Err(LaunchError::Failed(why)) => panic!(
+                    "{} did not restart: {why}\n{}",
+                    self.name(),
+                    self.log_tail()
+                ),
+            }
+        }
+    }
+
+    /// Waits until the server serves clients again (after [`resume`](Self::resume), or a
+    /// member's loss of quorum); returns its mode (`standalone`, `leader`, `follower`).
+    ///
+    /// # Panics
+    ///
+    /// If it is not running, or does not serve within 30 s.
+    pub async fn wait_until_serving(&self) -> String {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if self.pid().is_none() {
+                panic!("{} is not running, so it will not serve", self.name());
+            }
+            if let Some(mode) = self.mode().await {
+                return mode;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} did not serve within {STARTUP_TIMEOUT:?}\n{}",
+                    self.name(),
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// The server's mode as `srvr` reports it (`standalone`, `leader`, `follower`), or `None`
+    /// while it does not serve: down, paused, or a member without a quorum.
+    pub async fn mode(&self) -> Option<String> {
+        let srvr = self.four_letter_word("srvr").await.ok()?;
+        srvr_mode(&srvr).map(str::to_owned)
+    }
+
+    /// Sends a four-letter word (`ruok`, `srvr`, `stat`, `mntr`, `cons`, `dump`, `conf`, ...) on
+    /// a connection of its own and returns the whole answer; the error says why there is none.
+    /// Bounded by 500 ms, so a paused server gives an error.
+    pub async fn four_letter_word(&self, word: &str) -> Result<String, String> {
+        four_letter_word(self.addr(), word).await
+    }
+
+    /// The last lines of the server's log, framed for a panic message.
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log_path())
+    }
+
+    fn name(&self) -> String {
+        match self.myid {
+            Some(id) => format!("ZooKeeper member {id} at {}", self.addr()),
+            None => format!("ZooKeeper at {}", self.addr()),
+        }
+    }
+
+    fn log_len(&self) -> u64 {
+        fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Runs `java` on the server's config, without waiting for it to serve.
+    ///
+    /// # Panics
+    ///
+    /// If `java` or the jars cannot be found or run.
+    fn spawn(&self) {
+        let log_path = self.log_path();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log_path.display()));
+        let java = std::env::var_os(JAVA_VAR).unwrap_or_else(|| "java".into());
+        let mut cmd = Command::new(&java);
+        cmd.args(JVM_FLAGS)
+            .arg("-cp")
+            .arg(classpath())
+            .arg(MAIN_CLASS)
+            .arg(self.dir.join(CONFIG_FILE))
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("a log file handle can be cloned"))
+            .stderr(log);
+        let child = process::spawn(cmd, self.dir.clone()).unwrap_or_else(|e| {
+            let hint = if e.kind() == io::ErrorKind::NotFound {
+                format!(" (run scripts/ensure-zookeeper, or name the binary in {JAVA_VAR})")
+            } else {
+                String::new()
+            };
+            panic!(
+                "cannot run {} for {}: {e}{hint}",
+                java.to_string_lossy(),
+                self.name()
+            )
+        });
+        if let Some(mut raced) = self.lock_child().replace(child) {
+            // A concurrent restart won too; keep one server.
+            process::kill_and_reap(&mut raced);
+        }
+    }
+
+    /// Waits until the process just spawned serves as itself, or says why not. A process that
+    /// will not serve is killed.
+    async fn wait_serving(&self, log_start: u64, within: Duration) -> Result<(), LaunchError> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.exited() {
+                let log = log_since(&self.log_path(), log_start);
+                return Err(if log.contains("Address already in use") {
+                    LaunchError::PortTaken
+                } else {
+                    LaunchError::Failed(format!("it exited with {status} while starting"))
+                });
+            }
+            let last = match self.four_letter_word("srvr").await {
+                Ok(srvr) if srvr_mode(&srvr).is_some() => {
+                    // Is it ours? Another server on the port would name another data directory.
+                    let ours = self.dir.join(DATA_DIR).to_string_lossy().into_owned();
+                    match self.four_letter_word("conf").await {
+                        Ok(conf) if conf.contains(&ours) => return Ok(()),
+                        Ok(_) => {
+                            self.kill9();
+                            return Err(LaunchError::PortTaken);
+                        }
+                        Err(why) => format!("`conf`: {why}"),
+                    }
+                }
+                Ok(srvr) => format!("`srvr`: {}", srvr.trim()),
+                Err(why) => format!("`srvr`: {why}"),
+            };
+            if Instant::now() >= deadline {
+                self.kill9();
+                return Err(LaunchError::Failed(format!(
+                    "it did not serve within {within:?} (last {last})"
+                )));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// The exit status if the process has exited (it is then reaped and forgotten).
+    fn exited(&self) -> Option<ExitStatus> {
+        let mut child = self.lock_child();
+        let status = process::wait_exit(child.as_mut()?, Duration::ZERO)?;
+        *child = None;
+        Some(status)
+    }
+
+    fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
+        self.child
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for ZkServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.lock_child().take() {
+            if !process::kill_and_reap(&mut child) {
+                // Never panic in drop: it may run while a test is already panicking.
+                eprintln!(
+                    "leasehold harness: ZooKeeper pid {} did not exit within 10s of SIGKILL",
+                    child.id()
+                );
+            }
+        }
+        if std::thread::panicking() {
+            // Keep the log for the post-mortem; the data is of no use.
+            let _ = fs::remove_dir_all(self.dir.join(DATA_DIR));
+            eprintln!(
+                "leasehold harness: the log of {} is kept in {}",
+                self.name(),
+                self.log_path().display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A ZooKeeper ensemble of [`ZkServer`] members on 127.0.0.1, each with its own directory,
+/// `myid`, client port and quorum and election ports.
+///
+/// Members are indexed from 0 ([`member`](Self::member)); member `i` has `myid` `i + 1`. Faults
+/// are injected through the members ([`ZkServer::kill9`], [`ZkServer::pause`],
+/// [`ZkServer::restart`], ...). Dropping the ensemble kills every member.
+#[derive(Debug)]
+pub struct ZkEnsemble {
+    members: Vec<ZkServer>,
+}
+
+impl ZkEnsemble {
+    /// Starts `n` members (3 or 5 for a quorum that survives a loss; `n >= 1`) in parallel and
+    /// waits until a leader is elected and every member serves.
+    ///
+    /// # Panics
+    ///
+    /// If any member exits or does not serve within 30 s, or no leader is elected; the message
+    /// includes the tail of every member's log.
+    pub async fn start(n: usize) -> Self {
+        assert!(n >= 1, "an ensemble needs at least one member");
+        'attempt: for _ in 0..PORT_ATTEMPTS {
+            let ports: Vec<(u16, u16, u16)> = (0..n)
+                .map(|_| (ports::free_port(), ports::free_port(), ports::free_port()))
+                .collect();
+            let mut servers = String::new();
+            for (i, (_, quorum, election)) in ports.iter().enumerate() {
+                let _ = writeln!(servers, "server.{}=127.0.0.1:{quorum}:{election}", i + 1);
+            }
+            let members: Vec<ZkServer> = ports
+                .iter()
+                .enumerate()
+                .map(|(i, (client, _, _))| {
+                    let myid = u32::try_from(i + 1).expect("a small ensemble");
+                    ZkServer::create(*client, Some(myid), &servers)
+                })
+                .collect();
+            let ensemble = Self { members };
+            for member in &ensemble.members {
+                member.spawn();
+            }
+            // The members start together; waiting for each in turn costs no more than the
+            // slowest.
+            for member in &ensemble.members {
+                match member.wait_serving(0, STARTUP_TIMEOUT).await {
+                    Ok(()) => {}
+                    Err(LaunchError::PortTaken) => continue 'attempt,
+                    Err(LaunchError::Failed(why)) => panic!(
+                        "{} did not start: {why}\n{}",
+                        member.name(),
+                        ensemble.log_tails()
+                    ),
+                }
+            }
+            ensemble.leader().await;
+            return ensemble;
+        }
+        panic!("a ZooKeeper ensemble found ports taken {PORT_ATTEMPTS} times in a row");
+    }
+
+    /// Member `i` (from 0; its `myid` is `i + 1`).
+    ///
+    /// # Panics
+    ///
+    /// If there is no such member.
+    pub fn member(&self, i: usize) -> &ZkServer {
+        self.members.get(i).unwrap_or_else(|| {
+            panic!(
+                "the ensemble has {} members, not {}",
+                self.members.len(),
+                i + 1
+            )
+        })
+    }
+
+    /// All members, in order of `myid`.
+    pub fn members(&self) -> &[ZkServer] {
+        &self.members
+    }
+
+    /// How many members the ensemble has, running or not.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the ensemble has no members; never, since [`start`](Self::start) refuses that.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// `127.0.0.1:P1,127.0.0.1:P2,...`: every member's client address, for a client that fails
+    /// over between them.
+    pub fn connect_string(&self) -> String {
+        self.members
+            .iter()
+            .map(ZkServer::connect_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The index of the member that `srvr` reports as `Mode: leader`, waiting for an election
+    /// in progress (after the leader was killed or paused) to end.
+    ///
+    /// # Panics
+    ///
+    /// If no running member is the leader within 30 s.
+    pub async fn leader(&self) -> usize {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            let mut modes = Vec::with_capacity(self.members.len());
+            for (i, member) in self.members.iter().enumerate() {
+                let mode = if member.pid().is_some() {
+                    member.mode().await
+                } else {
+                    Some("down".to_owned())
+                };
+                if mode.as_deref() == Some("leader") {
+                    return i;
+                }
+                modes.push(mode.unwrap_or_else(|| "not serving".to_owned()));
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "no ZooKeeper member was the leader within {STARTUP_TIMEOUT:?} (modes: {modes:?})\n{}",
+                    self.log_tails()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Waits until a leader is elected and every running member serves (a paused member never
+    /// does: resume it first).
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within 30 s.
+    pub async fn wait_until_serving(&self) {
+        self.leader().await;
+        for member in &self.members {
+            if member.pid().is_some() {
+                member.wait_until_serving().await;
+            }
+        }
+    }
+
+    fn log_tails(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}:\n{}", m.name(), m.log_tail()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// The `zoo.cfg` of one server; `servers` holds an ensemble's `server.N=` lines, or nothing.
+fn config(client_port: u16, data: &Path, servers: &str) -> String {
+    let tick = ZkServer::TICK_TIME.as_millis();
+    let min_session = ZkServer::MIN_SESSION_TIMEOUT.as_millis();
+    let max_session = ZkServer::MAX_SESSION_TIMEOUT.as_millis();
+    format!(
+        "tickTime={tick}\n\
+         minSessionTimeout={min_session}\n\
+         maxSessionTimeout={max_session}\n\
+         # Followers: 10 s to connect and sync to a leader, 3 s of silence before they drop it.\n\
+         initLimit=50\n\
+         syncLimit=15\n\
+         dataDir={data}\n\
+         clientPort={client_port}\n\
+         clientPortAddress=127.0.0.1\n\
+         4lw.commands.whitelist=*\n\
+         admin.enableServer=false\n\
+         standaloneEnabled=true\n\
+         reconfigEnabled=false\n\
+         # Keys the config does not know become `zookeeper.*` system properties: no fsync (a\n\
+         # SIGKILL keeps what was written), small log files, and a restart trusts a data\n\
+         # directory with a log but no snapshot.\n\
+         forceSync=no\n\
+         preAllocSize=1024\n\
+         snapshot.trust.empty=true\n\
+         {servers}",
+        data = data.display(),
+    )
+}
+
+/// The `-cp` argument: [`CLASSPATH_VAR`] if set, else the server's jar (whose manifest names its
+/// dependencies) or an older packaging's `lib/` directory, and an SLF4J binding to log with.
+///
+/// # Panics
+///
+/// If no ZooKeeper jar is found.
+fn classpath() -> String {
+    if let Ok(classpath) = std::env::var(CLASSPATH_VAR) {
+        return classpath;
+    }
+    let mut jars: Vec<String> = Vec::new();
+    if let Some(jar) = ZOOKEEPER_JARS.iter().find(|jar| Path::new(jar).is_file()) {
+        jars.push((*jar).to_owned());
+    } else if Path::new(ZOOKEEPER_LIB_DIR).is_dir() {
+        jars.push(format!("{ZOOKEEPER_LIB_DIR}/*"));
+    } else {
+        panic!(
+            "no ZooKeeper jar in {ZOOKEEPER_JARS:?} nor {ZOOKEEPER_LIB_DIR}: run \
+             scripts/ensure-zookeeper, or set {CLASSPATH_VAR}"
+        );
+    }
+    if Path::new(SLF4J_SIMPLE_JAR).is_file() {
+        jars.push(SLF4J_SIMPLE_JAR.to_owned());
+    }
+    jars.join(":")
+}
+
+/// The child if it has not exited (a paused one has not).
+fn running(child: &mut Option<Child>) -> Option<&mut Child> {
+    child
+        .as_mut()
+        .and_then(|c| process::wait_exit(c, Duration::ZERO).is_none().then_some(c))
+}
+
+/// Sends `word` to `addr` on a connection of its own and reads the answer until the server
+/// closes the connection, within [`PROBE_TIMEOUT`].
+async fn four_letter_word(addr: SocketAddr, word: &str) -> Result<String, String> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        stream
+            .write_all(word.as_bytes())
+            .await
+            .map_err(|e| format!("cannot send `{word}`: {e}"))?;
+        let mut answer = String::new();
+        stream
+            .read_to_string(&mut answer)
+            .await
+            .map_err(|e| format!("cannot read the answer to `{word}`: {e}"))?;
+        Ok(answer)
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, exchange).await {
+        Ok(answer) => answer,
+        Err(_) => Err(format!("no answer to `{word}` within {PROBE_TIMEOUT:?}")),
+    }
+}
+
+/// The `Mode:` of a `srvr` answer; absent while the server does not serve ("This ZooKeeper
+/// instance is not currently serving requests").
+fn srvr_mode(srvr: &str) -> Option<&str> {
+    srvr.lines()
+        .find_map(|line| line.strip_prefix("Mode:"))
+        .map(str::trim)
+}
+
+/// A new, empty directory for one server under the system's temporary directory.
+fn fresh_dir() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "leasehold-zk-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    // Left over by an earlier binary that had the same pid and was SIGKILLed.
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir
+}
+
+fn log_since(path: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        if file.seek(SeekFrom::Start(offset)).is_ok() {
+            let _ = file.read_to_string(&mut text);
+        }
+    }
+    text
+}
+
+/// The last lines of a log, framed for a panic message.
+fn log_tail(path: &Path) -> String {
+    const LINES: usize = 40;
+    let log = log_since(path, 0);
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
+    format!(
+        "--- {}, last {LINES} lines ---\n{tail}\n---",
+        path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::srvr_mode;
+
+    #[test]
+    fn srvr_mode_is_read_only_from_a_serving_answer() {
+        let serving = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\n\
+                       Node count: 5\n";
+        assert_eq!(srvr_mode(serving), Some("follower"));
+        let idle = "This ZooKeeper instance is not currently serving requests\n";
+        assert_eq!(srvr_mode(idle), None);
+    }
+}
