@@ -96,10 +96,12 @@ impl Schedule {
         }
     }
 
-    /// The leases due by `now` (taken off the schedule until renewed), and the next due time.
-    fn take_due(&self, now: Instant) -> (Vec<Arc<Lease>>, Instant) {
+    /// The leases due by `now` (taken off the schedule until renewed), the ones found lapsed,
+    /// and the next due time.
+    fn take_due(&self, now: Instant) -> (Vec<Arc<Lease>>, Vec<Arc<Lease>>, Instant) {
         let mut due = self.state.lock().unwrap();
         let mut batch = Vec::new();
+        let mut lapsed = Vec::new();
         while let Some(&(at, id)) = due.order.first() {
             if at > now {
                 break;
@@ -112,6 +114,7 @@ impl Schedule {
                     // paused process): lost, even if Redis still has the token.
                     lease.mark_lost();
                     lease.report_lost("its validity ran out before a renewal could be sent");
+                    lapsed.push(lease.clone());
                 }
                 if lease.is_done() || lease.state.borrow().lost {
                     due.leases.remove(&id);
@@ -131,7 +134,7 @@ impl Schedule {
             .first()
             .map_or(now + IDLE_LOOK, |&(at, _)| at.min(now + IDLE_LOOK));
         due.wakes_at = Some(next);
-        (batch, next)
+        (batch, lapsed, next)
     }
 }
 
@@ -161,10 +164,15 @@ async fn run(
         tokio::pin!(earlier);
         // Register interest before reading the schedule, so no earlier lease slips by.
         earlier.as_mut().enable();
-        let (batch, next) = schedule.take_due(Instant::now());
-        if !batch.is_empty() {
+        let (batch, lapsed, next) = schedule.take_due(Instant::now());
+        if !batch.is_empty() || !lapsed.is_empty() {
             let Some(store) = store.upgrade() else { return };
-            tokio::spawn(renew(store, schedule.clone(), batch));
+            for lease in lapsed {
+                give_back(&store, lease);
+            }
+            if !batch.is_empty() {
+                tokio::spawn(renew(store, schedule.clone(), batch));
+            }
         }
         tokio::select! {
             job = jobs.recv() => {
@@ -177,9 +185,34 @@ async fn run(
     }
 }
 
+/// How long a lapsed lease's lock is offered back to the store, at most.
+const GIVE_BACK_FOR: Duration = Duration::from_secs(30);
+
+/// Deletes the lock of a lease that ran out on this process's clock, if the store still has
+/// it in our name, in the background, trying again while the store does not answer. On an
+/// engine where locks expire by themselves (Redis) this only frees them a little sooner; on
+/// one where they live as long as the session (ZooKeeper), a session that survived a pause
+/// would otherwise keep a lock its holder already gave up.
+fn give_back(store: &Arc<dyn Store>, lease: Arc<Lease>) {
+    let store = Arc::downgrade(store);
+    tokio::spawn(async move {
+        let until = Instant::now() + GIVE_BACK_FOR;
+        let mut pause = Duration::from_millis(100);
+        while Instant::now() < until {
+            let Some(store) = store.upgrade() else { return };
+            if store.release(&lease.keys, &lease.token).await.is_ok() {
+                return;
+            }
+            drop(store);
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    });
+}
+
 /// Tries a failed renewal again soon, if the lease is still valid by then; else the lease
-/// is lost.
-fn retry(schedule: &Schedule, lease: &Arc<Lease>) {
+/// is lost (and its lock given back).
+fn retry(store: &Arc<dyn Store>, schedule: &Schedule, lease: &Arc<Lease>) {
     let retry = Instant::now() + (lease.lease / 10).max(Duration::from_millis(5));
     let valid_until = lease.state.borrow().valid_until;
     if retry < valid_until {
@@ -187,6 +220,7 @@ fn retry(schedule: &Schedule, lease: &Arc<Lease>) {
     } else {
         lease.report_lost("renewals failed until the lease ran out");
         schedule.reschedule(lease, None);
+        give_back(store, lease.clone());
     }
 }
 
@@ -221,6 +255,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                             // renewed again, so that the lock frees itself in Redis.
                             lease.report_lost("its validity ran out before a renewal answered");
                             schedule.reschedule(lease, None);
+                            give_back(&store, lease.clone());
                         }
                         Renewed::No => {
                             lease.mark_lost();
@@ -229,7 +264,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                         }
                         Renewed::Unknown => {
                             unknown += 1;
-                            retry(&schedule, lease);
+                            retry(&store, &schedule, lease);
                         }
                     }
                 }
@@ -241,7 +276,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
             Err(e) => {
                 observe::renew_failed(chunk.len(), &e);
                 for lease in chunk {
-                    retry(&schedule, lease);
+                    retry(&store, &schedule, lease);
                 }
             }
         }

@@ -86,7 +86,7 @@ pub(crate) struct ZooKeeperStore {
     hosts: String,
     session_timeout: Duration,
     settings: Settings,
-    current: tokio::sync::Mutex<Option<Connection>>,
+    current: Arc<tokio::sync::Mutex<Option<Connection>>>,
     /// Bumped each time a session ends (expired, closed): its ephemeral znodes are gone.
     epoch: Arc<watch::Sender<u64>>,
     nodes: Arc<Mutex<Nodes>>,
@@ -104,7 +104,7 @@ impl ZooKeeperStore {
             hosts: hosts.to_owned(),
             session_timeout,
             settings: settings.clone(),
-            current: tokio::sync::Mutex::new(None),
+            current: Arc::default(),
             epoch: Arc::new(watch::channel(0).0),
             nodes: Arc::default(),
         };
@@ -164,9 +164,13 @@ impl ZooKeeperStore {
         let session = *self.epoch.borrow();
         tokio::spawn(watch_session(
             client.state_watcher(),
-            Arc::downgrade(&self.epoch),
-            Arc::downgrade(&self.nodes),
-            session,
+            Ended {
+                epoch: Arc::downgrade(&self.epoch),
+                nodes: Arc::downgrade(&self.nodes),
+                current: Arc::downgrade(&self.current),
+                session,
+            },
+            self.session_timeout,
         ));
         *current = Some(Connection {
             client: client.clone(),
@@ -503,33 +507,67 @@ async fn watch_predecessor(
     }
 }
 
-/// Ends the session's leases when it expires or closes: bumps the epoch (every lease granted
-/// over it reads as lost) and forgets its znodes (the server deleted them).
-async fn watch_session(
-    mut states: zk::StateWatcher,
+/// What to clear when a session ends.
+struct Ended {
     epoch: std::sync::Weak<watch::Sender<u64>>,
     nodes: std::sync::Weak<Mutex<Nodes>>,
+    current: std::sync::Weak<tokio::sync::Mutex<Option<Connection>>>,
     session: u64,
-) {
-    loop {
-        let state = states.changed().await;
-        if state.is_terminated() {
-            if let Some(nodes) = nodes.upgrade() {
-                let mut nodes = nodes.lock().unwrap();
-                nodes.held.retain(|_, n| n.session != session);
-                nodes.waiting.retain(|_, n| n.session != session);
-            }
-            if let Some(epoch) = epoch.upgrade() {
-                epoch.send_modify(|n| *n = (*n).max(session + 1));
-                tracing::warn!(
-                    ?state,
-                    "the zookeeper session ended: leases granted over it count as lost"
-                );
-            }
-            return;
+}
+
+impl Ended {
+    /// The session is over for us: every lease granted over it reads as lost, its znodes
+    /// are forgotten, and its client is dropped. Dropping the last handle stops the client
+    /// from reconnecting, so a session we gave up on cannot come back to life and keep its
+    /// znodes: the server expires it and deletes them.
+    async fn end(&self, why: &str) {
+        if let Some(nodes) = self.nodes.upgrade() {
+            let mut nodes = nodes.lock().unwrap();
+            nodes.held.retain(|_, n| n.session != self.session);
+            nodes.waiting.retain(|_, n| n.session != self.session);
         }
-        if state == zk::SessionState::Disconnected {
-            tracing::debug!("disconnected from zookeeper; leases are at risk until it answers");
+        if let Some(epoch) = self.epoch.upgrade() {
+            epoch.send_modify(|n| *n = (*n).max(self.session + 1));
+        }
+        if let Some(current) = self.current.upgrade() {
+            let mut current = current.lock().await;
+            if current.as_ref().is_some_and(|c| c.session == self.session) {
+                *current = None;
+            }
+        }
+        tracing::warn!("the zookeeper session ended ({why}): leases granted over it count as lost");
+    }
+}
+
+/// Ends the session's leases when it expires or closes, or when it stayed disconnected for
+/// the whole session timeout: the server may have expired it by then, and every lease over it
+/// has run out on this process's clock anyway.
+async fn watch_session(mut states: zk::StateWatcher, ended: Ended, session_timeout: Duration) {
+    let mut disconnected_since: Option<tokio::time::Instant> = None;
+    loop {
+        let give_up = async {
+            match disconnected_since {
+                Some(t) => tokio::time::sleep_until(t + session_timeout).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            state = states.changed() => {
+                if state.is_terminated() {
+                    ended.end(&format!("{state:?}")).await;
+                    return;
+                }
+                if state == zk::SessionState::Disconnected {
+                    tracing::debug!("disconnected from zookeeper; leases are at risk");
+                    disconnected_since.get_or_insert_with(tokio::time::Instant::now);
+                } else {
+                    disconnected_since = None;
+                }
+            }
+            () = give_up => {
+                ended.end("disconnected for the whole session timeout").await;
+                return;
+            }
         }
     }
 }

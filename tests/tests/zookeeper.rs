@@ -1,0 +1,333 @@
+//! The ZooKeeper engine against real servers: a standalone server, and a 3-member ensemble for
+//! a leader failover. Each locker is a session of its own, as a process would be.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::{LockError, Locker};
+use leasehold_tests::harness::{ZkEnsemble, ZkServer};
+use tokio::time::Instant;
+
+async fn locker(hosts: &str, session: Duration) -> Locker {
+    Locker::builder()
+        .zookeeper(hosts)
+        .session_timeout(session)
+        .op_timeout(Duration::from_millis(1500))
+        .connect_timeout(Duration::from_secs(5))
+        .default_wait(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("locker on zookeeper")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_exclude_each_other_and_fences_increase() {
+    let zk = ZkServer::start().await;
+    let a = locker(&zk.connect_string(), Duration::from_secs(4)).await;
+    let b = locker(&zk.connect_string(), Duration::from_secs(4)).await;
+    let first = a.lock("order:1").acquire().await.unwrap();
+    assert!(b.lock("order:1").try_acquire().await.unwrap().is_none());
+    let err = b
+        .lock("order:1")
+        .wait(Duration::from_millis(200))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Busy { .. }), "{err}");
+    let fence = first.fence();
+    first.release().await.unwrap();
+    let second = b.lock("order:1").acquire().await.unwrap();
+    assert!(second.fence() > fence, "{} after {fence}", second.fence());
+    // Another key is another lock.
+    let other = a.lock("order:2").try_acquire().await.unwrap();
+    assert!(other.is_some());
+    second.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_wakes_on_release_not_on_the_session_timeout() {
+    let zk = ZkServer::start().await;
+    let a = locker(&zk.connect_string(), Duration::from_secs(20)).await;
+    let b = locker(&zk.connect_string(), Duration::from_secs(20)).await;
+    let held = a.lock("k").acquire().await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let guard = b.lock("k").acquire().await.unwrap();
+        (Instant::now(), guard.fence())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = Instant::now();
+    let fence = held.fence();
+    held.release().await.unwrap();
+    let (got_at, next) = waiter.await.unwrap();
+    assert!(next > fence);
+    // The watch on the predecessor wakes it: far below the 1 s safety poll and the lease.
+    let after = got_at - released_at;
+    assert!(
+        after < Duration::from_millis(900),
+        "woken {after:?} after the release"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_different_sessions_are_served_in_arrival_order() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let holder = locker(&hosts, Duration::from_secs(10)).await;
+    let held = holder.lock("fifo").acquire().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let l = locker(&hosts, Duration::from_secs(10)).await;
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = l.lock("fifo").acquire().await.unwrap();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            g.release().await.unwrap();
+        }));
+        // Each is queued (its znode created) before the next arrives.
+        wait_for_queue(&holder, "fifo", i + 1).await;
+    }
+    held.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
+}
+
+async fn wait_for_queue(locker: &Locker, key: &str, waiting: u64) {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let info = locker.inspect(key).await.unwrap();
+        if info.waiting_processes == waiting {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{waiting} waiters never queued: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_gives_up_or_is_cancelled_leaves_the_queue() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let a = locker(&hosts, Duration::from_secs(10)).await;
+    let b = locker(&hosts, Duration::from_secs(10)).await;
+    let held = a.lock("q").acquire().await.unwrap();
+    // Gives up after its wait.
+    let err = b
+        .lock("q")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Busy { .. }));
+    wait_for_queue(&a, "q", 0).await;
+    // Cancelled in the middle of its wait.
+    let c = b.clone();
+    let waiting = tokio::spawn(async move { c.lock("q").acquire().await });
+    wait_for_queue(&a, "q", 1).await;
+    waiting.abort();
+    let _ = waiting.await;
+    wait_for_queue(&a, "q", 0).await;
+    // Nothing stands between the holder's release and the next contender.
+    held.release().await.unwrap();
+    let next = b.lock("q").try_acquire().await.unwrap();
+    assert!(next.is_some(), "a withdrawn waiter still blocks the lock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_listing_and_forced_release() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let a = locker(&hosts, Duration::from_secs(10)).await;
+    let b = locker(&hosts, Duration::from_secs(10)).await;
+    let g = a.lock("inv/7 {x}").acquire().await.unwrap();
+    let info = b.inspect("inv/7 {x}").await.unwrap();
+    assert!(info.held);
+    assert!(info.last_fence.is_some_and(|f| f <= g.fence()));
+    let held = b.list_held("inv*").await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].key, "inv/7 {x}");
+    assert!(b.force_release("inv/7 {x}").await.unwrap());
+    let next = b.lock("inv/7 {x}").try_acquire().await.unwrap();
+    assert!(next.is_some_and(|n| n.fence() > g.fence()));
+    // The old holder finds out at its next renewal, or at release.
+    assert!(g.release().await.is_err());
+}
+
+/// The holder's session expires while its server is frozen past the session timeout: the
+/// holder reports the loss on its own clock, and after the server is back the next holder
+/// gets the lock with a higher fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_server_past_the_session_timeout_loses_the_lease_and_fences_move_on() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let session = Duration::from_secs(2);
+    let a = locker(&hosts, session).await;
+    let g = a.lock("paused").acquire().await.unwrap();
+    let fence = g.fence();
+    zk.pause();
+    let paused_at = Instant::now();
+    tokio::time::timeout(session * 3, g.lost())
+        .await
+        .expect("the lease was never reported lost");
+    let lost_after = paused_at.elapsed();
+    assert!(
+        lost_after <= session + Duration::from_millis(500),
+        "trusted for {lost_after:?} with a {session:?} session"
+    );
+    assert!(!g.is_held());
+    zk.resume();
+    let b = locker(&hosts, session).await;
+    let next = tokio::time::timeout(Duration::from_secs(15), b.lock("paused").acquire())
+        .await
+        .expect("the lock never came free after the session expired")
+        .unwrap();
+    assert!(next.fence() > fence);
+    // The first locker works again with a new session.
+    drop(g);
+    next.release().await.unwrap();
+    let again = a
+        .lock("paused")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(again.fence() > fence);
+}
+
+/// A server restart with its data kept: the session survives a short outage, and the lock
+/// still excludes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restart_with_data_keeps_exclusion_and_fences() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let a = locker(&hosts, Duration::from_secs(8)).await;
+    let b = locker(&hosts, Duration::from_secs(8)).await;
+    let g = a.lock("r").acquire().await.unwrap();
+    zk.kill9();
+    zk.restart().await;
+    // The other session cannot take it while the holder's session lives.
+    let tried = b.lock("r").wait(Duration::from_millis(500)).acquire().await;
+    assert!(tried.is_err(), "two holders after a restart");
+    let fence = g.fence();
+    if g.is_held() {
+        g.release().await.unwrap();
+    } else {
+        drop(g);
+    }
+    let next = b
+        .lock("r")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(next.fence() > fence);
+}
+
+/// The leader of a 3-member ensemble is killed under load: never two holders, fences always
+/// increasing, and locks keep being granted after the election.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_failover_under_load_keeps_exclusion() {
+    let zk = ZkEnsemble::start(3).await;
+    let hosts = zk.connect_string();
+    let inside = Arc::new(AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let last_fence = Arc::new(AtomicU64::new(0));
+    let regressions = Arc::new(AtomicU64::new(0));
+    let granted = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let l = locker(&hosts, Duration::from_secs(6)).await;
+        let (inside, overlaps, last_fence, regressions, granted, stop) = (
+            inside.clone(),
+            overlaps.clone(),
+            last_fence.clone(),
+            regressions.clone(),
+            granted.clone(),
+            stop.clone(),
+        );
+        workers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let Ok(g) = l.lock("hot").wait(Duration::from_secs(2)).acquire().await else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
+                if inside.swap(true, Ordering::SeqCst) {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                if last_fence.fetch_max(g.fence(), Ordering::SeqCst) >= g.fence() {
+                    regressions.fetch_add(1, Ordering::SeqCst);
+                }
+                granted.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                inside.store(false, Ordering::SeqCst);
+                let _ = g.release().await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = granted.load(Ordering::SeqCst);
+    assert!(before > 0, "no lock granted before the failover");
+    let leader = zk.leader().await;
+    zk.member(leader).kill9();
+    let killed = granted.load(Ordering::SeqCst);
+    // Liveness after the election: sessions on the dead member move to a live one (within
+    // the session timeout) and grants resume. A generous bound: this detects a hang.
+    let until = Instant::now() + Duration::from_secs(30);
+    while granted.load(Ordering::SeqCst) < killed + 10 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        tokio::time::timeout(Duration::from_secs(20), w)
+            .await
+            .expect("a worker hung")
+            .unwrap();
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
+    assert_eq!(regressions.load(Ordering::SeqCst), 0, "a fence went back");
+    assert!(
+        granted.load(Ordering::SeqCst) >= killed + 10,
+        "grants did not resume within 30 s of the leader's death"
+    );
+}
+
+#[tokio::test]
+async fn zookeeper_configuration_errors() {
+    for (hosts, timeout, needle) in [
+        (
+            "redis://127.0.0.1:2181",
+            Duration::from_secs(5),
+            "host:port",
+        ),
+        ("", Duration::from_secs(5), "host:port"),
+        (
+            "127.0.0.1:2181",
+            Duration::from_millis(10),
+            "session_timeout",
+        ),
+    ] {
+        let err = Locker::builder()
+            .zookeeper(hosts)
+            .session_timeout(timeout)
+            .build()
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{err}");
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+    let err = Locker::builder()
+        .url("redis://127.0.0.1:6379")
+        .zookeeper("127.0.0.1:2181")
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("more than one"), "{err}");
+}
