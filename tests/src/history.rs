@@ -133,6 +133,8 @@ pub struct WorkerSpec {
     pub urls: Vec<String>,
     /// The master name to ask the sentinels in `urls` for; `None` when `urls` are lock servers.
     pub sentinel: Option<String>,
+    /// `urls` are nodes of one Redis Cluster (not the masters of a RedLock).
+    pub cluster: bool,
     /// The Redis server that holds the fenced resource (never faulted by the tests).
     pub resource_url: String,
     /// The lock keys; each acquisition picks one at random.
@@ -171,6 +173,7 @@ impl WorkerSpec {
         WorkerSpec {
             urls: vec![lock_url.to_owned()],
             sentinel: None,
+            cluster: false,
             resource_url: resource_url.to_owned(),
             keys: vec!["hist".to_owned()],
             prefix: "leasehold".to_owned(),
@@ -199,6 +202,13 @@ impl WorkerSpec {
     pub fn sentinel(mut self, sentinels: &[String], master: &str) -> Self {
         self.urls = sentinels.to_vec();
         self.sentinel = Some(master.to_owned());
+        self
+    }
+
+    /// Takes the locks on a Redis Cluster reached through any of `nodes`.
+    pub fn cluster(mut self, nodes: &[String]) -> Self {
+        self.urls = nodes.to_vec();
+        self.cluster = true;
         self
     }
 
@@ -276,6 +286,8 @@ impl WorkerSpec {
             self.urls.join(","),
             "--sentinel".into(),
             self.sentinel.clone().unwrap_or_else(|| "-".into()),
+            "--cluster".into(),
+            u8::from(self.cluster).to_string(),
             "--resource".into(),
             self.resource_url.clone(),
             "--keys".into(),
@@ -347,6 +359,11 @@ impl WorkerSpec {
         let spec = WorkerSpec {
             urls: list("urls")?,
             sentinel: Some(get("sentinel")?).filter(|name| name != "-"),
+            cluster: match get("cluster")?.as_str() {
+                "1" => true,
+                "0" => false,
+                other => return Err(format!("--cluster is `0` or `1`, not `{other}`")),
+            },
             resource_url: get("resource")?,
             keys: list("keys")?,
             prefix: get("prefix")?,
@@ -1590,5 +1607,9 @@ mod tests {
         let (id, log, back) = WorkerSpec::from_args(&args).unwrap();
         assert_eq!((id, log.as_path()), (7, Path::new("/tmp/w.log")));
         assert_eq!(back, spec);
+        let cluster = WorkerSpec::new("redis://a", "redis://b")
+            .cluster(&["redis://c1".into(), "redis://c2".into()]);
+        let args = cluster.to_args(1, Path::new("/tmp/w.log"));
+        assert_eq!(WorkerSpec::from_args(&args).unwrap().2, cluster);
     }
 }

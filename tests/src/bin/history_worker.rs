@@ -11,7 +11,8 @@
 //!
 //! Usage: `history_worker --id N --log PATH --urls URL[,URL...] --resource URL --keys K[,K...]
 //! ...` (all options: `WorkerSpec::to_args`). One URL is a single node; several are the
-//! independent masters of a RedLock; with `--sentinel NAME` they are sentinels.
+//! independent masters of a RedLock; with `--sentinel NAME` they are sentinels, with
+//! `--cluster 1` nodes of a Redis Cluster.
 //!
 //! Every acquire runs under a timeout of its bound plus 2 s (`wait + 3 × op_timeout`, and the
 //! checker's slack of 1 s, plus 1 s): one that never returns is logged as failed (`aerr hold
@@ -143,6 +144,7 @@ async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Lo
                 sentinels.iter().cloned(),
                 spec.sentinel.clone().unwrap_or_default(),
             ),
+            nodes if spec.cluster => Locker::builder().cluster(nodes.iter().cloned()),
             [one] => Locker::builder().url(one.as_str()),
             // Several independent masters: RedLock.
             many => Locker::builder().redlock(many.iter().cloned()),

@@ -1,0 +1,408 @@
+//! The engines of the conformance suite (`tests/tests/conformance.rs`): [`Engine::start`] runs
+//! one deployment of a lock engine, every lock server behind a [`TcpProxy`] so the suite can
+//! stall it, and is the only place in the suite that knows how an engine is deployed.
+//!
+//! Adding an engine (ZooKeeper, etcd, PostgreSQL) means one [`EngineKind`] variant, its arms
+//! here, and its name in the suite's property lists; an engine is done when every property
+//! passes against it.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use leasehold_tests::conformance::{Engine, EngineKind};
+//!
+//! # async fn demo() {
+//! let engine = Engine::start(EngineKind::Single).await;
+//! let locker = engine.locker().await;
+//! let guard = locker.lock("k").acquire().await.unwrap();
+//! assert!(engine.stall()); // every lock server stops answering
+//! assert!(guard.release().await.is_err());
+//! engine.heal();
+//! # }
+//! ```
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
+
+use leasehold::{Locker, LockerBuilder};
+
+use crate::harness::{
+    eventually, ProxyMode, RedisCluster, RedisServer, SentinelSetup, Sentinels, TcpProxy,
+};
+use crate::history::WorkerSpec;
+
+/// The bound on one call to a lock server, for every locker the suite builds.
+pub const OP_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The key prefix of every locker the suite builds.
+pub const PREFIX: &str = "conf";
+
+/// How long a sentinel waits before it calls a silent master down. Far beyond any stall of the
+/// suite: a stalled or killed master must stay the master, not be failed over to its replica
+/// (which would bring the engine back and test Sentinel's failover instead of the property).
+const SENTINEL_DOWN_AFTER_MS: u64 = 60_000;
+
+/// How long a Cluster may take to announce its proxies' ports on every node.
+const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One kind of lock engine: a deployment the suite knows how to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EngineKind {
+    /// One `redis-server`.
+    Single,
+    /// RedLock over three independent `redis-server` masters.
+    RedLock3,
+    /// A Redis Cluster of three masters.
+    Cluster,
+    /// A master and a replica found through three Redis Sentinels.
+    Sentinel,
+    /// `Locker::in_memory`: one store per process, shared by clones of one locker.
+    Memory,
+    // ZooKeeper goes here: an ensemble from the harness, behind proxies like the rest.
+}
+
+impl EngineKind {
+    /// Every engine the suite runs against.
+    pub const ALL: [EngineKind; 5] = [
+        EngineKind::Single,
+        EngineKind::RedLock3,
+        EngineKind::Cluster,
+        EngineKind::Sentinel,
+        EngineKind::Memory,
+    ];
+
+    /// The engine's name in test names: `single`, `redlock3`, `cluster`, `sentinel`, `memory`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Single => "single",
+            EngineKind::RedLock3 => "redlock3",
+            EngineKind::Cluster => "cluster",
+            EngineKind::Sentinel => "sentinel",
+            EngineKind::Memory => "memory",
+        }
+    }
+
+    /// The engine called `name` (as [`name`](Self::name) gives it), if there is one.
+    pub fn named(name: &str) -> Option<EngineKind> {
+        EngineKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// Whether lockers in different processes share the engine's locks (false for
+    /// [`Memory`](Self::Memory), whose store lives in one process).
+    pub fn spans_processes(self) -> bool {
+        self != EngineKind::Memory
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The processes of one running engine (or, for memory, its one store).
+enum Servers {
+    Single(RedisServer),
+    RedLock(Vec<RedisServer>),
+    Cluster(RedisCluster),
+    Sentinel(SentinelSetup),
+    Memory(Locker),
+}
+
+/// A running engine: its servers, a proxy in front of each lock server, and how to reach,
+/// stall and kill them. Dropping it stops everything.
+pub struct Engine {
+    kind: EngineKind,
+    servers: Servers,
+    /// One per lock server (none for memory); clients only ever talk to these.
+    proxies: Vec<TcpProxy>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("kind", &self.kind)
+            .field("proxies", &self.proxy_urls())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Starts an engine of `kind` and waits until a locker can use it through the proxies.
+    ///
+    /// # Panics
+    /// When a server does not start or the deployment does not settle (the harness's messages,
+    /// with the servers' logs).
+    pub async fn start(kind: EngineKind) -> Engine {
+        match kind {
+            EngineKind::Single => {
+                let server = RedisServer::start().await;
+                let proxies = vec![TcpProxy::start(server.addr()).await];
+                Engine::new(kind, Servers::Single(server), proxies)
+            }
+            EngineKind::RedLock3 => {
+                let servers = RedisServer::start_many(3).await;
+                let mut proxies = Vec::new();
+                for server in &servers {
+                    proxies.push(TcpProxy::start(server.addr()).await);
+                }
+                Engine::new(kind, Servers::RedLock(servers), proxies)
+            }
+            EngineKind::Cluster => {
+                let cluster = RedisCluster::start(3).await;
+                let mut proxies = Vec::new();
+                for node in cluster.nodes() {
+                    proxies.push(TcpProxy::start(node.addr()).await);
+                }
+                announce_proxies(&cluster, &proxies).await;
+                Engine::new(kind, Servers::Cluster(cluster), proxies)
+            }
+            EngineKind::Sentinel => {
+                let setup = Sentinels::start().await;
+                // Only the master serves locks; the replica is never promoted (see
+                // SENTINEL_DOWN_AFTER_MS), so it needs no proxy.
+                let proxies = vec![TcpProxy::start(setup.master().addr()).await];
+                monitor_through(&setup, &proxies[0]).await;
+                Engine::new(kind, Servers::Sentinel(setup), proxies)
+            }
+            EngineKind::Memory => {
+                let locker = options()
+                    .build_in_memory()
+                    .expect("the suite's options are valid");
+                Engine::new(kind, Servers::Memory(locker), Vec::new())
+            }
+        }
+    }
+
+    fn new(kind: EngineKind, servers: Servers, proxies: Vec<TcpProxy>) -> Engine {
+        Engine {
+            kind,
+            servers,
+            proxies,
+        }
+    }
+
+    /// Which engine this is.
+    pub fn kind(&self) -> EngineKind {
+        self.kind
+    }
+
+    /// The bound on one call to a lock server ([`OP_TIMEOUT`]).
+    pub fn op_timeout(&self) -> Duration {
+        OP_TIMEOUT
+    }
+
+    /// The longest an acquire with `wait` may take by the library's promise: `wait + 3 ×
+    /// op_timeout` (the RedLock bound, the loosest of the engines'), before any slack.
+    pub fn acquire_bound(&self, wait: Duration) -> Duration {
+        wait + 3 * OP_TIMEOUT
+    }
+
+    /// A builder configured for this engine (deployment, [`PREFIX`], [`OP_TIMEOUT`]). For
+    /// memory it carries only the options: use [`locker`](Self::locker), since every
+    /// `build_in_memory()` makes a separate store.
+    pub fn builder(&self) -> LockerBuilder {
+        let urls = self.proxy_urls();
+        match &self.servers {
+            Servers::Single(_) => options().url(urls[0].as_str()),
+            Servers::RedLock(_) => options().redlock(urls),
+            Servers::Cluster(_) => options().cluster(urls),
+            Servers::Sentinel(setup) => {
+                options().sentinel(setup.sentinel_urls(), setup.master_name())
+            }
+            Servers::Memory(_) => options(),
+        }
+    }
+
+    /// A locker on this engine. For a server engine each call connects a new client, which
+    /// stands for another process; for memory it is a clone of the engine's one locker (one
+    /// store per process: clones share it, and its local queue of waiters).
+    ///
+    /// # Panics
+    /// When the locker cannot be built (the engine is down or stalled).
+    pub async fn locker(&self) -> Locker {
+        if let Servers::Memory(locker) = &self.servers {
+            return locker.clone();
+        }
+        self.builder()
+            .build()
+            .await
+            .unwrap_or_else(|e| panic!("cannot build a locker on the {} engine: {e}", self.kind))
+    }
+
+    /// The settings of history workers (separate processes) locking on this engine, writing
+    /// to the fenced resource at `resource_url`; `None` for memory, whose locks no other
+    /// process can see.
+    pub fn worker_spec(&self, resource_url: &str) -> Option<WorkerSpec> {
+        let urls = self.proxy_urls();
+        let spec = match &self.servers {
+            Servers::Single(_) | Servers::RedLock(_) => {
+                WorkerSpec::new(&urls[0], resource_url).urls(&urls)
+            }
+            Servers::Cluster(_) => WorkerSpec::new(&urls[0], resource_url).cluster(&urls),
+            Servers::Sentinel(setup) => WorkerSpec::new(&urls[0], resource_url)
+                .sentinel(&setup.sentinel_urls(), setup.master_name()),
+            Servers::Memory(_) => return None,
+        };
+        let mut spec = spec.op_timeout(OP_TIMEOUT);
+        spec.prefix = PREFIX.to_owned();
+        Some(spec)
+    }
+
+    /// Stalls every lock server, as a partition would: connections stay open, nothing is
+    /// answered, until [`heal`](Self::heal). False (and nothing done) for memory.
+    #[must_use = "false means the engine has no server to stall"]
+    pub fn stall(&self) -> bool {
+        self.set_mode(ProxyMode::Stall)
+    }
+
+    /// Ends a [`stall`](Self::stall): held bytes go through, the servers answer again.
+    pub fn heal(&self) {
+        self.set_mode(ProxyMode::Pass);
+    }
+
+    fn set_mode(&self, mode: ProxyMode) -> bool {
+        for proxy in &self.proxies {
+            proxy.set_mode(mode);
+        }
+        !self.proxies.is_empty()
+    }
+
+    /// Kills every lock server (SIGKILL), so that no lease can be renewed nor released; they
+    /// stay down. For Sentinel the master, which the sentinels will not fail over in time.
+    /// False (and nothing done) for memory.
+    #[must_use = "false means the engine has no server to take down"]
+    pub fn take_down(&self) -> bool {
+        match &self.servers {
+            Servers::Single(server) => server.kill9(),
+            Servers::RedLock(servers) => servers.iter().for_each(RedisServer::kill9),
+            Servers::Cluster(cluster) => cluster.nodes().iter().for_each(RedisServer::kill9),
+            Servers::Sentinel(setup) => setup.master().kill9(),
+            Servers::Memory(_) => return false,
+        }
+        true
+    }
+
+    fn proxy_urls(&self) -> Vec<String> {
+        self.proxies.iter().map(TcpProxy::url).collect()
+    }
+}
+
+/// The options every locker of the suite shares, before the deployment.
+fn options() -> LockerBuilder {
+    Locker::builder().prefix(PREFIX).op_timeout(OP_TIMEOUT)
+}
+
+/// Makes every node of `cluster` announce its proxy's port (`cluster-announce-port`), so that
+/// the topology a client discovers (`CLUSTER SLOTS`, `MOVED`) leads through the proxies; waits
+/// until every node's view names only proxy ports.
+async fn announce_proxies(cluster: &RedisCluster, proxies: &[TcpProxy]) {
+    for (node, proxy) in cluster.nodes().iter().zip(proxies) {
+        let mut conn = node.conn().await;
+        let set: redis::RedisResult<()> = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("cluster-announce-port")
+            .arg(proxy.addr().port())
+            .query_async(&mut conn)
+            .await;
+        set.unwrap_or_else(|e| panic!("CONFIG SET cluster-announce-port on {}: {e}", node.addr()));
+    }
+    let wanted: BTreeSet<u16> = proxies.iter().map(|p| p.addr().port()).collect();
+    eventually(
+        "every cluster node names the proxies as the nodes' addresses",
+        ANNOUNCE_TIMEOUT,
+        || async {
+            for node in cluster.nodes() {
+                let mut conn = node.conn().await;
+                let view: redis::RedisResult<String> = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query_async(&mut conn)
+                    .await;
+                let Ok(view) = view else { return false };
+                if announced_ports(&view) != wanted {
+                    return false;
+                }
+            }
+            true
+        },
+    )
+    .await;
+}
+
+/// The client ports in `CLUSTER NODES` output: `id ip:port@cport flags ...` per line.
+fn announced_ports(view: &str) -> BTreeSet<u16> {
+    view.lines()
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .filter_map(|addr| addr.split('@').next()?.rsplit(':').next()?.parse().ok())
+        .collect()
+}
+
+/// Points every sentinel of `setup` at the master through `proxy`, with a down-after far
+/// beyond the suite's stalls, and waits until each names the proxy as the master.
+async fn monitor_through(setup: &SentinelSetup, proxy: &TcpProxy) {
+    let name = setup.master_name();
+    let port = proxy.addr().port();
+    for sentinel in setup.sentinels() {
+        let mut conn = sentinel.conn().await;
+        let steps = [
+            redis::cmd("SENTINEL").arg("REMOVE").arg(name).clone(),
+            redis::cmd("SENTINEL")
+                .arg("MONITOR")
+                .arg(name)
+                .arg("127.0.0.1")
+                .arg(port)
+                .arg(2)
+                .clone(),
+            redis::cmd("SENTINEL")
+                .arg("SET")
+                .arg(name)
+                .arg("down-after-milliseconds")
+                .arg(SENTINEL_DOWN_AFTER_MS)
+                .clone(),
+        ];
+        for step in steps {
+            let done: redis::RedisResult<()> = step.query_async(&mut conn).await;
+            done.unwrap_or_else(|e| panic!("reconfiguring sentinel {}: {e}", sentinel.addr()));
+        }
+    }
+    eventually(
+        "every sentinel names the master's proxy",
+        Duration::from_secs(10),
+        || async {
+            for sentinel in setup.sentinels() {
+                let mut conn = sentinel.conn().await;
+                let addr: redis::RedisResult<(String, u16)> = redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(name)
+                    .query_async(&mut conn)
+                    .await;
+                if !matches!(addr, Ok((_, p)) if p == port) {
+                    return false;
+                }
+            }
+            true
+        },
+    )
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_client_ports_of_cluster_nodes() {
+        let view = "\
+fd85 127.0.0.1:40002@17102 master - 0 1795312128407 2 connected 5461-10922
+1b6a 127.0.0.1:40001@17101,host myself,master - 0 1795312127000 1 connected 0-5460
+";
+        assert_eq!(announced_ports(view), BTreeSet::from([40001, 40002]));
+    }
+
+    #[test]
+    fn engine_names_are_distinct() {
+        let names: BTreeSet<&str> = EngineKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names.len(), EngineKind::ALL.len());
+    }
+}

@@ -1,0 +1,130 @@
+//! The conformance suite: what every lock engine must do, written once and run against each
+//! engine of `leasehold_tests::conformance`. An engine is done when all of it passes (plus its
+//! own fault tests).
+//!
+//! Each property is a module with one test per engine, `<property>::<engine>`:
+//! `cargo test --test conformance -- single` runs one engine, `-- watchdog::` one property.
+//! Time bounds here tell a release from a lease's expiry, and a bounded call from a hung one;
+//! they carry generous slack and never judge speed.
+
+use std::collections::BTreeSet;
+
+use leasehold_tests::conformance::{Engine, EngineKind};
+
+#[path = "conformance/mod.rs"]
+mod checks;
+
+/// Expands each property into one test per engine it lists. Every engine of [`EngineKind::ALL`]
+/// must be listed (a test per property checks it), with the property's own check or, where the
+/// engine cannot offer the property, an in-process variant and a comment saying why.
+macro_rules! conformance {
+    ($(
+        $(#[doc = $doc:literal])*
+        $property:ident {
+            $( $($engine:ident),+ => $check:path; )+
+        }
+    )*) => {$(
+        $(#[doc = $doc])*
+        mod $property {
+            use super::*;
+
+            $($(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $engine() {
+                    let engine = start(stringify!($engine)).await;
+                    $check(&engine).await;
+                }
+            )+)+
+
+            #[test]
+            fn lists_every_engine() {
+                assert_lists_every_engine(
+                    stringify!($property),
+                    &[$($(stringify!($engine)),+),+],
+                );
+            }
+        }
+    )*};
+}
+
+conformance! {
+    /// 1. Mutual exclusion: 3 processes × 8 tasks over 3 keys, judged by the history checker
+    /// (no overlapping validity windows, fences in real-time order, no stale write accepted).
+    mutual_exclusion {
+        single, redlock3, cluster, sentinel => checks::exclusion::across_processes;
+        // Memory's locks live in one process: 24 tasks in this one, checked in place.
+        memory => checks::exclusion::in_process;
+    }
+
+    /// 2. Fences strictly increase per key across holders, also after a lease expired.
+    fences {
+        single, redlock3, cluster, sentinel, memory => checks::fences::increase_across_holders;
+    }
+
+    /// 3. A waiter wakes on the holder's release, not at the end of its (long) lease.
+    wake_on_release {
+        single, redlock3, cluster, sentinel, memory => checks::wake::on_release;
+    }
+
+    /// 4. `Busy` after waiting for a held lock; `try_acquire` is `None` when held, `Some`
+    /// when free.
+    busy {
+        single, redlock3, cluster, sentinel, memory => checks::busy::after_waiting_and_try_acquire;
+    }
+
+    /// 5. The watchdog keeps a lease alive over five leases.
+    watchdog {
+        single, redlock3, cluster, sentinel, memory => checks::watchdog::keeps_the_lease_alive;
+    }
+
+    /// 6. A holder learns of its loss when the engine goes away.
+    loss {
+        single, redlock3, cluster, sentinel => checks::loss::when_the_engine_goes_away;
+        // Memory cannot go away without the process: its lease runs out unrenewed instead
+        // (watchdog off), which must be detected and reported the same way.
+        memory => checks::loss::when_the_lease_runs_out;
+    }
+
+    /// 7. A guard is released when dropped, when its task panics or is aborted, and an
+    /// aborted waiter leaves nothing behind: the next owner gets the lock at once.
+    release_on_every_path {
+        single, redlock3, cluster, sentinel, memory => checks::release::on_drop_panic_and_abort;
+    }
+
+    /// 8. Re-entry follows the call tree: inside the holder's scope the same key re-enters;
+    /// the same task outside it, or a task spawned from it, is another owner.
+    reentry {
+        single, redlock3, cluster, sentinel, memory => checks::reentry::follows_the_scope;
+    }
+
+    /// 9. Hostile keys (braces, internal-looking names, wildcards, newlines, NUL, unicode,
+    /// the longest allowed) each lock and exclude on their own; bad ones are `InvalidKey`.
+    hostile_keys {
+        single, redlock3, cluster, sentinel, memory => checks::hostile_keys::lock_and_exclude;
+    }
+
+    /// 10. Calls are bounded: against a stalled engine, `acquire` with wait W fails within
+    /// W + 3 × op_timeout, and `release` within its own bound; the engine serves again
+    /// once healed.
+    bounded_calls {
+        single, redlock3, cluster, sentinel => checks::bounded::when_stalled;
+        // Memory has no connection to stall: its calls are checked against a lock that
+        // stays held instead.
+        memory => checks::bounded::when_held;
+    }
+}
+
+async fn start(name: &str) -> Engine {
+    let kind = EngineKind::named(name).unwrap_or_else(|| panic!("no engine named `{name}`"));
+    Engine::start(kind).await
+}
+
+fn assert_lists_every_engine(property: &str, listed: &[&str]) {
+    let listed: BTreeSet<&str> = listed.iter().copied().collect();
+    let all: BTreeSet<&str> = EngineKind::ALL.iter().map(|kind| kind.name()).collect();
+    assert_eq!(
+        listed, all,
+        "property `{property}` must list every engine, with an in-process variant where one \
+         cannot offer it"
+    );
+}

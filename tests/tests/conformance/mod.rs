@@ -1,0 +1,14 @@
+//! The checks of the conformance suite, one property per file; `support` holds what they
+//! share.
+
+pub mod bounded;
+pub mod busy;
+pub mod exclusion;
+pub mod fences;
+pub mod hostile_keys;
+pub mod loss;
+pub mod reentry;
+pub mod release;
+pub mod support;
+pub mod wake;
+pub mod watchdog;
