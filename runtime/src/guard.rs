@@ -188,17 +188,28 @@ impl LockGuard {
     ///
     /// # Errors
     /// [`LockError::Lost`] when the lock was not ours any more: the lease had expired and
-    /// maybe another owner took it (which is left untouched). [`LockError::Unavailable`]
-    /// when Redis failed; the lock then frees itself when the lease runs out.
+    /// maybe another owner took it (which is left untouched), or this guard had already been
+    /// told its lease was lost (whatever the store answers now: the work since then ran
+    /// unprotected). [`LockError::Unavailable`] when the store failed while the lease was
+    /// still held; the lock then frees itself when the lease runs out.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
         if !self.owner {
             return Ok(());
         }
         observe::hold_ended(self.since.elapsed());
+        // A holder that was told its lease is lost hears it again here, whatever the store
+        // answers (it may not answer at all): its work ran unprotected. The lock is still
+        // deleted if it is ours, so that nobody waits for it.
+        let lost_before = !self.lease.is_held_by(self.fence);
         // Boxed for the same reason as `LockRequest::acquire`.
         let release = self.inner.release_lease(self.lease.clone(), self.fence);
-        let result = Box::pin(release).await;
+        let mut result = Box::pin(release).await;
+        if lost_before && !matches!(result, Err(LockError::Lost { .. })) {
+            result = Err(LockError::Lost {
+                reason: self.lease.loss_reason(),
+            });
+        }
         if let Err(LockError::Lost { .. }) = &result {
             self.report_lost("the lock was not ours any more at release");
         }

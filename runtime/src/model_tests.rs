@@ -704,3 +704,49 @@ async fn a_grant_that_arrives_after_its_validity_is_not_handed_out() {
     );
     guard.release().await.unwrap();
 }
+
+/// Regressions from the conformance suite: what a lost lease leaves behind in its own locker.
+mod lost_lease_in_its_own_locker {
+    use std::time::Duration;
+
+    use crate::{LockError, Locker};
+
+    /// A holder whose lease ran out kept the local turn until a *queued* waiter noticed, so
+    /// `try_acquire` on the same locker said busy while the lock was free everywhere else.
+    #[tokio::test(start_paused = true)]
+    async fn try_acquire_takes_a_lock_whose_local_holder_lost_its_lease() {
+        let locker = Locker::in_memory();
+        let guard = locker
+            .lock("k")
+            .lease(Duration::from_millis(300))
+            .watchdog(false)
+            .acquire()
+            .await
+            .unwrap();
+        guard.lost().await;
+        // Past the store's own expiry too (the client stops trusting a lease a little early).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let again = locker.lock("k").try_acquire().await.unwrap();
+        assert!(again.is_some(), "a free lock refused to its own locker");
+        assert!(again.unwrap().fence() > guard.fence());
+    }
+
+    /// A guard that was told its lease is lost hears `Lost` at release, not whatever the store
+    /// answers (here: not ours any more, or nothing at all).
+    #[tokio::test(start_paused = true)]
+    async fn releasing_a_guard_told_of_its_loss_says_lost() {
+        let store = crate::store::scripted::ScriptedStore::new();
+        let locker = Locker::scripted(store.clone());
+        let guard = locker
+            .lock("k")
+            .lease(Duration::from_millis(300))
+            .watchdog(false)
+            .acquire()
+            .await
+            .unwrap();
+        guard.lost().await;
+        store.fail_next(10);
+        let err = guard.release().await.unwrap_err();
+        assert!(matches!(err, LockError::Lost { .. }), "{err}");
+    }
+}

@@ -98,6 +98,19 @@ impl Queues {
                 queues.insert(lock_key.to_owned(), q);
                 Entry::Active(turn)
             }
+            // A holder whose lease is lost keeps the turn only until someone notices: a
+            // caller that will not wait notices now (queued waiters notice by themselves, and
+            // go first).
+            Some(q)
+                if !wait
+                    && q.waiters.is_empty()
+                    && q.holder.as_ref().is_some_and(|h| !h.is_held()) =>
+            {
+                q.holder = None;
+                q.handoffs_in_row = 0;
+                q.turn = next_turn();
+                Entry::Active(q.turn)
+            }
             Some(_) if !wait => Entry::Busy,
             Some(q) => {
                 let (tx, rx) = oneshot::channel();
