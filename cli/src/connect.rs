@@ -17,6 +17,9 @@ pub(crate) const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The variable naming the Redis server.
 const URL_VAR: &str = "LEASEHOLD_URL";
+/// The scheme of a ZooKeeper ensemble given where a URL goes:
+/// `zookeeper://host:port,host:port`.
+pub(crate) const ZOOKEEPER_SCHEME: &str = "zookeeper://";
 
 /// The resolved settings: one Redis server, one prefix, two bounds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +83,7 @@ impl Target {
                 .clone()
                 .or(env_url)
                 .or(config.url)
+                .or(config.zookeeper.map(|hosts| format!("{ZOOKEEPER_SCHEME}{hosts}")))
                 .unwrap_or_else(|| DEFAULT_URL.to_owned()),
             prefix: global
                 .prefix
@@ -105,8 +109,11 @@ impl Target {
     /// A [`Failure`] with exit status 3 when the URL does not parse or the server cannot be
     /// reached (or refuses the credentials) within the connect timeout.
     pub(crate) async fn connect(&self) -> Result<Locker, Failure> {
-        Locker::builder()
-            .url(&self.url)
+        let builder = match self.url.strip_prefix(ZOOKEEPER_SCHEME) {
+            Some(hosts) => Locker::builder().zookeeper(hosts),
+            None => Locker::builder().url(&self.url),
+        };
+        builder
             .prefix(&self.prefix)
             .op_timeout(self.op_timeout)
             .connect_timeout(self.connect_timeout)

@@ -112,6 +112,9 @@ fn unreachable_message(
 /// `host:port` (or the socket path) of a Redis URL, as the runtime names it in messages.
 pub(crate) fn endpoint(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
+    if scheme == "zookeeper" {
+        return format!("zookeeper {rest}");
+    }
     if scheme.ends_with("unix") {
         return rest.split('?').next().unwrap_or(rest).to_owned();
     }
@@ -146,6 +149,10 @@ mod tests {
         assert_eq!(endpoint("redis://cache"), "cache:6379");
         assert_eq!(endpoint("rediss://cache:6380"), "cache:6380 (TLS)");
         assert_eq!(endpoint("redis+unix:///run/redis.sock"), "/run/redis.sock");
+        assert_eq!(
+            endpoint("zookeeper://zk1:2181,zk2:2181"),
+            "zookeeper zk1:2181,zk2:2181"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::harness::RedisServer;
+use leasehold_tests::harness::{RedisServer, ZkServer};
 use tokio::sync::mpsc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
@@ -794,6 +794,48 @@ async fn the_documented_acl_is_enough() {
         out.assert_code(3);
         assert!(out.stderr.contains("lacks a permission"), "{out:#?}");
         drop(held);
+    })
+    .await;
+}
+
+/// The same operations on a ZooKeeper ensemble, named as `zookeeper://host:port,...`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_show_and_release_work_on_zookeeper() {
+    within(async {
+        let zk = ZkServer::start().await;
+        let url = format!("zookeeper://{}", zk.connect_string());
+        let app = Locker::builder()
+            .zookeeper(zk.connect_string())
+            .session_timeout(Duration::from_secs(4))
+            .build()
+            .await
+            .unwrap();
+        let held = app.lock("stock:sku-7").acquire().await.unwrap();
+
+        let out = run(&["list", "--url", &url], None).await;
+        out.assert_code(0);
+        let rows: Vec<Vec<&str>> = out
+            .stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "a header and one row: {out:#?}");
+        assert_eq!(rows[1][0], "stock:sku-7", "{out:#?}");
+
+        let out = run(&["show", "stock:sku-7", "--url", &url], None).await;
+        out.assert_code(0);
+        assert!(out.stdout.contains("stock:sku-7"), "{out:#?}");
+
+        let out = run(
+            &["release", "stock:sku-7", "--force", "--yes", "--url", &url],
+            None,
+        )
+        .await;
+        out.assert_code(0);
+        assert!(!app.inspect("stock:sku-7").await.unwrap().held);
+        tokio::time::timeout(Duration::from_secs(6), held.lost())
+            .await
+            .expect("the holder finds out at its next renewal");
     })
     .await;
 }
