@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{ZkEnsemble, ZkServer};
+use leasehold_tests::harness::{ProxyMode, TcpProxy, ZkEnsemble, ZkServer};
 use tokio::time::Instant;
 
 async fn locker(hosts: &str, session: Duration) -> Locker {
@@ -198,6 +198,49 @@ async fn a_frozen_server_past_the_session_timeout_loses_the_lease_and_fences_mov
         .acquire()
         .await
         .unwrap();
+    assert!(again.fence() > fence);
+}
+
+/// One client is cut off (its proxy stalls every byte) past the session timeout while the
+/// server keeps running: the holder reports the loss on its own clock within the session
+/// timeout, the server expires its session, the next holder gets the lock with a higher
+/// fence, and when the partition heals the first client works again (a new session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_partitioned_past_the_session_timeout_loses_its_lock_to_the_next() {
+    let zk = ZkServer::start().await;
+    let proxy = TcpProxy::start(zk.addr()).await;
+    let session = Duration::from_secs(2);
+    let cut = locker(&proxy.addr().to_string(), session).await;
+    let other = locker(&zk.connect_string(), session).await;
+    let g = cut.lock("part").acquire().await.unwrap();
+    let fence = g.fence();
+    proxy.set_mode(ProxyMode::Stall);
+    let at = Instant::now();
+    tokio::time::timeout(session * 3, g.lost())
+        .await
+        .expect("the partitioned holder never noticed");
+    let noticed = at.elapsed();
+    assert!(
+        noticed <= session + Duration::from_millis(500),
+        "trusted {noticed:?} into a partition with a {session:?} session"
+    );
+    // The server expires the partitioned session; its znode goes, the waiter gets the lock.
+    let next = other
+        .lock("part")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the lock never came free while its holder was cut off");
+    assert!(next.fence() > fence);
+    assert!(matches!(g.release().await, Err(LockError::Lost { .. })));
+    next.release().await.unwrap();
+    proxy.set_mode(ProxyMode::Pass);
+    let again = cut
+        .lock("part")
+        .wait(Duration::from_secs(15))
+        .acquire()
+        .await
+        .expect("the healed client did not lock again");
     assert!(again.fence() > fence);
 }
 
