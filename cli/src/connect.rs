@@ -83,7 +83,9 @@ impl Target {
                 .clone()
                 .or(env_url)
                 .or(config.url)
-                .or(config.zookeeper.map(|hosts| format!("{ZOOKEEPER_SCHEME}{hosts}")))
+                .or(config
+                    .zookeeper
+                    .map(|hosts| format!("{ZOOKEEPER_SCHEME}{hosts}")))
                 .unwrap_or_else(|| DEFAULT_URL.to_owned()),
             prefix: global
                 .prefix

@@ -521,10 +521,27 @@ impl Ended {
     /// from reconnecting, so a session we gave up on cannot come back to life and keep its
     /// znodes: the server expires it and deletes them.
     async fn end(&self, why: &str) {
+        let mut gone = Vec::new();
         if let Some(nodes) = self.nodes.upgrade() {
             let mut nodes = nodes.lock().unwrap();
-            nodes.held.retain(|_, n| n.session != self.session);
-            nodes.waiting.retain(|_, n| n.session != self.session);
+            let session = self.session;
+            let mut take = |n: &Node| {
+                let ours = n.session == session;
+                if ours {
+                    gone.push(n.clone());
+                }
+                !ours
+            };
+            nodes.held.retain(|_, n| take(n));
+            nodes.waiting.retain(|_, n| take(n));
+        }
+        // Deleted all the same, in case a handle still held elsewhere (a subscription's
+        // task) revives the session: a znode we gave up on must not stay in the queue.
+        for node in gone {
+            tokio::spawn(async move {
+                let limit = Duration::from_secs(1);
+                let _ = tokio::time::timeout(limit, node.client.delete(&node.path, None)).await;
+            });
         }
         if let Some(epoch) = self.epoch.upgrade() {
             epoch.send_modify(|n| *n = (*n).max(self.session + 1));
