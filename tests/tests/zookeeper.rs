@@ -327,6 +327,11 @@ async fn a_leader_failover_under_load_keeps_exclusion() {
     while granted.load(Ordering::SeqCst) < killed + 10 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Who stands in the queue, for the message should grants not have resumed.
+    let queue = locker(&hosts, Duration::from_secs(6))
+        .await
+        .inspect("hot")
+        .await;
     stop.store(true, Ordering::SeqCst);
     for w in workers {
         tokio::time::timeout(Duration::from_secs(20), w)
@@ -338,7 +343,7 @@ async fn a_leader_failover_under_load_keeps_exclusion() {
     assert_eq!(regressions.load(Ordering::SeqCst), 0, "a fence went back");
     assert!(
         granted.load(Ordering::SeqCst) >= killed + 10,
-        "grants did not resume within 30 s of the leader's death"
+        "grants did not resume within 30 s of the leader's death: {queue:?}"
     );
 }
 

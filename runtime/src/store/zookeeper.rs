@@ -258,13 +258,7 @@ impl ZooKeeperStore {
 
     /// Deletes a znode of ours in the background (a contender that gave up).
     fn delete_later(&self, node: Node) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // no runtime: the znode goes with the session
-        };
-        let limit = self.settings.op_timeout;
-        runtime.spawn(async move {
-            let _ = tokio::time::timeout(limit, node.client.delete(&node.path, None)).await;
-        });
+        clean_up(node.client, Cleanup::Path(node.path));
     }
 
     async fn acquire_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
@@ -335,17 +329,16 @@ impl ZooKeeperStore {
         let node = self.nodes.lock().unwrap().held.remove(token);
         let Some(node) = node else {
             // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
-            // answer came. Delete what that attempt may have created (its tag names it).
+            // answer came. Delete what that attempt may have created (its tag names it), until
+            // ZooKeeper answers: a znode left behind would stand in the queue for good.
             let (client, _) = self.client().await?;
-            let parent = parent_of(keys);
-            for child in self.queue(&client, &parent).await? {
-                if child.starts_with(&format!("{CHILD}{}-", tag(token))) {
-                    let path = format!("{parent}/{child}");
-                    let _ = self
-                        .bounded("refused a delete", client.delete(&path, None))
-                        .await;
-                }
-            }
+            clean_up(
+                client,
+                Cleanup::Tagged {
+                    parent: parent_of(keys),
+                    prefix: format!("{CHILD}{}-", tag(token)),
+                },
+            );
             return Ok(false);
         };
         let (client, session) = self.client().await?;
@@ -356,13 +349,15 @@ impl ZooKeeperStore {
         {
             Ok(Ok(())) => Ok(true),
             Ok(Err(zk::Error::NoNode)) => Ok(false),
+            // Unknown outcome (a failover, a partition): the caller hears it, and the znode is
+            // deleted in the background as soon as ZooKeeper answers. Unlike a Redis key it
+            // has no TTL: left behind, it would hold the lock as long as the session lives.
             Ok(Err(e)) => {
-                // Unknown outcome: keep the znode ours so a later retry can delete it.
-                self.nodes.lock().unwrap().held.insert(token.clone(), node);
+                clean_up(node.client, Cleanup::Path(node.path));
                 Err(self.unavailable("refused a delete", e))
             }
             Err(_) => {
-                self.nodes.lock().unwrap().held.insert(token.clone(), node);
+                clean_up(node.client, Cleanup::Path(node.path));
                 Err(self.late(self.settings.op_timeout))
             }
         }
@@ -452,6 +447,74 @@ impl ZooKeeperStore {
     }
 }
 
+/// A znode of ours to delete in the background.
+enum Cleanup {
+    Path(String),
+    /// Every child of `parent` whose name starts with `prefix` (an attempt's tag).
+    Tagged {
+        parent: String,
+        prefix: String,
+    },
+}
+
+/// How long a background deletion keeps trying, at most.
+const CLEAN_UP_FOR: Duration = Duration::from_secs(60);
+
+/// Whether a deletion is settled: done, or nothing left to do (the znode or its session is
+/// gone, and the server deletes a session's znodes with it).
+fn settled(result: &Result<(), zk::Error>) -> bool {
+    matches!(
+        result,
+        Ok(()) | Err(zk::Error::NoNode | zk::Error::SessionExpired | zk::Error::ClientClosed)
+    )
+}
+
+/// Deletes `what` in the background, trying again while ZooKeeper does not answer (a
+/// failover, a partition), until it is gone or its session ended. A znode of ours left
+/// behind would stand in the lock's queue as long as the session lives, and everyone behind
+/// it would wait.
+fn clean_up(client: zk::Client, what: Cleanup) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return; // no runtime: the znode goes with the session
+    };
+    runtime.spawn(async move {
+        let until = tokio::time::Instant::now() + CLEAN_UP_FOR;
+        let mut pause = Duration::from_millis(50);
+        while tokio::time::Instant::now() < until {
+            if settled(&delete_once(&client, &what).await) {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    });
+}
+
+async fn delete_once(client: &zk::Client, what: &Cleanup) -> Result<(), zk::Error> {
+    let limit = Duration::from_secs(2);
+    let delete = |path: String| async move {
+        tokio::time::timeout(limit, client.delete(&path, None))
+            .await
+            .unwrap_or(Err(zk::Error::Timeout))
+    };
+    match what {
+        Cleanup::Path(path) => delete(path.clone()).await,
+        Cleanup::Tagged { parent, prefix } => {
+            let children = tokio::time::timeout(limit, client.list_children(parent))
+                .await
+                .unwrap_or(Err(zk::Error::Timeout))?;
+            let mut outcome = Ok(());
+            for child in children.iter().filter(|c| c.starts_with(prefix.as_str())) {
+                let result = delete(format!("{parent}/{child}")).await;
+                if !settled(&result) {
+                    outcome = result;
+                }
+            }
+            outcome
+        }
+    }
+}
+
 /// Sets a watch on the znode just ahead of `mine` in `parent`'s queue (on the queue itself
 /// when this process has no znode there). `None` when there is nothing to wait for.
 async fn watch_predecessor(
@@ -538,10 +601,7 @@ impl Ended {
         // Deleted all the same, in case a handle still held elsewhere (a subscription's
         // task) revives the session: a znode we gave up on must not stay in the queue.
         for node in gone {
-            tokio::spawn(async move {
-                let limit = Duration::from_secs(1);
-                let _ = tokio::time::timeout(limit, node.client.delete(&node.path, None)).await;
-            });
+            clean_up(node.client, Cleanup::Path(node.path));
         }
         if let Some(epoch) = self.epoch.upgrade() {
             epoch.send_modify(|n| *n = (*n).max(self.session + 1));
