@@ -56,6 +56,9 @@ impl LockGuard {
         if lease.watchdog {
             inner.start_background();
             inner.schedule.watch(&lease);
+        } else if !inner.store.locks_expire() {
+            inner.start_background();
+            inner.schedule.watch_expiry(&lease);
         }
         observe::hold_started();
         let span = observe::hold_span(inner.trace_keys, &lease.user_key, fence);

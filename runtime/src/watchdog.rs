@@ -78,6 +78,18 @@ impl Schedule {
         }
     }
 
+    /// Watch a lease without the watchdog for its end only: on an engine whose locks do not
+    /// expire by themselves (ZooKeeper keeps a znode while the session lives), the lock is
+    /// given back once the lease ran out, if its holder has not released it by then.
+    pub(crate) fn watch_expiry(&self, lease: &Arc<Lease>) {
+        let at = lease.state.borrow().valid_until + Duration::from_millis(1);
+        let mut due = self.state.lock().unwrap();
+        due.remove(lease.id);
+        if due.insert(lease.clone(), at) {
+            self.earlier.notify_one();
+        }
+    }
+
     /// Stop renewing `lease`.
     pub(crate) fn unwatch(&self, lease: &Lease) {
         self.state.lock().unwrap().remove(lease.id);
@@ -116,7 +128,17 @@ impl Schedule {
                     lease.report_lost("its validity ran out before a renewal could be sent");
                     lapsed.push(lease.clone());
                 }
-                if lease.is_done() || lease.state.borrow().lost {
+                if !lease.watchdog {
+                    // Only watched for its end (see `watch_expiry`): never renewed. Due a
+                    // little early on a coarse timer: look again at its end.
+                    if lease.is_done() || lease.state.borrow().lost {
+                        due.leases.remove(&id);
+                    } else {
+                        let end = lease.state.borrow().valid_until + Duration::from_millis(1);
+                        due.order.insert((end, id));
+                        due.leases.insert(id, (lease, end));
+                    }
+                } else if lease.is_done() || lease.state.borrow().lost {
                     due.leases.remove(&id);
                 } else {
                     // Parked far away until the renewal reports back.

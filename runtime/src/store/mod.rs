@@ -111,6 +111,13 @@ pub(crate) trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Whether a lock frees itself when its lease runs out (a Redis key's TTL). False where
+    /// it lives as long as a session does (ZooKeeper): a lease that lapses without the
+    /// watchdog is then given back by the locker.
+    fn locks_expire(&self) -> bool {
+        true
+    }
+
     /// Takes the lock if it is free, reserving `req.fences` fencing tokens. One round trip.
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
 

@@ -714,6 +714,10 @@ impl Store for ZooKeeperStore {
         Some(self.session_timeout)
     }
 
+    fn locks_expire(&self) -> bool {
+        false
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(self.acquire_once(req))
     }
