@@ -2,7 +2,7 @@
 //! one deployment of a lock engine, every lock server behind a [`TcpProxy`] so the suite can
 //! stall it, and is the only place in the suite that knows how an engine is deployed.
 //!
-//! Adding an engine (ZooKeeper, etcd, PostgreSQL) means one [`EngineKind`] variant, its arms
+//! Adding an engine (etcd, PostgreSQL) means one [`EngineKind`] variant, its arms
 //! here, and its name in the suite's property lists; an engine is done when every property
 //! passes against it.
 //!
@@ -27,7 +27,7 @@ use std::time::Duration;
 use leasehold::{Locker, LockerBuilder};
 
 use crate::harness::{
-    eventually, ProxyMode, RedisCluster, RedisServer, SentinelSetup, Sentinels, TcpProxy,
+    eventually, ProxyMode, RedisCluster, RedisServer, SentinelSetup, Sentinels, TcpProxy, ZkServer,
 };
 use crate::history::WorkerSpec;
 
@@ -41,6 +41,18 @@ pub const PREFIX: &str = "conf";
 /// suite: a stalled or killed master must stay the master, not be failed over to its replica
 /// (which would bring the engine back and test Sentinel's failover instead of the property).
 const SENTINEL_DOWN_AFTER_MS: u64 = 60_000;
+
+/// The session timeout of every ZooKeeper locker of the suite, which bounds its leases (a
+/// longer lease is shortened to it). 4 s keeps every property meaningful there:
+/// - the suite's `LONG_LEASE` (10 s) becomes 4 s, still twice the 2 s `HANDOVER` within which
+///   a released lock must reach the next owner, so a handover still tells a release from an
+///   expiry (at 2 s it could not);
+/// - the watchdog's 600 ms, the loss's 1 s and the stalled holder's 3 s leases stay as they are
+///   on every other engine (below 3 s the last would be shortened and could run out during
+///   the stall, making its release `Lost` where the property checks `Unavailable`);
+/// - it is short enough that a session the server expires (a stall, a killed client) frees its
+///   znodes within the suite's waits.
+pub const ZK_SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// How long a Cluster may take to announce its proxies' ports on every node.
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -59,20 +71,23 @@ pub enum EngineKind {
     Sentinel,
     /// `Locker::in_memory`: one store per process, shared by clones of one locker.
     Memory,
-    // ZooKeeper goes here: an ensemble from the harness, behind proxies like the rest.
+    /// One standalone ZooKeeper server, with sessions of [`ZK_SESSION_TIMEOUT`].
+    ZooKeeper,
 }
 
 impl EngineKind {
     /// Every engine the suite runs against.
-    pub const ALL: [EngineKind; 5] = [
+    pub const ALL: [EngineKind; 6] = [
         EngineKind::Single,
         EngineKind::RedLock3,
         EngineKind::Cluster,
         EngineKind::Sentinel,
         EngineKind::Memory,
+        EngineKind::ZooKeeper,
     ];
 
-    /// The engine's name in test names: `single`, `redlock3`, `cluster`, `sentinel`, `memory`.
+    /// The engine's name in test names: `single`, `redlock3`, `cluster`, `sentinel`, `memory`,
+    /// `zookeeper`.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Single => "single",
@@ -80,6 +95,7 @@ impl EngineKind {
             EngineKind::Cluster => "cluster",
             EngineKind::Sentinel => "sentinel",
             EngineKind::Memory => "memory",
+            EngineKind::ZooKeeper => "zookeeper",
         }
     }
 
@@ -108,6 +124,7 @@ enum Servers {
     Cluster(RedisCluster),
     Sentinel(SentinelSetup),
     Memory(Locker),
+    ZooKeeper(ZkServer),
 }
 
 /// A running engine: its servers, a proxy in front of each lock server, and how to reach,
@@ -172,6 +189,12 @@ impl Engine {
                     .expect("the suite's options are valid");
                 Engine::new(kind, Servers::Memory(locker), Vec::new())
             }
+            EngineKind::ZooKeeper => {
+                // The proxy is plain TCP: ZooKeeper's protocol goes through it as Redis's does.
+                let server = ZkServer::start().await;
+                let proxies = vec![TcpProxy::start(server.addr()).await];
+                Engine::new(kind, Servers::ZooKeeper(server), proxies)
+            }
         }
     }
 
@@ -212,6 +235,9 @@ impl Engine {
                 options().sentinel(setup.sentinel_urls(), setup.master_name())
             }
             Servers::Memory(_) => options(),
+            Servers::ZooKeeper(_) => options()
+                .zookeeper(self.zookeeper_hosts())
+                .session_timeout(ZK_SESSION_TIMEOUT),
         }
     }
 
@@ -243,6 +269,10 @@ impl Engine {
             Servers::Cluster(_) => WorkerSpec::new(&urls[0], resource_url).cluster(&urls),
             Servers::Sentinel(setup) => WorkerSpec::new(&urls[0], resource_url)
                 .sentinel(&setup.sentinel_urls(), setup.master_name()),
+            Servers::ZooKeeper(_) => {
+                let hosts = self.zookeeper_hosts();
+                WorkerSpec::new(&hosts, resource_url).zookeeper(&hosts, ZK_SESSION_TIMEOUT)
+            }
             Servers::Memory(_) => return None,
         };
         let mut spec = spec.op_timeout(OP_TIMEOUT);
@@ -271,6 +301,8 @@ impl Engine {
 
     /// Kills every lock server (SIGKILL), so that no lease can be renewed nor released; they
     /// stay down. For Sentinel the master, which the sentinels will not fail over in time.
+    /// For ZooKeeper the server: its sessions can neither be proven alive nor expire, so a
+    /// holder can only judge its lease on its own clock, as it must against any dead engine.
     /// False (and nothing done) for memory.
     #[must_use = "false means the engine has no server to take down"]
     pub fn take_down(&self) -> bool {
@@ -279,6 +311,7 @@ impl Engine {
             Servers::RedLock(servers) => servers.iter().for_each(RedisServer::kill9),
             Servers::Cluster(cluster) => cluster.nodes().iter().for_each(RedisServer::kill9),
             Servers::Sentinel(setup) => setup.master().kill9(),
+            Servers::ZooKeeper(server) => server.kill9(),
             Servers::Memory(_) => return false,
         }
         true
@@ -286,6 +319,12 @@ impl Engine {
 
     fn proxy_urls(&self) -> Vec<String> {
         self.proxies.iter().map(TcpProxy::url).collect()
+    }
+
+    /// ZooKeeper's connect string of the proxies: `host:port,...`, no scheme.
+    fn zookeeper_hosts(&self) -> String {
+        let hosts: Vec<String> = self.proxies.iter().map(|p| p.addr().to_string()).collect();
+        hosts.join(",")
     }
 }
 

@@ -128,13 +128,10 @@ impl EventLog {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use]
 pub struct WorkerSpec {
-    /// The lock servers: one URL for a single node, several for the masters of a RedLock, or
-    /// the sentinels when [`sentinel`](Self::sentinel) is set.
+    /// The servers the locks are taken through, as [`servers`](Self::servers) says.
     pub urls: Vec<String>,
-    /// The master name to ask the sentinels in `urls` for; `None` when `urls` are lock servers.
-    pub sentinel: Option<String>,
-    /// `urls` are nodes of one Redis Cluster (not the masters of a RedLock).
-    pub cluster: bool,
+    /// What `urls` are.
+    pub servers: LockServers,
     /// The Redis server that holds the fenced resource (never faulted by the tests).
     pub resource_url: String,
     /// The lock keys; each acquisition picks one at random.
@@ -166,14 +163,55 @@ pub struct WorkerSpec {
     pub current_thread: bool,
 }
 
+/// What the `urls` of a [`WorkerSpec`] are: one deployment of one lock engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockServers {
+    /// Redis servers: one URL is a single node, several the independent masters of a RedLock.
+    Redis,
+    /// Redis Sentinels, asked for the master of this name.
+    Sentinel(String),
+    /// Nodes of one Redis Cluster.
+    Cluster,
+    /// ZooKeeper servers (`host:port`, no scheme), with sessions of this timeout.
+    ZooKeeper(Duration),
+}
+
+impl LockServers {
+    /// `redis`, `sentinel:NAME`, `cluster` or `zookeeper:MS`, as on the command line.
+    fn to_arg(&self) -> String {
+        match self {
+            LockServers::Redis => "redis".to_owned(),
+            LockServers::Sentinel(master) => format!("sentinel:{master}"),
+            LockServers::Cluster => "cluster".to_owned(),
+            LockServers::ZooKeeper(session) => format!("zookeeper:{}", session.as_millis()),
+        }
+    }
+
+    fn from_arg(arg: &str) -> Result<Self, String> {
+        match arg.split_once(':') {
+            None if arg == "redis" => Ok(LockServers::Redis),
+            None if arg == "cluster" => Ok(LockServers::Cluster),
+            Some(("sentinel", master)) if !master.is_empty() => {
+                Ok(LockServers::Sentinel(master.to_owned()))
+            }
+            Some(("zookeeper", ms)) => ms
+                .parse()
+                .map(|ms| LockServers::ZooKeeper(Duration::from_millis(ms)))
+                .map_err(|_| format!("--servers zookeeper:MS needs a whole number, not `{ms}`")),
+            _ => Err(format!(
+                "--servers is `redis`, `sentinel:NAME`, `cluster` or `zookeeper:MS`, not `{arg}`"
+            )),
+        }
+    }
+}
+
 impl WorkerSpec {
     /// Defaults for a short scenario: one key, one task, lease 500 ms, wait 3 s, op timeout
     /// 300 ms, holds of 30 ms with 2 writes, runs 5 s.
     pub fn new(lock_url: &str, resource_url: &str) -> Self {
         WorkerSpec {
             urls: vec![lock_url.to_owned()],
-            sentinel: None,
-            cluster: false,
+            servers: LockServers::Redis,
             resource_url: resource_url.to_owned(),
             keys: vec!["hist".to_owned()],
             prefix: "leasehold".to_owned(),
@@ -201,14 +239,22 @@ impl WorkerSpec {
     /// the name they know the master by.
     pub fn sentinel(mut self, sentinels: &[String], master: &str) -> Self {
         self.urls = sentinels.to_vec();
-        self.sentinel = Some(master.to_owned());
+        self.servers = LockServers::Sentinel(master.to_owned());
         self
     }
 
     /// Takes the locks on a Redis Cluster reached through any of `nodes`.
     pub fn cluster(mut self, nodes: &[String]) -> Self {
         self.urls = nodes.to_vec();
-        self.cluster = true;
+        self.servers = LockServers::Cluster;
+        self
+    }
+
+    /// Takes the locks on ZooKeeper: `hosts` is its connect string (`host:port,host:port`),
+    /// each worker a session of `session_timeout`.
+    pub fn zookeeper(mut self, hosts: &str, session_timeout: Duration) -> Self {
+        self.urls = hosts.split(',').map(str::to_owned).collect();
+        self.servers = LockServers::ZooKeeper(session_timeout);
         self
     }
 
@@ -284,10 +330,8 @@ impl WorkerSpec {
             log.display().to_string(),
             "--urls".into(),
             self.urls.join(","),
-            "--sentinel".into(),
-            self.sentinel.clone().unwrap_or_else(|| "-".into()),
-            "--cluster".into(),
-            u8::from(self.cluster).to_string(),
+            "--servers".into(),
+            self.servers.to_arg(),
             "--resource".into(),
             self.resource_url.clone(),
             "--keys".into(),
@@ -358,12 +402,7 @@ impl WorkerSpec {
         };
         let spec = WorkerSpec {
             urls: list("urls")?,
-            sentinel: Some(get("sentinel")?).filter(|name| name != "-"),
-            cluster: match get("cluster")?.as_str() {
-                "1" => true,
-                "0" => false,
-                other => return Err(format!("--cluster is `0` or `1`, not `{other}`")),
-            },
+            servers: LockServers::from_arg(&get("servers")?)?,
             resource_url: get("resource")?,
             keys: list("keys")?,
             prefix: get("prefix")?,
@@ -1611,5 +1650,18 @@ mod tests {
             .cluster(&["redis://c1".into(), "redis://c2".into()]);
         let args = cluster.to_args(1, Path::new("/tmp/w.log"));
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, cluster);
+        let zookeeper = WorkerSpec::new("127.0.0.1:1", "redis://b")
+            .zookeeper("127.0.0.1:1,127.0.0.1:2", Duration::from_millis(2500));
+        assert_eq!(zookeeper.urls, ["127.0.0.1:1", "127.0.0.1:2"]);
+        let args = zookeeper.to_args(2, Path::new("/tmp/w.log"));
+        assert_eq!(WorkerSpec::from_args(&args).unwrap().2, zookeeper);
+    }
+
+    #[test]
+    fn bad_servers_are_refused() {
+        for bad in ["", "redlock", "sentinel:", "zookeeper:2s", "cluster:x"] {
+            let err = LockServers::from_arg(bad).expect_err(bad);
+            assert!(err.contains("--servers"), "{err}");
+        }
     }
 }

@@ -10,9 +10,10 @@
 //! when each holder believed it held the lock, even while the runtime is blocked.
 //!
 //! Usage: `history_worker --id N --log PATH --urls URL[,URL...] --resource URL --keys K[,K...]
-//! ...` (all options: `WorkerSpec::to_args`). One URL is a single node; several are the
-//! independent masters of a RedLock; with `--sentinel NAME` they are sentinels, with
-//! `--cluster 1` nodes of a Redis Cluster.
+//! ...` (all options: `WorkerSpec::to_args`). With `--servers redis`, one URL is a single node
+//! and several are the independent masters of a RedLock; with `--servers sentinel:NAME` they
+//! are sentinels, with `--servers cluster` nodes of a Redis Cluster, with
+//! `--servers zookeeper:MS` ZooKeeper servers (`host:port`) and the session timeout.
 //!
 //! Every acquire runs under a timeout of its bound plus 2 s (`wait + 3 × op_timeout`, and the
 //! checker's slack of 1 s, plus 1 s): one that never returns is logged as failed (`aerr hold
@@ -24,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{LockError, LockGuard, Locker};
-use leasehold_tests::history::{monotonic_ns, EventLog, FencedResource, WorkerSpec};
+use leasehold_tests::history::{monotonic_ns, EventLog, FencedResource, LockServers, WorkerSpec};
 
 const TWO_MS: Duration = Duration::from_millis(2);
 
@@ -139,15 +140,16 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
 /// when the deadline passes first.
 async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Locker> {
     loop {
-        let builder = match spec.urls.as_slice() {
-            sentinels if spec.sentinel.is_some() => Locker::builder().sentinel(
-                sentinels.iter().cloned(),
-                spec.sentinel.clone().unwrap_or_default(),
-            ),
-            nodes if spec.cluster => Locker::builder().cluster(nodes.iter().cloned()),
-            [one] => Locker::builder().url(one.as_str()),
+        let urls = spec.urls.iter().cloned();
+        let builder = match (&spec.servers, spec.urls.as_slice()) {
+            (LockServers::Redis, [one]) => Locker::builder().url(one.as_str()),
             // Several independent masters: RedLock.
-            many => Locker::builder().redlock(many.iter().cloned()),
+            (LockServers::Redis, _) => Locker::builder().redlock(urls),
+            (LockServers::Sentinel(master), _) => Locker::builder().sentinel(urls, master.clone()),
+            (LockServers::Cluster, _) => Locker::builder().cluster(urls),
+            (LockServers::ZooKeeper(session), hosts) => Locker::builder()
+                .zookeeper(hosts.join(","))
+                .session_timeout(*session),
         };
         let built = builder
             .prefix(spec.prefix.as_str())
