@@ -379,3 +379,31 @@ async fn zookeeper_configuration_errors() {
         .unwrap_err();
     assert!(err.to_string().contains("more than one"), "{err}");
 }
+
+/// A lease without the watchdog runs out while its guard lives: ZooKeeper keeps the znode as
+/// long as the session does, so the locker gives it back, and another session gets the lock.
+/// (Before the fix the lock stayed taken until the guard was dropped.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_without_the_watchdog_is_given_back_when_it_runs_out() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let a = locker(&hosts, Duration::from_secs(4)).await;
+    let b = locker(&hosts, Duration::from_secs(4)).await;
+    let guard = a
+        .lock("k")
+        .lease(Duration::from_millis(300))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    guard.lost().await;
+    assert!(!guard.is_held());
+    let next = b
+        .lock("k")
+        .wait(Duration::from_secs(3))
+        .acquire()
+        .await
+        .expect("the lapsed lease still holds the lock");
+    assert!(next.fence() > guard.fence());
+    drop(guard);
+}
