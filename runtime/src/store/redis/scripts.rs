@@ -7,25 +7,25 @@ use crate::error::{Endpoint, LockError};
 
 pub(super) static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
-        include_str!("../../scripts/clock.lua"),
-        include_str!("../../scripts/fence.lua"),
-        include_str!("../../scripts/acquire.lua")
+        include_str!("lua/clock.lua"),
+        include_str!("lua/fence.lua"),
+        include_str!("lua/acquire.lua")
     ))
 });
 pub(super) static RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
-        include_str!("../../scripts/clock.lua"),
-        include_str!("../../scripts/release.lua")
+        include_str!("lua/clock.lua"),
+        include_str!("lua/release.lua")
     ))
 });
 pub(super) static RENEW: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../scripts/renew.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("lua/renew.lua")));
 pub(super) static RAISE_FENCE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../scripts/raise_fence.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("lua/raise_fence.lua")));
 pub(super) static INSPECT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../scripts/inspect.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("lua/inspect.lua")));
 pub(super) static FORCE_RELEASE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../scripts/force_release.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("lua/force_release.lua")));
 
 /// How long the next process in line has to take a lock that a release left to it (the key
 /// holds its name meanwhile). Its waiter needs the wake-up and one round trip; a process that
