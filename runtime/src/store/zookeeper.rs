@@ -279,7 +279,8 @@ impl ZooKeeperStore {
                     self.forget_waiting(&req.keys.lock);
                     self.delete_later(node);
                 }
-                self.ensure_parent(&client, &parent).await?;
+                // The container is made only when the create finds it missing: in steady state
+                // a cycle is one create, one listing and one delete.
                 let node = self
                     .create_child(&client, session, &parent, req.token)
                     .await?;
