@@ -8,8 +8,9 @@
 //! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
 //! ```
 //!
-//! `shop-actix [--port 8080] [--redis-url URL] [--store-url URL] [--no-lock] [--lock-wait 30s]`:
-//! locks on `--redis-url`, stock and order counter on `--store-url` (the same server by default).
+//! `shop-actix [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] [--no-lock]
+//! [--lock-wait 30s]`: locks on `--redis-url` (or on ZooKeeper with `--zookeeper`), stock and
+//! order counter on `--store-url` (the Redis at `--redis-url` by default).
 
 use crate::shop::{Restock, Shop, ShopArgs, ShopError};
 use actix_web::{get, post, put, web, App, HttpResponse, HttpServer};

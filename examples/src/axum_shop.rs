@@ -9,8 +9,9 @@
 //! GET  /metrics                        -> 200 leasehold's metrics, Prometheus text format
 //! ```
 //!
-//! `shop-axum [--port 8080] [--redis-url URL] [--store-url URL] [--no-lock] [--lock-wait 30s]`:
-//! locks on `--redis-url`, stock and order counter on `--store-url` (the same server by default).
+//! `shop-axum [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] [--no-lock]
+//! [--lock-wait 30s]`: locks on `--redis-url` (or on ZooKeeper with `--zookeeper`), stock and
+//! order counter on `--store-url` (the Redis at `--redis-url` by default).
 
 use std::sync::Arc;
 

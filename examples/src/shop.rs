@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use crate::store::{Purchase, Stock, Store, StoreError};
 
 /// The state of a shop process: the stock store and the locker, on the same Redis server or on
-/// two (`--store-url`).
+/// two (`--store-url`), or the locker on ZooKeeper (`--zookeeper`).
 pub struct Shop {
     /// Where the stock and the order counter live (`--store-url`).
     pub store: Store,
-    /// The locker of the purchase handlers, on the lock server (`--redis-url`); in memory and
-    /// unused with `--no-lock`.
+    /// The locker of the purchase handlers, on the lock server (`--redis-url`, or
+    /// `--zookeeper`); in memory and unused with `--no-lock`.
     pub locker: Locker,
 }
 
@@ -136,7 +136,7 @@ impl IntoResponse for ShopError {
 
 impl Shop {
     /// Connects the store to the store server (`--store-url`) and, unless `--no-lock`, the
-    /// locker (prefix `shop`) to the lock server (`--redis-url`).
+    /// locker (prefix `shop`) to the lock server (`--zookeeper` if given, else `--redis-url`).
     ///
     /// # Errors
     /// A message saying which server could not be reached: the stock store or the lock server.
@@ -150,19 +150,26 @@ impl Shop {
         let locker = if args.no_lock {
             Locker::in_memory()
         } else {
-            Locker::builder()
-                .url(args.redis_url.as_str())
+            let builder = Locker::builder()
                 .prefix("shop")
                 .default_lease(Duration::from_secs(10))
-                .default_wait(args.lock_wait)
+                .default_wait(args.lock_wait);
+            let (builder, server, flag) = match &args.zookeeper {
+                Some(hosts) => (
+                    builder.zookeeper(hosts.as_str()),
+                    hosts.clone(),
+                    "--zookeeper",
+                ),
+                None => (
+                    builder.url(args.redis_url.as_str()),
+                    server(&args.redis_url),
+                    "--redis-url",
+                ),
+            };
+            builder
                 .build()
                 .await
-                .map_err(|e| {
-                    format!(
-                        "cannot reach the lock server at {} (--redis-url): {e}",
-                        server(&args.redis_url)
-                    )
-                })?
+                .map_err(|e| format!("cannot reach the lock server at {server} ({flag}): {e}"))?
         };
         Ok(Shop { store, locker })
     }
@@ -241,6 +248,9 @@ pub struct ShopArgs {
     /// (`redis_url`) by default. A server of its own keeps the stock when the lock server
     /// restarts empty.
     pub store_url: String,
+    /// `--zookeeper`: lock on this ZooKeeper ensemble (`host:port,...`) instead of the Redis at
+    /// `redis_url`, which then holds only the stock (unless `--store-url` names another).
+    pub zookeeper: Option<String>,
     /// `--no-lock`: the same handlers without `#[distributed_lock]`, to show the oversell.
     pub no_lock: bool,
     /// `--lock-wait`: how long a purchase waits for the lock before it is answered 409
@@ -256,12 +266,14 @@ impl ShopArgs {
     /// An unknown flag, a missing or bad value, or `--help`.
     pub fn parse(name: &str, args: impl IntoIterator<Item = String>) -> Result<ShopArgs, String> {
         let usage = format!(
-            "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--no-lock] \
-             [--lock-wait 30s]\n\n  \
+            "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] \
+             [--no-lock] [--lock-wait 30s]\n\n  \
              --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
              --redis-url URL  the lock server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
              --store-url URL  where the stock and the order counter live (default: the lock server);\n                   \
              a server of their own keeps them when the lock server restarts empty\n  \
+             --zookeeper H    lock on the ZooKeeper H (host:port,...) instead of --redis-url,\n                   \
+             which then holds only the stock\n  \
              --no-lock        serve the purchase handler without #[distributed_lock]: it oversells\n  \
              --lock-wait D    how long a request waits for a busy lock (default 30s)"
         );
@@ -270,6 +282,7 @@ impl ShopArgs {
             redis_url: std::env::var("REDIS_URL")
                 .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
             store_url: String::new(),
+            zookeeper: None,
             no_lock: false,
             lock_wait: Duration::from_secs(30),
         };
@@ -295,6 +308,7 @@ impl ShopArgs {
                 }
                 "--redis-url" => parsed.redis_url = value("--redis-url")?,
                 "--store-url" => store_url = Some(value("--store-url")?),
+                "--zookeeper" => parsed.zookeeper = Some(value("--zookeeper")?),
                 "--no-lock" => parsed.no_lock = true,
                 "--lock-wait" => {
                     let text = value("--lock-wait")?;
@@ -348,6 +362,7 @@ mod tests {
             "the store is on the lock server"
         );
         assert!(args.no_lock);
+        assert_eq!(args.zookeeper, None);
         assert_eq!(parse(&[]).unwrap().port, 8080);
         assert!(parse(&["--port", "x"]).unwrap_err().contains("not a port"));
         assert!(parse(&["--port"]).unwrap_err().contains("needs a value"));
@@ -373,5 +388,20 @@ mod tests {
         let args = parse(&["--store-url=redis://s:2"]).unwrap();
         assert_eq!(args.store_url, "redis://s:2");
         assert_ne!(args.redis_url, args.store_url);
+    }
+
+    #[test]
+    fn locks_can_live_in_zookeeper_and_the_stock_in_redis() {
+        let args = parse(&[
+            "--zookeeper",
+            "127.0.0.1:2181,h:2",
+            "--redis-url=redis://s:2",
+        ])
+        .unwrap();
+        assert_eq!(args.zookeeper.as_deref(), Some("127.0.0.1:2181,h:2"));
+        assert_eq!(args.store_url, "redis://s:2");
+        assert!(parse(&["--zookeeper"])
+            .unwrap_err()
+            .contains("needs a value"));
     }
 }

@@ -1,5 +1,6 @@
 //! The oversell demo, small: it must run end to end on its own (throwaway Redis, shop
-//! processes of both frameworks), print the table, and sell exactly the stock with the lock.
+//! processes of both frameworks, and a throwaway ZooKeeper with `--engine zookeeper`), print
+//! the table, and sell exactly the stock with the lock.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -7,8 +8,22 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn a_small_demo_run_sells_exactly_the_stock_with_the_lock() {
+    let stdout = small_demo(&[]);
+    assert!(stdout.contains("locks in Redis"), "{stdout}");
+}
+
+#[test]
+fn a_small_demo_run_with_locks_in_zookeeper_sells_exactly_the_stock() {
+    let stdout = small_demo(&["--engine", "zookeeper"]);
+    assert!(stdout.contains("locks in ZooKeeper"), "{stdout}");
+}
+
+/// Runs the demo with 300 purchases of a stock of 30 and `args`, checks its table, and
+/// returns what it printed.
+fn small_demo(args: &[&str]) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_demo"))
         .args(["--purchases", "300", "--stock", "30", "--concurrency", "60"])
+        .args(args)
         .env_remove("REDIS_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -69,4 +84,5 @@ fn a_small_demo_run_sells_exactly_the_stock_with_the_lock() {
         stderr.contains("[leasehold]"),
         "progress is shown:\n{stderr}"
     );
+    stdout
 }

@@ -3,7 +3,11 @@
 //! machines would be), a stock of 100, and 2,000 concurrent purchases spread across them,
 //! first with the handlers' `--no-lock` twin, then with `#[distributed_lock]`.
 //!
-//! `demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]`
+//! `demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]
+//! [--engine redis|zookeeper]`
+//!
+//! With `--engine zookeeper` the locks live in a throwaway ZooKeeper server the demo starts
+//! (the harness's `ZkServer`); the stock stays in Redis, the shop's data store.
 //!
 //! Exits non-zero if the locked round sold anything but exactly the stock. Everything it
 //! started is stopped when it ends, also on Ctrl-C.
@@ -19,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_examples::client::HttpClient;
 use leasehold_examples::shop::ShopArgs;
-use leasehold_tests::harness::RedisServer;
+use leasehold_tests::harness::{RedisServer, ZkServer};
 
 use fleet::Fleet;
 use report::{Outcome, Round};
@@ -32,16 +36,41 @@ struct Args {
     concurrency: usize,
     shops: usize,
     redis_url: Option<String>,
+    engine: Engine,
+}
+
+/// Where the shops' locks live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Engine {
+    /// The Redis of the stock.
+    Redis,
+    /// A throwaway ZooKeeper server of the demo's own.
+    ZooKeeper,
+}
+
+impl Engine {
+    fn parse(name: &str) -> Result<Engine, String> {
+        match name {
+            "redis" => Ok(Engine::Redis),
+            "zookeeper" => Ok(Engine::ZooKeeper),
+            other => Err(format!(
+                "--engine {other:?}: expected redis or zookeeper\n\n{USAGE}"
+            )),
+        }
+    }
 }
 
 const USAGE: &str = "\
 usage: demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]
+            [--engine redis|zookeeper]
 
   --purchases N    purchases per round (default 2000)
   --stock N        the stock they compete for (default 100)
   --concurrency N  purchases in flight at once (default 200)
   --shops N        shop processes per round, alternating actix-web and axum (default 2)
-  --redis-url URL  use this Redis (default: $REDIS_URL, else a throwaway redis-server)";
+  --redis-url URL  use this Redis (default: $REDIS_URL, else a throwaway redis-server)
+  --engine E       where the locks live: redis (default), or zookeeper, a throwaway
+                   ZooKeeper server (the stock stays in Redis)";
 
 impl Args {
     fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
@@ -51,6 +80,7 @@ impl Args {
             concurrency: 200,
             shops: 2,
             redis_url: std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()),
+            engine: Engine::Redis,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -61,12 +91,13 @@ impl Args {
             if flag == "-h" || flag == "--help" {
                 return Err(USAGE.to_owned());
             }
-            const FLAGS: [&str; 5] = [
+            const FLAGS: [&str; 6] = [
                 "--purchases",
                 "--stock",
                 "--concurrency",
                 "--shops",
                 "--redis-url",
+                "--engine",
             ];
             if !FLAGS.contains(&flag.as_str()) {
                 return Err(format!("unknown argument {flag:?}\n\n{USAGE}"));
@@ -86,6 +117,7 @@ impl Args {
                 "--stock" => parsed.stock = number(1)? as i64,
                 "--concurrency" => parsed.concurrency = number(1)?,
                 "--shops" => parsed.shops = number(1)?,
+                "--engine" => parsed.engine = Engine::parse(&value)?,
                 _ => parsed.redis_url = Some(value),
             }
         }
@@ -145,11 +177,11 @@ async fn demo(argv: Vec<String>) {
     let code = tokio::select! {
         code = run(&args, &fleet, &logs) => code,
         _ = tokio::signal::ctrl_c() => {
-            eprintln!("\ninterrupted: stopping the shops and redis-server");
+            eprintln!("\ninterrupted: stopping the shops and the servers");
             130
         }
     };
-    // The select dropped `run`, and with it the throwaway redis-server; now the shops.
+    // The select dropped `run`, and with it the throwaway servers; now the shops.
     fleet.stop_all();
     let _ = std::fs::remove_dir_all(&logs);
     std::process::exit(code);
@@ -173,13 +205,28 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
             (Some(redis), url)
         }
     };
+    // Held until the end of the demo, like the redis-server.
+    let (_zookeeper, lock_args) = match args.engine {
+        Engine::Redis => (None, Vec::new()),
+        Engine::ZooKeeper => match start_zookeeper().await {
+            Ok(zookeeper) => {
+                let hosts = zookeeper.connect_string();
+                eprintln!("started a throwaway ZooKeeper on {hosts} for the locks");
+                (Some(zookeeper), vec!["--zookeeper".to_owned(), hosts])
+            }
+            Err(message) => {
+                eprintln!("{message}");
+                return 1;
+            }
+        },
+    };
     if let Err(e) = std::fs::create_dir_all(logs) {
         eprintln!("cannot create {}: {e}", logs.display());
         return 1;
     }
     println!(
         "{} purchases of a stock of {}, {} in flight at a time, across {} shop processes per \
-         round ({})\n",
+         round ({}); locks in {}\n",
         args.purchases,
         args.stock,
         args.concurrency,
@@ -188,6 +235,10 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
             .map(|i| fleet::SHOPS[i % fleet::SHOPS.len()])
             .collect::<Vec<_>>()
             .join(", "),
+        match args.engine {
+            Engine::Redis => "Redis",
+            Engine::ZooKeeper => "ZooKeeper, stock in Redis",
+        },
     );
     let run_id = format!(
         "{}-{}",
@@ -197,16 +248,14 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
             .map_or(0, |d| d.as_millis())
     );
     let mut rounds = Vec::new();
-    for (name, shop_args) in [("no lock", &["--no-lock"][..]), ("leasehold", &[][..])] {
-        let sku = format!(
-            "demo-{}-{run_id}",
-            if shop_args.is_empty() {
-                "locked"
-            } else {
-                "nolock"
-            }
-        );
-        match round(name, shop_args, &sku, args, &url, fleet, logs).await {
+    for (name, locked) in [("no lock", false), ("leasehold", true)] {
+        let sku = format!("demo-{}-{run_id}", if locked { "locked" } else { "nolock" });
+        let shop_args: Vec<&str> = if locked {
+            lock_args.iter().map(String::as_str).collect()
+        } else {
+            vec!["--no-lock"]
+        };
+        match round(name, &shop_args, &sku, args, &url, fleet, logs).await {
             Ok(round) => rounds.push(round),
             Err(message) => {
                 eprintln!("\nerror: {message}");
@@ -352,6 +401,17 @@ async fn show_progress(name: &str, done: Arc<AtomicUsize>, total: usize) {
     }
 }
 
+/// A throwaway ZooKeeper server from the harness; the error says what to do when it cannot
+/// start (the harness's own reason, from its panic, is printed above it).
+async fn start_zookeeper() -> Result<ZkServer, String> {
+    tokio::spawn(ZkServer::start()).await.map_err(|_| {
+        "error: could not start a throwaway ZooKeeper (the reason is above).\n\
+         Install it (Debian/Ubuntu: scripts/ensure-zookeeper, or run scripts/demo --engine \
+         zookeeper, which does), or run the demo with --engine redis"
+            .to_owned()
+    })
+}
+
 /// Whether `redis-server` can be run: `LEASEHOLD_REDIS_SERVER`, or on `PATH`.
 fn redis_server_installed() -> Result<(), String> {
     if let Some(path) = std::env::var_os("LEASEHOLD_REDIS_SERVER") {
@@ -394,5 +454,20 @@ mod tests {
             .contains("unknown argument"));
         assert!(parse(&["--shops"]).unwrap_err().contains("needs a value"));
         assert_eq!(parse(&["--help"]).unwrap_err(), USAGE);
+    }
+
+    #[test]
+    fn engines() {
+        assert_eq!(parse(&[]).unwrap().engine, Engine::Redis);
+        let zookeeper = parse(&["--engine", "zookeeper"]).unwrap();
+        assert_eq!(zookeeper.engine, Engine::ZooKeeper);
+        assert_eq!(parse(&["--engine=redis"]).unwrap().engine, Engine::Redis);
+        let unknown = parse(&["--engine", "etcd"]).unwrap_err();
+        assert!(
+            unknown.starts_with("--engine \"etcd\": expected redis or zookeeper"),
+            "{unknown}"
+        );
+        assert!(unknown.contains("usage: demo"), "{unknown}");
+        assert!(parse(&["--engine"]).unwrap_err().contains("needs a value"));
     }
 }

@@ -3,11 +3,13 @@
 //!
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
-//!     [--only uncontended,hot-key,attribute,redlock,fairness]
+//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper]
 //! ```
 //!
-//! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios), prints
-//! a table and writes `target/lockbench.json`: a list of
+//! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios) and, for
+//! scenario 6, a throwaway ZooKeeper server (the tests' harness; the scenario is skipped, saying
+//! why, when it cannot start: `scripts/ensure-zookeeper` installs it), prints a table and
+//! writes `target/lockbench.json`: a list of
 //! `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`.
 //!
 //! Scenarios:
@@ -24,7 +26,10 @@
 //! 5. no process starved (issue 21): 1, 2 and 4 processes x 16 tasks, each task taking one
 //!    hot key in a loop for a fixed time (holding it for a yield, and for 1 ms), in turns over
 //!    three rounds; wait percentiles and acquisitions/s per process, against the one-process
-//!    run (median rounds).
+//!    run (median rounds);
+//! 6. leasehold on ZooKeeper vs the ZooKeeper client's own lock recipe (`Client::lock`), on the
+//!    same server: uncontended cycles (1, 16 tasks), and one hot key, 16 tasks x 1 process and
+//!    4 processes x 4 tasks: throughput, wait percentiles, handover, requests per acquisition.
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -33,7 +38,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold::{distributed_lock, LockError, Locker};
-use leasehold_tests::harness::RedisServer;
+use leasehold_tests::harness::{RedisServer, ZkServer};
+
+mod zookeeper;
 
 /// One row of the report.
 struct Row {
@@ -552,9 +559,9 @@ fn hot_stats(mut samples: Vec<Sample>) -> HotStats {
 }
 
 /// Runs the hot-key load in `processes` worker processes with `tasks` tasks each; the
-/// samples of each process.
+/// samples of each process. `which` is an [`Impl`]'s or a [`zookeeper::Contender`]'s name.
 fn hot_key_processes(
-    which: Impl,
+    which: &str,
     url: &str,
     key: &str,
     processes: usize,
@@ -565,7 +572,7 @@ fn hot_key_processes(
     let mut children: Vec<_> = (0..processes)
         .map(|_| {
             Command::new(&exe)
-                .args(["--worker", which.name(), url, key])
+                .args(["--worker", which, url, key])
                 .arg(tasks.to_string())
                 .arg(load.arg())
                 .stdin(Stdio::piped())
@@ -612,15 +619,21 @@ async fn worker(args: &[String]) {
     let [which, url, key, tasks, load] = args else {
         panic!("worker arguments: IMPL URL KEY TASKS LOAD");
     };
-    let which = Impl::parse(which);
+    let zk_contender = zookeeper::Contender::parse(which);
     let tasks = tasks.parse().expect("tasks");
     let load = Load::parse(load);
     // Connect before the start signal, so all processes begin together.
-    let _warm = Locker::connect(url).await.expect("connect");
+    let _warm = match zk_contender {
+        None => Some(Locker::connect(url).await.expect("connect")),
+        Some(_) => None,
+    };
     println!("ready");
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).expect("go");
-    let samples = hot_key(which, url, key, tasks, load).await;
+    let samples = match zk_contender {
+        Some(contender) => zookeeper::contend(contender, url, key, tasks, load).await,
+        None => hot_key(Impl::parse(which), url, key, tasks, load).await,
+    };
     let mut out = std::io::stdout().lock();
     for s in samples {
         writeln!(out, "{} {} {}", s.asked, s.got, s.released).expect("write");
@@ -664,7 +677,7 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
             } else {
                 let url = url.clone();
                 tokio::task::spawn_blocking(move || {
-                    hot_key_processes(which, &url, &key, processes, tasks, load)
+                    hot_key_processes(which.name(), &url, &key, processes, tasks, load)
                 })
                 .await
                 .expect("workers")
@@ -823,7 +836,14 @@ async fn scenario_fairness(report: &mut Report, url: &str, duration: Duration) {
                 let url = url.to_owned();
                 let load = Load::Continuous { run: window, hold };
                 let per_process = tokio::task::spawn_blocking(move || {
-                    hot_key_processes(Impl::Ours, &url, &key, processes, FAIRNESS_TASKS, load)
+                    hot_key_processes(
+                        Impl::Ours.name(),
+                        &url,
+                        &key,
+                        processes,
+                        FAIRNESS_TASKS,
+                        load,
+                    )
                 })
                 .await
                 .expect("workers");
@@ -1093,15 +1113,17 @@ enum Scenario {
     Attribute,
     Redlock,
     Fairness,
+    ZooKeeper,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 5] = [
+    const ALL: [Scenario; 6] = [
         Scenario::Uncontended,
         Scenario::HotKey,
         Scenario::Attribute,
         Scenario::Redlock,
         Scenario::Fairness,
+        Scenario::ZooKeeper,
     ];
 
     fn parse(s: &str) -> Scenario {
@@ -1111,10 +1133,11 @@ impl Scenario {
             "3" | "attribute" => Scenario::Attribute,
             "4" | "redlock" => Scenario::Redlock,
             "5" | "fairness" => Scenario::Fairness,
+            "6" | "zookeeper" => Scenario::ZooKeeper,
             other => {
                 eprintln!(
                     "unknown scenario {other:?}: --only takes a comma-separated list of \
-                     uncontended, hot-key, attribute, redlock, fairness (or 1 to 5)"
+                     uncontended, hot-key, attribute, redlock, fairness, zookeeper (or 1 to 6)"
                 );
                 std::process::exit(2)
             }
@@ -1155,6 +1178,11 @@ async fn main() {
     };
 
     eprintln!("starting redis-servers...");
+    // The JVM takes seconds to start: in the background, while the Redis scenarios run. A
+    // harness panic (no java, no ZooKeeper jar) has printed its reason when this is awaited.
+    let mut zk_server = scenarios
+        .contains(&Scenario::ZooKeeper)
+        .then(|| tokio::spawn(ZkServer::start()));
     let main_server = RedisServer::start().await;
     let nodes = if scenarios.contains(&Scenario::Redlock) {
         RedisServer::start_many(5).await
@@ -1177,6 +1205,13 @@ async fn main() {
             Scenario::Attribute => scenario_macro(&mut report, &url, duration).await,
             Scenario::Redlock => scenario_redlock(&mut report, &url, &nodes, iterations).await,
             Scenario::Fairness => scenario_fairness(&mut report, &url, duration).await,
+            Scenario::ZooKeeper => match zk_server.take().expect("started above").await {
+                Ok(zk) => zookeeper::scenario(&mut report, &zk, duration, rounds, iterations).await,
+                Err(_) => println!(
+                    "6 zookeeper: skipped, the throwaway ZooKeeper did not start (the reason \
+                     is above; scripts/ensure-zookeeper installs it)"
+                ),
+            },
         }
     }
     if let Some(dir) = std::path::Path::new(&out).parent() {
