@@ -1,16 +1,12 @@
-//! Fuzzes the key-template parser of `#[distributed_lock(key = "...")]` with libFuzzer: it
+//! Fuzzes the key-template grammar (the `leasehold-template` crate, behind both
+//! `#[distributed_lock(key = "...")]` and the route rules' key templates) with libFuzzer: it
 //! never panics, every error points inside the template at character boundaries, and every
 //! accepted template round-trips. The same properties run in the default test run as a
 //! proptest (`tests/tests/hostile_template.rs`).
 #![no_main]
 
+use leasehold_template::{parse, parse_recovering, Segment};
 use libfuzzer_sys::fuzz_target;
-
-#[allow(dead_code)]
-#[path = "../../macros/src/template.rs"]
-mod template;
-
-use template::{parse, Segment};
 
 fn render(segments: &[Segment]) -> String {
     let mut out = String::new();
@@ -37,9 +33,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(template) = std::str::from_utf8(data) else {
         return;
     };
+    let (recovered, recovered_errors) = parse_recovering(template);
     match parse(template) {
         Ok(segments) => {
             assert!(!template.is_empty());
+            assert_eq!(recovered, segments);
+            assert!(recovered_errors.is_empty());
             for pair in segments.windows(2) {
                 assert!(!matches!(pair, [Segment::Literal(_), Segment::Literal(_)]));
             }
@@ -56,6 +55,8 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(errors) => {
             assert!(!errors.is_empty());
+            assert_eq!(recovered_errors, errors);
+            assert!(errors.windows(2).all(|w| w[0].span.start <= w[1].span.start));
             for e in &errors {
                 assert!(e.span.start <= e.span.end && e.span.end <= template.len());
                 assert!(template.is_char_boundary(e.span.start));

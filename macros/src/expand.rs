@@ -396,6 +396,7 @@ fn placeholder_expr(placeholder: &Placeholder, span: Span) -> TokenStream {
                 };
                 expr.extend(quote_spanned!(span=> .#index));
             }
+            Field::Token(_) => unreachable!("`template::parse` refuses tokens"),
         }
     }
     expr

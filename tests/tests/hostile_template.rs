@@ -1,14 +1,11 @@
-//! Fuzzing the attribute's key-template parser (`macros/src/template.rs`) with arbitrary
-//! strings, in the default test run: it never panics, every error points inside the template
-//! at character boundaries, and every accepted template round-trips. The same properties run
+//! Fuzzing the key-template grammar (the `leasehold-template` crate, behind both
+//! `#[distributed_lock(key = ...)]` and the route rules' key templates) with arbitrary strings,
+//! in the default test run: it never panics, every error points inside the template at
+//! character boundaries, and every accepted template round-trips. The same properties run
 //! under libFuzzer in `fuzz/` (see RELIABILITY.md).
 
-#[allow(dead_code)]
-#[path = "../../macros/src/template.rs"]
-mod template;
-
+use leasehold_template::{parse, parse_recovering, Segment};
 use proptest::prelude::*;
-use template::{parse, Segment};
 
 /// Writes segments back as a template: `<` and `>` in literals doubled, placeholders as
 /// written.
@@ -35,6 +32,7 @@ fn shape(segments: &[Segment]) -> Vec<String> {
 }
 
 fn check(template: &str) -> Result<(), TestCaseError> {
+    let (recovered, recovered_errors) = parse_recovering(template);
     match parse(template) {
         Ok(segments) => {
             prop_assert!(!template.is_empty());
@@ -53,12 +51,18 @@ fn check(template: &str) -> Result<(), TestCaseError> {
                     }
                 }
             }
+            prop_assert_eq!(&recovered, &segments);
+            prop_assert!(recovered_errors.is_empty());
             let again = parse(&render(&segments));
             prop_assert!(again.is_ok(), "a rendered template must parse: {again:?}");
             prop_assert_eq!(shape(&again.unwrap()), shape(&segments));
         }
         Err(errors) => {
             prop_assert!(!errors.is_empty());
+            prop_assert_eq!(&recovered_errors, &errors);
+            prop_assert!(errors
+                .windows(2)
+                .all(|w| w[0].span.start <= w[1].span.start));
             for e in &errors {
                 prop_assert!(e.span.start <= e.span.end && e.span.end <= template.len());
                 prop_assert!(template.is_char_boundary(e.span.start));
@@ -86,6 +90,9 @@ fn grammar_soup() -> impl Strategy<Value = String> {
             Just("01".to_owned()),
             Just("99999999999".to_owned()),
             Just("_".to_owned()),
+            Just("header".to_owned()),
+            Just("-".to_owned()),
+            Just("X-Tenant".to_owned()),
             Just("é".to_owned()),
             Just("🔒".to_owned()),
             Just("\u{0}".to_owned()),
@@ -126,6 +133,8 @@ proptest! {
                 "(r#)?([a-z]|_[a-z0-9])[a-z0-9_]{0,4}(\\.(([a-z]|_[a-z0-9])[a-z0-9_]{0,3}|[1-9][0-9]{0,2}|0)){0,3}"
                     .prop_filter("not a reserved raw identifier", |p| !p.starts_with("r#self"))
                     .prop_map(|p| format!("<{p}>")),
+                // Header names: HTTP tokens after a `header` root.
+                "header(\\.[A-Za-z0-9!#$%&'*+^_`|~-]{1,6}){1,2}".prop_map(|p| format!("<{p}>")),
             ],
             1..8,
         )

@@ -6,6 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold_template::{ErrorKind, Placeholder, Segment, TemplateError};
+
 use crate::__private::Spec;
 use crate::error::LockError;
 use crate::guard::OnLost;
@@ -528,48 +530,18 @@ struct KeyTemplate {
 }
 
 impl KeyTemplate {
+    /// Parses with the grammar the attribute uses (`leasehold-template`), then resolves each
+    /// placeholder against `path`. Reports the first error, worded for route rules.
     fn parse(text: &str, path: &PathPattern) -> Result<KeyTemplate, LockError> {
         let bad = |why: String| LockError::config(format!("key template {text:?}: {why}"));
-        if text.is_empty() {
-            return Err(bad(
-                "the key is empty; name the resource the route changes, e.g. \"stock:<sku>\""
-                    .into(),
-            ));
-        }
-        let mut parts = Vec::new();
-        let mut literal = String::new();
-        let mut rest = text;
-        while let Some(c) = rest.chars().next() {
-            if let Some(after) = rest.strip_prefix("<<") {
-                literal.push('<');
-                rest = after;
-            } else if let Some(after) = rest.strip_prefix(">>") {
-                literal.push('>');
-                rest = after;
-            } else if c == '>' {
-                return Err(bad("unmatched `>`; write `>>` for a literal `>`".into()));
-            } else if c == '<' {
-                let Some(end) = rest.find('>') else {
-                    return Err(bad(
-                        "a `<` has no closing `>`; close the placeholder, or write `<<` for a \
-                         literal `<`"
-                            .into(),
-                    ));
-                };
-                let inner = &rest[1..end];
-                rest = &rest[end + 1..];
-                if !literal.is_empty() {
-                    parts.push(KeyPart::Literal(std::mem::take(&mut literal)));
-                }
-                parts.push(placeholder(inner, path).map_err(bad)?);
-            } else {
-                literal.push(c);
-                rest = &rest[c.len_utf8()..];
-            }
-        }
-        if !literal.is_empty() {
-            parts.push(KeyPart::Literal(literal));
-        }
+        let segments = leasehold_template::parse(text).map_err(|errors| bad(why(&errors[0])))?;
+        let parts = segments
+            .into_iter()
+            .map(|segment| match segment {
+                Segment::Literal(text) => Ok(KeyPart::Literal(text)),
+                Segment::Placeholder(p) => placeholder(&p, path).map_err(bad),
+            })
+            .collect::<Result<_, _>>()?;
         Ok(KeyTemplate {
             text: text.to_owned(),
             parts,
@@ -592,8 +564,41 @@ impl KeyTemplate {
     }
 }
 
-fn placeholder(inner: &str, path: &PathPattern) -> Result<KeyPart, String> {
+/// What is wrong with a template the grammar refused, for a `LockError::Config`.
+fn why(error: &TemplateError) -> String {
+    let not_a_placeholder = |text: &str| {
+        format!(
+            "`{text}` is not a placeholder; write a path parameter such as `<sku>` or a \
+             header such as `<header.X-Tenant>`"
+        )
+    };
+    match &error.kind {
+        ErrorKind::EmptyKey => {
+            "the key is empty; name the resource the route changes, e.g. \"stock:<sku>\"".into()
+        }
+        ErrorKind::Unterminated => "a `<` has no closing `>`; close the placeholder, or write \
+                                    `<<` for a literal `<`"
+            .into(),
+        ErrorKind::StrayClose => "unmatched `>`; write `>>` for a literal `>`".into(),
+        ErrorKind::NestedOpen => format!(
+            "the `<` at byte {} is inside a placeholder; close the placeholder with `>` first \
+             (placeholders do not nest), or write `<<` for a literal `<`",
+            error.span.start
+        ),
+        ErrorKind::EmptyPlaceholder => not_a_placeholder("<>"),
+        ErrorKind::InvalidPlaceholder(inner) if inner.starts_with("header.") => {
+            format!("`<{inner}>` does not name a header; write e.g. `<header.X-Tenant>`")
+        }
+        ErrorKind::InvalidPlaceholder(inner) => not_a_placeholder(&format!("<{inner}>")),
+    }
+}
+
+/// `<header.Name>` (the fields after `header`, joined by `.` as written), or `<name>` with
+/// `name` a parameter of `path`.
+fn placeholder(p: &Placeholder, path: &PathPattern) -> Result<KeyPart, String> {
+    let inner = p.path();
     if let Some(header) = inner.strip_prefix("header.") {
+        // Identifier fields may hold letters beyond ASCII, which no header name has.
         if is_header_name(header) {
             return Ok(KeyPart::Header(header.to_owned()));
         }
@@ -601,14 +606,8 @@ fn placeholder(inner: &str, path: &PathPattern) -> Result<KeyPart, String> {
             "`<{inner}>` does not name a header; write e.g. `<header.X-Tenant>`"
         ));
     }
-    if inner.is_empty() || inner.contains('<') {
-        return Err(format!(
-            "`<{inner}>` is not a placeholder; write a path parameter such as `<sku>` or a \
-             header such as `<header.X-Tenant>`"
-        ));
-    }
-    if path.param_names().any(|n| n == inner) {
-        return Ok(KeyPart::Param(inner.to_owned()));
+    if p.fields.is_empty() && path.param_names().any(|n| n == p.root) {
+        return Ok(KeyPart::Param(p.root.clone()));
     }
     let names: Vec<String> = path.param_names().map(|n| format!("`{n}`")).collect();
     let known = if names.is_empty() {
@@ -771,6 +770,29 @@ mod tests {
         assert!(e.contains("not a placeholder"), "{e}");
         let e = config_error(RouteRule::new("POST", "/", "<header.>"));
         assert!(e.contains("does not name a header"), "{e}");
+    }
+
+    #[test]
+    fn key_templates_follow_the_attribute_grammar() {
+        let rule = RouteRule::new("POST", "/t/{t}", "<header.X.Trace_1>:<<<t>>>").unwrap();
+        let params = rule.matches("POST", "/t/9").unwrap();
+        let headers = [("x.trace_1", "abc")];
+        let req = RequestInfo::new("POST", "/t/9", params, &headers);
+        assert_eq!(rule.key_for(&req).as_deref(), Some("abc:<9>"));
+        // Refused by the shared grammar, which the attribute refuses too.
+        for (key, says) in [
+            ("<_>", "`<_>` is not a placeholder"),
+            ("< t>", "`< t>` is not a placeholder"),
+            ("<header..>", "`<header..>` does not name a header"),
+            ("<header.a..b>", "`<header.a..b>` does not name a header"),
+            ("<header.größe>", "`<header.größe>` does not name a header"),
+            ("<t<t>", "the `<` at byte 2 is inside a placeholder"),
+            ("<t.x>", "no path parameter `t.x`"),
+            ("<r#t>", "no path parameter `r#t`"),
+        ] {
+            let e = config_error(RouteRule::new("POST", "/t/{t}/{_}", key));
+            assert!(e.contains(says), "{key}: {e}");
+        }
     }
 
     #[test]
