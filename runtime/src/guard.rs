@@ -120,6 +120,11 @@ impl LockGuard {
     /// do not step back by more than the restart or failover takes, and that a key takes fewer
     /// than 10^6 tokens per second on average. A token is positive and below 2^53, so storage
     /// that counts in doubles (Lua, JavaScript) compares it exactly.
+    ///
+    /// On ZooKeeper the token is the holder's znode creation zxid × 32 (plus the place of a
+    /// holder the lease was handed to inside the process): zxids strictly increase across the
+    /// ensemble, its restarts and leader changes, with no clock involved. It stays below 2^53
+    /// while the ensemble's leader epoch is below 2^16.
     pub fn fence(&self) -> u64 {
         self.fence
     }
