@@ -291,13 +291,14 @@ async fn a_server_restart_with_data_keeps_exclusion_and_fences() {
 }
 
 /// Every member of a 3-member cluster killed and started again from its data: the revision
-/// goes on from where it was (fences keep increasing), the holder's lease outlives the outage,
-/// and the lock is granted again afterwards.
+/// goes on from where it was (fences keep increasing), never two holders (the holder keeps its
+/// lease through a short outage, or has given it up by the time another takes it), and the
+/// lock is granted again afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_whole_cluster_restarted_with_its_data_keeps_exclusion_and_fences() {
     let etcd = EtcdCluster::start(3).await;
     let at = etcd.endpoints();
-    let ttl = Duration::from_secs(10);
+    let ttl = Duration::from_secs(20);
     let a = locker(&at, ttl).await;
     let b = locker(&at, ttl).await;
     let g = a.lock("all").acquire().await.unwrap();
@@ -314,7 +315,12 @@ async fn a_whole_cluster_restarted_with_its_data_keeps_exclusion_and_fences() {
         .wait(Duration::from_millis(500))
         .acquire()
         .await;
-    assert!(tried.is_err(), "two holders after the cluster restarted");
+    if let Ok(other) = &tried {
+        // Only once the first holder stopped trusting its lease (the outage outlasted it).
+        assert!(!g.is_held(), "two holders after the cluster restarted");
+        assert!(other.fence() > fence);
+    }
+    drop(tried);
     if g.is_held() {
         g.release().await.unwrap();
     } else {

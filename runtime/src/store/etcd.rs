@@ -46,6 +46,7 @@
 //! stand in the queue as long as this process keeps its lease alive.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -308,13 +309,13 @@ impl EtcdStore {
         )
     }
 
-    /// Runs one call with the operation timeout.
-    async fn bounded<T>(
-        &self,
-        what: &str,
-        call: impl std::future::Future<Output = Result<T, etcd::Error>>,
-    ) -> Result<T, LockError> {
-        match tokio::time::timeout(self.settings.op_timeout, call).await {
+    /// Runs one call with the operation timeout (see [`retry_unsent`]).
+    async fn bounded<T, F, Fut>(&self, what: &str, call: F) -> Result<T, LockError>
+    where
+        F: FnMut(etcd::Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd::Error>>,
+    {
+        match retry_unsent(&self.client, self.settings.op_timeout, call).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(self.unavailable(what, e)),
             Err(_) => Err(self.late(self.settings.op_timeout)),
@@ -337,8 +338,8 @@ impl EtcdStore {
         let ttl = i64::try_from(self.ttl.as_secs() + u64::from(self.ttl.subsec_nanos() > 0))
             .unwrap_or(i64::MAX);
         let sent = Instant::now();
-        let mut client = self.client.clone();
-        let granted = match tokio::time::timeout(limit, client.lease_grant(ttl, None)).await {
+        let grant = |mut c: etcd::Client| async move { c.lease_grant(ttl, None).await };
+        let granted = match retry_unsent(&self.client, limit, grant).await {
             Ok(Ok(granted)) => granted,
             Ok(Err(e)) => return Err(self.unavailable("refused a lease", e)),
             Err(_) => return Err(self.late(limit)),
@@ -442,8 +443,12 @@ impl EtcdStore {
                 first.clone(),
             ])
             .or_else([etcd::TxnOp::get(key.clone(), None), first]);
-        let mut client = self.client.clone();
-        let answer = self.bounded("refused a write", client.txn(txn)).await?;
+        let answer = self
+            .bounded("refused a write", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
         let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
             etcd::TxnOpResponse::Get(get) => Some(get),
             _ => None,
@@ -478,8 +483,12 @@ impl EtcdStore {
             etcd::TxnOp::get(mine.key.clone(), None),
             etcd::TxnOp::get(range_of(keys), Some(first_by_creation())),
         ]);
-        let mut client = self.client.clone();
-        let answer = self.bounded("refused a read", client.txn(txn)).await?;
+        let answer = self
+            .bounded("refused a read", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
         let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
             etcd::TxnOpResponse::Get(get) => Some(get),
             _ => None,
@@ -578,12 +587,12 @@ impl EtcdStore {
         if req.interest.is_zero() {
             // Not waiting: leave the queue at once.
             self.forget_waiting(&req.keys.lock);
-            let mut client = self.client.clone();
-            let deleted = tokio::time::timeout(
-                self.settings.op_timeout,
-                client.delete(mine.key.clone(), None),
-            )
-            .await;
+            let key = mine.key.clone();
+            let delete = |mut c: etcd::Client| {
+                let key = key.clone();
+                async move { c.delete(key, None).await }
+            };
+            let deleted = retry_unsent(&self.client, self.settings.op_timeout, delete).await;
             if !matches!(deleted, Ok(Ok(_))) {
                 self.delete_later(mine);
             }
@@ -615,8 +624,11 @@ impl EtcdStore {
                 mine.revision,
             )])
             .and_then([etcd::TxnOp::delete(mine.key.clone(), None)]);
-        let mut client = self.client.clone();
-        match tokio::time::timeout(self.settings.op_timeout, client.txn(txn)).await {
+        let call = |mut c: etcd::Client| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        };
+        match retry_unsent(&self.client, self.settings.op_timeout, call).await {
             Ok(Ok(answer)) => Ok(answer.succeeded()),
             // Unknown outcome (a failover, a partition): the caller hears it, and the key is
             // deleted in the background as soon as etcd answers. It has no TTL of its own:
@@ -671,8 +683,12 @@ impl EtcdStore {
                         })
                         .collect::<Vec<_>>(),
                 );
-                let mut client = self.client.clone();
-                let answer = self.bounded("refused a read", client.txn(txn)).await?;
+                let answer = self
+                    .bounded("refused a read", |mut c| {
+                        let txn = txn.clone();
+                        async move { c.txn(txn).await }
+                    })
+                    .await?;
                 for (c, r) in chunk.iter().zip(answer.op_responses()) {
                     let ours = match r {
                         etcd::TxnOpResponse::Get(get) => get
@@ -762,6 +778,38 @@ fn first_by_creation() -> etcd::GetOptions {
         .with_limit(1)
 }
 
+/// Runs `call` until etcd answers, or it fails for another reason than a connection that could
+/// not be made, within `limit`. A request that found no connection never left this process,
+/// so another endpoint may take it: with a member down, the client's balancer still picks it
+/// now and then.
+async fn retry_unsent<T, F, Fut>(
+    client: &etcd::Client,
+    limit: Duration,
+    mut call: F,
+) -> Result<Result<T, etcd::Error>, tokio::time::error::Elapsed>
+where
+    F: FnMut(etcd::Client) -> Fut,
+    Fut: Future<Output = Result<T, etcd::Error>>,
+{
+    tokio::time::timeout(limit, async {
+        loop {
+            match call(client.clone()).await {
+                Err(e) if unsent(&e) => tokio::time::sleep(Duration::from_millis(10)).await,
+                answer => return answer,
+            }
+        }
+    })
+    .await
+}
+
+/// Whether a call failed before its request left: no connection could be made.
+fn unsent(e: &etcd::Error) -> bool {
+    match e {
+        etcd::Error::GRpcStatus(status) => status.message().contains("tcp connect error"),
+        _ => false,
+    }
+}
+
 /// The bound on an HTTP/2 ping's answer: below it, a busy machine drops healthy connections.
 const MIN_PING_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -798,7 +846,6 @@ async fn watch_predecessor(
     mine: Option<i64>,
     limit: Duration,
 ) -> Result<Option<Watching>, String> {
-    let mut client = client.clone();
     let mut options = etcd::GetOptions::new()
         .with_prefix()
         .with_keys_only()
@@ -807,10 +854,13 @@ async fn watch_predecessor(
     if let Some(mine) = mine {
         options = options.with_max_create_revision(mine - 1);
     }
-    let read = tokio::time::timeout(limit, client.get(range, Some(options)))
-        .await
-        .map_err(|_| format!("no answer within {limit:?}"))?
-        .map_err(|e| e.to_string())?;
+    let read = retry_unsent(client, limit, |mut c| {
+        let options = options.clone();
+        async move { c.get(range, Some(options)).await }
+    })
+    .await
+    .map_err(|_| format!("no answer within {limit:?}"))?
+    .map_err(|e| e.to_string())?;
     let revision = read.header().map_or(0, |h| h.revision());
     let watched = match (mine, read.kvs().first()) {
         (Some(_), None) => return Ok(None), // first in line
@@ -823,10 +873,13 @@ async fn watch_predecessor(
     if mine.is_none() {
         options = options.with_prefix();
     }
-    let mut stream = tokio::time::timeout(limit, client.watch(watched, Some(options)))
-        .await
-        .map_err(|_| format!("no answer within {limit:?}"))?
-        .map_err(|e| e.to_string())?;
+    let mut stream = retry_unsent(client, limit, |mut c| {
+        let (watched, options) = (watched.clone(), options.clone());
+        async move { c.watch(watched, Some(options)).await }
+    })
+    .await
+    .map_err(|_| format!("no answer within {limit:?}"))?
+    .map_err(|e| e.to_string())?;
     // The first answer confirms the watch; events may come with it.
     let created = tokio::time::timeout(limit, stream.message())
         .await
@@ -1149,9 +1202,11 @@ impl Admin for EtcdStore {
                 .with_prefix()
                 .with_keys_only()
                 .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Ascend);
-            let mut client = self.client.clone();
             let queue = self
-                .bounded("refused a read", client.get(range_of(keys), Some(options)))
+                .bounded("refused a read", |mut c| {
+                    let options = options.clone();
+                    async move { c.get(range_of(keys), Some(options)).await }
+                })
                 .await?;
             let Some(first) = queue.kvs().first() else {
                 return Ok(LockState::default());
@@ -1173,12 +1228,11 @@ impl Admin for EtcdStore {
         Box::pin(async move {
             let lock_prefix = format!("{prefix}:lock:{{");
             let options = etcd::GetOptions::new().with_prefix().with_keys_only();
-            let mut client = self.client.clone();
             let found = self
-                .bounded(
-                    "refused a read",
-                    client.get(lock_prefix.clone(), Some(options)),
-                )
+                .bounded("refused a read", |mut c| {
+                    let (key, options) = (lock_prefix.clone(), options.clone());
+                    async move { c.get(key, Some(options)).await }
+                })
                 .await?;
             let mut names: Vec<String> = found
                 .kvs()
@@ -1196,12 +1250,11 @@ impl Admin for EtcdStore {
 
     fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let mut client = self.client.clone();
             let first = self
-                .bounded(
-                    "refused a read",
-                    client.get(range_of(keys), Some(first_by_creation().with_keys_only())),
-                )
+                .bounded("refused a read", |mut c| async move {
+                    let options = first_by_creation().with_keys_only();
+                    c.get(range_of(keys), Some(options)).await
+                })
                 .await?;
             let Some(first) = first.kvs().first() else {
                 return Ok(false);
@@ -1213,7 +1266,12 @@ impl Admin for EtcdStore {
                     first.create_revision(),
                 )])
                 .and_then([etcd::TxnOp::delete(first.key(), None)]);
-            let answer = self.bounded("refused a delete", client.txn(txn)).await?;
+            let answer = self
+                .bounded("refused a delete", |mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await?;
             Ok(answer.succeeded())
         })
     }
