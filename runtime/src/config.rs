@@ -37,7 +37,8 @@ use crate::web::{RouteLocks, RouteRule};
 /// # master = "mymaster"
 /// # min_replicas = 1
 /// # zookeeper = "zk1:2181,zk2:2181,zk3:2181"                            # LEASEHOLD_ZOOKEEPER
-/// # session_timeout = "10s"       # LEASEHOLD_SESSION_TIMEOUT; with zookeeper
+/// # etcd = ["http://user:password@etcd1:2379", "http://etcd2:2379"]    # LEASEHOLD_ETCD
+/// # session_timeout = "10s"       # LEASEHOLD_SESSION_TIMEOUT; with zookeeper or etcd
 /// clock_drift = 0.01               # LEASEHOLD_CLOCK_DRIFT
 ///
 /// [[rules]]                        # applied by RouteLocks, first match wins
@@ -68,7 +69,7 @@ use crate::web::{RouteLocks, RouteRule};
 /// // let locker = leasehold::Locker::from_config(&config).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize)]
 #[serde(try_from = "RawConfig")]
 #[non_exhaustive]
 pub struct LockConfig {
@@ -84,8 +85,12 @@ pub struct LockConfig {
     pub sentinel: Option<SentinelConfig>,
     /// A ZooKeeper ensemble, `"host:port,host:port"`, instead of `url` (feature `zookeeper`).
     pub zookeeper: Option<String>,
-    /// With `zookeeper`: the session timeout. Defaults to 10 s; see
-    /// [`LockerBuilder::session_timeout`](crate::LockerBuilder).
+    /// An etcd cluster's endpoints, `[http[s]://][user:password@]host:port`, instead of `url`
+    /// (feature `etcd`); see [`LockerBuilder::etcd`](crate::LockerBuilder). Credentials go in
+    /// the endpoints, and never show in this config's `Debug`.
+    pub etcd: Vec<String>,
+    /// With `zookeeper`: the session timeout; with `etcd`: the TTL of the locker's etcd lease.
+    /// Defaults to 10 s; see [`LockerBuilder::session_timeout`](crate::LockerBuilder).
     pub session_timeout: Option<Duration>,
     /// The clock drift allowance as a fraction of the lease. Defaults to 0.01.
     pub clock_drift: Option<f64>,
@@ -103,6 +108,36 @@ pub struct LockConfig {
     pub watchdog: Option<bool>,
     /// The route rules for [`RouteLocks`](crate::RouteLocks), in order. Empty by default.
     pub rules: Vec<RouteRule>,
+}
+
+/// Endpoints may carry passwords: `Debug` shows every URL with its credentials hidden.
+impl std::fmt::Debug for LockConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |urls: &[String]| urls.iter().map(|u| redact(u)).collect::<Vec<_>>();
+        f.debug_struct("LockConfig")
+            .field("url", &self.url.as_deref().map(redact))
+            .field("redlock", &list(&self.redlock))
+            .field("cluster", &list(&self.cluster))
+            .field(
+                "sentinel",
+                &self.sentinel.as_ref().map(|s| SentinelConfig {
+                    urls: list(&s.urls),
+                    ..s.clone()
+                }),
+            )
+            .field("zookeeper", &self.zookeeper.as_deref().map(redact))
+            .field("etcd", &list(&self.etcd))
+            .field("session_timeout", &self.session_timeout)
+            .field("clock_drift", &self.clock_drift)
+            .field("prefix", &self.prefix)
+            .field("lease", &self.lease)
+            .field("wait", &self.wait)
+            .field("op_timeout", &self.op_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("watchdog", &self.watchdog)
+            .field("rules", &self.rules)
+            .finish()
+    }
 }
 
 /// A Sentinel deployment in a [`LockConfig`]:
@@ -127,13 +162,14 @@ pub struct SentinelConfig {
 }
 
 /// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
-const ENV_VARS: [(&str, &str); 14] = [
+const ENV_VARS: [(&str, &str); 15] = [
     ("LEASEHOLD_URL", "url"),
     ("LEASEHOLD_REDLOCK", "redlock"),
     ("LEASEHOLD_CLUSTER", "cluster"),
     ("LEASEHOLD_SENTINEL", "sentinel"),
     ("LEASEHOLD_SENTINEL_MASTER", "sentinel_master"),
     ("LEASEHOLD_ZOOKEEPER", "zookeeper"),
+    ("LEASEHOLD_ETCD", "etcd"),
     ("LEASEHOLD_SESSION_TIMEOUT", "session_timeout"),
     ("LEASEHOLD_PREFIX", "prefix"),
     ("LEASEHOLD_LEASE", "lease"),
@@ -262,6 +298,14 @@ impl LockConfig {
                 }
                 "clock_drift" => self.clock_drift = Some(parse_drift(var, value)?),
                 "zookeeper" => self.zookeeper = Some(value.to_owned()),
+                "etcd" => {
+                    self.etcd = value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|e| !e.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                }
                 "session_timeout" => self.session_timeout = Some(duration()?),
                 _ => unreachable!("every variable has a field"),
             }
@@ -331,6 +375,7 @@ impl LockConfig {
             ("cluster", !self.cluster.is_empty()),
             ("sentinel", self.sentinel.is_some()),
             ("zookeeper", self.zookeeper.is_some()),
+            ("etcd", !self.etcd.is_empty()),
         ]
         .iter()
         .filter(|(_, set)| *set)
@@ -340,7 +385,7 @@ impl LockConfig {
             match given.as_slice() {
                 [] => return Err(LockError::config(
                     "invalid leasehold config: url: missing; set url = \"redis://127.0.0.1:6379\" \
-                     (or redlock, cluster, [sentinel] or zookeeper) in the config, or LEASEHOLD_URL in the \
+                     (or redlock, cluster, [sentinel], zookeeper or etcd) in the config, or LEASEHOLD_URL in the \
                      environment",
                 )),
                 ["url"] => {
@@ -351,6 +396,12 @@ impl LockConfig {
                 ["cluster"] => Deployment::Cluster(checked_urls("cluster", &self.cluster)?),
                 ["zookeeper"] => Deployment::ZooKeeper {
                     hosts: self.zookeeper.clone().expect("given"),
+                    session_timeout: self
+                        .session_timeout
+                        .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
+                },
+                ["etcd"] => Deployment::Etcd {
+                    endpoints: self.etcd.clone(),
                     session_timeout: self
                         .session_timeout
                         .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
@@ -403,6 +454,8 @@ struct RawConfig {
     cluster: Vec<String>,
     sentinel: Option<SentinelConfig>,
     zookeeper: Option<String>,
+    #[serde(default)]
+    etcd: Vec<String>,
     session_timeout: Option<String>,
     clock_drift: Option<f64>,
     prefix: Option<String>,
@@ -473,6 +526,7 @@ impl TryFrom<RawConfig> for LockConfig {
                 })
                 .transpose()?,
             zookeeper: raw.zookeeper,
+            etcd: raw.etcd,
             session_timeout: opt("session_timeout", &raw.session_timeout)?,
             clock_drift: raw.clock_drift,
             prefix: raw.prefix.map(|p| check_prefix("prefix", &p)).transpose()?,
@@ -673,6 +727,34 @@ mod tests {
         assert_eq!(spec.wait, Some(Duration::from_secs(2)));
         assert_eq!(spec.watchdog, Some(true));
         assert_eq!(config.rules[1].method(), None);
+    }
+
+    #[test]
+    fn etcd_endpoints_parse_from_toml_and_env_and_never_show_passwords() {
+        let config = LockConfig::from_toml_str(
+            r#"
+            etcd = ["http://root:s3cret@e1:2379", "http://e2:2379"]
+            session_timeout = "4s"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.etcd.len(), 2);
+        assert_eq!(config.session_timeout, Some(Duration::from_secs(4)));
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("e2:2379"),
+            "{shown}"
+        );
+        let env = LockConfig::default()
+            .with_vars([("LEASEHOLD_ETCD".to_owned(), "e1:2379, e2:2379".to_owned())])
+            .unwrap();
+        assert_eq!(env.etcd, ["e1:2379", "e2:2379"]);
+        let both = LockConfig {
+            url: Some("redis://a:6379".into()),
+            ..env
+        };
+        let e = both.deployment().unwrap_err().to_string();
+        assert!(e.contains("url, etcd are all set"), "{e}");
     }
 
     #[test]

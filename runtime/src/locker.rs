@@ -28,7 +28,7 @@ pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default lifetime of an unused fence counter: 7 days.
 pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
-/// The default ZooKeeper session timeout: 10 s.
+/// The default session timeout of ZooKeeper sessions and etcd leases: 10 s.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The shortest lease accepted: 10 ms.
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
@@ -191,7 +191,7 @@ pub struct LockerBuilder {
     /// Every engine named, in order: more than one is an error at `build`.
     deployments: Vec<Deployment>,
     min_replicas: u32,
-    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd")), allow(dead_code))]
     session_timeout: Duration,
     prefix: String,
     default_lease: Duration,
@@ -237,6 +237,9 @@ impl LockerBuilder {
         match &deployment {
             Deployment::Sentinel { min_replicas, .. } => self.min_replicas = *min_replicas,
             Deployment::ZooKeeper {
+                session_timeout, ..
+            }
+            | Deployment::Etcd {
                 session_timeout, ..
             } => self.session_timeout = *session_timeout,
             _ => {}
@@ -358,11 +361,53 @@ impl LockerBuilder {
         self
     }
 
-    /// With [`zookeeper`](Self::zookeeper): the session timeout, which is how long a holder
-    /// that crashed or was cut off keeps its locks. Leases there are at most this long (a
-    /// longer lease is shortened to it, and the watchdog renews at a third of it). Defaults to
-    /// 10 s; the server may narrow it to its own `minSessionTimeout..maxSessionTimeout`.
-    #[cfg(feature = "zookeeper")]
+    /// Lock on an etcd cluster (v3 API) reached through these endpoints,
+    /// `[http[s]://][user:password@]host:port` (`http://` when no scheme is given): each
+    /// acquisition is a key attached to this locker's etcd lease, the key with the lowest
+    /// create revision holds, and every other contender watches only the deletion of the one
+    /// ahead of it, so waiting is first come, first served across processes. The lease is the
+    /// locker's, one for all its locks, with a TTL of
+    /// [`session_timeout`](Self::session_timeout); a lock is lost when no keep-alive of it was
+    /// acknowledged for the lock's lease, counted on this process's clock from the send time of
+    /// the last acknowledged one. Fencing tokens come from the key's create revision (strictly
+    /// increasing across the cluster, its restarts and leader changes). Replaces
+    /// [`url`](Self::url). Needs the `etcd` feature (whose client is built with `protoc`).
+    ///
+    /// Credentials go in the endpoints, percent-encoded where needed, the same on each (etcd's
+    /// user/password authentication); they never appear in `Debug`, logs or errors.
+    /// `https://` endpoints need the `tls` feature too: the server's certificate is checked
+    /// against the operating system's roots, or the file named by `SSL_CERT_FILE`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::builder()
+    ///     .etcd(["http://10.0.0.1:2379", "http://10.0.0.2:2379", "http://10.0.0.3:2379"])
+    ///     .session_timeout(Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "etcd")]
+    pub fn etcd<I, S>(mut self, endpoints: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.deployments.push(Deployment::Etcd {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            session_timeout: self.session_timeout,
+        });
+        self
+    }
+
+    /// With [`zookeeper`](Self::zookeeper): the session timeout; with [`etcd`](Self::etcd):
+    /// the TTL of the locker's etcd lease (rounded up to whole seconds, as etcd counts; at least
+    /// 1 s). Either way, how long a holder that crashed or was cut off keeps its locks. Leases
+    /// there are at most this long (a longer lease is shortened to it, and the watchdog renews
+    /// at a third of it). Defaults to 10 s; a ZooKeeper server may narrow it to its own
+    /// `minSessionTimeout..maxSessionTimeout`, an etcd server may raise the TTL to its minimum.
+    #[cfg(any(feature = "zookeeper", feature = "etcd"))]
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
         self
@@ -514,6 +559,9 @@ impl LockerBuilder {
                     Deployment::Sentinel { min_replicas, .. } => *min_replicas = self.min_replicas,
                     Deployment::ZooKeeper {
                         session_timeout, ..
+                    }
+                    | Deployment::Etcd {
+                        session_timeout, ..
                     } => *session_timeout = self.session_timeout,
                     _ => {}
                 }
@@ -521,8 +569,8 @@ impl LockerBuilder {
                 Ok(one)
             }
             _ => Err(LockError::config(
-                "more than one of .url(...), .redlock([...]), .cluster([...]), .sentinel(...) \
-                 and .zookeeper(...) was given; use one of them",
+                "more than one of .url(...), .redlock([...]), .cluster([...]), .sentinel(...), \
+                 .zookeeper(...) and .etcd([...]) was given; use one of them",
             )),
         }
     }

@@ -36,6 +36,14 @@ pub(crate) enum Deployment {
         hosts: String,
         session_timeout: Duration,
     },
+    /// An etcd cluster reached through these endpoints (`[http[s]://][user:password@]host:port`),
+    /// with the TTL of the locker's etcd lease, which bounds how long a crashed holder keeps
+    /// its locks.
+    #[cfg_attr(not(any(feature = "etcd", feature = "serde")), allow(dead_code))]
+    Etcd {
+        endpoints: Vec<String>,
+        session_timeout: Duration,
+    },
     /// The master that these Sentinels monitor under `master`.
     #[cfg_attr(not(any(feature = "sentinel", feature = "serde")), allow(dead_code))]
     Sentinel {
@@ -100,6 +108,28 @@ impl Deployment {
                 }
                 Ok(())
             }
+            Deployment::Etcd {
+                endpoints,
+                session_timeout,
+            } => {
+                if !cfg!(feature = "etcd") {
+                    return Err(LockError::config(
+                        "etcd: this build of leasehold has no etcd support; enable its `etcd` \
+                         feature",
+                    ));
+                }
+                #[cfg(feature = "etcd")]
+                super::etcd::Endpoints::parse(endpoints).map_err(LockError::config)?;
+                let _ = endpoints;
+                if *session_timeout < Duration::from_secs(1) {
+                    return Err(LockError::config(format!(
+                        "an etcd session_timeout of {session_timeout:?} is too short; it is the \
+                         TTL of the locker's etcd lease (etcd counts it in whole seconds), how \
+                         long a crashed holder keeps its locks, e.g. 10s"
+                    )));
+                }
+                Ok(())
+            }
             Deployment::Sentinel {
                 sentinels, master, ..
             } => {
@@ -133,6 +163,13 @@ impl Deployment {
                 super::zookeeper::ZooKeeperStore::connect(hosts, *session_timeout, settings)
                     .await?,
             ),
+            #[cfg(feature = "etcd")]
+            Deployment::Etcd {
+                endpoints,
+                session_timeout,
+            } => Arc::new(
+                super::etcd::EtcdStore::connect(endpoints, *session_timeout, settings).await?,
+            ),
             #[cfg(feature = "cluster")]
             Deployment::Cluster(urls) => {
                 Arc::new(RedisStore::connect_cluster(urls, settings).await?)
@@ -165,6 +202,14 @@ impl fmt::Debug for Deployment {
             } => f
                 .debug_struct("ZooKeeper")
                 .field("hosts", &redact(hosts))
+                .field("session_timeout", session_timeout)
+                .finish(),
+            Deployment::Etcd {
+                endpoints,
+                session_timeout,
+            } => f
+                .debug_struct("Etcd")
+                .field("endpoints", &list(endpoints))
                 .field("session_timeout", session_timeout)
                 .finish(),
             Deployment::Sentinel {
@@ -209,6 +254,20 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("c:6379"), "{shown}");
+    }
+
+    #[test]
+    fn etcd_debug_hides_credentials() {
+        let d = Deployment::Etcd {
+            endpoints: vec!["http://root:s3cret@a:2379".into(), "b:2379".into()],
+            session_timeout: Duration::from_secs(10),
+        };
+        let shown = format!("{d:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("root"),
+            "{shown}"
+        );
+        assert!(shown.contains("b:2379"), "{shown}");
     }
 
     #[test]

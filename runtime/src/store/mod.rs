@@ -11,6 +11,8 @@
 //! complete engine, and the one to read first.
 
 mod deployment;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod join;
 pub(crate) mod memory;
 pub(crate) mod redis;

@@ -1,0 +1,1327 @@
+//! The etcd engine: each contender is a key attached to this process's etcd lease, the key
+//! with the lowest create revision holds the lock, and every other contender watches only the
+//! deletion of the key just ahead of it.
+//!
+//! A lock `K` is the key range `P:lock:{K}/`; an acquisition puts `P:lock:{K}/<tag>` (the tag
+//! being the first 16 hex digits of its owner token) with the lease, in one transaction with
+//! the read of the range's first key by create revision: one round trip when the lock is free.
+//! Waiters of other processes queue by create revision, each watching its predecessor's
+//! deletion (no herd), so waiting is first come, first served across processes. Inside one
+//! process, waiters of a key queue locally as on every engine, and only the one at the front
+//! has a key.
+//!
+//! **One etcd lease per locker, not one per lock.** Like a ZooKeeper session, the lease is the
+//! locker's: granted on connect with a TTL of the session timeout, kept alive by one stream,
+//! and every key of the locker is attached to it. A lease per lock would cost a grant before
+//! every acquire and a revoke after every release (three round trips for an uncontended lock
+//! instead of two), a keep-alive per held lock, and leases leaked by every attempt cancelled
+//! between the grant and the put; it would buy nothing the client's clock does not already
+//! give, since the lock's validity is judged here anyway. A crashed process frees all its
+//! locks after one TTL, as it would on ZooKeeper. The price: a lease is at most the TTL (see
+//! [`Store::lease_bound`]), and the watchdog renews it.
+//!
+//! **Loss.** etcd expires the lease a TTL after the last keep-alive it received, so a lease is
+//! judged on this process's monotonic clock from the *send* time of the last acknowledged
+//! keep-alive, exactly as a Redis lease is from the send time of its last renewal: an acquire
+//! or renewal counts only once a keep-alive sent after it was acknowledged (sent with it, in
+//! parallel), and then is good for `lease − margin` from its send time, `lease` being at most
+//! the TTL. A put does not refresh an etcd lease; without that keep-alive a lock taken late in
+//! a keep-alive period could outlive the lease in the client's eyes. When no keep-alive was
+//! acknowledged for a whole TTL, or etcd says the lease is gone, the session ends: [`Session`]
+//! moves on (every lease granted over it reads as lost at once), the lease is revoked in the
+//! background (its keys go with it, should it still live), and the next call grants a new one.
+//!
+//! **Fences.** A key's create revision is the cluster's revision at its creation: global,
+//! strictly increasing with every write, and kept across restarts and leader changes. The
+//! fence of a holder is `create revision × 32 + n`, where `n ≤ 17` numbers the holders of this
+//! process that the lease is handed to in a row: the next holder's key is created after ours,
+//! so its revision is larger and its fences are above all of ours.
+//!
+//! **Cleanup.** A release deletes the key only while its create revision is ours (a
+//! transaction), so a lock deleted by an operator and taken by another is never touched. A
+//! contender that stops waiting deletes its key (see [`Store::withdraw`]); an attempt
+//! abandoned before its answer came deletes the key it may have created (its tag names it); a
+//! delete whose outcome is unknown (failover, partition) is tried again in the background
+//! until etcd answers or the session ends. A key has no TTL of its own: left behind, it would
+//! stand in the queue as long as this process keeps its lease alive.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use etcd_client as etcd;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::{
+    AcquireRequest, Admin, Attempt, LockState, Renewal, Renewed, Settings, Store, StoreFuture,
+    WakeSubscription,
+};
+use crate::error::LockError;
+use crate::key::{unescape, LockKeys};
+use crate::lease::Session;
+use crate::token::OwnerToken;
+
+/// Fences of one key: `create revision × FENCE_SLOTS + n`.
+const FENCE_SLOTS: u64 = 32;
+
+/// How many reads one renewal transaction carries (etcd refuses more than 128 by default).
+const RENEW_CHUNK: usize = 64;
+
+/// How long a background deletion keeps trying while the session lives, at most.
+const CLEAN_UP_FOR: Duration = Duration::from_secs(60);
+
+/// The endpoints of a deployment, taken apart: URLs without credentials, and the credentials.
+pub(crate) struct Endpoints {
+    /// `http://host:port` or `https://host:port`, as the client is given them.
+    pub(crate) urls: Vec<String>,
+    /// The user and password, from the URLs' `user:password@`.
+    user: Option<(String, String)>,
+    tls: bool,
+}
+
+impl Endpoints {
+    /// Takes `[http[s]://][user:password@]host:port` endpoints apart. The messages never show
+    /// a password.
+    pub(crate) fn parse(endpoints: &[String]) -> Result<Endpoints, String> {
+        if endpoints.is_empty() {
+            return Err("etcd needs at least one endpoint, e.g. http://127.0.0.1:2379".into());
+        }
+        let mut urls = Vec::with_capacity(endpoints.len());
+        let mut user: Option<(String, String)> = None;
+        let mut schemes = Vec::new();
+        for endpoint in endpoints {
+            let shown = super::deployment::redact(endpoint);
+            let (scheme, rest) = match endpoint.split_once("://") {
+                Some((scheme @ ("http" | "https"), rest)) => (scheme, rest),
+                Some(_) => {
+                    return Err(format!(
+                        "etcd endpoints are http://host:port or https://host:port; got {shown:?}"
+                    ))
+                }
+                None => ("http", endpoint.as_str()),
+            };
+            let (credentials, host) = match rest.rsplit_once('@') {
+                Some((credentials, host)) => (Some(credentials), host),
+                None => (None, rest),
+            };
+            let host = host.trim_end_matches('/');
+            let port_ok = host
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !port_ok || host.contains(['/', '?', '#']) {
+                return Err(format!(
+                    "etcd endpoints are [http[s]://][user:password@]host:port; got {shown:?}"
+                ));
+            }
+            if let Some(credentials) = credentials {
+                let (name, password) = credentials.split_once(':').unwrap_or((credentials, ""));
+                let given = (percent_decode(name)?, percent_decode(password)?);
+                if given.0.is_empty() {
+                    return Err(format!(
+                        "the etcd endpoint {shown:?} has a password but no user"
+                    ));
+                }
+                match &user {
+                    Some(user) if *user != given => {
+                        return Err("the etcd endpoints carry different credentials; one user \
+                                    and password serve the whole cluster"
+                            .into())
+                    }
+                    _ => user = Some(given),
+                }
+            }
+            schemes.push(scheme);
+            urls.push(format!("{scheme}://{host}"));
+        }
+        let tls = schemes.contains(&"https");
+        if tls && schemes.contains(&"http") {
+            return Err("the etcd endpoints mix http:// and https://; use one for all".into());
+        }
+        if tls && !cfg!(feature = "tls") {
+            return Err("https:// etcd endpoints need leasehold's `tls` feature".into());
+        }
+        Ok(Endpoints { urls, user, tls })
+    }
+}
+
+/// `%XX` escapes of a URL's user or password.
+fn percent_decode(text: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("a bad %-escape in the credentials of an etcd endpoint")?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the credentials of an etcd endpoint are not UTF-8".into())
+}
+
+/// The tag of an attempt's key: the first 16 hex digits of its owner token.
+fn tag(token: &OwnerToken) -> &str {
+    std::str::from_utf8(&token.as_bytes()[..16]).unwrap_or("")
+}
+
+/// The range of one lock's contenders: `P:lock:{K}/`. The escaped key has no braces, so no
+/// other lock's range starts with this one.
+fn range_of(keys: &LockKeys) -> String {
+    format!("{}/", keys.lock)
+}
+
+/// The key of one attempt.
+fn key_of(keys: &LockKeys, token: &OwnerToken) -> String {
+    format!("{}{}", range_of(keys), tag(token))
+}
+
+/// One key of this process: a contender's or a holder's.
+#[derive(Clone)]
+struct Contender {
+    key: String,
+    revision: i64,
+    /// The session (lease) it is attached to.
+    session: u64,
+}
+
+#[derive(Default)]
+struct Contenders {
+    /// The key of the contender at the front of a lock's local queue, by lock key.
+    waiting: HashMap<String, Contender>,
+    /// The keys of held leases, by owner token.
+    held: HashMap<OwnerToken, Contender>,
+}
+
+/// Asks the lease's keeper for a keep-alive sent from now on; answered once it is
+/// acknowledged, dropped when it is not.
+type Beat = oneshot::Sender<()>;
+
+/// The lease of the current session and the way to its keeper.
+struct LeaseSession {
+    id: i64,
+    session: u64,
+    beats: mpsc::UnboundedSender<Beat>,
+    /// The send time of the last acknowledged keep-alive (or of the grant).
+    acked: Arc<Mutex<Instant>>,
+}
+
+pub(crate) struct EtcdStore {
+    /// The endpoints without credentials, for messages.
+    shown: String,
+    client: etcd::Client,
+    ttl: Duration,
+    settings: Settings,
+    current: Arc<tokio::sync::Mutex<Option<LeaseSession>>>,
+    /// Bumped each time a lease ends (expired, given up): its keys are gone or going.
+    epoch: Arc<watch::Sender<u64>>,
+    contenders: Arc<Mutex<Contenders>>,
+}
+
+impl EtcdStore {
+    /// Connects and grants a first lease; fails with `Unavailable` when no endpoint answers
+    /// within the connect timeout, with `Config` when etcd refuses the credentials.
+    pub(crate) async fn connect(
+        endpoints: &[String],
+        session_timeout: Duration,
+        settings: &Settings,
+    ) -> Result<Self, LockError> {
+        let parsed = Endpoints::parse(endpoints).map_err(LockError::config)?;
+        let shown = parsed.urls.join(",");
+        let mut options = etcd::ConnectOptions::new()
+            .with_connect_timeout(settings.connect_timeout)
+            .with_require_leader(true)
+            .with_auto_token_refresh(true)
+            // etcd refuses pings more often than every 5 s by default.
+            .with_keep_alive(
+                Duration::from_secs(5),
+                settings.op_timeout.max(MIN_PING_TIMEOUT),
+            );
+        if let Some((user, password)) = &parsed.user {
+            options = options.with_user(user, password);
+        }
+        #[cfg(feature = "tls")]
+        if parsed.tls {
+            options = options.with_tls(etcd::TlsOptions::new().with_native_roots());
+        }
+        let _ = parsed.tls;
+        let limit = settings.connect_timeout;
+        let client =
+            match tokio::time::timeout(limit, etcd::Client::connect(&parsed.urls, Some(options)))
+                .await
+            {
+                Ok(Ok(client)) => client,
+                Ok(Err(e)) if refused_credentials(&e) => {
+                    return Err(LockError::config(format!(
+                        "etcd at {shown} refused the user name or password: {e}"
+                    )))
+                }
+                Ok(Err(e)) => {
+                    return Err(LockError::unavailable(
+                        format!("etcd at {shown} could not be reached: {e}"),
+                        Some(Box::new(e)),
+                    ))
+                }
+                Err(_) => {
+                    return Err(LockError::unavailable(
+                        format!("etcd at {shown} did not answer within {limit:?}"),
+                        None,
+                    ))
+                }
+            };
+        let store = EtcdStore {
+            shown,
+            client,
+            ttl: session_timeout,
+            settings: settings.clone(),
+            current: Arc::default(),
+            epoch: Arc::new(watch::channel(0).0),
+            contenders: Arc::default(),
+        };
+        match store.lease().await {
+            Err(LockError::Unavailable { message, .. }) if message.contains("authenticat") => {
+                Err(LockError::config(message))
+            }
+            Err(e) => Err(e),
+            Ok(_) => Ok(store),
+        }
+    }
+
+    fn unavailable(&self, what: &str, e: etcd::Error) -> LockError {
+        LockError::unavailable(
+            format!("etcd at {} {what}: {e}", self.shown),
+            Some(Box::new(e)),
+        )
+    }
+
+    fn late(&self, limit: Duration) -> LockError {
+        LockError::unavailable(
+            format!("etcd at {} did not answer within {limit:?}", self.shown),
+            None,
+        )
+    }
+
+    /// Runs one call with the operation timeout (see [`retry_unsent`]).
+    async fn bounded<T, F, Fut>(&self, what: &str, call: F) -> Result<T, LockError>
+    where
+        F: FnMut(etcd::Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd::Error>>,
+    {
+        match retry_unsent(&self.client, self.settings.op_timeout, call).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.unavailable(what, e)),
+            Err(_) => Err(self.late(self.settings.op_timeout)),
+        }
+    }
+
+    /// The lease of the live session, granting a new one when there is none (first use, or
+    /// the last one ended).
+    async fn lease(&self) -> Result<(i64, u64), LockError> {
+        let limit = self.settings.connect_timeout;
+        let mut current = match tokio::time::timeout(limit, self.current.lock()).await {
+            Ok(current) => current,
+            Err(_) => return Err(self.late(limit)),
+        };
+        if let Some(c) = current.as_ref() {
+            if !c.beats.is_closed() {
+                return Ok((c.id, c.session));
+            }
+        }
+        let ttl = i64::try_from(self.ttl.as_secs() + u64::from(self.ttl.subsec_nanos() > 0))
+            .unwrap_or(i64::MAX);
+        let sent = Instant::now();
+        let grant = |mut c: etcd::Client| async move { c.lease_grant(ttl, None).await };
+        let granted = match retry_unsent(&self.client, limit, grant).await {
+            Ok(Ok(granted)) => granted,
+            Ok(Err(e)) => return Err(self.unavailable("refused a lease", e)),
+            Err(_) => return Err(self.late(limit)),
+        };
+        let session = *self.epoch.borrow();
+        let (beats, requests) = mpsc::unbounded_channel();
+        let acked = Arc::new(Mutex::new(sent));
+        tokio::spawn(
+            Keeper {
+                client: self.client.clone(),
+                id: granted.id(),
+                ttl: self.ttl,
+                op_timeout: self.settings.op_timeout,
+                acked: acked.clone(),
+                ended: Ended {
+                    client: self.client.clone(),
+                    id: granted.id(),
+                    epoch: Arc::downgrade(&self.epoch),
+                    contenders: Arc::downgrade(&self.contenders),
+                    current: Arc::downgrade(&self.current),
+                    session,
+                },
+            }
+            .run(requests),
+        );
+        *current = Some(LeaseSession {
+            id: granted.id(),
+            session,
+            beats,
+            acked,
+        });
+        Ok((granted.id(), session))
+    }
+
+    /// Waits until a keep-alive sent after this call is acknowledged: the lease then lives at
+    /// least a TTL from the call, on etcd's clock. False when that cannot be said in time.
+    async fn kept_alive(&self, session: u64) -> bool {
+        let beats = {
+            let current = self.current.lock().await;
+            match current.as_ref() {
+                Some(c) if c.session == session => c.beats.clone(),
+                _ => return false,
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        if beats.send(tx).is_err() {
+            return false;
+        }
+        matches!(
+            tokio::time::timeout(self.settings.op_timeout, rx).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Whether a lock granted over `session` for `lease` from `sent` needs a fresh keep-alive:
+    /// the last acknowledged one keeps the etcd lease only until its send time plus the TTL.
+    async fn needs_keep_alive(&self, session: u64, sent: Instant, lease: Duration) -> bool {
+        let current = self.current.lock().await;
+        match current.as_ref() {
+            Some(c) if c.session == session => *c.acked.lock().unwrap() + self.ttl < sent + lease,
+            _ => true,
+        }
+    }
+
+    fn forget_waiting(&self, lock: &str) -> Option<Contender> {
+        self.contenders.lock().unwrap().waiting.remove(lock)
+    }
+
+    /// Deletes a key of ours in the background, until etcd answers or its session ends.
+    fn delete_later(&self, contender: Contender) {
+        clean_up(
+            self.client.clone(),
+            contender.key,
+            Until::SessionEnds(Arc::downgrade(&self.epoch), contender.session),
+        );
+    }
+
+    /// Puts this attempt's key, reading the lock's first key in the same transaction.
+    async fn put_contender(
+        &self,
+        lease: i64,
+        session: u64,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<(Contender, Option<etcd::KeyValue>), LockError> {
+        let key = key_of(keys, token);
+        let first = etcd::TxnOp::get(range_of(keys), Some(first_by_creation()));
+        let txn = etcd::Txn::new()
+            .when([etcd::Compare::create_revision(
+                key.clone(),
+                etcd::CompareOp::Equal,
+                0,
+            )])
+            .and_then([
+                etcd::TxnOp::put(
+                    key.clone(),
+                    token.as_bytes(),
+                    Some(etcd::PutOptions::new().with_lease(lease)),
+                ),
+                etcd::TxnOp::get(key.clone(), None),
+                first.clone(),
+            ])
+            .or_else([etcd::TxnOp::get(key.clone(), None), first]);
+        let answer = self
+            .bounded("refused a write", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
+            etcd::TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let mine = gets.next().and_then(|g| g.kvs().first().cloned());
+        let first = gets.next().and_then(|g| g.kvs().first().cloned());
+        let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
+            // Our tag under another lease: 64 random bits collided, or a lease ended meanwhile.
+            return Err(LockError::unavailable(
+                format!(
+                    "etcd at {}: this contender's key belongs to another lease; try again",
+                    self.shown
+                ),
+                None,
+            ));
+        };
+        let contender = Contender {
+            key,
+            revision: mine.create_revision(),
+            session,
+        };
+        Ok((contender, first))
+    }
+
+    /// The current state of a waiting contender's key, and the lock's first key.
+    async fn look(
+        &self,
+        keys: &LockKeys,
+        mine: &Contender,
+    ) -> Result<(bool, Option<etcd::KeyValue>), LockError> {
+        let txn = etcd::Txn::new().and_then([
+            etcd::TxnOp::get(mine.key.clone(), None),
+            etcd::TxnOp::get(range_of(keys), Some(first_by_creation())),
+        ]);
+        let answer = self
+            .bounded("refused a read", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
+            etcd::TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let alive = gets
+            .next()
+            .and_then(|g| {
+                g.kvs()
+                    .first()
+                    .map(|kv| kv.create_revision() == mine.revision)
+            })
+            .unwrap_or(false);
+        let first = gets.next().and_then(|g| g.kvs().first().cloned());
+        Ok((alive, first))
+    }
+
+    async fn acquire_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        debug_assert!(req.fences < FENCE_SLOTS, "fences of one key overflow");
+        let (lease, session) = self.lease().await?;
+        let existing = self
+            .contenders
+            .lock()
+            .unwrap()
+            .waiting
+            .get(&req.keys.lock)
+            .cloned();
+        let queued = match existing {
+            Some(c) if req.queued && c.session == session => Some(c),
+            Some(stale) => {
+                self.forget_waiting(&req.keys.lock);
+                self.delete_later(stale);
+                None
+            }
+            None => None,
+        };
+        // A put does not refresh an etcd lease: when its last acknowledged keep-alive is too
+        // old to cover this lock, one goes with the request, in parallel.
+        let need = self.needs_keep_alive(session, req.sent, req.lease).await;
+        let keep_alive = async {
+            if need {
+                self.kept_alive(session).await
+            } else {
+                true
+            }
+        };
+        let (looked, alive) = match queued {
+            Some(mine) => {
+                let (looked, alive) = tokio::join!(self.look(req.keys, &mine), keep_alive);
+                let (still, first) = looked?;
+                if still {
+                    ((mine, first), alive)
+                } else {
+                    // Deleted under us (an operator, a lease that ended): queue anew.
+                    self.forget_waiting(&req.keys.lock);
+                    let (put, alive) = tokio::join!(
+                        self.put_contender(lease, session, req.keys, req.token),
+                        self.kept_alive(session)
+                    );
+                    (put?, alive)
+                }
+            }
+            None => {
+                let (put, alive) = tokio::join!(
+                    self.put_contender(lease, session, req.keys, req.token),
+                    keep_alive
+                );
+                (put?, alive)
+            }
+        };
+        let (mine, first) = looked;
+        // Recorded at once: if this attempt is cancelled from here on, the turn's withdrawal
+        // finds the key and deletes it.
+        self.contenders
+            .lock()
+            .unwrap()
+            .waiting
+            .insert(req.keys.lock.clone(), mine.clone());
+        if is_first(&first, &mine) {
+            if !alive {
+                // First in line, but the lease cannot be vouched for. The key stays queued;
+                // the turn withdraws it if the caller stops.
+                return Err(LockError::unavailable(
+                    format!(
+                        "etcd at {} did not acknowledge a keep-alive of the lease within {:?}",
+                        self.shown, self.settings.op_timeout
+                    ),
+                    None,
+                ));
+            }
+            let top = (mine.revision as u64) * FENCE_SLOTS + req.fences;
+            let mut contenders = self.contenders.lock().unwrap();
+            contenders.waiting.remove(&req.keys.lock);
+            contenders.held.insert(req.token.clone(), mine);
+            return Ok(Attempt::Granted { top });
+        }
+        if req.interest.is_zero() {
+            // Not waiting: leave the queue at once.
+            self.forget_waiting(&req.keys.lock);
+            let key = mine.key.clone();
+            let delete = |mut c: etcd::Client| {
+                let key = key.clone();
+                async move { c.delete(key, None).await }
+            };
+            let deleted = retry_unsent(&self.client, self.settings.op_timeout, delete).await;
+            if !matches!(deleted, Ok(Ok(_))) {
+                self.delete_later(mine);
+            }
+        }
+        Ok(Attempt::Held { remaining: None })
+    }
+
+    async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
+        let held = self.contenders.lock().unwrap().held.remove(token);
+        let Some(mine) = held else {
+            // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
+            // answer came. Delete what that attempt may have created (its tag names it), until
+            // etcd answers; and once more a little later, in case the abandoned write itself
+            // arrives after the first deletion.
+            clean_up(
+                self.client.clone(),
+                key_of(keys, token),
+                Until::Twice(self.settings.op_timeout * 2),
+            );
+            return Ok(false);
+        };
+        if *self.epoch.borrow() != mine.session {
+            return Ok(false); // its lease ended: the key is gone or going with it
+        }
+        let txn = etcd::Txn::new()
+            .when([etcd::Compare::create_revision(
+                mine.key.clone(),
+                etcd::CompareOp::Equal,
+                mine.revision,
+            )])
+            .and_then([etcd::TxnOp::delete(mine.key.clone(), None)]);
+        let call = |mut c: etcd::Client| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        };
+        match retry_unsent(&self.client, self.settings.op_timeout, call).await {
+            Ok(Ok(answer)) => Ok(answer.succeeded()),
+            // Unknown outcome (a failover, a partition): the caller hears it, and the key is
+            // deleted in the background as soon as etcd answers. It has no TTL of its own:
+            // left behind, it would hold the lock as long as the lease lives.
+            Ok(Err(e)) => {
+                self.delete_later(mine);
+                Err(self.unavailable("refused a delete", e))
+            }
+            Err(_) => {
+                self.delete_later(mine);
+                Err(self.late(self.settings.op_timeout))
+            }
+        }
+    }
+
+    async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let session = {
+            let current = self.current.lock().await;
+            current
+                .as_ref()
+                .filter(|c| !c.beats.is_closed())
+                .map(|c| c.session)
+        };
+        let mine: Vec<Option<Contender>> = {
+            let contenders = self.contenders.lock().unwrap();
+            batch
+                .iter()
+                .map(|r| {
+                    contenders
+                        .held
+                        .get(r.token)
+                        .filter(|c| Some(c.session) == session)
+                        .cloned()
+                })
+                .collect()
+        };
+        let Some(session) = session else {
+            return Ok(vec![Renewed::No; batch.len()]);
+        };
+        let present: Vec<&Contender> = mine.iter().flatten().collect();
+        let reads = async {
+            let mut found = Vec::with_capacity(present.len());
+            for chunk in present.chunks(RENEW_CHUNK) {
+                let txn = etcd::Txn::new().and_then(
+                    chunk
+                        .iter()
+                        .map(|c| {
+                            etcd::TxnOp::get(
+                                c.key.clone(),
+                                Some(etcd::GetOptions::new().with_keys_only()),
+                            )
+                        })
+                        .collect::<Vec<_>>(),
+                );
+                let answer = self
+                    .bounded("refused a read", |mut c| {
+                        let txn = txn.clone();
+                        async move { c.txn(txn).await }
+                    })
+                    .await?;
+                for (c, r) in chunk.iter().zip(answer.op_responses()) {
+                    let ours = match r {
+                        etcd::TxnOpResponse::Get(get) => get
+                            .kvs()
+                            .first()
+                            .is_some_and(|kv| kv.create_revision() == c.revision),
+                        _ => false,
+                    };
+                    found.push(ours);
+                }
+            }
+            Ok::<_, LockError>(found)
+        };
+        let (found, alive) = tokio::join!(reads, self.kept_alive(session));
+        let found = found?;
+        let mut found = found.into_iter();
+        Ok(mine
+            .iter()
+            .map(|c| match c {
+                None => Renewed::No,
+                Some(_) => match found.next() {
+                    Some(false) => Renewed::No,
+                    Some(true) if alive => Renewed::Yes,
+                    _ => Renewed::Unknown,
+                },
+            })
+            .collect())
+    }
+
+    async fn subscribe_once(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
+        let mine = self
+            .contenders
+            .lock()
+            .unwrap()
+            .waiting
+            .get(&keys.lock)
+            .map(|c| c.revision);
+        let (tx, rx) = watch::channel(0u64);
+        let range = range_of(keys);
+        let limit = self.settings.op_timeout;
+        // The first watch is set before this returns, from the revision the queue was read
+        // at: a release after the read is never missed.
+        let first = watch_predecessor(&self.client, &range, mine, limit)
+            .await
+            .map_err(|e| {
+                LockError::unavailable(format!("etcd at {} refused a watch: {e}", self.shown), None)
+            })?;
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let mut next = first;
+            loop {
+                // No predecessor (we are first, or gone): wake the waiter to look at once.
+                if let Some(mut watching) = next.take() {
+                    tokio::select! {
+                        _ = watching.deleted() => {}
+                        _ = tx.closed() => return,
+                    }
+                }
+                tx.send_modify(|n| *n += 1);
+                if tx.is_closed() {
+                    return;
+                }
+                next = match watch_predecessor(&client, &range, mine, limit).await {
+                    Ok(Some(w)) => Some(w),
+                    // First in line, or the key is gone, or etcd did not answer: the waiter's
+                    // own attempts (at least every second) take it from here.
+                    _ => return,
+                };
+            }
+        });
+        Ok(WakeSubscription::new(rx, None))
+    }
+}
+
+/// Whether `mine` is the lock's first key.
+fn is_first(first: &Option<etcd::KeyValue>, mine: &Contender) -> bool {
+    first
+        .as_ref()
+        .is_some_and(|kv| kv.create_revision() == mine.revision)
+}
+
+/// The first key of a range by create revision.
+fn first_by_creation() -> etcd::GetOptions {
+    etcd::GetOptions::new()
+        .with_prefix()
+        .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Ascend)
+        .with_limit(1)
+}
+
+/// Runs `call` until etcd answers, or it fails for another reason than a connection that could
+/// not be made, within `limit`. A request that found no connection never left this process,
+/// so another endpoint may take it: with a member down, the client's balancer still picks it
+/// now and then.
+async fn retry_unsent<T, F, Fut>(
+    client: &etcd::Client,
+    limit: Duration,
+    mut call: F,
+) -> Result<Result<T, etcd::Error>, tokio::time::error::Elapsed>
+where
+    F: FnMut(etcd::Client) -> Fut,
+    Fut: Future<Output = Result<T, etcd::Error>>,
+{
+    tokio::time::timeout(limit, async {
+        loop {
+            match call(client.clone()).await {
+                Err(e) if unsent(&e) => tokio::time::sleep(Duration::from_millis(10)).await,
+                answer => return answer,
+            }
+        }
+    })
+    .await
+}
+
+/// Whether a call failed before its request left: no connection could be made.
+fn unsent(e: &etcd::Error) -> bool {
+    match e {
+        etcd::Error::GRpcStatus(status) => status.message().contains("tcp connect error"),
+        _ => false,
+    }
+}
+
+/// The bound on an HTTP/2 ping's answer: below it, a busy machine drops healthy connections.
+const MIN_PING_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether an error is etcd refusing the user name or password.
+fn refused_credentials(e: &etcd::Error) -> bool {
+    let text = e.to_string();
+    text.contains("authentication failed") || text.contains("invalid auth token")
+}
+
+/// Whether an error says the lease does not exist (any more).
+fn lease_gone(e: &etcd::Error) -> bool {
+    e.to_string().contains("lease not found")
+}
+
+/// A watch on the deletion of one key (or of any key of a range).
+struct Watching {
+    _stream: etcd::WatchRequestSender,
+    events: mpsc::Receiver<()>,
+}
+
+impl Watching {
+    /// Resolves at the watched deletion, or when the watch breaks (a waiter then looks).
+    async fn deleted(&mut self) {
+        let _ = self.events.recv().await;
+    }
+}
+
+/// Watches the deletion of the key just ahead of revision `mine` in `range` (of any key of the
+/// range when this process has no key there), from the revision the queue was read at. `None`
+/// when there is nothing to wait for.
+async fn watch_predecessor(
+    client: &etcd::Client,
+    range: &str,
+    mine: Option<i64>,
+    limit: Duration,
+) -> Result<Option<Watching>, String> {
+    let mut options = etcd::GetOptions::new()
+        .with_prefix()
+        .with_keys_only()
+        .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Descend)
+        .with_limit(1);
+    if let Some(mine) = mine {
+        options = options.with_max_create_revision(mine - 1);
+    }
+    let read = retry_unsent(client, limit, |mut c| {
+        let options = options.clone();
+        async move { c.get(range, Some(options)).await }
+    })
+    .await
+    .map_err(|_| format!("no answer within {limit:?}"))?
+    .map_err(|e| e.to_string())?;
+    let revision = read.header().map_or(0, |h| h.revision());
+    let watched = match (mine, read.kvs().first()) {
+        (Some(_), None) => return Ok(None), // first in line
+        (Some(_), Some(ahead)) => ahead.key().to_vec(),
+        (None, _) => range.as_bytes().to_vec(),
+    };
+    let mut options = etcd::WatchOptions::new()
+        .with_start_revision(revision + 1)
+        .with_filters([etcd::WatchFilterType::NoPut]);
+    if mine.is_none() {
+        options = options.with_prefix();
+    }
+    let mut stream = retry_unsent(client, limit, |mut c| {
+        let (watched, options) = (watched.clone(), options.clone());
+        async move { c.watch(watched, Some(options)).await }
+    })
+    .await
+    .map_err(|_| format!("no answer within {limit:?}"))?
+    .map_err(|e| e.to_string())?;
+    // The first answer confirms the watch; events may come with it.
+    let created = tokio::time::timeout(limit, stream.message())
+        .await
+        .map_err(|_| format!("no answer within {limit:?}"))?
+        .map_err(|e| e.to_string())?
+        .ok_or("the watch stream ended at once")?;
+    let (tx, events) = mpsc::channel(1);
+    if !created.events().is_empty() || created.canceled() {
+        let _ = tx.try_send(());
+    }
+    let (sender, mut responses) = stream.split();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                answer = responses.message() => match answer {
+                    Ok(Some(r)) if r.events().is_empty() && !r.canceled() => continue,
+                    // A deletion, a cancelled watch (compaction) or a broken stream: look again.
+                    _ => {
+                        let _ = tx.try_send(());
+                        return;
+                    }
+                },
+                // Nobody watches any more: dropping the stream cancels the watch.
+                () = tx.closed() => return,
+            }
+        }
+    });
+    Ok(Some(Watching {
+        _stream: sender,
+        events,
+    }))
+}
+
+/// How long a background deletion goes on.
+enum Until {
+    /// Until the key's session ends (its lease, and so the key, then go).
+    SessionEnds(Weak<watch::Sender<u64>>, u64),
+    /// Until etcd answered a deletion, and then once more after this long (an abandoned write
+    /// may land after the first deletion).
+    Twice(Duration),
+}
+
+/// Deletes `key` in the background, trying again while etcd does not answer (a failover, a
+/// partition). A key of ours left behind would stand in the lock's queue as long as this
+/// process keeps its lease alive, and everyone behind it would wait.
+fn clean_up(client: etcd::Client, key: String, until: Until) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return; // no runtime: no keep-alives either, the lease expires with its keys
+    };
+    runtime.spawn(async move {
+        let give_up = Instant::now() + CLEAN_UP_FOR;
+        let mut pause = Duration::from_millis(50);
+        let mut again = match until {
+            Until::Twice(after) => Some(after),
+            Until::SessionEnds(..) => None,
+        };
+        while Instant::now() < give_up {
+            if let Until::SessionEnds(epoch, session) = &until {
+                match epoch.upgrade() {
+                    Some(epoch) if *epoch.borrow() == *session => {}
+                    _ => return, // the lease ended or is being revoked: the key goes with it
+                }
+            }
+            let mut c = client.clone();
+            let limit = Duration::from_secs(2);
+            let deleted = tokio::time::timeout(limit, c.delete(key.clone(), None)).await;
+            if matches!(deleted, Ok(Ok(_))) {
+                match again.take() {
+                    Some(after) => {
+                        tokio::time::sleep(after).await;
+                        continue;
+                    }
+                    None => return,
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    });
+}
+
+/// What to clear when a lease ends.
+struct Ended {
+    client: etcd::Client,
+    id: i64,
+    epoch: Weak<watch::Sender<u64>>,
+    contenders: Weak<Mutex<Contenders>>,
+    current: Weak<tokio::sync::Mutex<Option<LeaseSession>>>,
+    session: u64,
+}
+
+impl Ended {
+    /// The lease is over for us: every lease granted over it reads as lost, its keys are
+    /// forgotten, and it is revoked in the background, so that, should it still live at etcd,
+    /// its keys do not stand in any queue (nothing keeps it alive any more, so it would expire
+    /// within a TTL anyway).
+    async fn end(&self, why: &str) {
+        if let Some(contenders) = self.contenders.upgrade() {
+            let mut contenders = contenders.lock().unwrap();
+            let session = self.session;
+            contenders.held.retain(|_, c| c.session != session);
+            contenders.waiting.retain(|_, c| c.session != session);
+        }
+        if let Some(epoch) = self.epoch.upgrade() {
+            epoch.send_modify(|n| *n = (*n).max(self.session + 1));
+        }
+        if let Some(current) = self.current.upgrade() {
+            let mut current = current.lock().await;
+            if current.as_ref().is_some_and(|c| c.session == self.session) {
+                *current = None;
+            }
+        }
+        revoke_later(self.client.clone(), self.id);
+        tracing::warn!("the etcd lease ended ({why}): locks held over it count as lost");
+    }
+}
+
+/// Revokes a lease in the background until etcd answers (or says it is gone already).
+fn revoke_later(client: etcd::Client, id: i64) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let give_up = Instant::now() + CLEAN_UP_FOR;
+        let mut pause = Duration::from_millis(50);
+        while Instant::now() < give_up {
+            let mut c = client.clone();
+            match tokio::time::timeout(Duration::from_secs(2), c.lease_revoke(id)).await {
+                Ok(Ok(_)) => return,
+                Ok(Err(e)) if lease_gone(&e) => return,
+                _ => {}
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    });
+}
+
+/// The task that keeps one lease alive: a keep-alive every third of the TTL, and one on demand
+/// for each acquire or renewal that needs it.
+struct Keeper {
+    client: etcd::Client,
+    id: i64,
+    ttl: Duration,
+    op_timeout: Duration,
+    acked: Arc<Mutex<Instant>>,
+    ended: Ended,
+}
+
+impl Keeper {
+    async fn run(self, mut requests: mpsc::UnboundedReceiver<Beat>) {
+        let interval = (self.ttl / 3).max(Duration::from_millis(100));
+        let mut keeper: Option<etcd::LeaseKeeper> = None;
+        let mut responses: Option<etcd::LeaseKeepAliveStream> = None;
+        // Keep-alives sent and not answered yet, in order, with who waits for each.
+        let mut pending: VecDeque<(Instant, Option<Beat>)> = VecDeque::new();
+        // Callers waiting while the stream is being opened again.
+        let mut waiting: Vec<Beat> = Vec::new();
+        let mut next_beat = Instant::now() + interval;
+        let mut reopen_at = Instant::now();
+        loop {
+            let give_up = *self.acked.lock().unwrap() + self.ttl;
+            if Instant::now() >= give_up {
+                self.ended
+                    .end("no keep-alive was acknowledged for the whole TTL")
+                    .await;
+                return;
+            }
+            if keeper.is_none() && Instant::now() >= reopen_at {
+                let sent = Instant::now();
+                let mut client = self.client.clone();
+                match tokio::time::timeout(self.op_timeout, client.lease_keep_alive(self.id)).await
+                {
+                    Ok(Ok((k, r))) => {
+                        // Its first keep-alive was acknowledged as the stream opened.
+                        self.ack(sent);
+                        for beat in waiting.drain(..) {
+                            let _ = beat.send(());
+                        }
+                        keeper = Some(k);
+                        responses = Some(r);
+                        next_beat = sent + interval;
+                    }
+                    Ok(Err(e)) if lease_gone(&e) => {
+                        self.ended.end("etcd says the lease expired").await;
+                        return;
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "etcd keep-alive stream not opened; retrying");
+                        reopen_at = Instant::now() + Duration::from_millis(100);
+                    }
+                    Err(_) => reopen_at = Instant::now() + Duration::from_millis(100),
+                }
+                continue;
+            }
+            let answer = async {
+                match responses.as_mut() {
+                    Some(r) => r.message().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let mut broken = false;
+            tokio::select! {
+                request = requests.recv() => {
+                    let Some(beat) = request else {
+                        // The store is gone: give its locks back now rather than in a TTL.
+                        let mut client = self.client.clone();
+                        let _ = tokio::time::timeout(self.op_timeout, client.lease_revoke(self.id)).await;
+                        return;
+                    };
+                    match keeper.as_mut() {
+                        Some(k) => {
+                            let sent = Instant::now();
+                            if k.keep_alive().await.is_ok() {
+                                pending.push_back((sent, Some(beat)));
+                            } else {
+                                broken = true;
+                                waiting.push(beat);
+                            }
+                        }
+                        None => waiting.push(beat),
+                    }
+                }
+                () = tokio::time::sleep_until(next_beat), if keeper.is_some() => {
+                    let sent = Instant::now();
+                    next_beat = sent + interval;
+                    if let Some(k) = keeper.as_mut() {
+                        if k.keep_alive().await.is_ok() {
+                            pending.push_back((sent, None));
+                        } else {
+                            broken = true;
+                        }
+                    }
+                }
+                answer = answer => match answer {
+                    Ok(Some(answer)) => {
+                        let (sent, beat) = pending.pop_front().unwrap_or((Instant::now(), None));
+                        if answer.ttl() <= 0 {
+                            self.ended.end("etcd says the lease expired").await;
+                            return;
+                        }
+                        self.ack(sent);
+                        if let Some(beat) = beat {
+                            let _ = beat.send(());
+                        }
+                    }
+                    // Broken (a member died, a connection dropped): open it again. Whoever
+                    // waited for an answer on it hears nothing and tries again.
+                    Ok(None) | Err(_) => broken = true,
+                },
+                () = tokio::time::sleep_until(give_up) => {}
+                () = tokio::time::sleep_until(reopen_at), if keeper.is_none() => {}
+            }
+            if broken {
+                tracing::debug!("etcd keep-alive stream broke; opening it again");
+                keeper = None;
+                responses = None;
+                pending.clear();
+                reopen_at = Instant::now();
+            }
+        }
+    }
+
+    fn ack(&self, sent: Instant) {
+        let mut acked = self.acked.lock().unwrap();
+        *acked = (*acked).max(sent);
+    }
+}
+
+/// The lock key of one contender's key (`P:lock:{K}/<tag>`), if it is one.
+fn lock_of(key: &str) -> Option<&str> {
+    let (lock, tag) = key.rsplit_once('/')?;
+    (lock.ends_with('}') && !tag.is_empty()).then_some(lock)
+}
+
+impl Store for EtcdStore {
+    fn describe(&self) -> String {
+        format!("etcd at {}", self.shown)
+    }
+
+    fn session(&self) -> Option<Session> {
+        Some(Session::current(&self.epoch))
+    }
+
+    fn lease_bound(&self) -> Option<Duration> {
+        Some(self.ttl)
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_once(req))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(self.renew_all(batch))
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(self.subscribe_once(keys))
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        if let Some(contender) = self.forget_waiting(&keys.lock) {
+            self.delete_later(contender);
+        }
+    }
+
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        Ok(self)
+    }
+}
+
+impl Admin for EtcdStore {
+    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
+        Box::pin(async move {
+            let options = etcd::GetOptions::new()
+                .with_prefix()
+                .with_keys_only()
+                .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Ascend);
+            let queue = self
+                .bounded("refused a read", |mut c| {
+                    let options = options.clone();
+                    async move { c.get(range_of(keys), Some(options)).await }
+                })
+                .await?;
+            let Some(first) = queue.kvs().first() else {
+                return Ok(LockState::default());
+            };
+            let waiting = queue.kvs().len() as u64 - 1;
+            Ok(LockState {
+                held: true,
+                // The lease of the holder's process, kept alive while it runs, ends the lock;
+                // not a TTL of the lock's own.
+                remaining: None,
+                waiters: waiting > 0,
+                waiting_processes: waiting,
+                last_fence: Some(first.create_revision() as u64 * FENCE_SLOTS),
+            })
+        })
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let lock_prefix = format!("{prefix}:lock:{{");
+            let options = etcd::GetOptions::new().with_prefix().with_keys_only();
+            let found = self
+                .bounded("refused a read", |mut c| {
+                    let (key, options) = (lock_prefix.clone(), options.clone());
+                    async move { c.get(key, Some(options)).await }
+                })
+                .await?;
+            let mut names: Vec<String> = found
+                .kvs()
+                .iter()
+                .filter_map(|kv| {
+                    let lock = lock_of(kv.key_str().ok()?)?;
+                    let escaped = lock.strip_prefix(&lock_prefix)?.strip_suffix('}')?;
+                    unescape(escaped)
+                })
+                .collect();
+            names.dedup();
+            Ok(names)
+        })
+    }
+
+    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let first = self
+                .bounded("refused a read", |mut c| async move {
+                    let options = first_by_creation().with_keys_only();
+                    c.get(range_of(keys), Some(options)).await
+                })
+                .await?;
+            let Some(first) = first.kvs().first() else {
+                return Ok(false);
+            };
+            let txn = etcd::Txn::new()
+                .when([etcd::Compare::create_revision(
+                    first.key(),
+                    etcd::CompareOp::Equal,
+                    first.create_revision(),
+                )])
+                .and_then([etcd::TxnOp::delete(first.key(), None)]);
+            let answer = self
+                .bounded("refused a delete", |mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await?;
+            Ok(answer.succeeded())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(list: &[&str]) -> Result<Endpoints, String> {
+        Endpoints::parse(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn endpoints_lose_their_credentials_and_keep_a_scheme() {
+        let e = parse(&["http://root:s%40cret@10.0.0.1:2379", "10.0.0.2:2379"]).unwrap();
+        assert_eq!(e.urls, ["http://10.0.0.1:2379", "http://10.0.0.2:2379"]);
+        assert_eq!(e.user, Some(("root".into(), "s@cret".into())));
+        assert!(!e.tls);
+    }
+
+    #[test]
+    fn bad_endpoints_are_refused_without_showing_passwords() {
+        for (list, needle) in [
+            (&[][..], "at least one"),
+            (&["redis://h:1"][..], "http://"),
+            (&["http://h"][..], "host:port"),
+            (
+                &["http://u:pw1@h:1", "http://u:pw2@h:2"][..],
+                "different credentials",
+            ),
+            (&["http://h:1", "https://h:2"][..], "mix"),
+            (&["http://:pw@h:1"][..], "no user"),
+        ] {
+            let err = parse(list)
+                .err()
+                .unwrap_or_else(|| panic!("{list:?} accepted"));
+            assert!(err.contains(needle), "{err}");
+            assert!(!err.contains("pw"), "{err}");
+        }
+    }
+
+    #[test]
+    fn contender_keys_name_their_lock_only() {
+        let keys = LockKeys::new("leasehold", "a/b}");
+        let token = OwnerToken::generate();
+        let key = key_of(&keys, &token);
+        assert_eq!(lock_of(&key), Some(keys.lock.as_str()));
+        // No other lock's range starts with this lock's.
+        let other = LockKeys::new("leasehold", "a");
+        assert!(!key.starts_with(&range_of(&other)));
+    }
+}

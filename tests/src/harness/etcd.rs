@@ -1,0 +1,729 @@
+//! Throwaway etcd servers on free ports of 127.0.0.1: a single-member [`EtcdServer`], or an
+//! [`EtcdCluster`] of members that elect a leader; each in a directory of its own, run as an
+//! `etcd` child the harness owns, so tests can kill, freeze, restart and inspect it.
+//!
+//! The servers come from Debian's `etcd-server` package (`scripts/ensure-etcd` installs it).
+//! Settings are made for tests: a heartbeat of [`EtcdServer::HEARTBEAT`] and an election timeout
+//! of [`EtcdServer::ELECTION_TIMEOUT`], so leases may be as short as 1 s and a new leader is
+//! elected within about a second; probes go over plain HTTP to the client port (`/health`,
+//! `/metrics`).
+//!
+//! ```no_run
+//! use leasehold_tests::harness::{EtcdCluster, EtcdServer};
+//!
+//! # async fn demo() {
+//! let etcd = EtcdServer::start().await;
+//! let endpoint = etcd.endpoint(); // http://127.0.0.1:PORT
+//! etcd.pause(); // SIGSTOP: the process is alive but frozen
+//! etcd.resume();
+//! etcd.kill9();
+//! etcd.restart().await; // same ports and directory: the keys and leases survive
+//!
+//! let cluster = EtcdCluster::start(3).await;
+//! let leader = cluster.leader().await;
+//! cluster.member(leader).kill9(); // the others elect a new leader
+//! # drop(endpoint);
+//! # }
+//! ```
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::{ports, process};
+
+/// The environment variable naming the `etcd` binary; `etcd` on `PATH` otherwise.
+const ETCD_VAR: &str = "LEASEHOLD_ETCD_BIN";
+const LOG_FILE: &str = "etcd.log";
+const DATA_DIR: &str = "data";
+/// How long a start or restart may take until the server serves, on a busy 2-core machine.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bounds the waits for signals to take effect.
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one HTTP probe may take; a paused server never answers.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+const POLL: Duration = Duration::from_millis(20);
+const PORT_ATTEMPTS: usize = 5;
+
+/// One etcd server process on 127.0.0.1: a single-member cluster ([`EtcdServer::start`]) or a
+/// member of an [`EtcdCluster`].
+///
+/// It keeps its directory (`data/`, `etcd.log`) across [`restart`](Self::restart)s, so keys and
+/// leases survive them. Dropping it kills and reaps the process and removes the directory; while
+/// a test panics the log is kept and its path printed. All methods take `&self`, so a server
+/// can be shared (`Arc`) with a task that injects faults.
+#[derive(Debug)]
+pub struct EtcdServer {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    /// `name=http://127.0.0.1:PEER,...`: every member of its cluster.
+    initial_cluster: String,
+    token: String,
+    dir: PathBuf,
+    /// `None` once killed or stopped; only this handle reaps, so a pid here is never reused.
+    child: Mutex<Option<Child>>,
+}
+
+/// Why one launch did not give a serving server.
+enum LaunchError {
+    /// A port was taken by someone else; other ports may work.
+    PortTaken,
+    /// Anything else; retrying would fail again.
+    Failed(String),
+}
+
+impl EtcdServer {
+    /// The members' heartbeat interval.
+    pub const HEARTBEAT: Duration = Duration::from_millis(50);
+    /// The members' election timeout: a follower that hears no leader for this long starts an
+    /// election. etcd's shortest lease TTL is 1.5 × this, rounded up to whole seconds: 1 s.
+    pub const ELECTION_TIMEOUT: Duration = Duration::from_millis(500);
+
+    /// Starts a single-member cluster on free ports and waits until it serves (`/health`).
+    ///
+    /// # Panics
+    ///
+    /// If `etcd` cannot be found, or the server exits or does not serve within 30 s; the
+    /// message includes the tail of its log.
+    pub async fn start() -> Self {
+        for _ in 0..PORT_ATTEMPTS {
+            let (client, peer) = (ports::free_port(), ports::free_port());
+            let name = member_name();
+            let cluster = format!("{name}=http://127.0.0.1:{peer}");
+            let server = Self::create(name, client, peer, cluster);
+            let log_start = server.log_len();
+            server.spawn();
+            match server.wait_serving(log_start, STARTUP_TIMEOUT).await {
+                Ok(()) => return server,
+                Err(LaunchError::PortTaken) => continue,
+                Err(LaunchError::Failed(why)) => panic!(
+                    "{} did not start: {why}\n{}",
+                    server.describe(),
+                    server.log_tail()
+                ),
+            }
+        }
+        panic!("etcd found each of {PORT_ATTEMPTS} free ports taken by the time it bound");
+    }
+
+    fn create(name: String, client_port: u16, peer_port: u16, initial_cluster: String) -> Self {
+        let dir = fresh_dir();
+        Self {
+            token: format!("{name}-cluster"),
+            name,
+            client_port,
+            peer_port,
+            initial_cluster,
+            dir,
+            child: Mutex::new(None),
+        }
+    }
+
+    /// `127.0.0.1:PORT`, the client port; it stays the same across [`restart`](Self::restart).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_port))
+    }
+
+    /// `http://127.0.0.1:PORT`, the endpoint a client is given.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    /// The member's name in its cluster (unique to this test binary).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's directory, holding `data/` and its log (`etcd.log`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path of the server's log: all it wrote since it was first started.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    /// The process id while the server runs (also while paused); `None` once killed or stopped.
+    pub fn pid(&self) -> Option<u32> {
+        running(&mut self.lock_child()).map(|child| child.id())
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and waits until it has exited. Does
+    /// nothing if it is not running.
+    ///
+    /// # Panics
+    ///
+    /// If the process does not exit within 10 s.
+    pub fn kill9(&self) {
+        if let Some(mut child) = self.lock_child().take() {
+            assert!(
+                process::kill_and_reap(&mut child),
+                "{} (pid {}) did not exit within 10s of SIGKILL",
+                self.describe(),
+                child.id()
+            );
+        }
+    }
+
+    /// Stops the server with SIGTERM and waits until it has exited, for at most 5 s before it is
+    /// SIGKILLed. Does nothing if it is not running; it can be [`restart`](Self::restart)ed
+    /// afterwards.
+    ///
+    /// # Panics
+    ///
+    /// If the process does not exit even after SIGKILL.
+    pub fn stop(&self) {
+        let Some(mut child) = self.lock_child().take() else {
+            return;
+        };
+        process::signal(&mut child, libc::SIGTERM);
+        // A paused server would hold SIGTERM pending forever.
+        process::signal(&mut child, libc::SIGCONT);
+        if process::wait_exit(&mut child, Duration::from_secs(5)).is_none() {
+            assert!(
+                process::kill_and_reap(&mut child),
+                "{} (pid {}) did not exit after SIGTERM nor SIGKILL",
+                self.describe(),
+                child.id()
+            );
+        }
+    }
+
+    /// Freezes the server with SIGSTOP: connections stay open but nothing is answered, and its
+    /// clocks (lease expiry, elections) stand still, as in a long GC pause or on a hung host.
+    /// Returns once the process is stopped.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running, or not stopped within 20 s.
+    pub fn pause(&self) {
+        self.signal_running(libc::SIGSTOP, true, "pause");
+    }
+
+    /// Thaws a server frozen by [`pause`](Self::pause) with SIGCONT. Returns once it runs again;
+    /// it may take a moment more to serve.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running, or still stopped after 20 s.
+    pub fn resume(&self) {
+        self.signal_running(libc::SIGCONT, false, "resume");
+    }
+
+    fn signal_running(&self, signal: libc::c_int, stopped: bool, what: &str) {
+        let mut child = self.lock_child();
+        let Some(running) = running(&mut child) else {
+            panic!("cannot {what} {}: it is not running", self.describe());
+        };
+        process::signal(running, signal);
+        assert!(
+            process::wait_stopped(running.id(), stopped, CALL_TIMEOUT),
+            "{} (pid {}) did not {what} within {CALL_TIMEOUT:?}",
+            self.describe(),
+            running.id()
+        );
+    }
+
+    /// Kills the server (if it runs) and starts it again on the same ports from what it left in
+    /// its directory, as a supervisor would after a crash: keys, leases and revisions survive.
+    /// Waits until it serves, which for a cluster member takes a quorum of running members.
+    ///
+    /// # Panics
+    ///
+    /// If it does not serve within 30 s, or a port stays taken by another process.
+    pub async fn restart(&self) {
+        self.kill9();
+        let log_start = self.log_len();
+        self.spawn();
+        self.expect_serving(log_start).await;
+    }
+
+    /// Starts the server again after [`kill9`](Self::kill9) or [`stop`](Self::stop) without
+    /// waiting for it to serve (a cluster member needs a quorum: start the others too, then
+    /// [`wait_until_serving`](Self::wait_until_serving)).
+    pub fn start_again(&self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    async fn expect_serving(&self, log_start: u64) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            match self.wait_serving(log_start, STARTUP_TIMEOUT).await {
+                Ok(()) => return,
+                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    self.spawn();
+                }
+                Err(LaunchError::PortTaken) => panic!(
+                    "cannot restart {}: a port stayed taken by another process\n{}",
+                    self.describe(),
+                    self.log_tail()
+                ),
+                Err(LaunchError::Failed(why)) => panic!(
+                    "{} did not restart: {why}\n{}",
+                    self.describe(),
+                    self.log_tail()
+                ),
+            }
+        }
+    }
+
+    /// Waits until the server serves clients again (after [`resume`](Self::resume), or a
+    /// member's loss of quorum).
+    ///
+    /// # Panics
+    ///
+    /// If it is not running, or does not serve within 30 s.
+    pub async fn wait_until_serving(&self) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if self.pid().is_none() {
+                panic!("{} is not running, so it will not serve", self.describe());
+            }
+            if self.healthy().await {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} did not serve within {STARTUP_TIMEOUT:?}\n{}",
+                    self.describe(),
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Whether `/health` says the member serves (it has a leader); false while it is down,
+    /// paused, or without a quorum.
+    pub async fn healthy(&self) -> bool {
+        self.http("GET", "/health", "")
+            .await
+            .is_ok_and(|body| body.contains(r#""health":"true""#))
+    }
+
+    /// Whether the member is the leader of its cluster (`etcd_server_is_leader 1`); `None`
+    /// while it does not answer.
+    pub async fn is_leader(&self) -> Option<bool> {
+        let metrics = self.http("GET", "/metrics", "").await.ok()?;
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("etcd_server_is_leader "))
+            .map(|v| v.trim() == "1")
+    }
+
+    /// One HTTP/1.1 request to the client port on a connection of its own; the body of the
+    /// answer, or why there is none. Bounded by 500 ms, so a paused server gives an error.
+    pub async fn http(&self, method: &str, path: &str, body: &str) -> Result<String, String> {
+        http(self.addr(), method, path, body).await
+    }
+
+    /// The last lines of the server's log, framed for a panic message.
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log_path())
+    }
+
+    fn describe(&self) -> String {
+        format!("etcd member {} at {}", self.name, self.addr())
+    }
+
+    fn log_len(&self) -> u64 {
+        fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Runs `etcd`, without waiting for it to serve.
+    ///
+    /// # Panics
+    ///
+    /// If `etcd` cannot be found or run.
+    fn spawn(&self) {
+        let log_path = self.log_path();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log_path.display()));
+        let etcd = std::env::var_os(ETCD_VAR).unwrap_or_else(|| "etcd".into());
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let mut cmd = Command::new(&etcd);
+        cmd.arg("--name")
+            .arg(&self.name)
+            .arg("--data-dir")
+            .arg(self.dir.join(DATA_DIR))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster-token", &self.token])
+            .args(["--initial-cluster-state", "new"])
+            .arg(format!(
+                "--heartbeat-interval={}",
+                Self::HEARTBEAT.as_millis()
+            ))
+            .arg(format!(
+                "--election-timeout={}",
+                Self::ELECTION_TIMEOUT.as_millis()
+            ))
+            .args(["--logger=zap", "--log-outputs=stderr", "--log-level=warn"])
+            // Debian's package may set these for its own service; ours are on the command line.
+            .env_remove("ETCD_DATA_DIR")
+            .env_remove("ETCD_NAME")
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("a log file handle can be cloned"))
+            .stderr(log);
+        let child = process::spawn(cmd, self.dir.clone()).unwrap_or_else(|e| {
+            let hint = if e.kind() == io::ErrorKind::NotFound {
+                format!(" (run scripts/ensure-etcd, or name the binary in {ETCD_VAR})")
+            } else {
+                String::new()
+            };
+            panic!(
+                "cannot run {} for {}: {e}{hint}",
+                etcd.to_string_lossy(),
+                self.describe()
+            )
+        });
+        if let Some(mut raced) = self.lock_child().replace(child) {
+            // A concurrent restart won too; keep one server.
+            process::kill_and_reap(&mut raced);
+        }
+    }
+
+    /// Waits until the process just spawned serves as itself, or says why not. A process that
+    /// will not serve is killed.
+    async fn wait_serving(&self, log_start: u64, within: Duration) -> Result<(), LaunchError> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.exited() {
+                let log = log_since(&self.log_path(), log_start);
+                return Err(if log.contains("address already in use") {
+                    LaunchError::PortTaken
+                } else {
+                    LaunchError::Failed(format!("it exited with {status} while starting"))
+                });
+            }
+            let last = if self.healthy().await {
+                // Is it ours? Another server on the port would list other members.
+                match self.http("POST", "/v3/cluster/member/list", "{}").await {
+                    Ok(members) if members.contains(&format!("\"name\":\"{}\"", self.name)) => {
+                        return Ok(())
+                    }
+                    Ok(_) => {
+                        self.kill9();
+                        return Err(LaunchError::PortTaken);
+                    }
+                    Err(why) => format!("member list: {why}"),
+                }
+            } else {
+                "not healthy".to_owned()
+            };
+            if Instant::now() >= deadline {
+                self.kill9();
+                return Err(LaunchError::Failed(format!(
+                    "it did not serve within {within:?} (last: {last})"
+                )));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// The exit status if the process has exited (it is then reaped and forgotten).
+    fn exited(&self) -> Option<ExitStatus> {
+        let mut child = self.lock_child();
+        let status = process::wait_exit(child.as_mut()?, Duration::ZERO)?;
+        *child = None;
+        Some(status)
+    }
+
+    fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
+        self.child
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.lock_child().take() {
+            if !process::kill_and_reap(&mut child) {
+                // Never panic in drop: it may run while a test is already panicking.
+                eprintln!(
+                    "leasehold harness: etcd pid {} did not exit within 10s of SIGKILL",
+                    child.id()
+                );
+            }
+        }
+        if std::thread::panicking() {
+            // Keep the log for the post-mortem; the data is of no use.
+            let _ = fs::remove_dir_all(self.dir.join(DATA_DIR));
+            eprintln!(
+                "leasehold harness: the log of {} is kept in {}",
+                self.describe(),
+                self.log_path().display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// An etcd cluster of [`EtcdServer`] members on 127.0.0.1, each with its own directory and
+/// client and peer ports.
+///
+/// Members are indexed from 0 ([`member`](Self::member)). Faults are injected through the
+/// members ([`EtcdServer::kill9`], [`EtcdServer::pause`], [`EtcdServer::restart`], ...).
+/// Dropping the cluster kills every member.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    members: Vec<EtcdServer>,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members (3 or 5 for a quorum that survives a loss; `n >= 1`) together and
+    /// waits until a leader is elected and every member serves.
+    ///
+    /// # Panics
+    ///
+    /// If any member exits or does not serve within 30 s, or no leader is elected; the message
+    /// includes the tail of every member's log.
+    pub async fn start(n: usize) -> Self {
+        assert!(n >= 1, "a cluster needs at least one member");
+        'attempt: for _ in 0..PORT_ATTEMPTS {
+            let ports: Vec<(String, u16, u16)> = (0..n)
+                .map(|_| (member_name(), ports::free_port(), ports::free_port()))
+                .collect();
+            let initial = ports
+                .iter()
+                .map(|(name, _, peer)| format!("{name}=http://127.0.0.1:{peer}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let token = format!("{}-cluster", ports[0].0);
+            let members: Vec<EtcdServer> = ports
+                .into_iter()
+                .map(|(name, client, peer)| {
+                    let mut member = EtcdServer::create(name, client, peer, initial.clone());
+                    member.token = token.clone();
+                    member
+                })
+                .collect();
+            let cluster = Self { members };
+            for member in &cluster.members {
+                member.spawn();
+            }
+            // The members start together; waiting for each in turn costs no more than the
+            // slowest.
+            for member in &cluster.members {
+                match member.wait_serving(0, STARTUP_TIMEOUT).await {
+                    Ok(()) => {}
+                    Err(LaunchError::PortTaken) => continue 'attempt,
+                    Err(LaunchError::Failed(why)) => panic!(
+                        "{} did not start: {why}\n{}",
+                        member.describe(),
+                        cluster.log_tails()
+                    ),
+                }
+            }
+            cluster.leader().await;
+            return cluster;
+        }
+        panic!("an etcd cluster found ports taken {PORT_ATTEMPTS} times in a row");
+    }
+
+    /// Member `i` (from 0).
+    ///
+    /// # Panics
+    ///
+    /// If there is no such member.
+    pub fn member(&self, i: usize) -> &EtcdServer {
+        self.members.get(i).unwrap_or_else(|| {
+            panic!(
+                "the cluster has {} members, not {}",
+                self.members.len(),
+                i + 1
+            )
+        })
+    }
+
+    /// All members, in order.
+    pub fn members(&self) -> &[EtcdServer] {
+        &self.members
+    }
+
+    /// How many members the cluster has, running or not.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the cluster has no members; never, since [`start`](Self::start) refuses that.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Every member's endpoint (`http://127.0.0.1:PORT`), for a client that fails over.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(EtcdServer::endpoint).collect()
+    }
+
+    /// The index of the member that says it leads, waiting for an election in progress (after
+    /// the leader was killed or paused) to end.
+    ///
+    /// # Panics
+    ///
+    /// If no running member is the leader within 30 s.
+    pub async fn leader(&self) -> usize {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            let mut seen = Vec::with_capacity(self.members.len());
+            for (i, member) in self.members.iter().enumerate() {
+                let leads = if member.pid().is_some() {
+                    member.is_leader().await
+                } else {
+                    None
+                };
+                if leads == Some(true) {
+                    return i;
+                }
+                seen.push(leads);
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "no etcd member was the leader within {STARTUP_TIMEOUT:?} (is_leader: \
+                     {seen:?})\n{}",
+                    self.log_tails()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Waits until a leader is elected and every running member serves (a paused member never
+    /// does: resume it first).
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within 30 s.
+    pub async fn wait_until_serving(&self) {
+        self.leader().await;
+        for member in &self.members {
+            if member.pid().is_some() {
+                member.wait_until_serving().await;
+            }
+        }
+    }
+
+    fn log_tails(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}:\n{}", m.describe(), m.log_tail()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// The child if it has not exited (a paused one has not).
+fn running(child: &mut Option<Child>) -> Option<&mut Child> {
+    child
+        .as_mut()
+        .and_then(|c| process::wait_exit(c, Duration::ZERO).is_none().then_some(c))
+}
+
+/// A member name unique to this test binary.
+fn member_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "lh-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// One HTTP/1.1 exchange on a connection of its own, within [`PROBE_TIMEOUT`]: the body of a
+/// `200` answer.
+async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Result<String, String> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .map_err(|e| format!("cannot send {method} {path}: {e}"))?;
+        let mut answer = Vec::new();
+        stream
+            .read_to_end(&mut answer)
+            .await
+            .map_err(|e| format!("cannot read the answer to {method} {path}: {e}"))?;
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| format!("no HTTP answer to {method} {path}"))?;
+        if !head.starts_with("HTTP/1.1 200") {
+            return Err(format!(
+                "{method} {path}: {}",
+                head.lines().next().unwrap_or("")
+            ));
+        }
+        Ok(body.to_owned())
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, exchange).await {
+        Ok(answer) => answer,
+        Err(_) => Err(format!(
+            "no answer to {method} {path} within {PROBE_TIMEOUT:?}"
+        )),
+    }
+}
+
+/// A new, empty directory for one server under the system's temporary directory.
+fn fresh_dir() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "leasehold-etcd-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    // Left over by an earlier binary that had the same pid and was SIGKILLed.
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir
+}
+
+fn log_since(path: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        if file.seek(SeekFrom::Start(offset)).is_ok() {
+            let _ = file.read_to_string(&mut text);
+        }
+    }
+    text
+}
+
+/// The last lines of a log, framed for a panic message.
+fn log_tail(path: &Path) -> String {
+    const LINES: usize = 40;
+    let log = log_since(path, 0);
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
+    format!(
+        "--- {}, last {LINES} lines ---\n{tail}\n---",
+        path.display()
+    )
+}
