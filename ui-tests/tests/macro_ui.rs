@@ -1,5 +1,5 @@
-//! Compile-time behaviour of `#[distributed_lock]`: what must build (`tests/ui/pass`, each
-//! also run) and what must be refused with which message (`tests/ui/fail` and its checked-in
+//! Compile-time behaviour of `#[distributed_lock]`: what must build (`ui/pass`, each
+//! also run) and what must be refused with which message (`ui/fail` and its checked-in
 //! `.stderr`). Regenerate the `.stderr` files with `TRYBUILD=overwrite` and review the diff.
 
 #[test]

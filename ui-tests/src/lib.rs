@@ -1,0 +1,1 @@
+//! Compile-time tests of `#[distributed_lock]`: see `tests/macro_ui.rs`.
