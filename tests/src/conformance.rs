@@ -2,7 +2,7 @@
 //! one deployment of a lock engine, every lock server behind a [`TcpProxy`] so the suite can
 //! stall it, and is the only place in the suite that knows how an engine is deployed.
 //!
-//! Adding an engine (etcd, PostgreSQL) means one [`EngineKind`] variant, its arms
+//! Adding an engine (PostgreSQL) means one [`EngineKind`] variant, its arms
 //! here, and its name in the suite's property lists; an engine is done when every property
 //! passes against it.
 //!
@@ -27,7 +27,8 @@ use std::time::Duration;
 use leasehold::{Locker, LockerBuilder};
 
 use crate::harness::{
-    eventually, ProxyMode, RedisCluster, RedisServer, SentinelSetup, Sentinels, TcpProxy, ZkServer,
+    eventually, EtcdServer, ProxyMode, RedisCluster, RedisServer, SentinelSetup, Sentinels,
+    TcpProxy, ZkServer,
 };
 use crate::history::WorkerSpec;
 
@@ -54,6 +55,11 @@ const SENTINEL_DOWN_AFTER_MS: u64 = 60_000;
 ///   znodes within the suite's waits.
 pub const ZK_SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// The TTL of every etcd locker's etcd lease, which bounds its leases as a ZooKeeper session
+/// does, for the same reasons the same 4 s as [`ZK_SESSION_TIMEOUT`] (a whole number of
+/// seconds, as etcd counts).
+pub const ETCD_LEASE_TTL: Duration = Duration::from_secs(4);
+
 /// How long a Cluster may take to announce its proxies' ports on every node.
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -73,21 +79,24 @@ pub enum EngineKind {
     Memory,
     /// One standalone ZooKeeper server, with sessions of [`ZK_SESSION_TIMEOUT`].
     ZooKeeper,
+    /// One single-member etcd cluster, each locker's etcd lease of [`ETCD_LEASE_TTL`].
+    Etcd,
 }
 
 impl EngineKind {
     /// Every engine the suite runs against.
-    pub const ALL: [EngineKind; 6] = [
+    pub const ALL: [EngineKind; 7] = [
         EngineKind::Single,
         EngineKind::RedLock3,
         EngineKind::Cluster,
         EngineKind::Sentinel,
         EngineKind::Memory,
         EngineKind::ZooKeeper,
+        EngineKind::Etcd,
     ];
 
     /// The engine's name in test names: `single`, `redlock3`, `cluster`, `sentinel`, `memory`,
-    /// `zookeeper`.
+    /// `zookeeper`, `etcd`.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Single => "single",
@@ -96,6 +105,7 @@ impl EngineKind {
             EngineKind::Sentinel => "sentinel",
             EngineKind::Memory => "memory",
             EngineKind::ZooKeeper => "zookeeper",
+            EngineKind::Etcd => "etcd",
         }
     }
 
@@ -125,6 +135,7 @@ enum Servers {
     Sentinel(SentinelSetup),
     Memory(Locker),
     ZooKeeper(ZkServer),
+    Etcd(EtcdServer),
 }
 
 /// A running engine: its servers, a proxy in front of each lock server, and how to reach,
@@ -195,6 +206,12 @@ impl Engine {
                 let proxies = vec![TcpProxy::start(server.addr()).await];
                 Engine::new(kind, Servers::ZooKeeper(server), proxies)
             }
+            EngineKind::Etcd => {
+                // gRPC over HTTP/2 is plain TCP to the proxy too.
+                let server = EtcdServer::start().await;
+                let proxies = vec![TcpProxy::start(server.addr()).await];
+                Engine::new(kind, Servers::Etcd(server), proxies)
+            }
         }
     }
 
@@ -238,6 +255,9 @@ impl Engine {
             Servers::ZooKeeper(_) => options()
                 .zookeeper(self.zookeeper_hosts())
                 .session_timeout(ZK_SESSION_TIMEOUT),
+            Servers::Etcd(_) => options()
+                .etcd(self.etcd_endpoints())
+                .session_timeout(ETCD_LEASE_TTL),
         }
     }
 
@@ -273,6 +293,9 @@ impl Engine {
                 let hosts = self.zookeeper_hosts();
                 WorkerSpec::new(&hosts, resource_url).zookeeper(&hosts, ZK_SESSION_TIMEOUT)
             }
+            Servers::Etcd(_) => {
+                WorkerSpec::new(&urls[0], resource_url).etcd(&self.etcd_endpoints(), ETCD_LEASE_TTL)
+            }
             Servers::Memory(_) => return None,
         };
         let mut spec = spec.op_timeout(OP_TIMEOUT);
@@ -303,7 +326,8 @@ impl Engine {
     /// stay down. For Sentinel the master, which the sentinels will not fail over in time.
     /// For ZooKeeper the server: its sessions can neither be proven alive nor expire, so a
     /// holder can only judge its lease on its own clock, as it must against any dead engine.
-    /// False (and nothing done) for memory.
+    /// For etcd the member: no keep-alive is answered, and a holder judges its lease the same
+    /// way. False (and nothing done) for memory.
     #[must_use = "false means the engine has no server to take down"]
     pub fn take_down(&self) -> bool {
         match &self.servers {
@@ -312,6 +336,7 @@ impl Engine {
             Servers::Cluster(cluster) => cluster.nodes().iter().for_each(RedisServer::kill9),
             Servers::Sentinel(setup) => setup.master().kill9(),
             Servers::ZooKeeper(server) => server.kill9(),
+            Servers::Etcd(server) => server.kill9(),
             Servers::Memory(_) => return false,
         }
         true
@@ -325,6 +350,12 @@ impl Engine {
     fn zookeeper_hosts(&self) -> String {
         let hosts: Vec<String> = self.proxies.iter().map(|p| p.addr().to_string()).collect();
         hosts.join(",")
+    }
+
+    /// etcd's endpoints of the proxies: `http://host:port`.
+    fn etcd_endpoints(&self) -> Vec<String> {
+        let endpoints = self.proxies.iter().map(|p| format!("http://{}", p.addr()));
+        endpoints.collect()
     }
 }
 

@@ -174,16 +174,20 @@ pub enum LockServers {
     Cluster,
     /// ZooKeeper servers (`host:port`, no scheme), with sessions of this timeout.
     ZooKeeper(Duration),
+    /// Members of one etcd cluster (`http://host:port`), each locker's etcd lease of this TTL.
+    Etcd(Duration),
 }
 
 impl LockServers {
-    /// `redis`, `sentinel:NAME`, `cluster` or `zookeeper:MS`, as on the command line.
+    /// `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS` or `etcd:MS`, as on the command
+    /// line.
     fn to_arg(&self) -> String {
         match self {
             LockServers::Redis => "redis".to_owned(),
             LockServers::Sentinel(master) => format!("sentinel:{master}"),
             LockServers::Cluster => "cluster".to_owned(),
             LockServers::ZooKeeper(session) => format!("zookeeper:{}", session.as_millis()),
+            LockServers::Etcd(ttl) => format!("etcd:{}", ttl.as_millis()),
         }
     }
 
@@ -198,8 +202,13 @@ impl LockServers {
                 .parse()
                 .map(|ms| LockServers::ZooKeeper(Duration::from_millis(ms)))
                 .map_err(|_| format!("--servers zookeeper:MS needs a whole number, not `{ms}`")),
+            Some(("etcd", ms)) => ms
+                .parse()
+                .map(|ms| LockServers::Etcd(Duration::from_millis(ms)))
+                .map_err(|_| format!("--servers etcd:MS needs a whole number, not `{ms}`")),
             _ => Err(format!(
-                "--servers is `redis`, `sentinel:NAME`, `cluster` or `zookeeper:MS`, not `{arg}`"
+                "--servers is `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS` or `etcd:MS`, \
+                 not `{arg}`"
             )),
         }
     }
@@ -255,6 +264,14 @@ impl WorkerSpec {
     pub fn zookeeper(mut self, hosts: &str, session_timeout: Duration) -> Self {
         self.urls = hosts.split(',').map(str::to_owned).collect();
         self.servers = LockServers::ZooKeeper(session_timeout);
+        self
+    }
+
+    /// Takes the locks on etcd through any of `endpoints` (`http://host:port`), each worker
+    /// holding one etcd lease of `ttl`.
+    pub fn etcd(mut self, endpoints: &[String], ttl: Duration) -> Self {
+        self.urls = endpoints.to_vec();
+        self.servers = LockServers::Etcd(ttl);
         self
     }
 
@@ -1655,11 +1672,26 @@ mod tests {
         assert_eq!(zookeeper.urls, ["127.0.0.1:1", "127.0.0.1:2"]);
         let args = zookeeper.to_args(2, Path::new("/tmp/w.log"));
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, zookeeper);
+        let etcd = WorkerSpec::new("redis://unused", "redis://b").etcd(
+            &["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
+            Duration::from_secs(3),
+        );
+        assert_eq!(etcd.urls, ["http://127.0.0.1:1", "http://127.0.0.1:2"]);
+        let args = etcd.to_args(3, Path::new("/tmp/w.log"));
+        assert_eq!(WorkerSpec::from_args(&args).unwrap().2, etcd);
     }
 
     #[test]
     fn bad_servers_are_refused() {
-        for bad in ["", "redlock", "sentinel:", "zookeeper:2s", "cluster:x"] {
+        let bad_ones = [
+            "",
+            "redlock",
+            "sentinel:",
+            "zookeeper:2s",
+            "cluster:x",
+            "etcd:3s",
+        ];
+        for bad in bad_ones {
             let err = LockServers::from_arg(bad).expect_err(bad);
             assert!(err.contains("--servers"), "{err}");
         }

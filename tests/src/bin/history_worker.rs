@@ -13,7 +13,8 @@
 //! ...` (all options: `WorkerSpec::to_args`). With `--servers redis`, one URL is a single node
 //! and several are the independent masters of a RedLock; with `--servers sentinel:NAME` they
 //! are sentinels, with `--servers cluster` nodes of a Redis Cluster, with
-//! `--servers zookeeper:MS` ZooKeeper servers (`host:port`) and the session timeout.
+//! `--servers zookeeper:MS` ZooKeeper servers (`host:port`) and the session timeout, with
+//! `--servers etcd:MS` members of an etcd cluster (`http://host:port`) and the lease's TTL.
 //!
 //! Every acquire runs under a timeout of its bound plus 2 s (`wait + 3 × op_timeout`, and the
 //! checker's slack of 1 s, plus 1 s): one that never returns is logged as failed (`aerr hold
@@ -150,6 +151,7 @@ async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Lo
             (LockServers::ZooKeeper(session), hosts) => Locker::builder()
                 .zookeeper(hosts.join(","))
                 .session_timeout(*session),
+            (LockServers::Etcd(ttl), _) => Locker::builder().etcd(urls).session_timeout(*ttl),
         };
         let built = builder
             .prefix(spec.prefix.as_str())

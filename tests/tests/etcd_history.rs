@@ -1,0 +1,108 @@
+//! etcd under faults, with worker processes and the history checker (as
+//! `zookeeper_history.rs` does for ZooKeeper): a holder process frozen with SIGSTOP past its
+//! etcd lease's TTL, and the leader of a 3-member cluster killed under load. The checker finds
+//! any overlap of believed holdings, any fence that goes back and any stale write the fenced
+//! resource accepted.
+
+use std::time::Duration;
+
+use leasehold_tests::harness::{EtcdCluster, EtcdServer, RedisServer};
+use leasehold_tests::history::{monotonic_ns, Run, WorkerSpec};
+use tokio::time::{sleep, Instant};
+
+/// A hold opened within the last 50 ms, waiting up to 3 s for one: the worker and its id.
+async fn young_hold(run: &mut Run) -> Option<(usize, String)> {
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let now = monotonic_ns();
+        if let Some((w, id, _)) = run
+            .open_holds_since()
+            .into_iter()
+            .find(|(_, _, since)| now.saturating_sub(*since) < 50_000_000)
+        {
+            return Some((w, id));
+        }
+        sleep(Duration::from_millis(2)).await;
+    }
+    None
+}
+
+/// The holder's process is frozen past its etcd lease's TTL: etcd expires the lease and its
+/// keys, the next holder gets the lock with a higher fence, and the frozen one, once thawed,
+/// is told of its loss and cannot write with its stale fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_process_frozen_past_its_lease_ttl_is_deposed_and_told() {
+    let etcd = EtcdServer::start().await;
+    let resource = RedisServer::start().await;
+    let ttl = Duration::from_secs(2);
+    let spec = WorkerSpec::new("redis://unused", &resource.url())
+        .etcd(&[etcd.endpoint()], ttl)
+        .lease(Duration::from_secs(2))
+        .op_timeout(Duration::from_millis(1500))
+        .hold(Duration::from_millis(500), 3)
+        .duration(Duration::from_secs(14));
+    let mut run = Run::new("etcd-pause");
+    for _ in 0..3 {
+        run.spawn(&spec);
+    }
+    sleep(Duration::from_secs(2)).await;
+    let (w, victim) = young_hold(&mut run).await.expect("no hold to freeze");
+    let at = monotonic_ns();
+    run.pause(w);
+    // Past the TTL, by which etcd revokes the lease and the client judges it lost.
+    sleep(ttl * 3).await;
+    run.resume(w);
+    run.wait_all(Duration::from_secs(30)).await;
+    let (history, report) = run.check_and_record("etcd-pause");
+    let hold = history.hold(&victim).expect("victim in history");
+    // Frozen 50 ms at most into a 500 ms hold: the freeze lands inside it.
+    assert!(
+        hold.rel.is_none_or(|(t, _)| t >= at),
+        "the freeze missed the hold: {hold:?}"
+    );
+    assert!(
+        hold.lost.is_some()
+            || hold.rel.is_some_and(|(_, held)| !held)
+            || hold
+                .rel_done
+                .as_ref()
+                .is_some_and(|(_, how)| how == "rlost" || how == "runav"),
+        "the frozen holder was never told: {hold:?}"
+    );
+    let next = history
+        .first_acquired_after(&hold.key, at)
+        .expect("nobody took over while the holder was frozen");
+    assert!(next.fence() > hold.fence());
+    assert!(report.operations() > 0);
+}
+
+/// The leader of a 3-member cluster is killed while 3 worker processes contend: no overlap,
+/// no stale write, fences increasing (the checker), and locks granted after the election.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_killed_under_load_breaks_no_rule_of_the_history() {
+    let etcd = EtcdCluster::start(3).await;
+    let resource = RedisServer::start().await;
+    let spec = WorkerSpec::new("redis://unused", &resource.url())
+        .etcd(&etcd.endpoints(), Duration::from_secs(4))
+        .lease(Duration::from_secs(4))
+        .op_timeout(Duration::from_millis(1500))
+        .hold(Duration::from_millis(30), 2)
+        .duration(Duration::from_secs(16));
+    let mut run = Run::new("etcd-failover");
+    for _ in 0..3 {
+        run.spawn(&spec);
+    }
+    sleep(Duration::from_secs(3)).await;
+    let leader = etcd.leader().await;
+    let at = run.fault("kill", "etcd leader");
+    etcd.member(leader).kill9();
+    run.wait_all(Duration::from_secs(40)).await;
+    let (history, _report) = run.check_and_record("etcd-failover");
+    let after = history
+        .holds_of(0)
+        .chain(history.holds_of(1))
+        .chain(history.holds_of(2))
+        .filter(|h| h.ok.is_some_and(|(t, _)| t > at + 1_000_000_000))
+        .count();
+    assert!(after > 0, "no lock granted after the election");
+}
