@@ -486,3 +486,30 @@ async fn etcd_configuration_errors() {
         .unwrap_err();
     assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
 }
+
+/// A lease without the watchdog runs out while its guard lives: the key stays in etcd as long
+/// as the locker's etcd lease is kept alive, so the locker gives it back, and another locker
+/// gets the lock. (Before the fix the lock stayed taken until the guard was dropped.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_without_the_watchdog_is_given_back_when_it_runs_out() {
+    let etcd = EtcdServer::start().await;
+    let at = [etcd.endpoint()];
+    let a = locker(&at, Duration::from_secs(4)).await;
+    let b = locker(&at, Duration::from_secs(4)).await;
+    let lapsing = a
+        .lock("k")
+        .lease(Duration::from_millis(200))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    lapsing.lost().await;
+    let next = b
+        .lock("k")
+        .wait(Duration::from_secs(3))
+        .acquire()
+        .await
+        .expect("the lapsed lease still holds the lock");
+    assert!(next.fence() > lapsing.fence());
+    drop(lapsing);
+}

@@ -1168,6 +1168,10 @@ impl Store for EtcdStore {
         Some(self.ttl)
     }
 
+    fn locks_expire(&self) -> bool {
+        false
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(self.acquire_once(req))
     }
