@@ -8,15 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::redis::{RedLock, RedisStore};
-use super::Store;
+use super::settings::redact;
+use super::{Settings, Store};
 use crate::error::LockError;
-
-/// How every engine connects and how long each call may take.
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    pub(crate) op_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-}
 
 /// One engine and where it runs.
 #[derive(Clone)]
@@ -223,17 +217,6 @@ impl fmt::Debug for Deployment {
                 .field("min_replicas", min_replicas)
                 .finish(),
         }
-    }
-}
-
-/// `scheme://***@host...` for a URL with credentials.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
-        }
-        (None, Some(at)) => format!("***{}", &url[at..]),
-        _ => url.to_owned(),
     }
 }
 

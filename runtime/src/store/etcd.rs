@@ -92,7 +92,7 @@ impl Endpoints {
         let mut user: Option<(String, String)> = None;
         let mut schemes = Vec::new();
         for endpoint in endpoints {
-            let shown = super::deployment::redact(endpoint);
+            let shown = super::settings::redact(endpoint);
             let (scheme, rest) = match endpoint.split_once("://") {
                 Some((scheme @ ("http" | "https"), rest)) => (scheme, rest),
                 Some(_) => {

@@ -18,6 +18,7 @@ pub(crate) mod memory;
 pub(crate) mod redis;
 #[cfg(test)]
 pub(crate) mod scripted;
+mod settings;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
 
@@ -32,8 +33,9 @@ use crate::key::LockKeys;
 use crate::lease::Session;
 use crate::token::OwnerToken;
 
-pub(crate) use deployment::{Deployment, Settings};
+pub(crate) use deployment::Deployment;
 pub(crate) use join::join_all;
+pub(crate) use settings::Settings;
 
 /// A store in this process's memory, with the semantics of the others.
 pub(crate) fn in_memory() -> std::sync::Arc<dyn Store> {
