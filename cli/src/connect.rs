@@ -20,6 +20,10 @@ const URL_VAR: &str = "LEASEHOLD_URL";
 /// The scheme of a ZooKeeper ensemble given where a URL goes:
 /// `zookeeper://host:port,host:port`.
 pub(crate) const ZOOKEEPER_SCHEME: &str = "zookeeper://";
+/// The scheme of an etcd cluster given where a URL goes: `etcd://host:port,host:port`, each
+/// endpoint as [`LockerBuilder::etcd`](leasehold::LockerBuilder::etcd) takes it
+/// (`[http[s]://][user:password@]host:port`).
+pub(crate) const ETCD_SCHEME: &str = "etcd://";
 
 /// The resolved settings: one Redis server, one prefix, two bounds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +90,8 @@ impl Target {
                 .or(config
                     .zookeeper
                     .map(|hosts| format!("{ZOOKEEPER_SCHEME}{hosts}")))
+                .or((!config.etcd.is_empty())
+                    .then(|| format!("{ETCD_SCHEME}{}", config.etcd.join(","))))
                 .unwrap_or_else(|| DEFAULT_URL.to_owned()),
             prefix: global
                 .prefix
@@ -111,9 +117,12 @@ impl Target {
     /// A [`Failure`] with exit status 3 when the URL does not parse or the server cannot be
     /// reached (or refuses the credentials) within the connect timeout.
     pub(crate) async fn connect(&self) -> Result<Locker, Failure> {
-        let builder = match self.url.strip_prefix(ZOOKEEPER_SCHEME) {
-            Some(hosts) => Locker::builder().zookeeper(hosts),
-            None => Locker::builder().url(&self.url),
+        let builder = if let Some(hosts) = self.url.strip_prefix(ZOOKEEPER_SCHEME) {
+            Locker::builder().zookeeper(hosts)
+        } else if let Some(endpoints) = self.url.strip_prefix(ETCD_SCHEME) {
+            Locker::builder().etcd(endpoints.split(','))
+        } else {
+            Locker::builder().url(&self.url)
         };
         builder
             .prefix(&self.prefix)
@@ -215,5 +224,13 @@ mod tests {
         // A bad URL is left for the connection to find (exit status 3).
         let t = Target::resolve_with(&Global::default(), vars(&[("LEASEHOLD_URL", "x")]));
         assert_eq!(t.unwrap().url, "x");
+    }
+
+    #[test]
+    fn an_etcd_cluster_from_the_config_reads_as_an_etcd_url() {
+        let env = vars(&[("LEASEHOLD_ETCD", "e1:2379, http://e2:2379")]);
+        let t = Target::resolve_with(&Global::default(), env).unwrap();
+        assert_eq!(t.url, "etcd://e1:2379,http://e2:2379");
+        assert_eq!(t.endpoint(), "etcd e1:2379,e2:2379");
     }
 }

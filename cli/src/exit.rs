@@ -115,6 +115,15 @@ pub(crate) fn endpoint(url: &str) -> String {
     if scheme == "zookeeper" {
         return format!("zookeeper {rest}");
     }
+    if scheme == "etcd" {
+        // Each endpoint may carry its own scheme and credentials; only host:port is shown.
+        let hosts: Vec<&str> = rest
+            .split(',')
+            .map(|e| e.split_once("://").map_or(e, |(_, hp)| hp))
+            .map(|e| e.rsplit_once('@').map_or(e, |(_, hp)| hp))
+            .collect();
+        return format!("etcd {}", hosts.join(","));
+    }
     if scheme.ends_with("unix") {
         return rest.split('?').next().unwrap_or(rest).to_owned();
     }
@@ -152,6 +161,10 @@ mod tests {
         assert_eq!(
             endpoint("zookeeper://zk1:2181,zk2:2181"),
             "zookeeper zk1:2181,zk2:2181"
+        );
+        assert_eq!(
+            endpoint("etcd://e1:2379,http://root:s3cret@e2:2379,https://e3:2379"),
+            "etcd e1:2379,e2:2379,e3:2379"
         );
     }
 

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, RedisServer, ZkServer};
 use tokio::sync::mpsc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
@@ -18,8 +18,10 @@ const RUN_LIMIT: Duration = Duration::from_secs(20);
 /// The bound on a whole test.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
 /// The variables the tool reads, removed so that the test's own environment cannot leak in.
-const VARS: [&str; 7] = [
+const VARS: [&str; 9] = [
     "LEASEHOLD_URL",
+    "LEASEHOLD_ZOOKEEPER",
+    "LEASEHOLD_ETCD",
     "LEASEHOLD_PREFIX",
     "LEASEHOLD_OP_TIMEOUT",
     "LEASEHOLD_CONNECT_TIMEOUT",
@@ -834,6 +836,52 @@ async fn list_show_and_release_work_on_zookeeper() {
         out.assert_code(0);
         assert!(!app.inspect("stock:sku-7").await.unwrap().held);
         tokio::time::timeout(Duration::from_secs(6), held.lost())
+            .await
+            .expect("the holder finds out at its next renewal");
+    })
+    .await;
+}
+
+/// The same operations on an etcd cluster, named as `etcd://host:port,...` or, for `show`, by
+/// `etcd = [...]` in the config file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_show_and_release_work_on_etcd() {
+    within(async {
+        let etcd = EtcdServer::start().await;
+        let url = format!("etcd://{}", etcd.addr());
+        let app = Locker::builder()
+            .etcd([etcd.endpoint()])
+            .session_timeout(Duration::from_secs(3))
+            .build()
+            .await
+            .unwrap();
+        let held = app.lock("stock:sku-7").acquire().await.unwrap();
+
+        let out = run(&["list", "--url", &url], None).await;
+        out.assert_code(0);
+        let rows: Vec<Vec<&str>> = out
+            .stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "a header and one row: {out:#?}");
+        assert_eq!(rows[1][0], "stock:sku-7", "{out:#?}");
+
+        let config = etcd.dir().join("leasehold-cli.toml");
+        std::fs::write(&config, format!("etcd = [\"{}\"]\n", etcd.endpoint())).unwrap();
+        let config = config.to_str().unwrap();
+        let out = run(&["show", "stock:sku-7", "--config", config], None).await;
+        out.assert_code(0);
+        assert!(out.stdout.contains("stock:sku-7"), "{out:#?}");
+
+        let out = run(
+            &["release", "stock:sku-7", "--force", "--yes", "--url", &url],
+            None,
+        )
+        .await;
+        out.assert_code(0);
+        assert!(!app.inspect("stock:sku-7").await.unwrap().held);
+        tokio::time::timeout(Duration::from_secs(5), held.lost())
             .await
             .expect("the holder finds out at its next renewal");
     })

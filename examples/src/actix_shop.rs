@@ -8,9 +8,10 @@
 //! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
 //! ```
 //!
-//! `shop-actix [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] [--no-lock]
-//! [--lock-wait 30s]`: locks on `--redis-url` (or on ZooKeeper with `--zookeeper`), stock and
-//! order counter on `--store-url` (the Redis at `--redis-url` by default).
+//! `shop-actix [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS]
+//! [--etcd ENDPOINTS] [--no-lock] [--lock-wait 30s]`: locks on `--redis-url` (or on ZooKeeper
+//! with `--zookeeper`, on etcd with `--etcd`), stock and order counter on `--store-url` (the
+//! Redis at `--redis-url` by default).
 
 use crate::shop::{Restock, Shop, ShopArgs, ShopError};
 use actix_web::{get, post, put, web, App, HttpResponse, HttpServer};

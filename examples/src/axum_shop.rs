@@ -9,9 +9,10 @@
 //! GET  /metrics                        -> 200 leasehold's metrics, Prometheus text format
 //! ```
 //!
-//! `shop-axum [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] [--no-lock]
-//! [--lock-wait 30s]`: locks on `--redis-url` (or on ZooKeeper with `--zookeeper`), stock and
-//! order counter on `--store-url` (the Redis at `--redis-url` by default).
+//! `shop-axum [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS]
+//! [--etcd ENDPOINTS] [--no-lock] [--lock-wait 30s]`: locks on `--redis-url` (or on ZooKeeper
+//! with `--zookeeper`, on etcd with `--etcd`), stock and order counter on `--store-url` (the
+//! Redis at `--redis-url` by default).
 
 use std::sync::Arc;
 

@@ -3,8 +3,8 @@
 //! - `shop-actix` ([`actix_shop`]) and `shop-axum` ([`axum_shop`]): the same HTTP API over a
 //!   stock kept in Redis, with the purchase handler under `#[distributed_lock]`, or without it
 //!   (`--no-lock`).
-//! - `demo`: starts a throwaway Redis (and, with `--engine zookeeper`, a ZooKeeper for the
-//!   locks) and shop processes, fires concurrent purchases at them without and with the lock,
+//! - `demo`: starts a throwaway Redis (and, with `--engine zookeeper` or `--engine etcd`, a
+//!   ZooKeeper or an etcd for the locks) and shop processes, fires concurrent purchases at them without and with the lock,
 //!   and prints what was sold. It runs the shops as copies of
 //!   itself (`demo --serve shop-axum ...`), so building it builds everything it needs.
 //!

@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use crate::store::{Purchase, Stock, Store, StoreError};
 
 /// The state of a shop process: the stock store and the locker, on the same Redis server or on
-/// two (`--store-url`), or the locker on ZooKeeper (`--zookeeper`).
+/// two (`--store-url`), or the locker on ZooKeeper (`--zookeeper`) or etcd (`--etcd`).
 pub struct Shop {
     /// Where the stock and the order counter live (`--store-url`).
     pub store: Store,
-    /// The locker of the purchase handlers, on the lock server (`--redis-url`, or
-    /// `--zookeeper`); in memory and unused with `--no-lock`.
+    /// The locker of the purchase handlers, on the lock server (`--redis-url`, `--zookeeper`
+    /// or `--etcd`); in memory and unused with `--no-lock`.
     pub locker: Locker,
 }
 
@@ -136,7 +136,8 @@ impl IntoResponse for ShopError {
 
 impl Shop {
     /// Connects the store to the store server (`--store-url`) and, unless `--no-lock`, the
-    /// locker (prefix `shop`) to the lock server (`--zookeeper` if given, else `--redis-url`).
+    /// locker (prefix `shop`) to the lock server (`--zookeeper` or `--etcd` if given, else
+    /// `--redis-url`).
     ///
     /// # Errors
     /// A message saying which server could not be reached: the stock store or the lock server.
@@ -154,13 +155,18 @@ impl Shop {
                 .prefix("shop")
                 .default_lease(Duration::from_secs(10))
                 .default_wait(args.lock_wait);
-            let (builder, server, flag) = match &args.zookeeper {
-                Some(hosts) => (
+            let (builder, server, flag) = match &args.lock_server {
+                LockServer::ZooKeeper(hosts) => (
                     builder.zookeeper(hosts.as_str()),
                     hosts.clone(),
                     "--zookeeper",
                 ),
-                None => (
+                LockServer::Etcd(endpoints) => (
+                    builder.etcd(endpoints.split(',')),
+                    endpoints.clone(),
+                    "--etcd",
+                ),
+                LockServer::Redis => (
                     builder.url(args.redis_url.as_str()),
                     server(&args.redis_url),
                     "--redis-url",
@@ -237,6 +243,17 @@ fn server(url: &str) -> String {
     )
 }
 
+/// Where a shop's locks live: one engine, chosen by its flag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockServer {
+    /// The Redis at `--redis-url` (the default).
+    Redis,
+    /// `--zookeeper`: a ZooKeeper ensemble, `host:port,...`.
+    ZooKeeper(String),
+    /// `--etcd`: an etcd cluster's endpoints, `[http://]host:port,...`.
+    Etcd(String),
+}
+
 /// The shops' command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShopArgs {
@@ -248,9 +265,9 @@ pub struct ShopArgs {
     /// (`redis_url`) by default. A server of its own keeps the stock when the lock server
     /// restarts empty.
     pub store_url: String,
-    /// `--zookeeper`: lock on this ZooKeeper ensemble (`host:port,...`) instead of the Redis at
-    /// `redis_url`, which then holds only the stock (unless `--store-url` names another).
-    pub zookeeper: Option<String>,
+    /// `--zookeeper` or `--etcd`: lock there instead of on the Redis at `redis_url`, which then
+    /// holds only the stock (unless `--store-url` names another). At most one of the two.
+    pub lock_server: LockServer,
     /// `--no-lock`: the same handlers without `#[distributed_lock]`, to show the oversell.
     pub no_lock: bool,
     /// `--lock-wait`: how long a purchase waits for the lock before it is answered 409
@@ -267,13 +284,15 @@ impl ShopArgs {
     pub fn parse(name: &str, args: impl IntoIterator<Item = String>) -> Result<ShopArgs, String> {
         let usage = format!(
             "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] \
-             [--no-lock] [--lock-wait 30s]\n\n  \
+             [--etcd ENDPOINTS] [--no-lock] [--lock-wait 30s]\n\n  \
              --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
              --redis-url URL  the lock server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
              --store-url URL  where the stock and the order counter live (default: the lock server);\n                   \
              a server of their own keeps them when the lock server restarts empty\n  \
              --zookeeper H    lock on the ZooKeeper H (host:port,...) instead of --redis-url,\n                   \
              which then holds only the stock\n  \
+             --etcd E         lock on the etcd cluster E ([http://]host:port,...) instead of\n                   \
+             --redis-url, which then holds only the stock\n  \
              --no-lock        serve the purchase handler without #[distributed_lock]: it oversells\n  \
              --lock-wait D    how long a request waits for a busy lock (default 30s)"
         );
@@ -282,7 +301,7 @@ impl ShopArgs {
             redis_url: std::env::var("REDIS_URL")
                 .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
             store_url: String::new(),
-            zookeeper: None,
+            lock_server: LockServer::Redis,
             no_lock: false,
             lock_wait: Duration::from_secs(30),
         };
@@ -308,7 +327,19 @@ impl ShopArgs {
                 }
                 "--redis-url" => parsed.redis_url = value("--redis-url")?,
                 "--store-url" => store_url = Some(value("--store-url")?),
-                "--zookeeper" => parsed.zookeeper = Some(value("--zookeeper")?),
+                "--zookeeper" | "--etcd" => {
+                    let value = value(&flag)?;
+                    if parsed.lock_server != LockServer::Redis {
+                        return Err(format!(
+                            "--zookeeper and --etcd: the locks live in one place, give one\n\n{usage}"
+                        ));
+                    }
+                    parsed.lock_server = if flag == "--etcd" {
+                        LockServer::Etcd(value)
+                    } else {
+                        LockServer::ZooKeeper(value)
+                    };
+                }
                 "--no-lock" => parsed.no_lock = true,
                 "--lock-wait" => {
                     let text = value("--lock-wait")?;
@@ -362,7 +393,7 @@ mod tests {
             "the store is on the lock server"
         );
         assert!(args.no_lock);
-        assert_eq!(args.zookeeper, None);
+        assert_eq!(args.lock_server, LockServer::Redis);
         assert_eq!(parse(&[]).unwrap().port, 8080);
         assert!(parse(&["--port", "x"]).unwrap_err().contains("not a port"));
         assert!(parse(&["--port"]).unwrap_err().contains("needs a value"));
@@ -398,10 +429,31 @@ mod tests {
             "--redis-url=redis://s:2",
         ])
         .unwrap();
-        assert_eq!(args.zookeeper.as_deref(), Some("127.0.0.1:2181,h:2"));
+        assert_eq!(
+            args.lock_server,
+            LockServer::ZooKeeper("127.0.0.1:2181,h:2".to_owned())
+        );
         assert_eq!(args.store_url, "redis://s:2");
         assert!(parse(&["--zookeeper"])
             .unwrap_err()
             .contains("needs a value"));
+    }
+
+    #[test]
+    fn locks_can_live_in_etcd_and_the_stock_in_redis() {
+        let args = parse(&[
+            "--etcd=http://127.0.0.1:2379,h:2",
+            "--redis-url",
+            "redis://s:2",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.lock_server,
+            LockServer::Etcd("http://127.0.0.1:2379,h:2".to_owned())
+        );
+        assert_eq!(args.store_url, "redis://s:2");
+        assert!(parse(&["--etcd"]).unwrap_err().contains("needs a value"));
+        let both = parse(&["--etcd", "h:1", "--zookeeper", "h:2"]).unwrap_err();
+        assert!(both.starts_with("--zookeeper and --etcd"), "{both}");
     }
 }

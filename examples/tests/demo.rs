@@ -1,6 +1,6 @@
 //! The oversell demo, small: it must run end to end on its own (throwaway Redis, shop
-//! processes of both frameworks, and a throwaway ZooKeeper with `--engine zookeeper`), print
-//! the table, and sell exactly the stock with the lock.
+//! processes of both frameworks, and a throwaway ZooKeeper or etcd with `--engine zookeeper` or
+//! `--engine etcd`), print the table, and sell exactly the stock with the lock.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -16,6 +16,12 @@ fn a_small_demo_run_sells_exactly_the_stock_with_the_lock() {
 fn a_small_demo_run_with_locks_in_zookeeper_sells_exactly_the_stock() {
     let stdout = small_demo(&["--engine", "zookeeper"]);
     assert!(stdout.contains("locks in ZooKeeper"), "{stdout}");
+}
+
+#[test]
+fn a_small_demo_run_with_locks_in_etcd_sells_exactly_the_stock() {
+    let stdout = small_demo(&["--engine", "etcd"]);
+    assert!(stdout.contains("locks in etcd"), "{stdout}");
 }
 
 /// Runs the demo with 300 purchases of a stock of 30 and `args`, checks its table, and

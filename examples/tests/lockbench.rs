@@ -1,5 +1,5 @@
 //! The benchmark in smoke mode: it completes, and its JSON report has every scenario with
-//! the documented fields (ZooKeeper's too: `scripts/test` installs it). (Its figures are not checked: speed is for the benchmark to report,
+//! the documented fields (ZooKeeper's and etcd's too: `scripts/test` installs them). (Its figures are not checked: speed is for the benchmark to report,
 //! not for tests to assert.)
 
 use std::process::Command;
@@ -25,6 +25,7 @@ fn lockbench_smoke_run_writes_a_valid_report() {
         "4 redlock",
         "5 no starving",
         "6 zookeeper",
+        "7 etcd",
     ] {
         assert!(
             rows.iter()

@@ -4,10 +4,11 @@
 //! first with the handlers' `--no-lock` twin, then with `#[distributed_lock]`.
 //!
 //! `demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]
-//! [--engine redis|zookeeper]`
+//! [--engine redis|zookeeper|etcd]`
 //!
 //! With `--engine zookeeper` the locks live in a throwaway ZooKeeper server the demo starts
-//! (the harness's `ZkServer`); the stock stays in Redis, the shop's data store.
+//! (the harness's `ZkServer`), with `--engine etcd` in a throwaway etcd (`EtcdServer`); the
+//! stock stays in Redis, the shop's data store.
 //!
 //! Exits non-zero if the locked round sold anything but exactly the stock. Everything it
 //! started is stopped when it ends, also on Ctrl-C.
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_examples::client::HttpClient;
 use leasehold_examples::shop::ShopArgs;
-use leasehold_tests::harness::{RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, RedisServer, ZkServer};
 
 use fleet::Fleet;
 use report::{Outcome, Round};
@@ -46,6 +47,8 @@ enum Engine {
     Redis,
     /// A throwaway ZooKeeper server of the demo's own.
     ZooKeeper,
+    /// A throwaway etcd server of the demo's own.
+    Etcd,
 }
 
 impl Engine {
@@ -53,8 +56,9 @@ impl Engine {
         match name {
             "redis" => Ok(Engine::Redis),
             "zookeeper" => Ok(Engine::ZooKeeper),
+            "etcd" => Ok(Engine::Etcd),
             other => Err(format!(
-                "--engine {other:?}: expected redis or zookeeper\n\n{USAGE}"
+                "--engine {other:?}: expected redis, zookeeper or etcd\n\n{USAGE}"
             )),
         }
     }
@@ -62,15 +66,15 @@ impl Engine {
 
 const USAGE: &str = "\
 usage: demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]
-            [--engine redis|zookeeper]
+            [--engine redis|zookeeper|etcd]
 
   --purchases N    purchases per round (default 2000)
   --stock N        the stock they compete for (default 100)
   --concurrency N  purchases in flight at once (default 200)
   --shops N        shop processes per round, alternating actix-web and axum (default 2)
   --redis-url URL  use this Redis (default: $REDIS_URL, else a throwaway redis-server)
-  --engine E       where the locks live: redis (default), or zookeeper, a throwaway
-                   ZooKeeper server (the stock stays in Redis)";
+  --engine E       where the locks live: redis (default), or zookeeper or etcd, a
+                   throwaway server of that kind (the stock stays in Redis)";
 
 impl Args {
     fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
@@ -205,14 +209,28 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
             (Some(redis), url)
         }
     };
-    // Held until the end of the demo, like the redis-server.
-    let (_zookeeper, lock_args) = match args.engine {
+    // Held until the end of the demo, like the redis-server: dropping it stops the server.
+    let (_lock_server, lock_args): (Option<Box<dyn std::any::Any>>, _) = match args.engine {
         Engine::Redis => (None, Vec::new()),
         Engine::ZooKeeper => match start_zookeeper().await {
             Ok(zookeeper) => {
                 let hosts = zookeeper.connect_string();
                 eprintln!("started a throwaway ZooKeeper on {hosts} for the locks");
-                (Some(zookeeper), vec!["--zookeeper".to_owned(), hosts])
+                (
+                    Some(Box::new(zookeeper)),
+                    vec!["--zookeeper".to_owned(), hosts],
+                )
+            }
+            Err(message) => {
+                eprintln!("{message}");
+                return 1;
+            }
+        },
+        Engine::Etcd => match start_etcd().await {
+            Ok(etcd) => {
+                let endpoint = etcd.endpoint();
+                eprintln!("started a throwaway etcd on {endpoint} for the locks");
+                (Some(Box::new(etcd)), vec!["--etcd".to_owned(), endpoint])
             }
             Err(message) => {
                 eprintln!("{message}");
@@ -238,6 +256,7 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
         match args.engine {
             Engine::Redis => "Redis",
             Engine::ZooKeeper => "ZooKeeper, stock in Redis",
+            Engine::Etcd => "etcd, stock in Redis",
         },
     );
     let run_id = format!(
@@ -412,6 +431,17 @@ async fn start_zookeeper() -> Result<ZkServer, String> {
     })
 }
 
+/// A throwaway etcd server from the harness; the error says what to do when it cannot start
+/// (the harness's own reason, from its panic, is printed above it).
+async fn start_etcd() -> Result<EtcdServer, String> {
+    tokio::spawn(EtcdServer::start()).await.map_err(|_| {
+        "error: could not start a throwaway etcd (the reason is above).\n\
+         Install it (Debian/Ubuntu: scripts/ensure-etcd, or run scripts/demo --engine etcd, \
+         which does), or run the demo with --engine redis"
+            .to_owned()
+    })
+}
+
 /// Whether `redis-server` can be run: `LEASEHOLD_REDIS_SERVER`, or on `PATH`.
 fn redis_server_installed() -> Result<(), String> {
     if let Some(path) = std::env::var_os("LEASEHOLD_REDIS_SERVER") {
@@ -462,9 +492,10 @@ mod tests {
         let zookeeper = parse(&["--engine", "zookeeper"]).unwrap();
         assert_eq!(zookeeper.engine, Engine::ZooKeeper);
         assert_eq!(parse(&["--engine=redis"]).unwrap().engine, Engine::Redis);
-        let unknown = parse(&["--engine", "etcd"]).unwrap_err();
+        assert_eq!(parse(&["--engine", "etcd"]).unwrap().engine, Engine::Etcd);
+        let unknown = parse(&["--engine", "consul"]).unwrap_err();
         assert!(
-            unknown.starts_with("--engine \"etcd\": expected redis or zookeeper"),
+            unknown.starts_with("--engine \"consul\": expected redis, zookeeper or etcd"),
             "{unknown}"
         );
         assert!(unknown.contains("usage: demo"), "{unknown}");

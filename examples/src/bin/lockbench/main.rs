@@ -3,12 +3,13 @@
 //!
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
-//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper]
+//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd]
 //! ```
 //!
 //! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios) and, for
-//! scenario 6, a throwaway ZooKeeper server (the tests' harness; the scenario is skipped, saying
-//! why, when it cannot start: `scripts/ensure-zookeeper` installs it), prints a table and
+//! scenario 6, a throwaway ZooKeeper server, and for scenario 7 a throwaway etcd (the tests'
+//! harness; each scenario is skipped, saying why, when its server cannot start:
+//! `scripts/ensure-zookeeper` and `scripts/ensure-etcd` install them), prints a table and
 //! writes `target/lockbench.json`: a list of
 //! `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`.
 //!
@@ -29,7 +30,10 @@
 //!    run (median rounds);
 //! 6. leasehold on ZooKeeper vs the ZooKeeper client's own lock recipe (`Client::lock`), on the
 //!    same server: uncontended cycles (1, 16 tasks), and one hot key, 16 tasks x 1 process and
-//!    4 processes x 4 tasks: throughput, wait percentiles, handover, requests per acquisition.
+//!    4 processes x 4 tasks: throughput, wait percentiles, handover, requests per acquisition;
+//! 7. leasehold on etcd vs etcd's own Lock service (`Client::lock`, `unlock`), on the same
+//!    server: uncontended cycles (1, 16 tasks), and one hot key, 16 tasks x 1 process and
+//!    4 processes x 4 tasks: throughput, wait percentiles, handover.
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -38,8 +42,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold::{distributed_lock, LockError, Locker};
-use leasehold_tests::harness::{RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, RedisServer, ZkServer};
 
+mod etcd;
 mod zookeeper;
 
 /// One row of the report.
@@ -559,7 +564,8 @@ fn hot_stats(mut samples: Vec<Sample>) -> HotStats {
 }
 
 /// Runs the hot-key load in `processes` worker processes with `tasks` tasks each; the
-/// samples of each process. `which` is an [`Impl`]'s or a [`zookeeper::Contender`]'s name.
+/// samples of each process. `which` is an [`Impl`]'s, a [`zookeeper::Contender`]'s or an
+/// [`etcd::Contender`]'s name.
 fn hot_key_processes(
     which: &str,
     url: &str,
@@ -620,19 +626,21 @@ async fn worker(args: &[String]) {
         panic!("worker arguments: IMPL URL KEY TASKS LOAD");
     };
     let zk_contender = zookeeper::Contender::parse(which);
+    let etcd_contender = etcd::Contender::parse(which);
     let tasks = tasks.parse().expect("tasks");
     let load = Load::parse(load);
     // Connect before the start signal, so all processes begin together.
-    let _warm = match zk_contender {
-        None => Some(Locker::connect(url).await.expect("connect")),
-        Some(_) => None,
+    let _warm = match (zk_contender, etcd_contender) {
+        (None, None) => Some(Locker::connect(url).await.expect("connect")),
+        _ => None,
     };
     println!("ready");
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).expect("go");
-    let samples = match zk_contender {
-        Some(contender) => zookeeper::contend(contender, url, key, tasks, load).await,
-        None => hot_key(Impl::parse(which), url, key, tasks, load).await,
+    let samples = match (zk_contender, etcd_contender) {
+        (Some(contender), _) => zookeeper::contend(contender, url, key, tasks, load).await,
+        (_, Some(contender)) => etcd::contend(contender, url, key, tasks, load).await,
+        (None, None) => hot_key(Impl::parse(which), url, key, tasks, load).await,
     };
     let mut out = std::io::stdout().lock();
     for s in samples {
@@ -1114,16 +1122,18 @@ enum Scenario {
     Redlock,
     Fairness,
     ZooKeeper,
+    Etcd,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 6] = [
+    const ALL: [Scenario; 7] = [
         Scenario::Uncontended,
         Scenario::HotKey,
         Scenario::Attribute,
         Scenario::Redlock,
         Scenario::Fairness,
         Scenario::ZooKeeper,
+        Scenario::Etcd,
     ];
 
     fn parse(s: &str) -> Scenario {
@@ -1134,10 +1144,12 @@ impl Scenario {
             "4" | "redlock" => Scenario::Redlock,
             "5" | "fairness" => Scenario::Fairness,
             "6" | "zookeeper" => Scenario::ZooKeeper,
+            "7" | "etcd" => Scenario::Etcd,
             other => {
                 eprintln!(
                     "unknown scenario {other:?}: --only takes a comma-separated list of \
-                     uncontended, hot-key, attribute, redlock, fairness, zookeeper (or 1 to 6)"
+                     uncontended, hot-key, attribute, redlock, fairness, zookeeper, etcd (or 1 \
+                     to 7)"
                 );
                 std::process::exit(2)
             }
@@ -1183,6 +1195,10 @@ async fn main() {
     let mut zk_server = scenarios
         .contains(&Scenario::ZooKeeper)
         .then(|| tokio::spawn(ZkServer::start()));
+    // Likewise etcd, which serves within a second or so.
+    let mut etcd_server = scenarios
+        .contains(&Scenario::Etcd)
+        .then(|| tokio::spawn(EtcdServer::start()));
     let main_server = RedisServer::start().await;
     let nodes = if scenarios.contains(&Scenario::Redlock) {
         RedisServer::start_many(5).await
@@ -1210,6 +1226,13 @@ async fn main() {
                 Err(_) => println!(
                     "6 zookeeper: skipped, the throwaway ZooKeeper did not start (the reason \
                      is above; scripts/ensure-zookeeper installs it)"
+                ),
+            },
+            Scenario::Etcd => match etcd_server.take().expect("started above").await {
+                Ok(etcd) => etcd::scenario(&mut report, &etcd, duration, rounds).await,
+                Err(_) => println!(
+                    "7 etcd: skipped, the throwaway etcd did not start (the reason is above; \
+                     scripts/ensure-etcd installs it)"
                 ),
             },
         }
