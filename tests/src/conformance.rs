@@ -27,8 +27,8 @@ use std::time::Duration;
 use leasehold::{Locker, LockerBuilder};
 
 use crate::harness::{
-    eventually, EtcdServer, ProxyMode, RedisCluster, RedisServer, SentinelSetup, Sentinels,
-    TcpProxy, ZkServer,
+    eventually, EtcdCluster, EtcdServer, ProxyMode, RedisCluster, RedisServer, SentinelSetup,
+    Sentinels, TcpProxy, ZkServer,
 };
 use crate::history::WorkerSpec;
 
@@ -81,11 +81,13 @@ pub enum EngineKind {
     ZooKeeper,
     /// One single-member etcd cluster, each locker's etcd lease of [`ETCD_LEASE_TTL`].
     Etcd,
+    /// A 3-member etcd cluster (every member behind a proxy, the client given all three).
+    Etcd3,
 }
 
 impl EngineKind {
     /// Every engine the suite runs against.
-    pub const ALL: [EngineKind; 7] = [
+    pub const ALL: [EngineKind; 8] = [
         EngineKind::Single,
         EngineKind::RedLock3,
         EngineKind::Cluster,
@@ -93,10 +95,11 @@ impl EngineKind {
         EngineKind::Memory,
         EngineKind::ZooKeeper,
         EngineKind::Etcd,
+        EngineKind::Etcd3,
     ];
 
     /// The engine's name in test names: `single`, `redlock3`, `cluster`, `sentinel`, `memory`,
-    /// `zookeeper`, `etcd`.
+    /// `zookeeper`, `etcd`, `etcd3`.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Single => "single",
@@ -106,6 +109,7 @@ impl EngineKind {
             EngineKind::Memory => "memory",
             EngineKind::ZooKeeper => "zookeeper",
             EngineKind::Etcd => "etcd",
+            EngineKind::Etcd3 => "etcd3",
         }
     }
 
@@ -136,6 +140,7 @@ enum Servers {
     Memory(Locker),
     ZooKeeper(ZkServer),
     Etcd(EtcdServer),
+    Etcd3(EtcdCluster),
 }
 
 /// A running engine: its servers, a proxy in front of each lock server, and how to reach,
@@ -212,6 +217,14 @@ impl Engine {
                 let proxies = vec![TcpProxy::start(server.addr()).await];
                 Engine::new(kind, Servers::Etcd(server), proxies)
             }
+            EngineKind::Etcd3 => {
+                let cluster = EtcdCluster::start(3).await;
+                let mut proxies = Vec::new();
+                for member in cluster.members() {
+                    proxies.push(TcpProxy::start(member.addr()).await);
+                }
+                Engine::new(kind, Servers::Etcd3(cluster), proxies)
+            }
         }
     }
 
@@ -255,7 +268,7 @@ impl Engine {
             Servers::ZooKeeper(_) => options()
                 .zookeeper(self.zookeeper_hosts())
                 .session_timeout(ZK_SESSION_TIMEOUT),
-            Servers::Etcd(_) => options()
+            Servers::Etcd(_) | Servers::Etcd3(_) => options()
                 .etcd(self.etcd_endpoints())
                 .session_timeout(ETCD_LEASE_TTL),
         }
@@ -293,7 +306,7 @@ impl Engine {
                 let hosts = self.zookeeper_hosts();
                 WorkerSpec::new(&hosts, resource_url).zookeeper(&hosts, ZK_SESSION_TIMEOUT)
             }
-            Servers::Etcd(_) => {
+            Servers::Etcd(_) | Servers::Etcd3(_) => {
                 WorkerSpec::new(&urls[0], resource_url).etcd(&self.etcd_endpoints(), ETCD_LEASE_TTL)
             }
             Servers::Memory(_) => return None,
@@ -337,6 +350,7 @@ impl Engine {
             Servers::Sentinel(setup) => setup.master().kill9(),
             Servers::ZooKeeper(server) => server.kill9(),
             Servers::Etcd(server) => server.kill9(),
+            Servers::Etcd3(cluster) => cluster.members().iter().for_each(EtcdServer::kill9),
             Servers::Memory(_) => return false,
         }
         true
