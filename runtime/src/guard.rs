@@ -16,7 +16,9 @@ use crate::state::Inner;
 
 /// A held lock. While it lives (and its lease is not lost) no other owner holds the same key.
 ///
-/// - [`release`](Self::release) gives the lock back and reports whether it was still ours.
+/// - [`release`](Self::release) gives the lock back: `Ok(())` when it was still ours,
+///   [`LockError::Lost`] when it was not (or this guard had been told of its loss), and
+///   [`LockError::Unavailable`] when the store did not answer.
 /// - Dropping the guard releases it in the background (also on panic, `?` and cancellation);
 ///   if Redis is unreachable then, that release is retried while the lease could be valid.
 /// - The watchdog renews the lease while the guard lives, unless the request turned it off;

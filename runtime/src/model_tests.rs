@@ -750,3 +750,35 @@ mod lost_lease_in_its_own_locker {
         assert!(matches!(err, LockError::Lost { .. }), "{err}");
     }
 }
+
+/// Found by the fault suite (RedLock, masters restarted one at a time): when renewals keep
+/// failing, the watchdog gives the lease up a little before its validity ends and gives the
+/// lock back; the holder must stop believing in it *before* the lock can go, or the next
+/// holder overlaps with it.
+#[tokio::test(start_paused = true)]
+async fn a_lease_given_up_after_failed_renewals_is_not_believed_once_its_lock_is_gone() {
+    let store = crate::store::scripted::ScriptedStore::new();
+    let locker = Locker::scripted(store.clone());
+    let guard = locker
+        .lock("k")
+        .lease(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
+    let lock = crate::key::LockKeys::new(locker.prefix(), "k").lock;
+    // Every renewal fails (the store does not answer); the release that gives the lock back
+    // then goes through.
+    store.fail_next(7);
+    let mut freed_at = None;
+    for step in 0..1500u64 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        if !store.is_locked(&lock) {
+            assert!(
+                !guard.is_held(),
+                "the lock is gone from the store at {step} ms while its holder still believes it"
+            );
+            freed_at.get_or_insert(step);
+        }
+    }
+    assert!(freed_at.is_some(), "the lock was never given back");
+}

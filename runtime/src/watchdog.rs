@@ -216,6 +216,9 @@ const GIVE_BACK_FOR: Duration = Duration::from_secs(30);
 /// one where they live as long as the session (ZooKeeper), a session that survived a pause
 /// would otherwise keep a lock its holder already gave up.
 fn give_back(store: &Arc<dyn Store>, lease: Arc<Lease>) {
+    // Nobody may believe in the lease once its lock can go: a holder that still counted on
+    // it (its validity not quite over) would overlap with the next one.
+    lease.mark_lost();
     let store = Arc::downgrade(store);
     tokio::spawn(async move {
         let until = Instant::now() + GIVE_BACK_FOR;

@@ -149,6 +149,15 @@ pub(crate) fn yes_no(flags: Vec<bool>) -> Vec<Renewed> {
 
 #[cfg(test)]
 impl MemoryStore {
+    /// Whether someone holds `lock` now (for tests; no side effect).
+    pub(crate) fn is_locked(&self, lock: &str) -> bool {
+        let state = self.state.lock().unwrap();
+        state
+            .locks
+            .get(lock)
+            .is_some_and(|held| held.expires > Instant::now())
+    }
+
     /// Forgets every lock, as a server that restarted empty would; fence counters stay.
     pub(crate) fn forget_locks(&self) {
         self.state.lock().unwrap().locks.clear();

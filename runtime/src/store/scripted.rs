@@ -96,6 +96,11 @@ impl ScriptedStore {
         self.shared.epoch.send_modify(|n| *n += 1);
     }
 
+    /// Whether someone holds `lock` in the store now, without a call (no scripted fate).
+    pub(crate) fn is_locked(&self, lock: &str) -> bool {
+        self.shared.store.is_locked(lock)
+    }
+
     /// Forgets every scripted fault not consumed yet.
     pub(crate) fn heal(&self) {
         *self.shared.script.lock().unwrap() = Script::default();

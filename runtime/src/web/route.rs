@@ -422,6 +422,24 @@ impl PathPattern {
                     "segment {part:?} mixes text and braces; a parameter takes a whole segment, \
                      e.g. \"/files/{{name}}\""
                 )));
+            } else if let Some((sigil, name)) = part
+                .strip_prefix(':')
+                .map(|n| (':', n))
+                .or_else(|| part.strip_prefix('*').map(|n| ('*', n)))
+                .filter(|(_, n)| is_param_name(n))
+            {
+                // `/events/:id` (axum 0.7, express) would be taken literally, and the route
+                // would run unlocked: refuse it, naming the syntax that works.
+                let braces = if sigil == '*' {
+                    format!("{{*{name}}}")
+                } else {
+                    format!("{{{name}}}")
+                };
+                return Err(bad(format!(
+                    "segment `{part}` is not a parameter here: parameters are written in braces, \
+                     `{braces}` (the `{sigil}{name}` syntax of axum 0.7 and older would match \
+                     the text `{part}` literally, and the route would run unlocked)"
+                )));
             } else {
                 PathSegment::Literal((*part).to_owned())
             };
@@ -649,6 +667,23 @@ mod tests {
         assert!(rule.matches("POST", "/orders/a1/").is_none());
         assert!(rule.matches("POST", "orders/a1").is_none());
         assert!(rule.matches("POST", "/order/a1").is_none());
+    }
+
+    /// Issue 18: `/events/:id` (axum 0.7 syntax) was taken literally, and the route ran
+    /// unlocked. It is refused now, with the `{id}` syntax named.
+    #[test]
+    fn colon_and_star_parameters_are_refused_with_the_brace_syntax() {
+        let err = RouteRule::new("POST", "/events/:id", "event:<id>").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("`{id}`") && text.contains("axum 0.7"),
+            "{text}"
+        );
+        let err = RouteRule::new("GET", "/files/*path", "file").unwrap_err();
+        assert!(err.to_string().contains("`{*path}`"), "{err}");
+        // Text that merely contains a colon stays literal (Google-style custom methods).
+        let rule = RouteRule::new("POST", "/v1/things:batch", "batch").unwrap();
+        assert!(rule.matches("POST", "/v1/things:batch").is_some());
     }
 
     #[test]
