@@ -207,30 +207,20 @@ async fn run(
     }
 }
 
-/// How long a lapsed lease's lock is offered back to the store, at most.
-const GIVE_BACK_FOR: Duration = Duration::from_secs(30);
-
 /// Deletes the lock of a lease that ran out on this process's clock, if the store still has
-/// it in our name, in the background, trying again while the store does not answer. On an
-/// engine where locks expire by themselves (Redis) this only frees them a little sooner; on
-/// one where they live as long as the session (ZooKeeper), a session that survived a pause
-/// would otherwise keep a lock its holder already gave up.
+/// it in our name, in the background. One call: on an engine where locks expire by themselves
+/// (Redis) a failure costs nothing, and the engines whose locks live as long as a session
+/// (ZooKeeper, etcd) retry a delete whose outcome is unknown themselves until they get an
+/// answer. Without it, a session that survived a pause would keep a lock its holder already
+/// gave up.
 fn give_back(store: &Arc<dyn Store>, lease: Arc<Lease>) {
     // Nobody may believe in the lease once its lock can go: a holder that still counted on
     // it (its validity not quite over) would overlap with the next one.
     lease.mark_lost();
     let store = Arc::downgrade(store);
     tokio::spawn(async move {
-        let until = Instant::now() + GIVE_BACK_FOR;
-        let mut pause = Duration::from_millis(100);
-        while Instant::now() < until {
-            let Some(store) = store.upgrade() else { return };
-            if store.release(&lease.keys, &lease.token).await.is_ok() {
-                return;
-            }
-            drop(store);
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(2));
+        if let Some(store) = store.upgrade() {
+            let _ = store.release(&lease.keys, &lease.token).await;
         }
     });
 }
