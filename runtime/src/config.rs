@@ -39,6 +39,7 @@ use crate::web::{RouteLocks, RouteRule};
 /// # zookeeper = "zk1:2181,zk2:2181,zk3:2181"                            # LEASEHOLD_ZOOKEEPER
 /// # etcd = ["http://user:password@etcd1:2379", "http://etcd2:2379"]    # LEASEHOLD_ETCD
 /// # session_timeout = "10s"       # LEASEHOLD_SESSION_TIMEOUT; with zookeeper or etcd
+/// # postgres = "postgres://user:password@db:5432/app"                   # LEASEHOLD_POSTGRES
 /// clock_drift = 0.01               # LEASEHOLD_CLOCK_DRIFT
 ///
 /// [[rules]]                        # applied by RouteLocks, first match wins
@@ -89,6 +90,10 @@ pub struct LockConfig {
     /// (feature `etcd`); see [`LockerBuilder::etcd`](crate::LockerBuilder). Credentials go in
     /// the endpoints, and never show in this config's `Debug`.
     pub etcd: Vec<String>,
+    /// A PostgreSQL database, `postgres://user:password@host:port/database`, instead of `url`
+    /// (feature `postgres`); see [`LockerBuilder::postgres`](crate::LockerBuilder). The
+    /// password never shows in this config's `Debug`.
+    pub postgres: Option<String>,
     /// With `zookeeper`: the session timeout; with `etcd`: the TTL of the locker's etcd lease.
     /// Defaults to 10 s; see [`LockerBuilder::session_timeout`](crate::LockerBuilder).
     pub session_timeout: Option<Duration>,
@@ -127,6 +132,7 @@ impl std::fmt::Debug for LockConfig {
             )
             .field("zookeeper", &self.zookeeper.as_deref().map(redact))
             .field("etcd", &list(&self.etcd))
+            .field("postgres", &self.postgres.as_deref().map(redact))
             .field("session_timeout", &self.session_timeout)
             .field("clock_drift", &self.clock_drift)
             .field("prefix", &self.prefix)
@@ -162,7 +168,7 @@ pub struct SentinelConfig {
 }
 
 /// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
-const ENV_VARS: [(&str, &str); 15] = [
+const ENV_VARS: [(&str, &str); 16] = [
     ("LEASEHOLD_URL", "url"),
     ("LEASEHOLD_REDLOCK", "redlock"),
     ("LEASEHOLD_CLUSTER", "cluster"),
@@ -170,6 +176,7 @@ const ENV_VARS: [(&str, &str); 15] = [
     ("LEASEHOLD_SENTINEL_MASTER", "sentinel_master"),
     ("LEASEHOLD_ZOOKEEPER", "zookeeper"),
     ("LEASEHOLD_ETCD", "etcd"),
+    ("LEASEHOLD_POSTGRES", "postgres"),
     ("LEASEHOLD_SESSION_TIMEOUT", "session_timeout"),
     ("LEASEHOLD_PREFIX", "prefix"),
     ("LEASEHOLD_LEASE", "lease"),
@@ -298,6 +305,7 @@ impl LockConfig {
                 }
                 "clock_drift" => self.clock_drift = Some(parse_drift(var, value)?),
                 "zookeeper" => self.zookeeper = Some(value.to_owned()),
+                "postgres" => self.postgres = Some(value.to_owned()),
                 "etcd" => {
                     self.etcd = value
                         .split(',')
@@ -376,6 +384,7 @@ impl LockConfig {
             ("sentinel", self.sentinel.is_some()),
             ("zookeeper", self.zookeeper.is_some()),
             ("etcd", !self.etcd.is_empty()),
+            ("postgres", self.postgres.is_some()),
         ]
         .iter()
         .filter(|(_, set)| *set)
@@ -385,7 +394,7 @@ impl LockConfig {
             match given.as_slice() {
                 [] => return Err(LockError::config(
                     "invalid leasehold config: url: missing; set url = \"redis://127.0.0.1:6379\" \
-                     (or redlock, cluster, [sentinel], zookeeper or etcd) in the config, or LEASEHOLD_URL in the \
+                     (or redlock, cluster, [sentinel], zookeeper, etcd or postgres) in the config, or LEASEHOLD_URL in the \
                      environment",
                 )),
                 ["url"] => {
@@ -406,6 +415,7 @@ impl LockConfig {
                         .session_timeout
                         .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
                 },
+                ["postgres"] => Deployment::Postgres(self.postgres.clone().expect("given")),
                 ["sentinel"] => {
                     let sentinel = self.sentinel.as_ref().expect("given");
                     Deployment::Sentinel {
@@ -456,6 +466,7 @@ struct RawConfig {
     zookeeper: Option<String>,
     #[serde(default)]
     etcd: Vec<String>,
+    postgres: Option<String>,
     session_timeout: Option<String>,
     clock_drift: Option<f64>,
     prefix: Option<String>,
@@ -527,6 +538,7 @@ impl TryFrom<RawConfig> for LockConfig {
                 .transpose()?,
             zookeeper: raw.zookeeper,
             etcd: raw.etcd,
+            postgres: raw.postgres,
             session_timeout: opt("session_timeout", &raw.session_timeout)?,
             clock_drift: raw.clock_drift,
             prefix: raw.prefix.map(|p| check_prefix("prefix", &p)).transpose()?,

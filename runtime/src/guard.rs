@@ -93,6 +93,12 @@ impl LockGuard {
         &self.span
     }
 
+    /// The lock's name in the store (`P:lock:{K}`), for fence checks made in the store.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn store_key(&self) -> &str {
+        &self.lease.keys.lock
+    }
+
     /// The error for this guard's lost lease, with the reason.
     pub(crate) fn lost_error(&self) -> LockError {
         LockError::Lost {
@@ -102,6 +108,14 @@ impl LockGuard {
 
     /// Reports that the lease was lost while this guard held it.
     pub(crate) fn report_lost(&self, why: &'static str) {
+        self.lease.report_lost(why);
+    }
+
+    /// The store showed this guard's lease is not its holder's any more: lost for every
+    /// guard of the lease.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn refused_by_store(&self, why: &'static str) {
+        self.lease.mark_lost();
         self.lease.report_lost(why);
     }
 

@@ -77,6 +77,8 @@ mod locker;
 #[cfg(test)]
 mod model_tests;
 mod observe;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod queue;
 mod reentrant;
 mod release;

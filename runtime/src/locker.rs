@@ -401,6 +401,34 @@ impl LockerBuilder {
         self
     }
 
+    /// Lock in a PostgreSQL database, `postgres://user:password@host:5432/database`: each lock
+    /// is a row of the table `leasehold_locks` (created on first use with its sequence and
+    /// functions, or applied by an operator from [`postgres::SCHEMA`](crate::postgres::SCHEMA)),
+    /// its lease expiring on the database server's clock and judged lost on this process's
+    /// monotonic clock, as on Redis. Fencing tokens come from a sequence, strictly increasing
+    /// across holders, keys and server restarts; [`postgres::check_fence`](crate::postgres::check_fence)
+    /// checks one inside your own transaction, so that the write and the fence check commit
+    /// together. Waiters wake on `LISTEN`/`NOTIFY`. Replaces [`url`](Self::url). Needs the
+    /// `postgres` feature.
+    ///
+    /// The URL takes tokio-postgres's parameters (`application_name`, `options`,
+    /// `connect_timeout`, ...); the password never appears in `Debug`, logs or errors. TLS
+    /// (`sslmode=require`) is not supported yet and refused.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::builder()
+    ///     .postgres("postgres://shop:secret@10.0.0.5:5432/shop")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub fn postgres(mut self, url: impl Into<String>) -> Self {
+        self.deployments.push(Deployment::Postgres(url.into()));
+        self
+    }
+
     /// With [`zookeeper`](Self::zookeeper): the session timeout; with [`etcd`](Self::etcd):
     /// the TTL of the locker's etcd lease (rounded up to whole seconds, as etcd counts; at least
     /// 1 s). Either way, how long a holder that crashed or was cut off keeps its locks. Leases
@@ -570,7 +598,7 @@ impl LockerBuilder {
             }
             _ => Err(LockError::config(
                 "more than one of .url(...), .redlock([...]), .cluster([...]), .sentinel(...), \
-                 .zookeeper(...) and .etcd([...]) was given; use one of them",
+                 .zookeeper(...), .etcd([...]) and .postgres(...) was given; use one of them",
             )),
         }
     }

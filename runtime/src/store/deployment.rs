@@ -38,6 +38,10 @@ pub(crate) enum Deployment {
         endpoints: Vec<String>,
         session_timeout: Duration,
     },
+    /// A PostgreSQL database (`postgres://user:password@host:port/database`), its locks rows
+    /// of a lease table.
+    #[cfg_attr(not(any(feature = "postgres", feature = "serde")), allow(dead_code))]
+    Postgres(String),
     /// The master that these Sentinels monitor under `master`.
     #[cfg_attr(not(any(feature = "sentinel", feature = "serde")), allow(dead_code))]
     Sentinel {
@@ -124,6 +128,18 @@ impl Deployment {
                 }
                 Ok(())
             }
+            Deployment::Postgres(url) => {
+                if !cfg!(feature = "postgres") {
+                    return Err(LockError::config(
+                        "postgres: this build of leasehold has no PostgreSQL support; enable its \
+                         `postgres` feature",
+                    ));
+                }
+                #[cfg(feature = "postgres")]
+                super::postgres::validate(url)?;
+                let _ = url;
+                Ok(())
+            }
             Deployment::Sentinel {
                 sentinels, master, ..
             } => {
@@ -164,6 +180,10 @@ impl Deployment {
             } => Arc::new(
                 super::etcd::EtcdStore::connect(endpoints, *session_timeout, settings).await?,
             ),
+            #[cfg(feature = "postgres")]
+            Deployment::Postgres(url) => {
+                Arc::new(super::postgres::PostgresStore::connect(url, settings).await?)
+            }
             #[cfg(feature = "cluster")]
             Deployment::Cluster(urls) => {
                 Arc::new(RedisStore::connect_cluster(urls, settings).await?)
@@ -206,6 +226,7 @@ impl fmt::Debug for Deployment {
                 .field("endpoints", &list(endpoints))
                 .field("session_timeout", session_timeout)
                 .finish(),
+            Deployment::Postgres(url) => f.debug_tuple("Postgres").field(&redact(url)).finish(),
             Deployment::Sentinel {
                 sentinels,
                 master,

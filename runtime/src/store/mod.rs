@@ -15,6 +15,8 @@ mod deployment;
 mod etcd;
 mod join;
 pub(crate) mod memory;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod redis;
 #[cfg(test)]
 pub(crate) mod scripted;

@@ -1,0 +1,886 @@
+//! The PostgreSQL engine: a lock is a row of a lease table, its expiry on the database
+//! server's clock, its fence drawn from a sequence.
+//!
+//! **The table.** `leasehold_locks (key, owner, fence, expires)` with `key` as primary key,
+//! the sequence `leasehold_fences` and two functions, created on first use under an advisory
+//! lock (or by an operator from [`SCHEMA`], for a database user that may not create tables).
+//! All of them live in the first schema of the connection's `search_path`.
+//!
+//! **Acquire** is one call of `leasehold_acquire`: it inserts the row, or takes over a row
+//! whose expiry has passed (on the server's clock), and only then, holding the row's lock,
+//! draws the fence from the sequence. Drawing it in the same statement as the insert would
+//! not do: a statement paused between drawing and inserting could take the lock after a
+//! later drawer released it, with a smaller fence. **Renew** extends every row of a batch
+//! that its owner token still holds (one statement); **release** deletes the row if the token
+//! owns it and notifies, in the same transaction, the channel every locker listens on.
+//!
+//! **Loss** is judged on this process's monotonic clock from the send time of the last
+//! acknowledged acquire or renewal, as on Redis; the server's expiry is counted from a later
+//! moment (when the statement ran), so it never ends before the client's belief does, as
+//! long as the server's wall clock does not jump forward by more than the lease's margin.
+//!
+//! **Waiting.** One connection per locker listens on the channel `leasehold`, whose payload
+//! names the released lock; a subscription registers before the waiter's next attempt and
+//! the listener is up by then, so a release after the attempt is never missed. When the
+//! listening connection drops (or stops answering its health check), every waiter is woken
+//! once it is back, and retries.
+//!
+//! **Connections.** [`POOL`] connections, opened on demand and shared: tokio-postgres
+//! pipelines the statements of concurrent callers on one connection, so a lock call never
+//! waits for a connection to be free, and a connection that failed or timed out is replaced
+//! on its next use. Every call is bounded by the operation timeout, on the client and as the
+//! server's `statement_timeout`.
+//!
+//! **Growth.** A released row is deleted; a row left behind by a crashed holder is taken over
+//! by the next acquirer or deleted by the periodic sweep of every locker, so the table holds
+//! about as many rows as there are locks held.
+
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use tokio_postgres as pg;
+
+use super::{
+    AcquireRequest, Admin, Attempt, LockState, Renewal, Renewed, Settings, Store, StoreFuture,
+    WakeSubscription,
+};
+use crate::error::LockError;
+use crate::key::{unescape, LockKeys};
+use crate::token::OwnerToken;
+
+/// How many connections one locker uses for its lock calls (plus one that listens).
+pub(crate) const POOL: usize = 4;
+
+/// Fences of one acquisition: `sequence value × FENCE_SLOTS + n`.
+pub(crate) const FENCE_SLOTS: u64 = 32;
+
+/// How often the listening connection proves it is alive.
+const LISTENER_CHECK: Duration = Duration::from_secs(2);
+
+/// How often each locker deletes rows whose lease ended long ago.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// How many renewals one statement carries.
+const RENEW_CHUNK: usize = 1000;
+
+/// The tables, sequence and functions the engine uses, as an operator would apply them (the
+/// engine applies them itself on first use when its database user may). Idempotent.
+pub const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS leasehold_locks (
+    key     text        PRIMARY KEY,
+    owner   text        NOT NULL,
+    fence   bigint      NOT NULL,
+    expires timestamptz NOT NULL
+) WITH (fillfactor = 70);
+
+CREATE SEQUENCE IF NOT EXISTS leasehold_fences;
+
+-- Takes the lock `p_key` for `p_owner` if it is free, its lease ended, or it is the owner's
+-- already (a retried attempt). Granted: `fence` is the highest of the `p_fences` tokens
+-- reserved, drawn from the sequence while the row is locked. Held: `remaining_ms` is what is
+-- left of the holder's lease.
+CREATE OR REPLACE FUNCTION leasehold_acquire(
+    p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
+    OUT fence bigint, OUT remaining_ms bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO leasehold_locks AS l (key, owner, fence, expires)
+    VALUES (p_key, p_owner, 0, clock_timestamp() + p_lease_ms * interval '1 millisecond')
+    ON CONFLICT (key) DO UPDATE
+        SET owner = excluded.owner, fence = 0,
+            expires = clock_timestamp() + p_lease_ms * interval '1 millisecond'
+        WHERE l.expires <= clock_timestamp() OR l.owner = excluded.owner;
+    IF FOUND THEN
+        UPDATE leasehold_locks AS l
+            SET fence = nextval('leasehold_fences') * 32 + p_fences
+            WHERE l.key = p_key
+            RETURNING l.fence INTO fence;
+    ELSE
+        SELECT greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
+            INTO remaining_ms
+            FROM leasehold_locks AS l WHERE l.key = p_key;
+    END IF;
+END
+$$;
+
+-- In the caller's transaction: whether the holder of fence `p_fence` still holds the lock
+-- stored as `p_key`, row-locking it until the transaction ends, so that no other holder can
+-- take the lock over before this transaction's writes are committed.
+CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM leasehold_locks AS l
+        WHERE l.key = p_key
+          AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
+          AND l.expires > clock_timestamp()
+        FOR SHARE;
+    RETURN FOUND;
+END
+$$;
+"#;
+
+/// Whether the schema is there; read before creating it.
+const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL \
+     AND to_regclass('leasehold_fences') IS NOT NULL \
+     AND to_regprocedure('leasehold_acquire(text,text,bigint,bigint)') IS NOT NULL \
+     AND to_regprocedure('leasehold_check_fence(text,bigint)') IS NOT NULL";
+
+/// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
+const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
+
+const ACQUIRE: &str = "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4)";
+
+const RELEASE: &str = "WITH gone AS (\
+     DELETE FROM leasehold_locks WHERE key = $1 AND owner = $2 \
+     RETURNING expires > clock_timestamp() AS valid) \
+     SELECT valid, pg_notify('leasehold', $3) IS NULL FROM gone";
+
+const RENEW: &str = "UPDATE leasehold_locks AS l \
+     SET expires = clock_timestamp() + b.ms * interval '1 millisecond' \
+     FROM unnest($1::text[], $2::text[], $3::bigint[]) AS b(key, owner, ms) \
+     WHERE l.key = b.key AND l.owner = b.owner AND l.expires > clock_timestamp() \
+     RETURNING l.key, l.owner";
+
+const INSPECT: &str = "SELECT fence, \
+     ceil(extract(epoch FROM expires - clock_timestamp()) * 1000)::bigint \
+     FROM leasehold_locks WHERE key = $1";
+
+const LIST: &str = "SELECT key FROM leasehold_locks WHERE starts_with(key, $1) ORDER BY key";
+
+const FORCE_RELEASE: &str = "WITH gone AS (\
+     DELETE FROM leasehold_locks WHERE key = $1 \
+     RETURNING expires > clock_timestamp() AS held) \
+     SELECT held, pg_notify('leasehold', $2) IS NULL FROM gone";
+
+/// Deletes rows whose lease ended more than a second ago, a bounded number at a time; the
+/// second condition is checked again on the row's newest version, so a row taken over
+/// meanwhile stays.
+const SWEEP: &str = "DELETE FROM leasehold_locks WHERE key IN (\
+     SELECT key FROM leasehold_locks \
+     WHERE expires < clock_timestamp() - interval '1 second' LIMIT 1000) \
+     AND expires < clock_timestamp() - interval '1 second'";
+
+/// Text as PostgreSQL stores it: `text` cannot hold NUL, which lock keys may contain. Every
+/// `%` of a stored key already starts an escape (`%25`, `%7B`, `%7D`), so `%00` is free.
+pub(crate) fn db_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        text.replace('\0', "%00").into()
+    } else {
+        text.into()
+    }
+}
+
+/// The user's key back from a stored lock key's escaped part.
+fn from_db(escaped: &str) -> Option<String> {
+    unescape(&escaped.replace("%00", "\0"))
+}
+
+/// The prepared statements of one connection.
+struct Statements {
+    acquire: pg::Statement,
+    release: pg::Statement,
+    renew: pg::Statement,
+}
+
+/// One connection for lock calls.
+struct Conn {
+    client: pg::Client,
+    statements: Statements,
+    driver: AbortHandle,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // The driver would otherwise live on behind a stalled socket.
+        self.driver.abort();
+    }
+}
+
+/// The wake-up channels of the locks this process waits for, by wake key.
+#[derive(Default)]
+struct Wakes {
+    channels: Mutex<HashMap<String, watch::Sender<u64>>>,
+}
+
+impl Wakes {
+    fn subscribe(&self, wake: &str) -> watch::Receiver<u64> {
+        let mut channels = self.channels.lock().unwrap();
+        if channels.len() >= 64 && channels.len().is_power_of_two() {
+            channels.retain(|_, tx| tx.receiver_count() > 0);
+        }
+        channels
+            .entry(wake.to_owned())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    fn wake(&self, wake: &str) {
+        if let Some(tx) = self.channels.lock().unwrap().get(wake) {
+            tx.send_modify(|n| *n += 1);
+        }
+    }
+
+    fn wake_all(&self) {
+        let mut channels = self.channels.lock().unwrap();
+        channels.retain(|_, tx| tx.receiver_count() > 0);
+        for tx in channels.values() {
+            tx.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// What the listener and the lock calls share.
+struct Shared {
+    config: pg::Config,
+    shown: String,
+    settings: Settings,
+    wakes: Wakes,
+}
+
+pub(crate) struct PostgresStore {
+    shared: Arc<Shared>,
+    slots: Vec<tokio::sync::Mutex<Option<Arc<Conn>>>>,
+    next: AtomicUsize,
+    /// True while the listening connection listens.
+    listening: watch::Receiver<bool>,
+    listener: AbortHandle,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// `postgres://[user[:password]@]host[:port]/database?...`, parsed, for messages without
+/// the password.
+fn parse(url: &str) -> Result<(pg::Config, String), LockError> {
+    let shown = super::settings::redact(url);
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(LockError::config(format!(
+            "postgres needs a URL such as postgres://user:password@host:5432/database; got \
+             {shown:?}"
+        )));
+    }
+    let config = pg::Config::from_str(url).map_err(|e| {
+        LockError::config(format!("postgres could not read the URL {shown:?}: {e}"))
+    })?;
+    if config.get_hosts().is_empty() {
+        return Err(LockError::config(format!(
+            "postgres needs a host in its URL; got {shown:?}"
+        )));
+    }
+    if config.get_ssl_mode() == pg::config::SslMode::Require {
+        return Err(LockError::config(format!(
+            "postgres: sslmode=require is not supported yet (this engine connects without \
+             TLS); reach the server over a trusted network or a local TLS tunnel and drop \
+             sslmode from {shown:?}"
+        )));
+    }
+    Ok((config, shown))
+}
+
+/// Checks a URL without connecting.
+pub(crate) fn validate(url: &str) -> Result<(), LockError> {
+    parse(url).map(drop)
+}
+
+impl Shared {
+    fn unavailable(&self, what: &str, e: pg::Error) -> LockError {
+        if let Some(config) = self.refused(&e) {
+            return config;
+        }
+        LockError::unavailable(
+            format!("PostgreSQL at {} {what}: {e}", self.shown),
+            Some(Box::new(e)),
+        )
+    }
+
+    /// The errors that retrying will not mend: credentials, a database or schema that is
+    /// not there, privileges.
+    fn refused(&self, e: &pg::Error) -> Option<LockError> {
+        use pg::error::SqlState;
+        let code = e.code()?;
+        let hint = if *code == SqlState::INVALID_PASSWORD
+            || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+        {
+            "refused the user name or password"
+        } else if *code == SqlState::INVALID_CATALOG_NAME {
+            "has no such database"
+        } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
+            "refused a privilege the lock tables need (apply leasehold::postgres::SCHEMA as \
+             the tables' owner, and grant this user SELECT, INSERT, UPDATE, DELETE on \
+             leasehold_locks, USAGE on leasehold_fences and EXECUTE on the functions)"
+        } else if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::UNDEFINED_FUNCTION {
+            "lacks the lock tables in this connection's search_path (apply \
+             leasehold::postgres::SCHEMA there)"
+        } else {
+            return None;
+        };
+        Some(LockError::Config {
+            message: format!("PostgreSQL at {} {hint}: {e}", self.shown),
+            source: None,
+        })
+    }
+
+    fn late(&self, limit: Duration) -> LockError {
+        LockError::unavailable(
+            format!(
+                "PostgreSQL at {} did not answer within {limit:?}",
+                self.shown
+            ),
+            None,
+        )
+    }
+
+    /// A new connection whose driver runs on its own task, its notifications (if any) sent
+    /// to `notices`. Bounded by the connect timeout.
+    async fn open(
+        &self,
+        notices: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    ) -> Result<(pg::Client, AbortHandle), LockError> {
+        let limit = self.settings.connect_timeout;
+        let (client, mut connection) =
+            match tokio::time::timeout(limit, self.config.connect(pg::NoTls)).await {
+                Ok(Ok(pair)) => pair,
+                Ok(Err(e)) => return Err(self.unavailable("could not be reached", e)),
+                Err(_) => return Err(self.late(limit)),
+            };
+        let driver = tokio::spawn(async move {
+            loop {
+                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    Some(Ok(pg::AsyncMessage::Notification(n))) => {
+                        if let Some(tx) = &notices {
+                            let _ = tx.send(n.payload().to_owned());
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => return,
+                }
+            }
+        })
+        .abort_handle();
+        // Keep the server from working on a call after the client stopped waiting for it,
+        // and from waiting long on a row another transaction locked (a fenced write).
+        let op = self.settings.op_timeout.as_millis().max(1);
+        let setup = format!(
+            "SET statement_timeout = {op}; SET lock_timeout = {}; \
+             SET idle_in_transaction_session_timeout = {}",
+            (op / 2).max(1),
+            op * 4
+        );
+        match tokio::time::timeout(limit, client.batch_execute(&setup)).await {
+            Ok(Ok(())) => Ok((client, driver)),
+            Ok(Err(e)) => {
+                driver.abort();
+                Err(self.unavailable("refused the session settings", e))
+            }
+            Err(_) => {
+                driver.abort();
+                Err(self.late(limit))
+            }
+        }
+    }
+
+    /// Creates the schema when it is missing, under an advisory lock that serializes lockers
+    /// starting together.
+    async fn ensure_schema(&self, client: &mut pg::Client) -> Result<(), LockError> {
+        let present = |row: pg::Row| row.get::<_, bool>(0);
+        let found = client
+            .query_one(SCHEMA_PRESENT, &[])
+            .await
+            .map_err(|e| self.unavailable("refused a read of its catalog", e))?;
+        if present(found) {
+            return Ok(());
+        }
+        let create = async {
+            let tx = client.transaction().await?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+                .await?;
+            let found = tx.query_one(SCHEMA_PRESENT, &[]).await?;
+            if !present(found) {
+                tx.batch_execute(SCHEMA).await?;
+            }
+            tx.commit().await
+        };
+        create.await.map_err(|e| {
+            if e.code() == Some(&pg::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+                LockError::config(format!(
+                    "PostgreSQL at {} does not let this user create the lock tables; apply \
+                     leasehold::postgres::SCHEMA as a user that may (once), then grant this \
+                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, USAGE on \
+                     leasehold_fences and EXECUTE on the functions: {e}",
+                    self.shown
+                ))
+            } else {
+                self.unavailable("could not create the lock tables", e)
+            }
+        })
+    }
+
+    async fn open_for_locks(&self) -> Result<Conn, LockError> {
+        let (client, driver) = self.open(None).await?;
+        let limit = self.settings.connect_timeout;
+        let prepare = async {
+            use pg::types::Type;
+            let acquire = client
+                .prepare_typed(ACQUIRE, &[Type::TEXT, Type::TEXT, Type::INT8, Type::INT8])
+                .await?;
+            let release = client
+                .prepare_typed(RELEASE, &[Type::TEXT, Type::TEXT, Type::TEXT])
+                .await?;
+            let renew = client
+                .prepare_typed(
+                    RENEW,
+                    &[Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::INT8_ARRAY],
+                )
+                .await?;
+            Ok::<_, pg::Error>(Statements {
+                acquire,
+                release,
+                renew,
+            })
+        };
+        match tokio::time::timeout(limit, prepare).await {
+            Ok(Ok(statements)) => Ok(Conn {
+                client,
+                statements,
+                driver,
+            }),
+            Ok(Err(e)) => {
+                driver.abort();
+                Err(self.unavailable("refused to prepare the lock statements", e))
+            }
+            Err(_) => {
+                driver.abort();
+                Err(self.late(limit))
+            }
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Connects, creates the schema if it is missing, and starts listening for releases;
+    /// fails with `Unavailable` when the server does not answer within the connect timeout,
+    /// with `Config` when it refuses the credentials, the database or the schema.
+    pub(crate) async fn connect(url: &str, settings: &Settings) -> Result<Self, LockError> {
+        let (config, shown) = parse(url)?;
+        let shared = Arc::new(Shared {
+            config,
+            shown,
+            settings: settings.clone(),
+            wakes: Wakes::default(),
+        });
+        let (mut first, driver) = shared.open(None).await?;
+        let limit = settings.connect_timeout;
+        match tokio::time::timeout(limit, shared.ensure_schema(&mut first)).await {
+            Ok(result) => result?,
+            Err(_) => return Err(shared.late(limit)),
+        }
+        drop(first);
+        driver.abort();
+        let (up_tx, up_rx) = watch::channel(false);
+        let listener = tokio::spawn(listen(Arc::downgrade(&shared), up_tx)).abort_handle();
+        let store = PostgresStore {
+            shared,
+            slots: (0..POOL).map(|_| tokio::sync::Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+            listening: up_rx,
+            listener,
+        };
+        // One connection for lock calls now, so a bad URL fails here rather than later.
+        store.conn(0).await?;
+        store.wait_listening(limit).await?;
+        Ok(store)
+    }
+
+    async fn wait_listening(&self, limit: Duration) -> Result<(), LockError> {
+        let mut up = self.listening.clone();
+        let listening = tokio::time::timeout(limit, up.wait_for(|up| *up))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        match listening {
+            true => Ok(()),
+            false => Err(LockError::unavailable(
+                format!(
+                    "PostgreSQL at {} did not let this locker listen for releases within \
+                     {limit:?}",
+                    self.shared.shown
+                ),
+                None,
+            )),
+        }
+    }
+
+    /// The connection of slot `i`, opened when it has none or its last one failed.
+    async fn conn(&self, i: usize) -> Result<Arc<Conn>, LockError> {
+        let mut slot = self.slots[i].lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if !conn.client.is_closed() {
+                return Ok(conn.clone());
+            }
+        }
+        *slot = None;
+        let conn = Arc::new(self.shared.open_for_locks().await?);
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Forgets slot `i`'s connection if it is still `conn` (it failed or timed out).
+    fn discard(&self, i: usize, conn: &Arc<Conn>) {
+        if let Ok(mut slot) = self.slots[i].try_lock() {
+            if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+                *slot = None;
+            }
+        } else {
+            // Someone is replacing it already, or using the slot's lock briefly: the
+            // connection's driver ends with it, and `is_closed` tells the next caller.
+            conn.driver.abort();
+        }
+    }
+
+    /// Runs one call on a pooled connection within the operation timeout. A call that
+    /// failed because its connection was closed (the server restarted) is sent once more on
+    /// a new one: every statement here may run twice.
+    async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, LockError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, pg::Error>>,
+    {
+        let limit = self.shared.settings.op_timeout;
+        let deadline = tokio::time::Instant::now() + limit;
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % POOL;
+        let mut retried = false;
+        loop {
+            let conn = match tokio::time::timeout_at(deadline, self.conn(i)).await {
+                Ok(conn) => conn?,
+                Err(_) => return Err(self.shared.late(limit)),
+            };
+            match tokio::time::timeout_at(deadline, f(conn.clone())).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if e.is_closed() && !retried => {
+                    self.discard(i, &conn);
+                    retried = true;
+                }
+                Ok(Err(e)) => {
+                    if e.code().is_none() {
+                        self.discard(i, &conn);
+                    }
+                    return Err(self.shared.unavailable(what, e));
+                }
+                Err(_) => {
+                    self.discard(i, &conn);
+                    return Err(self.shared.late(limit));
+                }
+            }
+        }
+    }
+
+    async fn acquire_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        debug_assert!(
+            req.fences < FENCE_SLOTS,
+            "fences of one acquisition overflow"
+        );
+        let key = db_text(&req.keys.lock);
+        let owner = token_text(req.token);
+        let lease_ms = req.lease.as_millis().max(1) as i64;
+        let fences = req.fences as i64;
+        let answer = self
+            .call("refused an acquire", |conn| {
+                let (key, owner) = (key.clone(), owner);
+                async move {
+                    let params: [&(dyn pg::types::ToSql + Sync); 4] =
+                        [&key.as_ref(), &owner, &lease_ms, &fences];
+                    conn.client
+                        .query_one(&conn.statements.acquire, &params)
+                        .await
+                }
+            })
+            .await;
+        let row = match answer {
+            Ok(row) => row,
+            // A fenced write of the holder keeps the row locked for a moment: held.
+            Err(LockError::Unavailable {
+                source: Some(source),
+                ..
+            }) if is_lock_timeout(&*source) => {
+                return Ok(Attempt::Held { remaining: None });
+            }
+            Err(e) => return Err(e),
+        };
+        let fence: Option<i64> = row.get(0);
+        let remaining: Option<i64> = row.get(1);
+        Ok(match fence {
+            Some(top) => Attempt::Granted { top: top as u64 },
+            None => Attempt::Held {
+                remaining: remaining.map(|ms| Duration::from_millis(ms.max(1) as u64)),
+            },
+        })
+    }
+
+    async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
+        let key = db_text(&keys.lock);
+        let wake = db_text(&keys.wake);
+        let owner = token_text(token);
+        let row = self
+            .call("refused a release", |conn| {
+                let (key, wake) = (key.clone(), wake.clone());
+                async move {
+                    let params: [&(dyn pg::types::ToSql + Sync); 3] =
+                        [&key.as_ref(), &owner, &wake.as_ref()];
+                    conn.client
+                        .query_opt(&conn.statements.release, &params)
+                        .await
+                }
+            })
+            .await?;
+        Ok(row.is_some_and(|row| row.get::<_, bool>(0)))
+    }
+
+    async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let mut out = Vec::with_capacity(batch.len());
+        for chunk in batch.chunks(RENEW_CHUNK) {
+            let keys: Vec<String> = chunk
+                .iter()
+                .map(|r| db_text(&r.keys.lock).into_owned())
+                .collect();
+            let owners: Vec<&str> = chunk.iter().map(|r| token_text(r.token)).collect();
+            let leases: Vec<i64> = chunk
+                .iter()
+                .map(|r| r.lease.as_millis().max(1) as i64)
+                .collect();
+            let rows = self
+                .call("refused a renewal", |conn| {
+                    let (keys, owners, leases) = (&keys, &owners, &leases);
+                    async move {
+                        conn.client
+                            .query(&conn.statements.renew, &[keys, owners, leases])
+                            .await
+                    }
+                })
+                .await?;
+            let extended: HashSet<(String, String)> = rows
+                .iter()
+                .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+                .collect();
+            out.extend(keys.iter().zip(&owners).map(|(key, owner)| {
+                if extended.contains(&(key.clone(), (*owner).to_owned())) {
+                    Renewed::Yes
+                } else {
+                    Renewed::No
+                }
+            }));
+        }
+        Ok(out)
+    }
+
+    async fn subscribe_once(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
+        // Registered first: should the listener drop after this, its return wakes us.
+        let rx = self.shared.wakes.subscribe(&db_text(&keys.wake));
+        self.wait_listening(self.shared.settings.op_timeout).await?;
+        Ok(WakeSubscription::new(rx, None))
+    }
+
+    /// One statement on a pooled connection, unprepared (the operator's calls).
+    async fn query(
+        &self,
+        what: &str,
+        sql: &'static str,
+        params: &[&(dyn pg::types::ToSql + Sync)],
+    ) -> Result<Vec<pg::Row>, LockError> {
+        self.call(
+            what,
+            |conn| async move { conn.client.query(sql, params).await },
+        )
+        .await
+    }
+}
+
+fn token_text(token: &OwnerToken) -> &str {
+    // 32 lowercase hex digits.
+    std::str::from_utf8(token.as_bytes()).unwrap_or_default()
+}
+
+fn is_lock_timeout(source: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    source
+        .downcast_ref::<pg::Error>()
+        .and_then(pg::Error::code)
+        .is_some_and(|code| *code == pg::error::SqlState::LOCK_NOT_AVAILABLE)
+}
+
+/// The listening connection: listens, wakes the waiters of each released lock, checks that it
+/// is alive, sweeps old rows; reconnects when it dropped and wakes everyone then. Ends with
+/// the store.
+async fn listen(shared: Weak<Shared>, up: watch::Sender<bool>) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let Some(store) = shared.upgrade() else {
+            return;
+        };
+        let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+        let opened = store.open(Some(tx)).await;
+        let op = store.settings.op_timeout;
+        let (client, driver) = match opened {
+            Ok(pair) => pair,
+            Err(_) => {
+                drop(store);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let listening = tokio::time::timeout(op, client.batch_execute("LISTEN leasehold")).await;
+        if !matches!(listening, Ok(Ok(()))) {
+            driver.abort();
+            drop(store);
+            tokio::time::sleep(backoff).await;
+            continue;
+        }
+        backoff = Duration::from_millis(50);
+        up.send_replace(true);
+        // Releases while nobody listened were missed: everyone looks again.
+        store.wakes.wake_all();
+        drop(store);
+        let mut check = tokio::time::interval(LISTENER_CHECK);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sweep = tokio::time::interval(SWEEP_EVERY);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                notice = notices.recv() => {
+                    let (Some(wake), Some(store)) = (notice, shared.upgrade()) else { break };
+                    store.wakes.wake(&wake);
+                }
+                _ = check.tick() => {
+                    let alive = tokio::time::timeout(op, client.simple_query("SELECT 1")).await;
+                    if !matches!(alive, Ok(Ok(_))) {
+                        break;
+                    }
+                }
+                _ = sweep.tick() => {
+                    // Best effort: the next sweep, or an acquirer, takes what this one left.
+                    let _ = tokio::time::timeout(op, client.execute(SWEEP, &[])).await;
+                }
+            }
+        }
+        up.send_replace(false);
+        driver.abort();
+        drop(client);
+        if let Some(store) = shared.upgrade() {
+            store.wakes.wake_all();
+        }
+    }
+}
+
+/// The lock key of a stored row, if it is a lock of `prefix`: the user's key.
+fn user_key_of(stored: &str, lock_prefix: &str) -> Option<String> {
+    let escaped = stored.strip_prefix(lock_prefix)?.strip_suffix('}')?;
+    from_db(escaped)
+}
+
+impl Store for PostgresStore {
+    fn describe(&self) -> String {
+        format!("PostgreSQL at {}", self.shared.shown)
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_once(req))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(self.renew_all(batch))
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(self.subscribe_once(keys))
+    }
+
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        Ok(self)
+    }
+}
+
+impl Admin for PostgresStore {
+    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
+        Box::pin(async move {
+            let key = db_text(&keys.lock).into_owned();
+            let rows = self.query("refused a read", INSPECT, &[&key]).await?;
+            let Some(row) = rows.first() else {
+                return Ok(LockState::default());
+            };
+            let fence: i64 = row.get(0);
+            let remaining: Option<i64> = row.get(1);
+            let remaining = remaining.filter(|ms| *ms > 0);
+            Ok(LockState {
+                held: remaining.is_some(),
+                remaining: remaining.map(|ms| Duration::from_millis(ms as u64)),
+                // Waiters poll and listen; the table does not queue them.
+                waiters: false,
+                waiting_processes: 0,
+                last_fence: (fence > 0).then_some(fence as u64),
+            })
+        })
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let lock_prefix = format!("{}:lock:{{", db_text(prefix));
+            let rows = self.query("refused a read", LIST, &[&lock_prefix]).await?;
+            Ok(rows
+                .iter()
+                .filter_map(|row| user_key_of(row.get(0), &lock_prefix))
+                .collect())
+        })
+    }
+
+    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let key = db_text(&keys.lock).into_owned();
+            let wake = db_text(&keys.wake).into_owned();
+            let rows = self
+                .query("refused a delete", FORCE_RELEASE, &[&key, &wake])
+                .await?;
+            Ok(rows.first().is_some_and(|row| row.get::<_, bool>(0)))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_with_nul_round_trip_through_the_table() {
+        let keys = LockKeys::new("p", "a\0b%00{c}");
+        let stored = db_text(&keys.lock);
+        assert!(!stored.contains('\0'), "{stored}");
+        assert_eq!(
+            user_key_of(&stored, "p:lock:{").as_deref(),
+            Some("a\0b%00{c}")
+        );
+    }
+
+    #[test]
+    fn urls_are_checked_without_showing_passwords() {
+        for bad in [
+            "redis://localhost",
+            "postgres://u:s3cret@h/db?sslmode=require",
+            "postgres://u:s3cret@h/db?bogus=1",
+        ] {
+            let e = validate(bad).unwrap_err().to_string();
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+        assert!(validate("postgres://u:pw@127.0.0.1:5432/db").is_ok());
+        assert!(validate("postgresql://localhost/db?application_name=x").is_ok());
+    }
+}
