@@ -24,13 +24,14 @@ Commands:
 
 Options (before or after the command):
       --url URL        the Redis server, a ZooKeeper ensemble as
-                       zookeeper://host:port,host:port, or an etcd cluster as
-                       etcd://host:port,host:port [env: LEASEHOLD_URL]
+                       zookeeper://host:port,host:port, an etcd cluster as
+                       etcd://host:port,host:port, or a PostgreSQL database as
+                       postgres://user:password@host:port/db [env: LEASEHOLD_URL]
                        [default: redis://127.0.0.1:6379]
       --prefix PREFIX  the key prefix the applications use [env: LEASEHOLD_PREFIX]
                        [default: leasehold]
       --config FILE    a leasehold TOML config (leasehold::LockConfig): its url (or
-                       zookeeper, or etcd), prefix, op_timeout, connect_timeout; the
+                       zookeeper, etcd or postgres), prefix, op_timeout, connect_timeout; the
                        environment and options win
       --timeout DUR    bound on connecting and on each Redis call, e.g. 500ms
                        [env: LEASEHOLD_OP_TIMEOUT] [default: 2s]

@@ -92,6 +92,7 @@ impl Target {
                     .map(|hosts| format!("{ZOOKEEPER_SCHEME}{hosts}")))
                 .or((!config.etcd.is_empty())
                     .then(|| format!("{ETCD_SCHEME}{}", config.etcd.join(","))))
+                .or(config.postgres)
                 .unwrap_or_else(|| DEFAULT_URL.to_owned()),
             prefix: global
                 .prefix
@@ -121,6 +122,8 @@ impl Target {
             Locker::builder().zookeeper(hosts)
         } else if let Some(endpoints) = self.url.strip_prefix(ETCD_SCHEME) {
             Locker::builder().etcd(endpoints.split(','))
+        } else if self.url.starts_with("postgres://") || self.url.starts_with("postgresql://") {
+            Locker::builder().postgres(&self.url)
         } else {
             Locker::builder().url(&self.url)
         };

@@ -115,6 +115,11 @@ pub(crate) fn endpoint(url: &str) -> String {
     if scheme == "zookeeper" {
         return format!("zookeeper {rest}");
     }
+    if scheme == "postgres" || scheme == "postgresql" {
+        let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        return format!("postgres {host_port}");
+    }
     if scheme == "etcd" {
         // Each endpoint may carry its own scheme and credentials; only host:port is shown.
         let hosts: Vec<&str> = rest

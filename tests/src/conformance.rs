@@ -2,7 +2,7 @@
 //! one deployment of a lock engine, every lock server behind a [`TcpProxy`] so the suite can
 //! stall it, and is the only place in the suite that knows how an engine is deployed.
 //!
-//! Adding an engine (PostgreSQL) means one [`EngineKind`] variant, its arms
+//! Adding an engine means one [`EngineKind`] variant, its arms
 //! here, and its name in the suite's property lists; an engine is done when every property
 //! passes against it.
 //!
@@ -27,8 +27,8 @@ use std::time::Duration;
 use leasehold::{Locker, LockerBuilder};
 
 use crate::harness::{
-    eventually, EtcdCluster, EtcdServer, ProxyMode, RedisCluster, RedisServer, SentinelSetup,
-    Sentinels, TcpProxy, ZkServer,
+    eventually, EtcdCluster, EtcdServer, PgServer, ProxyMode, RedisCluster, RedisServer,
+    SentinelSetup, Sentinels, TcpProxy, ZkServer,
 };
 use crate::history::WorkerSpec;
 
@@ -83,11 +83,13 @@ pub enum EngineKind {
     Etcd,
     /// A 3-member etcd cluster (every member behind a proxy, the client given all three).
     Etcd3,
+    /// One PostgreSQL server (behind a proxy), its locks rows of a lease table.
+    Postgres,
 }
 
 impl EngineKind {
     /// Every engine the suite runs against.
-    pub const ALL: [EngineKind; 8] = [
+    pub const ALL: [EngineKind; 9] = [
         EngineKind::Single,
         EngineKind::RedLock3,
         EngineKind::Cluster,
@@ -96,10 +98,11 @@ impl EngineKind {
         EngineKind::ZooKeeper,
         EngineKind::Etcd,
         EngineKind::Etcd3,
+        EngineKind::Postgres,
     ];
 
     /// The engine's name in test names: `single`, `redlock3`, `cluster`, `sentinel`, `memory`,
-    /// `zookeeper`, `etcd`, `etcd3`.
+    /// `zookeeper`, `etcd`, `etcd3`, `postgres`.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Single => "single",
@@ -110,6 +113,7 @@ impl EngineKind {
             EngineKind::ZooKeeper => "zookeeper",
             EngineKind::Etcd => "etcd",
             EngineKind::Etcd3 => "etcd3",
+            EngineKind::Postgres => "postgres",
         }
     }
 
@@ -141,6 +145,7 @@ enum Servers {
     ZooKeeper(ZkServer),
     Etcd(EtcdServer),
     Etcd3(EtcdCluster),
+    Postgres(PgServer),
 }
 
 /// A running engine: its servers, a proxy in front of each lock server, and how to reach,
@@ -225,6 +230,11 @@ impl Engine {
                 }
                 Engine::new(kind, Servers::Etcd3(cluster), proxies)
             }
+            EngineKind::Postgres => {
+                let server = PgServer::start().await;
+                let proxies = vec![TcpProxy::start(server.addr()).await];
+                Engine::new(kind, Servers::Postgres(server), proxies)
+            }
         }
     }
 
@@ -271,6 +281,7 @@ impl Engine {
             Servers::Etcd(_) | Servers::Etcd3(_) => options()
                 .etcd(self.etcd_endpoints())
                 .session_timeout(ETCD_LEASE_TTL),
+            Servers::Postgres(_) => options().postgres(self.postgres_url()),
         }
     }
 
@@ -308,6 +319,9 @@ impl Engine {
             }
             Servers::Etcd(_) | Servers::Etcd3(_) => {
                 WorkerSpec::new(&urls[0], resource_url).etcd(&self.etcd_endpoints(), ETCD_LEASE_TTL)
+            }
+            Servers::Postgres(_) => {
+                WorkerSpec::new(&urls[0], resource_url).postgres(&self.postgres_url())
             }
             Servers::Memory(_) => return None,
         };
@@ -351,6 +365,7 @@ impl Engine {
             Servers::ZooKeeper(server) => server.kill9(),
             Servers::Etcd(server) => server.kill9(),
             Servers::Etcd3(cluster) => cluster.members().iter().for_each(EtcdServer::kill9),
+            Servers::Postgres(server) => server.kill9(),
             Servers::Memory(_) => return false,
         }
         true
@@ -364,6 +379,11 @@ impl Engine {
     fn zookeeper_hosts(&self) -> String {
         let hosts: Vec<String> = self.proxies.iter().map(|p| p.addr().to_string()).collect();
         hosts.join(",")
+    }
+
+    /// PostgreSQL's URL through the proxy: `postgres://postgres@host:port/postgres`.
+    fn postgres_url(&self) -> String {
+        format!("postgres://postgres@{}/postgres", self.proxies[0].addr())
     }
 
     /// etcd's endpoints of the proxies: `http://host:port`.

@@ -176,11 +176,13 @@ pub enum LockServers {
     ZooKeeper(Duration),
     /// Members of one etcd cluster (`http://host:port`), each locker's etcd lease of this TTL.
     Etcd(Duration),
+    /// One PostgreSQL database (`postgres://user@host:port/db`).
+    Postgres,
 }
 
 impl LockServers {
-    /// `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS` or `etcd:MS`, as on the command
-    /// line.
+    /// `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS`, `etcd:MS` or `postgres`, as on
+    /// the command line.
     fn to_arg(&self) -> String {
         match self {
             LockServers::Redis => "redis".to_owned(),
@@ -188,6 +190,7 @@ impl LockServers {
             LockServers::Cluster => "cluster".to_owned(),
             LockServers::ZooKeeper(session) => format!("zookeeper:{}", session.as_millis()),
             LockServers::Etcd(ttl) => format!("etcd:{}", ttl.as_millis()),
+            LockServers::Postgres => "postgres".to_owned(),
         }
     }
 
@@ -195,6 +198,7 @@ impl LockServers {
         match arg.split_once(':') {
             None if arg == "redis" => Ok(LockServers::Redis),
             None if arg == "cluster" => Ok(LockServers::Cluster),
+            None if arg == "postgres" => Ok(LockServers::Postgres),
             Some(("sentinel", master)) if !master.is_empty() => {
                 Ok(LockServers::Sentinel(master.to_owned()))
             }
@@ -207,8 +211,8 @@ impl LockServers {
                 .map(|ms| LockServers::Etcd(Duration::from_millis(ms)))
                 .map_err(|_| format!("--servers etcd:MS needs a whole number, not `{ms}`")),
             _ => Err(format!(
-                "--servers is `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS` or `etcd:MS`, \
-                 not `{arg}`"
+                "--servers is `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS`, `etcd:MS` or \
+                 `postgres`, not `{arg}`"
             )),
         }
     }
@@ -272,6 +276,13 @@ impl WorkerSpec {
     pub fn etcd(mut self, endpoints: &[String], ttl: Duration) -> Self {
         self.urls = endpoints.to_vec();
         self.servers = LockServers::Etcd(ttl);
+        self
+    }
+
+    /// Takes the locks in the PostgreSQL database at `url`.
+    pub fn postgres(mut self, url: &str) -> Self {
+        self.urls = vec![url.to_owned()];
+        self.servers = LockServers::Postgres;
         self
     }
 

@@ -51,35 +51,35 @@ conformance! {
     /// 1. Mutual exclusion: 3 processes × 8 tasks over 3 keys, judged by the history checker
     /// (no overlapping validity windows, fences in real-time order, no stale write accepted).
     mutual_exclusion {
-        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3 => checks::exclusion::across_processes;
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::exclusion::across_processes;
         // Memory's locks live in one process: 24 tasks in this one, checked in place.
         memory => checks::exclusion::in_process;
     }
 
     /// 2. Fences strictly increase per key across holders, also after a lease expired.
     fences {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::fences::increase_across_holders;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::fences::increase_across_holders;
     }
 
     /// 3. A waiter wakes on the holder's release, not at the end of its (long) lease.
     wake_on_release {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::wake::on_release;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::wake::on_release;
     }
 
     /// 4. `Busy` after waiting for a held lock; `try_acquire` is `None` when held, `Some`
     /// when free.
     busy {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::busy::after_waiting_and_try_acquire;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::busy::after_waiting_and_try_acquire;
     }
 
     /// 5. The watchdog keeps a lease alive over five leases.
     watchdog {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::watchdog::keeps_the_lease_alive;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::watchdog::keeps_the_lease_alive;
     }
 
     /// 6. A holder learns of its loss when the engine goes away.
     loss {
-        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3 => checks::loss::when_the_engine_goes_away;
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::loss::when_the_engine_goes_away;
         // Memory cannot go away without the process: its lease runs out unrenewed instead
         // (watchdog off), which must be detected and reported the same way.
         memory => checks::loss::when_the_lease_runs_out;
@@ -88,26 +88,26 @@ conformance! {
     /// 7. A guard is released when dropped, when its task panics or is aborted, and an
     /// aborted waiter leaves nothing behind: the next owner gets the lock at once.
     release_on_every_path {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::release::on_drop_panic_and_abort;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::release::on_drop_panic_and_abort;
     }
 
     /// 8. Re-entry follows the call tree: inside the holder's scope the same key re-enters;
     /// the same task outside it, or a task spawned from it, is another owner.
     reentry {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::reentry::follows_the_scope;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::reentry::follows_the_scope;
     }
 
     /// 9. Hostile keys (braces, internal-looking names, wildcards, newlines, NUL, unicode,
     /// the longest allowed) each lock and exclude on their own; bad ones are `InvalidKey`.
     hostile_keys {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::hostile_keys::lock_and_exclude;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::hostile_keys::lock_and_exclude;
     }
 
     /// 10. Calls are bounded: against a stalled engine, `acquire` with wait W fails within
     /// W + 3 × op_timeout, and `release` within its own bound; the engine serves again
     /// once healed.
     bounded_calls {
-        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3 => checks::bounded::when_stalled;
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::bounded::when_stalled;
         // Memory has no connection to stall: its calls are checked against a lock that
         // stays held instead.
         memory => checks::bounded::when_held;

@@ -14,7 +14,8 @@
 //! and several are the independent masters of a RedLock; with `--servers sentinel:NAME` they
 //! are sentinels, with `--servers cluster` nodes of a Redis Cluster, with
 //! `--servers zookeeper:MS` ZooKeeper servers (`host:port`) and the session timeout, with
-//! `--servers etcd:MS` members of an etcd cluster (`http://host:port`) and the lease's TTL.
+//! `--servers etcd:MS` members of an etcd cluster (`http://host:port`) and the lease's TTL,
+//! with `--servers postgres` one PostgreSQL database's URL.
 //!
 //! Every acquire runs under a timeout of its bound plus 2 s (`wait + 3 × op_timeout`, and the
 //! checker's slack of 1 s, plus 1 s): one that never returns is logged as failed (`aerr hold
@@ -152,6 +153,11 @@ async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Lo
                 .zookeeper(hosts.join(","))
                 .session_timeout(*session),
             (LockServers::Etcd(ttl), _) => Locker::builder().etcd(urls).session_timeout(*ttl),
+            (LockServers::Postgres, [url]) => Locker::builder().postgres(url.as_str()),
+            (LockServers::Postgres, _) => {
+                eprintln!("history_worker: --servers postgres takes one URL");
+                return None;
+            }
         };
         let built = builder
             .prefix(spec.prefix.as_str())
