@@ -1,5 +1,5 @@
 //! Throwaway `redis-server` processes (single servers, a [`RedisCluster`], a Sentinel deployment),
-//! ZooKeeper and etcd servers,
+//! ZooKeeper, etcd and PostgreSQL servers,
 //! a fault-injecting TCP proxy, and lookup of sibling binaries.
 //!
 //! Every call is bounded in time and panics with a message that says what did not happen; no
@@ -23,6 +23,7 @@ mod cargo_bin;
 mod cluster;
 mod etcd;
 mod ports;
+mod postgres;
 mod probe;
 mod process;
 mod proxy;
@@ -34,6 +35,7 @@ mod zookeeper;
 pub use cargo_bin::cargo_bin;
 pub use cluster::RedisCluster;
 pub use etcd::{EtcdCluster, EtcdServer};
+pub use postgres::PgServer;
 pub use probe::eventually;
 pub use proxy::{ConnKind, ProxyMode, TcpProxy};
 pub use redis_server::{RedisOptions, RedisServer};

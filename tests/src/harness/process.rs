@@ -25,6 +25,10 @@ static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
 ///
 /// The death signal fires when the *thread* that forked the child exits, so forking from a test
 /// thread or a tokio worker would kill a server shared between tests when its first test ends.
+///
+/// `cmd` may carry a `uid`, `gid` or `process_group` of its own: the standard library applies them
+/// in the child before the death signal is set here, so a change of user (which clears that
+/// signal) cannot undo it.
 pub(crate) fn spawn(mut cmd: Command, dir: PathBuf) -> io::Result<Child> {
     die_with_parent(&mut cmd);
     let (reply_tx, reply_rx) = mpsc::channel();
@@ -164,14 +168,122 @@ pub(crate) fn wait_stopped(pid: u32, stopped: bool, within: Duration) -> bool {
 /// State `T` in `/proc/<pid>/stat`; `None` where that cannot be read.
 #[cfg(target_os = "linux")]
 fn is_stopped(pid: u32) -> Option<bool> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) S ...": comm may hold spaces and parentheses, so split after the last ')'.
-    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
-    Some(state == "T")
+    read_stat(pid).map(|(state, _)| state == 'T')
 }
 
 /// Signals are delivered at once in practice; without `/proc` there is nothing to check.
 #[cfg(not(target_os = "linux"))]
 fn is_stopped(_pid: u32) -> Option<bool> {
+    None
+}
+
+/// A process named by its pid and start time, so that a pid reused after it exits is never taken
+/// for it: for processes the harness did not fork itself (a server's own children), which it
+/// cannot reap and whose pids are therefore not reserved for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Proc {
+    /// The process id.
+    pub(crate) pid: u32,
+    /// Clock ticks after boot when it started (field 22 of `/proc/<pid>/stat`).
+    start: u64,
+}
+
+impl Proc {
+    /// The process `pid` now; `None` if there is none (or only a zombie).
+    pub(crate) fn of(pid: u32) -> Option<Proc> {
+        let (state, stat) = read_stat(pid)?;
+        (!matches!(state, 'Z' | 'X')).then_some(Proc {
+            pid,
+            start: stat.start,
+        })
+    }
+
+    /// Its state letter in `/proc/<pid>/stat` (`R`, `S`, `T` when stopped, `Z` when dead but not
+    /// yet reaped, ...); `None` once it is gone or its pid belongs to another process.
+    pub(crate) fn state(&self) -> Option<char> {
+        let (state, stat) = read_stat(self.pid)?;
+        (stat.start == self.start).then_some(state)
+    }
+
+    /// Whether it still runs (or is stopped): not gone, not a zombie.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.state()
+            .is_some_and(|state| !matches!(state, 'Z' | 'X'))
+    }
+
+    /// Sends `signal` unless it is gone (a pid reused in between would be a race of microseconds
+    /// against a full turn of the pid space).
+    pub(crate) fn signal(&self, signal: libc::c_int) {
+        if self.is_alive() {
+            // SAFETY: a plain syscall.
+            unsafe {
+                libc::kill(self.pid as libc::pid_t, signal);
+            }
+        }
+    }
+}
+
+/// What the harness reads of `/proc/<pid>/stat` besides the state.
+struct Stat {
+    ppid: u32,
+    start: u64,
+}
+
+/// Every live (not zombie) descendant of `root`: its children, their children, and so on, found
+/// through `/proc`, so also those that left its process group (PostgreSQL's backends call
+/// `setsid`). A child of a process that exits meanwhile is reparented and escapes: freeze the
+/// tree from the top down (SIGSTOP) before relying on the list.
+#[cfg(target_os = "linux")]
+pub(crate) fn descendants(root: u32) -> Vec<Proc> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let procs: Vec<(Proc, u32)> = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let (state, stat) = read_stat(pid)?;
+            (!matches!(state, 'Z' | 'X')).then_some((
+                Proc {
+                    pid,
+                    start: stat.start,
+                },
+                stat.ppid,
+            ))
+        })
+        .collect();
+    let mut found = Vec::new();
+    let mut parents = vec![root];
+    while let Some(parent) = parents.pop() {
+        for (proc, ppid) in &procs {
+            if *ppid == parent && !found.contains(proc) {
+                found.push(*proc);
+                parents.push(proc.pid);
+            }
+        }
+    }
+    found
+}
+
+/// Without `/proc` no descendant can be found; only the root is signalled.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn descendants(_root: u32) -> Vec<Proc> {
+    Vec::new()
+}
+
+/// The state letter and the fields the harness uses of `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+fn read_stat(pid: u32) -> Option<(char, Stat)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let ppid = fields.get(1)?.parse().ok()?;
+    // Fields 3 (state) to 22 (starttime) of proc(5), counted from the state.
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, Stat { ppid, start }))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_stat(_pid: u32) -> Option<(char, Stat)> {
     None
 }

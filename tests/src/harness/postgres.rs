@@ -1,0 +1,990 @@
+//! Throwaway PostgreSQL servers on free ports of 127.0.0.1, each a `postgres` child the harness
+//! owns, with a cluster of its own made by `initdb` in a fresh directory, so tests can kill,
+//! freeze, restart and inspect it.
+//!
+//! The binaries come from Debian's `postgresql` package (`scripts/ensure-postgres` installs it),
+//! found through `LEASEHOLD_PG_BIN` (a directory), `PATH`, or the highest
+//! `/usr/lib/postgresql/<major>/bin`. PostgreSQL refuses to run as root, so a root test binary
+//! runs `initdb` and `postgres` as `nobody`. Authentication is `trust`: any client may connect
+//! as `postgres`.
+//!
+//! ```no_run
+//! use leasehold_tests::harness::PgServer;
+//!
+//! # async fn demo() {
+//! let pg = PgServer::start().await;
+//! let url = pg.url(); // postgres://postgres@127.0.0.1:PORT/postgres
+//! pg.execute("CREATE TABLE leases (name text PRIMARY KEY)").await.unwrap();
+//! pg.pause(); // SIGSTOP to the postmaster and every backend: connections hang
+//! pg.resume();
+//! pg.restart().await; // SIGKILL, then crash recovery on the same port: committed rows survive
+//! # drop(url);
+//! # }
+//! ```
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+use super::ports;
+use super::process::{self, Proc};
+
+/// The environment variable naming the directory that holds `initdb` and `postgres`.
+const BIN_VAR: &str = "LEASEHOLD_PG_BIN";
+/// Where Debian installs each major version's binaries, off `PATH`.
+const DEBIAN_LIB: &str = "/usr/lib/postgresql";
+const LOG_FILE: &str = "postgres.log";
+const DATA_DIR: &str = "data";
+/// Written by the postmaster into the data directory; a crash leaves it behind.
+const LOCK_FILE: &str = "postmaster.pid";
+/// How long `initdb` may take on a busy 2-core machine (it takes under a second when idle).
+const INITDB_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a start or restart may take until the server accepts connections, crash recovery
+/// included.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a fast shutdown may take (a shutdown checkpoint, fsynced) before SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+/// Bounds the waits for signals to take effect.
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one readiness probe (connect and one query) may take; a paused server never answers.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Bounds [`PgServer::connect`] and [`PgServer::execute`], so a test never hangs on them.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(20);
+const PORT_ATTEMPTS: usize = 5;
+
+/// One PostgreSQL server on 127.0.0.1 with a cluster of its own, made by `initdb` in a fresh
+/// directory and reachable as user `postgres` without a password ([`url`](Self::url)).
+///
+/// Settings are made for tests: `shared_buffers=16MB`, `max_connections=200`, dynamic shared
+/// memory in files of the data directory, and `fsync` left on so that a [`kill9`](Self::kill9)
+/// loses no committed transaction, as with a real crash. The server keeps its directory across
+/// restarts, so data survives them. Dropping it kills the postmaster and every backend, reaps
+/// them, and removes the directory; while a test panics the log is kept and its path printed.
+/// All methods take `&self`, so a server can be shared (`Arc`) with a task that injects faults.
+#[derive(Debug)]
+pub struct PgServer {
+    port: u16,
+    /// Holds `data/`, the log and the Unix socket.
+    dir: PathBuf,
+    /// The unprivileged user the server runs as when the test binary is root.
+    run_as: Option<User>,
+    /// The postmaster; `None` once killed or stopped. Only this handle reaps it, so its pid here
+    /// is never reused.
+    child: Mutex<Option<Child>>,
+}
+
+/// Why one launch did not give a server that accepts connections.
+enum LaunchError {
+    /// The port was taken by someone else; another port may work.
+    PortTaken,
+    /// Anything else; retrying would fail again.
+    Failed(String),
+}
+
+/// A uid and gid to run the server as.
+#[derive(Clone, Copy, Debug)]
+struct User {
+    uid: u32,
+    gid: u32,
+}
+
+/// Where `initdb` and `postgres` are.
+#[derive(Debug)]
+struct Binaries {
+    initdb: PathBuf,
+    postgres: PathBuf,
+}
+
+impl PgServer {
+    /// Makes a cluster with `initdb` in a fresh directory, starts `postgres` on a free port, and
+    /// waits until it accepts connections (a `SELECT` answered by this very server).
+    ///
+    /// # Panics
+    ///
+    /// If `initdb` or `postgres` cannot be found, `initdb` fails, or the server exits or does not
+    /// accept connections within 30 s; the message includes the tail of its log.
+    pub async fn start() -> Self {
+        let binaries = binaries();
+        let run_as = unprivileged_user();
+        let mut server = Self {
+            port: 0,
+            dir: fresh_dir(run_as),
+            run_as,
+            child: Mutex::new(None),
+        };
+        server.initdb(binaries).await;
+        for _ in 0..PORT_ATTEMPTS {
+            server.port = ports::free_port();
+            let log_start = server.log_len();
+            server.spawn();
+            match server.wait_ready(log_start, STARTUP_TIMEOUT).await {
+                Ok(()) => return server,
+                Err(LaunchError::PortTaken) => continue,
+                Err(LaunchError::Failed(why)) => panic!(
+                    "{} did not start: {why}\n{}",
+                    server.describe(),
+                    server.log_tail()
+                ),
+            }
+        }
+        panic!("postgres found each of {PORT_ATTEMPTS} free ports taken by the time it bound");
+    }
+
+    /// `127.0.0.1:PORT`; it stays the same across restarts.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The TCP port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `postgres://postgres@127.0.0.1:PORT/postgres`: the superuser and its database, no password.
+    /// `tokio_postgres::Config::from_str` accepts it.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@{}/postgres", self.addr())
+    }
+
+    /// The server's directory: the cluster in `data/`, the log (`postgres.log`), and the Unix
+    /// socket (`.s.PGSQL.PORT`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path of the server's log: all that `initdb` and `postgres` wrote since the start.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    /// The last lines of the server's log, framed for a panic message.
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log_path())
+    }
+
+    /// The postmaster's process id while the server runs (also while paused); `None` once killed
+    /// or stopped.
+    pub fn pid(&self) -> Option<u32> {
+        running(&mut self.lock_child()).map(|child| child.id())
+    }
+
+    /// The process ids of the postmaster's children: one backend per connection, and its
+    /// auxiliary processes (checkpointer, WAL writer, ...). Empty while it does not run.
+    pub fn child_pids(&self) -> Vec<u32> {
+        self.pid()
+            .map(|pid| process::descendants(pid).iter().map(|p| p.pid).collect())
+            .unwrap_or_default()
+    }
+
+    /// Kills the postmaster and every backend with SIGKILL, as a crash of the host would, and
+    /// waits until all of them are gone; then removes the lock file and shared memory segment a
+    /// crash leaves (PostgreSQL would remove them itself on restart, but takes a live process
+    /// that reused the old postmaster's pid for another postmaster). Committed data stays in the
+    /// directory. Does nothing if the server is not running.
+    ///
+    /// # Panics
+    ///
+    /// If a process does not exit within 10 s.
+    pub fn kill9(&self) {
+        if let Some(mut postmaster) = self.lock_child().take() {
+            if let Err(why) = self.kill_all(&mut postmaster) {
+                panic!(
+                    "cannot kill {}: {why}\n{}",
+                    self.describe(),
+                    self.log_tail()
+                );
+            }
+        }
+    }
+
+    /// Stops the server with SIGINT, PostgreSQL's fast shutdown (sessions are ended, a shutdown
+    /// checkpoint is written), and waits until it has exited, for at most 20 s before every
+    /// process is SIGKILLed. Does nothing if it is not running; a paused server is thawed
+    /// first. It can be started again afterwards.
+    ///
+    /// # Panics
+    ///
+    /// If a process does not exit even after SIGKILL.
+    pub fn stop_fast(&self) {
+        let Some(mut postmaster) = self.lock_child().take() else {
+            return;
+        };
+        process::signal(&mut postmaster, libc::SIGINT);
+        // A paused server holds signals pending, and the postmaster waits for every backend.
+        for backend in process::descendants(postmaster.id()) {
+            backend.signal(libc::SIGCONT);
+        }
+        process::signal(&mut postmaster, libc::SIGCONT);
+        if process::wait_exit(&mut postmaster, STOP_TIMEOUT).is_none() {
+            eprintln!(
+                "leasehold harness: {} did not shut down within {STOP_TIMEOUT:?} of SIGINT; \
+                 killing it",
+                self.describe()
+            );
+            if let Err(why) = self.kill_all(&mut postmaster) {
+                panic!(
+                    "cannot stop {}: {why}\n{}",
+                    self.describe(),
+                    self.log_tail()
+                );
+            }
+        }
+    }
+
+    /// Freezes the server with SIGSTOP, the postmaster first (so it forks no backend meanwhile)
+    /// and then every backend: connections stay open but nothing is answered, and new ones hang
+    /// in the kernel's backlog, as on a hung host. Returns once all of them are stopped.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running, or not stopped within 20 s.
+    pub fn pause(&self) {
+        let mut child = self.lock_child();
+        let Some(postmaster) = running(&mut child) else {
+            panic!("cannot pause {}: it is not running", self.describe());
+        };
+        if let Err(why) = freeze(postmaster) {
+            panic!("cannot pause {}: {why}", self.describe());
+        }
+    }
+
+    /// Thaws a server frozen by [`pause`](Self::pause) with SIGCONT to the postmaster and every
+    /// backend. Returns once all of them run again.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running, or still stopped after 20 s.
+    pub fn resume(&self) {
+        let mut child = self.lock_child();
+        let Some(postmaster) = running(&mut child) else {
+            panic!("cannot resume {}: it is not running", self.describe());
+        };
+        let mut tree = process::descendants(postmaster.id());
+        for backend in &tree {
+            backend.signal(libc::SIGCONT);
+        }
+        process::signal(postmaster, libc::SIGCONT);
+        tree.extend(Proc::of(postmaster.id()));
+        let thawed = wait_until(CALL_TIMEOUT, || {
+            tree.iter().all(|p| !matches!(p.state(), Some('T' | 't')))
+        });
+        assert!(
+            thawed,
+            "{} (postmaster pid {}) did not resume within {CALL_TIMEOUT:?}",
+            self.describe(),
+            postmaster.id()
+        );
+    }
+
+    /// Kills the server with [`kill9`](Self::kill9) (if it runs) and starts it again on the same
+    /// port and directory, as a supervisor would after a crash: PostgreSQL replays its WAL, and
+    /// committed transactions survive. Waits until it accepts connections.
+    ///
+    /// # Panics
+    ///
+    /// If it does not accept connections within 30 s, or the port stays taken by another process.
+    pub async fn restart(&self) {
+        self.kill9();
+        let log_start = self.log_len();
+        self.spawn();
+        self.expect_ready(log_start).await;
+    }
+
+    /// Stops the server with [`stop_fast`](Self::stop_fast) (if it runs) and starts it again on
+    /// the same port and directory, as an orderly restart would (no crash recovery). Waits until
+    /// it accepts connections.
+    ///
+    /// # Panics
+    ///
+    /// If it does not accept connections within 30 s, or the port stays taken by another process.
+    pub async fn restart_fast(&self) {
+        self.stop_fast();
+        let log_start = self.log_len();
+        self.spawn();
+        self.expect_ready(log_start).await;
+    }
+
+    /// Starts the server again after [`kill9`](Self::kill9) or [`stop_fast`](Self::stop_fast)
+    /// (killing it first if it runs), without waiting for it to accept connections: see
+    /// [`wait_until_ready`](Self::wait_until_ready).
+    pub fn start_again(&self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    /// Waits until the server accepts connections (after [`start_again`](Self::start_again) or
+    /// [`resume`](Self::resume)).
+    ///
+    /// # Panics
+    ///
+    /// If it is not running, or does not accept connections within 30 s.
+    pub async fn wait_until_ready(&self) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if self.pid().is_none() {
+                panic!(
+                    "{} is not running, so it will not accept connections\n{}",
+                    self.describe(),
+                    self.log_tail()
+                );
+            }
+            let last = match self.probe().await {
+                Ok(_) => return,
+                Err(why) => why,
+            };
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} did not accept connections within {STARTUP_TIMEOUT:?} (last: {last})\n{}",
+                    self.describe(),
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// A new session as `postgres`, its connection driven by a task spawned on the current tokio
+    /// runtime (it ends when the client is dropped).
+    ///
+    /// # Errors
+    ///
+    /// If the server refuses or fails the connection (down, starting up, in recovery).
+    ///
+    /// # Panics
+    ///
+    /// If the server does not answer within 30 s (it is paused: bound the call more tightly with
+    /// `tokio::time::timeout` to see that).
+    pub async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) =
+            match tokio::time::timeout(QUERY_TIMEOUT, tokio_postgres::connect(&self.url(), NoTls))
+                .await
+            {
+                Ok(connected) => connected?,
+                Err(_) => panic!(
+                    "{} did not accept a connection within {QUERY_TIMEOUT:?}\n{}",
+                    self.describe(),
+                    self.log_tail()
+                ),
+            };
+        tokio::spawn(async move {
+            // Its error reaches the client's next call, which is where a test looks.
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    /// Runs `sql` (one or more statements, `;`-separated) on a session of its own with the
+    /// simple query protocol, and returns the rows of all statements, each value as text (`None`
+    /// for NULL): `execute("SELECT 1")` gives `[[Some("1")]]`.
+    ///
+    /// # Errors
+    ///
+    /// If the connection fails or a statement fails (then the statements before it in a
+    /// multi-statement `sql` are rolled back, as one implicit transaction).
+    ///
+    /// # Panics
+    ///
+    /// If the server does not answer within 30 s (see [`connect`](Self::connect)).
+    pub async fn execute(
+        &self,
+        sql: &str,
+    ) -> Result<Vec<Vec<Option<String>>>, tokio_postgres::Error> {
+        let client = self.connect().await?;
+        let messages = match tokio::time::timeout(QUERY_TIMEOUT, client.simple_query(sql)).await {
+            Ok(messages) => messages?,
+            Err(_) => panic!(
+                "{} did not answer `{sql}` within {QUERY_TIMEOUT:?}\n{}",
+                self.describe(),
+                self.log_tail()
+            ),
+        };
+        Ok(messages
+            .iter()
+            .filter_map(|message| match message {
+                SimpleQueryMessage::Row(row) => Some(
+                    (0..row.len())
+                        .map(|i| row.get(i).map(str::to_owned))
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect())
+    }
+
+    fn describe(&self) -> String {
+        format!("postgres at {} ({})", self.addr(), self.dir.display())
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.join(DATA_DIR)
+    }
+
+    fn log_len(&self) -> u64 {
+        fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Makes the cluster in `data/`, as the server's user.
+    ///
+    /// # Panics
+    ///
+    /// If `initdb` cannot be run, fails, or takes more than 60 s.
+    async fn initdb(&self, binaries: &Binaries) {
+        let mut cmd = Command::new(&binaries.initdb);
+        cmd.arg("-D")
+            .arg(self.data_dir())
+            .args(["--auth=trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+            .arg("--locale=C")
+            // Spares initdb its scan of the time zone database.
+            .env("TZ", "UTC");
+        self.prepare(&mut cmd);
+        let mut child = process::spawn(cmd, self.dir.clone()).unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} for {}: {e} (run scripts/ensure-postgres, or name the directory \
+                 in {BIN_VAR})",
+                binaries.initdb.display(),
+                self.describe()
+            )
+        });
+        let deadline = Instant::now() + INITDB_TIMEOUT;
+        let status = loop {
+            if let Some(status) = process::wait_exit(&mut child, Duration::ZERO) {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                process::kill_and_reap(&mut child);
+                panic!(
+                    "initdb for {} did not finish within {INITDB_TIMEOUT:?}\n{}",
+                    self.describe(),
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        };
+        assert!(
+            status.success(),
+            "initdb for {} exited with {status}\n{}",
+            self.describe(),
+            self.log_tail()
+        );
+    }
+
+    /// Runs the postmaster, without waiting for it to accept connections.
+    ///
+    /// # Panics
+    ///
+    /// If `postgres` cannot be found or run.
+    fn spawn(&self) {
+        let postgres = &binaries().postgres;
+        let mut cmd = Command::new(postgres);
+        cmd.arg("-D")
+            .arg(self.data_dir())
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-k")
+            .arg(&self.dir)
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .args(["-c", "shared_buffers=16MB"])
+            .args(["-c", "max_connections=200"])
+            .args(["-c", "fsync=on"])
+            // Files in data/ rather than /dev/shm, so a killed server leaves nothing outside
+            // its directory.
+            .args(["-c", "dynamic_shared_memory_type=mmap"])
+            .args(["-c", "huge_pages=off"])
+            .args(["-c", "log_min_messages=warning"])
+            // Out of the test binary's process group: a Ctrl-C meant for the tests is no fast
+            // shutdown. (The backends call setsid(), so the group is not the whole server.)
+            .process_group(0);
+        self.prepare(&mut cmd);
+        let child = process::spawn(cmd, self.dir.clone()).unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} for {}: {e} (run scripts/ensure-postgres, or name the directory \
+                 in {BIN_VAR})",
+                postgres.display(),
+                self.describe()
+            )
+        });
+        if let Some(mut raced) = self.lock_child().replace(child) {
+            // A concurrent restart won too; keep one server (and the lock file of the new one).
+            if let Err(why) = kill_tree(&mut raced) {
+                eprintln!("leasehold harness: {why}");
+            }
+        }
+    }
+
+    /// What `initdb` and `postgres` share: the user, the directory, the environment, the log.
+    fn prepare(&self, cmd: &mut Command) {
+        let log_path = self.log_path();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log_path.display()));
+        if let Some(user) = self.run_as {
+            cmd.uid(user.uid).gid(user.gid);
+        }
+        cmd.current_dir(&self.dir)
+            // English messages, which `wait_ready` reads.
+            .env("LC_ALL", "C")
+            // Ours are on the command line.
+            .env_remove("PGDATA")
+            .env_remove("PGPORT")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("a log file handle can be cloned"))
+            .stderr(log);
+    }
+
+    async fn expect_ready(&self, log_start: u64) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            match self.wait_ready(log_start, STARTUP_TIMEOUT).await {
+                Ok(()) => return,
+                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    self.spawn();
+                }
+                Err(LaunchError::PortTaken) => panic!(
+                    "cannot restart {}: the port stayed taken by another process\n{}",
+                    self.describe(),
+                    self.log_tail()
+                ),
+                Err(LaunchError::Failed(why)) => panic!(
+                    "{} did not restart: {why}\n{}",
+                    self.describe(),
+                    self.log_tail()
+                ),
+            }
+        }
+    }
+
+    /// Waits until the postmaster just spawned accepts connections as itself, or says why not. A
+    /// postmaster that will not serve is killed.
+    async fn wait_ready(&self, log_start: u64, within: Duration) -> Result<(), LaunchError> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.exited() {
+                let log = log_since(&self.log_path(), log_start);
+                return Err(if log.contains("Address already in use") {
+                    LaunchError::PortTaken
+                } else {
+                    LaunchError::Failed(format!("it exited with {status} while starting"))
+                });
+            }
+            let last = match self.probe().await {
+                Ok(data_dir) if same_dir(Path::new(&data_dir), &self.data_dir()) => return Ok(()),
+                Ok(_) => {
+                    // Another server answers on the port; ours cannot bind it.
+                    self.kill9();
+                    return Err(LaunchError::PortTaken);
+                }
+                Err(why) => why,
+            };
+            if Instant::now() >= deadline {
+                self.kill9();
+                return Err(LaunchError::Failed(format!(
+                    "it did not accept connections within {within:?} (last: {last})"
+                )));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Connects and asks for the data directory, within [`PROBE_TIMEOUT`]: which server answers
+    /// on the port, or why none does.
+    async fn probe(&self) -> Result<String, String> {
+        let exchange = async {
+            let (client, connection) = tokio_postgres::connect(&self.url(), NoTls)
+                .await
+                .map_err(|e| format!("cannot connect: {e}"))?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            let messages = client
+                .simple_query("SELECT current_setting('data_directory')")
+                .await
+                .map_err(|e| format!("SELECT: {e}"))?;
+            messages
+                .iter()
+                .find_map(|message| match message {
+                    SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                    _ => None,
+                })
+                .ok_or_else(|| "SELECT gave no row".to_owned())
+        };
+        tokio::time::timeout(PROBE_TIMEOUT, exchange)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {PROBE_TIMEOUT:?}")))
+    }
+
+    /// SIGKILLs the postmaster and every process it forked (see [`kill_tree`]), and clears what
+    /// the crash left: the lock file and the shared memory segment.
+    fn kill_all(&self, postmaster: &mut Child) -> Result<(), String> {
+        kill_tree(postmaster)?;
+        self.clear_crash_leftovers();
+        Ok(())
+    }
+
+    /// Removes the lock file and the System V shared memory segment it names, which a killed
+    /// postmaster leaves; none of its processes may be alive.
+    fn clear_crash_leftovers(&self) {
+        let lock_file = self.data_dir().join(LOCK_FILE);
+        let Ok(lock) = fs::read_to_string(&lock_file) else {
+            return;
+        };
+        // Line 7 is "KEY ID" of the segment, once the postmaster has made it.
+        let segment = lock.lines().nth(6).and_then(|line| {
+            let mut numbers = line.split_whitespace().map(str::parse::<i64>);
+            Some((numbers.next()?.ok()?, numbers.next()?.ok()?))
+        });
+        if let Some((key, id)) = segment {
+            remove_segment(key, id);
+        }
+        let _ = fs::remove_file(&lock_file);
+    }
+
+    /// The exit status if the postmaster has exited (it is then reaped and forgotten).
+    fn exited(&self) -> Option<ExitStatus> {
+        let mut child = self.lock_child();
+        let status = process::wait_exit(child.as_mut()?, Duration::ZERO)?;
+        *child = None;
+        Some(status)
+    }
+
+    fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
+        self.child
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        if let Some(mut postmaster) = self.lock_child().take() {
+            if let Err(why) = self.kill_all(&mut postmaster) {
+                // Never panic in drop: it may run while a test is already panicking.
+                eprintln!("leasehold harness: {}: {why}", self.describe());
+            }
+        } else {
+            // Killed earlier (the leftovers are cleared then), or exited on its own.
+            self.clear_crash_leftovers();
+        }
+        if thread::panicking() {
+            // Keep the log for the post-mortem; the data is of no use.
+            let _ = fs::remove_dir_all(self.data_dir());
+            eprintln!(
+                "leasehold harness: the log of {} is kept in {}",
+                self.describe(),
+                self.log_path().display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// SIGKILLs the postmaster and every process it forked, reaps it, and waits until all are gone.
+fn kill_tree(postmaster: &mut Child) -> Result<(), String> {
+    let pid = postmaster.id();
+    // Frozen first, the postmaster forks no backend we would miss; killed first, it would
+    // leave its backends to init, where they cannot be told from anyone else's.
+    let tree = freeze(postmaster).unwrap_or_else(|_| process::descendants(pid));
+    for backend in &tree {
+        backend.signal(libc::SIGKILL);
+    }
+    if !process::kill_and_reap(postmaster) {
+        return Err(format!(
+            "the postmaster (pid {pid}) did not exit within 10s of SIGKILL"
+        ));
+    }
+    // A backend still attached to the shared memory would make the next start refuse.
+    if !wait_until(Duration::from_secs(10), || {
+        tree.iter().all(|p| !p.is_alive())
+    }) {
+        let left: Vec<u32> = tree
+            .iter()
+            .filter(|p| p.is_alive())
+            .map(|p| p.pid)
+            .collect();
+        return Err(format!(
+            "backends {left:?} did not exit within 10s of SIGKILL"
+        ));
+    }
+    Ok(())
+}
+
+/// SIGSTOPs the postmaster, waits until it is stopped, then stops what it forked, top down,
+/// until a pass finds nothing new: the processes it stopped besides the postmaster.
+fn freeze(postmaster: &mut Child) -> Result<Vec<Proc>, String> {
+    let pid = postmaster.id();
+    process::signal(postmaster, libc::SIGSTOP);
+    // A postmaster that exited meanwhile (a zombie, or reaped) counts as stopped.
+    let stopped = |p: &Proc| matches!(p.state(), None | Some('T' | 't' | 'Z' | 'X'));
+    if !wait_until(CALL_TIMEOUT, || Proc::of(pid).is_none_or(|p| stopped(&p))) {
+        return Err(format!(
+            "the postmaster (pid {pid}) was not stopped within {CALL_TIMEOUT:?} of SIGSTOP"
+        ));
+    }
+    let deadline = Instant::now() + CALL_TIMEOUT;
+    let mut frozen: Vec<Proc> = Vec::new();
+    loop {
+        let new: Vec<Proc> = process::descendants(pid)
+            .into_iter()
+            .filter(|p| !frozen.contains(p))
+            .collect();
+        if new.is_empty() {
+            return Ok(frozen);
+        }
+        for p in &new {
+            p.signal(libc::SIGSTOP);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !wait_until(left, || new.iter().all(stopped)) {
+            let running: Vec<u32> = new.iter().filter(|p| !stopped(p)).map(|p| p.pid).collect();
+            return Err(format!(
+                "backends {running:?} were not stopped within {CALL_TIMEOUT:?} of SIGSTOP"
+            ));
+        }
+        frozen.extend(new);
+    }
+}
+
+/// Polls `done` every millisecond for up to `within`; whether it came true.
+fn wait_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Removes System V shared memory segment `id` if it still has `key` (ids are reused) and no
+/// process is attached.
+#[cfg(target_os = "linux")]
+fn remove_segment(key: i64, id: i64) {
+    let (Ok(key), Ok(id)) = (libc::key_t::try_from(key), libc::c_int::try_from(id)) else {
+        return;
+    };
+    // SAFETY: `shmid_ds` is plain data, for which all zeroes is a valid value.
+    let mut status: libc::shmid_ds = unsafe { std::mem::zeroed() };
+    // SAFETY: IPC_STAT writes one `shmid_ds` into `status`; IPC_RMID takes no buffer.
+    unsafe {
+        if libc::shmctl(id, libc::IPC_STAT, &mut status) == 0
+            && status.shm_perm.__key == key
+            && status.shm_nattch == 0
+        {
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn remove_segment(_key: i64, _id: i64) {}
+
+/// The postmaster if it has not exited (a paused one has not).
+fn running(child: &mut Option<Child>) -> Option<&mut Child> {
+    child
+        .as_mut()
+        .and_then(|c| process::wait_exit(c, Duration::ZERO).is_none().then_some(c))
+}
+
+/// Whether two paths name the same directory (the server may spell its own differently).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (fs::canonicalize(a), fs::canonicalize(b)),
+            (Ok(a), Ok(b)) if a == b
+        )
+}
+
+/// Finds `initdb` and `postgres` once per test binary.
+///
+/// # Panics
+///
+/// If they cannot be found, saying where they were looked for.
+fn binaries() -> &'static Binaries {
+    static BINARIES: OnceLock<Result<Binaries, String>> = OnceLock::new();
+    match BINARIES.get_or_init(find_binaries) {
+        Ok(binaries) => binaries,
+        Err(why) => panic!("{why}"),
+    }
+}
+
+/// `$LEASEHOLD_PG_BIN`, else `PATH`, else the highest major version under `/usr/lib/postgresql`.
+fn find_binaries() -> Result<Binaries, String> {
+    let in_dir = |dir: &Path| {
+        let binaries = Binaries {
+            initdb: dir.join("initdb"),
+            postgres: dir.join("postgres"),
+        };
+        (binaries.initdb.is_file() && binaries.postgres.is_file()).then_some(binaries)
+    };
+    if let Some(dir) = std::env::var_os(BIN_VAR) {
+        return in_dir(Path::new(&dir)).ok_or_else(|| {
+            format!(
+                "{BIN_VAR}={} holds no initdb and postgres (it names their directory, such as \
+                 {DEBIAN_LIB}/15/bin)",
+                Path::new(&dir).display()
+            )
+        });
+    }
+    let on_path = |name: &str| {
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join(name))
+            .find(|path| path.is_file())
+    };
+    if let (Some(initdb), Some(postgres)) = (on_path("initdb"), on_path("postgres")) {
+        return Ok(Binaries { initdb, postgres });
+    }
+    let mut versions: Vec<(Vec<u32>, PathBuf)> = fs::read_dir(DEBIAN_LIB)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            // "15", or "9.6" before PostgreSQL 10.
+            let version = entry
+                .file_name()
+                .to_str()?
+                .split('.')
+                .map(|part| part.parse().ok())
+                .collect::<Option<Vec<u32>>>()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .iter()
+        .rev()
+        .find_map(|(_, dir)| in_dir(dir))
+        .ok_or_else(|| {
+            format!(
+                "no initdb and postgres in {BIN_VAR}, on PATH, or in {DEBIAN_LIB}/*/bin: run \
+                 scripts/ensure-postgres, or name their directory in {BIN_VAR}"
+            )
+        })
+}
+
+/// The user to run the server as: `nobody` when the test binary is root, whom PostgreSQL
+/// refuses; `None` (the binary's own user) otherwise.
+fn unprivileged_user() -> Option<User> {
+    // SAFETY: a plain syscall.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    static NOBODY: OnceLock<User> = OnceLock::new();
+    Some(*NOBODY.get_or_init(|| {
+        look_up_user(c"nobody").unwrap_or(User {
+            uid: 65534,
+            gid: 65534,
+        })
+    }))
+}
+
+/// The uid and primary gid of `name` in the user database.
+fn look_up_user(name: &std::ffi::CStr) -> Option<User> {
+    // SAFETY: `passwd` is plain data (integers and pointers), for which all zeroes is valid.
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call, `buf` for `buf.len()` bytes; the reentrant
+    // variant writes only into `entry` and `buf`.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut entry,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    (rc == 0 && !found.is_null()).then_some(User {
+        uid: entry.pw_uid,
+        gid: entry.pw_gid,
+    })
+}
+
+/// A new, empty directory for one server under the system's temporary directory, owned by the
+/// server's user.
+///
+/// # Panics
+///
+/// If it cannot be made, or no temporary directory is reachable by that user.
+fn fresh_dir(run_as: Option<User>) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = base_dir(run_as);
+    let dir = base.join(format!(
+        "leasehold-pg-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    // Left over by an earlier binary that had the same pid and was SIGKILLed.
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    if let Some(user) = run_as {
+        std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.gid))
+            .unwrap_or_else(|e| panic!("cannot give {} to uid {}: {e}", dir.display(), user.uid));
+    }
+    dir
+}
+
+/// The system's temporary directory, or `/tmp` when the server runs as another user who could
+/// not reach the former (a `TMPDIR` under `/root`).
+fn base_dir(run_as: Option<User>) -> PathBuf {
+    let tmp = std::env::temp_dir();
+    if run_as.is_none() || traversable(&tmp) {
+        return tmp;
+    }
+    let fallback = PathBuf::from("/tmp");
+    if traversable(&fallback) {
+        return fallback;
+    }
+    panic!(
+        "neither {} nor /tmp can be entered by other users, and postgres runs as uid {}: set \
+         TMPDIR to a directory whose every parent is world-executable",
+        tmp.display(),
+        run_as.map_or(0, |user| user.uid)
+    );
+}
+
+/// Whether any user may enter `dir` and every directory above it.
+fn traversable(dir: &Path) -> bool {
+    dir.ancestors().all(|d| {
+        fs::metadata(d).is_ok_and(|meta| meta.is_dir() && meta.permissions().mode() & 0o001 != 0)
+    })
+}
+
+fn log_since(path: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        if file.seek(SeekFrom::Start(offset)).is_ok() {
+            let _ = file.read_to_string(&mut text);
+        }
+    }
+    text
+}
+
+/// The last lines of a log, framed for a panic message.
+fn log_tail(path: &Path) -> String {
+    const LINES: usize = 40;
+    let log = log_since(path, 0);
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
+    format!(
+        "--- {}, last {LINES} lines ---\n{tail}\n---",
+        path.display()
+    )
+}
