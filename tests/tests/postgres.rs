@@ -19,7 +19,10 @@ fn builder(url: &str) -> leasehold::LockerBuilder {
 }
 
 async fn locker(pg: &PgServer) -> Locker {
-    builder(&pg.url()).build().await.expect("locker on PostgreSQL")
+    builder(&pg.url())
+        .build()
+        .await
+        .expect("locker on PostgreSQL")
 }
 
 /// A client of the test's own, as the user's application would have.
@@ -47,7 +50,10 @@ async fn lockers_starting_together_make_the_schema_once() {
     )
     .await;
     for b in &built {
-        assert!(b.is_ok(), "a locker failed while others made the schema: {b:?}");
+        assert!(
+            b.is_ok(),
+            "a locker failed while others made the schema: {b:?}"
+        );
     }
     let db = client(&url).await;
     assert_eq!(
@@ -136,7 +142,10 @@ async fn a_fence_check_in_the_callers_transaction_refuses_a_stale_holder() {
     assert!(b.force_release("stock:1").await.unwrap());
     let new = b.lock("stock:1").acquire().await.unwrap();
     assert!(new.fence() > old.fence());
-    assert!(old.is_held(), "the stale holder still believes (as after a pause)");
+    assert!(
+        old.is_held(),
+        "the stale holder still believes (as after a pause)"
+    );
 
     let tx = db.transaction().await.unwrap();
     let refused = leasehold::postgres::check_fence(&tx, &old).await;
@@ -202,7 +211,9 @@ async fn a_serializable_transaction_racing_a_takeover_cannot_commit_a_stale_writ
             source: Some(source),
             ..
         }) => {
-            let e = source.downcast_ref::<pg::Error>().expect("the driver's error");
+            let e = source
+                .downcast_ref::<pg::Error>()
+                .expect("the driver's error");
             assert_eq!(
                 e.code(),
                 Some(&pg::error::SqlState::T_R_SERIALIZATION_FAILURE),
@@ -276,7 +287,11 @@ async fn fences_keep_increasing_across_restarts() {
     for round in 0..3 {
         let locker = locker(&pg).await;
         let guard = locker.lock("f").acquire().await.unwrap();
-        assert!(guard.fence() > last, "round {round}: {} after {last}", guard.fence());
+        assert!(
+            guard.fence() > last,
+            "round {round}: {} after {last}",
+            guard.fence()
+        );
         last = guard.fence();
         guard.release().await.unwrap();
         drop(locker);
@@ -344,9 +359,15 @@ async fn configuration_errors_are_clear_and_never_show_the_password() {
     assert!(!e.to_string().contains("s3cret"), "{e}");
 
     for (url, says) in [
-        ("postgres://u:s3cret@127.0.0.1/db?sslmode=require", "sslmode"),
+        (
+            "postgres://u:s3cret@127.0.0.1/db?sslmode=require",
+            "sslmode",
+        ),
         ("redis://127.0.0.1:6379", "postgres://"),
-        ("postgres://u:s3cret@127.0.0.1/db?nonsense=1", "could not read"),
+        (
+            "postgres://u:s3cret@127.0.0.1/db?nonsense=1",
+            "could not read",
+        ),
     ] {
         let e = builder(url).build().await.unwrap_err();
         assert!(matches!(e, LockError::Config { .. }), "{url}: {e:?}");
@@ -359,14 +380,20 @@ async fn configuration_errors_are_clear_and_never_show_the_password() {
         l.local_addr().unwrap().port()
     };
     let started = Instant::now();
-    let e = builder(&format!("postgres://postgres:s3cret@127.0.0.1:{port}/postgres"))
-        .connect_timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .unwrap_err();
+    let e = builder(&format!(
+        "postgres://postgres:s3cret@127.0.0.1:{port}/postgres"
+    ))
+    .connect_timeout(Duration::from_millis(500))
+    .build()
+    .await
+    .unwrap_err();
     assert!(e.is_unavailable(), "{e:?}");
     assert!(!e.to_string().contains("s3cret"), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// A fence is drawn only once the acquire has won the row. Here an acquire waits on the row
@@ -388,9 +415,12 @@ async fn a_fence_is_drawn_only_once_the_row_is_won() {
         .await
         .unwrap();
     let tx = blocker.transaction().await.unwrap();
-    tx.execute("SELECT 1 FROM leasehold_locks WHERE key = 'K' FOR UPDATE", &[])
-        .await
-        .unwrap();
+    tx.execute(
+        "SELECT 1 FROM leasehold_locks WHERE key = 'K' FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
     let pending = tokio::spawn(async move {
         waiter
             .query_one(
@@ -401,7 +431,10 @@ async fn a_fence_is_drawn_only_once_the_row_is_won() {
             .map(|row| row.get::<_, Option<i64>>(0))
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!pending.is_finished(), "the acquire should wait on the locked row");
+    assert!(
+        !pending.is_finished(),
+        "the acquire should wait on the locked row"
+    );
     let meanwhile: i64 = other
         .query_one(
             "SELECT fence FROM leasehold_acquire('other', 'o', 60000, 1)",
