@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{EtcdServer, RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
 use tokio::sync::mpsc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
@@ -884,6 +884,66 @@ async fn list_show_and_release_work_on_etcd() {
         tokio::time::timeout(Duration::from_secs(5), held.lost())
             .await
             .expect("the holder finds out at its next renewal");
+    })
+    .await;
+}
+
+/// The same operations on PostgreSQL, named by its URL or, for `show`, by `postgres = "..."`
+/// in the config file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_show_and_release_work_on_postgres() {
+    within(async {
+        let pg = PgServer::start().await;
+        let url = pg.url();
+        let app = Locker::builder()
+            .postgres(url.as_str())
+            .default_lease(Duration::from_secs(3))
+            .build()
+            .await
+            .unwrap();
+        let held = app.lock("stock:sku-7").acquire().await.unwrap();
+
+        let out = run(&["list", "--url", &url], None).await;
+        out.assert_code(0);
+        let rows: Vec<Vec<&str>> = out
+            .stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "a header and one row: {out:#?}");
+        assert_eq!(rows[1][0], "stock:sku-7", "{out:#?}");
+
+        let config = pg.dir().join("leasehold-cli.toml");
+        std::fs::write(&config, format!("postgres = \"{url}\"\n")).unwrap();
+        let config = config.to_str().unwrap();
+        let out = run(&["show", "stock:sku-7", "--config", config], None).await;
+        out.assert_code(0);
+        assert!(out.stdout.contains("stock:sku-7"), "{out:#?}");
+
+        let out = run(
+            &["release", "stock:sku-7", "--force", "--yes", "--url", &url],
+            None,
+        )
+        .await;
+        out.assert_code(0);
+        assert!(!app.inspect("stock:sku-7").await.unwrap().held);
+        tokio::time::timeout(Duration::from_secs(5), held.lost())
+            .await
+            .expect("the holder finds out at its next renewal");
+
+        // An unreachable database: exit 3, a message naming it, no password.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let gone = format!("postgres://postgres:s3cret@127.0.0.1:{port}/postgres");
+        let out = run(&["list", "--url", &gone], None).await;
+        out.assert_code(3);
+        assert!(!out.stderr.contains("s3cret"), "{out:#?}");
+        assert!(
+            out.stderr.contains(&format!("127.0.0.1:{port}")),
+            "{out:#?}"
+        );
     })
     .await;
 }
