@@ -11,6 +11,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token};
 
 mod kw {
     syn::custom_keyword!(key);
+    syn::custom_keyword!(keys);
     syn::custom_keyword!(lease);
     syn::custom_keyword!(wait);
     syn::custom_keyword!(watchdog);
@@ -20,7 +21,8 @@ mod kw {
 }
 
 /// Every option, in the order the docs list them; named in the "unknown option" error.
-const OPTIONS: &str = "`key`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, `crate`";
+const OPTIONS: &str =
+    "`key`, `keys`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, `crate`";
 
 /// `leasehold::MIN_LEASE`: the runtime refuses shorter leases at run time, the attribute at
 /// compile time. (A proc-macro crate cannot depend on the runtime; a behaviour test keeps
@@ -39,6 +41,8 @@ pub(crate) enum OnLost {
 pub(crate) struct Args {
     /// The `key` literal; `None` when it is missing or not a string (both are errors).
     pub key: Option<LitStr>,
+    /// The `keys = [...]` literals, for a lock on several keys at once.
+    pub keys: Option<Vec<LitStr>>,
     pub lease: Option<Duration>,
     pub wait: Option<Duration>,
     pub watchdog: Option<bool>,
@@ -55,6 +59,7 @@ impl Parse for Args {
         let mut seen = Seen::default();
         let mut args = Args {
             key: None,
+            keys: None,
             lease: None,
             wait: None,
             watchdog: None,
@@ -66,10 +71,20 @@ impl Parse for Args {
         };
         while !input.is_empty() {
             let lookahead = input.lookahead1();
-            if lookahead.peek(kw::key) {
+            if lookahead.peek(kw::keys) {
+                let kw: kw::keys = input.parse()?;
+                let value = value(input)?;
+                if seen.first("keys", kw.span, &mut args.errors)
+                    && seen.exclusive("keys", "key", kw.span, &mut args.errors)
+                {
+                    args.keys = args.errors.keep(keys(&value));
+                }
+            } else if lookahead.peek(kw::key) {
                 let kw: kw::key = input.parse()?;
                 let value = value(input)?;
-                if seen.first("key", kw.span, &mut args.errors) {
+                if seen.first("key", kw.span, &mut args.errors)
+                    && seen.exclusive("key", "keys", kw.span, &mut args.errors)
+                {
                     args.key = args.errors.keep(string(&value, "key", "\"order:<id>\""));
                 }
             } else if lookahead.peek(kw::lease) {
@@ -137,11 +152,12 @@ impl Parse for Args {
             input.parse::<Token![,]>()?;
         }
         // A `key` that is not a string was refused above; "missing" would be a second, wrong error.
-        if !seen.0.contains(&"key") {
+        if !seen.0.contains(&"key") && !seen.0.contains(&"keys") {
             args.errors.push(syn::Error::new(
                 Span::call_site(),
                 "missing `key`: name the resource this function locks, \
-                 e.g. `#[distributed_lock(key = \"order:<id>\")]`",
+                 e.g. `#[distributed_lock(key = \"order:<id>\")]` (or several with \
+                 `keys = [\"wallet:<from>\", \"wallet:<to>\"]`)",
             ));
         }
         Ok(args)
@@ -163,6 +179,30 @@ impl Seen {
             false
         } else {
             self.0.push(name);
+            true
+        }
+    }
+}
+
+impl Seen {
+    /// False, with an error at `span`, when `other` (exclusive with `name`) was given.
+    fn exclusive(
+        &self,
+        name: &'static str,
+        other: &'static str,
+        span: Span,
+        errors: &mut Vec<syn::Error>,
+    ) -> bool {
+        if self.0.contains(&other) {
+            errors.push(syn::Error::new(
+                span,
+                format!(
+                    "`{name}` and `{other}` cannot both be given: use `key = \"...\"` for one \
+                     lock, or `keys = [\"...\", \"...\"]` to lock several keys at once"
+                ),
+            ));
+            false
+        } else {
             true
         }
     }
@@ -195,6 +235,35 @@ fn string(value: &Expr, option: &str, example: &str) -> syn::Result<LitStr> {
             format!("`{option}` takes a string literal: write `{option} = {example}`"),
         )),
     }
+}
+
+fn keys(value: &Expr) -> syn::Result<Vec<LitStr>> {
+    const EXAMPLE: &str = "`keys = [\"wallet:<from>\", \"wallet:<to>\"]`";
+    let Expr::Array(array) = value else {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`keys` takes a list of string literals: write {EXAMPLE}"),
+        ));
+    };
+    if array.elems.is_empty() {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`keys = []` locks nothing: name at least one key, as in {EXAMPLE}"),
+        ));
+    }
+    array
+        .elems
+        .iter()
+        .map(|elem| match elem {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) => Ok(lit.clone()),
+            _ => Err(syn::Error::new(
+                elem.span(),
+                format!("each key of `keys` is a string literal: write {EXAMPLE}"),
+            )),
+        })
+        .collect()
 }
 
 fn duration(value: &Expr, option: &str) -> syn::Result<(LitStr, Duration)> {
@@ -287,8 +356,8 @@ fn guard(value: &Expr) -> syn::Result<Ident> {
 fn guard_error(value: &Expr) -> syn::Error {
     syn::Error::new(
         value.span(),
-        "`guard` takes the name to bind the `&LockGuard` to in the body, without quotes: \
-         write e.g. `guard = g`, then `g.fence()`",
+        "`guard` takes the name to bind the `&LockGuard` (with `keys`, the `&MultiGuard`) to \
+         in the body, without quotes: write e.g. `guard = g`, then `g.fence()`",
     )
 }
 

@@ -62,7 +62,16 @@ fn try_expand(args: TokenStream, item: TokenStream) -> Result<TokenStream, Vec<s
     }
     let returned = errors.keep(result_type(sig));
     let key = match &args {
-        Some(Args { key: Some(lit), .. }) => errors.keep(key_expr(lit, sig)),
+        Some(Args { key: Some(lit), .. }) => errors.keep(key_expr(lit, sig).map(Keys::One)),
+        Some(Args {
+            keys: Some(lits), ..
+        }) => {
+            let mut exprs = Vec::new();
+            for lit in lits {
+                exprs.extend(errors.keep(key_expr(lit, sig)));
+            }
+            (exprs.len() == lits.len()).then_some(Keys::Many(exprs))
+        }
         _ => None,
     };
 
@@ -73,8 +82,14 @@ fn try_expand(args: TokenStream, item: TokenStream) -> Result<TokenStream, Vec<s
     Ok(locked_fn(&args, &func, returned, &key))
 }
 
+/// What the function locks: one key (`key = ...`) or several at once (`keys = [...]`).
+enum Keys {
+    One(TokenStream),
+    Many(Vec<TokenStream>),
+}
+
 /// The whole output for a function that passed every check.
-fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &TokenStream) -> TokenStream {
+fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenStream {
     let krate = &args.krate;
     let private = quote!(#krate::__private);
     let ItemFn {
@@ -135,10 +150,27 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &TokenStream) -> 
     let bail = quote_spanned! {err_span=>
         return ::core::result::Result::Err(::core::convert::From::from(__leasehold_error))
     };
+    let guard_type = match key {
+        Keys::One(_) => quote!(#krate::LockGuard),
+        Keys::Many(_) => quote!(#krate::MultiGuard),
+    };
     let guard = args
         .guard
         .as_ref()
-        .map(|g| quote!(let #g: &#krate::LockGuard = &__leasehold_guard;));
+        .map(|g| quote!(let #g: &#guard_type = &__leasehold_guard;));
+    let (keys, acquire) = match key {
+        Keys::One(key) => (
+            quote!(let __leasehold_key: ::std::string::String = #key;),
+            quote!(#private::acquire(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
+        ),
+        Keys::Many(keys) => (
+            quote! {
+                let __leasehold_keys: ::std::vec::Vec<::std::string::String> =
+                    ::std::vec![#(#keys),*];
+            },
+            quote!(#private::acquire_all(#locker, __leasehold_keys, &__LEASEHOLD_SPEC).await),
+        ),
+    };
     let fake_return = fake_return(returned);
     let finish = respan(
         quote!(#private::finish(__leasehold_guard, __leasehold_out).await),
@@ -156,8 +188,8 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &TokenStream) -> 
                 on_lost: #private::OnLost::#on_lost,
             };
             let __leasehold_guard = {
-                let __leasehold_key: ::std::string::String = #key;
-                match #private::acquire(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await {
+                #keys
+                match #acquire {
                     ::core::result::Result::Ok(__leasehold_guard) => __leasehold_guard,
                     // `From::from` is the identity when `E` is `LockError` itself.
                     #[allow(clippy::useless_conversion)]

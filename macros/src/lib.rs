@@ -56,7 +56,8 @@ mod template;
 ///
 /// | option | value | default |
 /// | --- | --- | --- |
-/// | `key` | template string, required | — |
+/// | `key` | template string; this or `keys` | — |
+/// | `keys` | list of template strings: lock them all at once | — |
 /// | `lease` | duration string, at least `"10ms"` | the locker's default lease (30 s) |
 /// | `wait` | duration string, `"0s"` fails fast | the locker's default wait (3 s) |
 /// | `watchdog` | `true` or `false` | the locker's default (on) |
@@ -89,6 +90,30 @@ mod template;
 ///
 /// #[distributed_lock(key = "cmp:<<a>>:{<n>}")] // the key for n = 7 is `cmp:<a>:{7}`
 /// async fn escaped(n: u32) -> Result<(), LockError> { Ok(()) }
+/// ```
+///
+/// ## `keys`: several locks at once
+/// `keys = ["wallet:<from>", "wallet:<to>"]` takes every key before the body runs, all or
+/// nothing (see [`Locker::lock_all`](../leasehold/struct.Locker.html#method.lock_all)): keys
+/// that come out equal are one lock (a transfer from a wallet to itself does not wait on
+/// itself), they are taken in one global order whatever order they are written in (so two
+/// transfers in opposite directions never deadlock), `wait` bounds the whole acquisition, and
+/// losing any key's lease loses the whole lock. `guard = g` binds a `&MultiGuard`, with a
+/// fence per key (`g.fence("wallet:1")`).
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError, Locker};
+/// #[distributed_lock(keys = ["wallet:<from>", "wallet:<to>"], guard = g)]
+/// async fn transfer(from: u64, to: u64, amount: u64) -> Result<u64, LockError> {
+///     assert_eq!(g.keys().count(), if from == to { 1 } else { 2 });
+///     Ok(amount)
+/// }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// # leasehold::set_global_default(Locker::in_memory())?;
+/// assert_eq!(transfer(1, 2, 10).await?, 10);
+/// assert_eq!(transfer(2, 2, 5).await?, 5);
+/// # Ok(()) }
 /// ```
 ///
 /// ## `lease` and `watchdog`: how long the lock lasts

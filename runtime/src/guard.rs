@@ -93,6 +93,11 @@ impl LockGuard {
         &self.span
     }
 
+    /// This guard as a lock held by an enclosing scope (see [`LockGuard::scope`]).
+    pub(crate) fn held_entry(&self) -> crate::reentrant::Held {
+        (self.inner.id, self.lease.clone(), self.fence)
+    }
+
     /// The lock's name in the store (`P:lock:{K}`), for fence checks made in the store.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn store_key(&self) -> &str {

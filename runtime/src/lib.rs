@@ -76,6 +76,7 @@ mod lease;
 mod locker;
 #[cfg(test)]
 mod model_tests;
+mod multi;
 mod observe;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -110,6 +111,7 @@ pub use locker::{
     LockRequest, Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
     DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_SESSION_TIMEOUT, DEFAULT_WAIT, MIN_LEASE,
 };
+pub use multi::{MultiGuard, MultiLockRequest};
 pub use observe::TraceKeys;
 pub use web::{
     HeaderLookup, LockErrorResponse, OnLost, PathParams, RequestInfo, RouteLocks, RouteRule,

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::locker::Locker;
+use crate::multi::MultiGuard;
 
 /// The attribute's options, resolved at compile time.
 #[derive(Clone, Copy, Debug)]
@@ -93,14 +94,85 @@ pub async fn acquire(
     request.acquire().await
 }
 
+/// Takes every lock of `keys = [...]` for the attribute.
+pub async fn acquire_all(
+    locker: Result<&Locker, LockError>,
+    keys: Vec<String>,
+    spec: &Spec,
+) -> Result<MultiGuard, LockError> {
+    let mut request = locker?.lock_all(keys);
+    if let Some(lease) = spec.lease {
+        request = request.lease(lease);
+    }
+    if let Some(wait) = spec.wait {
+        request = request.wait(wait);
+    }
+    if let Some(on) = spec.watchdog {
+        request = request.watchdog(on);
+    }
+    request.acquire().await
+}
+
+/// What the attribute holds while its body runs: one lock's guard, or a multi-lock's.
+pub trait Holding: Sized + Send + Sync {
+    /// Runs `fut` in the guard's re-entrancy scope, in its `leasehold.hold` span.
+    fn hold_scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output>;
+    /// Resolves when the guard is lost.
+    fn when_lost(&self) -> impl Future<Output = ()> + Send + '_;
+    /// Reports the loss (traces, metrics).
+    fn tell_lost(&self, why: &'static str);
+    /// The error for the loss.
+    fn loss(&self) -> LockError;
+    /// Releases every lock.
+    fn give_back(self) -> impl Future<Output = Result<(), LockError>> + Send;
+}
+
+impl Holding for LockGuard {
+    fn hold_scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+        self.scope(fut).instrument(self.span().clone())
+    }
+    fn when_lost(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.lost()
+    }
+    fn tell_lost(&self, why: &'static str) {
+        self.report_lost(why);
+    }
+    fn loss(&self) -> LockError {
+        self.lost_error()
+    }
+    fn give_back(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        self.release()
+    }
+}
+
+impl Holding for MultiGuard {
+    fn hold_scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+        // The first key's hold span: one span per body, as for a single lock.
+        let span = self.guards()[0].span().clone();
+        self.scope(fut).instrument(span)
+    }
+    fn when_lost(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.lost()
+    }
+    fn tell_lost(&self, why: &'static str) {
+        self.report_lost(why);
+    }
+    fn loss(&self) -> LockError {
+        self.lost_error()
+    }
+    fn give_back(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        self.release()
+    }
+}
+
 /// Runs the body in the guard's re-entrancy scope; with [`OnLost::Cancel`] the body is
 /// dropped as soon as the lease is lost and the result is `Err(LockError::Lost { .. })`.
-pub async fn hold<F: Future>(
-    guard: &LockGuard,
+pub async fn hold<G: Holding, F: Future>(
+    guard: &G,
     spec: &Spec,
     body: F,
 ) -> Result<F::Output, LockError> {
-    let body = guard.scope(body).instrument(guard.span().clone());
+    let body = guard.hold_scope(body);
     match spec.on_lost {
         OnLost::Continue => Ok(body.await),
         OnLost::Cancel => {
@@ -108,9 +180,9 @@ pub async fn hold<F: Future>(
             // not even for one more step.
             tokio::select! {
                 biased;
-                _ = guard.lost() => {
-                    guard.report_lost("the lease was lost while the body ran; the body was cancelled");
-                    Err(guard.lost_error())
+                _ = guard.when_lost() => {
+                    guard.tell_lost("the lease was lost while the body ran; the body was cancelled");
+                    Err(guard.loss())
                 }
                 out = body => Ok(out),
             }
@@ -120,13 +192,12 @@ pub async fn hold<F: Future>(
 
 /// Releases the lock and turns the outcome into the function's result. A failed release
 /// after a finished body is logged, not returned: the body's effects already happened.
-pub async fn finish<T, E: From<LockError>>(
-    guard: LockGuard,
+pub async fn finish<G: Holding, T, E: From<LockError>>(
+    guard: G,
     out: Result<Result<T, E>, LockError>,
 ) -> Result<T, E> {
-    let fence = guard.fence();
-    if let Err(e) = guard.release().await {
-        tracing::warn!(fence, error = %e, "releasing the lock after the body failed");
+    if let Err(e) = guard.give_back().await {
+        tracing::warn!(error = %e, "releasing the lock after the body failed");
     }
     match out {
         Ok(result) => result,

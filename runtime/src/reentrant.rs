@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::lease::Lease;
 
 /// A lock held by an enclosing scope: which locker, the lease, and the holder's fence.
-type Held = (u64, Arc<Lease>, u64);
+pub(crate) type Held = (u64, Arc<Lease>, u64);
 
 tokio::task_local! {
     static HELD: Vec<Held>;
@@ -25,6 +25,13 @@ pub(crate) fn held(locker_id: u64, lock_key: &str) -> Option<(Arc<Lease>, u64)> 
     })
     .ok()
     .flatten()
+}
+
+/// Runs `fut` with every lock of `entries` added to the enclosing scope's held locks.
+pub(crate) fn scope_many<F: Future>(entries: Vec<Held>, fut: F) -> impl Future<Output = F::Output> {
+    let mut held = HELD.try_with(|h| h.clone()).unwrap_or_default();
+    held.extend(entries);
+    HELD.scope(held, fut)
 }
 
 /// Runs `fut` with `lease` added to the enclosing scope's held locks.

@@ -112,6 +112,13 @@ conformance! {
         // stays held instead.
         memory => checks::bounded::when_held;
     }
+
+    /// 11. Multi-key locks: opposite-order transfers between wallets (hostile keys among
+    /// them, the same wallet twice now and then) by three lockers conserve money, never put a
+    /// wallet in two transfers at once, and never hang.
+    multi_key {
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::multi::transfers_conserve_money;
+    }
 }
 
 async fn start(name: &str) -> Engine {

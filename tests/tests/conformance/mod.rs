@@ -7,6 +7,7 @@ pub mod exclusion;
 pub mod fences;
 pub mod hostile_keys;
 pub mod loss;
+pub mod multi;
 pub mod reentry;
 pub mod release;
 pub mod support;

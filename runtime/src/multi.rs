@@ -1,0 +1,366 @@
+//! Locks on several keys at once: all or nothing, in one global order, so that callers that
+//! name the same keys in any order never deadlock one another.
+//!
+//! A [`MultiLockRequest`] sorts its keys (by their bytes) and drops duplicates, then takes
+//! them one after another with the single-key machinery of the locker: each key waits (and
+//! wakes on its own release) as a lone lock would, and every process takes any two keys in
+//! the same order, so no cycle of waits can form. `wait` bounds the whole acquisition; when a
+//! key cannot be had in time, or the call is cancelled, the keys taken so far are released at
+//! once. The [`MultiGuard`] renews every key's lease with the watchdog and counts as lost as
+//! soon as any key is.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::key::validate_key;
+use crate::locker::Locker;
+
+/// Several keys to lock together. Made by [`Locker::lock_all`].
+#[derive(Debug)]
+#[must_use = "a lock request does nothing until .acquire().await or .try_acquire().await"]
+pub struct MultiLockRequest<'a> {
+    pub(crate) locker: &'a Locker,
+    pub(crate) keys: Vec<String>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) watchdog: Option<bool>,
+}
+
+impl Locker {
+    /// Describes one acquisition of all of `keys`: all or nothing, the same lease, wait and
+    /// watchdog for each. Duplicates collapse (a transfer from a wallet to itself takes one
+    /// lock and does not wait on itself), and the keys are taken in one global order (by
+    /// their bytes), whatever order they are named in, so callers locking overlapping sets
+    /// never deadlock one another.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let both = locker.lock_all(["wallet:2", "wallet:1"]).acquire().await?;
+    /// assert_eq!(both.keys().collect::<Vec<_>>(), ["wallet:1", "wallet:2"]);
+    /// assert!(both.fence("wallet:2").is_some());
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_all<I, S>(&self, keys: I) -> MultiLockRequest<'_>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MultiLockRequest {
+            locker: self,
+            keys: keys.into_iter().map(Into::into).collect(),
+            lease: None,
+            wait: None,
+            watchdog: None,
+        }
+    }
+}
+
+impl MultiLockRequest<'_> {
+    /// The lease of each key; see [`LockRequest::lease`](crate::LockRequest::lease).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// How long the whole acquisition may wait for busy keys before failing with
+    /// [`LockError::Busy`] (having released the keys it took).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Whether every key's lease is renewed in the background while the guard lives; see
+    /// [`LockRequest::watchdog`](crate::LockRequest::watchdog).
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = Some(on);
+        self
+    }
+
+    /// Takes every key, waiting up to `wait` in all. Dropping the returned future at any
+    /// point releases the keys taken so far and leaves no renewal behind.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidKey`] for an empty list or a bad key (before any key is taken),
+    /// and otherwise as [`LockRequest::acquire`](crate::LockRequest::acquire); on any error
+    /// no key stays locked.
+    pub async fn acquire(self) -> Result<MultiGuard, LockError> {
+        let keys = ordered(self.keys)?;
+        let wait = self.wait.unwrap_or(self.locker.default_wait());
+        let deadline = Instant::now() + wait;
+        let mut guards: Vec<LockGuard> = Vec::with_capacity(keys.len());
+        for key in keys {
+            let mut request = self
+                .locker
+                .lock(key)
+                .wait(deadline.saturating_duration_since(Instant::now()));
+            if let Some(lease) = self.lease {
+                request = request.lease(lease);
+            }
+            if let Some(on) = self.watchdog {
+                request = request.watchdog(on);
+            }
+            match request.acquire().await {
+                Ok(guard) => guards.push(guard),
+                Err(e) => {
+                    // Newest first, so that a waiter of an earlier key does not get it only to
+                    // wait on a later one this call still holds.
+                    for guard in guards.into_iter().rev() {
+                        let _ = guard.release().await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(MultiGuard { guards })
+    }
+
+    /// Takes every key if all are free right now; `Ok(None)` when one is not (the others
+    /// are given back). Never waits.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), but never [`LockError::Busy`].
+    pub async fn try_acquire(mut self) -> Result<Option<MultiGuard>, LockError> {
+        self.wait = Some(Duration::ZERO);
+        match self.acquire().await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(LockError::Busy { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Checks, sorts and dedups the keys of one multi-lock.
+fn ordered(mut keys: Vec<String>) -> Result<Vec<String>, LockError> {
+    if keys.is_empty() {
+        return Err(LockError::invalid_key(
+            "lock_all was given no key; name at least one",
+        ));
+    }
+    for key in &keys {
+        validate_key(key)?;
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    Ok(keys)
+}
+
+/// The locks of a [`MultiLockRequest`], one [`LockGuard`] per distinct key, in key order.
+/// Dropping it releases them all in the background; [`release`](Self::release) does it now.
+#[must_use = "dropping a MultiGuard releases its locks at once"]
+pub struct MultiGuard {
+    guards: Vec<LockGuard>,
+}
+
+impl MultiGuard {
+    /// The keys held, in the order they were taken (sorted, without duplicates).
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.guards.iter().map(LockGuard::key)
+    }
+
+    /// The fencing token of `key`'s acquisition (see [`LockGuard::fence`]); `None` when the
+    /// key is not one of this guard's.
+    pub fn fence(&self, key: &str) -> Option<u64> {
+        self.guard(key).map(LockGuard::fence)
+    }
+
+    /// The guard of one key, to pass its fence to the resource that key protects.
+    pub fn guard(&self, key: &str) -> Option<&LockGuard> {
+        self.guards
+            .binary_search_by(|g| g.key().cmp(key))
+            .ok()
+            .map(|i| &self.guards[i])
+    }
+
+    /// Every key's guard, in key order.
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// Whether every key is still held (see [`LockGuard::is_held`]).
+    pub fn is_held(&self) -> bool {
+        self.guards.iter().all(LockGuard::is_held)
+    }
+
+    /// Resolves as soon as any key's lease is lost: the whole guard is lost then.
+    /// Cancel-safe.
+    pub async fn lost(&self) {
+        let mut each: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = self
+            .guards
+            .iter()
+            .map(|g| Box::pin(g.lost()) as Pin<Box<dyn Future<Output = ()> + Send + '_>>)
+            .collect();
+        std::future::poll_fn(|cx| {
+            let mut lost = false;
+            for f in &mut each {
+                lost |= f.as_mut().poll(cx).is_ready();
+            }
+            if lost {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Runs `fut` with every key marked as held by the enclosing scope (see
+    /// [`LockGuard::scope`]): inside it, acquiring any of the keys re-enters.
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+        let held: Vec<_> = self.guards.iter().map(LockGuard::held_entry).collect();
+        crate::reentrant::scope_many(held, fut)
+    }
+
+    /// Releases every key, all of them even when one fails.
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when any key was not ours any more (the work under the guard may
+    /// have run unprotected), else the first [`LockError::Unavailable`].
+    pub async fn release(self) -> Result<(), LockError> {
+        let mut outcome = Ok(());
+        for guard in self.guards {
+            match (guard.release().await, &outcome) {
+                (Ok(()), _) | (Err(_), Err(LockError::Lost { .. })) => {}
+                (Err(e @ LockError::Lost { .. }), _) | (Err(e), Ok(())) => outcome = Err(e),
+                (Err(_), Err(_)) => {}
+            }
+        }
+        outcome
+    }
+
+    /// The error for this guard's loss: the first lost key's.
+    pub(crate) fn lost_error(&self) -> LockError {
+        self.guards
+            .iter()
+            .find(|g| !g.is_held())
+            .unwrap_or(&self.guards[0])
+            .lost_error()
+    }
+
+    /// Reports the loss on every key's lease that was lost.
+    pub(crate) fn report_lost(&self, why: &'static str) {
+        for guard in self.guards.iter().filter(|g| !g.is_held()) {
+            guard.report_lost(why);
+        }
+    }
+}
+
+impl std::fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiGuard")
+            .field(
+                "fences",
+                &self
+                    .guards
+                    .iter()
+                    .map(|g| (g.key(), g.fence()))
+                    .collect::<Vec<_>>(),
+            )
+            .field("held", &self.is_held())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_sorted_deduplicated_and_checked() {
+        assert_eq!(
+            ordered(vec!["b".into(), "a".into(), "b".into()]).unwrap(),
+            ["a", "b"]
+        );
+        assert!(ordered(Vec::new()).is_err());
+        assert!(ordered(vec!["a".into(), String::new()]).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn opposite_orders_never_deadlock_and_a_busy_key_gives_back_the_others() {
+        let locker = Locker::in_memory();
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let locker = locker.clone();
+            tasks.push(tokio::spawn(async move {
+                let keys = if i % 2 == 0 {
+                    ["w1", "w2"]
+                } else {
+                    ["w2", "w1"]
+                };
+                let guard = locker
+                    .lock_all(keys)
+                    .wait(Duration::from_secs(60))
+                    .acquire()
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                guard.release().await.unwrap();
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+
+        let held = locker.lock("w2").acquire().await.unwrap();
+        let e = locker
+            .lock_all(["w1", "w2"])
+            .wait(Duration::from_millis(50))
+            .acquire()
+            .await
+            .unwrap_err();
+        assert!(e.is_busy(), "{e:?}");
+        // w1 was taken, then given back when w2 stayed busy.
+        assert!(locker.lock("w1").try_acquire().await.unwrap().is_some());
+        drop(held);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_same_key_twice_is_one_lock_and_losing_any_key_loses_the_guard() {
+        let locker = Locker::in_memory();
+        let one = locker
+            .lock_all(["w", "w"])
+            .wait(Duration::ZERO)
+            .acquire()
+            .await
+            .unwrap();
+        assert_eq!(one.guards().len(), 1);
+        drop(one);
+
+        let both = locker
+            .lock_all(["a", "b"])
+            .lease(Duration::from_millis(100))
+            .watchdog(false)
+            .acquire()
+            .await
+            .unwrap();
+        assert!(both.is_held());
+        tokio::time::timeout(Duration::from_secs(1), both.lost())
+            .await
+            .expect("the unrenewed leases run out");
+        assert!(!both.is_held());
+        assert!(both.release().await.unwrap_err().is_lost());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_acquisition_leaves_no_key_locked() {
+        let locker = Locker::in_memory();
+        let blocker = locker.lock("z").acquire().await.unwrap();
+        let pending = locker.lock_all(["a", "z"]).wait(Duration::from_secs(60));
+        let cancelled = tokio::time::timeout(Duration::from_millis(20), pending.acquire()).await;
+        assert!(cancelled.is_err(), "still waiting for z");
+        tokio::task::yield_now().await;
+        assert!(
+            locker.lock("a").try_acquire().await.unwrap().is_some(),
+            "the key taken before the cancel was given back"
+        );
+        drop(blocker);
+    }
+}
