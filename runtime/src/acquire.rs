@@ -62,6 +62,13 @@ impl Locker {
         if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
             // Only while the enclosing holding lasts: a scope future that outlives its
             // holder (released, handed over) acquires like any other task.
+            if lease.holding(fence) && lease.shared {
+                return Err(LockError::config(format!(
+                    "a write lock on {user_key:?} was asked for inside a read lock of the same \
+                     key, which it would wait for forever; take the write lock from the start, \
+                     or release the read lock first"
+                )));
+            }
             if lease.holding(fence) {
                 if !lease.is_held() {
                     return Err(LockError::Lost {
@@ -224,6 +231,168 @@ impl Locker {
                 }
                 None => tokio::time::sleep_until(until).await,
             }
+        }
+    }
+}
+
+impl Locker {
+    /// Takes a read lock (see [`Locker::read_lock`]).
+    pub(crate) async fn acquire_shared_with(
+        &self,
+        user_key: String,
+        opts: Options,
+    ) -> Result<LockGuard, LockError> {
+        let span = observe::acquire_span(self.inner.trace_keys, &user_key, opts.lease, opts.wait);
+        let start = Instant::now();
+        let mut waited = false;
+        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(
+            self.acquire_shared_traced(user_key, opts, &mut waited)
+                .instrument(span.clone()),
+        );
+        let result = acquisition.await;
+        let outcome = result.as_ref().map(LockGuard::fence);
+        observe::acquire_ended(&span, outcome, start.elapsed(), waited);
+        result
+    }
+
+    /// Readers do not queue in the process (they do not exclude one another): each tries,
+    /// subscribes, and sleeps until a release, the holder's remaining lease or the deadline.
+    async fn acquire_shared_traced(
+        &self,
+        user_key: String,
+        opts: Options,
+        waited: &mut bool,
+    ) -> Result<LockGuard, LockError> {
+        validate_key(&user_key)?;
+        let inner = &self.inner;
+        let keys = LockKeys::new(&inner.prefix, &user_key);
+        if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
+            // A read inside a held read or write of the same key: granted by the holding.
+            if lease.holding(fence) {
+                if !lease.is_held() {
+                    return Err(LockError::Lost {
+                        reason: lease.loss_reason(),
+                    });
+                }
+                return Ok(LockGuard::reentered(self.inner.clone(), lease, fence));
+            }
+        }
+        let deadline = Instant::now() + opts.wait;
+        let mut wakes: Option<WakeSubscription> = None;
+        let mut subscribed = false;
+        loop {
+            let token = OwnerToken::generate();
+            let session = inner.store.session();
+            let sent = Instant::now();
+            let validity = validity(opts.lease, inner.drift);
+            let request = AcquireRequest {
+                keys: &keys,
+                token: &token,
+                lease: opts.lease,
+                validity,
+                sent,
+                fence_ttl: inner.fence_ttl,
+                fences: 1,
+                interest: Duration::ZERO,
+                queued: false,
+            };
+            // Dropped before the answer came, the attempt may have let us in: leave again.
+            let in_flight = InFlightRead {
+                locker: self,
+                keys: &keys,
+                token: Some(token.clone()),
+            };
+            let attempt = inner.store.acquire_shared(&request).await;
+            let attempt = in_flight.answered(attempt)?;
+            let remaining = match attempt {
+                Attempt::Granted { .. } if Instant::now() >= sent + validity => {
+                    let _ = inner.store.release_shared(&keys, &token).await;
+                    if Instant::now() >= deadline {
+                        return Err(LockError::unavailable(
+                            "the lock store granted the read lock only after the lease's \
+                             validity had run out; give it a longer lease",
+                            None,
+                        ));
+                    }
+                    continue;
+                }
+                Attempt::Granted { top } => {
+                    let fence = top.max(1);
+                    let lease = Arc::new(
+                        Lease::new(
+                            user_key,
+                            keys.clone(),
+                            token,
+                            opts.lease,
+                            validity,
+                            opts.watchdog,
+                            sent,
+                            fence,
+                            1,
+                            session,
+                        )
+                        .into_shared(),
+                    );
+                    return Ok(LockGuard::new(self.inner.clone(), lease, fence));
+                }
+                Attempt::Held { remaining } => remaining,
+            };
+            *waited = true;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(LockError::Busy {
+                    retry_after: remaining,
+                });
+            }
+            if !subscribed {
+                subscribed = true;
+                let subscribe = inner.store.subscribe(&keys);
+                if let Ok(Ok(sub)) = tokio::time::timeout_at(deadline, subscribe).await {
+                    wakes = Some(sub);
+                }
+                continue;
+            }
+            let nap = match &wakes {
+                Some(_) => remaining.unwrap_or(MAX_SLEEP).min(MAX_SLEEP) + jitter(),
+                None => POLL_WITHOUT_WAKES.min(remaining.unwrap_or(POLL_WITHOUT_WAKES)),
+            };
+            let until = (now + nap).min(deadline);
+            match wakes.as_mut() {
+                Some(sub) => {
+                    tokio::select! {
+                        _ = sub.released() => {}
+                        _ = tokio::time::sleep_until(until) => {}
+                    }
+                }
+                None => tokio::time::sleep_until(until).await,
+            }
+        }
+    }
+}
+
+/// A read acquire sent and not answered yet; dropped so (cancelled), it leaves the readers
+/// in the background in case it got in.
+struct InFlightRead<'a> {
+    locker: &'a Locker,
+    keys: &'a LockKeys,
+    token: Option<OwnerToken>,
+}
+
+impl InFlightRead<'_> {
+    /// The answer came: nothing to clean up, unless it was an error (the attempt may have
+    /// got in all the same, and leaves in the background when this is dropped).
+    fn answered(mut self, attempt: Result<Attempt, LockError>) -> Result<Attempt, LockError> {
+        if attempt.is_ok() {
+            self.token = None;
+        }
+        attempt
+    }
+}
+
+impl Drop for InFlightRead<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.locker.inner.abandon_shared(self.keys, token);
         }
     }
 }

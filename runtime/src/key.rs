@@ -24,6 +24,8 @@ pub(crate) struct LockKeys {
     pub(crate) queue: String,
     /// `P:interest:{K}`: until when each waiting process still waits.
     pub(crate) interest: String,
+    /// `P:readers:{K}`: the read holders of the lock, each with the end of its lease.
+    pub(crate) readers: String,
 }
 
 /// Checks a prefix: non-empty, at most [`MAX_PREFIX_LEN`] bytes, and without `{` or `}`
@@ -115,6 +117,7 @@ impl LockKeys {
             wake: format!("{prefix}:wake:{{{k}}}"),
             queue: format!("{prefix}:queue:{{{k}}}"),
             interest: format!("{prefix}:interest:{{{k}}}"),
+            readers: format!("{prefix}:readers:{{{k}}}"),
         }
     }
 }

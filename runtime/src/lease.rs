@@ -79,6 +79,8 @@ pub(crate) struct Lease {
     fences: Mutex<(u64, u64)>,
     /// The connection it was granted over, where the backend tracks one.
     session: Option<Session>,
+    /// A read lease: one of the lock's shared holders, never handed over in the process.
+    pub(crate) shared: bool,
 }
 
 impl Lease {
@@ -115,7 +117,14 @@ impl Lease {
             lost_reported: AtomicBool::new(false),
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
             session,
+            shared: false,
         }
+    }
+
+    /// This lease as a read (shared) lease.
+    pub(crate) fn into_shared(mut self) -> Self {
+        self.shared = true;
+        self
     }
 
     /// The next reserved fencing token, for the next holder of this lease; `None` when the

@@ -81,6 +81,8 @@ mod observe;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod queue;
+#[cfg(test)]
+mod read_write_tests;
 mod reentrant;
 mod release;
 mod state;

@@ -138,7 +138,46 @@ impl Locker {
             lease: None,
             wait: None,
             watchdog: None,
+            shared: false,
         }
+    }
+
+    /// Describes one acquisition of the read side of a read-write lock on `key`: any number
+    /// of readers hold it together, and no writer while they do. Every reader has a lease of
+    /// its own, renewed by the watchdog, so a reader that crashed frees its share when its
+    /// lease runs out. A writer that waits for readers blocks new readers (writers do not
+    /// starve): a new reader waits while a writer holds the lock or waits for it, so readers
+    /// may wait as long as writers keep queueing. The guard's [`fence`](LockGuard::fence) is
+    /// the highest fence any writer of the key had been given when the reader got in (1 if
+    /// none had), so a resource can tell which version a reader saw.
+    ///
+    /// Inside a scope holding the key (read or write) a read re-enters at once; a write
+    /// inside a held read is refused at once ([`LockError::Config`]), since it would wait
+    /// for itself. On one Redis server, Sentinel, Redis Cluster and in memory; other engines
+    /// refuse it with [`LockError::Config`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let a = locker.read_lock("doc:7").acquire().await?;
+    /// let b = locker.read_lock("doc:7").acquire().await?; // readers share
+    /// assert!(locker.write_lock("doc:7").try_acquire().await?.is_none());
+    /// drop((a, b));
+    /// # Ok(()) }
+    /// ```
+    pub fn read_lock(&self, key: impl Into<String>) -> LockRequest<'_> {
+        LockRequest {
+            shared: true,
+            ..self.lock(key)
+        }
+    }
+
+    /// Describes one acquisition of the write side of a read-write lock on `key`: the same
+    /// as [`lock`](Self::lock) (a write lock and a plain lock on one key exclude each
+    /// other), which also waits for the key's readers to leave.
+    pub fn write_lock(&self, key: impl Into<String>) -> LockRequest<'_> {
+        self.lock(key)
     }
 
     /// The prefix of every Redis key this locker writes.
@@ -633,6 +672,8 @@ pub struct LockRequest<'a> {
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: Option<Duration>,
     pub(crate) watchdog: Option<bool>,
+    /// The read side of a read-write lock ([`Locker::read_lock`]).
+    pub(crate) shared: bool,
 }
 
 impl LockRequest<'_> {
@@ -688,6 +729,9 @@ impl LockRequest<'_> {
     /// ```
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
         let opts = self.options()?;
+        if self.shared {
+            return self.locker.acquire_shared_with(self.key, opts).await;
+        }
         self.locker.acquire_with(self.key, opts).await
     }
 

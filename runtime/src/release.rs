@@ -67,6 +67,14 @@ impl Inner {
         fence: u64,
     ) -> (&'static str, Result<(), LockError>) {
         lease.end_holding(fence);
+        if lease.shared {
+            // A reader has no local queue and hands nothing over.
+            if !lease.finish() {
+                return ("released", Ok(()));
+            }
+            self.schedule.unwatch(&lease);
+            return outcome(self.delete(&lease).await);
+        }
         let Some(turn) = self.queues.held_turn(&lease) else {
             // The lease was lost and forfeited its turn: the queue moved on without it.
             if !lease.finish() {
@@ -93,7 +101,7 @@ impl Inner {
 
     /// Deletes the lock in Redis if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
-        match self.store.release(&lease.keys, &lease.token).await {
+        match self.store.end_lease(lease).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LockError::Lost {
                 reason: LostReason::Refused,

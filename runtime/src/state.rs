@@ -67,6 +67,18 @@ impl Inner {
             .is_ok()
     }
 
+    /// A read acquire was abandoned while its answer was outstanding: leaves the readers if
+    /// `token` got in, in the background.
+    pub(crate) fn abandon_shared(self: &Arc<Self>, keys: &LockKeys, token: OwnerToken) {
+        let inner = self.clone();
+        let keys = keys.clone();
+        let job: Job = Box::pin(async move {
+            let _ = inner.store.release_shared(&keys, &token).await;
+        });
+        // Without a background task the read lease runs out on its own.
+        let _ = self.send_job(job);
+    }
+
     /// An acquire or release was abandoned while its answer was outstanding: deletes the lock
     /// if `token` owns it, in the background, then passes the local `turn` on. False when no
     /// background task can run (the caller then passes the turn itself).

@@ -220,7 +220,7 @@ fn give_back(store: &Arc<dyn Store>, lease: Arc<Lease>) {
     let store = Arc::downgrade(store);
     tokio::spawn(async move {
         if let Some(store) = store.upgrade() {
-            let _ = store.release(&lease.keys, &lease.token).await;
+            let _ = store.end_lease(&lease).await;
         }
     });
 }
@@ -248,6 +248,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                 keys: &l.keys,
                 token: &l.token,
                 lease: l.lease,
+                shared: l.shared,
             })
             .collect();
         let sent = Instant::now();

@@ -119,6 +119,15 @@ conformance! {
     multi_key {
         single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::multi::transfers_conserve_money;
     }
+
+    /// 12. Read-write locks: readers share across lockers, writers exclude everyone, a
+    /// waiting writer holds new readers back, readers see the last writer's fence, a crashed
+    /// reader frees its share after its lease, a mixed load never overlaps a writer.
+    read_write {
+        single, cluster, sentinel, memory => checks::read_write::readers_share_writers_exclude;
+        // Not built on these engines yet: the request is refused, naming the engine.
+        redlock3, zookeeper, etcd, etcd3, postgres => checks::read_write::refused_clearly;
+    }
 }
 
 async fn start(name: &str) -> Engine {

@@ -25,6 +25,10 @@ struct State {
     locks: HashMap<String, Held>,
     fences: HashMap<String, Fence>,
     channels: HashMap<String, watch::Sender<u64>>,
+    /// The read holders of each lock, with the end of each one's lease.
+    readers: HashMap<String, HashMap<OwnerToken, Instant>>,
+    /// Until when a writer waits for each lock's readers: new readers wait behind it.
+    writer_waits: HashMap<String, Instant>,
     ops: u64,
 }
 
@@ -56,6 +60,20 @@ impl MemoryStore {
                 };
             }
         }
+        if let Some(last) = state.last_reader_end(&req.keys.lock, now) {
+            if !req.interest.is_zero() {
+                let until = now + req.interest;
+                let waits = state
+                    .writer_waits
+                    .entry(req.keys.lock.clone())
+                    .or_insert(until);
+                *waits = (*waits).max(until);
+            }
+            return Attempt::Held {
+                remaining: Some(last - now),
+            };
+        }
+        state.writer_waits.remove(&req.keys.lock);
         state.locks.insert(
             req.keys.lock.clone(),
             Held {
@@ -66,6 +84,52 @@ impl MemoryStore {
         Attempt::Granted {
             top: state.reserve_fences(&req.keys.fence, req.fences, now, req.fence_ttl),
         }
+    }
+
+    pub(crate) fn acquire_shared(&self, req: &AcquireRequest<'_>) -> Attempt {
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        state.tick(now);
+        if let Some(held) = state.locks.get(&req.keys.lock) {
+            if held.expires > now {
+                return Attempt::Held {
+                    remaining: Some(held.expires - now),
+                };
+            }
+        }
+        if let Some(&until) = state.writer_waits.get(&req.keys.lock) {
+            if until > now {
+                return Attempt::Held { remaining: None };
+            }
+        }
+        state
+            .readers
+            .entry(req.keys.lock.clone())
+            .or_default()
+            .insert(req.token.clone(), now + req.lease);
+        let top = state
+            .fences
+            .get(&req.keys.fence)
+            .filter(|f| f.expires > now)
+            .map_or(1, |f| f.last.max(1));
+        Attempt::Granted { top }
+    }
+
+    pub(crate) fn release_shared(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        let Some(readers) = state.readers.get_mut(&keys.lock) else {
+            return false;
+        };
+        let was_held = readers.remove(token).is_some_and(|until| until > now);
+        readers.retain(|_, until| *until > now);
+        if readers.is_empty() {
+            state.readers.remove(&keys.lock);
+            if let Some(tx) = state.channels.get(&keys.wake) {
+                tx.send_modify(|n| *n += 1);
+            }
+        }
+        was_held
     }
 
     pub(crate) fn release(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
@@ -86,12 +150,27 @@ impl MemoryStore {
         let now = Instant::now();
         batch
             .iter()
-            .map(|r| match state.locks.get_mut(&r.keys.lock) {
-                Some(held) if held.expires > now && held.token == *r.token => {
-                    held.expires = now + r.lease;
-                    true
+            .map(|r| {
+                if r.shared {
+                    return match state
+                        .readers
+                        .get_mut(&r.keys.lock)
+                        .and_then(|readers| readers.get_mut(r.token))
+                    {
+                        Some(until) if *until > now => {
+                            *until = now + r.lease;
+                            true
+                        }
+                        _ => false,
+                    };
                 }
-                _ => false,
+                match state.locks.get_mut(&r.keys.lock) {
+                    Some(held) if held.expires > now && held.token == *r.token => {
+                        held.expires = now + r.lease;
+                        true
+                    }
+                    _ => false,
+                }
             })
             .collect()
     }
@@ -131,6 +210,22 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
     }
 
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(std::future::ready(Ok(MemoryStore::acquire_shared(
+            self, req,
+        ))))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(MemoryStore::release_shared(
+            self, keys, token,
+        ))))
+    }
+
     fn admin(&self) -> Result<&dyn super::Admin, LockError> {
         Err(LockError::config(
             "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
@@ -165,6 +260,17 @@ impl MemoryStore {
 }
 
 impl State {
+    /// When the last live reader's lease of `lock` ends; `None` without readers.
+    fn last_reader_end(&mut self, lock: &str, now: Instant) -> Option<Instant> {
+        let readers = self.readers.get_mut(lock)?;
+        readers.retain(|_, until| *until > now);
+        let last = readers.values().max().copied();
+        if last.is_none() {
+            self.readers.remove(lock);
+        }
+        last
+    }
+
     fn owns(&self, lock: &str, token: &OwnerToken, now: Instant) -> bool {
         self.locks
             .get(lock)
@@ -198,6 +304,11 @@ impl State {
         }
         self.locks.retain(|_, held| held.expires > now);
         self.fences.retain(|_, f| f.expires > now);
+        self.readers.retain(|_, readers| {
+            readers.retain(|_, until| *until > now);
+            !readers.is_empty()
+        });
+        self.writer_waits.retain(|_, until| *until > now);
         self.channels.retain(|_, tx| tx.receiver_count() > 0);
     }
 }

@@ -80,6 +80,8 @@ pub(crate) struct Renewal<'a> {
     pub(crate) keys: &'a LockKeys,
     pub(crate) token: &'a OwnerToken,
     pub(crate) lease: Duration,
+    /// A read lease (one of the lock's shared holders), not the exclusive one.
+    pub(crate) shared: bool,
 }
 
 /// What a renewal found for one lease.
@@ -131,6 +133,35 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// was not ours any more.
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool>;
 
+    /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
+    /// this reader's own, and `Granted { top }` carries the fence of the last writer (at
+    /// least 1). `req.fences` and `req.interest` are not used. Engines without read locks
+    /// refuse with [`LockError::Config`].
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        let _ = req;
+        Box::pin(std::future::ready(Err(self.no_read_locks())))
+    }
+
+    /// Ends a read lease if `token` still holds it, waking the lock's waiters when it was
+    /// the last reader. `Ok(false)` when it was not held any more.
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        let _ = (keys, token);
+        Box::pin(std::future::ready(Err(self.no_read_locks())))
+    }
+
+    /// The error of an engine without read locks.
+    fn no_read_locks(&self) -> LockError {
+        LockError::config(format!(
+            "read locks are not supported on {} yet; they are on one Redis server, Sentinel, \
+             Redis Cluster and in memory",
+            self.describe()
+        ))
+    }
+
     /// Extends each lease that its token still owns; one entry per renewal, in order.
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>>;
 
@@ -152,6 +183,18 @@ pub(crate) trait Store: Send + Sync + 'static {
             "inspecting locks is not supported on {}",
             self.describe()
         )))
+    }
+}
+
+impl dyn Store {
+    /// Ends `lease` in the store: a read lease leaves the readers, an exclusive one deletes
+    /// the lock; `Ok(false)` when it was not held any more.
+    pub(crate) fn end_lease<'a>(&'a self, lease: &'a crate::lease::Lease) -> StoreFuture<'a, bool> {
+        if lease.shared {
+            self.release_shared(&lease.keys, &lease.token)
+        } else {
+            self.release(&lease.keys, &lease.token)
+        }
     }
 }
 

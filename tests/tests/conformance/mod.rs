@@ -8,6 +8,7 @@ pub mod fences;
 pub mod hostile_keys;
 pub mod loss;
 pub mod multi;
+pub mod read_write;
 pub mod reentry;
 pub mod release;
 pub mod support;

@@ -30,7 +30,10 @@ use tokio::sync::watch;
 #[cfg(feature = "sentinel")]
 use self::conn::bounded;
 use self::items::{AcquireItem, Core, ReleaseItem};
-use self::scripts::{malformed, millis, refused, MAX_INTEREST, RAISE_FENCE, RENEW};
+use self::scripts::{
+    malformed, millis, refused, MAX_INTEREST, RAISE_FENCE, READ_ACQUIRE, READ_RELEASE, READ_RENEW,
+    RENEW, YIELD_WINDOW,
+};
 use self::wakes::Wakes;
 use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
@@ -151,6 +154,7 @@ impl RedisStore {
                     keys: batch[i].keys,
                     token: batch[i].token,
                     lease: batch[i].lease,
+                    shared: batch[i].shared,
                 })
                 .collect();
             self.renew_together(&part).await
@@ -165,12 +169,53 @@ impl RedisStore {
         Ok(renewed)
     }
 
+    /// Renews exclusive leases and read leases of one slot: one script call for each kind
+    /// present.
     async fn renew_together(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
-        let mut inv = RENEW.prepare_invoke();
+        if batch.iter().all(|r| !r.shared) {
+            return self.renew_kind(batch, false).await;
+        }
+        let (shared, exclusive): (Vec<usize>, Vec<usize>) =
+            (0..batch.len()).partition(|&i| batch[i].shared);
+        let part = |idx: &[usize]| -> Vec<Renewal<'_>> {
+            idx.iter()
+                .map(|&i| Renewal {
+                    keys: batch[i].keys,
+                    token: batch[i].token,
+                    lease: batch[i].lease,
+                    shared: batch[i].shared,
+                })
+                .collect()
+        };
+        let (readers, writers) = (part(&shared), part(&exclusive));
+        let mut renewed = vec![Renewed::Unknown; batch.len()];
+        for (idx, group, kind) in [(&shared, &readers, true), (&exclusive, &writers, false)] {
+            if group.is_empty() {
+                continue;
+            }
+            for (&i, ok) in idx.iter().zip(self.renew_kind(group, kind).await?) {
+                renewed[i] = ok;
+            }
+        }
+        Ok(renewed)
+    }
+
+    async fn renew_kind(
+        &self,
+        batch: &[Renewal<'_>],
+        shared: bool,
+    ) -> Result<Vec<Renewed>, LockError> {
+        let mut inv = if shared {
+            READ_RENEW.prepare_invoke()
+        } else {
+            RENEW.prepare_invoke()
+        };
         for r in batch {
-            inv.key(&r.keys.lock)
-                .arg(r.token.as_bytes())
-                .arg(millis(r.lease));
+            inv.key(&r.keys.lock);
+            if shared {
+                inv.key(&r.keys.readers);
+            }
+            inv.arg(r.token.as_bytes()).arg(millis(r.lease));
         }
         let renewed: Vec<redis::Value> = self.run(inv).await?;
         if renewed.len() != batch.len() {
@@ -188,6 +233,48 @@ impl RedisStore {
                 }
             })
             .collect())
+    }
+
+    /// Takes a read lock (read_acquire.lua).
+    pub(crate) async fn acquire_shared(
+        &self,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Attempt, LockError> {
+        let mut inv = READ_ACQUIRE.prepare_invoke();
+        inv.key(&req.keys.lock)
+            .key(&req.keys.readers)
+            .key(&req.keys.fence)
+            .arg(req.token.as_bytes())
+            .arg(millis(req.lease));
+        let (granted, value): (i64, i64) = self.run(inv).await?;
+        Ok(if granted == 1 {
+            Attempt::Granted {
+                top: value.max(1) as u64,
+            }
+        } else {
+            Attempt::Held {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        })
+    }
+
+    /// Leaves a read lock (read_release.lua).
+    pub(crate) async fn release_shared(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let mut inv = READ_RELEASE.prepare_invoke();
+        inv.key(&keys.lock)
+            .key(&keys.readers)
+            .key(&keys.queue)
+            .key(&keys.interest)
+            .arg(token.as_bytes())
+            .arg(&keys.wake)
+            .arg(self.core.conn.publish_command())
+            .arg(millis(YIELD_WINDOW));
+        let released: i64 = self.run(inv).await?;
+        Ok(released == 1)
     }
 
     /// Raises the fence counter of a lock to at least `top`.
@@ -227,6 +314,18 @@ impl Store for RedisStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
         Box::pin(RedisStore::subscribe(self, keys))
+    }
+
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(RedisStore::acquire_shared(self, req))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(RedisStore::release_shared(self, keys, token))
     }
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {

@@ -15,7 +15,27 @@ pub(super) static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
 pub(super) static RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
+        include_str!("lua/next_in_line.lua"),
         include_str!("lua/release.lua")
+    ))
+});
+pub(super) static READ_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/read_acquire.lua")
+    ))
+});
+pub(super) static READ_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/next_in_line.lua"),
+        include_str!("lua/read_release.lua")
+    ))
+});
+pub(super) static READ_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/read_renew.lua")
     ))
 });
 pub(super) static RENEW: LazyLock<redis::Script> =

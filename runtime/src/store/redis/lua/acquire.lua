@@ -18,8 +18,8 @@
 -- ARGV[2]       the contender: who asks, one name per process (per locker), 16 characters
 -- ARGV[3]       how long the queue keys outlive their last use, in milliseconds
 --
--- The lock key holds the owner's token; a `+` after it records that someone waits for the
--- lock, so that a release publishes a wake-up only when someone listens. While a release
+-- The lock key holds the owner's token (or `R` while readers hold it: read_acquire.lua); a
+-- `+` after it records that someone waits for the lock, so that a release publishes a wake-up only when someone listens. While a release
 -- lets the next process in line have the lock, the key holds `~` and that contender's name
 -- (release.lua): only that contender may take it then, and it expires after a short window.
 --
@@ -55,6 +55,10 @@ local function acquire_one(i)
       redis.call('SET', lock, value, 'PX', lease)
     else
       if holder and #holder == 32 then
+        redis.call('APPEND', lock, '+')
+      elseif holder == 'R' and wait_ms > 0 then
+        -- Readers hold it (read_acquire.lua): a waiting writer holds new readers back, and
+        -- the last reader to leave lets it have the lock.
         redis.call('APPEND', lock, '+')
       end
       if wait_ms > 0 then

@@ -24,21 +24,6 @@
 --                                         an error message when a command failed for this
 --                                         lock (the others of the batch are unaffected).
 local publish, me, window = ARGV[1], ARGV[2], ARGV[3]
--- The contender that waited longest and still waits, other than us; nil when none. It leaves
--- the queue now: if it does not take the lock within the window (it stopped waiting, or died),
--- it costs the others that window once, and queues again at the back if it still waits.
-local function next_in_line(queue, interest)
-  local gone = redis.call('ZRANGE', interest, '-inf', clock_ms(), 'BYSCORE')
-  gone[#gone + 1] = me
-  redis.call('ZREM', queue, unpack(gone))
-  local next = redis.call('ZRANGE', queue, 0, 0)[1]
-  if next then
-    gone[#gone + 1] = next
-    redis.call('ZREM', queue, next)
-  end
-  redis.call('ZREM', interest, unpack(gone))
-  return next
-end
 local function release_one(i)
   local lock, queue, interest = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   local token, wake = ARGV[2 * i + 2], ARGV[2 * i + 3]
@@ -47,7 +32,7 @@ local function release_one(i)
     redis.call('DEL', lock)
     return 1
   elseif holder == token .. '+' then
-    local next = next_in_line(queue, interest)
+    local next = next_in_line(queue, interest, me)
     if next then
       redis.call('SET', lock, '~' .. next, 'PX', window)
     else

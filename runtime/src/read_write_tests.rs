@@ -1,0 +1,182 @@
+//! Read-write locks on the in-memory store, on Tokio's paused clock: readers share, writers
+//! exclude everyone, a waiting writer holds new readers back, crashed readers free their
+//! share after their lease, re-entry rules, and the readers' fences.
+
+use std::time::Duration;
+
+use crate::{LockError, Locker};
+
+const LONG: Duration = Duration::from_secs(60);
+
+#[tokio::test(start_paused = true)]
+async fn readers_share_and_a_writer_waits_them_out() {
+    let locker = Locker::in_memory();
+    let a = locker.read_lock("doc").acquire().await.unwrap();
+    let b = locker.read_lock("doc").acquire().await.unwrap();
+    assert!(a.is_held() && b.is_held());
+    assert!(locker
+        .write_lock("doc")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    assert!(locker.lock("doc").try_acquire().await.unwrap().is_none());
+    let writer = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.write_lock("doc").wait(LONG).acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    a.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(!writer.is_finished(), "one reader is still in");
+    b.release().await.unwrap();
+    let w = writer.await.unwrap().unwrap();
+    assert!(w.is_held());
+    assert!(locker
+        .read_lock("doc")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_writer_holds_new_readers_back() {
+    let locker = Locker::in_memory();
+    let first = locker.read_lock("doc").acquire().await.unwrap();
+    let writer = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.write_lock("doc").wait(LONG).acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(
+        locker
+            .read_lock("doc")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "a new reader must not pass a waiting writer"
+    );
+    let late_reader = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.read_lock("doc").wait(LONG).acquire().await })
+    };
+    first.release().await.unwrap();
+    let w = writer.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(
+        !late_reader.is_finished(),
+        "the reader waits for the writer"
+    );
+    let fence = w.fence();
+    w.release().await.unwrap();
+    let r = late_reader.await.unwrap().unwrap();
+    assert_eq!(r.fence(), fence, "a reader sees the last writer's fence");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_reader_frees_its_share_after_its_lease() {
+    let locker = Locker::in_memory();
+    let lease = Duration::from_millis(200);
+    let crashed = locker
+        .read_lock("doc")
+        .lease(lease)
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    // A crash: the guard is never released, nothing renews it.
+    std::mem::forget(crashed);
+    let start = tokio::time::Instant::now();
+    let w = locker.write_lock("doc").wait(LONG).acquire().await.unwrap();
+    let waited = start.elapsed();
+    assert!(
+        waited >= lease - Duration::from_millis(20) && waited <= lease + Duration::from_secs(1),
+        "{waited:?}"
+    );
+    drop(w);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_watchdog_renews_every_reader() {
+    let locker = Locker::in_memory();
+    let lease = Duration::from_millis(300);
+    let a = locker
+        .read_lock("doc")
+        .lease(lease)
+        .acquire()
+        .await
+        .unwrap();
+    let b = locker
+        .read_lock("doc")
+        .lease(lease)
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(lease * 5).await;
+    assert!(a.is_held() && b.is_held());
+    assert!(locker
+        .write_lock("doc")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    a.release().await.unwrap();
+    b.release().await.unwrap();
+    assert!(locker
+        .write_lock("doc")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn re_entry_reads_inside_writes_and_refuses_writes_inside_reads() {
+    let locker = Locker::in_memory();
+    let w = locker.write_lock("doc").acquire().await.unwrap();
+    w.scope(async {
+        let r = locker.read_lock("doc").acquire().await.unwrap();
+        assert!(r.is_reentrant());
+    })
+    .await;
+    drop(w);
+
+    let r = locker.read_lock("doc").acquire().await.unwrap();
+    r.scope(async {
+        let again = locker.read_lock("doc").acquire().await.unwrap();
+        assert!(again.is_reentrant());
+        let started = tokio::time::Instant::now();
+        let e = locker
+            .write_lock("doc")
+            .wait(LONG)
+            .acquire()
+            .await
+            .unwrap_err();
+        assert!(matches!(e, LockError::Config { .. }), "{e:?}");
+        assert!(e.to_string().contains("inside a read lock"), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1),
+            "refused at once"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn writers_get_new_fences_and_readers_the_last_writers() {
+    let locker = Locker::in_memory();
+    let r0 = locker.read_lock("doc").acquire().await.unwrap();
+    assert_eq!(r0.fence(), 1, "no writer yet");
+    drop(r0);
+    tokio::task::yield_now().await;
+    let w1 = locker.write_lock("doc").wait(LONG).acquire().await.unwrap();
+    let f1 = w1.fence();
+    drop(w1);
+    let r1 = locker.read_lock("doc").wait(LONG).acquire().await.unwrap();
+    assert_eq!(r1.fence(), f1);
+    drop(r1);
+    let w2 = locker.write_lock("doc").wait(LONG).acquire().await.unwrap();
+    assert!(w2.fence() > f1);
+}

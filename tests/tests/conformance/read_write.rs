@@ -1,0 +1,192 @@
+//! 12. Read-write locks: readers share across lockers (three clients, as three processes
+//! would be), a writer excludes everyone and waits readers out, a waiting writer holds new
+//! readers back, readers see the last writer's fence, a reader that crashed frees its share
+//! after its lease, and a mixed load never lets a writer overlap anyone. Engines without
+//! read locks refuse them with a clear `Config` error.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::LockError;
+use leasehold_tests::conformance::Engine;
+use tokio::time::{sleep, Instant};
+
+const LONG: Duration = Duration::from_secs(10);
+
+pub async fn readers_share_writers_exclude(engine: &Engine) {
+    let lockers = [
+        engine.locker().await,
+        engine.locker().await,
+        engine.locker().await,
+    ];
+    let key = "rw:doc";
+    let r1 = lockers[0].read_lock(key).acquire().await.unwrap();
+    let r2 = lockers[1].read_lock(key).acquire().await.unwrap();
+    assert!(r1.is_held() && r2.is_held(), "readers of two lockers share");
+    assert!(
+        lockers[2]
+            .write_lock(key)
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "a writer while readers hold"
+    );
+    let writer = {
+        let locker = lockers[2].clone();
+        tokio::spawn(async move {
+            let guard = locker.write_lock(key).wait(LONG).acquire().await;
+            (Instant::now(), guard)
+        })
+    };
+    sleep(Duration::from_millis(300)).await;
+    assert!(
+        lockers[0]
+            .read_lock(key)
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "a new reader passed a waiting writer"
+    );
+    let late = {
+        let locker = lockers[1].clone();
+        tokio::spawn(async move {
+            let guard = locker.read_lock(key).wait(LONG).acquire().await;
+            (Instant::now(), guard)
+        })
+    };
+    sleep(Duration::from_millis(100)).await;
+    r1.release().await.unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert!(
+        !writer.is_finished(),
+        "the writer got in with a reader inside"
+    );
+    let readers_gone = Instant::now();
+    r2.release().await.unwrap();
+    let (got, w) = writer.await.unwrap();
+    let w = w.expect("the writer gets the lock once the readers left");
+    assert!(got >= readers_gone);
+    sleep(Duration::from_millis(200)).await;
+    assert!(
+        !late.is_finished(),
+        "a reader got in with the writer inside"
+    );
+    let fence = w.fence();
+    let writer_gone = Instant::now();
+    w.release().await.unwrap();
+    let (got, r) = late.await.unwrap();
+    let r = r.expect("the late reader gets in after the writer");
+    assert!(got >= writer_gone);
+    assert!(r.fence() >= fence, "a reader sees the last writer's fence");
+    r.release().await.unwrap();
+
+    // A reader that crashed (nothing renews it, nothing releases it) frees its share after
+    // its lease.
+    let lease = Duration::from_secs(1);
+    let crashed = lockers[0]
+        .read_lock(key)
+        .lease(lease)
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    std::mem::forget(crashed);
+    let start = Instant::now();
+    let w = lockers[2]
+        .write_lock(key)
+        .wait(LONG)
+        .acquire()
+        .await
+        .unwrap();
+    let waited = start.elapsed();
+    assert!(waited <= lease + Duration::from_secs(2), "{waited:?}");
+    w.release().await.unwrap();
+
+    mixed_load(engine, &lockers).await;
+}
+
+/// Twelve tasks over three lockers, a third of their acquisitions writes: no writer ever
+/// overlaps a reader or another writer, readers do overlap, and nothing hangs.
+async fn mixed_load(engine: &Engine, lockers: &[leasehold::Locker; 3]) {
+    let readers = Arc::new(AtomicI64::new(0));
+    let writing = Arc::new(AtomicBool::new(false));
+    let most_readers = Arc::new(AtomicI64::new(0));
+    let writes = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for (l, locker) in lockers.iter().enumerate() {
+        for t in 0..4 {
+            let (locker, readers, writing, most_readers, writes) = (
+                locker.clone(),
+                readers.clone(),
+                writing.clone(),
+                most_readers.clone(),
+                writes.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let until = Instant::now() + Duration::from_secs(2);
+                let mut n = l * 4 + t;
+                while Instant::now() < until {
+                    n += 1;
+                    if n % 3 == 0 {
+                        let w = locker
+                            .write_lock("rw:load")
+                            .wait(LONG)
+                            .acquire()
+                            .await
+                            .unwrap();
+                        assert!(!writing.swap(true, Ordering::SeqCst), "two writers at once");
+                        assert_eq!(readers.load(Ordering::SeqCst), 0, "a writer among readers");
+                        sleep(Duration::from_millis(2)).await;
+                        assert_eq!(readers.load(Ordering::SeqCst), 0, "a reader came in");
+                        writing.store(false, Ordering::SeqCst);
+                        writes.fetch_add(1, Ordering::Relaxed);
+                        w.release().await.unwrap();
+                    } else {
+                        let r = locker
+                            .read_lock("rw:load")
+                            .wait(LONG)
+                            .acquire()
+                            .await
+                            .unwrap();
+                        assert!(!writing.load(Ordering::SeqCst), "a reader among writers");
+                        let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_readers.fetch_max(now, Ordering::SeqCst);
+                        sleep(Duration::from_millis(5)).await;
+                        readers.fetch_sub(1, Ordering::SeqCst);
+                        r.release().await.unwrap();
+                    }
+                }
+            }));
+        }
+    }
+    let all = async {
+        for task in tasks {
+            task.await.expect("a task of the mixed load failed");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .unwrap_or_else(|_| panic!("the mixed load hung on {}", engine.kind()));
+    assert!(writes.load(Ordering::Relaxed) > 0, "no write got in");
+    assert!(
+        most_readers.load(Ordering::SeqCst) >= 2,
+        "readers never overlapped: the run proves little"
+    );
+}
+
+/// Engines without read locks say so at the request, naming themselves.
+pub async fn refused_clearly(engine: &Engine) {
+    let locker = engine.locker().await;
+    let e = locker.read_lock("rw:doc").acquire().await.unwrap_err();
+    assert!(matches!(e, LockError::Config { .. }), "{e:?}");
+    assert!(
+        e.to_string().contains("read locks are not supported"),
+        "{e}"
+    );
+    // The write side is the plain lock, which every engine has.
+    let w = locker.write_lock("rw:doc").acquire().await.unwrap();
+    w.release().await.unwrap();
+}
