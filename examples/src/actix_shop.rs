@@ -1,4 +1,5 @@
-//! The shop on actix-web (binary `shop-actix`). Stock lives in Redis; a purchase is a naive
+//! The shop on actix-web (binary `shop-actix`). Stock lives in Redis, or in PostgreSQL with
+//! `--postgres`; a purchase is a naive
 //! read-check-write that only `#[distributed_lock]` keeps from overselling when several shop
 //! processes serve it.
 //!
@@ -9,9 +10,10 @@
 //! ```
 //!
 //! `shop-actix [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS]
-//! [--etcd ENDPOINTS] [--no-lock] [--lock-wait 30s]`: locks on `--redis-url` (or on ZooKeeper
-//! with `--zookeeper`, on etcd with `--etcd`), stock and order counter on `--store-url` (the
-//! Redis at `--redis-url` by default).
+//! [--etcd ENDPOINTS] [--postgres URL] [--no-lock] [--lock-wait 30s]`: locks on `--redis-url`
+//! (or on ZooKeeper with `--zookeeper`, on etcd with `--etcd`), stock and order counter on
+//! `--store-url` (the Redis at `--redis-url` by default); with `--postgres`, locks, stock and
+//! order counter all in that database.
 
 use crate::shop::{Restock, Shop, ShopArgs, ShopError};
 use actix_web::{get, post, put, web, App, HttpResponse, HttpServer};
@@ -25,7 +27,7 @@ use leasehold::distributed_lock;
 #[post("/orders/{sku}")]
 #[distributed_lock(key = "stock:<sku>", lease = "10s", guard = lock)]
 async fn buy(sku: web::Path<String>, shop: web::Data<Shop>) -> Result<HttpResponse, ShopError> {
-    let order = shop.buy(&sku, Some(lock.fence())).await?;
+    let order = shop.buy(&sku, Some(lock)).await?;
     Ok(HttpResponse::Created().json(order))
 }
 
@@ -46,9 +48,7 @@ async fn restock(
     body: web::Json<Restock>,
     shop: web::Data<Shop>,
 ) -> Result<HttpResponse, ShopError> {
-    let stock = shop
-        .restock(&sku, body.quantity, Some(lock.fence()))
-        .await?;
+    let stock = shop.restock(&sku, body.quantity, Some(lock)).await?;
     Ok(HttpResponse::Ok().json(stock))
 }
 

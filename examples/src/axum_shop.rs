@@ -1,5 +1,5 @@
 //! The shop on axum (binary `shop-axum`), with the same API as `shop-actix`. Stock lives in
-//! Redis; a purchase is a naive read-check-write that only `#[distributed_lock]` keeps from
+//! Redis, or in PostgreSQL with `--postgres`; a purchase is a naive read-check-write that only `#[distributed_lock]` keeps from
 //! overselling when several shop processes serve it.
 //!
 //! ```text
@@ -10,9 +10,10 @@
 //! ```
 //!
 //! `shop-axum [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS]
-//! [--etcd ENDPOINTS] [--no-lock] [--lock-wait 30s]`: locks on `--redis-url` (or on ZooKeeper
-//! with `--zookeeper`, on etcd with `--etcd`), stock and order counter on `--store-url` (the
-//! Redis at `--redis-url` by default).
+//! [--etcd ENDPOINTS] [--postgres URL] [--no-lock] [--lock-wait 30s]`: locks on `--redis-url`
+//! (or on ZooKeeper with `--zookeeper`, on etcd with `--etcd`), stock and order counter on
+//! `--store-url` (the Redis at `--redis-url` by default); with `--postgres`, locks, stock and
+//! order counter all in that database.
 
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ async fn buy(
     State(shop): State<Arc<Shop>>,
     Path(sku): Path<String>,
 ) -> Result<(StatusCode, Json<Order>), ShopError> {
-    let order = shop.buy(&sku, Some(lock.fence())).await?;
+    let order = shop.buy(&sku, Some(lock)).await?;
     Ok((StatusCode::CREATED, Json(order)))
 }
 
@@ -52,10 +53,7 @@ async fn restock(
     Path(sku): Path<String>,
     Json(body): Json<Restock>,
 ) -> Result<Json<Stock>, ShopError> {
-    Ok(Json(
-        shop.restock(&sku, body.quantity, Some(lock.fence()))
-            .await?,
-    ))
+    Ok(Json(shop.restock(&sku, body.quantity, Some(lock)).await?))
 }
 
 async fn restock_without_lock(

@@ -7,18 +7,19 @@ use std::time::Duration;
 
 use actix_web::ResponseError;
 use axum::response::IntoResponse;
-use leasehold::{LockError, Locker, LostReason};
+use leasehold::{LockError, LockGuard, Locker, LostReason};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Purchase, Stock, Store, StoreError};
 
 /// The state of a shop process: the stock store and the locker, on the same Redis server or on
-/// two (`--store-url`), or the locker on ZooKeeper (`--zookeeper`) or etcd (`--etcd`).
+/// two (`--store-url`), or the locker on ZooKeeper (`--zookeeper`) or etcd (`--etcd`), or both
+/// in one PostgreSQL database (`--postgres`).
 pub struct Shop {
-    /// Where the stock and the order counter live (`--store-url`).
+    /// Where the stock and the order counter live (`--store-url`, or `--postgres`).
     pub store: Store,
-    /// The locker of the purchase handlers, on the lock server (`--redis-url`, `--zookeeper`
-    /// or `--etcd`); in memory and unused with `--no-lock`.
+    /// The locker of the purchase handlers, on the lock server (`--redis-url`, `--zookeeper`,
+    /// `--etcd` or `--postgres`); in memory and unused with `--no-lock`.
     pub locker: Locker,
 }
 
@@ -52,7 +53,7 @@ pub enum ShopError {
     InvalidQuantity,
     /// The lock: busy, unavailable, lost (including a write refused for a stale fence).
     Lock(LockError),
-    /// 503 `store_unavailable`: Redis failed while reading or writing the stock.
+    /// 503 `store_unavailable`: the store failed while reading or writing the stock.
     Store(StoreError),
 }
 
@@ -135,16 +136,20 @@ impl IntoResponse for ShopError {
 }
 
 impl Shop {
-    /// Connects the store to the store server (`--store-url`) and, unless `--no-lock`, the
-    /// locker (prefix `shop`) to the lock server (`--zookeeper` or `--etcd` if given, else
-    /// `--redis-url`).
+    /// Connects the store to the store server (`--store-url`, or the database of `--postgres`)
+    /// and, unless `--no-lock`, the locker (prefix `shop`) to the lock server (`--zookeeper`,
+    /// `--etcd` or `--postgres` if given, else `--redis-url`).
     ///
     /// # Errors
     /// A message saying which server could not be reached: the stock store or the lock server.
     pub async fn start(args: &ShopArgs) -> Result<Shop, String> {
         let store = Store::connect(&args.store_url).await.map_err(|e| {
+            let flag = match args.lock_server {
+                LockServer::Postgres(_) => "--postgres",
+                _ => "--store-url, by default the lock server",
+            };
             format!(
-                "cannot reach the stock store at {} (--store-url, by default the lock server): {e}",
+                "cannot reach the stock store at {} ({flag}): {e}",
                 server(&args.store_url)
             )
         })?;
@@ -166,6 +171,9 @@ impl Shop {
                     endpoints.clone(),
                     "--etcd",
                 ),
+                LockServer::Postgres(url) => {
+                    (builder.postgres(url.as_str()), server(url), "--postgres")
+                }
                 LockServer::Redis => (
                     builder.url(args.redis_url.as_str()),
                     server(&args.redis_url),
@@ -180,7 +188,8 @@ impl Shop {
         Ok(Shop { store, locker })
     }
 
-    /// `PUT /stock/{sku}`: the stock is `quantity`, nothing sold. `fence`: the lock's token.
+    /// `PUT /stock/{sku}`: the stock is `quantity`, nothing sold. `holder`: the lock's guard,
+    /// whose fence goes with the write.
     ///
     /// # Errors
     /// [`ShopError::InvalidQuantity`], [`ShopError::Store`], or `Lock(Lost)` for a stale fence.
@@ -188,12 +197,12 @@ impl Shop {
         &self,
         sku: &str,
         quantity: i64,
-        fence: Option<u64>,
+        holder: Option<&LockGuard>,
     ) -> Result<Stock, ShopError> {
         if quantity < 0 {
             return Err(ShopError::InvalidQuantity);
         }
-        match self.store.restock(sku, quantity, fence).await? {
+        match self.store.restock(sku, quantity, holder).await? {
             Some(stock) => Ok(stock),
             None => Err(stale_fence()),
         }
@@ -208,17 +217,17 @@ impl Shop {
     }
 
     /// `POST /orders/{sku}`: the naive purchase of [`Store::purchase`], which the lock (when
-    /// there is one) serializes; `fence` is the lock's fencing token.
+    /// there is one) serializes; `holder` is the lock's guard, whose fence goes with the write.
     ///
     /// # Errors
     /// [`ShopError::SoldOut`], [`ShopError::UnknownSku`], [`ShopError::Store`], or
     /// `Lock(Lost)` when the write was refused for a stale fence.
-    pub async fn buy(&self, sku: &str, fence: Option<u64>) -> Result<Order, ShopError> {
-        match self.store.purchase(sku, fence).await? {
+    pub async fn buy(&self, sku: &str, holder: Option<&LockGuard>) -> Result<Order, ShopError> {
+        match self.store.purchase(sku, holder).await? {
             Purchase::Sold { order } => Ok(Order {
                 order_id: format!("ord-{order}"),
                 sku: sku.to_owned(),
-                fence: fence.unwrap_or(0),
+                fence: holder.map_or(0, LockGuard::fence),
             }),
             Purchase::SoldOut => Err(ShopError::SoldOut),
             Purchase::UnknownSku => Err(ShopError::UnknownSku),
@@ -227,16 +236,20 @@ impl Shop {
     }
 }
 
-/// The server a Redis URL names (`host:port`, never its password), for error messages.
-/// The stock record refused a write with this holder's fence: a newer holder wrote already.
+/// The store refused a write with this holder's fence: a newer holder took the lock.
 fn stale_fence() -> ShopError {
     ShopError::from(LockError::Lost {
         reason: LostReason::StaleFence,
     })
 }
 
+/// The server a Redis or PostgreSQL URL names (`host:port`, and the database for PostgreSQL;
+/// never a password), for error messages.
 fn server(url: &str) -> String {
     use redis::IntoConnectionInfo;
+    if Store::is_postgres(url) {
+        return crate::store::PgStock::server(url);
+    }
     url.into_connection_info().map_or_else(
         |_| "an invalid URL".to_owned(),
         |info| info.addr().to_string(),
@@ -252,6 +265,9 @@ pub enum LockServer {
     ZooKeeper(String),
     /// `--etcd`: an etcd cluster's endpoints, `[http://]host:port,...`.
     Etcd(String),
+    /// `--postgres`: a PostgreSQL database, `postgres://user:password@host:port/database`,
+    /// which then holds the stock too, so the fence check and the write commit together.
+    Postgres(String),
 }
 
 /// The shops' command line.
@@ -263,10 +279,11 @@ pub struct ShopArgs {
     pub redis_url: String,
     /// `--store-url`: the Redis server of the stock and the order counter; the lock server
     /// (`redis_url`) by default. A server of its own keeps the stock when the lock server
-    /// restarts empty.
+    /// restarts empty. With `--postgres`, its URL: the stock lives next to the locks.
     pub store_url: String,
     /// `--zookeeper` or `--etcd`: lock there instead of on the Redis at `redis_url`, which then
-    /// holds only the stock (unless `--store-url` names another). At most one of the two.
+    /// holds only the stock (unless `--store-url` names another); `--postgres`: lock and keep
+    /// the stock in that database, and Redis is not used. At most one of the three.
     pub lock_server: LockServer,
     /// `--no-lock`: the same handlers without `#[distributed_lock]`, to show the oversell.
     pub no_lock: bool,
@@ -284,7 +301,7 @@ impl ShopArgs {
     pub fn parse(name: &str, args: impl IntoIterator<Item = String>) -> Result<ShopArgs, String> {
         let usage = format!(
             "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] \
-             [--etcd ENDPOINTS] [--no-lock] [--lock-wait 30s]\n\n  \
+             [--etcd ENDPOINTS] [--postgres URL] [--no-lock] [--lock-wait 30s]\n\n  \
              --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
              --redis-url URL  the lock server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
              --store-url URL  where the stock and the order counter live (default: the lock server);\n                   \
@@ -293,6 +310,9 @@ impl ShopArgs {
              which then holds only the stock\n  \
              --etcd E         lock on the etcd cluster E ([http://]host:port,...) instead of\n                   \
              --redis-url, which then holds only the stock\n  \
+             --postgres URL   lock and keep the stock in the PostgreSQL database URL\n                   \
+             (postgres://user:password@host:5432/db), fenced in the purchase's transaction;\n                   \
+             no Redis is used\n  \
              --no-lock        serve the purchase handler without #[distributed_lock]: it oversells\n  \
              --lock-wait D    how long a request waits for a busy lock (default 30s)"
         );
@@ -327,17 +347,18 @@ impl ShopArgs {
                 }
                 "--redis-url" => parsed.redis_url = value("--redis-url")?,
                 "--store-url" => store_url = Some(value("--store-url")?),
-                "--zookeeper" | "--etcd" => {
+                "--zookeeper" | "--etcd" | "--postgres" => {
                     let value = value(&flag)?;
                     if parsed.lock_server != LockServer::Redis {
                         return Err(format!(
-                            "--zookeeper and --etcd: the locks live in one place, give one\n\n{usage}"
+                            "--zookeeper, --etcd and --postgres: the locks live in one place, \
+                             give one\n\n{usage}"
                         ));
                     }
-                    parsed.lock_server = if flag == "--etcd" {
-                        LockServer::Etcd(value)
-                    } else {
-                        LockServer::ZooKeeper(value)
+                    parsed.lock_server = match flag.as_str() {
+                        "--etcd" => LockServer::Etcd(value),
+                        "--postgres" => LockServer::Postgres(value),
+                        _ => LockServer::ZooKeeper(value),
                     };
                 }
                 "--no-lock" => parsed.no_lock = true,
@@ -351,7 +372,23 @@ impl ShopArgs {
                 other => return Err(format!("unknown argument {other:?}\n\n{usage}")),
             }
         }
-        parsed.store_url = store_url.unwrap_or_else(|| parsed.redis_url.clone());
+        parsed.store_url = match (&parsed.lock_server, store_url) {
+            (LockServer::Postgres(_), Some(_)) => {
+                return Err(format!(
+                    "--store-url and --postgres: with --postgres the stock lives in that \
+                     database, next to its locks, so that the fence check and the write commit \
+                     together; drop --store-url\n\n{usage}"
+                ))
+            }
+            (LockServer::Postgres(url), None) => url.clone(),
+            (_, Some(url)) if Store::is_postgres(&url) => {
+                return Err(format!(
+                    "--store-url takes a Redis URL; to keep the stock in PostgreSQL, give \
+                     --postgres URL (the locks then live there too)\n\n{usage}"
+                ))
+            }
+            (_, store_url) => store_url.unwrap_or_else(|| parsed.redis_url.clone()),
+        };
         Ok(parsed)
     }
 
@@ -454,6 +491,37 @@ mod tests {
         assert_eq!(args.store_url, "redis://s:2");
         assert!(parse(&["--etcd"]).unwrap_err().contains("needs a value"));
         let both = parse(&["--etcd", "h:1", "--zookeeper", "h:2"]).unwrap_err();
-        assert!(both.starts_with("--zookeeper and --etcd"), "{both}");
+        assert!(
+            both.starts_with("--zookeeper, --etcd and --postgres"),
+            "{both}"
+        );
+    }
+
+    #[test]
+    fn locks_and_stock_can_live_in_postgres() {
+        let url = "postgres://u:pw@127.0.0.1:5432/shop";
+        let args = parse(&["--postgres", url, "--no-lock"]).unwrap();
+        assert_eq!(args.lock_server, LockServer::Postgres(url.to_owned()));
+        assert_eq!(args.store_url, url, "the stock lives next to the locks");
+        assert!(args.no_lock);
+        assert!(parse(&["--postgres"])
+            .unwrap_err()
+            .contains("needs a value"));
+        let both = parse(&["--postgres", url, "--etcd", "h:1"]).unwrap_err();
+        assert!(
+            both.starts_with("--zookeeper, --etcd and --postgres"),
+            "{both}"
+        );
+        for args in [
+            ["--store-url", "redis://s:2", "--postgres", url],
+            ["--postgres", url, "--store-url", "redis://s:2"],
+        ] {
+            let apart = parse(&args).unwrap_err();
+            assert!(apart.starts_with("--store-url and --postgres"), "{apart}");
+        }
+        let stock_only = parse(&["--store-url", url]).unwrap_err();
+        assert!(stock_only.contains("give --postgres URL"), "{stock_only}");
+        assert!(parse(&["--help"]).unwrap_err().contains("--postgres URL"));
+        assert_eq!(server(url), "127.0.0.1:5432/shop", "never the password");
     }
 }

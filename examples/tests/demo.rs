@@ -1,6 +1,7 @@
 //! The oversell demo, small: it must run end to end on its own (throwaway Redis, shop
 //! processes of both frameworks, and a throwaway ZooKeeper or etcd with `--engine zookeeper` or
-//! `--engine etcd`), print the table, and sell exactly the stock with the lock.
+//! `--engine etcd`, or a throwaway PostgreSQL for locks and stock with `--engine postgres`),
+//! print the table, and sell exactly the stock with the lock.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -22,6 +23,15 @@ fn a_small_demo_run_with_locks_in_zookeeper_sells_exactly_the_stock() {
 fn a_small_demo_run_with_locks_in_etcd_sells_exactly_the_stock() {
     let stdout = small_demo(&["--engine", "etcd"]);
     assert!(stdout.contains("locks in etcd"), "{stdout}");
+}
+
+#[test]
+fn a_small_demo_run_with_locks_and_stock_in_postgres_sells_exactly_the_stock() {
+    let stdout = small_demo(&["--engine", "postgres"]);
+    assert!(
+        stdout.contains("locks in PostgreSQL, stock in PostgreSQL, fenced in the same transaction"),
+        "{stdout}"
+    );
 }
 
 /// Runs the demo with 300 purchases of a stock of 30 and `args`, checks its table, and

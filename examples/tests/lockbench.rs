@@ -1,6 +1,7 @@
 //! The benchmark in smoke mode: it completes, and its JSON report has every scenario with
-//! the documented fields (ZooKeeper's and etcd's too: `scripts/test` installs them). (Its figures are not checked: speed is for the benchmark to report,
-//! not for tests to assert.)
+//! the documented fields (ZooKeeper's, etcd's and PostgreSQL's too: `scripts/test` installs
+//! them). (Its figures are not checked: speed is for the benchmark to report, not for tests to
+//! assert.)
 
 use std::process::Command;
 
@@ -26,6 +27,7 @@ fn lockbench_smoke_run_writes_a_valid_report() {
         "5 no starving",
         "6 zookeeper",
         "7 etcd",
+        "8 postgres",
     ] {
         assert!(
             rows.iter()

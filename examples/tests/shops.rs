@@ -1,5 +1,6 @@
-//! HTTP-level tests of both shop binaries, run as processes against a throwaway Redis:
-//! statuses and bodies of the API, lock errors with `Retry-After`, fencing, `--no-lock`.
+//! HTTP-level tests of both shop binaries, run as processes against a throwaway Redis (or
+//! PostgreSQL, for `--postgres`): statuses and bodies of the API, lock errors with
+//! `Retry-After`, fencing, `--no-lock`.
 //! Every test is bounded by a timeout, and every shop dies with the test that started it.
 
 use std::future::Future;
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use leasehold::Locker;
 use leasehold_examples::client::{HttpClient, Reply};
 use leasehold_examples::store::{stock_key, ORDERS_KEY};
-use leasehold_tests::harness::RedisServer;
+use leasehold_tests::harness::{PgServer, RedisServer};
 use serde_json::json;
 
 const SHOPS: [&str; 2] = [
@@ -416,6 +417,84 @@ async fn a_shop_that_cannot_start_names_the_server_it_could_not_reach() {
                 );
             }
         }
+    })
+    .await;
+}
+
+/// Expires every lock of a sku named `stale-...` the moment it is granted, as if its holder
+/// had been paused past its lease and another had taken it over: the holder still believes it
+/// holds, and only the fence check in the purchase's transaction can tell.
+const EXPIRE_STALE_LOCKS: &str = "
+CREATE FUNCTION shop_test_expire() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.key LIKE '%stale-%' THEN
+        NEW.expires := clock_timestamp() - interval '1 second';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER shop_test_expire BEFORE UPDATE ON leasehold_locks
+    FOR EACH ROW EXECUTE FUNCTION shop_test_expire();";
+
+#[tokio::test]
+async fn with_postgres_the_stock_lives_next_to_the_locks_and_stale_holders_write_nothing() {
+    bounded(async {
+        let postgres = PgServer::start().await;
+        let http = client();
+        // No Redis at all: --redis-url points nowhere, and nothing may need it.
+        let nowhere = "redis://127.0.0.1:1";
+        let pg = ["--postgres", &postgres.url()];
+        let actix = Shop::start(SHOPS[0], nowhere, &pg).await;
+        let axum = Shop::start(SHOPS[1], nowhere, &pg).await;
+        restock(&http, &actix, "pg-1", 3).await;
+        let mut last = 0;
+        for shop in [&axum, &actix] {
+            let r = http.post(&shop.url("/orders/pg-1")).await.unwrap();
+            assert_eq!(r.status, 201, "{}", r.body);
+            let fence = r.json()["fence"].as_u64().unwrap();
+            assert!(fence > last, "fences increase across processes");
+            last = fence;
+        }
+        let r = http.get(&axum.url("/stock/pg-1")).await.unwrap();
+        assert_eq!(r.json(), json!({ "sku": "pg-1", "quantity": 1, "sold": 2 }));
+        let rows = postgres
+            .execute("SELECT quantity, sold FROM shop_stock WHERE sku = 'pg-1'")
+            .await
+            .unwrap();
+        assert_eq!(rows, [[Some("1".to_owned()), Some("2".to_owned())]]);
+        let r = http.get(&actix.url("/stock/never-set")).await.unwrap();
+        assert_error(&r, 404, "unknown_sku");
+
+        for shop in [&actix, &axum] {
+            restock(&http, shop, &format!("stale-{}", shop.name), 3).await;
+        }
+        postgres.execute(EXPIRE_STALE_LOCKS).await.unwrap();
+        for shop in [&actix, &axum] {
+            let sku = format!("stale-{}", shop.name);
+            let r = http
+                .post(&shop.url(&format!("/orders/{sku}")))
+                .await
+                .unwrap();
+            assert_error(&r, 503, "lock_lost");
+            let r = http.get(&shop.url(&format!("/stock/{sku}"))).await.unwrap();
+            assert_eq!(r.json()["sold"], json!(0), "nothing was written");
+        }
+
+        // --no-lock keeps the stock in PostgreSQL too, and takes no lock.
+        let unlocked = Shop::start(SHOPS[1], nowhere, &[pg[0], pg[1], "--no-lock"]).await;
+        postgres
+            .execute("DELETE FROM leasehold_locks")
+            .await
+            .unwrap();
+        restock(&http, &unlocked, "plain", 1).await;
+        let r = http.post(&unlocked.url("/orders/plain")).await.unwrap();
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.json()["fence"], json!(0));
+        let locks = postgres
+            .execute("SELECT count(*) FROM leasehold_locks")
+            .await
+            .unwrap();
+        assert_eq!(locks, [[Some("0".to_owned())]], "no lock was taken");
     })
     .await;
 }

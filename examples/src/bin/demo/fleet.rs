@@ -34,15 +34,14 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// Starts `count` shops (alternating actix-web and axum) with `args`, and waits until
-    /// each answers HTTP.
+    /// Starts `count` shops (alternating actix-web and axum) with `args` (which name the
+    /// servers they use), and waits until each answers HTTP.
     ///
     /// # Errors
     /// What did not start, with the end of its log.
     pub async fn start(
         &self,
         count: usize,
-        redis_url: &str,
         args: &[&str],
         logs: &Path,
     ) -> Result<Vec<Shop>, String> {
@@ -61,8 +60,6 @@ impl Fleet {
             cmd.args([SERVE_FLAG, name])
                 .arg("--port")
                 .arg(port.to_string())
-                .arg("--redis-url")
-                .arg(redis_url)
                 .args(args)
                 .stdin(Stdio::null())
                 .stdout(out)

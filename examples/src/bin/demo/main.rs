@@ -1,14 +1,16 @@
 //! The oversell demo, from nothing to a result table: a throwaway `redis-server` (unless
-//! `REDIS_URL` is set), shop processes of both frameworks (separate processes, as separate
+//! `REDIS_URL` is set, or the engine is PostgreSQL), shop processes of both frameworks (separate processes, as separate
 //! machines would be), a stock of 100, and 2,000 concurrent purchases spread across them,
 //! first with the handlers' `--no-lock` twin, then with `#[distributed_lock]`.
 //!
 //! `demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]
-//! [--engine redis|zookeeper|etcd]`
+//! [--engine redis|zookeeper|etcd|postgres]`
 //!
 //! With `--engine zookeeper` the locks live in a throwaway ZooKeeper server the demo starts
 //! (the harness's `ZkServer`), with `--engine etcd` in a throwaway etcd (`EtcdServer`); the
-//! stock stays in Redis, the shop's data store.
+//! stock stays in Redis, the shop's data store. With `--engine postgres` the locks and the
+//! stock both live in a throwaway PostgreSQL (`PgServer`), each purchase checking its fence in
+//! its own transaction, and no Redis is started.
 //!
 //! Exits non-zero if the locked round sold anything but exactly the stock. Everything it
 //! started is stopped when it ends, also on Ctrl-C.
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_examples::client::HttpClient;
 use leasehold_examples::shop::ShopArgs;
-use leasehold_tests::harness::{EtcdServer, RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
 
 use fleet::Fleet;
 use report::{Outcome, Round};
@@ -49,6 +51,8 @@ enum Engine {
     ZooKeeper,
     /// A throwaway etcd server of the demo's own.
     Etcd,
+    /// A throwaway PostgreSQL server of the demo's own, for the locks and the stock.
+    Postgres,
 }
 
 impl Engine {
@@ -57,16 +61,27 @@ impl Engine {
             "redis" => Ok(Engine::Redis),
             "zookeeper" => Ok(Engine::ZooKeeper),
             "etcd" => Ok(Engine::Etcd),
+            "postgres" => Ok(Engine::Postgres),
             other => Err(format!(
-                "--engine {other:?}: expected redis, zookeeper or etcd\n\n{USAGE}"
+                "--engine {other:?}: expected redis, zookeeper, etcd or postgres\n\n{USAGE}"
             )),
+        }
+    }
+
+    /// Where the locks and the stock live, for the heading.
+    fn label(self) -> &'static str {
+        match self {
+            Engine::Redis => "Redis",
+            Engine::ZooKeeper => "ZooKeeper, stock in Redis",
+            Engine::Etcd => "etcd, stock in Redis",
+            Engine::Postgres => "PostgreSQL, stock in PostgreSQL, fenced in the same transaction",
         }
     }
 }
 
 const USAGE: &str = "\
 usage: demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]
-            [--engine redis|zookeeper|etcd]
+            [--engine redis|zookeeper|etcd|postgres]
 
   --purchases N    purchases per round (default 2000)
   --stock N        the stock they compete for (default 100)
@@ -74,7 +89,8 @@ usage: demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--
   --shops N        shop processes per round, alternating actix-web and axum (default 2)
   --redis-url URL  use this Redis (default: $REDIS_URL, else a throwaway redis-server)
   --engine E       where the locks live: redis (default), or zookeeper or etcd, a
-                   throwaway server of that kind (the stock stays in Redis)";
+                   throwaway server of that kind (the stock stays in Redis), or postgres,
+                   a throwaway PostgreSQL holding the locks and the stock (no Redis)";
 
 impl Args {
     fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
@@ -193,50 +209,12 @@ async fn demo(argv: Vec<String>) {
 
 /// The whole demo; the exit code.
 async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
-    let (_redis, url) = match &args.redis_url {
-        Some(url) => {
-            eprintln!("using the Redis at REDIS_URL / --redis-url");
-            (None, url.clone())
+    let servers = match start_servers(args).await {
+        Ok(servers) => servers,
+        Err(message) => {
+            eprintln!("{message}");
+            return 1;
         }
-        None => {
-            if let Err(message) = redis_server_installed() {
-                eprintln!("{message}");
-                return 1;
-            }
-            let redis = RedisServer::start().await;
-            eprintln!("started a throwaway redis-server on {}", redis.addr());
-            let url = redis.url();
-            (Some(redis), url)
-        }
-    };
-    // Held until the end of the demo, like the redis-server: dropping it stops the server.
-    let (_lock_server, lock_args): (Option<Box<dyn std::any::Any>>, _) = match args.engine {
-        Engine::Redis => (None, Vec::new()),
-        Engine::ZooKeeper => match start_zookeeper().await {
-            Ok(zookeeper) => {
-                let hosts = zookeeper.connect_string();
-                eprintln!("started a throwaway ZooKeeper on {hosts} for the locks");
-                (
-                    Some(Box::new(zookeeper)),
-                    vec!["--zookeeper".to_owned(), hosts],
-                )
-            }
-            Err(message) => {
-                eprintln!("{message}");
-                return 1;
-            }
-        },
-        Engine::Etcd => match start_etcd().await {
-            Ok(etcd) => {
-                let endpoint = etcd.endpoint();
-                eprintln!("started a throwaway etcd on {endpoint} for the locks");
-                (Some(Box::new(etcd)), vec!["--etcd".to_owned(), endpoint])
-            }
-            Err(message) => {
-                eprintln!("{message}");
-                return 1;
-            }
-        },
     };
     if let Err(e) = std::fs::create_dir_all(logs) {
         eprintln!("cannot create {}: {e}", logs.display());
@@ -253,11 +231,7 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
             .map(|i| fleet::SHOPS[i % fleet::SHOPS.len()])
             .collect::<Vec<_>>()
             .join(", "),
-        match args.engine {
-            Engine::Redis => "Redis",
-            Engine::ZooKeeper => "ZooKeeper, stock in Redis",
-            Engine::Etcd => "etcd, stock in Redis",
-        },
+        args.engine.label(),
     );
     let run_id = format!(
         "{}-{}",
@@ -269,12 +243,12 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
     let mut rounds = Vec::new();
     for (name, locked) in [("no lock", false), ("leasehold", true)] {
         let sku = format!("demo-{}-{run_id}", if locked { "locked" } else { "nolock" });
-        let shop_args: Vec<&str> = if locked {
-            lock_args.iter().map(String::as_str).collect()
-        } else {
-            vec!["--no-lock"]
-        };
-        match round(name, &shop_args, &sku, args, &url, fleet, logs).await {
+        // Both rounds keep the stock in the same place; the first one takes no lock.
+        let mut shop_args: Vec<&str> = servers.shop_args.iter().map(String::as_str).collect();
+        if !locked {
+            shop_args.push("--no-lock");
+        }
+        match round(name, &shop_args, &sku, args, fleet, logs).await {
             Ok(round) => rounds.push(round),
             Err(message) => {
                 eprintln!("\nerror: {message}");
@@ -282,7 +256,7 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
             }
         }
         fleet.stop_all();
-        if let Ok(store) = leasehold_examples::store::Store::connect(&url).await {
+        if let Ok(store) = leasehold_examples::store::Store::connect(&servers.store_url).await {
             let _ = store.remove(&sku).await;
         }
     }
@@ -310,18 +284,88 @@ async fn run(args: &Args, fleet: &Fleet, logs: &PathBuf) -> i32 {
     }
 }
 
+/// The servers of one demo run and how the shops reach them. Dropping it stops the
+/// throwaway servers.
+struct Servers {
+    /// Held until the end of the demo: dropping one stops its server.
+    _running: Vec<Box<dyn std::any::Any>>,
+    /// The flags that point a shop at them (`--redis-url`, `--zookeeper`, `--etcd`,
+    /// `--postgres`).
+    shop_args: Vec<String>,
+    /// Where the stock lives, to remove each round's record at the end.
+    store_url: String,
+}
+
+/// Starts the throwaway servers `args` ask for: a Redis unless one is given or the engine is
+/// PostgreSQL, and the engine's own server.
+async fn start_servers(args: &Args) -> Result<Servers, String> {
+    let mut running: Vec<Box<dyn std::any::Any>> = Vec::new();
+    let mut shop_args = Vec::new();
+    if args.engine == Engine::Postgres {
+        let postgres = start_postgres().await?;
+        let url = postgres.url();
+        eprintln!(
+            "started a throwaway PostgreSQL on {} for the locks and the stock",
+            postgres.addr()
+        );
+        running.push(Box::new(postgres));
+        shop_args.extend(["--postgres".to_owned(), url.clone()]);
+        return Ok(Servers {
+            _running: running,
+            shop_args,
+            store_url: url,
+        });
+    }
+    let redis_url = match &args.redis_url {
+        Some(url) => {
+            eprintln!("using the Redis at REDIS_URL / --redis-url");
+            url.clone()
+        }
+        None => {
+            redis_server_installed()?;
+            let redis = RedisServer::start().await;
+            eprintln!("started a throwaway redis-server on {}", redis.addr());
+            let url = redis.url();
+            running.push(Box::new(redis));
+            url
+        }
+    };
+    shop_args.extend(["--redis-url".to_owned(), redis_url.clone()]);
+    match args.engine {
+        Engine::Redis | Engine::Postgres => {}
+        Engine::ZooKeeper => {
+            let zookeeper = start_zookeeper().await?;
+            let hosts = zookeeper.connect_string();
+            eprintln!("started a throwaway ZooKeeper on {hosts} for the locks");
+            running.push(Box::new(zookeeper));
+            shop_args.extend(["--zookeeper".to_owned(), hosts]);
+        }
+        Engine::Etcd => {
+            let etcd = start_etcd().await?;
+            let endpoint = etcd.endpoint();
+            eprintln!("started a throwaway etcd on {endpoint} for the locks");
+            running.push(Box::new(etcd));
+            shop_args.extend(["--etcd".to_owned(), endpoint]);
+        }
+    }
+    Ok(Servers {
+        _running: running,
+        shop_args,
+        store_url: redis_url,
+    })
+}
+
 /// One round: start the shops, set the stock, buy concurrently, read what was sold.
 async fn round(
     name: &'static str,
     shop_args: &[&str],
     sku: &str,
     args: &Args,
-    redis_url: &str,
     fleet: &Fleet,
     logs: &std::path::Path,
 ) -> Result<Round, String> {
     eprintln!("[{name}] starting {} shop processes...", args.shops);
-    let shops = fleet.start(args.shops, redis_url, shop_args, logs).await?;
+    let shops = fleet.start(args.shops, shop_args, logs).await?;
     let client = HttpClient::new(Duration::from_secs(60));
     let reply = client
         .put_json(
@@ -442,6 +486,17 @@ async fn start_etcd() -> Result<EtcdServer, String> {
     })
 }
 
+/// A throwaway PostgreSQL server from the harness; the error says what to do when it cannot
+/// start (the harness's own reason, from its panic, is printed above it).
+async fn start_postgres() -> Result<PgServer, String> {
+    tokio::spawn(PgServer::start()).await.map_err(|_| {
+        "error: could not start a throwaway PostgreSQL (the reason is above).\n\
+         Install it (Debian/Ubuntu: scripts/ensure-postgres, or run scripts/demo --engine \
+         postgres, which does), or run the demo with --engine redis"
+            .to_owned()
+    })
+}
+
 /// Whether `redis-server` can be run: `LEASEHOLD_REDIS_SERVER`, or on `PATH`.
 fn redis_server_installed() -> Result<(), String> {
     if let Some(path) = std::env::var_os("LEASEHOLD_REDIS_SERVER") {
@@ -493,9 +548,16 @@ mod tests {
         assert_eq!(zookeeper.engine, Engine::ZooKeeper);
         assert_eq!(parse(&["--engine=redis"]).unwrap().engine, Engine::Redis);
         assert_eq!(parse(&["--engine", "etcd"]).unwrap().engine, Engine::Etcd);
+        let postgres = parse(&["--engine=postgres"]).unwrap();
+        assert_eq!(postgres.engine, Engine::Postgres);
+        assert!(postgres
+            .engine
+            .label()
+            .contains("fenced in the same transaction"));
+        assert!(USAGE.contains("redis|zookeeper|etcd|postgres"));
         let unknown = parse(&["--engine", "consul"]).unwrap_err();
         assert!(
-            unknown.starts_with("--engine \"consul\": expected redis, zookeeper or etcd"),
+            unknown.starts_with("--engine \"consul\": expected redis, zookeeper, etcd or postgres"),
             "{unknown}"
         );
         assert!(unknown.contains("usage: demo"), "{unknown}");

@@ -3,13 +3,14 @@
 //!
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
-//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd]
+//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd,postgres]
 //! ```
 //!
 //! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios) and, for
-//! scenario 6, a throwaway ZooKeeper server, and for scenario 7 a throwaway etcd (the tests'
-//! harness; each scenario is skipped, saying why, when its server cannot start:
-//! `scripts/ensure-zookeeper` and `scripts/ensure-etcd` install them), prints a table and
+//! scenario 6, a throwaway ZooKeeper server, for scenario 7 a throwaway etcd, and for scenario 8
+//! a throwaway PostgreSQL (the tests' harness; each scenario is skipped, saying why, when its
+//! server cannot start: `scripts/ensure-zookeeper`, `scripts/ensure-etcd` and
+//! `scripts/ensure-postgres` install them), prints a table and
 //! writes `target/lockbench.json`: a list of
 //! `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`.
 //!
@@ -33,7 +34,12 @@
 //!    4 processes x 4 tasks: throughput, wait percentiles, handover, requests per acquisition;
 //! 7. leasehold on etcd vs etcd's own Lock service (`Client::lock`, `unlock`), on the same
 //!    server: uncontended cycles (1, 16 tasks), and one hot key, 16 tasks x 1 process and
-//!    4 processes x 4 tasks: throughput, wait percentiles, handover.
+//!    4 processes x 4 tasks: throughput, wait percentiles, handover;
+//! 8. leasehold on PostgreSQL vs the same statements sent raw by the same driver
+//!    (tokio-postgres; `leasehold_acquire(...)`, then the engine's `DELETE ... pg_notify`), on
+//!    connections of their own to the same server: uncontended cycles (1, 16 tasks), and one
+//!    hot key, 4 processes x 4 tasks: throughput, wait percentiles, handover, where the raw
+//!    side polls every 1 ms on a busy lock (it has no wake-ups).
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -42,9 +48,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold::{distributed_lock, LockError, Locker};
-use leasehold_tests::harness::{EtcdServer, RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
 
 mod etcd;
+mod postgres;
 mod zookeeper;
 
 /// One row of the report.
@@ -564,8 +571,8 @@ fn hot_stats(mut samples: Vec<Sample>) -> HotStats {
 }
 
 /// Runs the hot-key load in `processes` worker processes with `tasks` tasks each; the
-/// samples of each process. `which` is an [`Impl`]'s, a [`zookeeper::Contender`]'s or an
-/// [`etcd::Contender`]'s name.
+/// samples of each process. `which` is an [`Impl`]'s, a [`zookeeper::Contender`]'s, an
+/// [`etcd::Contender`]'s or a [`postgres::Contender`]'s name.
 fn hot_key_processes(
     which: &str,
     url: &str,
@@ -621,26 +628,49 @@ fn hot_key_processes(
     per_process
 }
 
+/// What a worker process takes the hot key with, by the name it was given.
+#[derive(Clone, Copy, Debug)]
+enum WorkerContender {
+    Redis(Impl),
+    ZooKeeper(zookeeper::Contender),
+    Etcd(etcd::Contender),
+    Postgres(postgres::Contender),
+}
+
+impl WorkerContender {
+    fn parse(which: &str) -> WorkerContender {
+        if let Some(c) = zookeeper::Contender::parse(which) {
+            WorkerContender::ZooKeeper(c)
+        } else if let Some(c) = etcd::Contender::parse(which) {
+            WorkerContender::Etcd(c)
+        } else if let Some(c) = postgres::Contender::parse(which) {
+            WorkerContender::Postgres(c)
+        } else {
+            WorkerContender::Redis(Impl::parse(which))
+        }
+    }
+}
+
 async fn worker(args: &[String]) {
     let [which, url, key, tasks, load] = args else {
         panic!("worker arguments: IMPL URL KEY TASKS LOAD");
     };
-    let zk_contender = zookeeper::Contender::parse(which);
-    let etcd_contender = etcd::Contender::parse(which);
+    let contender = WorkerContender::parse(which);
     let tasks = tasks.parse().expect("tasks");
     let load = Load::parse(load);
     // Connect before the start signal, so all processes begin together.
-    let _warm = match (zk_contender, etcd_contender) {
-        (None, None) => Some(Locker::connect(url).await.expect("connect")),
+    let _warm = match contender {
+        WorkerContender::Redis(_) => Some(Locker::connect(url).await.expect("connect")),
         _ => None,
     };
     println!("ready");
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).expect("go");
-    let samples = match (zk_contender, etcd_contender) {
-        (Some(contender), _) => zookeeper::contend(contender, url, key, tasks, load).await,
-        (_, Some(contender)) => etcd::contend(contender, url, key, tasks, load).await,
-        (None, None) => hot_key(Impl::parse(which), url, key, tasks, load).await,
+    let samples = match contender {
+        WorkerContender::ZooKeeper(c) => zookeeper::contend(c, url, key, tasks, load).await,
+        WorkerContender::Etcd(c) => etcd::contend(c, url, key, tasks, load).await,
+        WorkerContender::Postgres(c) => postgres::contend(c, url, key, tasks, load).await,
+        WorkerContender::Redis(which) => hot_key(which, url, key, tasks, load).await,
     };
     let mut out = std::io::stdout().lock();
     for s in samples {
@@ -1123,10 +1153,11 @@ enum Scenario {
     Fairness,
     ZooKeeper,
     Etcd,
+    Postgres,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 7] = [
+    const ALL: [Scenario; 8] = [
         Scenario::Uncontended,
         Scenario::HotKey,
         Scenario::Attribute,
@@ -1134,6 +1165,7 @@ impl Scenario {
         Scenario::Fairness,
         Scenario::ZooKeeper,
         Scenario::Etcd,
+        Scenario::Postgres,
     ];
 
     fn parse(s: &str) -> Scenario {
@@ -1145,11 +1177,12 @@ impl Scenario {
             "5" | "fairness" => Scenario::Fairness,
             "6" | "zookeeper" => Scenario::ZooKeeper,
             "7" | "etcd" => Scenario::Etcd,
+            "8" | "postgres" => Scenario::Postgres,
             other => {
                 eprintln!(
                     "unknown scenario {other:?}: --only takes a comma-separated list of \
-                     uncontended, hot-key, attribute, redlock, fairness, zookeeper, etcd (or 1 \
-                     to 7)"
+                     uncontended, hot-key, attribute, redlock, fairness, zookeeper, etcd, \
+                     postgres (or 1 to 8)"
                 );
                 std::process::exit(2)
             }
@@ -1199,6 +1232,10 @@ async fn main() {
     let mut etcd_server = scenarios
         .contains(&Scenario::Etcd)
         .then(|| tokio::spawn(EtcdServer::start()));
+    // And PostgreSQL (initdb, then the server), a second or two.
+    let mut pg_server = scenarios
+        .contains(&Scenario::Postgres)
+        .then(|| tokio::spawn(PgServer::start()));
     let main_server = RedisServer::start().await;
     let nodes = if scenarios.contains(&Scenario::Redlock) {
         RedisServer::start_many(5).await
@@ -1233,6 +1270,13 @@ async fn main() {
                 Err(_) => println!(
                     "7 etcd: skipped, the throwaway etcd did not start (the reason is above; \
                      scripts/ensure-etcd installs it)"
+                ),
+            },
+            Scenario::Postgres => match pg_server.take().expect("started above").await {
+                Ok(postgres) => postgres::scenario(&mut report, &postgres, duration, rounds).await,
+                Err(_) => println!(
+                    "8 postgres: skipped, the throwaway PostgreSQL did not start (the reason is \
+                     above; scripts/ensure-postgres installs it)"
                 ),
             },
         }

@@ -1,6 +1,5 @@
-//! The shop's stock, kept in Redis hashes, with the naive read-check-write purchase that a
-//! lock must protect, and fencing: a write carries its lock's fencing token and is refused if
-//! a newer token has written to the record already.
+//! The stock in Redis hashes, fenced by token: a write carries its lock's fencing token and
+//! is refused if a newer token has written to the record already.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -8,10 +7,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::AsyncCommands;
 
-/// The work a purchase does between reading the stock and writing it back (charging a card,
-/// reserving a parcel): an await, as in any real handler. It is what lets concurrent
-/// purchases read the same quantity when nothing serializes them.
-pub const PAYMENT_TIME: Duration = Duration::from_millis(1);
+use super::{Purchase, Stock, StoreError, PAYMENT_TIME};
 
 static PURCHASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("scripts/purchase.lua")));
@@ -27,56 +23,25 @@ pub fn stock_key(sku: &str) -> String {
 /// The counter that numbers orders.
 pub const ORDERS_KEY: &str = "shop:orders";
 
-/// What a stock record holds.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Stock {
-    /// The sku.
-    pub sku: String,
-    /// Items left, as the purchases wrote it back.
-    pub quantity: i64,
-    /// Items sold: one per successful purchase.
-    pub sold: i64,
-}
-
-/// The outcome of one purchase.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Purchase {
-    /// Sold: the order number.
-    Sold {
-        /// The order number, unique across shops.
-        order: u64,
-    },
-    /// Nothing left.
-    SoldOut,
-    /// No such sku.
-    UnknownSku,
-    /// The write was refused: a newer fencing token wrote to the record, so this request's
-    /// lock was lost before it wrote.
-    Stale,
-}
-
-/// A Redis failure, or a stale write.
-pub type StoreError = redis::RedisError;
-
 /// The stock of every sku, in one Redis server. Cheap to clone.
 #[derive(Clone)]
-pub struct Store {
+pub struct RedisStock {
     conn: ConnectionManager,
 }
 
-impl Store {
+impl RedisStock {
     /// Connects to Redis; every call is bounded (2 s to connect, 5 s per reply).
     ///
     /// # Errors
     /// When the URL is not a Redis URL or the server does not answer.
-    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+    pub async fn connect(url: &str) -> Result<RedisStock, StoreError> {
         let client = redis::Client::open(url)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(5)))
             .set_number_of_retries(2);
         let conn = ConnectionManager::new_with_config(client, config).await?;
-        Ok(Store { conn })
+        Ok(RedisStock { conn })
     }
 
     /// Sets the stock of `sku` to `quantity` with nothing sold. With a fencing token, only if
@@ -163,6 +128,6 @@ impl Store {
     /// When Redis fails.
     pub async fn remove(&self, sku: &str) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
-        conn.del::<_, ()>(stock_key(sku)).await
+        Ok(conn.del::<_, ()>(stock_key(sku)).await?)
     }
 }

@@ -1,0 +1,96 @@
+//! The store a shop was started with, Redis or PostgreSQL, behind one set of methods, so the
+//! shops' handlers never ask which: each fences a write its own way, given the lock's guard.
+
+use leasehold::LockGuard;
+
+use super::{PgStock, Purchase, RedisStock, Stock, StoreError};
+
+/// The stock of every sku and the order counter, in Redis (fenced by token: the record keeps
+/// the newest fence that wrote to it) or in PostgreSQL (fenced by the lock itself: the
+/// purchase's transaction checks the lock's row, next to the stock). Cheap to clone.
+#[derive(Clone)]
+pub enum Store {
+    /// Redis hashes, `shop:stock:<sku>`, and the counter `shop:orders`.
+    Redis(RedisStock),
+    /// The table `shop_stock` and the sequence `shop_orders`, in the database of the locks.
+    Postgres(PgStock),
+}
+
+impl Store {
+    /// Connects to the store `url` names: PostgreSQL for `postgres://` and `postgresql://`
+    /// (see [`PgStock::connect`]), Redis otherwise (see [`RedisStock::connect`]).
+    ///
+    /// # Errors
+    /// When the URL is not one of theirs, or the server does not answer.
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        if Store::is_postgres(url) {
+            PgStock::connect(url).await.map(Store::Postgres)
+        } else {
+            RedisStock::connect(url).await.map(Store::Redis)
+        }
+    }
+
+    /// Whether `url` names a PostgreSQL database.
+    pub fn is_postgres(url: &str) -> bool {
+        url.starts_with("postgres://") || url.starts_with("postgresql://")
+    }
+
+    /// Sets the stock of `sku` to `quantity` with nothing sold. With `holder` (the lock's
+    /// guard), only while the holder's fence is current; `Ok(None)` when it is stale.
+    ///
+    /// # Errors
+    /// When the store fails.
+    pub async fn restock(
+        &self,
+        sku: &str,
+        quantity: i64,
+        holder: Option<&LockGuard>,
+    ) -> Result<Option<Stock>, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let fence = holder.map(LockGuard::fence);
+                redis.restock(sku, quantity, fence).await
+            }
+            Store::Postgres(postgres) => postgres.restock(sku, quantity, holder).await,
+        }
+    }
+
+    /// The stock of `sku`, if it was ever set.
+    ///
+    /// # Errors
+    /// When the store fails.
+    pub async fn stock(&self, sku: &str) -> Result<Option<Stock>, StoreError> {
+        match self {
+            Store::Redis(redis) => redis.stock(sku).await,
+            Store::Postgres(postgres) => postgres.stock(sku).await,
+        }
+    }
+
+    /// Buys one item of `sku` the naive way (read, check, pay, write back the quantity read
+    /// minus one), which oversells unless a lock serializes it. With `holder` (the lock's
+    /// guard), a holder whose lock was lost writes nothing: [`Purchase::Stale`].
+    ///
+    /// # Errors
+    /// When the store fails.
+    pub async fn purchase(
+        &self,
+        sku: &str,
+        holder: Option<&LockGuard>,
+    ) -> Result<Purchase, StoreError> {
+        match self {
+            Store::Redis(redis) => redis.purchase(sku, holder.map(LockGuard::fence)).await,
+            Store::Postgres(postgres) => postgres.purchase(sku, holder).await,
+        }
+    }
+
+    /// Deletes the stock record of `sku`.
+    ///
+    /// # Errors
+    /// When the store fails.
+    pub async fn remove(&self, sku: &str) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(redis) => redis.remove(sku).await,
+            Store::Postgres(postgres) => postgres.remove(sku).await,
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The shop's stock and order counter, in Redis or in PostgreSQL, with the naive
+//! read-check-write purchase that a lock must protect, and the fencing that refuses a holder
+//! whose lock was lost.
+
+mod backend;
+mod postgres;
+mod redis;
+mod stock;
+
+pub use self::redis::{stock_key, RedisStock, ORDERS_KEY};
+pub use backend::Store;
+pub use postgres::{PgStock, STOCK_SCHEMA};
+pub use stock::{Purchase, Stock, StoreError, PAYMENT_TIME};
