@@ -18,11 +18,12 @@ mod kw {
     syn::custom_keyword!(locker);
     syn::custom_keyword!(guard);
     syn::custom_keyword!(on_lost);
+    syn::custom_keyword!(mode);
 }
 
 /// Every option, in the order the docs list them; named in the "unknown option" error.
 const OPTIONS: &str =
-    "`key`, `keys`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, `crate`";
+    "`key`, `keys`, `mode`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, `crate`";
 
 /// `leasehold::MIN_LEASE`: the runtime refuses shorter leases at run time, the attribute at
 /// compile time. (A proc-macro crate cannot depend on the runtime; a behaviour test keeps
@@ -49,6 +50,9 @@ pub(crate) struct Args {
     pub locker: Option<Expr>,
     pub guard: Option<Ident>,
     pub on_lost: OnLost,
+    /// `mode = "read"`: the read side of a read-write lock (`"write"`, the default, is the
+    /// exclusive lock).
+    pub read: bool,
     /// Path to the runtime crate; `::leasehold` unless `crate = "..."` says otherwise.
     pub krate: Path,
     pub errors: Vec<syn::Error>,
@@ -57,6 +61,7 @@ pub(crate) struct Args {
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut seen = Seen::default();
+        let mut read_span = None;
         let mut args = Args {
             key: None,
             keys: None,
@@ -66,6 +71,7 @@ impl Parse for Args {
             locker: None,
             guard: None,
             on_lost: OnLost::Cancel,
+            read: false,
             krate: syn::parse_quote!(::leasehold),
             errors: Vec::new(),
         };
@@ -125,6 +131,17 @@ impl Parse for Args {
                         args.on_lost = on_lost;
                     }
                 }
+            } else if lookahead.peek(kw::mode) {
+                let kw: kw::mode = input.parse()?;
+                let value = value(input)?;
+                if seen.first("mode", kw.span, &mut args.errors) {
+                    if let Some(read) = args.errors.keep(mode(&value)) {
+                        args.read = read;
+                        if read {
+                            read_span = Some(value.span());
+                        }
+                    }
+                }
             } else if lookahead.peek(Token![crate]) {
                 let kw: Token![crate] = input.parse()?;
                 let value = value(input)?;
@@ -150,6 +167,13 @@ impl Parse for Args {
                 break;
             }
             input.parse::<Token![,]>()?;
+        }
+        if let (Some(span), true) = (read_span, seen.0.contains(&"keys")) {
+            args.errors.push(syn::Error::new(
+                span,
+                "`mode = \"read\"` takes one `key`: read locks on several keys at once are not \
+                 supported; lock them one by one, or drop `mode` for exclusive locks",
+            ));
         }
         // A `key` that is not a string was refused above; "missing" would be a second, wrong error.
         if !seen.0.contains(&"key") && !seen.0.contains(&"keys") {
@@ -336,6 +360,21 @@ fn on_lost(value: &Expr) -> syn::Result<OnLost> {
             format!(
                 "`on_lost = {other:?}` is not an action: write \"cancel\" (drop the body and \
                  return `LockError::Lost`) or \"continue\" (let the body run on)"
+            ),
+        )),
+    }
+}
+
+fn mode(value: &Expr) -> syn::Result<bool> {
+    let lit = string(value, "mode", "\"read\"")?;
+    match lit.value().as_str() {
+        "read" => Ok(true),
+        "write" => Ok(false),
+        other => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`mode = {other:?}` is not a lock mode: write \"read\" (shared with other \
+                 readers) or \"write\" (exclusive, the default)"
             ),
         )),
     }

@@ -117,6 +117,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         Some(on) => quote!(::core::option::Option::Some(#on)),
         None => quote!(::core::option::Option::None),
     };
+    let read = args.read;
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(Cancel),
         OnLost::Continue => quote!(Continue),
@@ -186,6 +187,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 wait: #wait,
                 watchdog: #watchdog,
                 on_lost: #private::OnLost::#on_lost,
+                read: #read,
             };
             let __leasehold_guard = {
                 #keys

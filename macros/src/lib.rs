@@ -58,6 +58,7 @@ mod template;
 /// | --- | --- | --- |
 /// | `key` | template string; this or `keys` | — |
 /// | `keys` | list of template strings: lock them all at once | — |
+/// | `mode` | `"read"` (shared with other readers) or `"write"` | `"write"` (exclusive) |
 /// | `lease` | duration string, at least `"10ms"` | the locker's default lease (30 s) |
 /// | `wait` | duration string, `"0s"` fails fast | the locker's default wait (3 s) |
 /// | `watchdog` | `true` or `false` | the locker's default (on) |
@@ -115,6 +116,12 @@ mod template;
 /// assert_eq!(transfer(2, 2, 5).await?, 5);
 /// # Ok(()) }
 /// ```
+///
+/// ## `mode`: read-write locks
+/// `mode = "read"` takes the read side of a read-write lock on `key` (see
+/// [`Locker::read_lock`](../leasehold/struct.Locker.html#method.read_lock)): any number of
+/// readers hold it together, no writer while they do, and a waiting writer holds new readers
+/// back. `mode = "write"` (the default) is the exclusive lock, which excludes readers too.
 ///
 /// ## `lease` and `watchdog`: how long the lock lasts
 /// `lease` is how long Redis keeps the lock if this process stops renewing it (say, it

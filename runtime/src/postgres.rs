@@ -67,7 +67,11 @@ where
         .await
         .map_err(|e| {
             LockError::unavailable(
-                format!("the fence check of {:?} failed: {e}", guard.key()),
+                format!(
+                    "the fence check of {:?} failed: {}",
+                    guard.key(),
+                    crate::store::postgres::error_text(&e)
+                ),
                 Some(Box::new(e)),
             )
         })?;

@@ -24,6 +24,8 @@ pub struct Spec {
     pub watchdog: Option<bool>,
     /// `on_lost = "..."`.
     pub on_lost: OnLost,
+    /// `mode = "read"`: the read side of a read-write lock.
+    pub read: bool,
 }
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
@@ -81,7 +83,12 @@ pub async fn acquire(
     key: String,
     spec: &Spec,
 ) -> Result<LockGuard, LockError> {
-    let mut request = locker?.lock(key);
+    let locker = locker?;
+    let mut request = if spec.read {
+        locker.read_lock(key)
+    } else {
+        locker.lock(key)
+    };
     if let Some(lease) = spec.lease {
         request = request.lease(lease);
     }

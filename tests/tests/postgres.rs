@@ -356,6 +356,10 @@ async fn configuration_errors_are_clear_and_never_show_the_password() {
     let e = builder(&missing_db).build().await.unwrap_err();
     assert!(matches!(e, LockError::Config { .. }), "{e:?}");
     assert!(e.to_string().contains("no such database"), "{e}");
+    assert!(
+        e.to_string().contains("nosuchdb"),
+        "the server's message: {e}"
+    );
     assert!(!e.to_string().contains("s3cret"), "{e}");
 
     for (url, says) in [
@@ -389,6 +393,10 @@ async fn configuration_errors_are_clear_and_never_show_the_password() {
     .unwrap_err();
     assert!(e.is_unavailable(), "{e:?}");
     assert!(!e.to_string().contains("s3cret"), "{e}");
+    assert!(
+        e.to_string().to_lowercase().contains("refused"),
+        "the cause is shown: {e}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",

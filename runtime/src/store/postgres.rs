@@ -176,6 +176,19 @@ pub(crate) fn db_text(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// A driver error with its causes: tokio-postgres shows only its kind ("db error", "error
+/// connecting to server") and keeps the server's message or the OS error as the source.
+pub(crate) fn error_text(e: &pg::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// The user's key back from a stored lock key's escaped part.
 fn from_db(escaped: &str) -> Option<String> {
     unescape(&escaped.replace("%00", "\0"))
@@ -297,7 +310,7 @@ impl Shared {
             return config;
         }
         LockError::unavailable(
-            format!("PostgreSQL at {} {what}: {e}", self.shown),
+            format!("PostgreSQL at {} {what}: {}", self.shown, error_text(&e)),
             Some(Box::new(e)),
         )
     }
@@ -324,7 +337,7 @@ impl Shared {
             return None;
         };
         Some(LockError::Config {
-            message: format!("PostgreSQL at {} {hint}: {e}", self.shown),
+            message: format!("PostgreSQL at {} {hint}: {}", self.shown, error_text(e)),
             source: None,
         })
     }
@@ -415,8 +428,9 @@ impl Shared {
                     "PostgreSQL at {} does not let this user create the lock tables; apply \
                      leasehold::postgres::SCHEMA as a user that may (once), then grant this \
                      one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, USAGE on \
-                     leasehold_fences and EXECUTE on the functions: {e}",
-                    self.shown
+                     leasehold_fences and EXECUTE on the functions: {}",
+                    self.shown,
+                    error_text(&e)
                 ))
             } else {
                 self.unavailable("could not create the lock tables", e)

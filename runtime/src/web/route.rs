@@ -321,6 +321,7 @@ impl RouteRule {
     /// The options of the lock, in the form the attribute's runtime takes.
     pub(crate) fn spec(&self) -> Spec {
         Spec {
+            read: false,
             lease: self.lease,
             wait: self.wait,
             watchdog: self.watchdog,

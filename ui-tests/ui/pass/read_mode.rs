@@ -1,0 +1,27 @@
+//! `mode = "read"`: the read side of a read-write lock; readers share, and a read inside
+//! the body re-enters. `mode = "write"` is the plain exclusive lock.
+
+#![deny(warnings)]
+
+use leasehold::{distributed_lock, LockError, Locker};
+
+#[distributed_lock(key = "doc:<id>", mode = "read", locker = locker, guard = g)]
+async fn read(locker: &Locker, id: u64) -> Result<u64, LockError> {
+    // A second reader of the same document gets in while this one holds.
+    let other = locker.read_lock(format!("doc:{id}")).try_acquire().await?;
+    assert!(other.is_some());
+    Ok(g.fence())
+}
+
+#[distributed_lock(key = "doc:<id>", mode = "write", locker = locker)]
+async fn write(locker: &Locker, id: u64) -> Result<(), LockError> {
+    assert!(locker.read_lock(format!("doc:{id}")).acquire().await?.is_reentrant());
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let locker = Locker::in_memory();
+    assert!(read(&locker, 1).await.unwrap() >= 1);
+    write(&locker, 1).await.unwrap();
+}
