@@ -19,11 +19,13 @@ mod kw {
     syn::custom_keyword!(guard);
     syn::custom_keyword!(on_lost);
     syn::custom_keyword!(mode);
+    syn::custom_keyword!(fair);
 }
 
 /// Every option, in the order the docs list them; named in the "unknown option" error.
 const OPTIONS: &str =
-    "`key`, `keys`, `mode`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, `crate`";
+    "`key`, `keys`, `mode`, `fair`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, \
+     `crate`";
 
 /// `leasehold::MIN_LEASE`: the runtime refuses shorter leases at run time, the attribute at
 /// compile time. (A proc-macro crate cannot depend on the runtime; a behaviour test keeps
@@ -53,6 +55,8 @@ pub(crate) struct Args {
     /// `mode = "read"`: the read side of a read-write lock (`"write"`, the default, is the
     /// exclusive lock).
     pub read: bool,
+    /// `fair = true`: first come, first served across processes.
+    pub fair: bool,
     /// Path to the runtime crate; `::leasehold` unless `crate = "..."` says otherwise.
     pub krate: Path,
     pub errors: Vec<syn::Error>,
@@ -72,6 +76,7 @@ impl Parse for Args {
             guard: None,
             on_lost: OnLost::Cancel,
             read: false,
+            fair: false,
             krate: syn::parse_quote!(::leasehold),
             errors: Vec::new(),
         };
@@ -140,6 +145,14 @@ impl Parse for Args {
                         if read {
                             read_span = Some(value.span());
                         }
+                    }
+                }
+            } else if lookahead.peek(kw::fair) {
+                let kw: kw::fair = input.parse()?;
+                let value = value(input)?;
+                if seen.first("fair", kw.span, &mut args.errors) {
+                    if let Some(fair) = args.errors.keep(boolean(&value, "fair")) {
+                        args.fair = fair;
                     }
                 }
             } else if lookahead.peek(Token![crate]) {
@@ -361,6 +374,18 @@ fn on_lost(value: &Expr) -> syn::Result<OnLost> {
                 "`on_lost = {other:?}` is not an action: write \"cancel\" (drop the body and \
                  return `LockError::Lost`) or \"continue\" (let the body run on)"
             ),
+        )),
+    }
+}
+
+fn boolean(value: &Expr, option: &str) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(b), ..
+        }) => Ok(b.value),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{option}` takes `true` or `false`, without quotes: write `{option} = true`"),
         )),
     }
 }

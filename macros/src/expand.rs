@@ -118,6 +118,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         None => quote!(::core::option::Option::None),
     };
     let read = args.read;
+    let fair = args.fair;
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(Cancel),
         OnLost::Continue => quote!(Continue),
@@ -188,6 +189,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 watchdog: #watchdog,
                 on_lost: #private::OnLost::#on_lost,
                 read: #read,
+                fair: #fair,
             };
             let __leasehold_guard = {
                 #keys

@@ -59,6 +59,7 @@ mod template;
 /// | `key` | template string; this or `keys` | — |
 /// | `keys` | list of template strings: lock them all at once | — |
 /// | `mode` | `"read"` (shared with other readers) or `"write"` | `"write"` (exclusive) |
+/// | `fair` | `true`: no handover inside the process, processes take turns | `false` |
 /// | `lease` | duration string, at least `"10ms"` | the locker's default lease (30 s) |
 /// | `wait` | duration string, `"0s"` fails fast | the locker's default wait (3 s) |
 /// | `watchdog` | `true` or `false` | the locker's default (on) |

@@ -83,7 +83,7 @@ impl Locker {
         let wait = !opts.wait.is_zero();
         let turn = match inner
             .queues
-            .enter(&keys.lock, opts.lease, opts.watchdog, wait)
+            .enter(&keys.lock, opts.lease, opts.watchdog, opts.fair, wait)
         {
             Entry::Active(turn) => ActiveTurn::new(inner, &keys, turn),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
@@ -130,7 +130,7 @@ impl Locker {
             let token = OwnerToken::generate();
             // Fences for the waiters that may get this lease handed over (watchdog only:
             // without it, each holder needs a lease of its own).
-            let fences = if opts.watchdog {
+            let fences = if opts.watchdog && !opts.fair {
                 inner.queues.fences_to_reserve(&keys.lock)
             } else {
                 1

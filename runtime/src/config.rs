@@ -46,7 +46,7 @@ use crate::web::{RouteLocks, RouteRule};
 /// method = "POST"                  # optional; "*" or absent for any method
 /// path = "/orders/{sku}"
 /// key = "stock:<sku>"              # <param> from the path, <header.X-Name> from headers
-/// lease = "10s"                    # optional: lease, wait, watchdog, on_lost
+/// lease = "10s"                    # optional: lease, wait, watchdog, on_lost, fair
 /// wait = "2s"
 /// on_lost = "cancel"               # or "continue"
 /// ```
@@ -489,6 +489,8 @@ struct RawRule {
     wait: Option<String>,
     watchdog: Option<bool>,
     on_lost: Option<String>,
+    #[serde(default)]
+    fair: bool,
 }
 
 impl TryFrom<RawConfig> for LockConfig {
@@ -578,6 +580,7 @@ impl RawRule {
         if let Some(on) = self.watchdog {
             rule = rule.watchdog(on);
         }
+        rule = rule.fair(self.fair);
         if let Some(text) = &self.on_lost {
             rule = rule.on_lost(match text.as_str() {
                 "cancel" => OnLost::Cancel,

@@ -139,6 +139,7 @@ impl Locker {
             wait: None,
             watchdog: None,
             shared: false,
+            fair: false,
         }
     }
 
@@ -674,6 +675,8 @@ pub struct LockRequest<'a> {
     pub(crate) watchdog: Option<bool>,
     /// The read side of a read-write lock ([`Locker::read_lock`]).
     pub(crate) shared: bool,
+    /// First come, first served across processes ([`LockRequest::fair`]).
+    pub(crate) fair: bool,
 }
 
 impl LockRequest<'_> {
@@ -696,6 +699,21 @@ impl LockRequest<'_> {
     /// Defaults to the locker's setting (on).
     pub fn watchdog(mut self, on: bool) -> Self {
         self.watchdog = Some(on);
+        self
+    }
+
+    /// Fair across processes: a release never hands the lock to another task of this process
+    /// while it could go to a waiting process, so holders of the key take turns by process
+    /// in the order the processes started waiting (and, inside a process, first come first
+    /// served as always). By default a release hands the lock straight to the next waiter of
+    /// the same process, without a round trip, up to 16 times in a row before another
+    /// process gets its turn: faster, less fair. A fair release costs a round trip to the
+    /// store every time. A process that stopped waiting (gave up, died) holds the others up
+    /// at most once, for 200 ms on Redis. Supported where the store queues waiting processes
+    /// (Redis, RedLock, ZooKeeper, etcd, in memory); refused with [`LockError::Config`] on
+    /// PostgreSQL.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
         self
     }
 
@@ -755,10 +773,18 @@ impl LockRequest<'_> {
         if let Some(bound) = inner.store.lease_bound() {
             lease = lease.min(bound);
         }
+        if self.fair && !inner.store.queues_processes() {
+            return Err(LockError::config(format!(
+                "fair locks are not supported on {}: it keeps no queue of waiting processes \
+                 to hand the lock to in order",
+                inner.store.describe()
+            )));
+        }
         Ok(Options {
             lease,
             wait: self.wait.unwrap_or(inner.default_wait),
             watchdog: self.watchdog.unwrap_or(inner.default_watchdog),
+            fair: self.fair,
         })
     }
 }
@@ -769,4 +795,6 @@ pub(crate) struct Options {
     pub(crate) lease: Duration,
     pub(crate) wait: Duration,
     pub(crate) watchdog: bool,
+    /// No handover inside the process: every release goes through the store.
+    pub(crate) fair: bool,
 }

@@ -26,6 +26,8 @@ pub struct Spec {
     pub on_lost: OnLost,
     /// `mode = "read"`: the read side of a read-write lock.
     pub read: bool,
+    /// `fair = true`: first come, first served across processes.
+    pub fair: bool,
 }
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
@@ -98,7 +100,7 @@ pub async fn acquire(
     if let Some(on) = spec.watchdog {
         request = request.watchdog(on);
     }
-    request.acquire().await
+    request.fair(spec.fair).acquire().await
 }
 
 /// Takes every lock of `keys = [...]` for the attribute.

@@ -50,6 +50,8 @@ pub(crate) struct Waiter {
     pub(crate) tx: oneshot::Sender<Turn>,
     pub(crate) lease: Duration,
     pub(crate) watchdog: bool,
+    /// A fair waiter is never handed a lease: it contends in the store in its turn.
+    pub(crate) fair: bool,
 }
 
 impl KeyQueue {
@@ -88,6 +90,7 @@ impl Queues {
         lock_key: &str,
         lease: Duration,
         watchdog: bool,
+        fair: bool,
         wait: bool,
     ) -> Entry {
         let mut queues = self.map.lock().unwrap();
@@ -118,6 +121,7 @@ impl Queues {
                     tx,
                     lease,
                     watchdog,
+                    fair,
                 });
                 Entry::Queued(rx)
             }
@@ -210,7 +214,7 @@ impl Queues {
                 q.waiters.pop_front();
                 continue;
             }
-            if !w.watchdog || w.lease != lease.lease {
+            if !w.watchdog || w.fair || w.lease != lease.lease {
                 return false;
             }
             let Some(fence) = lease.next_fence() else {

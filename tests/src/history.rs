@@ -161,6 +161,8 @@ pub struct WorkerSpec {
     pub block_every: u32,
     /// Run on a current-thread runtime (a block then stops everything, watchdog included).
     pub current_thread: bool,
+    /// Take the locks with `fair(true)`.
+    pub fair: bool,
 }
 
 /// What the `urls` of a [`WorkerSpec`] are: one deployment of one lock engine.
@@ -239,6 +241,7 @@ impl WorkerSpec {
             block: Duration::ZERO,
             block_every: 0,
             current_thread: true,
+            fair: false,
         }
     }
 
@@ -342,7 +345,13 @@ impl WorkerSpec {
         self
     }
 
-    /// Chooses the runtime flavour.
+    /// Takes every lock with `fair(true)`.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
+        self
+    }
+
+    /// Chooses the runtime flavour: current-thread (`true`) or multi-thread.
     pub fn current_thread(mut self, on: bool) -> Self {
         self.current_thread = on;
         self
@@ -393,6 +402,8 @@ impl WorkerSpec {
                 "multi"
             }
             .into(),
+            "--fair".into(),
+            self.fair.to_string(),
         ]
     }
 
@@ -449,6 +460,7 @@ impl WorkerSpec {
                 "multi" => false,
                 other => return Err(format!("--runtime is `current` or `multi`, not `{other}`")),
             },
+            fair: get("fair")? == "true",
         };
         if spec.urls.is_empty() || spec.keys.is_empty() || spec.tasks == 0 {
             return Err("--urls, --keys and --tasks must not be empty".into());

@@ -69,6 +69,17 @@ fn longest_runs_while_waiting(history: &History, workers: usize) -> Vec<usize> {
 }
 
 async fn processes_take_turns(processes: usize, nodes: usize) {
+    take_turns(processes, nodes, false).await;
+}
+
+/// Fair locks: no handover inside a process, so while a process waits, each other process
+/// gets one hold at most before it (the same factor 2 for a yield taken too slowly).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_locks_alternate_between_processes() {
+    take_turns(4, 1, true).await;
+}
+
+async fn take_turns(processes: usize, nodes: usize, fair: bool) {
     let mut servers = RedisServer::start_many(nodes + 1).await;
     let resource = servers.pop().expect("started");
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
@@ -81,14 +92,16 @@ async fn processes_take_turns(processes: usize, nodes: usize) {
         .op_timeout(Duration::from_secs(1))
         .hold(Duration::from_millis(1), 1)
         .gap(Duration::ZERO)
-        .current_thread(false);
-    let mut run = Run::new(&format!("fairness_{processes}_{nodes}"));
+        .current_thread(false)
+        .fair(fair);
+    let mut run = Run::new(&format!("fairness_{processes}_{nodes}_{fair}"));
     for _ in 0..processes {
         run.spawn(&spec);
     }
     run.wait_all(Duration::from_secs(60)).await;
-    let (history, report) =
-        run.check_and_record(&format!("fairness, {processes} processes, {nodes} nodes"));
+    let (history, report) = run.check_and_record(&format!(
+        "fairness, {processes} processes, {nodes} nodes, fair {fair}"
+    ));
     assert!(report.violations.is_empty(), "{report}");
 
     let per_worker: Vec<usize> = (0..processes)
@@ -103,7 +116,8 @@ async fn processes_take_turns(processes: usize, nodes: usize) {
     // While a process waits, each other process gets at most one streak. A yield whose
     // target was too slow to take it (CPU-starved machine) can let one more streak by,
     // hence the factor 2.
-    let bound = 2 * STREAK * (processes - 1);
+    let streak = if fair { 1 } else { STREAK };
+    let bound = 2 * streak * (processes - 1);
     for (w, &longest) in runs.iter().enumerate() {
         assert!(
             longest <= bound,

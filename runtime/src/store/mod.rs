@@ -133,6 +133,12 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// was not ours any more.
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool>;
 
+    /// Whether the engine queues waiting processes and lets a release go to the one that
+    /// waited longest (what a fair lock relies on).
+    fn queues_processes(&self) -> bool {
+        true
+    }
+
     /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
     /// this reader's own, and `Granted { top }` carries the fence of the last writer (at
     /// least 1). `req.fences` and `req.interest` are not used. Engines without read locks

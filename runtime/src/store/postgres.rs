@@ -822,6 +822,11 @@ impl Store for PostgresStore {
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         Ok(self)
     }
+
+    fn queues_processes(&self) -> bool {
+        // Waiters listen and retry; the table keeps no queue.
+        false
+    }
 }
 
 impl Admin for PostgresStore {

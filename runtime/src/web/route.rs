@@ -175,6 +175,7 @@ pub struct RouteRule {
     wait: Option<Duration>,
     watchdog: Option<bool>,
     on_lost: OnLost,
+    fair: bool,
 }
 
 #[derive(Clone)]
@@ -238,6 +239,7 @@ impl RouteRule {
             wait: None,
             watchdog: None,
             on_lost: OnLost::Cancel,
+            fair: false,
         }
     }
 
@@ -259,6 +261,13 @@ impl RouteRule {
     /// setting (on).
     pub fn watchdog(mut self, on: bool) -> Self {
         self.watchdog = Some(on);
+        self
+    }
+
+    /// First come, first served across processes (see
+    /// [`LockRequest::fair`](crate::LockRequest::fair)). Off by default.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
         self
     }
 
@@ -322,6 +331,7 @@ impl RouteRule {
     pub(crate) fn spec(&self) -> Spec {
         Spec {
             read: false,
+            fair: self.fair,
             lease: self.lease,
             wait: self.wait,
             watchdog: self.watchdog,
@@ -344,6 +354,7 @@ impl fmt::Debug for RouteRule {
             .field("wait", &self.wait)
             .field("watchdog", &self.watchdog)
             .field("on_lost", &self.on_lost)
+            .field("fair", &self.fair)
             .finish()
     }
 }

@@ -231,7 +231,11 @@ impl Task {
             let hold = format!("{}.{}.{n}", self.id, self.task);
             let key = &self.spec.keys[rng.below(self.spec.keys.len() as u64) as usize];
             self.log.now("inv", &[&hold, key]);
-            let acquire = self.locker.lock(key.as_str()).acquire();
+            let acquire = self
+                .locker
+                .lock(key.as_str())
+                .fair(self.spec.fair)
+                .acquire();
             match tokio::time::timeout(self.acquire_limit(), acquire).await {
                 Err(_) => {
                     self.log.now("aerr", &[&hold, &"hung"]);

@@ -1,5 +1,5 @@
 //! `mode = "read"`: the read side of a read-write lock; readers share, and a read inside
-//! the body re-enters. `mode = "write"` is the plain exclusive lock.
+//! the body re-enters. `mode = "write"` is the plain exclusive lock. `fair = true` too.
 
 #![deny(warnings)]
 
@@ -19,9 +19,15 @@ async fn write(locker: &Locker, id: u64) -> Result<(), LockError> {
     Ok(())
 }
 
+#[distributed_lock(key = "queue:<id>", fair = true, locker = locker)]
+async fn fair(locker: &Locker, id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let locker = Locker::in_memory();
     assert!(read(&locker, 1).await.unwrap() >= 1);
     write(&locker, 1).await.unwrap();
+    assert_eq!(fair(&locker, 3).await.unwrap(), 3);
 }
