@@ -1,4 +1,4 @@
-//! 11. Multi-key locks: transfers between wallets, each naming its two wallets in either
+//! Property 11, multi-key locks: transfers between wallets, each naming its two wallets in either
 //! order (sometimes the same wallet twice), by tasks of three lockers (three clients, as three
 //! processes would be). Money is conserved, no wallet is ever in two transfers at once, and
 //! nothing hangs.

@@ -1,4 +1,4 @@
-//! 12. Read-write locks: readers share across lockers (three clients, as three processes
+//! Property 12, read-write locks: readers share across lockers (three clients, as three processes
 //! would be), a writer excludes everyone and waits readers out, a waiting writer holds new
 //! readers back, readers see the last writer's fence, a reader that crashed frees its share
 //! after its lease, and a mixed load never lets a writer overlap anyone. Engines without
