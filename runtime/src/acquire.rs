@@ -43,9 +43,13 @@ impl Locker {
             self.acquire_traced(user_key, opts, &mut waited)
                 .instrument(span.clone()),
         );
-        let result = acquisition.await;
+        let mut result = acquisition.await;
         let outcome = result.as_ref().map(LockGuard::fence);
         observe::acquire_ended(&span, outcome, start.elapsed(), waited);
+        drop(span);
+        if let Ok(guard) = &mut result {
+            guard.open_span();
+        }
         result
     }
 
@@ -249,9 +253,13 @@ impl Locker {
             self.acquire_shared_traced(user_key, opts, &mut waited)
                 .instrument(span.clone()),
         );
-        let result = acquisition.await;
+        let mut result = acquisition.await;
         let outcome = result.as_ref().map(LockGuard::fence);
         observe::acquire_ended(&span, outcome, start.elapsed(), waited);
+        drop(span);
+        if let Ok(guard) = &mut result {
+            guard.open_span();
+        }
         result
     }
 

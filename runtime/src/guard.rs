@@ -63,16 +63,27 @@ impl LockGuard {
             inner.schedule.watch_expiry(&lease);
         }
         observe::hold_started();
-        let span = observe::hold_span(inner.trace_keys, &lease.user_key, fence);
         LockGuard {
             inner,
             lease,
             fence,
-            span,
+            // Opened by `open_span` in the caller's context, beside the acquire span.
+            span: Span::none(),
             since: Instant::now(),
             owner: true,
             released: false,
         }
+    }
+
+    /// Opens this holder's span in the current context: `leasehold.hold` for a holder, the
+    /// caller's own span for a re-entered guard. Called once the acquire span has closed, so
+    /// that the two are siblings under the caller's span.
+    pub(crate) fn open_span(&mut self) {
+        self.span = if self.owner {
+            observe::hold_span(self.inner.trace_keys, &self.lease.user_key, self.fence)
+        } else {
+            Span::current()
+        };
     }
 
     /// A guard for a lock that the surrounding scope already holds.
@@ -81,7 +92,7 @@ impl LockGuard {
             inner,
             lease,
             fence,
-            span: Span::current(),
+            span: Span::none(),
             since: Instant::now(),
             owner: false,
             released: false,

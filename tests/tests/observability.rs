@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{distributed_lock, LockError, Locker, TraceKeys};
+use tracing::Instrument;
 use leasehold_tests::harness::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::field::{Field, Visit};
@@ -40,9 +41,13 @@ impl Visit for Fields<'_> {
 }
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Captured {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let mut fields = HashMap::new();
         attrs.record(&mut Fields(&mut fields));
+        // The parent's name, under a field name no span of the library uses.
+        if let Some(parent) = ctx.span(id).and_then(|span| span.parent()) {
+            fields.insert("(parent)".to_owned(), parent.name().to_owned());
+        }
         let mut spans = self.spans.lock().unwrap();
         spans.push((attrs.metadata().name().to_owned(), fields));
         self.ids
@@ -158,6 +163,35 @@ fn spans_carry_the_documented_names_and_fields() {
     for value in captured.all_values() {
         let hexish = value.len() >= 32 && value.chars().all(|c| c.is_ascii_hexdigit());
         assert!(!hexish, "a token-like value was traced: {value}");
+    }
+}
+
+/// The hold span is the acquire span's sibling under the caller's span, not its child, for a
+/// plain acquire and for the attribute; the body's events are inside the hold span.
+#[test]
+fn hold_and_acquire_spans_are_siblings_under_the_callers_span() {
+    let _serial = serial();
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry().with(captured.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+    runtime().block_on(
+        async {
+            let locker = Locker::in_memory();
+            let guard = locker.lock("order:1").acquire().await.unwrap();
+            guard.release().await.unwrap();
+            buy(&locker, 2).await.unwrap();
+        }
+        .instrument(tracing::info_span!("caller")),
+    );
+    let acquires = captured.spans_named("leasehold.acquire");
+    let holds = captured.spans_named("leasehold.hold");
+    assert_eq!((acquires.len(), holds.len()), (2, 2), "{acquires:?} {holds:?}");
+    for span in acquires.iter().chain(&holds) {
+        assert_eq!(
+            span.get("(parent)").map(String::as_str),
+            Some("caller"),
+            "{span:?}"
+        );
     }
 }
 
