@@ -279,7 +279,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                             schedule.reschedule(lease, None);
                         }
                         Renewed::Unknown => {
-                            unknown += 1;
+                            unknown += usize::from(lease.is_held());
                             retry(&store, &schedule, lease);
                         }
                     }
@@ -290,7 +290,12 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                 }
             }
             Err(e) => {
-                observe::renew_failed(chunk.len(), &e);
+                // Only leases still believed: one already reported lost (its holder saw its
+                // validity end) was told so once, and retry() below gives it back quietly.
+                let believed = chunk.iter().filter(|l| l.is_held()).count();
+                if believed > 0 {
+                    observe::renew_failed(believed, &e);
+                }
                 for lease in chunk {
                     retry(&store, &schedule, lease);
                 }

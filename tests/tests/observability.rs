@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{distributed_lock, LockError, Locker, TraceKeys};
-use tracing::Instrument;
 use leasehold_tests::harness::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
+use tracing::Instrument;
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
@@ -185,7 +185,11 @@ fn hold_and_acquire_spans_are_siblings_under_the_callers_span() {
     );
     let acquires = captured.spans_named("leasehold.acquire");
     let holds = captured.spans_named("leasehold.hold");
-    assert_eq!((acquires.len(), holds.len()), (2, 2), "{acquires:?} {holds:?}");
+    assert_eq!(
+        (acquires.len(), holds.len()),
+        (2, 2),
+        "{acquires:?} {holds:?}"
+    );
     for span in acquires.iter().chain(&holds) {
         assert_eq!(
             span.get("(parent)").map(String::as_str),
@@ -193,6 +197,66 @@ fn hold_and_acquire_spans_are_siblings_under_the_callers_span() {
             "{span:?}"
         );
     }
+}
+
+#[distributed_lock(key = "frozen", lease = "600ms", locker = locker)]
+async fn long_body(locker: &Locker) -> Result<(), LockError> {
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    Ok(())
+}
+
+/// A lease whose renewals fail until it runs out is reported lost once, and no "renewal
+/// failed" warning follows that report.
+#[test]
+fn no_renewal_warning_after_the_loss_was_reported() {
+    let _serial = serial();
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry().with(captured.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+    runtime().block_on(async {
+        let srv = RedisServer::start().await;
+        let locker = Locker::builder()
+            .url(srv.url())
+            .op_timeout(Duration::from_millis(100))
+            .build()
+            .await
+            .unwrap();
+        let frozen = {
+            let srv = &srv;
+            async move {
+                // Freeze Redis once the body runs; the attribute cancels the body when the
+                // lease runs out, and reports the loss then.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                srv.pause();
+            }
+        };
+        let (out, ()) = tokio::join!(long_body(&locker), frozen);
+        assert!(out.unwrap_err().is_lost());
+        // Past every retry the watchdog could still have scheduled.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        srv.resume();
+    });
+    let events = captured.events.lock().unwrap().clone();
+    let message = |e: &HashMap<String, String>| e.get("message").cloned().unwrap_or_default();
+    let lost: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| message(e).contains("lease lost"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(lost.len(), 1, "reported lost once: {events:?}");
+    let late: Vec<String> = events[lost[0]..]
+        .iter()
+        .map(message)
+        .filter(|m| m.contains("renewal failed"))
+        .collect();
+    assert!(late.is_empty(), "renewal warnings after the loss: {late:?}");
+    assert!(
+        events[..lost[0]]
+            .iter()
+            .any(|e| message(e).contains("renewal failed")),
+        "the failed renewals before the loss are reported: {events:?}"
+    );
 }
 
 #[test]
