@@ -62,6 +62,8 @@
 //! before it holds the key at most 17 times before it gets its turn.
 
 #![deny(missing_docs)]
+// docs.rs (nightly) marks each item with the features it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod acquire;
