@@ -28,6 +28,7 @@ use crate::web::{RouteLocks, RouteRule};
 /// op_timeout = "500ms"             # LEASEHOLD_OP_TIMEOUT; bound on every Redis call
 /// connect_timeout = "2s"           # LEASEHOLD_CONNECT_TIMEOUT
 /// watchdog = true                  # LEASEHOLD_WATCHDOG; renew leases in the background
+/// lazy_connect = false             # LEASEHOLD_LAZY_CONNECT; start while the engine is down
 ///
 /// # instead of url, one of:
 /// # redlock = ["redis://a:6379", "redis://b:6379", "redis://c:6379"]   # LEASEHOLD_REDLOCK
@@ -111,6 +112,9 @@ pub struct LockConfig {
     pub connect_timeout: Option<Duration>,
     /// Whether leases are renewed in the background by default. Defaults to `true`.
     pub watchdog: Option<bool>,
+    /// Start while the engine is down and connect in the background; see
+    /// [`LockerBuilder::lazy_connect`](crate::LockerBuilder::lazy_connect). Defaults to `false`.
+    pub lazy_connect: Option<bool>,
     /// The route rules for [`RouteLocks`](crate::RouteLocks), in order. Empty by default.
     pub rules: Vec<RouteRule>,
 }
@@ -141,6 +145,7 @@ impl std::fmt::Debug for LockConfig {
             .field("op_timeout", &self.op_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("watchdog", &self.watchdog)
+            .field("lazy_connect", &self.lazy_connect)
             .field("rules", &self.rules)
             .finish()
     }
@@ -168,7 +173,7 @@ pub struct SentinelConfig {
 }
 
 /// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
-const ENV_VARS: [(&str, &str); 16] = [
+const ENV_VARS: [(&str, &str); 17] = [
     ("LEASEHOLD_URL", "url"),
     ("LEASEHOLD_REDLOCK", "redlock"),
     ("LEASEHOLD_CLUSTER", "cluster"),
@@ -184,6 +189,7 @@ const ENV_VARS: [(&str, &str); 16] = [
     ("LEASEHOLD_OP_TIMEOUT", "op_timeout"),
     ("LEASEHOLD_CONNECT_TIMEOUT", "connect_timeout"),
     ("LEASEHOLD_WATCHDOG", "watchdog"),
+    ("LEASEHOLD_LAZY_CONNECT", "lazy_connect"),
     ("LEASEHOLD_CLOCK_DRIFT", "clock_drift"),
 ];
 
@@ -291,6 +297,7 @@ impl LockConfig {
                     self.connect_timeout = Some(check_bound(var, value, duration()?)?)
                 }
                 "watchdog" => self.watchdog = Some(parse_bool(var, value)?),
+                "lazy_connect" => self.lazy_connect = Some(parse_bool(var, value)?),
                 "redlock" => self.redlock = url_list(var, value)?,
                 "cluster" => self.cluster = url_list(var, value)?,
                 "sentinel" => {
@@ -354,6 +361,9 @@ impl Locker {
         }
         if let Some(timeout) = config.connect_timeout {
             builder = builder.connect_timeout(timeout);
+        }
+        if let Some(on) = config.lazy_connect {
+            builder = builder.lazy_connect(on);
         }
         if let Some(on) = config.watchdog {
             builder = builder.default_watchdog(on);
@@ -475,6 +485,7 @@ struct RawConfig {
     op_timeout: Option<String>,
     connect_timeout: Option<String>,
     watchdog: Option<bool>,
+    lazy_connect: Option<bool>,
     #[serde(default)]
     rules: Vec<RawRule>,
 }
@@ -549,6 +560,7 @@ impl TryFrom<RawConfig> for LockConfig {
             op_timeout: bounds[0],
             connect_timeout: bounds[1],
             watchdog: raw.watchdog,
+            lazy_connect: raw.lazy_connect,
             rules,
         })
     }

@@ -242,6 +242,7 @@ pub struct LockerBuilder {
     fence_ttl: Duration,
     drift: f64,
     trace_keys: TraceKeys,
+    lazy_connect: bool,
 }
 
 impl Default for LockerBuilder {
@@ -259,6 +260,7 @@ impl Default for LockerBuilder {
             fence_ttl: DEFAULT_FENCE_TTL,
             drift: DEFAULT_DRIFT,
             trace_keys: TraceKeys::Plain,
+            lazy_connect: false,
         }
     }
 }
@@ -588,6 +590,18 @@ impl LockerBuilder {
         Ok(())
     }
 
+    /// Lets [`build`](Self::build) succeed while the engine is down (a service can start
+    /// before its Redis): the locker connects in the background, retrying with backoff (up to
+    /// every 5 s), and until it has connected every lock call fails at once with
+    /// [`LockError::Unavailable`] (503 over HTTP) saying why; the first success is logged at
+    /// `info`. Options are still checked at `build`; a refusal that retrying cannot mend
+    /// (credentials, a missing database) is returned as [`LockError::Config`] by the calls.
+    /// Off by default: `build` connects, and fails when the engine cannot be reached.
+    pub fn lazy_connect(mut self, on: bool) -> Self {
+        self.lazy_connect = on;
+        self
+    }
+
     /// Checks the options and connects.
     ///
     /// # Errors
@@ -607,7 +621,11 @@ impl LockerBuilder {
             op_timeout: self.op_timeout,
             connect_timeout: self.connect_timeout,
         };
-        let store = deployment.connect(&settings).await?;
+        let store: Arc<dyn store::Store> = if self.lazy_connect {
+            Arc::new(store::LazyStore::start(deployment, settings))
+        } else {
+            deployment.connect(&settings).await?
+        };
         let locker = Locker::with_store(store, self);
         locker.inner.start_background();
         Ok(locker)

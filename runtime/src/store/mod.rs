@@ -14,6 +14,7 @@ mod deployment;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod join;
+mod lazy;
 pub(crate) mod memory;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
@@ -37,6 +38,7 @@ use crate::token::OwnerToken;
 
 pub(crate) use deployment::Deployment;
 pub(crate) use join::join_all;
+pub(crate) use lazy::LazyStore;
 pub(crate) use settings::Settings;
 
 /// A store in this process's memory, with the semantics of the others.

@@ -1,0 +1,214 @@
+//! Starting without the engine: a [`LazyStore`] stands in for an engine that is not
+//! connected yet. It connects in the background, from the moment the locker is built, and
+//! tries again with backoff until the engine answers; meanwhile every call fails at once with
+//! [`LockError::Unavailable`] (503 over HTTP) saying why, and the first success is logged.
+//! Once connected it only forwards: one atomic read per call.
+
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use super::{
+    AcquireRequest, Admin, Attempt, Deployment, Renewal, Renewed, Settings, Store, StoreFuture,
+    WakeSubscription,
+};
+use crate::error::LockError;
+use crate::key::LockKeys;
+use crate::lease::Session;
+use crate::token::OwnerToken;
+
+/// The first pause between connection attempts, and the longest.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+struct State {
+    deployment: Deployment,
+    store: OnceLock<Arc<dyn Store>>,
+    /// Why the last attempt failed, for the callers meanwhile.
+    last_error: Mutex<Option<String>>,
+    /// A refusal that retrying will not mend (credentials, a missing database): callers get
+    /// it as it is.
+    refused: Mutex<Option<String>>,
+}
+
+pub(crate) struct LazyStore {
+    state: Arc<State>,
+    /// The engine's lease bound as configured, until the engine says better.
+    lease_bound: Option<Duration>,
+    locks_expire: bool,
+}
+
+impl LazyStore {
+    /// Starts connecting `deployment` in the background (on the current Tokio runtime).
+    pub(crate) fn start(deployment: Deployment, settings: Settings) -> LazyStore {
+        let (lease_bound, locks_expire) = match &deployment {
+            Deployment::ZooKeeper {
+                session_timeout, ..
+            }
+            | Deployment::Etcd {
+                session_timeout, ..
+            } => (Some(*session_timeout), false),
+            _ => (None, true),
+        };
+        let state = Arc::new(State {
+            deployment,
+            store: OnceLock::new(),
+            last_error: Mutex::new(None),
+            refused: Mutex::new(None),
+        });
+        tokio::spawn(connect(Arc::downgrade(&state), settings));
+        LazyStore {
+            state,
+            lease_bound,
+            locks_expire,
+        }
+    }
+
+    fn store(&self) -> Result<&Arc<dyn Store>, LockError> {
+        if let Some(store) = self.state.store.get() {
+            return Ok(store);
+        }
+        if let Some(message) = self.state.refused.lock().unwrap().clone() {
+            return Err(LockError::config(message));
+        }
+        let why = self.state.last_error.lock().unwrap().clone();
+        Err(LockError::unavailable(
+            match why {
+                Some(why) => format!("not connected to the lock engine yet: {why}"),
+                None => "not connected to the lock engine yet (the first attempt is under way)"
+                    .to_owned(),
+            },
+            None,
+        ))
+    }
+}
+
+/// Tries to connect until it works or the store is dropped.
+async fn connect(state: Weak<State>, settings: Settings) {
+    let mut pause = RETRY_FIRST;
+    loop {
+        let Some(live) = state.upgrade() else { return };
+        let deployment = live.deployment.clone();
+        drop(live);
+        let attempt =
+            tokio::time::timeout(settings.connect_timeout, deployment.connect(&settings)).await;
+        let Some(live) = state.upgrade() else { return };
+        match attempt {
+            Ok(Ok(store)) => {
+                tracing::info!(engine = %store.describe(), "connected to the lock engine");
+                let _ = live.store.set(store);
+                return;
+            }
+            Ok(Err(e)) => {
+                let text = e.to_string();
+                tracing::debug!(error = %text, "the lock engine did not answer; trying again");
+                if matches!(e, LockError::Config { .. }) {
+                    *live.refused.lock().unwrap() = Some(text.clone());
+                }
+                *live.last_error.lock().unwrap() = Some(text);
+            }
+            Err(_) => {
+                *live.last_error.lock().unwrap() = Some(format!(
+                    "no answer within the connect timeout ({:?})",
+                    settings.connect_timeout
+                ));
+            }
+        }
+        drop(live);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RETRY_MAX);
+    }
+}
+
+fn not_yet<'a, T: Send + 'a>(e: LockError) -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(Err(e)))
+}
+
+impl Store for LazyStore {
+    fn describe(&self) -> String {
+        match self.state.store.get() {
+            Some(store) => store.describe(),
+            None => format!("{:?} (not connected yet)", self.state.deployment),
+        }
+    }
+
+    fn session(&self) -> Option<Session> {
+        self.state.store.get().and_then(|s| s.session())
+    }
+
+    fn lease_bound(&self) -> Option<Duration> {
+        match self.state.store.get() {
+            Some(store) => store.lease_bound(),
+            None => self.lease_bound,
+        }
+    }
+
+    fn locks_expire(&self) -> bool {
+        self.state
+            .store
+            .get()
+            .map_or(self.locks_expire, |s| s.locks_expire())
+    }
+
+    fn queues_processes(&self) -> bool {
+        self.state.store.get().map_or(
+            !matches!(self.state.deployment, Deployment::Postgres(_)),
+            |s| s.queues_processes(),
+        )
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        match self.store() {
+            Ok(store) => store.acquire(req),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        match self.store() {
+            Ok(store) => store.release(keys, token),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        match self.store() {
+            Ok(store) => store.renew(batch),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        match self.store() {
+            Ok(store) => store.subscribe(keys),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        match self.store() {
+            Ok(store) => store.acquire_shared(req),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        match self.store() {
+            Ok(store) => store.release_shared(keys, token),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        if let Some(store) = self.state.store.get() {
+            store.withdraw(keys);
+        }
+    }
+
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        self.store()?.admin()
+    }
+}
