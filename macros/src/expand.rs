@@ -174,6 +174,9 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         ),
     };
     let fake_return = fake_return(returned);
+    // The body's statements, not its block: a block nested as the async block's value is
+    // what `unused_braces` flags (in the user's code, where `cargo fix` would then break it).
+    let body = &block.stmts;
     let finish = respan(
         quote!(#private::finish(__leasehold_guard, __leasehold_out).await),
         err_span,
@@ -204,7 +207,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 #guard
                 #private::hold(&__leasehold_guard, &__LEASEHOLD_SPEC, async move {
                     #fake_return
-                    #block
+                    #(#body)*
                 })
                 .await
             };
