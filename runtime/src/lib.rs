@@ -118,5 +118,6 @@ pub use locker::{
 pub use multi::{MultiGuard, MultiLockRequest};
 pub use observe::TraceKeys;
 pub use web::{
-    HeaderLookup, LockErrorResponse, OnLost, PathParams, RequestInfo, RouteLocks, RouteRule,
+    HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,
+    RouteLocks, RouteRule, StatusCodes,
 };

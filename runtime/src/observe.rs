@@ -7,6 +7,7 @@
 //! | `leasehold.acquire` | span | one acquisition: `key`, `lease_ms`, `wait_ms`; then `outcome`, `fence`, `waited_ms` |
 //! | `leasehold.hold` | span | from acquisition to release: `key`, `fence` (a `#[distributed_lock]` body runs in it) |
 //! | `leasehold.release` | span | one release: `key`, `fence`; then `outcome` |
+//! | "request answered with a lock error" | event (target `leasehold::web`) | the web middleware's failures: `code`, `status`, `method`, `route`, `key`, `error` |
 //! | `leasehold_acquire_seconds` | histogram | time to acquire (label `outcome`) |
 //! | `leasehold_wait_seconds` | histogram | time waited for a busy lock that was then acquired |
 //! | `leasehold_hold_seconds` | histogram | time a lock was held |
@@ -173,6 +174,35 @@ pub(crate) fn lost(fence: u64, why: &'static str) {
     tracing::warn!(fence, why, "lease lost while the lock was held");
     #[cfg(feature = "metrics")]
     metrics::counter!("leasehold_lost_total").increment(1);
+}
+
+/// The web middleware answered a request `status` for `err`, instead of running its handler
+/// (or after cancelling it). `route` is the rule's pattern, never the path (paths may carry
+/// user data); `key` is shown as its locker's setting says, and left empty when there is no
+/// key or no setting. Busy locks and unbuildable keys happen to healthy servers: `INFO`;
+/// the rest wants an operator: `WARN`.
+#[cfg_attr(not(any(feature = "actix", feature = "axum")), allow(dead_code))]
+pub(crate) fn request_refused(
+    key: Option<(TraceKeys, &str)>,
+    method: &str,
+    route: &str,
+    err: &LockError,
+    status: u16,
+) {
+    // Evaluated only when the event is enabled: no allocation for nobody.
+    let key = || key.map(|(how, key)| how.show(key)).unwrap_or_default();
+    match err {
+        LockError::Busy { .. } | LockError::InvalidKey { .. } => tracing::info!(
+            target: "leasehold::web",
+            code = err.code(), status, method, route, key = %key(), error = %err,
+            "request answered with a lock error"
+        ),
+        _ => tracing::warn!(
+            target: "leasehold::web",
+            code = err.code(), status, method, route, key = %key(), error = %err,
+            "request answered with a lock error"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,26 @@
 //! actix-web integration (feature `actix`): `LockError` as a response (status, `Retry-After`,
-//! JSON body, nothing leaked), and `RouteLocks` as middleware (rules, keys from paths and
-//! headers, busy, lost, unavailable, config). Every test is bounded by a timeout.
+//! JSON body, nothing leaked), `RouteLocks` as middleware (rules, keys from paths and headers,
+//! busy, lost, unavailable, config, configured status codes, the error hook, logs), and the
+//! `HeldLock` extractor. Every test is bounded by a timeout.
 
 use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpResponse};
-use leasehold::{distributed_lock, LockConfig, LockError, Locker, OnLost, RouteLocks, RouteRule};
+use leasehold::{
+    distributed_lock, HeldLock, LockConfig, LockError, Locker, OnLost, RouteLocks, RouteRule,
+    StatusCodes, TraceKeys,
+};
 use leasehold_tests::errors::lock_error;
 use leasehold_tests::harness::RedisServer;
+
+#[path = "web/log_capture.rs"]
+mod log_capture;
+use log_capture::Logs;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -251,7 +260,7 @@ async fn a_lost_lease_cancels_the_request_unless_told_to_continue() {
         // which the server turns into this response.
         let req = test::TestRequest::post().uri("/cancel").to_request();
         let err = test::try_call_service(&app, req).await.unwrap_err();
-        assert!(err.as_error::<LockError>().is_some_and(LockError::is_lost));
+        assert!(err.to_string().contains("lease"), "{err}");
         let res = ServiceResponse::new(
             test::TestRequest::default().to_http_request(),
             err.error_response(),
@@ -317,6 +326,240 @@ async fn without_a_global_default_the_middleware_answers_500() {
         let (status, _, body) = body_of(test::call_service(&app, req).await).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body, r#"{"error":"lock_config"}"#);
+    })
+    .await;
+}
+
+/// The request's lock as the handler sees it through the extractor, next to what the store
+/// says of the key, while the request runs. Keeps a copy of the lock for the test.
+async fn fenced(
+    lock: HeldLock,
+    locker: web::Data<Locker>,
+    kept: web::Data<Mutex<Option<HeldLock>>>,
+) -> HttpResponse {
+    let store = locker.inspect(lock.key()).await.unwrap();
+    *kept.lock().unwrap() = Some(lock.clone());
+    HttpResponse::Ok().body(format!(
+        "key={} fence={} held={} store_held={} store_fence={}",
+        lock.key(),
+        lock.fence(),
+        lock.is_held(),
+        store.held,
+        store.last_fence.unwrap_or(0)
+    ))
+}
+
+#[actix_web::test]
+async fn the_handler_reads_the_key_and_fence_of_the_requests_lock() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let locker = Locker::connect(&redis.url()).await.unwrap();
+        let kept = web::Data::new(Mutex::new(None::<HeldLock>));
+        let app = test::init_service(
+            App::new()
+                .wrap(RouteLocks::new(locker.clone()).rule(orders_rule()))
+                .app_data(web::Data::new(locker.clone()))
+                .app_data(kept.clone())
+                .route("/orders/{sku}", web::post().to(fenced)),
+        )
+        .await;
+        let mut fences = Vec::new();
+        for _ in 0..2 {
+            let req = test::TestRequest::post().uri("/orders/f").to_request();
+            let (status, _, body) = body_of(test::call_service(&app, req).await).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            let fields: Vec<&str> = body.split(' ').collect();
+            assert_eq!(fields[0], "key=stock:f");
+            assert_eq!(fields[2..4], ["held=true", "store_held=true"]);
+            let fence: u64 = fields[1].trim_start_matches("fence=").parse().unwrap();
+            // The fence the store handed out last is the request's: the handler took no lock.
+            assert_eq!(fields[4], format!("store_fence={fence}"));
+            fences.push(fence);
+        }
+        assert!(fences[1] > fences[0], "{fences:?}");
+        // The guard stayed with the middleware, which released it after the response.
+        let kept = kept.lock().unwrap().clone().unwrap();
+        assert_eq!(kept.fence(), fences[1]);
+        assert!(!kept.is_held());
+        assert!(!locker.inspect("stock:f").await.unwrap().held);
+    })
+    .await;
+}
+
+async fn must_be_locked(lock: HeldLock) -> HttpResponse {
+    HttpResponse::Ok().body(format!("fence {}", lock.fence()))
+}
+
+async fn may_be_locked(lock: Option<HeldLock>) -> HttpResponse {
+    HttpResponse::Ok().body(match lock {
+        Some(lock) => format!("locked {}", lock.key()),
+        None => "unlocked".to_owned(),
+    })
+}
+
+#[actix_web::test]
+async fn a_route_without_a_rule_rejects_held_lock_and_gives_none() {
+    bounded(async {
+        let app = test::init_service(
+            App::new()
+                .wrap(RouteLocks::new(Locker::in_memory()).rule(orders_rule()))
+                .route("/orders/{sku}", web::post().to(may_be_locked))
+                .route("/orders/{sku}", web::get().to(must_be_locked))
+                .route("/report", web::get().to(may_be_locked)),
+        )
+        .await;
+        let req = test::TestRequest::post().uri("/orders/g").to_request();
+        let (status, _, body) = body_of(test::call_service(&app, req).await).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "locked stock:g"));
+        let req = test::TestRequest::get().uri("/report").to_request();
+        let (status, _, body) = body_of(test::call_service(&app, req).await).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "unlocked"));
+        // GET matches no rule: the handler that needs the lock is a server bug, said so.
+        let req = test::TestRequest::get().uri("/orders/g").to_request();
+        let (status, _, body) = body_of(test::call_service(&app, req).await).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            body.starts_with(r#"{"error":"lock_missing","message":"#),
+            "{body}"
+        );
+        assert!(
+            body.contains("no RouteLocks rule locked this request"),
+            "{body}"
+        );
+    })
+    .await;
+}
+
+#[actix_web::test]
+async fn status_codes_and_the_hook_shape_the_middlewares_and_the_handlers_lock_errors() {
+    bounded(async {
+        let locker = Locker::in_memory();
+        let cancel = RouteRule::new("POST", "/cancel", "job")
+            .unwrap()
+            .lease(Duration::from_millis(60))
+            .watchdog(false);
+        let locks = RouteLocks::new(locker.clone())
+            .rule(orders_rule())
+            .rule(cancel)
+            .status_codes(StatusCodes::default().busy(423).lost(500))
+            .on_error(|err, mut answer| {
+                if err.is_busy() {
+                    answer.body = format!(
+                        r#"{{"error":"try_again","after":{}}}"#,
+                        answer.retry_after.unwrap()
+                    );
+                }
+                answer
+            });
+        let app = test::init_service(
+            App::new()
+                .wrap(locks)
+                .app_data(web::Data::new(locker.clone()))
+                .route("/orders/{sku}", web::post().to(probe))
+                .route("/fail/{kind}", web::get().to(fails))
+                .route("/cancel", web::post().to(slow)),
+        )
+        .await;
+        let holder = locker
+            .lock("stock:h")
+            .lease(Duration::from_secs(4))
+            .acquire()
+            .await
+            .unwrap();
+        let req = test::TestRequest::post().uri("/orders/h").to_request();
+        let (status, retry_after, body) = body_of(test::call_service(&app, req).await).await;
+        assert_eq!(status.as_u16(), 423);
+        let secs: u64 = retry_after.unwrap().parse().unwrap();
+        assert!((1..=4).contains(&secs), "Retry-After {secs}");
+        assert_eq!(body, format!(r#"{{"error":"try_again","after":{secs}}}"#));
+        holder.release().await.unwrap();
+        let req = test::TestRequest::post().uri("/orders/h").to_request();
+        let (status, _, body) = body_of(test::call_service(&app, req).await).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::OK, "reentered=true held=true")
+        );
+
+        // A handler's own `LockError` (as a `#[distributed_lock]` handler returns it), on a
+        // route no rule matches: the same codes and hook; the error stays on the response.
+        let req = test::TestRequest::get().uri("/fail/busy").to_request();
+        let res = test::call_service(&app, req).await;
+        assert!(res
+            .response()
+            .error()
+            .is_some_and(|e| e.as_error::<LockError>().is_some()));
+        let (status, retry_after, body) = body_of(res).await;
+        assert_eq!((status.as_u16(), retry_after.as_deref()), (423, Some("3")));
+        assert_eq!(body, r#"{"error":"try_again","after":3}"#);
+        let req = test::TestRequest::get().uri("/fail/lost").to_request();
+        let (status, retry_after, body) = body_of(test::call_service(&app, req).await).await;
+        assert_eq!((status.as_u16(), retry_after), (500, None));
+        assert_eq!(body, r#"{"error":"lock_lost"}"#);
+
+        // The middleware's own lost lease, answered through actix's error path: configured too.
+        let req = test::TestRequest::post().uri("/cancel").to_request();
+        let err = test::try_call_service(&app, req).await.unwrap_err();
+        let res = ServiceResponse::new(
+            test::TestRequest::default().to_http_request(),
+            err.error_response(),
+        );
+        let (status, _, body) = body_of(res).await;
+        assert_eq!(
+            (status.as_u16(), body.as_str()),
+            (500, r#"{"error":"lock_lost"}"#)
+        );
+    })
+    .await;
+}
+
+#[actix_web::test]
+async fn refused_requests_are_logged_with_code_route_and_the_key_as_configured() {
+    bounded(async {
+        let (logs, _guard) = Logs::capture();
+        let locker = Locker::builder()
+            .trace_keys(TraceKeys::Hashed)
+            .build_in_memory()
+            .unwrap();
+        let app = test::init_service(
+            App::new()
+                .wrap(RouteLocks::new(locker.clone()).rule(orders_rule()))
+                .app_data(web::Data::new(locker.clone()))
+                .route("/orders/{sku}", web::post().to(probe)),
+        )
+        .await;
+        let holder = locker.lock("stock:secret-sku").acquire().await.unwrap();
+        let req = test::TestRequest::post()
+            .uri("/orders/secret-sku")
+            .to_request();
+        let (status, _, _) = body_of(test::call_service(&app, req).await).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        drop(holder);
+
+        let logged = logs.with_message("request answered with a lock error");
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        let busy = &logged[0];
+        assert_eq!(busy.level, tracing::Level::INFO);
+        assert_eq!(busy.target, "leasehold::web");
+        assert_eq!(
+            (
+                busy.field("code"),
+                busy.field("status"),
+                busy.field("method")
+            ),
+            ("lock_busy", "409", "POST")
+        );
+        assert_eq!(busy.field("route"), "/orders/{sku}");
+        // Hashed as the locker says: 16 hex digits, the key nowhere.
+        let key = busy.field("key");
+        assert!(
+            key.len() == 16 && key.chars().all(|c| c.is_ascii_hexdigit()),
+            "{key}"
+        );
+        assert!(
+            busy.fields.values().all(|v| !v.contains("secret")),
+            "{busy:?}"
+        );
+        assert!(busy.field("error").contains("busy"), "{busy:?}");
     })
     .await;
 }

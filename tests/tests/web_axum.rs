@@ -1,11 +1,12 @@
 //! axum integration (feature `axum`): `LockError` as a response (status, `Retry-After`, JSON
-//! body, nothing leaked), and `RouteLocks` as a tower `Layer` (rules, keys from paths and
-//! headers, closures, busy, lost, unavailable, config, mutual exclusion under concurrency).
-//! Every test is bounded by a timeout.
+//! body, nothing leaked), `RouteLocks` as a tower `Layer` (rules, keys from paths and
+//! headers, closures, busy, lost, unavailable, config, mutual exclusion under concurrency,
+//! configured status codes, the error hook, logs), and the `HeldLock` extractor. Every test is
+//! bounded by a timeout.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -14,10 +15,17 @@ use axum::http::{Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use leasehold::{distributed_lock, LockConfig, LockError, Locker, OnLost, RouteLocks, RouteRule};
+use leasehold::{
+    distributed_lock, HeldLock, LockConfig, LockError, Locker, OnLost, RouteLocks, RouteRule,
+    StatusCodes, TraceKeys,
+};
 use leasehold_tests::errors::lock_error;
 use leasehold_tests::harness::RedisServer;
 use tower::ServiceExt;
+
+#[path = "web/log_capture.rs"]
+mod log_capture;
+use log_capture::Logs;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -379,6 +387,224 @@ async fn without_a_global_default_the_layer_answers_500() {
         let a = call(&app, "POST", "/orders/a", &[]).await;
         assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(a.body, r#"{"error":"lock_config"}"#);
+    })
+    .await;
+}
+
+/// The request's lock as the handler sees it through the extractor, next to what the store
+/// says of the key, while the request runs. Keeps a copy of the lock for the test.
+async fn fenced(
+    State((locker, kept)): State<(Locker, Arc<Mutex<Option<HeldLock>>>)>,
+    lock: HeldLock,
+) -> String {
+    let store = locker.inspect(lock.key()).await.unwrap();
+    *kept.lock().unwrap() = Some(lock.clone());
+    format!(
+        "key={} fence={} held={} store_held={} store_fence={}",
+        lock.key(),
+        lock.fence(),
+        lock.is_held(),
+        store.held,
+        store.last_fence.unwrap_or(0)
+    )
+}
+
+#[tokio::test]
+async fn the_handler_reads_the_key_and_fence_of_the_requests_lock() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let locker = Locker::connect(&redis.url()).await.unwrap();
+        let kept = Arc::new(Mutex::new(None));
+        let app = Router::new()
+            .route("/orders/{sku}", post(fenced))
+            .layer(RouteLocks::new(locker.clone()).rule(orders_rule()))
+            .with_state((locker.clone(), kept.clone()));
+        let mut fences = Vec::new();
+        for _ in 0..2 {
+            let a = call(&app, "POST", "/orders/f", &[]).await;
+            assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+            let fields: Vec<&str> = a.body.split(' ').collect();
+            assert_eq!(fields[0], "key=stock:f");
+            assert_eq!(fields[2..4], ["held=true", "store_held=true"]);
+            let fence: u64 = fields[1].trim_start_matches("fence=").parse().unwrap();
+            // The fence the store handed out last is the request's: the handler took no lock.
+            assert_eq!(fields[4], format!("store_fence={fence}"));
+            fences.push(fence);
+        }
+        assert!(fences[1] > fences[0], "{fences:?}");
+        // The guard stayed with the layer, which released it after the response.
+        let kept = kept.lock().unwrap().clone().unwrap();
+        assert_eq!(kept.fence(), fences[1]);
+        assert!(!kept.is_held());
+        assert!(!locker.inspect("stock:f").await.unwrap().held);
+    })
+    .await;
+}
+
+async fn must_be_locked(lock: HeldLock) -> String {
+    format!("fence {}", lock.fence())
+}
+
+async fn may_be_locked(lock: Option<HeldLock>) -> String {
+    match lock {
+        Some(lock) => format!("locked {}", lock.key()),
+        None => "unlocked".to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn a_route_without_a_rule_rejects_held_lock_and_gives_none() {
+    bounded(async {
+        let app = Router::new()
+            .route("/orders/{sku}", post(may_be_locked).get(must_be_locked))
+            .route("/report", get(may_be_locked))
+            .layer(RouteLocks::new(Locker::in_memory()).rule(orders_rule()));
+        let a = call(&app, "POST", "/orders/g", &[]).await;
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (StatusCode::OK, "locked stock:g")
+        );
+        let a = call(&app, "GET", "/report", &[]).await;
+        assert_eq!((a.status, a.body.as_str()), (StatusCode::OK, "unlocked"));
+        // GET matches no rule: the handler that needs the lock is a server bug, said so.
+        let a = call(&app, "GET", "/orders/g", &[]).await;
+        assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            a.body.starts_with(r#"{"error":"lock_missing","message":"#),
+            "{}",
+            a.body
+        );
+        assert!(
+            a.body.contains("no RouteLocks rule locked this request"),
+            "{}",
+            a.body
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn status_codes_and_the_hook_shape_the_layers_and_the_handlers_lock_errors() {
+    bounded(async {
+        let locker = Locker::in_memory();
+        let locks = RouteLocks::new(locker.clone())
+            .rule(orders_rule())
+            .status_codes(StatusCodes::default().busy(423))
+            .on_error(|err, mut answer| {
+                if err.is_busy() {
+                    answer.body = format!(
+                        r#"{{"error":"try_again","after":{}}}"#,
+                        answer.retry_after.unwrap()
+                    );
+                }
+                answer
+            });
+        let app = Router::new()
+            .route("/orders/{sku}", post(probe))
+            .route("/fail/{kind}", get(fails))
+            .layer(locks)
+            .with_state(locker.clone());
+        let holder = locker
+            .lock("stock:h")
+            .lease(Duration::from_secs(4))
+            .acquire()
+            .await
+            .unwrap();
+        let a = call(&app, "POST", "/orders/h", &[]).await;
+        assert_eq!(a.status.as_u16(), 423);
+        let secs: u64 = a.retry_after.unwrap().parse().unwrap();
+        assert!((1..=4).contains(&secs), "Retry-After {secs}");
+        assert_eq!(a.body, format!(r#"{{"error":"try_again","after":{secs}}}"#));
+        holder.release().await.unwrap();
+        let a = call(&app, "POST", "/orders/h", &[]).await;
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (StatusCode::OK, "reentered=true held=true")
+        );
+
+        // A handler's own `LockError` (as a `#[distributed_lock]` handler returns it), on a
+        // route no rule matches: the same codes and hook.
+        let a = call(&app, "GET", "/fail/busy", &[]).await;
+        assert_eq!(a.status.as_u16(), 423);
+        assert_eq!(a.retry_after.as_deref(), Some("5"));
+        assert_eq!(a.body, r#"{"error":"try_again","after":5}"#);
+        let a = call(&app, "GET", "/fail/lost", &[]).await;
+        assert_eq!((a.status.as_u16(), a.retry_after), (503, None));
+        assert_eq!(a.body, r#"{"error":"lock_lost"}"#);
+        // Without the layer, the defaults.
+        let plain = Router::new().route("/fail/{kind}", get(fails));
+        let a = call(&plain, "GET", "/fail/busy", &[]).await;
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (StatusCode::CONFLICT, r#"{"error":"lock_busy"}"#)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn refused_requests_are_logged_with_code_route_and_the_key_as_configured() {
+    bounded(async {
+        let (logs, _guard) = Logs::capture();
+        let locker = Locker::builder()
+            .trace_keys(TraceKeys::Hashed)
+            .build_in_memory()
+            .unwrap();
+        let lost = RouteRule::new("POST", "/jobs/{id}", "job:<id>")
+            .unwrap()
+            .lease(Duration::from_millis(60))
+            .watchdog(false);
+        let app = Router::new()
+            .route("/orders/{sku}", post(probe))
+            .route("/jobs/{id}", post(slow))
+            .layer(
+                RouteLocks::new(locker.clone())
+                    .rule(orders_rule())
+                    .rule(lost),
+            )
+            .with_state(locker.clone());
+        let holder = locker.lock("stock:secret-sku").acquire().await.unwrap();
+        let a = call(&app, "POST", "/orders/secret-sku", &[]).await;
+        assert_eq!(a.status, StatusCode::CONFLICT);
+        drop(holder);
+        let a = call(&app, "POST", "/jobs/1", &[]).await;
+        assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+
+        let logged = logs.with_message("request answered with a lock error");
+        assert_eq!(logged.len(), 2, "{logged:?}");
+        let busy = &logged[0];
+        assert_eq!(busy.level, tracing::Level::INFO);
+        assert_eq!(busy.target, "leasehold::web");
+        assert_eq!(
+            (
+                busy.field("code"),
+                busy.field("status"),
+                busy.field("method")
+            ),
+            ("lock_busy", "409", "POST")
+        );
+        assert_eq!(busy.field("route"), "/orders/{sku}");
+        // Hashed as the locker says: 16 hex digits, the key nowhere.
+        let key = busy.field("key");
+        assert!(
+            key.len() == 16 && key.chars().all(|c| c.is_ascii_hexdigit()),
+            "{key}"
+        );
+        assert!(
+            busy.fields.values().all(|v| !v.contains("secret")),
+            "{busy:?}"
+        );
+        let lost = &logged[1];
+        assert_eq!(lost.level, tracing::Level::WARN);
+        assert_eq!(
+            (
+                lost.field("code"),
+                lost.field("status"),
+                lost.field("route")
+            ),
+            ("lock_lost", "503", "/jobs/{id}")
+        );
+        assert!(lost.field("error").contains("lease"), "{lost:?}");
     })
     .await;
 }
