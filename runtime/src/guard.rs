@@ -127,9 +127,8 @@ impl LockGuard {
         self.lease.report_lost(why);
     }
 
-    /// The store showed this guard's lease is not its holder's any more: lost for every
+    /// The store (or a fenced resource) showed this guard's lease is over: lost for every
     /// guard of the lease.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn refused_by_store(&self, why: &'static str) {
         self.lease.mark_lost();
         self.lease.report_lost(why);

@@ -70,6 +70,7 @@ mod acquire;
 #[cfg(feature = "serde")]
 mod config;
 mod error;
+pub mod fenced;
 mod global;
 mod guard;
 mod inspect;

@@ -1,18 +1,23 @@
 //! The stock in Redis hashes, fenced by token: a write carries its lock's fencing token and
-//! is refused if a newer token has written to the record already.
+//! is refused if a newer token has written to the record already (`leasehold::fenced`).
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use leasehold::fenced;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::AsyncCommands;
 
 use super::{Purchase, Stock, StoreError, PAYMENT_TIME};
 
-static PURCHASE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("scripts/purchase.lua")));
-static RESTOCK: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("scripts/restock.lua")));
+// The library's exact token comparison in front of the purchase's own write.
+static PURCHASE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(&format!(
+        "{}{}",
+        fenced::FENCE_CMP_LUA,
+        include_str!("scripts/purchase.lua")
+    ))
+});
 
 /// The Redis hash of one sku: `quantity`, `sold`, and `fence` (the newest fencing token
 /// that wrote to it).
@@ -56,13 +61,18 @@ impl RedisStock {
         fence: Option<u64>,
     ) -> Result<Option<Stock>, StoreError> {
         let mut conn = self.conn.clone();
-        let written: i64 = RESTOCK
-            .key(stock_key(sku))
-            .arg(quantity)
-            .arg(fence.unwrap_or(0))
-            .invoke_async(&mut conn)
-            .await?;
-        Ok((written == 1).then(|| Stock {
+        let fields = [("quantity", quantity), ("sold", 0)];
+        let written = match fence {
+            Some(fence) => fenced::write_if_newer(&mut conn, &stock_key(sku), &fields, fence)
+                .await?
+                .is_accepted(),
+            None => {
+                conn.hset_multiple::<_, _, _, ()>(stock_key(sku), &fields)
+                    .await?;
+                true
+            }
+        };
+        Ok(written.then(|| Stock {
             sku: sku.to_owned(),
             quantity,
             sold: 0,
