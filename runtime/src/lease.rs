@@ -228,6 +228,11 @@ impl Lease {
 
     /// Reports the loss of this lease (once, however many parts of the library notice it),
     /// with the fence of its current holder.
+    /// Whether the loss of this lease was reported already.
+    pub(crate) fn loss_reported(&self) -> bool {
+        self.lost_reported.load(Ordering::Acquire)
+    }
+
     pub(crate) fn report_lost(&self, why: &'static str) {
         if !self.lost_reported.swap(true, Ordering::AcqRel) {
             let fence = self.fences.lock().unwrap().0.saturating_sub(1);

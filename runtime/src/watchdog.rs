@@ -279,7 +279,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                             schedule.reschedule(lease, None);
                         }
                         Renewed::Unknown => {
-                            unknown += usize::from(lease.is_held());
+                            unknown += usize::from(!lease.loss_reported());
                             retry(&store, &schedule, lease);
                         }
                     }
@@ -290,9 +290,9 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                 }
             }
             Err(e) => {
-                // Only leases still believed: one already reported lost (its holder saw its
-                // validity end) was told so once, and retry() below gives it back quietly.
-                let believed = chunk.iter().filter(|l| l.is_held()).count();
+                // Not for leases already reported lost (their holder saw the validity end): that
+                // was said once, and retry() below gives them back quietly.
+                let believed = chunk.iter().filter(|l| !l.loss_reported()).count();
                 if believed > 0 {
                     observe::renew_failed(believed, &e);
                 }
