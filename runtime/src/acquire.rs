@@ -39,10 +39,17 @@ impl Locker {
         let mut waited = false;
         // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),
         // and callers' futures (handlers, spawned tasks) stay small and quick to compile.
-        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(
-            self.acquire_traced(user_key, opts, &mut waited)
-                .instrument(span.clone()),
-        );
+        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = if opts.shared {
+            Box::pin(
+                self.acquire_shared_traced(user_key, opts, &mut waited)
+                    .instrument(span.clone()),
+            )
+        } else {
+            Box::pin(
+                self.acquire_traced(user_key, opts, &mut waited)
+                    .instrument(span.clone()),
+            )
+        };
         let mut result = acquisition.await;
         let outcome = result.as_ref().map(LockGuard::fence);
         observe::acquire_ended(&span, outcome, start.elapsed(), waited);
@@ -221,48 +228,12 @@ impl Locker {
                 }
                 continue;
             }
-            let nap = match &wakes {
-                Some(_) => remaining.unwrap_or(MAX_SLEEP).min(MAX_SLEEP) + jitter(),
-                None => POLL_WITHOUT_WAKES.min(remaining.unwrap_or(POLL_WITHOUT_WAKES)),
-            };
-            let until = (now + nap).min(deadline);
-            match wakes.as_mut() {
-                Some(sub) => {
-                    tokio::select! {
-                        _ = sub.released() => {}
-                        _ = tokio::time::sleep_until(until) => {}
-                    }
-                }
-                None => tokio::time::sleep_until(until).await,
-            }
+            nap(wakes.as_mut(), remaining, now, deadline).await;
         }
     }
 }
 
 impl Locker {
-    /// Takes a read lock (see [`Locker::read_lock`]).
-    pub(crate) async fn acquire_shared_with(
-        &self,
-        user_key: String,
-        opts: Options,
-    ) -> Result<LockGuard, LockError> {
-        let span = observe::acquire_span(self.inner.trace_keys, &user_key, opts.lease, opts.wait);
-        let start = Instant::now();
-        let mut waited = false;
-        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(
-            self.acquire_shared_traced(user_key, opts, &mut waited)
-                .instrument(span.clone()),
-        );
-        let mut result = acquisition.await;
-        let outcome = result.as_ref().map(LockGuard::fence);
-        observe::acquire_ended(&span, outcome, start.elapsed(), waited);
-        drop(span);
-        if let Ok(guard) = &mut result {
-            guard.open_span();
-        }
-        result
-    }
-
     /// Readers do not queue in the process (they do not exclude one another): each tries,
     /// subscribes, and sleeps until a release, the holder's remaining lease or the deadline.
     async fn acquire_shared_traced(
@@ -360,20 +331,7 @@ impl Locker {
                 }
                 continue;
             }
-            let nap = match &wakes {
-                Some(_) => remaining.unwrap_or(MAX_SLEEP).min(MAX_SLEEP) + jitter(),
-                None => POLL_WITHOUT_WAKES.min(remaining.unwrap_or(POLL_WITHOUT_WAKES)),
-            };
-            let until = (now + nap).min(deadline);
-            match wakes.as_mut() {
-                Some(sub) => {
-                    tokio::select! {
-                        _ = sub.released() => {}
-                        _ = tokio::time::sleep_until(until) => {}
-                    }
-                }
-                None => tokio::time::sleep_until(until).await,
-            }
+            nap(wakes.as_mut(), remaining, now, deadline).await;
         }
     }
 }
@@ -402,6 +360,30 @@ impl Drop for InFlightRead<'_> {
         if let Some(token) = self.token.take() {
             self.locker.inner.abandon_shared(self.keys, token);
         }
+    }
+}
+
+/// Sleeps until a release (when subscribed), the holder's remaining lease (at most
+/// [`MAX_SLEEP`]) or the deadline, whichever comes first; without a subscription, polls.
+async fn nap(
+    wakes: Option<&mut WakeSubscription>,
+    remaining: Option<Duration>,
+    now: Instant,
+    deadline: Instant,
+) {
+    let nap = match &wakes {
+        Some(_) => remaining.unwrap_or(MAX_SLEEP).min(MAX_SLEEP) + jitter(),
+        None => POLL_WITHOUT_WAKES.min(remaining.unwrap_or(POLL_WITHOUT_WAKES)),
+    };
+    let until = (now + nap).min(deadline);
+    match wakes {
+        Some(sub) => {
+            tokio::select! {
+                _ = sub.released() => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+        None => tokio::time::sleep_until(until).await,
     }
 }
 

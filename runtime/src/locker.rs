@@ -765,9 +765,6 @@ impl LockRequest<'_> {
     /// ```
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
         let opts = self.options()?;
-        if self.shared {
-            return self.locker.acquire_shared_with(self.key, opts).await;
-        }
         self.locker.acquire_with(self.key, opts).await
     }
 
@@ -803,6 +800,7 @@ impl LockRequest<'_> {
             wait: self.wait.unwrap_or(inner.default_wait),
             watchdog: self.watchdog.unwrap_or(inner.default_watchdog),
             fair: self.fair,
+            shared: self.shared,
         })
     }
 }
@@ -815,4 +813,6 @@ pub(crate) struct Options {
     pub(crate) watchdog: bool,
     /// No handover inside the process: every release goes through the store.
     pub(crate) fair: bool,
+    /// The read side of a read-write lock.
+    pub(crate) shared: bool,
 }
