@@ -750,6 +750,24 @@ impl Run {
             .collect()
     }
 
+    /// A hold opened within the last 50 ms, waiting up to 3 s for one: its worker and id.
+    /// A fault injected into it lands inside the hold, not after its release.
+    pub async fn young_hold(&mut self) -> Option<(usize, String)> {
+        let until = tokio::time::Instant::now() + Duration::from_secs(3);
+        while tokio::time::Instant::now() < until {
+            let now = monotonic_ns();
+            if let Some((w, id, _)) = self
+                .open_holds_since()
+                .into_iter()
+                .find(|(_, _, since)| now.saturating_sub(*since) < 50_000_000)
+            {
+                return Some((w, id));
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        None
+    }
+
     /// As [`open_holds`](Self::open_holds), with the time each was acquired.
     pub fn open_holds_since(&mut self) -> Vec<(usize, String, u64)> {
         let mut open = Vec::new();

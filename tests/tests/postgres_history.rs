@@ -8,24 +8,7 @@ use std::time::Duration;
 
 use leasehold_tests::harness::{PgServer, ProxyMode, RedisServer, TcpProxy};
 use leasehold_tests::history::{monotonic_ns, Run, WorkerSpec};
-use tokio::time::{sleep, Instant};
-
-/// A hold opened within the last 50 ms, waiting up to 3 s for one: the worker and its id.
-async fn young_hold(run: &mut Run) -> Option<(usize, String)> {
-    let until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < until {
-        let now = monotonic_ns();
-        if let Some((w, id, _)) = run
-            .open_holds_since()
-            .into_iter()
-            .find(|(_, _, since)| now.saturating_sub(*since) < 50_000_000)
-        {
-            return Some((w, id));
-        }
-        sleep(Duration::from_millis(2)).await;
-    }
-    None
-}
+use tokio::time::sleep;
 
 /// Locks granted more than `after_ns` after `at`, over every worker of a run of `workers`.
 fn granted_after(history: &leasehold_tests::history::History, workers: usize, at: u64) -> usize {
@@ -54,7 +37,7 @@ async fn a_holder_process_frozen_past_its_lease_is_deposed_and_told() {
         run.spawn(&spec);
     }
     sleep(Duration::from_secs(2)).await;
-    let (w, victim) = young_hold(&mut run).await.expect("no hold to freeze");
+    let (w, victim) = run.young_hold().await.expect("no hold to freeze");
     let at = monotonic_ns();
     run.pause(w);
     sleep(lease * 3).await;
