@@ -92,6 +92,15 @@ impl Locker {
 
         let deadline = Instant::now() + opts.wait;
         let wait = !opts.wait.is_zero();
+        if opts.fair && inner.store.queues_requests() {
+            // First come, first served across every task of every process: the request waits
+            // in the store's queue under a name of its own, not behind this process's other
+            // tasks, and only a release that chose it wakes it.
+            let turn = ActiveTurn::alone(inner, &keys);
+            return self
+                .contend(user_key, &keys, opts, deadline, turn, waited)
+                .await;
+        }
         let turn = match inner
             .queues
             .enter(&keys.lock, opts.lease, opts.watchdog, opts.fair, wait)
@@ -161,6 +170,7 @@ impl Locker {
                 fences,
                 interest: deadline.saturating_duration_since(sent),
                 queued,
+                contender: turn.contender.as_deref(),
             };
             let attempt = inner.store.acquire(&request).await?;
             queued |= matches!(attempt, Attempt::Held { .. }) && !request.interest.is_zero();
@@ -228,8 +238,133 @@ impl Locker {
                 }
                 continue;
             }
-            nap(wakes.as_mut(), remaining, now, deadline).await;
+            nap(
+                wakes.as_mut(),
+                turn.contender.as_deref(),
+                remaining,
+                now,
+                deadline,
+            )
+            .await;
         }
+    }
+}
+
+impl Locker {
+    /// Takes all of `keys` (distinct, valid) in one round trip, when the store can and every
+    /// key is free here (no local holder, waiter or enclosing hold) and in the store; `None`
+    /// otherwise, with nothing taken: the caller then takes them one by one. A drop while the
+    /// answer is outstanding gives back whatever the store granted, as a single acquire does.
+    pub(crate) async fn acquire_all_at_once(
+        &self,
+        keys: &[String],
+        opts: Options,
+    ) -> Result<Option<Vec<LockGuard>>, LockError> {
+        let inner = &self.inner;
+        if keys.len() < 2 || opts.fair || opts.shared {
+            return Ok(None);
+        }
+        let lock_keys: Vec<LockKeys> = keys
+            .iter()
+            .map(|k| LockKeys::new(&inner.prefix, k))
+            .collect();
+        let refs: Vec<&LockKeys> = lock_keys.iter().collect();
+        if !inner.store.takes_all_at_once(&refs)
+            || lock_keys
+                .iter()
+                .any(|k| reentrant::held(inner.id, &k.lock).is_some())
+        {
+            return Ok(None);
+        }
+        let start = Instant::now();
+        let mut turns = Vec::with_capacity(keys.len());
+        for k in &lock_keys {
+            match inner
+                .queues
+                .enter(&k.lock, opts.lease, opts.watchdog, false, false)
+            {
+                Entry::Active(turn) => turns.push(ActiveTurn::new(inner, k, turn)),
+                // Held or awaited in this process: the one-by-one path queues behind it.
+                _ => return Ok(None),
+            }
+        }
+        let tokens: Vec<OwnerToken> = keys.iter().map(|_| OwnerToken::generate()).collect();
+        let fences: Vec<u64> = lock_keys
+            .iter()
+            .map(|k| {
+                if opts.watchdog {
+                    inner.queues.fences_to_reserve(&k.lock)
+                } else {
+                    1
+                }
+            })
+            .collect();
+        for (turn, token) in turns.iter_mut().zip(&tokens) {
+            turn.in_flight = Some(token.clone());
+        }
+        // Read before sending: a drop after this, even before the answer, ends the leases.
+        let sessions: Vec<_> = keys.iter().map(|_| inner.store.session()).collect();
+        let sent = Instant::now();
+        let validity = validity(opts.lease, inner.drift);
+        let requests: Vec<AcquireRequest<'_>> = lock_keys
+            .iter()
+            .zip(&tokens)
+            .zip(&fences)
+            .map(|((keys, token), &fences)| AcquireRequest {
+                keys,
+                token,
+                lease: opts.lease,
+                validity,
+                sent,
+                fence_ttl: inner.fence_ttl,
+                fences,
+                interest: Duration::ZERO,
+                queued: false,
+                contender: None,
+            })
+            .collect();
+        // An error leaves the tokens in flight: the turns give back what may have been taken.
+        let Some(tops) = inner.store.acquire_all(&requests).await? else {
+            for turn in &mut turns {
+                turn.in_flight = None;
+            }
+            return Ok(None);
+        };
+        if Instant::now() >= sent + validity || tops.len() != keys.len() {
+            // Too late to count on: the turns give the locks back as they drop.
+            return Ok(None);
+        }
+        let mut guards = Vec::with_capacity(keys.len());
+        for ((((mut turn, user_key), (token, fences)), (lock_keys, top)), session) in turns
+            .into_iter()
+            .zip(keys)
+            .zip(tokens.into_iter().zip(fences))
+            .zip(lock_keys.iter().zip(tops))
+            .zip(sessions)
+        {
+            turn.in_flight = None;
+            let span = observe::acquire_span(inner.trace_keys, user_key, opts.lease, opts.wait);
+            let lease = Arc::new(Lease::new(
+                user_key.clone(),
+                lock_keys.clone(),
+                token,
+                opts.lease,
+                validity,
+                opts.watchdog,
+                sent,
+                top,
+                fences,
+                session,
+            ));
+            let fence = lease.next_fence().expect("at least one fence reserved");
+            turn.keep(&lease);
+            let mut guard = LockGuard::new(inner.clone(), lease, fence);
+            observe::acquire_ended(&span, Ok(fence), start.elapsed(), false);
+            drop(span);
+            guard.open_span();
+            guards.push(guard);
+        }
+        Ok(Some(guards))
     }
 }
 
@@ -274,6 +409,7 @@ impl Locker {
                 fences: 1,
                 interest: Duration::ZERO,
                 queued: false,
+                contender: None,
             };
             // Dropped before the answer came, the attempt may have let us in: leave again.
             let in_flight = InFlightRead {
@@ -331,7 +467,7 @@ impl Locker {
                 }
                 continue;
             }
-            nap(wakes.as_mut(), remaining, now, deadline).await;
+            nap(wakes.as_mut(), None, remaining, now, deadline).await;
         }
     }
 }
@@ -364,9 +500,11 @@ impl Drop for InFlightRead<'_> {
 }
 
 /// Sleeps until a release (when subscribed), the holder's remaining lease (at most
-/// [`MAX_SLEEP`]) or the deadline, whichever comes first; without a subscription, polls.
+/// [`MAX_SLEEP`]) or the deadline, whichever comes first; without a subscription, polls. A
+/// request queued under its own name (`me`) sleeps through releases that chose another.
 async fn nap(
     wakes: Option<&mut WakeSubscription>,
+    me: Option<&str>,
     remaining: Option<Duration>,
     now: Instant,
     deadline: Instant,
@@ -379,7 +517,7 @@ async fn nap(
     match wakes {
         Some(sub) => {
             tokio::select! {
-                _ = sub.released() => {}
+                _ = sub.released_for(me) => {}
                 _ = tokio::time::sleep_until(until) => {}
             }
         }

@@ -720,16 +720,25 @@ impl LockRequest<'_> {
         self
     }
 
-    /// Fair across processes: a release never hands the lock to another task of this process
-    /// while it could go to a waiting process, so holders of the key take turns by process
-    /// in the order the processes started waiting (and, inside a process, first come first
-    /// served as always). By default a release hands the lock straight to the next waiter of
-    /// the same process, without a round trip, up to 16 times in a row before another
-    /// process gets its turn: faster, less fair. A fair release costs a round trip to the
-    /// store every time. A process that stopped waiting (gave up, died) holds the others up
-    /// at most once, for 200 ms on Redis. Supported where the store queues waiting processes
-    /// (Redis, RedLock, ZooKeeper, etcd, in memory); refused with [`LockError::Config`] on
-    /// PostgreSQL.
+    /// First come, first served across every task of every process. By default a release
+    /// hands the lock straight to the next waiter of the same process, without a round trip,
+    /// up to 16 times in a row before another process gets its turn: faster, less fair.
+    ///
+    /// On Redis (one server, Sentinel, Cluster) a fair request waits in the store's queue
+    /// under a name of its own, a release leaves the lock to the request that waited longest
+    /// (for 200 ms only it can take it), and the wake-up names it, so only that request asks
+    /// again. So requests get the lock in the order they first found it taken, whichever
+    /// process they come from. A request that gives up or is cancelled leaves the queue at
+    /// once; one whose process died holds the others up once, for at most 1.2 s (the window,
+    /// then the 1 s the others sleep at most between attempts), and only while its place
+    /// lasts (2 s after its last attempt).
+    ///
+    /// On RedLock, ZooKeeper, etcd and in memory, fair requests queue in the process first
+    /// (first come, first served) and the store's queue orders processes: processes take
+    /// turns in the order they started waiting. Refused with [`LockError::Config`] on
+    /// PostgreSQL, which keeps no queue of waiters.
+    ///
+    /// A fair release costs a round trip to the store every time.
     pub fn fair(mut self, on: bool) -> Self {
         self.fair = on;
         self
@@ -781,7 +790,7 @@ impl LockRequest<'_> {
         }
     }
 
-    fn options(&self) -> Result<Options, LockError> {
+    pub(crate) fn options(&self) -> Result<Options, LockError> {
         let inner = &self.locker.inner;
         let mut lease = self.lease.unwrap_or(inner.default_lease);
         check_lease(lease, "lease")?;

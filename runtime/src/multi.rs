@@ -1,8 +1,10 @@
 //! Locks on several keys at once: all or nothing, in one global order, so that callers that
 //! name the same keys in any order never deadlock one another.
 //!
-//! A [`MultiLockRequest`] sorts its keys (by their bytes) and drops duplicates, then takes
-//! them one after another with the single-key machinery of the locker: each key waits (and
+//! A [`MultiLockRequest`] sorts its keys (by their bytes) and drops duplicates. When every key
+//! is free and the store can take them together (one Redis server, or one Cluster slot), one
+//! script takes them all in one round trip. Otherwise it takes them one after another with the
+//! single-key machinery of the locker: each key waits (and
 //! wakes on its own release) as a lone lock would, and every process takes any two keys in
 //! the same order, so no cycle of waits can form. `wait` bounds the whole acquisition; when a
 //! key cannot be had in time, or the call is cancelled, the keys taken so far are released at
@@ -96,6 +98,21 @@ impl MultiLockRequest<'_> {
         let keys = ordered(self.keys)?;
         let wait = self.wait.unwrap_or(self.locker.default_wait());
         let deadline = Instant::now() + wait;
+        // All free: one round trip where the store can (one Redis server, one Cluster slot).
+        let mut first = self.locker.lock(keys[0].clone()).wait(wait);
+        if let Some(lease) = self.lease {
+            first = first.lease(lease);
+        }
+        if let Some(on) = self.watchdog {
+            first = first.watchdog(on);
+        }
+        if let Some(guards) = self
+            .locker
+            .acquire_all_at_once(&keys, first.options()?)
+            .await?
+        {
+            return Ok(MultiGuard { guards });
+        }
         let mut guards: Vec<LockGuard> = Vec::with_capacity(keys.len());
         for key in keys {
             let mut request = self

@@ -80,14 +80,21 @@ impl Inner {
     }
 
     /// An acquire or release was abandoned while its answer was outstanding: deletes the lock
-    /// if `token` owns it, in the background, then passes the local `turn` on. False when no
+    /// if `token` owns it, in the background, then passes the local `turn` on (if the request had one). False when no
     /// background task can run (the caller then passes the turn itself).
-    pub(crate) fn abandon(self: &Arc<Self>, keys: &LockKeys, token: OwnerToken, turn: u64) -> bool {
+    pub(crate) fn abandon(
+        self: &Arc<Self>,
+        keys: &LockKeys,
+        token: OwnerToken,
+        turn: Option<u64>,
+    ) -> bool {
         let inner = self.clone();
         let keys = keys.clone();
         let job: Job = Box::pin(async move {
             let _ = inner.store.release(&keys, &token).await;
-            inner.queues.pass_turn(&keys.lock, turn);
+            if let Some(turn) = turn {
+                inner.queues.pass_turn(&keys.lock, turn);
+            }
         });
         self.send_job(job).is_ok()
     }

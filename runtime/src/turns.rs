@@ -24,7 +24,11 @@ const HOLDER_RECHECK: Duration = Duration::from_millis(250);
 pub(crate) struct ActiveTurn<'a> {
     inner: &'a Arc<Inner>,
     keys: &'a LockKeys,
-    turn: u64,
+    /// The local queue's turn; `None` for a request that waits alone in the store's queue
+    /// under a name of its own (a fair request on an engine that queues requests).
+    turn: Option<u64>,
+    /// That name.
+    pub(crate) contender: Option<Box<str>>,
     /// The token of an acquire sent but not answered yet.
     pub(crate) in_flight: Option<OwnerToken>,
     armed: bool,
@@ -35,7 +39,20 @@ impl<'a> ActiveTurn<'a> {
         ActiveTurn {
             inner,
             keys,
-            turn,
+            turn: Some(turn),
+            contender: None,
+            in_flight: None,
+            armed: true,
+        }
+    }
+
+    /// A fair request that waits in the store's queue by itself, not in the local queue.
+    pub(crate) fn alone(inner: &'a Arc<Inner>, keys: &'a LockKeys) -> Self {
+        ActiveTurn {
+            inner,
+            keys,
+            turn: None,
+            contender: Some(crate::token::contender_name().into()),
             in_flight: None,
             armed: true,
         }
@@ -44,7 +61,9 @@ impl<'a> ActiveTurn<'a> {
     /// The lock was taken: the turn now belongs to the lease, which passes it on release.
     pub(crate) fn keep(mut self, lease: &Arc<Lease>) {
         self.armed = false;
-        self.inner.queues.hold_turn(lease, self.turn);
+        if let Some(turn) = self.turn {
+            self.inner.queues.hold_turn(lease, turn);
+        }
     }
 }
 
@@ -53,22 +72,26 @@ impl Drop for ActiveTurn<'_> {
         if !self.armed {
             return;
         }
-        self.inner.store.withdraw(self.keys);
-        match self.in_flight.take() {
-            None => self.inner.queues.pass_turn(&self.keys.lock, self.turn),
-            Some(token) => {
-                if !self.inner.abandon(self.keys, token, self.turn) {
+        match &self.contender {
+            Some(name) => self.inner.store.withdraw_request(self.keys, name),
+            None => self.inner.store.withdraw(self.keys),
+        }
+        match (self.in_flight.take(), self.turn) {
+            (None, Some(turn)) => self.inner.queues.pass_turn(&self.keys.lock, turn),
+            (None, None) => {}
+            (Some(token), turn) => {
+                if !self.inner.abandon(self.keys, token, turn) {
                     // No background task (its runtime is gone): nothing can reach Redis, and
                     // the lease will expire. Still free the local turn.
-                    self.inner.queues.pass_turn(&self.keys.lock, self.turn);
+                    if let Some(turn) = turn {
+                        self.inner.queues.pass_turn(&self.keys.lock, turn);
+                    }
                 }
             }
         }
     }
 }
 
-/// A queued task's ticket. Dropped while a turn is already on its way (the task timed out or
-/// was cancelled at that moment), it passes that turn on instead of losing it.
 pub(crate) struct QueuedTurn<'a> {
     inner: &'a Arc<Inner>,
     lock_key: &'a str,

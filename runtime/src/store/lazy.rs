@@ -208,6 +208,39 @@ impl Store for LazyStore {
         }
     }
 
+    fn queues_requests(&self) -> bool {
+        self.state.store.get().map_or(
+            matches!(
+                self.state.deployment,
+                Deployment::Redis(_) | Deployment::Cluster(_) | Deployment::Sentinel { .. }
+            ),
+            |s| s.queues_requests(),
+        )
+    }
+
+    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
+        self.state
+            .store
+            .get()
+            .is_some_and(|s| s.takes_all_at_once(keys))
+    }
+
+    fn acquire_all<'a>(
+        &'a self,
+        reqs: &'a [AcquireRequest<'_>],
+    ) -> StoreFuture<'a, Option<Vec<u64>>> {
+        match self.store() {
+            Ok(store) => store.acquire_all(reqs),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
+        if let Some(store) = self.state.store.get() {
+            store.withdraw_request(keys, contender);
+        }
+    }
+
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         self.store()?.admin()
     }

@@ -332,6 +332,7 @@ mod tests {
             fences,
             interest: Duration::ZERO,
             queued: false,
+            contender: None,
         }
     }
 

@@ -75,6 +75,10 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) interest: Duration,
     /// This contender may be queued already (an earlier attempt of this wait was).
     pub(crate) queued: bool,
+    /// The name this request waits under in the store's queue when it waits alone (a fair
+    /// request on an engine that [queues requests](Store::queues_requests)); `None`: under
+    /// the process's name, as the front of the process's local queue.
+    pub(crate) contender: Option<&'a str>,
 }
 
 /// One lease to renew in a watchdog batch.
@@ -131,6 +135,25 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Takes the lock if it is free, reserving `req.fences` fencing tokens. One round trip.
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
 
+    /// Whether [`acquire_all`](Self::acquire_all) can take all of `keys` in one round trip
+    /// (they live on one server, or in one Cluster slot).
+    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
+        let _ = keys;
+        false
+    }
+
+    /// Takes every lock of `reqs` if all are free right now, in one round trip: the top
+    /// fence of each, in order; `None` when any is taken (nothing changed then). Nothing is
+    /// queued: the caller waits for busy locks one by one. Only called when
+    /// [`takes_all_at_once`](Self::takes_all_at_once) said yes.
+    fn acquire_all<'a>(
+        &'a self,
+        reqs: &'a [AcquireRequest<'_>],
+    ) -> StoreFuture<'a, Option<Vec<u64>>> {
+        let _ = reqs;
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
     /// Deletes the lock if `token` still owns it and wakes its waiters. `Ok(false)` when it
     /// was not ours any more.
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool>;
@@ -139,6 +162,22 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// waited longest (what a fair lock relies on).
     fn queues_processes(&self) -> bool {
         true
+    }
+
+    /// Whether the engine queues single requests, each under a name of its own
+    /// ([`AcquireRequest::contender`]), and wakes only the one a release chose: a fair
+    /// request then waits in the store's queue itself, strictly first come, first served
+    /// across every task of every process. Otherwise a fair request waits in the process's
+    /// local queue, and the store's queue orders processes.
+    fn queues_requests(&self) -> bool {
+        false
+    }
+
+    /// A request that waited under its own `contender` name stopped waiting without the lock:
+    /// leave the store's queue, and give the lock on to the others if a release had just
+    /// chosen it. Never blocks (runs in the background where it needs a round trip).
+    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
+        let _ = (keys, contender);
     }
 
     /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
@@ -232,23 +271,136 @@ pub(crate) trait Admin: Send + Sync {
 /// A live subscription to one lock's releases. Dropping it ends the interest; the backend
 /// unsubscribes when nobody else in the process listens to the same lock.
 pub(crate) struct WakeSubscription {
-    rx: watch::Receiver<u64>,
+    rx: Wakeups,
     _interest: Option<Box<dyn Send + Sync>>,
+}
+
+/// How a subscription hears of releases: a counter bumped by each, or a log that says for
+/// whom each one was.
+enum Wakeups {
+    Count(watch::Receiver<u64>),
+    Addressed {
+        rx: watch::Receiver<WakeLog>,
+        seen: u64,
+    },
+}
+
+/// The latest wake-ups of one lock, each for everyone (`None`) or for the one contender a
+/// release let have the lock. Short: a waiter that fell more than [`WakeLog::KEPT`] behind
+/// is woken whoever the missed ones were for.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WakeLog {
+    seq: u64,
+    recent: std::collections::VecDeque<(u64, Option<std::sync::Arc<str>>)>,
+}
+
+impl WakeLog {
+    const KEPT: usize = 16;
+
+    /// Records one wake-up, for everyone or for one contender.
+    pub(crate) fn push(&mut self, to: Option<std::sync::Arc<str>>) {
+        self.seq += 1;
+        if self.recent.len() == Self::KEPT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.seq, to));
+    }
+
+    /// Whether a wake-up after `seen` was for everyone or for `me` (or fell out of the log).
+    fn wakes(&self, seen: u64, me: &str) -> bool {
+        if self.seq <= seen {
+            return false;
+        }
+        let oldest = self.recent.front().map_or(self.seq + 1, |(seq, _)| *seq);
+        oldest > seen + 1
+            || self
+                .recent
+                .iter()
+                .filter(|(seq, _)| *seq > seen)
+                .any(|(_, to)| to.as_deref().is_none_or(|to| to == me))
+    }
 }
 
 impl WakeSubscription {
     pub(crate) fn new(rx: watch::Receiver<u64>, interest: Option<Box<dyn Send + Sync>>) -> Self {
         WakeSubscription {
-            rx,
+            rx: Wakeups::Count(rx),
+            _interest: interest,
+        }
+    }
+
+    /// A subscription to a channel whose wake-ups say for whom they are.
+    pub(crate) fn addressed(
+        rx: watch::Receiver<WakeLog>,
+        interest: Option<Box<dyn Send + Sync>>,
+    ) -> Self {
+        let seen = rx.borrow().seq;
+        WakeSubscription {
+            rx: Wakeups::Addressed { rx, seen },
             _interest: interest,
         }
     }
 
     /// Resolves at the next release seen after the previous call (or after subscribing).
     pub(crate) async fn released(&mut self) {
-        if self.rx.changed().await.is_err() {
+        self.released_for(None).await;
+    }
+
+    /// Resolves at the next release seen after the previous call (or after subscribing)
+    /// that `me` may take: one for everyone, or one that chose `me` (`None`: any release).
+    /// A release that let another contender have the lock is slept through: only that
+    /// contender may take it for now.
+    pub(crate) async fn released_for(&mut self, me: Option<&str>) {
+        let changed = match &mut self.rx {
+            Wakeups::Count(rx) => rx.changed().await.is_ok(),
+            Wakeups::Addressed { rx, seen } => loop {
+                if rx.changed().await.is_err() {
+                    break false;
+                }
+                let log = rx.borrow_and_update();
+                let wakes = me.is_none_or(|me| log.wakes(*seen, me)) && log.seq > *seen;
+                *seen = log.seq;
+                if wakes {
+                    break true;
+                }
+            },
+        };
+        if !changed {
             // The backend is gone; never resolve, the caller's timers take over.
             std::future::pending::<()>().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn addressed_wakes_skip_releases_for_others() {
+        let (tx, rx) = watch::channel(WakeLog::default());
+        let mut sub = WakeSubscription::addressed(rx, None);
+        tx.send_modify(|l| l.push(Some("other".into())));
+        let skipped =
+            tokio::time::timeout(Duration::from_millis(10), sub.released_for(Some("me"))).await;
+        assert!(skipped.is_err(), "woken by a release that chose another");
+        tx.send_modify(|l| l.push(Some("me".into())));
+        sub.released_for(Some("me")).await;
+        tx.send_modify(|l| l.push(None));
+        sub.released_for(Some("me")).await;
+        // Unaddressed waiters hear every release.
+        tx.send_modify(|l| l.push(Some("other".into())));
+        sub.released_for(None).await;
+    }
+
+    #[test]
+    fn a_waiter_that_fell_behind_the_log_is_woken() {
+        let mut log = WakeLog::default();
+        for _ in 0..WakeLog::KEPT + 1 {
+            log.push(Some("other".into()));
+        }
+        assert!(log.wakes(0, "me"), "missed wake-ups may have been for me");
+        assert!(!log.wakes(1, "me"));
+        assert!(!log.wakes(log.seq, "me"));
     }
 }

@@ -17,7 +17,8 @@
 //! Scenarios:
 //! 1. uncontended lock/unlock cycles (1, 16, 64 tasks) vs the same two commands sent raw by
 //!    the same client (`SET NX PX` + compare-and-delete script), and vs `rslock`, taking
-//!    turns in five short windows each;
+//!    turns in five short windows each; and `lock_all` of two keys (1, 16 tasks) vs taking
+//!    them by hand, one fenced `SET NX PX` each in sorted order, then deleting each;
 //! 2. one hot key, 64 tasks x 20 acquisitions in one process and 4 processes x 16 tasks, vs a
 //!    hand-written polling loop and `rslock`: throughput, wait percentiles, Redis commands
 //!    per acquisition, handover latency (vs a raw PING round trip);
@@ -339,6 +340,55 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
             theirs,
             raw,
             "raw SET NX PX + compare-and-delete",
+            "cycles/s",
+        );
+    }
+    // Two keys at once (issue 16): `lock_all` takes free keys in one script call, against
+    // the loop users write by hand (take each key in sorted order with a fence, then delete
+    // each).
+    for tasks in [1usize, 16] {
+        let (mut raw, mut ours) = (0.0, 0.0);
+        for _ in 0..UNCONTENDED_ROUNDS {
+            let n = naive.clone();
+            raw += cycles_per_sec(tasks, window, move |t, i| {
+                let n = n.clone();
+                async move {
+                    let tok = token();
+                    let keys = [
+                        format!("mraw:{{{t}:{}:a}}", i % 16),
+                        format!("mraw:{{{t}:{}:b}}", i % 16),
+                    ];
+                    for key in &keys {
+                        let fence = n.try_lock_fenced(key, &format!("f{key}"), &tok).await;
+                        assert!(fence.is_some(), "raw key was taken");
+                    }
+                    for key in &keys {
+                        n.unlock(key, &tok).await;
+                    }
+                }
+            })
+            .await;
+            let l = locker.clone();
+            ours += cycles_per_sec(tasks, window, move |t, i| {
+                let l = l.clone();
+                async move {
+                    let guard = l
+                        .lock_all([format!("m:{t}:{}:b", i % 16), format!("m:{t}:{}:a", i % 16)])
+                        .acquire()
+                        .await
+                        .expect("acquire");
+                    guard.release().await.expect("release");
+                }
+            })
+            .await;
+        }
+        let rounds = f64::from(UNCONTENDED_ROUNDS);
+        report.add(
+            &format!("1 uncontended, {tasks} tasks"),
+            "lock_all of 2 keys, cycles/s",
+            ours / rounds,
+            raw / rounds,
+            "raw, by hand: each key in order (SET NX PX + INCR), then each deleted",
             "cycles/s",
         );
     }

@@ -82,6 +82,8 @@ pub(super) struct AcquireItem {
     /// 0: not waiting.
     pub(super) interest_ms: u64,
     pub(super) queued: bool,
+    /// The request's own name in the queue (a fair request), or empty: the process's.
+    pub(super) contender: Box<str>,
 }
 
 impl Item<Core> for AcquireItem {
@@ -106,7 +108,8 @@ impl Item<Core> for AcquireItem {
                 .arg(it.lease_ms)
                 .arg(it.fences)
                 .arg(it.interest_ms)
-                .arg(u8::from(it.queued));
+                .arg(u8::from(it.queued))
+                .arg(it.contender.as_bytes());
         }
         let flat: Vec<redis::Value> = core.run(inv).await?;
         if flat.len() != items.len() * 2 {

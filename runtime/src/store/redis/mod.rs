@@ -31,8 +31,8 @@ use tokio::sync::watch;
 use self::conn::bounded;
 use self::items::{AcquireItem, Core, ReleaseItem};
 use self::scripts::{
-    malformed, millis, refused, MAX_INTEREST, RAISE_FENCE, READ_ACQUIRE, READ_RELEASE, READ_RENEW,
-    RENEW, YIELD_WINDOW,
+    malformed, millis, refused, ACQUIRE_ALL, MAX_INTEREST, RAISE_FENCE, READ_ACQUIRE, READ_RELEASE,
+    READ_RENEW, RENEW, WITHDRAW, YIELD_WINDOW,
 };
 use self::wakes::Wakes;
 use crate::error::{Endpoint, LockError};
@@ -84,6 +84,7 @@ impl RedisStore {
                 millis(req.interest.min(MAX_INTEREST))
             },
             queued: req.queued,
+            contender: req.contender.unwrap_or_default().into(),
         };
         let attempt = self.core.request_each(item).await?;
         #[cfg(feature = "sentinel")]
@@ -277,6 +278,71 @@ impl RedisStore {
         Ok(released == 1)
     }
 
+    /// Whether all of `keys` can be taken by one script: on one server always, on a cluster
+    /// when they share a slot; not where acquires wait for replicas (Sentinel's
+    /// `min_replicas`), which takes its own round trip per lock.
+    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
+        #[cfg(feature = "sentinel")]
+        if self.min_replicas > 0 {
+            return false;
+        }
+        !self.core.conn.is_cluster()
+            || keys
+                .windows(2)
+                .all(|w| crate::key::slot(&w[0].lock) == crate::key::slot(&w[1].lock))
+    }
+
+    /// Takes every lock of `reqs` if all are free (acquire_all.lua), in one round trip.
+    async fn acquire_all(
+        &self,
+        reqs: &[AcquireRequest<'_>],
+    ) -> Result<Option<Vec<u64>>, LockError> {
+        let Some(first) = reqs.first() else {
+            return Ok(Some(Vec::new()));
+        };
+        let mut inv = ACQUIRE_ALL.prepare_invoke();
+        inv.arg(millis(first.fence_ttl));
+        for req in reqs {
+            inv.key(&req.keys.lock)
+                .key(&req.keys.fence)
+                .arg(req.token.as_bytes())
+                .arg(millis(req.lease))
+                .arg(req.fences);
+        }
+        let answer: Vec<i64> = self.run(inv).await?;
+        match answer.split_first() {
+            Some((1, tops)) if tops.len() == reqs.len() => {
+                Ok(Some(tops.iter().map(|&t| t as u64).collect()))
+            }
+            Some((0, _)) => Ok(None),
+            _ => Err(malformed(&self.core.endpoint, "acquire_all")),
+        }
+    }
+
+    /// Takes a request that waited under its own name out of the queue, in the background
+    /// (withdraw.lua), passing the lock on if a release had left it to that request.
+    pub(crate) fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the name leaves the queue when its interest runs out
+        };
+        let core = self.core.clone();
+        let keys = keys.clone();
+        let contender = contender.to_owned();
+        runtime.spawn(async move {
+            let mut inv = WITHDRAW.prepare_invoke();
+            inv.key(&keys.lock)
+                .key(&keys.queue)
+                .key(&keys.interest)
+                .arg(&contender)
+                .arg(&keys.wake)
+                .arg(core.conn.publish_command())
+                .arg(millis(YIELD_WINDOW));
+            if let Err(e) = core.run::<i64>(inv).await {
+                tracing::debug!(error = %e, "withdrawing a fair waiter failed; its place lapses");
+            }
+        });
+    }
+
     /// Raises the fence counter of a lock to at least `top`.
     pub(crate) async fn raise_fence(
         &self,
@@ -314,6 +380,25 @@ impl Store for RedisStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
         Box::pin(RedisStore::subscribe(self, keys))
+    }
+
+    fn queues_requests(&self) -> bool {
+        true
+    }
+
+    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
+        RedisStore::takes_all_at_once(self, keys)
+    }
+
+    fn acquire_all<'a>(
+        &'a self,
+        reqs: &'a [AcquireRequest<'_>],
+    ) -> StoreFuture<'a, Option<Vec<u64>>> {
+        Box::pin(RedisStore::acquire_all(self, reqs))
+    }
+
+    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
+        RedisStore::withdraw_request(self, keys, contender);
     }
 
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {

@@ -12,11 +12,25 @@ pub(super) static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
         include_str!("lua/acquire.lua")
     ))
 });
+pub(super) static ACQUIRE_ALL: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/fence.lua"),
+        include_str!("lua/acquire_all.lua")
+    ))
+});
 pub(super) static RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
         include_str!("lua/next_in_line.lua"),
         include_str!("lua/release.lua")
+    ))
+});
+pub(super) static WITHDRAW: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/next_in_line.lua"),
+        include_str!("lua/withdraw.lua")
     ))
 });
 pub(super) static READ_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {

@@ -15,7 +15,7 @@ use super::revive::{Revival, Step};
 use super::RedisStore;
 use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
-use crate::store::WakeSubscription;
+use crate::store::{WakeLog, WakeSubscription};
 
 /// How long an idle wake subscription is kept before it is dropped: hot keys are waited on
 /// again and again, and re-subscribing each time would cost a round trip per wait.
@@ -42,7 +42,7 @@ impl RedisStore {
         let (rx, confirmed) = {
             let mut channels = self.wakes.channels.lock().unwrap();
             let entry = channels.entry(channel.clone()).or_insert_with(|| Channel {
-                tx: watch::channel(0).0,
+                tx: watch::channel(WakeLog::default()).0,
                 interest: 0,
                 idle_since: None,
                 confirmed: false,
@@ -55,7 +55,7 @@ impl RedisStore {
             wakes: self.wakes.clone(),
             channel: channel.clone(),
         };
-        let subscription = WakeSubscription::new(rx, Some(Box::new(interest)));
+        let subscription = WakeSubscription::addressed(rx, Some(Box::new(interest)));
         if confirmed {
             return (subscription, None);
         }
@@ -134,7 +134,7 @@ impl Wakes {
             }
             if let Some(entry) = self.channels.lock().unwrap().get_mut(&name) {
                 entry.confirmed = true;
-                entry.tx.send_modify(|n| *n += 1);
+                entry.tx.send_modify(|log| log.push(None));
             }
         }
         true
@@ -142,8 +142,8 @@ impl Wakes {
 }
 
 pub(super) struct Channel {
-    /// Bumped on every release message; each waiter holds a receiver.
-    tx: watch::Sender<u64>,
+    /// Every release message, with the contender it chose; each waiter holds a receiver.
+    tx: watch::Sender<WakeLog>,
     /// How many waiters currently care.
     interest: usize,
     /// When interest dropped to zero.
@@ -197,7 +197,15 @@ pub(super) async fn dispatch_wakes(
                         if let Some(redis::Value::BulkString(name)) = push.data.first() {
                             let name = String::from_utf8_lossy(name);
                             if let Some(entry) = channels.get(name.as_ref()) {
-                                entry.tx.send_modify(|n| *n += 1);
+                                // The payload names the contender the release chose; empty:
+                                // everyone may try.
+                                let to = match push.data.get(1) {
+                                    Some(redis::Value::BulkString(to)) if !to.is_empty() => {
+                                        Some(String::from_utf8_lossy(to).into())
+                                    }
+                                    _ => None,
+                                };
+                                entry.tx.send_modify(|log| log.push(to));
                             }
                         }
                     }
@@ -207,7 +215,7 @@ pub(super) async fn dispatch_wakes(
                         // failover the new server knows nothing of our subscriptions).
                         for entry in channels.values_mut() {
                             entry.confirmed = false;
-                            entry.tx.send_modify(|n| *n += 1);
+                            entry.tx.send_modify(|log| log.push(None));
                         }
                         revival.dropped();
                     }

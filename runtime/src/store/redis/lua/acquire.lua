@@ -6,16 +6,19 @@
 -- KEYS[4i - 2]  the fence key     P:fence:{K}
 -- KEYS[4i - 1]  the queue         P:queue:{K}     (sorted set: contender -> arrival, ms)
 -- KEYS[4i]      the interest set  P:interest:{K}  (sorted set: contender -> waits until, ms)
--- ARGV[5i - 1]  the new owner token (32 characters)
--- ARGV[5i]      the lease in milliseconds
--- ARGV[5i + 1]  how many fencing tokens to reserve (1 + the holders this process may hand the
+-- ARGV[6i - 2]  the new owner token (32 characters)
+-- ARGV[6i - 1]  the lease in milliseconds
+-- ARGV[6i]      how many fencing tokens to reserve (1 + the holders this process may hand the
 --               lock to before it releases it; between 1 and 17)
--- ARGV[5i + 2]  how long this contender waits if the lock is taken, in milliseconds; 0 when
+-- ARGV[6i + 1]  how long this contender waits if the lock is taken, in milliseconds; 0 when
 --               it will not wait (it is then not queued)
--- ARGV[5i + 3]  1 when this contender may be queued already (it waited before), else 0
+-- ARGV[6i + 2]  1 when this contender may be queued already (it waited before), else 0
+-- ARGV[6i + 3]  the contender's own name when it waits alone (a fair request, queued for
+--               itself: first come, first served across every task), or empty: it waits
+--               under the process's name (ARGV[2])
 -- and for all of them:
 -- ARGV[1]       how long a fence counter outlives its last use, in milliseconds
--- ARGV[2]       the contender: who asks, one name per process (per locker), 16 characters
+-- ARGV[2]       the process's name in the queue (per locker), 16 characters
 -- ARGV[3]       how long the queue keys outlive their last use, in milliseconds
 --
 -- The lock key holds the owner's token (or `R` while readers hold it: read_acquire.lua); a
@@ -31,13 +34,16 @@
 --   -1, msg  when a command failed for this lock (out of memory, a key of the wrong type):
 --            the error, for this caller alone; the other locks of the batch are unaffected.
 -- Two acquires of the same lock in one batch: the first one gets it.
-local fence_ttl, me, queue_ttl = ARGV[1], ARGV[2], ARGV[3]
+local fence_ttl, process, queue_ttl = ARGV[1], ARGV[2], ARGV[3]
 local out = {}
 local function acquire_one(i)
   local lock, fence, queue, interest = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  local a = 5 * i - 1
+  local a = 6 * i - 2
   local token, lease, count = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
-  local wait_ms, queued = tonumber(ARGV[a + 3]), ARGV[a + 4]
+  local wait_ms, queued, me = tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
+  if me == '' then
+    me = process
+  end
   if redis.call('SET', lock, token, 'NX', 'PX', lease) then
     if queued == '1' then
       redis.call('ZREM', queue, me)

@@ -1,6 +1,6 @@
 -- read_release: one reader leaves a read-write lock (read_acquire.lua). The last one to leave
--- frees the lock, or, when a writer waits (the key holds `R+`), lets the writer process that
--- waited longest have it for the window, and wakes the waiters.
+-- frees the lock, or, when a writer waits (the key holds `R+`), lets the writer that waited
+-- longest have it for the window, and wakes the waiters (the message names that writer).
 --
 -- KEYS[1]  the lock key      P:lock:{K}
 -- KEYS[2]  the readers       P:readers:{K}
@@ -32,7 +32,8 @@ if redis.call('ZCARD', readers) == 0 then
     else
       redis.call('DEL', lock)
     end
-    redis.call(publish, wake, '')
+    -- The message names the one that may have the lock now (empty: anyone).
+    redis.call(publish, wake, next or '')
   else
     redis.call('DEL', lock)
   end

@@ -9,14 +9,16 @@
 -- ARGV[2i + 3]  the wake channel  P:wake:{K} (same hash tag as the key)
 -- and for all of them:
 -- ARGV[1]       how to publish: PUBLISH, or SPUBLISH (sharded, for Redis Cluster)
--- ARGV[2]       the contender releasing: this process's name in the queue
+-- ARGV[2]       the contender releasing: this process's name in the queue (its waiters get
+--               the lock handed over in the process)
 -- ARGV[3]       how long the next in line has to take the lock, in milliseconds
 --
 -- The lock key holds the owner's token, followed by `+` once someone waited for it
 -- (acquire.lua); only then is a wake-up published, and the queue consulted: when another
 -- process waits (and still wants it: its interest has not run out), the key is set to `~`
--- and its name for the window, so that only it can take the lock. Without that, the
--- releasing process's own next waiter, which needs no wake-up, would win every time.
+-- and its name for the window, so that only it can take the lock, and the wake-up names it.
+-- Without that, the releasing process's own next waiter, which needs no wake-up, would win
+-- every time.
 --
 -- Returns a list with one entry per lock: 1 when it was ours and is now free (or left to
 --                                         the next process in line);
@@ -38,7 +40,9 @@ local function release_one(i)
     else
       redis.call('DEL', lock)
     end
-    redis.call(publish, wake, '')
+    -- The message names the contender that may have the lock now (empty: anyone), so
+    -- that the other waiters sleep on instead of asking in vain.
+    redis.call(publish, wake, next or '')
     return 1
   end
   return 0

@@ -1,0 +1,30 @@
+-- withdraw: a contender that waited under a name of its own (a fair request) stopped waiting
+-- without the lock (it gave up, timed out or was cancelled). It leaves the queue; and if a
+-- release had just left the lock to it (the key holds `~` and its name), the lock goes on to
+-- the next in line at once, or is freed, and the waiters hear it, instead of everyone waiting
+-- out the window.
+--
+-- KEYS[1]  the lock key      P:lock:{K}
+-- KEYS[2]  the queue         P:queue:{K}     (acquire.lua)
+-- KEYS[3]  the interest set  P:interest:{K}  (acquire.lua)
+-- ARGV[1]  the contender's name
+-- ARGV[2]  the wake channel  P:wake:{K}
+-- ARGV[3]  how to publish: PUBLISH, or SPUBLISH (sharded, for Redis Cluster)
+-- ARGV[4]  how long the next in line has to take the lock, in milliseconds
+--
+-- Returns 1 when the lock had been left to the contender (and was passed on), else 0.
+local lock, queue, interest = KEYS[1], KEYS[2], KEYS[3]
+local who, wake, publish, window = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+redis.call('ZREM', queue, who)
+redis.call('ZREM', interest, who)
+if redis.call('GET', lock) ~= '~' .. who then
+  return 0
+end
+local next = next_in_line(queue, interest, '')
+if next then
+  redis.call('SET', lock, '~' .. next, 'PX', window)
+else
+  redis.call('DEL', lock)
+end
+redis.call(publish, wake, next or '')
+return 1
