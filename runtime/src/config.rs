@@ -43,6 +43,10 @@ use crate::web::{RouteLocks, RouteRule};
 /// # postgres = "postgres://user:password@db:5432/app"                   # LEASEHOLD_POSTGRES
 /// clock_drift = 0.01               # LEASEHOLD_CLOCK_DRIFT
 ///
+/// [status_codes]                   # optional, for RouteLocks: the status of each LockError
+/// busy = 423                       # default 409; also unavailable (503), lost (503),
+///                                  # invalid_key (400), config (500); 400 to 599 only
+///
 /// [[rules]]                        # applied by RouteLocks, first match wins
 /// method = "POST"                  # optional; "*" or absent for any method
 /// path = "/orders/{sku}"
@@ -115,6 +119,10 @@ pub struct LockConfig {
     /// Start while the engine is down and connect in the background; see
     /// [`LockerBuilder::lazy_connect`](crate::LockerBuilder::lazy_connect). Defaults to `false`.
     pub lazy_connect: Option<bool>,
+    /// The HTTP status of each [`LockError`] answered by [`RouteLocks`](crate::RouteLocks)
+    /// built with [`RouteLocks::from_config`]; the defaults of
+    /// [`StatusCodes`](crate::StatusCodes) when absent.
+    pub status_codes: Option<crate::web::StatusCodes>,
     /// The route rules for [`RouteLocks`](crate::RouteLocks), in order. Empty by default.
     pub rules: Vec<RouteRule>,
 }
@@ -146,6 +154,7 @@ impl std::fmt::Debug for LockConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("watchdog", &self.watchdog)
             .field("lazy_connect", &self.lazy_connect)
+            .field("status_codes", &self.status_codes)
             .field("rules", &self.rules)
             .finish()
     }
@@ -376,10 +385,14 @@ impl Locker {
 }
 
 impl RouteLocks {
-    /// Middleware with the route rules of `config` (its `rules`), through `locker`, usually
-    /// built from the same config with [`Locker::from_config`].
+    /// Middleware with the route rules of `config` (its `rules`) and its `status_codes`,
+    /// through `locker`, usually built from the same config with [`Locker::from_config`].
     pub fn from_config(locker: Locker, config: &LockConfig) -> Self {
-        RouteLocks::new(locker).rules(config.rules.iter().cloned())
+        let locks = RouteLocks::new(locker).rules(config.rules.iter().cloned());
+        match config.status_codes {
+            Some(codes) => locks.status_codes(codes),
+            None => locks,
+        }
     }
 }
 
@@ -486,6 +499,7 @@ struct RawConfig {
     connect_timeout: Option<String>,
     watchdog: Option<bool>,
     lazy_connect: Option<bool>,
+    status_codes: Option<crate::web::StatusCodes>,
     #[serde(default)]
     rules: Vec<RawRule>,
 }
@@ -561,6 +575,7 @@ impl TryFrom<RawConfig> for LockConfig {
             connect_timeout: bounds[1],
             watchdog: raw.watchdog,
             lazy_connect: raw.lazy_connect,
+            status_codes: raw.status_codes,
             rules,
         })
     }
@@ -830,6 +845,24 @@ mod tests {
         .unwrap();
         let e = both.deployment().unwrap_err().to_string();
         assert!(e.contains("url, cluster are all set"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn status_codes_come_from_the_config_and_bad_ones_are_named() {
+        let config = LockConfig::from_toml_str("[status_codes]\nbusy = 423\nunavailable = 500")
+            .unwrap();
+        let locks = RouteLocks::from_config(Locker::in_memory(), &config);
+        let busy = LockError::Busy { retry_after: None };
+        assert_eq!(locks.response(&busy).status, 423);
+        let down = LockError::unavailable("down", None);
+        assert_eq!(locks.response(&down).status, 500);
+        let defaults = RouteLocks::from_config(Locker::in_memory(), &LockConfig::default());
+        assert_eq!(defaults.response(&busy).status, 409);
+
+        let e = err("[status_codes]\nbusy = 204");
+        assert!(e.contains("busy = 204") && e.contains("400 to 599"), "{e}");
+        let e = err("[status_codes]\nbussy = 423");
+        assert!(e.contains("bussy"), "{e}");
     }
 
     #[test]

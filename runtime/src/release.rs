@@ -76,7 +76,8 @@ impl Inner {
             return outcome(self.delete(&lease).await);
         }
         let Some(turn) = self.queues.held_turn(&lease) else {
-            // The lease was lost and forfeited its turn: the queue moved on without it.
+            // No local turn: the lease was lost and forfeited it (the queue moved on without
+            // it), or never had one (a fair request that waited in the store's queue alone).
             if !lease.finish() {
                 return ("released", Ok(()));
             }
