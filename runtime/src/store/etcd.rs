@@ -37,6 +37,24 @@
 //! process that the lease is handed to in a row: the next holder's key is created after ours,
 //! so its revision is larger and its fences are above all of ours.
 //!
+//! **Read locks.** A reader's key is `P:lock:{K}/~r-<tag>`, in the same range as the writers'
+//! (`~` sorts after every hex digit, so the writers' keys alone are the range up to
+//! `P:lock:{K}/~`). A reader holds the lock when no writer's key has a lower create revision
+//! than its own; a writer only when its key is the first of the whole range, readers
+//! included. So readers share, a writer waits for the readers ahead of it, and a waiting
+//! writer holds back every reader that comes after it (no writer starvation). The reader's
+//! put, the read of the first writer's key and of the fence record are one transaction: one
+//! round trip when the lock is free. A reader that cannot get in deletes its key at once and
+//! waits, without a key, for the deletion of a writer's key (a watch on the writers' range):
+//! a reader never stands in the queue while it waits, so one that stops waiting leaves nothing
+//! behind. A reader's key is attached to the locker's lease like a writer's, renewed and
+//! judged the same way, and deleted by its release or by the locker giving a lapsed lease
+//! back. A writer's release records the top of its fences in `P:fence:{K}` (attached to the
+//! releasing locker's lease, in the transaction that deletes its key); a reader's fence is
+//! that record, or, with none (no writer released since that locker's lease ended), its own
+//! key's `create revision × 32`: at or above every fence of the writers before it, below
+//! every fence of the writers after.
+//!
 //! **Cleanup.** A release deletes the key only while its create revision is ours (a
 //! transaction), so a lock deleted by an operator and taken by another is never touched. A
 //! contender that stops waiting deletes its key (see [`Store::withdraw`]); an attempt
@@ -184,6 +202,28 @@ fn key_of(keys: &LockKeys, token: &OwnerToken) -> String {
     format!("{}{}", range_of(keys), tag(token))
 }
 
+/// The name prefix of readers' keys in a lock's range: `~` sorts after every hex digit.
+const READER: &str = "~r-";
+
+/// The key of one reader's attempt.
+fn reader_key_of(keys: &LockKeys, token: &OwnerToken) -> String {
+    format!("{}{READER}{}", range_of(keys), tag(token))
+}
+
+/// The end (exclusive) of the writers' keys of a lock's range: readers' keys start here.
+fn writers_end(keys: &LockKeys) -> String {
+    format!("{}~", range_of(keys))
+}
+
+/// The first writer's key of a lock by create revision.
+fn first_writer(keys: &LockKeys) -> etcd::GetOptions {
+    etcd::GetOptions::new()
+        .with_range(writers_end(keys))
+        .with_keys_only()
+        .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Ascend)
+        .with_limit(1)
+}
+
 /// One key of this process: a contender's or a holder's.
 #[derive(Clone)]
 struct Contender {
@@ -191,6 +231,11 @@ struct Contender {
     revision: i64,
     /// The session (lease) it is attached to.
     session: u64,
+    /// The etcd lease of that session.
+    lease: i64,
+    /// A writer holding the lock: the top of its fences, recorded for readers at its release.
+    /// Zero for a reader or a contender.
+    top: u64,
 }
 
 #[derive(Default)]
@@ -469,6 +514,8 @@ impl EtcdStore {
             key,
             revision: mine.create_revision(),
             session,
+            lease,
+            top: 0,
         };
         Ok((contender, first))
     }
@@ -581,7 +628,9 @@ impl EtcdStore {
             let top = (mine.revision as u64) * FENCE_SLOTS + req.fences;
             let mut contenders = self.contenders.lock().unwrap();
             contenders.waiting.remove(&req.keys.lock);
-            contenders.held.insert(req.token.clone(), mine);
+            contenders
+                .held
+                .insert(req.token.clone(), Contender { top, ..mine });
             return Ok(Attempt::Granted { top });
         }
         if req.interest.is_zero() {
@@ -600,7 +649,14 @@ impl EtcdStore {
         Ok(Attempt::Held { remaining: None })
     }
 
-    async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
+    /// Deletes the key of a held lease: a writer's, or a reader's; `key` names where an
+    /// abandoned attempt of `token` would have put it (`key_of`, `reader_key_of`).
+    async fn release_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        key: fn(&LockKeys, &OwnerToken) -> String,
+    ) -> Result<bool, LockError> {
         let held = self.contenders.lock().unwrap().held.remove(token);
         let Some(mine) = held else {
             // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
@@ -609,7 +665,7 @@ impl EtcdStore {
             // arrives after the first deletion.
             clean_up(
                 self.client.clone(),
-                key_of(keys, token),
+                key(keys, token),
                 Until::Twice(self.settings.op_timeout * 2),
             );
             return Ok(false);
@@ -617,13 +673,23 @@ impl EtcdStore {
         if *self.epoch.borrow() != mine.session {
             return Ok(false); // its lease ended: the key is gone or going with it
         }
+        let mut ops = vec![etcd::TxnOp::delete(mine.key.clone(), None)];
+        if mine.top > 0 {
+            // The record readers take their fence from, in the same transaction: no reader
+            // gets in between this deletion and the record.
+            ops.push(etcd::TxnOp::put(
+                keys.fence.clone(),
+                mine.top.to_string(),
+                Some(etcd::PutOptions::new().with_lease(mine.lease)),
+            ));
+        }
         let txn = etcd::Txn::new()
             .when([etcd::Compare::create_revision(
                 mine.key.clone(),
                 etcd::CompareOp::Equal,
                 mine.revision,
             )])
-            .and_then([etcd::TxnOp::delete(mine.key.clone(), None)]);
+            .and_then(ops);
         let call = |mut c: etcd::Client| {
             let txn = txn.clone();
             async move { c.txn(txn).await }
@@ -642,6 +708,108 @@ impl EtcdStore {
                 Err(self.late(self.settings.op_timeout))
             }
         }
+    }
+
+    /// One reader's attempt: its key, the lock's first writer and the fence record in one
+    /// transaction. The key stays when no writer's key is older than it; otherwise it goes
+    /// again at once (readers do not wait in the queue).
+    async fn acquire_shared_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        let (lease, session) = self.lease().await?;
+        let key = reader_key_of(req.keys, req.token);
+        let reads = [
+            etcd::TxnOp::get(key.clone(), None),
+            etcd::TxnOp::get(range_of(req.keys), Some(first_writer(req.keys))),
+            etcd::TxnOp::get(req.keys.fence.clone(), None),
+        ];
+        let put = etcd::TxnOp::put(
+            key.clone(),
+            req.token.as_bytes(),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        let txn = etcd::Txn::new()
+            .when([etcd::Compare::create_revision(
+                key.clone(),
+                etcd::CompareOp::Equal,
+                0,
+            )])
+            .and_then(
+                std::iter::once(put)
+                    .chain(reads.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .or_else(reads);
+        // As for a writer: a keep-alive goes with the request when the last one is too old.
+        let need = self.needs_keep_alive(session, req.sent, req.lease).await;
+        let keep_alive = async {
+            if need {
+                self.kept_alive(session).await
+            } else {
+                true
+            }
+        };
+        let put = self.bounded("refused a write", |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        });
+        let (answer, alive) = tokio::join!(put, keep_alive);
+        let answer = answer?;
+        let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
+            etcd::TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let mine = gets.next().and_then(|g| g.kvs().first().cloned());
+        let writer = gets.next().and_then(|g| g.kvs().first().cloned());
+        let record = gets.next().and_then(|g| g.kvs().first().cloned());
+        let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
+            return Err(LockError::unavailable(
+                format!(
+                    "etcd at {}: this reader's key belongs to another lease; try again",
+                    self.shown
+                ),
+                None,
+            ));
+        };
+        let mine = Contender {
+            key,
+            revision: mine.create_revision(),
+            session,
+            lease,
+            top: 0,
+        };
+        let blocked = writer.is_some_and(|w| w.create_revision() < mine.revision);
+        if blocked || !alive {
+            // A writer holds the lock or waits for it (or the lease cannot be vouched for):
+            // leave at once, and wait without a key for the writers ahead to go.
+            let key = mine.key.clone();
+            let delete = |mut c: etcd::Client| {
+                let key = key.clone();
+                async move { c.delete(key, None).await }
+            };
+            let deleted = retry_unsent(&self.client, self.settings.op_timeout, delete).await;
+            if !matches!(deleted, Ok(Ok(_))) {
+                self.delete_later(mine);
+            }
+            if blocked {
+                return Ok(Attempt::Held { remaining: None });
+            }
+            return Err(LockError::unavailable(
+                format!(
+                    "etcd at {} did not acknowledge a keep-alive of the lease within {:?}",
+                    self.shown, self.settings.op_timeout
+                ),
+                None,
+            ));
+        }
+        let recorded = record.and_then(|kv| kv.value_str().ok()?.parse::<u64>().ok());
+        let top = recorded
+            .unwrap_or((mine.revision as u64) * FENCE_SLOTS)
+            .max(1);
+        self.contenders
+            .lock()
+            .unwrap()
+            .held
+            .insert(req.token.clone(), mine);
+        Ok(Attempt::Granted { top })
     }
 
     async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
@@ -739,6 +907,7 @@ impl EtcdStore {
         let client = self.client.clone();
         tokio::spawn(async move {
             let mut next = first;
+            let mut mine = mine;
             loop {
                 // No predecessor (we are first, or gone): wake the waiter to look at once.
                 if let Some(mut watching) = next.take() {
@@ -753,8 +922,17 @@ impl EtcdStore {
                 }
                 next = match watch_predecessor(&client, &range, mine, limit).await {
                     Ok(Some(w)) => Some(w),
-                    // First in line, or the key is gone, or etcd did not answer: the waiter's
-                    // own attempts (at least every second) take it from here.
+                    // This process's key is first or gone: a reader of this process that
+                    // subscribed alongside it still waits, now for the writers' keys.
+                    Ok(None) if mine.is_some() => {
+                        mine = None;
+                        match watch_predecessor(&client, &range, None, limit).await {
+                            Ok(Some(w)) => Some(w),
+                            _ => return,
+                        }
+                    }
+                    // Nothing to wait for, or etcd did not answer: the waiter's own attempts
+                    // (at least every second) take it from here.
                     _ => return,
                 };
             }
@@ -837,9 +1015,10 @@ impl Watching {
     }
 }
 
-/// Watches the deletion of the key just ahead of revision `mine` in `range` (of any key of the
-/// range when this process has no key there), from the revision the queue was read at. `None`
-/// when there is nothing to wait for.
+/// Watches the deletion of the key just ahead of revision `mine` in `range` (of any writer's
+/// key of the range when this process has no key there, as a waiting reader: readers' keys
+/// come and go without waking it), from the revision the queue was read at. `None` when there
+/// is nothing to wait for.
 async fn watch_predecessor(
     client: &etcd::Client,
     range: &str,
@@ -871,7 +1050,8 @@ async fn watch_predecessor(
         .with_start_revision(revision + 1)
         .with_filters([etcd::WatchFilterType::NoPut]);
     if mine.is_none() {
-        options = options.with_prefix();
+        // The writers' keys: the range up to where readers' keys start.
+        options = options.with_range(format!("{range}~"));
     }
     let mut stream = retry_unsent(client, limit, |mut c| {
         let (watched, options) = (watched.clone(), options.clone());
@@ -1149,6 +1329,14 @@ impl Keeper {
     }
 }
 
+/// Whether a key of a lock's range is a reader's (`P:lock:{K}/~r-<tag>`).
+fn is_reader_key(key: &[u8]) -> bool {
+    std::str::from_utf8(key)
+        .ok()
+        .and_then(|k| k.rsplit_once('/'))
+        .is_some_and(|(_, tag)| tag.starts_with(READER))
+}
+
 /// The lock key of one contender's key (`P:lock:{K}/<tag>`), if it is one.
 fn lock_of(key: &str) -> Option<&str> {
     let (lock, tag) = key.rsplit_once('/')?;
@@ -1177,7 +1365,19 @@ impl Store for EtcdStore {
     }
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token))
+        Box::pin(self.release_once(keys, token, key_of))
+    }
+
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_shared_once(req))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, reader_key_of))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -1260,23 +1460,50 @@ impl Admin for EtcdStore {
                     c.get(range_of(keys), Some(options)).await
                 })
                 .await?;
-            let Some(first) = first.kvs().first() else {
+            let Some(first) = first.kvs().first().cloned() else {
                 return Ok(false);
             };
-            let txn = etcd::Txn::new()
-                .when([etcd::Compare::create_revision(
-                    first.key(),
-                    etcd::CompareOp::Equal,
-                    first.create_revision(),
-                )])
-                .and_then([etcd::TxnOp::delete(first.key(), None)]);
-            let answer = self
-                .bounded("refused a delete", |mut c| {
-                    let txn = txn.clone();
-                    async move { c.txn(txn).await }
-                })
-                .await?;
-            Ok(answer.succeeded())
+            // The holders: the first writer, or every reader ahead of the first writer.
+            let mut holders = vec![first.clone()];
+            if is_reader_key(first.key()) {
+                let writer = self
+                    .bounded("refused a read", |mut c| async move {
+                        c.get(range_of(keys), Some(first_writer(keys))).await
+                    })
+                    .await?;
+                let mut options = etcd::GetOptions::new().with_prefix().with_keys_only();
+                if let Some(w) = writer.kvs().first() {
+                    options = options.with_max_create_revision(w.create_revision() - 1);
+                }
+                let readers = self
+                    .bounded("refused a read", |mut c| {
+                        let options = options.clone();
+                        async move {
+                            c.get(format!("{}{READER}", range_of(keys)), Some(options))
+                                .await
+                        }
+                    })
+                    .await?;
+                holders = readers.kvs().to_vec();
+            }
+            let mut deleted = false;
+            for holder in holders {
+                let txn = etcd::Txn::new()
+                    .when([etcd::Compare::create_revision(
+                        holder.key(),
+                        etcd::CompareOp::Equal,
+                        holder.create_revision(),
+                    )])
+                    .and_then([etcd::TxnOp::delete(holder.key(), None)]);
+                let answer = self
+                    .bounded("refused a delete", |mut c| {
+                        let txn = txn.clone();
+                        async move { c.txn(txn).await }
+                    })
+                    .await?;
+                deleted |= answer.succeeded();
+            }
+            Ok(deleted)
         })
     }
 }
