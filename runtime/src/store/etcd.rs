@@ -49,11 +49,12 @@
 //! a reader never stands in the queue while it waits, so one that stops waiting leaves nothing
 //! behind. A reader's key is attached to the locker's lease like a writer's, renewed and
 //! judged the same way, and deleted by its release or by the locker giving a lapsed lease
-//! back. A writer's release records the top of its fences in `P:fence:{K}` (attached to the
-//! releasing locker's lease, in the transaction that deletes its key); a reader's fence is
-//! that record, or, with none (no writer released since that locker's lease ended), its own
-//! key's `create revision × 32`: at or above every fence of the writers before it, below
-//! every fence of the writers after.
+//! back. A writer given the lock records the top of its fences in `P:fence:{K}`, attached to
+//! its locker's lease, in the transaction that finds its key first (the put when the lock is
+//! free, the look of a queued writer otherwise): no extra round trip. A reader's fence is that
+//! record, or, with none (the lease of the locker that wrote it ended), its own key's
+//! `create revision × 32`: at or above every fence of the writers before it, below every
+//! fence of the writers after.
 //!
 //! **Cleanup.** A release deletes the key only while its create revision is ours (a
 //! transaction), so a lock deleted by an operator and taken by another is never touched. A
@@ -233,9 +234,6 @@ struct Contender {
     session: u64,
     /// The etcd lease of that session.
     lease: i64,
-    /// A writer holding the lock: the top of its fences, recorded for readers at its release.
-    /// Zero for a reader or a contender.
-    top: u64,
 }
 
 #[derive(Default)]
@@ -462,42 +460,56 @@ impl EtcdStore {
         );
     }
 
-    /// Puts this attempt's key, reading the lock's first key in the same transaction.
+    /// Puts this attempt's key, reading the lock's first key in the same transaction. When
+    /// the lock's range is empty (the key will be first), the same transaction records the
+    /// fences this writer is about to be given (see [`fence_record`]).
     async fn put_contender(
         &self,
         lease: i64,
         session: u64,
         keys: &LockKeys,
         token: &OwnerToken,
+        fences: u64,
     ) -> Result<(Contender, Option<etcd::KeyValue>), LockError> {
         let key = key_of(keys, token);
         let first = etcd::TxnOp::get(range_of(keys), Some(first_by_creation()));
-        let txn = etcd::Txn::new()
-            .when([etcd::Compare::create_revision(
-                key.clone(),
-                etcd::CompareOp::Equal,
-                0,
-            )])
+        let absent = etcd::Compare::create_revision(key.clone(), etcd::CompareOp::Equal, 0);
+        let put = etcd::TxnOp::put(
+            key.clone(),
+            token.as_bytes(),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        // The record's revision is the key's create revision (one transaction): `+n` says
+        // "that revision × 32 + n".
+        let record = etcd::TxnOp::put(
+            keys.fence.clone(),
+            format!("+{fences}"),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        let queue = etcd::Txn::new()
+            .when([absent.clone()])
             .and_then([
-                etcd::TxnOp::put(
-                    key.clone(),
-                    token.as_bytes(),
-                    Some(etcd::PutOptions::new().with_lease(lease)),
-                ),
+                put.clone(),
                 etcd::TxnOp::get(key.clone(), None),
                 first.clone(),
             ])
-            .or_else([etcd::TxnOp::get(key.clone(), None), first]);
+            .or_else([etcd::TxnOp::get(key.clone(), None), first.clone()]);
+        let txn = etcd::Txn::new()
+            .when([
+                absent,
+                // Every key of the range was created at revision 0: there is none.
+                etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
+                    .with_prefix(),
+            ])
+            .and_then([put, record, etcd::TxnOp::get(key.clone(), None), first])
+            .or_else([etcd::TxnOp::txn(queue)]);
         let answer = self
             .bounded("refused a write", |mut c| {
                 let txn = txn.clone();
                 async move { c.txn(txn).await }
             })
             .await?;
-        let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
-            etcd::TxnOpResponse::Get(get) => Some(get),
-            _ => None,
-        });
+        let mut gets = reads_of(answer).into_iter();
         let mine = gets.next().and_then(|g| g.kvs().first().cloned());
         let first = gets.next().and_then(|g| g.kvs().first().cloned());
         let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
@@ -515,23 +527,51 @@ impl EtcdStore {
             revision: mine.create_revision(),
             session,
             lease,
-            top: 0,
         };
         Ok((contender, first))
     }
 
-    /// The current state of a waiting contender's key, and the lock's first key.
+    /// The current state of a waiting contender's key, and the lock's first key. When the key
+    /// is first, the same transaction records the fences this writer is about to be given
+    /// (see [`fence_record`]).
     async fn look(
         &self,
         keys: &LockKeys,
         mine: &Contender,
+        fences: u64,
     ) -> Result<(bool, Option<etcd::KeyValue>), LockError> {
-        let txn = etcd::Txn::new().and_then([
+        let reads = [
             etcd::TxnOp::get(mine.key.clone(), None),
             etcd::TxnOp::get(range_of(keys), Some(first_by_creation())),
-        ]);
+        ];
+        let top = (mine.revision as u64) * FENCE_SLOTS + fences;
+        let txn = etcd::Txn::new()
+            .when([
+                etcd::Compare::create_revision(
+                    mine.key.clone(),
+                    etcd::CompareOp::Equal,
+                    mine.revision,
+                ),
+                // No key of the range is older than ours: ours is first.
+                etcd::Compare::create_revision(
+                    range_of(keys),
+                    etcd::CompareOp::Greater,
+                    mine.revision - 1,
+                )
+                .with_prefix(),
+            ])
+            .and_then([
+                etcd::TxnOp::put(
+                    keys.fence.clone(),
+                    top.to_string(),
+                    Some(etcd::PutOptions::new().with_lease(mine.lease)),
+                ),
+                reads[0].clone(),
+                reads[1].clone(),
+            ])
+            .or_else(reads);
         let answer = self
-            .bounded("refused a read", |mut c| {
+            .bounded("refused a write", |mut c| {
                 let txn = txn.clone();
                 async move { c.txn(txn).await }
             })
@@ -583,7 +623,8 @@ impl EtcdStore {
         };
         let (looked, alive) = match queued {
             Some(mine) => {
-                let (looked, alive) = tokio::join!(self.look(req.keys, &mine), keep_alive);
+                let (looked, alive) =
+                    tokio::join!(self.look(req.keys, &mine, req.fences), keep_alive);
                 let (still, first) = looked?;
                 if still {
                     ((mine, first), alive)
@@ -591,7 +632,7 @@ impl EtcdStore {
                     // Deleted under us (an operator, a lease that ended): queue anew.
                     self.forget_waiting(&req.keys.lock);
                     let (put, alive) = tokio::join!(
-                        self.put_contender(lease, session, req.keys, req.token),
+                        self.put_contender(lease, session, req.keys, req.token, req.fences),
                         self.kept_alive(session)
                     );
                     (put?, alive)
@@ -599,7 +640,7 @@ impl EtcdStore {
             }
             None => {
                 let (put, alive) = tokio::join!(
-                    self.put_contender(lease, session, req.keys, req.token),
+                    self.put_contender(lease, session, req.keys, req.token, req.fences),
                     keep_alive
                 );
                 (put?, alive)
@@ -628,9 +669,7 @@ impl EtcdStore {
             let top = (mine.revision as u64) * FENCE_SLOTS + req.fences;
             let mut contenders = self.contenders.lock().unwrap();
             contenders.waiting.remove(&req.keys.lock);
-            contenders
-                .held
-                .insert(req.token.clone(), Contender { top, ..mine });
+            contenders.held.insert(req.token.clone(), mine);
             return Ok(Attempt::Granted { top });
         }
         if req.interest.is_zero() {
@@ -673,23 +712,13 @@ impl EtcdStore {
         if *self.epoch.borrow() != mine.session {
             return Ok(false); // its lease ended: the key is gone or going with it
         }
-        let mut ops = vec![etcd::TxnOp::delete(mine.key.clone(), None)];
-        if mine.top > 0 {
-            // The record readers take their fence from, in the same transaction: no reader
-            // gets in between this deletion and the record.
-            ops.push(etcd::TxnOp::put(
-                keys.fence.clone(),
-                mine.top.to_string(),
-                Some(etcd::PutOptions::new().with_lease(mine.lease)),
-            ));
-        }
         let txn = etcd::Txn::new()
             .when([etcd::Compare::create_revision(
                 mine.key.clone(),
                 etcd::CompareOp::Equal,
                 mine.revision,
             )])
-            .and_then(ops);
+            .and_then([etcd::TxnOp::delete(mine.key.clone(), None)]);
         let call = |mut c: etcd::Client| {
             let txn = txn.clone();
             async move { c.txn(txn).await }
@@ -774,7 +803,6 @@ impl EtcdStore {
             revision: mine.create_revision(),
             session,
             lease,
-            top: 0,
         };
         let blocked = writer.is_some_and(|w| w.create_revision() < mine.revision);
         if blocked || !alive {
@@ -800,8 +828,9 @@ impl EtcdStore {
                 None,
             ));
         }
-        let recorded = record.and_then(|kv| kv.value_str().ok()?.parse::<u64>().ok());
-        let top = recorded
+        let top = record
+            .as_ref()
+            .and_then(fence_record)
             .unwrap_or((mine.revision as u64) * FENCE_SLOTS)
             .max(1);
         self.contenders
@@ -938,6 +967,30 @@ impl EtcdStore {
             }
         });
         Ok(WakeSubscription::new(rx, None))
+    }
+}
+
+/// The reads of a transaction's answer, in order, those of a nested transaction included.
+fn reads_of(answer: etcd::TxnResponse) -> Vec<etcd::GetResponse> {
+    let mut reads = Vec::new();
+    for r in answer.op_responses() {
+        match r {
+            etcd::TxnOpResponse::Get(get) => reads.push(get),
+            etcd::TxnOpResponse::Txn(nested) => reads.extend(reads_of(nested)),
+            _ => {}
+        }
+    }
+    reads
+}
+
+/// The top of the fences of the last writer given the lock, from its record (`P:fence:{K}`):
+/// `n` as it is, or `+n` for `n` above the fences' base of the record's own revision (written
+/// with the writer's key, in one transaction, when the lock was free).
+fn fence_record(kv: &etcd::KeyValue) -> Option<u64> {
+    let text = kv.value_str().ok()?;
+    match text.strip_prefix('+') {
+        Some(n) => Some((kv.mod_revision() as u64) * FENCE_SLOTS + n.parse::<u64>().ok()?),
+        None => text.parse().ok(),
     }
 }
 
