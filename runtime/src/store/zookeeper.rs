@@ -31,11 +31,10 @@
 //! the last writer's znode ahead: a reader never stands in the queue while it waits, so a
 //! reader that stops waiting leaves nothing behind. Each reader's znode is its own lease: it
 //! goes with its release, with the locker giving a lapsed lease back, or with the session.
-//! Each writer, once it holds the lock, records the top of its fences in the container's
-//! data (sent before anything else it does, so before its release); a reader's fence is that
-//! record, or `czxid × 32` of the container when there is none yet (no writer since the
-//! container was made): at or above every fence a writer of the key was given before, below
-//! every fence of the writers after.
+//! Each writer's znode is created in one transaction with a record of its fences in the
+//! container's data; a reader's fence is the top of the fences of the last writer before it,
+//! taken from that record (see [`reader_fence`] for when it is not): at or above every fence a
+//! writer of the key was given before the reader, below every fence of the writers after.
 //!
 //! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
 //! gone); a contender that stops waiting deletes its znode (see [`Store::withdraw`]); a
@@ -219,7 +218,9 @@ impl ZooKeeperStore {
         Ok(())
     }
 
-    /// Creates this contender's znode under `parent`, named `<kind><tag>-<sequence>`.
+    /// Creates this contender's znode under `parent`, named `<kind><tag>-<sequence>`. A
+    /// writer's (`fences` given) is created in one transaction with the fence record in the
+    /// container's data (see [`reader_fence`]).
     async fn create_child(
         &self,
         client: &zk::Client,
@@ -227,29 +228,56 @@ impl ZooKeeperStore {
         parent: &str,
         token: &OwnerToken,
         kind: &str,
+        fences: Option<u64>,
     ) -> Result<Node, LockError> {
         let path = format!("{parent}/{kind}{}-", tag(token));
         let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let limit = self.settings.op_timeout;
         // The container may be deleted between its creation and ours (its last child went):
         // create it again, a bounded number of times.
         for _ in 0..3 {
-            match tokio::time::timeout(
-                self.settings.op_timeout,
-                client.create(&path, token.as_bytes(), &options),
-            )
-            .await
-            {
-                Ok(Ok((stat, seq))) => {
+            let created = match fences {
+                None => match tokio::time::timeout(
+                    limit,
+                    client.create(&path, token.as_bytes(), &options),
+                )
+                .await
+                {
+                    Ok(Ok((stat, seq))) => Ok((format!("{path}{seq}"), stat.czxid)),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => return Err(self.late(limit)),
+                },
+                Some(fences) => {
+                    let record = format!("+{fences}");
+                    let mut multi = client.new_multi_writer();
+                    let commit = multi
+                        .add_create(&path, token.as_bytes(), &options)
+                        .and_then(|()| multi.add_set_data(parent, record.as_bytes(), None))
+                        .map(|()| multi.commit());
+                    let commit = match commit {
+                        Ok(commit) => commit,
+                        Err(e) => return Err(self.unavailable("refused a create", e)),
+                    };
+                    match tokio::time::timeout(limit, commit).await {
+                        Ok(Ok(results)) => created_by(results).ok_or_else(|| {
+                            zk::Error::UnexpectedError("a create without its path".into())
+                        }),
+                        Ok(Err(e)) => Err(zk::Error::from(e)),
+                        Err(_) => return Err(self.late(limit)),
+                    }
+                }
+            };
+            match created {
+                Ok((path, czxid)) => {
                     return Ok(Node {
-                        path: format!("{path}{seq}"),
-                        czxid: stat.czxid,
+                        path,
+                        czxid,
                         session,
                         client: client.clone(),
                     })
                 }
-                Ok(Err(zk::Error::NoNode)) => self.ensure_parent(client, parent).await?,
-                Ok(Err(e)) => return Err(self.unavailable("refused a create", e)),
-                Err(_) => return Err(self.late(self.settings.op_timeout)),
+                Err(zk::Error::NoNode) => self.ensure_parent(client, parent).await?,
+                Err(e) => return Err(self.unavailable("refused a create", e)),
             }
         }
         Err(self.unavailable("kept deleting the lock's znode", "giving up"))
@@ -301,7 +329,14 @@ impl ZooKeeperStore {
                 // The container is made only when the create finds it missing: in steady state
                 // a cycle is one create, one listing and one delete.
                 let node = self
-                    .create_child(&client, session, &parent, req.token, CHILD)
+                    .create_child(
+                        &client,
+                        session,
+                        &parent,
+                        req.token,
+                        CHILD,
+                        Some(req.fences),
+                    )
                     .await?;
                 // Recorded at once: if this attempt is cancelled from here on, the turn's
                 // withdrawal finds the znode and deletes it.
@@ -318,11 +353,6 @@ impl ZooKeeperStore {
         match queue.iter().position(|c| c == name) {
             Some(0) => {
                 let top = (mine.czxid as u64) * FENCE_SLOTS + req.fences;
-                // The record readers take their fence from. Sent now, not waited for: the
-                // session's requests are applied in order, so it lands before this holder's
-                // release (or with nothing after it, when the session ends first), and no
-                // reader gets in before that release.
-                drop(client.set_data(&parent, top.to_string().as_bytes(), None));
                 let mut nodes = self.nodes.lock().unwrap();
                 nodes.waiting.remove(&req.keys.lock);
                 nodes.held.insert(req.token.clone(), mine);
@@ -400,7 +430,7 @@ impl ZooKeeperStore {
         let (client, session) = self.client().await?;
         let parent = parent_of(req.keys);
         let mine = self
-            .create_child(&client, session, &parent, req.token, READER)
+            .create_child(&client, session, &parent, req.token, READER, None)
             .await?;
         // Recorded at once: if this attempt is cancelled from here on, the release of its
         // token finds the znode and deletes it.
@@ -447,7 +477,7 @@ impl ZooKeeperStore {
             return Ok(Attempt::Held { remaining: None });
         }
         Ok(Attempt::Granted {
-            top: reader_fence(record),
+            top: reader_fence(record, mine.czxid),
         })
     }
 
@@ -828,18 +858,53 @@ fn in_order(mut children: Vec<String>) -> Vec<String> {
     children
 }
 
-/// A reader's fence from the container's data and stat: the top of the last writer's fences
-/// as that writer recorded it, or, with no record (no writer since the container was made),
-/// `czxid × 32` of the container, above every fence given under an earlier container.
-fn reader_fence(record: Option<(Vec<u8>, zk::Stat)>) -> u64 {
+/// The path and creation zxid of the znode a writer's transaction created. The transaction
+/// has one zxid: the record's `mzxid` stands in for the `czxid` some servers leave out of a
+/// create's answer inside a transaction (ZOOKEEPER-4026).
+fn created_by(results: Vec<zk::MultiWriteResult>) -> Option<(String, i64)> {
+    let mut path = None;
+    let mut zxid = None;
+    for result in results {
+        match result {
+            zk::MultiWriteResult::Create { path: p, stat } => {
+                path = Some(p);
+                if !stat.is_invalid() {
+                    zxid = Some(stat.czxid);
+                }
+            }
+            zk::MultiWriteResult::SetData { stat } => {
+                zxid = zxid.or(Some(stat.mzxid));
+            }
+            _ => {}
+        }
+    }
+    Some((path?, zxid?))
+}
+
+/// A reader's fence, from the container's data and stat read once the reader's znode (created
+/// at `mine`) was in. Every writer's znode is created in one transaction with `+n` in the
+/// container's data, so the record's `mzxid` is that writer's `czxid` and its fences top is
+/// `mzxid × 32 + n`. When the record is older than the reader's znode, it is the last writer
+/// that came before the reader: the reader got in, so that writer held the lock and left (or
+/// gave up waiting, or its session ended) and its top is the fence the reader sees. When a
+/// writer came after the reader and overwrote the record, or there is none, the reader's fence
+/// is `mine × 32` (or, with no record at all, the container's `czxid × 32`, the same for
+/// every reader): either way at or above every fence of the writers before the reader, below
+/// every fence of the writers after.
+fn reader_fence(record: Option<(Vec<u8>, zk::Stat)>, mine: i64) -> u64 {
+    let mine_floor = (mine.max(0) as u64) * FENCE_SLOTS;
     let Some((data, stat)) = record else {
-        return 1;
+        return mine_floor.max(1);
     };
     let recorded = std::str::from_utf8(&data)
         .ok()
-        .and_then(|text| text.parse::<u64>().ok());
-    let floor = (stat.czxid.max(0) as u64) * FENCE_SLOTS;
-    recorded.unwrap_or(0).max(floor).max(1)
+        .and_then(|text| text.strip_prefix('+')?.parse::<u64>().ok());
+    let top = match recorded {
+        Some(n) if stat.mzxid < mine => (stat.mzxid.max(0) as u64) * FENCE_SLOTS + n,
+        Some(_) => mine_floor,
+        None => (stat.czxid.max(0) as u64) * FENCE_SLOTS,
+    };
+    top.max(1)
 }
 
 impl Store for ZooKeeperStore {
@@ -1015,5 +1080,34 @@ mod tests {
             "r-00-0000000001".into(),
         ]);
         assert_eq!(q, ["r-00-0000000001", "n-ff-0000000003", "r-aa-0000000007"]);
+    }
+
+    #[test]
+    fn readers_take_the_last_earlier_writers_fence_or_a_floor_between_writers() {
+        let stat = |czxid, mzxid| zk::Stat {
+            czxid,
+            mzxid,
+            pzxid: mzxid,
+            ctime: 0,
+            mtime: 0,
+            version: 1,
+            cversion: 1,
+            aversion: 0,
+            ephemeral_owner: 0,
+            data_length: 2,
+            num_children: 1,
+        };
+        // The last writer before the reader (its znode and the record share a zxid).
+        let record = Some((b"+3".to_vec(), stat(5, 40)));
+        assert_eq!(reader_fence(record, 50), 40 * FENCE_SLOTS + 3);
+        // A writer that came after the reader overwrote it: the reader's own floor.
+        let record = Some((b"+1".to_vec(), stat(5, 60)));
+        assert_eq!(reader_fence(record, 50), 50 * FENCE_SLOTS);
+        // No writer since the container was made: the container's floor.
+        assert_eq!(
+            reader_fence(Some((Vec::new(), stat(5, 5))), 50),
+            5 * FENCE_SLOTS
+        );
+        assert_eq!(reader_fence(None, 0), 1);
     }
 }
