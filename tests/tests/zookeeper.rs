@@ -535,3 +535,30 @@ async fn a_reader_waiting_beside_its_processs_writer_wakes_on_that_writers_relea
         "the reader got in {after:?} after its process's writer let go"
     );
 }
+
+/// Readers holding a lock are its holders, not waiting processes, for inspection; a forced
+/// release frees every one of them, and the writer waiting behind them gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_and_forced_release_with_readers() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let a = locker(&hosts, Duration::from_secs(10)).await;
+    let b = locker(&hosts, Duration::from_secs(10)).await;
+    let r1 = a.read_lock("doc").acquire().await.unwrap();
+    let r2 = b.read_lock("doc").acquire().await.unwrap();
+    let info = a.inspect("doc").await.unwrap();
+    assert!(info.held && info.waiting_processes == 0, "{info:?}");
+    let writer = {
+        let b = b.clone();
+        tokio::spawn(async move { b.write_lock("doc").acquire().await })
+    };
+    wait_for_queue(&a, "doc", 1).await;
+    assert!(a.force_release("doc").await.unwrap());
+    let w = writer
+        .await
+        .unwrap()
+        .expect("the writer behind the forced-out readers");
+    assert!(r1.release().await.is_err());
+    assert!(r2.release().await.is_err());
+    w.release().await.unwrap();
+}

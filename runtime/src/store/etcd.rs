@@ -1468,7 +1468,17 @@ impl Admin for EtcdStore {
             let Some(first) = queue.kvs().first() else {
                 return Ok(LockState::default());
             };
-            let waiting = queue.kvs().len() as u64 - 1;
+            // The holders: the first writer, or every reader ahead of the first writer.
+            let holders = if is_reader_key(first.key()) {
+                queue
+                    .kvs()
+                    .iter()
+                    .take_while(|kv| is_reader_key(kv.key()))
+                    .count()
+            } else {
+                1
+            };
+            let waiting = (queue.kvs().len() - holders) as u64;
             Ok(LockState {
                 held: true,
                 // The lease of the holder's process, kept alive while it runs, ends the lock;

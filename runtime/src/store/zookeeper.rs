@@ -978,12 +978,19 @@ impl Admin for ZooKeeperStore {
                     client.check_stat(&format!("{parent}/{first}")),
                 )
                 .await?;
+            // The holders: the first writer, or every reader ahead of the first writer.
+            let holders = if first.starts_with(CHILD) {
+                1
+            } else {
+                queue.iter().take_while(|c| c.starts_with(READER)).count()
+            };
+            let waiting = (queue.len() - holders) as u64;
             Ok(LockState {
                 held: true,
                 // The session, not a TTL, ends a ZooKeeper lock.
                 remaining: None,
-                waiters: queue.len() > 1,
-                waiting_processes: queue.len() as u64 - 1,
+                waiters: waiting > 0,
+                waiting_processes: waiting,
                 last_fence: stat.map(|s| s.czxid as u64 * FENCE_SLOTS),
             })
         })
