@@ -124,9 +124,9 @@ conformance! {
     /// waiting writer holds new readers back, readers see the last writer's fence, a crashed
     /// reader frees its share after its lease, a mixed load never overlaps a writer.
     read_write {
-        single, cluster, sentinel, memory => checks::read_write::readers_share_writers_exclude;
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::readers_share_writers_exclude;
         // Not built on these engines yet: the request is refused, naming the engine.
-        redlock3, zookeeper, etcd, etcd3, postgres => checks::read_write::refused_clearly;
+        redlock3, postgres => checks::read_write::refused_clearly;
     }
 }
 

@@ -513,3 +513,175 @@ async fn a_lease_without_the_watchdog_is_given_back_when_it_runs_out() {
     assert!(next.fence() > lapsing.fence());
     drop(lapsing);
 }
+
+/// Readers' fences are the last writer's, the same for every reader of one version; after a
+/// writer whose lease died without a release (its record went with its lease), a reader's
+/// fence is still at or above that writer's and below the next writer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_see_the_last_writers_fence_and_stay_between_writers() {
+    let etcd = EtcdServer::start().await;
+    let proxy = TcpProxy::start(etcd.addr()).await;
+    let ttl = Duration::from_secs(2);
+    let a = locker(&[etcd.endpoint()], ttl).await;
+    let b = locker(&[etcd.endpoint()], ttl).await;
+    let cut = locker(&[format!("http://{}", proxy.addr())], ttl).await;
+    let r0 = a.read_lock("doc").acquire().await.unwrap();
+    assert!(r0.fence() >= 1);
+    r0.release().await.unwrap();
+    // Given the lock at once (the put finds the range empty).
+    let w1 = a.write_lock("doc").acquire().await.unwrap();
+    let f1 = w1.fence();
+    w1.release().await.unwrap();
+    let r1 = b.read_lock("doc").acquire().await.unwrap();
+    let r2 = a.read_lock("doc").acquire().await.unwrap();
+    assert_eq!(r1.fence(), f1, "a reader sees the last writer's fence");
+    assert_eq!(
+        r2.fence(),
+        f1,
+        "every reader of one version sees the same fence"
+    );
+    // Given the lock after waiting for the readers (a queued writer's look records it).
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move { b.write_lock("doc").acquire().await.unwrap() })
+    };
+    wait_for_queue(&a, "doc", 1).await;
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    let w2 = waiting.await.unwrap();
+    let f2 = w2.fence();
+    assert!(f2 > f1);
+    w2.release().await.unwrap();
+    let r3 = a.read_lock("doc").acquire().await.unwrap();
+    assert_eq!(
+        r3.fence(),
+        f2,
+        "a reader sees the fence of a writer that waited"
+    );
+    r3.release().await.unwrap();
+    // A writer whose lease dies while it holds the lock: nothing releases it.
+    let w3 = cut.write_lock("doc").acquire().await.unwrap();
+    let f3 = w3.fence();
+    assert!(f3 > f2);
+    proxy.set_mode(ProxyMode::Stall);
+    let r4 = b
+        .read_lock("doc")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the dead writer's lease never ended");
+    assert!(
+        r4.fence() >= f3,
+        "{} below the crashed writer's {f3}",
+        r4.fence()
+    );
+    let read = r4.fence();
+    r4.release().await.unwrap();
+    let w4 = a.write_lock("doc").acquire().await.unwrap();
+    assert!(w4.fence() > read);
+    w4.release().await.unwrap();
+    drop(w3);
+}
+
+/// A reader cut off from etcd past the TTL reports its loss on its own clock, and its share
+/// goes with its lease: a writer of another locker gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_cut_off_past_the_ttl_frees_its_share() {
+    let etcd = EtcdServer::start().await;
+    let proxy = TcpProxy::start(etcd.addr()).await;
+    let ttl = Duration::from_secs(2);
+    let cut = locker(&[format!("http://{}", proxy.addr())], ttl).await;
+    let other = locker(&[etcd.endpoint()], ttl).await;
+    let reader = cut.read_lock("shared").acquire().await.unwrap();
+    let also = other.read_lock("shared").acquire().await.unwrap();
+    also.release().await.unwrap();
+    proxy.set_mode(ProxyMode::Stall);
+    let at = Instant::now();
+    tokio::time::timeout(ttl * 3, reader.lost())
+        .await
+        .expect("the partitioned reader never noticed");
+    assert!(
+        at.elapsed() <= ttl + Duration::from_millis(500),
+        "a reader trusted {:?} into a partition with a {ttl:?} TTL",
+        at.elapsed()
+    );
+    let writer = other
+        .write_lock("shared")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the cut-off reader's share was never freed");
+    assert!(matches!(
+        reader.release().await,
+        Err(LockError::Lost { .. })
+    ));
+    writer.release().await.unwrap();
+}
+
+/// A reader waiting beside a writer of its own locker (whose key waits in the queue for the
+/// locker) wakes when that writer lets go, not at its next poll a second later. (Before the
+/// fix its wake-ups stopped once the locker's writer got the lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_waiting_beside_its_lockers_writer_wakes_on_that_writers_release() {
+    let etcd = EtcdServer::start().await;
+    let a = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
+    let b = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
+    let held = a.write_lock("page").acquire().await.unwrap();
+    let released = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let writer = {
+        let (b, released) = (b.clone(), released.clone());
+        tokio::spawn(async move {
+            let w = b.write_lock("page").acquire().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            *released.lock().unwrap() = Some(Instant::now());
+            w.release().await.unwrap();
+        })
+    };
+    wait_for_queue(&a, "page", 1).await;
+    let reader = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let r = b.read_lock("page").acquire().await.unwrap();
+            let at = Instant::now();
+            r.release().await.unwrap();
+            at
+        })
+    };
+    // The reader tried and subscribed; it holds no place in the queue while it waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a.inspect("page").await.unwrap().waiting_processes, 1);
+    held.release().await.unwrap();
+    writer.await.unwrap();
+    let got = reader.await.unwrap();
+    let after = got - released.lock().unwrap().expect("the writer released");
+    assert!(
+        after < Duration::from_millis(500),
+        "the reader got in {after:?} after its locker's writer let go"
+    );
+}
+
+/// Readers holding a lock are its holders, not waiting processes, for inspection; a forced
+/// release frees every one of them, and the writer waiting behind them gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_and_forced_release_with_readers() {
+    let etcd = EtcdServer::start().await;
+    let a = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
+    let b = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
+    let r1 = a.read_lock("doc").acquire().await.unwrap();
+    let r2 = b.read_lock("doc").acquire().await.unwrap();
+    let info = a.inspect("doc").await.unwrap();
+    assert!(info.held && info.waiting_processes == 0, "{info:?}");
+    let writer = {
+        let b = b.clone();
+        tokio::spawn(async move { b.write_lock("doc").acquire().await })
+    };
+    wait_for_queue(&a, "doc", 1).await;
+    assert!(a.force_release("doc").await.unwrap());
+    let w = writer
+        .await
+        .unwrap()
+        .expect("the writer behind the forced-out readers");
+    assert!(r1.release().await.is_err());
+    assert!(r2.release().await.is_err());
+    w.release().await.unwrap();
+}

@@ -407,3 +407,158 @@ async fn a_lease_without_the_watchdog_is_given_back_when_it_runs_out() {
     assert!(next.fence() > guard.fence());
     drop(guard);
 }
+
+/// Readers' fences are the last writer's, the same for every reader of one version, also when
+/// that writer's session died without a release (the writer records its fence when it gets
+/// the lock, not when it lets go); writers' fences keep increasing past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_see_the_last_writers_fence_also_after_it_crashed() {
+    let zk = ZkServer::start().await;
+    let proxy = TcpProxy::start(zk.addr()).await;
+    let session = Duration::from_secs(2);
+    let a = locker(&zk.connect_string(), session).await;
+    let b = locker(&zk.connect_string(), session).await;
+    let cut = locker(&proxy.addr().to_string(), session).await;
+    let r0 = a.read_lock("doc").acquire().await.unwrap();
+    assert!(r0.fence() >= 1);
+    r0.release().await.unwrap();
+    let w1 = a.write_lock("doc").acquire().await.unwrap();
+    let f1 = w1.fence();
+    w1.release().await.unwrap();
+    let r1 = b.read_lock("doc").acquire().await.unwrap();
+    let r2 = a.read_lock("doc").acquire().await.unwrap();
+    assert_eq!(r1.fence(), f1, "a reader sees the last writer's fence");
+    assert_eq!(
+        r2.fence(),
+        f1,
+        "every reader of one version sees the same fence"
+    );
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    // A writer whose session dies while it holds the lock: nothing releases it.
+    let w2 = cut.write_lock("doc").acquire().await.unwrap();
+    let f2 = w2.fence();
+    assert!(f2 > f1);
+    proxy.set_mode(ProxyMode::Stall);
+    let r3 = b
+        .read_lock("doc")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the dead writer's session never ended");
+    assert_eq!(
+        r3.fence(),
+        f2,
+        "a reader after a crashed writer sees its fence"
+    );
+    r3.release().await.unwrap();
+    let w3 = a.write_lock("doc").acquire().await.unwrap();
+    assert!(w3.fence() > f2);
+    w3.release().await.unwrap();
+    drop(w2);
+}
+
+/// A reader cut off from ZooKeeper past the session timeout reports its loss on its own clock,
+/// and its share goes with its session: a writer of another session gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_cut_off_past_the_session_timeout_frees_its_share() {
+    let zk = ZkServer::start().await;
+    let proxy = TcpProxy::start(zk.addr()).await;
+    let session = Duration::from_secs(2);
+    let cut = locker(&proxy.addr().to_string(), session).await;
+    let other = locker(&zk.connect_string(), session).await;
+    let reader = cut.read_lock("shared").acquire().await.unwrap();
+    let also = other.read_lock("shared").acquire().await.unwrap();
+    also.release().await.unwrap();
+    proxy.set_mode(ProxyMode::Stall);
+    let at = Instant::now();
+    tokio::time::timeout(session * 3, reader.lost())
+        .await
+        .expect("the partitioned reader never noticed");
+    assert!(
+        at.elapsed() <= session + Duration::from_millis(500),
+        "a reader trusted {:?} into a partition with a {session:?} session",
+        at.elapsed()
+    );
+    let writer = other
+        .write_lock("shared")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the cut-off reader's share was never freed");
+    assert!(matches!(
+        reader.release().await,
+        Err(LockError::Lost { .. })
+    ));
+    writer.release().await.unwrap();
+}
+
+/// A reader waiting beside a writer of its own process (whose znode waits in the queue for
+/// the process) wakes when that writer lets go, not at its next poll a second later. (Before
+/// the fix its wake-ups stopped once the process's writer got the lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_waiting_beside_its_processs_writer_wakes_on_that_writers_release() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let a = locker(&hosts, Duration::from_secs(10)).await;
+    let b = locker(&hosts, Duration::from_secs(10)).await;
+    let held = a.write_lock("page").acquire().await.unwrap();
+    let released = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let writer = {
+        let (b, released) = (b.clone(), released.clone());
+        tokio::spawn(async move {
+            let w = b.write_lock("page").acquire().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            *released.lock().unwrap() = Some(Instant::now());
+            w.release().await.unwrap();
+        })
+    };
+    wait_for_queue(&a, "page", 1).await;
+    let reader = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let r = b.read_lock("page").acquire().await.unwrap();
+            let at = Instant::now();
+            r.release().await.unwrap();
+            at
+        })
+    };
+    // The reader tried and subscribed; it holds no place in the queue while it waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a.inspect("page").await.unwrap().waiting_processes, 1);
+    held.release().await.unwrap();
+    writer.await.unwrap();
+    let got = reader.await.unwrap();
+    let after = got - released.lock().unwrap().expect("the writer released");
+    assert!(
+        after < Duration::from_millis(500),
+        "the reader got in {after:?} after its process's writer let go"
+    );
+}
+
+/// Readers holding a lock are its holders, not waiting processes, for inspection; a forced
+/// release frees every one of them, and the writer waiting behind them gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_and_forced_release_with_readers() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let a = locker(&hosts, Duration::from_secs(10)).await;
+    let b = locker(&hosts, Duration::from_secs(10)).await;
+    let r1 = a.read_lock("doc").acquire().await.unwrap();
+    let r2 = b.read_lock("doc").acquire().await.unwrap();
+    let info = a.inspect("doc").await.unwrap();
+    assert!(info.held && info.waiting_processes == 0, "{info:?}");
+    let writer = {
+        let b = b.clone();
+        tokio::spawn(async move { b.write_lock("doc").acquire().await })
+    };
+    wait_for_queue(&a, "doc", 1).await;
+    assert!(a.force_release("doc").await.unwrap());
+    let w = writer
+        .await
+        .unwrap()
+        .expect("the writer behind the forced-out readers");
+    assert!(r1.release().await.is_err());
+    assert!(r2.release().await.is_err());
+    w.release().await.unwrap();
+}

@@ -37,6 +37,25 @@
 //! process that the lease is handed to in a row: the next holder's key is created after ours,
 //! so its revision is larger and its fences are above all of ours.
 //!
+//! **Read locks.** A reader's key is `P:lock:{K}/~r-<tag>`, in the same range as the writers'
+//! (`~` sorts after every hex digit, so the writers' keys alone are the range up to
+//! `P:lock:{K}/~`). A reader holds the lock when no writer's key has a lower create revision
+//! than its own; a writer only when its key is the first of the whole range, readers
+//! included. So readers share, a writer waits for the readers ahead of it, and a waiting
+//! writer holds back every reader that comes after it (no writer starvation). The reader's
+//! put, the read of the first writer's key and of the fence record are one transaction: one
+//! round trip when the lock is free. A reader that cannot get in deletes its key at once and
+//! waits, without a key, for the deletion of a writer's key (a watch on the writers' range):
+//! a reader never stands in the queue while it waits, so one that stops waiting leaves nothing
+//! behind. A reader's key is attached to the locker's lease like a writer's, renewed and
+//! judged the same way, and deleted by its release or by the locker giving a lapsed lease
+//! back. A writer given the lock records the top of its fences in `P:fence:{K}`, attached to
+//! its locker's lease, in the transaction that finds its key first (the put when the lock is
+//! free, the look of a queued writer otherwise): no extra round trip. A reader's fence is that
+//! record, or, with none (the lease of the locker that wrote it ended), its own key's
+//! `create revision × 32`: at or above every fence of the writers before it, below every
+//! fence of the writers after.
+//!
 //! **Cleanup.** A release deletes the key only while its create revision is ours (a
 //! transaction), so a lock deleted by an operator and taken by another is never touched. A
 //! contender that stops waiting deletes its key (see [`Store::withdraw`]); an attempt
@@ -184,6 +203,28 @@ fn key_of(keys: &LockKeys, token: &OwnerToken) -> String {
     format!("{}{}", range_of(keys), tag(token))
 }
 
+/// The name prefix of readers' keys in a lock's range: `~` sorts after every hex digit.
+const READER: &str = "~r-";
+
+/// The key of one reader's attempt.
+fn reader_key_of(keys: &LockKeys, token: &OwnerToken) -> String {
+    format!("{}{READER}{}", range_of(keys), tag(token))
+}
+
+/// The end (exclusive) of the writers' keys of a lock's range: readers' keys start here.
+fn writers_end(keys: &LockKeys) -> String {
+    format!("{}~", range_of(keys))
+}
+
+/// The first writer's key of a lock by create revision.
+fn first_writer(keys: &LockKeys) -> etcd::GetOptions {
+    etcd::GetOptions::new()
+        .with_range(writers_end(keys))
+        .with_keys_only()
+        .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Ascend)
+        .with_limit(1)
+}
+
 /// One key of this process: a contender's or a holder's.
 #[derive(Clone)]
 struct Contender {
@@ -191,6 +232,8 @@ struct Contender {
     revision: i64,
     /// The session (lease) it is attached to.
     session: u64,
+    /// The etcd lease of that session.
+    lease: i64,
 }
 
 #[derive(Default)]
@@ -417,42 +460,56 @@ impl EtcdStore {
         );
     }
 
-    /// Puts this attempt's key, reading the lock's first key in the same transaction.
+    /// Puts this attempt's key, reading the lock's first key in the same transaction. When
+    /// the lock's range is empty (the key will be first), the same transaction records the
+    /// fences this writer is about to be given (see [`fence_record`]).
     async fn put_contender(
         &self,
         lease: i64,
         session: u64,
         keys: &LockKeys,
         token: &OwnerToken,
+        fences: u64,
     ) -> Result<(Contender, Option<etcd::KeyValue>), LockError> {
         let key = key_of(keys, token);
         let first = etcd::TxnOp::get(range_of(keys), Some(first_by_creation()));
-        let txn = etcd::Txn::new()
-            .when([etcd::Compare::create_revision(
-                key.clone(),
-                etcd::CompareOp::Equal,
-                0,
-            )])
+        let absent = etcd::Compare::create_revision(key.clone(), etcd::CompareOp::Equal, 0);
+        let put = etcd::TxnOp::put(
+            key.clone(),
+            token.as_bytes(),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        // The record's revision is the key's create revision (one transaction): `+n` says
+        // "that revision × 32 + n".
+        let record = etcd::TxnOp::put(
+            keys.fence.clone(),
+            format!("+{fences}"),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        let queue = etcd::Txn::new()
+            .when([absent.clone()])
             .and_then([
-                etcd::TxnOp::put(
-                    key.clone(),
-                    token.as_bytes(),
-                    Some(etcd::PutOptions::new().with_lease(lease)),
-                ),
+                put.clone(),
                 etcd::TxnOp::get(key.clone(), None),
                 first.clone(),
             ])
-            .or_else([etcd::TxnOp::get(key.clone(), None), first]);
+            .or_else([etcd::TxnOp::get(key.clone(), None), first.clone()]);
+        let txn = etcd::Txn::new()
+            .when([
+                absent,
+                // Every key of the range was created at revision 0: there is none.
+                etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
+                    .with_prefix(),
+            ])
+            .and_then([put, record, etcd::TxnOp::get(key.clone(), None), first])
+            .or_else([etcd::TxnOp::txn(queue)]);
         let answer = self
             .bounded("refused a write", |mut c| {
                 let txn = txn.clone();
                 async move { c.txn(txn).await }
             })
             .await?;
-        let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
-            etcd::TxnOpResponse::Get(get) => Some(get),
-            _ => None,
-        });
+        let mut gets = reads_of(answer).into_iter();
         let mine = gets.next().and_then(|g| g.kvs().first().cloned());
         let first = gets.next().and_then(|g| g.kvs().first().cloned());
         let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
@@ -469,22 +526,52 @@ impl EtcdStore {
             key,
             revision: mine.create_revision(),
             session,
+            lease,
         };
         Ok((contender, first))
     }
 
-    /// The current state of a waiting contender's key, and the lock's first key.
+    /// The current state of a waiting contender's key, and the lock's first key. When the key
+    /// is first, the same transaction records the fences this writer is about to be given
+    /// (see [`fence_record`]).
     async fn look(
         &self,
         keys: &LockKeys,
         mine: &Contender,
+        fences: u64,
     ) -> Result<(bool, Option<etcd::KeyValue>), LockError> {
-        let txn = etcd::Txn::new().and_then([
+        let reads = [
             etcd::TxnOp::get(mine.key.clone(), None),
             etcd::TxnOp::get(range_of(keys), Some(first_by_creation())),
-        ]);
+        ];
+        let top = (mine.revision as u64) * FENCE_SLOTS + fences;
+        let txn = etcd::Txn::new()
+            .when([
+                etcd::Compare::create_revision(
+                    mine.key.clone(),
+                    etcd::CompareOp::Equal,
+                    mine.revision,
+                ),
+                // No key of the range is older than ours: ours is first.
+                etcd::Compare::create_revision(
+                    range_of(keys),
+                    etcd::CompareOp::Greater,
+                    mine.revision - 1,
+                )
+                .with_prefix(),
+            ])
+            .and_then([
+                etcd::TxnOp::put(
+                    keys.fence.clone(),
+                    top.to_string(),
+                    Some(etcd::PutOptions::new().with_lease(mine.lease)),
+                ),
+                reads[0].clone(),
+                reads[1].clone(),
+            ])
+            .or_else(reads);
         let answer = self
-            .bounded("refused a read", |mut c| {
+            .bounded("refused a write", |mut c| {
                 let txn = txn.clone();
                 async move { c.txn(txn).await }
             })
@@ -536,7 +623,8 @@ impl EtcdStore {
         };
         let (looked, alive) = match queued {
             Some(mine) => {
-                let (looked, alive) = tokio::join!(self.look(req.keys, &mine), keep_alive);
+                let (looked, alive) =
+                    tokio::join!(self.look(req.keys, &mine, req.fences), keep_alive);
                 let (still, first) = looked?;
                 if still {
                     ((mine, first), alive)
@@ -544,7 +632,7 @@ impl EtcdStore {
                     // Deleted under us (an operator, a lease that ended): queue anew.
                     self.forget_waiting(&req.keys.lock);
                     let (put, alive) = tokio::join!(
-                        self.put_contender(lease, session, req.keys, req.token),
+                        self.put_contender(lease, session, req.keys, req.token, req.fences),
                         self.kept_alive(session)
                     );
                     (put?, alive)
@@ -552,7 +640,7 @@ impl EtcdStore {
             }
             None => {
                 let (put, alive) = tokio::join!(
-                    self.put_contender(lease, session, req.keys, req.token),
+                    self.put_contender(lease, session, req.keys, req.token, req.fences),
                     keep_alive
                 );
                 (put?, alive)
@@ -600,7 +688,14 @@ impl EtcdStore {
         Ok(Attempt::Held { remaining: None })
     }
 
-    async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
+    /// Deletes the key of a held lease: a writer's, or a reader's; `key` names where an
+    /// abandoned attempt of `token` would have put it (`key_of`, `reader_key_of`).
+    async fn release_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        key: fn(&LockKeys, &OwnerToken) -> String,
+    ) -> Result<bool, LockError> {
         let held = self.contenders.lock().unwrap().held.remove(token);
         let Some(mine) = held else {
             // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
@@ -609,7 +704,7 @@ impl EtcdStore {
             // arrives after the first deletion.
             clean_up(
                 self.client.clone(),
-                key_of(keys, token),
+                key(keys, token),
                 Until::Twice(self.settings.op_timeout * 2),
             );
             return Ok(false);
@@ -642,6 +737,108 @@ impl EtcdStore {
                 Err(self.late(self.settings.op_timeout))
             }
         }
+    }
+
+    /// One reader's attempt: its key, the lock's first writer and the fence record in one
+    /// transaction. The key stays when no writer's key is older than it; otherwise it goes
+    /// again at once (readers do not wait in the queue).
+    async fn acquire_shared_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        let (lease, session) = self.lease().await?;
+        let key = reader_key_of(req.keys, req.token);
+        let reads = [
+            etcd::TxnOp::get(key.clone(), None),
+            etcd::TxnOp::get(range_of(req.keys), Some(first_writer(req.keys))),
+            etcd::TxnOp::get(req.keys.fence.clone(), None),
+        ];
+        let put = etcd::TxnOp::put(
+            key.clone(),
+            req.token.as_bytes(),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        let txn = etcd::Txn::new()
+            .when([etcd::Compare::create_revision(
+                key.clone(),
+                etcd::CompareOp::Equal,
+                0,
+            )])
+            .and_then(
+                std::iter::once(put)
+                    .chain(reads.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .or_else(reads);
+        // As for a writer: a keep-alive goes with the request when the last one is too old.
+        let need = self.needs_keep_alive(session, req.sent, req.lease).await;
+        let keep_alive = async {
+            if need {
+                self.kept_alive(session).await
+            } else {
+                true
+            }
+        };
+        let put = self.bounded("refused a write", |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        });
+        let (answer, alive) = tokio::join!(put, keep_alive);
+        let answer = answer?;
+        let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
+            etcd::TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let mine = gets.next().and_then(|g| g.kvs().first().cloned());
+        let writer = gets.next().and_then(|g| g.kvs().first().cloned());
+        let record = gets.next().and_then(|g| g.kvs().first().cloned());
+        let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
+            return Err(LockError::unavailable(
+                format!(
+                    "etcd at {}: this reader's key belongs to another lease; try again",
+                    self.shown
+                ),
+                None,
+            ));
+        };
+        let mine = Contender {
+            key,
+            revision: mine.create_revision(),
+            session,
+            lease,
+        };
+        let blocked = writer.is_some_and(|w| w.create_revision() < mine.revision);
+        if blocked || !alive {
+            // A writer holds the lock or waits for it (or the lease cannot be vouched for):
+            // leave at once, and wait without a key for the writers ahead to go.
+            let key = mine.key.clone();
+            let delete = |mut c: etcd::Client| {
+                let key = key.clone();
+                async move { c.delete(key, None).await }
+            };
+            let deleted = retry_unsent(&self.client, self.settings.op_timeout, delete).await;
+            if !matches!(deleted, Ok(Ok(_))) {
+                self.delete_later(mine);
+            }
+            if blocked {
+                return Ok(Attempt::Held { remaining: None });
+            }
+            return Err(LockError::unavailable(
+                format!(
+                    "etcd at {} did not acknowledge a keep-alive of the lease within {:?}",
+                    self.shown, self.settings.op_timeout
+                ),
+                None,
+            ));
+        }
+        let top = record
+            .as_ref()
+            .and_then(fence_record)
+            .unwrap_or((mine.revision as u64) * FENCE_SLOTS)
+            .max(1);
+        self.contenders
+            .lock()
+            .unwrap()
+            .held
+            .insert(req.token.clone(), mine);
+        Ok(Attempt::Granted { top })
     }
 
     async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
@@ -739,6 +936,7 @@ impl EtcdStore {
         let client = self.client.clone();
         tokio::spawn(async move {
             let mut next = first;
+            let mut mine = mine;
             loop {
                 // No predecessor (we are first, or gone): wake the waiter to look at once.
                 if let Some(mut watching) = next.take() {
@@ -753,13 +951,46 @@ impl EtcdStore {
                 }
                 next = match watch_predecessor(&client, &range, mine, limit).await {
                     Ok(Some(w)) => Some(w),
-                    // First in line, or the key is gone, or etcd did not answer: the waiter's
-                    // own attempts (at least every second) take it from here.
+                    // This process's key is first or gone: a reader of this process that
+                    // subscribed alongside it still waits, now for the writers' keys.
+                    Ok(None) if mine.is_some() => {
+                        mine = None;
+                        match watch_predecessor(&client, &range, None, limit).await {
+                            Ok(Some(w)) => Some(w),
+                            _ => return,
+                        }
+                    }
+                    // Nothing to wait for, or etcd did not answer: the waiter's own attempts
+                    // (at least every second) take it from here.
                     _ => return,
                 };
             }
         });
         Ok(WakeSubscription::new(rx, None))
+    }
+}
+
+/// The reads of a transaction's answer, in order, those of a nested transaction included.
+fn reads_of(answer: etcd::TxnResponse) -> Vec<etcd::GetResponse> {
+    let mut reads = Vec::new();
+    for r in answer.op_responses() {
+        match r {
+            etcd::TxnOpResponse::Get(get) => reads.push(get),
+            etcd::TxnOpResponse::Txn(nested) => reads.extend(reads_of(nested)),
+            _ => {}
+        }
+    }
+    reads
+}
+
+/// The top of the fences of the last writer given the lock, from its record (`P:fence:{K}`):
+/// `n` as it is, or `+n` for `n` above the fences' base of the record's own revision (written
+/// with the writer's key, in one transaction, when the lock was free).
+fn fence_record(kv: &etcd::KeyValue) -> Option<u64> {
+    let text = kv.value_str().ok()?;
+    match text.strip_prefix('+') {
+        Some(n) => Some((kv.mod_revision() as u64) * FENCE_SLOTS + n.parse::<u64>().ok()?),
+        None => text.parse().ok(),
     }
 }
 
@@ -837,9 +1068,10 @@ impl Watching {
     }
 }
 
-/// Watches the deletion of the key just ahead of revision `mine` in `range` (of any key of the
-/// range when this process has no key there), from the revision the queue was read at. `None`
-/// when there is nothing to wait for.
+/// Watches the deletion of the key just ahead of revision `mine` in `range` (of any writer's
+/// key of the range when this process has no key there, as a waiting reader: readers' keys
+/// come and go without waking it), from the revision the queue was read at. `None` when there
+/// is nothing to wait for.
 async fn watch_predecessor(
     client: &etcd::Client,
     range: &str,
@@ -871,7 +1103,8 @@ async fn watch_predecessor(
         .with_start_revision(revision + 1)
         .with_filters([etcd::WatchFilterType::NoPut]);
     if mine.is_none() {
-        options = options.with_prefix();
+        // The writers' keys: the range up to where readers' keys start.
+        options = options.with_range(format!("{range}~"));
     }
     let mut stream = retry_unsent(client, limit, |mut c| {
         let (watched, options) = (watched.clone(), options.clone());
@@ -1149,6 +1382,14 @@ impl Keeper {
     }
 }
 
+/// Whether a key of a lock's range is a reader's (`P:lock:{K}/~r-<tag>`).
+fn is_reader_key(key: &[u8]) -> bool {
+    std::str::from_utf8(key)
+        .ok()
+        .and_then(|k| k.rsplit_once('/'))
+        .is_some_and(|(_, tag)| tag.starts_with(READER))
+}
+
 /// The lock key of one contender's key (`P:lock:{K}/<tag>`), if it is one.
 fn lock_of(key: &str) -> Option<&str> {
     let (lock, tag) = key.rsplit_once('/')?;
@@ -1177,7 +1418,19 @@ impl Store for EtcdStore {
     }
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token))
+        Box::pin(self.release_once(keys, token, key_of))
+    }
+
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_shared_once(req))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, reader_key_of))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -1215,7 +1468,17 @@ impl Admin for EtcdStore {
             let Some(first) = queue.kvs().first() else {
                 return Ok(LockState::default());
             };
-            let waiting = queue.kvs().len() as u64 - 1;
+            // The holders: the first writer, or every reader ahead of the first writer.
+            let holders = if is_reader_key(first.key()) {
+                queue
+                    .kvs()
+                    .iter()
+                    .take_while(|kv| is_reader_key(kv.key()))
+                    .count()
+            } else {
+                1
+            };
+            let waiting = (queue.kvs().len() - holders) as u64;
             Ok(LockState {
                 held: true,
                 // The lease of the holder's process, kept alive while it runs, ends the lock;
@@ -1260,23 +1523,50 @@ impl Admin for EtcdStore {
                     c.get(range_of(keys), Some(options)).await
                 })
                 .await?;
-            let Some(first) = first.kvs().first() else {
+            let Some(first) = first.kvs().first().cloned() else {
                 return Ok(false);
             };
-            let txn = etcd::Txn::new()
-                .when([etcd::Compare::create_revision(
-                    first.key(),
-                    etcd::CompareOp::Equal,
-                    first.create_revision(),
-                )])
-                .and_then([etcd::TxnOp::delete(first.key(), None)]);
-            let answer = self
-                .bounded("refused a delete", |mut c| {
-                    let txn = txn.clone();
-                    async move { c.txn(txn).await }
-                })
-                .await?;
-            Ok(answer.succeeded())
+            // The holders: the first writer, or every reader ahead of the first writer.
+            let mut holders = vec![first.clone()];
+            if is_reader_key(first.key()) {
+                let writer = self
+                    .bounded("refused a read", |mut c| async move {
+                        c.get(range_of(keys), Some(first_writer(keys))).await
+                    })
+                    .await?;
+                let mut options = etcd::GetOptions::new().with_prefix().with_keys_only();
+                if let Some(w) = writer.kvs().first() {
+                    options = options.with_max_create_revision(w.create_revision() - 1);
+                }
+                let readers = self
+                    .bounded("refused a read", |mut c| {
+                        let options = options.clone();
+                        async move {
+                            c.get(format!("{}{READER}", range_of(keys)), Some(options))
+                                .await
+                        }
+                    })
+                    .await?;
+                holders = readers.kvs().to_vec();
+            }
+            let mut deleted = false;
+            for holder in holders {
+                let txn = etcd::Txn::new()
+                    .when([etcd::Compare::create_revision(
+                        holder.key(),
+                        etcd::CompareOp::Equal,
+                        holder.create_revision(),
+                    )])
+                    .and_then([etcd::TxnOp::delete(holder.key(), None)]);
+                let answer = self
+                    .bounded("refused a delete", |mut c| {
+                        let txn = txn.clone();
+                        async move { c.txn(txn).await }
+                    })
+                    .await?;
+                deleted |= answer.succeeded();
+            }
+            Ok(deleted)
         })
     }
 }

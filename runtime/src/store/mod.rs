@@ -204,7 +204,7 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn no_read_locks(&self) -> LockError {
         LockError::config(format!(
             "read locks are not supported on {} yet; they are on one Redis server, Sentinel, \
-             Redis Cluster and in memory",
+             Redis Cluster, ZooKeeper, etcd and in memory",
             self.describe()
         ))
     }

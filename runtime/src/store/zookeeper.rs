@@ -22,6 +22,20 @@
 //! handed to in a row: the next holder's znode is created after ours, so its `czxid` is larger
 //! and its fences are above all of ours.
 //!
+//! **Read locks.** A reader's znode is `r-<tag>-<sequence>` in the same queue (sequence numbers
+//! are the container's, shared by both kinds). A reader holds the lock when no writer's znode
+//! (`n-`) is ahead of its own; a writer only when its znode is the first of all, readers
+//! included. So readers share, a writer waits for the readers ahead of it, and a waiting
+//! writer holds back every reader that comes after it (no writer starvation). A reader that
+//! cannot get in deletes its znode at once and waits, without a znode, for the deletion of
+//! the last writer's znode ahead: a reader never stands in the queue while it waits, so a
+//! reader that stops waiting leaves nothing behind. Each reader's znode is its own lease: it
+//! goes with its release, with the locker giving a lapsed lease back, or with the session.
+//! Each writer's znode is created in one transaction with a record of its fences in the
+//! container's data; a reader's fence is the top of the fences of the last writer before it,
+//! taken from that record (see [`reader_fence`] for when it is not): at or above every fence a
+//! writer of the key was given before the reader, below every fence of the writers after.
+//!
 //! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
 //! gone); a contender that stops waiting deletes its znode (see [`Store::withdraw`]); a
 //! crashed client's znodes vanish with its session.
@@ -52,6 +66,9 @@ const FENCE_SLOTS: u64 = 32;
 /// hex digits of the owner token of the attempt that created it, so that an attempt cancelled
 /// before its answer arrived can still find and delete its znode.
 const CHILD: &str = "n-";
+
+/// The name prefix of readers' znodes: `r-<tag>-<sequence>`, in the same queue.
+const READER: &str = "r-";
 
 /// The tag of an attempt's znode name.
 fn tag(token: &OwnerToken) -> &str {
@@ -201,36 +218,66 @@ impl ZooKeeperStore {
         Ok(())
     }
 
-    /// Creates this contender's znode under `parent`.
+    /// Creates this contender's znode under `parent`, named `<kind><tag>-<sequence>`. A
+    /// writer's (`fences` given) is created in one transaction with the fence record in the
+    /// container's data (see [`reader_fence`]).
     async fn create_child(
         &self,
         client: &zk::Client,
         session: u64,
         parent: &str,
         token: &OwnerToken,
+        kind: &str,
+        fences: Option<u64>,
     ) -> Result<Node, LockError> {
-        let path = format!("{parent}/{CHILD}{}-", tag(token));
+        let path = format!("{parent}/{kind}{}-", tag(token));
         let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let limit = self.settings.op_timeout;
         // The container may be deleted between its creation and ours (its last child went):
         // create it again, a bounded number of times.
         for _ in 0..3 {
-            match tokio::time::timeout(
-                self.settings.op_timeout,
-                client.create(&path, token.as_bytes(), &options),
-            )
-            .await
-            {
-                Ok(Ok((stat, seq))) => {
+            let created = match fences {
+                None => match tokio::time::timeout(
+                    limit,
+                    client.create(&path, token.as_bytes(), &options),
+                )
+                .await
+                {
+                    Ok(Ok((stat, seq))) => Ok((format!("{path}{seq}"), stat.czxid)),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => return Err(self.late(limit)),
+                },
+                Some(fences) => {
+                    let record = format!("+{fences}");
+                    let mut multi = client.new_multi_writer();
+                    let commit = multi
+                        .add_create(&path, token.as_bytes(), &options)
+                        .and_then(|()| multi.add_set_data(parent, record.as_bytes(), None))
+                        .map(|()| multi.commit());
+                    let commit = match commit {
+                        Ok(commit) => commit,
+                        Err(e) => return Err(self.unavailable("refused a create", e)),
+                    };
+                    match tokio::time::timeout(limit, commit).await {
+                        Ok(Ok(results)) => created_by(results).ok_or_else(|| {
+                            zk::Error::UnexpectedError("a create without its path".into())
+                        }),
+                        Ok(Err(e)) => Err(zk::Error::from(e)),
+                        Err(_) => return Err(self.late(limit)),
+                    }
+                }
+            };
+            match created {
+                Ok((path, czxid)) => {
                     return Ok(Node {
-                        path: format!("{path}{seq}"),
-                        czxid: stat.czxid,
+                        path,
+                        czxid,
                         session,
                         client: client.clone(),
                     })
                 }
-                Ok(Err(zk::Error::NoNode)) => self.ensure_parent(client, parent).await?,
-                Ok(Err(e)) => return Err(self.unavailable("refused a create", e)),
-                Err(_) => return Err(self.late(self.settings.op_timeout)),
+                Err(zk::Error::NoNode) => self.ensure_parent(client, parent).await?,
+                Err(e) => return Err(self.unavailable("refused a create", e)),
             }
         }
         Err(self.unavailable("kept deleting the lock's znode", "giving up"))
@@ -282,7 +329,14 @@ impl ZooKeeperStore {
                 // The container is made only when the create finds it missing: in steady state
                 // a cycle is one create, one listing and one delete.
                 let node = self
-                    .create_child(&client, session, &parent, req.token)
+                    .create_child(
+                        &client,
+                        session,
+                        &parent,
+                        req.token,
+                        CHILD,
+                        Some(req.fences),
+                    )
                     .await?;
                 // Recorded at once: if this attempt is cancelled from here on, the turn's
                 // withdrawal finds the znode and deletes it.
@@ -326,7 +380,13 @@ impl ZooKeeperStore {
         }
     }
 
-    async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
+    /// Deletes the znode of a held lease (a writer's, or a reader's: `kind`).
+    async fn release_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        kind: &str,
+    ) -> Result<bool, LockError> {
         let node = self.nodes.lock().unwrap().held.remove(token);
         let Some(node) = node else {
             // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
@@ -337,7 +397,7 @@ impl ZooKeeperStore {
                 client,
                 Cleanup::Tagged {
                     parent: parent_of(keys),
-                    prefix: format!("{CHILD}{}-", tag(token)),
+                    prefix: format!("{kind}{}-", tag(token)),
                 },
             );
             return Ok(false);
@@ -362,6 +422,63 @@ impl ZooKeeperStore {
                 Err(self.late(self.settings.op_timeout))
             }
         }
+    }
+
+    /// One reader's attempt: its znode goes in the queue, and stays if no writer's znode is
+    /// ahead of it; otherwise it leaves again at once (readers do not wait in the queue).
+    async fn acquire_shared_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        let (client, session) = self.client().await?;
+        let parent = parent_of(req.keys);
+        let mine = self
+            .create_child(&client, session, &parent, req.token, READER, None)
+            .await?;
+        // Recorded at once: if this attempt is cancelled from here on, the release of its
+        // token finds the znode and deletes it.
+        self.nodes
+            .lock()
+            .unwrap()
+            .held
+            .insert(req.token.clone(), mine.clone());
+        // Both sent now, in this order: the session's requests are answered in order, so the
+        // record read is at least as recent as the queue listed.
+        let listing = client.list_children(&parent);
+        let record = client.get_data(&parent);
+        let limit = self.settings.op_timeout;
+        let (listing, record) = tokio::join!(
+            tokio::time::timeout(limit, listing),
+            tokio::time::timeout(limit, record)
+        );
+        // On an error the znode stays recorded: the locker's clean-up of a failed attempt
+        // releases its token, which deletes it.
+        let (queue, record) = match (listing, record) {
+            (Ok(Ok(children)), Ok(record)) => (in_order(children), record.ok()),
+            (Ok(Err(e)), _) => return Err(self.unavailable("refused a read", e)),
+            _ => return Err(self.late(limit)),
+        };
+        let name = child_name(&mine.path);
+        let Some(at) = queue.iter().position(|c| c == name) else {
+            self.nodes.lock().unwrap().held.remove(req.token);
+            return Err(LockError::unavailable(
+                format!(
+                    "zookeeper at {}: this reader's znode vanished; try again",
+                    self.hosts
+                ),
+                None,
+            ));
+        };
+        if queue[..at].iter().any(|c| c.starts_with(CHILD)) {
+            // A writer holds the lock or waits for it: leave the queue, and wait without a
+            // znode for the writers ahead to go.
+            self.nodes.lock().unwrap().held.remove(req.token);
+            match tokio::time::timeout(limit, client.delete(&mine.path, None)).await {
+                Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
+                _ => self.delete_later(mine),
+            }
+            return Ok(Attempt::Held { remaining: None });
+        }
+        Ok(Attempt::Granted {
+            top: reader_fence(record, mine.czxid),
+        })
     }
 
     async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
@@ -413,6 +530,7 @@ impl ZooKeeperStore {
         let limit = self.settings.op_timeout;
         tokio::spawn(async move {
             let mut next = first;
+            let mut mine = mine;
             loop {
                 // No predecessor (we are first, or gone): wake the waiter to look at once.
                 if let Some(watcher) = next {
@@ -427,8 +545,17 @@ impl ZooKeeperStore {
                 }
                 next = match watch_predecessor(&client, &parent, mine.as_deref(), limit).await {
                     Ok(Some(w)) => Some(w),
-                    // First in line, or the node is gone, or the server did not answer: the
-                    // waiter's own attempts (at least every second) take it from here.
+                    // This process's znode is first or gone: a reader of this process that
+                    // subscribed alongside it still waits, now for the writers' znodes.
+                    Ok(None) if mine.is_some() => {
+                        mine = None;
+                        match watch_predecessor(&client, &parent, None, limit).await {
+                            Ok(Some(w)) => Some(w),
+                            _ => return,
+                        }
+                    }
+                    // Nothing to wait for, or the server did not answer: the waiter's own
+                    // attempts (at least every second) take it from here.
                     _ => return,
                 };
             }
@@ -516,8 +643,9 @@ async fn delete_once(client: &zk::Client, what: &Cleanup) -> Result<(), zk::Erro
     }
 }
 
-/// Sets a watch on the znode just ahead of `mine` in `parent`'s queue (on the queue itself
-/// when this process has no znode there). `None` when there is nothing to wait for.
+/// Sets a watch on the znode just ahead of `mine` in `parent`'s queue (when this process has
+/// no znode there, as a waiting reader, on the last writer's znode, or on the queue itself
+/// when no writer is in it). `None` when there is nothing to wait for.
 async fn watch_predecessor(
     client: &zk::Client,
     parent: &str,
@@ -532,6 +660,33 @@ async fn watch_predecessor(
     }
     loop {
         let Some(mine) = mine else {
+            // No znode of this process waits here: a reader waits (it holds no place in the
+            // queue) for the last writer's znode to go, or, with no writer there, for any
+            // change of the queue (a writer may be coming).
+            let children = bounded(
+                tokio::time::timeout(limit, client.list_children(parent)).await,
+                limit,
+            )?;
+            let queue = match children {
+                Ok(children) => in_order(children),
+                Err(zk::Error::NoNode) => return Ok(None),
+                Err(e) => return Err(e.to_string()),
+            };
+            if let Some(writer) = queue.iter().rev().find(|c| c.starts_with(CHILD)) {
+                let watched = bounded(
+                    tokio::time::timeout(
+                        limit,
+                        client.check_and_watch_stat(&format!("{parent}/{writer}")),
+                    )
+                    .await,
+                    limit,
+                )?;
+                match watched {
+                    Ok((Some(_), watcher)) => return Ok(Some(watcher)),
+                    Ok((None, _)) => continue,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
             let listed = bounded(
                 tokio::time::timeout(limit, client.get_and_watch_children(parent)).await,
                 limit,
@@ -695,11 +850,61 @@ fn child_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Children in queue order: by the sequence number the server appended.
+/// Children in queue order, writers' and readers' alike: by the sequence number the server
+/// appended.
 fn in_order(mut children: Vec<String>) -> Vec<String> {
-    children.retain(|c| c.starts_with(CHILD));
+    children.retain(|c| c.starts_with(CHILD) || c.starts_with(READER));
     children.sort_by_key(|c| sequence(c));
     children
+}
+
+/// The path and creation zxid of the znode a writer's transaction created. The transaction
+/// has one zxid: the record's `mzxid` stands in for the `czxid` some servers leave out of a
+/// create's answer inside a transaction (ZOOKEEPER-4026).
+fn created_by(results: Vec<zk::MultiWriteResult>) -> Option<(String, i64)> {
+    let mut path = None;
+    let mut zxid = None;
+    for result in results {
+        match result {
+            zk::MultiWriteResult::Create { path: p, stat } => {
+                path = Some(p);
+                if !stat.is_invalid() {
+                    zxid = Some(stat.czxid);
+                }
+            }
+            zk::MultiWriteResult::SetData { stat } => {
+                zxid = zxid.or(Some(stat.mzxid));
+            }
+            _ => {}
+        }
+    }
+    Some((path?, zxid?))
+}
+
+/// A reader's fence, from the container's data and stat read once the reader's znode (created
+/// at `mine`) was in. Every writer's znode is created in one transaction with `+n` in the
+/// container's data, so the record's `mzxid` is that writer's `czxid` and its fences top is
+/// `mzxid × 32 + n`. When the record is older than the reader's znode, it is the last writer
+/// that came before the reader: the reader got in, so that writer held the lock and left (or
+/// gave up waiting, or its session ended) and its top is the fence the reader sees. When a
+/// writer came after the reader and overwrote the record, or there is none, the reader's fence
+/// is `mine × 32` (or, with no record at all, the container's `czxid × 32`, the same for
+/// every reader): either way at or above every fence of the writers before the reader, below
+/// every fence of the writers after.
+fn reader_fence(record: Option<(Vec<u8>, zk::Stat)>, mine: i64) -> u64 {
+    let mine_floor = (mine.max(0) as u64) * FENCE_SLOTS;
+    let Some((data, stat)) = record else {
+        return mine_floor.max(1);
+    };
+    let recorded = std::str::from_utf8(&data)
+        .ok()
+        .and_then(|text| text.strip_prefix('+')?.parse::<u64>().ok());
+    let top = match recorded {
+        Some(n) if stat.mzxid < mine => (stat.mzxid.max(0) as u64) * FENCE_SLOTS + n,
+        Some(_) => mine_floor,
+        None => (stat.czxid.max(0) as u64) * FENCE_SLOTS,
+    };
+    top.max(1)
 }
 
 impl Store for ZooKeeperStore {
@@ -724,7 +929,19 @@ impl Store for ZooKeeperStore {
     }
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token))
+        Box::pin(self.release_once(keys, token, CHILD))
+    }
+
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_shared_once(req))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, READER))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -761,12 +978,19 @@ impl Admin for ZooKeeperStore {
                     client.check_stat(&format!("{parent}/{first}")),
                 )
                 .await?;
+            // The holders: the first writer, or every reader ahead of the first writer.
+            let holders = if first.starts_with(CHILD) {
+                1
+            } else {
+                queue.iter().take_while(|c| c.starts_with(READER)).count()
+            };
+            let waiting = (queue.len() - holders) as u64;
             Ok(LockState {
                 held: true,
                 // The session, not a TTL, ends a ZooKeeper lock.
                 remaining: None,
-                waiters: queue.len() > 1,
-                waiting_processes: queue.len() as u64 - 1,
+                waiters: waiting > 0,
+                waiting_processes: waiting,
                 last_fence: stat.map(|s| s.czxid as u64 * FENCE_SLOTS),
             })
         })
@@ -801,16 +1025,25 @@ impl Admin for ZooKeeperStore {
             let (client, _) = self.client().await?;
             let parent = parent_of(keys);
             let queue = self.queue(&client, &parent).await?;
-            let Some(first) = queue.first() else {
-                return Ok(false);
+            // The holders: the first writer, or every reader ahead of the first writer.
+            let holders: Vec<&String> = match queue.first() {
+                None => return Ok(false),
+                Some(first) if first.starts_with(CHILD) => vec![first],
+                Some(_) => queue.iter().take_while(|c| c.starts_with(READER)).collect(),
             };
-            let path = format!("{parent}/{first}");
-            match tokio::time::timeout(self.settings.op_timeout, client.delete(&path, None)).await {
-                Ok(Ok(())) => Ok(true),
-                Ok(Err(zk::Error::NoNode)) => Ok(false),
-                Ok(Err(e)) => Err(self.unavailable("refused a delete", e)),
-                Err(_) => Err(self.late(self.settings.op_timeout)),
+            let mut deleted = false;
+            for holder in holders {
+                let path = format!("{parent}/{holder}");
+                match tokio::time::timeout(self.settings.op_timeout, client.delete(&path, None))
+                    .await
+                {
+                    Ok(Ok(())) => deleted = true,
+                    Ok(Err(zk::Error::NoNode)) => {}
+                    Ok(Err(e)) => return Err(self.unavailable("refused a delete", e)),
+                    Err(_) => return Err(self.late(self.settings.op_timeout)),
+                }
             }
+            Ok(deleted)
         })
     }
 }
@@ -848,5 +1081,40 @@ mod tests {
             "n-00-0000000009".into(),
         ]);
         assert_eq!(q, ["n-ff-0000000002", "n-00-0000000009", "n-aa-0000000010"]);
+        let q = in_order(vec![
+            "r-aa-0000000007".into(),
+            "n-ff-0000000003".into(),
+            "r-00-0000000001".into(),
+        ]);
+        assert_eq!(q, ["r-00-0000000001", "n-ff-0000000003", "r-aa-0000000007"]);
+    }
+
+    #[test]
+    fn readers_take_the_last_earlier_writers_fence_or_a_floor_between_writers() {
+        let stat = |czxid, mzxid| zk::Stat {
+            czxid,
+            mzxid,
+            pzxid: mzxid,
+            ctime: 0,
+            mtime: 0,
+            version: 1,
+            cversion: 1,
+            aversion: 0,
+            ephemeral_owner: 0,
+            data_length: 2,
+            num_children: 1,
+        };
+        // The last writer before the reader (its znode and the record share a zxid).
+        let record = Some((b"+3".to_vec(), stat(5, 40)));
+        assert_eq!(reader_fence(record, 50), 40 * FENCE_SLOTS + 3);
+        // A writer that came after the reader overwrote it: the reader's own floor.
+        let record = Some((b"+1".to_vec(), stat(5, 60)));
+        assert_eq!(reader_fence(record, 50), 50 * FENCE_SLOTS);
+        // No writer since the container was made: the container's floor.
+        assert_eq!(
+            reader_fence(Some((Vec::new(), stat(5, 5))), 50),
+            5 * FENCE_SLOTS
+        );
+        assert_eq!(reader_fence(None, 0), 1);
     }
 }
