@@ -526,7 +526,9 @@ impl WorkerSpec {
             ));
         }
         if spec.multi > 0 && spec.read_percent.is_some() {
-            return Err("--multi and --read-percent do not go together: lock_all has no read side".into());
+            return Err(
+                "--multi and --read-percent do not go together: lock_all has no read side".into(),
+            );
         }
         Ok((num("id")? as usize, PathBuf::from(get("log")?), spec))
     }
@@ -1786,7 +1788,9 @@ impl History {
                 .min()
                 .unwrap_or(u64::MAX)
         };
-        let mut by_key: BTreeMap<&str, Vec<(u64, u64, Option<u64>, &str)>> = BTreeMap::new();
+        // (invoked, pending until, granted at, id)
+        type Acquire<'a> = (u64, u64, Option<u64>, &'a str);
+        let mut by_key: BTreeMap<&str, Vec<Acquire<'_>>> = BTreeMap::new();
         for h in &self.holds {
             if h.shared || h.keys.len() != 1 || !fair.get(h.worker).copied().unwrap_or(false) {
                 continue;
@@ -2343,8 +2347,20 @@ mod tests {
         let ms = 1_000_000;
         // A asks at 10 ms, B at 20 ms; the lock is busy until 50 ms.
         let run = |a_ok: u64, b_ok: u64, fair: bool| {
-            let a = hold_lines("0.0.1", "k", "x", [10 * ms, a_ok, a_ok + 1, a_ok + ms], &[5]);
-            let b = hold_lines("1.0.1", "k", "x", [20 * ms, b_ok, b_ok + 1, b_ok + ms], &[6]);
+            let a = hold_lines(
+                "0.0.1",
+                "k",
+                "x",
+                [10 * ms, a_ok, a_ok + 1, a_ok + ms],
+                &[5],
+            );
+            let b = hold_lines(
+                "1.0.1",
+                "k",
+                "x",
+                [20 * ms, b_ok, b_ok + 1, b_ok + ms],
+                &[6],
+            );
             History::parse(
                 &[
                     (0, worker_log(0, 1, fair, &[a])),
@@ -2360,8 +2376,20 @@ mod tests {
         // B granted first while A still waited: out of order (the fences stay in grant
         // order, so only the FIFO rule fires).
         let swapped = {
-            let a = hold_lines("0.0.1", "k", "x", [10 * ms, 60 * ms, 60 * ms + 1, 61 * ms], &[6]);
-            let b = hold_lines("1.0.1", "k", "x", [20 * ms, 50 * ms, 50 * ms + 1, 51 * ms], &[5]);
+            let a = hold_lines(
+                "0.0.1",
+                "k",
+                "x",
+                [10 * ms, 60 * ms, 60 * ms + 1, 61 * ms],
+                &[6],
+            );
+            let b = hold_lines(
+                "1.0.1",
+                "k",
+                "x",
+                [20 * ms, 50 * ms, 50 * ms + 1, 51 * ms],
+                &[5],
+            );
             History::parse(
                 &[
                     (0, worker_log(0, 1, true, &[a])),
@@ -2375,7 +2403,9 @@ mod tests {
         assert_eq!(fifo.len(), 1, "{swapped}");
         assert!(
             fifo[0].what.contains("1 pair(s)")
-                && fifo[0].what.contains("1.0.1 was granted while 0.0.1, invoked 10.0 ms before it"),
+                && fifo[0]
+                    .what
+                    .contains("1.0.1 was granted while 0.0.1, invoked 10.0 ms before it"),
             "{swapped}"
         );
         assert_eq!((swapped.fifo_pairs, swapped.fifo_overtaking), (1, 1));
@@ -2385,8 +2415,20 @@ mod tests {
         assert!(unfair.violations_of(Rule::Fifo).is_empty(), "{unfair}");
         // Within the slack: no order promised either.
         let close = {
-            let a = hold_lines("0.0.1", "k", "x", [10 * ms, 60 * ms, 60 * ms + 1, 61 * ms], &[6]);
-            let b = hold_lines("1.0.1", "k", "x", [12 * ms, 50 * ms, 50 * ms + 1, 51 * ms], &[5]);
+            let a = hold_lines(
+                "0.0.1",
+                "k",
+                "x",
+                [10 * ms, 60 * ms, 60 * ms + 1, 61 * ms],
+                &[6],
+            );
+            let b = hold_lines(
+                "1.0.1",
+                "k",
+                "x",
+                [12 * ms, 50 * ms, 50 * ms + 1, 51 * ms],
+                &[5],
+            );
             History::parse(
                 &[
                     (0, worker_log(0, 1, true, &[a])),
@@ -2405,10 +2447,34 @@ mod tests {
         // A writer, two readers sharing its fence, a multi-key hold over the key and another
         // one, then a fair single-key hold, in arrival order.
         let w = hold_lines("0.0.1", "k", "w", [ms, 2 * ms, 2 * ms + 1, 3 * ms], &[10]);
-        let r1 = hold_lines("1.0.1", "k", "r", [4 * ms, 5 * ms, 5 * ms + 1, 7 * ms], &[10]);
-        let r2 = hold_lines("2.0.1", "k", "r", [4 * ms, 6 * ms, 6 * ms + 1, 8 * ms], &[10]);
-        let m = hold_lines("0.0.2", "j,k", "x", [9 * ms, 10 * ms, 10 * ms + 1, 11 * ms], &[3, 11]);
-        let f = hold_lines("1.0.2", "k", "x", [12 * ms, 13 * ms, 13 * ms + 1, 14 * ms], &[12]);
+        let r1 = hold_lines(
+            "1.0.1",
+            "k",
+            "r",
+            [4 * ms, 5 * ms, 5 * ms + 1, 7 * ms],
+            &[10],
+        );
+        let r2 = hold_lines(
+            "2.0.1",
+            "k",
+            "r",
+            [4 * ms, 6 * ms, 6 * ms + 1, 8 * ms],
+            &[10],
+        );
+        let m = hold_lines(
+            "0.0.2",
+            "j,k",
+            "x",
+            [9 * ms, 10 * ms, 10 * ms + 1, 11 * ms],
+            &[3, 11],
+        );
+        let f = hold_lines(
+            "1.0.2",
+            "k",
+            "x",
+            [12 * ms, 13 * ms, 13 * ms + 1, 14 * ms],
+            &[12],
+        );
         let h = History::parse(
             &[
                 (0, worker_log(0, 1, false, &[w, m])),
@@ -2424,7 +2490,17 @@ mod tests {
 
     #[test]
     fn keys_survive_the_command_line_and_the_log() {
-        for key in ["plain", "{tag}:x", "ключ", "a b", "50%", "a,b", "%41", "new\nline", "%+1"] {
+        for key in [
+            "plain",
+            "{tag}:x",
+            "ключ",
+            "a b",
+            "50%",
+            "a,b",
+            "%41",
+            "new\nline",
+            "%+1",
+        ] {
             let encoded = encode_key(key);
             assert!(
                 !encoded.contains([',', ' ', '\n']),

@@ -329,10 +329,8 @@ impl Task {
                             .map(u64::to_string)
                             .collect::<Vec<_>>()
                             .join(",");
-                        self.log.now(
-                            "ok",
-                            &[&hold, &fences[0], &validity.as_micros(), &list],
-                        );
+                        self.log
+                            .now("ok", &[&hold, &fences[0], &validity.as_micros(), &list]);
                     }
                     self.hold(&hold, &keys, &fences, mode, guard, n, &mut rng)
                         .await;
@@ -383,11 +381,7 @@ impl Task {
             Mode::Read => self.locker.read_lock(key),
             Mode::Write => self.locker.write_lock(key),
         };
-        request
-            .fair(self.spec.fair)
-            .acquire()
-            .await
-            .map(Guard::One)
+        request.fair(self.spec.fair).acquire().await.map(Guard::One)
     }
 
     /// How long an acquire may run before it counts as hung: past the checker's bound
@@ -470,8 +464,16 @@ impl Task {
 
     /// One write to the fenced resource: a fenced write of the key, or (several keys) a
     /// transfer of 1 to 10 from the first key's wallet to the second's, fenced on all.
-    async fn write(&self, hold: &str, keys: &[String], fences: &[u64], careful: bool, rng: &mut Rng) {
-        self.log.now("win", &[&hold, &fences[0], &u8::from(careful)]);
+    async fn write(
+        &self,
+        hold: &str,
+        keys: &[String],
+        fences: &[u64],
+        careful: bool,
+        rng: &mut Rng,
+    ) {
+        self.log
+            .now("win", &[&hold, &fences[0], &u8::from(careful)]);
         let outcome = if keys.len() == 1 {
             let write = self.resource.write(&keys[0], fences[0], hold);
             tokio::time::timeout(Duration::from_secs(2), write).await
