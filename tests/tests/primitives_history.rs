@@ -418,6 +418,7 @@ async fn fair_in_arrival_order(tasks: usize) {
         .gap(Duration::from_millis(5))
         .duration(Duration::from_secs(4));
     let mut run = Run::new(&format!("primitives-fair-{tasks}"));
+    run.expect_fifo();
     for _ in 0..4 {
         run.spawn(&spec);
     }
