@@ -3,8 +3,10 @@
 //! Worker processes (the `history_worker` binary) take locks in a loop and log every step with
 //! `CLOCK_MONOTONIC` times, which compare across processes of one machine; the test logs the
 //! faults it injects in the same clock. [`History::check`] then fails a run on holders whose
-//! validity windows overlap, fences out of real-time order, stale writes that the fenced
-//! resource accepted, calls that took longer than their bound, leases that came back after
+//! validity windows overlap (two readers of a read-write lock may; a multi-key hold counts on
+//! each of its keys), fences out of real-time order, readers whose fence is not the last
+//! writer's, stale writes that the fenced resource accepted, fair locks granted out of the
+//! order of arrival, calls that took longer than their bound, leases that came back after
 //! being reported lost, and workers that hung.
 //!
 //! ```no_run
@@ -33,9 +35,9 @@
 //!
 //! | event | fields | meaning |
 //! | --- | --- | --- |
-//! | `start` | id pid lease_ms wait_ms op_ms | the worker's settings |
-//! | `inv` | hold key | acquire invoked |
-//! | `ok` | hold fence validity_us | acquire returned a guard; its validity budget |
+//! | `start` | id pid lease_ms wait_ms op_ms \[tasks fair\] | the worker's settings (fair 1/0) |
+//! | `inv` | hold keys \[mode\] | acquire invoked; keys comma-separated (one, or a `lock_all`'s as named), each as [`encode_key`] writes it; mode `x` exclusive (the default), `r` read side, `w` write side |
+//! | `ok` | hold fence validity_us \[fences\] | acquire returned a guard (fence: of the first key); its validity budget; for several keys, each key's fence, comma-separated, in the keys' order |
 //! | `aerr` | hold code | acquire failed (`lock_busy`, `lock_unavailable`, ...; `hung` when the worker gave up on it past its bound) |
 //! | `chk` | hold 1/0 | the task asked `is_held()` (time taken before asking) |
 //! | `h` | hold | the sampler thread saw `is_held()` true (time taken before asking) |
@@ -49,6 +51,9 @@
 //! | `rel` | hold 1/0 | release invoked; 1 when `is_held()` was true just before |
 //! | `rok` / `rlost` / `runav` / `rerr` | hold | release returned Ok / Lost / Unavailable / other |
 //! | `end` | | the worker finished its run |
+//!
+//! The bracketed fields are newer: logs without them still parse (one exclusive key, `tasks`
+//! unknown, not fair).
 //!
 //! The test's `faults.log` holds `T fault KIND TARGET` and `T heal KIND TARGET`.
 
@@ -161,8 +166,17 @@ pub struct WorkerSpec {
     pub block_every: u32,
     /// Run on a current-thread runtime (a block then stops everything, watchdog included).
     pub current_thread: bool,
-    /// Take the locks with `fair(true)`.
+    /// Take the locks with `fair(true)` (single-key holds; `lock_all` has no fair mode).
     pub fair: bool,
+    /// Read-write mode: `Some(p)` takes `p` % of the holds with `read_lock` (readers only
+    /// check `is_held()`, they do not write) and the rest with `write_lock`; `None` takes
+    /// every hold with `lock`.
+    pub read_percent: Option<u32>,
+    /// Multi-key mode: each hold takes `lock_all` of this many distinct keys of `keys`,
+    /// picked at random and named in random order, and its writes are transfers between the
+    /// wallets of its first two keys (see [`FencedResource::transfer`]); 0 takes one key with
+    /// `lock`.
+    pub multi: usize,
 }
 
 /// What the `urls` of a [`WorkerSpec`] are: one deployment of one lock engine.
@@ -242,6 +256,8 @@ impl WorkerSpec {
             block_every: 0,
             current_thread: true,
             fair: false,
+            read_percent: None,
+            multi: 0,
         }
     }
 
@@ -351,6 +367,18 @@ impl WorkerSpec {
         self
     }
 
+    /// Read-write mode: `percent` % of the holds are readers, the rest writers.
+    pub fn read_write(mut self, percent: u32) -> Self {
+        self.read_percent = Some(percent);
+        self
+    }
+
+    /// Multi-key mode: each hold locks `keys` distinct keys together with `lock_all`.
+    pub fn multi(mut self, keys: usize) -> Self {
+        self.multi = keys;
+        self
+    }
+
     /// Chooses the runtime flavour: current-thread (`true`) or multi-thread.
     pub fn current_thread(mut self, on: bool) -> Self {
         self.current_thread = on;
@@ -372,7 +400,11 @@ impl WorkerSpec {
             "--resource".into(),
             self.resource_url.clone(),
             "--keys".into(),
-            self.keys.join(","),
+            self.keys
+                .iter()
+                .map(|k| encode_key(k))
+                .collect::<Vec<_>>()
+                .join(","),
             "--prefix".into(),
             self.prefix.clone(),
             "--tasks".into(),
@@ -404,10 +436,16 @@ impl WorkerSpec {
             .into(),
             "--fair".into(),
             self.fair.to_string(),
+            "--read-percent".into(),
+            self.read_percent
+                .map_or_else(|| "off".to_owned(), |p| p.to_string()),
+            "--multi".into(),
+            self.multi.to_string(),
         ]
     }
 
-    /// Parses what [`to_args`](Self::to_args) wrote: `(id, log path, spec)`.
+    /// Parses what [`to_args`](Self::to_args) wrote: `(id, log path, spec)`. Command lines
+    /// from before `--read-percent` and `--multi` existed still parse (as `off` and 0).
     ///
     /// # Errors
     /// A message naming the bad or missing option.
@@ -461,12 +499,83 @@ impl WorkerSpec {
                 other => return Err(format!("--runtime is `current` or `multi`, not `{other}`")),
             },
             fair: get("fair")? == "true",
+            read_percent: match map.get("read-percent").map(String::as_str) {
+                None | Some("off") => None,
+                Some(p) => match p.parse() {
+                    Ok(p) if p <= 100 => Some(p),
+                    _ => return Err(format!("--read-percent is `off` or 0 to 100, not `{p}`")),
+                },
+            },
+            multi: match map.get("multi") {
+                None => 0,
+                Some(_) => num("multi")? as usize,
+            },
+        };
+        let spec = WorkerSpec {
+            keys: spec.keys.iter().map(|k| decode_key(k)).collect(),
+            ..spec
         };
         if spec.urls.is_empty() || spec.keys.is_empty() || spec.tasks == 0 {
             return Err("--urls, --keys and --tasks must not be empty".into());
         }
+        if spec.multi > spec.keys.len() {
+            return Err(format!(
+                "--multi {} needs at least as many --keys ({} given)",
+                spec.multi,
+                spec.keys.len()
+            ));
+        }
+        if spec.multi > 0 && spec.read_percent.is_some() {
+            return Err(
+                "--multi and --read-percent do not go together: lock_all has no read side".into(),
+            );
+        }
         Ok((num("id")? as usize, PathBuf::from(get("log")?), spec))
     }
+}
+
+/// A key as it appears in a command line's `--keys` list and in a log line: `%`, `,`,
+/// whitespace and control characters are written `%XX` (each byte of their UTF-8), the rest
+/// as is, so hostile keys (braces, colons, unicode, spaces) survive both.
+pub fn encode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for c in key.chars() {
+        if c == '%' || c == ',' || c.is_whitespace() || c.is_control() {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                let _ = write!(out, "%{b:02X}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The inverse of [`encode_key`]; a `%` not followed by two hex digits stays as it is (keys
+/// of old command lines and logs, which were not encoded, decode to themselves).
+pub fn decode_key(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -503,6 +612,54 @@ redis.call('HINCRBY', KEYS[1], 'rejected', 1)
 return 0
 "#;
 
+/// A transfer between two wallets under a multi-key hold, on the resource's server: every
+/// key of the hold is fenced as [`FENCED_WRITE_SCRIPT`] fences one, and only when all of
+/// them accept does it set the two balances the holder computed from what it read under the
+/// lock (a read-modify-write: two holders overlapping would lose an update and change the
+/// total).
+pub const TRANSFER_SCRIPT: &str = r#"
+-- KEYS[1], KEYS[2]  the balances of the two wallets (plain integers)
+-- KEYS[3..]         the fenced records of every key of the hold (as FENCED_WRITE_SCRIPT)
+-- ARGV[1], ARGV[2]  the new balances
+-- ARGV[3]           the writer (a hold id)
+-- ARGV[4..]         the writer's fence of each record's key, decimal, in KEYS[3..]'s order
+-- Returns 1 when every record accepted the write (and the balances are set), 0 when one
+-- refused it as stale (and nothing changed).
+local n = #KEYS - 2
+for i = 1, n do
+  local rec, fence = KEYS[2 + i], ARGV[3 + i]
+  local last = redis.call('HGET', rec, 'fence')
+  local newer
+  if not last then
+    newer = true
+  elseif #fence ~= #last then
+    newer = #fence > #last
+  elseif fence == last then
+    newer = redis.call('HGET', rec, 'writer') == ARGV[3]
+  else
+    newer = fence > last
+  end
+  if not newer then
+    for j = 1, n do
+      redis.call('HINCRBY', KEYS[2 + j], 'rejected', 1)
+    end
+    return 0
+  end
+end
+for i = 1, n do
+  redis.call('HSET', KEYS[2 + i], 'fence', ARGV[3 + i], 'writer', ARGV[3])
+  redis.call('HINCRBY', KEYS[2 + i], 'accepted', 1)
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"#;
+
+/// The Redis key of the balance of the wallet of lock key `key` (multi-key mode).
+pub fn wallet_key(key: &str) -> String {
+    format!("wallet:{key}")
+}
+
 /// The Redis key of the fenced record for lock key `key`.
 pub fn resource_key(key: &str) -> String {
     format!("resource:{key}")
@@ -513,6 +670,7 @@ pub fn resource_key(key: &str) -> String {
 pub struct FencedResource {
     conn: redis::aio::MultiplexedConnection,
     script: redis::Script,
+    transfer: redis::Script,
 }
 
 impl FencedResource {
@@ -527,6 +685,7 @@ impl FencedResource {
         Ok(FencedResource {
             conn,
             script: redis::Script::new(FENCED_WRITE_SCRIPT),
+            transfer: redis::Script::new(TRANSFER_SCRIPT),
         })
     }
 
@@ -544,6 +703,66 @@ impl FencedResource {
             .invoke_async(&mut conn)
             .await?;
         Ok(accepted == 1)
+    }
+
+    /// Moves `amount` from the wallet of `from` to the wallet of `to` under a hold of every
+    /// key of `fenced` (each with its fence): reads both balances (a missing one is 0), then
+    /// writes both with [`TRANSFER_SCRIPT`]. `Ok(true)` when every record accepted it.
+    ///
+    /// # Errors
+    /// When the server fails.
+    pub async fn transfer(
+        &self,
+        from: &str,
+        to: &str,
+        amount: i64,
+        fenced: &[(&str, u64)],
+        writer: &str,
+    ) -> redis::RedisResult<bool> {
+        let mut conn = self.conn.clone();
+        let (a, b): (Option<i64>, Option<i64>) = redis::cmd("MGET")
+            .arg(wallet_key(from))
+            .arg(wallet_key(to))
+            .query_async(&mut conn)
+            .await?;
+        let (a, b) = (a.unwrap_or(0), b.unwrap_or(0));
+        let mut call = self.transfer.prepare_invoke();
+        call.key(wallet_key(from)).key(wallet_key(to));
+        for (key, _) in fenced {
+            call.key(resource_key(key));
+        }
+        call.arg(a - amount).arg(b + amount).arg(writer);
+        for (_, fence) in fenced {
+            call.arg(fence.to_string());
+        }
+        let accepted: i64 = call.invoke_async(&mut conn).await?;
+        Ok(accepted == 1)
+    }
+
+    /// The balance of the wallet of `key` (0 when it has none).
+    ///
+    /// # Errors
+    /// When the server fails.
+    pub async fn balance(&self, key: &str) -> redis::RedisResult<i64> {
+        let mut conn = self.conn.clone();
+        let balance: Option<i64> = redis::cmd("GET")
+            .arg(wallet_key(key))
+            .query_async(&mut conn)
+            .await?;
+        Ok(balance.unwrap_or(0))
+    }
+
+    /// Sets the balance of the wallet of `key`.
+    ///
+    /// # Errors
+    /// When the server fails.
+    pub async fn set_balance(&self, key: &str, balance: i64) -> redis::RedisResult<()> {
+        let mut conn = self.conn.clone();
+        redis::cmd("SET")
+            .arg(wallet_key(key))
+            .arg(balance)
+            .query_async(&mut conn)
+            .await
     }
 
     /// The record's totals: `(accepted, rejected)`.
@@ -637,6 +856,7 @@ pub struct Run {
     faults: EventLog,
     workers: Vec<WorkerProc>,
     keep: bool,
+    expect_fifo: bool,
 }
 
 impl Run {
@@ -661,12 +881,19 @@ impl Run {
             faults,
             workers: Vec::new(),
             keep: false,
+            expect_fifo: false,
         }
     }
 
     /// The run's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Judges the order of fair grants: strict first come, first served across the tasks of
+    /// all processes ([`History::expect_fifo`]).
+    pub fn expect_fifo(&mut self) {
+        self.expect_fifo = true;
     }
 
     /// Keeps the directory after the run (for a post-mortem).
@@ -828,7 +1055,9 @@ impl Run {
             logs.push((w.id, fs::read_to_string(&w.log).unwrap_or_default()));
         }
         let faults = fs::read_to_string(self.dir.join("faults.log")).unwrap_or_default();
-        History::parse(&logs, &faults)
+        let mut history = History::parse(&logs, &faults);
+        history.expect_fifo = self.expect_fifo;
+        history
     }
 
     /// Checks the run's history, records the figures (see [`Report::record`]) and panics
@@ -950,12 +1179,19 @@ pub struct Hold {
     pub id: String,
     /// The worker's index.
     pub worker: usize,
-    /// The lock key.
+    /// The lock key (the first one named, for a multi-key hold).
     pub key: String,
+    /// Every key of the hold, as named: one, or the keys of a `lock_all`.
+    pub keys: Vec<String>,
+    /// The read side of a read-write lock (`read_lock`); otherwise the hold excludes
+    /// everyone on each of its keys (`lock`, `write_lock`, `lock_all`).
+    pub shared: bool,
     /// When acquire was invoked.
     pub inv: u64,
-    /// When acquire returned a guard, and its fence.
+    /// When acquire returned a guard, and its fence (of the first key, for a multi-key hold).
     pub ok: Option<(u64, u64)>,
+    /// The fence of each of `keys`, in their order, once acquired.
+    pub key_fences: Vec<u64>,
     /// When acquire failed, and the error's code.
     pub err: Option<(u64, String)>,
     /// Times at which the holder provably believed it held the lock (`is_held()` true).
@@ -991,6 +1227,20 @@ impl Hold {
     pub fn fence(&self) -> Option<u64> {
         self.ok.map(|(_, f)| f)
     }
+
+    /// The fence of `key`, if acquired and one of the hold's keys.
+    pub fn fence_of(&self, key: &str) -> Option<u64> {
+        self.ok?;
+        let i = self.keys.iter().position(|k| k == key)?;
+        self.key_fences.get(i).copied()
+    }
+
+    /// When the acquire ended: granted, failed, or never (`None`).
+    pub fn answered(&self) -> Option<u64> {
+        self.ok
+            .map(|(t, _)| t)
+            .or(self.err.as_ref().map(|(t, _)| *t))
+    }
 }
 
 /// A worker's settings and life, from its log.
@@ -1000,6 +1250,10 @@ pub struct WorkerLife {
     pub id: usize,
     /// When it started, and its lease, wait and op timeout in ms.
     pub start: Option<(u64, u64, u64, u64)>,
+    /// Its tasks, when its log says (logs from before they did: `None`).
+    pub tasks: Option<usize>,
+    /// Whether it took its single-key locks with `fair(true)`.
+    pub fair: bool,
     /// When it finished by itself.
     pub end: Option<u64>,
 }
@@ -1017,6 +1271,18 @@ pub struct Fault {
     pub end: Option<u64>,
 }
 
+/// One hold as seen on one of its keys: the hold, and its fence of that key.
+#[derive(Clone, Copy, Debug)]
+struct Entry<'a> {
+    hold: &'a Hold,
+    fence: u64,
+}
+
+/// How long before B an acquire A must have been invoked for the FIFO check of fair locks to
+/// expect A granted first: 5 ms, for A's first attempt to reach the store and queue it (a
+/// round trip on loopback, and a process that was not scheduled at once).
+pub const FIFO_SLACK_NS: u64 = 5_000_000;
+
 /// Everything the workers and the test logged in one run.
 #[derive(Clone, Debug, Default)]
 pub struct History {
@@ -1028,6 +1294,11 @@ pub struct History {
     pub faults: Vec<Fault>,
     /// Lines that did not parse (a worker killed mid-write leaves none, but who knows).
     pub garbage: usize,
+    /// Whether fair locks must grant in strict arrival order across the tasks of all
+    /// processes (the FIFO rule, [`Rule::Fifo`]); set by [`Run::expect_fifo`]. Without it the
+    /// order is measured (the report's `fifo_*` figures) but not judged: `fair(true)` has
+    /// promised turns by process, not by task.
+    pub expect_fifo: bool,
 }
 
 impl History {
@@ -1057,7 +1328,9 @@ impl History {
                             num(4).unwrap_or(0),
                             num(5).unwrap_or(0),
                             num(6).unwrap_or(0),
-                        ))
+                        ));
+                        life.tasks = num(7).map(|n| n as usize);
+                        life.fair = fields.get(8) == Some(&"1");
                     }
                     "end" => life.end = Some(t),
                     _ => {
@@ -1066,11 +1339,27 @@ impl History {
                             continue;
                         };
                         if event == "inv" {
+                            let keys: Vec<String> = fields
+                                .get(3)
+                                .unwrap_or(&"")
+                                .split(',')
+                                .map(decode_key)
+                                .collect();
+                            let shared = match fields.get(4) {
+                                None | Some(&"x") | Some(&"w") => false,
+                                Some(&"r") => true,
+                                Some(_) => {
+                                    history.garbage += 1;
+                                    false
+                                }
+                            };
                             index.insert(id.to_owned(), history.holds.len());
                             history.holds.push(Hold {
                                 id: id.to_owned(),
                                 worker: *worker,
-                                key: fields.get(3).unwrap_or(&"").to_string(),
+                                key: keys[0].clone(),
+                                keys,
+                                shared,
                                 inv: t,
                                 ..Hold::default()
                             });
@@ -1083,7 +1372,18 @@ impl History {
                         let hold = &mut history.holds[i];
                         let flag = fields.get(3) == Some(&"1");
                         match event {
-                            "ok" => hold.ok = num(3).map(|f| (t, f)),
+                            "ok" => {
+                                hold.ok = num(3).map(|f| (t, f));
+                                hold.key_fences = match fields.get(5) {
+                                    Some(list) => {
+                                        list.split(',').filter_map(|f| f.parse().ok()).collect()
+                                    }
+                                    None => hold.ok.map(|(_, f)| f).into_iter().collect(),
+                                };
+                                if hold.ok.is_some() && hold.key_fences.len() != hold.keys.len() {
+                                    history.garbage += 1;
+                                }
+                            }
                             "aerr" => {
                                 hold.err = Some((t, fields.get(3).unwrap_or(&"").to_string()))
                             }
@@ -1171,11 +1471,12 @@ impl History {
         self.holds.iter().find(|h| h.id == id)
     }
 
-    /// The first hold (of any worker) that acquired `key` at or after `t`.
+    /// The first hold (of any worker) that acquired `key` (as one of its keys) at or after
+    /// `t`.
     pub fn first_acquired_after(&self, key: &str, t: u64) -> Option<&Hold> {
         self.holds
             .iter()
-            .filter(|h| h.key == key && h.ok.is_some_and(|(ok, _)| ok >= t))
+            .filter(|h| h.keys.iter().any(|k| k == key) && h.ok.is_some_and(|(ok, _)| ok >= t))
             .min_by_key(|h| h.ok.map(|(ok, _)| ok))
     }
 
@@ -1205,12 +1506,24 @@ impl History {
                 + self.holds.iter().map(|h| h.blocks.len()).sum::<usize>(),
             ..Report::default()
         };
-        let mut by_key: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+        // A multi-key hold counts as a hold of each of its keys, with that key's fence.
+        let mut by_key: BTreeMap<&str, Vec<Entry<'_>>> = BTreeMap::new();
         for h in &self.holds {
             r.acquires += 1;
             if h.ok.is_some() {
                 r.holds += 1;
-                by_key.entry(h.key.as_str()).or_default().push(h);
+                for (key, &fence) in h.keys.iter().zip(&h.key_fences) {
+                    by_key
+                        .entry(key.as_str())
+                        .or_default()
+                        .push(Entry { hold: h, fence });
+                }
+                if h.shared {
+                    r.read_holds += 1;
+                }
+                if h.keys.len() > 1 {
+                    r.multi_holds += 1;
+                }
             }
             if let Some((_, code)) = &h.err {
                 *r.acquire_errors.entry(code.clone()).or_default() += 1;
@@ -1227,6 +1540,12 @@ impl History {
                     Some((_, Some(false))) => r.writes_refused += 1,
                     _ => r.writes_failed += 1,
                 }
+                if h.ok.is_some() && !w.careful {
+                    r.blind_writes += 1;
+                    if w.outcome.is_some_and(|(_, a)| a == Some(false)) {
+                        r.blind_refused += 1;
+                    }
+                }
             }
             if h.resurrected {
                 r.violation(
@@ -1238,11 +1557,13 @@ impl History {
                 );
             }
         }
-        for (key, holds) in &by_key {
-            self.check_fences(key, holds, &mut r);
-            self.check_overlap(key, holds, &mut r);
-            self.check_stale_writes(key, holds, &mut r);
+        for (key, entries) in &by_key {
+            self.check_fences(key, entries, &mut r);
+            self.check_overlap(key, entries, &mut r);
+            self.check_stale_writes(key, entries, &mut r);
+            self.check_reader_fences(key, entries, &mut r);
         }
+        self.check_fifo(&mut r);
         self.check_bounds(&mut r);
         self.check_liveness(&mut r);
         if self.garbage > 0 {
@@ -1255,64 +1576,73 @@ impl History {
     }
 
     /// Fences are unique per key and increase in the real-time order of acquisitions: when
-    /// A's acquire returned before B's was invoked, A's fence is smaller.
-    fn check_fences(&self, key: &str, holds: &[&Hold], r: &mut Report) {
+    /// A's acquire returned before B's was invoked, A's fence is smaller. Holds that exclude
+    /// (not readers: they share the fence of the last writer, see
+    /// [`check_reader_fences`](Self::check_reader_fences)).
+    fn check_fences(&self, key: &str, entries: &[Entry<'_>], r: &mut Report) {
+        let holds: Vec<Entry<'_>> = entries.iter().filter(|e| !e.hold.shared).copied().collect();
         let mut seen: HashMap<u64, &str> = HashMap::new();
-        for h in holds {
-            if let Some(fence) = h.fence() {
-                if let Some(other) = seen.insert(fence, &h.id) {
-                    r.violation(
-                        Rule::FenceOrder,
-                        format!(
-                            "fence {fence} of `{key}` handed to both {other} and {}",
-                            h.id
-                        ),
-                    );
-                }
+        for e in &holds {
+            if let Some(other) = seen.insert(e.fence, &e.hold.id) {
+                r.violation(
+                    Rule::FenceOrder,
+                    format!(
+                        "fence {} of `{key}` handed to both {other} and {}",
+                        e.fence, e.hold.id
+                    ),
+                );
             }
         }
         let mut by_ok: Vec<(u64, u64, &str)> = holds
             .iter()
-            .filter_map(|h| h.ok.map(|(t, f)| (t, f, h.id.as_str())))
+            .filter_map(|e| e.hold.ok.map(|(t, _)| (t, e.fence, e.hold.id.as_str())))
             .collect();
         by_ok.sort();
-        let mut by_inv: Vec<&&Hold> = holds.iter().collect();
-        by_inv.sort_by_key(|h| h.inv);
+        let mut by_inv: Vec<&Entry<'_>> = holds.iter().collect();
+        by_inv.sort_by_key(|e| e.hold.inv);
         let mut i = 0;
         let mut max: Option<(u64, &str)> = None;
         for b in by_inv {
-            while i < by_ok.len() && by_ok[i].0 < b.inv {
+            while i < by_ok.len() && by_ok[i].0 < b.hold.inv {
                 if max.is_none_or(|(f, _)| by_ok[i].1 > f) {
                     max = Some((by_ok[i].1, by_ok[i].2));
                 }
                 i += 1;
             }
-            if let (Some((mf, mid)), Some(fence)) = (max, b.fence()) {
+            if let Some((mf, mid)) = max {
+                let fence = b.fence;
                 if mf >= fence {
                     r.violation(
                         Rule::FenceOrder,
                         format!(
                         "fence out of order on `{key}`: {mid} got {mf} before {} asked, which got {fence}",
-                        b.id
+                        b.hold.id
                     ));
                 }
             }
         }
     }
 
-    /// No two holders' validity windows overlap. A window is the span between the first and
-    /// the last instant at which the holder provably believed it held the lock (`is_held()`
-    /// true, time taken before asking): a lower bound of its belief, so an overlap found is
-    /// an overlap that happened.
-    fn check_overlap(&self, key: &str, holds: &[&Hold], r: &mut Report) {
-        let mut windows: Vec<(u64, u64, &str)> = holds
+    /// No two holders' validity windows overlap on a key, except two readers'. A window is
+    /// the span between the first and the last instant at which the holder provably
+    /// believed it held the lock (`is_held()` true, time taken before asking): a lower bound
+    /// of its belief, so an overlap found is an overlap that happened. A multi-key hold's
+    /// window counts on each of its keys.
+    fn check_overlap(&self, key: &str, entries: &[Entry<'_>], r: &mut Report) {
+        let mut windows: Vec<(u64, u64, &str, bool)> = entries
             .iter()
-            .filter_map(|h| Some((h.first_true?, h.last_true?, h.id.as_str())))
+            .filter_map(|e| {
+                let h = e.hold;
+                Some((h.first_true?, h.last_true?, h.id.as_str(), h.shared))
+            })
             .collect();
         windows.sort();
+        // The furthest-reaching window so far, of anyone and of an excluding holder.
         let mut reach: Option<(u64, &str)> = None;
-        for (start, end, id) in windows {
-            if let Some((until, other)) = reach {
+        let mut reach_excl: Option<(u64, &str)> = None;
+        for (start, end, id, shared) in windows {
+            let against = if shared { reach_excl } else { reach };
+            if let Some((until, other)) = against {
                 if start < until {
                     r.violation(
                         Rule::Overlap,
@@ -1325,24 +1655,21 @@ impl History {
             if reach.is_none_or(|(until, _)| end > until) {
                 reach = Some((end, id));
             }
+            if !shared && reach_excl.is_none_or(|(until, _)| end > until) {
+                reach_excl = Some((end, id));
+            }
         }
     }
 
     /// The fenced resource accepted no stale write: no write was accepted after (in real
-    /// time) a write with a higher fence had been accepted.
-    fn check_stale_writes(&self, key: &str, holds: &[&Hold], r: &mut Report) {
+    /// time) a write with a higher fence had been accepted. A multi-key hold's writes count
+    /// on each of its keys, with that key's fence.
+    fn check_stale_writes(&self, key: &str, entries: &[Entry<'_>], r: &mut Report) {
         let mut accepted: Vec<(u64, u64, u64, &str)> = Vec::new(); // (inv, done, fence, id)
-        for h in holds {
-            let Some(fence) = h.fence() else { continue };
-            for w in &h.writes {
-                if !w.careful {
-                    r.blind_writes += 1;
-                    if w.outcome.is_some_and(|(_, a)| a == Some(false)) {
-                        r.blind_refused += 1;
-                    }
-                }
+        for e in entries {
+            for w in &e.hold.writes {
                 if let Some((done, Some(true))) = w.outcome {
-                    accepted.push((w.inv, done, fence, h.id.as_str()));
+                    accepted.push((w.inv, done, e.fence, e.hold.id.as_str()));
                 }
             }
         }
@@ -1369,6 +1696,175 @@ impl History {
                 }
             }
         }
+    }
+
+    /// A reader's fence is the fence of the newest writer before it. For each read hold R of
+    /// a key, the writers (holds that exclude on the key) split by their `ok` time against
+    /// R's: a writer whose acquire returned before R's did was granted before R (the two
+    /// exclude each other, so the earlier grant released before the later one, and each
+    /// `ok` is logged between its grant and its release; no slack is needed, as for
+    /// [`check_fences`](Self::check_fences)), one that returned after was granted after.
+    /// Then:
+    /// - R's fence is at least the highest fence of the writers before it, and below the
+    ///   lowest fence of the writers after it;
+    /// - it *equals* the fence of the newest writer before it (W) when nothing else can have
+    ///   drawn a fence in between: W's worker ran one task or fair locks (so W reserved one
+    ///   fence, not spares for in-process handovers), and no write acquire of the key failed
+    ///   or went unanswered between W's grant and R's (it may have drawn a fence unlogged).
+    ///   With no writer before R, only the upper bound is checked (a counter may predate the
+    ///   run).
+    fn check_reader_fences(&self, key: &str, entries: &[Entry<'_>], r: &mut Report) {
+        let mut writers: Vec<(u64, u64, &Hold)> = entries
+            .iter()
+            .filter(|e| !e.hold.shared)
+            .filter_map(|e| Some((e.hold.ok?.0, e.fence, e.hold)))
+            .collect();
+        if entries.iter().all(|e| !e.hold.shared) {
+            return;
+        }
+        writers.sort_by_key(|w| w.0);
+        // Write acquires of the key that failed or never answered: (invoked, answered).
+        let unresolved: Vec<(u64, u64)> = self
+            .holds
+            .iter()
+            .filter(|h| !h.shared && h.ok.is_none() && h.keys.iter().any(|k| k == key))
+            .map(|h| (h.inv, h.answered().unwrap_or(u64::MAX)))
+            .collect();
+        for e in entries.iter().filter(|e| e.hold.shared) {
+            let Some((ok, _)) = e.hold.ok else { continue };
+            let split = writers.partition_point(|w| w.0 < ok);
+            let (before, after) = writers.split_at(split);
+            let lowest_after = after.iter().min_by_key(|w| w.1);
+            let highest_before = before.iter().max_by_key(|w| w.1);
+            let id = &e.hold.id;
+            if let Some(&(_, f, w)) = highest_before.filter(|w| e.fence < w.1) {
+                r.violation(
+                    Rule::ReaderFence,
+                    format!(
+                        "reader {id} of `{key}` got fence {} below {f} of writer {} granted before it",
+                        e.fence, w.id
+                    ),
+                );
+                continue;
+            }
+            if let Some(&(_, f, w)) = lowest_after.filter(|w| e.fence >= w.1) {
+                r.violation(
+                    Rule::ReaderFence,
+                    format!(
+                        "reader {id} of `{key}` got fence {}, not below {f} of writer {} granted after it",
+                        e.fence, w.id
+                    ),
+                );
+                continue;
+            }
+            let Some(&(w_ok, f, w)) = before.last() else {
+                continue;
+            };
+            let one_fence = self
+                .workers
+                .iter()
+                .find(|l| l.id == w.worker)
+                .is_some_and(|l| l.fair || l.tasks == Some(1));
+            let gap = unresolved.iter().any(|&(inv, end)| inv < ok && end > w_ok);
+            if one_fence && !gap && e.fence != f {
+                r.violation(
+                    Rule::ReaderFence,
+                    format!(
+                        "reader {id} of `{key}` got fence {}, not {f} of the last writer {} before it",
+                        e.fence, w.id
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Fair locks grant in the order of arrival (judged when [`expect_fifo`](Self::expect_fifo)
+    /// is set, measured always). For two single-key acquires A and B of one
+    /// key, both by workers that took fair locks and neither a reader: when A was invoked
+    /// more than [`FIFO_SLACK_NS`] before B (the time for A's first attempt to reach the
+    /// store and queue it), and A was still pending when B was granted (A granted after B,
+    /// failed after B's grant, or never answered while its worker lived), B overtook A: a
+    /// violation. The order of grants comes from the `ok` times, which follow the grants
+    /// (the holds exclude one another). One violation per key, with the number of such
+    /// pairs and the worst one (the greatest lead A had over B).
+    fn check_fifo(&self, r: &mut Report) {
+        let fair: Vec<bool> = {
+            let mut fair = vec![false; self.workers.iter().map(|l| l.id + 1).max().unwrap_or(0)];
+            for l in &self.workers {
+                fair[l.id] = l.fair;
+            }
+            fair
+        };
+        let killed = |w: usize| {
+            let target = format!("w{w}");
+            self.faults
+                .iter()
+                .filter(|f| (f.kind == "kill" || f.kind == "hung") && f.target == target)
+                .map(|f| f.start)
+                .min()
+                .unwrap_or(u64::MAX)
+        };
+        // (invoked, pending until, granted at, id)
+        type Acquire<'a> = (u64, u64, Option<u64>, &'a str);
+        let mut by_key: BTreeMap<&str, Vec<Acquire<'_>>> = BTreeMap::new();
+        for h in &self.holds {
+            if h.shared || h.keys.len() != 1 || !fair.get(h.worker).copied().unwrap_or(false) {
+                continue;
+            }
+            // Pending from `inv` until answered, or until its worker died or finished.
+            let end = h
+                .answered()
+                .unwrap_or_else(|| killed(h.worker).min(self.workers_end(h.worker)));
+            by_key.entry(h.key.as_str()).or_default().push((
+                h.inv,
+                end,
+                h.ok.map(|(t, _)| t),
+                h.id.as_str(),
+            ));
+        }
+        for (key, acquires) in by_key {
+            let mut pairs = 0usize;
+            let mut overtaking = 0usize;
+            let mut worst: Option<(u64, &str, &str)> = None;
+            for &(b_inv, _, b_ok, b_id) in &acquires {
+                let Some(b_ok) = b_ok else { continue };
+                r.fifo_grants += 1;
+                let mut overtook = false;
+                for &(a_inv, a_end, _, a_id) in &acquires {
+                    if a_inv.saturating_add(FIFO_SLACK_NS) < b_inv && a_end > b_ok {
+                        pairs += 1;
+                        overtook = true;
+                        let lead = b_inv - a_inv;
+                        if worst.is_none_or(|(l, _, _)| lead > l) {
+                            worst = Some((lead, a_id, b_id));
+                        }
+                    }
+                }
+                overtaking += usize::from(overtook);
+            }
+            r.fifo_pairs += pairs;
+            r.fifo_overtaking += overtaking;
+            if let Some((lead, a, b)) = worst.filter(|_| self.expect_fifo) {
+                r.violation(
+                    Rule::Fifo,
+                    format!(
+                        "fair lock `{key}` granted out of arrival order: {pairs} pair(s), {overtaking} grant(s) \
+                         overtook an earlier waiter; worst: {b} was granted while {a}, invoked {:.1} ms before it, \
+                         still waited",
+                        lead as f64 / 1e6
+                    ),
+                );
+            }
+        }
+    }
+
+    /// When worker `w` finished by itself (`u64::MAX` if it did not).
+    fn workers_end(&self, w: usize) -> u64 {
+        self.workers
+            .iter()
+            .find(|l| l.id == w)
+            .and_then(|l| l.end)
+            .unwrap_or(u64::MAX)
     }
 
     /// Every call returned within its bound: acquire within wait + 3 op timeouts, release
@@ -1503,6 +1999,10 @@ pub enum Rule {
     Resurrection,
     /// A worker made no progress after the faults healed.
     Liveness,
+    /// A reader's fence was not the fence of the last writer before it.
+    ReaderFence,
+    /// A fair lock was granted out of the order of arrival.
+    Fifo,
     /// The logs could not be read.
     Log,
 }
@@ -1551,6 +2051,16 @@ pub struct Report {
     pub faults: usize,
     /// The slowest acquire, in ns.
     pub max_acquire_ns: u64,
+    /// Holds of the read side of a read-write lock.
+    pub read_holds: usize,
+    /// Holds of several keys at once.
+    pub multi_holds: usize,
+    /// Grants of fair locks checked for their order.
+    pub fifo_grants: usize,
+    /// Pairs of fair acquires granted out of arrival order (see [`FIFO_SLACK_NS`]).
+    pub fifo_pairs: usize,
+    /// Grants of fair locks that overtook at least one earlier waiter.
+    pub fifo_overtaking: usize,
     /// Everything that broke a rule.
     pub violations: Vec<Violation>,
 }
@@ -1624,6 +2134,20 @@ impl fmt::Display for Report {
             self.stale_accepted,
             self.violations.len()
         )?;
+        if self.read_holds + self.multi_holds > 0 {
+            write!(
+                f,
+                ", read holds {}, multi-key holds {}",
+                self.read_holds, self.multi_holds
+            )?;
+        }
+        if self.fifo_grants > 0 {
+            write!(
+                f,
+                ", fair grants {} ({} out of arrival order, {} pairs)",
+                self.fifo_grants, self.fifo_overtaking, self.fifo_pairs
+            )?;
+        }
         for v in self.violations.iter().take(50) {
             write!(f, "\n  - {v}")?;
         }
@@ -1692,6 +2216,275 @@ mod tests {
         assert!(all.contains("release of 0.0.1 never returned"), "{all}");
     }
 
+    fn listed(r: &Report) -> String {
+        r.violations
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// One hold: invoked at `inv`, granted at `ok` with `fences`, believed held from `from`
+    /// to `to`, released after.
+    fn hold_lines(id: &str, keys: &str, mode: &str, times: [u64; 4], fences: &[u64]) -> String {
+        let [inv, ok, from, to] = times;
+        let list = fences
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let extra = if fences.len() > 1 {
+            format!(" {list}")
+        } else {
+            String::new()
+        };
+        format!(
+            "{inv} inv {id} {keys} {mode}\n{ok} ok {id} {} 1000{extra}\n{from} h {id}\n{to} h {id}\n\
+             {} rel {id} 1\n{} rok {id}\n",
+            fences[0],
+            to + 1,
+            to + 2
+        )
+    }
+
+    fn worker_log(id: usize, tasks: usize, fair: bool, holds: &[String]) -> String {
+        format!(
+            "1 start {id} 1 500 1000 300 {tasks} {}\n{}999999999 end\n",
+            u8::from(fair),
+            holds.concat()
+        )
+    }
+
+    #[test]
+    fn readers_share_and_a_writer_overlapping_a_reader_is_caught() {
+        let r0 = hold_lines("0.0.1", "k", "r", [10, 20, 21, 50], &[5]);
+        let r1 = hold_lines("1.0.1", "k", "r", [11, 22, 23, 40], &[5]);
+        let clean = History::parse(
+            &[
+                (0, worker_log(0, 1, false, std::slice::from_ref(&r0))),
+                (1, worker_log(1, 1, false, std::slice::from_ref(&r1))),
+            ],
+            "",
+        )
+        .check();
+        assert!(clean.violations.is_empty(), "{clean}");
+        assert_eq!(clean.read_holds, 2);
+
+        let w = hold_lines("2.0.1", "k", "w", [25, 30, 31, 45], &[6]);
+        let h = History::parse(
+            &[
+                (0, worker_log(0, 1, false, &[r0])),
+                (1, worker_log(1, 1, false, &[r1])),
+                (2, worker_log(2, 1, false, &[w])),
+            ],
+            "",
+        );
+        let r = h.check();
+        let all = listed(&r);
+        assert!(
+            all.contains("overlap on `k`: 2.0.1 held it from 31 while 0.0.1"),
+            "{all}"
+        );
+        assert!(!r.violations_of(Rule::Overlap).is_empty());
+    }
+
+    #[test]
+    fn a_multi_key_hold_counts_on_each_of_its_keys() {
+        // 0.0.1 holds {a}:x and ключ together; 1.0.1 takes ключ alone while it does.
+        let m = hold_lines("0.0.1", "%7Ba%7D:x,ключ", "x", [10, 20, 21, 50], &[5, 7]);
+        let one = hold_lines("1.0.1", "ключ", "x", [25, 30, 31, 40], &[8]);
+        let h = History::parse(
+            &[
+                (0, worker_log(0, 1, false, std::slice::from_ref(&m))),
+                (1, worker_log(1, 1, false, &[one])),
+            ],
+            "",
+        );
+        assert_eq!(h.holds[0].keys, ["{a}:x", "ключ"]);
+        assert_eq!(h.holds[0].fence_of("ключ"), Some(7));
+        let r = h.check();
+        let all = listed(&r);
+        assert!(all.contains("overlap on `ключ`"), "{all}");
+        assert!(!all.contains("overlap on `{a}:x`"), "{all}");
+        assert_eq!(r.multi_holds, 1);
+
+        // Its fence of each key takes part in that key's fence order: 1.0.1 asks after the
+        // multi hold was granted, on the other key this time, and gets an older fence.
+        let later = hold_lines("1.0.1", "%7Ba%7D:x", "x", [60, 70, 71, 80], &[4]);
+        let r = History::parse(
+            &[
+                (0, worker_log(0, 1, false, &[m])),
+                (1, worker_log(1, 1, false, &[later])),
+            ],
+            "",
+        )
+        .check();
+        let all = listed(&r);
+        assert!(all.contains("fence out of order on `{a}:x`"), "{all}");
+    }
+
+    #[test]
+    fn a_reader_must_carry_the_last_writers_fence() {
+        let w = hold_lines("0.0.1", "k", "w", [10, 20, 21, 30], &[10]);
+        let next = hold_lines("0.0.2", "k", "w", [60, 70, 71, 80], &[20]);
+        let run = |reader_fence: u64, tasks: usize| {
+            let r = hold_lines("1.0.1", "k", "r", [15, 40, 41, 50], &[reader_fence]);
+            History::parse(
+                &[
+                    (0, worker_log(0, tasks, false, &[w.clone(), next.clone()])),
+                    (1, worker_log(1, 1, false, &[r])),
+                ],
+                "",
+            )
+            .check()
+        };
+        assert!(run(10, 1).violations.is_empty(), "{}", run(10, 1));
+        let below = listed(&run(9, 1));
+        assert!(
+            below.contains("reader 1.0.1 of `k` got fence 9 below 10 of writer 0.0.1"),
+            "{below}"
+        );
+        let after = listed(&run(20, 1));
+        assert!(after.contains("not below 20 of writer 0.0.2"), "{after}");
+        let spare = listed(&run(11, 1));
+        assert!(
+            spare.contains("got fence 11, not 10 of the last writer 0.0.1"),
+            "{spare}"
+        );
+        // A writer of a process with several tasks may have reserved spare fences for
+        // handovers; the reader then sees the counter's top.
+        let many = run(11, 4);
+        assert!(many.violations.is_empty(), "{many}");
+        assert!(!run(11, 1).violations_of(Rule::ReaderFence).is_empty());
+    }
+
+    #[test]
+    fn fair_grants_out_of_arrival_order_are_caught() {
+        let ms = 1_000_000;
+        // A asks at 10 ms, B at `b_inv`; the lock is busy until 50 ms; the fences follow
+        // the grants, so only the FIFO rule can fire.
+        let run = |b_inv: u64, a_ok: u64, b_ok: u64, fair: bool, expect: bool| {
+            let (fa, fb) = if a_ok < b_ok { (5, 6) } else { (6, 5) };
+            let a = hold_lines(
+                "0.0.1",
+                "k",
+                "x",
+                [10 * ms, a_ok, a_ok + 1, a_ok + ms],
+                &[fa],
+            );
+            let b = hold_lines("1.0.1", "k", "x", [b_inv, b_ok, b_ok + 1, b_ok + ms], &[fb]);
+            let mut h = History::parse(
+                &[
+                    (0, worker_log(0, 1, fair, &[a])),
+                    (1, worker_log(1, 1, fair, &[b])),
+                ],
+                "",
+            );
+            h.expect_fifo = expect;
+            h.check()
+        };
+        let in_order = run(20 * ms, 50 * ms, 60 * ms, true, true);
+        assert!(in_order.violations.is_empty(), "{in_order}");
+        assert_eq!(in_order.fifo_grants, 2);
+        // B granted first while A still waited: out of order.
+        let swapped = run(20 * ms, 60 * ms, 50 * ms, true, true);
+        let fifo = swapped.violations_of(Rule::Fifo);
+        assert_eq!(fifo.len(), 1, "{swapped}");
+        assert!(
+            fifo[0].what.contains("1 pair(s)")
+                && fifo[0]
+                    .what
+                    .contains("1.0.1 was granted while 0.0.1, invoked 10.0 ms before it"),
+            "{swapped}"
+        );
+        assert_eq!((swapped.fifo_pairs, swapped.fifo_overtaking), (1, 1));
+        assert_eq!(swapped.violations.len(), 1, "{swapped}");
+        // Measured but not judged when the run does not expect FIFO.
+        let measured = run(20 * ms, 60 * ms, 50 * ms, true, false);
+        assert!(measured.violations.is_empty(), "{measured}");
+        assert_eq!(measured.fifo_pairs, 1);
+        // Not fair locks: no order promised.
+        let unfair = run(20 * ms, 60 * ms, 50 * ms, false, true);
+        assert!(unfair.violations.is_empty(), "{unfair}");
+        assert_eq!(unfair.fifo_grants, 0);
+        // Within the slack: no order promised either.
+        let close = run(12 * ms, 60 * ms, 50 * ms, true, true);
+        assert!(close.violations.is_empty(), "{close}");
+    }
+
+    #[test]
+    fn a_clean_mixed_history_passes() {
+        let ms = 1_000_000;
+        // A writer, two readers sharing its fence, a multi-key hold over the key and another
+        // one, then a fair single-key hold, in arrival order.
+        let w = hold_lines("0.0.1", "k", "w", [ms, 2 * ms, 2 * ms + 1, 3 * ms], &[10]);
+        let r1 = hold_lines(
+            "1.0.1",
+            "k",
+            "r",
+            [4 * ms, 5 * ms, 5 * ms + 1, 7 * ms],
+            &[10],
+        );
+        let r2 = hold_lines(
+            "2.0.1",
+            "k",
+            "r",
+            [4 * ms, 6 * ms, 6 * ms + 1, 8 * ms],
+            &[10],
+        );
+        let m = hold_lines(
+            "0.0.2",
+            "j,k",
+            "x",
+            [9 * ms, 10 * ms, 10 * ms + 1, 11 * ms],
+            &[3, 11],
+        );
+        let f = hold_lines(
+            "1.0.2",
+            "k",
+            "x",
+            [12 * ms, 13 * ms, 13 * ms + 1, 14 * ms],
+            &[12],
+        );
+        let mut h = History::parse(
+            &[
+                (0, worker_log(0, 1, false, &[w, m])),
+                (1, worker_log(1, 1, true, &[r1, f])),
+                (2, worker_log(2, 1, false, &[r2])),
+            ],
+            "",
+        );
+        h.expect_fifo = true;
+        let r = h.check();
+        assert!(r.violations.is_empty(), "{r}");
+        assert_eq!((r.holds, r.read_holds, r.multi_holds), (5, 2, 1));
+    }
+
+    #[test]
+    fn keys_survive_the_command_line_and_the_log() {
+        for key in [
+            "plain",
+            "{tag}:x",
+            "ключ",
+            "a b",
+            "50%",
+            "a,b",
+            "%41",
+            "new\nline",
+            "%+1",
+        ] {
+            let encoded = encode_key(key);
+            assert!(
+                !encoded.contains([',', ' ', '\n']),
+                "{key:?} -> {encoded:?}"
+            );
+            assert_eq!(decode_key(&encoded), key);
+        }
+        // Old, unencoded keys read as themselves.
+        assert_eq!(decode_key("hist"), "hist");
+        assert_eq!(decode_key("100%"), "100%");
+    }
+
     #[test]
     fn spec_round_trips_through_the_command_line() {
         let spec = WorkerSpec::new("redis://a", "redis://b")
@@ -1713,6 +2506,31 @@ mod tests {
         assert_eq!(zookeeper.urls, ["127.0.0.1:1", "127.0.0.1:2"]);
         let args = zookeeper.to_args(2, Path::new("/tmp/w.log"));
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, zookeeper);
+        let rw = WorkerSpec::new("redis://a", "redis://b")
+            .keys(&["{a}:b", "ключ", "a b", "50%", "x,y"])
+            .read_write(70)
+            .fair(true);
+        let args = rw.to_args(4, Path::new("/tmp/w.log"));
+        assert_eq!(WorkerSpec::from_args(&args).unwrap().2, rw);
+        let multi = rw.clone().multi(3);
+        let args = multi.to_args(5, Path::new("/tmp/w.log"));
+        assert!(WorkerSpec::from_args(&args)
+            .unwrap_err()
+            .contains("do not go together"));
+        let multi = WorkerSpec {
+            read_percent: None,
+            ..multi
+        };
+        let args = multi.to_args(5, Path::new("/tmp/w.log"));
+        assert_eq!(WorkerSpec::from_args(&args).unwrap().2, multi);
+        let too_many = multi.clone().multi(6).to_args(5, Path::new("/tmp/w.log"));
+        assert!(WorkerSpec::from_args(&too_many).is_err());
+        // A command line from before --read-percent and --multi: one exclusive key.
+        let old = WorkerSpec::new("redis://a", "redis://b");
+        let mut args = old.to_args(6, Path::new("/tmp/w.log"));
+        let at = args.iter().position(|a| a == "--read-percent").unwrap();
+        args.truncate(at);
+        assert_eq!(WorkerSpec::from_args(&args).unwrap().2, old);
         let etcd = WorkerSpec::new("redis://unused", "redis://b").etcd(
             &["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
             Duration::from_secs(3),

@@ -17,6 +17,13 @@
 //! `--servers etcd:MS` members of an etcd cluster (`http://host:port`) and the lease's TTL,
 //! with `--servers postgres` one PostgreSQL database's URL.
 //!
+//! Each hold takes one key with `lock` (the default), `read_lock` or `write_lock`
+//! (`--read-percent`: that share of the holds read, the rest write; readers only check
+//! `is_held()`), or several keys with `lock_all` (`--multi K`: K distinct keys named in
+//! random order; each write is a transfer between the wallets of the first two, fenced on
+//! every key). It logs the hold's keys and mode when invoked, and each key's fence when
+//! acquired.
+//!
 //! Every acquire runs under a timeout of its bound plus 2 s (`wait + 3 × op_timeout`, and the
 //! checker's slack of 1 s, plus 1 s): one that never returns is logged as failed (`aerr hold
 //! hung`), which the checker reports as over its bound, and the worker goes on instead of
@@ -26,8 +33,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::{LockError, LockGuard, Locker};
-use leasehold_tests::history::{monotonic_ns, EventLog, FencedResource, LockServers, WorkerSpec};
+use leasehold::{LockError, LockGuard, Locker, MultiGuard};
+use leasehold_tests::history::{
+    encode_key, monotonic_ns, EventLog, FencedResource, LockServers, WorkerSpec,
+};
 
 const TWO_MS: Duration = Duration::from_millis(2);
 
@@ -64,10 +73,68 @@ fn main() {
     runtime.block_on(run(id, spec, log));
 }
 
+/// What a hold took: one key (exclusive, read or write side), or several.
+enum Guard {
+    One(LockGuard),
+    Many(MultiGuard),
+}
+
+impl Guard {
+    fn is_held(&self) -> bool {
+        match self {
+            Guard::One(g) => g.is_held(),
+            Guard::Many(g) => g.is_held(),
+        }
+    }
+
+    async fn lost(&self) {
+        match self {
+            Guard::One(g) => g.lost().await,
+            Guard::Many(g) => g.lost().await,
+        }
+    }
+
+    async fn release(self) -> Result<(), LockError> {
+        match self {
+            Guard::One(g) => g.release().await,
+            Guard::Many(g) => g.release().await,
+        }
+    }
+
+    /// The fence of `key`.
+    fn fence(&self, key: &str) -> u64 {
+        match self {
+            Guard::One(g) => g.fence(),
+            Guard::Many(g) => g.fence(key).unwrap_or(0),
+        }
+    }
+}
+
+/// How a hold takes its keys.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `lock` (one key) or `lock_all` (several).
+    Exclusive,
+    /// `read_lock`.
+    Read,
+    /// `write_lock`.
+    Write,
+}
+
+impl Mode {
+    fn tag(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "x",
+            Mode::Read => "r",
+            Mode::Write => "w",
+        }
+    }
+}
+
 /// The hold a task has open, as the sampler sees it.
 struct Open {
     hold: String,
-    guard: Arc<LockGuard>,
+    guard: Arc<Guard>,
     last_true: Option<u64>,
     logged: u64,
     seen_false: bool,
@@ -85,6 +152,8 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
             &ms(spec.lease),
             &ms(spec.wait),
             &ms(spec.op_timeout),
+            &spec.tasks,
+            &u8::from(spec.fair),
         ],
     );
     let deadline = tokio::time::Instant::now() + spec.duration;
@@ -229,14 +298,19 @@ impl Task {
         while tokio::time::Instant::now() < deadline {
             n += 1;
             let hold = format!("{}.{}.{n}", self.id, self.task);
-            let key = &self.spec.keys[rng.below(self.spec.keys.len() as u64) as usize];
-            self.log.now("inv", &[&hold, key]);
-            let acquire = self
-                .locker
-                .lock(key.as_str())
-                .fair(self.spec.fair)
-                .acquire();
-            match tokio::time::timeout(self.acquire_limit(), acquire).await {
+            let keys = self.pick_keys(&mut rng);
+            let mode = match self.spec.read_percent {
+                None => Mode::Exclusive,
+                Some(p) if rng.below(100) < u64::from(p) => Mode::Read,
+                Some(_) => Mode::Write,
+            };
+            let named = keys
+                .iter()
+                .map(|k| encode_key(k))
+                .collect::<Vec<_>>()
+                .join(",");
+            self.log.now("inv", &[&hold, &named, &mode.tag()]);
+            match tokio::time::timeout(self.acquire_limit(), self.acquire(&keys, mode)).await {
                 Err(_) => {
                     self.log.now("aerr", &[&hold, &"hung"]);
                 }
@@ -245,9 +319,21 @@ impl Task {
                     // (`lease × (1 − drift) − 2 ms`, default drift), for the record; the
                     // checker judges by what `is_held()` said, sampled.
                     let validity = self.spec.lease.mul_f64(0.99).saturating_sub(TWO_MS);
-                    self.log
-                        .now("ok", &[&hold, &guard.fence(), &validity.as_micros()]);
-                    self.hold(&hold, key, guard, n).await;
+                    let fences: Vec<u64> = keys.iter().map(|k| guard.fence(k)).collect();
+                    if keys.len() == 1 {
+                        self.log
+                            .now("ok", &[&hold, &fences[0], &validity.as_micros()]);
+                    } else {
+                        let list = fences
+                            .iter()
+                            .map(u64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",");
+                        self.log
+                            .now("ok", &[&hold, &fences[0], &validity.as_micros(), &list]);
+                    }
+                    self.hold(&hold, &keys, &fences, mode, guard, n, &mut rng)
+                        .await;
                 }
                 Ok(Err(e)) => {
                     self.log.now("aerr", &[&hold, &e.code()]);
@@ -263,6 +349,41 @@ impl Task {
         }
     }
 
+    /// One key at random, or (multi-key mode) `multi` distinct keys in random order.
+    fn pick_keys(&self, rng: &mut Rng) -> Vec<String> {
+        let all = &self.spec.keys;
+        if self.spec.multi == 0 {
+            return vec![all[rng.below(all.len() as u64) as usize].clone()];
+        }
+        let mut order: Vec<usize> = (0..all.len()).collect();
+        for i in 0..self.spec.multi {
+            let j = i + rng.below((order.len() - i) as u64) as usize;
+            order.swap(i, j);
+        }
+        order[..self.spec.multi]
+            .iter()
+            .map(|&i| all[i].clone())
+            .collect()
+    }
+
+    async fn acquire(&self, keys: &[String], mode: Mode) -> Result<Guard, LockError> {
+        if self.spec.multi > 0 {
+            return self
+                .locker
+                .lock_all(keys.iter().cloned())
+                .acquire()
+                .await
+                .map(Guard::Many);
+        }
+        let key = keys[0].as_str();
+        let request = match mode {
+            Mode::Exclusive => self.locker.lock(key),
+            Mode::Read => self.locker.read_lock(key),
+            Mode::Write => self.locker.write_lock(key),
+        };
+        request.fair(self.spec.fair).acquire().await.map(Guard::One)
+    }
+
     /// How long an acquire may run before it counts as hung: past the checker's bound
     /// (`wait + 3 × op_timeout` + 1 s), so that it is reported, and not much later, so that
     /// the run goes on.
@@ -270,8 +391,17 @@ impl Task {
         self.spec.wait + self.spec.op_timeout * 3 + Duration::from_secs(2)
     }
 
-    async fn hold(&self, hold: &str, key: &str, guard: LockGuard, n: u32) {
-        let fence = guard.fence();
+    #[allow(clippy::too_many_arguments)]
+    async fn hold(
+        &self,
+        hold: &str,
+        keys: &[String],
+        fences: &[u64],
+        mode: Mode,
+        guard: Guard,
+        n: u32,
+        rng: &mut Rng,
+    ) {
         let guard = Arc::new(guard);
         *self.slot() = Some(Open {
             hold: hold.to_owned(),
@@ -306,12 +436,16 @@ impl Task {
                 lost = true;
                 break;
             }
-            self.write(hold, key, fence, true).await;
+            if mode != Mode::Read {
+                self.write(hold, keys, fences, true, rng).await;
+            }
         }
         if lost {
             self.log.now("lost", &[&hold]);
-            // The stale holder tries anyway: the fence must make the resource refuse it.
-            self.write(hold, key, fence, false).await;
+            if mode != Mode::Read {
+                // The stale holder tries anyway: the fence must make the resource refuse it.
+                self.write(hold, keys, fences, false, rng).await;
+            }
         }
         *self.slot() = None;
         let before = monotonic_ns();
@@ -328,10 +462,34 @@ impl Task {
         self.log.now(outcome, &[&hold]);
     }
 
-    async fn write(&self, hold: &str, key: &str, fence: u64, careful: bool) {
-        self.log.now("win", &[&hold, &fence, &u8::from(careful)]);
-        let write = self.resource.write(key, fence, hold);
-        match tokio::time::timeout(Duration::from_secs(2), write).await {
+    /// One write to the fenced resource: a fenced write of the key, or (several keys) a
+    /// transfer of 1 to 10 from the first key's wallet to the second's, fenced on all.
+    async fn write(
+        &self,
+        hold: &str,
+        keys: &[String],
+        fences: &[u64],
+        careful: bool,
+        rng: &mut Rng,
+    ) {
+        self.log
+            .now("win", &[&hold, &fences[0], &u8::from(careful)]);
+        let outcome = if keys.len() == 1 {
+            let write = self.resource.write(&keys[0], fences[0], hold);
+            tokio::time::timeout(Duration::from_secs(2), write).await
+        } else {
+            let amount = 1 + rng.below(10) as i64;
+            let fenced: Vec<(&str, u64)> = keys
+                .iter()
+                .map(String::as_str)
+                .zip(fences.iter().copied())
+                .collect();
+            let transfer = self
+                .resource
+                .transfer(&keys[0], &keys[1], amount, &fenced, hold);
+            tokio::time::timeout(Duration::from_secs(2), transfer).await
+        };
+        match outcome {
             Ok(Ok(accepted)) => {
                 self.log.now("wok", &[&hold, &u8::from(accepted)]);
             }

@@ -1,0 +1,440 @@
+//! Multi-key, read-write and fair locks in the history suite: at least three worker processes
+//! on one real Redis server take the locks in a loop and log every step; `History::check`
+//! fails the run on a writer overlapping anyone, two holders of any key of a multi-lock, a
+//! reader whose fence is not the last writer's, fair locks granted out of arrival order,
+//! calls over their bound and hangs. On top of the checker, each test reads what its
+//! primitive promises from the history:
+//! - multi-key: transfers between wallets with hostile names, named in opposite orders,
+//!   conserve the money; a holder killed with SIGKILL frees its keys within its lease, and
+//!   every other worker goes on;
+//! - read-write: a reader killed while holding keeps writers out no longer than its lease; a
+//!   writer waits out the readers in, and readers that came after it wait for it;
+//! - fair: grants in the order the acquires were invoked, with one task per process and with
+//!   four.
+
+use std::time::Duration;
+
+use leasehold_tests::harness::RedisServer;
+use leasehold_tests::history::{monotonic_ns, FencedResource, History, Run, WorkerSpec};
+use tokio::time::{sleep, Instant};
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Room past a lease for the waiter to notice that the lease ran out (it retries when the
+/// key's time is up) on a loaded machine: the margin the kill scenarios of the fault suite
+/// use.
+const MARGIN_NS: u64 = 500_000_000;
+
+/// The lock server and the resource's server.
+async fn servers() -> (RedisServer, RedisServer) {
+    let mut servers = RedisServer::start_many(2).await;
+    let resource = servers.pop().expect("started");
+    (servers.pop().expect("started"), resource)
+}
+
+/// Waits up to 3 s for an open hold, acquired within the last 50 ms by a running worker, that
+/// `pick` accepts: its worker and id.
+async fn young_hold_where(
+    run: &mut Run,
+    pick: impl Fn(&History, &str) -> bool,
+) -> Option<(usize, String)> {
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let now = monotonic_ns();
+        let history = run.history();
+        let found = run
+            .open_holds_since()
+            .into_iter()
+            .find(|(_, id, since)| now.saturating_sub(*since) < 50_000_000 && pick(&history, id));
+        if let Some((w, id, _)) = found {
+            return Some((w, id));
+        }
+        sleep(Duration::from_millis(2)).await;
+    }
+    None
+}
+
+/// Every worker but `killed` that ran to its end acquired something after `t`.
+fn assert_all_went_on(history: &History, killed: usize, t: u64) {
+    for life in &history.workers {
+        if life.id == killed || life.end.is_none_or(|end| end < t + 1_000_000_000) {
+            continue;
+        }
+        assert!(
+            history
+                .holds_of(life.id)
+                .any(|h| h.ok.is_some_and(|(ok, _)| ok > t)),
+            "worker w{} acquired nothing after the kill at {t}",
+            life.id
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Multi-key locks
+// ---------------------------------------------------------------------------------------------
+
+/// Wallets whose names look like Redis hash tags, key separators, other locks' internal keys
+/// and unicode.
+const WALLETS: [&str; 7] = [
+    "wallet{1}",
+    "{wallet}:2",
+    "a:b:c",
+    "ключ:4",
+    "💰 five",
+    "}{",
+    "leasehold:lock:{x}",
+];
+
+const START_BALANCE: i64 = 1_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_key_transfers_conserve_money_and_a_killed_holder_frees_its_keys() {
+    let (locks, resource) = servers().await;
+    let bank = FencedResource::connect(&resource.url())
+        .await
+        .expect("resource");
+    for w in WALLETS {
+        bank.set_balance(w, START_BALANCE).await.expect("SET");
+    }
+    let lease = Duration::from_millis(600);
+    let total = Duration::from_secs(6);
+    let spec = WorkerSpec::new(&locks.url(), &resource.url())
+        .keys(&WALLETS)
+        .lease(lease)
+        .wait(Duration::from_secs(5))
+        .hold(Duration::from_millis(10), 2)
+        .gap(Duration::from_millis(3))
+        .duration(total);
+    let started = Instant::now();
+    let mut run = Run::new("primitives-multi");
+    // Pairs and triples of wallets, each named in a random order: workers lock overlapping
+    // sets in opposite orders all the time. One process runs two tasks (the local queue).
+    run.spawn(&spec.clone().multi(2));
+    run.spawn(&spec.clone().multi(2));
+    run.spawn(&spec.clone().multi(3));
+    run.spawn(&spec.clone().multi(3).tasks(2).current_thread(false));
+
+    sleep(Duration::from_millis(1500)).await;
+    let (victim, hold) = young_hold_where(&mut run, |_, _| true)
+        .await
+        .expect("a multi-key hold to kill");
+    let at = run.kill9(victim);
+    // A replacement, so that four keep contending.
+    run.spawn(
+        &spec
+            .clone()
+            .multi(3)
+            .duration(total.saturating_sub(started.elapsed())),
+    );
+    run.wait_all(Duration::from_secs(30)).await;
+    let (history, report) = run.check_and_record("primitives-multi");
+
+    let mut sum = 0;
+    for w in WALLETS {
+        sum += bank.balance(w).await.expect("GET");
+    }
+    eprintln!(
+        "multi-key: {} holds of several keys, {} transfers, total {sum}",
+        report.multi_holds, report.writes_accepted
+    );
+    assert_eq!(
+        sum,
+        START_BALANCE * WALLETS.len() as i64,
+        "money was created or lost: {report}"
+    );
+    assert!(
+        report.multi_holds >= 50 && report.writes_accepted >= 50,
+        "too little happened: {report}"
+    );
+    assert_eq!(report.writes_refused, 0, "no lease was lost: {report}");
+
+    let victim_hold = history.hold(&hold).expect("the victim's hold is logged");
+    if victim_hold.rel.is_none() {
+        for key in &victim_hold.keys {
+            let next = history
+                .first_acquired_after(key, at)
+                .unwrap_or_else(|| panic!("nobody took `{key}` after {hold} was killed"));
+            let (ok, _) = next.ok.expect("acquired");
+            eprintln!(
+                "killed {hold}: `{key}` taken by {} {:.0} ms after the kill",
+                next.id,
+                ms(ok - at)
+            );
+            assert!(
+                ok - at <= lease.as_nanos() as u64 + MARGIN_NS,
+                "`{key}` of killed {hold} stayed taken {:.0} ms (lease {lease:?})",
+                ms(ok - at)
+            );
+            assert!(next.fence_of(key) > victim_hold.fence_of(key));
+        }
+    }
+    assert_all_went_on(&history, victim, at);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-write locks
+// ---------------------------------------------------------------------------------------------
+
+/// How long after a writer's acquire was invoked a reader's must be for the reader to have
+/// to wait for it: the writer's first attempt has reached Redis (and marked the lock) by
+/// then.
+const QUEUED_NS: u64 = 5_000_000;
+
+/// Readers that passed a waiting writer: invoked more than [`QUEUED_NS`] after a write
+/// acquire of the key, granted while that writer still waited. And readers that did wait
+/// for a writer in that position (granted after it).
+fn readers_against_waiting_writers(history: &History) -> (Vec<(String, String)>, usize) {
+    let mut passed = Vec::new();
+    let mut waited = 0;
+    for r in history.holds.iter().filter(|h| h.shared) {
+        let Some((r_ok, _)) = r.ok else { continue };
+        let mut waited_here = false;
+        for w in history.holds.iter().filter(|h| !h.shared && h.key == r.key) {
+            if w.inv + QUEUED_NS >= r.inv {
+                continue;
+            }
+            match w.answered() {
+                Some(w_end) if w_end > r_ok => passed.push((r.id.clone(), w.id.clone())),
+                None if history
+                    .workers
+                    .iter()
+                    .any(|l| l.id == w.worker && l.end.is_some()) =>
+                {
+                    passed.push((r.id.clone(), w.id.clone()))
+                }
+                Some(w_end) if w.ok.is_some() && w_end > r.inv => waited_here = true,
+                _ => {}
+            }
+        }
+        waited += usize::from(waited_here);
+    }
+    (passed, waited)
+}
+
+/// The acquires, grants and releases of `key` between `from` and `to`, one a line, in ms
+/// from `origin`: the evidence for a failure.
+fn timeline(history: &History, key: &str, from: u64, to: u64, origin: u64) -> String {
+    let mut events: Vec<(u64, String)> = Vec::new();
+    for h in history
+        .holds
+        .iter()
+        .filter(|h| h.keys.iter().any(|k| k == key))
+    {
+        let mode = if h.shared { "read" } else { "write" };
+        events.push((h.inv, format!("{} invokes {mode}", h.id)));
+        if let Some((t, fence)) = h.ok {
+            events.push((t, format!("{} granted, fence {fence}", h.id)));
+        }
+        if let Some((t, _)) = h.rel {
+            events.push((t, format!("{} releases", h.id)));
+        }
+    }
+    events.retain(|(t, _)| (from..=to).contains(t));
+    events.sort();
+    events
+        .iter()
+        .map(|(t, what)| format!("  {:+9.1} ms  {what}\n", (*t as f64 - origin as f64) / 1e6))
+        .collect()
+}
+
+/// Fails with the first reader that passed a waiting writer, and what happened around it
+/// (times from `origin`).
+fn assert_no_reader_passed(history: &History, passed: &[(String, String)], origin: u64) {
+    let Some((r, w)) = passed.first() else { return };
+    let (r, w) = (history.hold(r).unwrap(), history.hold(w).unwrap());
+    let until = r.ok.map_or(r.inv, |(t, _)| t) + 50_000_000;
+    panic!(
+        "{} reader(s) granted while a writer invoked before them still waited: {:?}\n\
+         e.g. {} around {}:\n{}",
+        passed.len(),
+        &passed[..passed.len().min(20)],
+        r.id,
+        w.id,
+        timeline(
+            history,
+            &r.key,
+            w.inv.min(r.inv) - 20_000_000,
+            until,
+            origin
+        )
+    );
+}
+
+/// Writers that waited out readers: invoked while a reader held the key (by its sampled
+/// belief), granted after that reader let go.
+fn writers_that_waited_out_readers(history: &History) -> usize {
+    history
+        .holds
+        .iter()
+        .filter(|w| !w.shared && w.ok.is_some())
+        .filter(|w| {
+            history.holds.iter().any(|r| {
+                r.shared
+                    && r.key == w.key
+                    && r.first_true.is_some_and(|t| t < w.inv)
+                    && r.last_true.is_some_and(|t| t > w.inv)
+            })
+        })
+        .count()
+}
+
+/// A mixed load on one key, 70 % readers, four processes; `kill` kills a reader while it
+/// holds (and starts a replacement). Returns the history, after the checker passed it.
+async fn read_write_run(name: &str, kill: bool) -> (History, Option<(usize, String, u64)>) {
+    let (locks, resource) = servers().await;
+    let total = Duration::from_secs(6);
+    let spec = WorkerSpec::new(&locks.url(), &resource.url())
+        .keys(&["doc:{7}:ключ"])
+        .read_write(70)
+        .lease(RW_LEASE)
+        .wait(Duration::from_secs(5))
+        .hold(Duration::from_millis(20), 2)
+        .gap(Duration::from_millis(10))
+        .duration(total);
+    let started = Instant::now();
+    let mut run = Run::new(name);
+    for _ in 0..4 {
+        run.spawn(&spec);
+    }
+    let mut killed = None;
+    if kill {
+        sleep(Duration::from_millis(1500)).await;
+        let (victim, hold) =
+            young_hold_where(&mut run, |h, id| h.hold(id).is_some_and(|h| h.shared))
+                .await
+                .expect("a read hold to kill");
+        let at = run.kill9(victim);
+        run.spawn(
+            &spec
+                .clone()
+                .duration(total.saturating_sub(started.elapsed())),
+        );
+        killed = Some((victim, hold, at));
+    }
+    run.wait_all(Duration::from_secs(30)).await;
+    let (history, report) = run.check_and_record(name);
+    assert!(
+        report.read_holds >= 30 && report.holds - report.read_holds >= 10,
+        "too little happened: {report}"
+    );
+    (history, killed)
+}
+
+const RW_LEASE: Duration = Duration::from_millis(600);
+
+/// Readers and writers of four processes: no writer overlaps anyone and readers carry the
+/// last writer's fence (the checker); writers wait out the readers inside, and readers that
+/// came after a waiting writer wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_writers_wait_out_readers_and_new_readers_wait_for_them() {
+    let (history, _) = read_write_run("primitives-rw", false).await;
+    let waited_out = writers_that_waited_out_readers(&history);
+    let (passed, waited) = readers_against_waiting_writers(&history);
+    eprintln!(
+        "read-write: {waited_out} writers waited out readers, {waited} readers waited for a \
+         waiting writer, {} passed one",
+        passed.len()
+    );
+    let origin = history.holds.first().map_or(0, |h| h.inv);
+    assert_no_reader_passed(&history, &passed, origin);
+    assert!(
+        waited_out > 0 && waited > 0,
+        "the scenario did not happen: {waited_out} writers waited out readers, {waited} readers \
+         waited for a writer"
+    );
+}
+
+/// A reader killed with SIGKILL while it holds keeps the writers out for its lease at most,
+/// and the writers waiting for it keep their place: readers that came after them wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_a_killed_reader_blocks_writers_for_its_lease_at_most() {
+    let (history, killed) = read_write_run("primitives-rw-kill", true).await;
+    let (victim, hold, at) = killed.expect("killed");
+    let victim_hold = history.hold(&hold).expect("the victim's hold is logged");
+    assert_all_went_on(&history, victim, at);
+    if victim_hold.rel.is_none() {
+        // Every writer waiting when the reader died, or that came before its lease ran out,
+        // got in within the lease (and the holds of the writers before it in line).
+        let lease_end = at + RW_LEASE.as_nanos() as u64;
+        let waits: Vec<(u64, &str)> = history
+            .holds
+            .iter()
+            .filter(|h| !h.shared && h.inv < lease_end)
+            .filter_map(|h| {
+                let (ok, _) = h.ok?;
+                (ok > at).then(|| (ok - at, h.id.as_str()))
+            })
+            .collect();
+        let (first, _) = waits
+            .iter()
+            .min()
+            .expect("a writer after the killed reader");
+        let (last, id) = waits
+            .iter()
+            .max()
+            .expect("a writer after the killed reader");
+        eprintln!(
+            "killed reader {hold}: {} writers waited for it; the first got in {:.0} ms after the \
+             kill, the last ({id}) {:.0} ms (lease {RW_LEASE:?})",
+            waits.len(),
+            ms(*first),
+            ms(*last)
+        );
+        assert!(
+            *last <= RW_LEASE.as_nanos() as u64 + MARGIN_NS,
+            "killed reader {hold} kept writer {id} out {:.0} ms (lease {RW_LEASE:?})",
+            ms(*last)
+        );
+    }
+    let (passed, waited) = readers_against_waiting_writers(&history);
+    eprintln!(
+        "read-write with a killed reader: {waited} readers waited for a waiting writer, {} \
+         passed one: {:?}",
+        passed.len(),
+        &passed[..passed.len().min(20)]
+    );
+    // Times from the kill.
+    assert_no_reader_passed(&history, &passed, at);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fair locks
+// ---------------------------------------------------------------------------------------------
+
+async fn fair_in_arrival_order(tasks: usize) {
+    let (locks, resource) = servers().await;
+    let spec = WorkerSpec::new(&locks.url(), &resource.url())
+        .keys(&["fair:{hot}"])
+        .fair(true)
+        .tasks(tasks)
+        .current_thread(tasks == 1)
+        .lease(Duration::from_secs(2))
+        .wait(Duration::from_secs(20))
+        .op_timeout(Duration::from_secs(1))
+        .hold(Duration::from_millis(5), 1)
+        .gap(Duration::from_millis(5))
+        .duration(Duration::from_secs(4));
+    let mut run = Run::new(&format!("primitives-fair-{tasks}"));
+    run.expect_fifo();
+    for _ in 0..4 {
+        run.spawn(&spec);
+    }
+    run.wait_all(Duration::from_secs(60)).await;
+    let (_, report) = run.check_and_record(&format!("primitives-fair, {tasks} task(s) per worker"));
+    assert!(report.fifo_grants >= 50, "too little happened: {report}");
+}
+
+/// One task per process: grants follow the order of invocation across processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_locks_grant_in_arrival_order_with_one_task_per_process() {
+    fair_in_arrival_order(1).await;
+}
+
+/// Four tasks per process: strict first come, first served across tasks of all processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_locks_grant_in_arrival_order_with_four_tasks_per_process() {
+    fair_in_arrival_order(4).await;
+}
