@@ -154,8 +154,8 @@ impl Locker {
     ///
     /// Inside a scope holding the key (read or write) a read re-enters at once; a write
     /// inside a held read is refused at once ([`LockError::Config`]), since it would wait
-    /// for itself. On one Redis server, Sentinel, Redis Cluster and in memory; other engines
-    /// refuse it with [`LockError::Config`].
+    /// for itself. On one Redis server, Sentinel, Redis Cluster, ZooKeeper, etcd and in
+    /// memory; RedLock and PostgreSQL refuse it with [`LockError::Config`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -124,6 +124,10 @@ async fn take_turns(processes: usize, nodes: usize, fair: bool) {
         .current_thread(false)
         .fair(fair);
     let mut run = Run::new(&format!("fairness_{processes}_{nodes}_{fair}"));
+    if fair {
+        // Strict first come, first served across every task (the checker's FIFO rule).
+        run.expect_fifo();
+    }
     for _ in 0..processes {
         run.spawn(&spec);
     }

@@ -867,6 +867,43 @@ async fn a_multi_key_acquire_cancelled_in_flight_leaves_no_key_locked() {
     .await;
 }
 
+/// A writer still in line when the lock key is gone (the last reader's lease ran out and took
+/// the writer's `R+` mark with it) keeps new readers out: they look again shortly instead of
+/// passing it. Set up by hand on the server: a live entry in the interest set, no lock key.
+#[tokio::test]
+async fn a_reader_does_not_pass_a_waiting_writer_after_the_key_expired() {
+    let srv = RedisServer::start().await;
+    let reader = locker(&srv.url()).await;
+    let mut conn = srv.conn().await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let _: () = conn
+        .zadd("leasehold:interest:{doc}", "writer-process", now_ms + 5_000)
+        .await
+        .unwrap();
+    assert!(
+        reader
+            .read_lock("doc")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "a reader passed a waiting writer"
+    );
+    let _: () = conn.del("leasehold:interest:{doc}").await.unwrap();
+    assert!(
+        reader
+            .read_lock("doc")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some(),
+        "nobody waits any more"
+    );
+}
+
 /// The lock keys of `srv`, read on the server itself (not through any proxy).
 async fn lock_keys(srv: &RedisServer) -> Vec<String> {
     srv.keys("leasehold:lock:*").await

@@ -767,8 +767,10 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
         ("16 tasks x 4 processes", 4, 16),
     ] {
         let mut stats = Vec::new();
+        let (mut ours_scripts, mut fair_scripts) = (0.0, 0.0);
         for which in [Impl::Ours, Impl::Naive, Impl::Rslock, Impl::OursFair] {
             let key = format!("hot-{}-{processes}", which.name());
+            let scripts_before = script_calls(srv).await;
             let before = srv.info_stat("total_commands_processed").await;
             let load = Load::Rounds(rounds);
             let samples = if processes == 1 {
@@ -783,10 +785,16 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
                 .concat()
             };
             let after = srv.info_stat("total_commands_processed").await;
+            let scripts = (script_calls(srv).await - scripts_before) as f64;
             let n = samples.len() as f64;
             assert_eq!(samples.len(), processes * tasks * rounds, "lost samples");
             // Both INFO calls count as commands too.
             let commands = (after - before).saturating_sub(2) as f64 / n;
+            if which == Impl::OursFair {
+                fair_scripts = scripts / n;
+            } else if which == Impl::Ours {
+                ours_scripts = scripts / n;
+            }
             stats.push((which, hot_stats(samples), commands));
         }
         let scenario = format!("2 hot key, {label}");
@@ -798,8 +806,8 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
             report_fair(
                 report,
                 label,
-                (&fair, fair_cmds),
-                (ours, *ours_cmds),
+                (&fair, fair_cmds, fair_scripts),
+                (ours, *ours_cmds, ours_scripts),
                 one_process_wait_max,
             );
         }
@@ -874,8 +882,8 @@ async fn scenario_hot_key(report: &mut Report, srv: &RedisServer, rounds: usize)
 fn report_fair(
     report: &mut Report,
     label: &str,
-    (fair, fair_cmds): (&HotStats, f64),
-    (ours, ours_cmds): (&HotStats, f64),
+    (fair, fair_cmds, fair_scripts): (&HotStats, f64, f64),
+    (ours, ours_cmds, ours_scripts): (&HotStats, f64, f64),
     one_process_wait_max: f64,
 ) {
     let scenario = format!("2 hot key, {label}, fair(true)");
@@ -921,6 +929,15 @@ fn report_fair(
         default,
         "commands",
     );
+    // Commands run inside scripts count above; these are the requests clients sent.
+    report.add(
+        s,
+        "lock script calls per acquisition",
+        fair_scripts,
+        ours_scripts,
+        default,
+        "calls",
+    );
     report.add(
         s,
         "wait max vs one process",
@@ -929,6 +946,12 @@ fn report_fair(
         "64 tasks x 1 process (default), same run",
         "ms",
     );
+}
+
+/// Script calls `srv` has run (acquires, releases, renewals, withdrawals): the lock requests
+/// clients sent, without the commands the scripts run inside.
+async fn script_calls(srv: &RedisServer) -> u64 {
+    srv.info_stat("cmdstat_evalsha").await + srv.info_stat("cmdstat_eval").await
 }
 
 /// Scenario 5's runs: one process (the baseline), then two and four on the same key.

@@ -245,6 +245,7 @@ impl RedisStore {
         inv.key(&req.keys.lock)
             .key(&req.keys.readers)
             .key(&req.keys.fence)
+            .key(&req.keys.interest)
             .arg(req.token.as_bytes())
             .arg(millis(req.lease));
         let (granted, value): (i64, i64) = self.run(inv).await?;

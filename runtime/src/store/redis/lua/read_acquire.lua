@@ -4,6 +4,7 @@
 -- KEYS[1]  the lock key     P:lock:{K}
 -- KEYS[2]  the readers      P:readers:{K}  (sorted set: reader token -> end of its lease, ms)
 -- KEYS[3]  the fence key    P:fence:{K}
+-- KEYS[4]  the interest set P:interest:{K} (acquire.lua: waiting writers, until when each waits)
 -- ARGV[1]  the reader's token (32 characters)
 -- ARGV[2]  its lease in milliseconds
 --
@@ -16,8 +17,9 @@
 -- Returns 1, fence  when the reader is in; fence is the counter of the lock's fences, the
 --                   highest any writer had been given (0 when none);
 --         0, pttl   when a writer holds the lock or waits for it, with the key's remaining
---                   time in milliseconds.
-local lock, readers, fence = KEYS[1], KEYS[2], KEYS[3]
+--                   time in milliseconds (or how soon to look again, when the key is gone
+--                   but writers still wait).
+local lock, readers, fence, interest = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, lease = ARGV[1], tonumber(ARGV[2])
 local now = clock_ms()
 local holder = redis.call('GET', lock)
@@ -28,6 +30,13 @@ if holder and holder ~= 'R' then
   return {0, redis.call('PTTL', lock)}
 end
 if not holder then
+  -- The key can go while writers wait: the last reader's lease ran out (a reader crashed),
+  -- taking the `R+` mark with it. The writers still in line come first: they retry as soon
+  -- as the key's time is up, and this reader looks again shortly, when one of them holds
+  -- the lock and it can ask to be woken.
+  if redis.call('ZCOUNT', interest, now + 1, '+inf') > 0 then
+    return {0, 25}
+  end
   -- Readers from before the key went (their leases ran out, or an operator deleted it) hold
   -- nothing any more.
   redis.call('DEL', readers)
