@@ -332,3 +332,72 @@ async fn a_cancelled_fair_request_leaves_the_queue_at_once() {
     queued(0).await;
     held.release().await.unwrap();
 }
+
+/// A fair request whose process stopped answering (it cannot withdraw) is chosen by a release
+/// once at most: the live waiter behind it gets the lock after the window and at most the
+/// 1 s it sleeps between attempts, not after the dead one's whole wait. (A bound, stated in
+/// `LockRequest::fair`: how much of it a run takes depends on where the live waiter's last
+/// attempt fell.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_fair_waiter_costs_the_others_one_round_at_most() {
+    use leasehold::Locker;
+    use leasehold_tests::harness::{ProxyMode, TcpProxy};
+    use redis::AsyncCommands;
+
+    let srv = RedisServer::start().await;
+    let proxy = TcpProxy::start(srv.addr()).await;
+    let locker = |url: String| async move {
+        Locker::builder()
+            .url(url)
+            .op_timeout(Duration::from_millis(500))
+            .default_wait(Duration::from_secs(10))
+            .build()
+            .await
+            .expect("connect")
+    };
+    let holder = locker(srv.url()).await;
+    let ghost = locker(proxy.url()).await;
+    let live = locker(srv.url()).await;
+    let conn = srv.conn().await;
+    let queue = "leasehold:queue:{dead}";
+    let queued = |n: usize| {
+        let conn = conn.clone();
+        async move {
+            leasehold_tests::harness::eventually(
+                &format!("{n} requests in the queue"),
+                Duration::from_secs(2),
+                || {
+                    let mut conn = conn.clone();
+                    async move { conn.zcard::<_, usize>(queue).await.unwrap_or(0) == n }
+                },
+            )
+            .await;
+        }
+    };
+    let held = holder.lock("dead").fair(true).acquire().await.unwrap();
+    let dead = tokio::spawn(async move { ghost.lock("dead").fair(true).acquire().await.map(drop) });
+    queued(1).await;
+    proxy.set_mode(ProxyMode::Stall);
+    let waiting = tokio::spawn(async move {
+        let guard = live.lock("dead").fair(true).acquire().await.unwrap();
+        let got = tokio::time::Instant::now();
+        guard.release().await.unwrap();
+        got
+    });
+    queued(2).await;
+    let released = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the live waiter gets the lock")
+        .unwrap();
+    let took = got - released;
+    eprintln!("a dead fair waiter delayed the next one by {took:?}");
+    assert!(
+        took < Duration::from_millis(1_500),
+        "the dead waiter held the others up for {took:?} (bound: the 200 ms window and 1 s \
+         between attempts)"
+    );
+    dead.abort();
+    proxy.set_mode(ProxyMode::Pass);
+}
