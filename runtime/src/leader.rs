@@ -523,9 +523,8 @@ impl Leadership {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        match &self.guard {
-            Some(guard) => guard.lost().await,
-            None => {}
+        if let Some(guard) = &self.guard {
+            guard.lost().await;
         }
     }
 
