@@ -645,13 +645,14 @@ impl LeaderObserver {
         if !self.subscribed {
             // Subscribe before reading: a change between the read and the subscription must
             // still wake us.
-            self.subscribed = true;
             let subscribe = inner.store.subscribe(&self.election.keys);
             match tokio::time::timeout(self.poll, subscribe).await {
                 Ok(Ok(sub)) => self.wakes = Some(sub),
                 Ok(Err(e)) => tracing::debug!(error = %e, "no wake-ups for this observer; polling"),
                 Err(_) => tracing::debug!("subscribing took too long; polling"),
             }
+            // Only now: a call dropped while subscribing leaves the next one to try again.
+            self.subscribed = true;
         }
         loop {
             let read = inner
