@@ -34,6 +34,17 @@ impl Locker {
         user_key: String,
         opts: Options,
     ) -> Result<LockGuard, LockError> {
+        self.acquire_as(user_key, None, opts).await
+    }
+
+    /// [`acquire_with`](Self::acquire_with) for a lock stored under `keys` instead of the
+    /// user key's own (a leader election's lock); `user_key` names it in traces.
+    pub(crate) async fn acquire_as(
+        &self,
+        user_key: String,
+        keys: Option<LockKeys>,
+        opts: Options,
+    ) -> Result<LockGuard, LockError> {
         let span = observe::acquire_span(self.inner.trace_keys, &user_key, opts.lease, opts.wait);
         let start = Instant::now();
         let mut waited = false;
@@ -46,7 +57,7 @@ impl Locker {
             )
         } else {
             Box::pin(
-                self.acquire_traced(user_key, opts, &mut waited)
+                self.acquire_traced(user_key, keys, opts, &mut waited)
                     .instrument(span.clone()),
             )
         };
@@ -63,12 +74,13 @@ impl Locker {
     async fn acquire_traced(
         &self,
         user_key: String,
+        keys: Option<LockKeys>,
         opts: Options,
         waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
         validate_key(&user_key)?;
         let inner = &self.inner;
-        let keys = LockKeys::new(&inner.prefix, &user_key);
+        let keys = keys.unwrap_or_else(|| LockKeys::new(&inner.prefix, &user_key));
 
         if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
             // Only while the enclosing holding lasts: a scope future that outlives its

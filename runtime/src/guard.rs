@@ -115,6 +115,11 @@ impl LockGuard {
         &self.lease.keys.lock
     }
 
+    /// The owner token of this guard's lease, for store calls made on its behalf.
+    pub(crate) fn owner_token(&self) -> &crate::token::OwnerToken {
+        &self.lease.token
+    }
+
     /// The error for this guard's lost lease, with the reason.
     pub(crate) fn lost_error(&self) -> LockError {
         LockError::Lost {

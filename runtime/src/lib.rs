@@ -75,6 +75,9 @@ mod global;
 mod guard;
 mod inspect;
 mod key;
+mod leader;
+#[cfg(test)]
+mod leader_tests;
 mod lease;
 mod locker;
 #[cfg(test)]
@@ -111,6 +114,9 @@ pub use global::{global_default, set_global_default};
 pub use guard::LockGuard;
 pub use inspect::LockInfo;
 pub use key::{MAX_KEY_LEN, MAX_PREFIX_LEN};
+pub use leader::{
+    Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
+};
 pub use leasehold_macros::distributed_lock;
 pub use locker::{
     LockRequest, Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,

@@ -128,6 +128,17 @@ conformance! {
         // Not built on these engines yet: the request is refused, naming the engine.
         redlock3, postgres => checks::read_write::refused_clearly;
     }
+
+    /// 13. Leader election: one leader at a time across three lockers, terms strictly
+    /// increasing, a resign hands over, followers observe every change, a dropped campaign
+    /// leaves nothing behind.
+    leader {
+        single, cluster, sentinel, memory => checks::leader::one_leader_terms_increase_followers_observe;
+        // Not built on these engines: the campaign and the observer are refused, naming the
+        // engine (RedLock would need quorum reads of the record; ZooKeeper, etcd and
+        // PostgreSQL have no leader record yet).
+        redlock3, zookeeper, etcd, etcd3, postgres => checks::leader::refused_clearly;
+    }
 }
 
 async fn start(name: &str) -> Engine {

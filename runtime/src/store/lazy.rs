@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use super::{
-    AcquireRequest, Admin, Attempt, Deployment, Renewal, Renewed, Settings, Store, StoreFuture,
-    WakeSubscription,
+    AcquireRequest, Admin, Attempt, Deployment, LeaderRecord, Renewal, Renewed, Settings, Store,
+    StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::key::LockKeys;
@@ -238,6 +238,52 @@ impl Store for LazyStore {
     fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
         if let Some(store) = self.state.store.get() {
             store.withdraw_request(keys, contender);
+        }
+    }
+
+    fn elects_leaders(&self) -> bool {
+        self.state.store.get().map_or(
+            matches!(
+                self.state.deployment,
+                Deployment::Redis(_) | Deployment::Cluster(_) | Deployment::Sentinel { .. }
+            ),
+            |s| s.elects_leaders(),
+        )
+    }
+
+    fn publish_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        match self.store() {
+            Ok(store) => store.publish_leader(keys, record, token, leader),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn clear_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        match self.store() {
+            Ok(store) => store.clear_leader(keys, record, term),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn read_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        match self.store() {
+            Ok(store) => store.read_leader(keys, record),
+            Err(e) => not_yet(e),
         }
     }
 

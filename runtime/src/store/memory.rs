@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{AcquireRequest, Attempt, Renewal, Renewed, Store, StoreFuture, WakeSubscription};
+use super::{
+    AcquireRequest, Attempt, LeaderRecord, Renewal, Renewed, Store, StoreFuture, WakeSubscription,
+};
 use crate::error::LockError;
 use crate::key::LockKeys;
 use crate::token::OwnerToken;
@@ -29,7 +31,15 @@ struct State {
     readers: HashMap<String, HashMap<OwnerToken, Instant>>,
     /// Until when a writer waits for each lock's readers: new readers wait behind it.
     writer_waits: HashMap<String, Instant>,
+    /// The recorded leader of each election, by the election's lock key: it counts only
+    /// while its owner token holds that lock.
+    leaders: HashMap<String, Recorded>,
     ops: u64,
+}
+
+struct Recorded {
+    owner: OwnerToken,
+    leader: LeaderRecord,
 }
 
 struct Held {
@@ -175,6 +185,50 @@ impl MemoryStore {
             .collect()
     }
 
+    pub(crate) fn publish_leader(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        leader: &LeaderRecord,
+    ) -> bool {
+        let mut state = self.state.lock().unwrap();
+        if !state.owns(&keys.lock, token, Instant::now()) {
+            return false;
+        }
+        if let Some(r) = state.leaders.get(&keys.lock) {
+            if r.leader.term > leader.term {
+                return false;
+            }
+        }
+        let recorded = Recorded {
+            owner: token.clone(),
+            leader: leader.clone(),
+        };
+        state.leaders.insert(keys.lock.clone(), recorded);
+        state.wake(&keys.wake);
+        true
+    }
+
+    pub(crate) fn clear_leader(&self, keys: &LockKeys, term: u64) {
+        let mut state = self.state.lock().unwrap();
+        if state
+            .leaders
+            .get(&keys.lock)
+            .is_some_and(|r| r.leader.term == term)
+        {
+            state.leaders.remove(&keys.lock);
+            state.wake(&keys.wake);
+        }
+    }
+
+    pub(crate) fn read_leader(&self, keys: &LockKeys) -> Option<LeaderRecord> {
+        let state = self.state.lock().unwrap();
+        let r = state.leaders.get(&keys.lock)?;
+        state
+            .owns(&keys.lock, &r.owner, Instant::now())
+            .then(|| r.leader.clone())
+    }
+
     pub(crate) fn subscribe(&self, keys: &LockKeys) -> WakeSubscription {
         let mut state = self.state.lock().unwrap();
         let tx = state
@@ -226,6 +280,39 @@ impl Store for MemoryStore {
         ))))
     }
 
+    fn elects_leaders(&self) -> bool {
+        true
+    }
+
+    fn publish_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        let written = MemoryStore::publish_leader(self, keys, token, leader);
+        Box::pin(std::future::ready(Ok(written)))
+    }
+
+    fn clear_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        MemoryStore::clear_leader(self, keys, term);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn read_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        Box::pin(std::future::ready(Ok(MemoryStore::read_leader(self, keys))))
+    }
+
     fn admin(&self) -> Result<&dyn super::Admin, LockError> {
         Err(LockError::config(
             "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
@@ -271,6 +358,13 @@ impl State {
         last
     }
 
+    /// Wakes the subscribers of `channel`.
+    fn wake(&self, channel: &str) {
+        if let Some(tx) = self.channels.get(channel) {
+            tx.send_modify(|n| *n += 1);
+        }
+    }
+
     fn owns(&self, lock: &str, token: &OwnerToken, now: Instant) -> bool {
         self.locks
             .get(lock)
@@ -309,6 +403,12 @@ impl State {
             !readers.is_empty()
         });
         self.writer_waits.retain(|_, until| *until > now);
+        let locks = &self.locks;
+        self.leaders.retain(|lock, r| {
+            locks
+                .get(lock)
+                .is_some_and(|held| held.expires > now && held.token == r.owner)
+        });
         self.channels.retain(|_, tx| tx.receiver_count() > 0);
     }
 }

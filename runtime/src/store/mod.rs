@@ -223,6 +223,60 @@ pub(crate) trait Store: Send + Sync + 'static {
         let _ = keys;
     }
 
+    /// Whether the engine keeps leader records ([`publish_leader`](Self::publish_leader)):
+    /// leader elections and their observers are refused with
+    /// [`no_leaders`](Self::no_leaders) otherwise.
+    fn elects_leaders(&self) -> bool {
+        false
+    }
+
+    /// The error of an engine without leader election.
+    fn no_leaders(&self) -> LockError {
+        LockError::config(format!(
+            "leader election is not supported on {}; it is on one Redis server, Sentinel, \
+             Redis Cluster and in memory",
+            self.describe()
+        ))
+    }
+
+    /// Records `leader` as the leader of the election whose lock is `keys`, in `record`, if
+    /// `token` holds that lock and no newer term is recorded there; then wakes the lock's
+    /// subscribers (observers). `Ok(false)`: not written (the lock is not ours any more, or
+    /// a newer leader recorded itself). The record counts only while its owner token holds
+    /// the lock, so it lapses with the lease and lives as long as the renewals do.
+    fn publish_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        let _ = (keys, record, token, leader);
+        Box::pin(std::future::ready(Err(self.no_leaders())))
+    }
+
+    /// Deletes the leader record if it still holds `term` (a resigning leader), and wakes the
+    /// lock's subscribers. A newer term's record is left alone.
+    fn clear_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        let _ = (keys, record, term);
+        Box::pin(std::future::ready(Err(self.no_leaders())))
+    }
+
+    /// The current leader: the record, if its owner token still holds the lock.
+    fn read_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        let _ = (keys, record);
+        Box::pin(std::future::ready(Err(self.no_leaders())))
+    }
+
     /// The operator's part (inspection, listing, forced release), where the engine has one;
     /// otherwise a [`LockError::Config`] that says why.
     fn admin(&self) -> Result<&dyn Admin, LockError> {
@@ -243,6 +297,14 @@ impl dyn Store {
             self.release(&lease.keys, &lease.token)
         }
     }
+}
+
+/// An elected leader as the store records it: its term (the fence of its lease) and the
+/// identity it campaigned with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LeaderRecord {
+    pub(crate) term: u64,
+    pub(crate) identity: String,
 }
 
 /// What an engine knows of one lock, for operators. Owner tokens are never part of it.

@@ -226,4 +226,37 @@ impl super::Store for ScriptedStore {
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> super::StoreFuture<'a, WakeSubscription> {
         Box::pin(ScriptedStore::subscribe(self, keys))
     }
+
+    // Leader records go straight to the memory store: the scripted faults are the lock
+    // calls'.
+    fn elects_leaders(&self) -> bool {
+        true
+    }
+
+    fn publish_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a super::LeaderRecord,
+    ) -> super::StoreFuture<'a, bool> {
+        super::Store::publish_leader(&self.shared.store, keys, record, token, leader)
+    }
+
+    fn clear_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        term: u64,
+    ) -> super::StoreFuture<'a, ()> {
+        super::Store::clear_leader(&self.shared.store, keys, record, term)
+    }
+
+    fn read_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+    ) -> super::StoreFuture<'a, Option<super::LeaderRecord>> {
+        super::Store::read_leader(&self.shared.store, keys, record)
+    }
 }

@@ -13,6 +13,7 @@ mod batch;
 mod conn;
 mod connect;
 mod items;
+mod leader;
 mod redlock;
 mod revive;
 mod scripts;
@@ -39,7 +40,7 @@ use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
 use crate::lease::Session;
 use crate::store::{
-    join_all, AcquireRequest, Admin, Attempt, Renewal, Renewed, Store, StoreFuture,
+    join_all, AcquireRequest, Admin, Attempt, LeaderRecord, Renewal, Renewed, Store, StoreFuture,
     WakeSubscription,
 };
 use crate::token::OwnerToken;
@@ -412,6 +413,39 @@ impl Store for RedisStore {
         token: &'a OwnerToken,
     ) -> StoreFuture<'a, bool> {
         Box::pin(RedisStore::release_shared(self, keys, token))
+    }
+
+    fn elects_leaders(&self) -> bool {
+        true
+    }
+
+    fn publish_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(RedisStore::publish_leader(
+            self, keys, record, token, leader,
+        ))
+    }
+
+    fn clear_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(RedisStore::clear_leader(self, keys, record, term))
+    }
+
+    fn read_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        Box::pin(RedisStore::read_leader(self, keys, record))
     }
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {

@@ -56,6 +56,12 @@ pub(super) static RENEW: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/renew.lua")));
 pub(super) static RAISE_FENCE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/raise_fence.lua")));
+pub(super) static LEADER_PUBLISH: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("lua/leader_publish.lua")));
+pub(super) static LEADER_READ: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("lua/leader_read.lua")));
+pub(super) static LEADER_CLEAR: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("lua/leader_clear.lua")));
 pub(super) static INSPECT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/inspect.lua")));
 pub(super) static FORCE_RELEASE: LazyLock<redis::Script> =
