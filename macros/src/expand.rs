@@ -331,10 +331,12 @@ fn skip_value_type(returned: &Type, sig: &Signature) -> syn::Result<()> {
     }
     let fits = match inner {
         Type::Tuple(tuple) => tuple.elems.is_empty(),
-        Type::Path(path) => path.qself.is_none()
-            && path.path.segments.last().is_some_and(|s| {
-                s.ident == "Option" && matches!(s.arguments, PathArguments::AngleBracketed(_))
-            }),
+        Type::Path(path) => {
+            path.qself.is_none()
+                && path.path.segments.last().is_some_and(|s| {
+                    s.ident == "Option" && matches!(s.arguments, PathArguments::AngleBracketed(_))
+                })
+        }
         _ => false,
     };
     if fits {
@@ -717,7 +719,10 @@ mod tests {
             "async fn job() -> Result<(), E> { Ok(()) }",
         );
         assert!(out.contains("Duration :: new (600u64"), "{out}");
-        assert!(out.contains("watchdog : :: core :: option :: Option :: Some (false)"), "{out}");
+        assert!(
+            out.contains("watchdog : :: core :: option :: Option :: Some (false)"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -55,7 +55,10 @@ async fn a_job_that_ends_early_keeps_the_lock_until_the_hold_ends() {
     assert!(!free_for(&b).await, "released early, but not held any more");
     tokio::time::sleep_until(start + HOLD - TICK).await;
     assert!(!free_for(&b).await, "free before the hold ended");
-    assert!(!free_for(&a).await, "free for its own process before the hold ended");
+    assert!(
+        !free_for(&a).await,
+        "free for its own process before the hold ended"
+    );
     tokio::time::sleep_until(start + HOLD + TICK).await;
     assert!(!store.is_locked(&LockKeys::new(&a.inner.prefix, KEY).lock));
     assert!(free_for(&b).await, "still held after the hold ended");
@@ -176,7 +179,12 @@ async fn where_locks_live_with_the_session_the_locker_releases_at_the_end_of_the
 async fn a_local_waiter_is_not_handed_the_lock_during_the_hold() {
     let locker = Locker::scripted(ScriptedStore::new());
     let start = Instant::now();
-    let first = locker.lock(KEY).hold_at_least(HOLD).acquire().await.unwrap();
+    let first = locker
+        .lock(KEY)
+        .hold_at_least(HOLD)
+        .acquire()
+        .await
+        .unwrap();
     let fence = first.fence();
     let second = {
         let locker = locker.clone();
@@ -193,7 +201,10 @@ async fn a_local_waiter_is_not_handed_the_lock_during_the_hold() {
     settle().await;
     first.release().await.unwrap();
     let (got_it, next_fence) = second.await.unwrap();
-    assert!(got_it >= start + HOLD, "handed over during the hold at {got_it:?}");
+    assert!(
+        got_it >= start + HOLD,
+        "handed over during the hold at {got_it:?}"
+    );
     assert!(next_fence > fence);
 }
 
@@ -219,9 +230,7 @@ fn hold_at_most(d: Duration) -> Spec {
 async fn a_body_that_runs_past_hold_at_most_is_cancelled() {
     let (_store, a, b) = two_processes();
     let spec = hold_at_most(Duration::from_secs(600));
-    let guard = __private::acquire(Ok(&a), KEY.into(), &spec)
-        .await
-        .unwrap();
+    let guard = __private::acquire(Ok(&a), KEY.into(), &spec).await.unwrap();
     let mut finished = false;
     let out = __private::hold(&guard, &spec, async {
         tokio::time::sleep(Duration::from_secs(660)).await;
@@ -240,9 +249,7 @@ async fn a_body_within_hold_at_most_ends_normally_and_nobody_renews_its_lease() 
     let (_store, a, b) = two_processes();
     let spec = hold_at_most(Duration::from_secs(600));
     let start = Instant::now();
-    let guard = __private::acquire(Ok(&a), KEY.into(), &spec)
-        .await
-        .unwrap();
+    let guard = __private::acquire(Ok(&a), KEY.into(), &spec).await.unwrap();
     let out = __private::hold(&guard, &spec, async {
         tokio::time::sleep(Duration::from_secs(540)).await;
         7

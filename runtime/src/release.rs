@@ -13,6 +13,11 @@
 //! and passed the local turn on already (local waiters contend in Redis meanwhile, as they
 //! would anyway). They stop at the first answer (freed, or not ours any more: that is never
 //! retried), and hold the locker only weakly: once it is dropped, the next retry does not run.
+//!
+//! A guard with a hold ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least))
+//! released before the hold ends leaves its lock taken until then instead: an expiry set in
+//! the store where locks expire by themselves, a release by the background task at the end
+//! of the hold where they live with the session ([`Inner::hold_then_release`]).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -73,7 +78,10 @@ impl Inner {
             Err(LockError::Unavailable { .. }) if holding => {
                 // Deleting it now would end the hold early: the lock frees itself when its
                 // lease runs out, as it would after a crash.
-                tracing::debug!(fence, "could not set the end of the hold; the lease runs out");
+                tracing::debug!(
+                    fence,
+                    "could not set the end of the hold; the lease runs out"
+                );
             }
             Err(LockError::Unavailable { .. }) => {
                 // Only a weak reference across the pauses: dropping the locker ends the retries.

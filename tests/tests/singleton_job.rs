@@ -125,7 +125,10 @@ async fn once_per_window(engine: &str, addresses: &[String], windows: usize) {
             "window {w} on {engine}: the job ran {} times: {first:?}",
             fences.len()
         );
-        assert!(fences[0] > last_fence, "fences go back: {fences:?} after {last_fence}");
+        assert!(
+            fences[0] > last_fence,
+            "fences go back: {fences:?} after {last_fence}"
+        );
         last_fence = fences[0];
 
         sleep_until(start + Duration::from_secs(1)).await;
@@ -168,7 +171,10 @@ async fn on_redis_the_hold_outlives_the_process_that_ran_the_job() {
     }
     let start = Instant::now();
     workers[0].trigger("alone").await;
-    assert!(matches!(outcome(&mut workers[0], "alone").await, Outcome::Ran(_)));
+    assert!(matches!(
+        outcome(&mut workers[0], "alone").await,
+        Outcome::Ran(_)
+    ));
     let mut ran_it = workers.remove(0);
     ran_it.child.kill().await.unwrap(); // SIGKILL: no release, no goodbye
     sleep_until(start + Duration::from_secs(1)).await;
@@ -215,9 +221,22 @@ async fn on_redis_an_early_end_leaves_an_expiry_not_a_renewed_lease() {
     // Past two renewal periods of the lease: the expiry only went down.
     sleep(Duration::from_millis(500)).await;
     let later: i64 = conn.pttl(key).await.unwrap();
-    assert!(later < pttl, "renewed after the job ended: {pttl} ms, then {later} ms");
+    assert!(
+        later < pttl,
+        "renewed after the job ended: {pttl} ms, then {later} ms"
+    );
     let other = Locker::connect(&redis.url()).await.unwrap();
-    assert!(other.lock("job:cleanup").try_acquire().await.unwrap().is_none());
+    assert!(other
+        .lock("job:cleanup")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
     sleep_until(start + Duration::from_millis(2100)).await;
-    assert!(other.lock("job:cleanup").try_acquire().await.unwrap().is_some());
+    assert!(other
+        .lock("job:cleanup")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_some());
 }
