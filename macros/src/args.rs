@@ -20,12 +20,18 @@ mod kw {
     syn::custom_keyword!(on_lost);
     syn::custom_keyword!(mode);
     syn::custom_keyword!(fair);
+    syn::custom_keyword!(on_busy);
+    syn::custom_keyword!(hold_at_least);
+    syn::custom_keyword!(hold_at_most);
 }
+
+mod job;
+pub(crate) use job::Job;
 
 /// Every option, in the order the docs list them; named in the "unknown option" error.
 const OPTIONS: &str =
     "`key`, `keys`, `mode`, `fair`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, \
-     `crate`";
+     `on_busy`, `hold_at_least`, `hold_at_most`, `crate`";
 
 /// `leasehold::MIN_LEASE`: the runtime refuses shorter leases at run time, the attribute at
 /// compile time. (A proc-macro crate cannot depend on the runtime; a behaviour test keeps
@@ -59,6 +65,8 @@ pub(crate) struct Args {
     pub fair: bool,
     /// Path to the runtime crate; `::leasehold` unless `crate = "..."` says otherwise.
     pub krate: Path,
+    /// `on_busy`, `hold_at_least`, `hold_at_most`: singleton jobs.
+    pub job: Job,
     pub errors: Vec<syn::Error>,
 }
 
@@ -78,6 +86,7 @@ impl Parse for Args {
             read: false,
             fair: false,
             krate: syn::parse_quote!(::leasehold),
+            job: Job::default(),
             errors: Vec::new(),
         };
         while !input.is_empty() {
@@ -155,6 +164,24 @@ impl Parse for Args {
                         args.fair = fair;
                     }
                 }
+            } else if lookahead.peek(kw::on_busy) {
+                let kw: kw::on_busy = input.parse()?;
+                let value = value(input)?;
+                if seen.first("on_busy", kw.span, &mut args.errors) {
+                    args.job.on_busy = args.errors.keep(job::on_busy(&value));
+                }
+            } else if lookahead.peek(kw::hold_at_least) {
+                let kw: kw::hold_at_least = input.parse()?;
+                let value = value(input)?;
+                if seen.first("hold_at_least", kw.span, &mut args.errors) {
+                    args.job.hold_at_least = args.errors.keep(job::hold_at_least(&value));
+                }
+            } else if lookahead.peek(kw::hold_at_most) {
+                let kw: kw::hold_at_most = input.parse()?;
+                let value = value(input)?;
+                if seen.first("hold_at_most", kw.span, &mut args.errors) {
+                    args.job.hold_at_most = args.errors.keep(job::hold_at_most(&value));
+                }
             } else if lookahead.peek(Token![crate]) {
                 let kw: Token![crate] = input.parse()?;
                 let value = value(input)?;
@@ -188,6 +215,7 @@ impl Parse for Args {
                  supported; lock them one by one, or drop `mode` for exclusive locks",
             ));
         }
+        job::settle(&mut args, &seen.0);
         // A `key` that is not a string was refused above; "missing" would be a second, wrong error.
         if !seen.0.contains(&"key") && !seen.0.contains(&"keys") {
             args.errors.push(syn::Error::new(

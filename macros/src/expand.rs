@@ -61,6 +61,11 @@ fn try_expand(args: TokenStream, item: TokenStream) -> Result<TokenStream, Vec<s
         ));
     }
     let returned = errors.keep(result_type(sig));
+    if let (Some(args), Some(returned)) = (&args, returned) {
+        if args.job.skips() {
+            errors.keep(skip_value_type(returned, sig).map_err(|e| [e]));
+        }
+    }
     let key = match &args {
         Some(Args { key: Some(lit), .. }) => errors.keep(key_expr(lit, sig).map(Keys::One)),
         Some(Args {
@@ -113,6 +118,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
     };
     let lease = duration(args.lease);
     let wait = duration(args.wait);
+    let hold_at_least = duration(args.job.hold_at_least());
     let watchdog = match args.watchdog {
         Some(on) => quote!(::core::option::Option::Some(#on)),
         None => quote!(::core::option::Option::None),
@@ -160,18 +166,41 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         .guard
         .as_ref()
         .map(|g| quote!(let #g: &#guard_type = &__leasehold_guard;));
+    // With `on_busy = "skip"` the lock is only tried, and a taken lock returns at once.
+    let skips = args.job.skips();
+    let (acquire_one, acquire_all) = if skips {
+        (quote!(try_acquire), quote!(try_acquire_all))
+    } else {
+        (quote!(acquire), quote!(acquire_all))
+    };
     let (keys, acquire) = match key {
         Keys::One(key) => (
             quote!(let __leasehold_key: ::std::string::String = #key;),
-            quote!(#private::acquire(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
+            quote!(#private::#acquire_one(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
         ),
         Keys::Many(keys) => (
             quote! {
                 let __leasehold_keys: ::std::vec::Vec<::std::string::String> =
                     ::std::vec![#(#keys),*];
             },
-            quote!(#private::acquire_all(#locker, __leasehold_keys, &__LEASEHOLD_SPEC).await),
+            quote!(#private::#acquire_all(#locker, __leasehold_keys, &__LEASEHOLD_SPEC).await),
         ),
+    };
+    let taken = if skips {
+        // `Ok(())` or `Ok(None)`, spanned at the `Ok` type: any other type is refused there.
+        let ok_span = ok_type(returned).map_or_else(|| returned.span(), Spanned::span);
+        let skipped = quote_spanned! {ok_span=>
+            return ::core::result::Result::Ok(#private::Skipped::skipped())
+        };
+        quote! {
+            ::core::result::Result::Ok(::core::option::Option::Some(__leasehold_guard)) =>
+                __leasehold_guard,
+            ::core::result::Result::Ok(::core::option::Option::None) => #skipped,
+        }
+    } else {
+        quote! {
+            ::core::result::Result::Ok(__leasehold_guard) => __leasehold_guard,
+        }
     };
     let fake_return = fake_return(returned);
     // The body's statements, not its block: a block nested as the async block's value is
@@ -193,11 +222,12 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 on_lost: #private::OnLost::#on_lost,
                 read: #read,
                 fair: #fair,
+                hold_at_least: #hold_at_least,
             };
             let __leasehold_guard = {
                 #keys
                 match #acquire {
-                    ::core::result::Result::Ok(__leasehold_guard) => __leasehold_guard,
+                    #taken
                     // `From::from` is the identity when `E` is `LockError` itself.
                     #[allow(clippy::useless_conversion)]
                     ::core::result::Result::Err(__leasehold_error) => #bail,
@@ -249,6 +279,79 @@ fn first_and_last_span(tokens: &impl ToTokens) -> (Span, Span) {
     let first = trees.next().map_or_else(Span::call_site, |t| t.span());
     let last = trees.last().map_or(first, |t| t.span());
     (first, last)
+}
+
+/// The type arguments of `Result<T, E>` (or of an alias like `io::Result<T>`).
+fn result_arguments(returned: &Type) -> Vec<&Type> {
+    let mut inner = returned;
+    while let Type::Group(group) = inner {
+        inner = &group.elem;
+    }
+    match inner {
+        Type::Path(path) => match path.path.segments.last().map(|s| &s.arguments) {
+            Some(PathArguments::AngleBracketed(args)) => args
+                .args
+                .iter()
+                .filter_map(|arg| match arg {
+                    GenericArgument::Type(ty) => Some(ty),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// The `T` of `Result<T, E>`, when the return type names it.
+fn ok_type(returned: &Type) -> Option<&Type> {
+    result_arguments(returned).first().copied()
+}
+
+/// With `on_busy = "skip"`, a skipped call must be visible in the value: `Result<(), E>`
+/// (skipped: `Ok(())`) or `Result<Option<T>, E>` (skipped: `Ok(None)`).
+fn skip_value_type(returned: &Type, sig: &Signature) -> syn::Result<()> {
+    let name = &sig.ident;
+    let Some(ok) = ok_type(returned) else {
+        return Err(syn::Error::new(
+            returned.span(),
+            format!(
+                "with `on_busy = \"skip\"`, `{name}` returns at once without running its body \
+                 when the lock is taken elsewhere, so its return type must show what a skipped \
+                 call gives: write it out as `-> Result<(), E>` (a skipped call returns \
+                 `Ok(())`) or `-> Result<Option<T>, E>` (a skipped call returns `Ok(None)`), \
+                 not `{}`",
+                type_text(returned)
+            ),
+        ));
+    };
+    let mut inner = ok;
+    while let Type::Group(group) = inner {
+        inner = &group.elem;
+    }
+    let fits = match inner {
+        Type::Tuple(tuple) => tuple.elems.is_empty(),
+        Type::Path(path) => {
+            path.qself.is_none()
+                && path.path.segments.last().is_some_and(|s| {
+                    s.ident == "Option" && matches!(s.arguments, PathArguments::AngleBracketed(_))
+                })
+        }
+        _ => false,
+    };
+    if fits {
+        return Ok(());
+    }
+    let text = type_text(ok);
+    Err(syn::Error::new(
+        ok.span(),
+        format!(
+            "with `on_busy = \"skip\"`, `{name}` returns at once without running its body when \
+             the lock is taken elsewhere, so `{text}` cannot be its `Ok` value: write \
+             `Result<Option<{text}>, E>` (a skipped call returns `Ok(None)`) or `Result<(), E>` \
+             (a skipped call returns `Ok(())`)"
+        ),
+    ))
 }
 
 /// The error type of `Result<T, E>`, or the whole type for one-parameter aliases.
@@ -571,6 +674,53 @@ mod tests {
             out.contains(
                 "no parameter `idd` in `buy`; did you mean `<id>`? the key can use: `id`, `shop`"
             ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn skip_tries_the_lock_and_returns_the_skipped_value() {
+        let out = expand_str(
+            "key = \"job\", on_busy = \"skip\", hold_at_least = \"30s\"",
+            "async fn job() -> Result<Option<u8>, E> { Ok(Some(1)) }",
+        );
+        assert!(out.contains("try_acquire"), "{out}");
+        assert!(out.contains("Skipped :: skipped ()"), "{out}");
+        assert!(out.contains("hold_at_least"), "{out}");
+        let out = expand_str(
+            "key = \"job\", on_busy = \"wait\"",
+            "async fn job() -> Result<u8, E> { Ok(1) }",
+        );
+        assert!(!out.contains("try_acquire"), "{out}");
+    }
+
+    #[test]
+    fn job_options_conflicts_are_all_reported() {
+        let out = expand_str(
+            "key = \"job\", on_busy = \"skip\", wait = \"1s\", hold_at_most = \"1m\", \
+             lease = \"5s\", hold_at_least = \"2m\"",
+            "async fn job() -> Result<u8, E> { Ok(1) }",
+        );
+        for message in [
+            "`on_busy = \\\"skip\\\"` never waits",
+            "`hold_at_most` is the job's lease, never renewed, so `lease` cannot be given",
+            "is longer than `hold_at_most",
+            "so `u8` cannot be its `Ok` value: write `Result<Option<u8>, E>`",
+        ] {
+            assert!(out.contains(message), "{message} not in {out}");
+        }
+        assert_eq!(out.matches("compile_error").count(), 4, "{out}");
+    }
+
+    #[test]
+    fn hold_at_most_is_a_lease_without_watchdog() {
+        let out = expand_str(
+            "key = \"job\", hold_at_most = \"10m\"",
+            "async fn job() -> Result<(), E> { Ok(()) }",
+        );
+        assert!(out.contains("Duration :: new (600u64"), "{out}");
+        assert!(
+            out.contains("watchdog : :: core :: option :: Option :: Some (false)"),
             "{out}"
         );
     }

@@ -48,6 +48,7 @@ mod template;
 /// | could not be reached (Redis down, timeout) | `Err(LockError::Unavailable { .. }.into())` | does not run |
 /// | lease lost while the body ran, `on_lost = "cancel"` | `Err(LockError::Lost.into())` | is dropped at its next `.await` |
 /// | no `locker = ...` and no default installed | `Err(LockError::Config { .. }.into())`, saying how to fix it | does not run |
+/// | was taken, `on_busy = "skip"` | `Ok(())` or `Ok(None)`, at once | does not run |
 ///
 /// A nested call that locks the same key from within the body (same task) re-enters the lock
 /// instead of waiting for itself.
@@ -66,6 +67,9 @@ mod template;
 /// | `locker` | expression giving a `Locker`, `&Locker` or `Arc<Locker>` | the global default (`leasehold::set_global_default`) |
 /// | `guard` | identifier | no binding |
 /// | `on_lost` | `"cancel"` or `"continue"` | `"cancel"` |
+/// | `on_busy` | `"skip"` (return at once if taken) or `"wait"` | `"wait"` |
+/// | `hold_at_least` | duration string: keep the lock that long after the body started | none |
+/// | `hold_at_most` | duration string: the lease, never renewed (instead of `lease`, `watchdog`) | none |
 /// | `crate` | path string | `"::leasehold"` |
 ///
 /// Every option is checked at compile time: a typo'd option, a duration that does not parse,
@@ -206,6 +210,53 @@ mod template;
 ///     Ok(lock.is_held())
 /// }
 /// ```
+///
+/// ## Singleton jobs: `on_busy`, `hold_at_least`, `hold_at_most`
+/// A scheduled job that every instance of a service triggers (a cron line in each replica)
+/// must run once per window across the fleet, even when the instances' clocks and schedulers
+/// fire at slightly different moments.
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError, Locker};
+/// #[distributed_lock(key = "job:nightly-report", on_busy = "skip", hold_at_least = "30s", hold_at_most = "10m")]
+/// async fn nightly_report() -> Result<Option<u64>, LockError> {
+///     // runs on one instance; the others return `Ok(None)` at once
+///     Ok(Some(42))
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// # leasehold::set_global_default(Locker::in_memory())?;
+/// assert_eq!(nightly_report().await?, Some(42));
+/// // Triggered again a moment later (here, or on another instance): skipped.
+/// assert_eq!(nightly_report().await?, None);
+/// # Ok(()) }
+/// ```
+///
+/// - `on_busy = "skip"`: when another holder has the lock, the call returns at once without
+///   running the body, and says so in its value. So the function returns `Result<(), E>` (a
+///   skipped call returns `Ok(())`, and an event "skipped: the lock is held elsewhere" is
+///   traced) or `Result<Option<T>, E>` (a skipped call returns `Ok(None)`); any other return
+///   type is refused at compile time. A skip never waits, so `wait` cannot be given with it.
+///   Errors (the store unreachable, no locker) are still errors. `on_busy = "wait"`, the
+///   default, waits up to `wait` and then fails with `LockError::Busy`.
+/// - `hold_at_least = "30s"`: the lock stays taken for at least that long after the body
+///   started, even when the body ended sooner (by value, error, panic or cancellation), so an
+///   instance triggered a moment after the job ended elsewhere finds it taken. A body that
+///   runs longer releases the lock when it ends, as usual. Where locks expire by themselves
+///   (Redis, RedLock, PostgreSQL, in memory) the lock is set to expire at the end of the hold
+///   instead of being deleted, so the hold outlives a process that dies meanwhile; on
+///   ZooKeeper and etcd the locker keeps the lock and releases it at the end of the hold, and
+///   a process that dies meanwhile loses it when its session ends. See
+///   [`LockRequest::hold_at_least`](../leasehold/struct.LockRequest.html#method.hold_at_least).
+///   It may be longer than `lease` (the watchdog keeps the lock until the body ends, the
+///   expiry after that), not longer than a lease that is not renewed. Only with one `key`.
+/// - `hold_at_most = "10m"`: the lease without renewal, for jobs that must never run past a
+///   bound: the same as `lease = "10m", watchdog = false`, so it cannot be given with `lease`
+///   or `watchdog`. A body still running when it ends has lost the lock: with `on_lost =
+///   "cancel"` (the default) it is dropped at its next `.await` and the call returns
+///   `LockError::Lost`; with `on_lost = "continue"` it runs on, unprotected. A process that
+///   dies holding it frees it at that bound.
 ///
 /// ## `crate`: when `leasehold` is renamed
 /// The expansion calls `::leasehold::...`; if the crate is reachable under another path (a

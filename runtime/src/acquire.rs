@@ -62,6 +62,9 @@ impl Locker {
             )
         };
         let mut result = acquisition.await;
+        if let (Ok(guard), Some(hold)) = (&mut result, opts.hold_at_least) {
+            guard.hold_at_least(hold);
+        }
         let outcome = result.as_ref().map(LockGuard::fence);
         observe::acquire_ended(&span, outcome, start.elapsed(), waited);
         drop(span);

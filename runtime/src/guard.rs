@@ -4,6 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::Span;
@@ -48,6 +49,9 @@ pub struct LockGuard {
     /// False for a re-entered guard: the outer guard owns the lock and releases it.
     owner: bool,
     released: bool,
+    /// The lock stays taken until then, even if released sooner
+    /// ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least)).
+    hold_until: Option<Instant>,
 }
 
 impl LockGuard {
@@ -72,6 +76,7 @@ impl LockGuard {
             since: Instant::now(),
             owner: true,
             released: false,
+            hold_until: None,
         }
     }
 
@@ -96,6 +101,15 @@ impl LockGuard {
             since: Instant::now(),
             owner: false,
             released: false,
+            hold_until: None,
+        }
+    }
+
+    /// Keeps the lock taken for at least `hold` from now, whenever this guard is released.
+    /// A re-entered guard releases nothing, so it holds nothing either.
+    pub(crate) fn hold_at_least(&mut self, hold: Duration) {
+        if self.owner {
+            self.hold_until = Some(Instant::now() + hold);
         }
     }
 
@@ -247,7 +261,9 @@ impl LockGuard {
         // deleted if it is ours, so that nobody waits for it.
         let lost_before = !self.lease.is_held_by(self.fence);
         // Boxed for the same reason as `LockRequest::acquire`.
-        let release = self.inner.release_lease(self.lease.clone(), self.fence);
+        let release = self
+            .inner
+            .release_lease(self.lease.clone(), self.fence, self.hold_until);
         let mut result = Box::pin(release).await;
         if lost_before && !matches!(result, Err(LockError::Lost { .. })) {
             result = Err(LockError::Lost {
@@ -272,7 +288,7 @@ impl Drop for LockGuard {
         observe::hold_ended(self.since.elapsed());
         if !self
             .inner
-            .release_in_background(self.lease.clone(), self.fence)
+            .release_in_background(self.lease.clone(), self.fence, self.hold_until)
         {
             tracing::debug!(
                 fence = self.fence,

@@ -74,6 +74,8 @@ pub mod fenced;
 mod global;
 mod guard;
 mod inspect;
+#[cfg(test)]
+mod job_tests;
 mod key;
 mod leader;
 #[cfg(test)]

@@ -140,6 +140,7 @@ impl Locker {
             watchdog: None,
             shared: false,
             fair: false,
+            hold_at_least: None,
         }
     }
 
@@ -695,6 +696,8 @@ pub struct LockRequest<'a> {
     pub(crate) shared: bool,
     /// First come, first served across processes ([`LockRequest::fair`]).
     pub(crate) fair: bool,
+    /// Keep the lock at least this long after it was taken ([`LockRequest::hold_at_least`]).
+    pub(crate) hold_at_least: Option<Duration>,
 }
 
 impl LockRequest<'_> {
@@ -741,6 +744,54 @@ impl LockRequest<'_> {
     /// A fair release costs a round trip to the store every time.
     pub fn fair(mut self, on: bool) -> Self {
         self.fair = on;
+        self
+    }
+
+    /// Keeps the lock for at least `hold` after it was taken, even when the guard is
+    /// released (or dropped) sooner: for a job that must run once per window across a fleet
+    /// whose schedulers fire at slightly different moments, so that an instance triggered a
+    /// moment after the job finished elsewhere still finds the lock taken. Released later
+    /// than that, the lock is released at once, as usual. Defaults to no minimum (zero).
+    ///
+    /// How the lock stays taken after an early release:
+    /// - Where locks expire by themselves (one Redis server, Sentinel, Redis Cluster, RedLock,
+    ///   PostgreSQL, in memory), the release sets the lock to expire at the end of the hold,
+    ///   if it is still ours (one owner-checked call, the one a renewal makes), and stops
+    ///   renewing it; the lock is then not deleted. The hold survives this process: if it
+    ///   dies, the lock still frees itself at the end of the hold, not before.
+    /// - On ZooKeeper and etcd, where a lock lives as long as the session that took it, the
+    ///   lock is kept (and renewed) by the locker's background task and released at the end
+    ///   of the hold. If this process dies before then, the lock frees itself when its
+    ///   session ends (ZooKeeper: the session timeout; etcd: the lease's TTL), which may be
+    ///   before the end of the hold.
+    ///
+    /// The local waiters of the key are not handed the lock meanwhile: they wait in the
+    /// store like anyone else. `#[distributed_lock(hold_at_least = "30s")]` is this.
+    ///
+    /// # Errors
+    /// [`acquire`](Self::acquire) fails with [`LockError::Config`] when `hold` is longer than
+    /// a lease that is not renewed (`.watchdog(false)`): the lock would end before the hold.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::in_memory();
+    /// let job = locker
+    ///     .lock("job:nightly-report")
+    ///     .hold_at_least(Duration::from_secs(30))
+    ///     .try_acquire()
+    ///     .await?;
+    /// if let Some(guard) = job {
+    ///     // ... the job, done in a second ...
+    ///     guard.release().await?;
+    /// }
+    /// // 30 s after the job started, the lock is still taken: a late trigger skips it.
+    /// assert!(locker.lock("job:nightly-report").try_acquire().await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_at_least(mut self, hold: Duration) -> Self {
+        self.hold_at_least = Some(hold);
         self
     }
 
@@ -804,12 +855,24 @@ impl LockRequest<'_> {
                 inner.store.describe()
             )));
         }
+        let watchdog = self.watchdog.unwrap_or(inner.default_watchdog);
+        let hold_at_least = self.hold_at_least.filter(|hold| !hold.is_zero());
+        if let Some(hold) = hold_at_least {
+            if !watchdog && hold > lease {
+                return Err(LockError::config(format!(
+                    "hold_at_least of {hold:?} is longer than the lease of {lease:?}, which is \
+                     not renewed (watchdog off): the lock would end before the hold; shorten \
+                     the hold, lengthen the lease, or turn the watchdog on"
+                )));
+            }
+        }
         Ok(Options {
             lease,
             wait: self.wait.unwrap_or(inner.default_wait),
-            watchdog: self.watchdog.unwrap_or(inner.default_watchdog),
+            watchdog,
             fair: self.fair,
             shared: self.shared,
+            hold_at_least,
         })
     }
 }
@@ -824,4 +887,6 @@ pub(crate) struct Options {
     pub(crate) fair: bool,
     /// The read side of a read-write lock.
     pub(crate) shared: bool,
+    /// Keep the lock at least this long after it was taken; `None`: no minimum.
+    pub(crate) hold_at_least: Option<Duration>,
 }

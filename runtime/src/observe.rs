@@ -6,7 +6,8 @@
 //! | --- | --- | --- |
 //! | `leasehold.acquire` | span | one acquisition: `key`, `lease_ms`, `wait_ms`; then `outcome`, `fence`, `waited_ms` |
 //! | `leasehold.hold` | span | from acquisition to release: `key`, `fence` (a `#[distributed_lock]` body runs in it) |
-//! | `leasehold.release` | span | one release: `key`, `fence`; then `outcome` |
+//! | `leasehold.release` | span | one release: `key`, `fence`; then `outcome` (`held` when the lock stays taken for `hold_at_least`) |
+//! | "skipped: the lock is held elsewhere, ..." | event (target `leasehold`) | a `#[distributed_lock(on_busy = "skip")]` call that did not run its body: `key` |
 //! | "request answered with a lock error" | event (target `leasehold::web`) | the web middleware's failures: `code`, `status`, `method`, `route`, `key`, `error` |
 //! | `leasehold_acquire_seconds` | histogram | time to acquire (label `outcome`) |
 //! | `leasehold_wait_seconds` | histogram | time waited for a busy lock that was then acquired |
@@ -152,6 +153,16 @@ pub(crate) fn release_span(how: TraceKeys, key: &str, fence: u64) -> Span {
 
 pub(crate) fn release_ended(span: &Span, outcome: &'static str) {
     span.record("outcome", outcome);
+}
+
+/// A `#[distributed_lock(on_busy = "skip")]` call found its lock taken and did not run its
+/// body. `key` is shown as configured already.
+pub(crate) fn skipped(key: &str) {
+    tracing::info!(
+        target: "leasehold",
+        key,
+        "skipped: the lock is held elsewhere, so the body did not run"
+    );
 }
 
 /// The watchdog renewed `n` leases.

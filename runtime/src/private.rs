@@ -10,8 +10,8 @@ use tracing::Instrument;
 
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::locker::Locker;
-use crate::multi::MultiGuard;
+use crate::locker::{LockRequest, Locker};
+use crate::multi::{MultiGuard, MultiLockRequest};
 
 /// The attribute's options, resolved at compile time.
 #[derive(Clone, Copy, Debug)]
@@ -28,6 +28,8 @@ pub struct Spec {
     pub read: bool,
     /// `fair = true`: first come, first served across processes.
     pub fair: bool,
+    /// `hold_at_least = "..."`: the lock stays taken at least this long after it was taken.
+    pub hold_at_least: Option<Duration>,
 }
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
@@ -79,13 +81,8 @@ pub fn default_locker() -> Result<&'static Locker, LockError> {
     crate::global::require_global_default()
 }
 
-/// Takes the lock for the attribute.
-pub async fn acquire(
-    locker: Result<&Locker, LockError>,
-    key: String,
-    spec: &Spec,
-) -> Result<LockGuard, LockError> {
-    let locker = locker?;
+/// The request the attribute's options describe.
+fn request<'a>(locker: &'a Locker, key: String, spec: &Spec) -> LockRequest<'a> {
     let mut request = if spec.read {
         locker.read_lock(key)
     } else {
@@ -100,16 +97,40 @@ pub async fn acquire(
     if let Some(on) = spec.watchdog {
         request = request.watchdog(on);
     }
-    request.fair(spec.fair).acquire().await
+    if let Some(hold) = spec.hold_at_least {
+        request = request.hold_at_least(hold);
+    }
+    request.fair(spec.fair)
 }
 
-/// Takes every lock of `keys = [...]` for the attribute.
-pub async fn acquire_all(
+/// Takes the lock for the attribute.
+pub async fn acquire(
     locker: Result<&Locker, LockError>,
-    keys: Vec<String>,
+    key: String,
     spec: &Spec,
-) -> Result<MultiGuard, LockError> {
-    let mut request = locker?.lock_all(keys);
+) -> Result<LockGuard, LockError> {
+    request(locker?, key, spec).acquire().await
+}
+
+/// Takes the lock for the attribute with `on_busy = "skip"`: `Ok(None)` (and an event
+/// saying the call was skipped) when it is taken.
+pub async fn try_acquire(
+    locker: Result<&Locker, LockError>,
+    key: String,
+    spec: &Spec,
+) -> Result<Option<LockGuard>, LockError> {
+    let locker = locker?;
+    let shown = locker.inner.trace_keys.show(&key);
+    let guard = request(locker, key, spec).try_acquire().await?;
+    if guard.is_none() {
+        crate::observe::skipped(&shown);
+    }
+    Ok(guard)
+}
+
+/// The request of `keys = [...]` for the attribute.
+fn request_all<'a>(locker: &'a Locker, keys: Vec<String>, spec: &Spec) -> MultiLockRequest<'a> {
+    let mut request = locker.lock_all(keys);
     if let Some(lease) = spec.lease {
         request = request.lease(lease);
     }
@@ -119,7 +140,58 @@ pub async fn acquire_all(
     if let Some(on) = spec.watchdog {
         request = request.watchdog(on);
     }
-    request.acquire().await
+    request
+}
+
+/// Takes every lock of `keys = [...]` for the attribute.
+pub async fn acquire_all(
+    locker: Result<&Locker, LockError>,
+    keys: Vec<String>,
+    spec: &Spec,
+) -> Result<MultiGuard, LockError> {
+    request_all(locker?, keys, spec).acquire().await
+}
+
+/// Takes every lock of `keys = [...]` for the attribute with `on_busy = "skip"`: `Ok(None)`
+/// (and an event saying the call was skipped) when any of them is taken.
+pub async fn try_acquire_all(
+    locker: Result<&Locker, LockError>,
+    keys: Vec<String>,
+    spec: &Spec,
+) -> Result<Option<MultiGuard>, LockError> {
+    let locker = locker?;
+    let shown = keys
+        .iter()
+        .map(|key| locker.inner.trace_keys.show(key))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let guard = request_all(locker, keys, spec).try_acquire().await?;
+    if guard.is_none() {
+        crate::observe::skipped(&shown);
+    }
+    Ok(guard)
+}
+
+/// What a function with `on_busy = "skip"` returns in `Ok(...)` when it skipped its body:
+/// `()` for `Result<(), E>`, `None` for `Result<Option<T>, E>`.
+#[diagnostic::on_unimplemented(
+    message = "`on_busy = \"skip\"` needs the function to return `Result<(), E>` or `Result<Option<T>, E>`, not `Result<{Self}, E>`",
+    label = "a skipped call cannot make a `{Self}`",
+    note = "return `Result<Option<{Self}>, E>` (a skipped call returns `Ok(None)`) or `Result<(), E>`"
+)]
+pub trait Skipped {
+    /// The value of a skipped call.
+    fn skipped() -> Self;
+}
+
+impl Skipped for () {
+    fn skipped() -> Self {}
+}
+
+impl<T> Skipped for Option<T> {
+    fn skipped() -> Self {
+        None
+    }
 }
 
 /// What the attribute holds while its body runs: one lock's guard, or a multi-lock's.

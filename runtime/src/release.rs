@@ -13,6 +13,11 @@
 //! and passed the local turn on already (local waiters contend in Redis meanwhile, as they
 //! would anyway). They stop at the first answer (freed, or not ours any more: that is never
 //! retried), and hold the locker only weakly: once it is dropped, the next retry does not run.
+//!
+//! A guard with a hold ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least))
+//! released before the hold ends leaves its lock taken until then instead: an expiry set in
+//! the store where locks expire by themselves, a release by the background task at the end
+//! of the hold where they live with the session ([`Inner::hold_then_release`]).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -23,6 +28,7 @@ use crate::error::{LockError, LostReason};
 use crate::lease::Lease;
 use crate::observe;
 use crate::state::Inner;
+use crate::store::{Renewal, Renewed};
 use crate::turns::ActiveTurn;
 use tracing::Instrument;
 
@@ -32,25 +38,51 @@ impl Inner {
     /// # Errors
     /// [`LockError::Lost`] when the lock was not ours any more (nothing was touched),
     /// [`LockError::Unavailable`] when Redis failed (the lease then runs out on its own).
+    ///
+    /// With `hold_until` still ahead by at least [`MIN_HOLD_LEFT`], the lock is not given
+    /// back now but kept taken until then (see [`Inner::hold_then_release`]).
     pub(crate) async fn release_lease(
         self: &Arc<Self>,
         lease: Arc<Lease>,
         fence: u64,
+        hold_until: Option<Instant>,
     ) -> Result<(), LockError> {
         let span = observe::release_span(self.trace_keys, &lease.user_key, fence);
-        let (outcome, result) = self
-            .release_traced(lease, fence)
-            .instrument(span.clone())
-            .await;
+        let (outcome, result) = match hold_until.filter(|at| held_ahead(*at)) {
+            Some(until) => {
+                self.hold_then_release(lease, fence, until)
+                    .instrument(span.clone())
+                    .await
+            }
+            None => {
+                self.release_traced(lease, fence)
+                    .instrument(span.clone())
+                    .await
+            }
+        };
         observe::release_ended(&span, outcome);
         result
     }
 
     /// Releases the lease of a dropped guard (in the background), and retries while Redis is
     /// unavailable and the lease may still be valid (see the module docs).
-    pub(crate) async fn release_dropped(self: Arc<Self>, lease: Arc<Lease>, fence: u64) {
-        match self.release_lease(lease.clone(), fence).await {
+    pub(crate) async fn release_dropped(
+        self: Arc<Self>,
+        lease: Arc<Lease>,
+        fence: u64,
+        hold_until: Option<Instant>,
+    ) {
+        let holding = hold_until.is_some_and(held_ahead);
+        match self.release_lease(lease.clone(), fence, hold_until).await {
             Ok(()) => {}
+            Err(LockError::Unavailable { .. }) if holding => {
+                // Deleting it now would end the hold early: the lock frees itself when its
+                // lease runs out, as it would after a crash.
+                tracing::debug!(
+                    fence,
+                    "could not set the end of the hold; the lease runs out"
+                );
+            }
             Err(LockError::Unavailable { .. }) => {
                 // Only a weak reference across the pauses: dropping the locker ends the retries.
                 let locker = Arc::downgrade(&self);
@@ -100,6 +132,95 @@ impl Inner {
         outcome(released)
     }
 
+    /// Ends one holder's use of a lease whose lock must stay taken until `until` (a hold
+    /// from [`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least)). The local
+    /// turn passes on at once without handing the lease over: local waiters find the lock
+    /// taken in the store until the hold ends, like everybody else.
+    ///
+    /// Where locks expire by themselves, the lock is set to expire at `until` if it is still
+    /// ours (the owner-checked call a renewal makes, with the time left as its lease) and
+    /// taken off the renewal schedule: nothing more needs to happen here, and the hold
+    /// outlives this process. Elsewhere (ZooKeeper, etcd: the lock lives with the session)
+    /// the lease stays on the schedule, renewed as before, and the background task releases
+    /// it at `until`.
+    async fn hold_then_release(
+        self: &Arc<Self>,
+        lease: Arc<Lease>,
+        fence: u64,
+        until: Instant,
+    ) -> (&'static str, Result<(), LockError>) {
+        lease.end_holding(fence);
+        let turn = self.queues.held_turn(&lease);
+        let result = if self.store.locks_expire() {
+            if !lease.finish() {
+                return ("released", Ok(()));
+            }
+            self.schedule.unwatch(&lease);
+            let left = until.saturating_duration_since(Instant::now());
+            self.expire_after(&lease, left).await
+        } else {
+            self.release_at(lease.clone(), until);
+            Ok(())
+        };
+        if let Some(turn) = turn {
+            self.queues.pass_turn(&lease.keys.lock, turn);
+        }
+        match result {
+            Ok(()) => ("held", Ok(())),
+            Err(e) => (e.code(), Err(e)),
+        }
+    }
+
+    /// Sets the lock of `lease` to expire `after` from now if `lease` still owns it, longer
+    /// or shorter than its lease: a renewal with `after` as the lease.
+    async fn expire_after(&self, lease: &Lease, after: Duration) -> Result<(), LockError> {
+        let renewal = Renewal {
+            keys: &lease.keys,
+            token: &lease.token,
+            lease: ceil_millis(after),
+            shared: lease.shared,
+        };
+        let renewed = self.store.renew(std::slice::from_ref(&renewal)).await?;
+        match renewed.first() {
+            Some(Renewed::Yes) => Ok(()),
+            Some(Renewed::No) => Err(LockError::Lost {
+                reason: LostReason::Refused,
+            }),
+            _ => Err(LockError::unavailable(
+                format!(
+                    "{} did not confirm the end of the hold; the lock frees itself when its \
+                     lease runs out",
+                    self.store.describe()
+                ),
+                None,
+            )),
+        }
+    }
+
+    /// Releases `lease` at `until`, in the background (see [`Inner::hold_then_release`]).
+    /// Holds the locker only weakly: once it is dropped, its sessions end and the lock with
+    /// them.
+    fn release_at(self: &Arc<Self>, lease: Arc<Lease>, until: Instant) {
+        let locker = Arc::downgrade(self);
+        let job: crate::watchdog::Job = Box::pin(async move {
+            tokio::time::sleep_until(until).await;
+            let Some(inner) = locker.upgrade() else {
+                return;
+            };
+            if !lease.finish() {
+                return;
+            }
+            inner.schedule.unwatch(&lease);
+            if let Err(e) = inner.delete(&lease).await {
+                tracing::debug!(error = %e, "release at the end of the hold failed");
+            }
+        });
+        if let Err(job) = self.in_background(job) {
+            // The background task's runtime is gone, but this one runs.
+            tokio::spawn(job);
+        }
+    }
+
     /// Deletes the lock in Redis if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
         match self.store.end_lease(lease).await {
@@ -110,6 +231,21 @@ impl Inner {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A hold that ends sooner than this is not worth keeping: stores count in milliseconds.
+const MIN_HOLD_LEFT: Duration = Duration::from_millis(1);
+
+/// Whether a hold until `at` still has at least [`MIN_HOLD_LEFT`] to run.
+fn held_ahead(at: Instant) -> bool {
+    at.saturating_duration_since(Instant::now()) >= MIN_HOLD_LEFT
+}
+
+/// `d` rounded up to whole milliseconds, so that a store counting in milliseconds keeps the
+/// lock at least that long.
+fn ceil_millis(d: Duration) -> Duration {
+    let millis = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX))
 }
 
 /// The first pause before a background release is tried again, and the longest.

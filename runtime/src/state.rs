@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::key::LockKeys;
 use crate::lease::Lease;
@@ -61,10 +62,21 @@ impl Inner {
     /// Releases (or hands over) the lease of a guard that was dropped without
     /// `release().await`, in the background. False when no background task can run (no
     /// runtime): the lock then frees itself when its lease ends.
-    pub(crate) fn release_in_background(self: &Arc<Self>, lease: Arc<Lease>, fence: u64) -> bool {
+    pub(crate) fn release_in_background(
+        self: &Arc<Self>,
+        lease: Arc<Lease>,
+        fence: u64,
+        hold_until: Option<Instant>,
+    ) -> bool {
         let inner = self.clone();
-        self.send_job(Box::pin(inner.release_dropped(lease, fence)))
+        self.send_job(Box::pin(inner.release_dropped(lease, fence, hold_until)))
             .is_ok()
+    }
+
+    /// Runs `job` in the background task; gives it back when no background task can run
+    /// (no runtime here, or the runtime it ran on is gone).
+    pub(crate) fn in_background(&self, job: Job) -> Result<(), Job> {
+        self.send_job(job)
     }
 
     /// A read acquire was abandoned while its answer was outstanding: leaves the readers if

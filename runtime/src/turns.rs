@@ -156,7 +156,7 @@ impl Drop for QueuedTurn<'_> {
             None => {}
             Some(Turn::Contend(turn)) => self.inner.queues.pass_turn(self.lock_key, turn),
             Some(Turn::Granted(lease, fence)) => {
-                self.inner.release_in_background(lease, fence);
+                self.inner.release_in_background(lease, fence, None);
             }
         }
     }

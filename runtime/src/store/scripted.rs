@@ -6,6 +6,7 @@
 //! Clones share one store and one script: give one clone to each [`Locker`](crate::Locker)
 //! that stands for a process, and keep one to script faults.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,6 +29,9 @@ struct Shared {
     script: Mutex<Script>,
     /// Bumped when the connection drops: leases granted over the old one count as lost.
     epoch: watch::Sender<u64>,
+    /// Report locks as living with the session (`Store::locks_expire` false), as ZooKeeper
+    /// and etcd do; the memory store underneath still expires what nobody renews.
+    session_locks: AtomicBool,
 }
 
 /// What the next calls will meet. Each count is of calls (acquire, release, renew or
@@ -60,8 +64,15 @@ impl ScriptedStore {
                 store: MemoryStore::new(),
                 script: Mutex::default(),
                 epoch: watch::channel(0).0,
+                session_locks: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// From now on, report locks as living as long as the session (as ZooKeeper and etcd
+    /// do), so the locker gives them back itself rather than counting on their expiry.
+    pub(crate) fn keep_locks_for_the_session(&self) {
+        self.shared.session_locks.store(true, Ordering::Relaxed);
     }
 
     /// The next `calls` calls fail with `Unavailable` without reaching the store.
@@ -198,6 +209,10 @@ impl super::Store for ScriptedStore {
 
     fn session(&self) -> Option<Session> {
         ScriptedStore::session(self)
+    }
+
+    fn locks_expire(&self) -> bool {
+        !self.shared.session_locks.load(Ordering::Relaxed)
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> super::StoreFuture<'a, Attempt> {
