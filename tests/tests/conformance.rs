@@ -139,6 +139,13 @@ conformance! {
         // PostgreSQL have no leader record yet).
         redlock3, zookeeper, etcd, etcd3, postgres => checks::leader::refused_clearly;
     }
+
+    /// 15. Singleton jobs: of three lockers triggering a job at once exactly one runs it;
+    /// `hold_at_least` keeps the lock taken after the job ended early, so a trigger a moment
+    /// later skips; after the hold the next trigger runs with a greater fence.
+    singleton_job {
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::job::runs_once_and_holds;
+    }
 }
 
 async fn start(name: &str) -> Engine {

@@ -6,6 +6,7 @@ pub mod busy;
 pub mod exclusion;
 pub mod fences;
 pub mod hostile_keys;
+pub mod job;
 pub mod leader;
 pub mod loss;
 pub mod multi;

@@ -9,6 +9,8 @@
 //! differ. Without the raise, a later majority could consist only of nodes whose counters lag
 //! and hand out a smaller token.
 
+use std::time::Duration;
+
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -59,7 +61,26 @@ impl RedLock {
         self.nodes.len() / 2 + 1
     }
 
+    /// Takes the lock on a majority of the nodes. When contenders split the nodes between
+    /// them (each got some, none a majority: all give theirs back), it tries again after a
+    /// random pause, up to [`SPLIT_RETRIES`] times: otherwise contenders that came at the same
+    /// moment could all fail although the lock is free (three `try_acquire`s of a singleton
+    /// job on three nodes, and the job would run nowhere).
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        let mut split_retries = SPLIT_RETRIES;
+        loop {
+            let (attempt, split) = self.acquire_once(req).await;
+            if !split || split_retries == 0 || attempt.is_err() {
+                return attempt;
+            }
+            split_retries -= 1;
+            tracing::debug!("redlock: the nodes were split between contenders; trying again");
+            tokio::time::sleep(split_pause()).await;
+        }
+    }
+
+    /// One round of [`acquire`](Self::acquire); true with it when the nodes were split.
+    async fn acquire_once(&self, req: &AcquireRequest<'_>) -> (Result<Attempt, LockError>, bool) {
         let start = req.sent;
         let answers = join_all(self.nodes.iter().map(|n| n.acquire(req))).await;
         let mut granted = Vec::new();
@@ -88,7 +109,7 @@ impl RedLock {
             let raised_ok =
                 granted.len() - lagging.len() + raised.iter().filter(|r| r.is_ok()).count();
             if raised_ok >= quorum && in_time(Instant::now()) {
-                return Ok(Attempt::Granted { top });
+                return (Ok(Attempt::Granted { top }), false);
             }
             tracing::debug!(raised_ok, quorum, "redlock: fence round missed the quorum");
         } else if granted.len() >= quorum {
@@ -101,17 +122,22 @@ impl RedLock {
             tracing::warn!(error = %e, "redlock: node failed during acquire");
         }
         if failures.len() > self.nodes.len() - quorum {
-            return Err(no_quorum(
-                "acquire",
-                granted.len(),
-                self.nodes.len(),
-                failures,
-            ));
+            return (
+                Err(no_quorum(
+                    "acquire",
+                    granted.len(),
+                    self.nodes.len(),
+                    failures,
+                )),
+                false,
+            );
         }
+        let split = !granted.is_empty() && granted.len() < quorum && failures.is_empty();
         remaining.sort();
-        Ok(Attempt::Held {
+        let held = Attempt::Held {
             remaining: remaining.get(remaining.len() / 2).copied().flatten(),
-        })
+        };
+        (Ok(held), split)
     }
 
     async fn release_everywhere(&self, keys: &LockKeys, token: &OwnerToken) {
@@ -199,6 +225,21 @@ impl RedLock {
         }
         Ok(WakeSubscription::new(merged_rx, None))
     }
+}
+
+/// How many times an acquire tries again after the nodes were split between contenders.
+const SPLIT_RETRIES: u32 = 2;
+
+/// A random pause of 1 to 20 ms before trying again after a split, so that the contenders
+/// that split the nodes do not meet again.
+fn split_pause() -> Duration {
+    let mut b = [0u8; 1];
+    let r = if getrandom::fill(&mut b).is_ok() {
+        b[0]
+    } else {
+        7
+    };
+    Duration::from_millis(1 + u64::from(r) % 20)
 }
 
 fn no_quorum(what: &str, ok: usize, of: usize, failures: Vec<LockError>) -> LockError {
