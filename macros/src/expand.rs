@@ -119,6 +119,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
     };
     let read = args.read;
     let fair = args.fair;
+    let permits = args.permits.unwrap_or(0);
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(Cancel),
         OnLost::Continue => quote!(Continue),
@@ -153,6 +154,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         return ::core::result::Result::Err(::core::convert::From::from(__leasehold_error))
     };
     let guard_type = match key {
+        Keys::One(_) if permits > 0 => quote!(#krate::PermitGuard),
         Keys::One(_) => quote!(#krate::LockGuard),
         Keys::Many(_) => quote!(#krate::MultiGuard),
     };
@@ -161,6 +163,10 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         .as_ref()
         .map(|g| quote!(let #g: &#guard_type = &__leasehold_guard;));
     let (keys, acquire) = match key {
+        Keys::One(key) if permits > 0 => (
+            quote!(let __leasehold_key: ::std::string::String = #key;),
+            quote!(#private::acquire_permit(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
+        ),
         Keys::One(key) => (
             quote!(let __leasehold_key: ::std::string::String = #key;),
             quote!(#private::acquire(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
@@ -193,6 +199,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 on_lost: #private::OnLost::#on_lost,
                 read: #read,
                 fair: #fair,
+                permits: #permits,
             };
             let __leasehold_guard = {
                 #keys

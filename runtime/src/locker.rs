@@ -120,6 +120,7 @@ impl Locker {
                 drift: b.drift,
                 trace_keys: b.trace_keys,
                 queues: Default::default(),
+                semaphore_lines: Default::default(),
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
             }),
@@ -810,6 +811,7 @@ impl LockRequest<'_> {
             watchdog: self.watchdog.unwrap_or(inner.default_watchdog),
             fair: self.fair,
             shared: self.shared,
+            semaphore: None,
         })
     }
 }
@@ -824,4 +826,6 @@ pub(crate) struct Options {
     pub(crate) fair: bool,
     /// The read side of a read-write lock.
     pub(crate) shared: bool,
+    /// Permits of a semaphore: `(limit, count)`.
+    pub(crate) semaphore: Option<(u32, u32)>,
 }

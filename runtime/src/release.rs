@@ -67,8 +67,8 @@ impl Inner {
         fence: u64,
     ) -> (&'static str, Result<(), LockError>) {
         lease.end_holding(fence);
-        if lease.shared {
-            // A reader has no local queue and hands nothing over.
+        if lease.alone() {
+            // A reader or a semaphore's permits: no local queue, nothing handed over.
             if !lease.finish() {
                 return ("released", Ok(()));
             }

@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{AcquireRequest, Attempt, Renewal, Renewed, Store, StoreFuture, WakeSubscription};
+use super::{
+    AcquireRequest, Attempt, PermitState, Renewal, Renewed, Store, StoreFuture, WakeSubscription,
+};
 use crate::error::LockError;
 use crate::key::LockKeys;
 use crate::token::OwnerToken;
@@ -29,7 +31,23 @@ struct State {
     readers: HashMap<String, HashMap<OwnerToken, Instant>>,
     /// Until when a writer waits for each lock's readers: new readers wait behind it.
     writer_waits: HashMap<String, Instant>,
+    /// The permit holders of each semaphore.
+    semaphores: HashMap<String, Semaphore>,
     ops: u64,
+}
+
+/// One semaphore: the limit its holders agreed on, and each holder's permits and lease end.
+struct Semaphore {
+    limit: u32,
+    holders: HashMap<OwnerToken, (u32, Instant)>,
+}
+
+impl Semaphore {
+    /// Forgets holders whose lease ended; the permits in use by the others.
+    fn used(&mut self, now: Instant) -> u64 {
+        self.holders.retain(|_, (_, until)| *until > now);
+        self.holders.values().map(|&(n, _)| u64::from(n)).sum()
+    }
 }
 
 struct Held {
@@ -115,6 +133,77 @@ impl MemoryStore {
         Attempt::Granted { top }
     }
 
+    pub(crate) fn acquire_permits(
+        &self,
+        req: &AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+    ) -> Result<Attempt, LockError> {
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        state.tick(now);
+        let sem = state
+            .semaphores
+            .entry(req.keys.lock.clone())
+            .or_insert_with(|| Semaphore {
+                limit,
+                holders: HashMap::new(),
+            });
+        let used = sem.used(now);
+        if used == 0 {
+            // Nobody holds a permit: the limit is the caller's to set.
+            sem.limit = limit;
+        } else if sem.limit != limit {
+            return Err(super::disagreement(sem.limit, limit));
+        }
+        if used + u64::from(count) > u64::from(limit) {
+            let first = sem.holders.values().map(|&(_, until)| until).min();
+            return Ok(Attempt::Held {
+                remaining: first.map(|until| until - now),
+            });
+        }
+        sem.holders
+            .insert(req.token.clone(), (count, now + req.lease));
+        Ok(Attempt::Granted { top: 1 })
+    }
+
+    pub(crate) fn release_permits(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        let Some(sem) = state.semaphores.get_mut(&keys.lock) else {
+            return false;
+        };
+        let held = sem.holders.remove(token).is_some_and(|(_, until)| until > now);
+        if sem.used(now) == 0 {
+            state.semaphores.remove(&keys.lock);
+        }
+        if let Some(tx) = state.channels.get(&keys.wake) {
+            tx.send_modify(|n| *n += 1);
+        }
+        held
+    }
+
+    pub(crate) fn inspect_permits(&self, keys: &LockKeys) -> PermitState {
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        let Some(sem) = state.semaphores.get_mut(&keys.lock) else {
+            return PermitState::default();
+        };
+        if sem.used(now) == 0 {
+            return PermitState::default();
+        }
+        let mut holders: Vec<(u32, Duration)> = sem
+            .holders
+            .values()
+            .map(|&(n, until)| (n, until - now))
+            .collect();
+        holders.sort_by_key(|&(_, remaining)| remaining);
+        PermitState {
+            limit: Some(sem.limit),
+            holders,
+        }
+    }
+
     pub(crate) fn release_shared(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
@@ -151,6 +240,19 @@ impl MemoryStore {
         batch
             .iter()
             .map(|r| {
+                if r.permits > 0 {
+                    return match state
+                        .semaphores
+                        .get_mut(&r.keys.lock)
+                        .and_then(|sem| sem.holders.get_mut(r.token))
+                    {
+                        Some((_, until)) if *until > now => {
+                            *until = now + r.lease;
+                            true
+                        }
+                        _ => false,
+                    };
+                }
                 if r.shared {
                     return match state
                         .readers
@@ -223,6 +325,34 @@ impl Store for MemoryStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(std::future::ready(Ok(MemoryStore::release_shared(
             self, keys, token,
+        ))))
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+    ) -> StoreFuture<'a, Attempt> {
+        Box::pin(std::future::ready(MemoryStore::acquire_permits(
+            self, req, limit, count,
+        )))
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        _count: u32,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(MemoryStore::release_permits(
+            self, keys, token,
+        ))))
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(std::future::ready(Ok(MemoryStore::inspect_permits(
+            self, keys,
         ))))
     }
 
@@ -309,6 +439,7 @@ impl State {
             !readers.is_empty()
         });
         self.writer_waits.retain(|_, until| *until > now);
+        self.semaphores.retain(|_, sem| sem.used(now) > 0);
         self.channels.retain(|_, tx| tx.receiver_count() > 0);
     }
 }

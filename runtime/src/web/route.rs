@@ -336,6 +336,7 @@ impl RouteRule {
             wait: self.wait,
             watchdog: self.watchdog,
             on_lost: self.on_lost,
+            permits: 0,
         }
     }
 }
