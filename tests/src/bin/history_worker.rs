@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::{LockError, LockGuard, Locker};
+use leasehold::{LockError, LockGuard, Locker, PermitGuard};
 use leasehold_tests::history::{monotonic_ns, EventLog, FencedResource, LockServers, WorkerSpec};
 
 const TWO_MS: Duration = Duration::from_millis(2);
@@ -64,10 +64,47 @@ fn main() {
     runtime.block_on(run(id, spec, log));
 }
 
+/// What a hold holds: a lock, or a semaphore's permit (`--permits`).
+enum Guard {
+    Lock(LockGuard),
+    Permit(PermitGuard),
+}
+
+impl Guard {
+    fn is_held(&self) -> bool {
+        match self {
+            Guard::Lock(g) => g.is_held(),
+            Guard::Permit(p) => p.is_held(),
+        }
+    }
+
+    /// The fence; 0 for a permit (whose holders share the resource).
+    fn fence(&self) -> u64 {
+        match self {
+            Guard::Lock(g) => g.fence(),
+            Guard::Permit(_) => 0,
+        }
+    }
+
+    async fn lost(&self) {
+        match self {
+            Guard::Lock(g) => g.lost().await,
+            Guard::Permit(p) => p.lost().await,
+        }
+    }
+
+    async fn release(self) -> Result<(), LockError> {
+        match self {
+            Guard::Lock(g) => g.release().await,
+            Guard::Permit(p) => p.release().await,
+        }
+    }
+}
+
 /// The hold a task has open, as the sampler sees it.
 struct Open {
     hold: String,
-    guard: Arc<LockGuard>,
+    guard: Arc<Guard>,
     last_true: Option<u64>,
     logged: u64,
     seen_false: bool,
@@ -87,6 +124,9 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
             &ms(spec.op_timeout),
         ],
     );
+    if spec.permits > 0 {
+        log.now("sem", &[&spec.permits]);
+    }
     let deadline = tokio::time::Instant::now() + spec.duration;
     let locker = connect(&spec, deadline).await;
     let resource = FencedResource::connect(&spec.resource_url)
@@ -231,11 +271,15 @@ impl Task {
             let hold = format!("{}.{}.{n}", self.id, self.task);
             let key = &self.spec.keys[rng.below(self.spec.keys.len() as u64) as usize];
             self.log.now("inv", &[&hold, key]);
-            let acquire = self
-                .locker
-                .lock(key.as_str())
-                .fair(self.spec.fair)
-                .acquire();
+            let acquire = async {
+                if self.spec.permits > 0 {
+                    let permits = self.locker.semaphore(key.as_str(), self.spec.permits);
+                    permits.acquire().await.map(Guard::Permit)
+                } else {
+                    let lock = self.locker.lock(key.as_str()).fair(self.spec.fair);
+                    lock.acquire().await.map(Guard::Lock)
+                }
+            };
             match tokio::time::timeout(self.acquire_limit(), acquire).await {
                 Err(_) => {
                     self.log.now("aerr", &[&hold, &"hung"]);
@@ -270,7 +314,7 @@ impl Task {
         self.spec.wait + self.spec.op_timeout * 3 + Duration::from_secs(2)
     }
 
-    async fn hold(&self, hold: &str, key: &str, guard: LockGuard, n: u32) {
+    async fn hold(&self, hold: &str, key: &str, guard: Guard, n: u32) {
         let fence = guard.fence();
         let guard = Arc::new(guard);
         *self.slot() = Some(Open {
@@ -306,12 +350,17 @@ impl Task {
                 lost = true;
                 break;
             }
-            self.write(hold, key, fence, true).await;
+            // Permit holders share the resource: no fenced writes for them.
+            if self.spec.permits == 0 {
+                self.write(hold, key, fence, true).await;
+            }
         }
         if lost {
             self.log.now("lost", &[&hold]);
             // The stale holder tries anyway: the fence must make the resource refuse it.
-            self.write(hold, key, fence, false).await;
+            if self.spec.permits == 0 {
+                self.write(hold, key, fence, false).await;
+            }
         }
         *self.slot() = None;
         let before = monotonic_ns();
