@@ -204,7 +204,10 @@ impl Parse for Args {
             for (other, why) in [
                 ("keys", "a semaphore has one `key`: write `key = \"...\"`"),
                 ("mode", "a semaphore has no read or write side: drop `mode`"),
-                ("fair", "its waiters queue in order inside the process: drop `fair`"),
+                (
+                    "fair",
+                    "its waiters queue in order inside the process: drop `fair`",
+                ),
             ] {
                 if seen.0.contains(&other) {
                     args.errors.push(syn::Error::new(

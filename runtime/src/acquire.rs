@@ -39,24 +39,23 @@ impl Locker {
         let mut waited = false;
         // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),
         // and callers' futures (handlers, spawned tasks) stay small and quick to compile.
-        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = if let Some((limit, count)) =
-            opts.semaphore
-        {
-            Box::pin(
-                self.acquire_permits_traced(user_key, limit, count, opts, &mut waited)
-                    .instrument(span.clone()),
-            )
-        } else if opts.shared {
-            Box::pin(
-                self.acquire_shared_traced(user_key, opts, &mut waited)
-                    .instrument(span.clone()),
-            )
-        } else {
-            Box::pin(
-                self.acquire_traced(user_key, opts, &mut waited)
-                    .instrument(span.clone()),
-            )
-        };
+        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> =
+            if let Some((limit, count)) = opts.semaphore {
+                Box::pin(
+                    self.acquire_permits_traced(user_key, limit, count, opts, &mut waited)
+                        .instrument(span.clone()),
+                )
+            } else if opts.shared {
+                Box::pin(
+                    self.acquire_shared_traced(user_key, opts, &mut waited)
+                        .instrument(span.clone()),
+                )
+            } else {
+                Box::pin(
+                    self.acquire_traced(user_key, opts, &mut waited)
+                        .instrument(span.clone()),
+                )
+            };
         let mut result = acquisition.await;
         let outcome = result.as_ref().map(LockGuard::fence);
         observe::acquire_ended(&span, outcome, start.elapsed(), waited);

@@ -849,8 +849,8 @@ mod tests {
 
     #[tokio::test]
     async fn status_codes_come_from_the_config_and_bad_ones_are_named() {
-        let config = LockConfig::from_toml_str("[status_codes]\nbusy = 423\nunavailable = 500")
-            .unwrap();
+        let config =
+            LockConfig::from_toml_str("[status_codes]\nbusy = 423\nunavailable = 500").unwrap();
         let locks = RouteLocks::from_config(Locker::in_memory(), &config);
         let busy = LockError::Busy { retry_after: None };
         assert_eq!(locks.response(&busy).status, 423);

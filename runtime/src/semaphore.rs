@@ -420,7 +420,9 @@ pub(crate) struct Line<'a> {
 impl Line<'_> {
     /// The line's mutex: whoever holds it is the front of the line.
     pub(crate) fn front(&self) -> &tokio::sync::Mutex<()> {
-        self.mutex.as_deref().expect("a line is only taken apart when dropped")
+        self.mutex
+            .as_deref()
+            .expect("a line is only taken apart when dropped")
     }
 }
 
@@ -453,7 +455,10 @@ impl Drop for Line<'_> {
         // Let go of ours under the map's lock (nobody joins without it): when only the map's
         // is left, nobody waits in this line any more.
         drop(self.mutex.take());
-        if lines.get(self.key).is_some_and(|m| Arc::strong_count(m) == 1) {
+        if lines
+            .get(self.key)
+            .is_some_and(|m| Arc::strong_count(m) == 1)
+        {
             lines.remove(self.key);
         }
     }

@@ -40,7 +40,11 @@ async fn never_more_than_the_limit() {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(most.load(Ordering::SeqCst), 3, "the limit was reached, never passed");
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        3,
+        "the limit was reached, never passed"
+    );
     assert_eq!(locker.inner.semaphore_lines.len(), 0, "lines go when empty");
 }
 
@@ -285,14 +289,22 @@ async fn a_permit_re_enters_inside_its_scope() {
 async fn hostile_requests_are_clear_errors() {
     let locker = Locker::in_memory();
     for (permits, says) in [(0, "0 permits"), (u32::MAX, "above the limit")] {
-        let e = locker.semaphore("api", permits).acquire().await.unwrap_err();
+        let e = locker
+            .semaphore("api", permits)
+            .acquire()
+            .await
+            .unwrap_err();
         assert!(matches!(e, LockError::Config { .. }), "{e:?}");
         assert!(e.to_string().contains(says), "{e}");
     }
     let e = locker.semaphore("", 2).acquire().await.unwrap_err();
     assert!(matches!(e, LockError::InvalidKey { .. }), "{e:?}");
     // Names that mimic internal keys are semaphores of their own.
-    let a = locker.semaphore("x}:semlimit:{api", 1).acquire().await.unwrap();
+    let a = locker
+        .semaphore("x}:semlimit:{api", 1)
+        .acquire()
+        .await
+        .unwrap();
     let b = locker.semaphore("api", 1).acquire().await.unwrap();
     drop((a, b));
 }

@@ -1813,19 +1813,31 @@ mod tests {
         assert!(r.violations.is_empty(), "{r}");
         assert_eq!(r.most_permit_holders, 2);
         let three = History::parse(
-            &[(0, log(0, 10, 40)), (1, log(1, 20, 50)), (2, log(2, 30, 60))],
+            &[
+                (0, log(0, 10, 40)),
+                (1, log(1, 20, 50)),
+                (2, log(2, 30, 60)),
+            ],
             "",
         );
         let r = three.check();
         assert_eq!(r.violations_of(Rule::Permits).len(), 1, "{r}");
         // Back to back (one's last belief before the other's first) is no overlap.
         let chained = History::parse(
-            &[(0, log(0, 10, 40)), (1, log(1, 20, 50)), (2, log(2, 38, 60))],
+            &[
+                (0, log(0, 10, 40)),
+                (1, log(1, 20, 50)),
+                (2, log(2, 38, 60)),
+            ],
             "",
         );
         assert_eq!(chained.check().violations_of(Rule::Permits).len(), 1);
         let after = History::parse(
-            &[(0, log(0, 10, 40)), (1, log(1, 20, 50)), (2, log(2, 39, 60))],
+            &[
+                (0, log(0, 10, 40)),
+                (1, log(1, 20, 50)),
+                (2, log(2, 39, 60)),
+            ],
             "",
         );
         assert!(after.check().violations.is_empty());

@@ -79,7 +79,10 @@ async fn never_more_holders_than_permits_with_holders_killed_and_paused() {
             .rel_done
             .as_ref()
             .is_some_and(|(_, how)| how == "rlost");
-    assert!(told, "the frozen holder was not told of its loss: {frozen:?}");
+    assert!(
+        told,
+        "the frozen holder was not told of its loss: {frozen:?}"
+    );
 
     // After the kill, the survivors still reach the limit: the killed holder's permit came
     // back (by its lease; nobody released it).

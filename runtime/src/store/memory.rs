@@ -173,7 +173,10 @@ impl MemoryStore {
         let Some(sem) = state.semaphores.get_mut(&keys.lock) else {
             return false;
         };
-        let held = sem.holders.remove(token).is_some_and(|(_, until)| until > now);
+        let held = sem
+            .holders
+            .remove(token)
+            .is_some_and(|(_, until)| until > now);
         if sem.used(now) == 0 {
             state.semaphores.remove(&keys.lock);
         }

@@ -77,7 +77,10 @@ pub async fn never_more_than_the_limit(engine: &Engine) {
 
     // Inspection shows the holder, never its token.
     let info = lockers[2].inspect_semaphore(key).await.unwrap();
-    assert_eq!((info.limit, info.in_use(), info.holders.len()), (Some(1), 1, 1));
+    assert_eq!(
+        (info.limit, info.in_use(), info.holders.len()),
+        (Some(1), 1, 1)
+    );
     assert!(info.holders[0].remaining <= LONG_LEASE);
     permit.release().await.unwrap();
 
@@ -165,7 +168,10 @@ pub async fn refused_clearly(engine: &Engine) {
     let locker = engine.locker().await;
     let e = locker.semaphore("sem:x", 2).acquire().await.unwrap_err();
     assert!(matches!(e, LockError::Config { .. }), "{e:?}");
-    assert!(e.to_string().contains("semaphores are not supported"), "{e}");
+    assert!(
+        e.to_string().contains("semaphores are not supported"),
+        "{e}"
+    );
     let e = locker.inspect_semaphore("sem:x").await.unwrap_err();
     assert!(matches!(e, LockError::Config { .. }), "{e:?}");
 }

@@ -194,7 +194,9 @@ impl RedisStore {
         }
         let mut renewed = vec![Renewed::Unknown; batch.len()];
         for this in [Kind::Shared, Kind::Exclusive, Kind::Permits] {
-            let idx: Vec<usize> = (0..batch.len()).filter(|&i| kind(&batch[i]) == this).collect();
+            let idx: Vec<usize> = (0..batch.len())
+                .filter(|&i| kind(&batch[i]) == this)
+                .collect();
             if idx.is_empty() {
                 continue;
             }

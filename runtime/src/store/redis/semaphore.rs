@@ -114,7 +114,10 @@ impl RedisStore {
         inv.key(&keys.lock).key(&keys.limit);
         let answer: Vec<i64> = self.run(inv).await?;
         let Some((&limit, holders)) = answer.split_first() else {
-            return Err(super::scripts::malformed(&self.core.endpoint, "sem_inspect"));
+            return Err(super::scripts::malformed(
+                &self.core.endpoint,
+                "sem_inspect",
+            ));
         };
         Ok(PermitState {
             limit: u32::try_from(limit).ok(),
