@@ -1,5 +1,6 @@
-//! `permits = N`: the body holds one permit of a semaphore of N; other callers get in while
-//! fewer than N bodies run, and `guard = g` binds the `&PermitGuard`.
+//! `permits = N`: the body holds one permit of a semaphore of N; other tasks get in while
+//! fewer than N bodies run, a request inside the body re-enters, and `guard = g` binds the
+//! `&PermitGuard`.
 
 #![deny(warnings)]
 
@@ -7,10 +8,15 @@ use leasehold::{distributed_lock, LockError, Locker};
 
 #[distributed_lock(key = "partner-api", permits = 2, locker = locker, guard = g)]
 async fn call_partner(locker: &Locker) -> Result<u32, LockError> {
-    // A second caller gets the other permit; a third finds none.
-    let second = locker.semaphore("partner-api", 2).try_acquire().await?;
-    assert!(second.is_some());
-    assert!(locker.semaphore("partner-api", 2).try_acquire().await?.is_none());
+    assert!(locker.semaphore("partner-api", 2).acquire().await?.is_reentrant());
+    // Another task gets the other permit; then none is left.
+    let other = locker.clone();
+    let second = tokio::spawn(async move {
+        let second = other.semaphore("partner-api", 2).try_acquire().await?;
+        let third = other.semaphore("partner-api", 2).try_acquire().await?;
+        Ok::<_, LockError>((second.is_some(), third.is_none()))
+    });
+    assert_eq!(second.await.unwrap()?, (true, true));
     Ok(g.permits() * 10 + g.limit())
 }
 
