@@ -19,6 +19,8 @@ Commands:
   show KEY               one lock: held or free, remaining lease, last fence, waiters,
                          processes queued
   release KEY --force    delete a lock whoever holds it (asks to confirm, unless --yes)
+  semaphore KEY          a semaphore's holders: limit, permits in use, each holder's
+                         permits and remaining lease
   watch KEY              print acquisitions and releases of a lock as they happen
   help [COMMAND]         this text, or a command's
 
@@ -48,7 +50,8 @@ Exit status:
 Owner tokens are never shown. Keys' control characters are printed escaped (\\n, \\u{1b}).
 ";
 
-const USAGE: &str = "Usage: leasehold [OPTIONS] <COMMAND>  (list, show, release, watch, help)";
+const USAGE: &str =
+    "Usage: leasehold [OPTIONS] <COMMAND>  (list, show, release, semaphore, watch, help)";
 
 /// `leasehold list --help`.
 const LIST_HELP: &str = "\
@@ -79,6 +82,22 @@ Arguments:
   KEY  the lock key, as given to Locker::lock (without the prefix)
 
 A free lock is an answer too: exit status 0.
+
+Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
+";
+
+/// `leasehold semaphore --help`.
+const SEMAPHORE_HELP: &str = "\
+leasehold semaphore: the holders of a semaphore's permits: the limit they agreed on, the
+permits in use, and a table of each holder's permits and remaining lease
+
+Usage: leasehold semaphore [OPTIONS] KEY
+
+Arguments:
+  KEY  the semaphore's key, as given to Locker::semaphore (without the prefix)
+
+A semaphore nobody holds a permit of is an answer too: exit status 0. Holders are told
+apart by their place only; their owner tokens are never shown.
 
 Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
 ";
@@ -177,6 +196,11 @@ pub(crate) enum Command {
         /// The lock key.
         key: String,
     },
+    /// `semaphore KEY`.
+    Semaphore {
+        /// The semaphore's key.
+        key: String,
+    },
     /// `release KEY --force [--yes]`; only made when `--force` was given.
     Release {
         /// The lock key.
@@ -226,13 +250,18 @@ impl UsageError {
 }
 
 /// The subcommands, with their help texts and usage lines.
-const COMMANDS: [(&str, &str, &str); 4] = [
+const COMMANDS: [(&str, &str, &str); 5] = [
     (
         "list",
         LIST_HELP,
         "Usage: leasehold list [OPTIONS] [PATTERN]",
     ),
     ("show", SHOW_HELP, "Usage: leasehold show [OPTIONS] KEY"),
+    (
+        "semaphore",
+        SEMAPHORE_HELP,
+        "Usage: leasehold semaphore [OPTIONS] KEY",
+    ),
     (
         "release",
         RELEASE_HELP,
@@ -392,6 +421,7 @@ fn command(seen: Seen, positional: Vec<String>) -> Result<Parsed, UsageError> {
             let key = one_key(name, usage, rest)?;
             match name {
                 "show" => Command::Show { key },
+                "semaphore" => Command::Semaphore { key },
                 "release" if !seen.force => {
                     return Err(UsageError::new(
                         usage,
@@ -523,6 +553,12 @@ mod tests {
         assert_eq!(
             run(&["show", "--", "-odd"]).unwrap().command,
             Command::Show { key: "-odd".into() }
+        );
+        assert_eq!(
+            run(&["semaphore", "partner-api"]).unwrap().command,
+            Command::Semaphore {
+                key: "partner-api".into()
+            }
         );
         assert_eq!(
             run(&["--timeout", "500ms", "list"]).unwrap().global.timeout,

@@ -10,6 +10,7 @@ mod display;
 mod exit;
 mod list;
 mod release;
+mod semaphore;
 mod show;
 mod watch;
 
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
         match invocation.command {
             Command::List { pattern } => list::run(&locker, &target, &pattern).await,
             Command::Show { key } => show::run(&locker, &target, &key).await,
+            Command::Semaphore { key } => semaphore::run(&locker, &target, &key).await,
             Command::Release { key, yes } => release::run(&locker, &target, &key, yes).await,
             Command::Watch {
                 key,

@@ -278,6 +278,58 @@ async fn list_shows_held_locks_as_a_table() {
 }
 
 #[tokio::test]
+async fn semaphore_lists_its_holders_without_tokens() {
+    within(async {
+        let (srv, url, app) = app().await;
+        let one = app
+            .semaphore("partner-api", 8)
+            .lease(Duration::from_secs(10))
+            .acquire()
+            .await
+            .unwrap();
+        let three = app
+            .semaphore("partner-api", 8)
+            .lease(Duration::from_secs(20))
+            .acquire_many(3)
+            .await
+            .unwrap();
+        let out = run(&["semaphore", "partner-api", "--url", &url], None).await;
+        out.assert_code(0);
+        assert!(out.stdout.contains("limit:    8"), "{out:#?}");
+        assert!(out.stdout.contains("in use:   4"), "{out:#?}");
+        let rows: Vec<&str> = out
+            .stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("HOLDER"))
+            .skip(1)
+            .collect();
+        assert_eq!(rows.len(), 2, "{out:#?}");
+        // The soonest lease first: the single permit's.
+        assert!(rows[0].split_whitespace().nth(1) == Some("1"), "{out:#?}");
+        assert!(rows[1].split_whitespace().nth(1) == Some("3"), "{out:#?}");
+        let mut conn = srv.conn().await;
+        let members: Vec<String> = redis::cmd("ZRANGE")
+            .arg("leasehold:sem:{partner-api}")
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(members.len(), 4);
+        for member in members {
+            let token = member.split(':').next().unwrap();
+            assert!(!out.stdout.contains(token), "a token was printed: {out:#?}");
+        }
+        drop((one, three));
+
+        let out = run(&["semaphore", "never:used", "--url", &url], None).await;
+        out.assert_code(0);
+        assert!(out.stdout.contains("no permit held"), "{out:#?}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn show_tells_held_from_free() {
     within(async {
         let (srv, url, app) = app().await;

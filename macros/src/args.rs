@@ -23,6 +23,7 @@ mod kw {
     syn::custom_keyword!(on_busy);
     syn::custom_keyword!(hold_at_least);
     syn::custom_keyword!(hold_at_most);
+    syn::custom_keyword!(permits);
 }
 
 mod job;
@@ -30,8 +31,8 @@ pub(crate) use job::Job;
 
 /// Every option, in the order the docs list them; named in the "unknown option" error.
 const OPTIONS: &str =
-    "`key`, `keys`, `mode`, `fair`, `lease`, `wait`, `watchdog`, `locker`, `guard`, `on_lost`, \
-     `on_busy`, `hold_at_least`, `hold_at_most`, `crate`";
+    "`key`, `keys`, `mode`, `fair`, `permits`, `lease`, `wait`, `watchdog`, `locker`, `guard`, \
+     `on_lost`, `on_busy`, `hold_at_least`, `hold_at_most`, `crate`";
 
 /// `leasehold::MIN_LEASE`: the runtime refuses shorter leases at run time, the attribute at
 /// compile time. (A proc-macro crate cannot depend on the runtime; a behaviour test keeps
@@ -63,6 +64,8 @@ pub(crate) struct Args {
     pub read: bool,
     /// `fair = true`: first come, first served across processes.
     pub fair: bool,
+    /// `permits = N`: one permit of a semaphore of `N`, instead of a lock.
+    pub permits: Option<u32>,
     /// Path to the runtime crate; `::leasehold` unless `crate = "..."` says otherwise.
     pub krate: Path,
     /// `on_busy`, `hold_at_least`, `hold_at_most`: singleton jobs.
@@ -74,6 +77,7 @@ impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut seen = Seen::default();
         let mut read_span = None;
+        let mut permits_span = None;
         let mut args = Args {
             key: None,
             keys: None,
@@ -85,6 +89,7 @@ impl Parse for Args {
             on_lost: OnLost::Cancel,
             read: false,
             fair: false,
+            permits: None,
             krate: syn::parse_quote!(::leasehold),
             job: Job::default(),
             errors: Vec::new(),
@@ -182,6 +187,13 @@ impl Parse for Args {
                 if seen.first("hold_at_most", kw.span, &mut args.errors) {
                     args.job.hold_at_most = args.errors.keep(job::hold_at_most(&value));
                 }
+            } else if lookahead.peek(kw::permits) {
+                let kw: kw::permits = input.parse()?;
+                let value = value(input)?;
+                if seen.first("permits", kw.span, &mut args.errors) {
+                    args.permits = args.errors.keep(permits(&value));
+                    permits_span = Some(value.span());
+                }
             } else if lookahead.peek(Token![crate]) {
                 let kw: Token![crate] = input.parse()?;
                 let value = value(input)?;
@@ -216,6 +228,35 @@ impl Parse for Args {
             ));
         }
         job::settle(&mut args, &seen.0);
+        if let Some(span) = permits_span {
+            for (other, why) in [
+                ("keys", "a semaphore has one `key`: write `key = \"...\"`"),
+                ("mode", "a semaphore has no read or write side: drop `mode`"),
+                (
+                    "fair",
+                    "its waiters queue in order inside the process: drop `fair`",
+                ),
+                (
+                    "on_busy",
+                    "a semaphore cannot skip yet: drop `on_busy`, or give `wait` a bound",
+                ),
+                (
+                    "hold_at_least",
+                    "a permit is given back when the body ends: drop `hold_at_least`",
+                ),
+                (
+                    "hold_at_most",
+                    "write `lease = \"...\", watchdog = false` for a permit's hard bound",
+                ),
+            ] {
+                if seen.0.contains(&other) {
+                    args.errors.push(syn::Error::new(
+                        span,
+                        format!("`permits` cannot be combined with `{other}`; {why}"),
+                    ));
+                }
+            }
+        }
         // A `key` that is not a string was refused above; "missing" would be a second, wrong error.
         if !seen.0.contains(&"key") && !seen.0.contains(&"keys") {
             args.errors.push(syn::Error::new(
@@ -428,6 +469,37 @@ fn mode(value: &Expr) -> syn::Result<bool> {
             format!(
                 "`mode = {other:?}` is not a lock mode: write \"read\" (shared with other \
                  readers) or \"write\" (exclusive, the default)"
+            ),
+        )),
+    }
+}
+
+/// `leasehold::MAX_PERMITS`, checked at compile time too.
+const MAX_PERMITS: u32 = 10_000;
+
+fn permits(value: &Expr) -> syn::Result<u32> {
+    let Expr::Lit(ExprLit {
+        lit: Lit::Int(int), ..
+    }) = value
+    else {
+        return Err(syn::Error::new(
+            value.span(),
+            "`permits` takes a whole number of permits, without quotes: write `permits = 8`",
+        ));
+    };
+    match int.base10_parse::<u32>() {
+        Ok(0) => Err(syn::Error::new(
+            int.span(),
+            "`permits = 0` would let nobody in: a semaphore needs at least 1 permit (with 1 it \
+             is an exclusive lock: drop `permits` for that)",
+        )),
+        Ok(n) if n <= MAX_PERMITS => Ok(n),
+        _ => Err(syn::Error::new(
+            int.span(),
+            format!(
+                "`permits = {}` is above the limit of {MAX_PERMITS} permits: every permit held \
+                 is an entry with its own lease in the store",
+                int.base10_digits()
             ),
         )),
     }

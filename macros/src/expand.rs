@@ -125,6 +125,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
     };
     let read = args.read;
     let fair = args.fair;
+    let permits = args.permits.unwrap_or(0);
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(Cancel),
         OnLost::Continue => quote!(Continue),
@@ -159,6 +160,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         return ::core::result::Result::Err(::core::convert::From::from(__leasehold_error))
     };
     let guard_type = match key {
+        Keys::One(_) if permits > 0 => quote!(#krate::PermitGuard),
         Keys::One(_) => quote!(#krate::LockGuard),
         Keys::Many(_) => quote!(#krate::MultiGuard),
     };
@@ -174,6 +176,10 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         (quote!(acquire), quote!(acquire_all))
     };
     let (keys, acquire) = match key {
+        Keys::One(key) if permits > 0 => (
+            quote!(let __leasehold_key: ::std::string::String = #key;),
+            quote!(#private::acquire_permit(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
+        ),
         Keys::One(key) => (
             quote!(let __leasehold_key: ::std::string::String = #key;),
             quote!(#private::#acquire_one(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
@@ -223,6 +229,7 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 read: #read,
                 fair: #fair,
                 hold_at_least: #hold_at_least,
+                permits: #permits,
             };
             let __leasehold_guard = {
                 #keys

@@ -18,7 +18,7 @@ use crate::locker::{Locker, Options};
 use crate::observe;
 use crate::queue::{Entry, Turn};
 use crate::reentrant;
-use crate::store::{AcquireRequest, Attempt, WakeSubscription};
+use crate::store::{AcquireRequest, Attempt, Share, WakeSubscription};
 use crate::token::OwnerToken;
 use crate::turns::{ActiveTurn, QueuedTurn};
 
@@ -50,17 +50,23 @@ impl Locker {
         let mut waited = false;
         // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),
         // and callers' futures (handlers, spawned tasks) stay small and quick to compile.
-        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = if opts.shared {
-            Box::pin(
-                self.acquire_shared_traced(user_key, opts, &mut waited)
-                    .instrument(span.clone()),
-            )
-        } else {
-            Box::pin(
-                self.acquire_traced(user_key, keys, opts, &mut waited)
-                    .instrument(span.clone()),
-            )
-        };
+        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> =
+            if let Some((limit, count)) = opts.semaphore {
+                Box::pin(
+                    self.acquire_permits_traced(user_key, limit, count, opts, &mut waited)
+                        .instrument(span.clone()),
+                )
+            } else if opts.shared {
+                Box::pin(
+                    self.acquire_shared_traced(user_key, opts, &mut waited)
+                        .instrument(span.clone()),
+                )
+            } else {
+                Box::pin(
+                    self.acquire_traced(user_key, keys, opts, &mut waited)
+                        .instrument(span.clone()),
+                )
+            };
         let mut result = acquisition.await;
         if let (Ok(guard), Some(hold)) = (&mut result, opts.hold_at_least) {
             guard.hold_at_least(hold);
@@ -406,6 +412,22 @@ impl Locker {
                 return Ok(LockGuard::reentered(self.inner.clone(), lease, fence));
             }
         }
+        self.contend_alone(user_key, &keys, opts, Share::Read, waited)
+            .await
+    }
+
+    /// The loop of a contender for a lease of its own (a read lease, or permits of a
+    /// semaphore): try, subscribe, and sleep until a release, the first holder's remaining
+    /// lease or the deadline.
+    pub(crate) async fn contend_alone(
+        &self,
+        user_key: String,
+        keys: &LockKeys,
+        opts: Options,
+        share: Share,
+        waited: &mut bool,
+    ) -> Result<LockGuard, LockError> {
+        let inner = &self.inner;
         let deadline = Instant::now() + opts.wait;
         let mut wakes: Option<WakeSubscription> = None;
         let mut subscribed = false;
@@ -415,7 +437,7 @@ impl Locker {
             let sent = Instant::now();
             let validity = validity(opts.lease, inner.drift);
             let request = AcquireRequest {
-                keys: &keys,
+                keys,
                 token: &token,
                 lease: opts.lease,
                 validity,
@@ -427,20 +449,21 @@ impl Locker {
                 contender: None,
             };
             // Dropped before the answer came, the attempt may have let us in: leave again.
-            let in_flight = InFlightRead {
+            let in_flight = InFlightShare {
                 locker: self,
-                keys: &keys,
+                keys,
                 token: Some(token.clone()),
+                share,
             };
-            let attempt = inner.store.acquire_shared(&request).await;
+            let attempt = inner.store.take_share(&request, share).await;
             let attempt = in_flight.answered(attempt)?;
             let remaining = match attempt {
                 Attempt::Granted { .. } if Instant::now() >= sent + validity => {
-                    let _ = inner.store.release_shared(&keys, &token).await;
+                    let _ = inner.store.end_share(keys, &token, share).await;
                     if Instant::now() >= deadline {
                         return Err(LockError::unavailable(
-                            "the lock store granted the read lock only after the lease's \
-                             validity had run out; give it a longer lease",
+                            "the lock store granted the lease only after its validity had run \
+                             out; give it a longer lease",
                             None,
                         ));
                     }
@@ -448,22 +471,23 @@ impl Locker {
                 }
                 Attempt::Granted { top } => {
                     let fence = top.max(1);
-                    let lease = Arc::new(
-                        Lease::new(
-                            user_key,
-                            keys.clone(),
-                            token,
-                            opts.lease,
-                            validity,
-                            opts.watchdog,
-                            sent,
-                            fence,
-                            1,
-                            session,
-                        )
-                        .into_shared(),
+                    let lease = Lease::new(
+                        user_key,
+                        keys.clone(),
+                        token,
+                        opts.lease,
+                        validity,
+                        opts.watchdog,
+                        sent,
+                        fence,
+                        1,
+                        session,
                     );
-                    return Ok(LockGuard::new(self.inner.clone(), lease, fence));
+                    let lease = match share {
+                        Share::Read => lease.into_shared(),
+                        Share::Permits { count, .. } => lease.into_permits(count),
+                    };
+                    return Ok(LockGuard::new(self.inner.clone(), Arc::new(lease), fence));
                 }
                 Attempt::Held { remaining } => remaining,
             };
@@ -476,7 +500,7 @@ impl Locker {
             }
             if !subscribed {
                 subscribed = true;
-                let subscribe = inner.store.subscribe(&keys);
+                let subscribe = inner.store.subscribe(keys);
                 if let Ok(Ok(sub)) = tokio::time::timeout_at(deadline, subscribe).await {
                     wakes = Some(sub);
                 }
@@ -487,15 +511,16 @@ impl Locker {
     }
 }
 
-/// A read acquire sent and not answered yet; dropped so (cancelled), it leaves the readers
-/// in the background in case it got in.
-struct InFlightRead<'a> {
+/// A read (or permit) acquire sent and not answered yet; dropped so (cancelled), it gives the
+/// share back in the background in case it got it.
+struct InFlightShare<'a> {
     locker: &'a Locker,
     keys: &'a LockKeys,
     token: Option<OwnerToken>,
+    share: Share,
 }
 
-impl InFlightRead<'_> {
+impl InFlightShare<'_> {
     /// The answer came: nothing to clean up, unless it was an error (the attempt may have
     /// got in all the same, and leaves in the background when this is dropped).
     fn answered(mut self, attempt: Result<Attempt, LockError>) -> Result<Attempt, LockError> {
@@ -506,10 +531,12 @@ impl InFlightRead<'_> {
     }
 }
 
-impl Drop for InFlightRead<'_> {
+impl Drop for InFlightShare<'_> {
     fn drop(&mut self) {
         if let Some(token) = self.token.take() {
-            self.locker.inner.abandon_shared(self.keys, token);
+            self.locker
+                .inner
+                .abandon_shared(self.keys, token, self.share);
         }
     }
 }

@@ -217,6 +217,7 @@ fn spec(lease: Option<Duration>, watchdog: Option<bool>, hold: Option<Duration>)
         read: false,
         fair: false,
         hold_at_least: hold,
+        permits: 0,
     }
 }
 

@@ -26,6 +26,9 @@ pub(crate) struct LockKeys {
     pub(crate) interest: String,
     /// `P:readers:{K}`: the read holders of the lock, each with the end of its lease.
     pub(crate) readers: String,
+    /// A semaphore's agreed number of permits, `P:semlimit:{K}` (see [`LockKeys::semaphore`]);
+    /// empty for a lock.
+    pub(crate) limit: String,
 }
 
 /// Checks a prefix: non-empty, at most [`MAX_PREFIX_LEN`] bytes, and without `{` or `}`
@@ -118,6 +121,26 @@ impl LockKeys {
             queue: format!("{prefix}:queue:{{{k}}}"),
             interest: format!("{prefix}:interest:{{{k}}}"),
             readers: format!("{prefix}:readers:{{{k}}}"),
+            limit: String::new(),
+        }
+    }
+
+    /// The Redis names of the semaphore `key` under `prefix` (both validated): `lock` is
+    /// `P:sem:{K}`, its permit holders (each permit an owner token with the end of its
+    /// lease), `limit` is `P:semlimit:{K}`, the number of permits its holders agreed on, and
+    /// `wake` is `P:semwake:{K}`, where releases are published. The fixed segments differ
+    /// from a lock's, so a semaphore and a lock of the same name are independent, and no key
+    /// can name another one's data. The queue and reader names are not used (left empty).
+    pub(crate) fn semaphore(prefix: &str, key: &str) -> Self {
+        let k = escape(key);
+        LockKeys {
+            lock: format!("{prefix}:sem:{{{k}}}"),
+            fence: String::new(),
+            wake: format!("{prefix}:semwake:{{{k}}}"),
+            queue: String::new(),
+            interest: String::new(),
+            readers: String::new(),
+            limit: format!("{prefix}:semlimit:{{{k}}}"),
         }
     }
 }
@@ -175,6 +198,24 @@ mod tests {
         assert_eq!(k.wake, "shop:wake:{order:42}");
         assert_eq!(k.queue, "shop:queue:{order:42}");
         assert_eq!(k.interest, "shop:interest:{order:42}");
+        let s = LockKeys::semaphore("shop", "partner-api");
+        assert_eq!(s.lock, "shop:sem:{partner-api}");
+        assert_eq!(s.limit, "shop:semlimit:{partner-api}");
+        assert_eq!(s.wake, "shop:semwake:{partner-api}");
+    }
+
+    #[test]
+    fn semaphore_names_never_meet_lock_names() {
+        // A semaphore and a lock of one name are independent; names that imitate internal
+        // keys stay inside their braces.
+        let lock = LockKeys::new("p", "x");
+        let sem = LockKeys::semaphore("p", "x");
+        assert_ne!(lock.lock, sem.lock);
+        assert_ne!(lock.wake, sem.wake);
+        let imitation = LockKeys::semaphore("p", "y}:semlimit:{x");
+        assert_ne!(imitation.lock, sem.limit);
+        assert_eq!(hash_tag(&sem.lock), hash_tag(&sem.limit));
+        assert_eq!(hash_tag(&sem.lock), hash_tag(&sem.wake));
     }
 
     #[test]
@@ -217,6 +258,10 @@ mod tests {
             prop_assert_eq!(tag, hash_tag(&k.interest));
             let escaped = escape(&key);
             prop_assert_eq!(tag, escaped.as_ref());
+            let s = LockKeys::semaphore(&prefix, &key);
+            prop_assert_eq!(tag, hash_tag(&s.lock));
+            prop_assert_eq!(tag, hash_tag(&s.limit));
+            prop_assert_eq!(tag, hash_tag(&s.wake));
         }
 
         #[test]

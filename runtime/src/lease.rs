@@ -81,6 +81,9 @@ pub(crate) struct Lease {
     session: Option<Session>,
     /// A read lease: one of the lock's shared holders, never handed over in the process.
     pub(crate) shared: bool,
+    /// How many permits of a semaphore this lease holds (0: not a semaphore's lease). Never
+    /// handed over in the process either: every permit has its own owner token.
+    pub(crate) permits: u32,
 }
 
 impl Lease {
@@ -118,7 +121,20 @@ impl Lease {
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
             session,
             shared: false,
+            permits: 0,
         }
+    }
+
+    /// This lease as `count` permits of a semaphore.
+    pub(crate) fn into_permits(mut self, count: u32) -> Self {
+        self.permits = count;
+        self
+    }
+
+    /// A lease of its own (a reader's, or a semaphore's permits), which is never handed to
+    /// another holder of the process.
+    pub(crate) fn alone(&self) -> bool {
+        self.shared || self.permits > 0
     }
 
     /// This lease as a read (shared) lease.

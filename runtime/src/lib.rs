@@ -93,6 +93,9 @@ mod queue;
 mod read_write_tests;
 mod reentrant;
 mod release;
+mod semaphore;
+#[cfg(test)]
+mod semaphore_tests;
 mod state;
 mod store;
 mod token;
@@ -126,6 +129,7 @@ pub use locker::{
 };
 pub use multi::{MultiGuard, MultiLockRequest};
 pub use observe::TraceKeys;
+pub use semaphore::{PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,
     RouteLocks, RouteRule, StatusCodes,

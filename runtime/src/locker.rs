@@ -120,6 +120,7 @@ impl Locker {
                 drift: b.drift,
                 trace_keys: b.trace_keys,
                 queues: Default::default(),
+                semaphore_lines: Default::default(),
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
             }),
@@ -873,6 +874,7 @@ impl LockRequest<'_> {
             fair: self.fair,
             shared: self.shared,
             hold_at_least,
+            semaphore: None,
         })
     }
 }
@@ -889,4 +891,6 @@ pub(crate) struct Options {
     pub(crate) shared: bool,
     /// Keep the lock at least this long after it was taken; `None`: no minimum.
     pub(crate) hold_at_least: Option<Duration>,
+    /// Permits of a semaphore: `(limit, count)`.
+    pub(crate) semaphore: Option<(u32, u32)>,
 }

@@ -12,6 +12,7 @@ use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::locker::{LockRequest, Locker};
 use crate::multi::{MultiGuard, MultiLockRequest};
+use crate::semaphore::PermitGuard;
 
 /// The attribute's options, resolved at compile time.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +31,8 @@ pub struct Spec {
     pub fair: bool,
     /// `hold_at_least = "..."`: the lock stays taken at least this long after it was taken.
     pub hold_at_least: Option<Duration>,
+    /// `permits = N`: one permit of a semaphore of `N` (0: a lock).
+    pub permits: u32,
 }
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
@@ -101,6 +104,25 @@ fn request<'a>(locker: &'a Locker, key: String, spec: &Spec) -> LockRequest<'a> 
         request = request.hold_at_least(hold);
     }
     request.fair(spec.fair)
+}
+
+/// Takes one permit of the semaphore `key` of `spec.permits` permits, for the attribute.
+pub async fn acquire_permit(
+    locker: Result<&Locker, LockError>,
+    key: String,
+    spec: &Spec,
+) -> Result<PermitGuard, LockError> {
+    let mut request = locker?.semaphore(key, spec.permits);
+    if let Some(lease) = spec.lease {
+        request = request.lease(lease);
+    }
+    if let Some(wait) = spec.wait {
+        request = request.wait(wait);
+    }
+    if let Some(on) = spec.watchdog {
+        request = request.watchdog(on);
+    }
+    request.acquire().await
 }
 
 /// Takes the lock for the attribute.
@@ -220,6 +242,24 @@ impl Holding for LockGuard {
     }
     fn loss(&self) -> LockError {
         self.lost_error()
+    }
+    fn give_back(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        self.release()
+    }
+}
+
+impl Holding for PermitGuard {
+    fn hold_scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+        self.guard().hold_scope(fut)
+    }
+    fn when_lost(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.lost()
+    }
+    fn tell_lost(&self, why: &'static str) {
+        self.guard().tell_lost(why);
+    }
+    fn loss(&self) -> LockError {
+        self.guard().loss()
     }
     fn give_back(self) -> impl Future<Output = Result<(), LockError>> + Send {
         self.release()

@@ -99,8 +99,8 @@ impl Inner {
         fence: u64,
     ) -> (&'static str, Result<(), LockError>) {
         lease.end_holding(fence);
-        if lease.shared {
-            // A reader has no local queue and hands nothing over.
+        if lease.alone() {
+            // A reader or a semaphore's permits: no local queue, nothing handed over.
             if !lease.finish() {
                 return ("released", Ok(()));
             }
@@ -179,6 +179,7 @@ impl Inner {
             token: &lease.token,
             lease: ceil_millis(after),
             shared: lease.shared,
+            permits: lease.permits,
         };
         let renewed = self.store.renew(std::slice::from_ref(&renewal)).await?;
         match renewed.first() {

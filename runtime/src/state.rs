@@ -13,7 +13,8 @@ use crate::key::LockKeys;
 use crate::lease::Lease;
 use crate::observe::TraceKeys;
 use crate::queue::Queues;
-use crate::store::Store;
+use crate::semaphore::Lines;
+use crate::store::{Share, Store};
 use crate::token::OwnerToken;
 use crate::watchdog::{self, Job, Schedule};
 
@@ -30,6 +31,8 @@ pub(crate) struct Inner {
     /// How keys appear in traces.
     pub(crate) trace_keys: TraceKeys,
     pub(crate) queues: Queues,
+    /// The local lines of a semaphore's waiters (first come, first served in the process).
+    pub(crate) semaphore_lines: Lines,
     pub(crate) schedule: Arc<Schedule>,
     pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
 }
@@ -79,15 +82,20 @@ impl Inner {
         self.send_job(job)
     }
 
-    /// A read acquire was abandoned while its answer was outstanding: leaves the readers if
-    /// `token` got in, in the background.
-    pub(crate) fn abandon_shared(self: &Arc<Self>, keys: &LockKeys, token: OwnerToken) {
+    /// A read (or permit) acquire was abandoned while its answer was outstanding: gives the
+    /// share back if `token` got it, in the background.
+    pub(crate) fn abandon_shared(
+        self: &Arc<Self>,
+        keys: &LockKeys,
+        token: OwnerToken,
+        share: Share,
+    ) {
         let inner = self.clone();
         let keys = keys.clone();
         let job: Job = Box::pin(async move {
-            let _ = inner.store.release_shared(&keys, &token).await;
+            let _ = inner.store.end_share(&keys, &token, share).await;
         });
-        // Without a background task the read lease runs out on its own.
+        // Without a background task the lease runs out on its own.
         let _ = self.send_job(job);
     }
 

@@ -249,6 +249,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                 token: &l.token,
                 lease: l.lease,
                 shared: l.shared,
+                permits: l.permits,
             })
             .collect();
         let sent = Instant::now();

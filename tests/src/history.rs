@@ -38,6 +38,7 @@
 //! | `start` | id pid lease_ms wait_ms op_ms \[tasks fair\] | the worker's settings (fair 1/0) |
 //! | `inv` | hold keys \[mode\] | acquire invoked; keys comma-separated (one, or a `lock_all`'s as named), each as [`encode_key`] writes it; mode `x` exclusive (the default), `r` read side, `w` write side |
 //! | `ok` | hold fence validity_us \[fences\] | acquire returned a guard (fence: of the first key); its validity budget; for several keys, each key's fence, comma-separated, in the keys' order |
+//! | `sem` | permits | the worker takes permits of semaphores of this many, not locks (`--permits`) |
 //! | `aerr` | hold code | acquire failed (`lock_busy`, `lock_unavailable`, ...; `hung` when the worker gave up on it past its bound) |
 //! | `chk` | hold 1/0 | the task asked `is_held()` (time taken before asking) |
 //! | `h` | hold | the sampler thread saw `is_held()` true (time taken before asking) |
@@ -177,6 +178,10 @@ pub struct WorkerSpec {
     /// wallets of its first two keys (see [`FencedResource::transfer`]); 0 takes one key with
     /// `lock`.
     pub multi: usize,
+    /// Take one permit of a semaphore of this many for each key instead of the lock; 0 for
+    /// locks. Holds then make no writes (permit holders share the resource, fences say
+    /// nothing), and the checker counts holders instead of looking for overlaps.
+    pub permits: u32,
 }
 
 /// What the `urls` of a [`WorkerSpec`] are: one deployment of one lock engine.
@@ -258,7 +263,14 @@ impl WorkerSpec {
             fair: false,
             read_percent: None,
             multi: 0,
+            permits: 0,
         }
+    }
+
+    /// Takes one permit of a semaphore of `permits` for each hold, instead of the lock.
+    pub fn semaphore(mut self, permits: u32) -> Self {
+        self.permits = permits;
+        self
     }
 
     /// Sets the lock server(s).
@@ -441,6 +453,8 @@ impl WorkerSpec {
                 .map_or_else(|| "off".to_owned(), |p| p.to_string()),
             "--multi".into(),
             self.multi.to_string(),
+            "--permits".into(),
+            self.permits.to_string(),
         ]
     }
 
@@ -509,6 +523,10 @@ impl WorkerSpec {
             multi: match map.get("multi") {
                 None => 0,
                 Some(_) => num("multi")? as usize,
+            },
+            permits: match map.get("permits") {
+                Some(_) => num("permits")? as u32,
+                None => 0,
             },
         };
         let spec = WorkerSpec {
@@ -1256,6 +1274,8 @@ pub struct WorkerLife {
     pub fair: bool,
     /// When it finished by itself.
     pub end: Option<u64>,
+    /// The permits of the semaphores it took (`sem`); 0 when it took locks.
+    pub permits: u32,
 }
 
 /// A fault the test injected.
@@ -1333,6 +1353,7 @@ impl History {
                         life.fair = fields.get(8) == Some(&"1");
                     }
                     "end" => life.end = Some(t),
+                    "sem" => life.permits = num(2).unwrap_or(0) as u32,
                     _ => {
                         let Some(&id) = fields.get(2) else {
                             history.garbage += 1;
@@ -1508,9 +1529,17 @@ impl History {
         };
         // A multi-key hold counts as a hold of each of its keys, with that key's fence.
         let mut by_key: BTreeMap<&str, Vec<Entry<'_>>> = BTreeMap::new();
+        let mut by_semaphore: BTreeMap<(&str, u32), Vec<&Hold>> = BTreeMap::new();
         for h in &self.holds {
             r.acquires += 1;
-            if h.ok.is_some() {
+            let permits = self.workers.get(h.worker).map_or(0, |w| w.permits);
+            if h.ok.is_some() && permits > 0 {
+                r.holds += 1;
+                by_semaphore
+                    .entry((h.key.as_str(), permits))
+                    .or_default()
+                    .push(h);
+            } else if h.ok.is_some() {
                 r.holds += 1;
                 for (key, &fence) in h.keys.iter().zip(&h.key_fences) {
                     by_key
@@ -1564,6 +1593,9 @@ impl History {
             self.check_reader_fences(key, entries, &mut r);
         }
         self.check_fifo(&mut r);
+        for ((key, permits), holds) in &by_semaphore {
+            self.check_permits(key, *permits, holds, &mut r);
+        }
         self.check_bounds(&mut r);
         self.check_liveness(&mut r);
         if self.garbage > 0 {
@@ -1657,6 +1689,42 @@ impl History {
             }
             if !shared && reach_excl.is_none_or(|(until, _)| end > until) {
                 reach_excl = Some((end, id));
+            }
+        }
+    }
+
+    /// No more holders of a semaphore's permits than it has, at any instant: each holder's
+    /// window is the span of its proven belief (as in [`check_overlap`](Self::check_overlap)),
+    /// and the windows are swept in time order. Workers that disagree on the limit are judged
+    /// by the smallest.
+    fn check_permits(&self, key: &str, permits: u32, holds: &[&Hold], r: &mut Report) {
+        let mut edges: Vec<(u64, bool, &str)> = Vec::new(); // (time, ends, hold)
+        for h in holds {
+            if let (Some(start), Some(end)) = (h.first_true, h.last_true) {
+                edges.push((start, false, h.id.as_str()));
+                // Belief up to and including `end`: it ends just after.
+                edges.push((end + 1, true, h.id.as_str()));
+            }
+        }
+        // Ends before starts at one instant: a window [a, b] and one from b + 1 do not meet.
+        edges.sort_by_key(|&(t, ends, _)| (t, !ends));
+        let mut inside: Vec<&str> = Vec::new();
+        for (t, ends, id) in edges {
+            if ends {
+                inside.retain(|&other| other != id);
+                continue;
+            }
+            inside.push(id);
+            r.most_permit_holders = r.most_permit_holders.max(inside.len());
+            if inside.len() > permits as usize {
+                r.violation(
+                    Rule::Permits,
+                    format!(
+                        "{} holders of the {permits} permits of `{key}` at {t}: {}",
+                        inside.len(),
+                        inside.join(", ")
+                    ),
+                );
             }
         }
     }
@@ -2005,6 +2073,8 @@ pub enum Rule {
     Fifo,
     /// The logs could not be read.
     Log,
+    /// A semaphore had more holders than permits.
+    Permits,
 }
 
 /// One broken rule, and the evidence.
@@ -2061,6 +2131,8 @@ pub struct Report {
     pub fifo_pairs: usize,
     /// Grants of fair locks that overtook at least one earlier waiter.
     pub fifo_overtaking: usize,
+    /// The most holders of one semaphore's permits seen at one instant.
+    pub most_permit_holders: usize,
     /// Everything that broke a rule.
     pub violations: Vec<Violation>,
 }
@@ -2492,7 +2564,8 @@ mod tests {
             .keys(&["x", "y"])
             .tasks(3)
             .block(Duration::from_millis(700), 4)
-            .current_thread(false);
+            .current_thread(false)
+            .semaphore(3);
         let args = spec.to_args(7, Path::new("/tmp/w.log"));
         let (id, log, back) = WorkerSpec::from_args(&args).unwrap();
         assert_eq!((id, log.as_path()), (7, Path::new("/tmp/w.log")));
@@ -2538,6 +2611,54 @@ mod tests {
         assert_eq!(etcd.urls, ["http://127.0.0.1:1", "http://127.0.0.1:2"]);
         let args = etcd.to_args(3, Path::new("/tmp/w.log"));
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, etcd);
+    }
+
+    #[test]
+    fn more_permit_holders_than_permits_are_caught() {
+        let log = |w: usize, from: u64, to: u64| {
+            format!(
+                "1 start {w} 1 500 1000 300\n2 sem 2\n{from} inv {w}.0.1 k\n{} ok {w}.0.1 0 0\n\
+                 {} h {w}.0.1\n{to} h {w}.0.1\n{} rel {w}.0.1 0\n{} rok {w}.0.1\n90 end\n",
+                from + 1,
+                from + 2,
+                to + 1,
+                to + 2
+            )
+        };
+        // Two holders of two permits at once are fine; a third one at that instant is not.
+        let two = History::parse(&[(0, log(0, 10, 40)), (1, log(1, 20, 50))], "");
+        let r = two.check();
+        assert!(r.violations.is_empty(), "{r}");
+        assert_eq!(r.most_permit_holders, 2);
+        let three = History::parse(
+            &[
+                (0, log(0, 10, 40)),
+                (1, log(1, 20, 50)),
+                (2, log(2, 30, 60)),
+            ],
+            "",
+        );
+        let r = three.check();
+        assert_eq!(r.violations_of(Rule::Permits).len(), 1, "{r}");
+        // Back to back (one's last belief before the other's first) is no overlap.
+        let chained = History::parse(
+            &[
+                (0, log(0, 10, 40)),
+                (1, log(1, 20, 50)),
+                (2, log(2, 38, 60)),
+            ],
+            "",
+        );
+        assert_eq!(chained.check().violations_of(Rule::Permits).len(), 1);
+        let after = History::parse(
+            &[
+                (0, log(0, 10, 40)),
+                (1, log(1, 20, 50)),
+                (2, log(2, 39, 60)),
+            ],
+            "",
+        );
+        assert!(after.check().violations.is_empty());
     }
 
     #[test]

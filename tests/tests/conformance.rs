@@ -146,6 +146,15 @@ conformance! {
     singleton_job {
         single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::job::runs_once_and_holds;
     }
+
+    /// 14. Semaphores: three lockers never hold more than the limit's permits at once, a
+    /// crashed holder's permit comes back after its lease, a waiter wakes on a release,
+    /// callers that disagree on the limit are refused, inspection shows the holders.
+    semaphore {
+        single, cluster, sentinel, memory => checks::semaphore::never_more_than_the_limit;
+        // Not built on these engines yet: the request is refused, naming the engine.
+        redlock3, zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+    }
 }
 
 async fn start(name: &str) -> Engine {

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use super::{
-    AcquireRequest, Admin, Attempt, Deployment, LeaderRecord, Renewal, Renewed, Settings, Store,
-    StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Deployment, LeaderRecord, PermitState, Renewal, Renewed,
+    Settings, Store, StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::key::LockKeys;
@@ -198,6 +198,37 @@ impl Store for LazyStore {
     ) -> StoreFuture<'a, bool> {
         match self.store() {
             Ok(store) => store.release_shared(keys, token),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+    ) -> StoreFuture<'a, Attempt> {
+        match self.store() {
+            Ok(store) => store.acquire_permits(req, limit, count),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        count: u32,
+    ) -> StoreFuture<'a, bool> {
+        match self.store() {
+            Ok(store) => store.release_permits(keys, token, count),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        match self.store() {
+            Ok(store) => store.inspect_permits(keys),
             Err(e) => not_yet(e),
         }
     }

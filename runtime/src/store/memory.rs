@@ -9,7 +9,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    AcquireRequest, Attempt, LeaderRecord, Renewal, Renewed, Store, StoreFuture, WakeSubscription,
+    AcquireRequest, Attempt, LeaderRecord, PermitState, Renewal, Renewed, Store, StoreFuture,
+    WakeSubscription,
 };
 use crate::error::LockError;
 use crate::key::LockKeys;
@@ -34,12 +35,28 @@ struct State {
     /// The recorded leader of each election, by the election's lock key: it counts only
     /// while its owner token holds that lock.
     leaders: HashMap<String, Recorded>,
+    /// The permit holders of each semaphore.
+    semaphores: HashMap<String, Semaphore>,
     ops: u64,
 }
 
 struct Recorded {
     owner: OwnerToken,
     leader: LeaderRecord,
+}
+
+/// One semaphore: the limit its holders agreed on, and each holder's permits and lease end.
+struct Semaphore {
+    limit: u32,
+    holders: HashMap<OwnerToken, (u32, Instant)>,
+}
+
+impl Semaphore {
+    /// Forgets holders whose lease ended; the permits in use by the others.
+    fn used(&mut self, now: Instant) -> u64 {
+        self.holders.retain(|_, (_, until)| *until > now);
+        self.holders.values().map(|&(n, _)| u64::from(n)).sum()
+    }
 }
 
 struct Held {
@@ -125,6 +142,80 @@ impl MemoryStore {
         Attempt::Granted { top }
     }
 
+    pub(crate) fn acquire_permits(
+        &self,
+        req: &AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+    ) -> Result<Attempt, LockError> {
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        state.tick(now);
+        let sem = state
+            .semaphores
+            .entry(req.keys.lock.clone())
+            .or_insert_with(|| Semaphore {
+                limit,
+                holders: HashMap::new(),
+            });
+        let used = sem.used(now);
+        if used == 0 {
+            // Nobody holds a permit: the limit is the caller's to set.
+            sem.limit = limit;
+        } else if sem.limit != limit {
+            return Err(super::disagreement(sem.limit, limit));
+        }
+        if used + u64::from(count) > u64::from(limit) {
+            let first = sem.holders.values().map(|&(_, until)| until).min();
+            return Ok(Attempt::Held {
+                remaining: first.map(|until| until - now),
+            });
+        }
+        sem.holders
+            .insert(req.token.clone(), (count, now + req.lease));
+        Ok(Attempt::Granted { top: 1 })
+    }
+
+    pub(crate) fn release_permits(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        let Some(sem) = state.semaphores.get_mut(&keys.lock) else {
+            return false;
+        };
+        let held = sem
+            .holders
+            .remove(token)
+            .is_some_and(|(_, until)| until > now);
+        if sem.used(now) == 0 {
+            state.semaphores.remove(&keys.lock);
+        }
+        if let Some(tx) = state.channels.get(&keys.wake) {
+            tx.send_modify(|n| *n += 1);
+        }
+        held
+    }
+
+    pub(crate) fn inspect_permits(&self, keys: &LockKeys) -> PermitState {
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        let Some(sem) = state.semaphores.get_mut(&keys.lock) else {
+            return PermitState::default();
+        };
+        if sem.used(now) == 0 {
+            return PermitState::default();
+        }
+        let mut holders: Vec<(u32, Duration)> = sem
+            .holders
+            .values()
+            .map(|&(n, until)| (n, until - now))
+            .collect();
+        holders.sort_by_key(|&(_, remaining)| remaining);
+        PermitState {
+            limit: Some(sem.limit),
+            holders,
+        }
+    }
+
     pub(crate) fn release_shared(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
@@ -161,6 +252,19 @@ impl MemoryStore {
         batch
             .iter()
             .map(|r| {
+                if r.permits > 0 {
+                    return match state
+                        .semaphores
+                        .get_mut(&r.keys.lock)
+                        .and_then(|sem| sem.holders.get_mut(r.token))
+                    {
+                        Some((_, until)) if *until > now => {
+                            *until = now + r.lease;
+                            true
+                        }
+                        _ => false,
+                    };
+                }
                 if r.shared {
                     return match state
                         .readers
@@ -313,6 +417,34 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(MemoryStore::read_leader(self, keys))))
     }
 
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+    ) -> StoreFuture<'a, Attempt> {
+        Box::pin(std::future::ready(MemoryStore::acquire_permits(
+            self, req, limit, count,
+        )))
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        _count: u32,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(MemoryStore::release_permits(
+            self, keys, token,
+        ))))
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(std::future::ready(Ok(MemoryStore::inspect_permits(
+            self, keys,
+        ))))
+    }
+
     fn admin(&self) -> Result<&dyn super::Admin, LockError> {
         Err(LockError::config(
             "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
@@ -409,6 +541,7 @@ impl State {
                 .get(lock)
                 .is_some_and(|held| held.expires > now && held.token == r.owner)
         });
+        self.semaphores.retain(|_, sem| sem.used(now) > 0);
         self.channels.retain(|_, tx| tx.receiver_count() > 0);
     }
 }

@@ -88,6 +88,8 @@ pub(crate) struct Renewal<'a> {
     pub(crate) lease: Duration,
     /// A read lease (one of the lock's shared holders), not the exclusive one.
     pub(crate) shared: bool,
+    /// The permits of a semaphore this lease holds (0: not a semaphore's lease).
+    pub(crate) permits: u32,
 }
 
 /// What a renewal found for one lease.
@@ -209,6 +211,50 @@ pub(crate) trait Store: Send + Sync + 'static {
         ))
     }
 
+    /// Takes `count` permits of the semaphore `req.keys` ([`LockKeys::semaphore`]) if that
+    /// many are free among `limit`: each permit is a holder of its own under `req.token`,
+    /// with its own lease. `Granted { top: 1 }` when taken; `Held { remaining }`, the time
+    /// until the first holder's lease ends, when too few are free. Fails with
+    /// [`LockError::Config`] when the semaphore's current holders agreed on another limit.
+    /// `req.fences`, `req.interest` and `req.contender` are not used. Engines without
+    /// semaphores refuse with [`LockError::Config`].
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+    ) -> StoreFuture<'a, Attempt> {
+        let _ = (req, limit, count);
+        Box::pin(std::future::ready(Err(self.no_semaphores())))
+    }
+
+    /// Gives back the `count` permits of `token`, waking the semaphore's waiters. `Ok(false)`
+    /// when their lease was over already (nothing of them is left either way).
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        count: u32,
+    ) -> StoreFuture<'a, bool> {
+        let _ = (keys, token, count);
+        Box::pin(std::future::ready(Err(self.no_semaphores())))
+    }
+
+    /// The holders of a semaphore now, for operators (never their tokens).
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        let _ = keys;
+        Box::pin(std::future::ready(Err(self.no_semaphores())))
+    }
+
+    /// The error of an engine without semaphores.
+    fn no_semaphores(&self) -> LockError {
+        LockError::config(format!(
+            "semaphores are not supported on {} yet; they are on one Redis server, Sentinel, \
+             Redis Cluster and in memory",
+            self.describe()
+        ))
+    }
+
     /// Extends each lease that its token still owns; one entry per renewal, in order.
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>>;
 
@@ -287,11 +333,46 @@ pub(crate) trait Store: Send + Sync + 'static {
     }
 }
 
+/// What a lease of its own holds: a reader's share of a read-write lock, or `count` of a
+/// semaphore's `limit` permits. Neither is handed to another holder of the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Share {
+    Read,
+    Permits { limit: u32, count: u32 },
+}
+
 impl dyn Store {
+    /// Takes a share ([`Store::acquire_shared`] or [`Store::acquire_permits`]).
+    pub(crate) fn take_share<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        share: Share,
+    ) -> StoreFuture<'a, Attempt> {
+        match share {
+            Share::Read => self.acquire_shared(req),
+            Share::Permits { limit, count } => self.acquire_permits(req, limit, count),
+        }
+    }
+
+    /// Gives a share back ([`Store::release_shared`] or [`Store::release_permits`]).
+    pub(crate) fn end_share<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        share: Share,
+    ) -> StoreFuture<'a, bool> {
+        match share {
+            Share::Read => self.release_shared(keys, token),
+            Share::Permits { count, .. } => self.release_permits(keys, token, count),
+        }
+    }
+
     /// Ends `lease` in the store: a read lease leaves the readers, an exclusive one deletes
     /// the lock; `Ok(false)` when it was not held any more.
     pub(crate) fn end_lease<'a>(&'a self, lease: &'a crate::lease::Lease) -> StoreFuture<'a, bool> {
-        if lease.shared {
+        if lease.permits > 0 {
+            self.release_permits(&lease.keys, &lease.token, lease.permits)
+        } else if lease.shared {
             self.release_shared(&lease.keys, &lease.token)
         } else {
             self.release(&lease.keys, &lease.token)
@@ -315,6 +396,24 @@ pub(crate) struct LockState {
     pub(crate) waiters: bool,
     pub(crate) waiting_processes: u64,
     pub(crate) last_fence: Option<u64>,
+}
+
+/// The error for a request whose limit differs from the one the semaphore's holders agreed on.
+pub(crate) fn disagreement(agreed: u32, asked: u32) -> LockError {
+    LockError::config(format!(
+        "this semaphore is held with a limit of {agreed} permits, and this request asked for a \
+         limit of {asked}; every caller of one semaphore must give the same `permits` (a limit \
+         changes once no permit of the old one is held)"
+    ))
+}
+
+/// What an engine knows of one semaphore, for operators. Owner tokens are never part of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PermitState {
+    /// The limit its holders agreed on; `None` when nobody holds a permit.
+    pub(crate) limit: Option<u32>,
+    /// Each holder's permits and remaining lease, the soonest to end first.
+    pub(crate) holders: Vec<(u32, Duration)>,
 }
 
 /// Inspection and forced release, for operators and the CLI.

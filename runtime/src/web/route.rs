@@ -337,6 +337,7 @@ impl RouteRule {
             watchdog: self.watchdog,
             on_lost: self.on_lost,
             hold_at_least: None,
+            permits: 0,
         }
     }
 }

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::{LockError, LockGuard, Locker, MultiGuard};
+use leasehold::{LockError, LockGuard, Locker, MultiGuard, PermitGuard};
 use leasehold_tests::history::{
     encode_key, monotonic_ns, EventLog, FencedResource, LockServers, WorkerSpec,
 };
@@ -73,10 +73,12 @@ fn main() {
     runtime.block_on(run(id, spec, log));
 }
 
-/// What a hold took: one key (exclusive, read or write side), or several.
+/// What a hold took: one key (exclusive, read or write side), several, or a semaphore's
+/// permit (`--permits`).
 enum Guard {
     One(LockGuard),
     Many(MultiGuard),
+    Permit(PermitGuard),
 }
 
 impl Guard {
@@ -84,6 +86,7 @@ impl Guard {
         match self {
             Guard::One(g) => g.is_held(),
             Guard::Many(g) => g.is_held(),
+            Guard::Permit(p) => p.is_held(),
         }
     }
 
@@ -91,6 +94,7 @@ impl Guard {
         match self {
             Guard::One(g) => g.lost().await,
             Guard::Many(g) => g.lost().await,
+            Guard::Permit(p) => p.lost().await,
         }
     }
 
@@ -98,6 +102,7 @@ impl Guard {
         match self {
             Guard::One(g) => g.release().await,
             Guard::Many(g) => g.release().await,
+            Guard::Permit(p) => p.release().await,
         }
     }
 
@@ -106,6 +111,8 @@ impl Guard {
         match self {
             Guard::One(g) => g.fence(),
             Guard::Many(g) => g.fence(key).unwrap_or(0),
+            // Permit holders share the resource: no fence.
+            Guard::Permit(_) => 0,
         }
     }
 }
@@ -156,6 +163,9 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
             &u8::from(spec.fair),
         ],
     );
+    if spec.permits > 0 {
+        log.now("sem", &[&spec.permits]);
+    }
     let deadline = tokio::time::Instant::now() + spec.duration;
     let locker = connect(&spec, deadline).await;
     let resource = FencedResource::connect(&spec.resource_url)
@@ -367,6 +377,10 @@ impl Task {
     }
 
     async fn acquire(&self, keys: &[String], mode: Mode) -> Result<Guard, LockError> {
+        if self.spec.permits > 0 {
+            let permits = self.locker.semaphore(keys[0].as_str(), self.spec.permits);
+            return permits.acquire().await.map(Guard::Permit);
+        }
         if self.spec.multi > 0 {
             return self
                 .locker
@@ -436,13 +450,13 @@ impl Task {
                 lost = true;
                 break;
             }
-            if mode != Mode::Read {
+            if mode != Mode::Read && self.spec.permits == 0 {
                 self.write(hold, keys, fences, true, rng).await;
             }
         }
         if lost {
             self.log.now("lost", &[&hold]);
-            if mode != Mode::Read {
+            if mode != Mode::Read && self.spec.permits == 0 {
                 // The stale holder tries anyway: the fence must make the resource refuse it.
                 self.write(hold, keys, fences, false, rng).await;
             }

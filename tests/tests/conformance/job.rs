@@ -1,4 +1,4 @@
-//! 15. Singleton jobs: three lockers trigger the same job at once; exactly one runs it (the
+//! Property 15, singleton jobs: three lockers trigger the same job at once; exactly one runs it (the
 //! others' `try_acquire` finds it taken and skips), and `hold_at_least` keeps the lock taken
 //! after the job ended early, so a trigger a moment later skips too; once the hold is over,
 //! the next trigger runs, with a greater fence.

@@ -13,6 +13,7 @@ pub mod multi;
 pub mod read_write;
 pub mod reentry;
 pub mod release;
+pub mod semaphore;
 pub mod support;
 pub mod wake;
 pub mod watchdog;

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
-//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd,postgres]
+//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd,postgres,semaphore]
 //! ```
 //!
 //! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios) and, for
@@ -40,7 +40,10 @@
 //!    (tokio-postgres; `leasehold_acquire(...)`, then the engine's `DELETE ... pg_notify`), on
 //!    connections of their own to the same server: uncontended cycles (1, 16 tasks), and one
 //!    hot key, 4 processes x 4 tasks: throughput, wait percentiles, handover, where the raw
-//!    side polls every 1 ms on a busy lock (it has no wake-ups).
+//!    side polls every 1 ms on a busy lock (it has no wake-ups);
+//! 9. a semaphore of 8 permits, 64 tasks each taking one permit for 1 ms in a loop, vs a
+//!    hand-written sorted set of expiring holders in Lua with 1 ms polling: throughput and
+//!    wait percentiles.
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -53,6 +56,7 @@ use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
 
 mod etcd;
 mod postgres;
+mod semaphore;
 mod zookeeper;
 
 /// One row of the report.
@@ -1313,10 +1317,11 @@ enum Scenario {
     ZooKeeper,
     Etcd,
     Postgres,
+    Semaphore,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 8] = [
+    const ALL: [Scenario; 9] = [
         Scenario::Uncontended,
         Scenario::HotKey,
         Scenario::Attribute,
@@ -1325,6 +1330,7 @@ impl Scenario {
         Scenario::ZooKeeper,
         Scenario::Etcd,
         Scenario::Postgres,
+        Scenario::Semaphore,
     ];
 
     fn parse(s: &str) -> Scenario {
@@ -1337,11 +1343,12 @@ impl Scenario {
             "6" | "zookeeper" => Scenario::ZooKeeper,
             "7" | "etcd" => Scenario::Etcd,
             "8" | "postgres" => Scenario::Postgres,
+            "9" | "semaphore" => Scenario::Semaphore,
             other => {
                 eprintln!(
                     "unknown scenario {other:?}: --only takes a comma-separated list of \
                      uncontended, hot-key, attribute, redlock, fairness, zookeeper, etcd, \
-                     postgres (or 1 to 8)"
+                     postgres, semaphore (or 1 to 9)"
                 );
                 std::process::exit(2)
             }
@@ -1438,6 +1445,7 @@ async fn main() {
                      above; scripts/ensure-postgres installs it)"
                 ),
             },
+            Scenario::Semaphore => semaphore::scenario(&mut report, &url, duration).await,
         }
     }
     if let Some(dir) = std::path::Path::new(&out).parent() {

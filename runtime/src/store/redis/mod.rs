@@ -6,7 +6,8 @@
 //!
 //! By job: [`conn`] (the connection over every deployment), [`connect`], [`scripts`],
 //! [`items`] and [`batch`] (requests that share a round trip), [`wakes`], [`session`] (the
-//! lock connection's drops), [`sentinel`], [`admin`] (operators), [`redlock`].
+//! lock connection's drops), [`sentinel`], [`admin`] (operators), [`semaphore`] (permits),
+//! [`redlock`].
 
 mod admin;
 mod batch;
@@ -17,6 +18,7 @@ mod leader;
 mod redlock;
 mod revive;
 mod scripts;
+mod semaphore;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 mod session;
@@ -40,12 +42,20 @@ use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
 use crate::lease::Session;
 use crate::store::{
-    join_all, AcquireRequest, Admin, Attempt, LeaderRecord, Renewal, Renewed, Store, StoreFuture,
-    WakeSubscription,
+    join_all, AcquireRequest, Admin, Attempt, LeaderRecord, PermitState, Renewal, Renewed, Store,
+    StoreFuture, WakeSubscription,
 };
 use crate::token::OwnerToken;
 
 pub(crate) use self::redlock::RedLock;
+
+/// The kinds of lease a renewal batch may mix; one script each.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Exclusive,
+    Shared,
+    Permits,
+}
 
 pub(crate) struct RedisStore {
     core: Arc<Core>,
@@ -157,6 +167,7 @@ impl RedisStore {
                     token: batch[i].token,
                     lease: batch[i].lease,
                     shared: batch[i].shared,
+                    permits: batch[i].permits,
                 })
                 .collect();
             self.renew_together(&part).await
@@ -171,31 +182,40 @@ impl RedisStore {
         Ok(renewed)
     }
 
-    /// Renews exclusive leases and read leases of one slot: one script call for each kind
-    /// present.
+    /// Renews exclusive leases, read leases and semaphore permits of one slot: one script
+    /// call for each kind present.
     async fn renew_together(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
-        if batch.iter().all(|r| !r.shared) {
+        let kind = |r: &Renewal<'_>| match (r.permits > 0, r.shared) {
+            (true, _) => Kind::Permits,
+            (false, true) => Kind::Shared,
+            (false, false) => Kind::Exclusive,
+        };
+        if batch.iter().all(|r| kind(r) == Kind::Exclusive) {
             return self.renew_kind(batch, false).await;
         }
-        let (shared, exclusive): (Vec<usize>, Vec<usize>) =
-            (0..batch.len()).partition(|&i| batch[i].shared);
-        let part = |idx: &[usize]| -> Vec<Renewal<'_>> {
-            idx.iter()
+        let mut renewed = vec![Renewed::Unknown; batch.len()];
+        for this in [Kind::Shared, Kind::Exclusive, Kind::Permits] {
+            let idx: Vec<usize> = (0..batch.len())
+                .filter(|&i| kind(&batch[i]) == this)
+                .collect();
+            if idx.is_empty() {
+                continue;
+            }
+            let group: Vec<Renewal<'_>> = idx
+                .iter()
                 .map(|&i| Renewal {
                     keys: batch[i].keys,
                     token: batch[i].token,
                     lease: batch[i].lease,
                     shared: batch[i].shared,
+                    permits: batch[i].permits,
                 })
-                .collect()
-        };
-        let (readers, writers) = (part(&shared), part(&exclusive));
-        let mut renewed = vec![Renewed::Unknown; batch.len()];
-        for (idx, group, kind) in [(&shared, &readers, true), (&exclusive, &writers, false)] {
-            if group.is_empty() {
-                continue;
-            }
-            for (&i, ok) in idx.iter().zip(self.renew_kind(group, kind).await?) {
+                .collect();
+            let answers = match this {
+                Kind::Permits => self.renew_permits(&group).await?,
+                _ => self.renew_kind(&group, this == Kind::Shared).await?,
+            };
+            for (&i, ok) in idx.iter().zip(answers) {
                 renewed[i] = ok;
             }
         }
@@ -220,7 +240,16 @@ impl RedisStore {
             inv.arg(r.token.as_bytes()).arg(millis(r.lease));
         }
         let renewed: Vec<redis::Value> = self.run(inv).await?;
-        if renewed.len() != batch.len() {
+        self.renewal_answers(&renewed, batch.len())
+    }
+
+    /// The answers of a batched renewal script, one per lease.
+    fn renewal_answers(
+        &self,
+        renewed: &[redis::Value],
+        expected: usize,
+    ) -> Result<Vec<Renewed>, LockError> {
+        if renewed.len() != expected {
             return Err(malformed(&self.core.endpoint, "renew"));
         }
         Ok(renewed
@@ -446,6 +475,28 @@ impl Store for RedisStore {
         record: &'a str,
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
         Box::pin(RedisStore::read_leader(self, keys, record))
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+    ) -> StoreFuture<'a, Attempt> {
+        Box::pin(RedisStore::acquire_permits(self, req, limit, count))
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        count: u32,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(RedisStore::release_permits(self, keys, token, count))
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(RedisStore::inspect_permits(self, keys))
     }
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {

@@ -52,6 +52,30 @@ pub(super) static READ_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
         include_str!("lua/read_renew.lua")
     ))
 });
+pub(super) static SEM_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/sem_acquire.lua")
+    ))
+});
+pub(super) static SEM_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/sem_release.lua")
+    ))
+});
+pub(super) static SEM_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/sem_renew.lua")
+    ))
+});
+pub(super) static SEM_INSPECT: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/sem_inspect.lua")
+    ))
+});
 pub(super) static RENEW: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/renew.lua")));
 pub(super) static RAISE_FENCE: LazyLock<redis::Script> =

@@ -1,0 +1,135 @@
+//! Semaphores on Redis: permits taken, given back, renewed and inspected by the `sem_*.lua`
+//! scripts, every permit a member of the semaphore's sorted set with the end of its lease.
+
+use std::time::Duration;
+
+use super::scripts::{millis, SEM_ACQUIRE, SEM_INSPECT, SEM_RELEASE, SEM_RENEW};
+use super::RedisStore;
+use crate::error::LockError;
+use crate::key::LockKeys;
+use crate::store::{disagreement, AcquireRequest, Attempt, PermitState, Renewal, Renewed};
+use crate::token::OwnerToken;
+
+impl RedisStore {
+    /// Takes `count` permits among `limit` (sem_acquire.lua).
+    pub(crate) async fn acquire_permits(
+        &self,
+        req: &AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+    ) -> Result<Attempt, LockError> {
+        let mut inv = SEM_ACQUIRE.prepare_invoke();
+        inv.key(&req.keys.lock)
+            .key(&req.keys.limit)
+            .arg(req.token.as_bytes())
+            .arg(millis(req.lease))
+            .arg(limit)
+            .arg(count);
+        let (answer, value): (i64, i64) = self.run(inv).await?;
+        let attempt = match answer {
+            1 => Attempt::Granted { top: 1 },
+            0 => Attempt::Held {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            },
+            _ => {
+                let agreed = u32::try_from(value).unwrap_or(u32::MAX);
+                return Err(disagreement(agreed, limit));
+            }
+        };
+        #[cfg(feature = "sentinel")]
+        if let Attempt::Granted { .. } = attempt {
+            if self.min_replicas > 0 {
+                self.await_permit_replicas(req, count).await?;
+            }
+        }
+        Ok(attempt)
+    }
+
+    /// Gives the permits back if the replicas do not acknowledge them in time (Sentinel's
+    /// `min_replicas`), as an exclusive acquire does.
+    #[cfg(feature = "sentinel")]
+    async fn await_permit_replicas(
+        &self,
+        req: &AcquireRequest<'_>,
+        count: u32,
+    ) -> Result<(), LockError> {
+        let (conn, endpoint, op_timeout) =
+            (&self.core.conn, &self.core.endpoint, self.core.op_timeout);
+        let wait = conn.wait_replicas(self.min_replicas, op_timeout.mul_f64(0.8));
+        match super::conn::bounded(endpoint, op_timeout, wait).await {
+            Ok(n) if n >= self.min_replicas => Ok(()),
+            other => {
+                let _ = self.release_permits(req.keys, req.token, count).await;
+                let seen = other.as_ref().map_or(0, |n| *n);
+                Err(LockError::unavailable(
+                    format!(
+                        "only {seen} of the {} required replicas acknowledged the permits \
+                         within {op_timeout:?} (min_replicas); check the replicas' health and lag",
+                        self.min_replicas
+                    ),
+                    other.err().map(|e| Box::new(e) as crate::error::BoxError),
+                ))
+            }
+        }
+    }
+
+    /// Gives back the permits of `token` (sem_release.lua).
+    pub(crate) async fn release_permits(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        count: u32,
+    ) -> Result<bool, LockError> {
+        let mut inv = SEM_RELEASE.prepare_invoke();
+        inv.key(&keys.lock)
+            .key(&keys.limit)
+            .arg(token.as_bytes())
+            .arg(count)
+            .arg(&keys.wake)
+            .arg(self.core.conn.publish_command());
+        let released: i64 = self.run(inv).await?;
+        Ok(released == 1)
+    }
+
+    /// Renews the leases of semaphore holders of one slot (sem_renew.lua).
+    pub(super) async fn renew_permits(
+        &self,
+        batch: &[Renewal<'_>],
+    ) -> Result<Vec<Renewed>, LockError> {
+        let mut inv = SEM_RENEW.prepare_invoke();
+        for r in batch {
+            inv.key(&r.keys.lock)
+                .key(&r.keys.limit)
+                .arg(r.token.as_bytes())
+                .arg(millis(r.lease))
+                .arg(r.permits);
+        }
+        let renewed: Vec<redis::Value> = self.run(inv).await?;
+        self.renewal_answers(&renewed, batch.len())
+    }
+
+    /// The holders of a semaphore (sem_inspect.lua).
+    pub(crate) async fn inspect_permits(&self, keys: &LockKeys) -> Result<PermitState, LockError> {
+        let mut inv = SEM_INSPECT.prepare_invoke();
+        inv.key(&keys.lock).key(&keys.limit);
+        let answer: Vec<i64> = self.run(inv).await?;
+        let Some((&limit, holders)) = answer.split_first() else {
+            return Err(super::scripts::malformed(
+                &self.core.endpoint,
+                "sem_inspect",
+            ));
+        };
+        Ok(PermitState {
+            limit: u32::try_from(limit).ok(),
+            holders: holders
+                .chunks_exact(2)
+                .map(|h| {
+                    (
+                        u32::try_from(h[0]).unwrap_or(0),
+                        Duration::from_millis(u64::try_from(h[1]).unwrap_or(0)),
+                    )
+                })
+                .collect(),
+        })
+    }
+}
