@@ -220,21 +220,14 @@ impl Locker {
                     continue;
                 }
                 Attempt::Granted { top } => {
-                    let lease = Arc::new(Lease::new(
-                        user_key,
-                        keys.clone(),
+                    let sent = Sent {
                         token,
-                        opts.lease,
+                        at: sent,
                         validity,
-                        opts.watchdog,
-                        sent,
-                        top,
                         fences,
                         session,
-                    ));
-                    let fence = lease.next_fence().expect("at least one fence reserved");
-                    turn.keep(&lease);
-                    return Ok(LockGuard::new(self.inner.clone(), lease, fence));
+                    };
+                    return Ok(self.granted(turn, user_key, keys, &opts, sent, top));
                 }
                 Attempt::Held { remaining } => remaining,
             };
@@ -268,6 +261,47 @@ impl Locker {
             )
             .await;
         }
+    }
+}
+
+/// What was sent with an acquire that the store granted.
+struct Sent {
+    token: OwnerToken,
+    /// When it was sent: the lease's validity counts from here.
+    at: Instant,
+    validity: Duration,
+    /// The fencing tokens reserved.
+    fences: u64,
+    session: Option<crate::lease::Session>,
+}
+
+impl Locker {
+    /// The guard of a granted acquire: its lease (fences up to `top`), the first fence, and
+    /// the local turn kept by the lease.
+    fn granted(
+        &self,
+        turn: ActiveTurn<'_>,
+        user_key: String,
+        keys: &LockKeys,
+        opts: &Options,
+        sent: Sent,
+        top: u64,
+    ) -> LockGuard {
+        let lease = Arc::new(Lease::new(
+            user_key,
+            keys.clone(),
+            sent.token,
+            opts.lease,
+            sent.validity,
+            opts.watchdog,
+            sent.at,
+            top,
+            sent.fences,
+            sent.session,
+        ));
+        let fence = lease.next_fence().expect("at least one fence reserved");
+        turn.keep(&lease);
+        LockGuard::new(self.inner.clone(), lease, fence)
     }
 }
 
@@ -365,21 +399,15 @@ impl Locker {
         {
             turn.in_flight = None;
             let span = observe::acquire_span(inner.trace_keys, user_key, opts.lease, opts.wait);
-            let lease = Arc::new(Lease::new(
-                user_key.clone(),
-                lock_keys.clone(),
+            let sent = Sent {
                 token,
-                opts.lease,
+                at: sent,
                 validity,
-                opts.watchdog,
-                sent,
-                top,
                 fences,
                 session,
-            ));
-            let fence = lease.next_fence().expect("at least one fence reserved");
-            turn.keep(&lease);
-            let mut guard = LockGuard::new(inner.clone(), lease, fence);
+            };
+            let mut guard = self.granted(turn, user_key.clone(), lock_keys, &opts, sent, top);
+            let fence = guard.fence();
             observe::acquire_ended(&span, Ok(fence), start.elapsed(), false);
             drop(span);
             guard.open_span();

@@ -189,35 +189,14 @@ async fn two_processes_on_a_redlock_take_turns() {
 /// interest lasts (up to 2 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_left_costs_the_others_one_window_at_most() {
-    use leasehold::Locker;
     use redis::AsyncCommands;
 
     let srv = RedisServer::start().await;
-    let locker = || async {
-        Locker::builder()
-            .url(srv.url())
-            .default_wait(Duration::from_secs(3))
-            .build()
-            .await
-            .expect("connect")
-    };
+    let locker = || locker_at(srv.url(), Duration::from_secs(3));
     let (holder, gone, waiter) = (locker().await, locker().await, locker().await);
-    let mut conn = srv.conn().await;
+    let conn = srv.conn().await;
     let queue = "leasehold:queue:{hot}";
-    let queued = |n: usize| {
-        let conn = conn.clone();
-        async move {
-            leasehold_tests::harness::eventually(
-                &format!("{n} processes in the queue"),
-                Duration::from_secs(2),
-                || {
-                    let mut conn = conn.clone();
-                    async move { conn.zcard::<_, usize>(queue).await.unwrap_or(0) == n }
-                },
-            )
-            .await;
-        }
-    };
+    let queued = |n: usize| queue_holds(&conn, queue, n);
 
     let held = holder.lock("hot").acquire().await.unwrap();
     // `gone` queues, then stops waiting (its acquire is dropped); `waiter` queues behind it.
@@ -237,7 +216,7 @@ async fn a_waiter_that_left_costs_the_others_one_window_at_most() {
         .await
         .expect("the waiter gets the lock after one window")
         .unwrap();
-    let left: usize = conn.zcard(queue).await.unwrap();
+    let left: usize = conn.clone().zcard(queue).await.unwrap();
     assert_eq!(left, 0, "a process that left the queue is still in it");
 }
 
@@ -249,17 +228,8 @@ async fn a_waiter_that_left_costs_the_others_one_window_at_most() {
 async fn fair_requests_are_served_in_arrival_order_across_tasks() {
     use std::sync::{Arc, Mutex};
 
-    use leasehold::Locker;
-
     let srv = RedisServer::start().await;
-    let locker = || async {
-        Locker::builder()
-            .url(srv.url())
-            .default_wait(Duration::from_secs(10))
-            .build()
-            .await
-            .expect("connect")
-    };
+    let locker = || locker_at(srv.url(), Duration::from_secs(10));
     let (holder, a, b, c) = (
         locker().await,
         locker().await,
@@ -294,35 +264,12 @@ async fn fair_requests_are_served_in_arrival_order_across_tasks() {
 /// once, so no release leaves the lock to it and makes the others wait out the window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_fair_request_leaves_the_queue_at_once() {
-    use leasehold::Locker;
-    use redis::AsyncCommands;
-
     let srv = RedisServer::start().await;
-    let locker = || async {
-        Locker::builder()
-            .url(srv.url())
-            .default_wait(Duration::from_secs(10))
-            .build()
-            .await
-            .expect("connect")
-    };
+    let locker = || locker_at(srv.url(), Duration::from_secs(10));
     let (holder, gone) = (locker().await, locker().await);
     let conn = srv.conn().await;
     let queue = "leasehold:queue:{hot}";
-    let queued = |n: usize| {
-        let conn = conn.clone();
-        async move {
-            leasehold_tests::harness::eventually(
-                &format!("{n} requests in the queue"),
-                Duration::from_secs(2),
-                || {
-                    let mut conn = conn.clone();
-                    async move { conn.zcard::<_, usize>(queue).await.unwrap_or(0) == n }
-                },
-            )
-            .await;
-        }
-    };
+    let queued = |n: usize| queue_holds(&conn, queue, n);
     let held = holder.lock("hot").acquire().await.unwrap();
     let attempt =
         tokio::spawn(async move { gone.lock("hot").fair(true).acquire().await.map(drop) });
@@ -340,40 +287,17 @@ async fn a_cancelled_fair_request_leaves_the_queue_at_once() {
 /// attempt fell.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_fair_waiter_costs_the_others_one_round_at_most() {
-    use leasehold::Locker;
     use leasehold_tests::harness::{ProxyMode, TcpProxy};
-    use redis::AsyncCommands;
 
     let srv = RedisServer::start().await;
     let proxy = TcpProxy::start(srv.addr()).await;
-    let locker = |url: String| async move {
-        Locker::builder()
-            .url(url)
-            .op_timeout(Duration::from_millis(500))
-            .default_wait(Duration::from_secs(10))
-            .build()
-            .await
-            .expect("connect")
-    };
+    let locker = |url: String| locker_at(url, Duration::from_secs(10));
     let holder = locker(srv.url()).await;
     let ghost = locker(proxy.url()).await;
     let live = locker(srv.url()).await;
     let conn = srv.conn().await;
     let queue = "leasehold:queue:{dead}";
-    let queued = |n: usize| {
-        let conn = conn.clone();
-        async move {
-            leasehold_tests::harness::eventually(
-                &format!("{n} requests in the queue"),
-                Duration::from_secs(2),
-                || {
-                    let mut conn = conn.clone();
-                    async move { conn.zcard::<_, usize>(queue).await.unwrap_or(0) == n }
-                },
-            )
-            .await;
-        }
-    };
+    let queued = |n: usize| queue_holds(&conn, queue, n);
     let held = holder.lock("dead").fair(true).acquire().await.unwrap();
     let dead = tokio::spawn(async move { ghost.lock("dead").fair(true).acquire().await.map(drop) });
     queued(1).await;
@@ -400,4 +324,29 @@ async fn a_dead_fair_waiter_costs_the_others_one_round_at_most() {
     );
     dead.abort();
     proxy.set_mode(ProxyMode::Pass);
+}
+
+/// A locker on `url` (another process, as far as the store can tell) that waits up to `wait`.
+async fn locker_at(url: String, wait: Duration) -> leasehold::Locker {
+    leasehold::Locker::builder()
+        .url(url)
+        .op_timeout(Duration::from_millis(500))
+        .default_wait(wait)
+        .build()
+        .await
+        .expect("connect")
+}
+
+/// Waits until the store's queue `queue` holds `n` waiters.
+async fn queue_holds(conn: &redis::aio::MultiplexedConnection, queue: &str, n: usize) {
+    use redis::AsyncCommands;
+    leasehold_tests::harness::eventually(
+        &format!("{n} waiters in the queue"),
+        Duration::from_secs(2),
+        || {
+            let mut conn = conn.clone();
+            async move { conn.zcard::<_, usize>(queue).await.unwrap_or(0) == n }
+        },
+    )
+    .await;
 }
