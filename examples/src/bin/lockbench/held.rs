@@ -330,7 +330,9 @@ fn say_how_it_grows(run: &Run) {
     if first.0 == last.0 {
         return;
     }
-    let figures: [(&str, fn(&Point) -> f64); 5] = [
+    type Figure = fn(&Point) -> f64;
+    type Side = fn(&(usize, Point, Point)) -> &Point;
+    let figures: [(&str, Figure); 5] = [
         ("client memory per held lock", |p| p.memory_per_lock),
         ("Redis CPU per renewal", |p| p.cpu_per_renewal_us),
         ("Redis commands per renewal", |p| p.commands_per_renewal),
@@ -343,10 +345,8 @@ fn say_how_it_grows(run: &Run) {
         first.0, last.0
     );
     for (name, figure) in figures {
-        for (side, pick) in [
-            ("ours", (|p| &p.1) as fn(&(usize, Point, Point)) -> &Point),
-            ("by hand", |p| &p.2),
-        ] {
+        let sides: [(&str, Side); 2] = [("ours", |p| &p.1), ("by hand", |p| &p.2)];
+        for (side, pick) in sides {
             let (a, b) = (figure(pick(first)), figure(pick(last)));
             let growth = b / a;
             let verdict = if name == "renewal lag p99" {
