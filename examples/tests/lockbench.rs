@@ -1,7 +1,7 @@
-//! The benchmark in smoke mode: it completes, and its JSON report has every scenario with
-//! the documented fields (ZooKeeper's, etcd's and PostgreSQL's too: `scripts/test` installs
-//! them). (Its figures are not checked: speed is for the benchmark to report, not for tests to
-//! assert.)
+//! The benchmark in smoke mode: it completes, its JSON report has every scenario with the
+//! documented fields (ZooKeeper's, etcd's and PostgreSQL's too: `scripts/test` installs them),
+//! and the picture next to it is well-formed SVG with the held-locks curves. (Its figures are
+//! not checked: speed is for the benchmark to report, not for tests to assert.)
 
 use std::process::Command;
 
@@ -28,6 +28,8 @@ fn lockbench_smoke_run_writes_a_valid_report() {
         "6 zookeeper",
         "7 etcd",
         "8 postgres",
+        "9 semaphore",
+        "10 held",
     ] {
         assert!(
             rows.iter()
@@ -46,6 +48,25 @@ fn lockbench_smoke_run_writes_a_valid_report() {
             );
         }
         assert!(row.get("ratio").is_some(), "ratio missing in {row}");
+    }
+    let svg = std::fs::read_to_string(dir.join("lockbench.svg")).expect("the SVG is written");
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "svg", "the root is <svg>");
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .collect();
+    for caption in [
+        "client memory per held lock",
+        "Redis CPU per held lock",
+        "ratios against their targets",
+    ] {
+        assert!(
+            texts.iter().any(|t| t.contains(caption)),
+            "no {caption:?} in the SVG's texts: {texts:?}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -253,6 +253,12 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
             })
             .collect();
         let sent = Instant::now();
+        // Due a third of the lease after the last acquire or renewal was sent (see
+        // `Schedule::watch`); a retried renewal counts from its first due time.
+        observe::renewals_sent(chunk.iter().map(|l| {
+            let due = l.state.borrow().valid_until - l.validity + l.lease / 3;
+            sent.saturating_duration_since(due)
+        }));
         match store.renew(&renewals).await {
             Ok(renewed) => {
                 let mut yes = 0;

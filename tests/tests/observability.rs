@@ -355,6 +355,14 @@ fn metrics_are_emitted_under_their_documented_names() {
     assert_eq!(counter("leasehold_lost_total"), 1);
     assert!(!value("leasehold_acquire_seconds").is_empty());
     assert!(!value("leasehold_hold_seconds").is_empty());
+    // One lag per renewal sent, each well under the 300 ms lease.
+    match value("leasehold_renewal_lag_seconds").first().copied() {
+        Some(DebugValue::Histogram(lags)) => {
+            assert!(lags.len() >= 2, "one lag per renewal: {lags:?}");
+            assert!(lags.iter().all(|l| l.into_inner() < 0.3), "{lags:?}");
+        }
+        other => panic!("leasehold_renewal_lag_seconds: {other:?}"),
+    }
     match value("leasehold_locks_held").first().copied() {
         Some(DebugValue::Gauge(g)) => assert_eq!(g.into_inner(), 0.0, "every lock was given back"),
         other => panic!("leasehold_locks_held: {other:?}"),

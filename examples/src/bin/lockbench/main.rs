@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
-//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd,postgres,semaphore]
+//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd,postgres,semaphore,held]
 //! ```
 //!
 //! Starts its own `redis-server`s (or uses `REDIS_URL` for the single-node scenarios) and, for
@@ -12,7 +12,9 @@
 //! server cannot start: `scripts/ensure-zookeeper`, `scripts/ensure-etcd` and
 //! `scripts/ensure-postgres` install them), prints a table and
 //! writes `target/lockbench.json`: a list of
-//! `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`.
+//! `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`, and next to
+//! it `target/lockbench.svg` (the same name as `--out`, with `.svg`): the ratios against their
+//! targets and scenario 9's curves (see `svg.rs`).
 //!
 //! Scenarios:
 //! 1. uncontended lock/unlock cycles (1, 16, 64 tasks) vs the same two commands sent raw by
@@ -44,6 +46,10 @@
 //! 9. a semaphore of 8 permits, 64 tasks each taking one permit for 1 ms in a loop, vs a
 //!    hand-written sorted set of expiring holders in Lua with 1 ms polling: throughput and
 //!    wait percentiles.
+//! 10. many held locks (issue 19's "scenario 5"): 1k, 10k and 100k locks held at once with the
+//!     watchdog on (lease 3 s), each point in a worker process of its own, vs one task per
+//!     guard renewing with a compare-and-PEXPIRE script: client memory per held lock, Redis CPU
+//!     and commands per renewal, renewal lag p99, and whether each grows linearly (`held.rs`).
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -55,8 +61,10 @@ use leasehold::{distributed_lock, LockError, Locker};
 use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
 
 mod etcd;
+mod held;
 mod postgres;
 mod semaphore;
+mod svg;
 mod zookeeper;
 
 /// One row of the report.
@@ -1318,10 +1326,11 @@ enum Scenario {
     Etcd,
     Postgres,
     Semaphore,
+    Held,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 9] = [
+    const ALL: [Scenario; 10] = [
         Scenario::Uncontended,
         Scenario::HotKey,
         Scenario::Attribute,
@@ -1331,6 +1340,7 @@ impl Scenario {
         Scenario::Etcd,
         Scenario::Postgres,
         Scenario::Semaphore,
+        Scenario::Held,
     ];
 
     fn parse(s: &str) -> Scenario {
@@ -1344,11 +1354,12 @@ impl Scenario {
             "7" | "etcd" => Scenario::Etcd,
             "8" | "postgres" => Scenario::Postgres,
             "9" | "semaphore" => Scenario::Semaphore,
+            "10" | "held" => Scenario::Held,
             other => {
                 eprintln!(
                     "unknown scenario {other:?}: --only takes a comma-separated list of \
                      uncontended, hot-key, attribute, redlock, fairness, zookeeper, etcd, \
-                     postgres, semaphore (or 1 to 9)"
+                     postgres, semaphore, held (or 1 to 10)"
                 );
                 std::process::exit(2)
             }
@@ -1361,6 +1372,9 @@ async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--worker") {
         return worker(&args[1..]).await;
+    }
+    if args.first().map(String::as_str) == Some("--held-worker") {
+        return held::worker(&args[1..]).await;
     }
     let quick = args.iter().any(|a| a == "--quick");
     // --smoke: the shortest run that still exercises every scenario (CI checks it completes
@@ -1414,6 +1428,7 @@ async fn main() {
         "scenario", "metric", "ours", "baseline", "ratio"
     );
     let mut report = Report { rows: Vec::new() };
+    let mut held_run = None;
     for scenario in Scenario::ALL {
         if !scenarios.contains(&scenario) {
             continue;
@@ -1446,6 +1461,9 @@ async fn main() {
                 ),
             },
             Scenario::Semaphore => semaphore::scenario(&mut report, &url, duration).await,
+            Scenario::Held => {
+                held_run = Some(held::scenario(&mut report, held::Plan::new(smoke, quick)).await)
+            }
         }
     }
     if let Some(dir) = std::path::Path::new(&out).parent() {
@@ -1453,4 +1471,7 @@ async fn main() {
     }
     std::fs::write(&out, report.json()).expect("write the JSON report");
     eprintln!("wrote {out}");
+    let picture = std::path::Path::new(&out).with_extension("svg");
+    svg::write(&picture, &report.rows, held_run.as_ref()).expect("write the SVG picture");
+    eprintln!("wrote {}", picture.display());
 }
