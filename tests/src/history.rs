@@ -2434,7 +2434,7 @@ mod tests {
     #[test]
     fn fair_grants_out_of_arrival_order_are_caught() {
         let ms = 1_000_000;
-        // A asks at 10 ms, B at `b_inv`; the lock is busy until 50 ms; the fences follow
+        // A asks at 10 ms, B at `b_inv` (the slack is 10 ms); the lock is busy until 50 ms; the fences follow
         // the grants, so only the FIFO rule can fire.
         let run = |b_inv: u64, a_ok: u64, b_ok: u64, fair: bool, expect: bool| {
             let (fa, fb) = if a_ok < b_ok { (5, 6) } else { (6, 5) };
@@ -2456,28 +2456,28 @@ mod tests {
             h.expect_fifo = expect;
             h.check()
         };
-        let in_order = run(20 * ms, 50 * ms, 60 * ms, true, true);
+        let in_order = run(30 * ms, 50 * ms, 60 * ms, true, true);
         assert!(in_order.violations.is_empty(), "{in_order}");
         assert_eq!(in_order.fifo_grants, 2);
         // B granted first while A still waited: out of order.
-        let swapped = run(20 * ms, 60 * ms, 50 * ms, true, true);
+        let swapped = run(30 * ms, 60 * ms, 50 * ms, true, true);
         let fifo = swapped.violations_of(Rule::Fifo);
         assert_eq!(fifo.len(), 1, "{swapped}");
         assert!(
             fifo[0].what.contains("1 pair(s)")
                 && fifo[0]
                     .what
-                    .contains("1.0.1 was granted while 0.0.1, invoked 10.0 ms before it"),
+                    .contains("1.0.1 was granted while 0.0.1, invoked 20.0 ms before it"),
             "{swapped}"
         );
         assert_eq!((swapped.fifo_pairs, swapped.fifo_overtaking), (1, 1));
         assert_eq!(swapped.violations.len(), 1, "{swapped}");
         // Measured but not judged when the run does not expect FIFO.
-        let measured = run(20 * ms, 60 * ms, 50 * ms, true, false);
+        let measured = run(30 * ms, 60 * ms, 50 * ms, true, false);
         assert!(measured.violations.is_empty(), "{measured}");
         assert_eq!(measured.fifo_pairs, 1);
         // Not fair locks: no order promised.
-        let unfair = run(20 * ms, 60 * ms, 50 * ms, false, true);
+        let unfair = run(30 * ms, 60 * ms, 50 * ms, false, true);
         assert!(unfair.violations.is_empty(), "{unfair}");
         assert_eq!(unfair.fifo_grants, 0);
         // Within the slack: no order promised either.
