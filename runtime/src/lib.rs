@@ -81,6 +81,7 @@ mod leader;
 #[cfg(test)]
 mod leader_tests;
 mod lease;
+mod lines;
 mod locker;
 #[cfg(test)]
 mod model_tests;

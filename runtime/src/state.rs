@@ -11,9 +11,9 @@ use tokio::time::Instant;
 
 use crate::key::LockKeys;
 use crate::lease::Lease;
+use crate::lines::Lines;
 use crate::observe::TraceKeys;
 use crate::queue::Queues;
-use crate::semaphore::Lines;
 use crate::store::{Share, Store};
 use crate::token::OwnerToken;
 use crate::watchdog::{self, Job, Schedule};
