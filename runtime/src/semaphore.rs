@@ -5,7 +5,6 @@
 
 use std::fmt;
 use std::future::Future;
-
 use std::time::Duration;
 
 use tokio::time::Instant;
