@@ -23,6 +23,7 @@ pub(super) static RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
         include_str!("lua/next_in_line.lua"),
+        include_str!("lua/each.lua"),
         include_str!("lua/release.lua")
     ))
 });
@@ -49,6 +50,7 @@ pub(super) static READ_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
 pub(super) static READ_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
+        include_str!("lua/each.lua"),
         include_str!("lua/read_renew.lua")
     ))
 });
@@ -67,6 +69,7 @@ pub(super) static SEM_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
 pub(super) static SEM_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
+        include_str!("lua/each.lua"),
         include_str!("lua/sem_renew.lua")
     ))
 });
@@ -76,8 +79,12 @@ pub(super) static SEM_INSPECT: LazyLock<redis::Script> = LazyLock::new(|| {
         include_str!("lua/sem_inspect.lua")
     ))
 });
-pub(super) static RENEW: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("lua/renew.lua")));
+pub(super) static RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/each.lua"),
+        include_str!("lua/renew.lua")
+    ))
+});
 pub(super) static RAISE_FENCE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/raise_fence.lua")));
 pub(super) static LEADER_PUBLISH: LazyLock<redis::Script> =

@@ -47,13 +47,4 @@ local function release_one(i)
   end
   return 0
 end
-local out = {}
-for i = 1, #KEYS / 3 do
-  local ok, answer = pcall(release_one, i)
-  if ok then
-    out[i] = answer
-  else
-    out[i] = type(answer) == 'table' and answer.err or tostring(answer)
-  end
-end
-return out
+return each(#KEYS / 3, release_one)

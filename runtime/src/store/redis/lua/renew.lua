@@ -20,13 +20,4 @@ local function renew_one(i)
   end
   return 0
 end
-local renewed = {}
-for i = 1, #KEYS do
-  local ok, answer = pcall(renew_one, i)
-  if ok then
-    renewed[i] = answer
-  else
-    renewed[i] = type(answer) == 'table' and answer.err or tostring(answer)
-  end
-end
-return renewed
+return each(#KEYS, renew_one)

@@ -26,13 +26,4 @@ local function renew_one(i)
   end
   return 1
 end
-local renewed = {}
-for i = 1, #KEYS / 2 do
-  local ok, answer = pcall(renew_one, i)
-  if ok then
-    renewed[i] = answer
-  else
-    renewed[i] = type(answer) == 'table' and answer.err or tostring(answer)
-  end
-end
-return renewed
+return each(#KEYS / 2, renew_one)
