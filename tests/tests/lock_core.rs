@@ -784,14 +784,7 @@ async fn releases_publish_wake_ups_only_when_someone_waits() {
 async fn lock_all_takes_free_keys_in_one_round_trip() {
     let srv = RedisServer::start().await;
     let a = locker(&srv.url()).await;
-    // Loads the scripts (a first call may be a failed EVALSHA and then an EVAL).
-    a.lock_all(["warm:1", "warm:2"])
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    load_scripts(&a).await;
     let before = script_calls(&srv).await;
     let all = a
         .lock_all(["wallet:3", "wallet:1", "wallet:2"])
@@ -836,13 +829,7 @@ async fn a_multi_key_acquire_cancelled_in_flight_leaves_no_key_locked() {
     let srv = RedisServer::start().await;
     let proxy = TcpProxy::start(srv.addr()).await;
     let a = locker(&proxy.url()).await;
-    a.lock_all(["warm:1", "warm:2"])
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    load_scripts(&a).await;
     // Every byte takes 300 ms each way: the call is cancelled before the script even runs.
     proxy.set_mode(ProxyMode::Delay(Duration::from_millis(300)));
     let before = script_calls(&srv).await;
@@ -902,6 +889,17 @@ async fn a_reader_does_not_pass_a_waiting_writer_after_the_key_expired() {
             .is_some(),
         "nobody waits any more"
     );
+}
+
+/// Takes and gives back two keys together, so that the scripts are loaded (a first call may be
+/// a failed EVALSHA and then an EVAL) before script calls are counted or delayed.
+async fn load_scripts(locker: &Locker) {
+    let both = locker
+        .lock_all(["warm:1", "warm:2"])
+        .acquire()
+        .await
+        .unwrap();
+    both.release().await.unwrap();
 }
 
 /// The lock keys of `srv`, read on the server itself (not through any proxy).
