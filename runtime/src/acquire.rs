@@ -71,7 +71,7 @@ impl Locker {
         if let (Ok(guard), Some(hold)) = (&mut result, opts.hold_at_least) {
             guard.hold_at_least(hold);
         }
-        let outcome = result.as_ref().map(LockGuard::fence);
+        let outcome = result.as_ref().map(LockGuard::traced_fence);
         observe::acquire_ended(&span, outcome, start.elapsed(), waited);
         drop(span);
         if let Ok(guard) = &mut result {
@@ -101,6 +101,13 @@ impl Locker {
                      or release the read lock first"
                 )));
             }
+            if lease.holding(fence) && opts.fenced && !lease.fenced {
+                return Err(LockError::config(format!(
+                    "a fenced lock on {user_key:?} was asked for inside an unfenced hold of the \
+                     same key, which has no fencing token to give it; take the outer lock \
+                     fenced (drop `unfenced()`), or ask for this one unfenced too"
+                )));
+            }
             if lease.holding(fence) {
                 if !lease.is_held() {
                     return Err(LockError::Lost {
@@ -122,10 +129,14 @@ impl Locker {
                 .contend(user_key, &keys, opts, deadline, turn, waited)
                 .await;
         }
-        let turn = match inner
-            .queues
-            .enter(&keys.lock, opts.lease, opts.watchdog, opts.fair, wait)
-        {
+        let turn = match inner.queues.enter(
+            &keys.lock,
+            opts.lease,
+            opts.watchdog,
+            opts.fair,
+            opts.fenced,
+            wait,
+        ) {
             Entry::Active(turn) => ActiveTurn::new(inner, &keys, turn),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
@@ -192,6 +203,7 @@ impl Locker {
                 interest: deadline.saturating_duration_since(sent),
                 queued,
                 contender: turn.contender.as_deref(),
+                fenced: opts.fenced,
             };
             let attempt = inner.store.acquire(&request).await?;
             queued |= matches!(attempt, Attempt::Held { .. }) && !request.interest.is_zero();
@@ -287,7 +299,7 @@ impl Locker {
         sent: Sent,
         top: u64,
     ) -> LockGuard {
-        let lease = Arc::new(Lease::new(
+        let lease = Lease::new(
             user_key,
             keys.clone(),
             sent.token,
@@ -298,7 +310,12 @@ impl Locker {
             top,
             sent.fences,
             sent.session,
-        ));
+        );
+        let lease = Arc::new(if opts.fenced {
+            lease
+        } else {
+            lease.into_unfenced()
+        });
         let fence = lease.next_fence().expect("at least one fence reserved");
         turn.keep(&lease);
         LockGuard::new(self.inner.clone(), lease, fence)
@@ -336,7 +353,7 @@ impl Locker {
         for k in &lock_keys {
             match inner
                 .queues
-                .enter(&k.lock, opts.lease, opts.watchdog, false, false)
+                .enter(&k.lock, opts.lease, opts.watchdog, false, true, false)
             {
                 Entry::Active(turn) => turns.push(ActiveTurn::new(inner, k, turn)),
                 // Held or awaited in this process: the one-by-one path queues behind it.
@@ -376,6 +393,7 @@ impl Locker {
                 interest: Duration::ZERO,
                 queued: false,
                 contender: None,
+                fenced: true,
             })
             .collect();
         // An error leaves the tokens in flight: the turns give back what may have been taken.
@@ -408,7 +426,7 @@ impl Locker {
             };
             let mut guard = self.granted(turn, user_key.clone(), lock_keys, &opts, sent, top);
             let fence = guard.fence();
-            observe::acquire_ended(&span, Ok(fence), start.elapsed(), false);
+            observe::acquire_ended(&span, Ok(Some(fence)), start.elapsed(), false);
             drop(span);
             guard.open_span();
             guards.push(guard);
@@ -431,6 +449,13 @@ impl Locker {
         let keys = LockKeys::new(&inner.prefix, &user_key);
         if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
             // A read inside a held read or write of the same key: granted by the holding.
+            if lease.holding(fence) && opts.fenced && !lease.fenced {
+                return Err(LockError::config(format!(
+                    "a fenced lock on {user_key:?} was asked for inside an unfenced hold of the \
+                     same key, which has no fencing token to give it; take the outer lock \
+                     fenced (drop `unfenced()`), or ask for this one unfenced too"
+                )));
+            }
             if lease.holding(fence) {
                 if !lease.is_held() {
                     return Err(LockError::Lost {
@@ -475,6 +500,7 @@ impl Locker {
                 interest: Duration::ZERO,
                 queued: false,
                 contender: None,
+                fenced: true,
             };
             // Dropped before the answer came, the attempt may have let us in: leave again.
             let in_flight = InFlightShare {

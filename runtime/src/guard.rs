@@ -85,7 +85,11 @@ impl LockGuard {
     /// that the two are siblings under the caller's span.
     pub(crate) fn open_span(&mut self) {
         self.span = if self.owner {
-            observe::hold_span(self.inner.trace_keys, &self.lease.user_key, self.fence)
+            observe::hold_span(
+                self.inner.trace_keys,
+                &self.lease.user_key,
+                self.traced_fence(),
+            )
         } else {
             Span::current()
         };
@@ -111,6 +115,11 @@ impl LockGuard {
         if self.owner {
             self.hold_until = Some(Instant::now() + hold);
         }
+    }
+
+    /// The fence for traces: none for an unfenced lease, whose tokens are local numbers.
+    pub(crate) fn traced_fence(&self) -> Option<u64> {
+        self.lease.fenced.then_some(self.fence)
     }
 
     /// The `leasehold.hold` span of this holder.

@@ -81,6 +81,10 @@ pub(crate) struct Lease {
     session: Option<Session>,
     /// A read lease: one of the lock's shared holders, never handed over in the process.
     pub(crate) shared: bool,
+    /// Its fencing tokens come from the store. False for an unfenced lease
+    /// ([`LockRequest::unfenced`](crate::LockRequest::unfenced)), whose tokens are only local
+    /// numbers that tell its holders apart: never handed to a fenced waiter.
+    pub(crate) fenced: bool,
     /// How many permits of a semaphore this lease holds (0: not a semaphore's lease). Never
     /// handed over in the process either: every permit has its own owner token.
     pub(crate) permits: u32,
@@ -121,6 +125,7 @@ impl Lease {
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
             session,
             shared: false,
+            fenced: true,
             permits: 0,
         }
     }
@@ -135,6 +140,12 @@ impl Lease {
     /// another holder of the process.
     pub(crate) fn alone(&self) -> bool {
         self.shared || self.permits > 0
+    }
+
+    /// This lease as an unfenced one: its tokens are local numbers, not fencing tokens.
+    pub(crate) fn into_unfenced(mut self) -> Self {
+        self.fenced = false;
+        self
     }
 
     /// This lease as a read (shared) lease.

@@ -101,6 +101,7 @@ mod state;
 mod store;
 mod token;
 mod turns;
+mod unfenced;
 mod watchdog;
 pub mod web;
 
@@ -131,6 +132,7 @@ pub use locker::{
 pub use multi::{MultiGuard, MultiLockRequest};
 pub use observe::TraceKeys;
 pub use semaphore::{PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS};
+pub use unfenced::{UnfencedGuard, UnfencedRequest};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,
     RouteLocks, RouteRule, StatusCodes,

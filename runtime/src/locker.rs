@@ -701,7 +701,7 @@ pub struct LockRequest<'a> {
     pub(crate) hold_at_least: Option<Duration>,
 }
 
-impl LockRequest<'_> {
+impl<'a> LockRequest<'a> {
     /// How long Redis keeps the lock if this process stops renewing it (crash, pause,
     /// partition). Defaults to the locker's default lease; at least 10 ms.
     pub fn lease(mut self, lease: Duration) -> Self {
@@ -796,6 +796,31 @@ impl LockRequest<'_> {
         self
     }
 
+    /// The same lock without a fencing token: for callers that never pass a token to the
+    /// resource they protect (a cache rebuild, a job whose effects are idempotent), and want
+    /// the cheapest lock the store offers. On Redis (one server, Sentinel, Cluster, RedLock)
+    /// a free lock is taken with a native `SET NX PX`, one command and no script; a taken one
+    /// goes the usual way (the script that queues waiters). Renewal, release, re-entry,
+    /// waiting and handover inside the process are the same.
+    ///
+    /// The guard is an [`UnfencedGuard`](crate::UnfencedGuard), which has no `fence()`: the
+    /// absence of a token is a type, not a zero that could be stored as one. Inside an
+    /// unfenced hold, a fenced acquire of the same key fails with [`LockError::Config`]
+    /// rather than re-enter without a token; a fenced waiter of the process is never handed
+    /// an unfenced lease. `#[distributed_lock(fencing = false)]` is this.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let guard = locker.lock("cache:rebuild").unfenced().acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unfenced(self) -> crate::UnfencedRequest<'a> {
+        crate::UnfencedRequest::new(self)
+    }
+
     /// Takes the lock, waiting up to `wait` for the current holder to release it. Waiters in
     /// one process queue in order (first come, first served) and a release hands the lock
     /// straight to the next one.
@@ -875,6 +900,7 @@ impl LockRequest<'_> {
             shared: self.shared,
             hold_at_least,
             semaphore: None,
+            fenced: true,
         })
     }
 }
@@ -893,4 +919,7 @@ pub(crate) struct Options {
     pub(crate) hold_at_least: Option<Duration>,
     /// Permits of a semaphore: `(limit, count)`.
     pub(crate) semaphore: Option<(u32, u32)>,
+    /// Takes fencing tokens; false for [`LockRequest::unfenced`]: on Redis a native
+    /// `SET NX PX`, and a guard with no fence to read.
+    pub(crate) fenced: bool,
 }

@@ -83,7 +83,7 @@ pub(crate) fn acquire_span(how: TraceKeys, key: &str, lease: Duration, wait: Dur
 /// Records how an acquisition ended.
 pub(crate) fn acquire_ended(
     span: &Span,
-    result: Result<u64, &LockError>,
+    result: Result<Option<u64>, &LockError>,
     took: Duration,
     waited: bool,
 ) {
@@ -91,7 +91,9 @@ pub(crate) fn acquire_ended(
     match result {
         Ok(fence) => {
             span.record("outcome", "acquired");
-            span.record("fence", fence);
+            if let Some(fence) = fence {
+                span.record("fence", fence);
+            }
         }
         Err(e) => {
             span.record("outcome", e.code());
@@ -123,8 +125,11 @@ pub(crate) fn acquire_ended(
     let _ = waited;
 }
 
-pub(crate) fn hold_span(how: TraceKeys, key: &str, fence: u64) -> Span {
-    let span = tracing::info_span!("leasehold.hold", key = Empty, fence);
+pub(crate) fn hold_span(how: TraceKeys, key: &str, fence: Option<u64>) -> Span {
+    let span = tracing::info_span!("leasehold.hold", key = Empty, fence = Empty);
+    if let Some(fence) = fence {
+        span.record("fence", fence);
+    }
     record_key(&span, how, key);
     span
 }

@@ -13,6 +13,7 @@ use crate::guard::LockGuard;
 use crate::locker::{LockRequest, Locker};
 use crate::multi::{MultiGuard, MultiLockRequest};
 use crate::semaphore::PermitGuard;
+use crate::unfenced::UnfencedGuard;
 
 /// The attribute's options, resolved at compile time.
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +34,31 @@ pub struct Spec {
     pub hold_at_least: Option<Duration>,
     /// `permits = N`: one permit of a semaphore of `N` (0: a lock).
     pub permits: u32,
+}
+
+/// Takes the lock without a fencing token, for the attribute's `fencing = false`.
+pub async fn acquire_unfenced(
+    locker: Result<&Locker, LockError>,
+    key: String,
+    spec: &Spec,
+) -> Result<UnfencedGuard, LockError> {
+    request(locker?, key, spec).unfenced().acquire().await
+}
+
+/// [`acquire_unfenced`] with `on_busy = "skip"`: `Ok(None)` (and an event saying the call was
+/// skipped) when the lock is taken.
+pub async fn try_acquire_unfenced(
+    locker: Result<&Locker, LockError>,
+    key: String,
+    spec: &Spec,
+) -> Result<Option<UnfencedGuard>, LockError> {
+    let locker = locker?;
+    let shown = locker.inner.trace_keys.show(&key);
+    let guard = request(locker, key, spec).unfenced().try_acquire().await?;
+    if guard.is_none() {
+        crate::observe::skipped(&shown);
+    }
+    Ok(guard)
 }
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
@@ -245,6 +271,24 @@ impl Holding for LockGuard {
     }
     fn give_back(self) -> impl Future<Output = Result<(), LockError>> + Send {
         self.release()
+    }
+}
+
+impl Holding for UnfencedGuard {
+    fn hold_scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+        self.inner().hold_scope(fut)
+    }
+    fn when_lost(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.lost()
+    }
+    fn tell_lost(&self, why: &'static str) {
+        self.inner().tell_lost(why);
+    }
+    fn loss(&self) -> LockError {
+        self.inner().loss()
+    }
+    fn give_back(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        self.into_inner().release()
     }
 }
 

@@ -52,6 +52,9 @@ pub(crate) struct Waiter {
     pub(crate) watchdog: bool,
     /// A fair waiter is never handed a lease: it contends in the store in its turn.
     pub(crate) fair: bool,
+    /// A fenced waiter reads its fencing token: never handed an unfenced lease, whose
+    /// tokens are only local numbers.
+    pub(crate) fenced: bool,
 }
 
 impl KeyQueue {
@@ -91,6 +94,7 @@ impl Queues {
         lease: Duration,
         watchdog: bool,
         fair: bool,
+        fenced: bool,
         wait: bool,
     ) -> Entry {
         let mut queues = self.map.lock().unwrap();
@@ -122,6 +126,7 @@ impl Queues {
                     lease,
                     watchdog,
                     fair,
+                    fenced,
                 });
                 Entry::Queued(rx)
             }
@@ -214,7 +219,7 @@ impl Queues {
                 q.waiters.pop_front();
                 continue;
             }
-            if !w.watchdog || w.fair || w.lease != lease.lease {
+            if !w.watchdog || w.fair || w.lease != lease.lease || (w.fenced && !lease.fenced) {
                 return false;
             }
             let Some(fence) = lease.next_fence() else {

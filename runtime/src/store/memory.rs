@@ -566,6 +566,7 @@ mod tests {
             interest: Duration::ZERO,
             queued: false,
             contender: None,
+            fenced: true,
         }
     }
 

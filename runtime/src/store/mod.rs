@@ -79,6 +79,10 @@ pub(crate) struct AcquireRequest<'a> {
     /// request on an engine that [queues requests](Store::queues_requests)); `None`: under
     /// the process's name, as the front of the process's local queue.
     pub(crate) contender: Option<&'a str>,
+    /// The caller reads no fencing token ([`LockRequest::unfenced`](crate::LockRequest::unfenced)):
+    /// a store may take the lock without reserving any, and answer `top` = `fences` (the
+    /// tokens are then only local numbers that tell the holders of the lease apart).
+    pub(crate) fenced: bool,
 }
 
 /// One lease to renew in a watchdog batch.

@@ -637,12 +637,12 @@ fn rss() -> u64 {
 
 /// Redis's CPU and command counters, read with `INFO cpu stats commandstats` on a connection
 /// of its own.
-struct Info {
+pub(crate) struct Info {
     conn: redis::aio::MultiplexedConnection,
 }
 
 impl Info {
-    async fn connect(url: &str) -> Info {
+    pub(crate) async fn connect(url: &str) -> Info {
         let client = redis::Client::open(url).expect("url");
         Info {
             conn: client
@@ -654,7 +654,7 @@ impl Info {
 
     /// `(used_cpu_sys + used_cpu_user in seconds, total_commands_processed, script calls)`,
     /// in one command.
-    async fn read(&mut self) -> (f64, u64, u64) {
+    pub(crate) async fn read(&mut self) -> (f64, u64, u64) {
         let text: String = redis::cmd("INFO")
             .arg("cpu")
             .arg("stats")

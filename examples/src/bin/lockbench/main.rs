@@ -1314,6 +1314,102 @@ async fn scenario_redlock(
     }
 }
 
+/// `--profile ours|raw|fenced TASKS SECONDS`: only that contender of scenario 1, for `perf
+/// record` (its samples are then the client's alone, and the redis-server's are in its own
+/// process).
+async fn profile(args: &[String]) {
+    let which = args.first().map_or("ours", String::as_str).to_owned();
+    let tasks: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(16);
+    let secs: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let naive = Naive::new(&url).await;
+    let locker = Locker::builder()
+        .url(url.as_str())
+        .prefix("bench")
+        .build()
+        .await
+        .expect("locker");
+    let duration = Duration::from_secs(secs);
+    let mut info = held::Info::connect(&url).await;
+    let (server_cpu, commands, _) = info.read().await;
+    let cpu = cpu_seconds();
+    let rate = match which.as_str() {
+        "raw" => {
+            cycles_per_sec(tasks, duration, move |t, i| {
+                let n = naive.clone();
+                async move {
+                    let key = format!("raw:{t}:{}", i % 16);
+                    let tok = token();
+                    assert!(n.try_lock(&key, &tok).await, "raw key was taken");
+                    n.unlock(&key, &tok).await;
+                }
+            })
+            .await
+        }
+        "fenced" => {
+            cycles_per_sec(tasks, duration, move |t, i| {
+                let n = naive.clone();
+                async move {
+                    let key = format!("fenced:{{{t}:{}}}", i % 16);
+                    let fence_key = format!("fence:{{{t}:{}}}", i % 16);
+                    let tok = token();
+                    assert!(n.try_lock_fenced(&key, &fence_key, &tok).await.is_some());
+                    n.unlock(&key, &tok).await;
+                }
+            })
+            .await
+        }
+        _ => {
+            cycles_per_sec(tasks, duration, move |t, i| {
+                let l = locker.clone();
+                async move {
+                    let guard = l
+                        .lock(format!("u:{t}:{}", i % 16))
+                        .acquire()
+                        .await
+                        .expect("acquire");
+                    guard.release().await.expect("release");
+                }
+            })
+            .await
+        }
+    };
+    let cycles = rate * secs as f64;
+    if std::env::var_os("LOCKBENCH_COMMANDSTATS").is_some() {
+        let mut conn = redis::Client::open(url.as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .expect("INFO");
+        println!("{stats}");
+    }
+    let cpu_us = (cpu_seconds() - cpu) * 1e6 / cycles;
+    let (server_cpu_now, commands_now, _) = info.read().await;
+    println!(
+        "{which}, {tasks} tasks: {rate:.0} cycles/s, client CPU {cpu_us:.1} us/cycle, redis CPU \
+         {:.1} us/cycle, {:.2} commands/cycle",
+        (server_cpu_now - server_cpu) * 1e6 / cycles,
+        (commands_now - commands) as f64 / cycles
+    );
+}
+
+/// CPU time (user + system) used by this process so far, in seconds: `getrusage`. The
+/// redis-servers are processes of their own, so this is the client's alone.
+fn cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the call to fill.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
 /// The scenarios, in the order they run; `--only` picks some by name or number.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Scenario {
@@ -1375,6 +1471,9 @@ async fn main() {
     }
     if args.first().map(String::as_str) == Some("--held-worker") {
         return held::worker(&args[1..]).await;
+    }
+    if args.first().map(String::as_str) == Some("--profile") {
+        return profile(&args[1..]).await;
     }
     let quick = args.iter().any(|a| a == "--quick");
     // --smoke: the shortest run that still exercises every scenario (CI checks it completes

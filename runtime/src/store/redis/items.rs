@@ -39,6 +39,14 @@ impl Core {
         .await
     }
 
+    /// Sends one plain command, bounded by the op timeout.
+    pub(super) async fn query<T: redis::FromRedisValue + Send>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> Result<T, LockError> {
+        bounded(&self.endpoint, self.op_timeout, self.conn.query(cmd)).await
+    }
+
     /// Sends one request, batched with concurrent ones where possible.
     pub(super) async fn request<T: Item<Core>>(
         self: &Arc<Self>,

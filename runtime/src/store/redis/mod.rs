@@ -83,6 +83,30 @@ impl RedisStore {
     }
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        if !req.fenced && !req.queued && req.contender.is_none() {
+            // Unfenced, and not in the queue of waiters: a native `SET NX PX`, no script and
+            // no fence. Only a lock that is taken needs the script (to mark it waited for and
+            // queue this process), and it runs that next.
+            let taken: Option<String> = self
+                .core
+                .query(
+                    redis::cmd("SET")
+                        .arg(&req.keys.lock)
+                        .arg(req.token.as_bytes())
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(millis(req.lease)),
+                )
+                .await?;
+            if taken.is_some() {
+                #[cfg(feature = "sentinel")]
+                if self.min_replicas > 0 {
+                    self.await_replicas(req).await?;
+                }
+                // No fences reserved: the lease's tokens are local numbers 1..=fences.
+                return Ok(Attempt::Granted { top: req.fences });
+            }
+        }
         let item = AcquireItem {
             keys: req.keys.clone(),
             token: req.token.clone(),
