@@ -155,9 +155,12 @@ impl Lease {
     }
 
     /// The next reserved fencing token, for the next holder of this lease; `None` when the
-    /// reservation is used up.
+    /// reservation is used up. An unfenced lease never runs out: its tokens are local numbers.
     pub(crate) fn next_fence(&self) -> Option<u64> {
         let mut fences = self.fences.lock().unwrap();
+        if !self.fenced {
+            fences.1 = fences.1.max(fences.0);
+        }
         let (next, top) = *fences;
         (next <= top).then(|| {
             fences.0 += 1;
