@@ -67,6 +67,32 @@ mod semaphore;
 mod svg;
 mod zookeeper;
 
+/// The system allocator, counting allocations: scenario 1 reports allocations per cycle.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is passed on to the system allocator unchanged.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: as above.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { std::alloc::System.realloc(ptr, layout, size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
 /// One row of the report.
 struct Row {
     scenario: String,
@@ -275,10 +301,13 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
     let rslock = Arc::new(rslock::LockManager::new(vec![url.to_owned()]));
     let window = duration / UNCONTENDED_ROUNDS;
     for tasks in [1usize, 16, 64] {
-        // Cycles per second of each contender, summed over the rounds (equal windows).
-        let (mut raw, mut fenced, mut ours, mut theirs) = (0.0, 0.0, 0.0, 0.0);
+        // Cycles per second of each contender, summed over the rounds (equal windows), and
+        // the client CPU (getrusage: this process; Redis is another) each one used.
+        let (mut raw, mut fenced, mut ours, mut theirs, mut unfenced) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        let mut cpu = [0.0f64; 4];
         for _ in 0..UNCONTENDED_ROUNDS {
             let n = naive.clone();
+            let start = cpu_seconds();
             raw += cycles_per_sec(tasks, window, move |t, i| {
                 let n = n.clone();
                 async move {
@@ -289,7 +318,9 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
                 }
             })
             .await;
+            cpu[0] += cpu_seconds() - start;
             let n = naive.clone();
+            let start = cpu_seconds();
             fenced += cycles_per_sec(tasks, window, move |t, i| {
                 let n = n.clone();
                 async move {
@@ -302,7 +333,9 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
                 }
             })
             .await;
+            cpu[1] += cpu_seconds() - start;
             let l = locker.clone();
+            let start = cpu_seconds();
             ours += cycles_per_sec(tasks, window, move |t, i| {
                 let l = l.clone();
                 async move {
@@ -315,6 +348,23 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
                 }
             })
             .await;
+            cpu[2] += cpu_seconds() - start;
+            let l = locker.clone();
+            let start = cpu_seconds();
+            unfenced += cycles_per_sec(tasks, window, move |t, i| {
+                let l = l.clone();
+                async move {
+                    let guard = l
+                        .lock(format!("nf:{t}:{}", i % 16))
+                        .unfenced()
+                        .acquire()
+                        .await
+                        .expect("acquire");
+                    guard.release().await.expect("release");
+                }
+            })
+            .await;
+            cpu[3] += cpu_seconds() - start;
             let r = rslock.clone();
             theirs += cycles_per_sec(tasks, window, move |t, i| {
                 let r = r.clone();
@@ -323,11 +373,21 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
             .await;
         }
         let rounds = f64::from(UNCONTENDED_ROUNDS);
-        let (raw, fenced, ours, theirs) = (
+        // Client CPU per cycle, in µs: CPU seconds over the cycles done in the same windows.
+        let total = window.as_secs_f64() * rounds;
+        let per_cycle = |cpu: f64, rate: f64| cpu * 1e6 / (rate * total);
+        let cpu_us = [
+            per_cycle(cpu[0], raw),
+            per_cycle(cpu[1], fenced),
+            per_cycle(cpu[2], ours),
+            per_cycle(cpu[3], unfenced),
+        ];
+        let (raw, fenced, ours, theirs, unfenced) = (
             raw / rounds,
             fenced / rounds,
             ours / rounds,
             theirs / rounds,
+            unfenced / rounds,
         );
         let scenario = format!("1 uncontended, {tasks} tasks");
         report.add(
@@ -353,6 +413,30 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
             raw,
             "raw SET NX PX + compare-and-delete",
             "cycles/s",
+        );
+        report.add(
+            &scenario,
+            "unfenced cycles/s",
+            unfenced,
+            raw,
+            "raw SET NX PX + compare-and-delete",
+            "cycles/s",
+        );
+        report.add(
+            &scenario,
+            "client CPU per cycle",
+            cpu_us[2],
+            cpu_us[1],
+            "raw with a fence (getrusage, same windows)",
+            "us",
+        );
+        report.add(
+            &scenario,
+            "unfenced client CPU per cycle",
+            cpu_us[3],
+            cpu_us[0],
+            "raw (getrusage, same windows)",
+            "us",
         );
     }
     // Two keys at once (issue 16): `lock_all` takes free keys in one script call, against
@@ -1251,6 +1335,20 @@ async fn lock_unlock_us(locker: &Locker, iterations: usize) -> f64 {
     .await
 }
 
+/// [`lock_unlock_us`] for unfenced locks.
+async fn unfenced_lock_unlock_us(locker: &Locker, iterations: usize) -> f64 {
+    latency_us(iterations, |i| async move {
+        let g = locker
+            .lock(format!("rlu:{}", i % 64))
+            .unfenced()
+            .acquire()
+            .await
+            .expect("acquire");
+        g.release().await.expect("release");
+    })
+    .await
+}
+
 async fn scenario_redlock(
     report: &mut Report,
     single: &str,
@@ -1279,6 +1377,7 @@ async fn scenario_redlock(
             .await
             .expect("redlock");
         let ours_us = lock_unlock_us(&ours, iterations).await;
+        let unfenced_us = unfenced_lock_unlock_us(&ours, iterations).await;
         let rs = rslock::LockManager::new(urls);
         let rs_us = latency_us(iterations, |i| {
             let rs = &rs;
@@ -1311,10 +1410,26 @@ async fn scenario_redlock(
             "rslock, same nodes",
             "us",
         );
+        report.add(
+            &scenario,
+            "acquire+release p50 vs the floor",
+            ours_us,
+            raw_us,
+            "raw commands fanned out to the N nodes",
+            "us",
+        );
+        report.add(
+            &scenario,
+            "unfenced p50 vs rslock",
+            unfenced_us,
+            rs_us,
+            "rslock, same nodes",
+            "us",
+        );
     }
 }
 
-/// `--profile ours|raw|fenced TASKS SECONDS`: only that contender of scenario 1, for `perf
+/// `--profile ours|unfenced|raw|fenced TASKS SECONDS`: only that contender of scenario 1, for `perf
 /// record` (its samples are then the client's alone, and the redis-server's are in its own
 /// process).
 async fn profile(args: &[String]) {
@@ -1334,6 +1449,7 @@ async fn profile(args: &[String]) {
     let mut info = held::Info::connect(&url).await;
     let (server_cpu, commands, _) = info.read().await;
     let cpu = cpu_seconds();
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
     let rate = match which.as_str() {
         "raw" => {
             cycles_per_sec(tasks, duration, move |t, i| {
@@ -1356,6 +1472,21 @@ async fn profile(args: &[String]) {
                     let tok = token();
                     assert!(n.try_lock_fenced(&key, &fence_key, &tok).await.is_some());
                     n.unlock(&key, &tok).await;
+                }
+            })
+            .await
+        }
+        "unfenced" => {
+            cycles_per_sec(tasks, duration, move |t, i| {
+                let l = locker.clone();
+                async move {
+                    let guard = l
+                        .lock(format!("nf:{t}:{}", i % 16))
+                        .unfenced()
+                        .acquire()
+                        .await
+                        .expect("acquire");
+                    guard.release().await.expect("release");
                 }
             })
             .await
@@ -1390,10 +1521,11 @@ async fn profile(args: &[String]) {
         println!("{stats}");
     }
     let cpu_us = (cpu_seconds() - cpu) * 1e6 / cycles;
+    let allocs = (ALLOCATIONS.load(Ordering::Relaxed) - allocations) as f64 / cycles;
     let (server_cpu_now, commands_now, _) = info.read().await;
     println!(
         "{which}, {tasks} tasks: {rate:.0} cycles/s, client CPU {cpu_us:.1} us/cycle, redis CPU \
-         {:.1} us/cycle, {:.2} commands/cycle",
+         {:.1} us/cycle, {:.2} commands/cycle, {allocs:.1} allocations/cycle",
         (server_cpu_now - server_cpu) * 1e6 / cycles,
         (commands_now - commands) as f64 / cycles
     );
