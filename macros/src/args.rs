@@ -20,6 +20,7 @@ mod kw {
     syn::custom_keyword!(on_lost);
     syn::custom_keyword!(mode);
     syn::custom_keyword!(fair);
+    syn::custom_keyword!(fencing);
     syn::custom_keyword!(on_busy);
     syn::custom_keyword!(hold_at_least);
     syn::custom_keyword!(hold_at_most);
@@ -31,8 +32,8 @@ pub(crate) use job::Job;
 
 /// Every option, in the order the docs list them; named in the "unknown option" error.
 const OPTIONS: &str =
-    "`key`, `keys`, `mode`, `fair`, `permits`, `lease`, `wait`, `watchdog`, `locker`, `guard`, \
-     `on_lost`, `on_busy`, `hold_at_least`, `hold_at_most`, `crate`";
+    "`key`, `keys`, `mode`, `fair`, `fencing`, `permits`, `lease`, `wait`, `watchdog`, `locker`, \
+     `guard`, `on_lost`, `on_busy`, `hold_at_least`, `hold_at_most`, `crate`";
 
 /// `leasehold::MIN_LEASE`: the runtime refuses shorter leases at run time, the attribute at
 /// compile time. (A proc-macro crate cannot depend on the runtime; a behaviour test keeps
@@ -64,6 +65,9 @@ pub(crate) struct Args {
     pub read: bool,
     /// `fair = true`: first come, first served across processes.
     pub fair: bool,
+    /// `fencing = false`: a lock without a fencing token (`UnfencedGuard`); `true`, the
+    /// default, is the fenced lock.
+    pub fencing: bool,
     /// `permits = N`: one permit of a semaphore of `N`, instead of a lock.
     pub permits: Option<u32>,
     /// Path to the runtime crate; `::leasehold` unless `crate = "..."` says otherwise.
@@ -78,6 +82,7 @@ impl Parse for Args {
         let mut seen = Seen::default();
         let mut read_span = None;
         let mut permits_span = None;
+        let mut unfenced_span = None;
         let mut args = Args {
             key: None,
             keys: None,
@@ -89,6 +94,7 @@ impl Parse for Args {
             on_lost: OnLost::Cancel,
             read: false,
             fair: false,
+            fencing: true,
             permits: None,
             krate: syn::parse_quote!(::leasehold),
             job: Job::default(),
@@ -167,6 +173,17 @@ impl Parse for Args {
                 if seen.first("fair", kw.span, &mut args.errors) {
                     if let Some(fair) = args.errors.keep(boolean(&value, "fair")) {
                         args.fair = fair;
+                    }
+                }
+            } else if lookahead.peek(kw::fencing) {
+                let kw: kw::fencing = input.parse()?;
+                let value = value(input)?;
+                if seen.first("fencing", kw.span, &mut args.errors) {
+                    if let Some(fencing) = args.errors.keep(boolean(&value, "fencing")) {
+                        args.fencing = fencing;
+                        if !fencing {
+                            unfenced_span = Some(value.span());
+                        }
                     }
                 }
             } else if lookahead.peek(kw::on_busy) {
@@ -253,6 +270,36 @@ impl Parse for Args {
                     args.errors.push(syn::Error::new(
                         span,
                         format!("`permits` cannot be combined with `{other}`; {why}"),
+                    ));
+                }
+            }
+        }
+        if let Some(span) = unfenced_span {
+            for (given, other, why) in [
+                (
+                    seen.0.contains(&"keys"),
+                    "keys",
+                    "a lock on several keys has a fencing token per key (`g.fence(\"wallet:1\")`): \
+                     drop `fencing = false`, or lock one `key`",
+                ),
+                (
+                    seen.0.contains(&"permits"),
+                    "permits",
+                    "a permit has no fencing token to begin with (`PermitGuard` has no \
+                     `fence()`): drop `fencing = false`",
+                ),
+                (
+                    read_span.is_some(),
+                    "mode = \"read\"",
+                    "a reader's fencing token is the last writer's, and unfenced reads are not \
+                     offered: drop `fencing = false` (or drop `mode = \"read\"` for an \
+                     exclusive lock without a token)",
+                ),
+            ] {
+                if given {
+                    args.errors.push(syn::Error::new(
+                        span,
+                        format!("`fencing = false` cannot be combined with `{other}`; {why}"),
                     ));
                 }
             }

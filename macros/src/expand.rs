@@ -161,6 +161,8 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
     };
     let guard_type = match key {
         Keys::One(_) if permits > 0 => quote!(#krate::PermitGuard),
+        // `fencing = false`: a guard without `fence()`, so the body cannot read a token.
+        Keys::One(_) if !args.fencing => quote!(#krate::UnfencedGuard),
         Keys::One(_) => quote!(#krate::LockGuard),
         Keys::Many(_) => quote!(#krate::MultiGuard),
     };
@@ -170,10 +172,18 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         .map(|g| quote!(let #g: &#guard_type = &__leasehold_guard;));
     // With `on_busy = "skip"` the lock is only tried, and a taken lock returns at once.
     let skips = args.job.skips();
-    let (acquire_one, acquire_all) = if skips {
-        (quote!(try_acquire), quote!(try_acquire_all))
+    // With `fencing = false` (one `key` only: args.rs refuses it with `keys` and `permits`)
+    // the lock is taken without a fencing token.
+    let acquire_one = match (skips, args.fencing) {
+        (false, true) => quote!(acquire),
+        (true, true) => quote!(try_acquire),
+        (false, false) => quote!(acquire_unfenced),
+        (true, false) => quote!(try_acquire_unfenced),
+    };
+    let acquire_all = if skips {
+        quote!(try_acquire_all)
     } else {
-        (quote!(acquire), quote!(acquire_all))
+        quote!(acquire_all)
     };
     let (keys, acquire) = match key {
         Keys::One(key) if permits > 0 => (
@@ -699,6 +709,68 @@ mod tests {
             "async fn job() -> Result<u8, E> { Ok(1) }",
         );
         assert!(!out.contains("try_acquire"), "{out}");
+    }
+
+    #[test]
+    fn unfenced_locks_take_no_token() {
+        let item = "async fn job() -> Result<(), E> { Ok(()) }";
+        let out = expand_str("key = \"job\", fencing = false, guard = g", item);
+        assert!(out.contains("__private :: acquire_unfenced ("), "{out}");
+        assert!(
+            out.contains("let g : & :: leasehold :: UnfencedGuard"),
+            "{out}"
+        );
+        assert!(!out.contains("LockGuard"), "{out}");
+        let out = expand_str("key = \"job\", fencing = false, on_busy = \"skip\"", item);
+        assert!(out.contains("__private :: try_acquire_unfenced ("), "{out}");
+        assert!(!out.contains("__private :: try_acquire ("), "{out}");
+        // `true` is the default: the same fenced lock as without it.
+        let out = expand_str("key = \"job\", fencing = true, guard = g", item);
+        assert!(out.contains("__private :: acquire ("), "{out}");
+        assert!(!out.contains("unfenced"), "{out}");
+        assert!(out.contains("let g : & :: leasehold :: LockGuard"), "{out}");
+        assert_eq!(out, expand_str("key = \"job\", guard = g", item));
+    }
+
+    #[test]
+    fn unfenced_locks_refuse_keys_permits_and_reads() {
+        let item = "async fn job() -> Result<(), E> { Ok(()) }";
+        for (args, message) in [
+            (
+                "keys = [\"a\", \"b\"], fencing = false",
+                "`fencing = false` cannot be combined with `keys`",
+            ),
+            (
+                "key = \"a\", permits = 4, fencing = false",
+                "`fencing = false` cannot be combined with `permits`",
+            ),
+            (
+                "key = \"a\", mode = \"read\", fencing = false",
+                "`fencing = false` cannot be combined with `mode = \\\"read\\\"`",
+            ),
+            (
+                "key = \"a\", fencing = \"no\"",
+                "`fencing` takes `true` or `false`, without quotes",
+            ),
+            (
+                "key = \"a\", fencing = false, fencing = false",
+                "`fencing` is given twice",
+            ),
+        ] {
+            let out = expand_str(args, item);
+            assert!(out.contains(message), "{message} not in {out}");
+            assert_eq!(out.matches("compile_error").count(), 1, "{args}: {out}");
+        }
+        // The fenced default goes with all three.
+        for args in [
+            "keys = [\"a\", \"b\"], fencing = true",
+            "key = \"a\", permits = 4, fencing = true",
+            "key = \"a\", mode = \"read\", fencing = true",
+            "key = \"a\", mode = \"write\", fencing = false",
+        ] {
+            let out = expand_str(args, item);
+            assert!(!out.contains("compile_error"), "{args}: {out}");
+        }
     }
 
     #[test]

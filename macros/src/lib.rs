@@ -61,6 +61,7 @@ mod template;
 /// | `keys` | list of template strings: lock them all at once | — |
 /// | `mode` | `"read"` (shared with other readers) or `"write"` | `"write"` (exclusive) |
 /// | `fair` | `true`: no handover inside the process, processes take turns | `false` |
+/// | `fencing` | `false`: no fencing token, the guard has no `fence()`; on Redis a free lock is one native `SET NX PX` | `true` |
 /// | `lease` | duration string, at least `"10ms"` | the locker's default lease (30 s) |
 /// | `wait` | duration string, `"0s"` fails fast | the locker's default wait (3 s) |
 /// | `watchdog` | `true` or `false` | the locker's default (on) |
@@ -128,6 +129,34 @@ mod template;
 /// readers hold it together, no writer while they do, and a waiting writer holds new readers
 /// back. `mode = "write"` (the default) is the exclusive lock, which excludes readers too.
 ///
+/// ## `fencing`: locks without a fencing token
+/// `fencing = false` takes the lock without a fencing token (see
+/// [`LockRequest::unfenced`](../leasehold/struct.LockRequest.html#method.unfenced)), for a
+/// body that never hands a token to what it protects: a cache rebuild, a job whose effects are
+/// idempotent. It is the cheapest lock the store offers: on Redis a free lock is taken with
+/// one native `SET NX PX`, no script. Renewal, waiting, re-entry, `on_lost`, `on_busy` and
+/// `hold_at_least` work as usual. `guard = g` binds a `&UnfencedGuard`, which has no
+/// `fence()`: there is no token to read, so none can be stored by mistake (`g.fence()` does
+/// not compile). Inside the body the key re-enters unfenced; a fenced acquire of it there
+/// fails with `LockError::Config`. Only with one `key`, not with `keys` (each key has its own
+/// fence), `permits` (a permit has no fence) or `mode = "read"` (a reader's fence is the last
+/// writer's). A resource that must refuse the late writes of a holder that paused past its
+/// lease needs the fenced lock, the default (`fencing = true`).
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError, Locker};
+/// #[distributed_lock(key = "cache:rebuild:<shard>", fencing = false, guard = g)]
+/// async fn rebuild(shard: u32) -> Result<bool, LockError> {
+///     // safe to run twice: no token to pass on, only whether the lock is still held
+///     Ok(g.is_held())
+/// }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// # leasehold::set_global_default(Locker::in_memory())?;
+/// assert!(rebuild(3).await?);
+/// # Ok(()) }
+/// ```
+///
 /// ## `lease` and `watchdog`: how long the lock lasts
 /// `lease` is how long Redis keeps the lock if this process stops renewing it (say, it
 /// crashed), written as a `humantime` duration: `"500ms"`, `"30s"`, `"2m"`, `"1h 30m"`.
@@ -184,7 +213,8 @@ mod template;
 /// ## `guard`: the lock inside the body
 /// Binds a `&LockGuard` under the given name, for its fencing token (`g.fence()`, strictly
 /// increasing per key: pass it to storage that can reject stale writers), `g.key()`,
-/// `g.is_held()` and `g.lost()`.
+/// `g.is_held()` and `g.lost()`. With `keys` it is a `&MultiGuard`, with `permits` a
+/// `&PermitGuard`, and with `fencing = false` a `&UnfencedGuard` (no `fence()`).
 ///
 /// ```
 /// # use leasehold::{distributed_lock, LockError, Locker};
