@@ -374,8 +374,8 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
         }
         let rounds = f64::from(UNCONTENDED_ROUNDS);
         // Client CPU per cycle, in µs: CPU seconds over the cycles done in the same windows.
-        let total = window.as_secs_f64() * rounds;
-        let per_cycle = |cpu: f64, rate: f64| cpu * 1e6 / (rate * total);
+        // `rate` is still the sum of the rounds' rates: times one window, the cycles done.
+        let per_cycle = |cpu: f64, rate: f64| cpu * 1e6 / (rate * window.as_secs_f64());
         let cpu_us = [
             per_cycle(cpu[0], raw),
             per_cycle(cpu[1], fenced),
