@@ -14,10 +14,11 @@
 //! writes `target/lockbench.json`: a list of
 //! `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`, and next to
 //! it `target/lockbench.svg` (the same name as `--out`, with `.svg`): the ratios against their
-//! targets and scenario 9's curves (see `svg.rs`).
+//! targets and scenario 10's curves (see `svg.rs`).
 //!
 //! Scenarios:
-//! 1. uncontended lock/unlock cycles (1, 16, 64 tasks) vs the same two commands sent raw by
+//! 1. uncontended lock/unlock cycles (1, 16, 64 tasks), fenced and unfenced, with the client CPU
+//!    per cycle (`getrusage`), vs the same two commands sent raw by
 //!    the same client (`SET NX PX` + compare-and-delete script), and vs `rslock`, taking
 //!    turns in five short windows each; and `lock_all` of two keys (1, 16 tasks) vs taking
 //!    them by hand, one fenced `SET NX PX` each in sorted order, then deleting each;

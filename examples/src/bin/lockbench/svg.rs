@@ -194,7 +194,7 @@ pub(crate) fn write(
         }
         _ => {
             bottom.draw(&Text::new(
-                "scenario 9 (held) did not run: no held-locks curves",
+                "scenario 10 (held) did not run: no held-locks curves",
                 (20, 40),
                 ("sans-serif", 16),
             ))?;
