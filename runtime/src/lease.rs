@@ -55,6 +55,23 @@ pub(crate) struct LeaseState {
     pub(crate) lost: bool,
 }
 
+/// A lease's state, read and written under a lock of its own; its changes wake
+/// [`Lease::lost_for`] through the lease's `changed`. (A `watch` channel did this before, two
+/// per lease: two allocations per acquire and about 800 bytes per held lock.)
+pub(crate) struct StateCell(std::sync::Mutex<LeaseState>);
+
+impl StateCell {
+    /// A copy of the state now.
+    pub(crate) fn borrow(&self) -> LeaseState {
+        *self.0.lock().unwrap()
+    }
+
+    /// Runs `f` on the state under its lock; true when it changed it.
+    fn modify(&self, f: impl FnOnce(&mut LeaseState) -> bool) -> bool {
+        f(&mut self.0.lock().unwrap())
+    }
+}
+
 pub(crate) struct Lease {
     pub(crate) id: u64,
     pub(crate) user_key: String,
@@ -64,13 +81,14 @@ pub(crate) struct Lease {
     /// How much of each lease period the client counts on (see [`validity`]).
     pub(crate) validity: Duration,
     pub(crate) watchdog: bool,
-    pub(crate) state: watch::Sender<LeaseState>,
+    pub(crate) state: StateCell,
     /// The fence of the guard that holds the lease now; 0 between holders (after a release,
     /// before the next holder of a handover takes it). Re-entered guards share their outer
-    /// guard's fence, so they stop counting as held the moment that holding ends. Apart from
-    /// `state`: it changes at every handover, and only guards watch it, while every queued
-    /// waiter of the key watches `state`.
-    holder: watch::Sender<u64>,
+    /// guard's fence, so they stop counting as held the moment that holding ends.
+    holder: AtomicU64,
+    /// Notified (all waiters) whenever `state` or `holder` changes: wakes [`Lease::lost_for`],
+    /// which registers before it reads them, so no change slips between its read and its wait.
+    changed: tokio::sync::Notify,
     /// Released in Redis (or lost and given up): the watchdog must leave it alone.
     done: AtomicBool,
     /// The loss of this lease was reported (traces, metrics) already.
@@ -118,8 +136,9 @@ impl Lease {
             lease,
             validity,
             watchdog,
-            state: watch::channel(state).0,
-            holder: watch::channel(0).0,
+            state: StateCell(std::sync::Mutex::new(state)),
+            holder: AtomicU64::new(0),
+            changed: tokio::sync::Notify::new(),
             done: AtomicBool::new(false),
             lost_reported: AtomicBool::new(false),
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
@@ -170,30 +189,31 @@ impl Lease {
 
     /// True while the lease is still trusted: not lost, not past its validity, not released.
     pub(crate) fn is_held(&self) -> bool {
-        let s = *self.state.borrow();
+        let s = self.state.borrow();
         !s.lost && Instant::now() < s.valid_until && !self.is_done() && self.session_intact()
     }
 
     /// The guard with `fence` holds the lease from now on.
     pub(crate) fn begin_holding(&self, fence: u64) {
-        self.holder.send_replace(fence);
+        self.holder.store(fence, Ordering::Release);
+        self.changed.notify_waiters();
     }
 
     /// The holding of the guard with `fence` ends (release, drop); its re-entered guards
     /// stop counting as held and their `lost()` resolves.
     pub(crate) fn end_holding(&self, fence: u64) {
-        self.holder.send_if_modified(|holder| {
-            let current = *holder == fence;
-            if current {
-                *holder = 0;
-            }
-            current
-        });
+        if self
+            .holder
+            .compare_exchange(fence, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.changed.notify_waiters();
+        }
     }
 
     /// Whether the guard with `fence` still holds this lease (its holding has not ended).
     pub(crate) fn holding(&self, fence: u64) -> bool {
-        *self.holder.borrow() == fence
+        self.holder.load(Ordering::Acquire) == fence
     }
 
     /// [`Lease::is_held`], for the guard with `fence`: false once its holding ended.
@@ -234,7 +254,7 @@ impl Lease {
     pub(crate) fn renewed(&self, sent: Instant) -> bool {
         let until = sent + self.validity;
         let mut held = true;
-        self.state.send_if_modified(|s| {
+        let changed = self.state.modify(|s| {
             // Read under the state's lock: a clock read before it could let a reader see the
             // lease expire and then see it held again.
             let now = Instant::now();
@@ -253,6 +273,9 @@ impl Lease {
             s.valid_until = until;
             true
         });
+        if changed {
+            self.changed.notify_waiters();
+        }
         held
     }
 
@@ -272,8 +295,9 @@ impl Lease {
 
     /// Redis said the lock is not ours any more.
     pub(crate) fn mark_lost(&self) {
-        self.state
-            .send_if_modified(|s| !std::mem::replace(&mut s.lost, true));
+        if self.state.modify(|s| !std::mem::replace(&mut s.lost, true)) {
+            self.changed.notify_waiters();
+        }
     }
 
     /// Resolves once the lease is lost: Redis said so, or its validity ran out without a
@@ -285,27 +309,18 @@ impl Lease {
     /// [`Lease::lost`], or the end of the holding of the guard with fence `holder`, whichever
     /// comes first.
     pub(crate) async fn lost_for(&self, holder: Option<u64>) {
-        let mut rx = self.state.subscribe();
         let mut epoch = self.session.as_ref().map(|s| s.epoch.clone());
-        // Only a guard watches its holding (see `holder`).
-        let mut holding = holder.map(|_| self.holder.subscribe());
         loop {
-            let s = *rx.borrow_and_update();
-            let ended = match (holder, holding.as_mut()) {
-                (Some(fence), Some(h)) => *h.borrow_and_update() != fence,
-                _ => false,
-            };
+            // Registered before the state is read: a change after the read wakes it.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let s = self.state.borrow();
+            // Only a guard watches its holding (see `holder`).
+            let ended = holder.is_some_and(|fence| !self.holding(fence));
             if ended || s.lost || Instant::now() >= s.valid_until || !self.session_intact() {
                 return;
             }
-            let holding_changed = async {
-                match holding.as_mut() {
-                    Some(h) => {
-                        let _ = h.changed().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
             let dropped = async {
                 let changed = match epoch.as_mut() {
                     Some(e) => e.changed().await.is_ok(),
@@ -317,14 +332,9 @@ impl Lease {
                 }
             };
             tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                }
+                _ = changed => {}
                 _ = tokio::time::sleep_until(s.valid_until) => {}
                 _ = dropped => {}
-                _ = holding_changed => {}
             }
         }
     }
