@@ -286,6 +286,64 @@ where
     done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Scenario 1's contenders that cycle one lock and unlock per call (rslock aside).
+#[derive(Clone, Copy)]
+enum Cycle {
+    /// `SET NX PX`, then compare-and-delete, sent raw.
+    Raw,
+    /// `SET NX PX` + `INCR` in one script, then compare-and-delete, sent raw.
+    Fenced,
+    /// `locker.lock(k).acquire()`, then `release()`.
+    Ours,
+    /// `locker.lock(k).unfenced().acquire()`, then `release()`.
+    Unfenced,
+}
+
+impl Cycle {
+    fn parse(s: &str) -> Cycle {
+        match s {
+            "raw" => Cycle::Raw,
+            "fenced" => Cycle::Fenced,
+            "unfenced" => Cycle::Unfenced,
+            _ => Cycle::Ours,
+        }
+    }
+
+    /// Cycles per second of `tasks` tasks doing this for `window`, each on 16 keys of its own.
+    async fn run(self, naive: &Naive, locker: &Locker, tasks: usize, window: Duration) -> f64 {
+        let (n, l) = (naive.clone(), locker.clone());
+        cycles_per_sec(tasks, window, move |t, i| {
+            let (n, l) = (n.clone(), l.clone());
+            async move {
+                let k = i % 16;
+                match self {
+                    Cycle::Raw => {
+                        let (key, tok) = (format!("raw:{t}:{k}"), token());
+                        assert!(n.try_lock(&key, &tok).await, "raw key was taken");
+                        n.unlock(&key, &tok).await;
+                    }
+                    Cycle::Fenced => {
+                        let (key, tok) = (format!("fenced:{{{t}:{k}}}"), token());
+                        let fence_key = format!("fence:{{{t}:{k}}}");
+                        let fence = n.try_lock_fenced(&key, &fence_key, &tok).await;
+                        assert!(fence.is_some(), "fenced key was taken");
+                        n.unlock(&key, &tok).await;
+                    }
+                    Cycle::Ours => {
+                        let guard = l.lock(format!("u:{t}:{k}")).acquire().await;
+                        guard.expect("acquire").release().await.expect("release");
+                    }
+                    Cycle::Unfenced => {
+                        let guard = l.lock(format!("nf:{t}:{k}")).unfenced().acquire().await;
+                        guard.expect("acquire").release().await.expect("release");
+                    }
+                }
+            }
+        })
+        .await
+    }
+}
+
 /// Scenario 1's rounds per task count: the contenders take turns in short windows, so
 /// that a change in the machine's speed during the run (other processes, CPU frequency)
 /// falls on all of them alike rather than on whichever ran at the time.
@@ -304,68 +362,18 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
     for tasks in [1usize, 16, 64] {
         // Cycles per second of each contender, summed over the rounds (equal windows), and
         // the client CPU (getrusage: this process; Redis is another) each one used.
-        let (mut raw, mut fenced, mut ours, mut theirs, mut unfenced) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        let mut cpu = [0.0f64; 4];
+        // In the order of `Cycle`: raw, fenced, ours, unfenced.
+        let (mut rates, mut cpu, mut theirs) = ([0.0f64; 4], [0.0f64; 4], 0.0);
         for _ in 0..UNCONTENDED_ROUNDS {
-            let n = naive.clone();
-            let start = cpu_seconds();
-            raw += cycles_per_sec(tasks, window, move |t, i| {
-                let n = n.clone();
-                async move {
-                    let key = format!("raw:{t}:{}", i % 16);
-                    let tok = token();
-                    assert!(n.try_lock(&key, &tok).await, "raw key was taken");
-                    n.unlock(&key, &tok).await;
-                }
-            })
-            .await;
-            cpu[0] += cpu_seconds() - start;
-            let n = naive.clone();
-            let start = cpu_seconds();
-            fenced += cycles_per_sec(tasks, window, move |t, i| {
-                let n = n.clone();
-                async move {
-                    let key = format!("fenced:{{{t}:{}}}", i % 16);
-                    let fence_key = format!("fence:{{{t}:{}}}", i % 16);
-                    let tok = token();
-                    let fence = n.try_lock_fenced(&key, &fence_key, &tok).await;
-                    assert!(fence.is_some(), "fenced key was taken");
-                    n.unlock(&key, &tok).await;
-                }
-            })
-            .await;
-            cpu[1] += cpu_seconds() - start;
-            let l = locker.clone();
-            let start = cpu_seconds();
-            ours += cycles_per_sec(tasks, window, move |t, i| {
-                let l = l.clone();
-                async move {
-                    let guard = l
-                        .lock(format!("u:{t}:{}", i % 16))
-                        .acquire()
-                        .await
-                        .expect("acquire");
-                    guard.release().await.expect("release");
-                }
-            })
-            .await;
-            cpu[2] += cpu_seconds() - start;
-            let l = locker.clone();
-            let start = cpu_seconds();
-            unfenced += cycles_per_sec(tasks, window, move |t, i| {
-                let l = l.clone();
-                async move {
-                    let guard = l
-                        .lock(format!("nf:{t}:{}", i % 16))
-                        .unfenced()
-                        .acquire()
-                        .await
-                        .expect("acquire");
-                    guard.release().await.expect("release");
-                }
-            })
-            .await;
-            cpu[3] += cpu_seconds() - start;
+            for (slot, cycle) in [Cycle::Raw, Cycle::Fenced, Cycle::Ours, Cycle::Unfenced]
+                .into_iter()
+                .enumerate()
+            {
+                let start = cpu_seconds();
+                let rate = cycle.run(&naive, &locker, tasks, window).await;
+                cpu[slot] += cpu_seconds() - start;
+                rates[slot] += rate;
+            }
             let r = rslock.clone();
             theirs += cycles_per_sec(tasks, window, move |t, i| {
                 let r = r.clone();
@@ -377,19 +385,9 @@ async fn scenario_uncontended(report: &mut Report, url: &str, duration: Duration
         // Client CPU per cycle, in µs: CPU seconds over the cycles done in the same windows.
         // `rate` is still the sum of the rounds' rates: times one window, the cycles done.
         let per_cycle = |cpu: f64, rate: f64| cpu * 1e6 / (rate * window.as_secs_f64());
-        let cpu_us = [
-            per_cycle(cpu[0], raw),
-            per_cycle(cpu[1], fenced),
-            per_cycle(cpu[2], ours),
-            per_cycle(cpu[3], unfenced),
-        ];
-        let (raw, fenced, ours, theirs, unfenced) = (
-            raw / rounds,
-            fenced / rounds,
-            ours / rounds,
-            theirs / rounds,
-            unfenced / rounds,
-        );
+        let cpu_us: Vec<f64> = (0..4).map(|c| per_cycle(cpu[c], rates[c])).collect();
+        let [raw, fenced, ours, unfenced] = rates.map(|r| r / rounds);
+        let theirs = theirs / rounds;
         let scenario = format!("1 uncontended, {tasks} tasks");
         report.add(
             &scenario,
@@ -1451,62 +1449,9 @@ async fn profile(args: &[String]) {
     let (server_cpu, commands, _) = info.read().await;
     let cpu = cpu_seconds();
     let allocations = ALLOCATIONS.load(Ordering::Relaxed);
-    let rate = match which.as_str() {
-        "raw" => {
-            cycles_per_sec(tasks, duration, move |t, i| {
-                let n = naive.clone();
-                async move {
-                    let key = format!("raw:{t}:{}", i % 16);
-                    let tok = token();
-                    assert!(n.try_lock(&key, &tok).await, "raw key was taken");
-                    n.unlock(&key, &tok).await;
-                }
-            })
-            .await
-        }
-        "fenced" => {
-            cycles_per_sec(tasks, duration, move |t, i| {
-                let n = naive.clone();
-                async move {
-                    let key = format!("fenced:{{{t}:{}}}", i % 16);
-                    let fence_key = format!("fence:{{{t}:{}}}", i % 16);
-                    let tok = token();
-                    assert!(n.try_lock_fenced(&key, &fence_key, &tok).await.is_some());
-                    n.unlock(&key, &tok).await;
-                }
-            })
-            .await
-        }
-        "unfenced" => {
-            cycles_per_sec(tasks, duration, move |t, i| {
-                let l = locker.clone();
-                async move {
-                    let guard = l
-                        .lock(format!("nf:{t}:{}", i % 16))
-                        .unfenced()
-                        .acquire()
-                        .await
-                        .expect("acquire");
-                    guard.release().await.expect("release");
-                }
-            })
-            .await
-        }
-        _ => {
-            cycles_per_sec(tasks, duration, move |t, i| {
-                let l = locker.clone();
-                async move {
-                    let guard = l
-                        .lock(format!("u:{t}:{}", i % 16))
-                        .acquire()
-                        .await
-                        .expect("acquire");
-                    guard.release().await.expect("release");
-                }
-            })
-            .await
-        }
-    };
+    let rate = Cycle::parse(&which)
+        .run(&naive, &locker, tasks, duration)
+        .await;
     let cycles = rate * secs as f64;
     if std::env::var_os("LOCKBENCH_COMMANDSTATS").is_some() {
         let mut conn = redis::Client::open(url.as_str())
