@@ -23,6 +23,31 @@ async fn script_calls(srv: &RedisServer) -> u64 {
     srv.info_stat("cmdstat_evalsha").await + srv.info_stat("cmdstat_eval").await
 }
 
+/// Queues a fenced request for `k` on `locker`, then releases `holder` (an unfenced lock on
+/// `k`): the fence the waiter got, once it got the lock.
+async fn fence_of_the_next_holder(locker: &Locker, holder: leasehold::UnfencedGuard) -> u64 {
+    let waiter = {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            let g = locker
+                .lock("k")
+                .wait(Duration::from_secs(5))
+                .acquire()
+                .await
+                .expect("the lock after the release");
+            let fence = g.fence();
+            g.release().await.unwrap();
+            fence
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.release().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("the waiter was not given the lock after the release")
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_free_unfenced_lock_is_one_native_set_and_no_script() {
     let srv = RedisServer::start().await;
@@ -61,23 +86,7 @@ async fn unfenced_and_fenced_holders_exclude_each_other() {
         .unwrap()
         .is_none());
     // A waiter of another process is woken by the unfenced release.
-    let waiter = tokio::spawn(async move {
-        let g = b
-            .lock("k")
-            .wait(Duration::from_secs(5))
-            .acquire()
-            .await
-            .expect("woken by the release");
-        let fence = g.fence();
-        g.release().await.unwrap();
-        fence
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    unfenced.release().await.unwrap();
-    let fence = tokio::time::timeout(Duration::from_secs(2), waiter)
-        .await
-        .expect("the waiter was not woken by the release")
-        .unwrap();
+    let fence = fence_of_the_next_holder(&b, unfenced).await;
     assert!(fence > 0);
     let fenced = a.lock("k").acquire().await.unwrap();
     let c = locker(&srv.url()).await;
@@ -103,25 +112,7 @@ async fn a_fenced_waiter_is_not_handed_an_unfenced_lease() {
     earlier.release().await.unwrap();
 
     let unfenced = a.lock("k").unfenced().acquire().await.unwrap();
-    let waiter = {
-        let a = a.clone();
-        tokio::spawn(async move {
-            let g = a
-                .lock("k")
-                .acquire()
-                .await
-                .expect("acquire after the release");
-            let fence = g.fence();
-            g.release().await.unwrap();
-            fence
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    unfenced.release().await.unwrap();
-    let fence = tokio::time::timeout(Duration::from_secs(3), waiter)
-        .await
-        .expect("the fenced waiter got the lock")
-        .unwrap();
+    let fence = fence_of_the_next_holder(&a, unfenced).await;
     assert!(
         fence > earlier_fence,
         "the fenced waiter got token {fence}, not above the earlier holder's {earlier_fence}: \
