@@ -86,7 +86,7 @@ async fn start_answers_select_1_as_itself() {
         let sockets = pg.execute("SHOW unix_socket_directories").await.unwrap();
         assert_eq!(sockets, one(pg.dir().to_str().unwrap()));
         assert!(pg.dir().join(format!(".s.PGSQL.{}", pg.port())).exists());
-        assert_eq!(pg.execute("SHOW fsync").await.unwrap(), one("on"));
+        assert_eq!(pg.execute("SHOW fsync").await.unwrap(), one("off"));
         assert_eq!(
             pg.execute("SHOW max_connections").await.unwrap(),
             one("200")
