@@ -80,6 +80,44 @@ impl Locker {
         result
     }
 
+    /// The answer to a request for a lock that the surrounding scope holds (`None` when it
+    /// does not, or no longer does: a scope future that outlives its holder, released or
+    /// handed over, acquires like any other task). A read inside a held read or write is
+    /// granted by the holding; so is a write inside a write. A write inside a read would wait
+    /// for itself, and a fenced request inside an unfenced hold has no token to get: both
+    /// are refused.
+    fn reenter(
+        &self,
+        user_key: &str,
+        keys: &LockKeys,
+        opts: &Options,
+    ) -> Option<Result<LockGuard, LockError>> {
+        let (lease, fence) = reentrant::held(self.inner.id, &keys.lock)?;
+        if !lease.holding(fence) {
+            return None;
+        }
+        if lease.shared && !opts.shared {
+            return Some(Err(LockError::config(format!(
+                "a write lock on {user_key:?} was asked for inside a read lock of the same \
+                 key, which it would wait for forever; take the write lock from the start, or \
+                 release the read lock first"
+            ))));
+        }
+        if opts.fenced && !lease.fenced {
+            return Some(Err(LockError::config(format!(
+                "a fenced lock on {user_key:?} was asked for inside an unfenced hold of the \
+                 same key, which has no fencing token to give it; take the outer lock fenced \
+                 (drop `unfenced()`), or ask for this one unfenced too"
+            ))));
+        }
+        if !lease.is_held() {
+            return Some(Err(LockError::Lost {
+                reason: lease.loss_reason(),
+            }));
+        }
+        Some(Ok(LockGuard::reentered(self.inner.clone(), lease, fence)))
+    }
+
     async fn acquire_traced(
         &self,
         user_key: String,
@@ -91,31 +129,8 @@ impl Locker {
         let inner = &self.inner;
         let keys = keys.unwrap_or_else(|| LockKeys::new(&inner.prefix, &user_key));
 
-        if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
-            // Only while the enclosing holding lasts: a scope future that outlives its
-            // holder (released, handed over) acquires like any other task.
-            if lease.holding(fence) && lease.shared {
-                return Err(LockError::config(format!(
-                    "a write lock on {user_key:?} was asked for inside a read lock of the same \
-                     key, which it would wait for forever; take the write lock from the start, \
-                     or release the read lock first"
-                )));
-            }
-            if lease.holding(fence) && opts.fenced && !lease.fenced {
-                return Err(LockError::config(format!(
-                    "a fenced lock on {user_key:?} was asked for inside an unfenced hold of the \
-                     same key, which has no fencing token to give it; take the outer lock \
-                     fenced (drop `unfenced()`), or ask for this one unfenced too"
-                )));
-            }
-            if lease.holding(fence) {
-                if !lease.is_held() {
-                    return Err(LockError::Lost {
-                        reason: lease.loss_reason(),
-                    });
-                }
-                return Ok(LockGuard::reentered(self.inner.clone(), lease, fence));
-            }
+        if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
+            return reentered;
         }
 
         let deadline = Instant::now() + opts.wait;
@@ -129,14 +144,7 @@ impl Locker {
                 .contend(user_key, &keys, opts, deadline, turn, waited)
                 .await;
         }
-        let turn = match inner.queues.enter(
-            &keys.lock,
-            opts.lease,
-            opts.watchdog,
-            opts.fair,
-            opts.fenced,
-            wait,
-        ) {
+        let turn = match inner.queues.enter(&keys.lock, &opts, wait) {
             Entry::Active(turn) => ActiveTurn::new(inner, &keys, turn),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
@@ -351,10 +359,7 @@ impl Locker {
         let start = Instant::now();
         let mut turns = Vec::with_capacity(keys.len());
         for k in &lock_keys {
-            match inner
-                .queues
-                .enter(&k.lock, opts.lease, opts.watchdog, false, true, false)
-            {
+            match inner.queues.enter(&k.lock, &opts, false) {
                 Entry::Active(turn) => turns.push(ActiveTurn::new(inner, k, turn)),
                 // Held or awaited in this process: the one-by-one path queues behind it.
                 _ => return Ok(None),
@@ -447,23 +452,8 @@ impl Locker {
         validate_key(&user_key)?;
         let inner = &self.inner;
         let keys = LockKeys::new(&inner.prefix, &user_key);
-        if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
-            // A read inside a held read or write of the same key: granted by the holding.
-            if lease.holding(fence) && opts.fenced && !lease.fenced {
-                return Err(LockError::config(format!(
-                    "a fenced lock on {user_key:?} was asked for inside an unfenced hold of the \
-                     same key, which has no fencing token to give it; take the outer lock \
-                     fenced (drop `unfenced()`), or ask for this one unfenced too"
-                )));
-            }
-            if lease.holding(fence) {
-                if !lease.is_held() {
-                    return Err(LockError::Lost {
-                        reason: lease.loss_reason(),
-                    });
-                }
-                return Ok(LockGuard::reentered(self.inner.clone(), lease, fence));
-            }
+        if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
+            return reentered;
         }
         self.contend_alone(user_key, &keys, opts, Share::Read, waited)
             .await

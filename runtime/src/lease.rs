@@ -56,8 +56,8 @@ pub(crate) struct LeaseState {
 }
 
 /// A lease's state, read and written under a lock of its own; its changes wake
-/// [`Lease::lost_for`] through the lease's `changed`. (A `watch` channel did this before, two
-/// per lease: two allocations per acquire and about 800 bytes per held lock.)
+/// [`Lease::lost_for`] through the lease's `changed`. Inline rather than a `watch` channel
+/// (two of them per lease cost two allocations per acquire and about 800 bytes per held lock).
 pub(crate) struct StateCell(std::sync::Mutex<LeaseState>);
 
 impl StateCell {

@@ -142,6 +142,7 @@ impl Locker {
             shared: false,
             fair: false,
             hold_at_least: None,
+            fenced: true,
         }
     }
 
@@ -699,6 +700,8 @@ pub struct LockRequest<'a> {
     pub(crate) fair: bool,
     /// Keep the lock at least this long after it was taken ([`LockRequest::hold_at_least`]).
     pub(crate) hold_at_least: Option<Duration>,
+    /// Takes a fencing token; false once [`unfenced`](LockRequest::unfenced) was called.
+    pub(crate) fenced: bool,
 }
 
 impl<'a> LockRequest<'a> {
@@ -818,7 +821,10 @@ impl<'a> LockRequest<'a> {
     /// # Ok(()) }
     /// ```
     pub fn unfenced(self) -> crate::UnfencedRequest<'a> {
-        crate::UnfencedRequest::new(self)
+        crate::UnfencedRequest::new(LockRequest {
+            fenced: false,
+            ..self
+        })
     }
 
     /// Takes the lock, waiting up to `wait` for the current holder to release it. Waiters in
@@ -900,7 +906,7 @@ impl<'a> LockRequest<'a> {
             shared: self.shared,
             hold_at_least,
             semaphore: None,
-            fenced: true,
+            fenced: self.fenced,
         })
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::lease::Lease;
+use crate::locker::Options;
 
 /// After this many handovers in a row inside one process, a release goes through Redis
 /// instead, so that waiters in other processes get their chance.
@@ -88,15 +89,7 @@ pub(crate) enum Entry {
 
 impl Queues {
     /// Takes the turn for `lock_key`, or queues behind the task that has it.
-    pub(crate) fn enter(
-        &self,
-        lock_key: &str,
-        lease: Duration,
-        watchdog: bool,
-        fair: bool,
-        fenced: bool,
-        wait: bool,
-    ) -> Entry {
+    pub(crate) fn enter(&self, lock_key: &str, opts: &Options, wait: bool) -> Entry {
         let mut queues = self.map.lock().unwrap();
         match queues.get_mut(lock_key) {
             None => {
@@ -123,10 +116,10 @@ impl Queues {
                 let (tx, rx) = oneshot::channel();
                 q.waiters.push_back(Waiter {
                     tx,
-                    lease,
-                    watchdog,
-                    fair,
-                    fenced,
+                    lease: opts.lease,
+                    watchdog: opts.watchdog,
+                    fair: opts.fair,
+                    fenced: opts.fenced,
                 });
                 Entry::Queued(rx)
             }

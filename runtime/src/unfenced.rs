@@ -54,13 +54,7 @@ impl<'a> UnfencedRequest<'a> {
     /// # Errors
     /// As [`LockRequest::acquire`].
     pub async fn acquire(self) -> Result<UnfencedGuard, LockError> {
-        let mut opts = self.request.options()?;
-        opts.fenced = false;
-        let guard = self
-            .request
-            .locker
-            .acquire_with(self.request.key, opts)
-            .await?;
+        let guard = self.request.acquire().await?;
         Ok(UnfencedGuard { guard })
     }
 
@@ -69,11 +63,8 @@ impl<'a> UnfencedRequest<'a> {
     /// # Errors
     /// As [`acquire`](Self::acquire), but never [`LockError::Busy`].
     pub async fn try_acquire(self) -> Result<Option<UnfencedGuard>, LockError> {
-        match self.wait(Duration::ZERO).acquire().await {
-            Ok(guard) => Ok(Some(guard)),
-            Err(LockError::Busy { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        let guard = self.request.try_acquire().await?;
+        Ok(guard.map(|guard| UnfencedGuard { guard }))
     }
 }
 

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use super::batch::{self, Item, Queue};
 use super::conn::{bounded, Conn};
-use super::scripts::{malformed, millis, refused, ACQUIRE, QUEUE_TTL, RELEASE, YIELD_WINDOW};
+use super::scripts::{
+    malformed, millis, refused, ACQUIRE, MAX_INTEREST, QUEUE_TTL, RELEASE, YIELD_WINDOW,
+};
 use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
-use crate::store::Attempt;
+use crate::store::{AcquireRequest, Attempt};
 use crate::token::OwnerToken;
 
 /// The connection and its bounds, shared with the tasks that send batches.
@@ -92,6 +94,26 @@ pub(super) struct AcquireItem {
     pub(super) queued: bool,
     /// The request's own name in the queue (a fair request), or empty: the process's.
     pub(super) contender: Box<str>,
+}
+
+impl AcquireItem {
+    /// The batch item of `req`.
+    pub(super) fn new(req: &AcquireRequest<'_>) -> Self {
+        AcquireItem {
+            keys: req.keys.clone(),
+            token: req.token.clone(),
+            lease_ms: millis(req.lease),
+            fence_ttl_ms: millis(req.fence_ttl),
+            fences: req.fences,
+            interest_ms: if req.interest.is_zero() {
+                0
+            } else {
+                millis(req.interest.min(MAX_INTEREST))
+            },
+            queued: req.queued,
+            contender: req.contender.unwrap_or_default().into(),
+        }
+    }
 }
 
 impl Item<Core> for AcquireItem {

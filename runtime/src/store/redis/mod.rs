@@ -34,8 +34,8 @@ use tokio::sync::watch;
 use self::conn::bounded;
 use self::items::{AcquireItem, Core, ReleaseItem};
 use self::scripts::{
-    malformed, millis, refused, ACQUIRE_ALL, MAX_INTEREST, RAISE_FENCE, READ_ACQUIRE, READ_RELEASE,
-    READ_RENEW, RENEW, WITHDRAW, YIELD_WINDOW,
+    malformed, millis, refused, ACQUIRE_ALL, RAISE_FENCE, READ_ACQUIRE, READ_RELEASE, READ_RENEW,
+    RENEW, WITHDRAW, YIELD_WINDOW,
 };
 use self::wakes::Wakes;
 use crate::error::{Endpoint, LockError};
@@ -83,45 +83,10 @@ impl RedisStore {
     }
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
-        if !req.fenced && !req.queued && req.contender.is_none() {
-            // Unfenced, and not in the queue of waiters: a native `SET NX PX`, no script and
-            // no fence. Only a lock that is taken needs the script (to mark it waited for and
-            // queue this process), and it runs that next.
-            let taken: Option<String> = self
-                .core
-                .query(
-                    redis::cmd("SET")
-                        .arg(&req.keys.lock)
-                        .arg(req.token.as_bytes())
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(millis(req.lease)),
-                )
-                .await?;
-            if taken.is_some() {
-                #[cfg(feature = "sentinel")]
-                if self.min_replicas > 0 {
-                    self.await_replicas(req).await?;
-                }
-                // No fences reserved: the lease's tokens are local numbers 1..=fences.
-                return Ok(Attempt::Granted { top: req.fences });
-            }
-        }
-        let item = AcquireItem {
-            keys: req.keys.clone(),
-            token: req.token.clone(),
-            lease_ms: millis(req.lease),
-            fence_ttl_ms: millis(req.fence_ttl),
-            fences: req.fences,
-            interest_ms: if req.interest.is_zero() {
-                0
-            } else {
-                millis(req.interest.min(MAX_INTEREST))
-            },
-            queued: req.queued,
-            contender: req.contender.unwrap_or_default().into(),
+        let attempt = match self.take_free_unfenced(req).await? {
+            Some(granted) => granted,
+            None => self.core.request_each(AcquireItem::new(req)).await?,
         };
-        let attempt = self.core.request_each(item).await?;
         #[cfg(feature = "sentinel")]
         if let Attempt::Granted { .. } = attempt {
             if self.min_replicas > 0 {
@@ -129,6 +94,27 @@ impl RedisStore {
             }
         }
         Ok(attempt)
+    }
+
+    /// An unfenced request that is not in the queue of waiters takes a free lock with a
+    /// native `SET NX PX`: no script, no fence reserved (the lease's tokens are then the local
+    /// numbers `1..=fences`). `None` when that does not apply or the lock is taken: the
+    /// acquire script then marks it waited for and queues this process.
+    async fn take_free_unfenced(
+        &self,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Option<Attempt>, LockError> {
+        if req.fenced || req.queued || req.contender.is_some() {
+            return Ok(None);
+        }
+        let mut set = redis::cmd("SET");
+        set.arg(&req.keys.lock)
+            .arg(req.token.as_bytes())
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(req.lease));
+        let took: Option<String> = self.core.query(&set).await?;
+        Ok(took.map(|_| Attempt::Granted { top: req.fences }))
     }
 
     #[cfg(feature = "sentinel")]
