@@ -89,8 +89,17 @@ async fn the_documented_acl_is_enough_and_confines_the_library() {
     let a = locker(&user_url(&srv)).await;
     let b = locker(&user_url(&srv)).await;
 
-    // Uncontended, contended with a wake-up, renewed by the watchdog, handed over locally.
+    // Uncontended (fenced, and unfenced: a native SET), contended with a wake-up, renewed by
+    // the watchdog, handed over locally.
     a.lock("k")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    a.lock("k")
+        .unfenced()
         .acquire()
         .await
         .unwrap()

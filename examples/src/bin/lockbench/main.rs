@@ -339,7 +339,14 @@ impl Cycle {
             "fenced" => Cycle::Fenced,
             "unfenced" => Cycle::Unfenced,
             "safe-fenced" => Cycle::SafeFenced,
-            _ => Cycle::Ours,
+            "ours" => Cycle::Ours,
+            other => {
+                eprintln!(
+                    "unknown contender {other:?}: --profile takes ours, unfenced, raw, fenced or \
+                     safe-fenced"
+                );
+                std::process::exit(2)
+            }
         }
     }
 
@@ -1486,6 +1493,8 @@ async fn scenario_redlock(
 /// process).
 async fn profile(args: &[String]) {
     let which = args.first().map_or("ours", String::as_str).to_owned();
+    // Before any server starts: an unknown name exits at once.
+    let cycle = Cycle::parse(&which);
     let tasks: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(16);
     let secs: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(10);
     let server = RedisServer::start().await;
@@ -1502,23 +1511,8 @@ async fn profile(args: &[String]) {
     let (server_cpu, commands, _) = info.read().await;
     let cpu = cpu_seconds();
     let allocations = ALLOCATIONS.load(Ordering::Relaxed);
-    let rate = Cycle::parse(&which)
-        .run(&naive, &locker, tasks, duration)
-        .await;
+    let rate = cycle.run(&naive, &locker, tasks, duration).await;
     let cycles = rate * secs as f64;
-    if std::env::var_os("LOCKBENCH_COMMANDSTATS").is_some() {
-        let mut conn = redis::Client::open(url.as_str())
-            .expect("url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect");
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut conn)
-            .await
-            .expect("INFO");
-        println!("{stats}");
-    }
     let cpu_us = (cpu_seconds() - cpu) * 1e6 / cycles;
     let allocs = (ALLOCATIONS.load(Ordering::Relaxed) - allocations) as f64 / cycles;
     let (server_cpu_now, commands_now, _) = info.read().await;
