@@ -87,6 +87,7 @@ mod locker;
 mod model_tests;
 mod multi;
 mod observe;
+mod options;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod queue;

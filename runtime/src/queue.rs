@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::lease::Lease;
-use crate::locker::Options;
+use crate::options::Options;
 
 /// After this many handovers in a row inside one process, a release goes through Redis
 /// instead, so that waiters in other processes get their chance.

@@ -12,7 +12,8 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::{validate_key, LockKeys};
-use crate::locker::{LockRequest, Locker, Options};
+use crate::locker::{LockRequest, Locker};
+use crate::options::Options;
 use crate::reentrant;
 use crate::store::Share;
 
