@@ -86,6 +86,7 @@ pub(crate) struct AcquireRequest<'a> {
 }
 
 /// One lease to renew in a watchdog batch.
+#[derive(Clone, Copy)]
 pub(crate) struct Renewal<'a> {
     pub(crate) keys: &'a LockKeys,
     pub(crate) token: &'a OwnerToken,

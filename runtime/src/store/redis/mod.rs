@@ -170,16 +170,7 @@ impl RedisStore {
         }
         let groups: Vec<Vec<usize>> = by_slot.into_values().collect();
         let calls = groups.iter().map(|group| async move {
-            let part: Vec<Renewal<'_>> = group
-                .iter()
-                .map(|&i| Renewal {
-                    keys: batch[i].keys,
-                    token: batch[i].token,
-                    lease: batch[i].lease,
-                    shared: batch[i].shared,
-                    permits: batch[i].permits,
-                })
-                .collect();
+            let part: Vec<Renewal<'_>> = group.iter().map(|&i| batch[i]).collect();
             self.renew_together(&part).await
         });
         let answers = join_all(calls).await;
@@ -211,16 +202,7 @@ impl RedisStore {
             if idx.is_empty() {
                 continue;
             }
-            let group: Vec<Renewal<'_>> = idx
-                .iter()
-                .map(|&i| Renewal {
-                    keys: batch[i].keys,
-                    token: batch[i].token,
-                    lease: batch[i].lease,
-                    shared: batch[i].shared,
-                    permits: batch[i].permits,
-                })
-                .collect();
+            let group: Vec<Renewal<'_>> = idx.iter().map(|&i| batch[i]).collect();
             let answers = match this {
                 Kind::Permits => self.renew_permits(&group).await?,
                 _ => self.renew_kind(&group, this == Kind::Shared).await?,
@@ -237,17 +219,59 @@ impl RedisStore {
         batch: &[Renewal<'_>],
         shared: bool,
     ) -> Result<Vec<Renewed>, LockError> {
-        let mut inv = if shared {
-            READ_RENEW.prepare_invoke()
-        } else {
-            RENEW.prepare_invoke()
-        };
+        if !shared {
+            return self.renew_exclusive(batch).await;
+        }
+        let mut inv = READ_RENEW.prepare_invoke();
         for r in batch {
-            inv.key(&r.keys.lock);
-            if shared {
-                inv.key(&r.keys.readers);
+            inv.key(&r.keys.lock)
+                .key(&r.keys.readers)
+                .arg(r.token.as_bytes())
+                .arg(millis(r.lease));
+        }
+        let renewed: Vec<redis::Value> = self.run(inv).await?;
+        self.renewal_answers(&renewed, batch.len())
+    }
+
+    /// Renews exclusive leases: one script call per distinct lease duration (one, as a rule),
+    /// which carries the duration once and each lease's key and token.
+    async fn renew_exclusive(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let first = millis(batch[0].lease);
+        if batch.iter().all(|r| millis(r.lease) == first) {
+            return self.renew_for(batch, first).await;
+        }
+        let mut by_lease: Vec<(u64, Vec<usize>)> = Vec::new();
+        for (i, r) in batch.iter().enumerate() {
+            let ms = millis(r.lease);
+            match by_lease.iter_mut().find(|(l, _)| *l == ms) {
+                Some((_, idx)) => idx.push(i),
+                None => by_lease.push((ms, vec![i])),
             }
-            inv.arg(r.token.as_bytes()).arg(millis(r.lease));
+        }
+        let calls = by_lease.iter().map(|(ms, idx)| async move {
+            let group: Vec<Renewal<'_>> = idx.iter().map(|&i| batch[i]).collect();
+            self.renew_for(&group, *ms).await
+        });
+        let answers = join_all(calls).await;
+        let mut renewed = vec![Renewed::Unknown; batch.len()];
+        for ((_, idx), answer) in by_lease.iter().zip(answers) {
+            for (&i, ok) in idx.iter().zip(answer?) {
+                renewed[i] = ok;
+            }
+        }
+        Ok(renewed)
+    }
+
+    /// One renew.lua call: every lease of `batch` extended to `lease_ms`.
+    async fn renew_for(
+        &self,
+        batch: &[Renewal<'_>],
+        lease_ms: u64,
+    ) -> Result<Vec<Renewed>, LockError> {
+        let mut inv = RENEW.prepare_invoke();
+        inv.arg(lease_ms);
+        for r in batch {
+            inv.key(&r.keys.lock).arg(r.token.as_bytes());
         }
         let renewed: Vec<redis::Value> = self.run(inv).await?;
         self.renewal_answers(&renewed, batch.len())

@@ -79,12 +79,8 @@ pub(super) static SEM_INSPECT: LazyLock<redis::Script> = LazyLock::new(|| {
         include_str!("lua/sem_inspect.lua")
     ))
 });
-pub(super) static RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(concat!(
-        include_str!("lua/each.lua"),
-        include_str!("lua/renew.lua")
-    ))
-});
+pub(super) static RENEW: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("lua/renew.lua")));
 pub(super) static RAISE_FENCE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/raise_fence.lua")));
 pub(super) static LEADER_PUBLISH: LazyLock<redis::Script> =

@@ -1,23 +1,33 @@
 -- renew: extend the leases of many held locks in one round trip (the watchdog's batch).
 --
 -- KEYS[i]       the lock key of the i-th lease
--- ARGV[2i - 1]  its owner token
--- ARGV[2i]      its new lease in milliseconds
+-- ARGV[1]       the new lease of all of them, in milliseconds (the client sends one call per
+--               distinct lease)
+-- ARGV[i + 1]   the owner token of the i-th lease
 --
 -- The lock key holds the owner's token, possibly followed by `+` (someone waits; see
 -- acquire.lua).
 --
+-- The holders are read with one MGET (per 512 keys) instead of a GET per key: each command a
+-- script runs costs Redis about as much as the work it does, and a renewal's work is tiny.
+-- A key of another type reads as nil there, so it counts as not ours, which it is.
+--
 -- Returns a list with one entry per key: 1 when the lease was ours and is extended,
---                                        0 when it was not ours any more (nothing changed),
---                                        an error message when a command failed for this
---                                        key (the others of the batch are unaffected).
-local function renew_one(i)
-  local key, token = KEYS[i], ARGV[2 * i - 1]
-  local holder = redis.call('GET', key)
-  if holder == token or holder == token .. '+' then
-    redis.call('PEXPIRE', key, ARGV[2 * i])
-    return 1
+--                                        0 when it was not ours any more (nothing changed).
+-- A command that fails fails the whole call (the client then tries again while the leases
+-- last); an extension already made stays made, which is harmless: it was ours.
+local lease, n, out = ARGV[1], #KEYS, {}
+for from = 1, n, 512 do
+  local to = math.min(from + 511, n)
+  local holders = redis.call('MGET', unpack(KEYS, from, to))
+  for i = from, to do
+    local token, holder = ARGV[i + 1], holders[i - from + 1]
+    if holder == token or (holder and #holder == #token + 1 and holder == token .. '+') then
+      redis.call('PEXPIRE', KEYS[i], lease)
+      out[i] = 1
+    else
+      out[i] = 0
+    end
   end
-  return 0
 end
-return each(#KEYS, renew_one)
+return out
