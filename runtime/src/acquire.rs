@@ -93,7 +93,7 @@ impl Locker {
         keys: &LockKeys,
         opts: &Options,
     ) -> Option<Result<LockGuard, LockError>> {
-        let (lease, fence) = reentrant::held(self.inner.id, &keys.lock)?;
+        let (lease, fence) = reentrant::held(self.inner.id, keys.lock())?;
         if !lease.holding(fence) {
             return None;
         }
@@ -145,17 +145,17 @@ impl Locker {
                 .contend(user_key, &keys, opts, deadline, turn, waited)
                 .await;
         }
-        let turn = match inner.queues.enter(&keys.lock, &opts, wait) {
+        let turn = match inner.queues.enter(keys.lock(), &opts, wait) {
             Entry::Active(turn) => ActiveTurn::new(inner, &keys, turn),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
                 *waited = true;
-                let mut queued = QueuedTurn::new(inner, &keys.lock, rx);
+                let mut queued = QueuedTurn::new(inner, keys.lock(), rx);
                 let turn = queued.wait(deadline).await;
                 match turn {
                     None => {
                         // The holder is in this process: its lease says how long is left.
-                        let retry_after = inner.queues.turn_holder(&keys.lock).map(|lease| {
+                        let retry_after = inner.queues.turn_holder(keys.lock()).map(|lease| {
                             let valid_until = lease.state.borrow().valid_until;
                             valid_until.saturating_duration_since(Instant::now())
                         });
@@ -192,7 +192,7 @@ impl Locker {
             // Fences for the waiters that may get this lease handed over (watchdog only:
             // without it, each holder needs a lease of its own).
             let fences = if opts.watchdog && !opts.fair {
-                inner.queues.fences_to_reserve(&keys.lock)
+                inner.queues.fences_to_reserve(keys.lock())
             } else {
                 1
             };
@@ -353,14 +353,14 @@ impl Locker {
         if !inner.store.takes_all_at_once(&refs)
             || lock_keys
                 .iter()
-                .any(|k| reentrant::held(inner.id, &k.lock).is_some())
+                .any(|k| reentrant::held(inner.id, k.lock()).is_some())
         {
             return Ok(None);
         }
         let start = Instant::now();
         let mut turns = Vec::with_capacity(keys.len());
         for k in &lock_keys {
-            match inner.queues.enter(&k.lock, &opts, false) {
+            match inner.queues.enter(k.lock(), &opts, false) {
                 Entry::Active(turn) => turns.push(ActiveTurn::new(inner, k, turn)),
                 // Held or awaited in this process: the one-by-one path queues behind it.
                 _ => return Ok(None),
@@ -371,7 +371,7 @@ impl Locker {
             .iter()
             .map(|k| {
                 if opts.watchdog {
-                    inner.queues.fences_to_reserve(&k.lock)
+                    inner.queues.fences_to_reserve(k.lock())
                 } else {
                     1
                 }

@@ -135,7 +135,7 @@ impl LockGuard {
     /// The lock's name in the store (`P:lock:{K}`), for fence checks made in the store.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn store_key(&self) -> &str {
-        &self.lease.keys.lock
+        self.lease.keys.lock()
     }
 
     /// The owner token of this guard's lease, for store calls made on its behalf.

@@ -60,7 +60,7 @@ async fn a_job_that_ends_early_keeps_the_lock_until_the_hold_ends() {
         "free for its own process before the hold ended"
     );
     tokio::time::sleep_until(start + HOLD + TICK).await;
-    assert!(!store.is_locked(&LockKeys::new(&a.inner.prefix, KEY).lock));
+    assert!(!store.is_locked(LockKeys::new(&a.inner.prefix, KEY).lock()));
     assert!(free_for(&b).await, "still held after the hold ended");
 }
 

@@ -12,8 +12,9 @@ pub const MAX_KEY_LEN: usize = 1024;
 pub const MAX_PREFIX_LEN: usize = 128;
 
 /// The Redis names that belong to one lock, shared: a lease, a queued request and a batch
-/// item each keep the names of their lock, and a clone is a reference count, not six strings
-/// (an uncontended acquire and release cloned them twice: 12 of its allocations).
+/// item each keep the names of their lock, and a clone is a reference count, not seven strings
+/// (an uncontended acquire and release cloned them twice: 12 of its allocations). The names
+/// themselves are one buffer ([`KeyNames`]): one allocation per lock, not six.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys(std::sync::Arc<KeyNames>);
 
@@ -25,24 +26,87 @@ impl std::ops::Deref for LockKeys {
     }
 }
 
-/// The names themselves: see [`LockKeys`].
+/// The names themselves (see [`LockKeys`]), one after the other in one buffer: a held lock
+/// keeps one allocation for them, not seven.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct KeyNames {
+    text: Box<str>,
+    /// Where each name ends in `text`, in the order of [`Name`].
+    ends: [u16; NAMES],
+}
+
+/// The names of one lock, in their order in [`KeyNames`].
+#[derive(Clone, Copy)]
+enum Name {
+    Lock,
+    Fence,
+    Wake,
+    Queue,
+    Interest,
+    Readers,
+    Limit,
+}
+
+const NAMES: usize = 7;
+
+impl KeyNames {
+    /// Lays out the names, given in the order of [`Name`]. The longest prefix and key make
+    /// about 23 KB of names, well below `u16::MAX`.
+    fn new(names: [std::fmt::Arguments<'_>; NAMES]) -> Self {
+        use std::fmt::Write as _;
+        let mut text = String::new();
+        let mut ends = [0u16; NAMES];
+        for (end, name) in ends.iter_mut().zip(names) {
+            text.write_fmt(name).expect("writing to a String");
+            *end = u16::try_from(text.len()).expect("key names fit in 64 KB");
+        }
+        KeyNames {
+            text: text.into_boxed_str(),
+            ends,
+        }
+    }
+
+    fn name(&self, which: Name) -> &str {
+        let i = which as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[usize::from(start)..usize::from(self.ends[i])]
+    }
+
     /// `P:lock:{K}`: holds the owner token, expires with the lease.
-    pub(crate) lock: String,
+    pub(crate) fn lock(&self) -> &str {
+        self.name(Name::Lock)
+    }
+
     /// `P:fence:{K}`: the last fencing token handed out.
-    pub(crate) fence: String,
+    pub(crate) fn fence(&self) -> &str {
+        self.name(Name::Fence)
+    }
+
     /// `P:wake:{K}`: the channel a release publishes on.
-    pub(crate) wake: String,
+    pub(crate) fn wake(&self) -> &str {
+        self.name(Name::Wake)
+    }
+
     /// `P:queue:{K}`: the processes waiting for the lock, by arrival.
-    pub(crate) queue: String,
+    pub(crate) fn queue(&self) -> &str {
+        self.name(Name::Queue)
+    }
+
     /// `P:interest:{K}`: until when each waiting process still waits.
-    pub(crate) interest: String,
+    pub(crate) fn interest(&self) -> &str {
+        self.name(Name::Interest)
+    }
+
     /// `P:readers:{K}`: the read holders of the lock, each with the end of its lease.
-    pub(crate) readers: String,
+    pub(crate) fn readers(&self) -> &str {
+        self.name(Name::Readers)
+    }
+
     /// A semaphore's agreed number of permits, `P:semlimit:{K}` (see [`LockKeys::semaphore`]);
     /// empty for a lock.
-    pub(crate) limit: String,
+    pub(crate) fn limit(&self) -> &str {
+        self.name(Name::Limit)
+    }
 }
 
 /// Checks a prefix: non-empty, at most [`MAX_PREFIX_LEN`] bytes, and without `{` or `}`
@@ -128,15 +192,15 @@ impl LockKeys {
     /// The Redis names of the lock `key` under `prefix`. Both must have been validated.
     pub(crate) fn new(prefix: &str, key: &str) -> Self {
         let k = escape(key);
-        LockKeys::from(KeyNames {
-            lock: format!("{prefix}:lock:{{{k}}}"),
-            fence: format!("{prefix}:fence:{{{k}}}"),
-            wake: format!("{prefix}:wake:{{{k}}}"),
-            queue: format!("{prefix}:queue:{{{k}}}"),
-            interest: format!("{prefix}:interest:{{{k}}}"),
-            readers: format!("{prefix}:readers:{{{k}}}"),
-            limit: String::new(),
-        })
+        LockKeys::from(KeyNames::new([
+            format_args!("{prefix}:lock:{{{k}}}"),
+            format_args!("{prefix}:fence:{{{k}}}"),
+            format_args!("{prefix}:wake:{{{k}}}"),
+            format_args!("{prefix}:queue:{{{k}}}"),
+            format_args!("{prefix}:interest:{{{k}}}"),
+            format_args!("{prefix}:readers:{{{k}}}"),
+            format_args!(""),
+        ]))
     }
 
     /// The Redis names of the semaphore `key` under `prefix` (both validated): `lock` is
@@ -147,15 +211,15 @@ impl LockKeys {
     /// can name another one's data. The queue and reader names are not used (left empty).
     pub(crate) fn semaphore(prefix: &str, key: &str) -> Self {
         let k = escape(key);
-        LockKeys::from(KeyNames {
-            lock: format!("{prefix}:sem:{{{k}}}"),
-            fence: String::new(),
-            wake: format!("{prefix}:semwake:{{{k}}}"),
-            queue: String::new(),
-            interest: String::new(),
-            readers: String::new(),
-            limit: format!("{prefix}:semlimit:{{{k}}}"),
-        })
+        LockKeys::from(KeyNames::new([
+            format_args!("{prefix}:sem:{{{k}}}"),
+            format_args!(""),
+            format_args!("{prefix}:semwake:{{{k}}}"),
+            format_args!(""),
+            format_args!(""),
+            format_args!(""),
+            format_args!("{prefix}:semlimit:{{{k}}}"),
+        ]))
     }
 }
 
@@ -207,21 +271,21 @@ mod tests {
         assert_eq!(slot("foo"), 12182);
         assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
         let k = LockKeys::new("p", "order:42");
-        assert_eq!(slot(&k.lock), slot(&k.fence));
+        assert_eq!(slot(k.lock()), slot(k.fence()));
     }
 
     #[test]
     fn layout_is_as_documented() {
         let k = LockKeys::new("shop", "order:42");
-        assert_eq!(k.lock, "shop:lock:{order:42}");
-        assert_eq!(k.fence, "shop:fence:{order:42}");
-        assert_eq!(k.wake, "shop:wake:{order:42}");
-        assert_eq!(k.queue, "shop:queue:{order:42}");
-        assert_eq!(k.interest, "shop:interest:{order:42}");
+        assert_eq!(k.lock(), "shop:lock:{order:42}");
+        assert_eq!(k.fence(), "shop:fence:{order:42}");
+        assert_eq!(k.wake(), "shop:wake:{order:42}");
+        assert_eq!(k.queue(), "shop:queue:{order:42}");
+        assert_eq!(k.interest(), "shop:interest:{order:42}");
         let s = LockKeys::semaphore("shop", "partner-api");
-        assert_eq!(s.lock, "shop:sem:{partner-api}");
-        assert_eq!(s.limit, "shop:semlimit:{partner-api}");
-        assert_eq!(s.wake, "shop:semwake:{partner-api}");
+        assert_eq!(s.lock(), "shop:sem:{partner-api}");
+        assert_eq!(s.limit(), "shop:semlimit:{partner-api}");
+        assert_eq!(s.wake(), "shop:semwake:{partner-api}");
     }
 
     #[test]
@@ -230,22 +294,22 @@ mod tests {
         // keys stay inside their braces.
         let lock = LockKeys::new("p", "x");
         let sem = LockKeys::semaphore("p", "x");
-        assert_ne!(lock.lock, sem.lock);
-        assert_ne!(lock.wake, sem.wake);
+        assert_ne!(lock.lock(), sem.lock());
+        assert_ne!(lock.wake(), sem.wake());
         let imitation = LockKeys::semaphore("p", "y}:semlimit:{x");
-        assert_ne!(imitation.lock, sem.limit);
-        assert_eq!(hash_tag(&sem.lock), hash_tag(&sem.limit));
-        assert_eq!(hash_tag(&sem.lock), hash_tag(&sem.wake));
+        assert_ne!(imitation.lock(), sem.limit());
+        assert_eq!(hash_tag(sem.lock()), hash_tag(sem.limit()));
+        assert_eq!(hash_tag(sem.lock()), hash_tag(sem.wake()));
     }
 
     #[test]
     fn hostile_keys_are_escaped_not_interpreted() {
         let k = LockKeys::new("p", "}x{y}");
-        assert_eq!(k.lock, "p:lock:{%7Dx%7By%7D}");
-        assert_eq!(hash_tag(&k.lock), hash_tag(&k.fence));
+        assert_eq!(k.lock(), "p:lock:{%7Dx%7By%7D}");
+        assert_eq!(hash_tag(k.lock()), hash_tag(k.fence()));
         // A key that imitates an internal key stays inside its own braces.
         let imitation = LockKeys::new("p", "x}:fence:{y");
-        assert_ne!(imitation.lock, LockKeys::new("p", "y").fence);
+        assert_ne!(imitation.lock(), LockKeys::new("p", "y").fence());
     }
 
     #[test]
@@ -271,17 +335,17 @@ mod tests {
         fn all_keys_of_a_lock_share_a_slot(prefix in prefix_strategy(), key in any::<String>()) {
             prop_assume!(validate_key(&key).is_ok());
             let k = LockKeys::new(&prefix, &key);
-            let tag = hash_tag(&k.lock);
-            prop_assert_eq!(tag, hash_tag(&k.fence));
-            prop_assert_eq!(tag, hash_tag(&k.wake));
-            prop_assert_eq!(tag, hash_tag(&k.queue));
-            prop_assert_eq!(tag, hash_tag(&k.interest));
+            let tag = hash_tag(k.lock());
+            prop_assert_eq!(tag, hash_tag(k.fence()));
+            prop_assert_eq!(tag, hash_tag(k.wake()));
+            prop_assert_eq!(tag, hash_tag(k.queue()));
+            prop_assert_eq!(tag, hash_tag(k.interest()));
             let escaped = escape(&key);
             prop_assert_eq!(tag, escaped.as_ref());
             let s = LockKeys::semaphore(&prefix, &key);
-            prop_assert_eq!(tag, hash_tag(&s.lock));
-            prop_assert_eq!(tag, hash_tag(&s.limit));
-            prop_assert_eq!(tag, hash_tag(&s.wake));
+            prop_assert_eq!(tag, hash_tag(s.lock()));
+            prop_assert_eq!(tag, hash_tag(s.limit()));
+            prop_assert_eq!(tag, hash_tag(s.wake()));
         }
 
         #[test]
@@ -291,8 +355,8 @@ mod tests {
             prop_assume!(validate_key(&a).is_ok() && validate_key(&b).is_ok() && a != b);
             let ka = LockKeys::new(&prefix, &a);
             let kb = LockKeys::new(&prefix, &b);
-            let names_a = [&ka.lock, &ka.fence, &ka.wake, &ka.queue, &ka.interest];
-            for name in [&kb.lock, &kb.fence, &kb.wake, &kb.queue, &kb.interest] {
+            let names_a = [ka.lock(), ka.fence(), ka.wake(), ka.queue(), ka.interest()];
+            for name in [kb.lock(), kb.fence(), kb.wake(), kb.queue(), kb.interest()] {
                 prop_assert!(!names_a.contains(&name));
             }
         }

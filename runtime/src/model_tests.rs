@@ -671,7 +671,7 @@ mod turn_passed_once {
         tokio::time::advance(Duration::from_millis(200)).await;
         settle().await;
         assert!(release.await.unwrap().is_err());
-        let lock_key = LockKeys::new(crate::DEFAULT_PREFIX, KEY).lock.clone();
+        let lock_key = LockKeys::new(crate::DEFAULT_PREFIX, KEY).lock().to_owned();
         assert!(
             locker.inner.queues.turn_holder(&lock_key).is_some(),
             "the late release passed the turn again: the holder lost it to the waiter behind"
@@ -765,7 +765,9 @@ async fn a_lease_given_up_after_failed_renewals_is_not_believed_once_its_lock_is
         .acquire()
         .await
         .unwrap();
-    let lock = crate::key::LockKeys::new(locker.prefix(), "k").lock.clone();
+    let lock = crate::key::LockKeys::new(locker.prefix(), "k")
+        .lock()
+        .to_owned();
     // Every renewal fails (the store does not answer); the release that gives the lock back
     // then goes through.
     store.fail_next(7);

@@ -135,7 +135,7 @@ impl Queues {
     /// Records that `lease` holds `turn` of its key now.
     pub(crate) fn hold_turn(&self, lease: &Arc<Lease>, turn: u64) {
         let mut queues = self.map.lock().unwrap();
-        if let Some(q) = queues.get_mut(&lease.keys.lock) {
+        if let Some(q) = queues.get_mut(lease.keys.lock()) {
             if q.turn == turn {
                 q.holder = Some(lease.clone());
             }
@@ -145,7 +145,7 @@ impl Queues {
     /// The turn `lease` holds; `None` once it forfeited it.
     pub(crate) fn held_turn(&self, lease: &Arc<Lease>) -> Option<u64> {
         let queues = self.map.lock().unwrap();
-        let q = queues.get(&lease.keys.lock)?;
+        let q = queues.get(lease.keys.lock())?;
         let holder = q.holder.as_ref()?;
         Arc::ptr_eq(holder, lease).then_some(q.turn)
     }
@@ -154,7 +154,7 @@ impl Queues {
     /// run out) instead of waiting for a holder that may never come back.
     pub(crate) fn forfeit(&self, lease: &Arc<Lease>) {
         if let Some(turn) = self.held_turn(lease) {
-            self.pass_turn(&lease.keys.lock, turn);
+            self.pass_turn(lease.keys.lock(), turn);
         }
     }
 
@@ -197,7 +197,7 @@ impl Queues {
             return false;
         }
         let mut queues = self.map.lock().unwrap();
-        let Some(q) = queues.get_mut(&lease.keys.lock) else {
+        let Some(q) = queues.get_mut(lease.keys.lock()) else {
             return false;
         };
         // Only the lease that holds the turn can hand it over (not one that forfeited it).

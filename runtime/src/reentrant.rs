@@ -20,7 +20,7 @@ pub(crate) fn held(locker_id: u64, lock_key: &str) -> Option<(Arc<Lease>, u64)> 
     HELD.try_with(|held| {
         held.iter()
             .rev()
-            .find(|(id, lease, _)| *id == locker_id && lease.keys.lock == lock_key)
+            .find(|(id, lease, _)| *id == locker_id && lease.keys.lock() == lock_key)
             .map(|(_, lease, fence)| (lease.clone(), *fence))
     })
     .ok()

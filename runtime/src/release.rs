@@ -163,7 +163,7 @@ impl Inner {
             Ok(())
         };
         if let Some(turn) = turn {
-            self.queues.pass_turn(&lease.keys.lock, turn);
+            self.queues.pass_turn(lease.keys.lock(), turn);
         }
         match result {
             Ok(()) => ("held", Ok(())),

@@ -95,7 +95,7 @@ impl Locker {
         check_permits(limit, count)?;
         let inner = &self.inner;
         let keys = LockKeys::semaphore(&inner.prefix, &user_key);
-        if let Some((lease, fence)) = reentrant::held(inner.id, &keys.lock) {
+        if let Some((lease, fence)) = reentrant::held(inner.id, keys.lock()) {
             if lease.holding(fence) {
                 if count > lease.permits {
                     return Err(LockError::config(format!(
@@ -115,7 +115,7 @@ impl Locker {
         let deadline = Instant::now() + opts.wait;
         // First come, first served in the process: only the front of the line contends in
         // the store; the next one follows as soon as it got its permits or gave up.
-        let line = inner.semaphore_lines.enter(&keys.lock);
+        let line = inner.semaphore_lines.enter(keys.lock());
         let _turn = match line.front().try_lock() {
             Ok(turn) => turn,
             Err(_) if opts.wait.is_zero() => return Err(LockError::Busy { retry_after: None }),

@@ -113,7 +113,7 @@ impl Inner {
         let job: Job = Box::pin(async move {
             let _ = inner.store.release(&keys, &token).await;
             if let Some(turn) = turn {
-                inner.queues.pass_turn(&keys.lock, turn);
+                inner.queues.pass_turn(keys.lock(), turn);
             }
         });
         self.send_job(job).is_ok()

@@ -77,14 +77,14 @@ impl Drop for ActiveTurn<'_> {
             None => self.inner.store.withdraw(self.keys),
         }
         match (self.in_flight.take(), self.turn) {
-            (None, Some(turn)) => self.inner.queues.pass_turn(&self.keys.lock, turn),
+            (None, Some(turn)) => self.inner.queues.pass_turn(self.keys.lock(), turn),
             (None, None) => {}
             (Some(token), turn) => {
                 if !self.inner.abandon(self.keys, token, turn) {
                     // No background task (its runtime is gone): nothing can reach Redis, and
                     // the lease will expire. Still free the local turn.
                     if let Some(turn) = turn {
-                        self.inner.queues.pass_turn(&self.keys.lock, turn);
+                        self.inner.queues.pass_turn(self.keys.lock(), turn);
                     }
                 }
             }

@@ -195,7 +195,7 @@ fn tag(token: &OwnerToken) -> &str {
 /// The range of one lock's contenders: `P:lock:{K}/`. The escaped key has no braces, so no
 /// other lock's range starts with this one.
 fn range_of(keys: &LockKeys) -> String {
-    format!("{}/", keys.lock)
+    format!("{}/", keys.lock())
 }
 
 /// The key of one attempt.
@@ -482,7 +482,7 @@ impl EtcdStore {
         // The record's revision is the key's create revision (one transaction): `+n` says
         // "that revision × 32 + n".
         let record = etcd::TxnOp::put(
-            keys.fence.clone(),
+            keys.fence().to_owned(),
             format!("+{fences}"),
             Some(etcd::PutOptions::new().with_lease(lease)),
         );
@@ -562,7 +562,7 @@ impl EtcdStore {
             ])
             .and_then([
                 etcd::TxnOp::put(
-                    keys.fence.clone(),
+                    keys.fence().to_owned(),
                     top.to_string(),
                     Some(etcd::PutOptions::new().with_lease(mine.lease)),
                 ),
@@ -600,12 +600,12 @@ impl EtcdStore {
             .lock()
             .unwrap()
             .waiting
-            .get(&req.keys.lock)
+            .get(req.keys.lock())
             .cloned();
         let queued = match existing {
             Some(c) if req.queued && c.session == session => Some(c),
             Some(stale) => {
-                self.forget_waiting(&req.keys.lock);
+                self.forget_waiting(req.keys.lock());
                 self.delete_later(stale);
                 None
             }
@@ -630,7 +630,7 @@ impl EtcdStore {
                     ((mine, first), alive)
                 } else {
                     // Deleted under us (an operator, a lease that ended): queue anew.
-                    self.forget_waiting(&req.keys.lock);
+                    self.forget_waiting(req.keys.lock());
                     let (put, alive) = tokio::join!(
                         self.put_contender(lease, session, req.keys, req.token, req.fences),
                         self.kept_alive(session)
@@ -653,7 +653,7 @@ impl EtcdStore {
             .lock()
             .unwrap()
             .waiting
-            .insert(req.keys.lock.clone(), mine.clone());
+            .insert(req.keys.lock().to_owned(), mine.clone());
         if is_first(&first, &mine) {
             if !alive {
                 // First in line, but the lease cannot be vouched for. The key stays queued;
@@ -668,13 +668,13 @@ impl EtcdStore {
             }
             let top = (mine.revision as u64) * FENCE_SLOTS + req.fences;
             let mut contenders = self.contenders.lock().unwrap();
-            contenders.waiting.remove(&req.keys.lock);
+            contenders.waiting.remove(req.keys.lock());
             contenders.held.insert(req.token.clone(), mine);
             return Ok(Attempt::Granted { top });
         }
         if req.interest.is_zero() {
             // Not waiting: leave the queue at once.
-            self.forget_waiting(&req.keys.lock);
+            self.forget_waiting(req.keys.lock());
             let key = mine.key.clone();
             let delete = |mut c: etcd::Client| {
                 let key = key.clone();
@@ -748,7 +748,7 @@ impl EtcdStore {
         let reads = [
             etcd::TxnOp::get(key.clone(), None),
             etcd::TxnOp::get(range_of(req.keys), Some(first_writer(req.keys))),
-            etcd::TxnOp::get(req.keys.fence.clone(), None),
+            etcd::TxnOp::get(req.keys.fence().to_owned(), None),
         ];
         let put = etcd::TxnOp::put(
             key.clone(),
@@ -921,7 +921,7 @@ impl EtcdStore {
             .lock()
             .unwrap()
             .waiting
-            .get(&keys.lock)
+            .get(keys.lock())
             .map(|c| c.revision);
         let (tx, rx) = watch::channel(0u64);
         let range = range_of(keys);
@@ -1442,7 +1442,7 @@ impl Store for EtcdStore {
     }
 
     fn withdraw(&self, keys: &LockKeys) {
-        if let Some(contender) = self.forget_waiting(&keys.lock) {
+        if let Some(contender) = self.forget_waiting(keys.lock()) {
             self.delete_later(contender);
         }
     }
@@ -1613,7 +1613,7 @@ mod tests {
         let keys = LockKeys::new("leasehold", "a/b}");
         let token = OwnerToken::generate();
         let key = key_of(&keys, &token);
-        assert_eq!(lock_of(&key), Some(keys.lock.as_str()));
+        assert_eq!(lock_of(&key), Some(keys.lock()));
         // No other lock's range starts with this lock's.
         let other = LockKeys::new("leasehold", "a");
         assert!(!key.starts_with(&range_of(&other)));

@@ -80,19 +80,19 @@ impl MemoryStore {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
         state.tick(now);
-        if let Some(held) = state.locks.get(&req.keys.lock) {
+        if let Some(held) = state.locks.get(req.keys.lock()) {
             if held.expires > now {
                 return Attempt::Held {
                     remaining: Some(held.expires - now),
                 };
             }
         }
-        if let Some(last) = state.last_reader_end(&req.keys.lock, now) {
+        if let Some(last) = state.last_reader_end(req.keys.lock(), now) {
             if !req.interest.is_zero() {
                 let until = now + req.interest;
                 let waits = state
                     .writer_waits
-                    .entry(req.keys.lock.clone())
+                    .entry(req.keys.lock().to_owned())
                     .or_insert(until);
                 *waits = (*waits).max(until);
             }
@@ -100,16 +100,16 @@ impl MemoryStore {
                 remaining: Some(last - now),
             };
         }
-        state.writer_waits.remove(&req.keys.lock);
+        state.writer_waits.remove(req.keys.lock());
         state.locks.insert(
-            req.keys.lock.clone(),
+            req.keys.lock().to_owned(),
             Held {
                 token: req.token.clone(),
                 expires: now + req.lease,
             },
         );
         Attempt::Granted {
-            top: state.reserve_fences(&req.keys.fence, req.fences, now, req.fence_ttl),
+            top: state.reserve_fences(req.keys.fence(), req.fences, now, req.fence_ttl),
         }
     }
 
@@ -117,26 +117,26 @@ impl MemoryStore {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
         state.tick(now);
-        if let Some(held) = state.locks.get(&req.keys.lock) {
+        if let Some(held) = state.locks.get(req.keys.lock()) {
             if held.expires > now {
                 return Attempt::Held {
                     remaining: Some(held.expires - now),
                 };
             }
         }
-        if let Some(&until) = state.writer_waits.get(&req.keys.lock) {
+        if let Some(&until) = state.writer_waits.get(req.keys.lock()) {
             if until > now {
                 return Attempt::Held { remaining: None };
             }
         }
         state
             .readers
-            .entry(req.keys.lock.clone())
+            .entry(req.keys.lock().to_owned())
             .or_default()
             .insert(req.token.clone(), now + req.lease);
         let top = state
             .fences
-            .get(&req.keys.fence)
+            .get(req.keys.fence())
             .filter(|f| f.expires > now)
             .map_or(1, |f| f.last.max(1));
         Attempt::Granted { top }
@@ -153,7 +153,7 @@ impl MemoryStore {
         state.tick(now);
         let sem = state
             .semaphores
-            .entry(req.keys.lock.clone())
+            .entry(req.keys.lock().to_owned())
             .or_insert_with(|| Semaphore {
                 limit,
                 holders: HashMap::new(),
@@ -179,7 +179,7 @@ impl MemoryStore {
     pub(crate) fn release_permits(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
-        let Some(sem) = state.semaphores.get_mut(&keys.lock) else {
+        let Some(sem) = state.semaphores.get_mut(keys.lock()) else {
             return false;
         };
         let held = sem
@@ -187,9 +187,9 @@ impl MemoryStore {
             .remove(token)
             .is_some_and(|(_, until)| until > now);
         if sem.used(now) == 0 {
-            state.semaphores.remove(&keys.lock);
+            state.semaphores.remove(keys.lock());
         }
-        if let Some(tx) = state.channels.get(&keys.wake) {
+        if let Some(tx) = state.channels.get(keys.wake()) {
             tx.send_modify(|n| *n += 1);
         }
         held
@@ -198,7 +198,7 @@ impl MemoryStore {
     pub(crate) fn inspect_permits(&self, keys: &LockKeys) -> PermitState {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
-        let Some(sem) = state.semaphores.get_mut(&keys.lock) else {
+        let Some(sem) = state.semaphores.get_mut(keys.lock()) else {
             return PermitState::default();
         };
         if sem.used(now) == 0 {
@@ -219,14 +219,14 @@ impl MemoryStore {
     pub(crate) fn release_shared(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
-        let Some(readers) = state.readers.get_mut(&keys.lock) else {
+        let Some(readers) = state.readers.get_mut(keys.lock()) else {
             return false;
         };
         let was_held = readers.remove(token).is_some_and(|until| until > now);
         readers.retain(|_, until| *until > now);
         if readers.is_empty() {
-            state.readers.remove(&keys.lock);
-            if let Some(tx) = state.channels.get(&keys.wake) {
+            state.readers.remove(keys.lock());
+            if let Some(tx) = state.channels.get(keys.wake()) {
                 tx.send_modify(|n| *n += 1);
             }
         }
@@ -236,11 +236,11 @@ impl MemoryStore {
     pub(crate) fn release(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
-        if !state.owns(&keys.lock, token, now) {
+        if !state.owns(keys.lock(), token, now) {
             return false;
         }
-        state.locks.remove(&keys.lock);
-        if let Some(tx) = state.channels.get(&keys.wake) {
+        state.locks.remove(keys.lock());
+        if let Some(tx) = state.channels.get(keys.wake()) {
             tx.send_modify(|n| *n += 1);
         }
         true
@@ -255,7 +255,7 @@ impl MemoryStore {
                 if r.permits > 0 {
                     return match state
                         .semaphores
-                        .get_mut(&r.keys.lock)
+                        .get_mut(r.keys.lock())
                         .and_then(|sem| sem.holders.get_mut(r.token))
                     {
                         Some((_, until)) if *until > now => {
@@ -268,7 +268,7 @@ impl MemoryStore {
                 if r.shared {
                     return match state
                         .readers
-                        .get_mut(&r.keys.lock)
+                        .get_mut(r.keys.lock())
                         .and_then(|readers| readers.get_mut(r.token))
                     {
                         Some(until) if *until > now => {
@@ -278,7 +278,7 @@ impl MemoryStore {
                         _ => false,
                     };
                 }
-                match state.locks.get_mut(&r.keys.lock) {
+                match state.locks.get_mut(r.keys.lock()) {
                     Some(held) if held.expires > now && held.token == *r.token => {
                         held.expires = now + r.lease;
                         true
@@ -296,10 +296,10 @@ impl MemoryStore {
         leader: &LeaderRecord,
     ) -> bool {
         let mut state = self.state.lock().unwrap();
-        if !state.owns(&keys.lock, token, Instant::now()) {
+        if !state.owns(keys.lock(), token, Instant::now()) {
             return false;
         }
-        if let Some(r) = state.leaders.get(&keys.lock) {
+        if let Some(r) = state.leaders.get(keys.lock()) {
             if r.leader.term > leader.term {
                 return false;
             }
@@ -308,8 +308,8 @@ impl MemoryStore {
             owner: token.clone(),
             leader: leader.clone(),
         };
-        state.leaders.insert(keys.lock.clone(), recorded);
-        state.wake(&keys.wake);
+        state.leaders.insert(keys.lock().to_owned(), recorded);
+        state.wake(keys.wake());
         true
     }
 
@@ -317,19 +317,19 @@ impl MemoryStore {
         let mut state = self.state.lock().unwrap();
         if state
             .leaders
-            .get(&keys.lock)
+            .get(keys.lock())
             .is_some_and(|r| r.leader.term == term)
         {
-            state.leaders.remove(&keys.lock);
-            state.wake(&keys.wake);
+            state.leaders.remove(keys.lock());
+            state.wake(keys.wake());
         }
     }
 
     pub(crate) fn read_leader(&self, keys: &LockKeys) -> Option<LeaderRecord> {
         let state = self.state.lock().unwrap();
-        let r = state.leaders.get(&keys.lock)?;
+        let r = state.leaders.get(keys.lock())?;
         state
-            .owns(&keys.lock, &r.owner, Instant::now())
+            .owns(keys.lock(), &r.owner, Instant::now())
             .then(|| r.leader.clone())
     }
 
@@ -337,7 +337,7 @@ impl MemoryStore {
         let mut state = self.state.lock().unwrap();
         let tx = state
             .channels
-            .entry(keys.wake.clone())
+            .entry(keys.wake().to_owned())
             .or_insert_with(|| watch::channel(0).0);
         WakeSubscription::new(tx.subscribe(), None)
     }

@@ -601,7 +601,7 @@ impl PostgresStore {
             req.fences < FENCE_SLOTS,
             "fences of one acquisition overflow"
         );
-        let key = db_text(&req.keys.lock);
+        let key = db_text(req.keys.lock());
         let owner = token_text(req.token);
         let lease_ms = req.lease.as_millis().max(1) as i64;
         let fences = req.fences as i64;
@@ -639,8 +639,8 @@ impl PostgresStore {
     }
 
     async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
-        let key = db_text(&keys.lock);
-        let wake = db_text(&keys.wake);
+        let key = db_text(keys.lock());
+        let wake = db_text(keys.wake());
         let owner = token_text(token);
         let row = self
             .call("refused a release", |conn| {
@@ -662,7 +662,7 @@ impl PostgresStore {
         for chunk in batch.chunks(RENEW_CHUNK) {
             let keys: Vec<String> = chunk
                 .iter()
-                .map(|r| db_text(&r.keys.lock).into_owned())
+                .map(|r| db_text(r.keys.lock()).into_owned())
                 .collect();
             let owners: Vec<&str> = chunk.iter().map(|r| token_text(r.token)).collect();
             let leases: Vec<i64> = chunk
@@ -696,7 +696,7 @@ impl PostgresStore {
 
     async fn subscribe_once(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
         // Registered first: should the listener drop after this, its return wakes us.
-        let rx = self.shared.wakes.subscribe(&db_text(&keys.wake));
+        let rx = self.shared.wakes.subscribe(&db_text(keys.wake()));
         self.wait_listening(self.shared.settings.op_timeout).await?;
         Ok(WakeSubscription::new(rx, None))
     }
@@ -832,7 +832,7 @@ impl Store for PostgresStore {
 impl Admin for PostgresStore {
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
-            let key = db_text(&keys.lock).into_owned();
+            let key = db_text(keys.lock()).into_owned();
             let rows = self.query("refused a read", INSPECT, &[&key]).await?;
             let Some(row) = rows.first() else {
                 return Ok(LockState::default());
@@ -864,8 +864,8 @@ impl Admin for PostgresStore {
 
     fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let key = db_text(&keys.lock).into_owned();
-            let wake = db_text(&keys.wake).into_owned();
+            let key = db_text(keys.lock()).into_owned();
+            let wake = db_text(keys.wake()).into_owned();
             let rows = self
                 .query("refused a delete", FORCE_RELEASE, &[&key, &wake])
                 .await?;
@@ -881,7 +881,7 @@ mod tests {
     #[test]
     fn keys_with_nul_round_trip_through_the_table() {
         let keys = LockKeys::new("p", "a\0b%00{c}");
-        let stored = db_text(&keys.lock);
+        let stored = db_text(keys.lock());
         assert!(!stored.contains('\0'), "{stored}");
         assert_eq!(
             user_key_of(&stored, "p:lock:{").as_deref(),

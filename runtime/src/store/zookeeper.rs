@@ -317,13 +317,13 @@ impl ZooKeeperStore {
             .lock()
             .unwrap()
             .waiting
-            .get(&req.keys.lock)
+            .get(req.keys.lock())
             .cloned();
         let mine = match existing {
             Some(node) if req.queued && node.session == session => node,
             stale => {
                 if let Some(node) = stale {
-                    self.forget_waiting(&req.keys.lock);
+                    self.forget_waiting(req.keys.lock());
                     self.delete_later(node);
                 }
                 // The container is made only when the create finds it missing: in steady state
@@ -344,7 +344,7 @@ impl ZooKeeperStore {
                     .lock()
                     .unwrap()
                     .waiting
-                    .insert(req.keys.lock.clone(), node.clone());
+                    .insert(req.keys.lock().to_owned(), node.clone());
                 node
             }
         };
@@ -354,21 +354,21 @@ impl ZooKeeperStore {
             Some(0) => {
                 let top = (mine.czxid as u64) * FENCE_SLOTS + req.fences;
                 let mut nodes = self.nodes.lock().unwrap();
-                nodes.waiting.remove(&req.keys.lock);
+                nodes.waiting.remove(req.keys.lock());
                 nodes.held.insert(req.token.clone(), mine);
                 Ok(Attempt::Granted { top })
             }
             Some(_) if !req.interest.is_zero() => Ok(Attempt::Held { remaining: None }),
             Some(_) => {
                 // Not waiting: leave the queue at once.
-                self.forget_waiting(&req.keys.lock);
+                self.forget_waiting(req.keys.lock());
                 self.bounded("refused a delete", client.delete(&mine.path, None))
                     .await?;
                 Ok(Attempt::Held { remaining: None })
             }
             // Our znode is gone (the session ended, or an operator deleted it): queue anew.
             None => {
-                self.forget_waiting(&req.keys.lock);
+                self.forget_waiting(req.keys.lock());
                 Err(LockError::unavailable(
                     format!(
                         "zookeeper at {}: this contender's znode vanished; try again",
@@ -520,7 +520,7 @@ impl ZooKeeperStore {
             .lock()
             .unwrap()
             .waiting
-            .get(&keys.lock)
+            .get(keys.lock())
             .map(|n| child_name(&n.path).to_owned());
         let (tx, rx) = watch::channel(0u64);
         // The first watch is set before this returns: a release after it is never missed.
@@ -808,8 +808,8 @@ async fn watch_session(mut states: zk::StateWatcher, ended: Ended, session_timeo
 /// The lock's container znode: the lock key with every byte that ZooKeeper paths do not take
 /// as they are percent-encoded (so the name is one path segment, and never `.` or `..`).
 fn parent_of(keys: &LockKeys) -> String {
-    let mut name = String::with_capacity(keys.lock.len() + 8);
-    for b in keys.lock.bytes() {
+    let mut name = String::with_capacity(keys.lock().len() + 8);
+    for b in keys.lock().bytes() {
         if b.is_ascii_alphanumeric() || b"-_:{}".contains(&b) {
             name.push(b as char);
         } else {
@@ -953,7 +953,7 @@ impl Store for ZooKeeperStore {
     }
 
     fn withdraw(&self, keys: &LockKeys) {
-        if let Some(node) = self.forget_waiting(&keys.lock) {
+        if let Some(node) = self.forget_waiting(keys.lock()) {
             self.delete_later(node);
         }
     }
@@ -1068,7 +1068,7 @@ mod tests {
             let parent = parent_of(&keys);
             let name = parent.strip_prefix("/leasehold/").unwrap();
             assert!(!name.contains('/') && name != "." && name != "..", "{name}");
-            assert_eq!(lock_key_of(name).as_deref(), Some(keys.lock.as_str()));
+            assert_eq!(lock_key_of(name).as_deref(), Some(keys.lock()));
         }
     }
 

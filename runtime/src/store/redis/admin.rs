@@ -14,7 +14,7 @@ impl Admin for RedisStore {
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
             let mut inv = INSPECT.prepare_invoke();
-            inv.key(&keys.lock).key(&keys.fence).key(&keys.queue);
+            inv.key(keys.lock()).key(keys.fence()).key(keys.queue());
             // `(held, pttl, waiters, fence, queued)`, see inspect.lua.
             let (held, pttl, waiters, fence, queued): (i64, i64, i64, i64, i64) =
                 self.core.run(inv).await?;
@@ -45,8 +45,8 @@ impl Admin for RedisStore {
     fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let mut inv = FORCE_RELEASE.prepare_invoke();
-            inv.key(&keys.lock)
-                .arg(&keys.wake)
+            inv.key(keys.lock())
+                .arg(keys.wake())
                 .arg(self.core.conn.publish_command());
             let deleted: i64 = self.core.run(inv).await?;
             Ok(deleted == 1)

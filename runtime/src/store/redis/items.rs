@@ -130,10 +130,10 @@ impl Item<Core> for AcquireItem {
             .arg(&core.contender)
             .arg(millis(QUEUE_TTL));
         for it in items {
-            inv.key(&it.keys.lock)
-                .key(&it.keys.fence)
-                .key(&it.keys.queue)
-                .key(&it.keys.interest)
+            inv.key(it.keys.lock())
+                .key(it.keys.fence())
+                .key(it.keys.queue())
+                .key(it.keys.interest())
                 .arg(it.token.as_bytes())
                 .arg(it.lease_ms)
                 .arg(it.fences)
@@ -195,11 +195,11 @@ impl Item<Core> for ReleaseItem {
             .arg(&core.contender)
             .arg(millis(YIELD_WINDOW));
         for it in items {
-            inv.key(&it.keys.lock)
-                .key(&it.keys.queue)
-                .key(&it.keys.interest)
+            inv.key(it.keys.lock())
+                .key(it.keys.queue())
+                .key(it.keys.interest())
                 .arg(it.token.as_bytes())
-                .arg(&it.keys.wake);
+                .arg(it.keys.wake());
         }
         let released: Vec<redis::Value> = core.run(inv).await?;
         if released.len() != items.len() {

@@ -19,12 +19,12 @@ impl RedisStore {
         leader: &LeaderRecord,
     ) -> Result<bool, LockError> {
         let mut inv = LEADER_PUBLISH.prepare_invoke();
-        inv.key(&keys.lock)
+        inv.key(keys.lock())
             .key(record)
             .arg(token.as_bytes())
             .arg(leader.term)
             .arg(&leader.identity)
-            .arg(&keys.wake)
+            .arg(keys.wake())
             .arg(self.core.conn.publish_command());
         let written: i64 = self.run(inv).await?;
         Ok(written == 1)
@@ -40,7 +40,7 @@ impl RedisStore {
         let mut inv = LEADER_CLEAR.prepare_invoke();
         inv.key(record)
             .arg(term)
-            .arg(&keys.wake)
+            .arg(keys.wake())
             .arg(self.core.conn.publish_command());
         let _: i64 = self.run(inv).await?;
         Ok(())
@@ -53,7 +53,7 @@ impl RedisStore {
         record: &str,
     ) -> Result<Option<LeaderRecord>, LockError> {
         let mut inv = LEADER_READ.prepare_invoke();
-        inv.key(&keys.lock).key(record);
+        inv.key(keys.lock()).key(record);
         let found: Vec<Option<String>> = self.run(inv).await?;
         match found.as_slice() {
             [] => Ok(None),

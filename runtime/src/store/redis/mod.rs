@@ -108,7 +108,7 @@ impl RedisStore {
             return Ok(None);
         }
         let mut set = redis::cmd("SET");
-        set.arg(&req.keys.lock)
+        set.arg(req.keys.lock())
             .arg(req.token.as_bytes())
             .arg("NX")
             .arg("PX")
@@ -164,7 +164,7 @@ impl RedisStore {
         let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
         for (i, r) in batch.iter().enumerate() {
             by_slot
-                .entry(crate::key::slot(&r.keys.lock))
+                .entry(crate::key::slot(r.keys.lock()))
                 .or_default()
                 .push(i);
         }
@@ -224,8 +224,8 @@ impl RedisStore {
         }
         let mut inv = READ_RENEW.prepare_invoke();
         for r in batch {
-            inv.key(&r.keys.lock)
-                .key(&r.keys.readers)
+            inv.key(r.keys.lock())
+                .key(r.keys.readers())
                 .arg(r.token.as_bytes())
                 .arg(millis(r.lease));
         }
@@ -271,7 +271,7 @@ impl RedisStore {
         let mut inv = RENEW.prepare_invoke();
         inv.arg(lease_ms);
         for r in batch {
-            inv.key(&r.keys.lock).arg(r.token.as_bytes());
+            inv.key(r.keys.lock()).arg(r.token.as_bytes());
         }
         let renewed: Vec<redis::Value> = self.run(inv).await?;
         self.renewal_answers(&renewed, batch.len())
@@ -306,10 +306,10 @@ impl RedisStore {
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, LockError> {
         let mut inv = READ_ACQUIRE.prepare_invoke();
-        inv.key(&req.keys.lock)
-            .key(&req.keys.readers)
-            .key(&req.keys.fence)
-            .key(&req.keys.interest)
+        inv.key(req.keys.lock())
+            .key(req.keys.readers())
+            .key(req.keys.fence())
+            .key(req.keys.interest())
             .arg(req.token.as_bytes())
             .arg(millis(req.lease));
         let (granted, value): (i64, i64) = self.run(inv).await?;
@@ -331,12 +331,12 @@ impl RedisStore {
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
         let mut inv = READ_RELEASE.prepare_invoke();
-        inv.key(&keys.lock)
-            .key(&keys.readers)
-            .key(&keys.queue)
-            .key(&keys.interest)
+        inv.key(keys.lock())
+            .key(keys.readers())
+            .key(keys.queue())
+            .key(keys.interest())
             .arg(token.as_bytes())
-            .arg(&keys.wake)
+            .arg(keys.wake())
             .arg(self.core.conn.publish_command())
             .arg(millis(YIELD_WINDOW));
         let released: i64 = self.run(inv).await?;
@@ -354,7 +354,7 @@ impl RedisStore {
         !self.core.conn.is_cluster()
             || keys
                 .windows(2)
-                .all(|w| crate::key::slot(&w[0].lock) == crate::key::slot(&w[1].lock))
+                .all(|w| crate::key::slot(w[0].lock()) == crate::key::slot(w[1].lock()))
     }
 
     /// Takes every lock of `reqs` if all are free (acquire_all.lua), in one round trip.
@@ -368,8 +368,8 @@ impl RedisStore {
         let mut inv = ACQUIRE_ALL.prepare_invoke();
         inv.arg(millis(first.fence_ttl));
         for req in reqs {
-            inv.key(&req.keys.lock)
-                .key(&req.keys.fence)
+            inv.key(req.keys.lock())
+                .key(req.keys.fence())
                 .arg(req.token.as_bytes())
                 .arg(millis(req.lease))
                 .arg(req.fences);
@@ -395,11 +395,11 @@ impl RedisStore {
         let contender = contender.to_owned();
         runtime.spawn(async move {
             let mut inv = WITHDRAW.prepare_invoke();
-            inv.key(&keys.lock)
-                .key(&keys.queue)
-                .key(&keys.interest)
+            inv.key(keys.lock())
+                .key(keys.queue())
+                .key(keys.interest())
                 .arg(&contender)
-                .arg(&keys.wake)
+                .arg(keys.wake())
                 .arg(core.conn.publish_command())
                 .arg(millis(YIELD_WINDOW));
             if let Err(e) = core.run::<i64>(inv).await {
@@ -416,7 +416,7 @@ impl RedisStore {
         fence_ttl: Duration,
     ) -> Result<(), LockError> {
         let mut inv = RAISE_FENCE.prepare_invoke();
-        inv.key(&keys.fence).arg(top).arg(millis(fence_ttl));
+        inv.key(keys.fence()).arg(top).arg(millis(fence_ttl));
         let _: i64 = self.run(inv).await?;
         Ok(())
     }

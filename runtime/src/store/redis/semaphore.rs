@@ -19,8 +19,8 @@ impl RedisStore {
         count: u32,
     ) -> Result<Attempt, LockError> {
         let mut inv = SEM_ACQUIRE.prepare_invoke();
-        inv.key(&req.keys.lock)
-            .key(&req.keys.limit)
+        inv.key(req.keys.lock())
+            .key(req.keys.limit())
             .arg(req.token.as_bytes())
             .arg(millis(req.lease))
             .arg(limit)
@@ -81,11 +81,11 @@ impl RedisStore {
         count: u32,
     ) -> Result<bool, LockError> {
         let mut inv = SEM_RELEASE.prepare_invoke();
-        inv.key(&keys.lock)
-            .key(&keys.limit)
+        inv.key(keys.lock())
+            .key(keys.limit())
             .arg(token.as_bytes())
             .arg(count)
-            .arg(&keys.wake)
+            .arg(keys.wake())
             .arg(self.core.conn.publish_command());
         let released: i64 = self.run(inv).await?;
         Ok(released == 1)
@@ -98,8 +98,8 @@ impl RedisStore {
     ) -> Result<Vec<Renewed>, LockError> {
         let mut inv = SEM_RENEW.prepare_invoke();
         for r in batch {
-            inv.key(&r.keys.lock)
-                .key(&r.keys.limit)
+            inv.key(r.keys.lock())
+                .key(r.keys.limit())
                 .arg(r.token.as_bytes())
                 .arg(millis(r.lease))
                 .arg(r.permits);
@@ -111,7 +111,7 @@ impl RedisStore {
     /// The holders of a semaphore (sem_inspect.lua).
     pub(crate) async fn inspect_permits(&self, keys: &LockKeys) -> Result<PermitState, LockError> {
         let mut inv = SEM_INSPECT.prepare_invoke();
-        inv.key(&keys.lock).key(&keys.limit);
+        inv.key(keys.lock()).key(keys.limit());
         let answer: Vec<i64> = self.run(inv).await?;
         let Some((&limit, holders)) = answer.split_first() else {
             return Err(super::scripts::malformed(

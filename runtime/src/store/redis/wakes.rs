@@ -38,7 +38,7 @@ impl RedisStore {
         &self,
         keys: &LockKeys,
     ) -> (WakeSubscription, Option<LockError>) {
-        let channel = keys.wake.clone();
+        let channel = keys.wake().to_owned();
         let (rx, confirmed) = {
             let mut channels = self.wakes.channels.lock().unwrap();
             let entry = channels.entry(channel.clone()).or_insert_with(|| Channel {
