@@ -5,8 +5,9 @@
 //! carries many requests, which saves Redis the per-call cost of running a script and the
 //! client the per-request cost of the connection, while several calls still overlap.
 //!
-//! The task whose request starts a batch sends it; when more requests queued up meanwhile, a
-//! spawned task sends those. A request whose caller went away while its batch was in flight
+//! A request that finds nothing on its way goes out alone, at once, and its caller gets the
+//! answer straight from the call. Otherwise the task whose request starts a batch sends it;
+//! when more requests queued up meanwhile, a spawned task sends those. A request whose caller went away while its batch was in flight
 //! is answered anyway, and a lock it took is given back ([`Item::abandoned`]).
 
 use std::future::Future;
@@ -80,29 +81,47 @@ where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
-    let (tx, rx) = oneshot::channel();
-    let (lead, busy) = {
+    // Nothing on its way (so nobody waits either: requests only wait while all slots are
+    // out): a lone request goes out at once, by itself, without a batch's hand-offs.
+    let lone = {
         let mut state = T::queue(ctx).state.lock().unwrap();
-        state.waiting.push((item, tx));
-        let busy = state.sending > 0;
-        let room = state.sending < MAX_IN_FLIGHT;
-        if room {
-            state.sending += 1;
+        let lone = state.sending == 0;
+        if lone {
+            debug_assert!(state.waiting.is_empty());
+            state.sending = 1;
         }
-        (room, busy)
+        lone
     };
-    if lead {
+    if lone {
         let mut sender = Sender::<T, C> {
-            ctx: ctx.clone(),
+            ctx,
             done: false,
             _kind: std::marker::PhantomData,
         };
-        if busy {
-            // Under load, let the other tasks that are ready to run now (typically woken by
-            // the same reply) add their requests first: they all go in this one call. A lone
-            // request goes out at once.
-            tokio::task::yield_now().await;
+        let answer = T::send(ctx, std::slice::from_ref(&item)).await;
+        sender.done = true;
+        hand_on::<T, C>(ctx);
+        return answer.map(|mut outs| outs.pop().expect("one answer per request"));
+    }
+    let (tx, rx) = oneshot::channel();
+    let lead = {
+        let mut state = T::queue(ctx).state.lock().unwrap();
+        state.waiting.push((item, tx));
+        let lead = state.sending < MAX_IN_FLIGHT;
+        if lead {
+            state.sending += 1;
         }
+        lead
+    };
+    if lead {
+        let mut sender = Sender::<T, C> {
+            ctx,
+            done: false,
+            _kind: std::marker::PhantomData,
+        };
+        // Under load, let the other tasks that are ready to run now (typically woken by the
+        // same reply) add their requests first: they all go in this one call.
+        tokio::task::yield_now().await;
         send_one_batch::<T, C>(ctx).await;
         sender.done = true;
         hand_on::<T, C>(ctx);
@@ -192,24 +211,137 @@ where
 
 /// The role of sending batches, held by a caller while it sends one. Dropped before it is
 /// done (the caller was cancelled), it hands the role on, so the queue never stalls.
-struct Sender<T, C>
+struct Sender<'a, T, C>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
-    ctx: Arc<C>,
+    ctx: &'a Arc<C>,
     done: bool,
     _kind: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<T, C> Drop for Sender<T, C>
+impl<T, C> Drop for Sender<'_, T, C>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
     fn drop(&mut self) {
         if !self.done {
-            hand_on::<T, C>(&self.ctx);
+            hand_on::<T, C>(self.ctx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A context whose "server" doubles each number after 10 ms, and records the size of
+    /// every call.
+    #[derive(Default)]
+    struct Doubler {
+        queue: Queue<Req, Doubler>,
+        calls: Mutex<Vec<usize>>,
+        abandoned: AtomicUsize,
+    }
+
+    struct Req(u32);
+
+    impl Item<Doubler> for Req {
+        type Out = u32;
+
+        fn queue(ctx: &Doubler) -> &Queue<Self, Doubler> {
+            &ctx.queue
+        }
+
+        async fn send(ctx: &Arc<Doubler>, items: &[Self]) -> Result<Vec<u32>, LockError> {
+            ctx.calls.lock().unwrap().push(items.len());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok(items.iter().map(|r| r.0 * 2).collect())
+        }
+
+        fn abandoned(ctx: &Arc<Doubler>, _: Self, _: u32) {
+            ctx.abandoned.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn submit_one(ctx: &Arc<Doubler>, n: u32) -> tokio::task::JoinHandle<Result<u32, LockError>> {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+            submit(&ctx, Req(n), deadline, || {
+                LockError::unavailable("late", None)
+            })
+            .await
+        })
+    }
+
+    fn sending(ctx: &Doubler) -> usize {
+        ctx.queue.state.lock().unwrap().sending
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_request_goes_out_alone_and_frees_its_slot() {
+        let ctx = Arc::new(Doubler::default());
+        assert_eq!(submit_one(&ctx, 21).await.unwrap().unwrap(), 42);
+        assert_eq!(submit_one(&ctx, 4).await.unwrap().unwrap(), 8);
+        assert_eq!(*ctx.calls.lock().unwrap(), [1, 1]);
+        assert_eq!(sending(&ctx), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_that_arrive_while_one_is_out_share_the_next_call() {
+        let ctx = Arc::new(Doubler::default());
+        let first = submit_one(&ctx, 1);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(sending(&ctx), 1, "the first request is on its way");
+        let rest: Vec<_> = (2..=6).map(|n| submit_one(&ctx, n)).collect();
+        assert_eq!(first.await.unwrap().unwrap(), 2);
+        for (n, h) in (2..=6).zip(rest) {
+            assert_eq!(h.await.unwrap().unwrap(), n * 2);
+        }
+        assert_eq!(*ctx.calls.lock().unwrap(), [1, 5]);
+        assert_eq!(sending(&ctx), 0);
+        assert_eq!(ctx.abandoned.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_sender_cancelled_in_flight_frees_its_slot() {
+        let ctx = Arc::new(Doubler::default());
+        let lone = submit_one(&ctx, 1);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(sending(&ctx), 1);
+        lone.abort();
+        assert!(lone.await.unwrap_err().is_cancelled());
+        assert_eq!(sending(&ctx), 0, "the cancelled sender gave its slot back");
+        assert_eq!(submit_one(&ctx, 5).await.unwrap().unwrap(), 10);
+        assert_eq!(*ctx.calls.lock().unwrap(), [1, 1]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn senders_cancelled_in_flight_free_their_slots() {
+        // One request out alone; three more arrive meanwhile and go out together. Cancelling
+        // them mid-call gives their slots back at once, and the queue keeps going.
+        let ctx = Arc::new(Doubler::default());
+        let lone = submit_one(&ctx, 1);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let batch: Vec<_> = (2..=4).map(|n| submit_one(&ctx, n)).collect();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(*ctx.calls.lock().unwrap(), [1, 3]);
+        assert_eq!(sending(&ctx), 2);
+        for h in &batch {
+            h.abort();
+        }
+        for h in batch {
+            assert!(h.await.unwrap_err().is_cancelled());
+        }
+        assert_eq!(sending(&ctx), 1, "only the lone request is still out");
+        assert_eq!(lone.await.unwrap().unwrap(), 2);
+        assert_eq!(sending(&ctx), 0);
+        assert_eq!(submit_one(&ctx, 5).await.unwrap().unwrap(), 10);
     }
 }
