@@ -145,7 +145,7 @@ impl Locker {
                 .contend(user_key, &keys, opts, deadline, turn, waited)
                 .await;
         }
-        let turn = match inner.queues.enter(keys.lock(), &opts, wait) {
+        let turn = match inner.queues.enter(&keys, &opts, wait) {
             Entry::Active(turn) => ActiveTurn::new(inner, &keys, turn),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
@@ -360,7 +360,7 @@ impl Locker {
         let start = Instant::now();
         let mut turns = Vec::with_capacity(keys.len());
         for k in &lock_keys {
-            match inner.queues.enter(k.lock(), &opts, false) {
+            match inner.queues.enter(k, &opts, false) {
                 Entry::Active(turn) => turns.push(ActiveTurn::new(inner, k, turn)),
                 // Held or awaited in this process: the one-by-one path queues behind it.
                 _ => return Ok(None),

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::key::LockKeys;
 use crate::lease::Lease;
 use crate::options::Options;
 
@@ -30,8 +31,33 @@ fn next_turn() -> u64 {
 /// The local queues of one locker, by lock key.
 #[derive(Default)]
 pub(crate) struct Queues {
-    map: Mutex<HashMap<String, KeyQueue>>,
+    map: Mutex<HashMap<QueueKey, KeyQueue>>,
 }
+
+/// A queue's key: the lock's shared names, looked up by the lock key's name (`&str`), so an
+/// entry costs a reference count instead of a copy of the name.
+struct QueueKey(LockKeys);
+
+impl std::borrow::Borrow<str> for QueueKey {
+    fn borrow(&self) -> &str {
+        self.0.lock()
+    }
+}
+
+impl std::hash::Hash for QueueKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes, so that lookups by name find it (`Borrow`'s contract).
+        self.0.lock().hash(state)
+    }
+}
+
+impl PartialEq for QueueKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.lock() == other.0.lock()
+    }
+}
+
+impl Eq for QueueKey {}
 
 /// The local state of one key that some task of this process is active on. The key has an
 /// entry exactly while one task holds the turn (it holds the lock, or contends for it).
@@ -88,14 +114,14 @@ pub(crate) enum Entry {
 }
 
 impl Queues {
-    /// Takes the turn for `lock_key`, or queues behind the task that has it.
-    pub(crate) fn enter(&self, lock_key: &str, opts: &Options, wait: bool) -> Entry {
+    /// Takes the turn for the lock `keys`, or queues behind the task that has it.
+    pub(crate) fn enter(&self, keys: &LockKeys, opts: &Options, wait: bool) -> Entry {
         let mut queues = self.map.lock().unwrap();
-        match queues.get_mut(lock_key) {
+        match queues.get_mut(keys.lock()) {
             None => {
                 let q = KeyQueue::new();
                 let turn = q.turn;
-                queues.insert(lock_key.to_owned(), q);
+                queues.insert(QueueKey(keys.clone()), q);
                 Entry::Active(turn)
             }
             // A holder whose lease is lost keeps the turn only until someone notices: a
