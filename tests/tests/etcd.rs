@@ -685,3 +685,66 @@ async fn inspection_and_forced_release_with_readers() {
     assert!(r2.release().await.is_err());
     w.release().await.unwrap();
 }
+
+/// The keep-alives etcd has received, from its `/metrics`.
+async fn keep_alives_received(etcd: &EtcdServer) -> u64 {
+    let metrics = etcd
+        .http("GET", "/metrics", "")
+        .await
+        .expect("etcd metrics");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("grpc_server_msg_received_total"))
+        .filter(|l| l.contains("grpc_method=\"LeaseKeepAlive\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Every acquire of a lock longer than the session's TTL needs a keep-alive sent after it
+/// was made; acquires made together share one instead of sending one each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_acquires_share_their_keep_alives() {
+    let etcd = EtcdServer::start().await;
+    let at = [etcd.endpoint()];
+    let locker = locker(&at, Duration::from_secs(4)).await;
+    // The session exists (its lease granted, its keep-alive stream open) before counting.
+    locker
+        .lock("warm-up")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let before = keep_alives_received(&etcd).await;
+    const TASKS: usize = 32;
+    let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let (locker, barrier) = (locker.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let guard = locker
+                    .lock(format!("shared-beat-{i}"))
+                    .lease(Duration::from_secs(30))
+                    .acquire()
+                    .await
+                    .unwrap();
+                assert!(guard.is_held());
+                guard
+            })
+        })
+        .collect();
+    let mut guards = Vec::new();
+    for t in tasks {
+        guards.push(t.await.unwrap());
+    }
+    let sent = keep_alives_received(&etcd).await - before;
+    assert!(
+        sent > 0 && sent < TASKS as u64 / 2,
+        "{sent} keep-alives for {TASKS} acquires made together"
+    );
+    for g in guards {
+        g.release().await.unwrap();
+    }
+}

@@ -1252,7 +1252,11 @@ fn revoke_later(client: etcd::Client, id: i64) {
 }
 
 /// The task that keeps one lease alive: a keep-alive every third of the TTL, and one on demand
-/// for each acquire or renewal that needs it.
+/// for the acquires and renewals that need it. One keep-alive on demand is on its way at a
+/// time: requests made meanwhile wait for its answer and then share the next one (or ride on
+/// the next periodic one), which is sent after each of them was made, all they ask. Under
+/// load that is one keep-alive per round trip instead of one per acquire; a keep-alive's
+/// round trip is shorter than the write the acquire waits for anyway.
 struct Keeper {
     client: etcd::Client,
     id: i64,
@@ -1268,9 +1272,12 @@ impl Keeper {
         let mut keeper: Option<etcd::LeaseKeeper> = None;
         let mut responses: Option<etcd::LeaseKeepAliveStream> = None;
         // Keep-alives sent and not answered yet, in order, with who waits for each.
-        let mut pending: VecDeque<(Instant, Option<Beat>)> = VecDeque::new();
+        let mut pending: VecDeque<(Instant, Vec<Beat>)> = VecDeque::new();
         // Callers waiting while the stream is being opened again.
         let mut waiting: Vec<Beat> = Vec::new();
+        // Whether a keep-alive that callers wait for is on its way, and who asked since.
+        let mut on_demand = false;
+        let mut next: Vec<Beat> = Vec::new();
         let mut next_beat = Instant::now() + interval;
         let mut reopen_at = Instant::now();
         loop {
@@ -1323,25 +1330,31 @@ impl Keeper {
                         let _ = tokio::time::timeout(self.op_timeout, client.lease_revoke(self.id)).await;
                         return;
                     };
+                    next.push(beat);
+                    while let Ok(beat) = requests.try_recv() {
+                        next.push(beat);
+                    }
                     match keeper.as_mut() {
+                        Some(_) if on_demand => {}
                         Some(k) => {
-                            let sent = Instant::now();
-                            if k.keep_alive().await.is_ok() {
-                                pending.push_back((sent, Some(beat)));
+                            let beats = std::mem::take(&mut next);
+                            if send_keep_alive(k, &mut pending, beats, &mut waiting).await {
+                                on_demand = true;
                             } else {
                                 broken = true;
-                                waiting.push(beat);
                             }
                         }
-                        None => waiting.push(beat),
+                        None => waiting.append(&mut next),
                     }
                 }
                 () = tokio::time::sleep_until(next_beat), if keeper.is_some() => {
-                    let sent = Instant::now();
-                    next_beat = sent + interval;
+                    next_beat = Instant::now() + interval;
                     if let Some(k) = keeper.as_mut() {
-                        if k.keep_alive().await.is_ok() {
-                            pending.push_back((sent, None));
+                        // Whoever waits for the next keep-alive rides on this one.
+                        let beats = std::mem::take(&mut next);
+                        let asked = !beats.is_empty();
+                        if send_keep_alive(k, &mut pending, beats, &mut waiting).await {
+                            on_demand |= asked;
                         } else {
                             broken = true;
                         }
@@ -1349,14 +1362,28 @@ impl Keeper {
                 }
                 answer = answer => match answer {
                     Ok(Some(answer)) => {
-                        let (sent, beat) = pending.pop_front().unwrap_or((Instant::now(), None));
+                        let (sent, beats) = pending.pop_front().unwrap_or((Instant::now(), Vec::new()));
                         if answer.ttl() <= 0 {
                             self.ended.end("etcd says the lease expired").await;
                             return;
                         }
                         self.ack(sent);
-                        if let Some(beat) = beat {
+                        let answered = !beats.is_empty();
+                        for beat in beats {
                             let _ = beat.send(());
+                        }
+                        if answered && !pending.iter().any(|(_, b)| !b.is_empty()) {
+                            on_demand = false;
+                            if !next.is_empty() {
+                                if let Some(k) = keeper.as_mut() {
+                                    let beats = std::mem::take(&mut next);
+                                    if send_keep_alive(k, &mut pending, beats, &mut waiting).await {
+                                        on_demand = true;
+                                    } else {
+                                        broken = true;
+                                    }
+                                }
+                            }
                         }
                     }
                     // Broken (a member died, a connection dropped): open it again. Whoever
@@ -1371,6 +1398,8 @@ impl Keeper {
                 keeper = None;
                 responses = None;
                 pending.clear();
+                on_demand = false;
+                waiting.append(&mut next);
                 reopen_at = Instant::now();
             }
         }
@@ -1379,6 +1408,24 @@ impl Keeper {
     fn ack(&self, sent: Instant) {
         let mut acked = self.acked.lock().unwrap();
         *acked = (*acked).max(sent);
+    }
+}
+
+/// Sends one keep-alive on `k` for `beats` (those waiting for it, possibly none); false when
+/// the stream is broken, the beats then wait in `waiting` for it to open again.
+async fn send_keep_alive(
+    k: &mut etcd::LeaseKeeper,
+    pending: &mut VecDeque<(Instant, Vec<Beat>)>,
+    beats: Vec<Beat>,
+    waiting: &mut Vec<Beat>,
+) -> bool {
+    let sent = Instant::now();
+    if k.keep_alive().await.is_ok() {
+        pending.push_back((sent, beats));
+        true
+    } else {
+        waiting.extend(beats);
+        false
     }
 }
 
