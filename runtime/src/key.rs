@@ -50,14 +50,22 @@ enum Name {
 const NAMES: usize = 7;
 
 impl KeyNames {
-    /// Lays out the names, given in the order of [`Name`]. The longest prefix and key make
-    /// about 23 KB of names, well below `u16::MAX`.
-    fn new(names: [std::fmt::Arguments<'_>; NAMES]) -> Self {
-        use std::fmt::Write as _;
-        let mut text = String::new();
+    /// Lays out the names `{prefix}:{kind}:{{{escaped}}}` for the kinds given in the order of
+    /// [`Name`] (an empty kind: a name this lock does not use, left empty). The longest prefix
+    /// and key make about 23 KB of names, well below `u16::MAX`.
+    fn new(prefix: &str, escaped: &str, kinds: [&str; NAMES]) -> Self {
+        let used = kinds.iter().filter(|k| !k.is_empty()).count();
+        let mut text = String::with_capacity(
+            used * (prefix.len() + escaped.len() + 4)
+                + kinds.iter().map(|k| k.len()).sum::<usize>(),
+        );
         let mut ends = [0u16; NAMES];
-        for (end, name) in ends.iter_mut().zip(names) {
-            text.write_fmt(name).expect("writing to a String");
+        for (end, kind) in ends.iter_mut().zip(kinds) {
+            if !kind.is_empty() {
+                for part in [prefix, ":", kind, ":{", escaped, "}"] {
+                    text.push_str(part);
+                }
+            }
             *end = u16::try_from(text.len()).expect("key names fit in 64 KB");
         }
         KeyNames {
@@ -192,15 +200,11 @@ impl LockKeys {
     /// The Redis names of the lock `key` under `prefix`. Both must have been validated.
     pub(crate) fn new(prefix: &str, key: &str) -> Self {
         let k = escape(key);
-        LockKeys::from(KeyNames::new([
-            format_args!("{prefix}:lock:{{{k}}}"),
-            format_args!("{prefix}:fence:{{{k}}}"),
-            format_args!("{prefix}:wake:{{{k}}}"),
-            format_args!("{prefix}:queue:{{{k}}}"),
-            format_args!("{prefix}:interest:{{{k}}}"),
-            format_args!("{prefix}:readers:{{{k}}}"),
-            format_args!(""),
-        ]))
+        LockKeys::from(KeyNames::new(
+            prefix,
+            &k,
+            ["lock", "fence", "wake", "queue", "interest", "readers", ""],
+        ))
     }
 
     /// The Redis names of the semaphore `key` under `prefix` (both validated): `lock` is
@@ -211,15 +215,11 @@ impl LockKeys {
     /// can name another one's data. The queue and reader names are not used (left empty).
     pub(crate) fn semaphore(prefix: &str, key: &str) -> Self {
         let k = escape(key);
-        LockKeys::from(KeyNames::new([
-            format_args!("{prefix}:sem:{{{k}}}"),
-            format_args!(""),
-            format_args!("{prefix}:semwake:{{{k}}}"),
-            format_args!(""),
-            format_args!(""),
-            format_args!(""),
-            format_args!("{prefix}:semlimit:{{{k}}}"),
-        ]))
+        LockKeys::from(KeyNames::new(
+            prefix,
+            &k,
+            ["sem", "", "semwake", "", "", "", "semlimit"],
+        ))
     }
 }
 
@@ -282,10 +282,19 @@ mod tests {
         assert_eq!(k.wake(), "shop:wake:{order:42}");
         assert_eq!(k.queue(), "shop:queue:{order:42}");
         assert_eq!(k.interest(), "shop:interest:{order:42}");
+        assert_eq!(k.readers(), "shop:readers:{order:42}");
+        assert_eq!(k.limit(), "", "a lock has no permit limit");
         let s = LockKeys::semaphore("shop", "partner-api");
         assert_eq!(s.lock(), "shop:sem:{partner-api}");
         assert_eq!(s.limit(), "shop:semlimit:{partner-api}");
         assert_eq!(s.wake(), "shop:semwake:{partner-api}");
+        for unused in [s.fence(), s.queue(), s.interest(), s.readers()] {
+            assert_eq!(unused, "", "a semaphore has no such key");
+        }
+        // The longest prefix and key fit.
+        let long = LockKeys::new(&"p".repeat(MAX_PREFIX_LEN), &"{".repeat(MAX_KEY_LEN));
+        assert_eq!(long.limit(), "");
+        assert!(long.readers().ends_with(&format!("{}}}", "%7B".repeat(MAX_KEY_LEN))));
     }
 
     #[test]
