@@ -294,7 +294,9 @@ mod tests {
         // The longest prefix and key fit.
         let long = LockKeys::new(&"p".repeat(MAX_PREFIX_LEN), &"{".repeat(MAX_KEY_LEN));
         assert_eq!(long.limit(), "");
-        assert!(long.readers().ends_with(&format!("{}}}", "%7B".repeat(MAX_KEY_LEN))));
+        assert!(long
+            .readers()
+            .ends_with(&format!("{}}}", "%7B".repeat(MAX_KEY_LEN))));
     }
 
     #[test]

@@ -93,11 +93,7 @@ where
         lone
     };
     if lone {
-        let mut sender = Sender::<T, C> {
-            ctx,
-            done: false,
-            _kind: std::marker::PhantomData,
-        };
+        let mut sender = Sender::<T, C>::new(ctx);
         let answer = T::send(ctx, std::slice::from_ref(&item)).await;
         sender.done = true;
         hand_on::<T, C>(ctx);
@@ -114,11 +110,7 @@ where
         lead
     };
     if lead {
-        let mut sender = Sender::<T, C> {
-            ctx,
-            done: false,
-            _kind: std::marker::PhantomData,
-        };
+        let mut sender = Sender::<T, C>::new(ctx);
         // Under load, let the other tasks that are ready to run now (typically woken by the
         // same reply) add their requests first: they all go in this one call.
         tokio::task::yield_now().await;
@@ -219,6 +211,20 @@ where
     ctx: &'a Arc<C>,
     done: bool,
     _kind: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<'a, T, C> Sender<'a, T, C>
+where
+    T: Item<C>,
+    C: Send + Sync + 'static,
+{
+    fn new(ctx: &'a Arc<C>) -> Self {
+        Sender {
+            ctx,
+            done: false,
+            _kind: std::marker::PhantomData,
+        }
+    }
 }
 
 impl<T, C> Drop for Sender<'_, T, C>

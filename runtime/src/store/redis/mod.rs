@@ -24,7 +24,6 @@ mod sentinel;
 mod session;
 mod wakes;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +47,38 @@ use crate::store::{
 use crate::token::OwnerToken;
 
 pub(crate) use self::redlock::RedLock;
+
+/// Splits `batch` by `group_of`, renews the groups with `renew` all at once, and puts their
+/// answers back in the batch's order.
+async fn renew_in_groups<'a, G, Fut>(
+    batch: &[Renewal<'a>],
+    group_of: impl Fn(&Renewal<'a>) -> G,
+    renew: impl Fn(G, Vec<Renewal<'a>>) -> Fut,
+) -> Result<Vec<Renewed>, LockError>
+where
+    G: Copy + PartialEq,
+    Fut: std::future::Future<Output = Result<Vec<Renewed>, LockError>>,
+{
+    let mut groups: Vec<(G, Vec<usize>)> = Vec::new();
+    for (i, r) in batch.iter().enumerate() {
+        let group = group_of(r);
+        match groups.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((group, vec![i])),
+        }
+    }
+    let calls = groups
+        .iter()
+        .map(|(g, members)| renew(*g, members.iter().map(|&i| batch[i]).collect()));
+    let answers = join_all(calls).await;
+    let mut renewed = vec![Renewed::Unknown; batch.len()];
+    for ((_, members), answer) in groups.iter().zip(answers) {
+        for (&i, ok) in members.iter().zip(answer?) {
+            renewed[i] = ok;
+        }
+    }
+    Ok(renewed)
+}
 
 /// The kinds of lease a renewal batch may mix; one script each.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -161,26 +192,12 @@ impl RedisStore {
             return self.renew_together(batch).await;
         }
         // A script may only touch keys of one slot: one call per slot, all in parallel.
-        let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
-        for (i, r) in batch.iter().enumerate() {
-            by_slot
-                .entry(crate::key::slot(r.keys.lock()))
-                .or_default()
-                .push(i);
-        }
-        let groups: Vec<Vec<usize>> = by_slot.into_values().collect();
-        let calls = groups.iter().map(|group| async move {
-            let part: Vec<Renewal<'_>> = group.iter().map(|&i| batch[i]).collect();
-            self.renew_together(&part).await
-        });
-        let answers = join_all(calls).await;
-        let mut renewed = vec![Renewed::Unknown; batch.len()];
-        for (group, answer) in groups.iter().zip(answers) {
-            for (&i, ok) in group.iter().zip(answer?) {
-                renewed[i] = ok;
-            }
-        }
-        Ok(renewed)
+        renew_in_groups(
+            batch,
+            |r| crate::key::slot(r.keys.lock()),
+            |_, part| async move { self.renew_together(&part).await },
+        )
+        .await
     }
 
     /// Renews exclusive leases, read leases and semaphore permits of one slot: one script
@@ -240,26 +257,12 @@ impl RedisStore {
         if batch.iter().all(|r| millis(r.lease) == first) {
             return self.renew_for(batch, first).await;
         }
-        let mut by_lease: Vec<(u64, Vec<usize>)> = Vec::new();
-        for (i, r) in batch.iter().enumerate() {
-            let ms = millis(r.lease);
-            match by_lease.iter_mut().find(|(l, _)| *l == ms) {
-                Some((_, idx)) => idx.push(i),
-                None => by_lease.push((ms, vec![i])),
-            }
-        }
-        let calls = by_lease.iter().map(|(ms, idx)| async move {
-            let group: Vec<Renewal<'_>> = idx.iter().map(|&i| batch[i]).collect();
-            self.renew_for(&group, *ms).await
-        });
-        let answers = join_all(calls).await;
-        let mut renewed = vec![Renewed::Unknown; batch.len()];
-        for ((_, idx), answer) in by_lease.iter().zip(answers) {
-            for (&i, ok) in idx.iter().zip(answer?) {
-                renewed[i] = ok;
-            }
-        }
-        Ok(renewed)
+        renew_in_groups(
+            batch,
+            |r| millis(r.lease),
+            |ms, part| async move { self.renew_for(&part, ms).await },
+        )
+        .await
     }
 
     /// One renew.lua call: every lease of `batch` extended to `lease_ms`.
