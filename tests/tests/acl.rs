@@ -26,6 +26,7 @@ const ACL: &[&str] = &[
     "+evalsha",
     "+script|load",
     "+get",
+    "+mget",
     "+set",
     "+del",
     "+pexpire",
@@ -192,6 +193,32 @@ async fn the_documented_acl_is_enough_and_confines_the_library() {
             "{err}"
         );
     }
+}
+
+/// The ACL documented before renewals used `MGET` (the same rules without `+mget`): the
+/// watchdog still renews, by a GET per key, so an upgrade does not lose every held lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acl_without_mget_still_renews() {
+    let srv = RedisServer::start().await;
+    let older: Vec<&str> = ACL.iter().copied().filter(|r| *r != "+mget").collect();
+    create_user(&srv, &older).await;
+    let a = locker(&user_url(&srv)).await;
+    let held = a
+        .lock("k")
+        .lease(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await; // several renewals
+    assert!(held.is_held(), "renewals stopped without +mget");
+    assert!(a.lock("k").try_acquire().await.unwrap().is_none());
+    held.release().await.unwrap();
+    let denied = acl_log(&srv).await;
+    assert!(
+        denied.iter().all(|d| d.contains("mget")),
+        "only MGET was denied: {denied:#?}"
+    );
+    assert!(!denied.is_empty(), "MGET is denied under this ACL");
 }
 
 #[tokio::test]
