@@ -208,37 +208,18 @@ impl RedisStore {
             (false, true) => Kind::Shared,
             (false, false) => Kind::Exclusive,
         };
-        if batch.iter().all(|r| kind(r) == Kind::Exclusive) {
-            return self.renew_kind(batch, false).await;
-        }
-        let mut renewed = vec![Renewed::Unknown; batch.len()];
-        for this in [Kind::Shared, Kind::Exclusive, Kind::Permits] {
-            let idx: Vec<usize> = (0..batch.len())
-                .filter(|&i| kind(&batch[i]) == this)
-                .collect();
-            if idx.is_empty() {
-                continue;
+        renew_in_groups(batch, kind, |kind, part| async move {
+            match kind {
+                Kind::Exclusive => self.renew_exclusive(&part).await,
+                Kind::Shared => self.renew_shared(&part).await,
+                Kind::Permits => self.renew_permits(&part).await,
             }
-            let group: Vec<Renewal<'_>> = idx.iter().map(|&i| batch[i]).collect();
-            let answers = match this {
-                Kind::Permits => self.renew_permits(&group).await?,
-                _ => self.renew_kind(&group, this == Kind::Shared).await?,
-            };
-            for (&i, ok) in idx.iter().zip(answers) {
-                renewed[i] = ok;
-            }
-        }
-        Ok(renewed)
+        })
+        .await
     }
 
-    async fn renew_kind(
-        &self,
-        batch: &[Renewal<'_>],
-        shared: bool,
-    ) -> Result<Vec<Renewed>, LockError> {
-        if !shared {
-            return self.renew_exclusive(batch).await;
-        }
+    /// Renews read leases (read_renew.lua).
+    async fn renew_shared(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
         let mut inv = READ_RENEW.prepare_invoke();
         for r in batch {
             inv.key(r.keys.lock())
@@ -253,10 +234,6 @@ impl RedisStore {
     /// Renews exclusive leases: one script call per distinct lease duration (one, as a rule),
     /// which carries the duration once and each lease's key and token.
     async fn renew_exclusive(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
-        let first = millis(batch[0].lease);
-        if batch.iter().all(|r| millis(r.lease) == first) {
-            return self.renew_for(batch, first).await;
-        }
         renew_in_groups(
             batch,
             |r| millis(r.lease),
