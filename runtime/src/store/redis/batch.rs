@@ -93,10 +93,8 @@ where
         lone
     };
     if lone {
-        let mut sender = Sender::<T, C>::new(ctx);
+        let _slot = Slot::<T, C>::new(ctx);
         let answer = T::send(ctx, std::slice::from_ref(&item)).await;
-        sender.done = true;
-        hand_on::<T, C>(ctx);
         return answer.map(|mut outs| outs.pop().expect("one answer per request"));
     }
     let (tx, rx) = oneshot::channel();
@@ -110,13 +108,12 @@ where
         lead
     };
     if lead {
-        let mut sender = Sender::<T, C>::new(ctx);
+        let _slot = Slot::<T, C>::new(ctx);
         // Under load, let the other tasks that are ready to run now (typically woken by the
         // same reply) add their requests first: they all go in this one call.
         tokio::task::yield_now().await;
         send_one_batch::<T, C>(ctx).await;
-        sender.done = true;
-        hand_on::<T, C>(ctx);
+        // The slot goes back here, before waiting for the answer: it may be in a later batch.
     }
     match tokio::time::timeout_at(deadline, rx).await {
         Ok(Ok(answer)) => answer,
@@ -201,41 +198,38 @@ where
     }
 }
 
-/// The role of sending batches, held by a caller while it sends one. Dropped before it is
-/// done (the caller was cancelled), it hands the role on, so the queue never stalls.
-struct Sender<'a, T, C>
+/// One of the [`MAX_IN_FLIGHT`] slots, held by a caller while it sends. Dropped, whether the
+/// call finished or the caller was cancelled mid-call, it hands the queue on ([`hand_on`]): the
+/// requests that queued meanwhile go out, so the queue never stalls.
+struct Slot<'a, T, C>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
     ctx: &'a Arc<C>,
-    done: bool,
     _kind: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<'a, T, C> Sender<'a, T, C>
+impl<'a, T, C> Slot<'a, T, C>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
     fn new(ctx: &'a Arc<C>) -> Self {
-        Sender {
+        Slot {
             ctx,
-            done: false,
             _kind: std::marker::PhantomData,
         }
     }
 }
 
-impl<T, C> Drop for Sender<'_, T, C>
+impl<T, C> Drop for Slot<'_, T, C>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
     fn drop(&mut self) {
-        if !self.done {
-            hand_on::<T, C>(self.ctx);
-        }
+        hand_on::<T, C>(self.ctx);
     }
 }
 
