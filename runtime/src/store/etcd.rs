@@ -1275,8 +1275,7 @@ impl Keeper {
         let mut pending: VecDeque<(Instant, Vec<Beat>)> = VecDeque::new();
         // Callers waiting while the stream is being opened again.
         let mut waiting: Vec<Beat> = Vec::new();
-        // Whether a keep-alive that callers wait for is on its way, and who asked since.
-        let mut on_demand = false;
+        // Who asked for a keep-alive while one that callers wait for was on its way.
         let mut next: Vec<Beat> = Vec::new();
         let mut next_beat = Instant::now() + interval;
         let mut reopen_at = Instant::now();
@@ -1334,17 +1333,8 @@ impl Keeper {
                     while let Ok(beat) = requests.try_recv() {
                         next.push(beat);
                     }
-                    match keeper.as_mut() {
-                        Some(_) if on_demand => {}
-                        Some(k) => {
-                            let beats = std::mem::take(&mut next);
-                            if send_keep_alive(k, &mut pending, beats, &mut waiting).await {
-                                on_demand = true;
-                            } else {
-                                broken = true;
-                            }
-                        }
-                        None => waiting.append(&mut next),
+                    if keeper.is_none() {
+                        waiting.append(&mut next);
                     }
                 }
                 () = tokio::time::sleep_until(next_beat), if keeper.is_some() => {
@@ -1352,12 +1342,7 @@ impl Keeper {
                     if let Some(k) = keeper.as_mut() {
                         // Whoever waits for the next keep-alive rides on this one.
                         let beats = std::mem::take(&mut next);
-                        let asked = !beats.is_empty();
-                        if send_keep_alive(k, &mut pending, beats, &mut waiting).await {
-                            on_demand |= asked;
-                        } else {
-                            broken = true;
-                        }
+                        broken = !send_keep_alive(k, &mut pending, beats, &mut waiting).await;
                     }
                 }
                 answer = answer => match answer {
@@ -1368,22 +1353,8 @@ impl Keeper {
                             return;
                         }
                         self.ack(sent);
-                        let answered = !beats.is_empty();
                         for beat in beats {
                             let _ = beat.send(());
-                        }
-                        if answered && !pending.iter().any(|(_, b)| !b.is_empty()) {
-                            on_demand = false;
-                            if !next.is_empty() {
-                                if let Some(k) = keeper.as_mut() {
-                                    let beats = std::mem::take(&mut next);
-                                    if send_keep_alive(k, &mut pending, beats, &mut waiting).await {
-                                        on_demand = true;
-                                    } else {
-                                        broken = true;
-                                    }
-                                }
-                            }
                         }
                     }
                     // Broken (a member died, a connection dropped): open it again. Whoever
@@ -1393,12 +1364,19 @@ impl Keeper {
                 () = tokio::time::sleep_until(give_up) => {}
                 () = tokio::time::sleep_until(reopen_at), if keeper.is_none() => {}
             }
+            // Callers asked, and no keep-alive they wait for is on its way: one goes for all.
+            let awaited = pending.iter().any(|(_, beats)| !beats.is_empty());
+            if !broken && !awaited && !next.is_empty() {
+                if let Some(k) = keeper.as_mut() {
+                    let beats = std::mem::take(&mut next);
+                    broken = !send_keep_alive(k, &mut pending, beats, &mut waiting).await;
+                }
+            }
             if broken {
                 tracing::debug!("etcd keep-alive stream broke; opening it again");
                 keeper = None;
                 responses = None;
                 pending.clear();
-                on_demand = false;
                 waiting.append(&mut next);
                 reopen_at = Instant::now();
             }
