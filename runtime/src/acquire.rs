@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use crate::error::LockError;
 use crate::guard::LockGuard;
+use crate::inflight::{Call, InFlight, Settled};
 use crate::key::{validate_key, LockKeys};
 use crate::lease::{validity, Lease};
 use crate::locker::Locker;
@@ -196,27 +197,34 @@ impl Locker {
             } else {
                 1
             };
-            turn.in_flight = Some(token.clone());
             // Read before sending: a drop after this, even before the answer, ends the lease.
             let session = inner.store.session();
             let sent = Instant::now();
             let validity = validity(opts.lease, inner.drift);
-            let request = AcquireRequest {
-                keys,
-                token: &token,
+            let interest = deadline.saturating_duration_since(sent);
+            let call = Attempted {
+                keys: keys.clone(),
+                token: token.clone(),
                 lease: opts.lease,
                 validity,
                 sent,
                 fence_ttl: inner.fence_ttl,
                 fences,
-                interest: deadline.saturating_duration_since(sent),
+                interest,
                 queued,
-                contender: turn.contender.as_deref(),
+                contender: turn.contender.clone(),
                 fenced: opts.fenced,
-            };
-            let attempt = inner.store.acquire(&request).await?;
-            queued |= matches!(attempt, Attempt::Held { .. }) && !request.interest.is_zero();
+            }
+            .send(inner, None);
+            let (call, settles) = InFlight::new(inner, call);
+            // Dropped from here on, the turn gives back whatever the call takes, once it is
+            // answered; an error leaves it to do so too (the call may have landed).
+            turn.in_flight = Some(token.clone());
+            turn.settles = Some(settles);
+            let attempt = call.await?;
             turn.in_flight = None;
+            turn.settles = None;
+            queued |= matches!(attempt, Attempt::Held { .. }) && !interest.is_zero();
             let remaining = match attempt {
                 Attempt::Granted { .. } if Instant::now() >= sent + validity => {
                     // The grant came too late to count on: its validity, counted from the
@@ -281,6 +289,53 @@ impl Locker {
                 deadline,
             )
             .await;
+        }
+    }
+}
+
+/// An acquire request that owns what it names, so that it can go on in the background after
+/// its caller stopped waiting for it ([`InFlight`]).
+struct Attempted {
+    keys: LockKeys,
+    token: OwnerToken,
+    lease: Duration,
+    validity: Duration,
+    sent: Instant,
+    fence_ttl: Duration,
+    fences: u64,
+    interest: Duration,
+    queued: bool,
+    contender: Option<Box<str>>,
+    fenced: bool,
+}
+
+impl Attempted {
+    /// The store's acquire of this request: of the lock, or of a share of it (a read lease,
+    /// permits).
+    fn send(self, inner: &Arc<crate::state::Inner>, share: Option<Share>) -> Call<Attempt> {
+        let store = inner.store.clone();
+        Box::pin(async move {
+            let request = self.request();
+            match share {
+                None => store.acquire(&request).await,
+                Some(share) => store.take_share(&request, share).await,
+            }
+        })
+    }
+
+    fn request(&self) -> AcquireRequest<'_> {
+        AcquireRequest {
+            keys: &self.keys,
+            token: &self.token,
+            lease: self.lease,
+            validity: self.validity,
+            sent: self.sent,
+            fence_ttl: self.fence_ttl,
+            fences: self.fences,
+            interest: self.interest,
+            queued: self.queued,
+            contender: self.contender.as_deref(),
+            fenced: self.fenced,
         }
     }
 }
@@ -384,13 +439,13 @@ impl Locker {
         let sessions: Vec<_> = keys.iter().map(|_| inner.store.session()).collect();
         let sent = Instant::now();
         let validity = validity(opts.lease, inner.drift);
-        let requests: Vec<AcquireRequest<'_>> = lock_keys
+        let owned: Vec<Attempted> = lock_keys
             .iter()
             .zip(&tokens)
             .zip(&fences)
-            .map(|((keys, token), &fences)| AcquireRequest {
-                keys,
-                token,
+            .map(|((keys, token), &fences)| Attempted {
+                keys: keys.clone(),
+                token: token.clone(),
                 lease: opts.lease,
                 validity,
                 sent,
@@ -402,8 +457,18 @@ impl Locker {
                 fenced: true,
             })
             .collect();
+        let store = inner.store.clone();
+        let call: Call<Option<Vec<u64>>> = Box::pin(async move {
+            let requests: Vec<AcquireRequest<'_>> = owned.iter().map(Attempted::request).collect();
+            store.acquire_all(&requests).await
+        });
+        let (call, settles) = InFlight::new(inner, call);
+        for turn in &mut turns {
+            turn.settles = Some(settles.clone());
+        }
+        drop(settles);
         // An error leaves the tokens in flight: the turns give back what may have been taken.
-        let Some(tops) = inner.store.acquire_all(&requests).await? else {
+        let Some(tops) = call.await? else {
             for turn in &mut turns {
                 turn.in_flight = None;
             }
@@ -480,9 +545,9 @@ impl Locker {
             let session = inner.store.session();
             let sent = Instant::now();
             let validity = validity(opts.lease, inner.drift);
-            let request = AcquireRequest {
-                keys,
-                token: &token,
+            let call = Attempted {
+                keys: keys.clone(),
+                token: token.clone(),
                 lease: opts.lease,
                 validity,
                 sent,
@@ -492,16 +557,19 @@ impl Locker {
                 queued: false,
                 contender: None,
                 fenced: true,
-            };
-            // Dropped before the answer came, the attempt may have let us in: leave again.
+            }
+            .send(inner, Some(share));
+            let (call, settles) = InFlight::new(inner, call);
+            // Dropped before the answer came, the attempt may still let us in: leave again
+            // once it was answered.
             let in_flight = InFlightShare {
                 locker: self,
                 keys,
                 token: Some(token.clone()),
                 share,
+                settles: Some(settles),
             };
-            let attempt = inner.store.take_share(&request, share).await;
-            let attempt = in_flight.answered(attempt)?;
+            let attempt = in_flight.answered(call.await)?;
             let remaining = match attempt {
                 Attempt::Granted { .. } if Instant::now() >= sent + validity => {
                     let _ = inner.store.end_share(keys, &token, share).await;
@@ -557,12 +625,13 @@ impl Locker {
 }
 
 /// A read (or permit) acquire sent and not answered yet; dropped so (cancelled), it gives the
-/// share back in the background in case it got it.
+/// share back in the background once the acquire was answered, in case it got it.
 struct InFlightShare<'a> {
     locker: &'a Locker,
     keys: &'a LockKeys,
     token: Option<OwnerToken>,
     share: Share,
+    settles: Option<Settled>,
 }
 
 impl InFlightShare<'_> {
@@ -581,7 +650,7 @@ impl Drop for InFlightShare<'_> {
         if let Some(token) = self.token.take() {
             self.locker
                 .inner
-                .abandon_shared(self.keys, token, self.share);
+                .abandon_shared(self.keys, token, self.share, self.settles.take());
         }
     }
 }

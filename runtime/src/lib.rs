@@ -73,6 +73,7 @@ mod error;
 pub mod fenced;
 mod global;
 mod guard;
+mod inflight;
 mod inspect;
 #[cfg(test)]
 mod job_tests;

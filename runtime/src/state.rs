@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::inflight::Settled;
 use crate::key::LockKeys;
 use crate::lease::Lease;
 use crate::lines::Lines;
@@ -16,6 +17,7 @@ use crate::observe::TraceKeys;
 use crate::queue::Queues;
 use crate::store::{Share, Store};
 use crate::token::OwnerToken;
+use crate::turns::Abandoned;
 use crate::watchdog::{self, Job, Schedule};
 
 pub(crate) struct Inner {
@@ -83,39 +85,31 @@ impl Inner {
     }
 
     /// A read (or permit) acquire was abandoned while its answer was outstanding: gives the
-    /// share back if `token` got it, in the background.
+    /// share back if `token` got it, in the background, once the acquire was answered.
     pub(crate) fn abandon_shared(
         self: &Arc<Self>,
         keys: &LockKeys,
         token: OwnerToken,
         share: Share,
+        settles: Option<Settled>,
     ) {
         let inner = self.clone();
         let keys = keys.clone();
         let job: Job = Box::pin(async move {
+            if let Some(settles) = settles {
+                settles.wait().await;
+            }
             let _ = inner.store.end_share(&keys, &token, share).await;
         });
         // Without a background task the lease runs out on its own.
         let _ = self.send_job(job);
     }
 
-    /// An acquire or release was abandoned while its answer was outstanding: deletes the lock
-    /// if `token` owns it, in the background, then passes the local `turn` on (if the request had one). False when no
-    /// background task can run (the caller then passes the turn itself).
-    pub(crate) fn abandon(
-        self: &Arc<Self>,
-        keys: &LockKeys,
-        token: OwnerToken,
-        turn: Option<u64>,
-    ) -> bool {
-        let inner = self.clone();
-        let keys = keys.clone();
-        let job: Job = Box::pin(async move {
-            let _ = inner.store.release(&keys, &token).await;
-            if let Some(turn) = turn {
-                inner.queues.pass_turn(keys.lock(), turn);
-            }
-        });
-        self.send_job(job).is_ok()
+    /// An acquire or release was abandoned while its answer was outstanding: cleans up after
+    /// it in the background ([`Abandoned::clean_up`]). Without a background task (its runtime
+    /// is gone) nothing can reach the store and the lease will expire; the local turn is
+    /// still passed on, as `left` is dropped.
+    pub(crate) fn abandon(&self, left: Abandoned) {
+        let _ = self.send_job(Box::pin(left.clean_up()));
     }
 }

@@ -9,10 +9,12 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::inflight::Settled;
 use crate::key::LockKeys;
 use crate::lease::Lease;
 use crate::queue::Turn;
 use crate::state::Inner;
+use crate::store::Store;
 use crate::token::OwnerToken;
 
 /// How often a queued task looks again at who holds the turn, while a contender holds it.
@@ -31,6 +33,10 @@ pub(crate) struct ActiveTurn<'a> {
     pub(crate) contender: Option<Box<str>>,
     /// The token of an acquire sent but not answered yet.
     pub(crate) in_flight: Option<OwnerToken>,
+    /// Resolves once that acquire was answered (it goes on in the background when its caller
+    /// stops polling it): the give-back waits for it. `None`: answered already, or a call
+    /// whose give-back may go at once (a release).
+    pub(crate) settles: Option<Settled>,
     armed: bool,
 }
 
@@ -42,6 +48,7 @@ impl<'a> ActiveTurn<'a> {
             turn: Some(turn),
             contender: None,
             in_flight: None,
+            settles: None,
             armed: true,
         }
     }
@@ -54,6 +61,7 @@ impl<'a> ActiveTurn<'a> {
             turn: None,
             contender: Some(crate::token::contender_name().into()),
             in_flight: None,
+            settles: None,
             armed: true,
         }
     }
@@ -72,22 +80,65 @@ impl Drop for ActiveTurn<'_> {
         if !self.armed {
             return;
         }
-        match &self.contender {
-            Some(name) => self.inner.store.withdraw_request(self.keys, name),
-            None => self.inner.store.withdraw(self.keys),
-        }
-        match (self.in_flight.take(), self.turn) {
-            (None, Some(turn)) => self.inner.queues.pass_turn(self.keys.lock(), turn),
-            (None, None) => {}
-            (Some(token), turn) => {
-                if !self.inner.abandon(self.keys, token, turn) {
-                    // No background task (its runtime is gone): nothing can reach Redis, and
-                    // the lease will expire. Still free the local turn.
-                    if let Some(turn) = turn {
-                        self.inner.queues.pass_turn(self.keys.lock(), turn);
-                    }
-                }
+        let Some(token) = self.in_flight.take() else {
+            leave_queue(&*self.inner.store, self.keys, self.contender.as_deref());
+            if let Some(turn) = self.turn {
+                self.inner.queues.pass_turn(self.keys.lock(), turn);
             }
+            return;
+        };
+        // Leaving the store's queue, giving back what the call may have taken and passing the
+        // turn on all wait until the call in flight was answered: before that, the store may
+        // not have queued or granted it yet, and would find nothing to undo.
+        self.inner.abandon(Abandoned {
+            inner: self.inner.clone(),
+            keys: self.keys.clone(),
+            token,
+            turn: self.turn,
+            contender: self.contender.take(),
+            settles: self.settles.take(),
+        });
+    }
+}
+
+/// Leaves the store's queue, where the engine keeps one: under the contender's own name (a
+/// fair request waiting alone), or as the front of the process's local queue.
+fn leave_queue(store: &dyn Store, keys: &LockKeys, contender: Option<&str>) {
+    match contender {
+        Some(name) => store.withdraw_request(keys, name),
+        None => store.withdraw(keys),
+    }
+}
+
+/// A contender that stopped with a call in flight, for the background task to clean up after.
+/// Its local turn passes on when it is dropped: after the clean-up, or at once if the clean-up
+/// never runs (no runtime left).
+pub(crate) struct Abandoned {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) keys: LockKeys,
+    pub(crate) token: OwnerToken,
+    pub(crate) turn: Option<u64>,
+    pub(crate) contender: Option<Box<str>>,
+    pub(crate) settles: Option<Settled>,
+}
+
+impl Abandoned {
+    /// Waits for the call in flight, leaves the store's queue, and deletes the lock if the
+    /// token owns it; the turn passes on as `self` drops.
+    pub(crate) async fn clean_up(mut self) {
+        if let Some(settles) = self.settles.take() {
+            settles.wait().await;
+        }
+        let store = &*self.inner.store;
+        leave_queue(store, &self.keys, self.contender.as_deref());
+        let _ = store.release(&self.keys, &self.token).await;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(turn) = self.turn.take() {
+            self.inner.queues.pass_turn(self.keys.lock(), turn);
         }
     }
 }

@@ -155,6 +155,25 @@ conformance! {
         // Not built on these engines yet: the request is refused, naming the engine.
         redlock3, zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
     }
+
+    /// 16. Cancellation at every await point: an acquire, a `try_acquire`, a waiting acquire
+    /// and a release, each dropped after its N-th poll for every N until it finishes by
+    /// itself, leave the lock free within the operation timeout plus a handover.
+    cancellation {
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::cancel::at_every_poll;
+    }
+
+    /// 17. The same for read locks, where the engine has them.
+    read_cancellation {
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::cancel::reads_at_every_poll;
+        redlock3, postgres => checks::read_write::refused_clearly;
+    }
+
+    /// 18. The same for semaphore permits, where the engine has them.
+    permit_cancellation {
+        single, cluster, sentinel, memory => checks::cancel::permits_at_every_poll;
+        redlock3, zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+    }
 }
 
 async fn start(name: &str) -> Engine {

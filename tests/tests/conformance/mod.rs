@@ -3,6 +3,7 @@
 
 pub mod bounded;
 pub mod busy;
+pub mod cancel;
 pub mod exclusion;
 pub mod fences;
 pub mod hostile_keys;
