@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{ProxyMode, TcpProxy, ZkEnsemble, ZkServer};
+use leasehold_tests::harness::{ProxyMode, TcpProxy, ZkEnsemble, ZkOptions, ZkServer};
 use tokio::time::Instant;
 
 async fn locker(hosts: &str, session: Duration) -> Locker {
@@ -242,6 +242,101 @@ async fn a_client_partitioned_past_the_session_timeout_loses_its_lock_to_the_nex
         .await
         .expect("the healed client did not lock again");
     assert!(again.fence() > fence);
+}
+
+/// Issue 27, bug 1: a server grants at most its `maxSessionTimeout`, whatever the client asks.
+/// Server cap 2 s, the locker asks for 8 s and locks with a 6 s lease; the holder is cut off
+/// (a stalled proxy), the server expires its 2 s session, and another process takes the lock.
+/// By then the cut-off guard must have stopped trusting its lease: never two holders by the
+/// client's own judgement. Before the fix the lease was bounded by the 8 s asked: the other
+/// process held the lock at about 2.1 s while the first guard reported held until the
+/// ZooKeeper client ended the session on its own, 7/5 of the timeout (2.8 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_never_outlives_the_session_the_server_granted() {
+    let cap = Duration::from_secs(2);
+    let zk = ZkServer::start_with(ZkOptions::default().max_session_timeout(cap)).await;
+    let proxy = TcpProxy::start(zk.addr()).await;
+    let asked = Duration::from_secs(8);
+    let cut = locker(&proxy.addr().to_string(), asked).await;
+    let other = locker(&zk.connect_string(), asked).await;
+    let first = Arc::new(
+        cut.lock("capped")
+            .lease(Duration::from_secs(6))
+            .acquire()
+            .await
+            .unwrap(),
+    );
+    let fence = first.fence();
+    proxy.set_mode(ProxyMode::Stall);
+    let at = Instant::now();
+    let watched = first.clone();
+    let lost = tokio::spawn(async move {
+        watched.lost().await;
+        at.elapsed()
+    });
+    let next = other
+        .lock("capped")
+        .wait(Duration::from_secs(15))
+        .acquire()
+        .await
+        .expect("the lock never came free while its holder was cut off");
+    // Read at once, on the clock both guards are judged by: the other holds the lock now.
+    let taken = at.elapsed();
+    let still_held = first.is_held();
+    let lost_by_then = tokio::time::timeout(Duration::ZERO, first.lost())
+        .await
+        .is_ok();
+    assert!(next.fence() > fence);
+    assert!(
+        !still_held && lost_by_then,
+        "two holders: another process holds the lock {taken:?} into the partition, and the \
+         cut-off guard still trusts its lease (held: {still_held}, lost: {lost_by_then})"
+    );
+    let noticed = tokio::time::timeout(Duration::from_secs(10), lost)
+        .await
+        .expect("lost() never resolved")
+        .unwrap();
+    eprintln!("cut off at 0: the holder lost its lease at {noticed:?}, another held at {taken:?}");
+    next.release().await.unwrap();
+}
+
+/// Every bound a locker takes from its session is the timeout the server granted, not the one
+/// asked for: above the server's `maxSessionTimeout` it is the cap, below its
+/// `minSessionTimeout` the floor. Seen in the lease a request is shortened to (the refusal of
+/// a `hold_at_least` longer than that lease names it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_bound_is_the_session_timeout_the_server_granted() {
+    let (floor, cap) = (Duration::from_millis(1500), Duration::from_secs(2));
+    let zk = ZkServer::start_with(
+        ZkOptions::default()
+            .min_session_timeout(floor)
+            .max_session_timeout(cap),
+    )
+    .await;
+    let hosts = zk.connect_string();
+    for (asked, granted) in [
+        (Duration::from_secs(8), cap),
+        (Duration::from_secs(1), floor),
+    ] {
+        let locker = locker(&hosts, asked).await;
+        let err = locker
+            .lock("bound")
+            .lease(Duration::from_secs(6))
+            .watchdog(false)
+            .hold_at_least(Duration::from_secs(7))
+            .acquire()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, LockError::Config { .. })
+                && err.to_string().contains(&format!("lease of {granted:?}")),
+            "asked {asked:?}, granted {granted:?}: {err}"
+        );
+        // And a lease within it works.
+        let guard = locker.lock("bound").lease(asked).acquire().await.unwrap();
+        assert!(guard.is_held());
+        guard.release().await.unwrap();
+    }
 }
 
 /// A server restart with its data kept: the session survives a short outage, and the lock

@@ -20,6 +20,13 @@
 //! locks after one TTL, as it would on ZooKeeper. The price: a lease is at most the TTL (see
 //! [`Store::lease_bound`]), and the watchdog renews it.
 //!
+//! **The TTL is the one asked for, never more than etcd's.** etcd grants at least the TTL asked
+//! for: its shortest is `1.5 × --election-timeout` in whole seconds, and a shorter request gets
+//! that. Every bound here (the lease bound, when a keep-alive is due, when the session is given
+//! up) is the TTL asked for, so the client counts on no more than etcd keeps; a longer grant
+//! only means a crashed process's locks wait for it. A grant shorter than asked (which etcd
+//! does not make) is refused: etcd would expire keys the client still trusts.
+//!
 //! **Loss.** etcd expires the lease a TTL after the last keep-alive it received, so a lease is
 //! judged on this process's monotonic clock from the *send* time of the last acknowledged
 //! keep-alive, exactly as a Redis lease is from the send time of its last renewal: an acquire
@@ -66,6 +73,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -261,7 +269,11 @@ pub(crate) struct EtcdStore {
     /// The endpoints without credentials, for messages.
     shown: String,
     client: etcd::Client,
+    /// The TTL asked for: every bound of a session (see the module's docs).
     ttl: Duration,
+    /// The TTL etcd granted the latest lease, in seconds (0 before the first): told once when
+    /// it differs from the one asked.
+    granted: AtomicI64,
     settings: Settings,
     current: Arc<tokio::sync::Mutex<Option<LeaseSession>>>,
     /// Bumped each time a lease ends (expired, given up): its keys are gone or going.
@@ -324,6 +336,7 @@ impl EtcdStore {
             shown,
             client,
             ttl: session_timeout,
+            granted: AtomicI64::new(0),
             settings: settings.clone(),
             current: Arc::default(),
             epoch: Arc::new(watch::channel(0).0),
@@ -387,6 +400,7 @@ impl EtcdStore {
             Ok(Err(e)) => return Err(self.unavailable("refused a lease", e)),
             Err(_) => return Err(self.late(limit)),
         };
+        self.check_granted(&granted, ttl)?;
         let session = *self.epoch.borrow();
         let (beats, requests) = mpsc::unbounded_channel();
         let acked = Arc::new(Mutex::new(sent));
@@ -415,6 +429,42 @@ impl EtcdStore {
             acked,
         });
         Ok((granted.id(), session))
+    }
+
+    /// Refuses a lease granted a shorter TTL than asked (the bounds here are the TTL asked for:
+    /// etcd would expire keys the client still trusts), revoking it; says once when etcd
+    /// granted more (its shortest TTL), which only delays the release of a crashed process's
+    /// locks.
+    fn check_granted(
+        &self,
+        granted: &etcd::LeaseGrantResponse,
+        asked: i64,
+    ) -> Result<(), LockError> {
+        let ttl = granted.ttl();
+        if u64::try_from(ttl).map_or(true, |secs| Duration::from_secs(secs) < self.ttl) {
+            let (mut client, id) = (self.client.clone(), granted.id());
+            let limit = self.settings.op_timeout;
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(limit, client.lease_revoke(id)).await;
+            });
+            return Err(LockError::config(format!(
+                "etcd at {} granted a lease TTL of {ttl} s, shorter than the {:?} asked: leases \
+                 would be trusted after etcd expired them; give a session_timeout of at most \
+                 {ttl} s",
+                self.shown, self.ttl
+            )));
+        }
+        if ttl > asked && self.granted.swap(ttl, Ordering::AcqRel) != ttl {
+            tracing::info!(
+                asked,
+                granted = ttl,
+                "etcd at {} granted a lease TTL of {ttl} s, above the {asked} s asked (its \
+                 shortest, 1.5 x its election timeout): a crashed process's locks are freed \
+                 only after {ttl} s",
+                self.shown
+            );
+        }
+        Ok(())
     }
 
     /// Waits until a keep-alive sent after this call is acknowledged: the lease then lives at

@@ -15,6 +15,13 @@
 //! stops trusting it. An expired session bumps [`Session`], which every lease granted over it
 //! reads as lost at once, and the next call opens a new session.
 //!
+//! **The session timeout is the server's.** A server grants the timeout asked for only within
+//! its `minSessionTimeout ..= maxSessionTimeout` (by default 2 to 20 ticks), so the timeout
+//! every bound is taken from is the one each session negotiated, read again on every new
+//! session: the lease bound, the disconnected give-up time, and the check that refuses an
+//! acquire asking for a longer lease than the session it would go over (see
+//! [`ZooKeeperStore::fits_session`]).
+//!
 //! **Fences.** A znode's creation zxid (`czxid`) is global, strictly increasing across every
 //! write of the ensemble, and survives restarts and leader changes; sequence numbers do not
 //! (they restart when a container is deleted and created again). The fence of a holder is
@@ -41,6 +48,7 @@
 //! crashed client's znodes vanish with its session.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -101,7 +109,11 @@ struct Connection {
 
 pub(crate) struct ZooKeeperStore {
     hosts: String,
+    /// The session timeout asked for; the server may grant another (see `granted`).
     session_timeout: Duration,
+    /// The session timeout the server granted the latest session, in milliseconds (the unit
+    /// ZooKeeper negotiates in): the lease bound. The asked one until a first session opened.
+    granted: AtomicU64,
     settings: Settings,
     current: Arc<tokio::sync::Mutex<Option<Connection>>>,
     /// Bumped each time a session ends (expired, closed): its ephemeral znodes are gone.
@@ -120,6 +132,7 @@ impl ZooKeeperStore {
         let store = ZooKeeperStore {
             hosts: hosts.to_owned(),
             session_timeout,
+            granted: AtomicU64::new(millis(session_timeout)),
             settings: settings.clone(),
             current: Arc::default(),
             epoch: Arc::new(watch::channel(0).0),
@@ -179,6 +192,27 @@ impl ZooKeeperStore {
             Err(_) => return Err(self.late(limit)),
         };
         let session = *self.epoch.borrow();
+        let granted = client.session_timeout();
+        let before = self.granted.swap(millis(granted), Ordering::AcqRel);
+        // Said once per change, not per session: a server's limits rarely change.
+        if millis(granted) != before && granted < self.session_timeout {
+            tracing::warn!(
+                asked = ?self.session_timeout,
+                granted = ?granted,
+                "the zookeeper server granted a session timeout of {granted:?}, below the \
+                 {:?} asked (its maxSessionTimeout): leases are bounded by {granted:?}",
+                self.session_timeout
+            );
+        } else if millis(granted) != before && granted > self.session_timeout {
+            tracing::info!(
+                asked = ?self.session_timeout,
+                granted = ?granted,
+                "the zookeeper server granted a session timeout of {granted:?}, above the \
+                 {:?} asked (its minSessionTimeout): a crashed process's locks are freed only \
+                 after {granted:?}",
+                self.session_timeout
+            );
+        }
         tokio::spawn(watch_session(
             client.state_watcher(),
             Ended {
@@ -187,7 +221,7 @@ impl ZooKeeperStore {
                 current: Arc::downgrade(&self.current),
                 session,
             },
-            self.session_timeout,
+            granted,
         ));
         *current = Some(Connection {
             client: client.clone(),
@@ -299,6 +333,28 @@ impl ZooKeeperStore {
         Ok(in_order(children))
     }
 
+    /// Refuses an acquire whose lease is longer than the session it would go over. The lease
+    /// was bounded by [`Store::lease_bound`] when the request was made, but a session that
+    /// opened since may have been granted a shorter timeout (another server, a changed
+    /// `maxSessionTimeout`): the server could then expire the session, and give the lock to
+    /// another, while the client still counts on the lease. Nothing is created; the next
+    /// request made is bounded by this session's timeout.
+    fn fits_session(&self, client: &zk::Client, lease: Duration) -> Result<(), LockError> {
+        let granted = client.session_timeout();
+        if lease <= granted {
+            return Ok(());
+        }
+        Err(LockError::unavailable(
+            format!(
+                "zookeeper at {} granted this session a timeout of {granted:?}, shorter than \
+                 the lease of {lease:?} this request was made for; try again (a new request is \
+                 bounded by the session)",
+                self.hosts
+            ),
+            None,
+        ))
+    }
+
     fn forget_waiting(&self, lock: &str) -> Option<Node> {
         self.nodes.lock().unwrap().waiting.remove(lock)
     }
@@ -311,6 +367,7 @@ impl ZooKeeperStore {
     async fn acquire_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         debug_assert!(req.fences < FENCE_SLOTS, "fences of one znode overflow");
         let (client, session) = self.client().await?;
+        self.fits_session(&client, req.lease)?;
         let parent = parent_of(req.keys);
         let existing = self
             .nodes
@@ -428,6 +485,7 @@ impl ZooKeeperStore {
     /// ahead of it; otherwise it leaves again at once (readers do not wait in the queue).
     async fn acquire_shared_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         let (client, session) = self.client().await?;
+        self.fits_session(&client, req.lease)?;
         let parent = parent_of(req.keys);
         let mine = self
             .create_child(&client, session, &parent, req.token, READER, None)
@@ -773,8 +831,8 @@ impl Ended {
 }
 
 /// Ends the session's leases when it expires or closes, or when it stayed disconnected for
-/// the whole session timeout: the server may have expired it by then, and every lease over it
-/// has run out on this process's clock anyway.
+/// the whole session timeout (the one the server granted it): the server may have expired it
+/// by then, and every lease over it has run out on this process's clock anyway.
 async fn watch_session(mut states: zk::StateWatcher, ended: Ended, session_timeout: Duration) {
     let mut disconnected_since: Option<tokio::time::Instant> = None;
     loop {
@@ -803,6 +861,11 @@ async fn watch_session(mut states: zk::StateWatcher, ended: Ended, session_timeo
             }
         }
     }
+}
+
+/// A duration in whole milliseconds, the unit ZooKeeper negotiates timeouts in.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The lock's container znode: the lock key with every byte that ZooKeeper paths do not take
@@ -916,8 +979,10 @@ impl Store for ZooKeeperStore {
         Some(Session::current(&self.epoch))
     }
 
+    /// The session timeout the server granted the latest session: a lease no longer than it
+    /// ends, on this process's clock, before the server can expire the session.
     fn lease_bound(&self) -> Option<Duration> {
-        Some(self.session_timeout)
+        Some(Duration::from_millis(self.granted.load(Ordering::Acquire)))
     }
 
     fn locks_expire(&self) -> bool {

@@ -63,6 +63,7 @@ const PORT_ATTEMPTS: usize = 5;
 #[derive(Debug)]
 pub struct EtcdServer {
     name: String,
+    options: EtcdOptions,
     client_port: u16,
     peer_port: u16,
     /// `name=http://127.0.0.1:PEER,...`: every member of its cluster.
@@ -71,6 +72,66 @@ pub struct EtcdServer {
     dir: PathBuf,
     /// `None` once killed or stopped; only this handle reaps, so a pid here is never reused.
     child: Mutex<Option<Child>>,
+}
+
+/// Settings of a single-member server that differ from the harness's: its Raft timing, which
+/// also sets the shortest lease TTL it grants (`⌈1.5 × election timeout⌉` in whole seconds; a
+/// client asking for less gets that), as an operator's flags may set them.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use leasehold_tests::harness::{EtcdOptions, EtcdServer};
+///
+/// # async fn demo() {
+/// // Leases of less than 5 s are granted 5 s.
+/// let etcd = EtcdServer::start_with(
+///     EtcdOptions::default()
+///         .heartbeat(Duration::from_millis(100))
+///         .election_timeout(Duration::from_secs(3)),
+/// )
+/// .await;
+/// # drop(etcd);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct EtcdOptions {
+    heartbeat: Duration,
+    election_timeout: Duration,
+}
+
+impl Default for EtcdOptions {
+    fn default() -> Self {
+        Self {
+            heartbeat: EtcdServer::HEARTBEAT,
+            election_timeout: EtcdServer::ELECTION_TIMEOUT,
+        }
+    }
+}
+
+impl EtcdOptions {
+    /// The heartbeat interval (`--heartbeat-interval`, in whole milliseconds). Defaults to
+    /// [`EtcdServer::HEARTBEAT`].
+    pub fn heartbeat(mut self, interval: Duration) -> Self {
+        self.heartbeat = interval;
+        self
+    }
+
+    /// The election timeout (`--election-timeout`, in whole milliseconds; etcd wants at least
+    /// 5 heartbeats). Defaults to [`EtcdServer::ELECTION_TIMEOUT`].
+    pub fn election_timeout(mut self, timeout: Duration) -> Self {
+        self.election_timeout = timeout;
+        self
+    }
+
+    /// The shortest lease TTL the server grants, as etcd computes it from these settings:
+    /// `1.5 × election timeout`, rounded down to whole heartbeats, then up to whole seconds.
+    pub fn min_lease_ttl(&self) -> Duration {
+        let heartbeat = self.heartbeat.as_millis().max(1);
+        let ticks = self.election_timeout.as_millis() / heartbeat;
+        let min = (3 * ticks / 2) * heartbeat;
+        Duration::from_secs(u64::try_from(min.div_ceil(1000)).unwrap_or(u64::MAX))
+    }
 }
 
 /// Why one launch did not give a serving server.
@@ -95,11 +156,22 @@ impl EtcdServer {
     /// If `etcd` cannot be found, or the server exits or does not serve within 30 s; the
     /// message includes the tail of its log.
     pub async fn start() -> Self {
+        Self::start_with(EtcdOptions::default()).await
+    }
+
+    /// Starts a single-member cluster with `options` as [`start`](Self::start) does; they hold
+    /// across [`restart`](Self::restart)s.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub async fn start_with(options: EtcdOptions) -> Self {
         for _ in 0..PORT_ATTEMPTS {
             let (client, peer) = (ports::free_port(), ports::free_port());
             let name = member_name();
             let cluster = format!("{name}=http://127.0.0.1:{peer}");
-            let server = Self::create(name, client, peer, cluster);
+            let mut server = Self::create(name, client, peer, cluster);
+            server.options = options.clone();
             let log_start = server.log_len();
             server.spawn();
             match server.wait_serving(log_start, STARTUP_TIMEOUT).await {
@@ -120,6 +192,7 @@ impl EtcdServer {
         Self {
             token: format!("{name}-cluster"),
             name,
+            options: EtcdOptions::default(),
             client_port,
             peer_port,
             initial_cluster,
@@ -371,11 +444,11 @@ impl EtcdServer {
             .args(["--initial-cluster-state", "new"])
             .arg(format!(
                 "--heartbeat-interval={}",
-                Self::HEARTBEAT.as_millis()
+                self.options.heartbeat.as_millis()
             ))
             .arg(format!(
                 "--election-timeout={}",
-                Self::ELECTION_TIMEOUT.as_millis()
+                self.options.election_timeout.as_millis()
             ))
             .args(["--logger=zap", "--log-outputs=stderr", "--log-level=warn"])
             // Debian's package may set these for its own service; ours are on the command line.

@@ -34,10 +34,10 @@ mod zookeeper;
 
 pub use cargo_bin::cargo_bin;
 pub use cluster::RedisCluster;
-pub use etcd::{EtcdCluster, EtcdServer};
+pub use etcd::{EtcdCluster, EtcdOptions, EtcdServer};
 pub use postgres::PgServer;
 pub use probe::eventually;
 pub use proxy::{ConnKind, ProxyMode, TcpProxy};
 pub use redis_server::{RedisOptions, RedisServer};
 pub use sentinel::{SentinelSetup, Sentinels};
-pub use zookeeper::{ZkEnsemble, ZkServer};
+pub use zookeeper::{ZkEnsemble, ZkOptions, ZkServer};

@@ -89,6 +89,55 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 const POLL: Duration = Duration::from_millis(20);
 const PORT_ATTEMPTS: usize = 5;
 
+/// Settings of a standalone server that differ from the harness's: the range of session
+/// timeouts it grants (what a client asking outside it gets instead), as an operator's
+/// `zoo.cfg` may set them.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use leasehold_tests::harness::{ZkOptions, ZkServer};
+///
+/// # async fn demo() {
+/// // A client asking for an 8 s session gets 2 s.
+/// let zk = ZkServer::start_with(ZkOptions::default().max_session_timeout(Duration::from_secs(2)))
+///     .await;
+/// # drop(zk);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ZkOptions {
+    min_session_timeout: Duration,
+    max_session_timeout: Duration,
+}
+
+impl Default for ZkOptions {
+    fn default() -> Self {
+        Self {
+            min_session_timeout: ZkServer::MIN_SESSION_TIMEOUT,
+            max_session_timeout: ZkServer::MAX_SESSION_TIMEOUT,
+        }
+    }
+}
+
+impl ZkOptions {
+    /// The shortest session timeout the server grants (`minSessionTimeout`, in whole
+    /// milliseconds); a client asking for less gets this. Defaults to
+    /// [`ZkServer::MIN_SESSION_TIMEOUT`].
+    pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
+        self.min_session_timeout = timeout;
+        self
+    }
+
+    /// The longest session timeout the server grants (`maxSessionTimeout`, in whole
+    /// milliseconds); a client asking for more gets this. Defaults to
+    /// [`ZkServer::MAX_SESSION_TIMEOUT`].
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.max_session_timeout = timeout;
+        self
+    }
+}
+
 /// One ZooKeeper server process on 127.0.0.1: a standalone server ([`ZkServer::start`]) or a
 /// member of a [`ZkEnsemble`].
 ///
@@ -131,8 +180,18 @@ impl ZkServer {
     /// If `java` or the ZooKeeper jars cannot be found, or the server exits or does not serve
     /// within 30 s; the message includes the tail of its log.
     pub async fn start() -> Self {
+        Self::start_with(ZkOptions::default()).await
+    }
+
+    /// Starts a standalone server with `options` as [`start`](Self::start) does; they hold
+    /// across [`restart`](Self::restart)s.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub async fn start_with(options: ZkOptions) -> Self {
         for _ in 0..PORT_ATTEMPTS {
-            let server = Self::create(ports::free_port(), None, "");
+            let server = Self::create(ports::free_port(), None, "", &options);
             let log_start = server.log_len();
             server.spawn();
             match server.wait_serving(log_start, STARTUP_TIMEOUT).await {
@@ -151,7 +210,7 @@ impl ZkServer {
     }
 
     /// Makes the directory and its `zoo.cfg` (and `myid`), without starting anything.
-    fn create(client_port: u16, myid: Option<u32>, servers: &str) -> Self {
+    fn create(client_port: u16, myid: Option<u32>, servers: &str, options: &ZkOptions) -> Self {
         let dir = fresh_dir();
         let data = dir.join(DATA_DIR);
         fs::create_dir_all(&data)
@@ -160,7 +219,7 @@ impl ZkServer {
             fs::write(data.join("myid"), format!("{id}\n"))
                 .unwrap_or_else(|e| panic!("cannot write myid in {}: {e}", data.display()));
         }
-        let config = config(client_port, &data, servers);
+        let config = config(client_port, &data, servers, options);
         let path = dir.join(CONFIG_FILE);
         fs::write(&path, config).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
         Self {
@@ -526,7 +585,7 @@ impl ZkEnsemble {
                 .enumerate()
                 .map(|(i, (client, _, _))| {
                     let myid = u32::try_from(i + 1).expect("a small ensemble");
-                    ZkServer::create(*client, Some(myid), &servers)
+                    ZkServer::create(*client, Some(myid), &servers, &ZkOptions::default())
                 })
                 .collect();
             let ensemble = Self { members };
@@ -648,10 +707,10 @@ impl ZkEnsemble {
 }
 
 /// The `zoo.cfg` of one server; `servers` holds an ensemble's `server.N=` lines, or nothing.
-fn config(client_port: u16, data: &Path, servers: &str) -> String {
+fn config(client_port: u16, data: &Path, servers: &str, options: &ZkOptions) -> String {
     let tick = ZkServer::TICK_TIME.as_millis();
-    let min_session = ZkServer::MIN_SESSION_TIMEOUT.as_millis();
-    let max_session = ZkServer::MAX_SESSION_TIMEOUT.as_millis();
+    let min_session = options.min_session_timeout.as_millis();
+    let max_session = options.max_session_timeout.as_millis();
     format!(
         "tickTime={tick}\n\
          minSessionTimeout={min_session}\n\
