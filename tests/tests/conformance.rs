@@ -174,6 +174,15 @@ conformance! {
         single, cluster, sentinel, memory => checks::cancel::permits_at_every_poll;
         redlock3, zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
     }
+
+    /// 19. Every way a waiter leaves (`Busy`, cancelled, panicked), for every primitive the
+    /// engine has, leaves nothing that delays the next owner; a writer that left lets new
+    /// readers in at once.
+    waiter_leaves {
+        single, cluster, sentinel, memory => checks::leave::all;
+        zookeeper, etcd, etcd3 => checks::leave::without_semaphores_and_leaders;
+        redlock3, postgres => checks::leave::exclusive_and_multi;
+    }
 }
 
 async fn start(name: &str) -> Engine {

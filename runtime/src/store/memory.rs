@@ -246,6 +246,17 @@ impl MemoryStore {
         true
     }
 
+    /// The contender at the front of the process's queue stopped waiting: a writer's wait no
+    /// longer holds new readers back, and the readers that waited behind it look again.
+    pub(crate) fn withdraw(&self, keys: &LockKeys) {
+        let mut state = self.state.lock().unwrap();
+        if state.writer_waits.remove(keys.lock()).is_some() {
+            if let Some(tx) = state.channels.get(keys.wake()) {
+                tx.send_modify(|n| *n += 1);
+            }
+        }
+    }
+
     pub(crate) fn renew(&self, batch: &[Renewal<'_>]) -> Vec<bool> {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
@@ -366,6 +377,10 @@ impl Store for MemoryStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
         Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        MemoryStore::withdraw(self, keys);
     }
 
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {

@@ -9,6 +9,7 @@ pub mod fences;
 pub mod hostile_keys;
 pub mod job;
 pub mod leader;
+pub mod leave;
 pub mod loss;
 pub mod multi;
 pub mod read_write;
