@@ -36,6 +36,10 @@ use crate::error::{LockError, LostReason};
 use crate::guard::LockGuard;
 
 pub use crate::store::postgres::SCHEMA;
+
+/// How long past its lock's remaining lease a transaction that checked its fence may wait for
+/// its client between two statements before the server ends it (see the module docs).
+pub const FENCED_IDLE_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// The driver [`check_fence`] takes a client or transaction of (re-exported, so versions
 /// match).
 pub use tokio_postgres;

@@ -82,22 +82,58 @@ CREATE SEQUENCE IF NOT EXISTS leasehold_fences;
 
 -- Takes the lock `p_key` for `p_owner` if it is free, its lease ended, or it is the owner's
 -- already (a retried attempt). Granted: `fence` is the highest of the `p_fences` tokens
--- reserved, drawn from the sequence while the row is locked. Held: `remaining_ms` is what is
--- left of the holder's lease.
+-- reserved. Held: `remaining_ms` is what is left of the holder's lease, or a short retry hint.
+--
+-- It first takes the lock's advisory lock (in the two-int key space, from a 64-bit hash of the
+-- key) without waiting: while a transaction that checked the holder's fence is open, it holds
+-- that lock shared (leasehold_check_fence), and nobody may take the lock over, even once the
+-- lease ended, until that transaction is over. Renewals and releases never take it.
+--
+-- Fences: slot * 32 + n, the slot drawn while the row is locked (not in the INSERT's VALUES:
+-- a statement paused between drawing and inserting could take the lock after a later drawer
+-- released it, with a smaller fence) as the greatest of the sequence's next value, the server
+-- clock in units of 32 microseconds, and the row's last slot + 1; the sequence is then lifted
+-- to the slot. So fences keep increasing, and stay near the clock in microseconds like Redis
+-- fences, even when the sequence went back (a restored backup, a promoted asynchronous
+-- standby), while the server clock does not step back by more than that took.
 CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
+-- leasehold schema 2
+DECLARE
+    h constant bigint := hashtextextended(p_key, 0);
+    last_slot bigint;
+    drawn bigint;
+    slot bigint;
 BEGIN
+    IF NOT pg_try_advisory_xact_lock((h >> 32)::int, (h << 32 >> 32)::int) THEN
+        SELECT greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
+            INTO remaining_ms
+            FROM leasehold_locks AS l WHERE l.key = p_key;
+        -- The holder's lease ended but its fenced transaction is still open: ask again soon.
+        remaining_ms := greatest(coalesce(remaining_ms, 0), 50);
+        RETURN;
+    END IF;
     INSERT INTO leasehold_locks AS l (key, owner, fence, expires)
     VALUES (p_key, p_owner, 0, clock_timestamp() + p_lease_ms * interval '1 millisecond')
     ON CONFLICT (key) DO UPDATE
-        SET owner = excluded.owner, fence = 0,
+        SET owner = excluded.owner,
             expires = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-        WHERE l.expires <= clock_timestamp() OR l.owner = excluded.owner;
+        WHERE l.expires <= clock_timestamp() OR l.owner = excluded.owner
+        RETURNING l.fence / 32 INTO last_slot;
     IF FOUND THEN
+        drawn := nextval('leasehold_fences');
+        slot := greatest(drawn,
+                         (extract(epoch FROM clock_timestamp()) * 1000000)::bigint / 32,
+                         last_slot + 1);
+        -- Without UPDATE on the sequence (an operator's older grants) fences still follow the
+        -- clock; only a clock stepping back is no longer covered.
+        IF slot > drawn AND has_sequence_privilege('leasehold_fences', 'UPDATE') THEN
+            PERFORM setval('leasehold_fences', slot);
+        END IF;
         UPDATE leasehold_locks AS l
-            SET fence = nextval('leasehold_fences') * 32 + p_fences
+            SET fence = slot * 32 + p_fences
             WHERE l.key = p_key
             RETURNING l.fence INTO fence;
     ELSE
@@ -109,27 +145,62 @@ END
 $$;
 
 -- In the caller's transaction: whether the holder of fence `p_fence` still holds the lock
--- stored as `p_key`, row-locking it until the transaction ends, so that no other holder can
--- take the lock over before this transaction's writes are committed.
+-- stored as `p_key`. Holds the lock's advisory lock shared until the transaction ends, so
+-- nobody can take the lock over before the transaction's writes are committed, while
+-- renewals go on. Under REPEATABLE READ or SERIALIZABLE it also key-share locks the row, so
+-- a row changed after the transaction's snapshot fails the check with a serialization
+-- failure instead of passing on an old view. It then bounds how long the transaction may wait
+-- for its client between statements to the lease left plus 5 s (never longer than a bound the
+-- session set already): a holder stalled inside it (stopped, cut off) keeps the lock at most
+-- that long after its lease ended.
 CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
+-- leasehold schema 2
+DECLARE
+    h constant bigint := hashtextextended(p_key, 0);
+    left_ms bigint;
+    idle_ms bigint;
+    set_ms bigint;
 BEGIN
-    PERFORM 1 FROM leasehold_locks AS l
-        WHERE l.key = p_key
-          AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
-          AND l.expires > clock_timestamp()
-        FOR SHARE;
-    RETURN FOUND;
+    PERFORM pg_advisory_xact_lock_shared((h >> 32)::int, (h << 32 >> 32)::int);
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
+            INTO left_ms
+            FROM leasehold_locks AS l
+            WHERE l.key = p_key
+              AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
+              AND l.expires > clock_timestamp();
+    ELSE
+        SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
+            INTO left_ms
+            FROM leasehold_locks AS l
+            WHERE l.key = p_key
+              AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
+              AND l.expires > clock_timestamp()
+            FOR KEY SHARE;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    idle_ms := greatest(left_ms, 1) + 5000;
+    SELECT s.setting::bigint INTO set_ms
+        FROM pg_settings AS s WHERE s.name = 'idle_in_transaction_session_timeout';
+    IF set_ms = 0 OR set_ms > idle_ms THEN
+        PERFORM set_config('idle_in_transaction_session_timeout', idle_ms::text, true);
+    END IF;
+    RETURN true;
 END
 $$;
 "#;
 
-/// Whether the schema is there; read before creating it.
+/// Whether the schema is there, with this version's functions (their bodies carry the tag
+/// `leasehold schema 2`: an older database gets the new bodies); read before creating it.
 const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL \
      AND to_regclass('leasehold_fences') IS NOT NULL \
-     AND to_regprocedure('leasehold_acquire(text,text,bigint,bigint)') IS NOT NULL \
-     AND to_regprocedure('leasehold_check_fence(text,bigint)') IS NOT NULL";
+     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 2%' AND oid IN (\
+          to_regprocedure('leasehold_acquire(text,text,bigint,bigint)'), \
+          to_regprocedure('leasehold_check_fence(text,bigint)'))) = 2";
 
 /// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
 const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
@@ -160,10 +231,13 @@ const FORCE_RELEASE: &str = "WITH gone AS (\
 
 /// Deletes rows whose lease ended more than a second ago, a bounded number at a time; the
 /// second condition is checked again on the row's newest version, so a row taken over
-/// meanwhile stays.
+/// meanwhile stays. Rows another transaction has locked (a serializable fenced transaction
+/// key-shares its row) are skipped, not waited for: the sweep runs on the listening
+/// connection, which must not stall.
 const SWEEP: &str = "DELETE FROM leasehold_locks WHERE key IN (\
      SELECT key FROM leasehold_locks \
-     WHERE expires < clock_timestamp() - interval '1 second' LIMIT 1000) \
+     WHERE expires < clock_timestamp() - interval '1 second' LIMIT 1000 \
+     FOR UPDATE SKIP LOCKED) \
      AND expires < clock_timestamp() - interval '1 second'";
 
 /// Text as PostgreSQL stores it: `text` cannot hold NUL, which lock keys may contain. Every
@@ -638,13 +712,22 @@ impl PostgresStore {
         })
     }
 
-    async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
+    /// Deletes the lock if `token` owns it. `valid_until`: until when its holder counts the
+    /// lease as valid, if known.
+    async fn release_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        valid_until: Option<tokio::time::Instant>,
+    ) -> Result<bool, LockError> {
         let key = db_text(keys.lock());
         let wake = db_text(keys.wake());
         let owner = token_text(token);
+        let sent = AtomicUsize::new(0);
         let row = self
             .call("refused a release", |conn| {
                 let (key, wake) = (key.clone(), wake.clone());
+                sent.fetch_add(1, Ordering::Relaxed);
                 async move {
                     let params: [&(dyn pg::types::ToSql + Sync); 3] =
                         [&key.as_ref(), &owner, &wake.as_ref()];
@@ -654,44 +737,87 @@ impl PostgresStore {
                 }
             })
             .await?;
-        Ok(row.is_some_and(|row| row.get::<_, bool>(0)))
+        Ok(match row {
+            Some(row) => row.get::<_, bool>(0),
+            // Sent again on a new connection after the first one closed: the first may have
+            // deleted the row, its answer lost. The row of a lease still valid when this
+            // answer came cannot have expired on the server (its expiry is later than the
+            // holder's validity), so only a delete removed it: the first attempt, or an
+            // operator's force_release at that very moment, which reads as this release.
+            None => {
+                sent.load(Ordering::Relaxed) > 1
+                    && valid_until.is_some_and(|v| tokio::time::Instant::now() < v)
+            }
+        })
     }
 
     async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
         let mut out = Vec::with_capacity(batch.len());
         for chunk in batch.chunks(RENEW_CHUNK) {
-            let keys: Vec<String> = chunk
-                .iter()
-                .map(|r| db_text(r.keys.lock()).into_owned())
-                .collect();
-            let owners: Vec<&str> = chunk.iter().map(|r| token_text(r.token)).collect();
-            let leases: Vec<i64> = chunk
-                .iter()
-                .map(|r| r.lease.as_millis().max(1) as i64)
-                .collect();
-            let rows = self
-                .call("refused a renewal", |conn| {
-                    let (keys, owners, leases) = (&keys, &owners, &leases);
-                    async move {
-                        conn.client
-                            .query(&conn.statements.renew, &[keys, owners, leases])
-                            .await
+            out.extend(self.renew_split(chunk).await?);
+        }
+        Ok(out)
+    }
+
+    /// Renews `batch` in one statement. When the server refuses that statement (an error with
+    /// an SQLSTATE: a row waited on past `lock_timeout`, anything about one of its leases),
+    /// each half is renewed on its own, down to single leases, and a single lease refused
+    /// reads [`Renewed::Unknown`] (the watchdog retries it): one lease that cannot be renewed
+    /// now never fails the others. A connection that failed or timed out still fails the whole
+    /// batch: every lease on it is as much in doubt.
+    fn renew_split<'a>(&'a self, batch: &'a [Renewal<'a>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(async move {
+            match self.renew_statement(batch).await {
+                Err(e) if sql_state(&e).is_some() => {
+                    if batch.len() == 1 {
+                        return Ok(vec![Renewed::Unknown]);
                     }
-                })
-                .await?;
-            let extended: HashSet<(String, String)> = rows
-                .iter()
-                .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
-                .collect();
-            out.extend(keys.iter().zip(&owners).map(|(key, owner)| {
+                    let (first, second) = batch.split_at(batch.len() / 2);
+                    let mut out = self.renew_split(first).await?;
+                    out.extend(self.renew_split(second).await?);
+                    Ok(out)
+                }
+                other => other,
+            }
+        })
+    }
+
+    /// One renewal statement for every lease of `batch`.
+    async fn renew_statement(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let keys: Vec<String> = batch
+            .iter()
+            .map(|r| db_text(r.keys.lock()).into_owned())
+            .collect();
+        let owners: Vec<&str> = batch.iter().map(|r| token_text(r.token)).collect();
+        let leases: Vec<i64> = batch
+            .iter()
+            .map(|r| r.lease.as_millis().max(1) as i64)
+            .collect();
+        let rows = self
+            .call("refused a renewal", |conn| {
+                let (keys, owners, leases) = (&keys, &owners, &leases);
+                async move {
+                    conn.client
+                        .query(&conn.statements.renew, &[keys, owners, leases])
+                        .await
+                }
+            })
+            .await?;
+        let extended: HashSet<(String, String)> = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+            .collect();
+        Ok(keys
+            .iter()
+            .zip(&owners)
+            .map(|(key, owner)| {
                 if extended.contains(&(key.clone(), (*owner).to_owned())) {
                     Renewed::Yes
                 } else {
                     Renewed::No
                 }
-            }));
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     async fn subscribe_once(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
@@ -719,6 +845,17 @@ impl PostgresStore {
 fn token_text(token: &OwnerToken) -> &str {
     // 32 lowercase hex digits.
     std::str::from_utf8(token.as_bytes()).unwrap_or_default()
+}
+
+/// The SQLSTATE of a statement the server refused, if that is what `e` is.
+fn sql_state(e: &LockError) -> Option<&pg::error::SqlState> {
+    match e {
+        LockError::Unavailable {
+            source: Some(source),
+            ..
+        } => source.downcast_ref::<pg::Error>().and_then(pg::Error::code),
+        _ => None,
+    }
 }
 
 fn is_lock_timeout(source: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
@@ -808,7 +945,16 @@ impl Store for PostgresStore {
     }
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token))
+        Box::pin(self.release_once(keys, token, None))
+    }
+
+    fn release_held<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        valid_until: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, Some(valid_until)))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
