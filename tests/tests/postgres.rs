@@ -240,7 +240,7 @@ async fn a_serializable_transaction_racing_a_takeover_cannot_commit_a_stale_writ
     assert_eq!(count(&db2, "SELECT left_::bigint FROM stock").await, 9);
 }
 
-/// The fence check row-locks the lock until the caller's transaction ends: a holder whose
+/// The fence check keeps others out until the caller's transaction ends: a holder whose
 /// lease runs out in the middle of its transaction still commits before anyone else can take
 /// the lock, so no later holder reads the data from before that write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -809,4 +809,34 @@ impl ReplyDropper {
     fn fired(&self) -> bool {
         self.fired.load(std::sync::atomic::Ordering::SeqCst)
     }
+}
+
+/// A database set up by an earlier version has the old function bodies (its fence check
+/// row-locked the lock, blocking renewals). A locker of this version replaces them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_with_older_functions_gets_this_versions() {
+    let pg = PgServer::start().await;
+    let _first = locker(&pg).await;
+    let db = client(&pg.url()).await;
+    db.batch_execute(
+        "CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint) \
+         RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN \
+         PERFORM 1 FROM leasehold_locks AS l WHERE l.key = p_key FOR SHARE; \
+         RETURN FOUND; END $$",
+    )
+    .await
+    .unwrap();
+    let second = locker(&pg).await;
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM pg_proc WHERE proname = 'leasehold_check_fence' \
+             AND prosrc NOT LIKE '%FOR SHARE%' AND prosrc LIKE '%advisory%'"
+        )
+        .await,
+        1,
+        "the old fence check is still in place"
+    );
+    let guard = second.lock("upgraded").acquire().await.unwrap();
+    guard.release().await.unwrap();
 }

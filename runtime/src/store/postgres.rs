@@ -6,13 +6,33 @@
 //! lock (or by an operator from [`SCHEMA`], for a database user that may not create tables).
 //! All of them live in the first schema of the connection's `search_path`.
 //!
-//! **Acquire** is one call of `leasehold_acquire`: it inserts the row, or takes over a row
-//! whose expiry has passed (on the server's clock), and only then, holding the row's lock,
-//! draws the fence from the sequence. Drawing it in the same statement as the insert would
-//! not do: a statement paused between drawing and inserting could take the lock after a
-//! later drawer released it, with a smaller fence. **Renew** extends every row of a batch
-//! that its owner token still holds (one statement); **release** deletes the row if the token
+//! **Acquire** is one call of `leasehold_acquire`: it takes the lock's advisory lock without
+//! waiting (see *Fenced transactions*), inserts the row, or takes over a row whose expiry has
+//! passed (on the server's clock), and only then, holding the row's lock, draws the fence.
+//! Drawing it in the same statement as the insert would not do: a statement paused between
+//! drawing and inserting could take the lock after a later drawer released it, with a smaller
+//! fence. **Renew** extends every row of a batch that its owner token still holds (one
+//! statement; when the server refuses it, halves are renewed on their own, so one lease's
+//! failure reads as unknown for that lease only); **release** deletes the row if the token
 //! owns it and notifies, in the same transaction, the channel every locker listens on.
+//!
+//! **Fences** are `slot × 32 + n`, the slot the greatest of the sequence's next value, the
+//! server clock in units of 32 µs and the row's last slot + 1, and the sequence is lifted to
+//! it (given `UPDATE` on it). So fences keep increasing for a key when the sequence went back
+//! (a restored backup, a promoted asynchronous standby that missed WAL), while the server's
+//! clock does not step back by more than the restore or failover took (the rule Redis fences
+//! follow), and stay close to the clock in microseconds, as Redis fences do.
+//!
+//! **Fenced transactions.** `leasehold_check_fence`, in the user's transaction, holds the
+//! lock's advisory lock (two-int key space, from a 64-bit hash of the stored key) shared until
+//! that transaction ends; an acquire that could change the holder takes it exclusively with
+//! `pg_try_advisory_xact_lock` and answers "held" when it cannot. So nobody takes the lock
+//! over while a transaction that checked its fence is open, renewals and releases (which never
+//! touch that lock) are never blocked by it, and acquires never wait for it (hash collisions
+//! only cost a spurious "held"). The check also sets the transaction's
+//! `idle_in_transaction_session_timeout` to the lease left plus
+//! [`FENCED_IDLE_MARGIN`](crate::postgres::FENCED_IDLE_MARGIN) (5 s), so a holder stalled inside
+//! its transaction frees the lock at most that long after its lease ended.
 //!
 //! **Loss** is judged on this process's monotonic clock from the send time of the last
 //! acknowledged acquire or renewal, as on Redis; the server's expiry is counted from a later
@@ -69,7 +89,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 const RENEW_CHUNK: usize = 1000;
 
 /// The tables, sequence and functions the engine uses, as an operator would apply them (the
-/// engine applies them itself on first use when its database user may). Idempotent.
+/// engine applies them itself on first use when its database user may, and again when the
+/// functions are an older version's). Idempotent. Needs PostgreSQL 11 or later. A user that
+/// did not apply it needs SELECT, INSERT, UPDATE, DELETE on `leasehold_locks`, USAGE and
+/// UPDATE on `leasehold_fences` (without UPDATE, fences still follow the clock, but a clock
+/// stepping back is no longer covered) and EXECUTE on the functions.
 pub const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS leasehold_locks (
     key     text        PRIMARY KEY,
@@ -403,7 +427,7 @@ impl Shared {
         } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
             "refused a privilege the lock tables need (apply leasehold::postgres::SCHEMA as \
              the tables' owner, and grant this user SELECT, INSERT, UPDATE, DELETE on \
-             leasehold_locks, USAGE on leasehold_fences and EXECUTE on the functions)"
+             leasehold_locks, USAGE, UPDATE on leasehold_fences and EXECUTE on the functions)"
         } else if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::UNDEFINED_FUNCTION {
             "lacks the lock tables in this connection's search_path (apply \
              leasehold::postgres::SCHEMA there)"
@@ -501,7 +525,7 @@ impl Shared {
                 LockError::config(format!(
                     "PostgreSQL at {} does not let this user create the lock tables; apply \
                      leasehold::postgres::SCHEMA as a user that may (once), then grant this \
-                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, USAGE on \
+                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, USAGE, UPDATE on \
                      leasehold_fences and EXECUTE on the functions: {}",
                     self.shown,
                     error_text(&e)
@@ -693,7 +717,8 @@ impl PostgresStore {
             .await;
         let row = match answer {
             Ok(row) => row,
-            // A fenced write of the holder keeps the row locked for a moment: held.
+            // A row locked past lock_timeout by another session (not ours: fenced transactions
+            // hold an advisory lock, not the row): held.
             Err(LockError::Unavailable {
                 source: Some(source),
                 ..
@@ -1023,6 +1048,12 @@ impl Admin for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schema_bounds_fenced_transactions_by_the_documented_margin() {
+        let margin = crate::postgres::FENCED_IDLE_MARGIN.as_millis();
+        assert!(SCHEMA.contains(&format!("greatest(left_ms, 1) + {margin};")));
+    }
 
     #[test]
     fn keys_with_nul_round_trip_through_the_table() {
