@@ -170,6 +170,18 @@ impl Store for LazyStore {
         }
     }
 
+    fn release_held<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        valid_until: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        match self.store() {
+            Ok(store) => store.release_held(keys, token, valid_until),
+            Err(e) => not_yet(e),
+        }
+    }
+
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
         match self.store() {
             Ok(store) => store.renew(batch),

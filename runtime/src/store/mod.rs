@@ -165,6 +165,19 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// was not ours any more.
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool>;
 
+    /// [`release`](Self::release) of an exclusive lease its holder counts as valid until
+    /// `valid_until`: an engine that sends a release again when it cannot tell whether the
+    /// first one took effect (PostgreSQL) uses it to tell its own earlier delete from a loss.
+    fn release_held<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        valid_until: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        let _ = valid_until;
+        self.release(keys, token)
+    }
+
     /// Whether the engine queues waiting processes and lets a release go to the one that
     /// waited longest (what a fair lock relies on).
     fn queues_processes(&self) -> bool {
@@ -380,7 +393,13 @@ impl dyn Store {
         } else if lease.shared {
             self.release_shared(&lease.keys, &lease.token)
         } else {
-            self.release(&lease.keys, &lease.token)
+            let state = lease.state.borrow();
+            // A lease known lost gives no validity to count on.
+            let valid_until = match state.lost {
+                true => tokio::time::Instant::now(),
+                false => state.valid_until,
+            };
+            self.release_held(&lease.keys, &lease.token, valid_until)
         }
     }
 }
