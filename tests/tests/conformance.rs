@@ -183,6 +183,16 @@ conformance! {
         zookeeper, etcd, etcd3 => checks::leave::without_semaphores_and_leaders;
         redlock3, postgres => checks::leave::exclusive_and_multi;
     }
+
+    /// 20. A forced release is seen at once by the forced-out process: a task of its own
+    /// queued behind the holder gets the lock within a handover, and the holder's guard
+    /// reports the loss, instead of a third of the lease later.
+    forced_release {
+        single, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::forced::seen_by_the_holders_process;
+        // Memory's locks live in one process (no operator reaches them); RedLock's nodes are
+        // forced one by one, each with a locker of its own.
+        memory, redlock3 => checks::forced::refused_clearly;
+    }
 }
 
 async fn start(name: &str) -> Engine {

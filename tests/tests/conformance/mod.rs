@@ -6,6 +6,7 @@ pub mod busy;
 pub mod cancel;
 pub mod exclusion;
 pub mod fences;
+pub mod forced;
 pub mod hostile_keys;
 pub mod job;
 pub mod leader;
