@@ -188,9 +188,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     }
 
     /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
-    /// this reader's own, and `Granted { top }` carries the fence of the last writer (at
-    /// least 1). `req.fences` and `req.interest` are not used. Engines without read locks
-    /// refuse with [`LockError::Config`].
+    /// this reader's own, and `Granted { top }` carries its fence: at or above every fence
+    /// handed out for the key before, below every later writer's (at least 1). `req.fences`
+    /// and `req.interest` are not used. Engines without read locks refuse with
+    /// [`LockError::Config`].
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         let _ = req;
         Box::pin(std::future::ready(Err(self.no_read_locks())))
