@@ -186,3 +186,27 @@ async fn writers_get_new_fences_and_readers_fences_between_writers() {
     let w2 = locker.write_lock("doc").wait(LONG).acquire().await.unwrap();
     assert!(w2.fence() > f1, "above the reader's before it");
 }
+
+/// Issue 27, bug 4, in memory: a writer cancelled while it waited for readers kept new
+/// readers out until the end of the wait it had asked for (60 s here), not only while it
+/// waited. Now it withdraws when its acquire is dropped.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_writer_lets_new_readers_in_at_once() {
+    let locker = Locker::in_memory();
+    let inside = locker.read_lock("doc").acquire().await.unwrap();
+    let writer = tokio::time::timeout(
+        Duration::from_millis(300),
+        locker.write_lock("doc").wait(LONG).acquire(),
+    )
+    .await;
+    assert!(writer.is_err(), "the writer got the lock past a reader");
+    let started = tokio::time::Instant::now();
+    let reader = locker.read_lock("doc").wait(LONG).acquire().await;
+    assert!(reader.is_ok(), "{reader:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1),
+        "a new reader waited {:?} behind a writer that had left",
+        started.elapsed()
+    );
+    assert!(inside.is_held());
+}

@@ -230,6 +230,17 @@ impl MemoryStore {
         was_held
     }
 
+    /// The process's waiting writer for `keys` left without the lock (Busy, cancelled,
+    /// panicked): it holds new readers back no more, and they hear it at once. Only the
+    /// front task of the process's local queue contends in the store, so it was the only
+    /// writer waiting; the next task in that queue registers again at its first attempt.
+    pub(crate) fn withdraw(&self, keys: &LockKeys) {
+        let mut state = self.state.lock().unwrap();
+        if state.writer_waits.remove(keys.lock()).is_some() {
+            state.wake(keys.wake());
+        }
+    }
+
     pub(crate) fn release(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
@@ -363,6 +374,10 @@ impl Store for MemoryStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
         Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        MemoryStore::withdraw(self, keys);
     }
 
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {

@@ -269,8 +269,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription>;
 
     /// The contender at the front of this process's queue for `keys` stopped contending
-    /// without the lock (gave up, timed out, was cancelled): an engine that queues
-    /// contenders by itself (ZooKeeper's znodes) leaves that queue now. Never blocks.
+    /// without the lock (gave up, timed out, was cancelled): an engine that keeps waiting
+    /// contenders (ZooKeeper's znodes, the queue and interest set of Redis, the waiting
+    /// writers in memory) lets go of this one now, so that it holds nobody back (a writer's
+    /// wait holds new readers back). Never blocks.
     fn withdraw(&self, keys: &LockKeys) {
         let _ = keys;
     }

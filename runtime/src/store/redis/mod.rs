@@ -414,8 +414,10 @@ impl RedisStore {
     /// `R+` mark kept out come in. Costs nothing when this process was not queued for the
     /// lock (a `try_acquire`). Without it (no runtime, Redis unreachable) the name's interest
     /// still lapses by itself, at most [`MAX_INTEREST`](scripts::MAX_INTEREST) after the last
-    /// attempt. Should another task of the process queue for the lock before the withdrawal
-    /// reaches Redis, it is taken out with it and back in line at its next attempt.
+    /// attempt. Should the next task of the process's local queue reach Redis before the
+    /// withdrawal does, it is taken out of line with it (and a lock a release had left to the
+    /// process goes on to the next process): it queues again, at the back, at its next
+    /// attempt, within a second. Only the order among waiters suffers, never exclusion.
     pub(crate) fn withdraw(&self, keys: &LockKeys) {
         if self.queued_set().remove(keys.lock()) {
             self.withdraw_in_background(keys, self.core.contender.clone());
