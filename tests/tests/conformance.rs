@@ -121,8 +121,9 @@ conformance! {
     }
 
     /// 12. Read-write locks: readers share across lockers, writers exclude everyone, a
-    /// waiting writer holds new readers back, readers see the last writer's fence, a crashed
-    /// reader frees its share after its lease, a mixed load never overlaps a writer.
+    /// waiting writer holds new readers back (one that left, none), readers' fences are at
+    /// least the last writer's, a crashed reader frees its share after its lease, a mixed
+    /// load never overlaps a writer.
     read_write {
         single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::readers_share_writers_exclude;
         // Not built on these engines yet: the request is refused, naming the engine.

@@ -134,12 +134,9 @@ impl MemoryStore {
             .entry(req.keys.lock().to_owned())
             .or_default()
             .insert(req.token.clone(), now + req.lease);
-        let top = state
-            .fences
-            .get(req.keys.fence())
-            .filter(|f| f.expires > now)
-            .map_or(1, |f| f.last.max(1));
-        Attempt::Granted { top }
+        Attempt::Granted {
+            top: state.current_fence(req.keys.fence(), now),
+        }
     }
 
     pub(crate) fn acquire_permits(
@@ -231,6 +228,17 @@ impl MemoryStore {
             }
         }
         was_held
+    }
+
+    /// The process's waiting writer for `keys` left without the lock (Busy, cancelled,
+    /// panicked): it holds new readers back no more, and they hear it at once. Only the
+    /// front task of the process's local queue contends in the store, so it was the only
+    /// writer waiting; the next task in that queue registers again at its first attempt.
+    pub(crate) fn withdraw(&self, keys: &LockKeys) {
+        let mut state = self.state.lock().unwrap();
+        if state.writer_waits.remove(keys.lock()).is_some() {
+            state.wake(keys.wake());
+        }
     }
 
     pub(crate) fn release(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
@@ -529,12 +537,23 @@ impl State {
         if fence.expires <= now {
             fence.last = 0;
         }
-        let clock = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        fence.last = fence.last.max(clock) + count;
+        fence.last = fence.last.max(clock_us()) + count;
         fence.expires = now + ttl;
         fence.last
+    }
+
+    /// The fence of a reader, reserving nothing: the counter, lifted to the wall clock in
+    /// microseconds, as the Redis script's `current_fence`. At or above every fence handed
+    /// out before (the counter holds the highest; a counter that expired is below the clock),
+    /// and below every later writer's (its reservation lifts the counter to a later clock and
+    /// adds at least one).
+    fn current_fence(&self, fence_key: &str, now: Instant) -> u64 {
+        let counter = self
+            .fences
+            .get(fence_key)
+            .filter(|f| f.expires > now)
+            .map_or(0, |f| f.last);
+        counter.max(clock_us()).max(1)
     }
 
     /// Every so often, forget expired locks and fences and channels nobody listens to.
@@ -559,6 +578,13 @@ impl State {
         self.semaphores.retain(|_, sem| sem.used(now) > 0);
         self.channels.retain(|_, tx| tx.receiver_count() > 0);
     }
+}
+
+/// The wall clock in microseconds: the floor of every fence (0 before 1970).
+fn clock_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 #[cfg(test)]
@@ -623,5 +649,33 @@ mod tests {
             panic!()
         };
         assert!(t2 > t1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_fence_never_goes_back_after_the_counter_expired() {
+        let b = MemoryStore::new();
+        let (w, r, w2) = (
+            OwnerToken::generate(),
+            OwnerToken::generate(),
+            OwnerToken::generate(),
+        );
+        let k = keys("x");
+        let Attempt::Granted { top: written } = b.acquire(&request(&k, &w, 1)) else {
+            panic!("free lock not granted")
+        };
+        b.release(&k, &w);
+        tokio::time::advance(Duration::from_secs(120)).await;
+        let Attempt::Granted { top: read } = b.acquire_shared(&request(&k, &r, 1)) else {
+            panic!("reader not admitted")
+        };
+        assert!(read >= written, "reader's fence {read} below {written}");
+        b.release_shared(&k, &r);
+        let Attempt::Granted { top: later } = b.acquire(&request(&k, &w2, 1)) else {
+            panic!("free lock not granted")
+        };
+        assert!(
+            later > read,
+            "writer's fence {later} not above the reader's {read}"
+        );
     }
 }

@@ -201,9 +201,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     }
 
     /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
-    /// this reader's own, and `Granted { top }` carries the fence of the last writer (at
-    /// least 1). `req.fences` and `req.interest` are not used. Engines without read locks
-    /// refuse with [`LockError::Config`].
+    /// this reader's own, and `Granted { top }` carries its fence: at or above every fence
+    /// handed out for the key before, below every later writer's (at least 1). `req.fences`
+    /// and `req.interest` are not used. Engines without read locks refuse with
+    /// [`LockError::Config`].
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         let _ = req;
         Box::pin(std::future::ready(Err(self.no_read_locks())))
@@ -281,8 +282,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription>;
 
     /// The contender at the front of this process's queue for `keys` stopped contending
-    /// without the lock (gave up, timed out, was cancelled): an engine that queues
-    /// contenders by itself (ZooKeeper's znodes) leaves that queue now. Never blocks.
+    /// without the lock (gave up, timed out, was cancelled): an engine that keeps waiting
+    /// contenders (ZooKeeper's znodes, the queue and interest set of Redis, the waiting
+    /// writers in memory) lets go of this one now, so that it holds nobody back (a writer's
+    /// wait holds new readers back). Never blocks.
     fn withdraw(&self, keys: &LockKeys) {
         let _ = keys;
     }

@@ -37,6 +37,7 @@ pub(super) static WITHDRAW: LazyLock<redis::Script> = LazyLock::new(|| {
 pub(super) static READ_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
+        include_str!("lua/fence.lua"),
         include_str!("lua/read_acquire.lua")
     ))
 });
