@@ -254,17 +254,6 @@ impl MemoryStore {
         true
     }
 
-    /// The contender at the front of the process's queue stopped waiting: a writer's wait no
-    /// longer holds new readers back, and the readers that waited behind it look again.
-    pub(crate) fn withdraw(&self, keys: &LockKeys) {
-        let mut state = self.state.lock().unwrap();
-        if state.writer_waits.remove(keys.lock()).is_some() {
-            if let Some(tx) = state.channels.get(keys.wake()) {
-                tx.send_modify(|n| *n += 1);
-            }
-        }
-    }
-
     pub(crate) fn renew(&self, batch: &[Renewal<'_>]) -> Vec<bool> {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
