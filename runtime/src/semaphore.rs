@@ -316,6 +316,17 @@ impl PermitGuard {
         self.limit
     }
 
+    /// The fencing token of this holder (one per guard, whatever its permits): strictly
+    /// greater than the token of every earlier holder of the same semaphore, by any process,
+    /// by the same rule as [`LockGuard::fence`] (also across restarts from a snapshot or AOF,
+    /// failovers and the counter's expiry). Several holders hold permits at once, so a
+    /// resource cannot refuse every smaller token as it does for a lock; it can refuse one
+    /// below the oldest token it still honours, or tell the holders' writes apart and order
+    /// them. A re-entered guard has its outer guard's token.
+    pub fn fence(&self) -> u64 {
+        self.guard.fence()
+    }
+
     /// Whether the permits' lease is still trusted: not released, not reported lost, and
     /// within its validity on this process's monotonic clock.
     pub fn is_held(&self) -> bool {

@@ -96,3 +96,88 @@ async fn never_more_holders_than_permits_with_holders_killed_and_paused() {
         "the others barely got permits after the kill: {report}"
     );
 }
+
+/// The fencing tokens of `n` holders taken one after the other (each released before the
+/// next), alternating one and two permits of a semaphore of 3, checked to strictly increase
+/// from `last`; returns the last one.
+async fn permit_fences_increase(locker: &leasehold::Locker, key: &str, mut last: u64) -> u64 {
+    for i in 0..4u32 {
+        let permits = locker
+            .semaphore(key, 3)
+            .acquire_many(1 + i % 2)
+            .await
+            .expect("free permits");
+        let fence = permits.fence();
+        assert!(
+            fence > last,
+            "a permit holder got fence {fence} after {last} was handed out"
+        );
+        last = fence;
+        permits.release().await.expect("release");
+    }
+    last
+}
+
+/// Issue 27, bug 2's rule for permits: a permit holder's fence is above every fence handed out
+/// before for the semaphore (it was 1 for every holder), by the writers' rule: for holders
+/// at once and one after the other, after a restart from an RDB snapshot that holds an older
+/// counter, and after the counter expired (`fence_ttl`). Then the same in memory.
+#[tokio::test]
+async fn permit_fences_increase_across_holders_restarts_and_counter_expiry() {
+    use redis::AsyncCommands;
+
+    let srv = RedisServer::start().await;
+    let build = || {
+        leasehold::Locker::builder()
+            .url(srv.url())
+            .op_timeout(Duration::from_secs(1))
+            .fence_ttl(Duration::from_secs(1))
+            .build()
+    };
+    let locker = build().await.expect("connect");
+    let key = "fenced-api";
+
+    // Holders at once: each its own token, in the order they came in.
+    let a = locker.semaphore(key, 3).acquire().await.expect("a");
+    let b = locker.semaphore(key, 3).acquire_many(2).await.expect("b");
+    assert!(b.fence() > a.fence(), "{} then {}", a.fence(), b.fence());
+    let mut last = b.fence();
+    drop((a, b));
+    last = permit_fences_increase(&locker, key, last).await;
+
+    // A snapshot, more holders, then a restart from the snapshot: its counter is older than
+    // the last fence handed out.
+    let mut conn = srv.conn().await;
+    let _: () = redis::cmd("SAVE").query_async(&mut conn).await.unwrap();
+    last = permit_fences_increase(&locker, key, last).await;
+    srv.restart_from_disk().await;
+    let mut conn = srv.conn().await;
+    let counter: u64 = conn.get("leasehold:semfence:{fenced-api}").await.unwrap();
+    assert!(counter < last, "the snapshot holds the older counter");
+    let locker = build().await.expect("reconnect");
+    last = permit_fences_increase(&locker, key, last).await;
+
+    // The counter expires after fence_ttl of disuse; the next holder is still above.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let exists: bool = conn
+        .exists("leasehold:semfence:{fenced-api}")
+        .await
+        .unwrap();
+    assert!(!exists, "the fence counter outlived its fence_ttl");
+    last = permit_fences_increase(&locker, key, last).await;
+    assert!(last < 1 << 53, "fences stay exact in doubles: {last}");
+
+    // In memory, by the memory engine's writers' rule.
+    let memory = leasehold::Locker::builder()
+        .fence_ttl(Duration::from_secs(1))
+        .build_in_memory()
+        .expect("in memory");
+    let a = memory.semaphore(key, 3).acquire().await.expect("a");
+    let b = memory.semaphore(key, 3).acquire_many(2).await.expect("b");
+    assert!(b.fence() > a.fence(), "{} then {}", a.fence(), b.fence());
+    let last = b.fence();
+    drop((a, b));
+    let last = permit_fences_increase(&memory, key, last).await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    permit_fences_increase(&memory, key, last).await;
+}

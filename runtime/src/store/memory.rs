@@ -173,7 +173,11 @@ impl MemoryStore {
         }
         sem.holders
             .insert(req.token.clone(), (count, now + req.lease));
-        Ok(Attempt::Granted { top: 1 })
+        // One token per holder, whatever its permits, by the writers' rule: above every token
+        // of this semaphore handed out before, also after the counter expired.
+        Ok(Attempt::Granted {
+            top: state.reserve_fences(req.keys.fence(), 1, now, req.fence_ttl),
+        })
     }
 
     pub(crate) fn release_permits(&self, keys: &LockKeys, token: &OwnerToken) -> bool {

@@ -218,9 +218,11 @@ pub(crate) trait Store: Send + Sync + 'static {
 
     /// Takes `count` permits of the semaphore `req.keys` ([`LockKeys::semaphore`]) if that
     /// many are free among `limit`: each permit is a holder of its own under `req.token`,
-    /// with its own lease. `Granted { top: 1 }` when taken; `Held { remaining }`, the time
-    /// until the first holder's lease ends, when too few are free. Fails with
-    /// [`LockError::Config`] when the semaphore's current holders agreed on another limit.
+    /// with its own lease. `Granted { top }` when taken, `top` the holder's one fencing token
+    /// (whatever `count`), reserved from the semaphore's fence counter by the rule the
+    /// engine's writers use; `Held { remaining }`, the time until the first holder's lease
+    /// ends, when too few are free. Fails with [`LockError::Config`] when the semaphore's
+    /// current holders agreed on another limit.
     /// `req.fences`, `req.interest` and `req.contender` are not used. Engines without
     /// semaphores refuse with [`LockError::Config`].
     fn acquire_permits<'a>(

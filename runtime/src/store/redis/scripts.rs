@@ -57,6 +57,7 @@ pub(super) static READ_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
 pub(super) static SEM_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
+        include_str!("lua/fence.lua"),
         include_str!("lua/sem_acquire.lua")
     ))
 });

@@ -11,7 +11,8 @@ use crate::store::{disagreement, AcquireRequest, Attempt, PermitState, Renewal, 
 use crate::token::OwnerToken;
 
 impl RedisStore {
-    /// Takes `count` permits among `limit` (sem_acquire.lua).
+    /// Takes `count` permits among `limit` (sem_acquire.lua); the holder's fencing token comes
+    /// from the semaphore's fence counter by the writers' rule (fence.lua).
     pub(crate) async fn acquire_permits(
         &self,
         req: &AcquireRequest<'_>,
@@ -21,13 +22,18 @@ impl RedisStore {
         let mut inv = SEM_ACQUIRE.prepare_invoke();
         inv.key(req.keys.lock())
             .key(req.keys.limit())
+            .key(req.keys.fence())
             .arg(req.token.as_bytes())
             .arg(millis(req.lease))
             .arg(limit)
-            .arg(count);
+            .arg(count)
+            .arg(millis(req.fence_ttl));
         let (answer, value): (i64, i64) = self.run(inv).await?;
         let attempt = match answer {
-            1 => Attempt::Granted { top: 1 },
+            1 => Attempt::Granted {
+                top: u64::try_from(value)
+                    .map_err(|_| super::scripts::malformed(&self.core.endpoint, "sem_acquire"))?,
+            },
             0 => Attempt::Held {
                 remaining: u64::try_from(value).ok().map(Duration::from_millis),
             },
