@@ -67,6 +67,8 @@ pub(super) static SEM_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
         include_str!("lua/sem_release.lua")
     ))
 });
+pub(super) static SEM_WITHDRAW: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("lua/sem_withdraw.lua")));
 pub(super) static SEM_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
