@@ -558,8 +558,13 @@ impl Store for RedisStore {
         req: &'a AcquireRequest<'_>,
         limit: u32,
         count: u32,
+        waiter: Option<crate::store::PermitWaiter>,
     ) -> StoreFuture<'a, Attempt> {
-        Box::pin(RedisStore::acquire_permits(self, req, limit, count))
+        Box::pin(RedisStore::acquire_permits(self, req, limit, count, waiter))
+    }
+
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
+        RedisStore::withdraw_permits(self, keys, waiter, count);
     }
 
     fn release_permits<'a>(
