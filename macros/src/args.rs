@@ -285,14 +285,14 @@ impl Parse for Args {
                 (
                     seen.0.contains(&"permits"),
                     "permits",
-                    "a permit has no fencing token to begin with (`PermitGuard` has no \
-                     `fence()`): drop `fencing = false`",
+                    "unfenced permits are not offered (every permit holder gets a fencing \
+                     token, `PermitGuard::fence()`): drop `fencing = false`",
                 ),
                 (
                     read_span.is_some(),
                     "mode = \"read\"",
-                    "a reader's fencing token is the last writer's, and unfenced reads are not \
-                     offered: drop `fencing = false` (or drop `mode = \"read\"` for an \
+                    "every reader gets a fencing token that orders it among the writers, and \
+                     unfenced reads are not offered: drop `fencing = false` (or drop `mode = \"read\"` for an \
                      exclusive lock without a token)",
                 ),
             ] {
