@@ -139,9 +139,9 @@ mod template;
 /// `fence()`: there is no token to read, so none can be stored by mistake (`g.fence()` does
 /// not compile). Inside the body the key re-enters unfenced; a fenced acquire of it there
 /// fails with `LockError::Config`. Only with one `key`, not with `keys` (each key has its own
-/// fence), `permits` (a permit has no fence) or `mode = "read"` (a reader's fence is the last
-/// writer's). A resource that must refuse the late writes of a holder that paused past its
-/// lease needs the fenced lock, the default (`fencing = true`).
+/// fence), `permits` (a permit has no fence) or `mode = "read"` (a reader's fence places it
+/// among the writers). A resource that must refuse the late writes of a holder that paused
+/// past its lease needs the fenced lock, the default (`fencing = true`).
 ///
 /// ```
 /// # use leasehold::{distributed_lock, LockError, Locker};

@@ -151,7 +151,7 @@ impl Locker {
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
             Entry::Queued(rx) => {
                 *waited = true;
-                let mut queued = QueuedTurn::new(inner, keys.lock(), rx);
+                let mut queued = QueuedTurn::new(inner, &keys, rx);
                 let turn = queued.wait(deadline).await;
                 match turn {
                     None => {

@@ -209,16 +209,28 @@ impl LockKeys {
 
     /// The Redis names of the semaphore `key` under `prefix` (both validated): `lock` is
     /// `P:sem:{K}`, its permit holders (each permit an owner token with the end of its
-    /// lease), `limit` is `P:semlimit:{K}`, the number of permits its holders agreed on, and
-    /// `wake` is `P:semwake:{K}`, where releases are published. The fixed segments differ
-    /// from a lock's, so a semaphore and a lock of the same name are independent, and no key
-    /// can name another one's data. The queue and reader names are not used (left empty).
+    /// lease), `limit` is `P:semlimit:{K}`, the number of permits its holders agreed on,
+    /// `fence` is `P:semfence:{K}`, the counter its holders' fencing tokens come from (by the
+    /// writers' rule, fence.lua), and `wake` is `P:semwake:{K}`, where releases are
+    /// published. `queue` (`P:semqueue:{K}`) and `interest` (`P:seminterest:{K}`) are its
+    /// waiters for several permits, by arrival and by how long each still waits (see
+    /// `Store::acquire_permits`). The fixed segments differ from a lock's, so a semaphore and
+    /// a lock of the same name are independent, and no key can name another one's data. The
+    /// reader name is not used (left empty).
     pub(crate) fn semaphore(prefix: &str, key: &str) -> Self {
         let k = escape(key);
         LockKeys::from(KeyNames::new(
             prefix,
             &k,
-            ["sem", "", "semwake", "", "", "", "semlimit"],
+            [
+                "sem",
+                "semfence",
+                "semwake",
+                "semqueue",
+                "seminterest",
+                "",
+                "semlimit",
+            ],
         ))
     }
 }
@@ -288,9 +300,10 @@ mod tests {
         assert_eq!(s.lock(), "shop:sem:{partner-api}");
         assert_eq!(s.limit(), "shop:semlimit:{partner-api}");
         assert_eq!(s.wake(), "shop:semwake:{partner-api}");
-        for unused in [s.fence(), s.queue(), s.interest(), s.readers()] {
-            assert_eq!(unused, "", "a semaphore has no such key");
-        }
+        assert_eq!(s.fence(), "shop:semfence:{partner-api}");
+        assert_eq!(s.queue(), "shop:semqueue:{partner-api}");
+        assert_eq!(s.interest(), "shop:seminterest:{partner-api}");
+        assert_eq!(s.readers(), "", "a semaphore has no readers");
         // The longest prefix and key fit.
         let long = LockKeys::new(&"p".repeat(MAX_PREFIX_LEN), &"{".repeat(MAX_KEY_LEN));
         assert_eq!(long.limit(), "");
@@ -311,6 +324,8 @@ mod tests {
         assert_ne!(imitation.lock(), sem.limit());
         assert_eq!(hash_tag(sem.lock()), hash_tag(sem.limit()));
         assert_eq!(hash_tag(sem.lock()), hash_tag(sem.wake()));
+        assert_eq!(hash_tag(sem.lock()), hash_tag(sem.fence()));
+        assert_ne!(lock.fence(), sem.fence());
     }
 
     #[test]
@@ -357,6 +372,9 @@ mod tests {
             prop_assert_eq!(tag, hash_tag(s.lock()));
             prop_assert_eq!(tag, hash_tag(s.limit()));
             prop_assert_eq!(tag, hash_tag(s.wake()));
+            prop_assert_eq!(tag, hash_tag(s.fence()));
+            prop_assert_eq!(tag, hash_tag(s.queue()));
+            prop_assert_eq!(tag, hash_tag(s.interest()));
         }
 
         #[test]

@@ -153,8 +153,11 @@ impl Locker {
     /// lease runs out. A writer that waits for readers blocks new readers (writers do not
     /// starve): a new reader waits while a writer holds the lock or waits for it, so readers
     /// may wait as long as writers keep queueing. The guard's [`fence`](LockGuard::fence) is
-    /// the highest fence any writer of the key had been given when the reader got in (1 if
-    /// none had), so a resource can tell which version a reader saw.
+    /// at or above every fence any writer of the key had been given when the reader got in,
+    /// and below every later writer's, so a resource can tell which version a reader saw (on
+    /// ZooKeeper and etcd it is the last writer's fence; on Redis and in memory the fence
+    /// counter lifted to the server clock in microseconds, as writers' are, so that it never
+    /// goes back after a restore, a failover or the counter's expiry).
     ///
     /// Inside a scope holding the key (read or write) a read re-enters at once; a write
     /// inside a held read is refused at once ([`LockError::Config`]), since it would wait

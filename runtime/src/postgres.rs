@@ -2,8 +2,8 @@
 //!
 //! With locks kept in the same database as the data ([`LockerBuilder::postgres`]), the fence
 //! check and the write can commit together: [`check_fence`] asks, inside your transaction,
-//! whether this guard's acquisition still holds the lock, and row-locks the lock until the
-//! transaction ends, so no other holder can take it over before your writes are committed.
+//! whether this guard's acquisition still holds the lock, and keeps any other holder from
+//! taking it over until the transaction ends, so none can before your writes are committed.
 //! A holder that was paused past its lease (a GC pause, a stopped VM) and woke up after
 //! another took the lock gets [`LockError::Lost`] with [`LostReason::StaleFence`] instead of
 //! a committed stale write.
@@ -20,7 +20,27 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Under `REPEATABLE READ` or `SERIALIZABLE`, the check fails with a serialization failure
+//! The transaction holds a shared advisory lock on the lock's key (not a row lock), which only
+//! acquires look at: the watchdog keeps renewing the lease (this lock's and every other) for as
+//! long as the transaction runs, and another process's `try_acquire` answers at once that the
+//! lock is taken. No other process takes the lock while the transaction is open, even once the
+//! lease ended.
+//!
+//! **A holder stalled inside its transaction** (its process stopped, its network cut) must not
+//! keep the lock for good: the check sets the transaction's
+//! `idle_in_transaction_session_timeout` to the lease left at the check plus
+//! [`FENCED_IDLE_MARGIN`] (5 s), unless the session has a shorter one. The server then ends a
+//! transaction that waits for its client longer than that between two statements, and the
+//! lock is free at most the lease plus 5 s after the holder stalled. A transaction busy in a
+//! statement is not ended (a stalled holder's statement ends by itself, and the idle bound
+//! starts then); while its holder is alive its watchdog keeps the lease, and if the lease is
+//! lost, the guard's loss tells the holder. So do not wait between statements of a fenced
+//! transaction for longer than the lease left plus 5 s (a lease of 1.5 s allows at least
+//! 6 s); the server would end the session, and the transaction would roll back.
+//!
+//! Under `REPEATABLE READ` or `SERIALIZABLE`, the check also key-share locks the lock's row
+//! (which does not block renewals, but holds off deleting it: a release or `force_release`
+//! during such a transaction waits for its end), and fails with a serialization failure
 //! (SQLSTATE `40001`, as a [`LockError::Unavailable`] whose source is the driver's error) when
 //! the lock's row changed after the transaction's snapshot, a renewal included: retry the
 //! transaction, as every serializable transaction must be ready to.
@@ -36,14 +56,21 @@ use crate::error::{LockError, LostReason};
 use crate::guard::LockGuard;
 
 pub use crate::store::postgres::SCHEMA;
+
+/// How long past its lock's remaining lease a transaction that checked its fence may wait for
+/// its client between two statements before the server ends it (see the module docs): also
+/// how long past its lease a holder stalled inside such a transaction keeps the lock. The
+/// same 5 s are written in [`SCHEMA`]'s `leasehold_check_fence`.
+pub const FENCED_IDLE_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// The driver [`check_fence`] takes a client or transaction of (re-exported, so versions
 /// match).
 pub use tokio_postgres;
 
 /// Checks, inside the caller's transaction (or on a plain client, for one statement), that
-/// `guard` still holds its lock in the database, and keeps the lock's row locked until that
-/// transaction ends, so no other holder can take the lock before the transaction's writes
-/// commit.
+/// `guard` still holds its lock in the database, and keeps any other holder from taking the
+/// lock until that transaction ends, so none can before the transaction's writes commit.
+/// Renewals go on meanwhile; the transaction may wait for its client between statements for
+/// at most the lease left plus [`FENCED_IDLE_MARGIN`] (see the module docs).
 ///
 /// # Errors
 /// - [`LockError::Lost`] when the guard is no longer held on this process's clock, or the

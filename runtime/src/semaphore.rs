@@ -15,7 +15,7 @@ use crate::key::{validate_key, LockKeys};
 use crate::locker::{LockRequest, Locker};
 use crate::options::Options;
 use crate::reentrant;
-use crate::store::Share;
+use crate::store::{PermitWaiter, Share};
 
 /// The most permits a semaphore may have: every permit held is an entry of its own in the
 /// store (about 100 bytes on Redis, with its own lease), and taking or renewing `n` permits
@@ -30,8 +30,15 @@ impl Locker {
     ///
     /// Every permit has its own owner token and lease, renewed by the watchdog while its
     /// guard lives: a holder that crashed gives its permits back when its lease ends, and
-    /// nothing is left behind once nobody holds one. Waiters wake on a release (no polling)
-    /// and queue first come, first served inside the process. The limit is part of every
+    /// nothing is left behind once nobody holds one (but the fence counter, for `fence_ttl`,
+    /// as a lock's). Waiters wake on a release (no polling)
+    /// and queue first come, first served inside the process. Across processes, a request
+    /// for several permits that waits takes its turn: while it waits, the permits that come
+    /// free are kept for it rather than taken by later requests (under steady load of single
+    /// permits it would otherwise wait as long as the load lasts), and it leaves the turn
+    /// however it stops waiting; one that vanishes without leaving (a killed process) holds
+    /// the others back for 2 s at most. Each holder gets a fencing token
+    /// ([`PermitGuard::fence`]). The limit is part of every
     /// request: while permits are held, a request with another limit fails with
     /// [`LockError::Config`] instead of changing it silently (the limit can change once no
     /// permit of the old one is held). A semaphore and a lock of the same key are
@@ -131,14 +138,64 @@ impl Locker {
             wait: deadline.saturating_duration_since(Instant::now()),
             ..opts
         };
-        self.contend_alone(
-            user_key,
-            &keys,
-            opts,
-            Share::Permits { limit, count },
-            waited,
-        )
-        .await
+        // A request for several permits that waits takes its turn in the store (see
+        // `Store::acquire_permits`): single permits that come free are kept for it. It leaves
+        // the queue however it stops waiting without them (Busy, an error, cancellation).
+        let waiter = (count > 1 && !opts.wait.is_zero()).then(|| PermitWaiter {
+            name: waiter_name(),
+            until: deadline,
+        });
+        let mut leaves = waiter.map(|w| LeavesQueue {
+            locker: self,
+            keys: &keys,
+            name: w.name,
+            count,
+        });
+        let taken = self
+            .contend_alone(
+                user_key,
+                &keys,
+                opts,
+                Share::Permits {
+                    limit,
+                    count,
+                    waiter,
+                },
+                waited,
+            )
+            .await;
+        if taken.is_ok() {
+            // Granted: the store took it out of the queue.
+            if let Some(granted) = leaves.take() {
+                std::mem::forget(granted);
+            }
+        }
+        taken
+    }
+}
+
+/// A random name for a waiter's place in a semaphore's queue.
+fn waiter_name() -> u128 {
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw).expect("the OS random source failed");
+    u128::from_le_bytes(raw)
+}
+
+/// A waiter for several permits until it has them: dropped (it stopped waiting without them,
+/// or its future was dropped), it leaves the store's queue so that it holds nobody back.
+struct LeavesQueue<'a> {
+    locker: &'a Locker,
+    keys: &'a LockKeys,
+    name: u128,
+    count: u32,
+}
+
+impl Drop for LeavesQueue<'_> {
+    fn drop(&mut self) {
+        self.locker
+            .inner
+            .store
+            .withdraw_permits(self.keys, self.name, self.count);
     }
 }
 
@@ -314,6 +371,17 @@ impl PermitGuard {
     /// The semaphore's limit (its number of permits).
     pub fn limit(&self) -> u32 {
         self.limit
+    }
+
+    /// The fencing token of this holder (one per guard, whatever its permits): strictly
+    /// greater than the token of every earlier holder of the same semaphore, by any process,
+    /// by the same rule as [`LockGuard::fence`] (also across restarts from a snapshot or AOF,
+    /// failovers and the counter's expiry). Several holders hold permits at once, so a
+    /// resource cannot refuse every smaller token as it does for a lock; it can refuse one
+    /// below the oldest token it still honours, or tell the holders' writes apart and order
+    /// them. A re-entered guard has its outer guard's token.
+    pub fn fence(&self) -> u64 {
+        self.guard.fence()
     }
 
     /// Whether the permits' lease is still trusted: not released, not reported lost, and

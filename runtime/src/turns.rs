@@ -14,7 +14,7 @@ use crate::key::LockKeys;
 use crate::lease::Lease;
 use crate::queue::Turn;
 use crate::state::Inner;
-use crate::store::Store;
+use crate::store::{Store, WakeSubscription};
 use crate::token::OwnerToken;
 
 /// How often a queued task looks again at who holds the turn, while a contender holds it.
@@ -145,28 +145,38 @@ impl Drop for Abandoned {
 
 pub(crate) struct QueuedTurn<'a> {
     inner: &'a Arc<Inner>,
-    lock_key: &'a str,
+    keys: &'a LockKeys,
     pub(crate) rx: Option<oneshot::Receiver<Turn>>,
 }
 
 impl<'a> QueuedTurn<'a> {
     pub(crate) fn new(
         inner: &'a Arc<Inner>,
-        lock_key: &'a str,
+        keys: &'a LockKeys,
         rx: oneshot::Receiver<Turn>,
     ) -> Self {
         QueuedTurn {
             inner,
-            lock_key,
+            keys,
             rx: Some(rx),
         }
     }
 
     /// Waits for this task's turn until `deadline`. A holder whose lease is lost meanwhile
-    /// forfeits the turn, so the queue moves on.
+    /// forfeits the turn, so the queue moves on. A release heard in the store while a lease
+    /// of this process holds the lock (an operator forced it, or the store ended the lease)
+    /// has that lease verified at once: if the store no longer has it, it is lost now, not at
+    /// its next renewal.
     pub(crate) async fn wait(&mut self, deadline: Instant) -> Option<Turn> {
+        let lock_key = self.keys.lock();
+        // Heard in the store, the releases of this lock; subscribed while waiting (the
+        // subscription is shared with every other waiter of the lock in this process).
+        let mut wakes: Option<WakeSubscription> = None;
+        let subscribing = self.inner.store.subscribe(self.keys);
+        tokio::pin!(subscribing);
+        let mut subscribed = false;
         loop {
-            let holder = self.inner.queues.turn_holder(self.lock_key);
+            let holder = self.inner.queues.turn_holder(lock_key);
             let rx = self.rx.as_mut()?;
             // While a contender (not a lease) holds the turn, look again later: it may
             // become a lease that can be lost.
@@ -175,6 +185,12 @@ impl<'a> QueuedTurn<'a> {
                 match &holder {
                     Some(lease) => lease.lost().await,
                     None => tokio::time::sleep_until(recheck).await,
+                }
+            };
+            let released = async {
+                match wakes.as_mut() {
+                    Some(sub) => sub.released().await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {
@@ -187,6 +203,16 @@ impl<'a> QueuedTurn<'a> {
                 _ = holder_lost => {
                     if let Some(lease) = &holder {
                         self.inner.queues.forfeit(lease);
+                    }
+                }
+                sub = &mut subscribing, if !subscribed => {
+                    subscribed = true;
+                    // Without a subscription, the renewals alone tell.
+                    wakes = sub.ok();
+                }
+                () = released => {
+                    if let Some(lease) = &holder {
+                        self.inner.schedule.verify_now(lease);
                     }
                 }
             }
@@ -205,7 +231,7 @@ impl Drop for QueuedTurn<'_> {
     fn drop(&mut self) {
         match self.close() {
             None => {}
-            Some(Turn::Contend(turn)) => self.inner.queues.pass_turn(self.lock_key, turn),
+            Some(Turn::Contend(turn)) => self.inner.queues.pass_turn(self.keys.lock(), turn),
             Some(Turn::Granted(lease, fence)) => {
                 self.inner.release_in_background(lease, fence, None);
             }

@@ -121,8 +121,9 @@ conformance! {
     }
 
     /// 12. Read-write locks: readers share across lockers, writers exclude everyone, a
-    /// waiting writer holds new readers back, readers see the last writer's fence, a crashed
-    /// reader frees its share after its lease, a mixed load never overlaps a writer.
+    /// waiting writer holds new readers back (one that left, none), readers' fences are at
+    /// least the last writer's, a crashed reader frees its share after its lease, a mixed
+    /// load never overlaps a writer.
     read_write {
         single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::readers_share_writers_exclude;
         // Not built on these engines yet: the request is refused, naming the engine.
@@ -173,6 +174,25 @@ conformance! {
     permit_cancellation {
         single, cluster, sentinel, memory => checks::cancel::permits_at_every_poll;
         redlock3, zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+    }
+
+    /// 19. Every way a waiter leaves (`Busy`, cancelled, panicked), for every primitive the
+    /// engine has, leaves nothing that delays the next owner; a writer that left lets new
+    /// readers in at once.
+    waiter_leaves {
+        single, cluster, sentinel, memory => checks::leave::all;
+        zookeeper, etcd, etcd3 => checks::leave::without_semaphores_and_leaders;
+        redlock3, postgres => checks::leave::exclusive_and_multi;
+    }
+
+    /// 20. A forced release is seen at once by the forced-out process: a task of its own
+    /// queued behind the holder gets the lock within a handover, and the holder's guard
+    /// reports the loss, instead of a third of the lease later.
+    forced_release {
+        single, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::forced::seen_by_the_holders_process;
+        // Memory's locks live in one process (no operator reaches them); RedLock's nodes are
+        // forced one by one, each with a locker of its own.
+        memory, redlock3 => checks::forced::refused_clearly;
     }
 }
 

@@ -842,3 +842,89 @@ async fn concurrent_acquires_share_their_keep_alives() {
         g.release().await.unwrap();
     }
 }
+
+/// Issue 27 (risk): the put of an abandoned attempt that lands after both of the attempt's
+/// cleanup deletes (at once, and 2 × `op_timeout` later) — held up at another member, say —
+/// is attached to the locker's lease: it stood first in the queue for as long as that locker
+/// lived, and everyone behind it waited. Now the locker sweeps its own lease once it
+/// abandoned an attempt, and deletes keys no attempt or holder of its own knows.
+///
+/// The abandoned attempt is a real one (its put held in a stalled proxy past `op_timeout`);
+/// its late landing is written by the test with the locker's lease, after both deletes, since
+/// no harness can hold one write back at one member while letting the deletes through. (The
+/// late key's tag is not the abandoned attempt's, which the test cannot see: the locker knows
+/// neither, so the sweep treats them alike.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_put_of_an_abandoned_attempt_is_swept_and_blocks_nobody() {
+    let etcd = EtcdServer::start().await;
+    let proxy = TcpProxy::start(etcd.addr()).await;
+    let ttl = Duration::from_secs(20);
+    let op_timeout = Duration::from_millis(1500);
+    let a = locker(&[format!("http://{}", proxy.addr())], ttl).await;
+    let b = locker(&[etcd.endpoint()], ttl).await;
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .expect("raw client");
+
+    // A's lease, read from a key of a lock it holds.
+    let probe = a.lock("probe").acquire().await.unwrap();
+    let held = raw
+        .get(
+            "leasehold:lock:{probe}/",
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .unwrap();
+    let lease = held.kvs()[0].lease();
+    assert_ne!(
+        lease, 0,
+        "a contender key is attached to its locker's lease"
+    );
+    probe.release().await.unwrap();
+
+    // An attempt of A abandoned: its put is held past op_timeout, the caller gets an error.
+    proxy.set_mode(ProxyMode::Stall);
+    let err = a.lock("late").try_acquire().await.unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+    proxy.set_mode(ProxyMode::Pass);
+    // Both cleanup deletes are done (the first one retried until etcd answered).
+    tokio::time::sleep(op_timeout * 2 + Duration::from_secs(3)).await;
+
+    // The attempt's put lands now, attached to A's lease, which A keeps alive.
+    let orphan = "leasehold:lock:{late}/00c0ffee00c0ffee";
+    raw.put(
+        orphan,
+        "an abandoned attempt",
+        Some(etcd_client::PutOptions::new().with_lease(lease)),
+    )
+    .await
+    .unwrap();
+
+    let asked = Instant::now();
+    let got = b.lock("late").wait(Duration::from_secs(10)).acquire().await;
+    let waited = asked.elapsed();
+    let left = raw.get(orphan, None).await.unwrap().kvs().len();
+    let guard = got.unwrap_or_else(|e| {
+        panic!(
+            "another locker waited {waited:?} behind the late put of an abandoned attempt \
+             ({e}); the key is still there: {}",
+            left == 1
+        )
+    });
+    println!("the late put was swept; the next locker got the lock after {waited:?}");
+    // The bound of the module docs: ORPHAN_SWEEP (2 s) + op_timeout, with margin.
+    assert!(
+        waited < Duration::from_secs(2) + op_timeout + Duration::from_secs(3),
+        "the orphan stood {waited:?}"
+    );
+    assert_eq!(left, 0, "the orphan is gone");
+    guard.release().await.unwrap();
+    // A still works.
+    a.lock("late")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}

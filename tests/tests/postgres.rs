@@ -240,7 +240,7 @@ async fn a_serializable_transaction_racing_a_takeover_cannot_commit_a_stale_writ
     assert_eq!(count(&db2, "SELECT left_::bigint FROM stock").await, 9);
 }
 
-/// The fence check row-locks the lock until the caller's transaction ends: a holder whose
+/// The fence check keeps others out until the caller's transaction ends: a holder whose
 /// lease runs out in the middle of its transaction still commits before anyone else can take
 /// the lock, so no later holder reads the data from before that write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -464,4 +464,379 @@ async fn a_fence_is_drawn_only_once_the_row_is_won() {
         won > meanwhile,
         "fence {won} was drawn before the row was won (a fence of {meanwhile} came meanwhile)"
     );
+}
+
+/// A payout service's fenced transaction stays open across several renewals (lease 1.5 s, the
+/// transaction 4 s, waiting on its client between statements as one calling another service
+/// would). Renewals go on, of its lock and of another lock of the same locker that no
+/// transaction touches; another process's `try_acquire` answers at once that the lock is
+/// taken, every time, instead of waiting on the row; and nobody else takes the lock meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_transaction_held_open_blocks_no_renewal_and_no_try_acquire() {
+    let pg = PgServer::start().await;
+    let a = locker(&pg).await;
+    // A longer operation timeout, as a service would set: the engine's lock_timeout is half
+    // of it, which is how long a try_acquire waited on the row.
+    let b = builder(&pg.url())
+        .op_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let mut db = client(&pg.url()).await;
+    db.batch_execute("CREATE TABLE payouts (id int PRIMARY KEY, paid bool NOT NULL)")
+        .await
+        .unwrap();
+    let lease = Duration::from_millis(1500);
+    let payout = a.lock("payout:7").lease(lease).acquire().await.unwrap();
+    let ledger = a.lock("ledger").lease(lease).acquire().await.unwrap();
+
+    let tx = db.transaction().await.unwrap();
+    leasehold::postgres::check_fence(&tx, &payout)
+        .await
+        .expect("the holder's check passes");
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut tries = 0;
+    while started.elapsed() < Duration::from_secs(4) {
+        let asked = Instant::now();
+        let got = tokio::time::timeout(Duration::from_secs(10), b.lock("payout:7").try_acquire())
+            .await
+            .expect("try_acquire answers")
+            .expect("try_acquire does not fail");
+        slowest = slowest.max(asked.elapsed());
+        tries += 1;
+        assert!(
+            got.is_none(),
+            "another process took the lock {:?} into the fenced transaction",
+            started.elapsed()
+        );
+        assert!(
+            payout.is_held(),
+            "the fenced lock was lost {:?} into its transaction",
+            started.elapsed()
+        );
+        assert!(
+            ledger.is_held(),
+            "a lock no transaction touched was lost {:?} into the transaction",
+            started.elapsed()
+        );
+        // The service's own work: the transaction waits on its client.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    tx.execute("INSERT INTO payouts VALUES (7, true)", &[])
+        .await
+        .unwrap();
+    tx.commit().await.expect("the fenced transaction commits");
+    assert!(
+        slowest < Duration::from_millis(500),
+        "try_acquire waited {slowest:?} (slowest of {tries}) on the fenced lock's row"
+    );
+    assert!(payout.is_held() && ledger.is_held());
+    payout.release().await.expect("released as held to the end");
+    ledger.release().await.expect("released as held to the end");
+}
+
+/// A holder stops (its watchdog no longer renews, its client sends nothing) inside a fenced
+/// transaction. Nobody may take the lock while its lease is valid, but once it ended, another
+/// process gets the lock within the lease plus the documented margin: the server ends the idle
+/// transaction, and the stale holder can no longer commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_stalled_inside_its_fenced_transaction_frees_the_lock_after_lease_and_margin() {
+    let pg = PgServer::start().await;
+    let (a, b) = (locker(&pg).await, locker(&pg).await);
+    let mut db = client(&pg.url()).await;
+    let lease = Duration::from_millis(1500);
+    let stalled = a
+        .lock("stall")
+        .lease(lease)
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let tx = db.transaction().await.unwrap();
+    leasehold::postgres::check_fence(&tx, &stalled)
+        .await
+        .unwrap();
+    let checked = Instant::now();
+    // From here the holder's client sends nothing, as a stopped process would.
+    let bound = lease + leasehold::postgres::FENCED_IDLE_MARGIN;
+    let slack = Duration::from_secs(3);
+    let taken = b
+        .lock("stall")
+        .wait(bound + slack)
+        .acquire()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "another process could not take the lock within {:?} of the stalled holder's \
+                 check: {e}",
+                bound + slack
+            )
+        });
+    let after = checked.elapsed();
+    assert!(
+        after >= lease.mul_f64(0.9),
+        "taken {after:?} after the check, within the holder's lease of {lease:?}"
+    );
+    assert!(taken.fence() > stalled.fence());
+    assert!(
+        tx.commit().await.is_err(),
+        "the stalled holder's transaction could still commit after another took the lock"
+    );
+    eprintln!("the stalled holder's lock was taken {after:?} after its fence check");
+}
+
+/// Low timeouts set on the database role (as a DBA may for every application) do not reach
+/// the engine's own sessions: it sets its own, so acquires, renewals across several leases
+/// and releases work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_timeouts_set_on_the_role_do_not_break_the_engine() {
+    let pg = PgServer::start().await;
+    let _schema = locker(&pg).await;
+    let admin = client(&pg.url()).await;
+    admin
+        .batch_execute(
+            "CREATE ROLE app LOGIN; \
+             ALTER ROLE app SET statement_timeout = '50ms'; \
+             ALTER ROLE app SET lock_timeout = '10ms'; \
+             ALTER ROLE app SET idle_in_transaction_session_timeout = '100ms'; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON leasehold_locks TO app; \
+             GRANT USAGE, UPDATE ON SEQUENCE leasehold_fences TO app",
+        )
+        .await
+        .unwrap();
+    let app_url = format!("postgres://app@{}/postgres", pg.addr());
+    let mut app_db = client(&app_url).await;
+    let timeout: String = app_db
+        .query_one("SHOW statement_timeout", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        timeout, "50ms",
+        "the role's setting applies to its sessions"
+    );
+    let app = builder(&app_url)
+        .op_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .expect("a locker under the role");
+    let lease = Duration::from_millis(600);
+    let guard = app.lock("role").lease(lease).acquire().await.unwrap();
+    let other = app.lock("role2").lease(lease).acquire().await.unwrap();
+    tokio::time::sleep(lease * 3).await;
+    assert!(
+        guard.is_held() && other.is_held(),
+        "renewals kept both leases"
+    );
+    // A fenced transaction of the role's own, short enough for its timeouts.
+    let tx = app_db.transaction().await.unwrap();
+    leasehold::postgres::check_fence(&tx, &guard).await.unwrap();
+    tx.commit().await.unwrap();
+    guard.release().await.unwrap();
+    other.release().await.unwrap();
+}
+
+/// The cluster is restored from a file-level copy made before later acquisitions of a lock (as
+/// after restoring a backup, or promoting an asynchronous standby that had not received them):
+/// the fence sequence goes back, but fences must keep increasing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_keep_increasing_after_a_restore_from_an_older_copy() {
+    let pg = PgServer::start().await;
+    {
+        let locker = locker(&pg).await;
+        locker
+            .lock("f")
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    pg.stop_fast();
+    let saved = pg.save_data("backup");
+    pg.start_again();
+    pg.wait_until_ready().await;
+    let mut last = 0;
+    {
+        let locker = locker(&pg).await;
+        // More than the 32 values a sequence logs ahead of its last one.
+        for _ in 0..40 {
+            let guard = locker.lock("f").acquire().await.unwrap();
+            last = guard.fence();
+            guard.release().await.unwrap();
+        }
+    }
+    pg.stop_fast();
+    pg.restore_data(&saved);
+    pg.start_again();
+    pg.wait_until_ready().await;
+    let locker = locker(&pg).await;
+    let guard = locker.lock("f").acquire().await.unwrap();
+    assert!(
+        guard.fence() > last,
+        "fence {} after the restore, {last} before it",
+        guard.fence()
+    );
+}
+
+/// The connection of a release breaks after the server deleted the lock but before its answer
+/// came back; the engine sends the release again on a new connection, which finds nothing to
+/// delete. The lock was held to the end and given back: the release must succeed, not report
+/// the lock lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_whose_answer_was_lost_is_not_reported_lost() {
+    let pg = PgServer::start().await;
+    let proxy = ReplyDropper::start(pg.addr()).await;
+    let a = builder(&format!("postgres://postgres@{}/postgres", proxy.addr))
+        .op_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let b = locker(&pg).await;
+    let guard = a
+        .lock("answer")
+        .lease(Duration::from_secs(30))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    // The next message naming the lock is the release: the server gets it, its answer is lost.
+    proxy.arm(b"pgt:lock:{answer}");
+    let released = guard.release().await;
+    assert!(
+        proxy.fired(),
+        "the release's answer was never dropped: the test did not test"
+    );
+    assert!(
+        released.is_ok(),
+        "a release that took effect, retried after its answer was lost: {released:?}"
+    );
+    let next = b
+        .lock("answer")
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("the lock is free");
+    next.release().await.unwrap();
+}
+
+/// A TCP proxy in front of PostgreSQL that forwards everything, except that once armed with a
+/// marker, the connection whose client sends the marker next gets its request through to the
+/// server and is then closed instead of receiving the answer: a statement that took effect
+/// while its answer was lost.
+struct ReplyDropper {
+    addr: std::net::SocketAddr,
+    armed: std::sync::Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+    fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ReplyDropper {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+impl ReplyDropper {
+    async fn start(target: std::net::SocketAddr) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let armed: Arc<Mutex<Option<Vec<u8>>>> = Arc::default();
+        let fired = Arc::new(AtomicBool::new(false));
+        let (armed2, fired2) = (armed.clone(), fired.clone());
+        let accepting = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                    continue;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_server, mut to_server) = server.into_split();
+                let doomed = Arc::new(AtomicBool::new(false));
+                let (armed, fired, doomed2) = (armed2.clone(), fired2.clone(), doomed.clone());
+                let up = tokio::spawn(async move {
+                    let mut buf = vec![0; 64 * 1024];
+                    while let Ok(n @ 1..) = from_client.read(&mut buf).await {
+                        let chunk = &buf[..n];
+                        {
+                            let mut armed = armed.lock().unwrap();
+                            let hit = armed
+                                .as_ref()
+                                .is_some_and(|m| chunk.windows(m.len()).any(|w| w == m));
+                            if hit {
+                                // Doomed before the server can answer.
+                                *armed = None;
+                                doomed2.store(true, Ordering::SeqCst);
+                            }
+                        }
+                        if to_server.write_all(chunk).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let mut buf = vec![0; 64 * 1024];
+                    while let Ok(n @ 1..) = from_server.read(&mut buf).await {
+                        if doomed.load(Ordering::SeqCst) {
+                            fired.store(true, Ordering::SeqCst);
+                            break;
+                        }
+                        if to_client.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Both directions closed: the client sees its connection end.
+                    up.abort();
+                });
+            }
+        });
+        ReplyDropper {
+            addr,
+            armed,
+            fired,
+            accepting,
+        }
+    }
+
+    fn arm(&self, marker: &[u8]) {
+        *self.armed.lock().unwrap() = Some(marker.to_vec());
+    }
+
+    fn fired(&self) -> bool {
+        self.fired.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A database set up by an earlier version has the old function bodies (its fence check
+/// row-locked the lock, blocking renewals). A locker of this version replaces them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_with_older_functions_gets_this_versions() {
+    let pg = PgServer::start().await;
+    let _first = locker(&pg).await;
+    let db = client(&pg.url()).await;
+    db.batch_execute(
+        "CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint) \
+         RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN \
+         PERFORM 1 FROM leasehold_locks AS l WHERE l.key = p_key FOR SHARE; \
+         RETURN FOUND; END $$",
+    )
+    .await
+    .unwrap();
+    let second = locker(&pg).await;
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM pg_proc WHERE proname = 'leasehold_check_fence' \
+             AND prosrc NOT LIKE '%FOR SHARE%' AND prosrc LIKE '%advisory%'"
+        )
+        .await,
+        1,
+        "the old fence check is still in place"
+    );
+    let guard = second.lock("upgraded").acquire().await.unwrap();
+    guard.release().await.unwrap();
 }

@@ -1,7 +1,7 @@
 //! Multi-key, read-write and fair locks in the history suite: at least three worker processes
 //! on one real Redis server take the locks in a loop and log every step; `History::check`
 //! fails the run on a writer overlapping anyone, two holders of any key of a multi-lock, a
-//! reader whose fence is not the last writer's, fair locks granted out of arrival order,
+//! reader whose fence is not between the writers' before and after it, fair locks granted out of arrival order,
 //! calls over their bound and hangs. On top of the checker, each test reads what its
 //! primitive promises from the history:
 //! - multi-key: transfers between wallets with hostile names, named in opposite orders,
@@ -325,8 +325,8 @@ async fn read_write_run(name: &str, kill: bool) -> (History, Option<(usize, Stri
 
 const RW_LEASE: Duration = Duration::from_millis(600);
 
-/// Readers and writers of four processes: no writer overlaps anyone and readers carry the
-/// last writer's fence (the checker); writers wait out the readers inside, and readers that
+/// Readers and writers of four processes: no writer overlaps anyone and readers' fences lie
+/// between the writers' before and after them (the checker); writers wait out the readers inside, and readers that
 /// came after a waiting writer wait for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_writers_wait_out_readers_and_new_readers_wait_for_them() {

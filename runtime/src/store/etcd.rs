@@ -70,8 +70,21 @@
 //! delete whose outcome is unknown (failover, partition) is tried again in the background
 //! until etcd answers or the session ends. A key has no TTL of its own: left behind, it would
 //! stand in the queue as long as this process keeps its lease alive.
+//!
+//! **Orphans.** The deletions of an abandoned attempt (at once, and again 2 × `op_timeout`
+//! later) cannot catch a put that lands after both, for example one held up at another member
+//! or in the network: attached to this process's lease, such a key would stand first in the
+//! queue for the locker's lifetime. So once an attempt of a session was abandoned, the locker
+//! sweeps that session's lease every [`ORPHAN_SWEEP`] (2 s) until the session ends: it lists
+//! the keys attached to the lease (one `LeaseTimeToLive` call) and deletes every contender key
+//! that none of its attempts in flight, waiters or holders knows (a transaction that checks
+//! the key is still on our lease). An attempt's key is known from before its put is sent
+//! until it is recorded as waiting or held, so the sweep never takes a live key. Bound: a key
+//! of an abandoned attempt that lands late is deleted within `ORPHAN_SWEEP` + `op_timeout`
+//! of landing (longer only while etcd does not answer), or with the lease when the session
+//! ends; a locker that never abandoned an attempt never sweeps.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -98,6 +111,10 @@ const RENEW_CHUNK: usize = 64;
 
 /// How long a background deletion keeps trying while the session lives, at most.
 const CLEAN_UP_FOR: Duration = Duration::from_secs(60);
+
+/// How often a session's lease is swept for keys of abandoned attempts that landed late (see
+/// "Orphans" in the module docs).
+const ORPHAN_SWEEP: Duration = Duration::from_secs(2);
 
 /// The endpoints of a deployment, taken apart: URLs without credentials, and the credentials.
 pub(crate) struct Endpoints {
@@ -250,6 +267,44 @@ struct Contenders {
     waiting: HashMap<String, Contender>,
     /// The keys of held leases, by owner token.
     held: HashMap<OwnerToken, Contender>,
+    /// The keys of attempts in flight ([`InFlight`]): put, or about to be, and not recorded
+    /// above yet. The orphan sweep leaves them alone.
+    in_flight: HashSet<String>,
+    /// The session whose lease is being swept for orphans, if any.
+    swept: Option<u64>,
+}
+
+impl Contenders {
+    /// Whether an attempt in flight, a waiter or a holder of this process knows `key`.
+    fn knows(&self, key: &str) -> bool {
+        self.in_flight.contains(key)
+            || self.waiting.values().any(|c| c.key == key)
+            || self.held.values().any(|c| c.key == key)
+    }
+}
+
+/// The key of one attempt, known to the orphan sweep from before its put is sent until the
+/// attempt ends (by then the key is recorded as waiting or held, or deleted, or the attempt
+/// was abandoned and the key is an orphan if it lands).
+struct InFlight {
+    contenders: Arc<Mutex<Contenders>>,
+    key: String,
+}
+
+impl InFlight {
+    fn new(contenders: &Arc<Mutex<Contenders>>, key: String) -> Self {
+        contenders.lock().unwrap().in_flight.insert(key.clone());
+        InFlight {
+            contenders: contenders.clone(),
+            key,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.contenders.lock().unwrap().in_flight.remove(&self.key);
+    }
 }
 
 /// Asks the lease's keeper for a keep-alive sent from now on; answered once it is
@@ -497,6 +552,29 @@ impl EtcdStore {
         }
     }
 
+    /// Starts sweeping the current session's lease for orphans (see "Orphans" in the module
+    /// docs), unless it is swept already; the sweep goes on until the session ends.
+    fn sweep_orphans(&self) {
+        let session = *self.epoch.borrow();
+        {
+            let mut contenders = self.contenders.lock().unwrap();
+            if contenders.swept == Some(session) {
+                return;
+            }
+            contenders.swept = Some(session);
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime: no keep-alives either, the lease expires with its keys
+        };
+        runtime.spawn(sweep(
+            self.client.clone(),
+            Arc::downgrade(&self.current),
+            Arc::downgrade(&self.contenders),
+            session,
+            self.settings.op_timeout,
+        ));
+    }
+
     fn forget_waiting(&self, lock: &str) -> Option<Contender> {
         self.contenders.lock().unwrap().waiting.remove(lock)
     }
@@ -644,6 +722,7 @@ impl EtcdStore {
 
     async fn acquire_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         debug_assert!(req.fences < FENCE_SLOTS, "fences of one key overflow");
+        let _in_flight = InFlight::new(&self.contenders, key_of(req.keys, req.token));
         let (lease, session) = self.lease().await?;
         let existing = self
             .contenders
@@ -757,6 +836,8 @@ impl EtcdStore {
                 key(keys, token),
                 Until::Twice(self.settings.op_timeout * 2),
             );
+            // Should that write land later still, the sweep of the lease deletes it.
+            self.sweep_orphans();
             return Ok(false);
         };
         if *self.epoch.borrow() != mine.session {
@@ -793,8 +874,9 @@ impl EtcdStore {
     /// transaction. The key stays when no writer's key is older than it; otherwise it goes
     /// again at once (readers do not wait in the queue).
     async fn acquire_shared_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
-        let (lease, session) = self.lease().await?;
         let key = reader_key_of(req.keys, req.token);
+        let _in_flight = InFlight::new(&self.contenders, key.clone());
+        let (lease, session) = self.lease().await?;
         let reads = [
             etcd::TxnOp::get(key.clone(), None),
             etcd::TxnOp::get(range_of(req.keys), Some(first_writer(req.keys))),
@@ -1242,6 +1324,72 @@ fn clean_up(client: etcd::Client, key: String, until: Until) {
             pause = (pause * 2).min(Duration::from_secs(2));
         }
     });
+}
+
+/// Sweeps the lease of `session` every [`ORPHAN_SWEEP`] until the session ends: deletes each
+/// contender key attached to it that no attempt in flight, waiter or holder of this process
+/// knows (see "Orphans" in the module docs).
+async fn sweep(
+    client: etcd::Client,
+    current: Weak<tokio::sync::Mutex<Option<LeaseSession>>>,
+    contenders: Weak<Mutex<Contenders>>,
+    session: u64,
+    op_timeout: Duration,
+) {
+    loop {
+        tokio::time::sleep(ORPHAN_SWEEP).await;
+        let Some(current) = current.upgrade() else {
+            return; // the store is gone, and its keep-alives with it
+        };
+        let lease = match tokio::time::timeout(op_timeout, current.lock()).await {
+            Ok(c) => match c.as_ref() {
+                Some(c) if c.session == session => c.id,
+                // Ended (the lease, and its keys, go), or a newer session: not ours to sweep.
+                Some(_) | None => return,
+            },
+            Err(_) => continue,
+        };
+        drop(current);
+        let options = etcd::LeaseTimeToLiveOptions::new().with_keys();
+        let mut c = client.clone();
+        let Ok(Ok(attached)) =
+            tokio::time::timeout(op_timeout, c.lease_time_to_live(lease, Some(options))).await
+        else {
+            continue; // etcd did not answer: next round
+        };
+        let orphans: Vec<String> = {
+            let Some(contenders) = contenders.upgrade() else {
+                return;
+            };
+            let contenders = contenders.lock().unwrap();
+            attached
+                .keys()
+                .iter()
+                .filter_map(|k| std::str::from_utf8(k).ok())
+                .filter(|k| lock_of(k).is_some() && !contenders.knows(k))
+                .map(str::to_owned)
+                .collect()
+        };
+        for key in orphans {
+            // Only while it is still on our lease: never a key another process made since.
+            let txn = etcd::Txn::new()
+                .when([etcd::Compare::lease(
+                    key.clone(),
+                    etcd::CompareOp::Equal,
+                    lease,
+                )])
+                .and_then([etcd::TxnOp::delete(key.clone(), None)]);
+            let mut c = client.clone();
+            if let Ok(Ok(answer)) = tokio::time::timeout(op_timeout, c.txn(txn)).await {
+                if answer.succeeded() {
+                    tracing::info!(
+                        key = %key,
+                        "deleted a key of an abandoned etcd attempt that landed after its cleanup"
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// What to clear when a lease ends.

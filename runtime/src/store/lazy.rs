@@ -170,6 +170,18 @@ impl Store for LazyStore {
         }
     }
 
+    fn release_held<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        valid_until: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        match self.store() {
+            Ok(store) => store.release_held(keys, token, valid_until),
+            Err(e) => not_yet(e),
+        }
+    }
+
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
         match self.store() {
             Ok(store) => store.renew(batch),
@@ -207,10 +219,17 @@ impl Store for LazyStore {
         req: &'a AcquireRequest<'_>,
         limit: u32,
         count: u32,
+        waiter: Option<super::PermitWaiter>,
     ) -> StoreFuture<'a, Attempt> {
         match self.store() {
-            Ok(store) => store.acquire_permits(req, limit, count),
+            Ok(store) => store.acquire_permits(req, limit, count, waiter),
             Err(e) => not_yet(e),
+        }
+    }
+
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
+        if let Some(store) = self.state.store.get() {
+            store.withdraw_permits(keys, waiter, count);
         }
     }
 

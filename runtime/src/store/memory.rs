@@ -9,8 +9,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    AcquireRequest, Attempt, LeaderRecord, PermitState, Renewal, Renewed, Store, StoreFuture,
-    WakeSubscription,
+    AcquireRequest, Attempt, LeaderRecord, PermitState, PermitWaiter, Renewal, Renewed, Store,
+    StoreFuture, WakeSubscription, PERMIT_INTEREST,
 };
 use crate::error::LockError;
 use crate::key::LockKeys;
@@ -45,10 +45,13 @@ struct Recorded {
     leader: LeaderRecord,
 }
 
-/// One semaphore: the limit its holders agreed on, and each holder's permits and lease end.
+/// One semaphore: the limit its holders agreed on, each holder's permits and lease end, and
+/// the waiters for several permits by arrival (name, permits, waits until), as on Redis
+/// (sem_acquire.lua).
 struct Semaphore {
     limit: u32,
     holders: HashMap<OwnerToken, (u32, Instant)>,
+    waiters: Vec<(u128, u32, Instant)>,
 }
 
 impl Semaphore {
@@ -56,6 +59,12 @@ impl Semaphore {
     fn used(&mut self, now: Instant) -> u64 {
         self.holders.retain(|_, (_, until)| *until > now);
         self.holders.values().map(|&(n, _)| u64::from(n)).sum()
+    }
+
+    /// Forgets waiters that stopped asking; whether anyone holds or waits.
+    fn in_use(&mut self, now: Instant) -> bool {
+        self.waiters.retain(|&(_, _, until)| until > now);
+        self.used(now) > 0 || !self.waiters.is_empty()
     }
 }
 
@@ -134,12 +143,9 @@ impl MemoryStore {
             .entry(req.keys.lock().to_owned())
             .or_default()
             .insert(req.token.clone(), now + req.lease);
-        let top = state
-            .fences
-            .get(req.keys.fence())
-            .filter(|f| f.expires > now)
-            .map_or(1, |f| f.last.max(1));
-        Attempt::Granted { top }
+        Attempt::Granted {
+            top: state.current_fence(req.keys.fence(), now),
+        }
     }
 
     pub(crate) fn acquire_permits(
@@ -147,6 +153,7 @@ impl MemoryStore {
         req: &AcquireRequest<'_>,
         limit: u32,
         count: u32,
+        waiter: Option<PermitWaiter>,
     ) -> Result<Attempt, LockError> {
         let mut state = self.state.lock().unwrap();
         let now = Instant::now();
@@ -157,7 +164,9 @@ impl MemoryStore {
             .or_insert_with(|| Semaphore {
                 limit,
                 holders: HashMap::new(),
+                waiters: Vec::new(),
             });
+        sem.in_use(now);
         let used = sem.used(now);
         if used == 0 {
             // Nobody holds a permit: the limit is the caller's to set.
@@ -165,15 +174,36 @@ impl MemoryStore {
         } else if sem.limit != limit {
             return Err(super::disagreement(sem.limit, limit));
         }
-        if used + u64::from(count) > u64::from(limit) {
+        // Turns (see `Store::acquire_permits`): the permits the waiters ahead of this request
+        // need are kept for them.
+        let me = waiter.map(|w| w.name);
+        let ahead: u64 = sem
+            .waiters
+            .iter()
+            .take_while(|&&(name, _, _)| Some(name) != me)
+            .map(|&(_, n, _)| u64::from(n))
+            .sum();
+        if used + u64::from(count) + ahead > u64::from(limit) {
+            if let Some(w) = waiter.filter(|w| w.until > now) {
+                let until = now + (w.until - now).min(PERMIT_INTEREST);
+                match sem.waiters.iter_mut().find(|(name, _, _)| *name == w.name) {
+                    Some(place) => place.2 = until,
+                    None => sem.waiters.push((w.name, count, until)),
+                }
+            }
             let first = sem.holders.values().map(|&(_, until)| until).min();
             return Ok(Attempt::Held {
                 remaining: first.map(|until| until - now),
             });
         }
+        sem.waiters.retain(|&(name, _, _)| Some(name) != me);
         sem.holders
             .insert(req.token.clone(), (count, now + req.lease));
-        Ok(Attempt::Granted { top: 1 })
+        // One token per holder, whatever its permits, by the writers' rule: above every token
+        // of this semaphore handed out before, also after the counter expired.
+        Ok(Attempt::Granted {
+            top: state.reserve_fences(req.keys.fence(), 1, now, req.fence_ttl),
+        })
     }
 
     pub(crate) fn release_permits(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
@@ -186,13 +216,26 @@ impl MemoryStore {
             .holders
             .remove(token)
             .is_some_and(|(_, until)| until > now);
-        if sem.used(now) == 0 {
+        if !sem.in_use(now) {
             state.semaphores.remove(keys.lock());
         }
         if let Some(tx) = state.channels.get(keys.wake()) {
             tx.send_modify(|n| *n += 1);
         }
         held
+    }
+
+    /// A waiter for several permits leaves the queue, waking the others.
+    pub(crate) fn withdraw_permits(&self, keys: &LockKeys, waiter: u128) {
+        let mut state = self.state.lock().unwrap();
+        let Some(sem) = state.semaphores.get_mut(keys.lock()) else {
+            return;
+        };
+        sem.waiters.retain(|&(name, _, _)| name != waiter);
+        if !sem.in_use(Instant::now()) {
+            state.semaphores.remove(keys.lock());
+        }
+        state.wake(keys.wake());
     }
 
     pub(crate) fn inspect_permits(&self, keys: &LockKeys) -> PermitState {
@@ -231,6 +274,17 @@ impl MemoryStore {
             }
         }
         was_held
+    }
+
+    /// The process's waiting writer for `keys` left without the lock (Busy, cancelled,
+    /// panicked): it holds new readers back no more, and they hear it at once. Only the
+    /// front task of the process's local queue contends in the store, so it was the only
+    /// writer waiting; the next task in that queue registers again at its first attempt.
+    pub(crate) fn withdraw(&self, keys: &LockKeys) {
+        let mut state = self.state.lock().unwrap();
+        if state.writer_waits.remove(keys.lock()).is_some() {
+            state.wake(keys.wake());
+        }
     }
 
     pub(crate) fn release(&self, keys: &LockKeys, token: &OwnerToken) -> bool {
@@ -368,6 +422,10 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
     }
 
+    fn withdraw(&self, keys: &LockKeys) {
+        MemoryStore::withdraw(self, keys);
+    }
+
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(std::future::ready(Ok(MemoryStore::acquire_shared(
             self, req,
@@ -422,10 +480,15 @@ impl Store for MemoryStore {
         req: &'a AcquireRequest<'_>,
         limit: u32,
         count: u32,
+        waiter: Option<PermitWaiter>,
     ) -> StoreFuture<'a, Attempt> {
         Box::pin(std::future::ready(MemoryStore::acquire_permits(
-            self, req, limit, count,
+            self, req, limit, count, waiter,
         )))
+    }
+
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, _count: u32) {
+        MemoryStore::withdraw_permits(self, keys, waiter);
     }
 
     fn release_permits<'a>(
@@ -514,12 +577,23 @@ impl State {
         if fence.expires <= now {
             fence.last = 0;
         }
-        let clock = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        fence.last = fence.last.max(clock) + count;
+        fence.last = fence.last.max(clock_us()) + count;
         fence.expires = now + ttl;
         fence.last
+    }
+
+    /// The fence of a reader, reserving nothing: the counter, lifted to the wall clock in
+    /// microseconds, as the Redis script's `current_fence`. At or above every fence handed
+    /// out before (the counter holds the highest; a counter that expired is below the clock),
+    /// and below every later writer's (its reservation lifts the counter to a later clock and
+    /// adds at least one).
+    fn current_fence(&self, fence_key: &str, now: Instant) -> u64 {
+        let counter = self
+            .fences
+            .get(fence_key)
+            .filter(|f| f.expires > now)
+            .map_or(0, |f| f.last);
+        counter.max(clock_us()).max(1)
     }
 
     /// Every so often, forget expired locks and fences and channels nobody listens to.
@@ -541,9 +615,16 @@ impl State {
                 .get(lock)
                 .is_some_and(|held| held.expires > now && held.token == r.owner)
         });
-        self.semaphores.retain(|_, sem| sem.used(now) > 0);
+        self.semaphores.retain(|_, sem| sem.in_use(now));
         self.channels.retain(|_, tx| tx.receiver_count() > 0);
     }
+}
+
+/// The wall clock in microseconds: the floor of every fence (0 before 1970).
+fn clock_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 #[cfg(test)]
@@ -608,5 +689,33 @@ mod tests {
             panic!()
         };
         assert!(t2 > t1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_fence_never_goes_back_after_the_counter_expired() {
+        let b = MemoryStore::new();
+        let (w, r, w2) = (
+            OwnerToken::generate(),
+            OwnerToken::generate(),
+            OwnerToken::generate(),
+        );
+        let k = keys("x");
+        let Attempt::Granted { top: written } = b.acquire(&request(&k, &w, 1)) else {
+            panic!("free lock not granted")
+        };
+        b.release(&k, &w);
+        tokio::time::advance(Duration::from_secs(120)).await;
+        let Attempt::Granted { top: read } = b.acquire_shared(&request(&k, &r, 1)) else {
+            panic!("reader not admitted")
+        };
+        assert!(read >= written, "reader's fence {read} below {written}");
+        b.release_shared(&k, &r);
+        let Attempt::Granted { top: later } = b.acquire(&request(&k, &w2, 1)) else {
+            panic!("free lock not granted")
+        };
+        assert!(
+            later > read,
+            "writer's fence {later} not above the reader's {read}"
+        );
     }
 }

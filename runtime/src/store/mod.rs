@@ -165,6 +165,19 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// was not ours any more.
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool>;
 
+    /// [`release`](Self::release) of an exclusive lease its holder counts as valid until
+    /// `valid_until`: an engine that sends a release again when it cannot tell whether the
+    /// first one took effect (PostgreSQL) uses it to tell its own earlier delete from a loss.
+    fn release_held<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        valid_until: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        let _ = valid_until;
+        self.release(keys, token)
+    }
+
     /// Whether the engine queues waiting processes and lets a release go to the one that
     /// waited longest (what a fair lock relies on).
     fn queues_processes(&self) -> bool {
@@ -188,9 +201,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     }
 
     /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
-    /// this reader's own, and `Granted { top }` carries the fence of the last writer (at
-    /// least 1). `req.fences` and `req.interest` are not used. Engines without read locks
-    /// refuse with [`LockError::Config`].
+    /// this reader's own, and `Granted { top }` carries its fence: at or above every fence
+    /// handed out for the key before, below every later writer's (at least 1). `req.fences`
+    /// and `req.interest` are not used. Engines without read locks refuse with
+    /// [`LockError::Config`].
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         let _ = req;
         Box::pin(std::future::ready(Err(self.no_read_locks())))
@@ -218,19 +232,36 @@ pub(crate) trait Store: Send + Sync + 'static {
 
     /// Takes `count` permits of the semaphore `req.keys` ([`LockKeys::semaphore`]) if that
     /// many are free among `limit`: each permit is a holder of its own under `req.token`,
-    /// with its own lease. `Granted { top: 1 }` when taken; `Held { remaining }`, the time
-    /// until the first holder's lease ends, when too few are free. Fails with
-    /// [`LockError::Config`] when the semaphore's current holders agreed on another limit.
+    /// with its own lease. `Granted { top }` when taken, `top` the holder's one fencing token
+    /// (whatever `count`), reserved from the semaphore's fence counter by the rule the
+    /// engine's writers use; `Held { remaining }`, the time until the first holder's lease
+    /// ends, when too few are free. Fails with [`LockError::Config`] when the semaphore's
+    /// current holders agreed on another limit.
     /// `req.fences`, `req.interest` and `req.contender` are not used. Engines without
     /// semaphores refuse with [`LockError::Config`].
+    ///
+    /// Turns: a `waiter` (a request for several permits that waits) that finds too few free
+    /// joins the semaphore's queue of waiters, by arrival, for [`PERMIT_INTEREST`] at most
+    /// (asked again, it stays in its place). Every request, queued or not, is granted only if
+    /// the permits free after it still cover every queued waiter ahead of it (all of them for
+    /// a request that is not queued): so single permits that come free are kept for the
+    /// oldest waiter instead of being taken again at once. A granted waiter leaves the queue.
     fn acquire_permits<'a>(
         &'a self,
         req: &'a AcquireRequest<'_>,
         limit: u32,
         count: u32,
+        waiter: Option<PermitWaiter>,
     ) -> StoreFuture<'a, Attempt> {
-        let _ = (req, limit, count);
+        let _ = (req, limit, count, waiter);
         Box::pin(std::future::ready(Err(self.no_semaphores())))
+    }
+
+    /// A [`PermitWaiter`] stopped waiting without its permits: leave the semaphore's queue and
+    /// wake the others, who may fit now. Never blocks (runs in the background where it needs a
+    /// round trip); a waiter that cannot leave so lapses after [`PERMIT_INTEREST`].
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
+        let _ = (keys, waiter, count);
     }
 
     /// Gives back the `count` permits of `token`, waking the semaphore's waiters. `Ok(false)`
@@ -268,8 +299,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription>;
 
     /// The contender at the front of this process's queue for `keys` stopped contending
-    /// without the lock (gave up, timed out, was cancelled): an engine that queues
-    /// contenders by itself (ZooKeeper's znodes) leaves that queue now. Never blocks.
+    /// without the lock (gave up, timed out, was cancelled): an engine that keeps waiting
+    /// contenders (ZooKeeper's znodes, the queue and interest set of Redis, the waiting
+    /// writers in memory) lets go of this one now, so that it holds nobody back (a writer's
+    /// wait holds new readers back). Never blocks.
     fn withdraw(&self, keys: &LockKeys) {
         let _ = keys;
     }
@@ -339,12 +372,33 @@ pub(crate) trait Store: Send + Sync + 'static {
 }
 
 /// What a lease of its own holds: a reader's share of a read-write lock, or `count` of a
-/// semaphore's `limit` permits. Neither is handed to another holder of the process.
+/// semaphore's `limit` permits (`waiter`: the request takes its turn, see
+/// [`Store::acquire_permits`]). Neither is handed to another holder of the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Share {
     Read,
-    Permits { limit: u32, count: u32 },
+    Permits {
+        limit: u32,
+        count: u32,
+        waiter: Option<PermitWaiter>,
+    },
 }
+
+/// A request for several permits that waits, and so takes its turn in the semaphore's queue
+/// ([`Store::acquire_permits`]): under steady load single permits never all come free at
+/// once, and without a turn such a request would wait for as long as the load lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PermitWaiter {
+    /// Its name in the queue for its whole wait (each attempt has a new owner token).
+    pub(crate) name: u128,
+    /// When it stops waiting.
+    pub(crate) until: tokio::time::Instant,
+}
+
+/// The longest a waiter stays in a semaphore's queue without asking again: it asks at least
+/// every second (a wake-up, or the contenders' longest nap), so a waiter that vanished (a
+/// killed process) holds the others back for this long at most.
+pub(crate) const PERMIT_INTEREST: Duration = Duration::from_secs(2);
 
 impl dyn Store {
     /// Takes a share ([`Store::acquire_shared`] or [`Store::acquire_permits`]).
@@ -355,7 +409,11 @@ impl dyn Store {
     ) -> StoreFuture<'a, Attempt> {
         match share {
             Share::Read => self.acquire_shared(req),
-            Share::Permits { limit, count } => self.acquire_permits(req, limit, count),
+            Share::Permits {
+                limit,
+                count,
+                waiter,
+            } => self.acquire_permits(req, limit, count, waiter),
         }
     }
 
@@ -380,7 +438,13 @@ impl dyn Store {
         } else if lease.shared {
             self.release_shared(&lease.keys, &lease.token)
         } else {
-            self.release(&lease.keys, &lease.token)
+            let state = lease.state.borrow();
+            // A lease known lost gives no validity to count on.
+            let valid_until = match state.lost {
+                true => tokio::time::Instant::now(),
+                false => state.valid_until,
+            };
+            self.release_held(&lease.keys, &lease.token, valid_until)
         }
     }
 }

@@ -6,13 +6,33 @@
 //! lock (or by an operator from [`SCHEMA`], for a database user that may not create tables).
 //! All of them live in the first schema of the connection's `search_path`.
 //!
-//! **Acquire** is one call of `leasehold_acquire`: it inserts the row, or takes over a row
-//! whose expiry has passed (on the server's clock), and only then, holding the row's lock,
-//! draws the fence from the sequence. Drawing it in the same statement as the insert would
-//! not do: a statement paused between drawing and inserting could take the lock after a
-//! later drawer released it, with a smaller fence. **Renew** extends every row of a batch
-//! that its owner token still holds (one statement); **release** deletes the row if the token
+//! **Acquire** is one call of `leasehold_acquire`: it takes the lock's advisory lock without
+//! waiting (see *Fenced transactions*), inserts the row, or takes over a row whose expiry has
+//! passed (on the server's clock), and only then, holding the row's lock, draws the fence.
+//! Drawing it in the same statement as the insert would not do: a statement paused between
+//! drawing and inserting could take the lock after a later drawer released it, with a smaller
+//! fence. **Renew** extends every row of a batch that its owner token still holds (one
+//! statement; when the server refuses it, halves are renewed on their own, so one lease's
+//! failure reads as unknown for that lease only); **release** deletes the row if the token
 //! owns it and notifies, in the same transaction, the channel every locker listens on.
+//!
+//! **Fences** are `slot × 32 + n`, the slot the greatest of the sequence's next value, the
+//! server clock in units of 32 µs and the row's last slot + 1, and the sequence is lifted to
+//! it (given `UPDATE` on it). So fences keep increasing for a key when the sequence went back
+//! (a restored backup, a promoted asynchronous standby that missed WAL), while the server's
+//! clock does not step back by more than the restore or failover took (the rule Redis fences
+//! follow), and stay close to the clock in microseconds, as Redis fences do.
+//!
+//! **Fenced transactions.** `leasehold_check_fence`, in the user's transaction, holds the
+//! lock's advisory lock (two-int key space, from a 64-bit hash of the stored key) shared until
+//! that transaction ends; an acquire that could change the holder takes it exclusively with
+//! `pg_try_advisory_xact_lock` and answers "held" when it cannot. So nobody takes the lock
+//! over while a transaction that checked its fence is open, renewals and releases (which never
+//! touch that lock) are never blocked by it, and acquires never wait for it (hash collisions
+//! only cost a spurious "held"). The check also sets the transaction's
+//! `idle_in_transaction_session_timeout` to the lease left plus
+//! [`FENCED_IDLE_MARGIN`](crate::postgres::FENCED_IDLE_MARGIN) (5 s), so a holder stalled inside
+//! its transaction frees the lock at most that long after its lease ended.
 //!
 //! **Loss** is judged on this process's monotonic clock from the send time of the last
 //! acknowledged acquire or renewal, as on Redis; the server's expiry is counted from a later
@@ -69,7 +89,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 const RENEW_CHUNK: usize = 1000;
 
 /// The tables, sequence and functions the engine uses, as an operator would apply them (the
-/// engine applies them itself on first use when its database user may). Idempotent.
+/// engine applies them itself on first use when its database user may, and again when the
+/// functions are an older version's). Idempotent. Needs PostgreSQL 11 or later. A user that
+/// did not apply it needs SELECT, INSERT, UPDATE, DELETE on `leasehold_locks`, USAGE and
+/// UPDATE on `leasehold_fences` (without UPDATE, fences still follow the clock, but a clock
+/// stepping back is no longer covered) and EXECUTE on the functions.
 pub const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS leasehold_locks (
     key     text        PRIMARY KEY,
@@ -82,22 +106,58 @@ CREATE SEQUENCE IF NOT EXISTS leasehold_fences;
 
 -- Takes the lock `p_key` for `p_owner` if it is free, its lease ended, or it is the owner's
 -- already (a retried attempt). Granted: `fence` is the highest of the `p_fences` tokens
--- reserved, drawn from the sequence while the row is locked. Held: `remaining_ms` is what is
--- left of the holder's lease.
+-- reserved. Held: `remaining_ms` is what is left of the holder's lease, or a short retry hint.
+--
+-- It first takes the lock's advisory lock (in the two-int key space, from a 64-bit hash of the
+-- key) without waiting: while a transaction that checked the holder's fence is open, it holds
+-- that lock shared (leasehold_check_fence), and nobody may take the lock over, even once the
+-- lease ended, until that transaction is over. Renewals and releases never take it.
+--
+-- Fences: slot * 32 + n, the slot drawn while the row is locked (not in the INSERT's VALUES:
+-- a statement paused between drawing and inserting could take the lock after a later drawer
+-- released it, with a smaller fence) as the greatest of the sequence's next value, the server
+-- clock in units of 32 microseconds, and the row's last slot + 1; the sequence is then lifted
+-- to the slot. So fences keep increasing, and stay near the clock in microseconds like Redis
+-- fences, even when the sequence went back (a restored backup, a promoted asynchronous
+-- standby), while the server clock does not step back by more than that took.
 CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
+-- leasehold schema 2
+DECLARE
+    h constant bigint := hashtextextended(p_key, 0);
+    last_slot bigint;
+    drawn bigint;
+    slot bigint;
 BEGIN
+    IF NOT pg_try_advisory_xact_lock((h >> 32)::int, (h << 32 >> 32)::int) THEN
+        SELECT greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
+            INTO remaining_ms
+            FROM leasehold_locks AS l WHERE l.key = p_key;
+        -- The holder's lease ended but its fenced transaction is still open: ask again soon.
+        remaining_ms := greatest(coalesce(remaining_ms, 0), 50);
+        RETURN;
+    END IF;
     INSERT INTO leasehold_locks AS l (key, owner, fence, expires)
     VALUES (p_key, p_owner, 0, clock_timestamp() + p_lease_ms * interval '1 millisecond')
     ON CONFLICT (key) DO UPDATE
-        SET owner = excluded.owner, fence = 0,
+        SET owner = excluded.owner,
             expires = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-        WHERE l.expires <= clock_timestamp() OR l.owner = excluded.owner;
+        WHERE l.expires <= clock_timestamp() OR l.owner = excluded.owner
+        RETURNING l.fence / 32 INTO last_slot;
     IF FOUND THEN
+        drawn := nextval('leasehold_fences');
+        slot := greatest(drawn,
+                         (extract(epoch FROM clock_timestamp()) * 1000000)::bigint / 32,
+                         last_slot + 1);
+        -- Without UPDATE on the sequence (an operator's older grants) fences still follow the
+        -- clock; only a clock stepping back is no longer covered.
+        IF slot > drawn AND has_sequence_privilege('leasehold_fences', 'UPDATE') THEN
+            PERFORM setval('leasehold_fences', slot);
+        END IF;
         UPDATE leasehold_locks AS l
-            SET fence = nextval('leasehold_fences') * 32 + p_fences
+            SET fence = slot * 32 + p_fences
             WHERE l.key = p_key
             RETURNING l.fence INTO fence;
     ELSE
@@ -109,27 +169,62 @@ END
 $$;
 
 -- In the caller's transaction: whether the holder of fence `p_fence` still holds the lock
--- stored as `p_key`, row-locking it until the transaction ends, so that no other holder can
--- take the lock over before this transaction's writes are committed.
+-- stored as `p_key`. Holds the lock's advisory lock shared until the transaction ends, so
+-- nobody can take the lock over before the transaction's writes are committed, while
+-- renewals go on. Under REPEATABLE READ or SERIALIZABLE it also key-share locks the row, so
+-- a row changed after the transaction's snapshot fails the check with a serialization
+-- failure instead of passing on an old view. It then bounds how long the transaction may wait
+-- for its client between statements to the lease left plus 5 s (never longer than a bound the
+-- session set already): a holder stalled inside it (stopped, cut off) keeps the lock at most
+-- that long after its lease ended.
 CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
+-- leasehold schema 2
+DECLARE
+    h constant bigint := hashtextextended(p_key, 0);
+    left_ms bigint;
+    idle_ms bigint;
+    set_ms bigint;
 BEGIN
-    PERFORM 1 FROM leasehold_locks AS l
-        WHERE l.key = p_key
-          AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
-          AND l.expires > clock_timestamp()
-        FOR SHARE;
-    RETURN FOUND;
+    PERFORM pg_advisory_xact_lock_shared((h >> 32)::int, (h << 32 >> 32)::int);
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
+            INTO left_ms
+            FROM leasehold_locks AS l
+            WHERE l.key = p_key
+              AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
+              AND l.expires > clock_timestamp();
+    ELSE
+        SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
+            INTO left_ms
+            FROM leasehold_locks AS l
+            WHERE l.key = p_key
+              AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
+              AND l.expires > clock_timestamp()
+            FOR KEY SHARE;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    idle_ms := greatest(left_ms, 1) + 5000;
+    SELECT s.setting::bigint INTO set_ms
+        FROM pg_settings AS s WHERE s.name = 'idle_in_transaction_session_timeout';
+    IF set_ms = 0 OR set_ms > idle_ms THEN
+        PERFORM set_config('idle_in_transaction_session_timeout', idle_ms::text, true);
+    END IF;
+    RETURN true;
 END
 $$;
 "#;
 
-/// Whether the schema is there; read before creating it.
+/// Whether the schema is there, with this version's functions (their bodies carry the tag
+/// `leasehold schema 2`: an older database gets the new bodies); read before creating it.
 const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL \
      AND to_regclass('leasehold_fences') IS NOT NULL \
-     AND to_regprocedure('leasehold_acquire(text,text,bigint,bigint)') IS NOT NULL \
-     AND to_regprocedure('leasehold_check_fence(text,bigint)') IS NOT NULL";
+     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 2%' AND oid IN (\
+          to_regprocedure('leasehold_acquire(text,text,bigint,bigint)'), \
+          to_regprocedure('leasehold_check_fence(text,bigint)'))) = 2";
 
 /// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
 const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
@@ -160,10 +255,13 @@ const FORCE_RELEASE: &str = "WITH gone AS (\
 
 /// Deletes rows whose lease ended more than a second ago, a bounded number at a time; the
 /// second condition is checked again on the row's newest version, so a row taken over
-/// meanwhile stays.
+/// meanwhile stays. Rows another transaction has locked (a serializable fenced transaction
+/// key-shares its row) are skipped, not waited for: the sweep runs on the listening
+/// connection, which must not stall.
 const SWEEP: &str = "DELETE FROM leasehold_locks WHERE key IN (\
      SELECT key FROM leasehold_locks \
-     WHERE expires < clock_timestamp() - interval '1 second' LIMIT 1000) \
+     WHERE expires < clock_timestamp() - interval '1 second' LIMIT 1000 \
+     FOR UPDATE SKIP LOCKED) \
      AND expires < clock_timestamp() - interval '1 second'";
 
 /// Text as PostgreSQL stores it: `text` cannot hold NUL, which lock keys may contain. Every
@@ -329,7 +427,7 @@ impl Shared {
         } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
             "refused a privilege the lock tables need (apply leasehold::postgres::SCHEMA as \
              the tables' owner, and grant this user SELECT, INSERT, UPDATE, DELETE on \
-             leasehold_locks, USAGE on leasehold_fences and EXECUTE on the functions)"
+             leasehold_locks, USAGE, UPDATE on leasehold_fences and EXECUTE on the functions)"
         } else if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::UNDEFINED_FUNCTION {
             "lacks the lock tables in this connection's search_path (apply \
              leasehold::postgres::SCHEMA there)"
@@ -427,7 +525,7 @@ impl Shared {
                 LockError::config(format!(
                     "PostgreSQL at {} does not let this user create the lock tables; apply \
                      leasehold::postgres::SCHEMA as a user that may (once), then grant this \
-                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, USAGE on \
+                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, USAGE, UPDATE on \
                      leasehold_fences and EXECUTE on the functions: {}",
                     self.shown,
                     error_text(&e)
@@ -619,7 +717,8 @@ impl PostgresStore {
             .await;
         let row = match answer {
             Ok(row) => row,
-            // A fenced write of the holder keeps the row locked for a moment: held.
+            // A row locked past lock_timeout by another session (not ours: fenced transactions
+            // hold an advisory lock, not the row): held.
             Err(LockError::Unavailable {
                 source: Some(source),
                 ..
@@ -638,13 +737,22 @@ impl PostgresStore {
         })
     }
 
-    async fn release_once(&self, keys: &LockKeys, token: &OwnerToken) -> Result<bool, LockError> {
+    /// Deletes the lock if `token` owns it. `valid_until`: until when its holder counts the
+    /// lease as valid, if known.
+    async fn release_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        valid_until: Option<tokio::time::Instant>,
+    ) -> Result<bool, LockError> {
         let key = db_text(keys.lock());
         let wake = db_text(keys.wake());
         let owner = token_text(token);
+        let sent = AtomicUsize::new(0);
         let row = self
             .call("refused a release", |conn| {
                 let (key, wake) = (key.clone(), wake.clone());
+                sent.fetch_add(1, Ordering::Relaxed);
                 async move {
                     let params: [&(dyn pg::types::ToSql + Sync); 3] =
                         [&key.as_ref(), &owner, &wake.as_ref()];
@@ -654,44 +762,87 @@ impl PostgresStore {
                 }
             })
             .await?;
-        Ok(row.is_some_and(|row| row.get::<_, bool>(0)))
+        Ok(match row {
+            Some(row) => row.get::<_, bool>(0),
+            // Sent again on a new connection after the first one closed: the first may have
+            // deleted the row, its answer lost. The row of a lease still valid when this
+            // answer came cannot have expired on the server (its expiry is later than the
+            // holder's validity), so only a delete removed it: the first attempt, or an
+            // operator's force_release at that very moment, which reads as this release.
+            None => {
+                sent.load(Ordering::Relaxed) > 1
+                    && valid_until.is_some_and(|v| tokio::time::Instant::now() < v)
+            }
+        })
     }
 
     async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
         let mut out = Vec::with_capacity(batch.len());
         for chunk in batch.chunks(RENEW_CHUNK) {
-            let keys: Vec<String> = chunk
-                .iter()
-                .map(|r| db_text(r.keys.lock()).into_owned())
-                .collect();
-            let owners: Vec<&str> = chunk.iter().map(|r| token_text(r.token)).collect();
-            let leases: Vec<i64> = chunk
-                .iter()
-                .map(|r| r.lease.as_millis().max(1) as i64)
-                .collect();
-            let rows = self
-                .call("refused a renewal", |conn| {
-                    let (keys, owners, leases) = (&keys, &owners, &leases);
-                    async move {
-                        conn.client
-                            .query(&conn.statements.renew, &[keys, owners, leases])
-                            .await
+            out.extend(self.renew_split(chunk).await?);
+        }
+        Ok(out)
+    }
+
+    /// Renews `batch` in one statement. When the server refuses that statement (an error with
+    /// an SQLSTATE: a row waited on past `lock_timeout`, anything about one of its leases),
+    /// each half is renewed on its own, down to single leases, and a single lease refused
+    /// reads [`Renewed::Unknown`] (the watchdog retries it): one lease that cannot be renewed
+    /// now never fails the others. A connection that failed or timed out still fails the whole
+    /// batch: every lease on it is as much in doubt.
+    fn renew_split<'a>(&'a self, batch: &'a [Renewal<'a>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(async move {
+            match self.renew_statement(batch).await {
+                Err(e) if sql_state(&e).is_some() => {
+                    if batch.len() == 1 {
+                        return Ok(vec![Renewed::Unknown]);
                     }
-                })
-                .await?;
-            let extended: HashSet<(String, String)> = rows
-                .iter()
-                .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
-                .collect();
-            out.extend(keys.iter().zip(&owners).map(|(key, owner)| {
+                    let (first, second) = batch.split_at(batch.len() / 2);
+                    let mut out = self.renew_split(first).await?;
+                    out.extend(self.renew_split(second).await?);
+                    Ok(out)
+                }
+                other => other,
+            }
+        })
+    }
+
+    /// One renewal statement for every lease of `batch`.
+    async fn renew_statement(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let keys: Vec<String> = batch
+            .iter()
+            .map(|r| db_text(r.keys.lock()).into_owned())
+            .collect();
+        let owners: Vec<&str> = batch.iter().map(|r| token_text(r.token)).collect();
+        let leases: Vec<i64> = batch
+            .iter()
+            .map(|r| r.lease.as_millis().max(1) as i64)
+            .collect();
+        let rows = self
+            .call("refused a renewal", |conn| {
+                let (keys, owners, leases) = (&keys, &owners, &leases);
+                async move {
+                    conn.client
+                        .query(&conn.statements.renew, &[keys, owners, leases])
+                        .await
+                }
+            })
+            .await?;
+        let extended: HashSet<(String, String)> = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+            .collect();
+        Ok(keys
+            .iter()
+            .zip(&owners)
+            .map(|(key, owner)| {
                 if extended.contains(&(key.clone(), (*owner).to_owned())) {
                     Renewed::Yes
                 } else {
                     Renewed::No
                 }
-            }));
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     async fn subscribe_once(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
@@ -719,6 +870,17 @@ impl PostgresStore {
 fn token_text(token: &OwnerToken) -> &str {
     // 32 lowercase hex digits.
     std::str::from_utf8(token.as_bytes()).unwrap_or_default()
+}
+
+/// The SQLSTATE of a statement the server refused, if that is what `e` is.
+fn sql_state(e: &LockError) -> Option<&pg::error::SqlState> {
+    match e {
+        LockError::Unavailable {
+            source: Some(source),
+            ..
+        } => source.downcast_ref::<pg::Error>().and_then(pg::Error::code),
+        _ => None,
+    }
 }
 
 fn is_lock_timeout(source: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
@@ -808,7 +970,16 @@ impl Store for PostgresStore {
     }
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token))
+        Box::pin(self.release_once(keys, token, None))
+    }
+
+    fn release_held<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        valid_until: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, Some(valid_until)))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -877,6 +1048,12 @@ impl Admin for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schema_bounds_fenced_transactions_by_the_documented_margin() {
+        let margin = crate::postgres::FENCED_IDLE_MARGIN.as_millis();
+        assert!(SCHEMA.contains(&format!("greatest(left_ms, 1) + {margin};")));
+    }
 
     #[test]
     fn keys_with_nul_round_trip_through_the_table() {

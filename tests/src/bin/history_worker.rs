@@ -118,8 +118,9 @@ impl Guard {
         match self {
             Guard::One(g) => g.fence(),
             Guard::Many(g) => g.fence(key).unwrap_or(0),
-            // Permit holders share the resource: no fence.
-            Guard::Permit(_) => 0,
+            // Each permit holder has a token of its own (it writes nothing with it: holders
+            // share the resource, but the checker judges the tokens' order).
+            Guard::Permit(p) => p.fence(),
             Guard::Leader(l) => l.term(),
         }
     }

@@ -425,6 +425,45 @@ impl PgServer {
             .collect())
     }
 
+    /// Copies the stopped server's cluster (`data/`) to `<dir>/<name>`, owner and modes kept, as
+    /// an operator's file-level backup would; [`restore_data`](Self::restore_data) puts it back.
+    ///
+    /// # Panics
+    ///
+    /// If the server runs (stop it first: a copy of a running cluster is not consistent), or
+    /// the copy fails.
+    pub fn save_data(&self, name: &str) -> PathBuf {
+        assert!(
+            self.pid().is_none(),
+            "{}: stop the server before saving its data",
+            self.describe()
+        );
+        let saved = self.dir.join(name);
+        let _ = fs::remove_dir_all(&saved);
+        copy_tree(&self.data_dir(), &saved);
+        saved
+    }
+
+    /// Replaces the stopped server's cluster with a copy [`save_data`](Self::save_data) made:
+    /// everything committed since the copy is gone, as after restoring an older backup (or
+    /// promoting a standby that had not received it). Start it again with
+    /// [`start_again`](Self::start_again).
+    ///
+    /// # Panics
+    ///
+    /// If the server runs, or the copy fails.
+    pub fn restore_data(&self, saved: &Path) {
+        assert!(
+            self.pid().is_none(),
+            "{}: stop the server before restoring its data",
+            self.describe()
+        );
+        let data = self.data_dir();
+        fs::remove_dir_all(&data)
+            .unwrap_or_else(|e| panic!("cannot remove {}: {e}", data.display()));
+        copy_tree(saved, &data);
+    }
+
     fn describe(&self) -> String {
         format!("postgres at {} ({})", self.addr(), self.dir.display())
     }
@@ -990,4 +1029,21 @@ fn log_tail(path: &Path) -> String {
         "--- {}, last {LINES} lines ---\n{tail}\n---",
         path.display()
     )
+}
+
+/// Copies the directory `from` to `to` (which must not exist) with `cp -a`, which keeps owners
+/// and modes: the server refuses a data directory that is not its user's with mode 0700.
+fn copy_tree(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cp: {e}"));
+    assert!(
+        status.success(),
+        "cp -a {} {} failed: {status}",
+        from.display(),
+        to.display()
+    );
 }

@@ -1,7 +1,8 @@
 //! Property 12, read-write locks: readers share across lockers (three clients, as three processes
 //! would be), a writer excludes everyone and waits readers out, a waiting writer holds new
-//! readers back, readers see the last writer's fence, a reader that crashed frees its share
-//! after its lease, and a mixed load never lets a writer overlap anyone. Engines without
+//! readers back, and one that left without the lock (`Busy`, cancelled) none, readers' fences
+//! are at least the last writer's, a reader that crashed frees its share after its lease, and
+//! a mixed load never lets a writer overlap anyone. Engines without
 //! read locks refuse them with a clear `Config` error.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -105,7 +106,64 @@ pub async fn readers_share_writers_exclude(engine: &Engine) {
     assert!(waited <= lease + Duration::from_secs(2), "{waited:?}");
     w.release().await.unwrap();
 
+    writers_that_left_hold_no_reader_back(engine, &lockers).await;
     mixed_load(engine, &lockers).await;
+}
+
+/// A writer waiting for a reader leaves without the lock, by its wait running out (`Busy`)
+/// and by its acquire being dropped (cancelled); each time a new reader of another locker
+/// gets in at once: the writer's wait held new readers back only while it waited.
+async fn writers_that_left_hold_no_reader_back(engine: &Engine, lockers: &[leasehold::Locker; 3]) {
+    let key = "rw:left";
+    let inside = lockers[0]
+        .read_lock(key)
+        .lease(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
+    for cancelled in [false, true] {
+        let how = if cancelled { "cancelled" } else { "Busy" };
+        if cancelled {
+            let outcome = tokio::time::timeout(
+                Duration::from_millis(300),
+                lockers[2].write_lock(key).wait(LONG).acquire(),
+            )
+            .await;
+            assert!(
+                outcome.is_err(),
+                "the writer got in past a reader: {outcome:?}"
+            );
+        } else {
+            let outcome = lockers[2]
+                .write_lock(key)
+                .wait(Duration::from_millis(300))
+                .acquire()
+                .await;
+            assert!(
+                matches!(outcome, Err(LockError::Busy { .. })),
+                "{outcome:?}"
+            );
+        }
+        // Past the reader's first renewals: the lock stays read-held throughout.
+        sleep(Duration::from_millis(200)).await;
+        let start = Instant::now();
+        let reader = lockers[1].read_lock(key).wait(LONG).acquire().await;
+        let took = start.elapsed();
+        eprintln!(
+            "{}: {how}: a new reader got in after {took:?}",
+            engine.kind()
+        );
+        let reader =
+            reader.unwrap_or_else(|e| panic!("a new reader after a writer left ({how}): {e}"));
+        assert!(
+            took < Duration::from_millis(700),
+            "on {}, a new reader waited {took:?} behind a writer that had left ({how})",
+            engine.kind()
+        );
+        reader.release().await.unwrap();
+        assert!(inside.is_held());
+    }
+    inside.release().await.unwrap();
 }
 
 /// Twelve tasks over three lockers, a third of their acquisitions writes: no writer ever

@@ -172,6 +172,7 @@ impl RedisStore {
             wakes,
             down_at_connect,
             epoch: None,
+            queued: Default::default(),
         }
     }
 

@@ -8,6 +8,24 @@
 //! [`items`] and [`batch`] (requests that share a round trip), [`wakes`], [`session`] (the
 //! lock connection's drops), [`sentinel`], [`admin`] (operators), [`semaphore`] (permits),
 //! [`redlock`].
+//!
+//! Fences: one rule for every primitive, in `lua/fence.lua`: a token is at least the server
+//! clock in microseconds. Writers (and multi-key acquires, and leader terms, which are their
+//! lease's fence) reserve theirs above both the counter and the clock (`reserve_fences`);
+//! readers get `current_fence`, at or above every token handed out before and below every
+//! later writer's. So fences never go back across a restart from an RDB or AOF file, a
+//! failover to a replica that lagged, or a counter that expired (`fence_ttl`).
+//!
+//! Waiters that leave: a process waits in a lock's queue and interest set under its name; a
+//! writer that waits for readers also marks the key `R+`, which holds new readers back. When
+//! its waiter leaves without the lock (its wait ran out, it was cancelled or panicked, its
+//! future was dropped), the process withdraws at once, in the background
+//! ([`Store::withdraw`], `lua/withdraw.lua`), and readers come in. If it cannot (the process
+//! died, Redis was unreachable), its interest lapses by itself: it waits at most until its
+//! wait's end and at most [`MAX_INTEREST`](scripts::MAX_INTEREST) (2 s) past its last attempt,
+//! and read_acquire.lua counts the `R+` mark only while some writer's interest is live. So a
+//! writer that left holds new readers back at most 2 s (plus the readers' next look), and a
+//! lock that a release had left to it stays idle at most [`YIELD_WINDOW`] (200 ms).
 
 mod admin;
 mod batch;
@@ -24,7 +42,8 @@ mod sentinel;
 mod session;
 mod wakes;
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -98,6 +117,10 @@ pub(crate) struct RedisStore {
     down_at_connect: Option<LockError>,
     /// Bumped each time the lock connection drops (single server only).
     epoch: Option<Arc<watch::Sender<u64>>>,
+    /// The lock keys whose queue this process may be in under its own name: an acquire that
+    /// would wait was sent for them, and neither a grant nor a withdrawal came since. Only
+    /// these cost a round trip when their waiter leaves ([`Store::withdraw`]).
+    queued: Mutex<HashSet<String>>,
 }
 
 impl RedisStore {
@@ -114,10 +137,19 @@ impl RedisStore {
     }
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        // Recorded before sending: an acquire dropped before its answer may have queued us.
+        let waits_as_process = !req.interest.is_zero() && req.contender.is_none();
+        if waits_as_process {
+            self.queued_set().insert(req.keys.lock().to_owned());
+        }
         let attempt = match self.take_free_unfenced(req).await? {
             Some(granted) => granted,
             None => self.core.request_each(AcquireItem::new(req)).await?,
         };
+        if waits_as_process && matches!(attempt, Attempt::Granted { .. }) {
+            // The grant took us out of the queue (acquire.lua).
+            self.queued_set().remove(req.keys.lock());
+        }
         #[cfg(feature = "sentinel")]
         if let Attempt::Granted { .. } = attempt {
             if self.min_replicas > 0 {
@@ -364,15 +396,41 @@ impl RedisStore {
         }
     }
 
+    /// The lock keys this process may be queued for (never poisoned: nothing panics while
+    /// holding it, and a set of names is valid after any panic).
+    fn queued_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.queued.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Takes a request that waited under its own name out of the queue, in the background
     /// (withdraw.lua), passing the lock on if a release had left it to that request.
     pub(crate) fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
+        self.withdraw_in_background(keys, contender.to_owned());
+    }
+
+    /// The front waiter of this process stopped waiting without the lock: the process leaves
+    /// the queue under its name, in the background (withdraw.lua), so that it holds nobody
+    /// back: a release that had left it the lock passes it on, and readers that a writer's
+    /// `R+` mark kept out come in. Costs nothing when this process was not queued for the
+    /// lock (a `try_acquire`). Without it (no runtime, Redis unreachable) the name's interest
+    /// still lapses by itself, at most [`MAX_INTEREST`](scripts::MAX_INTEREST) after the last
+    /// attempt. Should the next task of the process's local queue reach Redis before the
+    /// withdrawal does, it is taken out of line with it (and a lock a release had left to the
+    /// process goes on to the next process): it queues again, at the back, at its next
+    /// attempt, within a second. Only the order among waiters suffers, never exclusion.
+    pub(crate) fn withdraw(&self, keys: &LockKeys) {
+        if self.queued_set().remove(keys.lock()) {
+            self.withdraw_in_background(keys, self.core.contender.clone());
+        }
+    }
+
+    /// Runs withdraw.lua for `contender` without blocking the caller.
+    fn withdraw_in_background(&self, keys: &LockKeys, contender: String) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return; // the name leaves the queue when its interest runs out
         };
         let core = self.core.clone();
         let keys = keys.clone();
-        let contender = contender.to_owned();
         runtime.spawn(async move {
             let mut inv = WITHDRAW.prepare_invoke();
             inv.key(keys.lock())
@@ -383,7 +441,7 @@ impl RedisStore {
                 .arg(core.conn.publish_command())
                 .arg(millis(YIELD_WINDOW));
             if let Err(e) = core.run::<i64>(inv).await {
-                tracing::debug!(error = %e, "withdrawing a fair waiter failed; its place lapses");
+                tracing::debug!(error = %e, "withdrawing a waiter failed; its place lapses");
             }
         });
     }
@@ -446,6 +504,10 @@ impl Store for RedisStore {
         RedisStore::withdraw_request(self, keys, contender);
     }
 
+    fn withdraw(&self, keys: &LockKeys) {
+        RedisStore::withdraw(self, keys);
+    }
+
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(RedisStore::acquire_shared(self, req))
     }
@@ -496,8 +558,13 @@ impl Store for RedisStore {
         req: &'a AcquireRequest<'_>,
         limit: u32,
         count: u32,
+        waiter: Option<crate::store::PermitWaiter>,
     ) -> StoreFuture<'a, Attempt> {
-        Box::pin(RedisStore::acquire_permits(self, req, limit, count))
+        Box::pin(RedisStore::acquire_permits(self, req, limit, count, waiter))
+    }
+
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
+        RedisStore::withdraw_permits(self, keys, waiter, count);
     }
 
     fn release_permits<'a>(

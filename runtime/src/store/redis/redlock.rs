@@ -287,6 +287,13 @@ impl Store for RedLock {
         Box::pin(RedLock::subscribe(self, keys))
     }
 
+    /// Every node's queue: the process may be in line on any of them.
+    fn withdraw(&self, keys: &LockKeys) {
+        for node in &self.nodes {
+            node.withdraw(keys);
+        }
+    }
+
     fn admin(&self) -> Result<&dyn crate::store::Admin, LockError> {
         Err(LockError::config(
             "inspecting locks needs a locker on one Redis server, a Sentinel master or a \

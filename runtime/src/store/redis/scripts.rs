@@ -37,6 +37,7 @@ pub(super) static WITHDRAW: LazyLock<redis::Script> = LazyLock::new(|| {
 pub(super) static READ_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
+        include_str!("lua/fence.lua"),
         include_str!("lua/read_acquire.lua")
     ))
 });
@@ -57,6 +58,7 @@ pub(super) static READ_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
 pub(super) static SEM_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
+        include_str!("lua/fence.lua"),
         include_str!("lua/sem_acquire.lua")
     ))
 });
@@ -66,6 +68,8 @@ pub(super) static SEM_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
         include_str!("lua/sem_release.lua")
     ))
 });
+pub(super) static SEM_WITHDRAW: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("lua/sem_withdraw.lua")));
 pub(super) static SEM_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),

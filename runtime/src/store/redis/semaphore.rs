@@ -3,31 +3,61 @@
 
 use std::time::Duration;
 
-use super::scripts::{millis, SEM_ACQUIRE, SEM_INSPECT, SEM_RELEASE, SEM_RENEW};
+use super::scripts::{
+    millis, QUEUE_TTL, SEM_ACQUIRE, SEM_INSPECT, SEM_RELEASE, SEM_RENEW, SEM_WITHDRAW,
+};
 use super::RedisStore;
 use crate::error::LockError;
 use crate::key::LockKeys;
-use crate::store::{disagreement, AcquireRequest, Attempt, PermitState, Renewal, Renewed};
+use crate::store::{
+    disagreement, AcquireRequest, Attempt, PermitState, PermitWaiter, Renewal, Renewed,
+    PERMIT_INTEREST,
+};
 use crate::token::OwnerToken;
 
 impl RedisStore {
-    /// Takes `count` permits among `limit` (sem_acquire.lua).
+    /// Takes `count` permits among `limit` (sem_acquire.lua), queuing a `waiter` for its turn
+    /// (see `Store::acquire_permits`); the holder's fencing token comes from the semaphore's
+    /// fence counter by the writers' rule (fence.lua).
     pub(crate) async fn acquire_permits(
         &self,
         req: &AcquireRequest<'_>,
         limit: u32,
         count: u32,
+        waiter: Option<PermitWaiter>,
     ) -> Result<Attempt, LockError> {
+        let (place, interest) = match waiter {
+            Some(w) => {
+                let left = w
+                    .until
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .min(PERMIT_INTEREST);
+                // Zero: it will not wait any more, so it is not queued.
+                let interest = if left.is_zero() { 0 } else { millis(left) };
+                (waiter_place(w.name, count), interest)
+            }
+            None => (String::new(), 0),
+        };
         let mut inv = SEM_ACQUIRE.prepare_invoke();
         inv.key(req.keys.lock())
             .key(req.keys.limit())
+            .key(req.keys.fence())
+            .key(req.keys.queue())
+            .key(req.keys.interest())
             .arg(req.token.as_bytes())
             .arg(millis(req.lease))
             .arg(limit)
-            .arg(count);
+            .arg(count)
+            .arg(millis(req.fence_ttl))
+            .arg(&place)
+            .arg(interest)
+            .arg(millis(QUEUE_TTL));
         let (answer, value): (i64, i64) = self.run(inv).await?;
         let attempt = match answer {
-            1 => Attempt::Granted { top: 1 },
+            1 => Attempt::Granted {
+                top: u64::try_from(value)
+                    .map_err(|_| super::scripts::malformed(&self.core.endpoint, "sem_acquire"))?,
+            },
             0 => Attempt::Held {
                 remaining: u64::try_from(value).ok().map(Duration::from_millis),
             },
@@ -71,6 +101,27 @@ impl RedisStore {
                 ))
             }
         }
+    }
+
+    /// Takes a waiter for several permits out of the semaphore's queue, in the background
+    /// (sem_withdraw.lua), waking the others.
+    pub(crate) fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the waiter lapses when its interest runs out
+        };
+        let core = self.core.clone();
+        let keys = keys.clone();
+        runtime.spawn(async move {
+            let mut inv = SEM_WITHDRAW.prepare_invoke();
+            inv.key(keys.queue())
+                .key(keys.interest())
+                .arg(waiter_place(waiter, count))
+                .arg(keys.wake())
+                .arg(core.conn.publish_command());
+            if let Err(e) = core.run::<i64>(inv).await {
+                tracing::debug!(error = %e, "withdrawing a permit waiter failed; it lapses");
+            }
+        });
     }
 
     /// Gives back the permits of `token` (sem_release.lua).
@@ -132,4 +183,9 @@ impl RedisStore {
                 .collect(),
         })
     }
+}
+
+/// A waiter's place in a semaphore's queue: its name and the permits it waits for.
+fn waiter_place(name: u128, count: u32) -> String {
+    format!("{name:032x}:{count}")
 }

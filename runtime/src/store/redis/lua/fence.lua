@@ -1,5 +1,7 @@
 -- Shared by the scripts that hand out fencing tokens (concatenated in front of them, after
--- clock.lua).
+-- clock.lua). The one rule of this engine for every primitive's token: a token is at least the
+-- server clock in microseconds. Writers reserve theirs with reserve_fences, readers read
+-- theirs with current_fence; nothing else hands out a token.
 --
 -- reserve_fences(fence_key, count, ttl_ms) -> integer
 --   Reserves `count` consecutive fencing tokens of one lock and returns the highest; the
@@ -31,4 +33,16 @@ local function reserve_fences(fence_key, count, ttl_ms)
     redis.call('PEXPIRE', fence_key, ttl_ms)
   end
   return top
+end
+
+-- current_fence(fence_key) -> integer
+--   The token of a holder that shares the lock (a reader), reserving nothing:
+--   max(counter, now_us). It is at or above every token handed out before (the counter holds
+--   the highest, and a counter that expired or went back with a restore or a failover is
+--   below the clock, which is above every earlier token, as in reserve_fences), and below
+--   every token a later reservation hands out (that one lifts the counter to a later clock
+--   and adds at least one). Nothing is written: a reader costs the replicas and the AOF
+--   nothing.
+local function current_fence(fence_key)
+  return math.max(tonumber(redis.call('GET', fence_key) or '0'), clock_us())
 end
