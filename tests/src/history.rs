@@ -2821,7 +2821,7 @@ mod tests {
         let reader = |id: &str, n: u64, f: u64| hold_lines(id, "k", "r", at(n), &[f]);
         let w = hold_lines("0.0.1", "k", "w", at(1), &[100]);
         let ok = judge(vec![
-            worker_log(0, 1, false, &[w.clone()]),
+            worker_log(0, 1, false, std::slice::from_ref(&w)),
             worker_log(
                 1,
                 1,
@@ -2831,7 +2831,7 @@ mod tests {
         ]);
         assert!(ok.violations.is_empty(), "{ok}");
         let back = judge(vec![
-            worker_log(0, 1, false, &[w.clone()]),
+            worker_log(0, 1, false, std::slice::from_ref(&w)),
             worker_log(
                 1,
                 1,
