@@ -4,8 +4,10 @@
 //! `CLOCK_MONOTONIC` times, which compare across processes of one machine; the test logs the
 //! faults it injects in the same clock. [`History::check`] then fails a run on holders whose
 //! validity windows overlap (two readers of a read-write lock may; a multi-key hold counts on
-//! each of its keys), fences out of real-time order, readers whose fence is not between the
-//! writers before and after them, stale writes that the fenced resource accepted, fair locks granted out of the
+//! each of its keys), fences out of real-time order (one rule for every primitive: writers,
+//! readers, permits, leader terms, each key of a multi-key hold), readers whose fence is not
+//! between the writers before and after them, stale writes that the fenced resource accepted,
+//! fair locks granted out of the
 //! order of arrival, calls that took longer than their bound, leases that came back after
 //! being reported lost, and workers that hung.
 //!
@@ -39,6 +41,7 @@
 //! | `inv` | hold keys \[mode\] | acquire invoked; keys comma-separated (one, or a `lock_all`'s as named), each as [`encode_key`] writes it; mode `x` exclusive (the default), `r` read side, `w` write side |
 //! | `ok` | hold fence validity_us \[fences\] | acquire returned a guard (fence: of the first key); its validity budget; for several keys, each key's fence, comma-separated, in the keys' order |
 //! | `sem` | permits | the worker takes permits of semaphores of this many, not locks (`--permits`) |
+//! | `ldr` | | the worker campaigns for leader elections named by the keys, not locks (`--leader`); a hold is a leadership, its fence the term |
 //! | `aerr` | hold code | acquire failed (`lock_busy`, `lock_unavailable`, ...; `hung` when the worker gave up on it past its bound) |
 //! | `chk` | hold 1/0 | the task asked `is_held()` (time taken before asking) |
 //! | `h` | hold | the sampler thread saw `is_held()` true (time taken before asking) |
@@ -179,9 +182,17 @@ pub struct WorkerSpec {
     /// `lock`.
     pub multi: usize,
     /// Take one permit of a semaphore of this many for each key instead of the lock; 0 for
-    /// locks. Holds then make no writes (permit holders share the resource, fences say
-    /// nothing), and the checker counts holders instead of looking for overlaps.
+    /// locks. Holds then make no writes (permit holders share the resource), the checker
+    /// counts holders instead of looking for overlaps, and judges each holder's fence by the
+    /// rule of every fence (above every fence of the semaphore handed out before).
     pub permits: u32,
+    /// Campaign for the leadership of an election named by the key instead of taking the
+    /// lock (`Locker::leader`); the hold's fence is the leader's term, and its writes carry
+    /// it.
+    pub leader: bool,
+    /// The locker's `fence_ttl` (how long a fence counter outlives its last use); `None`
+    /// for the library's default.
+    pub fence_ttl: Option<Duration>,
 }
 
 /// What the `urls` of a [`WorkerSpec`] are: one deployment of one lock engine.
@@ -264,7 +275,22 @@ impl WorkerSpec {
             read_percent: None,
             multi: 0,
             permits: 0,
+            leader: false,
+            fence_ttl: None,
         }
+    }
+
+    /// Campaigns for the leadership of an election named by the key in each hold, instead
+    /// of taking the lock.
+    pub fn leader(mut self) -> Self {
+        self.leader = true;
+        self
+    }
+
+    /// Sets the locker's `fence_ttl`.
+    pub fn fence_ttl(mut self, ttl: Duration) -> Self {
+        self.fence_ttl = Some(ttl);
+        self
     }
 
     /// Takes one permit of a semaphore of `permits` for each hold, instead of the lock.
@@ -455,11 +481,17 @@ impl WorkerSpec {
             self.multi.to_string(),
             "--permits".into(),
             self.permits.to_string(),
+            "--leader".into(),
+            self.leader.to_string(),
+            "--fence-ttl-ms".into(),
+            self.fence_ttl
+                .map_or_else(|| "default".to_owned(), |d| d.as_millis().to_string()),
         ]
     }
 
     /// Parses what [`to_args`](Self::to_args) wrote: `(id, log path, spec)`. Command lines
-    /// from before `--read-percent` and `--multi` existed still parse (as `off` and 0).
+    /// from before `--read-percent`, `--multi`, `--permits`, `--leader` and `--fence-ttl-ms`
+    /// existed still parse (as `off`, 0, 0, false and the default).
     ///
     /// # Errors
     /// A message naming the bad or missing option.
@@ -528,6 +560,15 @@ impl WorkerSpec {
                 Some(_) => num("permits")? as u32,
                 None => 0,
             },
+            leader: match map.get("leader").map(String::as_str) {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(other) => return Err(format!("--leader is `true` or `false`, not `{other}`")),
+            },
+            fence_ttl: match map.get("fence-ttl-ms").map(String::as_str) {
+                None | Some("default") => None,
+                Some(_) => Some(ms("fence-ttl-ms")?),
+            },
         };
         let spec = WorkerSpec {
             keys: spec.keys.iter().map(|k| decode_key(k)).collect(),
@@ -546,6 +587,13 @@ impl WorkerSpec {
         if spec.multi > 0 && spec.read_percent.is_some() {
             return Err(
                 "--multi and --read-percent do not go together: lock_all has no read side".into(),
+            );
+        }
+        if spec.leader && (spec.multi > 0 || spec.read_percent.is_some() || spec.permits > 0) {
+            return Err(
+                "--leader takes one election per hold: not with --multi, --read-percent or \
+                 --permits"
+                    .into(),
             );
         }
         Ok((num("id")? as usize, PathBuf::from(get("log")?), spec))
@@ -1276,6 +1324,8 @@ pub struct WorkerLife {
     pub end: Option<u64>,
     /// The permits of the semaphores it took (`sem`); 0 when it took locks.
     pub permits: u32,
+    /// It campaigned for leader elections (`ldr`), not locks.
+    pub leader: bool,
 }
 
 /// A fault the test injected.
@@ -1296,6 +1346,28 @@ pub struct Fault {
 struct Entry<'a> {
     hold: &'a Hold,
     fence: u64,
+}
+
+/// What a fence counter belongs to. Each has its own counter in the store, even under one
+/// name: a lock's key (its exclusive holds, both sides of a read-write lock, a multi-key
+/// hold's keys), a semaphore (its permit holders), a leader election (its terms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Counter {
+    Lock,
+    Semaphore,
+    Election,
+}
+
+impl Counter {
+    /// How violations name the counter of `key`: `` `k` ``, `` semaphore `k` ``,
+    /// `` election `k` ``.
+    fn name(self, key: &str) -> String {
+        match self {
+            Counter::Lock => format!("`{key}`"),
+            Counter::Semaphore => format!("semaphore `{key}`"),
+            Counter::Election => format!("election `{key}`"),
+        }
+    }
 }
 
 /// How long before B an acquire A must have been invoked for the FIFO check of fair locks to
@@ -1361,6 +1433,7 @@ impl History {
                     }
                     "end" => life.end = Some(t),
                     "sem" => life.permits = num(2).unwrap_or(0) as u32,
+                    "ldr" => life.leader = true,
                     _ => {
                         let Some(&id) = fields.get(2) else {
                             history.garbage += 1;
@@ -1535,22 +1608,35 @@ impl History {
             ..Report::default()
         };
         // A multi-key hold counts as a hold of each of its keys, with that key's fence.
-        let mut by_key: BTreeMap<&str, Vec<Entry<'_>>> = BTreeMap::new();
+        let mut by_key: BTreeMap<(Counter, &str), Vec<Entry<'_>>> = BTreeMap::new();
         let mut by_semaphore: BTreeMap<(&str, u32), Vec<&Hold>> = BTreeMap::new();
         for h in &self.holds {
             r.acquires += 1;
-            let permits = self.workers.get(h.worker).map_or(0, |w| w.permits);
+            let life = self.workers.get(h.worker);
+            let permits = life.map_or(0, |w| w.permits);
             if h.ok.is_some() && permits > 0 {
                 r.holds += 1;
                 by_semaphore
                     .entry((h.key.as_str(), permits))
                     .or_default()
                     .push(h);
+                // Permit holders share the semaphore, but not its fence counter.
+                if let Some(&fence) = h.key_fences.first() {
+                    by_key
+                        .entry((Counter::Semaphore, h.key.as_str()))
+                        .or_default()
+                        .push(Entry { hold: h, fence });
+                }
             } else if h.ok.is_some() {
                 r.holds += 1;
+                let counter = if life.is_some_and(|w| w.leader) {
+                    Counter::Election
+                } else {
+                    Counter::Lock
+                };
                 for (key, &fence) in h.keys.iter().zip(&h.key_fences) {
                     by_key
-                        .entry(key.as_str())
+                        .entry((counter, key.as_str()))
                         .or_default()
                         .push(Entry { hold: h, fence });
                 }
@@ -1593,8 +1679,12 @@ impl History {
                 );
             }
         }
-        for (key, entries) in &by_key {
-            self.check_fences(key, entries, &mut r);
+        for (&(counter, key), entries) in &by_key {
+            self.check_fences(&counter.name(key), entries, &mut r);
+            if counter == Counter::Semaphore {
+                // Holders share it: `check_permits` counts them instead.
+                continue;
+            }
             self.check_overlap(key, entries, &mut r);
             self.check_stale_writes(key, entries, &mut r);
             self.check_reader_fences(key, entries, &mut r);
@@ -1614,33 +1704,41 @@ impl History {
         r
     }
 
-    /// Fences are unique per key and increase in the real-time order of acquisitions: when
-    /// A's acquire returned before B's was invoked, A's fence is smaller. Holds that exclude
-    /// (not readers: their fences lie between the writers', see
-    /// [`check_reader_fences`](Self::check_reader_fences)).
-    fn check_fences(&self, key: &str, entries: &[Entry<'_>], r: &mut Report) {
-        let holds: Vec<Entry<'_>> = entries.iter().filter(|e| !e.hold.shared).copied().collect();
+    /// The one fence rule, for every primitive alike: on each fence counter (a lock's key,
+    /// with its exclusive holds, both sides of a read-write lock and each key of a multi-key
+    /// hold; a semaphore, with its permit holders; a leader election, with its terms), when
+    /// A's acquire returned before B's was invoked, B's fence is above A's, whatever A was,
+    /// and at or above it when B is a reader (readers share the counter's current value:
+    /// "a reader's fence is at or above the last writer's, below every later writer's").
+    /// Fences of holds that exclude, and of permit holders, are also unique. A counter that
+    /// went back (a restore from a snapshot or AOF, a failover to a lagging replica, an
+    /// expired counter handed out again from scratch) shows here, for whichever kind of hold
+    /// came first after it. Readers are judged against the writers' grant order, more
+    /// finely, by [`check_reader_fences`](Self::check_reader_fences).
+    fn check_fences(&self, counter: &str, entries: &[Entry<'_>], r: &mut Report) {
         let mut seen: HashMap<u64, &str> = HashMap::new();
-        for e in &holds {
+        for e in entries.iter().filter(|e| !e.hold.shared) {
             if let Some(other) = seen.insert(e.fence, &e.hold.id) {
                 r.violation(
                     Rule::FenceOrder,
                     format!(
-                        "fence {} of `{key}` handed to both {other} and {}",
+                        "fence {} of {counter} handed to both {other} and {}",
                         e.fence, e.hold.id
                     ),
                 );
             }
         }
-        let mut by_ok: Vec<(u64, u64, &str)> = holds
+        // (granted, fence, hold), by the time the acquire returned.
+        let mut by_ok: Vec<(u64, u64, &Hold)> = entries
             .iter()
-            .filter_map(|e| e.hold.ok.map(|(t, _)| (t, e.fence, e.hold.id.as_str())))
+            .filter_map(|e| e.hold.ok.map(|(t, _)| (t, e.fence, e.hold)))
             .collect();
-        by_ok.sort();
-        let mut by_inv: Vec<&Entry<'_>> = holds.iter().collect();
+        by_ok.sort_by_key(|&(t, f, _)| (t, f));
+        let mut by_inv: Vec<&Entry<'_>> = entries.iter().collect();
         by_inv.sort_by_key(|e| e.hold.inv);
         let mut i = 0;
-        let mut max: Option<(u64, &str)> = None;
+        // The highest fence among the acquires that returned before B was invoked.
+        let mut max: Option<(u64, &Hold)> = None;
         for b in by_inv {
             while i < by_ok.len() && by_ok[i].0 < b.hold.inv {
                 if max.is_none_or(|(f, _)| by_ok[i].1 > f) {
@@ -1648,16 +1746,25 @@ impl History {
                 }
                 i += 1;
             }
-            if let Some((mf, mid)) = max {
-                let fence = b.fence;
-                if mf >= fence {
-                    r.violation(
-                        Rule::FenceOrder,
-                        format!(
-                        "fence out of order on `{key}`: {mid} got {mf} before {} asked, which got {fence}",
+            let Some((mf, a)) = max else { continue };
+            let fence = b.fence;
+            let broken = if b.hold.shared {
+                mf > fence
+            } else {
+                mf >= fence
+            };
+            if broken {
+                let who = |h: &Hold| if h.shared { "reader " } else { "" };
+                r.violation(
+                    Rule::FenceOrder,
+                    format!(
+                        "fence out of order on {counter}: {}{} got {mf} before {}{} asked, which got {fence}",
+                        who(a),
+                        a.id,
+                        who(b.hold),
                         b.hold.id
-                    ));
-                }
+                    ),
+                );
             }
         }
     }
@@ -2063,7 +2170,8 @@ impl History {
 pub enum Rule {
     /// Two holders' validity windows overlapped.
     Overlap,
-    /// A fence was handed out twice, or out of the real-time order of acquisitions.
+    /// A fence was handed out twice, or out of the real-time order of acquisitions (by any
+    /// primitive: writer, reader, permit, leader term, multi-key hold).
     FenceOrder,
     /// The fenced resource accepted a write after one with a higher fence.
     StaleWrite,
@@ -2627,13 +2735,25 @@ mod tests {
         assert_eq!(etcd.urls, ["http://127.0.0.1:1", "http://127.0.0.1:2"]);
         let args = etcd.to_args(3, Path::new("/tmp/w.log"));
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, etcd);
+        let leader = WorkerSpec::new("redis://a", "redis://b")
+            .leader()
+            .fence_ttl(Duration::from_secs(1));
+        let args = leader.to_args(8, Path::new("/tmp/w.log"));
+        assert_eq!(WorkerSpec::from_args(&args).unwrap().2, leader);
+        let args = leader
+            .clone()
+            .semaphore(3)
+            .to_args(8, Path::new("/tmp/w.log"));
+        assert!(WorkerSpec::from_args(&args)
+            .unwrap_err()
+            .contains("--leader"));
     }
 
     #[test]
     fn more_permit_holders_than_permits_are_caught() {
         let log = |w: usize, from: u64, to: u64| {
             format!(
-                "1 start {w} 1 500 1000 300\n2 sem 2\n{from} inv {w}.0.1 k\n{} ok {w}.0.1 0 0\n\
+                "1 start {w} 1 500 1000 300\n2 sem 2\n{from} inv {w}.0.1 k\n{} ok {w}.0.1 {from} 0\n\
                  {} h {w}.0.1\n{to} h {w}.0.1\n{} rel {w}.0.1 0\n{} rok {w}.0.1\n90 end\n",
                 from + 1,
                 from + 2,
@@ -2675,6 +2795,120 @@ mod tests {
             "",
         );
         assert!(after.check().violations.is_empty());
+    }
+
+    /// The fence rule holds for every kind of hold alike: fed histories in which only the
+    /// fence of a reader, a permit holder, a leader or one key of a multi-key hold goes
+    /// back (as a counter restored from an old snapshot, or expired, would make it), the
+    /// checker reports each.
+    #[test]
+    fn fences_go_back_for_no_kind_of_hold() {
+        let ms = 1_000_000;
+        let at = |n: u64| [n * ms, n * ms + 1, n * ms + 2, n * ms + 3];
+        let judge = |logs: Vec<String>| {
+            let logs: Vec<(usize, String)> = logs.into_iter().enumerate().collect();
+            History::parse(&logs, "").check()
+        };
+        let fence_order = |r: &Report| {
+            r.violations_of(Rule::FenceOrder)
+                .iter()
+                .map(|v| v.what.clone())
+                .collect::<Vec<_>>()
+        };
+
+        // Readers: a reader after a reader (no writer in between) with a lower fence, as a
+        // reader of a counter restored from a snapshot gets; equal fences are fine.
+        let reader = |id: &str, n: u64, f: u64| hold_lines(id, "k", "r", at(n), &[f]);
+        let w = hold_lines("0.0.1", "k", "w", at(1), &[100]);
+        let ok = judge(vec![
+            worker_log(0, 1, false, std::slice::from_ref(&w)),
+            worker_log(
+                1,
+                1,
+                false,
+                &[reader("1.0.1", 2, 100), reader("1.0.2", 3, 100)],
+            ),
+        ]);
+        assert!(ok.violations.is_empty(), "{ok}");
+        let back = judge(vec![
+            worker_log(0, 1, false, std::slice::from_ref(&w)),
+            worker_log(
+                1,
+                1,
+                false,
+                &[reader("1.0.1", 2, 150), reader("1.0.2", 3, 7)],
+            ),
+        ]);
+        assert_eq!(
+            fence_order(&back),
+            ["fence out of order on `k`: reader 1.0.1 got 150 before reader 1.0.2 asked, which got 7"],
+            "{back}"
+        );
+        // A writer after a reader must be above it, not equal.
+        let tie = judge(vec![
+            worker_log(0, 1, false, &[reader("0.0.1", 1, 100)]),
+            worker_log(1, 1, false, &[hold_lines("1.0.1", "k", "w", at(2), &[100])]),
+        ]);
+        assert_eq!(
+            fence_order(&tie),
+            ["fence out of order on `k`: reader 0.0.1 got 100 before 1.0.1 asked, which got 100"],
+            "{tie}"
+        );
+
+        // Permits: each holder's fence above every earlier holder's, and unique.
+        let permit = |w: usize, n: u64, f: u64| {
+            format!(
+                "1 start {w} 1 500 1000 300\n2 sem 3\n{}999999999 end\n",
+                hold_lines(&format!("{w}.0.1"), "k", "x", at(n), &[f])
+            )
+        };
+        let ok = judge(vec![permit(0, 1, 5), permit(1, 2, 6), permit(2, 3, 7)]);
+        assert!(ok.violations.is_empty(), "{ok}");
+        let ones = judge(vec![permit(0, 1, 1), permit(1, 2, 1)]);
+        let ones = fence_order(&ones);
+        assert!(
+            ones.contains(&"fence 1 of semaphore `k` handed to both 0.0.1 and 1.0.1".to_owned())
+                && ones.contains(
+                    &"fence out of order on semaphore `k`: 0.0.1 got 1 before 1.0.1 asked, which got 1"
+                        .to_owned()
+                ),
+            "{ones:?}"
+        );
+        // A semaphore's counter is not the lock's of the same name.
+        let apart = judge(vec![
+            permit(0, 1, 50),
+            worker_log(1, 1, false, &[hold_lines("1.0.1", "k", "x", at(2), &[10])]),
+        ]);
+        assert!(apart.violations.is_empty(), "{apart}");
+
+        // Leader terms.
+        let leader = |w: usize, n: u64, term: u64| {
+            format!(
+                "1 start {w} 1 500 1000 300\n2 ldr\n{}999999999 end\n",
+                hold_lines(&format!("{w}.0.1"), "k", "x", at(n), &[term])
+            )
+        };
+        let ok = judge(vec![leader(0, 1, 5), leader(1, 2, 6)]);
+        assert!(ok.violations.is_empty(), "{ok}");
+        let back = judge(vec![leader(0, 1, 6), leader(1, 2, 5)]);
+        assert_eq!(
+            fence_order(&back),
+            ["fence out of order on election `k`: 0.0.1 got 6 before 1.0.1 asked, which got 5"],
+            "{back}"
+        );
+
+        // One key of a multi-key hold behind a reader of that key.
+        let m = hold_lines("1.0.1", "j,k", "x", at(3), &[9, 99]);
+        let w = hold_lines("0.0.1", "k", "w", at(1), &[90]);
+        let back = judge(vec![
+            worker_log(0, 1, false, &[w, reader("0.0.2", 2, 100)]),
+            worker_log(1, 1, false, &[m]),
+        ]);
+        assert_eq!(
+            fence_order(&back),
+            ["fence out of order on `k`: reader 0.0.2 got 100 before 1.0.1 asked, which got 99"],
+            "{back}"
+        );
     }
 
     #[test]

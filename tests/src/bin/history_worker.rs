@@ -22,7 +22,10 @@
 //! `is_held()`), or several keys with `lock_all` (`--multi K`: K distinct keys named in
 //! random order; each write is a transfer between the wallets of the first two, fenced on
 //! every key). It logs the hold's keys and mode when invoked, and each key's fence when
-//! acquired.
+//! acquired. With `--permits N` each hold takes one permit of a semaphore of N named by the
+//! key (its fence is the permit holder's); with `--leader true` it campaigns for the
+//! leadership of an election named by the key (its fence is the term, and its writes carry
+//! it). `--fence-ttl-ms` sets the locker's `fence_ttl`.
 //!
 //! Every acquire runs under a timeout of its bound plus 2 s (`wait + 3 × op_timeout`, and the
 //! checker's slack of 1 s, plus 1 s): one that never returns is logged as failed (`aerr hold
@@ -33,7 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::{LockError, LockGuard, Locker, MultiGuard, PermitGuard};
+use leasehold::{Leadership, LockError, LockGuard, Locker, MultiGuard, PermitGuard};
 use leasehold_tests::history::{
     encode_key, monotonic_ns, EventLog, FencedResource, LockServers, WorkerSpec,
 };
@@ -73,12 +76,13 @@ fn main() {
     runtime.block_on(run(id, spec, log));
 }
 
-/// What a hold took: one key (exclusive, read or write side), several, or a semaphore's
-/// permit (`--permits`).
+/// What a hold took: one key (exclusive, read or write side), several, a semaphore's
+/// permit (`--permits`) or a leadership (`--leader`).
 enum Guard {
     One(LockGuard),
     Many(MultiGuard),
     Permit(PermitGuard),
+    Leader(Leadership),
 }
 
 impl Guard {
@@ -87,6 +91,7 @@ impl Guard {
             Guard::One(g) => g.is_held(),
             Guard::Many(g) => g.is_held(),
             Guard::Permit(p) => p.is_held(),
+            Guard::Leader(l) => l.is_leader(),
         }
     }
 
@@ -95,6 +100,7 @@ impl Guard {
             Guard::One(g) => g.lost().await,
             Guard::Many(g) => g.lost().await,
             Guard::Permit(p) => p.lost().await,
+            Guard::Leader(l) => l.lost().await,
         }
     }
 
@@ -103,6 +109,7 @@ impl Guard {
             Guard::One(g) => g.release().await,
             Guard::Many(g) => g.release().await,
             Guard::Permit(p) => p.release().await,
+            Guard::Leader(l) => l.resign().await,
         }
     }
 
@@ -111,8 +118,10 @@ impl Guard {
         match self {
             Guard::One(g) => g.fence(),
             Guard::Many(g) => g.fence(key).unwrap_or(0),
-            // Permit holders share the resource: no fence.
-            Guard::Permit(_) => 0,
+            // Each permit holder has a token of its own (it writes nothing with it: holders
+            // share the resource, but the checker judges the tokens' order).
+            Guard::Permit(p) => p.fence(),
+            Guard::Leader(l) => l.term(),
         }
     }
 }
@@ -165,6 +174,9 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
     );
     if spec.permits > 0 {
         log.now("sem", &[&spec.permits]);
+    }
+    if spec.leader {
+        log.now("ldr", &[]);
     }
     let deadline = tokio::time::Instant::now() + spec.duration;
     let locker = connect(&spec, deadline).await;
@@ -237,6 +249,10 @@ async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Lo
                 eprintln!("history_worker: --servers postgres takes one URL");
                 return None;
             }
+        };
+        let builder = match spec.fence_ttl {
+            Some(ttl) => builder.fence_ttl(ttl),
+            None => builder,
         };
         let built = builder
             .prefix(spec.prefix.as_str())
@@ -380,6 +396,16 @@ impl Task {
         if self.spec.permits > 0 {
             let permits = self.locker.semaphore(keys[0].as_str(), self.spec.permits);
             return permits.acquire().await.map(Guard::Permit);
+        }
+        if self.spec.leader {
+            return self
+                .locker
+                .leader(keys[0].as_str())
+                .identity(format!("w{}.{}", self.id, self.task))
+                .wait(self.spec.wait)
+                .campaign()
+                .await
+                .map(Guard::Leader);
         }
         if self.spec.multi > 0 {
             return self
