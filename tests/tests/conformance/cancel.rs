@@ -1,4 +1,4 @@
-//! 16. Cancellation at every await point: an acquire, a `try_acquire`, a waiting acquire and a
+//! Property 16, cancellation at every await point: an acquire, a `try_acquire`, a waiting acquire and a
 //! release, each dropped after its N-th poll for N = 1, 2, 3, … until it finishes by itself,
 //! leave the lock free for another locker within [`FREED_WITHIN`]. A call that was sent before
 //! the drop may still land in the engine (another pooled connection, a slow server): whatever

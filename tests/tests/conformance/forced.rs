@@ -1,4 +1,4 @@
-//! 20. A forced release is seen at once by the forced-out process's own waiters: an operator
+//! Property 20, a forced release is seen at once by the forced-out process's own waiters: an operator
 //! deletes a lock (`force_release`) while its holder's process has a task queued behind it;
 //! the release heard in the engine has the holder's lease verified at once, so the lease is
 //! reported lost and the queued task gets the lock within [`HANDOVER`], not a third of the

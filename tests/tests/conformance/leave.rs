@@ -1,4 +1,4 @@
-//! 19. Every way a waiter leaves, for every primitive the engine has: a waiter that gets
+//! Property 19, every way a waiter leaves, for every primitive the engine has: a waiter that gets
 //! `Busy`, is cancelled (its task aborted), or panics (its acquire dropped while the task
 //! unwinds) leaves nothing behind that delays anyone else: the next owner gets in within
 //! [`HANDOVER`] of the holder's release, and a waiting writer that left lets new readers in
