@@ -169,10 +169,15 @@ impl<'a> QueuedTurn<'a> {
     /// its next renewal.
     pub(crate) async fn wait(&mut self, deadline: Instant) -> Option<Turn> {
         let lock_key = self.keys.lock();
-        // Heard in the store, the releases of this lock; subscribed while waiting (the
-        // subscription is shared with every other waiter of the lock in this process).
+        // Heard in the store, the releases of this lock; subscribed once this task has
+        // waited a while (the subscription is shared with every other waiter of the lock in
+        // this process). Not at once: under a hot key, where turns pass every few
+        // milliseconds, every release would wake every queued task for nothing.
         let mut wakes: Option<WakeSubscription> = None;
-        let subscribing = self.inner.store.subscribe(self.keys);
+        let subscribing = async {
+            tokio::time::sleep(HOLDER_RECHECK).await;
+            self.inner.store.subscribe(self.keys).await
+        };
         tokio::pin!(subscribing);
         let mut subscribed = false;
         loop {

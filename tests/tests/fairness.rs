@@ -183,26 +183,37 @@ async fn two_processes_on_a_redlock_take_turns() {
     processes_take_turns(2, 3).await;
 }
 
-/// A process that stopped waiting without leaving the queue (its acquire was cancelled) is
-/// given the lock once at most: the release that leaves the lock to it also takes it out of
-/// the queue, so it costs the others one window (200 ms), not one per release while its
-/// interest lasts (up to 2 s).
+/// A process that stopped waiting without leaving the queue (it died: a process that is
+/// still running leaves it when its acquire ends, `Busy` or cancelled) is given the lock once
+/// at most: the release that leaves the lock to it also takes it out of the queue, so it costs
+/// the others one window (200 ms), not one per release while its interest lasts (up to 2 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_left_costs_the_others_one_window_at_most() {
     use redis::AsyncCommands;
 
     let srv = RedisServer::start().await;
     let locker = || locker_at(srv.url(), Duration::from_secs(3));
-    let (holder, gone, waiter) = (locker().await, locker().await, locker().await);
+    let (holder, waiter) = (locker().await, locker().await);
     let conn = srv.conn().await;
     let queue = "leasehold:queue:{hot}";
     let queued = |n: usize| queue_holds(&conn, queue, n);
 
     let held = holder.lock("hot").acquire().await.unwrap();
-    // `gone` queues, then stops waiting (its acquire is dropped); `waiter` queues behind it.
-    let attempt = tokio::spawn(async move { gone.lock("hot").acquire().await.map(drop) });
+    // A process queued, then died (nothing of it reaches Redis again): its entries, as the
+    // acquire script writes them, stay; `waiter` queues behind it.
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut conn.clone())
+        .await
+        .unwrap();
+    let now_ms = secs * 1000 + micros / 1000;
+    let dead = "dead-process-000";
+    let _: () = conn.clone().zadd(queue, dead, now_ms).await.unwrap();
+    let _: () = conn
+        .clone()
+        .zadd("leasehold:interest:{hot}", dead, now_ms + 3000)
+        .await
+        .unwrap();
     queued(1).await;
-    attempt.abort();
     let waiting = tokio::spawn(async move {
         let guard = waiter.lock("hot").acquire().await.unwrap();
         guard.release().await.unwrap();

@@ -2,7 +2,8 @@
 //! `Busy`, is cancelled (its task aborted), or panics (its acquire dropped while the task
 //! unwinds) leaves nothing behind that delays anyone else: the next owner gets in within
 //! [`HANDOVER`] of the holder's release, and a waiting writer that left lets new readers in
-//! at once.
+//! at once. A waiter in a process of its own killed with SIGKILL delays the next owner at most
+//! what the engine keeps of it until nothing renews it ([`KILLED_WAITER`]).
 
 use std::any::Any;
 use std::future::Future;
@@ -11,6 +12,8 @@ use std::time::Duration;
 
 use leasehold::{LockError, Locker};
 use leasehold_tests::conformance::Engine;
+use leasehold_tests::harness::RedisServer;
+use leasehold_tests::history::Run;
 use tokio::time::{sleep, Instant};
 
 use super::support::{CONTENDER_WAIT, HANDOVER, LONG_LEASE};
@@ -81,6 +84,97 @@ async fn check(engine: &Engine, primitives: &[Primitive]) {
             one(primitive, way, &key, &holder, &waiter, &next).await;
         }
     }
+    if engine.kind().spans_processes() {
+        let resource = RedisServer::start().await;
+        for &primitive in primitives {
+            killed(engine, &resource, primitive, &holder, &next).await;
+        }
+    }
+}
+
+/// How long a killed waiter may delay the next owner, beyond a handover: what the engine keeps
+/// of a waiter until nothing renews it. Redis: its place in the queue lapses at most 2 s after
+/// its last attempt (a release meanwhile leaves it the lock for a 200 ms window); ZooKeeper and
+/// etcd: its znode or key goes with its session (the suite's 4 s); PostgreSQL: nothing.
+const KILLED_WAITER: Duration = Duration::from_secs(4);
+
+/// A waiter in a process of its own (a history worker) is killed with SIGKILL mid-wait: nothing
+/// of it reaches the engine again, and it still delays the next owner at most
+/// [`KILLED_WAITER`] beyond a handover.
+async fn killed(
+    engine: &Engine,
+    resource: &RedisServer,
+    primitive: Primitive,
+    holder: &Locker,
+    next: &Locker,
+) {
+    let what = format!("{primitive:?} waiter killed mid-wait");
+    let key = format!("leave:{primitive:?}:killed");
+    let mut spec = engine
+        .worker_spec(&resource.url())
+        .expect("a server engine runs workers")
+        .tasks(1)
+        .duration(Duration::from_secs(60))
+        .lease(Duration::from_secs(2))
+        .wait(Duration::from_secs(30))
+        .hold(Duration::from_millis(1), 1);
+    spec.prefix = leasehold_tests::conformance::PREFIX.to_owned();
+    spec = match primitive {
+        Primitive::Exclusive => spec.keys(&[key.as_str()]),
+        Primitive::Read => spec.keys(&[key.as_str()]).read_write(100),
+        Primitive::Write => spec.keys(&[key.as_str()]).read_write(0),
+        Primitive::Permits => spec.keys(&[key.as_str()]).semaphore(1),
+        Primitive::Multi => spec
+            .keys(&[format!("{key}:a"), format!("{key}:b")])
+            .multi(2),
+        Primitive::Leader => spec.keys(&[key.as_str()]).leader(),
+    };
+    let held = hold(primitive, holder, &key)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: the holder: {e}"));
+    let mut run = Run::new(&format!(
+        "conformance-leave-{}-{primitive:?}",
+        engine.kind()
+    ));
+    let worker = run.spawn(&spec);
+    // Until its first acquire was invoked, and a moment more for it to reach the engine.
+    let until = Instant::now() + Duration::from_secs(20);
+    while run.history().holds_of(worker).next().is_none() {
+        assert!(Instant::now() < until, "{what}: the worker never tried");
+        sleep(Duration::from_millis(20)).await;
+    }
+    sleep(BEFORE_LEAVING).await;
+    assert!(
+        run.history().holds_of(worker).all(|h| h.ok.is_none()),
+        "{what}: the worker got a held lock"
+    );
+    run.kill9(worker);
+    let bound = KILLED_WAITER + HANDOVER;
+    let wait = bound + Duration::from_secs(4);
+    if primitive == Primitive::Write {
+        // The reader still holds: a new reader gets in once the killed writer stops counting.
+        let start = Instant::now();
+        let reader = contend(Primitive::Read, next, &key, wait)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: a new reader was kept out: {e}"));
+        let took = start.elapsed();
+        assert!(took < bound, "{what}: a new reader waited {took:?}");
+        drop(reader);
+        drop(held);
+        return;
+    }
+    drop(held);
+    let released = Instant::now();
+    let got = contend(primitive, next, &key, wait)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: the next owner did not get in: {e}"));
+    let took = released.elapsed();
+    assert!(
+        took < bound,
+        "{what}: the next owner got in {took:?} after the release (bound {bound:?})"
+    );
+    drop(got);
+    sleep(Duration::from_millis(50)).await;
 }
 
 /// The hold the waiter waits behind.
