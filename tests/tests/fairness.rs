@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use leasehold_tests::harness::RedisServer;
+use leasehold_tests::harness::{PgServer, RedisServer};
 use leasehold_tests::history::{History, Run, WorkerSpec};
 
 /// Holds one process may take in a row before the next process in line gets the lock:
@@ -69,7 +69,16 @@ fn longest_runs_while_waiting(history: &History, workers: usize) -> Vec<usize> {
 }
 
 async fn processes_take_turns(processes: usize, nodes: usize) {
-    take_turns(processes, nodes, false).await;
+    take_turns(processes, Locks::Redis(nodes), false).await;
+}
+
+/// Where the workers take their locks.
+#[derive(Clone, Copy)]
+enum Locks {
+    /// Redis: one server, or the masters of a RedLock.
+    Redis(usize),
+    /// One PostgreSQL server.
+    Postgres,
 }
 
 /// The most holds any one other task got while an acquire was pending, over all acquires:
@@ -105,15 +114,34 @@ fn most_overtakes_by_one_task(history: &History) -> usize {
 /// round trip between invoking an acquire and joining the queue, on a CPU-starved machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_locks_let_no_task_overtake_a_waiting_one_twice() {
-    take_turns(4, 1, true).await;
+    take_turns(4, Locks::Redis(1), true).await;
 }
 
-async fn take_turns(processes: usize, nodes: usize, fair: bool) {
-    let mut servers = RedisServer::start_many(nodes + 1).await;
+async fn take_turns(processes: usize, locks: Locks, fair: bool) {
+    let redis_nodes = match locks {
+        Locks::Redis(nodes) => nodes,
+        Locks::Postgres => 0,
+    };
+    let mut servers = RedisServer::start_many(redis_nodes + 1).await;
     let resource = servers.pop().expect("started");
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
-    let spec = WorkerSpec::new(&urls[0], &resource.url())
-        .urls(&urls)
+    let pg = match locks {
+        Locks::Postgres => Some(PgServer::start().await),
+        Locks::Redis(_) => None,
+    };
+    let (spec, nodes, engine) = match &pg {
+        Some(pg) => (
+            WorkerSpec::new("redis://unused", &resource.url()).postgres(&pg.url()),
+            1,
+            "postgres",
+        ),
+        None => (
+            WorkerSpec::new(&urls[0], &resource.url()).urls(&urls),
+            redis_nodes,
+            "redis",
+        ),
+    };
+    let spec = spec
         .tasks(16)
         .duration(Duration::from_secs(4))
         .lease(Duration::from_secs(2))
@@ -123,7 +151,7 @@ async fn take_turns(processes: usize, nodes: usize, fair: bool) {
         .gap(Duration::ZERO)
         .current_thread(false)
         .fair(fair);
-    let mut run = Run::new(&format!("fairness_{processes}_{nodes}_{fair}"));
+    let mut run = Run::new(&format!("fairness_{engine}_{processes}_{nodes}_{fair}"));
     if fair {
         // Strict first come, first served across every task (the checker's FIFO rule).
         run.expect_fifo();
@@ -133,7 +161,7 @@ async fn take_turns(processes: usize, nodes: usize, fair: bool) {
     }
     run.wait_all(Duration::from_secs(60)).await;
     let (history, report) = run.check_and_record(&format!(
-        "fairness, {processes} processes, {nodes} nodes, fair {fair}"
+        "fairness, {engine}, {processes} processes, {nodes} nodes, fair {fair}"
     ));
     assert!(report.violations.is_empty(), "{report}");
 
@@ -141,7 +169,7 @@ async fn take_turns(processes: usize, nodes: usize, fair: bool) {
         .map(|w| history.holds_of(w).filter(|h| h.ok.is_some()).count())
         .collect();
     let runs = longest_runs_while_waiting(&history, processes);
-    eprintln!("fairness, {processes} processes, {nodes} nodes: holds {per_worker:?}, longest runs of others' holds while waiting {runs:?}");
+    eprintln!("fairness, {engine}, {processes} processes, {nodes} nodes: holds {per_worker:?}, longest runs of others' holds while waiting {runs:?}");
     assert!(
         per_worker.iter().all(|&n| n > 0),
         "a process never got the lock: {per_worker:?}"
@@ -173,6 +201,18 @@ async fn two_processes_under_continuous_load_take_turns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_under_continuous_load_take_turns() {
     processes_take_turns(4, 1).await;
+}
+
+/// PostgreSQL keeps the same queue of waiting processes in a table (`leasehold_waiters`):
+/// a release after a streak leaves the row to the process that waited longest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_under_continuous_load_take_turns_postgres() {
+    take_turns(2, Locks::Postgres, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_under_continuous_load_take_turns_postgres() {
+    take_turns(4, Locks::Postgres, false).await;
 }
 
 /// On a RedLock each master keeps its own queue; the waiters register on all of them in
