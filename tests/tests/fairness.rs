@@ -117,6 +117,13 @@ async fn fair_locks_let_no_task_overtake_a_waiting_one_twice() {
     take_turns(4, Locks::Redis(1), true).await;
 }
 
+/// The same on PostgreSQL: a fair request waits in `leasehold_waiters` under its own name, and
+/// the release that leaves the lock to it names it on `leasehold_turn`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_locks_let_no_task_overtake_a_waiting_one_twice_postgres() {
+    take_turns(4, Locks::Postgres, true).await;
+}
+
 async fn take_turns(processes: usize, locks: Locks, fair: bool) {
     let redis_nodes = match locks {
         Locks::Redis(nodes) => nodes,

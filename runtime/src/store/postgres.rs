@@ -67,7 +67,7 @@ use tokio_postgres as pg;
 
 use super::{
     AcquireRequest, Admin, Attempt, LockState, Renewal, Renewed, Settings, Store, StoreFuture,
-    WakeSubscription,
+    WakeLog, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::key::{unescape, LockKeys};
@@ -121,9 +121,11 @@ CREATE TABLE IF NOT EXISTS leasehold_waiters (
 -- releasing process, whose own waiters get the lock handed over without a round trip; ''
 -- for none); NULL when none. It leaves the line now: if it does not take the lock within the
 -- window (it stopped waiting, or died), it costs the others that window once, and queues
--- again at the back if it still waits. Waiters whose wait ran out leave too. Called with the
--- lock's row locked (every change of the line for a key that touches the row locks the row
--- first, so they never deadlock); rows another call is changing are skipped, not waited for.
+-- again at the back if it still waits. Waiters whose wait ran out leave too (those another
+-- call is changing now are left for later). Called with the lock's row locked: every change
+-- of the line for a key that also touches the row locks the row first, so they never
+-- deadlock. The one chosen is never skipped for being locked (it may be refreshing its wait
+-- this instant): its delete waits for that statement.
 CREATE OR REPLACE FUNCTION leasehold_next_in_line(p_key text, p_me text)
 RETURNS text
 LANGUAGE plpgsql AS $$
@@ -136,14 +138,22 @@ BEGIN
             SELECT v.key, v.name FROM leasehold_waiters AS v
             WHERE v.key = p_key AND (v.waits_until <= clock_timestamp() OR v.name = p_me)
             FOR UPDATE SKIP LOCKED);
-    DELETE FROM leasehold_waiters AS w
-        WHERE (w.key, w.name) IN (
-            SELECT v.key, v.name FROM leasehold_waiters AS v
-            WHERE v.key = p_key
-            ORDER BY v.arrived, v.name LIMIT 1
-            FOR UPDATE SKIP LOCKED)
-        RETURNING w.name INTO next_name;
-    RETURN next_name;
+    -- Bounded: each turn, the one chosen had left the line meanwhile (it withdrew).
+    FOR attempt IN 1..8 LOOP
+        SELECT v.name INTO next_name
+            FROM leasehold_waiters AS v
+            WHERE v.key = p_key AND v.name <> p_me AND v.waits_until > clock_timestamp()
+            ORDER BY v.arrived, v.name
+            LIMIT 1;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        DELETE FROM leasehold_waiters AS w WHERE w.key = p_key AND w.name = next_name;
+        IF FOUND THEN
+            RETURN next_name;
+        END IF;
+    END LOOP;
+    RETURN NULL;
 END
 $$;
 
@@ -257,6 +267,33 @@ VALUES (p_key, p_name, clock_timestamp(),
 ON CONFLICT (key, name) DO UPDATE SET waits_until = excluded.waits_until
 $$;
 
+-- With the row of `p_key` locked, by the one that is letting go of it (its releasing holder,
+-- or the contender it was left to, withdrawing): leaves the row to the contender that waited
+-- longest other than `p_me` for `p_window_ms` (owner `~` and its name: only it may take the
+-- lock then), and says so on the channel `leasehold_turn` (its name, a space, `p_wake`); with
+-- nobody else in line, deletes the row and tells everyone on `leasehold` (`p_wake`).
+CREATE OR REPLACE FUNCTION leasehold_pass_on(
+    p_key text, p_me text, p_window_ms bigint, p_wake text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+-- leasehold schema 3
+DECLARE
+    next_name text;
+BEGIN
+    next_name := leasehold_next_in_line(p_key, p_me);
+    IF next_name IS NULL THEN
+        DELETE FROM leasehold_locks AS l WHERE l.key = p_key;
+        PERFORM pg_notify('leasehold', p_wake);
+    ELSE
+        UPDATE leasehold_locks AS l
+            SET owner = '~' || next_name,
+                expires = clock_timestamp() + p_window_ms * interval '1 millisecond'
+            WHERE l.key = p_key;
+        PERFORM pg_notify('leasehold_turn', next_name || ' ' || p_wake);
+    END IF;
+END
+$$;
+
 -- Releases the lock `p_key` if `p_owner` holds it: true when its lease was still running,
 -- false when it had ended, NULL when the lock was not `p_owner`'s (nothing changed). When a
 -- contender other than the releasing process `p_name` waits in line, the row is left to the
@@ -270,7 +307,6 @@ LANGUAGE plpgsql AS $$
 -- leasehold schema 3
 DECLARE
     valid boolean;
-    next_name text;
 BEGIN
     SELECT l.expires > clock_timestamp() INTO valid
         FROM leasehold_locks AS l
@@ -279,16 +315,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    next_name := leasehold_next_in_line(p_key, p_name);
-    IF next_name IS NULL THEN
-        DELETE FROM leasehold_locks AS l WHERE l.key = p_key;
-    ELSE
-        UPDATE leasehold_locks AS l
-            SET owner = '~' || next_name,
-                expires = clock_timestamp() + p_window_ms * interval '1 millisecond'
-            WHERE l.key = p_key;
-    END IF;
-    PERFORM pg_notify('leasehold', p_wake);
+    PERFORM leasehold_pass_on(p_key, p_name, p_window_ms, p_wake);
     RETURN valid;
 END
 $$;
@@ -303,7 +330,6 @@ LANGUAGE plpgsql AS $$
 -- leasehold schema 3
 DECLARE
     left_to_me boolean;
-    next_name text;
 BEGIN
     -- The row first, as every other change of the line does.
     PERFORM 1 FROM leasehold_locks AS l
@@ -314,16 +340,7 @@ BEGIN
     IF NOT left_to_me THEN
         RETURN false;
     END IF;
-    next_name := leasehold_next_in_line(p_key, p_name);
-    IF next_name IS NULL THEN
-        DELETE FROM leasehold_locks AS l WHERE l.key = p_key;
-    ELSE
-        UPDATE leasehold_locks AS l
-            SET owner = '~' || next_name,
-                expires = clock_timestamp() + p_window_ms * interval '1 millisecond'
-            WHERE l.key = p_key;
-    END IF;
-    PERFORM pg_notify('leasehold', p_wake);
+    PERFORM leasehold_pass_on(p_key, p_name, p_window_ms, p_wake);
     RETURN true;
 END
 $$;
@@ -392,7 +409,8 @@ const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL 
           to_regprocedure('leasehold_next_in_line(text,text)'), \
           to_regprocedure('leasehold_release(text,text,text,bigint,text)'), \
           to_regprocedure('leasehold_withdraw(text,text,bigint,text)'), \
-          to_regprocedure('leasehold_check_fence(text,bigint)'))) = 7";
+          to_regprocedure('leasehold_pass_on(text,text,bigint,text)'), \
+          to_regprocedure('leasehold_check_fence(text,bigint)'))) = 8";
 
 /// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
 const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
@@ -502,27 +520,30 @@ impl Drop for Conn {
     }
 }
 
-/// The wake-up channels of the locks this process waits for, by wake key.
+/// The wake-up channels of the locks this process waits for, by wake key: each a log that
+/// says for whom each release was (everyone, or the one contender it left the lock to).
 #[derive(Default)]
 struct Wakes {
-    channels: Mutex<HashMap<String, watch::Sender<u64>>>,
+    channels: Mutex<HashMap<String, watch::Sender<WakeLog>>>,
 }
 
 impl Wakes {
-    fn subscribe(&self, wake: &str) -> watch::Receiver<u64> {
+    fn subscribe(&self, wake: &str) -> watch::Receiver<WakeLog> {
         let mut channels = self.channels.lock().unwrap();
         if channels.len() >= 64 && channels.len().is_power_of_two() {
             channels.retain(|_, tx| tx.receiver_count() > 0);
         }
         channels
             .entry(wake.to_owned())
-            .or_insert_with(|| watch::channel(0).0)
+            .or_insert_with(|| watch::channel(WakeLog::default()).0)
             .subscribe()
     }
 
-    fn wake(&self, wake: &str) {
+    /// A release of the lock whose wake key is `wake`, for everyone (`None`) or for the one
+    /// contender it was left to.
+    fn wake(&self, wake: &str, to: Option<Arc<str>>) {
         if let Some(tx) = self.channels.lock().unwrap().get(wake) {
-            tx.send_modify(|n| *n += 1);
+            tx.send_modify(|log| log.push(to));
         }
     }
 
@@ -530,8 +551,19 @@ impl Wakes {
         let mut channels = self.channels.lock().unwrap();
         channels.retain(|_, tx| tx.receiver_count() > 0);
         for tx in channels.values() {
-            tx.send_modify(|n| *n += 1);
+            tx.send_modify(|log| log.push(None));
         }
+    }
+}
+
+/// A notification heard: the wake key of the released lock, and the contender it was left to
+/// (`None`: anyone may take it). Releases for everyone come on the channel `leasehold` with
+/// the wake key as payload; releases that left the lock to a contender on `leasehold_turn`,
+/// as its name (hex digits), a space and the wake key.
+fn heard(channel: &str, payload: &str) -> (String, Option<Arc<str>>) {
+    match (channel, payload.split_once(' ')) {
+        ("leasehold_turn", Some((name, wake))) => (wake.to_owned(), Some(name.into())),
+        _ => (payload.to_owned(), None),
     }
 }
 
@@ -655,7 +687,7 @@ impl Shared {
     /// to `notices`. Bounded by the connect timeout.
     async fn open(
         &self,
-        notices: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+        notices: Option<tokio::sync::mpsc::UnboundedSender<(String, Option<Arc<str>>)>>,
     ) -> Result<(pg::Client, AbortHandle), LockError> {
         let limit = self.settings.connect_timeout;
         let (client, mut connection) =
@@ -669,7 +701,7 @@ impl Shared {
                 match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                     Some(Ok(pg::AsyncMessage::Notification(n))) => {
                         if let Some(tx) = &notices {
-                            let _ = tx.send(n.payload().to_owned());
+                            let _ = tx.send(heard(n.channel(), n.payload()));
                         }
                     }
                     Some(Ok(_)) => {}
@@ -827,8 +859,14 @@ impl PostgresStore {
             contender: crate::token::contender_name().into(),
             queued: Mutex::default(),
         };
-        // One connection for lock calls now, so a bad URL fails here rather than later.
-        store.pool.conn(0).await?;
+        // Every connection for lock calls now, side by side: a bad URL fails here rather than
+        // later (the first one's error), and the first burst of acquires does not wait behind
+        // connections being opened, which would let a request that came later reach the line
+        // of waiters first. The others open again on use if they failed.
+        let opened = super::join_all((0..POOL).map(|i| store.pool.conn(i))).await;
+        if let Some(Err(e)) = opened.into_iter().next() {
+            return Err(e);
+        }
         store.wait_listening(limit).await?;
         Ok(store)
     }
@@ -1115,16 +1153,19 @@ impl PostgresStore {
     /// Without it (no runtime, the server unreachable) the process's place still lapses at
     /// most [`MAX_INTEREST`] after its last attempt.
     fn withdraw_process(&self, keys: &LockKeys) {
-        if !self.queued_set().remove(keys.lock()) {
-            return;
+        if self.queued_set().remove(keys.lock()) {
+            self.withdraw_in_background(keys, self.contender.clone());
         }
+    }
+
+    /// Runs `leasehold_withdraw` for `name` without blocking the caller.
+    fn withdraw_in_background(&self, keys: &LockKeys, name: Arc<str>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return; // the place lapses by itself
         };
         let pool = self.pool.clone();
         let key = db_text(keys.lock()).into_owned();
         let wake = db_text(keys.wake()).into_owned();
-        let name = self.contender.clone();
         runtime.spawn(async move {
             let window_ms = YIELD_WINDOW.as_millis() as i64;
             let params: [&(dyn pg::types::ToSql + Sync); 4] =
@@ -1144,7 +1185,7 @@ impl PostgresStore {
         // Registered first: should the listener drop after this, its return wakes us.
         let rx = self.shared.wakes.subscribe(&db_text(keys.wake()));
         self.wait_listening(self.shared.settings.op_timeout).await?;
-        Ok(WakeSubscription::new(rx, None))
+        Ok(WakeSubscription::addressed(rx, None))
     }
 
     /// One statement on a pooled connection, unprepared (the operator's calls).
@@ -1206,7 +1247,11 @@ async fn listen(shared: Weak<Shared>, up: watch::Sender<bool>) {
                 continue;
             }
         };
-        let listening = tokio::time::timeout(op, client.batch_execute("LISTEN leasehold")).await;
+        let listening = tokio::time::timeout(
+            op,
+            client.batch_execute("LISTEN leasehold; LISTEN leasehold_turn"),
+        )
+        .await;
         if !matches!(listening, Ok(Ok(()))) {
             driver.abort();
             drop(store);
@@ -1225,8 +1270,8 @@ async fn listen(shared: Weak<Shared>, up: watch::Sender<bool>) {
         loop {
             tokio::select! {
                 notice = notices.recv() => {
-                    let (Some(wake), Some(store)) = (notice, shared.upgrade()) else { break };
-                    store.wakes.wake(&wake);
+                    let (Some((wake, to)), Some(store)) = (notice, shared.upgrade()) else { break };
+                    store.wakes.wake(&wake, to);
                 }
                 _ = check.tick() => {
                     let alive = tokio::time::timeout(op, client.simple_query("SELECT 1")).await;
@@ -1295,8 +1340,18 @@ impl Store for PostgresStore {
         true
     }
 
+    fn queues_requests(&self) -> bool {
+        // A fair request waits in leasehold_waiters under its own name, and the release that
+        // leaves the lock to it says so on `leasehold_turn`.
+        true
+    }
+
     fn withdraw(&self, keys: &LockKeys) {
         self.withdraw_process(keys);
+    }
+
+    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
+        self.withdraw_in_background(keys, contender.into());
     }
 }
 
