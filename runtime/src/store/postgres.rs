@@ -422,6 +422,24 @@ const RELEASE: &str = "SELECT leasehold_release($1, $2, $3, $4, $5)";
 
 const WITHDRAW: &str = "SELECT leasehold_withdraw($1, $2, $3, $4)";
 
+/// Runs every path of the lock functions once on a new connection, in a block whose work is
+/// rolled back (the exception it raises at the end undoes it; a notification is not sent), on
+/// the key `''` (no stored lock key is empty): a server compiles a plpgsql function and plans
+/// its statements on its first call in each session, and that first call would otherwise be
+/// some waiter's first attempt, late to join the line of waiters (tens of ms on a busy
+/// server), so that a request that came later would be served first. Leaves nothing behind
+/// but fence values drawn (fences only need to increase). Best effort: a connection whose
+/// warm-up failed is used all the same.
+const WARM_UP: &str = "DO $$ BEGIN \
+     PERFORM leasehold_acquire('', '00000000000000000000000000000000', 60000, 1, '', 0, false); \
+     PERFORM leasehold_acquire('', '', 60000, 1, 'w', 60000, false); \
+     PERFORM leasehold_release('', '00000000000000000000000000000000', '', 1, ''); \
+     PERFORM leasehold_acquire('', '', 60000, 1, 'w', 60000, true); \
+     PERFORM leasehold_withdraw('', 'w', 1, ''); \
+     RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'leasehold warm-up'; \
+     EXCEPTION WHEN raise_exception THEN NULL; \
+     END $$";
+
 /// How long the next process in line has to take a lock that a release left to it (the row
 /// holds its name meanwhile). Its waiter needs the notification and one round trip; a process
 /// that stopped waiting without leaving the line costs the other waiters this much, once.
@@ -801,6 +819,7 @@ impl Shared {
                     &[Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::INT8_ARRAY],
                 )
                 .await?;
+            let _ = client.batch_execute(WARM_UP).await;
             Ok::<_, pg::Error>(Statements {
                 acquire,
                 release,
