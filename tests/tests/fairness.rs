@@ -397,3 +397,121 @@ async fn queue_holds(conn: &redis::aio::MultiplexedConnection, queue: &str, n: u
     )
     .await;
 }
+
+/// A locker on PostgreSQL at `url` (another process, as far as the store can tell) that waits
+/// up to `wait`.
+async fn pg_locker_at(url: &str, wait: Duration) -> leasehold::Locker {
+    leasehold::Locker::builder()
+        .postgres(url)
+        .op_timeout(Duration::from_millis(500))
+        .default_wait(wait)
+        .build()
+        .await
+        .expect("connect")
+}
+
+/// A client of the test's own on PostgreSQL.
+async fn pg_client(url: &str) -> leasehold::postgres::tokio_postgres::Client {
+    use leasehold::postgres::tokio_postgres as pg;
+    let (client, connection) = pg::connect(url, pg::NoTls).await.expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+/// How many contenders wait in PostgreSQL's line for the lock `key` (of the default prefix).
+async fn pg_line(client: &leasehold::postgres::tokio_postgres::Client, key: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM leasehold_waiters WHERE key = $1",
+            &[&format!("leasehold:lock:{{{key}}}")],
+        )
+        .await
+        .expect("count the line")
+        .get(0)
+}
+
+/// Waits until PostgreSQL's line for `key` holds `n` contenders.
+async fn pg_line_holds(client: &leasehold::postgres::tokio_postgres::Client, key: &str, n: i64) {
+    leasehold_tests::harness::eventually(
+        &format!("{n} waiters in the line"),
+        Duration::from_secs(2),
+        || async move { pg_line(client, key).await == n },
+    )
+    .await;
+}
+
+/// On PostgreSQL too, a waiter that stopped waiting leaves the line at once (its process
+/// withdraws it in the background), and the waiter behind it gets the lock on the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_left_leaves_the_line_at_once_postgres() {
+    let pg = PgServer::start().await;
+    let url = pg.url();
+    let locker = || pg_locker_at(&url, Duration::from_secs(10));
+    let (holder, gone, waiter) = (locker().await, locker().await, locker().await);
+    let client = pg_client(&url).await;
+
+    let held = holder.lock("hot").acquire().await.unwrap();
+    let attempt = tokio::spawn(async move { gone.lock("hot").acquire().await.map(drop) });
+    pg_line_holds(&client, "hot", 1).await;
+    attempt.abort();
+    // Its wait had 10 s left, and its place 2 s: only the withdrawal takes it out this soon.
+    pg_line_holds(&client, "hot", 0).await;
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("hot").acquire().await.unwrap();
+        guard.release().await.unwrap();
+    });
+    pg_line_holds(&client, "hot", 1).await;
+    held.release().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("the waiter gets the lock")
+        .unwrap();
+    assert_eq!(
+        pg_line(&client, "hot").await,
+        0,
+        "a waiter is still in line"
+    );
+}
+
+/// A fair request whose process stopped answering (it cannot withdraw) is chosen by a release
+/// once at most, on PostgreSQL as on Redis: the live waiter behind it gets the lock after the
+/// 200 ms window and at most the 1 s it sleeps between attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_fair_waiter_costs_the_others_one_round_at_most_postgres() {
+    use leasehold_tests::harness::{ProxyMode, TcpProxy};
+
+    let pg = PgServer::start().await;
+    let proxy = TcpProxy::start(pg.addr()).await;
+    let proxied = format!("postgres://postgres@{}/postgres", proxy.addr());
+    let wait = Duration::from_secs(10);
+    let holder = pg_locker_at(&pg.url(), wait).await;
+    let ghost = pg_locker_at(&proxied, wait).await;
+    let live = pg_locker_at(&pg.url(), wait).await;
+    let client = pg_client(&pg.url()).await;
+    let held = holder.lock("dead").fair(true).acquire().await.unwrap();
+    let dead = tokio::spawn(async move { ghost.lock("dead").fair(true).acquire().await.map(drop) });
+    pg_line_holds(&client, "dead", 1).await;
+    proxy.set_mode(ProxyMode::Stall);
+    let waiting = tokio::spawn(async move {
+        let guard = live.lock("dead").fair(true).acquire().await.unwrap();
+        let got = tokio::time::Instant::now();
+        guard.release().await.unwrap();
+        got
+    });
+    pg_line_holds(&client, "dead", 2).await;
+    let released = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the live waiter gets the lock")
+        .unwrap();
+    let took = got - released;
+    eprintln!("postgres: a dead fair waiter delayed the next one by {took:?}");
+    assert!(
+        took < Duration::from_millis(1_500),
+        "the dead waiter held the others up for {took:?} (bound: the 200 ms window and 1 s \
+         between attempts)"
+    );
+    dead.abort();
+    proxy.set_mode(ProxyMode::Pass);
+}
