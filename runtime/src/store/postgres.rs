@@ -2,7 +2,8 @@
 //! server's clock, its fence drawn from a sequence.
 //!
 //! **The table.** `leasehold_locks (key, owner, fence, expires)` with `key` as primary key,
-//! the sequence `leasehold_fences` and two functions, created on first use under an advisory
+//! the line of waiters `leasehold_waiters (key, name, arrived, waits_until)`, the sequence
+//! `leasehold_fences` and the `leasehold_*` functions, created on first use under an advisory
 //! lock (or by an operator from [`SCHEMA`], for a database user that may not create tables).
 //! All of them live in the first schema of the connection's `search_path`.
 //!
@@ -40,10 +41,23 @@
 //! long as the server's wall clock does not jump forward by more than the lease's margin.
 //!
 //! **Waiting.** One connection per locker listens on the channel `leasehold`, whose payload
-//! names the released lock; a subscription registers before the waiter's next attempt and
-//! the listener is up by then, so a release after the attempt is never missed. When the
-//! listening connection drops (or stops answering its health check), every waiter is woken
-//! once it is back, and retries.
+//! names the released lock, and on `leasehold_turn` (see *The line*); a subscription
+//! registers before the waiter's next attempt and the listener is up by then, so a release
+//! after the attempt is never missed. When the listening connection drops (or stops answering
+//! its health check), every waiter is woken once it is back, and retries.
+//!
+//! **The line**, as on Redis: an acquire that will wait and finds the lock taken puts its
+//! contender in `leasehold_waiters` (the process's name, or a fair request's own), keeping
+//! its first arrival, for as long as it still waits and at most [`MAX_INTEREST`] (2 s) past
+//! that attempt. A release, when a contender other than the releasing process waits, leaves
+//! the row to the one that waited longest for [`YIELD_WINDOW`] (200 ms: owner `~` and its
+//! name, which only its acquire may take, and which neither counts as held nor passes a fence
+//! check) and names it on `leasehold_turn`; otherwise it deletes the row. Without that, the
+//! releasing process's next local waiter, which needs no wake-up, would win nearly every time
+//! and a waiter in another process would wait for as long as the load lasts. A waiter that
+//! stops without the lock withdraws in the background (`leasehold_withdraw`, passing on a lock
+//! left to it). Every change of the line that also touches the lock's row locks the row
+//! first, so they never deadlock; `try_acquire` (no wait) never touches the line.
 //!
 //! **Connections.** [`POOL`] connections, opened on demand and shared: tokio-postgres
 //! pipelines the statements of concurrent callers on one connection, so a lock call never
