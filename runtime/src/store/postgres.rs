@@ -209,11 +209,12 @@ BEGIN
         SELECT l.owner,
                greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
             INTO holder, remaining_ms
-            FROM leasehold_locks AS l WHERE l.key = p_key;
+            FROM leasehold_locks AS l WHERE l.key = p_key AND l.expires > clock_timestamp();
         IF p_name <> '' AND holder = '~' || p_name THEN
             -- A release left the lock to us, and another acquire of it runs this instant (the
-            -- others wake on the same notification): ask again at once, within the window.
-            remaining_ms := 1;
+            -- others wake on the same notification): ask again at once, within the window
+            -- (a few times at most: past the window this path is not taken).
+            remaining_ms := 5;
         ELSE
             -- The holder's lease ended but its fenced transaction is still open (or another
             -- acquire runs): ask again soon.
