@@ -735,8 +735,8 @@ impl<'a> LockRequest<'a> {
     /// hands the lock straight to the next waiter of the same process, without a round trip,
     /// up to 16 times in a row before another process gets its turn: faster, less fair.
     ///
-    /// On Redis (one server, Sentinel, Cluster) a fair request waits in the store's queue
-    /// under a name of its own, a release leaves the lock to the request that waited longest
+    /// On Redis (one server, Sentinel, Cluster) and PostgreSQL a fair request waits in the
+    /// store's queue under a name of its own, a release leaves the lock to the request that waited longest
     /// (for 200 ms only it can take it), and the wake-up names it, so only that request asks
     /// again. So requests get the lock in the order they first found it taken, whichever
     /// process they come from. A request that gives up or is cancelled leaves the queue at
@@ -746,8 +746,7 @@ impl<'a> LockRequest<'a> {
     ///
     /// On RedLock, ZooKeeper, etcd and in memory, fair requests queue in the process first
     /// (first come, first served) and the store's queue orders processes: processes take
-    /// turns in the order they started waiting. Refused with [`LockError::Config`] on
-    /// PostgreSQL, which keeps no queue of waiters.
+    /// turns in the order they started waiting.
     ///
     /// A fair release costs a round trip to the store every time.
     pub fn fair(mut self, on: bool) -> Self {

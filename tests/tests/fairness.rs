@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use leasehold_tests::harness::RedisServer;
+use leasehold_tests::harness::{PgServer, RedisServer};
 use leasehold_tests::history::{History, Run, WorkerSpec};
 
 /// Holds one process may take in a row before the next process in line gets the lock:
@@ -69,7 +69,16 @@ fn longest_runs_while_waiting(history: &History, workers: usize) -> Vec<usize> {
 }
 
 async fn processes_take_turns(processes: usize, nodes: usize) {
-    take_turns(processes, nodes, false).await;
+    take_turns(processes, Locks::Redis(nodes), false).await;
+}
+
+/// Where the workers take their locks.
+#[derive(Clone, Copy)]
+enum Locks {
+    /// Redis: one server, or the masters of a RedLock.
+    Redis(usize),
+    /// One PostgreSQL server.
+    Postgres,
 }
 
 /// The most holds any one other task got while an acquire was pending, over all acquires:
@@ -105,15 +114,41 @@ fn most_overtakes_by_one_task(history: &History) -> usize {
 /// round trip between invoking an acquire and joining the queue, on a CPU-starved machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_locks_let_no_task_overtake_a_waiting_one_twice() {
-    take_turns(4, 1, true).await;
+    take_turns(4, Locks::Redis(1), true).await;
 }
 
-async fn take_turns(processes: usize, nodes: usize, fair: bool) {
-    let mut servers = RedisServer::start_many(nodes + 1).await;
+/// The same on PostgreSQL: a fair request waits in `leasehold_waiters` under its own name, and
+/// the release that leaves the lock to it names it on `leasehold_turn`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_locks_let_no_task_overtake_a_waiting_one_twice_postgres() {
+    take_turns(4, Locks::Postgres, true).await;
+}
+
+async fn take_turns(processes: usize, locks: Locks, fair: bool) {
+    let redis_nodes = match locks {
+        Locks::Redis(nodes) => nodes,
+        Locks::Postgres => 0,
+    };
+    let mut servers = RedisServer::start_many(redis_nodes + 1).await;
     let resource = servers.pop().expect("started");
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
-    let spec = WorkerSpec::new(&urls[0], &resource.url())
-        .urls(&urls)
+    let pg = match locks {
+        Locks::Postgres => Some(PgServer::start().await),
+        Locks::Redis(_) => None,
+    };
+    let (spec, nodes, engine) = match &pg {
+        Some(pg) => (
+            WorkerSpec::new("redis://unused", &resource.url()).postgres(&pg.url()),
+            1,
+            "postgres",
+        ),
+        None => (
+            WorkerSpec::new(&urls[0], &resource.url()).urls(&urls),
+            redis_nodes,
+            "redis",
+        ),
+    };
+    let spec = spec
         .tasks(16)
         .duration(Duration::from_secs(4))
         .lease(Duration::from_secs(2))
@@ -123,7 +158,7 @@ async fn take_turns(processes: usize, nodes: usize, fair: bool) {
         .gap(Duration::ZERO)
         .current_thread(false)
         .fair(fair);
-    let mut run = Run::new(&format!("fairness_{processes}_{nodes}_{fair}"));
+    let mut run = Run::new(&format!("fairness_{engine}_{processes}_{nodes}_{fair}"));
     if fair {
         // Strict first come, first served across every task (the checker's FIFO rule).
         run.expect_fifo();
@@ -133,7 +168,7 @@ async fn take_turns(processes: usize, nodes: usize, fair: bool) {
     }
     run.wait_all(Duration::from_secs(60)).await;
     let (history, report) = run.check_and_record(&format!(
-        "fairness, {processes} processes, {nodes} nodes, fair {fair}"
+        "fairness, {engine}, {processes} processes, {nodes} nodes, fair {fair}"
     ));
     assert!(report.violations.is_empty(), "{report}");
 
@@ -141,7 +176,7 @@ async fn take_turns(processes: usize, nodes: usize, fair: bool) {
         .map(|w| history.holds_of(w).filter(|h| h.ok.is_some()).count())
         .collect();
     let runs = longest_runs_while_waiting(&history, processes);
-    eprintln!("fairness, {processes} processes, {nodes} nodes: holds {per_worker:?}, longest runs of others' holds while waiting {runs:?}");
+    eprintln!("fairness, {engine}, {processes} processes, {nodes} nodes: holds {per_worker:?}, longest runs of others' holds while waiting {runs:?}");
     assert!(
         per_worker.iter().all(|&n| n > 0),
         "a process never got the lock: {per_worker:?}"
@@ -173,6 +208,18 @@ async fn two_processes_under_continuous_load_take_turns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_under_continuous_load_take_turns() {
     processes_take_turns(4, 1).await;
+}
+
+/// PostgreSQL keeps the same queue of waiting processes in a table (`leasehold_waiters`):
+/// a release after a streak leaves the row to the process that waited longest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_under_continuous_load_take_turns_postgres() {
+    take_turns(2, Locks::Postgres, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_under_continuous_load_take_turns_postgres() {
+    take_turns(4, Locks::Postgres, false).await;
 }
 
 /// On a RedLock each master keeps its own queue; the waiters register on all of them in
@@ -360,4 +407,122 @@ async fn queue_holds(conn: &redis::aio::MultiplexedConnection, queue: &str, n: u
         },
     )
     .await;
+}
+
+/// A locker on PostgreSQL at `url` (another process, as far as the store can tell) that waits
+/// up to `wait`.
+async fn pg_locker_at(url: &str, wait: Duration) -> leasehold::Locker {
+    leasehold::Locker::builder()
+        .postgres(url)
+        .op_timeout(Duration::from_millis(500))
+        .default_wait(wait)
+        .build()
+        .await
+        .expect("connect")
+}
+
+/// A client of the test's own on PostgreSQL.
+async fn pg_client(url: &str) -> leasehold::postgres::tokio_postgres::Client {
+    use leasehold::postgres::tokio_postgres as pg;
+    let (client, connection) = pg::connect(url, pg::NoTls).await.expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+/// How many contenders wait in PostgreSQL's line for the lock `key` (of the default prefix).
+async fn pg_line(client: &leasehold::postgres::tokio_postgres::Client, key: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM leasehold_waiters WHERE key = $1",
+            &[&format!("leasehold:lock:{{{key}}}")],
+        )
+        .await
+        .expect("count the line")
+        .get(0)
+}
+
+/// Waits until PostgreSQL's line for `key` holds `n` contenders.
+async fn pg_line_holds(client: &leasehold::postgres::tokio_postgres::Client, key: &str, n: i64) {
+    leasehold_tests::harness::eventually(
+        &format!("{n} waiters in the line"),
+        Duration::from_secs(2),
+        || async move { pg_line(client, key).await == n },
+    )
+    .await;
+}
+
+/// On PostgreSQL too, a waiter that stopped waiting leaves the line at once (its process
+/// withdraws it in the background), and the waiter behind it gets the lock on the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_left_leaves_the_line_at_once_postgres() {
+    let pg = PgServer::start().await;
+    let url = pg.url();
+    let locker = || pg_locker_at(&url, Duration::from_secs(10));
+    let (holder, gone, waiter) = (locker().await, locker().await, locker().await);
+    let client = pg_client(&url).await;
+
+    let held = holder.lock("hot").acquire().await.unwrap();
+    let attempt = tokio::spawn(async move { gone.lock("hot").acquire().await.map(drop) });
+    pg_line_holds(&client, "hot", 1).await;
+    attempt.abort();
+    // Its wait had 10 s left, and its place 2 s: only the withdrawal takes it out this soon.
+    pg_line_holds(&client, "hot", 0).await;
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("hot").acquire().await.unwrap();
+        guard.release().await.unwrap();
+    });
+    pg_line_holds(&client, "hot", 1).await;
+    held.release().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("the waiter gets the lock")
+        .unwrap();
+    assert_eq!(
+        pg_line(&client, "hot").await,
+        0,
+        "a waiter is still in line"
+    );
+}
+
+/// A fair request whose process stopped answering (it cannot withdraw) is chosen by a release
+/// once at most, on PostgreSQL as on Redis: the live waiter behind it gets the lock after the
+/// 200 ms window and at most the 1 s it sleeps between attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_fair_waiter_costs_the_others_one_round_at_most_postgres() {
+    use leasehold_tests::harness::{ProxyMode, TcpProxy};
+
+    let pg = PgServer::start().await;
+    let proxy = TcpProxy::start(pg.addr()).await;
+    let proxied = format!("postgres://postgres@{}/postgres", proxy.addr());
+    let wait = Duration::from_secs(10);
+    let holder = pg_locker_at(&pg.url(), wait).await;
+    let ghost = pg_locker_at(&proxied, wait).await;
+    let live = pg_locker_at(&pg.url(), wait).await;
+    let client = pg_client(&pg.url()).await;
+    let held = holder.lock("dead").fair(true).acquire().await.unwrap();
+    let dead = tokio::spawn(async move { ghost.lock("dead").fair(true).acquire().await.map(drop) });
+    pg_line_holds(&client, "dead", 1).await;
+    proxy.set_mode(ProxyMode::Stall);
+    let waiting = tokio::spawn(async move {
+        let guard = live.lock("dead").fair(true).acquire().await.unwrap();
+        let got = tokio::time::Instant::now();
+        guard.release().await.unwrap();
+        got
+    });
+    pg_line_holds(&client, "dead", 2).await;
+    let released = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the live waiter gets the lock")
+        .unwrap();
+    let took = got - released;
+    eprintln!("postgres: a dead fair waiter delayed the next one by {took:?}");
+    assert!(
+        took < Duration::from_millis(1_500),
+        "the dead waiter held the others up for {took:?} (bound: the 200 ms window and 1 s \
+         between attempts)"
+    );
+    dead.abort();
+    proxy.set_mode(ProxyMode::Pass);
 }

@@ -102,7 +102,7 @@ async fn a_user_that_may_not_create_tables_is_told_how_and_works_once_granted() 
         .expect("SCHEMA applies twice");
     admin
         .batch_execute(
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON leasehold_locks TO app; \
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON leasehold_locks, leasehold_waiters TO app; \
              GRANT USAGE ON SEQUENCE leasehold_fences TO app",
         )
         .await
@@ -600,7 +600,7 @@ async fn low_timeouts_set_on_the_role_do_not_break_the_engine() {
              ALTER ROLE app SET statement_timeout = '50ms'; \
              ALTER ROLE app SET lock_timeout = '10ms'; \
              ALTER ROLE app SET idle_in_transaction_session_timeout = '100ms'; \
-             GRANT SELECT, INSERT, UPDATE, DELETE ON leasehold_locks TO app; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON leasehold_locks, leasehold_waiters TO app; \
              GRANT USAGE, UPDATE ON SEQUENCE leasehold_fences TO app",
         )
         .await

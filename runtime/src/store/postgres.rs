@@ -2,7 +2,8 @@
 //! server's clock, its fence drawn from a sequence.
 //!
 //! **The table.** `leasehold_locks (key, owner, fence, expires)` with `key` as primary key,
-//! the sequence `leasehold_fences` and two functions, created on first use under an advisory
+//! the line of waiters `leasehold_waiters (key, name, arrived, waits_until)`, the sequence
+//! `leasehold_fences` and the `leasehold_*` functions, created on first use under an advisory
 //! lock (or by an operator from [`SCHEMA`], for a database user that may not create tables).
 //! All of them live in the first schema of the connection's `search_path`.
 //!
@@ -40,10 +41,23 @@
 //! long as the server's wall clock does not jump forward by more than the lease's margin.
 //!
 //! **Waiting.** One connection per locker listens on the channel `leasehold`, whose payload
-//! names the released lock; a subscription registers before the waiter's next attempt and
-//! the listener is up by then, so a release after the attempt is never missed. When the
-//! listening connection drops (or stops answering its health check), every waiter is woken
-//! once it is back, and retries.
+//! names the released lock, and on `leasehold_turn` (see *The line*); a subscription
+//! registers before the waiter's next attempt and the listener is up by then, so a release
+//! after the attempt is never missed. When the listening connection drops (or stops answering
+//! its health check), every waiter is woken once it is back, and retries.
+//!
+//! **The line**, as on Redis: an acquire that will wait and finds the lock taken puts its
+//! contender in `leasehold_waiters` (the process's name, or a fair request's own), keeping
+//! its first arrival, for as long as it still waits and at most [`MAX_INTEREST`] (2 s) past
+//! that attempt. A release, when a contender other than the releasing process waits, leaves
+//! the row to the one that waited longest for [`YIELD_WINDOW`] (200 ms: owner `~` and its
+//! name, which only its acquire may take, and which neither counts as held nor passes a fence
+//! check) and names it on `leasehold_turn`; otherwise it deletes the row. Without that, the
+//! releasing process's next local waiter, which needs no wake-up, would win nearly every time
+//! and a waiter in another process would wait for as long as the load lasts. A waiter that
+//! stops without the lock withdraws in the background (`leasehold_withdraw`, passing on a lock
+//! left to it). Every change of the line that also touches the lock's row locks the row
+//! first, so they never deadlock; `try_acquire` (no wait) never touches the line.
 //!
 //! **Connections.** [`POOL`] connections, opened on demand and shared: tokio-postgres
 //! pipelines the statements of concurrent callers on one connection, so a lock call never
@@ -67,7 +81,7 @@ use tokio_postgres as pg;
 
 use super::{
     AcquireRequest, Admin, Attempt, LockState, Renewal, Renewed, Settings, Store, StoreFuture,
-    WakeSubscription,
+    WakeLog, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::key::{unescape, LockKeys};
@@ -91,7 +105,8 @@ const RENEW_CHUNK: usize = 1000;
 /// The tables, sequence and functions the engine uses, as an operator would apply them (the
 /// engine applies them itself on first use when its database user may, and again when the
 /// functions are an older version's). Idempotent. Needs PostgreSQL 11 or later. A user that
-/// did not apply it needs SELECT, INSERT, UPDATE, DELETE on `leasehold_locks`, USAGE and
+/// did not apply it needs SELECT, INSERT, UPDATE, DELETE on `leasehold_locks` and
+/// `leasehold_waiters`, USAGE and
 /// UPDATE on `leasehold_fences` (without UPDATE, fences still follow the clock, but a clock
 /// stepping back is no longer covered) and EXECUTE on the functions.
 pub const SCHEMA: &str = r#"
@@ -103,6 +118,58 @@ CREATE TABLE IF NOT EXISTS leasehold_locks (
 ) WITH (fillfactor = 70);
 
 CREATE SEQUENCE IF NOT EXISTS leasehold_fences;
+
+-- The processes (or fair requests, each under a name of its own) waiting for a lock, in
+-- arrival order, each until when it still waits (at most 2 s past its last attempt: a waiter
+-- that died leaves the line by itself). A release lets the one that waited longest have the
+-- lock for a short window: the lock's row then holds `~` and its name as owner.
+CREATE TABLE IF NOT EXISTS leasehold_waiters (
+    key         text        NOT NULL,
+    name        text        NOT NULL,
+    arrived     timestamptz NOT NULL,
+    waits_until timestamptz NOT NULL,
+    PRIMARY KEY (key, name)
+);
+
+-- The contender that waited longest for `p_key` and still waits, other than `p_me` (the
+-- releasing process, whose own waiters get the lock handed over without a round trip; ''
+-- for none); NULL when none. It leaves the line now: if it does not take the lock within the
+-- window (it stopped waiting, or died), it costs the others that window once, and queues
+-- again at the back if it still waits. Waiters whose wait ran out leave too (those another
+-- call is changing now are left for later). Called with the lock's row locked: every change
+-- of the line for a key that also touches the row locks the row first, so they never
+-- deadlock. The one chosen is never skipped for being locked (it may be refreshing its wait
+-- this instant): its delete waits for that statement.
+CREATE OR REPLACE FUNCTION leasehold_next_in_line(p_key text, p_me text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+-- leasehold schema 3
+DECLARE
+    next_name text;
+BEGIN
+    DELETE FROM leasehold_waiters AS w
+        WHERE (w.key, w.name) IN (
+            SELECT v.key, v.name FROM leasehold_waiters AS v
+            WHERE v.key = p_key AND (v.waits_until <= clock_timestamp() OR v.name = p_me)
+            FOR UPDATE SKIP LOCKED);
+    -- Bounded: each turn, the one chosen had left the line meanwhile (it withdrew).
+    FOR attempt IN 1..8 LOOP
+        SELECT v.name INTO next_name
+            FROM leasehold_waiters AS v
+            WHERE v.key = p_key AND v.name <> p_me AND v.waits_until > clock_timestamp()
+            ORDER BY v.arrived, v.name
+            LIMIT 1;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        DELETE FROM leasehold_waiters AS w WHERE w.key = p_key AND w.name = next_name;
+        IF FOUND THEN
+            RETURN next_name;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
 
 -- Takes the lock `p_key` for `p_owner` if it is free, its lease ended, or it is the owner's
 -- already (a retried attempt). Granted: `fence` is the highest of the `p_fences` tokens
@@ -120,23 +187,42 @@ CREATE SEQUENCE IF NOT EXISTS leasehold_fences;
 -- to the slot. So fences keep increasing, and stay near the clock in microseconds like Redis
 -- fences, even when the sequence went back (a restored backup, a promoted asynchronous
 -- standby), while the server clock does not step back by more than that took.
+--
+-- The line of waiters: a contender that will wait (`p_wait_ms` > 0) and finds the lock taken
+-- joins leasehold_waiters under `p_name` (keeping its first arrival), waiting `p_wait_ms`
+-- more; when a release left the lock to it (owner `~` and its name), it takes it; granted, it
+-- leaves the line (`p_queued`: it may be in it).
 CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
+    p_name text, p_wait_ms bigint, p_queued boolean,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 2
+-- leasehold schema 3
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
+    holder text;
     last_slot bigint;
     drawn bigint;
     slot bigint;
 BEGIN
     IF NOT pg_try_advisory_xact_lock((h >> 32)::int, (h << 32 >> 32)::int) THEN
-        SELECT greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
-            INTO remaining_ms
-            FROM leasehold_locks AS l WHERE l.key = p_key;
-        -- The holder's lease ended but its fenced transaction is still open: ask again soon.
-        remaining_ms := greatest(coalesce(remaining_ms, 0), 50);
+        SELECT l.owner,
+               greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
+            INTO holder, remaining_ms
+            FROM leasehold_locks AS l WHERE l.key = p_key AND l.expires > clock_timestamp();
+        IF p_name <> '' AND holder = '~' || p_name THEN
+            -- A release left the lock to us, and another acquire of it runs this instant (the
+            -- others wake on the same notification): ask again at once, within the window
+            -- (a few times at most: past the window this path is not taken).
+            remaining_ms := 5;
+        ELSE
+            -- The holder's lease ended but its fenced transaction is still open (or another
+            -- acquire runs): ask again soon.
+            remaining_ms := greatest(coalesce(remaining_ms, 0), 50);
+        END IF;
+        IF p_wait_ms > 0 THEN
+            PERFORM leasehold_wait_in_line(p_key, p_name, p_wait_ms);
+        END IF;
         RETURN;
     END IF;
     INSERT INTO leasehold_locks AS l (key, owner, fence, expires)
@@ -145,6 +231,7 @@ BEGIN
         SET owner = excluded.owner,
             expires = clock_timestamp() + p_lease_ms * interval '1 millisecond'
         WHERE l.expires <= clock_timestamp() OR l.owner = excluded.owner
+           OR (p_name <> '' AND l.owner = '~' || p_name)
         RETURNING l.fence / 32 INTO last_slot;
     IF FOUND THEN
         drawn := nextval('leasehold_fences');
@@ -160,11 +247,116 @@ BEGIN
             SET fence = slot * 32 + p_fences
             WHERE l.key = p_key
             RETURNING l.fence INTO fence;
+        IF p_queued THEN
+            DELETE FROM leasehold_waiters AS w WHERE w.key = p_key AND w.name = p_name;
+        END IF;
     ELSE
         SELECT greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
             INTO remaining_ms
             FROM leasehold_locks AS l WHERE l.key = p_key;
+        IF p_wait_ms > 0 THEN
+            PERFORM leasehold_wait_in_line(p_key, p_name, p_wait_ms);
+        END IF;
     END IF;
+END
+$$;
+
+-- The acquire of earlier versions (and of tools that call it), for a contender that does not
+-- wait in line; it respects the window a release left the lock to another for.
+CREATE OR REPLACE FUNCTION leasehold_acquire(
+    p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
+    OUT fence bigint, OUT remaining_ms bigint)
+LANGUAGE sql AS $$
+-- leasehold schema 3
+SELECT a.fence, a.remaining_ms FROM leasehold_acquire(p_key, p_owner, p_lease_ms, p_fences, '', 0, false) AS a
+$$;
+
+-- Puts `p_name` in line for `p_key` (keeping its first arrival) until `p_wait_ms` from now.
+CREATE OR REPLACE FUNCTION leasehold_wait_in_line(p_key text, p_name text, p_wait_ms bigint)
+RETURNS void
+LANGUAGE sql AS $$
+-- leasehold schema 3
+INSERT INTO leasehold_waiters AS w (key, name, arrived, waits_until)
+VALUES (p_key, p_name, clock_timestamp(),
+        clock_timestamp() + p_wait_ms * interval '1 millisecond')
+ON CONFLICT (key, name) DO UPDATE SET waits_until = excluded.waits_until
+$$;
+
+-- With the row of `p_key` locked, by the one that is letting go of it (its releasing holder,
+-- or the contender it was left to, withdrawing): leaves the row to the contender that waited
+-- longest other than `p_me` for `p_window_ms` (owner `~` and its name: only it may take the
+-- lock then), and says so on the channel `leasehold_turn` (its name, a space, `p_wake`); with
+-- nobody else in line, deletes the row and tells everyone on `leasehold` (`p_wake`).
+CREATE OR REPLACE FUNCTION leasehold_pass_on(
+    p_key text, p_me text, p_window_ms bigint, p_wake text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+-- leasehold schema 3
+DECLARE
+    next_name text;
+BEGIN
+    next_name := leasehold_next_in_line(p_key, p_me);
+    IF next_name IS NULL THEN
+        DELETE FROM leasehold_locks AS l WHERE l.key = p_key;
+        PERFORM pg_notify('leasehold', p_wake);
+    ELSE
+        UPDATE leasehold_locks AS l
+            SET owner = '~' || next_name,
+                expires = clock_timestamp() + p_window_ms * interval '1 millisecond'
+            WHERE l.key = p_key;
+        PERFORM pg_notify('leasehold_turn', next_name || ' ' || p_wake);
+    END IF;
+END
+$$;
+
+-- Releases the lock `p_key` if `p_owner` holds it: true when its lease was still running,
+-- false when it had ended, NULL when the lock was not `p_owner`'s (nothing changed). When a
+-- contender other than the releasing process `p_name` waits in line, the row is left to the
+-- one that waited longest for `p_window_ms` (owner `~` and its name: only it may take the
+-- lock then), else deleted; either way the channel `leasehold` hears `p_wake`. Without the
+-- line, the releasing process's own next waiter, which needs no wake-up, would win every time.
+CREATE OR REPLACE FUNCTION leasehold_release(
+    p_key text, p_owner text, p_name text, p_window_ms bigint, p_wake text)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+-- leasehold schema 3
+DECLARE
+    valid boolean;
+BEGIN
+    SELECT l.expires > clock_timestamp() INTO valid
+        FROM leasehold_locks AS l
+        WHERE l.key = p_key AND l.owner = p_owner
+        FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM leasehold_pass_on(p_key, p_name, p_window_ms, p_wake);
+    RETURN valid;
+END
+$$;
+
+-- A contender stopped waiting without the lock: it leaves the line; if a release had just left
+-- the lock to it, the lock goes on to the next in line at once (or is freed), and the waiters
+-- hear it, instead of everyone waiting out the window. True when the lock had been left to it.
+CREATE OR REPLACE FUNCTION leasehold_withdraw(
+    p_key text, p_name text, p_window_ms bigint, p_wake text)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+-- leasehold schema 3
+DECLARE
+    left_to_me boolean;
+BEGIN
+    -- The row first, as every other change of the line does.
+    PERFORM 1 FROM leasehold_locks AS l
+        WHERE l.key = p_key AND l.owner = '~' || p_name
+        FOR UPDATE;
+    left_to_me := FOUND;
+    DELETE FROM leasehold_waiters AS w WHERE w.key = p_key AND w.name = p_name;
+    IF NOT left_to_me THEN
+        RETURN false;
+    END IF;
+    PERFORM leasehold_pass_on(p_key, p_name, p_window_ms, p_wake);
+    RETURN true;
 END
 $$;
 
@@ -180,7 +372,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 2
+-- leasehold schema 3
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     left_ms bigint;
@@ -194,7 +386,8 @@ BEGIN
             FROM leasehold_locks AS l
             WHERE l.key = p_key
               AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
-              AND l.expires > clock_timestamp();
+              AND l.expires > clock_timestamp()
+              AND left(l.owner, 1) <> '~';
     ELSE
         SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
             INTO left_ms
@@ -202,6 +395,7 @@ BEGIN
             WHERE l.key = p_key
               AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
               AND l.expires > clock_timestamp()
+              AND left(l.owner, 1) <> '~'
             FOR KEY SHARE;
     END IF;
     IF NOT FOUND THEN
@@ -219,22 +413,57 @@ $$;
 "#;
 
 /// Whether the schema is there, with this version's functions (their bodies carry the tag
-/// `leasehold schema 2`: an older database gets the new bodies); read before creating it.
+/// `leasehold schema 3`: an older database gets the new bodies); read before creating it.
 const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL \
      AND to_regclass('leasehold_fences') IS NOT NULL \
-     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 2%' AND oid IN (\
+     AND to_regclass('leasehold_waiters') IS NOT NULL \
+     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 3%' AND oid IN (\
+          to_regprocedure('leasehold_acquire(text,text,bigint,bigint,text,bigint,boolean)'), \
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint)'), \
-          to_regprocedure('leasehold_check_fence(text,bigint)'))) = 2";
+          to_regprocedure('leasehold_wait_in_line(text,text,bigint)'), \
+          to_regprocedure('leasehold_next_in_line(text,text)'), \
+          to_regprocedure('leasehold_release(text,text,text,bigint,text)'), \
+          to_regprocedure('leasehold_withdraw(text,text,bigint,text)'), \
+          to_regprocedure('leasehold_pass_on(text,text,bigint,text)'), \
+          to_regprocedure('leasehold_check_fence(text,bigint)'))) = 8";
 
 /// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
 const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
 
-const ACQUIRE: &str = "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4)";
+const ACQUIRE: &str =
+    "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4, $5, $6, $7)";
 
-const RELEASE: &str = "WITH gone AS (\
-     DELETE FROM leasehold_locks WHERE key = $1 AND owner = $2 \
-     RETURNING expires > clock_timestamp() AS valid) \
-     SELECT valid, pg_notify('leasehold', $3) IS NULL FROM gone";
+const RELEASE: &str = "SELECT leasehold_release($1, $2, $3, $4, $5)";
+
+const WITHDRAW: &str = "SELECT leasehold_withdraw($1, $2, $3, $4)";
+
+/// Runs every path of the lock functions once on a new connection, in a block whose work is
+/// rolled back (the exception it raises at the end undoes it; a notification is not sent), on
+/// the key `''` (no stored lock key is empty): a server compiles a plpgsql function and plans
+/// its statements on its first call in each session, and that first call would otherwise be
+/// some waiter's first attempt, late to join the line of waiters (tens of ms on a busy
+/// server), so that a request that came later would be served first. Leaves nothing behind
+/// but fence values drawn (fences only need to increase). Best effort: a connection whose
+/// warm-up failed is used all the same.
+const WARM_UP: &str = "DO $$ BEGIN \
+     PERFORM leasehold_acquire('', '00000000000000000000000000000000', 60000, 1, '', 0, false); \
+     PERFORM leasehold_acquire('', '', 60000, 1, 'w', 60000, false); \
+     PERFORM leasehold_release('', '00000000000000000000000000000000', '', 1, ''); \
+     PERFORM leasehold_acquire('', '', 60000, 1, 'w', 60000, true); \
+     PERFORM leasehold_withdraw('', 'w', 1, ''); \
+     RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'leasehold warm-up'; \
+     EXCEPTION WHEN raise_exception THEN NULL; \
+     END $$";
+
+/// How long the next process in line has to take a lock that a release left to it (the row
+/// holds its name meanwhile). Its waiter needs the notification and one round trip; a process
+/// that stopped waiting without leaving the line costs the other waiters this much, once.
+/// As on Redis.
+const YIELD_WINDOW: Duration = Duration::from_millis(200);
+
+/// The longest a waiting process stays in line without asking again. Waiters ask again at
+/// least every second (a wake-up, or `MAX_SLEEP` in acquire.rs). As on Redis.
+const MAX_INTEREST: Duration = Duration::from_secs(2);
 
 const RENEW: &str = "UPDATE leasehold_locks AS l \
      SET expires = clock_timestamp() + b.ms * interval '1 millisecond' \
@@ -242,15 +471,19 @@ const RENEW: &str = "UPDATE leasehold_locks AS l \
      WHERE l.key = b.key AND l.owner = b.owner AND l.expires > clock_timestamp() \
      RETURNING l.key, l.owner";
 
-const INSPECT: &str = "SELECT fence, \
-     ceil(extract(epoch FROM expires - clock_timestamp()) * 1000)::bigint \
-     FROM leasehold_locks WHERE key = $1";
+/// A row left to the next in line (owner `~` and its name) is not held.
+const INSPECT: &str = "SELECT l.fence, \
+     CASE WHEN left(l.owner, 1) = '~' THEN NULL \
+     ELSE ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint END, \
+     (SELECT count(*) FROM leasehold_waiters AS w \
+      WHERE w.key = $1 AND w.waits_until > clock_timestamp()) \
+     FROM leasehold_locks AS l WHERE l.key = $1";
 
 const LIST: &str = "SELECT key FROM leasehold_locks WHERE starts_with(key, $1) ORDER BY key";
 
 const FORCE_RELEASE: &str = "WITH gone AS (\
      DELETE FROM leasehold_locks WHERE key = $1 \
-     RETURNING expires > clock_timestamp() AS held) \
+     RETURNING expires > clock_timestamp() AND left(owner, 1) <> '~' AS held) \
      SELECT held, pg_notify('leasehold', $2) IS NULL FROM gone";
 
 /// Deletes rows whose lease ended more than a second ago, a bounded number at a time; the
@@ -263,6 +496,13 @@ const SWEEP: &str = "DELETE FROM leasehold_locks WHERE key IN (\
      WHERE expires < clock_timestamp() - interval '1 second' LIMIT 1000 \
      FOR UPDATE SKIP LOCKED) \
      AND expires < clock_timestamp() - interval '1 second'";
+
+/// Deletes waiters whose wait ended more than a second ago (they died, or could not
+/// withdraw), as [`SWEEP`] does rows: a release passes over them anyway.
+const SWEEP_WAITERS: &str = "DELETE FROM leasehold_waiters WHERE (key, name) IN (\
+     SELECT key, name FROM leasehold_waiters \
+     WHERE waits_until < clock_timestamp() - interval '1 second' LIMIT 1000 \
+     FOR UPDATE SKIP LOCKED)";
 
 /// Text as PostgreSQL stores it: `text` cannot hold NUL, which lock keys may contain. Every
 /// `%` of a stored key already starts an escape (`%25`, `%7B`, `%7D`), so `%00` is free.
@@ -313,27 +553,30 @@ impl Drop for Conn {
     }
 }
 
-/// The wake-up channels of the locks this process waits for, by wake key.
+/// The wake-up channels of the locks this process waits for, by wake key: each a log that
+/// says for whom each release was (everyone, or the one contender it left the lock to).
 #[derive(Default)]
 struct Wakes {
-    channels: Mutex<HashMap<String, watch::Sender<u64>>>,
+    channels: Mutex<HashMap<String, watch::Sender<WakeLog>>>,
 }
 
 impl Wakes {
-    fn subscribe(&self, wake: &str) -> watch::Receiver<u64> {
+    fn subscribe(&self, wake: &str) -> watch::Receiver<WakeLog> {
         let mut channels = self.channels.lock().unwrap();
         if channels.len() >= 64 && channels.len().is_power_of_two() {
             channels.retain(|_, tx| tx.receiver_count() > 0);
         }
         channels
             .entry(wake.to_owned())
-            .or_insert_with(|| watch::channel(0).0)
+            .or_insert_with(|| watch::channel(WakeLog::default()).0)
             .subscribe()
     }
 
-    fn wake(&self, wake: &str) {
+    /// A release of the lock whose wake key is `wake`, for everyone (`None`) or for the one
+    /// contender it was left to.
+    fn wake(&self, wake: &str, to: Option<Arc<str>>) {
         if let Some(tx) = self.channels.lock().unwrap().get(wake) {
-            tx.send_modify(|n| *n += 1);
+            tx.send_modify(|log| log.push(to));
         }
     }
 
@@ -341,8 +584,19 @@ impl Wakes {
         let mut channels = self.channels.lock().unwrap();
         channels.retain(|_, tx| tx.receiver_count() > 0);
         for tx in channels.values() {
-            tx.send_modify(|n| *n += 1);
+            tx.send_modify(|log| log.push(None));
         }
+    }
+}
+
+/// A notification heard: the wake key of the released lock, and the contender it was left to
+/// (`None`: anyone may take it). Releases for everyone come on the channel `leasehold` with
+/// the wake key as payload; releases that left the lock to a contender on `leasehold_turn`,
+/// as its name (hex digits), a space and the wake key.
+fn heard(channel: &str, payload: &str) -> (String, Option<Arc<str>>) {
+    match (channel, payload.split_once(' ')) {
+        ("leasehold_turn", Some((name, wake))) => (wake.to_owned(), Some(name.into())),
+        _ => (payload.to_owned(), None),
     }
 }
 
@@ -354,13 +608,25 @@ struct Shared {
     wakes: Wakes,
 }
 
-pub(crate) struct PostgresStore {
+/// The connections for lock calls, shared with the withdrawals that run in the background.
+struct Pool {
     shared: Arc<Shared>,
     slots: Vec<tokio::sync::Mutex<Option<Arc<Conn>>>>,
     next: AtomicUsize,
+}
+
+pub(crate) struct PostgresStore {
+    pool: Arc<Pool>,
+    shared: Arc<Shared>,
     /// True while the listening connection listens.
     listening: watch::Receiver<bool>,
     listener: AbortHandle,
+    /// This process's name in the lines of waiters ([`contender_name`](crate::token::contender_name)).
+    contender: Arc<str>,
+    /// The lock keys whose line this process may be in under its own name: an acquire that
+    /// would wait was sent for them, and neither a grant nor a withdrawal came since. Only
+    /// these cost a round trip when their waiter leaves ([`Store::withdraw`]).
+    queued: Mutex<HashSet<String>>,
 }
 
 impl Drop for PostgresStore {
@@ -427,7 +693,7 @@ impl Shared {
         } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
             "refused a privilege the lock tables need (apply leasehold::postgres::SCHEMA as \
              the tables' owner, and grant this user SELECT, INSERT, UPDATE, DELETE on \
-             leasehold_locks, USAGE, UPDATE on leasehold_fences and EXECUTE on the functions)"
+             leasehold_locks and leasehold_waiters, USAGE, UPDATE on leasehold_fences and EXECUTE on the functions)"
         } else if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::UNDEFINED_FUNCTION {
             "lacks the lock tables in this connection's search_path (apply \
              leasehold::postgres::SCHEMA there)"
@@ -454,7 +720,7 @@ impl Shared {
     /// to `notices`. Bounded by the connect timeout.
     async fn open(
         &self,
-        notices: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+        notices: Option<tokio::sync::mpsc::UnboundedSender<(String, Option<Arc<str>>)>>,
     ) -> Result<(pg::Client, AbortHandle), LockError> {
         let limit = self.settings.connect_timeout;
         let (client, mut connection) =
@@ -468,7 +734,7 @@ impl Shared {
                 match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                     Some(Ok(pg::AsyncMessage::Notification(n))) => {
                         if let Some(tx) = &notices {
-                            let _ = tx.send(n.payload().to_owned());
+                            let _ = tx.send(heard(n.channel(), n.payload()));
                         }
                     }
                     Some(Ok(_)) => {}
@@ -525,7 +791,8 @@ impl Shared {
                 LockError::config(format!(
                     "PostgreSQL at {} does not let this user create the lock tables; apply \
                      leasehold::postgres::SCHEMA as a user that may (once), then grant this \
-                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, USAGE, UPDATE on \
+                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks and \
+                     leasehold_waiters, USAGE, UPDATE on \
                      leasehold_fences and EXECUTE on the functions: {}",
                     self.shown,
                     error_text(&e)
@@ -542,10 +809,24 @@ impl Shared {
         let prepare = async {
             use pg::types::Type;
             let acquire = client
-                .prepare_typed(ACQUIRE, &[Type::TEXT, Type::TEXT, Type::INT8, Type::INT8])
+                .prepare_typed(
+                    ACQUIRE,
+                    &[
+                        Type::TEXT,
+                        Type::TEXT,
+                        Type::INT8,
+                        Type::INT8,
+                        Type::TEXT,
+                        Type::INT8,
+                        Type::BOOL,
+                    ],
+                )
                 .await?;
             let release = client
-                .prepare_typed(RELEASE, &[Type::TEXT, Type::TEXT, Type::TEXT])
+                .prepare_typed(
+                    RELEASE,
+                    &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT],
+                )
                 .await?;
             let renew = client
                 .prepare_typed(
@@ -553,6 +834,7 @@ impl Shared {
                     &[Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::INT8_ARRAY],
                 )
                 .await?;
+            let _ = client.batch_execute(WARM_UP).await;
             Ok::<_, pg::Error>(Statements {
                 acquire,
                 release,
@@ -600,14 +882,25 @@ impl PostgresStore {
         let (up_tx, up_rx) = watch::channel(false);
         let listener = tokio::spawn(listen(Arc::downgrade(&shared), up_tx)).abort_handle();
         let store = PostgresStore {
+            pool: Arc::new(Pool {
+                shared: shared.clone(),
+                slots: (0..POOL).map(|_| tokio::sync::Mutex::new(None)).collect(),
+                next: AtomicUsize::new(0),
+            }),
             shared,
-            slots: (0..POOL).map(|_| tokio::sync::Mutex::new(None)).collect(),
-            next: AtomicUsize::new(0),
             listening: up_rx,
             listener,
+            contender: crate::token::contender_name().into(),
+            queued: Mutex::default(),
         };
-        // One connection for lock calls now, so a bad URL fails here rather than later.
-        store.conn(0).await?;
+        // Every connection for lock calls now, side by side: a bad URL fails here rather than
+        // later (the first one's error), and the first burst of acquires does not wait behind
+        // connections being opened, which would let a request that came later reach the line
+        // of waiters first. The others open again on use if they failed.
+        let opened = super::join_all((0..POOL).map(|i| store.pool.conn(i))).await;
+        if let Some(Err(e)) = opened.into_iter().next() {
+            return Err(e);
+        }
         store.wait_listening(limit).await?;
         Ok(store)
     }
@@ -630,6 +923,17 @@ impl PostgresStore {
         }
     }
 
+    /// Runs one call on a pooled connection within the operation timeout (see [`Pool::call`]).
+    async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, LockError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, pg::Error>>,
+    {
+        self.pool.call(what, f).await
+    }
+}
+
+impl Pool {
     /// The connection of slot `i`, opened when it has none or its last one failed.
     async fn conn(&self, i: usize) -> Result<Arc<Conn>, LockError> {
         let mut slot = self.slots[i].lock().await;
@@ -693,7 +997,9 @@ impl PostgresStore {
             }
         }
     }
+}
 
+impl PostgresStore {
     async fn acquire_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         debug_assert!(
             req.fences < FENCE_SLOTS,
@@ -703,12 +1009,30 @@ impl PostgresStore {
         let owner = token_text(req.token);
         let lease_ms = req.lease.as_millis().max(1) as i64;
         let fences = req.fences as i64;
+        let name: &str = req.contender.unwrap_or(&self.contender);
+        let wait_ms = match req.interest.is_zero() {
+            true => 0,
+            false => req.interest.min(MAX_INTEREST).as_millis().max(1) as i64,
+        };
+        let queued = req.queued;
+        // Recorded before sending: an acquire dropped before its answer may have queued us.
+        let waits_as_process = wait_ms > 0 && req.contender.is_none();
+        if waits_as_process {
+            self.queued_set().insert(req.keys.lock().to_owned());
+        }
         let answer = self
             .call("refused an acquire", |conn| {
                 let (key, owner) = (key.clone(), owner);
                 async move {
-                    let params: [&(dyn pg::types::ToSql + Sync); 4] =
-                        [&key.as_ref(), &owner, &lease_ms, &fences];
+                    let params: [&(dyn pg::types::ToSql + Sync); 7] = [
+                        &key.as_ref(),
+                        &owner,
+                        &lease_ms,
+                        &fences,
+                        &name,
+                        &wait_ms,
+                        &queued,
+                    ];
                     conn.client
                         .query_one(&conn.statements.acquire, &params)
                         .await
@@ -729,6 +1053,10 @@ impl PostgresStore {
         };
         let fence: Option<i64> = row.get(0);
         let remaining: Option<i64> = row.get(1);
+        if waits_as_process && fence.is_some() {
+            // The grant took us out of the line (leasehold_acquire).
+            self.queued_set().remove(req.keys.lock());
+        }
         Ok(match fence {
             Some(top) => Attempt::Granted { top: top as u64 },
             None => Attempt::Held {
@@ -748,22 +1076,24 @@ impl PostgresStore {
         let key = db_text(keys.lock());
         let wake = db_text(keys.wake());
         let owner = token_text(token);
+        let name: &str = &self.contender;
+        let window_ms = YIELD_WINDOW.as_millis() as i64;
         let sent = AtomicUsize::new(0);
         let row = self
             .call("refused a release", |conn| {
                 let (key, wake) = (key.clone(), wake.clone());
                 sent.fetch_add(1, Ordering::Relaxed);
                 async move {
-                    let params: [&(dyn pg::types::ToSql + Sync); 3] =
-                        [&key.as_ref(), &owner, &wake.as_ref()];
+                    let params: [&(dyn pg::types::ToSql + Sync); 5] =
+                        [&key.as_ref(), &owner, &name, &window_ms, &wake.as_ref()];
                     conn.client
-                        .query_opt(&conn.statements.release, &params)
+                        .query_one(&conn.statements.release, &params)
                         .await
                 }
             })
             .await?;
-        Ok(match row {
-            Some(row) => row.get::<_, bool>(0),
+        Ok(match row.get::<_, Option<bool>>(0) {
+            Some(valid) => valid,
             // Sent again on a new connection after the first one closed: the first may have
             // deleted the row, its answer lost. The row of a lease still valid when this
             // answer came cannot have expired on the server (its expiry is later than the
@@ -845,11 +1175,51 @@ impl PostgresStore {
             .collect())
     }
 
+    /// The lock keys this process may be in line for (never poisoned: nothing panics while
+    /// holding it, and a set of names is valid after any panic).
+    fn queued_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.queued.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The front waiter of this process stopped waiting without the lock: the process leaves
+    /// the line in the background (`leasehold_withdraw`), and a release that had left it the
+    /// lock passes it on. Costs nothing when this process was not in line (a `try_acquire`).
+    /// Without it (no runtime, the server unreachable) the process's place still lapses at
+    /// most [`MAX_INTEREST`] after its last attempt.
+    fn withdraw_process(&self, keys: &LockKeys) {
+        if self.queued_set().remove(keys.lock()) {
+            self.withdraw_in_background(keys, self.contender.clone());
+        }
+    }
+
+    /// Runs `leasehold_withdraw` for `name` without blocking the caller.
+    fn withdraw_in_background(&self, keys: &LockKeys, name: Arc<str>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the place lapses by itself
+        };
+        let pool = self.pool.clone();
+        let key = db_text(keys.lock()).into_owned();
+        let wake = db_text(keys.wake()).into_owned();
+        runtime.spawn(async move {
+            let window_ms = YIELD_WINDOW.as_millis() as i64;
+            let params: [&(dyn pg::types::ToSql + Sync); 4] =
+                [&key, &name.as_ref(), &window_ms, &wake];
+            let done = pool
+                .call("refused a withdrawal", |conn| async move {
+                    conn.client.query(WITHDRAW, &params).await
+                })
+                .await;
+            if let Err(e) = done {
+                tracing::debug!(error = %e, "withdrawing a waiter failed; its place lapses");
+            }
+        });
+    }
+
     async fn subscribe_once(&self, keys: &LockKeys) -> Result<WakeSubscription, LockError> {
         // Registered first: should the listener drop after this, its return wakes us.
         let rx = self.shared.wakes.subscribe(&db_text(keys.wake()));
         self.wait_listening(self.shared.settings.op_timeout).await?;
-        Ok(WakeSubscription::new(rx, None))
+        Ok(WakeSubscription::addressed(rx, None))
     }
 
     /// One statement on a pooled connection, unprepared (the operator's calls).
@@ -911,7 +1281,11 @@ async fn listen(shared: Weak<Shared>, up: watch::Sender<bool>) {
                 continue;
             }
         };
-        let listening = tokio::time::timeout(op, client.batch_execute("LISTEN leasehold")).await;
+        let listening = tokio::time::timeout(
+            op,
+            client.batch_execute("LISTEN leasehold; LISTEN leasehold_turn"),
+        )
+        .await;
         if !matches!(listening, Ok(Ok(()))) {
             driver.abort();
             drop(store);
@@ -930,8 +1304,8 @@ async fn listen(shared: Weak<Shared>, up: watch::Sender<bool>) {
         loop {
             tokio::select! {
                 notice = notices.recv() => {
-                    let (Some(wake), Some(store)) = (notice, shared.upgrade()) else { break };
-                    store.wakes.wake(&wake);
+                    let (Some((wake, to)), Some(store)) = (notice, shared.upgrade()) else { break };
+                    store.wakes.wake(&wake, to);
                 }
                 _ = check.tick() => {
                     let alive = tokio::time::timeout(op, client.simple_query("SELECT 1")).await;
@@ -942,6 +1316,7 @@ async fn listen(shared: Weak<Shared>, up: watch::Sender<bool>) {
                 _ = sweep.tick() => {
                     // Best effort: the next sweep, or an acquirer, takes what this one left.
                     let _ = tokio::time::timeout(op, client.execute(SWEEP, &[])).await;
+                    let _ = tokio::time::timeout(op, client.execute(SWEEP_WAITERS, &[])).await;
                 }
             }
         }
@@ -995,8 +1370,22 @@ impl Store for PostgresStore {
     }
 
     fn queues_processes(&self) -> bool {
-        // Waiters listen and retry; the table keeps no queue.
-        false
+        // leasehold_waiters, and a release that leaves the row to the longest waiter.
+        true
+    }
+
+    fn queues_requests(&self) -> bool {
+        // A fair request waits in leasehold_waiters under its own name, and the release that
+        // leaves the lock to it says so on `leasehold_turn`.
+        true
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        self.withdraw_process(keys);
+    }
+
+    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
+        self.withdraw_in_background(keys, contender.into());
     }
 }
 
@@ -1011,12 +1400,12 @@ impl Admin for PostgresStore {
             let fence: i64 = row.get(0);
             let remaining: Option<i64> = row.get(1);
             let remaining = remaining.filter(|ms| *ms > 0);
+            let waiting: i64 = row.get(2);
             Ok(LockState {
                 held: remaining.is_some(),
                 remaining: remaining.map(|ms| Duration::from_millis(ms as u64)),
-                // Waiters poll and listen; the table does not queue them.
-                waiters: false,
-                waiting_processes: 0,
+                waiters: waiting > 0,
+                waiting_processes: waiting.max(0) as u64,
                 last_fence: (fence > 0).then_some(fence as u64),
             })
         })
