@@ -656,6 +656,9 @@ mod turn_passed_once {
 
         // The release leaves just before the validity ends, and its answer comes late.
         tokio::time::advance(Duration::from_millis(900)).await;
+        // The waiters' own calls due by now (their subscriptions to the lock's releases) go
+        // first: the delay is the release's.
+        settle().await;
         store.delay_next(1, Duration::from_millis(300));
         let release = tokio::spawn(holder.release());
         settle().await;
