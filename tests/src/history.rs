@@ -923,6 +923,7 @@ pub struct Run {
     workers: Vec<WorkerProc>,
     keep: bool,
     expect_fifo: bool,
+    fifo_slack_ns: u64,
 }
 
 impl Run {
@@ -948,6 +949,7 @@ impl Run {
             workers: Vec::new(),
             keep: false,
             expect_fifo: false,
+            fifo_slack_ns: FIFO_SLACK_NS,
         }
     }
 
@@ -960,6 +962,13 @@ impl Run {
     /// all processes ([`History::expect_fifo`]).
     pub fn expect_fifo(&mut self) {
         self.expect_fifo = true;
+    }
+
+    /// [`expect_fifo`](Self::expect_fifo) for an engine whose first attempt takes longer than
+    /// [`FIFO_SLACK_NS`] to reach the store and queue the request.
+    pub fn expect_fifo_with_slack(&mut self, slack: Duration) {
+        self.expect_fifo = true;
+        self.fifo_slack_ns = u64::try_from(slack.as_nanos()).unwrap_or(u64::MAX);
     }
 
     /// Keeps the directory after the run (for a post-mortem).
@@ -1123,6 +1132,7 @@ impl Run {
         let faults = fs::read_to_string(self.dir.join("faults.log")).unwrap_or_default();
         let mut history = History::parse(&logs, &faults);
         history.expect_fifo = self.expect_fifo;
+        history.fifo_slack_ns = self.fifo_slack_ns;
         history
     }
 
@@ -1392,6 +1402,9 @@ pub struct History {
     /// order is measured (the report's `fifo_*` figures) but not judged: `fair(true)` has
     /// promised turns by process, not by task.
     pub expect_fifo: bool,
+    /// How long before B an acquire A must have been invoked for the FIFO rule to expect A
+    /// first; [`FIFO_SLACK_NS`] unless the run says otherwise.
+    pub fifo_slack_ns: u64,
     /// Whether a reader's fence must *equal* the newest writer's before it where nothing else
     /// can have drawn a fence in between (see
     /// [`check_reader_fences`](Self::check_reader_fences)): engines whose readers read the
@@ -1403,7 +1416,10 @@ pub struct History {
 impl History {
     /// Parses worker logs (`(worker index, text)`) and the fault log.
     pub fn parse(logs: &[(usize, String)], faults: &str) -> History {
-        let mut history = History::default();
+        let mut history = History {
+            fifo_slack_ns: FIFO_SLACK_NS,
+            ..History::default()
+        };
         for (worker, text) in logs {
             let mut life = WorkerLife {
                 id: *worker,
@@ -2014,7 +2030,7 @@ impl History {
                 r.fifo_grants += 1;
                 let mut overtook = false;
                 for &(a_inv, a_end, _, a_id) in &acquires {
-                    if a_inv.saturating_add(FIFO_SLACK_NS) < b_inv && a_end > b_ok {
+                    if a_inv.saturating_add(self.fifo_slack_ns) < b_inv && a_end > b_ok {
                         pairs += 1;
                         overtook = true;
                         let lead = b_inv - a_inv;
