@@ -1407,7 +1407,7 @@ pub struct History {
     pub fifo_slack_ns: u64,
     /// Whether a reader's fence must *equal* the newest writer's before it where nothing else
     /// can have drawn a fence in between (see
-    /// [`check_reader_fences`](Self::check_reader_fences)): engines whose readers read the
+    /// `check_reader_fences`): engines whose readers read the
     /// last writer's record (ZooKeeper, etcd). Off for Redis, whose readers get the fence
     /// counter lifted to the server clock (µs): only the bounds hold there.
     pub exact_reader_fences: bool,

@@ -9,3 +9,4 @@ pub mod conformance;
 pub mod errors;
 pub mod harness;
 pub mod history;
+pub mod partition;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{EtcdCluster, EtcdOptions, EtcdServer, ProxyMode, TcpProxy};
+use leasehold_tests::partition::{cut_off, CutOff};
 use tokio::time::Instant;
 
 async fn locker(endpoints: &[String], ttl: Duration) -> Locker {
@@ -540,36 +541,11 @@ async fn a_ttl_granted_longer_than_asked_keeps_the_bound_asked() {
     tokio::time::sleep(asked * 2).await;
     assert!(first.is_held());
     assert!(other.lock("k").try_acquire().await.unwrap().is_none());
-    let fence = first.fence();
-    proxy.set_mode(ProxyMode::Stall);
-    let at = Instant::now();
-    let watched = first.clone();
-    let lost = tokio::spawn(async move {
-        watched.lost().await;
-        at.elapsed()
-    });
-    let next = other
-        .lock("k")
-        .wait(Duration::from_secs(15))
-        .acquire()
-        .await
-        .expect("the lock never came free while its holder was cut off");
-    // Read at once, on the clock both guards are judged by: the other holds the lock now.
-    let taken = at.elapsed();
-    let still_held = first.is_held();
-    let lost_by_then = tokio::time::timeout(Duration::ZERO, first.lost())
-        .await
-        .is_ok();
-    assert!(next.fence() > fence);
-    assert!(
-        !still_held && lost_by_then,
-        "two holders: another process holds the lock {taken:?} into the partition, and the \
-         cut-off guard still trusts its lease (held: {still_held}, lost: {lost_by_then})"
-    );
-    let noticed = tokio::time::timeout(Duration::from_secs(10), lost)
-        .await
-        .expect("lost() never resolved")
-        .unwrap();
+    let CutOff {
+        taken,
+        noticed,
+        next,
+    } = cut_off(first, &proxy, &other, "k").await;
     // etcd kept the key for the TTL it granted, not the one asked: keep-alives went every
     // third of the TTL asked, so the last one reached etcd about that long before the cut
     // (half a TTL asked of slack for a late one on a busy machine).

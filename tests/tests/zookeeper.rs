@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{ProxyMode, TcpProxy, ZkEnsemble, ZkOptions, ZkServer};
+use leasehold_tests::partition::{cut_off, CutOff};
 use tokio::time::Instant;
 
 async fn locker(hosts: &str, session: Duration) -> Locker {
@@ -266,36 +267,11 @@ async fn a_lease_never_outlives_the_session_the_server_granted() {
             .await
             .unwrap(),
     );
-    let fence = first.fence();
-    proxy.set_mode(ProxyMode::Stall);
-    let at = Instant::now();
-    let watched = first.clone();
-    let lost = tokio::spawn(async move {
-        watched.lost().await;
-        at.elapsed()
-    });
-    let next = other
-        .lock("capped")
-        .wait(Duration::from_secs(15))
-        .acquire()
-        .await
-        .expect("the lock never came free while its holder was cut off");
-    // Read at once, on the clock both guards are judged by: the other holds the lock now.
-    let taken = at.elapsed();
-    let still_held = first.is_held();
-    let lost_by_then = tokio::time::timeout(Duration::ZERO, first.lost())
-        .await
-        .is_ok();
-    assert!(next.fence() > fence);
-    assert!(
-        !still_held && lost_by_then,
-        "two holders: another process holds the lock {taken:?} into the partition, and the \
-         cut-off guard still trusts its lease (held: {still_held}, lost: {lost_by_then})"
-    );
-    let noticed = tokio::time::timeout(Duration::from_secs(10), lost)
-        .await
-        .expect("lost() never resolved")
-        .unwrap();
+    let CutOff {
+        taken,
+        noticed,
+        next,
+    } = cut_off(first, &proxy, &other, "capped").await;
     eprintln!("cut off at 0: the holder lost its lease at {noticed:?}, another held at {taken:?}");
     next.release().await.unwrap();
 }
