@@ -137,19 +137,28 @@ impl RedisStore {
     }
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
-        // Recorded before sending: an acquire dropped before its answer may have queued us.
-        let waits_as_process = !req.interest.is_zero() && req.contender.is_none();
-        if waits_as_process {
-            self.queued_set().insert(req.keys.lock().to_owned());
-        }
-        let attempt = match self.take_free_unfenced(req).await? {
-            Some(granted) => granted,
-            None => self.core.request_each(AcquireItem::new(req)).await?,
+        let answer = match self.take_free_unfenced(req).await {
+            Ok(Some(granted)) => Ok(granted),
+            Ok(None) => self.core.request_each(AcquireItem::new(req)).await,
+            Err(e) => Err(e),
         };
-        if waits_as_process && matches!(attempt, Attempt::Granted { .. }) {
-            // The grant took us out of the queue (acquire.lua).
-            self.queued_set().remove(req.keys.lock());
+        // Recorded from the answer (an acquire dropped before it goes on until it comes, and
+        // its clean-up, which withdraws, waits for it): a taken lock queued us (acquire.lua),
+        // and a failed call may have. A free lock costs no bookkeeping.
+        if !req.interest.is_zero() && req.contender.is_none() {
+            match &answer {
+                Ok(Attempt::Granted { .. }) => {
+                    if req.queued {
+                        // The grant took us out of the queue (acquire.lua).
+                        self.queued_set().remove(req.keys.lock());
+                    }
+                }
+                Ok(Attempt::Held { .. }) | Err(_) => {
+                    self.queued_set().insert(req.keys.lock().to_owned());
+                }
+            }
         }
+        let attempt = answer?;
         #[cfg(feature = "sentinel")]
         if let Attempt::Granted { .. } = attempt {
             if self.min_replicas > 0 {
