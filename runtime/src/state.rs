@@ -100,6 +100,16 @@ impl Inner {
                 settles.wait().await;
             }
             let _ = inner.store.end_share(&keys, &token, share).await;
+            // A waiter for several permits left its queue when it stopped (semaphore.rs), but
+            // the answered call may have queued it again: leave once more, after it.
+            if let Share::Permits {
+                count,
+                waiter: Some(waiter),
+                ..
+            } = share
+            {
+                inner.store.withdraw_permits(&keys, waiter.name, count);
+            }
         });
         // Without a background task the lease runs out on its own.
         let _ = self.send_job(job);
