@@ -371,6 +371,120 @@ impl Engine {
         true
     }
 
+    /// Cuts every connection to the lock servers and refuses new ones, as a network that
+    /// resets them would, until [`heal`](Self::heal). False (and nothing done) for memory.
+    #[must_use = "false means the engine has no server to cut off"]
+    pub fn cut(&self) -> bool {
+        self.set_mode(ProxyMode::Cut)
+    }
+
+    /// What [`restart`](Self::restart) can do on this engine: `(empty, from_data)`. A Redis
+    /// server restarts either way (from its last [`snapshot`](Self::snapshot)); ZooKeeper,
+    /// etcd and PostgreSQL keep their data by design and restart only from it; a Redis
+    /// Cluster node, whose cluster state lives beside its data, and memory do not restart.
+    pub fn restarts(&self) -> (bool, bool) {
+        match &self.servers {
+            Servers::Single(_) | Servers::RedLock(_) | Servers::Sentinel(_) => (true, true),
+            Servers::ZooKeeper(_) | Servers::Etcd(_) | Servers::Etcd3(_) | Servers::Postgres(_) => {
+                (false, true)
+            }
+            Servers::Cluster(_) | Servers::Memory(_) => (false, false),
+        }
+    }
+
+    /// Whether a restart of this engine may lose or roll back locks (Redis restarted empty or
+    /// from an older snapshot): exclusion then holds only for locks taken after it, and
+    /// fences are what protect the resource.
+    pub fn restart_loses_locks(&self, from_data: bool) -> bool {
+        match &self.servers {
+            Servers::Single(_) | Servers::Sentinel(_) => true,
+            // One node of three: the majority still holds every lock.
+            Servers::RedLock(_) => false,
+            _ => !from_data,
+        }
+    }
+
+    /// Takes a snapshot of every Redis lock server's data (`SAVE`), for a later
+    /// [`restart`](Self::restart) from data to come back to. False (and nothing done) on
+    /// other engines.
+    pub async fn snapshot(&self) -> bool {
+        let servers: Vec<&RedisServer> = match &self.servers {
+            Servers::Single(server) => vec![server],
+            Servers::RedLock(servers) => servers.iter().take(1).collect(),
+            Servers::Sentinel(setup) => vec![setup.master()],
+            _ => return false,
+        };
+        for server in servers {
+            let mut conn = server.conn().await;
+            let saved: redis::RedisResult<()> = redis::cmd("SAVE").query_async(&mut conn).await;
+            saved.unwrap_or_else(|e| panic!("SAVE on {}: {e}", server.addr()));
+        }
+        true
+    }
+
+    /// Restarts the lock server (SIGKILL, then start on the same port) and waits until it
+    /// serves: empty, or from its data (Redis: its last [`snapshot`](Self::snapshot)). On
+    /// RedLock and a 3-member etcd cluster one server of the three. Connections made before
+    /// are broken. False (and nothing done) where [`restarts`](Self::restarts) says no.
+    pub async fn restart(&self, from_data: bool) -> bool {
+        let (empty, data) = self.restarts();
+        if !(if from_data { data } else { empty }) {
+            return false;
+        }
+        async fn redis(server: &RedisServer, from_data: bool) {
+            if from_data {
+                server.restart_from_disk().await
+            } else {
+                server.restart().await
+            }
+        }
+        match &self.servers {
+            Servers::Single(server) => redis(server, from_data).await,
+            Servers::RedLock(servers) => redis(&servers[0], from_data).await,
+            Servers::Sentinel(setup) => redis(setup.master(), from_data).await,
+            Servers::ZooKeeper(server) => server.restart().await,
+            Servers::Etcd(server) => server.restart().await,
+            Servers::Etcd3(cluster) => cluster.members()[0].restart().await,
+            Servers::Postgres(server) => server.restart().await,
+            Servers::Cluster(_) | Servers::Memory(_) => return false,
+        }
+        true
+    }
+
+    /// A new in-memory locker with its own store (memory), or a builder for a new client of
+    /// the engine, with `prefix` instead of [`PREFIX`]: a run that wants a namespace of its
+    /// own on a shared engine.
+    pub async fn locker_with_prefix(&self, prefix: &str) -> Locker {
+        let builder = self.builder().prefix(prefix);
+        if let Servers::Memory(_) = &self.servers {
+            return builder
+                .build_in_memory()
+                .expect("the suite's options are valid");
+        }
+        builder
+            .build()
+            .await
+            .unwrap_or_else(|e| panic!("cannot build a locker on the {} engine: {e}", self.kind))
+    }
+
+    /// The addresses of the lock servers themselves, not their proxies, for a test that
+    /// reads what the engine stores: every Redis node (RedLock's three, the Cluster's
+    /// masters, Sentinel's master), the ZooKeeper server, every etcd member, the PostgreSQL
+    /// server; none for memory.
+    pub fn server_addrs(&self) -> Vec<std::net::SocketAddr> {
+        match &self.servers {
+            Servers::Single(server) => vec![server.addr()],
+            Servers::RedLock(servers) => servers.iter().map(RedisServer::addr).collect(),
+            Servers::Cluster(cluster) => cluster.nodes().iter().map(RedisServer::addr).collect(),
+            Servers::Sentinel(setup) => vec![setup.master().addr()],
+            Servers::ZooKeeper(server) => vec![server.addr()],
+            Servers::Etcd(server) => vec![server.addr()],
+            Servers::Etcd3(cluster) => cluster.members().iter().map(EtcdServer::addr).collect(),
+            Servers::Postgres(server) => vec![server.addr()],
+            Servers::Memory(_) => Vec::new(),
+        }
+    }
+
     fn proxy_urls(&self) -> Vec<String> {
         self.proxies.iter().map(TcpProxy::url).collect()
     }

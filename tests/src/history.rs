@@ -38,8 +38,8 @@
 //! | event | fields | meaning |
 //! | --- | --- | --- |
 //! | `start` | id pid lease_ms wait_ms op_ms \[tasks fair\] | the worker's settings (fair 1/0) |
-//! | `inv` | hold keys \[mode\] | acquire invoked; keys comma-separated (one, or a `lock_all`'s as named), each as [`encode_key`] writes it; mode `x` exclusive (the default), `r` read side, `w` write side |
-//! | `ok` | hold fence validity_us \[fences\] | acquire returned a guard (fence: of the first key); its validity budget; for several keys, each key's fence, comma-separated, in the keys' order |
+//! | `inv` | hold keys \[mode\] | acquire invoked; keys comma-separated (one, or a `lock_all`'s as named), each as [`encode_key`] writes it; mode `x` exclusive (the default), `r` read side, `w` write side, `pN` N permits of a semaphore (a `sem` worker's holds take 1 without it) |
+//! | `ok` | hold fence validity_us \[fences\] | acquire returned a guard (fence: of the first key; `-` for an unfenced lock, which has none); its validity budget; for several keys, each key's fence, comma-separated, in the keys' order |
 //! | `sem` | permits | the worker takes permits of semaphores of this many, not locks (`--permits`) |
 //! | `ldr` | | the worker campaigns for leader elections named by the keys, not locks (`--leader`); a hold is a leadership, its fence the term |
 //! | `aerr` | hold code | acquire failed (`lock_busy`, `lock_unavailable`, ...; `hung` when the worker gave up on it past its bound) |
@@ -1262,6 +1262,11 @@ pub struct Hold {
     /// The read side of a read-write lock (`read_lock`); otherwise the hold excludes
     /// everyone on each of its keys (`lock`, `write_lock`, `lock_all`).
     pub shared: bool,
+    /// An unfenced lock (`ok` with fence `-`): it excludes like any lock, but has no fence
+    /// for the fence rules to judge (its `ok` and `key_fences` carry 0).
+    pub unfenced: bool,
+    /// The permits a semaphore hold asked for (`inv` mode `pN`); 1 when not said.
+    pub permits: u32,
     /// When acquire was invoked.
     pub inv: u64,
     /// When acquire returned a guard, and its fence (of the first key, for a multi-key hold).
@@ -1462,9 +1467,17 @@ impl History {
                                 .split(',')
                                 .map(decode_key)
                                 .collect();
+                            let mut permits = 1;
                             let shared = match fields.get(4) {
                                 None | Some(&"x") | Some(&"w") => false,
                                 Some(&"r") => true,
+                                Some(mode) if mode.starts_with('p') => {
+                                    match mode[1..].parse::<u32>() {
+                                        Ok(n) if n > 0 => permits = n,
+                                        _ => history.garbage += 1,
+                                    }
+                                    false
+                                }
                                 Some(_) => {
                                     history.garbage += 1;
                                     false
@@ -1477,6 +1490,7 @@ impl History {
                                 key: keys[0].clone(),
                                 keys,
                                 shared,
+                                permits,
                                 inv: t,
                                 ..Hold::default()
                             });
@@ -1489,6 +1503,11 @@ impl History {
                         let hold = &mut history.holds[i];
                         let flag = fields.get(3) == Some(&"1");
                         match event {
+                            "ok" if fields.get(3) == Some(&"-") => {
+                                hold.ok = Some((t, 0));
+                                hold.unfenced = true;
+                                hold.key_fences = vec![0; hold.keys.len()];
+                            }
                             "ok" => {
                                 hold.ok = num(3).map(|f| (t, f));
                                 hold.key_fences = match fields.get(5) {
@@ -1732,6 +1751,13 @@ impl History {
     /// came first after it. Readers are judged against the writers' grant order, more
     /// finely, by [`check_reader_fences`](Self::check_reader_fences).
     fn check_fences(&self, counter: &str, entries: &[Entry<'_>], r: &mut Report) {
+        // Unfenced holds exclude (see `check_overlap`) but have no fence to judge.
+        let fenced: Vec<Entry<'_>> = entries
+            .iter()
+            .filter(|e| !e.hold.unfenced)
+            .copied()
+            .collect();
+        let entries = &fenced[..];
         let mut seen: HashMap<u64, &str> = HashMap::new();
         for e in entries.iter().filter(|e| !e.hold.shared) {
             if let Some(other) = seen.insert(e.fence, &e.hold.id) {
@@ -1823,36 +1849,38 @@ impl History {
         }
     }
 
-    /// No more holders of a semaphore's permits than it has, at any instant: each holder's
+    /// No more of a semaphore's permits held than it has, at any instant: each holder's
     /// window is the span of its proven belief (as in [`check_overlap`](Self::check_overlap)),
-    /// and the windows are swept in time order. Workers that disagree on the limit are judged
-    /// by the smallest.
+    /// counting the permits it asked for (`inv` mode `pN`, else 1), and the windows are swept
+    /// in time order. Workers that disagree on the limit are judged by the smallest.
     fn check_permits(&self, key: &str, permits: u32, holds: &[&Hold], r: &mut Report) {
-        let mut edges: Vec<(u64, bool, &str)> = Vec::new(); // (time, ends, hold)
+        let mut edges: Vec<(u64, bool, &str, u32)> = Vec::new(); // (time, ends, hold, permits)
         for h in holds {
             if let (Some(start), Some(end)) = (h.first_true, h.last_true) {
-                edges.push((start, false, h.id.as_str()));
+                let n = h.permits.max(1);
+                edges.push((start, false, h.id.as_str(), n));
                 // Belief up to and including `end`: it ends just after.
-                edges.push((end + 1, true, h.id.as_str()));
+                edges.push((end + 1, true, h.id.as_str(), n));
             }
         }
         // Ends before starts at one instant: a window [a, b] and one from b + 1 do not meet.
-        edges.sort_by_key(|&(t, ends, _)| (t, !ends));
-        let mut inside: Vec<&str> = Vec::new();
-        for (t, ends, id) in edges {
+        edges.sort_by_key(|&(t, ends, _, _)| (t, !ends));
+        let mut inside: Vec<(&str, u32)> = Vec::new();
+        for (t, ends, id, n) in edges {
             if ends {
-                inside.retain(|&other| other != id);
+                inside.retain(|&(other, _)| other != id);
                 continue;
             }
-            inside.push(id);
+            inside.push((id, n));
             r.most_permit_holders = r.most_permit_holders.max(inside.len());
-            if inside.len() > permits as usize {
+            let taken: u32 = inside.iter().map(|&(_, n)| n).sum();
+            if taken > permits {
+                let who: Vec<String> = inside.iter().map(|(id, n)| format!("{id} ({n})")).collect();
                 r.violation(
                     Rule::Permits,
                     format!(
-                        "{} holders of the {permits} permits of `{key}` at {t}: {}",
-                        inside.len(),
-                        inside.join(", ")
+                        "{taken} of the {permits} permits of `{key}` held at {t}: {}",
+                        who.join(", ")
                     ),
                 );
             }
@@ -1864,7 +1892,7 @@ impl History {
     /// on each of its keys, with that key's fence.
     fn check_stale_writes(&self, key: &str, entries: &[Entry<'_>], r: &mut Report) {
         let mut accepted: Vec<(u64, u64, u64, &str)> = Vec::new(); // (inv, done, fence, id)
-        for e in entries {
+        for e in entries.iter().filter(|e| !e.hold.unfenced) {
             for w in &e.hold.writes {
                 if let Some((done, Some(true))) = w.outcome {
                     accepted.push((w.inv, done, e.fence, e.hold.id.as_str()));
@@ -1915,7 +1943,7 @@ impl History {
     fn check_reader_fences(&self, key: &str, entries: &[Entry<'_>], r: &mut Report) {
         let mut writers: Vec<(u64, u64, &Hold)> = entries
             .iter()
-            .filter(|e| !e.hold.shared)
+            .filter(|e| !e.hold.shared && !e.hold.unfenced)
             .filter_map(|e| Some((e.hold.ok?.0, e.fence, e.hold)))
             .collect();
         if entries.iter().all(|e| !e.hold.shared) {
