@@ -10,3 +10,4 @@ pub mod errors;
 pub mod harness;
 pub mod history;
 pub mod partition;
+pub mod polls;

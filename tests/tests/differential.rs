@@ -48,12 +48,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use leasehold::{LockError, Locker};
 use leasehold_tests::conformance::{Engine, EngineKind, OP_TIMEOUT};
 use leasehold_tests::history::{encode_key, monotonic_ns, History, Rule};
+use leasehold_tests::polls::for_polls;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use tokio::time::{sleep, sleep_until, Instant};
@@ -633,32 +633,6 @@ fn acquire<'a>(locker: &'a Locker, op: &Op) -> Acquiring<'a> {
     }
 }
 
-/// `fut`, dropped after its `polls`-th poll if it has not finished by then: `None` then.
-struct DropAfter<F> {
-    fut: Option<F>,
-    polls_left: usize,
-}
-
-impl<F: Future + Unpin> Future for DropAfter<F> {
-    type Output = Option<F::Output>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(fut) = self.fut.as_mut() else {
-            return Poll::Ready(None);
-        };
-        if let Poll::Ready(out) = Pin::new(fut).poll(cx) {
-            self.fut = None;
-            return Poll::Ready(Some(out));
-        }
-        self.polls_left -= 1;
-        if self.polls_left == 0 {
-            self.fut = None; // the cancellation under test
-            return Poll::Ready(None);
-        }
-        Poll::Pending
-    }
-}
-
 /// The worker (history log) of an operation of process `proc`.
 fn worker_of(op: &Op) -> usize {
     op.proc * 3
@@ -694,13 +668,7 @@ async fn run_op(locker: Locker, op: Op, index: usize, logs: Arc<Logs>) -> Record
     );
     let acquiring = acquire(&locker, &op);
     let result = match op.exit {
-        Exit::Cancel(polls) => {
-            DropAfter {
-                fut: Some(acquiring),
-                polls_left: polls as usize,
-            }
-            .await
-        }
+        Exit::Cancel(polls) => for_polls(polls as usize, acquiring).await,
         _ => Some(acquiring.await),
     };
     record.answered = monotonic_ns();

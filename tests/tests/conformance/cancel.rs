@@ -4,13 +4,11 @@
 //! the drop may still land in the engine (another pooled connection, a slow server): whatever
 //! it took must be given back after it landed, not before.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use leasehold::Locker;
 use leasehold_tests::conformance::{Engine, OP_TIMEOUT};
+use leasehold_tests::polls::for_polls;
 use tokio::time::Instant;
 
 use super::support::{CONTENDER_WAIT, HANDOVER, LONG_LEASE};
@@ -26,42 +24,6 @@ const MOST_POLLS: usize = 400;
 
 /// How long the dropped waiters wait: short, so that the loop over their polls ends soon.
 const WAITER_WAIT: Duration = Duration::from_millis(1500);
-
-/// `fut`, dropped after its `polls`-th poll if it has not finished by then.
-struct DropAfter<F> {
-    fut: Option<Pin<Box<F>>>,
-    polls_left: usize,
-}
-
-impl<F: Future> Future for DropAfter<F> {
-    type Output = Option<F::Output>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(fut) = self.fut.as_mut() else {
-            return Poll::Ready(None);
-        };
-        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
-            self.fut = None;
-            return Poll::Ready(Some(out));
-        }
-        self.polls_left -= 1;
-        if self.polls_left == 0 {
-            self.fut = None; // the drop under test
-            return Poll::Ready(None);
-        }
-        Poll::Pending
-    }
-}
-
-/// Runs `fut` for at most `polls` polls: `Some(output)` if it finished, `None` if it was
-/// dropped unfinished.
-async fn for_polls<F: Future>(polls: usize, fut: F) -> Option<F::Output> {
-    DropAfter {
-        fut: Some(Box::pin(fut)),
-        polls_left: polls,
-    }
-    .await
-}
 
 /// Fails unless `other` takes `key` within [`FREED_WITHIN`] (and gives it back).
 async fn assert_free(other: &Locker, key: &str, what: &str) {
