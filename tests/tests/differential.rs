@@ -1016,7 +1016,8 @@ struct Figures {
     longest_gap_ms: u64,
 }
 
-fn ms(d: Duration) -> u64 {
+/// `d` in nanoseconds, the unit of the trace's times.
+fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
 }
 
@@ -1032,7 +1033,7 @@ fn free_by(op: &Op, r: &Record) -> u64 {
     let mut end = match r.let_go {
         Some(t) => {
             let t = if matches!(op.exit, Exit::Drop | Exit::Panic) {
-                t + ms(RELEASE_SLACK)
+                t + ns(RELEASE_SLACK)
             } else {
                 t
             };
@@ -1071,9 +1072,7 @@ fn judge(
         let op = &ops[r.op];
         let entry = by_kind.entry(op.prim.kind()).or_default();
         match &r.outcome {
-            Outcome::Refused(message) if invalid(op) => {
-                let _ = message;
-            }
+            Outcome::Refused(_) if invalid(op) => {}
             _ if invalid(op) => judged.failures.push(format!(
                 "op {} ({:?}, lease {} ms, watchdog {}) is a request no engine may take, but it \
                  was not refused: {:?}",
@@ -1114,7 +1113,7 @@ fn judge(
     let near_fault = |from: u64, to: u64| {
         windows
             .iter()
-            .any(|w| from <= w.end + ms(RECOVERY) && to + ms(GAP) >= w.start)
+            .any(|w| from <= w.end + ns(RECOVERY) && to + ns(GAP) >= w.start)
     };
 
     // Safety, by the history checker. Locks that a restart may have lost (Redis restarted
@@ -1189,7 +1188,7 @@ fn judge(
         let allowed = match op.how {
             // Nothing in the way at all while it asked.
             How::Try => to - from,
-            How::Acquire(_) => ms(GAP),
+            How::Acquire(_) => ns(GAP),
         };
         judged.figures.longest_gap_ms = judged.figures.longest_gap_ms.max(gap.0 / 1_000_000);
         if gap.0 > allowed || (op.how == How::Try && gap.0 >= to - from && to > from) {
@@ -1278,7 +1277,7 @@ fn reasons_for(ops: &[Op], records: &[Record], x: &Record) -> Vec<Reason> {
         };
         match &y.outcome {
             Outcome::Granted => {
-                let from = y.inv.max(y.answered.saturating_sub(ms(GRANT_LEAD)));
+                let from = y.inv.max(y.answered.saturating_sub(ns(GRANT_LEAD)));
                 reasons.push(Reason {
                     from,
                     until: free_by(b, y),
@@ -1297,7 +1296,7 @@ fn reasons_for(ops: &[Op], records: &[Record], x: &Record) -> Vec<Reason> {
             // A call that may still land, then be given back.
             Outcome::Cancelled | Outcome::Failed(_) => reasons.push(Reason {
                 from: y.inv,
-                until: y.answered + ms(OP_TIMEOUT) + ms(RELEASE_SLACK),
+                until: y.answered + ns(OP_TIMEOUT) + ns(RELEASE_SLACK),
                 op: y.op,
                 permits,
             }),
@@ -1400,9 +1399,9 @@ async fn end_state(
     for r in records {
         let op = &schedule.ops[r.op];
         let until = match r.outcome {
-            Outcome::Granted => free_by(op, r).max(r.let_go.unwrap_or(0) + ms(RELEASE_SLACK)),
+            Outcome::Granted => free_by(op, r).max(r.let_go.unwrap_or(0) + ns(RELEASE_SLACK)),
             Outcome::Cancelled | Outcome::Failed(_) => {
-                r.answered + ms(OP_TIMEOUT) + ms(RELEASE_SLACK)
+                r.answered + ns(OP_TIMEOUT) + ns(RELEASE_SLACK)
             }
             _ => 0,
         };
@@ -1411,7 +1410,7 @@ async fn end_state(
     for w in windows {
         // Leases restored from a snapshot run out; sessions and leases of the old connections
         // (4 s on ZooKeeper and etcd) end.
-        settle = settle.max(w.end + ms(RECOVERY));
+        settle = settle.max(w.end + ns(RECOVERY));
     }
     let now = monotonic_ns();
     if settle > now {
@@ -1489,16 +1488,24 @@ async fn end_state(
     // Nothing left in the store but the records kept by design (fence counters). Records that
     // go away by themselves soon after (a handover mark, an empty ZooKeeper container) get
     // two seconds.
-    let mut left = leftovers(engine, prefix).await;
+    let mut left = bounded_leftovers(engine, prefix).await;
     let deadline = Instant::now() + Duration::from_secs(2);
     while !left.is_empty() && Instant::now() < deadline {
         sleep(Duration::from_millis(200)).await;
-        left = leftovers(engine, prefix).await;
+        left = bounded_leftovers(engine, prefix).await;
     }
     for record in left {
         failures.push(format!("end state: left in the store: {record}"));
     }
     judged.failures.extend(failures);
+}
+
+/// [`leftovers`], within 20 s (a server that accepts but never answers must fail the run,
+/// not hang it).
+async fn bounded_leftovers(engine: &Engine, prefix: &str) -> Vec<String> {
+    tokio::time::timeout(Duration::from_secs(20), leftovers(engine, prefix))
+        .await
+        .unwrap_or_else(|_| vec!["the store did not answer the listing within 20 s".to_owned()])
 }
 
 /// What the engine still stores under `prefix` beyond the records it keeps by design: fence
