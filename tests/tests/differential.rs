@@ -10,6 +10,9 @@
 //! acquire cancelled after N polls); a wait that runs out gives `Busy`. Between the
 //! operations come faults where the engine has them: every connection stalled or cut through
 //! the harness's proxies, a snapshot, the lock server restarted empty or from its data.
+//! Schedules come in [`Family`]s: the general mix, and three bent towards the interplay that
+//! hides bugs (readers and writers of one key, cancelled acquires with long leases, holds
+//! around restarts), so that a bug needing one coincidence turns up in tens of schedules.
 //!
 //! Each run is judged three ways:
 //! - **safety**, by the history checker (`leasehold_tests::history`): no two exclusive holders,
@@ -21,7 +24,9 @@
 //!   but for gaps of at most [`GAP`]: a conflicting holder (from the moment its grant may have
 //!   happened to the moment it surely let go: its release returned, its lease ran out, its
 //!   `hold_at_least` ended), a waiting writer (for readers), an earlier waiter (for fair
-//!   locks, permits and campaigns), or a cancelled or failed call that may still have landed
+//!   locks, permits and campaigns, and for exclusive requests of one process, which wait in
+//!   its local line: in memory, all processes are one), or a cancelled or failed call that
+//!   may still have landed
 //!   (for the operation timeout). So nobody waits behind a holder that has left, whatever
 //!   the scheduling noise: the model judges the times the engine really produced, and [`GAP`]
 //!   is the stated tolerance for a handover. Waits that overlap a fault (plus [`RECOVERY`])

@@ -79,10 +79,12 @@
 //! the keys attached to the lease (one `LeaseTimeToLive` call) and deletes every contender key
 //! that none of its attempts in flight, waiters or holders knows (a transaction that checks
 //! the key is still on our lease). An attempt's key is known from before its put is sent
-//! until it is recorded as waiting or held, so the sweep never takes a live key. Bound: a key
-//! of an abandoned attempt that lands late is deleted within `ORPHAN_SWEEP` + `op_timeout`
-//! of landing (longer only while etcd does not answer), or with the lease when the session
-//! ends; a locker that never abandoned an attempt never sweeps.
+//! until it is recorded as waiting or held, and a held key until its release's delete is
+//! answered, so the sweep never takes a live key (nor one under release, whose release would
+//! then report `Lost`). Bound: a key of an abandoned attempt that lands late is deleted
+//! within `ORPHAN_SWEEP` + `op_timeout` of landing (longer only while etcd does not answer),
+//! or with the lease when the session ends; a locker that never abandoned an attempt never
+//! sweeps.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -825,6 +827,17 @@ impl EtcdStore {
         token: &OwnerToken,
         key: fn(&LockKeys, &OwnerToken) -> String,
     ) -> Result<bool, LockError> {
+        // Known to the orphan sweep until the delete is answered: once forgotten as held and
+        // not yet deleted, the key would look like an orphan to a sweep listing the lease
+        // meanwhile, whose delete could overtake ours and make this release report `Lost`.
+        let key_held = self
+            .contenders
+            .lock()
+            .unwrap()
+            .held
+            .get(token)
+            .map(|c| c.key.clone());
+        let _releasing = key_held.map(|k| InFlight::new(&self.contenders, k));
         let held = self.contenders.lock().unwrap().held.remove(token);
         let Some(mine) = held else {
             // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
@@ -1371,6 +1384,10 @@ async fn sweep(
                 .collect()
         };
         for key in orphans {
+            tracing::debug!(
+                key = %key,
+                "an orphan candidate: no attempt, waiter or holder of this process knows it"
+            );
             // Only while it is still on our lease: never a key another process made since.
             let txn = etcd::Txn::new()
                 .when([etcd::Compare::lease(
