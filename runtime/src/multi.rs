@@ -9,7 +9,10 @@
 //! the same order, so no cycle of waits can form. `wait` bounds the whole acquisition; when a
 //! key cannot be had in time, or the call is cancelled, the keys taken so far are released at
 //! once. The [`MultiGuard`] renews every key's lease with the watchdog and counts as lost as
-//! soon as any key is.
+//! soon as any key is. Without the watchdog each key's lease counts from its own grant, so a
+//! key taken early may run out while a later one is awaited: the call then gives every key
+//! back and starts again while the wait lasts, and never returns a guard with a key already
+//! lost.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -88,7 +91,9 @@ impl MultiLockRequest<'_> {
     }
 
     /// Takes every key, waiting up to `wait` in all. Dropping the returned future at any
-    /// point releases the keys taken so far and leaves no renewal behind.
+    /// point releases the keys taken so far and leaves no renewal behind. Without the
+    /// watchdog, a key whose lease ran out while a later key was awaited is taken again (all
+    /// keys are given back and the call starts over): the guard returned holds every key.
     ///
     /// # Errors
     /// [`LockError::InvalidKey`] for an empty list or a bad key (before any key is taken),
@@ -113,31 +118,42 @@ impl MultiLockRequest<'_> {
         {
             return Ok(MultiGuard { guards });
         }
-        let mut guards: Vec<LockGuard> = Vec::with_capacity(keys.len());
-        for key in keys {
-            let mut request = self
-                .locker
-                .lock(key)
-                .wait(deadline.saturating_duration_since(Instant::now()));
-            if let Some(lease) = self.lease {
-                request = request.lease(lease);
-            }
-            if let Some(on) = self.watchdog {
-                request = request.watchdog(on);
-            }
-            match request.acquire().await {
-                Ok(guard) => guards.push(guard),
-                Err(e) => {
-                    // Newest first, so that a waiter of an earlier key does not get it only to
-                    // wait on a later one this call still holds.
-                    for guard in guards.into_iter().rev() {
-                        let _ = guard.release().await;
+        loop {
+            let mut guards: Vec<LockGuard> = Vec::with_capacity(keys.len());
+            for key in &keys {
+                let mut request = self
+                    .locker
+                    .lock(key.clone())
+                    .wait(deadline.saturating_duration_since(Instant::now()));
+                if let Some(lease) = self.lease {
+                    request = request.lease(lease);
+                }
+                if let Some(on) = self.watchdog {
+                    request = request.watchdog(on);
+                }
+                match request.acquire().await {
+                    Ok(guard) => guards.push(guard),
+                    Err(e) => {
+                        give_back(guards).await;
+                        return Err(e);
                     }
-                    return Err(e);
                 }
             }
+            // Without the watchdog an earlier key's lease runs while a later key is awaited,
+            // and may have run out (another holder may have the key by now): such a guard
+            // must never be handed out as holding every key. Give all back and try again
+            // while the wait lasts.
+            if guards.iter().all(LockGuard::is_held) {
+                return Ok(MultiGuard { guards });
+            }
+            give_back(guards).await;
+            if Instant::now() >= deadline {
+                return Err(LockError::Busy { retry_after: None });
+            }
+            tracing::debug!(
+                "an earlier key's lease ran out while a later key was awaited; trying again"
+            );
         }
-        Ok(MultiGuard { guards })
     }
 
     /// Takes every key if all are free right now; `Ok(None)` when one is not (the others
@@ -152,6 +168,14 @@ impl MultiLockRequest<'_> {
             Err(LockError::Busy { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Releases the keys taken so far, newest first, so that a waiter of an earlier key does not
+/// get it only to wait on a later one this call still holds.
+async fn give_back(guards: Vec<LockGuard>) {
+    for guard in guards.into_iter().rev() {
+        let _ = guard.release().await;
     }
 }
 
@@ -364,6 +388,41 @@ mod tests {
             .expect("the unrenewed leases run out");
         assert!(!both.is_held());
         assert!(both.release().await.unwrap_err().is_lost());
+    }
+
+    /// Found by the differential test (issue 28): without the watchdog, a key taken early ran
+    /// out of lease while a later key was awaited, a reader took it, and `acquire` still
+    /// returned a guard "holding" every key, its fence for that key below the reader's.
+    #[tokio::test(start_paused = true)]
+    async fn a_key_whose_lease_ran_out_while_a_later_one_was_awaited_is_taken_again() {
+        let locker = Locker::in_memory();
+        let blocker = locker.lock("b").acquire().await.unwrap();
+        let all = {
+            let locker = locker.clone();
+            tokio::spawn(async move {
+                locker
+                    .lock_all(["a", "b"])
+                    .lease(Duration::from_millis(100))
+                    .watchdog(false)
+                    .wait(Duration::from_secs(5))
+                    .acquire()
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // `a`'s lease ran out meanwhile: a reader gets in.
+        let reader = locker.read_lock("a").try_acquire().await.unwrap();
+        let reader = reader.expect("a's lease ran out while b was awaited");
+        let reader_fence = reader.fence();
+        reader.release().await.unwrap();
+        blocker.release().await.unwrap();
+        let both = all.await.unwrap().unwrap();
+        assert!(
+            both.is_held(),
+            "lock_all handed out a guard with a key already lost"
+        );
+        assert!(both.fence("a").unwrap() > reader_fence);
+        both.release().await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

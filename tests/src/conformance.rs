@@ -404,6 +404,32 @@ impl Engine {
         }
     }
 
+    /// Whether [`failover`](Self::failover) does anything on this engine.
+    pub fn fails_over(&self) -> bool {
+        matches!(self.servers, Servers::Etcd3(_))
+    }
+
+    /// Forces a failover where the engine has one the suite can drive: on the 3-member etcd
+    /// cluster the leader is killed and started again from its data, so another member
+    /// leads (a leader change under the clients; no lock is lost). False (and nothing done)
+    /// elsewhere: the suite's Sentinel setup monitors its master through a proxy that a
+    /// promoted replica would not be behind (its failovers are scenario 9 and
+    /// `tests/sentinel.rs`), and a Cluster node keeps its cluster state beside its data.
+    pub async fn failover(&self) -> bool {
+        if !self.fails_over() {
+            return false;
+        }
+        match &self.servers {
+            Servers::Etcd3(cluster) => {
+                let leader = cluster.leader().await;
+                cluster.members()[leader].restart().await;
+                cluster.wait_until_serving().await;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Takes a snapshot of every Redis lock server's data (`SAVE`), for a later
     /// [`restart`](Self::restart) from data to come back to. False (and nothing done) on
     /// other engines.
