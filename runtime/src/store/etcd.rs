@@ -309,6 +309,26 @@ impl Drop for InFlight {
     }
 }
 
+/// Takes the key of `token`'s held lease out of the held ones for its release, and keeps it
+/// known to the orphan sweep (as in flight) until the returned guard drops, once the delete
+/// is answered: forgotten and not yet deleted, the key would look like an orphan to a sweep
+/// listing the lease meanwhile, whose delete could overtake the release's and make it
+/// report `Lost`. One step under the lock, so that no sweep sees the key unknown between the
+/// two.
+fn take_for_release(
+    contenders: &Arc<Mutex<Contenders>>,
+    token: &OwnerToken,
+) -> Option<(Contender, InFlight)> {
+    let mut known = contenders.lock().unwrap();
+    let mine = known.held.remove(token)?;
+    known.in_flight.insert(mine.key.clone());
+    let releasing = InFlight {
+        contenders: contenders.clone(),
+        key: mine.key.clone(),
+    };
+    Some((mine, releasing))
+}
+
 /// Asks the lease's keeper for a keep-alive sent from now on; answered once it is
 /// acknowledged, dropped when it is not.
 type Beat = oneshot::Sender<()>;
@@ -827,18 +847,7 @@ impl EtcdStore {
         token: &OwnerToken,
         key: fn(&LockKeys, &OwnerToken) -> String,
     ) -> Result<bool, LockError> {
-        // Known to the orphan sweep until the delete is answered: once forgotten as held and
-        // not yet deleted, the key would look like an orphan to a sweep listing the lease
-        // meanwhile, whose delete could overtake ours and make this release report `Lost`.
-        let key_held = self
-            .contenders
-            .lock()
-            .unwrap()
-            .held
-            .get(token)
-            .map(|c| c.key.clone());
-        let _releasing = key_held.map(|k| InFlight::new(&self.contenders, k));
-        let held = self.contenders.lock().unwrap().held.remove(token);
+        let (held, _releasing) = take_for_release(&self.contenders, token).unzip();
         let Some(mine) = held else {
             // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
             // answer came. Delete what that attempt may have created (its tag names it), until
@@ -1384,10 +1393,6 @@ async fn sweep(
                 .collect()
         };
         for key in orphans {
-            tracing::debug!(
-                key = %key,
-                "an orphan candidate: no attempt, waiter or holder of this process knows it"
-            );
             // Only while it is still on our lease: never a key another process made since.
             let txn = etcd::Txn::new()
                 .when([etcd::Compare::lease(
@@ -1814,6 +1819,34 @@ impl Admin for EtcdStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the differential test (issue 28): a key under release stays known to the
+    /// orphan sweep until the release's delete is answered.
+    #[test]
+    fn a_key_under_release_stays_known_to_the_sweep_until_the_delete_is_answered() {
+        let contenders = Arc::new(Mutex::new(Contenders::default()));
+        let token = OwnerToken::generate();
+        let key = "p:lock:{k}/0123456789abcdef".to_owned();
+        contenders.lock().unwrap().held.insert(
+            token.clone(),
+            Contender {
+                key: key.clone(),
+                revision: 7,
+                session: 1,
+                lease: 1,
+            },
+        );
+        let (mine, releasing) = take_for_release(&contenders, &token).expect("held");
+        assert_eq!(mine.key, key);
+        assert!(contenders.lock().unwrap().held.is_empty());
+        assert!(
+            contenders.lock().unwrap().knows(&key),
+            "a sweep now would take the key under release for an orphan"
+        );
+        drop(releasing);
+        assert!(!contenders.lock().unwrap().knows(&key));
+        assert!(take_for_release(&contenders, &token).is_none());
+    }
 
     fn parse(list: &[&str]) -> Result<Endpoints, String> {
         Endpoints::parse(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>())
