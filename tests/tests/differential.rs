@@ -42,8 +42,9 @@
 //!
 //! A failing schedule is shrunk by proptest and printed as a short program; paste it into
 //! [`regressions`] to replay it. `DIFF_CASES=N` schedules per engine (default
-//! [`DEFAULT_CASES`]), `DIFF_SEED=S` for another or the same sequence of schedules,
-//! `DIFF_SHRINK=N` shrink steps at most (default 24).
+//! [`DEFAULT_CASES`]), `DIFF_SEED=S` for another or the same sequence of schedules (every
+//! engine runs the same schedules, in the same order), `DIFF_SHRINK=N` shrink steps at most
+//! (default 24).
 //!
 //! `cargo test -p leasehold-tests --all-features --test differential` (one test per engine:
 //! `-- single`, `-- zookeeper`, ...).
@@ -510,7 +511,7 @@ fn fault_strategy(steps: RangeInclusive<u64>, restarts: u32) -> impl Strategy<Va
 }
 
 /// One family's schedules.
-fn family_strategy(family: Family, faults: bool) -> BoxedStrategy<Schedule> {
+fn family_strategy(family: Family) -> BoxedStrategy<Schedule> {
     (2usize..=3)
         .prop_flat_map(move |procs| {
             // Fewer operations where the interplay is narrow: a key busy all along hides it.
@@ -521,7 +522,7 @@ fn family_strategy(family: Family, faults: bool) -> BoxedStrategy<Schedule> {
             let ops = proptest::collection::vec(op_strategy(procs, Mix::of(family)), count);
             let faults = match family {
                 // Two in three schedules without faults: those judge liveness all along.
-                Family::Mixed if faults => prop_oneof![
+                Family::Mixed => prop_oneof![
                     2 => Just(Vec::new()),
                     1 => proptest::collection::vec(fault_strategy(1..=15, 2), 0..=2),
                 ]
@@ -541,17 +542,15 @@ fn family_strategy(family: Family, faults: bool) -> BoxedStrategy<Schedule> {
         .boxed()
 }
 
-/// Every family's schedules: on an engine without faults (memory), all but [`Family::Restarts`].
-fn schedule_strategy(faults: bool) -> impl Strategy<Value = Schedule> {
-    let mut families = vec![
-        (3, family_strategy(Family::Mixed, faults)),
-        (3, family_strategy(Family::ReadersAndWriters, faults)),
-        (2, family_strategy(Family::Cancellations, faults)),
-    ];
-    if faults {
-        families.push((2, family_strategy(Family::Restarts, faults)));
-    }
-    proptest::strategy::Union::new_weighted(families)
+/// Every family's schedules, the same for every engine: an engine without a fault (memory
+/// has none) skips it, and runs the rest of the schedule as it is.
+fn schedule_strategy() -> impl Strategy<Value = Schedule> {
+    proptest::strategy::Union::new_weighted(vec![
+        (3, family_strategy(Family::Mixed)),
+        (3, family_strategy(Family::ReadersAndWriters)),
+        (2, family_strategy(Family::Cancellations)),
+        (2, family_strategy(Family::Restarts)),
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1829,15 +1828,13 @@ fn env_number(name: &str) -> Option<u64> {
     )
 }
 
-/// The seed of an engine's schedules: `DIFF_SEED` (default 2811), mixed with the engine's
-/// name so that each engine sees its own schedules for one seed.
-fn seed_for(kind: EngineKind) -> (u64, [u8; 32]) {
+/// The seed of the schedules: `DIFF_SEED` (default 2811). Every engine setup runs the same
+/// schedules for one seed, in the same order: schedule N of one engine's run is schedule N of
+/// every other's, so a schedule one engine fails replays on the others as it is.
+fn seed() -> (u64, [u8; 32]) {
     let seed = env_number("DIFF_SEED").unwrap_or(2811);
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    for (i, b) in kind.name().bytes().enumerate() {
-        bytes[8 + i % 24] ^= b;
-    }
     (seed, bytes)
 }
 
@@ -1846,7 +1843,7 @@ fn differential(kind: EngineKind) {
     quiet_planned_panics();
     let cases = env_number("DIFF_CASES").map_or(DEFAULT_CASES, |n| n as u32);
     let shrink = env_number("DIFF_SHRINK").map_or(24, |n| n as u32);
-    let (seed, bytes) = seed_for(kind);
+    let (seed, bytes) = seed();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -1854,7 +1851,6 @@ fn differential(kind: EngineKind) {
         .expect("a runtime");
     let started = std::time::Instant::now();
     let engine = rt.block_on(Engine::start(kind));
-    let faults = kind != EngineKind::Memory;
     let config = Config {
         cases,
         max_shrink_iters: shrink,
@@ -1867,7 +1863,7 @@ fn differential(kind: EngineKind) {
     let runs = AtomicUsize::new(0);
     let first_failure = AtomicUsize::new(0);
     let first_why = Mutex::new(String::new());
-    let result = runner.run(&schedule_strategy(faults), |schedule| {
+    let result = runner.run(&schedule_strategy(), |schedule| {
         let run_no = runs.fetch_add(1, Ordering::Relaxed) + 1;
         let judged = rt.block_on(run(&engine, &schedule));
         let mut t = totals.lock().unwrap();
