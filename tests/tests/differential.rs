@@ -2,8 +2,9 @@
 //! judged by one model of what a lock does.
 //!
 //! A [`Schedule`] is a few processes (separate `Locker`s, each with its own connections and
-//! local queue; in memory, clones of one store) with two tasks each, and operations drawn from
-//! every primitive: `acquire` and `try_acquire` of exclusive, unfenced, fair, read and write
+//! local queue; in memory, clones of one locker, sharing its local queue) with two tasks each,
+//! and operations drawn from every primitive: `acquire` and `try_acquire` of exclusive,
+//! unfenced, fair, read and write
 //! locks, `lock_all`, semaphore permits (1 to 3 of 3), leader campaigns, singleton jobs
 //! (`hold_at_least`); each with a wait, a lease (some short enough to expire, the watchdog on
 //! or off), a hold, and a way out (release, drop, a panic inside the guard's scope, or the
@@ -67,7 +68,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, Test
 use tokio::time::{sleep, sleep_until, Instant};
 
 /// Schedules per engine in a default run: 9 engines × 4 schedules, about 5 s each with the
-/// end-state checks (about 105 s for the whole test on two cores), fit the CI budget (the
+/// end-state checks (about 110 s for the whole test on two cores), fit the CI budget (the
 /// run's summary prints the time per engine).
 const DEFAULT_CASES: u32 = 4;
 
