@@ -123,9 +123,14 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         Some(on) => quote!(::core::option::Option::Some(#on)),
         None => quote!(::core::option::Option::None),
     };
-    let read = args.read;
     let fair = args.fair;
     let permits = args.permits.unwrap_or(0);
+    // The one decision of what the lease holds, carried to the store unchanged.
+    let kind = match (args.read, args.permits) {
+        (_, Some(limit)) => quote!(Permits { limit: #limit, count: 1 }),
+        (true, None) => quote!(Read),
+        (false, None) => quote!(Exclusive),
+    };
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(Cancel),
         OnLost::Continue => quote!(Continue),
@@ -172,36 +177,18 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         .map(|g| quote!(let #g: &#guard_type = &__leasehold_guard;));
     // With `on_busy = "skip"` the lock is only tried, and a taken lock returns at once.
     let skips = args.job.skips();
-    // With `fencing = false` (one `key` only: args.rs refuses it with `keys` and `permits`)
-    // the lock is taken without a fencing token.
-    let acquire_one = match (skips, args.fencing) {
-        (false, true) => quote!(acquire),
-        (true, true) => quote!(try_acquire),
-        (false, false) => quote!(acquire_unfenced),
-        (true, false) => quote!(try_acquire_unfenced),
-    };
-    let acquire_all = if skips {
-        quote!(try_acquire_all)
+    let acquire = if skips {
+        quote!(try_acquire)
     } else {
-        quote!(acquire_all)
+        quote!(acquire)
     };
-    let (keys, acquire) = match key {
-        Keys::One(key) if permits > 0 => (
-            quote!(let __leasehold_key: ::std::string::String = #key;),
-            quote!(#private::acquire_permit(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
-        ),
-        Keys::One(key) => (
-            quote!(let __leasehold_key: ::std::string::String = #key;),
-            quote!(#private::#acquire_one(#locker, __leasehold_key, &__LEASEHOLD_SPEC).await),
-        ),
-        Keys::Many(keys) => (
-            quote! {
-                let __leasehold_keys: ::std::vec::Vec<::std::string::String> =
-                    ::std::vec![#(#keys),*];
-            },
-            quote!(#private::#acquire_all(#locker, __leasehold_keys, &__LEASEHOLD_SPEC).await),
-        ),
+    let keys = match key {
+        Keys::One(key) => quote!(#key),
+        Keys::Many(keys) => quote!(::std::vec![#(#keys),*]),
     };
+    // One entry point, told which guard to take: the runtime asks for it as the spec says.
+    let acquire =
+        quote!(#private::#acquire::<#guard_type>(#locker, #keys, &__LEASEHOLD_SPEC).await);
     let taken = if skips {
         // `Ok(())` or `Ok(None)`, spanned at the `Ok` type: any other type is refused there.
         let ok_span = ok_type(returned).map_or_else(|| returned.span(), Spanned::span);
@@ -236,13 +223,11 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 wait: #wait,
                 watchdog: #watchdog,
                 on_lost: #private::OnLost::#on_lost,
-                read: #read,
+                kind: #private::LeaseKind::#kind,
                 fair: #fair,
                 hold_at_least: #hold_at_least,
-                permits: #permits,
             };
             let __leasehold_guard = {
-                #keys
                 match #acquire {
                     #taken
                     // `From::from` is the identity when `E` is `LockError` itself.
@@ -715,19 +700,27 @@ mod tests {
     fn unfenced_locks_take_no_token() {
         let item = "async fn job() -> Result<(), E> { Ok(()) }";
         let out = expand_str("key = \"job\", fencing = false, guard = g", item);
-        assert!(out.contains("__private :: acquire_unfenced ("), "{out}");
+        assert!(
+            out.contains("__private :: acquire :: < :: leasehold :: UnfencedGuard > ("),
+            "{out}"
+        );
         assert!(
             out.contains("let g : & :: leasehold :: UnfencedGuard"),
             "{out}"
         );
         assert!(!out.contains("LockGuard"), "{out}");
         let out = expand_str("key = \"job\", fencing = false, on_busy = \"skip\"", item);
-        assert!(out.contains("__private :: try_acquire_unfenced ("), "{out}");
-        assert!(!out.contains("__private :: try_acquire ("), "{out}");
+        assert!(
+            out.contains("__private :: try_acquire :: < :: leasehold :: UnfencedGuard > ("),
+            "{out}"
+        );
         // `true` is the default: the same fenced lock as without it.
         let out = expand_str("key = \"job\", fencing = true, guard = g", item);
-        assert!(out.contains("__private :: acquire ("), "{out}");
-        assert!(!out.contains("unfenced"), "{out}");
+        assert!(
+            out.contains("__private :: acquire :: < :: leasehold :: LockGuard > ("),
+            "{out}"
+        );
+        assert!(!out.contains("Unfenced"), "{out}");
         assert!(out.contains("let g : & :: leasehold :: LockGuard"), "{out}");
         assert_eq!(out, expand_str("key = \"job\", guard = g", item));
     }

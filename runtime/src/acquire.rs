@@ -14,13 +14,14 @@ use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::inflight::{Call, InFlight, Settled};
 use crate::key::{validate_key, LockKeys};
+use crate::kind::LeaseKind;
 use crate::lease::{validity, Lease};
 use crate::locker::Locker;
 use crate::observe;
 use crate::options::Options;
 use crate::queue::{Entry, Turn};
 use crate::reentrant;
-use crate::store::{AcquireRequest, Attempt, Share, WakeSubscription};
+use crate::store::{AcquireRequest, Attempt, PermitWaiter, WakeSubscription};
 use crate::token::OwnerToken;
 use crate::turns::{ActiveTurn, QueuedTurn};
 
@@ -52,23 +53,20 @@ impl Locker {
         let mut waited = false;
         // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),
         // and callers' futures (handlers, spawned tasks) stay small and quick to compile.
-        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> =
-            if let Some((limit, count)) = opts.semaphore {
-                Box::pin(
-                    self.acquire_permits_traced(user_key, limit, count, opts, &mut waited)
-                        .instrument(span.clone()),
-                )
-            } else if opts.shared {
-                Box::pin(
-                    self.acquire_shared_traced(user_key, opts, &mut waited)
-                        .instrument(span.clone()),
-                )
-            } else {
-                Box::pin(
-                    self.acquire_traced(user_key, keys, opts, &mut waited)
-                        .instrument(span.clone()),
-                )
-            };
+        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = match opts.kind {
+            LeaseKind::Permits { limit, count } => Box::pin(
+                self.acquire_permits_traced(user_key, limit, count, opts, &mut waited)
+                    .instrument(span.clone()),
+            ),
+            LeaseKind::Read => Box::pin(
+                self.acquire_shared_traced(user_key, opts, &mut waited)
+                    .instrument(span.clone()),
+            ),
+            LeaseKind::Exclusive => Box::pin(
+                self.acquire_traced(user_key, keys, opts, &mut waited)
+                    .instrument(span.clone()),
+            ),
+        };
         let mut result = acquisition.await;
         if let (Ok(guard), Some(hold)) = (&mut result, opts.hold_at_least) {
             guard.hold_at_least(hold);
@@ -98,7 +96,7 @@ impl Locker {
         if !lease.holding(fence) {
             return None;
         }
-        if lease.shared && !opts.shared {
+        if lease.kind == LeaseKind::Read && opts.kind == LeaseKind::Exclusive {
             return Some(Err(LockError::config(format!(
                 "a write lock on {user_key:?} was asked for inside a read lock of the same \
                  key, which it would wait for forever; take the write lock from the start, or \
@@ -215,7 +213,7 @@ impl Locker {
                 contender: turn.contender.clone(),
                 fenced: opts.fenced,
             }
-            .send(inner, None);
+            .send(inner, LeaseKind::Exclusive, None);
             let (call, settles) = InFlight::new(inner, call);
             // Dropped from here on, the turn gives back whatever the call takes, once it is
             // answered; an error leaves it to do so too (the call may have landed).
@@ -310,17 +308,16 @@ struct Attempted {
 }
 
 impl Attempted {
-    /// The store's acquire of this request: of the lock, or of a share of it (a read lease,
-    /// permits).
-    fn send(self, inner: &Arc<crate::state::Inner>, share: Option<Share>) -> Call<Attempt> {
+    /// The store's acquire of this request: of the lock, or of a lease of its own (a read
+    /// lease, permits, where `waiter` takes its turn).
+    fn send(
+        self,
+        inner: &Arc<crate::state::Inner>,
+        kind: LeaseKind,
+        waiter: Option<PermitWaiter>,
+    ) -> Call<Attempt> {
         let store = inner.store.clone();
-        Box::pin(async move {
-            let request = self.request();
-            match share {
-                None => store.acquire(&request).await,
-                Some(share) => store.take_share(&request, share).await,
-            }
-        })
+        Box::pin(async move { store.take(&self.request(), kind, waiter).await })
     }
 
     fn request(&self) -> AcquireRequest<'_> {
@@ -397,7 +394,7 @@ impl Locker {
         opts: Options,
     ) -> Result<Option<Vec<LockGuard>>, LockError> {
         let inner = &self.inner;
-        if keys.len() < 2 || opts.fair || opts.shared {
+        if keys.len() < 2 || opts.fair || opts.kind != LeaseKind::Exclusive {
             return Ok(None);
         }
         let lock_keys: Vec<LockKeys> = keys
@@ -521,19 +518,19 @@ impl Locker {
         if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
             return reentered;
         }
-        self.contend_alone(user_key, &keys, opts, Share::Read, waited)
+        self.contend_alone(user_key, &keys, opts, None, waited)
             .await
     }
 
-    /// The loop of a contender for a lease of its own (a read lease, or permits of a
-    /// semaphore): try, subscribe, and sleep until a release, the first holder's remaining
-    /// lease or the deadline.
+    /// The loop of a contender for a lease of its own (`opts.kind`: a read lease, or permits
+    /// of a semaphore, where `waiter` takes its turn): try, subscribe, and sleep until a
+    /// release, the first holder's remaining lease or the deadline.
     pub(crate) async fn contend_alone(
         &self,
         user_key: String,
         keys: &LockKeys,
         opts: Options,
-        share: Share,
+        waiter: Option<PermitWaiter>,
         waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
         let inner = &self.inner;
@@ -558,7 +555,7 @@ impl Locker {
                 contender: None,
                 fenced: true,
             }
-            .send(inner, Some(share));
+            .send(inner, opts.kind, waiter);
             let (call, settles) = InFlight::new(inner, call);
             // Dropped before the answer came, the attempt may still let us in: leave again
             // once it was answered.
@@ -566,13 +563,14 @@ impl Locker {
                 locker: self,
                 keys,
                 token: Some(token.clone()),
-                share,
+                kind: opts.kind,
+                waiter,
                 settles: Some(settles),
             };
             let attempt = in_flight.answered(call.await)?;
             let remaining = match attempt {
                 Attempt::Granted { .. } if Instant::now() >= sent + validity => {
-                    let _ = inner.store.end_share(keys, &token, share).await;
+                    let _ = inner.store.give_back(keys, &token, opts.kind, sent).await;
                     if Instant::now() >= deadline {
                         return Err(LockError::unavailable(
                             "the lock store granted the lease only after its validity had run \
@@ -596,11 +594,8 @@ impl Locker {
                         1,
                         session,
                     );
-                    let lease = match share {
-                        Share::Read => lease.into_shared(),
-                        Share::Permits { count, .. } => lease.into_permits(count),
-                    };
-                    return Ok(LockGuard::new(self.inner.clone(), Arc::new(lease), fence));
+                    let lease = Arc::new(lease.of_kind(opts.kind));
+                    return Ok(LockGuard::new(self.inner.clone(), lease, fence));
                 }
                 Attempt::Held { remaining } => remaining,
             };
@@ -630,7 +625,8 @@ struct InFlightShare<'a> {
     locker: &'a Locker,
     keys: &'a LockKeys,
     token: Option<OwnerToken>,
-    share: Share,
+    kind: LeaseKind,
+    waiter: Option<PermitWaiter>,
     settles: Option<Settled>,
 }
 
@@ -648,9 +644,13 @@ impl InFlightShare<'_> {
 impl Drop for InFlightShare<'_> {
     fn drop(&mut self) {
         if let Some(token) = self.token.take() {
-            self.locker
-                .inner
-                .abandon_shared(self.keys, token, self.share, self.settles.take());
+            self.locker.inner.abandon_own(
+                self.keys,
+                token,
+                self.kind,
+                self.waiter,
+                self.settles.take(),
+            );
         }
     }
 }

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::__private::{self, OnLost, Spec};
+use crate::__private::{self, LeaseKind, OnLost, Spec};
 use crate::key::LockKeys;
 use crate::store::scripted::ScriptedStore;
-use crate::{LockError, Locker};
+use crate::{LockError, LockGuard, Locker};
 
 const KEY: &str = "job:nightly-report";
 const HOLD: Duration = Duration::from_secs(10);
@@ -214,10 +214,9 @@ fn spec(lease: Option<Duration>, watchdog: Option<bool>, hold: Option<Duration>)
         wait: None,
         watchdog,
         on_lost: OnLost::Cancel,
-        read: false,
+        kind: LeaseKind::Exclusive,
         fair: false,
         hold_at_least: hold,
-        permits: 0,
     }
 }
 
@@ -231,7 +230,9 @@ fn hold_at_most(d: Duration) -> Spec {
 async fn a_body_that_runs_past_hold_at_most_is_cancelled() {
     let (_store, a, b) = two_processes();
     let spec = hold_at_most(Duration::from_secs(600));
-    let guard = __private::acquire(Ok(&a), KEY.into(), &spec).await.unwrap();
+    let guard = __private::acquire::<LockGuard>(Ok(&a), KEY.into(), &spec)
+        .await
+        .unwrap();
     let mut finished = false;
     let out = __private::hold(&guard, &spec, async {
         tokio::time::sleep(Duration::from_secs(660)).await;
@@ -250,7 +251,9 @@ async fn a_body_within_hold_at_most_ends_normally_and_nobody_renews_its_lease() 
     let (_store, a, b) = two_processes();
     let spec = hold_at_most(Duration::from_secs(600));
     let start = Instant::now();
-    let guard = __private::acquire(Ok(&a), KEY.into(), &spec).await.unwrap();
+    let guard = __private::acquire::<LockGuard>(Ok(&a), KEY.into(), &spec)
+        .await
+        .unwrap();
     let out = __private::hold(&guard, &spec, async {
         tokio::time::sleep(Duration::from_secs(540)).await;
         7
@@ -271,25 +274,31 @@ async fn skip_returns_none_while_the_lock_is_held_elsewhere() {
     let (_store, a, b) = two_processes();
     let spec = spec(None, None, Some(HOLD));
     let start = Instant::now();
-    let guard = __private::try_acquire(Ok(&a), KEY.into(), &spec)
+    let guard = __private::try_acquire::<LockGuard>(Ok(&a), KEY.into(), &spec)
         .await
         .unwrap()
         .expect("a free lock is taken");
-    assert!(__private::try_acquire(Ok(&b), KEY.into(), &spec)
-        .await
-        .unwrap()
-        .is_none());
+    assert!(
+        __private::try_acquire::<LockGuard>(Ok(&b), KEY.into(), &spec)
+            .await
+            .unwrap()
+            .is_none()
+    );
     let out: Result<(), LockError> = __private::finish(guard, Ok(Ok(()))).await;
     out.unwrap();
     // Triggered a second later: the hold still keeps the job from running twice.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(__private::try_acquire(Ok(&b), KEY.into(), &spec)
-        .await
-        .unwrap()
-        .is_none());
+    assert!(
+        __private::try_acquire::<LockGuard>(Ok(&b), KEY.into(), &spec)
+            .await
+            .unwrap()
+            .is_none()
+    );
     tokio::time::sleep_until(start + HOLD + TICK).await;
-    assert!(__private::try_acquire(Ok(&b), KEY.into(), &spec)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(
+        __private::try_acquire::<LockGuard>(Ok(&b), KEY.into(), &spec)
+            .await
+            .unwrap()
+            .is_some()
+    );
 }

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::key::LockKeys;
+use crate::kind::LeaseKind;
 use crate::token::OwnerToken;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -97,15 +98,13 @@ pub(crate) struct Lease {
     fences: Mutex<(u64, u64)>,
     /// The connection it was granted over, where the backend tracks one.
     session: Option<Session>,
-    /// A read lease: one of the lock's shared holders, never handed over in the process.
-    pub(crate) shared: bool,
+    /// What it holds: the lock (handed over in the process), or a lease of its own (a
+    /// reader's share, a semaphore's permits).
+    pub(crate) kind: LeaseKind,
     /// Its fencing tokens come from the store. False for an unfenced lease
     /// ([`LockRequest::unfenced`](crate::LockRequest::unfenced)), whose tokens are only local
     /// numbers that tell its holders apart: never handed to a fenced waiter.
     pub(crate) fenced: bool,
-    /// How many permits of a semaphore this lease holds (0: not a semaphore's lease). Never
-    /// handed over in the process either: every permit has its own owner token.
-    pub(crate) permits: u32,
 }
 
 impl Lease {
@@ -143,33 +142,20 @@ impl Lease {
             lost_reported: AtomicBool::new(false),
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
             session,
-            shared: false,
+            kind: LeaseKind::Exclusive,
             fenced: true,
-            permits: 0,
         }
     }
 
-    /// This lease as `count` permits of a semaphore.
-    pub(crate) fn into_permits(mut self, count: u32) -> Self {
-        self.permits = count;
+    /// This lease as one of `kind` (a reader's share, a semaphore's permits).
+    pub(crate) fn of_kind(mut self, kind: LeaseKind) -> Self {
+        self.kind = kind;
         self
-    }
-
-    /// A lease of its own (a reader's, or a semaphore's permits), which is never handed to
-    /// another holder of the process.
-    pub(crate) fn alone(&self) -> bool {
-        self.shared || self.permits > 0
     }
 
     /// This lease as an unfenced one: its tokens are local numbers, not fencing tokens.
     pub(crate) fn into_unfenced(mut self) -> Self {
         self.fenced = false;
-        self
-    }
-
-    /// This lease as a read (shared) lease.
-    pub(crate) fn into_shared(mut self) -> Self {
-        self.shared = true;
         self
     }
 

@@ -78,6 +78,7 @@ mod inspect;
 #[cfg(test)]
 mod job_tests;
 mod key;
+mod kind;
 mod leader;
 #[cfg(test)]
 mod leader_tests;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::validate_prefix;
+use crate::kind::LeaseKind;
 use crate::lease::DEFAULT_DRIFT;
 use crate::observe::TraceKeys;
 use crate::options::Options;
@@ -140,7 +141,7 @@ impl Locker {
             lease: None,
             wait: None,
             watchdog: None,
-            shared: false,
+            kind: LeaseKind::Exclusive,
             fair: false,
             hold_at_least: None,
             fenced: true,
@@ -176,7 +177,7 @@ impl Locker {
     /// ```
     pub fn read_lock(&self, key: impl Into<String>) -> LockRequest<'_> {
         LockRequest {
-            shared: true,
+            kind: LeaseKind::Read,
             ..self.lock(key)
         }
     }
@@ -698,8 +699,9 @@ pub struct LockRequest<'a> {
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: Option<Duration>,
     pub(crate) watchdog: Option<bool>,
-    /// The read side of a read-write lock ([`Locker::read_lock`]).
-    pub(crate) shared: bool,
+    /// The lock, or the read side of a read-write lock ([`Locker::read_lock`]); a
+    /// semaphore's request sets its permits.
+    pub(crate) kind: LeaseKind,
     /// First come, first served across processes ([`LockRequest::fair`]).
     pub(crate) fair: bool,
     /// Keep the lock at least this long after it was taken ([`LockRequest::hold_at_least`]).
@@ -709,6 +711,12 @@ pub struct LockRequest<'a> {
 }
 
 impl<'a> LockRequest<'a> {
+    /// This request for a lease of `kind` (the attribute's options carry it).
+    pub(crate) fn of_kind(mut self, kind: LeaseKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// How long Redis keeps the lock if this process stops renewing it (crash, pause,
     /// partition). Defaults to the locker's default lease; at least 10 ms.
     pub fn lease(mut self, lease: Duration) -> Self {
@@ -906,9 +914,8 @@ impl<'a> LockRequest<'a> {
             wait: self.wait.unwrap_or(inner.default_wait),
             watchdog,
             fair: self.fair,
-            shared: self.shared,
+            kind: self.kind,
             hold_at_least,
-            semaphore: None,
             fenced: self.fenced,
         })
     }

@@ -15,6 +15,9 @@ use crate::multi::{MultiGuard, MultiLockRequest};
 use crate::semaphore::PermitGuard;
 use crate::unfenced::UnfencedGuard;
 
+/// What the lease holds: the lock, a reader's share, or permits of a semaphore.
+pub use crate::kind::LeaseKind;
+
 /// The attribute's options, resolved at compile time.
 #[derive(Clone, Copy, Debug)]
 pub struct Spec {
@@ -26,39 +29,13 @@ pub struct Spec {
     pub watchdog: Option<bool>,
     /// `on_lost = "..."`.
     pub on_lost: OnLost,
-    /// `mode = "read"`: the read side of a read-write lock.
-    pub read: bool,
+    /// `mode = "read"` ([`LeaseKind::Read`]), `permits = N` ([`LeaseKind::Permits`] of one
+    /// permit), or the lock itself.
+    pub kind: LeaseKind,
     /// `fair = true`: first come, first served across processes.
     pub fair: bool,
     /// `hold_at_least = "..."`: the lock stays taken at least this long after it was taken.
     pub hold_at_least: Option<Duration>,
-    /// `permits = N`: one permit of a semaphore of `N` (0: a lock).
-    pub permits: u32,
-}
-
-/// Takes the lock without a fencing token, for the attribute's `fencing = false`.
-pub async fn acquire_unfenced(
-    locker: Result<&Locker, LockError>,
-    key: String,
-    spec: &Spec,
-) -> Result<UnfencedGuard, LockError> {
-    request(locker?, key, spec).unfenced().acquire().await
-}
-
-/// [`acquire_unfenced`] with `on_busy = "skip"`: `Ok(None)` (and an event saying the call was
-/// skipped) when the lock is taken.
-pub async fn try_acquire_unfenced(
-    locker: Result<&Locker, LockError>,
-    key: String,
-    spec: &Spec,
-) -> Result<Option<UnfencedGuard>, LockError> {
-    let locker = locker?;
-    let shown = locker.inner.trace_keys.show(&key);
-    let guard = request(locker, key, spec).unfenced().try_acquire().await?;
-    if guard.is_none() {
-        crate::observe::skipped(&shown);
-    }
-    Ok(guard)
 }
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
@@ -110,13 +87,56 @@ pub fn default_locker() -> Result<&'static Locker, LockError> {
     crate::global::require_global_default()
 }
 
+/// Takes what the attribute's options describe and holds it as a `G`: the guard type the
+/// expansion chose from the same options (a [`LockGuard`], an [`UnfencedGuard`] for
+/// `fencing = false`, a [`PermitGuard`] for `permits`, a [`MultiGuard`] for `keys`).
+pub async fn acquire<G: Acquire>(
+    locker: Result<&Locker, LockError>,
+    keys: G::Keys,
+    spec: &Spec,
+) -> Result<G, LockError> {
+    G::acquire(locker?, keys, spec).await
+}
+
+/// [`acquire`] with `on_busy = "skip"`: `Ok(None)` (and an event saying the call was
+/// skipped) when the lock is taken.
+pub async fn try_acquire<G: Acquire>(
+    locker: Result<&Locker, LockError>,
+    keys: G::Keys,
+    spec: &Spec,
+) -> Result<Option<G>, LockError> {
+    let locker = locker?;
+    let shown = G::shown(locker, &keys);
+    let guard = G::try_acquire(locker, keys, spec).await?;
+    if guard.is_none() {
+        crate::observe::skipped(&shown);
+    }
+    Ok(guard)
+}
+
+/// A guard the attribute can take: how it is asked for, given the attribute's options.
+pub trait Acquire: Holding {
+    /// What names it: one key, or the keys of `keys = [...]`.
+    type Keys: Send;
+    /// Takes it, waiting as the options say.
+    fn acquire<'a>(
+        locker: &'a Locker,
+        keys: Self::Keys,
+        spec: &'a Spec,
+    ) -> impl Future<Output = Result<Self, LockError>> + Send + 'a;
+    /// Takes it if it is free now.
+    fn try_acquire<'a>(
+        locker: &'a Locker,
+        keys: Self::Keys,
+        spec: &'a Spec,
+    ) -> impl Future<Output = Result<Option<Self>, LockError>> + Send + 'a;
+    /// The keys as traces show them.
+    fn shown(locker: &Locker, keys: &Self::Keys) -> String;
+}
+
 /// The request the attribute's options describe.
 fn request<'a>(locker: &'a Locker, key: String, spec: &Spec) -> LockRequest<'a> {
-    let mut request = if spec.read {
-        locker.read_lock(key)
-    } else {
-        locker.lock(key)
-    };
+    let mut request = locker.lock(key).of_kind(spec.kind);
     if let Some(lease) = spec.lease {
         request = request.lease(lease);
     }
@@ -132,48 +152,77 @@ fn request<'a>(locker: &'a Locker, key: String, spec: &Spec) -> LockRequest<'a> 
     request.fair(spec.fair)
 }
 
-/// Takes one permit of the semaphore `key` of `spec.permits` permits, for the attribute.
-pub async fn acquire_permit(
-    locker: Result<&Locker, LockError>,
-    key: String,
-    spec: &Spec,
-) -> Result<PermitGuard, LockError> {
-    let mut request = locker?.semaphore(key, spec.permits);
-    if let Some(lease) = spec.lease {
-        request = request.lease(lease);
+impl Acquire for LockGuard {
+    type Keys = String;
+    fn acquire<'a>(
+        locker: &'a Locker,
+        key: String,
+        spec: &'a Spec,
+    ) -> impl Future<Output = Result<Self, LockError>> + Send + 'a {
+        request(locker, key, spec).acquire()
     }
-    if let Some(wait) = spec.wait {
-        request = request.wait(wait);
+    fn try_acquire<'a>(
+        locker: &'a Locker,
+        key: String,
+        spec: &'a Spec,
+    ) -> impl Future<Output = Result<Option<Self>, LockError>> + Send + 'a {
+        request(locker, key, spec).try_acquire()
     }
-    if let Some(on) = spec.watchdog {
-        request = request.watchdog(on);
+    fn shown(locker: &Locker, key: &String) -> String {
+        locker.inner.trace_keys.show(key)
     }
-    request.acquire().await
 }
 
-/// Takes the lock for the attribute.
-pub async fn acquire(
-    locker: Result<&Locker, LockError>,
-    key: String,
-    spec: &Spec,
-) -> Result<LockGuard, LockError> {
-    request(locker?, key, spec).acquire().await
+impl Acquire for UnfencedGuard {
+    type Keys = String;
+    fn acquire<'a>(
+        locker: &'a Locker,
+        key: String,
+        spec: &'a Spec,
+    ) -> impl Future<Output = Result<Self, LockError>> + Send + 'a {
+        request(locker, key, spec).unfenced().acquire()
+    }
+    fn try_acquire<'a>(
+        locker: &'a Locker,
+        key: String,
+        spec: &'a Spec,
+    ) -> impl Future<Output = Result<Option<Self>, LockError>> + Send + 'a {
+        request(locker, key, spec).unfenced().try_acquire()
+    }
+    fn shown(locker: &Locker, key: &String) -> String {
+        locker.inner.trace_keys.show(key)
+    }
 }
 
-/// Takes the lock for the attribute with `on_busy = "skip"`: `Ok(None)` (and an event
-/// saying the call was skipped) when it is taken.
-pub async fn try_acquire(
-    locker: Result<&Locker, LockError>,
-    key: String,
-    spec: &Spec,
-) -> Result<Option<LockGuard>, LockError> {
-    let locker = locker?;
-    let shown = locker.inner.trace_keys.show(&key);
-    let guard = request(locker, key, spec).try_acquire().await?;
-    if guard.is_none() {
-        crate::observe::skipped(&shown);
+impl Acquire for PermitGuard {
+    type Keys = String;
+    async fn acquire(locker: &Locker, key: String, spec: &Spec) -> Result<Self, LockError> {
+        let (limit, count) = permits(spec)?;
+        let request = request(locker, key, spec).into_semaphore(limit);
+        request.acquire_many(count).await
     }
-    Ok(guard)
+    async fn try_acquire(
+        locker: &Locker,
+        key: String,
+        spec: &Spec,
+    ) -> Result<Option<Self>, LockError> {
+        let (limit, count) = permits(spec)?;
+        let request = request(locker, key, spec).into_semaphore(limit);
+        request.try_acquire_many(count).await
+    }
+    fn shown(locker: &Locker, key: &String) -> String {
+        locker.inner.trace_keys.show(key)
+    }
+}
+
+/// The permits of a `permits = N` spec.
+fn permits(spec: &Spec) -> Result<(u32, u32), LockError> {
+    match spec.kind {
+        LeaseKind::Permits { limit, count } => Ok((limit, count)),
+        kind => Err(LockError::config(format!(
+            "a permit guard was asked for a lease of kind {kind:?}"
+        ))),
+    }
 }
 
 /// The request of `keys = [...]` for the attribute.
@@ -191,33 +240,28 @@ fn request_all<'a>(locker: &'a Locker, keys: Vec<String>, spec: &Spec) -> MultiL
     request
 }
 
-/// Takes every lock of `keys = [...]` for the attribute.
-pub async fn acquire_all(
-    locker: Result<&Locker, LockError>,
-    keys: Vec<String>,
-    spec: &Spec,
-) -> Result<MultiGuard, LockError> {
-    request_all(locker?, keys, spec).acquire().await
-}
-
-/// Takes every lock of `keys = [...]` for the attribute with `on_busy = "skip"`: `Ok(None)`
-/// (and an event saying the call was skipped) when any of them is taken.
-pub async fn try_acquire_all(
-    locker: Result<&Locker, LockError>,
-    keys: Vec<String>,
-    spec: &Spec,
-) -> Result<Option<MultiGuard>, LockError> {
-    let locker = locker?;
-    let shown = keys
-        .iter()
-        .map(|key| locker.inner.trace_keys.show(key))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let guard = request_all(locker, keys, spec).try_acquire().await?;
-    if guard.is_none() {
-        crate::observe::skipped(&shown);
+impl Acquire for MultiGuard {
+    type Keys = Vec<String>;
+    fn acquire<'a>(
+        locker: &'a Locker,
+        keys: Vec<String>,
+        spec: &'a Spec,
+    ) -> impl Future<Output = Result<Self, LockError>> + Send + 'a {
+        request_all(locker, keys, spec).acquire()
     }
-    Ok(guard)
+    fn try_acquire<'a>(
+        locker: &'a Locker,
+        keys: Vec<String>,
+        spec: &'a Spec,
+    ) -> impl Future<Output = Result<Option<Self>, LockError>> + Send + 'a {
+        request_all(locker, keys, spec).try_acquire()
+    }
+    fn shown(locker: &Locker, keys: &Vec<String>) -> String {
+        keys.iter()
+            .map(|key| locker.inner.trace_keys.show(key))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 /// What a function with `on_busy = "skip"` returns in `Ok(...)` when it skipped its body:

@@ -99,7 +99,7 @@ impl Inner {
         fence: u64,
     ) -> (&'static str, Result<(), LockError>) {
         lease.end_holding(fence);
-        if lease.alone() {
+        if lease.kind.is_own() {
             // A reader or a semaphore's permits: no local queue, nothing handed over.
             if !lease.finish() {
                 return ("released", Ok(()));
@@ -178,8 +178,7 @@ impl Inner {
             keys: &lease.keys,
             token: &lease.token,
             lease: ceil_millis(after),
-            shared: lease.shared,
-            permits: lease.permits,
+            kind: lease.kind,
         };
         let renewed = self.store.renew(std::slice::from_ref(&renewal)).await?;
         match renewed.first() {

@@ -12,10 +12,11 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::{validate_key, LockKeys};
+use crate::kind::LeaseKind;
 use crate::locker::{LockRequest, Locker};
 use crate::options::Options;
 use crate::reentrant;
-use crate::store::{PermitWaiter, Share};
+use crate::store::PermitWaiter;
 
 /// The most permits a semaphore may have: every permit held is an entry of its own in the
 /// store (about 100 bytes on Redis, with its own lease), and taking or renewing `n` permits
@@ -104,11 +105,11 @@ impl Locker {
         let keys = LockKeys::semaphore(&inner.prefix, &user_key);
         if let Some((lease, fence)) = reentrant::held(inner.id, keys.lock()) {
             if lease.holding(fence) {
-                if count > lease.permits {
+                if count > lease.kind.permits() {
                     return Err(LockError::config(format!(
                         "{count} permits of {user_key:?} were asked for inside a holder of {} \
                          of them, which would wait for itself; ask for them all at once",
-                        lease.permits
+                        lease.kind.permits()
                     )));
                 }
                 if !lease.is_held() {
@@ -152,17 +153,7 @@ impl Locker {
             count,
         });
         let taken = self
-            .contend_alone(
-                user_key,
-                &keys,
-                opts,
-                Share::Permits {
-                    limit,
-                    count,
-                    waiter,
-                },
-                waited,
-            )
+            .contend_alone(user_key, &keys, opts, waiter, waited)
             .await;
         if taken.is_ok() {
             // Granted: the store took it out of the queue.
@@ -237,6 +228,16 @@ pub struct SemaphoreRequest<'a> {
     permits: u32,
 }
 
+impl<'a> LockRequest<'a> {
+    /// This request's options for permits of the semaphore of `limit` permits under its key.
+    pub(crate) fn into_semaphore(self, limit: u32) -> SemaphoreRequest<'a> {
+        SemaphoreRequest {
+            request: self,
+            permits: limit,
+        }
+    }
+}
+
 impl SemaphoreRequest<'_> {
     /// How long the store keeps a permit if this process stops renewing it (crash, pause,
     /// partition). Defaults to the locker's default lease; at least 10 ms.
@@ -298,7 +299,7 @@ impl SemaphoreRequest<'_> {
     pub async fn acquire_many(self, n: u32) -> Result<PermitGuard, LockError> {
         let limit = self.permits;
         let mut opts = self.request.options()?;
-        opts.semaphore = Some((limit, n));
+        opts.kind = LeaseKind::Permits { limit, count: n };
         let locker = self.request.locker;
         let guard = locker.acquire_with(self.request.key, opts).await?;
         Ok(PermitGuard {

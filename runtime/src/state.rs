@@ -11,11 +11,12 @@ use tokio::time::Instant;
 
 use crate::inflight::Settled;
 use crate::key::LockKeys;
+use crate::kind::LeaseKind;
 use crate::lease::Lease;
 use crate::lines::Lines;
 use crate::observe::TraceKeys;
 use crate::queue::Queues;
-use crate::store::{Share, Store};
+use crate::store::{PermitWaiter, Store};
 use crate::token::OwnerToken;
 use crate::turns::Abandoned;
 use crate::watchdog::{self, Job, Schedule};
@@ -86,11 +87,12 @@ impl Inner {
 
     /// A read (or permit) acquire was abandoned while its answer was outstanding: gives the
     /// share back if `token` got it, in the background, once the acquire was answered.
-    pub(crate) fn abandon_shared(
+    pub(crate) fn abandon_own(
         self: &Arc<Self>,
         keys: &LockKeys,
         token: OwnerToken,
-        share: Share,
+        kind: LeaseKind,
+        waiter: Option<PermitWaiter>,
         settles: Option<Settled>,
     ) {
         let inner = self.clone();
@@ -99,16 +101,14 @@ impl Inner {
             if let Some(settles) = settles {
                 settles.wait().await;
             }
-            let _ = inner.store.end_share(&keys, &token, share).await;
+            let now = tokio::time::Instant::now();
+            let _ = inner.store.give_back(&keys, &token, kind, now).await;
             // A waiter for several permits left its queue when it stopped (semaphore.rs), but
             // the answered call may have queued it again: leave once more, after it.
-            if let Share::Permits {
-                count,
-                waiter: Some(waiter),
-                ..
-            } = share
-            {
-                inner.store.withdraw_permits(&keys, waiter.name, count);
+            if let Some(waiter) = waiter {
+                inner
+                    .store
+                    .withdraw_permits(&keys, waiter.name, kind.permits());
             }
         });
         // Without a background task the lease runs out on its own.

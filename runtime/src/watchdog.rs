@@ -257,8 +257,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                 keys: &l.keys,
                 token: &l.token,
                 lease: l.lease,
-                shared: l.shared,
-                permits: l.permits,
+                kind: l.kind,
             })
             .collect();
         let sent = Instant::now();

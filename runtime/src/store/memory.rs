@@ -14,6 +14,7 @@ use super::{
 };
 use crate::error::LockError;
 use crate::key::LockKeys;
+use crate::kind::LeaseKind;
 use crate::token::OwnerToken;
 
 /// After how many operations expired entries are swept, so memory stays bounded.
@@ -306,7 +307,7 @@ impl MemoryStore {
         batch
             .iter()
             .map(|r| {
-                if r.permits > 0 {
+                if let LeaseKind::Permits { .. } = r.kind {
                     return match state
                         .semaphores
                         .get_mut(r.keys.lock())
@@ -319,7 +320,7 @@ impl MemoryStore {
                         _ => false,
                     };
                 }
-                if r.shared {
+                if r.kind == LeaseKind::Read {
                     return match state
                         .readers
                         .get_mut(r.keys.lock())

@@ -33,6 +33,7 @@ use tokio::sync::watch;
 
 use crate::error::LockError;
 use crate::key::LockKeys;
+use crate::kind::LeaseKind;
 use crate::lease::Session;
 use crate::token::OwnerToken;
 
@@ -91,10 +92,8 @@ pub(crate) struct Renewal<'a> {
     pub(crate) keys: &'a LockKeys,
     pub(crate) token: &'a OwnerToken,
     pub(crate) lease: Duration,
-    /// A read lease (one of the lock's shared holders), not the exclusive one.
-    pub(crate) shared: bool,
-    /// The permits of a semaphore this lease holds (0: not a semaphore's lease).
-    pub(crate) permits: u32,
+    /// What the lease holds (the lock, a reader's share, permits).
+    pub(crate) kind: LeaseKind,
 }
 
 /// What a renewal found for one lease.
@@ -371,19 +370,6 @@ pub(crate) trait Store: Send + Sync + 'static {
     }
 }
 
-/// What a lease of its own holds: a reader's share of a read-write lock, or `count` of a
-/// semaphore's `limit` permits (`waiter`: the request takes its turn, see
-/// [`Store::acquire_permits`]). Neither is handed to another holder of the process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Share {
-    Read,
-    Permits {
-        limit: u32,
-        count: u32,
-        waiter: Option<PermitWaiter>,
-    },
-}
-
 /// A request for several permits that waits, and so takes its turn in the semaphore's queue
 /// ([`Store::acquire_permits`]): under steady load single permits never all come free at
 /// once, and without a turn such a request would wait for as long as the load lasts.
@@ -401,51 +387,49 @@ pub(crate) struct PermitWaiter {
 pub(crate) const PERMIT_INTEREST: Duration = Duration::from_secs(2);
 
 impl dyn Store {
-    /// Takes a share ([`Store::acquire_shared`] or [`Store::acquire_permits`]).
-    pub(crate) fn take_share<'a>(
+    /// Takes a lease of `kind`: the lock ([`Store::acquire`]), a reader's share
+    /// ([`Store::acquire_shared`]) or permits ([`Store::acquire_permits`], where `waiter`
+    /// takes its turn).
+    pub(crate) fn take<'a>(
         &'a self,
         req: &'a AcquireRequest<'_>,
-        share: Share,
+        kind: LeaseKind,
+        waiter: Option<PermitWaiter>,
     ) -> StoreFuture<'a, Attempt> {
-        match share {
-            Share::Read => self.acquire_shared(req),
-            Share::Permits {
-                limit,
-                count,
-                waiter,
-            } => self.acquire_permits(req, limit, count, waiter),
+        match kind {
+            LeaseKind::Exclusive => self.acquire(req),
+            LeaseKind::Read => self.acquire_shared(req),
+            LeaseKind::Permits { limit, count } => self.acquire_permits(req, limit, count, waiter),
         }
     }
 
-    /// Gives a share back ([`Store::release_shared`] or [`Store::release_permits`]).
-    pub(crate) fn end_share<'a>(
+    /// Gives back a lease of `kind` whose holder counts it valid until `valid_until`;
+    /// `Ok(false)` when it was not held any more.
+    pub(crate) fn give_back<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        share: Share,
+        kind: LeaseKind,
+        valid_until: tokio::time::Instant,
     ) -> StoreFuture<'a, bool> {
-        match share {
-            Share::Read => self.release_shared(keys, token),
-            Share::Permits { count, .. } => self.release_permits(keys, token, count),
+        match kind {
+            LeaseKind::Exclusive => self.release_held(keys, token, valid_until),
+            LeaseKind::Read => self.release_shared(keys, token),
+            LeaseKind::Permits { count, .. } => self.release_permits(keys, token, count),
         }
     }
 
-    /// Ends `lease` in the store: a read lease leaves the readers, an exclusive one deletes
-    /// the lock; `Ok(false)` when it was not held any more.
+    /// Ends `lease` in the store: a read lease leaves the readers, permits go back to the
+    /// semaphore, an exclusive lease deletes the lock; `Ok(false)` when it was not held any
+    /// more.
     pub(crate) fn end_lease<'a>(&'a self, lease: &'a crate::lease::Lease) -> StoreFuture<'a, bool> {
-        if lease.permits > 0 {
-            self.release_permits(&lease.keys, &lease.token, lease.permits)
-        } else if lease.shared {
-            self.release_shared(&lease.keys, &lease.token)
-        } else {
-            let state = lease.state.borrow();
-            // A lease known lost gives no validity to count on.
-            let valid_until = match state.lost {
-                true => tokio::time::Instant::now(),
-                false => state.valid_until,
-            };
-            self.release_held(&lease.keys, &lease.token, valid_until)
-        }
+        let state = lease.state.borrow();
+        // A lease known lost gives no validity to count on.
+        let valid_until = match state.lost {
+            true => tokio::time::Instant::now(),
+            false => state.valid_until,
+        };
+        self.give_back(&lease.keys, &lease.token, lease.kind, valid_until)
     }
 }
 

@@ -288,7 +288,7 @@ impl RequestLock {
     /// Takes the lock; a failure comes answered and logged.
     pub(crate) async fn acquire(&self) -> Result<LockGuard, Refusal> {
         let spec = self.locks.rules[self.rule].spec();
-        crate::__private::acquire(Ok(&self.locker), self.key.clone(), &spec)
+        crate::__private::acquire::<LockGuard>(Ok(&self.locker), self.key.clone(), &spec)
             .await
             .map_err(|e| self.refuse(e))
     }

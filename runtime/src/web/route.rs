@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leasehold_template::{ErrorKind, Placeholder, Segment, TemplateError};
 
-use crate::__private::Spec;
+use crate::__private::{LeaseKind, Spec};
 use crate::error::LockError;
 use crate::guard::OnLost;
 
@@ -330,14 +330,13 @@ impl RouteRule {
     /// The options of the lock, in the form the attribute's runtime takes.
     pub(crate) fn spec(&self) -> Spec {
         Spec {
-            read: false,
+            kind: LeaseKind::Exclusive,
             fair: self.fair,
             lease: self.lease,
             wait: self.wait,
             watchdog: self.watchdog,
             on_lost: self.on_lost,
             hold_at_least: None,
-            permits: 0,
         }
     }
 }

@@ -58,6 +58,7 @@ use self::scripts::{
 use self::wakes::Wakes;
 use crate::error::{Endpoint, LockError};
 use crate::key::LockKeys;
+use crate::kind::LeaseKind;
 use crate::lease::Session;
 use crate::store::{
     join_all, AcquireRequest, Admin, Attempt, LeaderRecord, PermitState, Renewal, Renewed, Store,
@@ -97,14 +98,6 @@ where
         }
     }
     Ok(renewed)
-}
-
-/// The kinds of lease a renewal batch may mix; one script each.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Exclusive,
-    Shared,
-    Permits,
 }
 
 pub(crate) struct RedisStore {
@@ -244,16 +237,13 @@ impl RedisStore {
     /// Renews exclusive leases, read leases and semaphore permits of one slot: one script
     /// call for each kind present.
     async fn renew_together(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
-        let kind = |r: &Renewal<'_>| match (r.permits > 0, r.shared) {
-            (true, _) => Kind::Permits,
-            (false, true) => Kind::Shared,
-            (false, false) => Kind::Exclusive,
-        };
-        renew_in_groups(batch, kind, |kind, part| async move {
-            match kind {
-                Kind::Exclusive => self.renew_exclusive(&part).await,
-                Kind::Shared => self.renew_shared(&part).await,
-                Kind::Permits => self.renew_permits(&part).await,
+        // One group per kind of lease (permits of any count together).
+        let kind = |r: &Renewal<'_>| std::mem::discriminant(&r.kind);
+        renew_in_groups(batch, kind, |_, part| async move {
+            match part[0].kind {
+                LeaseKind::Exclusive => self.renew_exclusive(&part).await,
+                LeaseKind::Read => self.renew_shared(&part).await,
+                LeaseKind::Permits { .. } => self.renew_permits(&part).await,
             }
         })
         .await

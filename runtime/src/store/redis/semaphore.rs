@@ -153,7 +153,7 @@ impl RedisStore {
                 .key(r.keys.limit())
                 .arg(r.token.as_bytes())
                 .arg(millis(r.lease))
-                .arg(r.permits);
+                .arg(r.kind.permits());
         }
         let renewed: Vec<redis::Value> = self.run(inv).await?;
         self.renewal_answers(&renewed, batch.len())
