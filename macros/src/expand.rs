@@ -124,13 +124,6 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         None => quote!(::core::option::Option::None),
     };
     let fair = args.fair;
-    let permits = args.permits.unwrap_or(0);
-    // The one decision of what the lease holds, carried to the store unchanged.
-    let kind = match (args.read, args.permits) {
-        (_, Some(limit)) => quote!(Permits { limit: #limit, count: 1 }),
-        (true, None) => quote!(Read),
-        (false, None) => quote!(Exclusive),
-    };
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(Cancel),
         OnLost::Continue => quote!(Continue),
@@ -164,12 +157,21 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
     let bail = quote_spanned! {err_span=>
         return ::core::result::Result::Err(::core::convert::From::from(__leasehold_error))
     };
-    let guard_type = match key {
-        Keys::One(_) if permits > 0 => quote!(#krate::PermitGuard),
+    // The one decision of what is taken: what the lease holds (carried to the store
+    // unchanged) and the guard that holds it. args.rs refused the combinations that are not
+    // here (`fencing = false` with `keys`, `permits` or `mode = "read"`; `permits` with `keys`).
+    let (kind, guard_type) = match (key, args.permits, args.read) {
+        (Keys::One(_), Some(limit), _) => (
+            quote!(Permits { limit: #limit, count: 1 }),
+            quote!(#krate::PermitGuard),
+        ),
+        (Keys::One(_), None, true) => (quote!(Read), quote!(#krate::LockGuard)),
         // `fencing = false`: a guard without `fence()`, so the body cannot read a token.
-        Keys::One(_) if !args.fencing => quote!(#krate::UnfencedGuard),
-        Keys::One(_) => quote!(#krate::LockGuard),
-        Keys::Many(_) => quote!(#krate::MultiGuard),
+        (Keys::One(_), None, false) if !args.fencing => {
+            (quote!(Exclusive), quote!(#krate::UnfencedGuard))
+        }
+        (Keys::One(_), None, false) => (quote!(Exclusive), quote!(#krate::LockGuard)),
+        (Keys::Many(_), _, _) => (quote!(Exclusive), quote!(#krate::MultiGuard)),
     };
     let guard = args
         .guard
