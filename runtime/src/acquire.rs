@@ -21,7 +21,7 @@ use crate::observe;
 use crate::options::Options;
 use crate::queue::{Entry, Turn};
 use crate::reentrant;
-use crate::store::{AcquireRequest, Attempt, PermitWaiter, WakeSubscription};
+use crate::store::{AcquireRequest, Attempt, Fairness, PermitWaiter, WakeSubscription};
 use crate::token::OwnerToken;
 use crate::turns::{ActiveTurn, QueuedTurn};
 
@@ -135,7 +135,7 @@ impl Locker {
 
         let deadline = Instant::now() + opts.wait;
         let wait = !opts.wait.is_zero();
-        if opts.fair && inner.store.queues_requests() {
+        if opts.fair && inner.store.capabilities().fairness == Fairness::PerRequest {
             // First come, first served across every task of every process: the request waits
             // in the store's queue under a name of its own, not behind this process's other
             // tasks, and only a release that chose it wakes it.

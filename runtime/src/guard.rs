@@ -62,7 +62,7 @@ impl LockGuard {
         if lease.watchdog {
             inner.start_background();
             inner.schedule.watch(&lease);
-        } else if !inner.store.locks_expire() {
+        } else if !inner.store.capabilities().leases_expire {
             inner.start_background();
             inner.schedule.watch_expiry(&lease);
         }

@@ -25,7 +25,7 @@ use crate::guard::LockGuard;
 use crate::key::{escape, validate_key, LockKeys};
 use crate::locker::Locker;
 use crate::state::Inner;
-use crate::store::{LeaderRecord, WakeSubscription};
+use crate::store::{self, Feature, LeaderRecord, WakeSubscription};
 
 /// The longest identity a leader may campaign with, in bytes. An identity names an instance
 /// (`"pod-7"`, a host and port), it is not a place for payloads.
@@ -71,9 +71,8 @@ impl Election {
                 inner.prefix
             )));
         }
-        if !inner.store.elects_leaders() {
-            return Err(inner.store.no_leaders());
-        }
+        let caps = inner.store.capabilities();
+        store::require(Feature::LeaderElection, &caps, &inner.store.describe())?;
         Ok(Election {
             name: name.to_owned(),
             keys: LockKeys::new(&format!("{}:leader", inner.prefix), name),

@@ -135,6 +135,7 @@ pub use locker::{
 pub use multi::{MultiGuard, MultiLockRequest};
 pub use observe::TraceKeys;
 pub use semaphore::{PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS};
+pub use store::{Capabilities, Fairness};
 pub use unfenced::{UnfencedGuard, UnfencedRequest};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,

@@ -16,7 +16,7 @@ use crate::lease::DEFAULT_DRIFT;
 use crate::observe::TraceKeys;
 use crate::options::Options;
 use crate::state::Inner;
-use crate::store::{self, Deployment, Settings, Store};
+use crate::store::{self, Capabilities, Deployment, Feature, Settings, Store};
 
 /// The default prefix of every Redis key the library writes.
 pub const DEFAULT_PREFIX: &str = "leasehold";
@@ -202,6 +202,29 @@ impl Locker {
     /// How long a request waits for a busy lock when it does not say.
     pub fn default_wait(&self) -> Duration {
         self.inner.default_wait
+    }
+
+    /// What this locker's engine offers: read locks, semaphores, leader election, how fair
+    /// locks queue, the longest lease it honours. For a service whose engine comes from
+    /// configuration, to decide what it may use; a request for something the engine lacks
+    /// fails with [`LockError::Config`] all the same.
+    ///
+    /// Current: on ZooKeeper, `max_lease` is the session timeout the server granted (which
+    /// may be shorter than asked). A [lazily connected](LockerBuilder::lazy_connect) locker
+    /// answers from its configuration until it is connected.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// if locker.capabilities().read_locks {
+    ///     let reader = locker.read_lock("doc:7").acquire().await?;
+    ///     reader.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn capabilities(&self) -> Capabilities {
+        self.inner.store.capabilities()
     }
 }
 
@@ -888,15 +911,18 @@ impl<'a> LockRequest<'a> {
         let inner = &self.locker.inner;
         let mut lease = self.lease.unwrap_or(inner.default_lease);
         check_lease(lease, "lease")?;
-        if let Some(bound) = inner.store.lease_bound() {
+        let caps = inner.store.capabilities();
+        if let Some(bound) = caps.max_lease {
             lease = lease.min(bound);
         }
-        if self.fair && !inner.store.queues_processes() {
-            return Err(LockError::config(format!(
-                "fair locks are not supported on {}: it keeps no queue of waiting processes \
-                 to hand the lock to in order",
-                inner.store.describe()
-            )));
+        // What the lease holds is checked against what the engine offers here, once.
+        let needs = match self.kind {
+            LeaseKind::Exclusive => None,
+            LeaseKind::Read => Some(Feature::ReadLocks),
+            LeaseKind::Permits { .. } => Some(Feature::Semaphores),
+        };
+        if let Some(feature) = needs {
+            store::require(feature, &caps, &inner.store.describe())?;
         }
         let watchdog = self.watchdog.unwrap_or(inner.default_watchdog);
         let hold_at_least = self.hold_at_least.filter(|hold| !hold.is_zero());

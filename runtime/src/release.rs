@@ -151,7 +151,7 @@ impl Inner {
     ) -> (&'static str, Result<(), LockError>) {
         lease.end_holding(fence);
         let turn = self.queues.held_turn(&lease);
-        let result = if self.store.locks_expire() {
+        let result = if self.store.capabilities().leases_expire {
             if !lease.finish() {
                 return ("released", Ok(()));
             }

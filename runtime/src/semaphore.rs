@@ -298,10 +298,9 @@ impl SemaphoreRequest<'_> {
     /// the semaphore's permits.
     pub async fn acquire_many(self, n: u32) -> Result<PermitGuard, LockError> {
         let limit = self.permits;
-        let mut opts = self.request.options()?;
-        opts.kind = LeaseKind::Permits { limit, count: n };
-        let locker = self.request.locker;
-        let guard = locker.acquire_with(self.request.key, opts).await?;
+        let request = self.request.of_kind(LeaseKind::Permits { limit, count: n });
+        let opts = request.options()?;
+        let guard = request.locker.acquire_with(request.key, opts).await?;
         Ok(PermitGuard {
             guard,
             limit,

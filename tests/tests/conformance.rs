@@ -194,6 +194,12 @@ conformance! {
         // forced one by one, each with a locker of its own.
         memory, redlock3 => checks::forced::refused_clearly;
     }
+
+    /// 21. What `Locker::capabilities` says is what the engine does: every feature it
+    /// claims works, every one it denies is refused at the request with a `Config` error.
+    capabilities {
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres, memory => checks::capabilities::tell_the_truth;
+    }
 }
 
 async fn start(name: &str) -> Engine {

@@ -36,6 +36,12 @@ async fn starts_down_then_locks(proxy: &TcpProxy, builder: LockerBuilder) {
         "a call fails at once, not after a timeout: {:?}",
         asked.elapsed()
     );
+    // What the engine offers does not wait for it: a fair lock is not refused meanwhile
+    // (a lazy PostgreSQL locker once refused it until connected, its engine's queue being
+    // decided in two places), and the capabilities are the connected engine's.
+    let before = locker.capabilities();
+    let e = locker.lock("k").fair(true).acquire().await.unwrap_err();
+    assert!(e.is_unavailable(), "{e:?}");
 
     proxy.set_mode(ProxyMode::Pass);
     eventually(
@@ -56,6 +62,11 @@ async fn starts_down_then_locks(proxy: &TcpProxy, builder: LockerBuilder) {
         .await
         .expect("locks once connected");
     guard.release().await.unwrap();
+    assert_eq!(
+        locker.capabilities(),
+        before,
+        "as configured, then as connected"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::redis::{RedLock, RedisStore};
 use super::settings::redact;
-use super::{Settings, Store};
+use super::{Capabilities, Engine, Settings, Store};
 use crate::error::LockError;
 
 /// One engine and where it runs.
@@ -52,6 +52,34 @@ pub(crate) enum Deployment {
 }
 
 impl Deployment {
+    /// The engine it names.
+    pub(crate) fn engine(&self) -> Engine {
+        match self {
+            Deployment::Redis(_) => Engine::Redis,
+            Deployment::RedLock(_) => Engine::RedLock,
+            Deployment::Cluster(_) => Engine::Cluster,
+            Deployment::ZooKeeper { .. } => Engine::ZooKeeper,
+            Deployment::Etcd { .. } => Engine::Etcd,
+            Deployment::Postgres(_) => Engine::Postgres,
+            Deployment::Sentinel { .. } => Engine::Sentinel,
+        }
+    }
+
+    /// What its engine offers, as configured (before connecting: ZooKeeper's server may
+    /// grant a shorter session than asked, and its store then says so).
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        let session = match self {
+            Deployment::ZooKeeper {
+                session_timeout, ..
+            }
+            | Deployment::Etcd {
+                session_timeout, ..
+            } => *session_timeout,
+            _ => Duration::ZERO,
+        };
+        self.engine().capabilities(session)
+    }
+
     /// Everything that can be checked without connecting. The messages name what to fix, as
     /// the builder's methods name it; the config file prefixes them with its own field.
     pub(crate) fn validate(&self) -> Result<(), LockError> {

@@ -1650,12 +1650,8 @@ impl Store for EtcdStore {
         Some(Session::current(&self.epoch))
     }
 
-    fn lease_bound(&self) -> Option<Duration> {
-        Some(self.ttl)
-    }
-
-    fn locks_expire(&self) -> bool {
-        false
+    fn capabilities(&self) -> super::Capabilities {
+        super::Engine::Etcd.capabilities(self.ttl)
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use super::{
-    AcquireRequest, Admin, Attempt, Deployment, LeaderRecord, PermitState, Renewal, Renewed,
-    Settings, Store, StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Capabilities, Deployment, LeaderRecord, PermitState, Renewal,
+    Renewed, Settings, Store, StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::key::LockKeys;
@@ -32,23 +32,11 @@ struct State {
 
 pub(crate) struct LazyStore {
     state: Arc<State>,
-    /// The engine's lease bound as configured, until the engine says better.
-    lease_bound: Option<Duration>,
-    locks_expire: bool,
 }
 
 impl LazyStore {
     /// Starts connecting `deployment` in the background (on the current Tokio runtime).
     pub(crate) fn start(deployment: Deployment, settings: Settings) -> LazyStore {
-        let (lease_bound, locks_expire) = match &deployment {
-            Deployment::ZooKeeper {
-                session_timeout, ..
-            }
-            | Deployment::Etcd {
-                session_timeout, ..
-            } => (Some(*session_timeout), false),
-            _ => (None, true),
-        };
         let state = Arc::new(State {
             deployment,
             store: OnceLock::new(),
@@ -56,11 +44,7 @@ impl LazyStore {
             refused: Mutex::new(None),
         });
         tokio::spawn(connect(Arc::downgrade(&state), settings));
-        LazyStore {
-            state,
-            lease_bound,
-            locks_expire,
-        }
+        LazyStore { state }
     }
 
     fn store(&self) -> Result<&Arc<dyn Store>, LockError> {
@@ -135,25 +119,13 @@ impl Store for LazyStore {
         self.state.store.get().and_then(|s| s.session())
     }
 
-    fn lease_bound(&self) -> Option<Duration> {
+    /// The engine's once connected (a lease bound can change with its sessions); before,
+    /// the deployment's, which are the same table's.
+    fn capabilities(&self) -> Capabilities {
         match self.state.store.get() {
-            Some(store) => store.lease_bound(),
-            None => self.lease_bound,
+            Some(store) => store.capabilities(),
+            None => self.state.deployment.capabilities(),
         }
-    }
-
-    fn locks_expire(&self) -> bool {
-        self.state
-            .store
-            .get()
-            .map_or(self.locks_expire, |s| s.locks_expire())
-    }
-
-    fn queues_processes(&self) -> bool {
-        self.state.store.get().map_or(
-            !matches!(self.state.deployment, Deployment::Postgres(_)),
-            |s| s.queues_processes(),
-        )
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
@@ -258,16 +230,6 @@ impl Store for LazyStore {
         }
     }
 
-    fn queues_requests(&self) -> bool {
-        self.state.store.get().map_or(
-            matches!(
-                self.state.deployment,
-                Deployment::Redis(_) | Deployment::Cluster(_) | Deployment::Sentinel { .. }
-            ),
-            |s| s.queues_requests(),
-        )
-    }
-
     fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
         self.state
             .store
@@ -289,16 +251,6 @@ impl Store for LazyStore {
         if let Some(store) = self.state.store.get() {
             store.withdraw_request(keys, contender);
         }
-    }
-
-    fn elects_leaders(&self) -> bool {
-        self.state.store.get().map_or(
-            matches!(
-                self.state.deployment,
-                Deployment::Redis(_) | Deployment::Cluster(_) | Deployment::Sentinel { .. }
-            ),
-            |s| s.elects_leaders(),
-        )
     }
 
     fn publish_leader<'a>(

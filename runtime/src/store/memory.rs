@@ -399,6 +399,10 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
+    fn capabilities(&self) -> super::Capabilities {
+        super::Engine::Memory.capabilities(Duration::ZERO)
+    }
+
     fn describe(&self) -> String {
         "in memory".to_owned()
     }
@@ -441,10 +445,6 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(MemoryStore::release_shared(
             self, keys, token,
         ))))
-    }
-
-    fn elects_leaders(&self) -> bool {
-        true
     }
 
     fn publish_leader<'a>(

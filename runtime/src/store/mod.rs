@@ -10,6 +10,7 @@
 //! waiters), and a public trait would freeze it. The in-memory store is the smallest
 //! complete engine, and the one to read first.
 
+mod capabilities;
 mod deployment;
 #[cfg(feature = "etcd")]
 mod etcd;
@@ -37,6 +38,8 @@ use crate::kind::LeaseKind;
 use crate::lease::Session;
 use crate::token::OwnerToken;
 
+pub(crate) use capabilities::{refusal, require, Engine, Feature};
+pub use capabilities::{Capabilities, Fairness};
 pub(crate) use deployment::Deployment;
 pub(crate) use join::join_all;
 pub(crate) use lazy::LazyStore;
@@ -77,7 +80,7 @@ pub(crate) struct AcquireRequest<'a> {
     /// This contender may be queued already (an earlier attempt of this wait was).
     pub(crate) queued: bool,
     /// The name this request waits under in the store's queue when it waits alone (a fair
-    /// request on an engine that [queues requests](Store::queues_requests)); `None`: under
+    /// request on an engine whose [`Fairness`] is per request); `None`: under
     /// the process's name, as the front of the process's local queue.
     pub(crate) contender: Option<&'a str>,
     /// The caller reads no fencing token ([`LockRequest::unfenced`](crate::LockRequest::unfenced)):
@@ -124,19 +127,11 @@ pub(crate) trait Store: Send + Sync + 'static {
         None
     }
 
-    /// The longest lease this engine can honour, if it bounds leases: on ZooKeeper the
-    /// session is the lease, and a lease longer than the session timeout could outlive it.
-    /// Requests ask for at most this much.
-    fn lease_bound(&self) -> Option<Duration> {
-        None
-    }
-
-    /// Whether a lock frees itself when its lease runs out (a Redis key's TTL). False where
-    /// it lives as long as a session does (ZooKeeper): a lease that lapses without the
-    /// watchdog is then given back by the locker.
-    fn locks_expire(&self) -> bool {
-        true
-    }
+    /// What the engine offers (read locks, semaphores, leader election, how fair locks
+    /// queue, the longest lease it honours, whether locks expire in the store). Asked where
+    /// a request's options are resolved; cheap, and current (a lease bound can change with
+    /// a new session).
+    fn capabilities(&self) -> Capabilities;
 
     /// Takes the lock if it is free, reserving `req.fences` fencing tokens. One round trip.
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
@@ -177,21 +172,6 @@ pub(crate) trait Store: Send + Sync + 'static {
         self.release(keys, token)
     }
 
-    /// Whether the engine queues waiting processes and lets a release go to the one that
-    /// waited longest (what a fair lock relies on).
-    fn queues_processes(&self) -> bool {
-        true
-    }
-
-    /// Whether the engine queues single requests, each under a name of its own
-    /// ([`AcquireRequest::contender`]), and wakes only the one a release chose: a fair
-    /// request then waits in the store's queue itself, strictly first come, first served
-    /// across every task of every process. Otherwise a fair request waits in the process's
-    /// local queue, and the store's queue orders processes.
-    fn queues_requests(&self) -> bool {
-        false
-    }
-
     /// A request that waited under its own `contender` name stopped waiting without the lock:
     /// leave the store's queue, and give the lock on to the others if a release had just
     /// chosen it. Never blocks (runs in the background where it needs a round trip).
@@ -206,7 +186,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// [`LockError::Config`].
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         let _ = req;
-        Box::pin(std::future::ready(Err(self.no_read_locks())))
+        Box::pin(std::future::ready(Err(refusal(
+            Feature::ReadLocks,
+            &self.describe(),
+        ))))
     }
 
     /// Ends a read lease if `token` still holds it, waking the lock's waiters when it was
@@ -217,16 +200,10 @@ pub(crate) trait Store: Send + Sync + 'static {
         token: &'a OwnerToken,
     ) -> StoreFuture<'a, bool> {
         let _ = (keys, token);
-        Box::pin(std::future::ready(Err(self.no_read_locks())))
-    }
-
-    /// The error of an engine without read locks.
-    fn no_read_locks(&self) -> LockError {
-        LockError::config(format!(
-            "read locks are not supported on {} yet; they are on one Redis server, Sentinel, \
-             Redis Cluster, ZooKeeper, etcd and in memory",
-            self.describe()
-        ))
+        Box::pin(std::future::ready(Err(refusal(
+            Feature::ReadLocks,
+            &self.describe(),
+        ))))
     }
 
     /// Takes `count` permits of the semaphore `req.keys` ([`LockKeys::semaphore`]) if that
@@ -253,7 +230,10 @@ pub(crate) trait Store: Send + Sync + 'static {
         waiter: Option<PermitWaiter>,
     ) -> StoreFuture<'a, Attempt> {
         let _ = (req, limit, count, waiter);
-        Box::pin(std::future::ready(Err(self.no_semaphores())))
+        Box::pin(std::future::ready(Err(refusal(
+            Feature::Semaphores,
+            &self.describe(),
+        ))))
     }
 
     /// A [`PermitWaiter`] stopped waiting without its permits: leave the semaphore's queue and
@@ -272,22 +252,19 @@ pub(crate) trait Store: Send + Sync + 'static {
         count: u32,
     ) -> StoreFuture<'a, bool> {
         let _ = (keys, token, count);
-        Box::pin(std::future::ready(Err(self.no_semaphores())))
+        Box::pin(std::future::ready(Err(refusal(
+            Feature::Semaphores,
+            &self.describe(),
+        ))))
     }
 
     /// The holders of a semaphore now, for operators (never their tokens).
     fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
         let _ = keys;
-        Box::pin(std::future::ready(Err(self.no_semaphores())))
-    }
-
-    /// The error of an engine without semaphores.
-    fn no_semaphores(&self) -> LockError {
-        LockError::config(format!(
-            "semaphores are not supported on {} yet; they are on one Redis server, Sentinel, \
-             Redis Cluster and in memory",
-            self.describe()
-        ))
+        Box::pin(std::future::ready(Err(refusal(
+            Feature::Semaphores,
+            &self.describe(),
+        ))))
     }
 
     /// Extends each lease that its token still owns; one entry per renewal, in order.
@@ -306,22 +283,6 @@ pub(crate) trait Store: Send + Sync + 'static {
         let _ = keys;
     }
 
-    /// Whether the engine keeps leader records ([`publish_leader`](Self::publish_leader)):
-    /// leader elections and their observers are refused with
-    /// [`no_leaders`](Self::no_leaders) otherwise.
-    fn elects_leaders(&self) -> bool {
-        false
-    }
-
-    /// The error of an engine without leader election.
-    fn no_leaders(&self) -> LockError {
-        LockError::config(format!(
-            "leader election is not supported on {}; it is on one Redis server, Sentinel, \
-             Redis Cluster and in memory",
-            self.describe()
-        ))
-    }
-
     /// Records `leader` as the leader of the election whose lock is `keys`, in `record`, if
     /// `token` holds that lock and no newer term is recorded there; then wakes the lock's
     /// subscribers (observers). `Ok(false)`: not written (the lock is not ours any more, or
@@ -335,7 +296,10 @@ pub(crate) trait Store: Send + Sync + 'static {
         leader: &'a LeaderRecord,
     ) -> StoreFuture<'a, bool> {
         let _ = (keys, record, token, leader);
-        Box::pin(std::future::ready(Err(self.no_leaders())))
+        Box::pin(std::future::ready(Err(refusal(
+            Feature::LeaderElection,
+            &self.describe(),
+        ))))
     }
 
     /// Deletes the leader record if it still holds `term` (a resigning leader), and wakes the
@@ -347,7 +311,10 @@ pub(crate) trait Store: Send + Sync + 'static {
         term: u64,
     ) -> StoreFuture<'a, ()> {
         let _ = (keys, record, term);
-        Box::pin(std::future::ready(Err(self.no_leaders())))
+        Box::pin(std::future::ready(Err(refusal(
+            Feature::LeaderElection,
+            &self.describe(),
+        ))))
     }
 
     /// The current leader: the record, if its owner token still holds the lock.
@@ -357,7 +324,10 @@ pub(crate) trait Store: Send + Sync + 'static {
         record: &'a str,
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
         let _ = (keys, record);
-        Box::pin(std::future::ready(Err(self.no_leaders())))
+        Box::pin(std::future::ready(Err(refusal(
+            Feature::LeaderElection,
+            &self.describe(),
+        ))))
     }
 
     /// The operator's part (inspection, listing, forced release), where the engine has one;

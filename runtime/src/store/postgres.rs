@@ -1369,15 +1369,10 @@ impl Store for PostgresStore {
         Ok(self)
     }
 
-    fn queues_processes(&self) -> bool {
-        // leasehold_waiters, and a release that leaves the row to the longest waiter.
-        true
-    }
-
-    fn queues_requests(&self) -> bool {
-        // A fair request waits in leasehold_waiters under its own name, and the release that
-        // leaves the lock to it says so on `leasehold_turn`.
-        true
+    /// Fair per request: a fair request waits in leasehold_waiters under its own name, and
+    /// the release that leaves the lock to it says so on `leasehold_turn`.
+    fn capabilities(&self) -> super::Capabilities {
+        super::Engine::Postgres.capabilities(Duration::ZERO)
     }
 
     fn withdraw(&self, keys: &LockKeys) {

@@ -211,8 +211,15 @@ impl super::Store for ScriptedStore {
         ScriptedStore::session(self)
     }
 
-    fn locks_expire(&self) -> bool {
-        !self.shared.session_locks.load(Ordering::Relaxed)
+    /// Locks and leader records (which go straight to the memory store: the scripted faults
+    /// are the lock calls'); locks that expire, or that live as long as the session.
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            read_locks: false,
+            semaphores: false,
+            leases_expire: !self.shared.session_locks.load(Ordering::Relaxed),
+            ..super::Engine::Memory.capabilities(Duration::ZERO)
+        }
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> super::StoreFuture<'a, Attempt> {
@@ -240,12 +247,6 @@ impl super::Store for ScriptedStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> super::StoreFuture<'a, WakeSubscription> {
         Box::pin(ScriptedStore::subscribe(self, keys))
-    }
-
-    // Leader records go straight to the memory store: the scripted faults are the lock
-    // calls'.
-    fn elects_leaders(&self) -> bool {
-        true
     }
 
     fn publish_leader<'a>(

@@ -979,14 +979,12 @@ impl Store for ZooKeeperStore {
         Some(Session::current(&self.epoch))
     }
 
-    /// The session timeout the server granted the latest session: a lease no longer than it
-    /// ends, on this process's clock, before the server can expire the session.
-    fn lease_bound(&self) -> Option<Duration> {
-        Some(Duration::from_millis(self.granted.load(Ordering::Acquire)))
-    }
-
-    fn locks_expire(&self) -> bool {
-        false
+    /// Leases are bounded by the session timeout the server granted the latest session: a
+    /// lease no longer than it ends, on this process's clock, before the server can expire
+    /// the session.
+    fn capabilities(&self) -> super::Capabilities {
+        let granted = Duration::from_millis(self.granted.load(Ordering::Acquire));
+        super::Engine::ZooKeeper.capabilities(granted)
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {

@@ -4,6 +4,7 @@
 pub mod bounded;
 pub mod busy;
 pub mod cancel;
+pub mod capabilities;
 pub mod exclusion;
 pub mod fences;
 pub mod forced;

@@ -460,6 +460,11 @@ impl RedisStore {
 }
 
 impl Store for RedisStore {
+    fn capabilities(&self) -> crate::store::Capabilities {
+        // One server, Sentinel and Cluster offer the same.
+        crate::store::Engine::Redis.capabilities(Duration::ZERO)
+    }
+
     fn describe(&self) -> String {
         format!("redis at {}", self.core.endpoint)
     }
@@ -482,10 +487,6 @@ impl Store for RedisStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
         Box::pin(RedisStore::subscribe(self, keys))
-    }
-
-    fn queues_requests(&self) -> bool {
-        true
     }
 
     fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
@@ -517,10 +518,6 @@ impl Store for RedisStore {
         token: &'a OwnerToken,
     ) -> StoreFuture<'a, bool> {
         Box::pin(RedisStore::release_shared(self, keys, token))
-    }
-
-    fn elects_leaders(&self) -> bool {
-        true
     }
 
     fn publish_leader<'a>(

@@ -257,6 +257,10 @@ fn no_quorum(what: &str, ok: usize, of: usize, failures: Vec<LockError>) -> Lock
 }
 
 impl Store for RedLock {
+    fn capabilities(&self) -> crate::store::Capabilities {
+        crate::store::Engine::RedLock.capabilities(Duration::ZERO)
+    }
+
     fn describe(&self) -> String {
         let nodes: Vec<String> = self
             .nodes
