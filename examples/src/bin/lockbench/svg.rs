@@ -9,8 +9,8 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::held;
-use crate::Row;
+use crate::report::Row;
+use crate::scenarios::held;
 
 /// One bar: a measured figure (a ratio, or a figure over its limit) and its target.
 struct Bar {

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use leasehold::Locker;
 
-use super::{percentile, Report};
+use crate::measure::percentile;
+use crate::report::Report;
 
 const PERMITS: u32 = 8;
 const TASKS: usize = 64;
@@ -80,6 +81,7 @@ where
     *tally.elapsed.lock().unwrap() += start.elapsed();
 }
 
+/// Scenario 9 on the server at `url`, `duration` per side.
 pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration) {
     let locker = Locker::builder()
         .url(url)

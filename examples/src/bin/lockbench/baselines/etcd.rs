@@ -1,0 +1,105 @@
+//! The etcd baseline: etcd's own Lock service (`v3lock`), called through the client leasehold
+//! itself uses (`etcd_client::Client::lock`, `unlock`), holding its locks with a lease of the
+//! same TTL as ours, kept alive by one stream.
+
+use std::sync::Arc;
+
+use etcd_client as etcd;
+
+use crate::engine::SESSION_TIMEOUT;
+use crate::key_lock::KeyLock;
+
+/// The service's lock names (it keeps each holder's key under `<name>/`).
+const ROOT: &str = "bench-raw";
+
+/// The service's name in the report.
+pub(crate) const ETCD_LOCK_SERVICE: &str = "etcd's Lock service (etcd-client's Client::lock)";
+
+/// A client of the Lock service with a lease of its own, kept alive by a background task for
+/// as long as the client lives, as a user of the service would hold one.
+#[derive(Clone)]
+pub(crate) struct EtcdLockService {
+    client: etcd::Client,
+    lease: i64,
+    _keep_alive: Arc<KeepAlive>,
+}
+
+/// Aborts the keep-alive task when the last clone of its client goes.
+struct KeepAlive(tokio::task::JoinHandle<()>);
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl EtcdLockService {
+    pub(crate) async fn connect(endpoint: &str) -> EtcdLockService {
+        let client = etcd::Client::connect([endpoint], None)
+            .await
+            .expect("etcd client");
+        EtcdLockService::with_lease(client).await
+    }
+
+    /// Another lease over the same connection.
+    async fn with_lease(mut client: etcd::Client) -> EtcdLockService {
+        let ttl = SESSION_TIMEOUT.as_secs() as i64;
+        let lease = client
+            .lease_grant(ttl, None)
+            .await
+            .expect("lease grant")
+            .id();
+        let (mut keeper, mut responses) = client
+            .lease_keep_alive(lease)
+            .await
+            .expect("lease keep-alive");
+        let keep_alive = tokio::spawn(async move {
+            // A third of the TTL, as leasehold's watchdog renews.
+            let mut every = tokio::time::interval(SESSION_TIMEOUT / 3);
+            loop {
+                every.tick().await;
+                if keeper.keep_alive().await.is_err() {
+                    return;
+                }
+                if !matches!(responses.message().await, Ok(Some(_))) {
+                    return;
+                }
+            }
+        });
+        EtcdLockService {
+            client,
+            lease,
+            _keep_alive: Arc::new(KeepAlive(keep_alive)),
+        }
+    }
+}
+
+/// An acquisition: the service puts `<name>/<lease>` with the lease and waits until its key
+/// has the lowest create revision under `name/`; the key it answers is the one to unlock.
+impl KeyLock for EtcdLockService {
+    type Held<'a> = Vec<u8>;
+
+    async fn acquire<'a>(&'a self, name: &'a str) -> Vec<u8> {
+        let options = etcd::LockOptions::new().with_lease(self.lease);
+        let mut client = self.client.clone();
+        let held = client
+            .lock(format!("{ROOT}/{name}"), Some(options))
+            .await
+            .expect("raw lock");
+        held.key().to_vec()
+    }
+
+    /// Deletes the key `acquire` answered; the next in line is woken by its watch.
+    async fn release<'a>(&'a self, _: &'a str, key: Vec<u8>) {
+        let mut client = self.client.clone();
+        client.unlock(key).await.expect("raw unlock");
+    }
+
+    /// The service treats every request made with one lease as the same holder (its key is
+    /// `<name>/<lease>`, and asking again finds it there and holds at once), so tasks sharing
+    /// a lease would all hold a hot key together: each task gets a lease of its own, over the
+    /// process's one connection.
+    async fn for_task(&self) -> EtcdLockService {
+        EtcdLockService::with_lease(self.client.clone()).await
+    }
+}

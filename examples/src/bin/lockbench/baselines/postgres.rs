@@ -1,0 +1,138 @@
+//! The PostgreSQL baseline: the engine's own statements sent raw by the same driver
+//! (tokio-postgres), prepared, on connections of their own: an acquire is
+//! `leasehold_acquire(...)`, a release the engine's `DELETE ... pg_notify`.
+//!
+//! It has no wake-ups (it would need a listening connection and a table of waiters, which is
+//! what the library is): on a busy lock it polls, sleeping 1 ms between attempts, as the Redis
+//! polling loop does.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::postgres::tokio_postgres as pg;
+
+use super::token;
+use crate::key_lock::KeyLock;
+
+/// The engine's acquire, as its `ACQUIRE` statement sends it.
+const ACQUIRE: &str = "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4)";
+
+/// The engine's release (its `RELEASE` statement, copied from `runtime/src/store/postgres.rs`):
+/// delete the row if the owner holds it, and notify the waiters' channel in the same
+/// transaction.
+const RELEASE: &str = "WITH gone AS (\
+     DELETE FROM leasehold_locks WHERE key = $1 AND owner = $2 \
+     RETURNING expires > clock_timestamp() AS valid) \
+     SELECT valid, pg_notify('leasehold', $3) IS NULL FROM gone";
+
+/// As many connections as the engine shares among its lock calls (it pipelines concurrent
+/// statements on them; so does the raw side, round robin).
+const CONNECTIONS: usize = 4;
+
+/// How long the raw side sleeps when the lock is busy before it asks again.
+const POLL: Duration = Duration::from_millis(1);
+
+/// The raw statements' name in the report.
+pub(crate) const POSTGRES_RAW: &str = "raw leasehold_acquire + DELETE/pg_notify (tokio-postgres)";
+
+/// Their name in the hot-key rows, where the polling shows.
+pub(crate) const POSTGRES_RAW_POLLING: &str =
+    "raw leasehold_acquire + DELETE/pg_notify (tokio-postgres), polling every 1 ms when busy \
+     (no wake-ups)";
+
+/// One raw connection with the two statements prepared.
+struct RawConn {
+    client: pg::Client,
+    acquire: pg::Statement,
+    release: pg::Statement,
+    driver: tokio::task::AbortHandle,
+}
+
+impl Drop for RawConn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// The raw lock: [`CONNECTIONS`] connections of its own, used in turn.
+#[derive(Clone)]
+pub(crate) struct PostgresRaw {
+    conns: Arc<Vec<RawConn>>,
+    next: Arc<AtomicUsize>,
+}
+
+impl PostgresRaw {
+    /// Connects; the lock table must exist (a leasehold locker on the same database made it).
+    pub(crate) async fn connect(url: &str) -> PostgresRaw {
+        let mut conns = Vec::new();
+        for _ in 0..CONNECTIONS {
+            let (client, connection) = pg::connect(url, pg::NoTls).await.expect("raw connection");
+            let driver = tokio::spawn(async move {
+                let _ = connection.await;
+            })
+            .abort_handle();
+            use pg::types::Type;
+            let acquire = client
+                .prepare_typed(ACQUIRE, &[Type::TEXT, Type::TEXT, Type::INT8, Type::INT8])
+                .await
+                .expect("prepare the acquire");
+            let release = client
+                .prepare_typed(RELEASE, &[Type::TEXT, Type::TEXT, Type::TEXT])
+                .await
+                .expect("prepare the release");
+            conns.push(RawConn {
+                client,
+                acquire,
+                release,
+                driver,
+            });
+        }
+        PostgresRaw {
+            conns: Arc::new(conns),
+            next: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn conn(&self) -> &RawConn {
+        &self.conns[self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len()]
+    }
+
+    /// One attempt, with the library's default lease; the fence when granted.
+    async fn try_lock(&self, key: &str, owner: &str) -> Option<i64> {
+        let conn = self.conn();
+        let lease_ms = leasehold::DEFAULT_LEASE.as_millis() as i64;
+        let row = conn
+            .client
+            .query_one(&conn.acquire, &[&key, &owner, &lease_ms, &0i64])
+            .await
+            .expect("raw acquire");
+        row.get(0)
+    }
+
+    /// Deletes the row if `owner` holds it, and notifies.
+    async fn unlock(&self, key: &str, owner: &str) {
+        let conn = self.conn();
+        conn.client
+            .query_opt(&conn.release, &[&key, &owner, &key])
+            .await
+            .expect("raw release");
+    }
+}
+
+/// An acquisition polls until the lock is granted, under a fresh owner token.
+impl KeyLock for PostgresRaw {
+    type Held<'a> = String;
+
+    async fn acquire<'a>(&'a self, key: &'a str) -> String {
+        let owner = token();
+        while self.try_lock(key, &owner).await.is_none() {
+            tokio::time::sleep(POLL).await;
+        }
+        owner
+    }
+
+    async fn release<'a>(&'a self, key: &'a str, owner: String) {
+        self.unlock(key, &owner).await;
+    }
+}

@@ -1,0 +1,176 @@
+//! Redis baselines: the lock users write by hand ([`Naive`]: `SET NX PX`, compare-and-delete,
+//! a 1 ms polling loop; with a fence taken in one script, plain or restore-safe) and
+//! [`Rslock`], the most used Rust RedLock crate.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::token;
+use crate::key_lock::KeyLock;
+
+const COMPARE_AND_DELETE: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/// The same lock with a fencing token taken in the same atomic step, as ours does: a script,
+/// since Redis has no native "set if absent, then increment". Returns the token, or nil.
+const FENCED_SET: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+     return redis.call('INCR', KEYS[2]) end return false";
+
+/// [`FENCED_SET`] with the fence rule leasehold keeps (see its `fence.lua`): the counter is
+/// first lifted to the server clock in microseconds, so tokens keep increasing after Redis
+/// restarts from an old snapshot or fails over to a lagging replica, which a bare `INCR` does
+/// not. The baseline for what a restore-safe fence costs Redis by itself.
+const SAFE_FENCED_SET: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+     local t = redis.call('TIME') \
+     local floor = tonumber(t[1]) * 1000000 + tonumber(t[2]) \
+     if tonumber(redis.call('GET', KEYS[2]) or '0') < floor then \
+       redis.call('SET', KEYS[2], string.format('%d', floor + 1), 'PX', ARGV[3]) \
+       return floor + 1 \
+     end \
+     return redis.call('INCR', KEYS[2]) \
+   end return false";
+
+/// The lock users write by hand, done right as far as it goes: random token, `SET NX PX`,
+/// compare-and-delete; waiting is a 1 ms polling loop.
+#[derive(Clone)]
+pub(crate) struct Naive {
+    conn: redis::aio::MultiplexedConnection,
+    delete: Arc<redis::Script>,
+    fenced_set: Arc<redis::Script>,
+    safe_fenced_set: Arc<redis::Script>,
+}
+
+impl Naive {
+    pub(crate) async fn new(url: &str) -> Naive {
+        let client = redis::Client::open(url).expect("url");
+        Naive {
+            conn: client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect"),
+            delete: Arc::new(redis::Script::new(COMPARE_AND_DELETE)),
+            fenced_set: Arc::new(redis::Script::new(FENCED_SET)),
+            safe_fenced_set: Arc::new(redis::Script::new(SAFE_FENCED_SET)),
+        }
+    }
+
+    /// `SET NX PX` and, when it took the lock, the next fencing token, in one script.
+    pub(crate) async fn try_lock_fenced(
+        &self,
+        key: &str,
+        fence_key: &str,
+        token: &str,
+    ) -> Option<u64> {
+        let mut conn = self.conn.clone();
+        self.fenced_set
+            .key(key)
+            .key(fence_key)
+            .arg(token)
+            .arg(30_000)
+            .invoke_async(&mut conn)
+            .await
+            .expect("fenced SET")
+    }
+
+    /// [`try_lock_fenced`](Self::try_lock_fenced) with a restore-safe fence
+    /// ([`SAFE_FENCED_SET`]).
+    pub(crate) async fn try_lock_safe_fenced(
+        &self,
+        key: &str,
+        fence_key: &str,
+        token: &str,
+    ) -> Option<u64> {
+        let mut conn = self.conn.clone();
+        self.safe_fenced_set
+            .key(key)
+            .key(fence_key)
+            .arg(token)
+            .arg(30_000)
+            .arg(86_400_000)
+            .invoke_async(&mut conn)
+            .await
+            .expect("restore-safe fenced SET")
+    }
+
+    pub(crate) async fn try_lock(&self, key: &str, token: &str) -> bool {
+        let mut conn = self.conn.clone();
+        let ok: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query_async(&mut conn)
+            .await
+            .expect("SET");
+        ok.is_some()
+    }
+
+    pub(crate) async fn lock(&self, key: &str, token: &str) {
+        while !self.try_lock(key, token).await {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    pub(crate) async fn unlock(&self, key: &str, token: &str) {
+        let mut conn = self.conn.clone();
+        let _: i64 = self
+            .delete
+            .key(key)
+            .arg(token)
+            .invoke_async(&mut conn)
+            .await
+            .expect("compare-and-delete");
+    }
+}
+
+/// The polling loop, with a fresh token per acquisition.
+impl KeyLock for Naive {
+    type Held<'a> = String;
+
+    async fn acquire<'a>(&'a self, key: &'a str) -> String {
+        let tok = token();
+        self.lock(key, &tok).await;
+        tok
+    }
+
+    async fn release<'a>(&'a self, key: &'a str, tok: String) {
+        self.unlock(key, &tok).await;
+    }
+}
+
+/// rslock on one Redis server, with a 30 s lease as ours.
+#[derive(Clone)]
+pub(crate) struct Rslock(Arc<rslock::LockManager>);
+
+impl Rslock {
+    /// rslock's manager connects on first use.
+    pub(crate) fn new(url: &str) -> Rslock {
+        Rslock(Arc::new(rslock::LockManager::new(vec![url.to_owned()])))
+    }
+}
+
+/// rslock's own wait: retries with its back-off until it holds the key.
+impl KeyLock for Rslock {
+    type Held<'a> = rslock::Lock;
+
+    async fn acquire<'a>(&'a self, key: &'a str) -> rslock::Lock {
+        self.0
+            .acquire_no_guard(key.as_bytes(), Duration::from_secs(30))
+            .await
+            .expect("rslock acquire")
+    }
+
+    async fn release<'a>(&'a self, _: &'a str, lock: rslock::Lock) {
+        self.0.unlock(&lock).await;
+    }
+}
+
+/// One lock and unlock of `key` with rslock (30 s lease, as ours).
+pub(crate) async fn rslock_lock_unlock(r: &rslock::LockManager, key: &str) {
+    let lock = r
+        .lock(key.as_bytes(), Duration::from_secs(30))
+        .await
+        .expect("rslock");
+    r.unlock(&lock).await;
+}

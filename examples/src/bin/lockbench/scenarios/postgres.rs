@@ -1,0 +1,58 @@
+//! Scenario 8: leasehold on PostgreSQL against the same statements sent raw by the same driver
+//! (tokio-postgres), on connections of their own, to the same throwaway server, in the same
+//! run: uncontended cycles, and one hot key across four processes, where the raw side polls
+//! every 1 ms on a busy lock (it has no wake-ups).
+
+use std::time::Duration;
+
+use leasehold_tests::harness::PgServer;
+
+use crate::baselines::{PostgresRaw, POSTGRES_RAW, POSTGRES_RAW_POLLING};
+use crate::engine::Engine;
+use crate::hot_key::{
+    handover_p50, report_against, run_each, Contender, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
+};
+use crate::report::Report;
+use crate::versus;
+
+/// Scenario 8: uncontended cycles at 1 and 16 tasks, then one hot key across four processes.
+pub(crate) async fn scenario(
+    report: &mut Report,
+    postgres: &PgServer,
+    duration: Duration,
+    rounds: usize,
+) {
+    let url = postgres.url();
+    // Ours first: connecting creates the lock table the raw side uses too.
+    let locker = Engine::Postgres.locker(&url).await;
+    let raw = PostgresRaw::connect(&url).await;
+    versus::uncontended(
+        report,
+        "8 postgres",
+        (&locker, &raw),
+        |t, k| format!("raw-u:{t}:{k}"),
+        POSTGRES_RAW,
+        duration,
+    )
+    .await;
+    hot_key(report, &url, rounds).await;
+}
+
+/// One hot key, 4 processes x 4 tasks: a handover between processes goes through the server
+/// (ours wakes the next process by `NOTIFY`; the raw side finds the lock free on a poll).
+async fn hot_key(report: &mut Report, url: &str, rounds: usize) {
+    let rounds = ROUNDS_AT_16_TASKS * rounds;
+    let shape = ENGINE_SHAPES[1];
+    let contenders = [Contender::Ours(Engine::Postgres), Contender::PostgresRaw];
+    let measured = run_each(url, shape, rounds, &contenders, &()).await;
+    let [(ours, ()), (raw, ())] = &measured[..] else {
+        unreachable!("two contenders")
+    };
+    report_against(
+        report,
+        &format!("8 postgres hot key, {}", shape.label()),
+        (ours, raw),
+        POSTGRES_RAW_POLLING,
+        &[handover_p50(ours, raw)],
+    );
+}

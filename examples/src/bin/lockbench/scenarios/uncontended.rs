@@ -1,0 +1,224 @@
+//! Scenario 1: uncontended lock/unlock cycles on Redis (1, 16, 64 tasks), fenced and unfenced,
+//! with the client CPU per cycle, against the same commands sent raw, a raw lock with a fence,
+//! and rslock, taking turns in short windows; and `lock_all` of two keys against taking them
+//! by hand.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::Locker;
+
+use crate::baselines::{rslock_lock_unlock, token, Naive};
+use crate::measure::{cpu_seconds, cycles_per_sec, in_turns, UNCONTENDED_ROUNDS};
+use crate::report::Report;
+
+/// Scenario 1's contenders that cycle one lock and unlock per call (rslock aside).
+#[derive(Clone, Copy)]
+pub(crate) enum Cycle {
+    /// `SET NX PX`, then compare-and-delete, sent raw.
+    Raw,
+    /// `SET NX PX` + `INCR` in one script, then compare-and-delete, sent raw.
+    Fenced,
+    /// `locker.lock(k).acquire()`, then `release()`.
+    Ours,
+    /// `locker.lock(k).unfenced().acquire()`, then `release()`.
+    Unfenced,
+    /// `SAFE_FENCED_SET`, then compare-and-delete, sent raw.
+    SafeFenced,
+}
+
+impl Cycle {
+    /// `--profile`'s name for a contender; exits with a usage message on an unknown one.
+    pub(crate) fn parse(s: &str) -> Cycle {
+        match s {
+            "raw" => Cycle::Raw,
+            "fenced" => Cycle::Fenced,
+            "unfenced" => Cycle::Unfenced,
+            "safe-fenced" => Cycle::SafeFenced,
+            "ours" => Cycle::Ours,
+            other => {
+                eprintln!(
+                    "unknown contender {other:?}: --profile takes ours, unfenced, raw, fenced or \
+                     safe-fenced"
+                );
+                std::process::exit(2)
+            }
+        }
+    }
+
+    /// Cycles per second of `tasks` tasks doing this for `window`, each on 16 keys of its own.
+    pub(crate) async fn run(
+        self,
+        naive: &Naive,
+        locker: &Locker,
+        tasks: usize,
+        window: Duration,
+    ) -> f64 {
+        let (n, l) = (naive.clone(), locker.clone());
+        cycles_per_sec(tasks, window, move |t, i| {
+            let (n, l) = (n.clone(), l.clone());
+            async move {
+                let k = i % 16;
+                match self {
+                    Cycle::Raw => {
+                        let (key, tok) = (format!("raw:{t}:{k}"), token());
+                        assert!(n.try_lock(&key, &tok).await, "raw key was taken");
+                        n.unlock(&key, &tok).await;
+                    }
+                    Cycle::Fenced => {
+                        let (key, tok) = (format!("fenced:{{{t}:{k}}}"), token());
+                        let fence_key = format!("fence:{{{t}:{k}}}");
+                        let fence = n.try_lock_fenced(&key, &fence_key, &tok).await;
+                        assert!(fence.is_some(), "fenced key was taken");
+                        n.unlock(&key, &tok).await;
+                    }
+                    Cycle::SafeFenced => {
+                        let (key, tok) = (format!("safe:{{{t}:{k}}}"), token());
+                        let fence_key = format!("safe-fence:{{{t}:{k}}}");
+                        let fence = n.try_lock_safe_fenced(&key, &fence_key, &tok).await;
+                        assert!(fence.is_some(), "fenced key was taken");
+                        n.unlock(&key, &tok).await;
+                    }
+                    Cycle::Ours => {
+                        let guard = l.lock(format!("u:{t}:{k}")).acquire().await;
+                        guard.expect("acquire").release().await.expect("release");
+                    }
+                    Cycle::Unfenced => {
+                        let guard = l.lock(format!("nf:{t}:{k}")).unfenced().acquire().await;
+                        guard.expect("acquire").release().await.expect("release");
+                    }
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Scenario 1 on the server at `url`, `duration` per task count and contender.
+pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration) {
+    let naive = Naive::new(url).await;
+    let locker = Locker::builder()
+        .url(url)
+        .prefix("bench")
+        .build()
+        .await
+        .expect("locker");
+    let rslock = Arc::new(rslock::LockManager::new(vec![url.to_owned()]));
+    let window = duration / UNCONTENDED_ROUNDS;
+    for tasks in [1usize, 16, 64] {
+        // Cycles per second of each contender, summed over the rounds (equal windows), and
+        // the client CPU (getrusage: this process; Redis is another) each one used.
+        // In the order of `Cycle`: raw, fenced, ours, unfenced, safe-fenced.
+        let (mut rates, mut cpu, mut theirs) = ([0.0f64; 5], [0.0f64; 5], 0.0);
+        for _ in 0..UNCONTENDED_ROUNDS {
+            let cycles = [
+                Cycle::Raw,
+                Cycle::Fenced,
+                Cycle::Ours,
+                Cycle::Unfenced,
+                Cycle::SafeFenced,
+            ];
+            for (slot, cycle) in cycles.into_iter().enumerate() {
+                let start = cpu_seconds();
+                let rate = cycle.run(&naive, &locker, tasks, window).await;
+                cpu[slot] += cpu_seconds() - start;
+                rates[slot] += rate;
+            }
+            let r = rslock.clone();
+            theirs += cycles_per_sec(tasks, window, move |t, i| {
+                let r = r.clone();
+                async move { rslock_lock_unlock(&r, &format!("rs:{t}:{}", i % 16)).await }
+            })
+            .await;
+        }
+        let rounds = f64::from(UNCONTENDED_ROUNDS);
+        // Client CPU per cycle, in µs: CPU seconds over the cycles done in the same windows.
+        // `rate` is still the sum of the rounds' rates: times one window, the cycles done.
+        let per_cycle = |cpu: f64, rate: f64| cpu * 1e6 / (rate * window.as_secs_f64());
+        let cpu_us: Vec<f64> = (0..5).map(|c| per_cycle(cpu[c], rates[c])).collect();
+        let [raw, fenced, ours, unfenced, safe_fenced] = rates.map(|r| r / rounds);
+        let theirs = theirs / rounds;
+        let scenario = format!("1 uncontended, {tasks} tasks");
+        let raw_name = "raw SET NX PX + compare-and-delete";
+        let rows = [
+            ("cycles/s", ours, raw, raw_name, "cycles/s"),
+            (
+                "cycles/s vs raw with a fence",
+                ours,
+                fenced,
+                "raw SET NX PX + INCR in one script, compare-and-delete",
+                "cycles/s",
+            ),
+            (
+                "cycles/s vs raw, restore-safe fence",
+                ours,
+                safe_fenced,
+                "raw SET NX PX + a fence lifted to the server clock, in one script",
+                "cycles/s",
+            ),
+            ("cycles/s (rslock)", theirs, raw, raw_name, "cycles/s"),
+            ("unfenced cycles/s", unfenced, raw, raw_name, "cycles/s"),
+            (
+                "client CPU per cycle",
+                cpu_us[2],
+                cpu_us[1],
+                "raw with a fence (getrusage, same windows)",
+                "us",
+            ),
+            (
+                "unfenced client CPU per cycle",
+                cpu_us[3],
+                cpu_us[0],
+                "raw (getrusage, same windows)",
+                "us",
+            ),
+        ];
+        for (metric, ours, baseline, name, unit) in rows {
+            report.add(&scenario, metric, ours, baseline, name, unit);
+        }
+    }
+    // Two keys at once (issue 16): `lock_all` takes free keys in one script call, against
+    // the loop users write by hand (take each key in sorted order with a fence, then delete
+    // each).
+    for tasks in [1usize, 16] {
+        let n = naive.clone();
+        let by_hand = move |t: usize, i: u64| {
+            let n = n.clone();
+            async move {
+                let tok = token();
+                let keys = [
+                    format!("mraw:{{{t}:{}:a}}", i % 16),
+                    format!("mraw:{{{t}:{}:b}}", i % 16),
+                ];
+                for key in &keys {
+                    let fence = n.try_lock_fenced(key, &format!("f{key}"), &tok).await;
+                    assert!(fence.is_some(), "raw key was taken");
+                }
+                for key in &keys {
+                    n.unlock(key, &tok).await;
+                }
+            }
+        };
+        let l = locker.clone();
+        let lock_all = move |t: usize, i: u64| {
+            let l = l.clone();
+            async move {
+                let guard = l
+                    .lock_all([format!("m:{t}:{}:b", i % 16), format!("m:{t}:{}:a", i % 16)])
+                    .acquire()
+                    .await
+                    .expect("acquire");
+                guard.release().await.expect("release");
+            }
+        };
+        let (raw, ours) = in_turns(tasks, duration, by_hand, lock_all).await;
+        report.add(
+            &format!("1 uncontended, {tasks} tasks"),
+            "lock_all of 2 keys, cycles/s",
+            ours,
+            raw,
+            "raw, by hand: each key in order (SET NX PX + INCR), then each deleted",
+            "cycles/s",
+        );
+    }
+}

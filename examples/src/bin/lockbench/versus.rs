@@ -1,0 +1,50 @@
+//! The uncontended half of every other engine's scenario (6 to 8): leasehold on the engine
+//! against the engine's own baseline, lock/unlock cycles at 1 and 16 tasks, taking turns.
+
+use std::time::Duration;
+
+use leasehold::Locker;
+
+use crate::key_lock::KeyLock;
+use crate::measure::in_turns;
+use crate::report::Report;
+
+/// One uncontended cycle of ours: `key` (handed over as it is) taken and released.
+pub(crate) async fn ours_cycle(locker: Locker, key: String) {
+    let guard = locker.lock(key).acquire().await.expect("acquire");
+    guard.release().await.expect("release");
+}
+
+/// One uncontended cycle of a baseline: `key` taken and given back.
+pub(crate) async fn baseline_cycle<L: KeyLock>(lock: L, key: String) {
+    let held = lock.acquire(&key).await;
+    lock.release(&key, held).await;
+}
+
+/// Adds `{scenario} uncontended, {tasks} tasks` cycles/s rows, ours against `baseline` (named
+/// `name`). Each task cycles over 16 keys of its own: ours are `u:{task}:{k}`, the baseline's
+/// `baseline_key(task, k)`.
+pub(crate) async fn uncontended<L: KeyLock>(
+    report: &mut Report,
+    scenario: &str,
+    (ours, baseline): (&Locker, &L),
+    baseline_key: fn(usize, u64) -> String,
+    name: &str,
+    duration: Duration,
+) {
+    for tasks in [1usize, 16] {
+        let ours = ours.clone();
+        let ours = move |t, i| ours_cycle(ours.clone(), format!("u:{t}:{}", i % 16));
+        let baseline = baseline.clone();
+        let baseline = move |t, i| baseline_cycle(baseline.clone(), baseline_key(t, i % 16));
+        let (ours, theirs) = in_turns(tasks, duration, ours, baseline).await;
+        report.add(
+            &format!("{scenario} uncontended, {tasks} tasks"),
+            "cycles/s",
+            ours,
+            theirs,
+            name,
+            "cycles/s",
+        );
+    }
+}
