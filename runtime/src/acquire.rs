@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::inflight::{Call, InFlight, Settled};
+use crate::inflight::{Call, InFlight};
 use crate::key::{validate_key, LockKeys};
 use crate::kind::LeaseKind;
 use crate::lease::{validity, Lease};
@@ -80,13 +80,14 @@ impl Locker {
         result
     }
 
-    /// The answer to a request for a lock that the surrounding scope holds (`None` when it
+    /// The answer to a request that the surrounding scope holds already (`None` when it
     /// does not, or no longer does: a scope future that outlives its holder, released or
-    /// handed over, acquires like any other task). A read inside a held read or write is
-    /// granted by the holding; so is a write inside a write. A write inside a read would wait
-    /// for itself, and a fenced request inside an unfenced hold has no token to get: both
-    /// are refused.
-    fn reenter(
+    /// handed over, acquires like any other task), for every kind of lease. A read inside a
+    /// held read or write is granted by the holding; so is a write inside a write, and
+    /// permits inside a holder of at least as many. A write inside a read, or more permits
+    /// than the scope holds, would wait for itself, and a fenced request inside an unfenced
+    /// hold has no token to get: all are refused.
+    pub(crate) fn reenter(
         &self,
         user_key: &str,
         keys: &LockKeys,
@@ -96,12 +97,23 @@ impl Locker {
         if !lease.holding(fence) {
             return None;
         }
-        if lease.kind == LeaseKind::Read && opts.kind == LeaseKind::Exclusive {
-            return Some(Err(LockError::config(format!(
-                "a write lock on {user_key:?} was asked for inside a read lock of the same \
-                 key, which it would wait for forever; take the write lock from the start, or \
-                 release the read lock first"
-            ))));
+        match (lease.kind, opts.kind) {
+            (LeaseKind::Read, LeaseKind::Exclusive) => {
+                return Some(Err(LockError::config(format!(
+                    "a write lock on {user_key:?} was asked for inside a read lock of the same \
+                     key, which it would wait for forever; take the write lock from the start, \
+                     or release the read lock first"
+                ))));
+            }
+            (LeaseKind::Permits { count: held, .. }, LeaseKind::Permits { count, .. })
+                if count > held =>
+            {
+                return Some(Err(LockError::config(format!(
+                    "{count} permits of {user_key:?} were asked for inside a holder of {held} \
+                     of them, which would wait for itself; ask for them all at once"
+                ))));
+            }
+            _ => {}
         }
         if opts.fenced && !lease.fenced {
             return Some(Err(LockError::config(format!(
@@ -171,8 +183,12 @@ impl Locker {
             .await
     }
 
-    /// The loop of the task at the front of the local queue.
-    async fn contend(
+    /// The one contend loop, for every kind of lease: try, subscribe, try again, and sleep
+    /// until a release, the holder's remaining lease or the deadline. `turn` is the task's
+    /// seat: the front of the local queue (the lock), or a place of its own (a fair request
+    /// alone in the store's queue, a reader, a semaphore's waiter); it gives back whatever a
+    /// call in flight takes if this future stops being polled.
+    pub(crate) async fn contend(
         &self,
         user_key: String,
         keys: &LockKeys,
@@ -182,15 +198,17 @@ impl Locker {
         waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
         let inner = &self.inner;
+        let kind = turn.kind;
         let mut wakes: Option<WakeSubscription> = None;
         let mut subscribed = false;
         // Whether an attempt of this wait queued this process in the store.
         let mut queued = false;
         loop {
             let token = OwnerToken::generate();
-            // Fences for the waiters that may get this lease handed over (watchdog only:
-            // without it, each holder needs a lease of its own).
-            let fences = if opts.watchdog && !opts.fair {
+            // Fences for the waiters that may get this lease handed over (the lock, with the
+            // watchdog: without it, each holder needs a lease of its own; a lease of its own
+            // is never handed over).
+            let fences = if kind == LeaseKind::Exclusive && opts.watchdog && !opts.fair {
                 inner.queues.fences_to_reserve(keys.lock())
             } else {
                 1
@@ -199,7 +217,12 @@ impl Locker {
             let session = inner.store.session();
             let sent = Instant::now();
             let validity = validity(opts.lease, inner.drift);
-            let interest = deadline.saturating_duration_since(sent);
+            // Only the lock queues its process in the store for the rest of the wait; readers
+            // and permits take their turns by other rules (see `Store::acquire_permits`).
+            let interest = match kind {
+                LeaseKind::Exclusive => deadline.saturating_duration_since(sent),
+                _ => Duration::ZERO,
+            };
             let call = Attempted {
                 keys: keys.clone(),
                 token: token.clone(),
@@ -210,10 +233,11 @@ impl Locker {
                 fences,
                 interest,
                 queued,
-                contender: turn.contender.clone(),
-                fenced: opts.fenced,
+                contender: turn.contender().map(Into::into),
+                // A lease of its own always carries its fence.
+                fenced: opts.fenced || kind.is_own(),
             }
-            .send(inner, LeaseKind::Exclusive, None);
+            .send(inner, kind, turn.permit_waiter());
             let (call, settles) = InFlight::new(inner, call);
             // Dropped from here on, the turn gives back whatever the call takes, once it is
             // answered; an error leaves it to do so too (the call may have landed).
@@ -229,16 +253,15 @@ impl Locker {
                     // send time, is over. Give it back (the turn cleans up if this is
                     // cancelled) and try again while the wait lasts.
                     turn.in_flight = Some(token.clone());
-                    let _ = inner.store.release(keys, &token).await;
+                    let _ = inner.store.give_back(keys, &token, kind, sent).await;
                     turn.in_flight = None;
                     tracing::debug!("a grant arrived after its validity; given back");
                     if Instant::now() >= deadline {
                         return Err(LockError::unavailable(
                             format!(
-                                "the lock store granted the lock only after the lease's \
-                                 validity ({validity:?} of a {:?} lease) had run out; the \
-                                 network or the server is too slow for this lease: give it a \
-                                 longer one",
+                                "the lock store granted the lease only after its validity \
+                                 ({validity:?} of a {:?} lease) had run out; the network or \
+                                 the server is too slow for this lease: give it a longer one",
                                 opts.lease
                             ),
                             None,
@@ -279,14 +302,7 @@ impl Locker {
                 }
                 continue;
             }
-            nap(
-                wakes.as_mut(),
-                turn.contender.as_deref(),
-                remaining,
-                now,
-                deadline,
-            )
-            .await;
+            nap(wakes.as_mut(), turn.contender(), remaining, now, deadline).await;
         }
     }
 }
@@ -360,6 +376,9 @@ impl Locker {
         sent: Sent,
         top: u64,
     ) -> LockGuard {
+        let kind = turn.kind;
+        // A lease of its own holds one fence, at least 1 (a reader's is the last writer's).
+        let top = if kind.is_own() { top.max(1) } else { top };
         let lease = Lease::new(
             user_key,
             keys.clone(),
@@ -371,8 +390,9 @@ impl Locker {
             top,
             sent.fences,
             sent.session,
-        );
-        let lease = Arc::new(if opts.fenced {
+        )
+        .of_kind(kind);
+        let lease = Arc::new(if opts.fenced || kind.is_own() {
             lease
         } else {
             lease.into_unfenced()
@@ -518,140 +538,10 @@ impl Locker {
         if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
             return reentered;
         }
-        self.contend_alone(user_key, &keys, opts, None, waited)
-            .await
-    }
-
-    /// The loop of a contender for a lease of its own (`opts.kind`: a read lease, or permits
-    /// of a semaphore, where `waiter` takes its turn): try, subscribe, and sleep until a
-    /// release, the first holder's remaining lease or the deadline.
-    pub(crate) async fn contend_alone(
-        &self,
-        user_key: String,
-        keys: &LockKeys,
-        opts: Options,
-        waiter: Option<PermitWaiter>,
-        waited: &mut bool,
-    ) -> Result<LockGuard, LockError> {
-        let inner = &self.inner;
         let deadline = Instant::now() + opts.wait;
-        let mut wakes: Option<WakeSubscription> = None;
-        let mut subscribed = false;
-        loop {
-            let token = OwnerToken::generate();
-            let session = inner.store.session();
-            let sent = Instant::now();
-            let validity = validity(opts.lease, inner.drift);
-            let call = Attempted {
-                keys: keys.clone(),
-                token: token.clone(),
-                lease: opts.lease,
-                validity,
-                sent,
-                fence_ttl: inner.fence_ttl,
-                fences: 1,
-                interest: Duration::ZERO,
-                queued: false,
-                contender: None,
-                fenced: true,
-            }
-            .send(inner, opts.kind, waiter);
-            let (call, settles) = InFlight::new(inner, call);
-            // Dropped before the answer came, the attempt may still let us in: leave again
-            // once it was answered.
-            let in_flight = InFlightShare {
-                locker: self,
-                keys,
-                token: Some(token.clone()),
-                kind: opts.kind,
-                waiter,
-                settles: Some(settles),
-            };
-            let attempt = in_flight.answered(call.await)?;
-            let remaining = match attempt {
-                Attempt::Granted { .. } if Instant::now() >= sent + validity => {
-                    let _ = inner.store.give_back(keys, &token, opts.kind, sent).await;
-                    if Instant::now() >= deadline {
-                        return Err(LockError::unavailable(
-                            "the lock store granted the lease only after its validity had run \
-                             out; give it a longer lease",
-                            None,
-                        ));
-                    }
-                    continue;
-                }
-                Attempt::Granted { top } => {
-                    let fence = top.max(1);
-                    let lease = Lease::new(
-                        user_key,
-                        keys.clone(),
-                        token,
-                        opts.lease,
-                        validity,
-                        opts.watchdog,
-                        sent,
-                        fence,
-                        1,
-                        session,
-                    );
-                    let lease = Arc::new(lease.of_kind(opts.kind));
-                    return Ok(LockGuard::new(self.inner.clone(), lease, fence));
-                }
-                Attempt::Held { remaining } => remaining,
-            };
-            *waited = true;
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(LockError::Busy {
-                    retry_after: remaining,
-                });
-            }
-            if !subscribed {
-                subscribed = true;
-                let subscribe = inner.store.subscribe(keys);
-                if let Ok(Ok(sub)) = tokio::time::timeout_at(deadline, subscribe).await {
-                    wakes = Some(sub);
-                }
-                continue;
-            }
-            nap(wakes.as_mut(), None, remaining, now, deadline).await;
-        }
-    }
-}
-
-/// A read (or permit) acquire sent and not answered yet; dropped so (cancelled), it gives the
-/// share back in the background once the acquire was answered, in case it got it.
-struct InFlightShare<'a> {
-    locker: &'a Locker,
-    keys: &'a LockKeys,
-    token: Option<OwnerToken>,
-    kind: LeaseKind,
-    waiter: Option<PermitWaiter>,
-    settles: Option<Settled>,
-}
-
-impl InFlightShare<'_> {
-    /// The answer came: nothing to clean up, unless it was an error (the attempt may have
-    /// got in all the same, and leaves in the background when this is dropped).
-    fn answered(mut self, attempt: Result<Attempt, LockError>) -> Result<Attempt, LockError> {
-        if attempt.is_ok() {
-            self.token = None;
-        }
-        attempt
-    }
-}
-
-impl Drop for InFlightShare<'_> {
-    fn drop(&mut self) {
-        if let Some(token) = self.token.take() {
-            self.locker.inner.abandon_own(
-                self.keys,
-                token,
-                self.kind,
-                self.waiter,
-                self.settles.take(),
-            );
-        }
+        let turn = ActiveTurn::own(inner, &keys, LeaseKind::Read, None);
+        self.contend(user_key, &keys, opts, deadline, turn, waited)
+            .await
     }
 }
 

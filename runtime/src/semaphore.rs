@@ -15,8 +15,8 @@ use crate::key::{validate_key, LockKeys};
 use crate::kind::LeaseKind;
 use crate::locker::{LockRequest, Locker};
 use crate::options::Options;
-use crate::reentrant;
 use crate::store::PermitWaiter;
+use crate::turns::ActiveTurn;
 
 /// The most permits a semaphore may have: every permit held is an entry of its own in the
 /// store (about 100 bytes on Redis, with its own lease), and taking or renewing `n` permits
@@ -103,22 +103,8 @@ impl Locker {
         check_permits(limit, count)?;
         let inner = &self.inner;
         let keys = LockKeys::semaphore(&inner.prefix, &user_key);
-        if let Some((lease, fence)) = reentrant::held(inner.id, keys.lock()) {
-            if lease.holding(fence) {
-                if count > lease.kind.permits() {
-                    return Err(LockError::config(format!(
-                        "{count} permits of {user_key:?} were asked for inside a holder of {} \
-                         of them, which would wait for itself; ask for them all at once",
-                        lease.kind.permits()
-                    )));
-                }
-                if !lease.is_held() {
-                    return Err(LockError::Lost {
-                        reason: lease.loss_reason(),
-                    });
-                }
-                return Ok(LockGuard::reentered(inner.clone(), lease, fence));
-            }
+        if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
+            return reentered;
         }
         let deadline = Instant::now() + opts.wait;
         // First come, first served in the process: only the front of the line contends in
@@ -135,33 +121,17 @@ impl Locker {
                 }
             }
         };
-        let opts = Options {
-            wait: deadline.saturating_duration_since(Instant::now()),
-            ..opts
-        };
         // A request for several permits that waits takes its turn in the store (see
-        // `Store::acquire_permits`): single permits that come free are kept for it. It leaves
-        // the queue however it stops waiting without them (Busy, an error, cancellation).
-        let waiter = (count > 1 && !opts.wait.is_zero()).then(|| PermitWaiter {
+        // `Store::acquire_permits`): single permits that come free are kept for it. Its seat
+        // leaves the queue however it stops waiting without them (Busy, an error,
+        // cancellation); granted, the store took it out.
+        let waiter = (count > 1 && deadline > Instant::now()).then(|| PermitWaiter {
             name: waiter_name(),
             until: deadline,
         });
-        let mut leaves = waiter.map(|w| LeavesQueue {
-            locker: self,
-            keys: &keys,
-            name: w.name,
-            count,
-        });
-        let taken = self
-            .contend_alone(user_key, &keys, opts, waiter, waited)
-            .await;
-        if taken.is_ok() {
-            // Granted: the store took it out of the queue.
-            if let Some(granted) = leaves.take() {
-                std::mem::forget(granted);
-            }
-        }
-        taken
+        let turn = ActiveTurn::own(inner, &keys, opts.kind, waiter);
+        self.contend(user_key, &keys, opts, deadline, turn, waited)
+            .await
     }
 }
 
@@ -170,24 +140,6 @@ fn waiter_name() -> u128 {
     let mut raw = [0u8; 16];
     getrandom::fill(&mut raw).expect("the OS random source failed");
     u128::from_le_bytes(raw)
-}
-
-/// A waiter for several permits until it has them: dropped (it stopped waiting without them,
-/// or its future was dropped), it leaves the store's queue so that it holds nobody back.
-struct LeavesQueue<'a> {
-    locker: &'a Locker,
-    keys: &'a LockKeys,
-    name: u128,
-    count: u32,
-}
-
-impl Drop for LeavesQueue<'_> {
-    fn drop(&mut self) {
-        self.locker
-            .inner
-            .store
-            .withdraw_permits(self.keys, self.name, self.count);
-    }
 }
 
 /// Checks a semaphore's limit and the permits asked for.

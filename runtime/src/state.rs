@@ -9,15 +9,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::inflight::Settled;
-use crate::key::LockKeys;
-use crate::kind::LeaseKind;
 use crate::lease::Lease;
 use crate::lines::Lines;
 use crate::observe::TraceKeys;
 use crate::queue::Queues;
-use crate::store::{PermitWaiter, Store};
-use crate::token::OwnerToken;
+use crate::store::Store;
 use crate::turns::Abandoned;
 use crate::watchdog::{self, Job, Schedule};
 
@@ -83,36 +79,6 @@ impl Inner {
     /// (no runtime here, or the runtime it ran on is gone).
     pub(crate) fn in_background(&self, job: Job) -> Result<(), Job> {
         self.send_job(job)
-    }
-
-    /// A read (or permit) acquire was abandoned while its answer was outstanding: gives the
-    /// share back if `token` got it, in the background, once the acquire was answered.
-    pub(crate) fn abandon_own(
-        self: &Arc<Self>,
-        keys: &LockKeys,
-        token: OwnerToken,
-        kind: LeaseKind,
-        waiter: Option<PermitWaiter>,
-        settles: Option<Settled>,
-    ) {
-        let inner = self.clone();
-        let keys = keys.clone();
-        let job: Job = Box::pin(async move {
-            if let Some(settles) = settles {
-                settles.wait().await;
-            }
-            let now = tokio::time::Instant::now();
-            let _ = inner.store.give_back(&keys, &token, kind, now).await;
-            // A waiter for several permits left its queue when it stopped (semaphore.rs), but
-            // the answered call may have queued it again: leave once more, after it.
-            if let Some(waiter) = waiter {
-                inner
-                    .store
-                    .withdraw_permits(&keys, waiter.name, kind.permits());
-            }
-        });
-        // Without a background task the lease runs out on its own.
-        let _ = self.send_job(job);
     }
 
     /// An acquire or release was abandoned while its answer was outstanding: cleans up after

@@ -11,26 +11,30 @@ use tokio::time::Instant;
 
 use crate::inflight::Settled;
 use crate::key::LockKeys;
+use crate::kind::LeaseKind;
 use crate::lease::Lease;
 use crate::queue::Turn;
 use crate::state::Inner;
-use crate::store::{Store, WakeSubscription};
+use crate::store::{PermitWaiter, Store, WakeSubscription};
 use crate::token::OwnerToken;
 
 /// How often a queued task looks again at who holds the turn, while a contender holds it.
 const HOLDER_RECHECK: Duration = Duration::from_millis(250);
 
-/// The turn of the task at the front, while it contends in Redis. Dropped without
-/// [`ActiveTurn::keep`] (error, timeout, cancellation) it passes the turn on, after cleaning
-/// up an acquire whose answer never came (it may have taken the lock).
+/// The seat of a task while it contends in the store: the turn of the front of the local
+/// queue, or a place of its own (a fair request alone in the store's queue, a reader, a
+/// semaphore's waiter). Dropped without [`ActiveTurn::keep`] (error, timeout, cancellation)
+/// it leaves the store's queue and passes the turn on, after giving back what an acquire
+/// whose answer never came may have taken: one rule for every kind of lease.
 pub(crate) struct ActiveTurn<'a> {
     inner: &'a Arc<Inner>,
     keys: &'a LockKeys,
-    /// The local queue's turn; `None` for a request that waits alone in the store's queue
-    /// under a name of its own (a fair request on an engine that queues requests).
+    /// What the contender asks for.
+    pub(crate) kind: LeaseKind,
+    /// The local queue's turn; `None` for a contender with a place of its own.
     turn: Option<u64>,
-    /// That name.
-    pub(crate) contender: Option<Box<str>>,
+    /// Where it waits in the store, and so what it leaves when it stops.
+    place: Place,
     /// The token of an acquire sent but not answered yet.
     pub(crate) in_flight: Option<OwnerToken>,
     /// Resolves once that acquire was answered (it goes on in the background when its caller
@@ -40,29 +44,94 @@ pub(crate) struct ActiveTurn<'a> {
     armed: bool,
 }
 
+/// Where a contender waits in the store.
+#[derive(Clone, Debug)]
+pub(crate) enum Place {
+    /// As the front of the process's local queue (the store queues processes).
+    ProcessFront,
+    /// Alone, under a name of its own: a fair request on an engine whose fairness is per
+    /// request.
+    Alone(Box<str>),
+    /// In a semaphore's queue of waiters for several permits.
+    PermitLine(PermitWaiter),
+    /// Nowhere: a reader, or a request for one permit.
+    Nowhere,
+}
+
+impl Place {
+    /// Leaves the store's queue, where the engine keeps one for this place. Never blocks.
+    fn leave(&self, store: &dyn Store, keys: &LockKeys, kind: LeaseKind) {
+        match self {
+            Place::ProcessFront => store.withdraw(keys),
+            Place::Alone(name) => store.withdraw_request(keys, name),
+            Place::PermitLine(waiter) => store.withdraw_permits(keys, waiter.name, kind.permits()),
+            Place::Nowhere => {}
+        }
+    }
+}
+
 impl<'a> ActiveTurn<'a> {
+    /// The front of the local queue, contending for the lock.
     pub(crate) fn new(inner: &'a Arc<Inner>, keys: &'a LockKeys, turn: u64) -> Self {
+        Self::seated(
+            inner,
+            keys,
+            LeaseKind::Exclusive,
+            Some(turn),
+            Place::ProcessFront,
+        )
+    }
+
+    /// A fair request that waits in the store's queue by itself, not in the local queue.
+    pub(crate) fn alone(inner: &'a Arc<Inner>, keys: &'a LockKeys) -> Self {
+        let name = crate::token::contender_name().into();
+        Self::seated(inner, keys, LeaseKind::Exclusive, None, Place::Alone(name))
+    }
+
+    /// A contender for a lease of its own (`kind`: a reader's, or permits, where a `waiter`
+    /// for several takes its turn in the semaphore's queue).
+    pub(crate) fn own(
+        inner: &'a Arc<Inner>,
+        keys: &'a LockKeys,
+        kind: LeaseKind,
+        waiter: Option<PermitWaiter>,
+    ) -> Self {
+        let place = waiter.map_or(Place::Nowhere, Place::PermitLine);
+        Self::seated(inner, keys, kind, None, place)
+    }
+
+    fn seated(
+        inner: &'a Arc<Inner>,
+        keys: &'a LockKeys,
+        kind: LeaseKind,
+        turn: Option<u64>,
+        place: Place,
+    ) -> Self {
         ActiveTurn {
             inner,
             keys,
-            turn: Some(turn),
-            contender: None,
+            kind,
+            turn,
+            place,
             in_flight: None,
             settles: None,
             armed: true,
         }
     }
 
-    /// A fair request that waits in the store's queue by itself, not in the local queue.
-    pub(crate) fn alone(inner: &'a Arc<Inner>, keys: &'a LockKeys) -> Self {
-        ActiveTurn {
-            inner,
-            keys,
-            turn: None,
-            contender: Some(crate::token::contender_name().into()),
-            in_flight: None,
-            settles: None,
-            armed: true,
+    /// The name it waits under in the store's queue, when it waits alone there.
+    pub(crate) fn contender(&self) -> Option<&str> {
+        match &self.place {
+            Place::Alone(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The permits waiter it is, if it is one.
+    pub(crate) fn permit_waiter(&self) -> Option<PermitWaiter> {
+        match &self.place {
+            Place::PermitLine(waiter) => Some(*waiter),
+            _ => None,
         }
     }
 
@@ -81,7 +150,7 @@ impl Drop for ActiveTurn<'_> {
             return;
         }
         let Some(token) = self.in_flight.take() else {
-            leave_queue(&*self.inner.store, self.keys, self.contender.as_deref());
+            self.place.leave(&*self.inner.store, self.keys, self.kind);
             if let Some(turn) = self.turn {
                 self.inner.queues.pass_turn(self.keys.lock(), turn);
             }
@@ -94,19 +163,11 @@ impl Drop for ActiveTurn<'_> {
             inner: self.inner.clone(),
             keys: self.keys.clone(),
             token,
+            kind: self.kind,
             turn: self.turn,
-            contender: self.contender.take(),
+            place: self.place.clone(),
             settles: self.settles.take(),
         });
-    }
-}
-
-/// Leaves the store's queue, where the engine keeps one: under the contender's own name (a
-/// fair request waiting alone), or as the front of the process's local queue.
-fn leave_queue(store: &dyn Store, keys: &LockKeys, contender: Option<&str>) {
-    match contender {
-        Some(name) => store.withdraw_request(keys, name),
-        None => store.withdraw(keys),
     }
 }
 
@@ -117,21 +178,26 @@ pub(crate) struct Abandoned {
     pub(crate) inner: Arc<Inner>,
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
+    pub(crate) kind: LeaseKind,
     pub(crate) turn: Option<u64>,
-    pub(crate) contender: Option<Box<str>>,
+    pub(crate) place: Place,
     pub(crate) settles: Option<Settled>,
 }
 
 impl Abandoned {
-    /// Waits for the call in flight, leaves the store's queue, and deletes the lock if the
-    /// token owns it; the turn passes on as `self` drops.
+    /// Waits for the call in flight, leaves the store's queue (the answered call may have
+    /// queued it), and gives back what the token holds, if anything; the turn passes on as
+    /// `self` drops.
     pub(crate) async fn clean_up(mut self) {
         if let Some(settles) = self.settles.take() {
             settles.wait().await;
         }
         let store = &*self.inner.store;
-        leave_queue(store, &self.keys, self.contender.as_deref());
-        let _ = store.release(&self.keys, &self.token).await;
+        self.place.leave(store, &self.keys, self.kind);
+        let now = Instant::now();
+        let _ = store
+            .give_back(&self.keys, &self.token, self.kind, now)
+            .await;
     }
 }
 
