@@ -7,9 +7,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::LockError;
-use crate::guard::OnLost;
-use crate::key::validate_prefix;
 use crate::locker::{Locker, MIN_LEASE};
+use crate::primitives::guard::OnLost;
+use crate::store::keys::validate_prefix;
 use crate::store::Deployment;
 use crate::web::{RouteLocks, RouteRule};
 

@@ -65,7 +65,7 @@ use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, ToRedisArgs};
 
 use crate::error::{LockError, LostReason};
-use crate::guard::LockGuard;
+use crate::primitives::guard::LockGuard;
 
 /// The hash field that keeps the newest fencing token that wrote to a record. A fenced write
 /// refuses to set it as one of its fields.

@@ -66,46 +66,16 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
-mod acquire;
 #[cfg(feature = "serde")]
 mod config;
+mod engine;
 mod error;
 pub mod fenced;
-mod global;
-mod guard;
-mod inflight;
-mod inspect;
-#[cfg(test)]
-mod job_tests;
-mod key;
-mod kind;
-mod leader;
-#[cfg(test)]
-mod leader_tests;
-mod lease;
-mod lines;
 mod locker;
-#[cfg(test)]
-mod model_tests;
-mod multi;
-mod observe;
-mod options;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-mod queue;
-#[cfg(test)]
-mod read_write_tests;
-mod reentrant;
-mod release;
-mod semaphore;
-#[cfg(test)]
-mod semaphore_tests;
-mod state;
+mod primitives;
 mod store;
-mod token;
-mod turns;
-mod unfenced;
-mod watchdog;
 pub mod web;
 
 #[doc(hidden)]
@@ -119,24 +89,26 @@ pub struct ReadmeDoctests;
 
 #[cfg(feature = "serde")]
 pub use config::{LockConfig, SentinelConfig};
+pub use engine::observe::TraceKeys;
 pub use error::{BoxError, LockError, LostReason};
-pub use global::{global_default, set_global_default};
-pub use guard::LockGuard;
-pub use inspect::LockInfo;
-pub use key::{MAX_KEY_LEN, MAX_PREFIX_LEN};
-pub use leader::{
-    Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
-};
 pub use leasehold_macros::distributed_lock;
+pub use locker::global::{global_default, set_global_default};
 pub use locker::{
     LockRequest, Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
     DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_SESSION_TIMEOUT, DEFAULT_WAIT, MIN_LEASE,
 };
-pub use multi::{MultiGuard, MultiLockRequest};
-pub use observe::TraceKeys;
-pub use semaphore::{PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS};
+pub use primitives::guard::LockGuard;
+pub use primitives::inspect::LockInfo;
+pub use primitives::leader::{
+    Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
+};
+pub use primitives::multi::{MultiGuard, MultiLockRequest};
+pub use primitives::semaphore::{
+    PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS,
+};
+pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};
+pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 pub use store::{Capabilities, Fairness};
-pub use unfenced::{UnfencedGuard, UnfencedRequest};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,
     RouteLocks, RouteRule, StatusCodes,

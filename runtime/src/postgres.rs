@@ -53,7 +53,7 @@
 //! [`LostReason::StaleFence`]: crate::LostReason::StaleFence
 
 use crate::error::{LockError, LostReason};
-use crate::guard::LockGuard;
+use crate::primitives::guard::LockGuard;
 
 pub use crate::store::postgres::SCHEMA;
 

@@ -9,14 +9,14 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use crate::error::LockError;
-use crate::guard::LockGuard;
 use crate::locker::{LockRequest, Locker};
-use crate::multi::{MultiGuard, MultiLockRequest};
-use crate::semaphore::PermitGuard;
-use crate::unfenced::UnfencedGuard;
+use crate::primitives::guard::LockGuard;
+use crate::primitives::multi::{MultiGuard, MultiLockRequest};
+use crate::primitives::semaphore::PermitGuard;
+use crate::primitives::unfenced::UnfencedGuard;
 
 /// What the lease holds: the lock, a reader's share, or permits of a semaphore.
-pub use crate::kind::LeaseKind;
+pub use crate::store::kind::LeaseKind;
 
 /// The attribute's options, resolved at compile time.
 #[derive(Clone, Copy, Debug)]
@@ -40,7 +40,7 @@ pub struct Spec {
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
 /// offers).
-pub use crate::guard::OnLost;
+pub use crate::primitives::guard::OnLost;
 
 /// Anything that can lend a [`Locker`]: `locker = ...` accepts these.
 #[diagnostic::on_unimplemented(
@@ -84,7 +84,7 @@ pub fn locker_of<L: AsLocker + ?Sized>(locker: &L) -> Result<&Locker, LockError>
 
 /// The global default locker, or a `Config` error that says how to install one.
 pub fn default_locker() -> Result<&'static Locker, LockError> {
-    crate::global::require_global_default()
+    crate::locker::global::require_global_default()
 }
 
 /// Takes what the attribute's options describe and holds it as a `G`: the guard type the
@@ -109,7 +109,7 @@ pub async fn try_acquire<G: Acquire>(
     let shown = G::shown(locker, &keys);
     let guard = G::try_acquire(locker, keys, spec).await?;
     if guard.is_none() {
-        crate::observe::skipped(&shown);
+        crate::engine::observe::skipped(&shown);
     }
     Ok(guard)
 }

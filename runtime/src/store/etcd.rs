@@ -101,9 +101,9 @@ use super::{
     WakeSubscription,
 };
 use crate::error::LockError;
-use crate::key::{unescape, LockKeys};
-use crate::lease::Session;
-use crate::token::OwnerToken;
+use crate::store::keys::{unescape, LockKeys};
+use crate::store::token::OwnerToken;
+use crate::store::Session;
 
 /// Fences of one key: `create revision × FENCE_SLOTS + n`.
 const FENCE_SLOTS: u64 = 32;

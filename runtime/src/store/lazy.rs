@@ -12,9 +12,9 @@ use super::{
     Renewed, Settings, Store, StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
-use crate::key::LockKeys;
-use crate::lease::Session;
-use crate::token::OwnerToken;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::Session;
 
 /// The first pause between connection attempts, and the longest.
 const RETRY_FIRST: Duration = Duration::from_millis(100);

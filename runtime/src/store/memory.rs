@@ -13,9 +13,9 @@ use super::{
     StoreFuture, WakeSubscription, PERMIT_INTEREST,
 };
 use crate::error::LockError;
-use crate::key::LockKeys;
-use crate::kind::LeaseKind;
-use crate::token::OwnerToken;
+use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
+use crate::store::token::OwnerToken;
 
 /// After how many operations expired entries are swept, so memory stays bounded.
 const SWEEP_EVERY: u64 = 1024;

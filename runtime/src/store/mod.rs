@@ -15,6 +15,8 @@ mod deployment;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod join;
+pub(crate) mod keys;
+pub(crate) mod kind;
 mod lazy;
 pub(crate) mod memory;
 #[cfg(feature = "postgres")]
@@ -22,7 +24,9 @@ pub(crate) mod postgres;
 pub(crate) mod redis;
 #[cfg(test)]
 pub(crate) mod scripted;
+mod session;
 mod settings;
+pub(crate) mod token;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
 
@@ -33,16 +37,16 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::error::LockError;
-use crate::key::LockKeys;
-use crate::kind::LeaseKind;
-use crate::lease::Session;
-use crate::token::OwnerToken;
+use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
+use crate::store::token::OwnerToken;
 
 pub(crate) use capabilities::{refusal, require, Engine, Feature};
 pub use capabilities::{Capabilities, Fairness};
 pub(crate) use deployment::Deployment;
 pub(crate) use join::join_all;
 pub(crate) use lazy::LazyStore;
+pub(crate) use session::Session;
 pub(crate) use settings::Settings;
 
 /// A store in this process's memory, with the semantics of the others.
@@ -387,19 +391,6 @@ impl dyn Store {
             LeaseKind::Read => self.release_shared(keys, token),
             LeaseKind::Permits { count, .. } => self.release_permits(keys, token, count),
         }
-    }
-
-    /// Ends `lease` in the store: a read lease leaves the readers, permits go back to the
-    /// semaphore, an exclusive lease deletes the lock; `Ok(false)` when it was not held any
-    /// more.
-    pub(crate) fn end_lease<'a>(&'a self, lease: &'a crate::lease::Lease) -> StoreFuture<'a, bool> {
-        let state = lease.state.borrow();
-        // A lease known lost gives no validity to count on.
-        let valid_until = match state.lost {
-            true => tokio::time::Instant::now(),
-            false => state.valid_until,
-        };
-        self.give_back(&lease.keys, &lease.token, lease.kind, valid_until)
     }
 }
 

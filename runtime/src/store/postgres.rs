@@ -84,8 +84,8 @@ use super::{
     WakeLog, WakeSubscription,
 };
 use crate::error::LockError;
-use crate::key::{unescape, LockKeys};
-use crate::token::OwnerToken;
+use crate::store::keys::{unescape, LockKeys};
+use crate::store::token::OwnerToken;
 
 /// How many connections one locker uses for its lock calls (plus one that listens).
 pub(crate) const POOL: usize = 4;
@@ -621,7 +621,7 @@ pub(crate) struct PostgresStore {
     /// True while the listening connection listens.
     listening: watch::Receiver<bool>,
     listener: AbortHandle,
-    /// This process's name in the lines of waiters ([`contender_name`](crate::token::contender_name)).
+    /// This process's name in the lines of waiters ([`contender_name`](crate::store::token::contender_name)).
     contender: Arc<str>,
     /// The lock keys whose line this process may be in under its own name: an acquire that
     /// would wait was sent for them, and neither a grant nor a withdrawal came since. Only
@@ -890,7 +890,7 @@ impl PostgresStore {
             shared,
             listening: up_rx,
             listener,
-            contender: crate::token::contender_name().into(),
+            contender: crate::store::token::contender_name().into(),
             queued: Mutex::default(),
         };
         // Every connection for lock calls now, side by side: a bad URL fails here rather than

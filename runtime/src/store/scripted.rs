@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use super::memory::MemoryStore;
 use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
 use crate::error::LockError;
-use crate::key::LockKeys;
-use crate::lease::Session;
-use crate::token::OwnerToken;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::Session;
 
 #[derive(Clone)]
 pub(crate) struct ScriptedStore {

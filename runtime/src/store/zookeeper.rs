@@ -60,9 +60,9 @@ use super::{
     StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
-use crate::key::{unescape, LockKeys};
-use crate::lease::Session;
-use crate::token::OwnerToken;
+use crate::store::keys::{unescape, LockKeys};
+use crate::store::token::OwnerToken;
+use crate::store::Session;
 
 /// The parent of every lock znode.
 const ROOT: &str = "/leasehold";

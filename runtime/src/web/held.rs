@@ -4,8 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::guard::LockGuard;
-use crate::lease::Lease;
+use crate::engine::lease::Lease;
+use crate::primitives::guard::LockGuard;
 
 /// The lock that [`RouteLocks`](crate::RouteLocks) holds for the current request: its key,
 /// its fencing token, and whether its lease is still held. The middleware puts it in the

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use super::response::{LockErrorResponse, StatusCodes};
 use super::route::{HeaderLookup, PathParams, RequestInfo, RouteRule};
+use crate::engine::observe::{self, TraceKeys};
 use crate::error::LockError;
-use crate::guard::LockGuard;
 use crate::locker::Locker;
-use crate::observe::{self, TraceKeys};
+use crate::primitives::guard::LockGuard;
 
 /// A function that shapes the answer to a lock error: it gets the error and the answer the
 /// [`StatusCodes`] gave it, and returns the answer to send (the same one to keep it).
@@ -197,7 +197,7 @@ impl RouteLocks {
         let locker = match &self.locker {
             Some(locker) => locker.clone(),
             // Without a locker, nobody said how keys may be traced: the key stays out.
-            None => match crate::global::require_global_default() {
+            None => match crate::locker::global::require_global_default() {
                 Ok(locker) => locker.clone(),
                 Err(e) => return refuse(e),
             },

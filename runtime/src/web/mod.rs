@@ -41,7 +41,7 @@ mod route;
 pub use self::actix::ActixLockService;
 #[cfg(feature = "axum")]
 pub use self::axum::LockService;
-pub use crate::guard::OnLost;
+pub use crate::primitives::guard::OnLost;
 pub use held::{HeldLock, MissingRouteLock};
 pub use middleware::{ErrorHook, RouteLocks};
 pub use response::{LockErrorResponse, StatusCodes};

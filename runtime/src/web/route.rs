@@ -10,7 +10,7 @@ use leasehold_template::{ErrorKind, Placeholder, Segment, TemplateError};
 
 use crate::__private::{LeaseKind, Spec};
 use crate::error::LockError;
-use crate::guard::OnLost;
+use crate::primitives::guard::OnLost;
 
 /// The parameters a path pattern captured from a request path, percent-decoded.
 ///

@@ -7,7 +7,7 @@ use super::conn::bounded;
 use super::scripts::{FORCE_RELEASE, INSPECT};
 use super::RedisStore;
 use crate::error::LockError;
-use crate::key::{unescape, LockKeys};
+use crate::store::keys::{unescape, LockKeys};
 use crate::store::{Admin, LockState, StoreFuture};
 
 impl Admin for RedisStore {

@@ -165,7 +165,7 @@ impl RedisStore {
                 batching,
                 acquires: Queue::default(),
                 releases: Queue::default(),
-                contender: crate::token::contender_name(),
+                contender: crate::store::token::contender_name(),
             }),
             #[cfg(feature = "sentinel")]
             min_replicas: 0,

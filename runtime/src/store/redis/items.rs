@@ -10,9 +10,9 @@ use super::scripts::{
     malformed, millis, refused, ACQUIRE, MAX_INTEREST, QUEUE_TTL, RELEASE, YIELD_WINDOW,
 };
 use crate::error::{Endpoint, LockError};
-use crate::key::LockKeys;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
 use crate::store::{AcquireRequest, Attempt};
-use crate::token::OwnerToken;
 
 /// The connection and its bounds, shared with the tasks that send batches.
 pub(super) struct Core {

@@ -5,9 +5,9 @@
 use super::scripts::{LEADER_CLEAR, LEADER_PUBLISH, LEADER_READ};
 use super::RedisStore;
 use crate::error::LockError;
-use crate::key::LockKeys;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
 use crate::store::LeaderRecord;
-use crate::token::OwnerToken;
 
 impl RedisStore {
     /// Records the leader (leader_publish.lua).

@@ -57,14 +57,14 @@ use self::scripts::{
 };
 use self::wakes::Wakes;
 use crate::error::{Endpoint, LockError};
-use crate::key::LockKeys;
-use crate::kind::LeaseKind;
-use crate::lease::Session;
+use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
+use crate::store::token::OwnerToken;
+use crate::store::Session;
 use crate::store::{
     join_all, AcquireRequest, Admin, Attempt, LeaderRecord, PermitState, Renewal, Renewed, Store,
     StoreFuture, WakeSubscription,
 };
-use crate::token::OwnerToken;
 
 pub(crate) use self::redlock::RedLock;
 
@@ -228,7 +228,7 @@ impl RedisStore {
         // A script may only touch keys of one slot: one call per slot, all in parallel.
         renew_in_groups(
             batch,
-            |r| crate::key::slot(r.keys.lock()),
+            |r| crate::store::keys::slot(r.keys.lock()),
             |_, part| async move { self.renew_together(&part).await },
         )
         .await
@@ -363,9 +363,9 @@ impl RedisStore {
             return false;
         }
         !self.core.conn.is_cluster()
-            || keys
-                .windows(2)
-                .all(|w| crate::key::slot(w[0].lock()) == crate::key::slot(w[1].lock()))
+            || keys.windows(2).all(|w| {
+                crate::store::keys::slot(w[0].lock()) == crate::store::keys::slot(w[1].lock())
+            })
     }
 
     /// Takes every lock of `reqs` if all are free (acquire_all.lua), in one round trip.

@@ -16,13 +16,13 @@ use tokio::time::Instant;
 
 use super::RedisStore;
 use crate::error::LockError;
-use crate::key::LockKeys;
-use crate::lease::Session;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::Session;
 use crate::store::{
     join_all, AcquireRequest, Attempt, Renewal, Renewed, Settings, Store, StoreFuture,
     WakeSubscription,
 };
-use crate::token::OwnerToken;
 
 pub(crate) struct RedLock {
     nodes: Vec<RedisStore>,

@@ -8,12 +8,12 @@ use super::scripts::{
 };
 use super::RedisStore;
 use crate::error::LockError;
-use crate::key::LockKeys;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
 use crate::store::{
     disagreement, AcquireRequest, Attempt, PermitState, PermitWaiter, Renewal, Renewed,
     PERMIT_INTEREST,
 };
-use crate::token::OwnerToken;
 
 impl RedisStore {
     /// Takes `count` permits among `limit` (sem_acquire.lua), queuing a `waiter` for its turn

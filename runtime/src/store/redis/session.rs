@@ -9,7 +9,7 @@ use super::conn::ping;
 use super::items::Core;
 use super::revive::{Revival, Step};
 use super::RedisStore;
-use crate::lease::Session;
+use crate::store::Session;
 
 impl RedisStore {
     /// The current session of the lock connection (single server only).

@@ -14,7 +14,7 @@ use super::conn::{bounded, ping, Conn};
 use super::revive::{Revival, Step};
 use super::RedisStore;
 use crate::error::{Endpoint, LockError};
-use crate::key::LockKeys;
+use crate::store::keys::LockKeys;
 use crate::store::{WakeLog, WakeSubscription};
 
 /// How long an idle wake subscription is kept before it is dropped: hot keys are waited on

@@ -1,6 +1,8 @@
 //! [`Locker`], the handle users keep: where locks live, their defaults, and
 //! [`LockRequest`], the builder of one acquisition.
 
+pub(crate) mod global;
+
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -8,14 +10,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::engine::lease::DEFAULT_DRIFT;
+use crate::engine::observe::TraceKeys;
+use crate::engine::options::Options;
+use crate::engine::state::Inner;
 use crate::error::LockError;
-use crate::guard::LockGuard;
-use crate::key::validate_prefix;
-use crate::kind::LeaseKind;
-use crate::lease::DEFAULT_DRIFT;
-use crate::observe::TraceKeys;
-use crate::options::Options;
-use crate::state::Inner;
+use crate::primitives::guard::LockGuard;
+use crate::store::keys::validate_prefix;
+use crate::store::kind::LeaseKind;
 use crate::store::{self, Capabilities, Deployment, Feature, Settings, Store};
 
 /// The default prefix of every Redis key the library writes.

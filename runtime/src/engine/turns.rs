@@ -1,4 +1,4 @@
-//! The two tickets of a task in its key's local queue ([`crate::queue`]): the turn of the task
+//! The two tickets of a task in its key's local queue ([`crate::engine::queue`]): the turn of the task
 //! that contends in the store, and the place of a task waiting behind it. Each passes the
 //! turn on however the task leaves (success, error, timeout, cancellation), so the queue can
 //! never stall.
@@ -9,14 +9,14 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::inflight::Settled;
-use crate::key::LockKeys;
-use crate::kind::LeaseKind;
-use crate::lease::Lease;
-use crate::queue::Turn;
-use crate::state::Inner;
+use crate::engine::inflight::Settled;
+use crate::engine::lease::Lease;
+use crate::engine::queue::Turn;
+use crate::engine::state::Inner;
+use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
+use crate::store::token::OwnerToken;
 use crate::store::{PermitWaiter, Store, WakeSubscription};
-use crate::token::OwnerToken;
 
 /// How often a queued task looks again at who holds the turn, while a contender holds it.
 const HOLDER_RECHECK: Duration = Duration::from_millis(250);
@@ -84,7 +84,7 @@ impl<'a> ActiveTurn<'a> {
 
     /// A fair request that waits in the store's queue by itself, not in the local queue.
     pub(crate) fn alone(inner: &'a Arc<Inner>, keys: &'a LockKeys) -> Self {
-        let name = crate::token::contender_name().into();
+        let name = crate::store::token::contender_name().into();
         Self::seated(inner, keys, LeaseKind::Exclusive, None, Place::Alone(name))
     }
 

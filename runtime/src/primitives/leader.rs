@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::engine::state::Inner;
 use crate::error::LockError;
-use crate::guard::LockGuard;
-use crate::key::{escape, validate_key, LockKeys};
 use crate::locker::Locker;
-use crate::state::Inner;
+use crate::primitives::guard::LockGuard;
+use crate::store::keys::{escape, validate_key, LockKeys};
 use crate::store::{self, Feature, LeaderRecord, WakeSubscription};
 
 /// The longest identity a leader may campaign with, in bytes. An identity names an instance
@@ -292,7 +292,7 @@ impl LeaderRequest<'_> {
         let election = Arc::new(Election::new(inner, &self.name)?);
         let identity = match &self.identity {
             Some(identity) => identity.clone(),
-            None => crate::token::contender_name(),
+            None => crate::store::token::contender_name(),
         };
         validate_identity(&identity)?;
         let mut request = self.locker.lock(self.name.clone()).fair(true);
@@ -485,7 +485,7 @@ impl Leadership {
     /// The owner token of the leadership's lease (tests check that a new leader never
     /// shares it).
     #[cfg(test)]
-    pub(crate) fn owner_token(&self) -> Option<crate::token::OwnerToken> {
+    pub(crate) fn owner_token(&self) -> Option<crate::store::token::OwnerToken> {
         self.guard.as_ref().map(|g| g.owner_token().clone())
     }
 

@@ -9,13 +9,13 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::lease::Lease;
-use crate::lines::Lines;
-use crate::observe::TraceKeys;
-use crate::queue::Queues;
+use crate::engine::lease::Lease;
+use crate::engine::lines::Lines;
+use crate::engine::observe::TraceKeys;
+use crate::engine::queue::Queues;
+use crate::engine::turns::Abandoned;
+use crate::engine::watchdog::{self, Job, Schedule};
 use crate::store::Store;
-use crate::turns::Abandoned;
-use crate::watchdog::{self, Job, Schedule};
 
 pub(crate) struct Inner {
     pub(crate) id: u64,

@@ -24,12 +24,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::engine::lease::Lease;
+use crate::engine::observe;
+use crate::engine::state::Inner;
+use crate::engine::turns::ActiveTurn;
 use crate::error::{LockError, LostReason};
-use crate::lease::Lease;
-use crate::observe;
-use crate::state::Inner;
-use crate::store::{Renewal, Renewed};
-use crate::turns::ActiveTurn;
+use crate::store::{Renewal, Renewed, Store};
 use tracing::Instrument;
 
 impl Inner {
@@ -202,7 +202,7 @@ impl Inner {
     /// them.
     fn release_at(self: &Arc<Self>, lease: Arc<Lease>, until: Instant) {
         let locker = Arc::downgrade(self);
-        let job: crate::watchdog::Job = Box::pin(async move {
+        let job: crate::engine::watchdog::Job = Box::pin(async move {
             tokio::time::sleep_until(until).await;
             let Some(inner) = locker.upgrade() else {
                 return;
@@ -223,7 +223,7 @@ impl Inner {
 
     /// Deletes the lock in Redis if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
-        match self.store.end_lease(lease).await {
+        match end_lease(&*self.store, lease).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LockError::Lost {
                 reason: LostReason::Refused,
@@ -295,4 +295,19 @@ fn outcome(result: Result<(), LockError>) -> (&'static str, Result<(), LockError
         Err(e) => e.code(),
     };
     (name, result)
+}
+
+/// Ends `lease` in the store, by its kind: a read lease leaves the readers, permits go back
+/// to the semaphore, an exclusive lease deletes the lock; `Ok(false)` when it was not held
+/// any more.
+pub(crate) async fn end_lease(store: &dyn Store, lease: &Lease) -> Result<bool, LockError> {
+    let state = lease.state.borrow();
+    // A lease known lost gives no validity to count on.
+    let valid_until = match state.lost {
+        true => Instant::now(),
+        false => state.valid_until,
+    };
+    store
+        .give_back(&lease.keys, &lease.token, lease.kind, valid_until)
+        .await
 }

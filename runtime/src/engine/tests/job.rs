@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::__private::{self, LeaseKind, OnLost, Spec};
-use crate::key::LockKeys;
+use crate::store::keys::LockKeys;
 use crate::store::scripted::ScriptedStore;
 use crate::{LockError, LockGuard, Locker};
 

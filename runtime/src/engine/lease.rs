@@ -1,4 +1,4 @@
-//! One lease in Redis: its owner token, the fencing tokens reserved with it, and the time until
+//! One lease in the store: its owner token, the fencing tokens reserved with it, and the time until
 //! which the client may still count on it, judged on the client's monotonic clock. A lease can
 //! pass from holder to holder inside the process (each with its own fence) before it is
 //! released.
@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::key::LockKeys;
-use crate::kind::LeaseKind;
-use crate::token::OwnerToken;
+use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
+use crate::store::token::OwnerToken;
+use crate::store::Session;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -24,27 +24,6 @@ pub(crate) const DEFAULT_DRIFT: f64 = 0.01;
 pub(crate) fn validity(lease: Duration, drift: f64) -> Duration {
     let margin = lease.mul_f64(drift) + Duration::from_millis(2);
     lease.saturating_sub(margin)
-}
-
-/// The connection a lease was granted over. When it drops, nobody can vouch for the lease
-/// any more: the server may have restarted empty (and granted the lock to someone else
-/// already), failed over, or been flushed. The lease then counts as lost, for good.
-pub(crate) struct Session {
-    epoch: watch::Receiver<u64>,
-    at: u64,
-}
-
-impl Session {
-    /// The current session of a connection whose drops bump `epoch`.
-    pub(crate) fn current(epoch: &watch::Sender<u64>) -> Session {
-        let epoch = epoch.subscribe();
-        let at = *epoch.borrow();
-        Session { epoch, at }
-    }
-
-    fn intact(&self) -> bool {
-        *self.epoch.borrow() == self.at
-    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -275,7 +254,7 @@ impl Lease {
     pub(crate) fn report_lost(&self, why: &'static str) {
         if !self.lost_reported.swap(true, Ordering::AcqRel) {
             let fence = self.fences.lock().unwrap().0.saturating_sub(1);
-            crate::observe::lost(fence, why);
+            crate::engine::observe::lost(fence, why);
         }
     }
 
@@ -295,7 +274,7 @@ impl Lease {
     /// [`Lease::lost`], or the end of the holding of the guard with fence `holder`, whichever
     /// comes first.
     pub(crate) async fn lost_for(&self, holder: Option<u64>) {
-        let mut epoch = self.session.as_ref().map(|s| s.epoch.clone());
+        let mut epoch = self.session.as_ref().map(Session::epoch);
         loop {
             // Registered before the state is read: a change after the read wakes it.
             let changed = self.changed.notified();

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::lease::Lease;
+use crate::engine::lease::Lease;
 
 /// A lock held by an enclosing scope: which locker, the lease, and the holder's fence.
 pub(crate) type Held = (u64, Arc<Lease>, u64);

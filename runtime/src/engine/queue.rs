@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::key::LockKeys;
-use crate::lease::Lease;
-use crate::options::Options;
+use crate::engine::lease::Lease;
+use crate::engine::options::Options;
+use crate::store::keys::LockKeys;
 
 /// After this many handovers in a row inside one process, a release goes through Redis
 /// instead, so that waiters in other processes get their chance.

@@ -10,20 +10,20 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::engine::inflight::{Call, InFlight};
+use crate::engine::lease::{validity, Lease};
+use crate::engine::observe;
+use crate::engine::options::Options;
+use crate::engine::queue::{Entry, Turn};
+use crate::engine::reentrant;
+use crate::engine::turns::{ActiveTurn, QueuedTurn};
 use crate::error::LockError;
-use crate::guard::LockGuard;
-use crate::inflight::{Call, InFlight};
-use crate::key::{validate_key, LockKeys};
-use crate::kind::LeaseKind;
-use crate::lease::{validity, Lease};
 use crate::locker::Locker;
-use crate::observe;
-use crate::options::Options;
-use crate::queue::{Entry, Turn};
-use crate::reentrant;
+use crate::primitives::guard::LockGuard;
+use crate::store::keys::{validate_key, LockKeys};
+use crate::store::kind::LeaseKind;
+use crate::store::token::OwnerToken;
 use crate::store::{AcquireRequest, Attempt, Fairness, PermitWaiter, WakeSubscription};
-use crate::token::OwnerToken;
-use crate::turns::{ActiveTurn, QueuedTurn};
 
 /// The longest a waiter sleeps between attempts, even when the holder's lease is longer: a
 /// wake message can be lost while the subscription connection reconnects.
@@ -328,7 +328,7 @@ impl Attempted {
     /// lease, permits, where `waiter` takes its turn).
     fn send(
         self,
-        inner: &Arc<crate::state::Inner>,
+        inner: &Arc<crate::engine::state::Inner>,
         kind: LeaseKind,
         waiter: Option<PermitWaiter>,
     ) -> Call<Attempt> {
@@ -361,7 +361,7 @@ struct Sent {
     validity: Duration,
     /// The fencing tokens reserved.
     fences: u64,
-    session: Option<crate::lease::Session>,
+    session: Option<crate::store::Session>,
 }
 
 impl Locker {

@@ -631,7 +631,7 @@ mod handover_after_reentry {
 /// the waiter behind: two tasks of one process with the turn, and a holder without it.
 mod turn_passed_once {
     use super::*;
-    use crate::key::LockKeys;
+    use crate::store::keys::LockKeys;
 
     const KEY: &str = "k";
 
@@ -768,7 +768,7 @@ async fn a_lease_given_up_after_failed_renewals_is_not_believed_once_its_lock_is
         .acquire()
         .await
         .unwrap();
-    let lock = crate::key::LockKeys::new(locker.prefix(), "k")
+    let lock = crate::store::keys::LockKeys::new(locker.prefix(), "k")
         .lock()
         .to_owned();
     // Every renewal fails (the store does not answer); the release that gives the lock back

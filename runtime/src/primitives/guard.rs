@@ -9,11 +9,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Span;
 
+use crate::engine::lease::Lease;
+use crate::engine::observe;
+use crate::engine::reentrant;
+use crate::engine::state::Inner;
 use crate::error::LockError;
-use crate::lease::Lease;
-use crate::observe;
-use crate::reentrant;
-use crate::state::Inner;
 
 /// A held lock. While it lives (and its lease is not lost) no other owner holds the same key.
 ///
@@ -128,7 +128,7 @@ impl LockGuard {
     }
 
     /// This guard as a lock held by an enclosing scope (see [`LockGuard::scope`]).
-    pub(crate) fn held_entry(&self) -> crate::reentrant::Held {
+    pub(crate) fn held_entry(&self) -> crate::engine::reentrant::Held {
         (self.inner.id, self.lease.clone(), self.fence)
     }
 
@@ -139,7 +139,7 @@ impl LockGuard {
     }
 
     /// The owner token of this guard's lease, for store calls made on its behalf.
-    pub(crate) fn owner_token(&self) -> &crate::token::OwnerToken {
+    pub(crate) fn owner_token(&self) -> &crate::store::token::OwnerToken {
         &self.lease.token
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::kind::LeaseKind;
+use crate::store::kind::LeaseKind;
 
 /// The resolved options of one acquisition.
 #[derive(Clone, Copy, Debug)]

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::engine::options::Options;
+use crate::engine::turns::ActiveTurn;
 use crate::error::LockError;
-use crate::guard::LockGuard;
-use crate::key::{validate_key, LockKeys};
-use crate::kind::LeaseKind;
 use crate::locker::{LockRequest, Locker};
-use crate::options::Options;
+use crate::primitives::guard::LockGuard;
+use crate::store::keys::{validate_key, LockKeys};
+use crate::store::kind::LeaseKind;
 use crate::store::PermitWaiter;
-use crate::turns::ActiveTurn;
 
 /// The most permits a semaphore may have: every permit held is an entry of its own in the
 /// store (about 100 bytes on Redis, with its own lease), and taking or renewing `n` permits

@@ -2,7 +2,7 @@
 //! of its length, in batches, and performs the releases that cannot be awaited where they
 //! happen (a guard dropped, an acquire cancelled mid-flight). Each such job runs in a task of
 //! its own, so a slow one (a release retried while Redis is unreachable, see
-//! [`crate::release`]) holds up neither the renewals nor the other jobs.
+//! [`crate::engine::release`]) holds up neither the renewals nor the other jobs.
 //!
 //! Leases are put on the renewal schedule under a mutex rather than through a message, so
 //! that taking a lock does not wake the task: most locks are released long before their first
@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use crate::lease::Lease;
-use crate::observe;
+use crate::engine::lease::Lease;
+use crate::engine::observe;
 use crate::store::{Renewal, Renewed, Store};
 
 /// How long the background task sleeps at most, even with no renewal due before then.
@@ -229,7 +229,7 @@ fn give_back(store: &Arc<dyn Store>, lease: Arc<Lease>) {
     let store = Arc::downgrade(store);
     tokio::spawn(async move {
         if let Some(store) = store.upgrade() {
-            let _ = store.end_lease(&lease).await;
+            let _ = crate::engine::release::end_lease(&*store, &lease).await;
         }
     });
 }

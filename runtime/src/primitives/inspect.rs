@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::key::{validate_key, LockKeys};
 use crate::locker::Locker;
+use crate::store::keys::{validate_key, LockKeys};
 
 /// What the store holds for one lock. Owner tokens are never shown.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -22,9 +22,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
-use crate::guard::LockGuard;
-use crate::key::validate_key;
 use crate::locker::Locker;
+use crate::primitives::guard::LockGuard;
+use crate::store::keys::validate_key;
 
 /// Several keys to lock together. Made by [`Locker::lock_all`].
 #[derive(Debug)]
@@ -257,7 +257,7 @@ impl MultiGuard {
     /// [`LockGuard::scope`]): inside it, acquiring any of the keys re-enters.
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
         let held: Vec<_> = self.guards.iter().map(LockGuard::held_entry).collect();
-        crate::reentrant::scope_many(held, fut)
+        crate::engine::reentrant::scope_many(held, fut)
     }
 
     /// Releases every key, all of them even when one fails.

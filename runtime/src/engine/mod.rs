@@ -1,0 +1,17 @@
+//! The one engine under every primitive: leases and their kinds' options, the contend loop,
+//! the local queue, re-entry, release, the watchdog, and the locker's shared state.
+
+pub(crate) mod acquire;
+pub(crate) mod inflight;
+pub(crate) mod lease;
+pub(crate) mod lines;
+pub(crate) mod observe;
+pub(crate) mod options;
+pub(crate) mod queue;
+pub(crate) mod reentrant;
+pub(crate) mod release;
+pub(crate) mod state;
+#[cfg(test)]
+mod tests;
+pub(crate) mod turns;
+pub(crate) mod watchdog;

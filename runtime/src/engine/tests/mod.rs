@@ -1,0 +1,8 @@
+//! The engine's tests, through the scripted store and Tokio's paused clock: the model of
+//! one lock, read-write locks, semaphores, leader election and singleton jobs.
+
+mod job;
+mod leader;
+mod model;
+mod read_write;
+mod semaphore;
