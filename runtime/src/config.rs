@@ -338,23 +338,10 @@ impl LockConfig {
     }
 }
 
-impl Locker {
-    /// Connects to the Redis server of `config.url` with the config's settings; unset ones
-    /// keep the builder's defaults. The route rules are for
-    /// [`RouteLocks::from_config`](crate::RouteLocks::from_config).
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), leasehold::LockError> {
-    /// use leasehold::{LockConfig, Locker};
-    /// let config = LockConfig::from_toml_file("leasehold.toml")?.with_env()?;
-    /// let locker = Locker::from_config(&config).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::Config`] when `url` is missing or a setting is invalid,
-    /// [`LockError::Unavailable`] when Redis cannot be reached.
-    pub async fn from_config(config: &LockConfig) -> Result<Locker, LockError> {
+impl LockConfig {
+    /// A builder with every setting of the config; unset ones keep the builder's defaults.
+    pub(crate) fn builder(&self) -> Result<crate::LockerBuilder, LockError> {
+        let config = self;
         let mut builder = config.deployment()?;
         if let Some(prefix) = &config.prefix {
             builder = builder.prefix(check_prefix("prefix", prefix).map_err(invalid)?);
@@ -380,7 +367,7 @@ impl Locker {
         if let Some(drift) = config.clock_drift {
             builder = builder.clock_drift(drift);
         }
-        builder.build().await
+        Ok(builder)
     }
 }
 

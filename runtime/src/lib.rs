@@ -94,7 +94,7 @@ pub use error::{BoxError, LockError, LostReason};
 pub use leasehold_macros::distributed_lock;
 pub use locker::global::{global_default, set_global_default};
 pub use locker::{
-    LockRequest, Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
+    Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
     DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_SESSION_TIMEOUT, DEFAULT_WAIT, MIN_LEASE,
 };
 pub use primitives::guard::LockGuard;
@@ -103,6 +103,7 @@ pub use primitives::leader::{
     Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
 };
 pub use primitives::multi::{MultiGuard, MultiLockRequest};
+pub use primitives::request::LockRequest;
 pub use primitives::semaphore::{
     PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS,
 };

@@ -16,9 +16,9 @@ use crate::engine::observe;
 use crate::engine::options::Options;
 use crate::engine::queue::{Entry, Turn};
 use crate::engine::reentrant;
+use crate::engine::state::Inner;
 use crate::engine::turns::{ActiveTurn, QueuedTurn};
 use crate::error::LockError;
-use crate::locker::Locker;
 use crate::primitives::guard::LockGuard;
 use crate::store::keys::{validate_key, LockKeys};
 use crate::store::kind::LeaseKind;
@@ -31,9 +31,9 @@ const MAX_SLEEP: Duration = Duration::from_secs(1);
 /// How often to retry when no wake channel could be subscribed.
 const POLL_WITHOUT_WAKES: Duration = Duration::from_millis(50);
 
-impl Locker {
+impl Inner {
     pub(crate) async fn acquire_with(
-        &self,
+        self: &Arc<Self>,
         user_key: String,
         opts: Options,
     ) -> Result<LockGuard, LockError> {
@@ -43,12 +43,12 @@ impl Locker {
     /// [`acquire_with`](Self::acquire_with) for a lock stored under `keys` instead of the
     /// user key's own (a leader election's lock); `user_key` names it in traces.
     pub(crate) async fn acquire_as(
-        &self,
+        self: &Arc<Self>,
         user_key: String,
         keys: Option<LockKeys>,
         opts: Options,
     ) -> Result<LockGuard, LockError> {
-        let span = observe::acquire_span(self.inner.trace_keys, &user_key, opts.lease, opts.wait);
+        let span = observe::acquire_span(self.trace_keys, &user_key, opts.lease, opts.wait);
         let start = Instant::now();
         let mut waited = false;
         // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),
@@ -88,12 +88,12 @@ impl Locker {
     /// than the scope holds, would wait for itself, and a fenced request inside an unfenced
     /// hold has no token to get: all are refused.
     pub(crate) fn reenter(
-        &self,
+        self: &Arc<Self>,
         user_key: &str,
         keys: &LockKeys,
         opts: &Options,
     ) -> Option<Result<LockGuard, LockError>> {
-        let (lease, fence) = reentrant::held(self.inner.id, keys.lock())?;
+        let (lease, fence) = reentrant::held(self.id, keys.lock())?;
         if !lease.holding(fence) {
             return None;
         }
@@ -127,18 +127,18 @@ impl Locker {
                 reason: lease.loss_reason(),
             }));
         }
-        Some(Ok(LockGuard::reentered(self.inner.clone(), lease, fence)))
+        Some(Ok(LockGuard::reentered(self.clone(), lease, fence)))
     }
 
     async fn acquire_traced(
-        &self,
+        self: &Arc<Self>,
         user_key: String,
         keys: Option<LockKeys>,
         opts: Options,
         waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
         validate_key(&user_key)?;
-        let inner = &self.inner;
+        let inner = self;
         let keys = keys.unwrap_or_else(|| LockKeys::new(&inner.prefix, &user_key));
 
         if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
@@ -173,7 +173,7 @@ impl Locker {
                         return Err(LockError::Busy { retry_after });
                     }
                     Some(Turn::Granted(lease, fence)) => {
-                        return Ok(LockGuard::new(self.inner.clone(), lease, fence))
+                        return Ok(LockGuard::new(self.clone(), lease, fence))
                     }
                     Some(Turn::Contend(turn)) => ActiveTurn::new(inner, &keys, turn),
                 }
@@ -189,7 +189,7 @@ impl Locker {
     /// alone in the store's queue, a reader, a semaphore's waiter); it gives back whatever a
     /// call in flight takes if this future stops being polled.
     pub(crate) async fn contend(
-        &self,
+        self: &Arc<Self>,
         user_key: String,
         keys: &LockKeys,
         opts: Options,
@@ -197,7 +197,7 @@ impl Locker {
         mut turn: ActiveTurn<'_>,
         waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
-        let inner = &self.inner;
+        let inner = self;
         let kind = turn.kind;
         let mut wakes: Option<WakeSubscription> = None;
         let mut subscribed = false;
@@ -364,11 +364,11 @@ struct Sent {
     session: Option<crate::store::Session>,
 }
 
-impl Locker {
+impl Inner {
     /// The guard of a granted acquire: its lease (fences up to `top`), the first fence, and
     /// the local turn kept by the lease.
     fn granted(
-        &self,
+        self: &Arc<Self>,
         turn: ActiveTurn<'_>,
         user_key: String,
         keys: &LockKeys,
@@ -399,21 +399,21 @@ impl Locker {
         });
         let fence = lease.next_fence().expect("at least one fence reserved");
         turn.keep(&lease);
-        LockGuard::new(self.inner.clone(), lease, fence)
+        LockGuard::new(self.clone(), lease, fence)
     }
 }
 
-impl Locker {
+impl Inner {
     /// Takes all of `keys` (distinct, valid) in one round trip, when the store can and every
     /// key is free here (no local holder, waiter or enclosing hold) and in the store; `None`
     /// otherwise, with nothing taken: the caller then takes them one by one. A drop while the
     /// answer is outstanding gives back whatever the store granted, as a single acquire does.
     pub(crate) async fn acquire_all_at_once(
-        &self,
+        self: &Arc<Self>,
         keys: &[String],
         opts: Options,
     ) -> Result<Option<Vec<LockGuard>>, LockError> {
-        let inner = &self.inner;
+        let inner = self;
         if keys.len() < 2 || opts.fair || opts.kind != LeaseKind::Exclusive {
             return Ok(None);
         }
@@ -523,17 +523,17 @@ impl Locker {
     }
 }
 
-impl Locker {
+impl Inner {
     /// Readers do not queue in the process (they do not exclude one another): each tries,
     /// subscribes, and sleeps until a release, the holder's remaining lease or the deadline.
     async fn acquire_shared_traced(
-        &self,
+        self: &Arc<Self>,
         user_key: String,
         opts: Options,
         waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
         validate_key(&user_key)?;
-        let inner = &self.inner;
+        let inner = self;
         let keys = LockKeys::new(&inner.prefix, &user_key);
         if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
             return reentered;
@@ -579,4 +579,50 @@ fn jitter() -> Duration {
         return Duration::ZERO;
     }
     Duration::from_micros(u64::from(u16::from_le_bytes(b)) % 2000)
+}
+
+impl Inner {
+    /// Re-enter a held permit of the scope, else queue in the process, then contend in the
+    /// store.
+    pub(crate) async fn acquire_permits_traced(
+        self: &Arc<Self>,
+        user_key: String,
+        _limit: u32,
+        count: u32,
+        opts: Options,
+        waited: &mut bool,
+    ) -> Result<LockGuard, LockError> {
+        validate_key(&user_key)?;
+        let inner = self;
+        let keys = LockKeys::semaphore(&inner.prefix, &user_key);
+        if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
+            return reentered;
+        }
+        let deadline = Instant::now() + opts.wait;
+        // First come, first served in the process: only the front of the line contends in
+        // the store; the next one follows as soon as it got its permits or gave up.
+        let line = inner.semaphore_lines.enter(keys.lock());
+        let _turn = match line.front().try_lock() {
+            Ok(turn) => turn,
+            Err(_) if opts.wait.is_zero() => return Err(LockError::Busy { retry_after: None }),
+            Err(_) => {
+                *waited = true;
+                match tokio::time::timeout_at(deadline, line.front().lock()).await {
+                    Ok(turn) => turn,
+                    Err(_) => return Err(LockError::Busy { retry_after: None }),
+                }
+            }
+        };
+        // A request for several permits that waits takes its turn in the store (see
+        // `Store::acquire_permits`): single permits that come free are kept for it. Its seat
+        // leaves the queue however it stops waiting without them (Busy, an error,
+        // cancellation); granted, the store took it out.
+        let waiter = (count > 1 && deadline > Instant::now()).then(|| PermitWaiter {
+            name: crate::store::token::waiter_name(),
+            until: deadline,
+        });
+        let turn = ActiveTurn::own(inner, &keys, opts.kind, waiter);
+        self.contend(user_key, &keys, opts, deadline, turn, waited)
+            .await
+    }
 }

@@ -142,71 +142,6 @@ impl fmt::Display for Leader {
     }
 }
 
-impl Locker {
-    /// Starts describing a campaign for the leadership of `name`; finish with
-    /// [`campaign`](LeaderRequest::campaign) or
-    /// [`run_while_leader`](LeaderRequest::run_while_leader).
-    ///
-    /// An election is a lock of its own, stored apart from [`lock`](Self::lock)'s keys (a
-    /// lock named like an election does not take part in it). Any non-empty name up to
-    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes is accepted, except one that starts with
-    /// the locker's prefix and a colon, like the store's own keys.
-    ///
-    /// On one Redis server, Sentinel, Redis Cluster and in memory; RedLock, ZooKeeper, etcd
-    /// and PostgreSQL refuse the campaign with [`LockError::Config`].
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), leasehold::LockError> {
-    /// let locker = leasehold::Locker::in_memory();
-    /// let leadership = locker.leader("scheduler").identity("pod-7").campaign().await?;
-    /// assert!(leadership.is_leader());
-    /// leadership.resign().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn leader(&self, name: impl Into<String>) -> LeaderRequest<'_> {
-        LeaderRequest {
-            locker: self,
-            name: name.into(),
-            identity: None,
-            lease: None,
-            watchdog: None,
-            wait: None,
-        }
-    }
-
-    /// Watches the leadership of `name`, for followers: each
-    /// [`next`](LeaderObserver::next) returns the current leader (or `None`) as soon as it
-    /// differs from the last one returned.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidKey`] for a bad name, [`LockError::Config`] on an engine without
-    /// leader election.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), leasehold::LockError> {
-    /// let locker = leasehold::Locker::in_memory();
-    /// let mut followers = locker.observe_leader("scheduler")?;
-    /// assert_eq!(followers.next().await?, None); // nobody leads yet
-    /// let leadership = locker.leader("scheduler").identity("pod-7").campaign().await?;
-    /// assert_eq!(followers.next().await?.unwrap().identity(), "pod-7");
-    /// # Ok(()) }
-    /// ```
-    pub fn observe_leader(&self, name: impl AsRef<str>) -> Result<LeaderObserver, LockError> {
-        let election = Election::new(&self.inner, name.as_ref())?;
-        Ok(LeaderObserver {
-            inner: self.inner.clone(),
-            election,
-            wakes: None,
-            subscribed: false,
-            delivered: None,
-            highest: 0,
-            poll: DEFAULT_OBSERVE_POLL,
-        })
-    }
-}
-
 /// One campaign being described: the election's name, this instance's identity, the lease
 /// and the watchdog. Made by [`Locker::leader`].
 #[derive(Debug)]
@@ -218,6 +153,20 @@ pub struct LeaderRequest<'a> {
     lease: Option<Duration>,
     watchdog: Option<bool>,
     wait: Option<Duration>,
+}
+
+impl<'a> LeaderRequest<'a> {
+    /// A campaign for the election `name`, with the locker's defaults.
+    pub(crate) fn new(locker: &'a Locker, name: String) -> Self {
+        LeaderRequest {
+            locker,
+            name,
+            identity: None,
+            lease: None,
+            watchdog: None,
+            wait: None,
+        }
+    }
 }
 
 impl LeaderRequest<'_> {
@@ -310,6 +259,7 @@ impl LeaderRequest<'_> {
             });
             let acquired = self
                 .locker
+                .inner
                 .acquire_as(self.name.clone(), Some(election.keys.clone()), opts)
                 .await;
             let guard = match acquired {
@@ -619,6 +569,20 @@ pub struct LeaderObserver {
 }
 
 impl LeaderObserver {
+    /// An observer of the election `name`.
+    pub(crate) fn new(inner: &Arc<Inner>, name: &str) -> Result<Self, LockError> {
+        let election = Election::new(inner, name)?;
+        Ok(LeaderObserver {
+            inner: inner.clone(),
+            election,
+            wakes: None,
+            subscribed: false,
+            delivered: None,
+            highest: 0,
+            poll: DEFAULT_OBSERVE_POLL,
+        })
+    }
+
     /// How often to read the leader record when no wake-up came. Defaults to 1 s
     /// ([`DEFAULT_OBSERVE_POLL`]); at least 10 ms.
     #[must_use]

@@ -37,31 +37,12 @@ pub struct MultiLockRequest<'a> {
     pub(crate) watchdog: Option<bool>,
 }
 
-impl Locker {
-    /// Describes one acquisition of all of `keys`: all or nothing, the same lease, wait and
-    /// watchdog for each. Duplicates collapse (a transfer from a wallet to itself takes one
-    /// lock and does not wait on itself), and the keys are taken in one global order (by
-    /// their bytes), whatever order they are named in, so callers locking overlapping sets
-    /// never deadlock one another.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), leasehold::LockError> {
-    /// let locker = leasehold::Locker::in_memory();
-    /// let both = locker.lock_all(["wallet:2", "wallet:1"]).acquire().await?;
-    /// assert_eq!(both.keys().collect::<Vec<_>>(), ["wallet:1", "wallet:2"]);
-    /// assert!(both.fence("wallet:2").is_some());
-    /// both.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lock_all<I, S>(&self, keys: I) -> MultiLockRequest<'_>
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
+impl<'a> MultiLockRequest<'a> {
+    /// A request for all of `keys`, with the locker's defaults.
+    pub(crate) fn new(locker: &'a Locker, keys: Vec<String>) -> Self {
         MultiLockRequest {
-            locker: self,
-            keys: keys.into_iter().map(Into::into).collect(),
+            locker,
+            keys,
             lease: None,
             wait: None,
             watchdog: None,
@@ -113,6 +94,7 @@ impl MultiLockRequest<'_> {
         }
         if let Some(guards) = self
             .locker
+            .inner
             .acquire_all_at_once(&keys, first.options()?)
             .await?
         {

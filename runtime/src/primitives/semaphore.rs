@@ -7,143 +7,18 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use crate::engine::options::Options;
-use crate::engine::turns::ActiveTurn;
 use crate::error::LockError;
-use crate::locker::{LockRequest, Locker};
+use crate::locker::LockRequest;
 use crate::primitives::guard::LockGuard;
-use crate::store::keys::{validate_key, LockKeys};
 use crate::store::kind::LeaseKind;
-use crate::store::PermitWaiter;
 
 /// The most permits a semaphore may have: every permit held is an entry of its own in the
 /// store (about 100 bytes on Redis, with its own lease), and taking or renewing `n` permits
 /// touches `n` entries in one script call, so the bound keeps each call short.
 pub const MAX_PERMITS: u32 = 10_000;
 
-impl Locker {
-    /// Describes taking permits of the semaphore `key`, which lets at most `permits` holders
-    /// (across every process using the store) in at a time; finish with
-    /// [`acquire`](SemaphoreRequest::acquire) (one permit) or
-    /// [`acquire_many`](SemaphoreRequest::acquire_many).
-    ///
-    /// Every permit has its own owner token and lease, renewed by the watchdog while its
-    /// guard lives: a holder that crashed gives its permits back when its lease ends, and
-    /// nothing is left behind once nobody holds one (but the fence counter, for `fence_ttl`,
-    /// as a lock's). Waiters wake on a release (no polling)
-    /// and queue first come, first served inside the process. Across processes, a request
-    /// for several permits that waits takes its turn: while it waits, the permits that come
-    /// free are kept for it rather than taken by later requests (under steady load of single
-    /// permits it would otherwise wait as long as the load lasts), and it leaves the turn
-    /// however it stops waiting; one that vanishes without leaving (a killed process) holds
-    /// the others back for 2 s at most. Each holder gets a fencing token
-    /// ([`PermitGuard::fence`]). The limit is part of every
-    /// request: while permits are held, a request with another limit fails with
-    /// [`LockError::Config`] instead of changing it silently (the limit can change once no
-    /// permit of the old one is held). A semaphore and a lock of the same key are
-    /// independent.
-    ///
-    /// On one Redis server, Sentinel, Redis Cluster and in memory; other engines refuse it
-    /// with [`LockError::Config`].
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), leasehold::LockError> {
-    /// let locker = leasehold::Locker::in_memory();
-    /// let a = locker.semaphore("partner-api", 2).acquire().await?;
-    /// let b = locker.semaphore("partner-api", 2).acquire().await?;
-    /// assert!(locker.semaphore("partner-api", 2).try_acquire().await?.is_none());
-    /// drop(a); // a permit comes back
-    /// let c = locker.semaphore("partner-api", 2).acquire().await?;
-    /// # drop((b, c));
-    /// # Ok(()) }
-    /// ```
-    pub fn semaphore(&self, key: impl Into<String>, permits: u32) -> SemaphoreRequest<'_> {
-        SemaphoreRequest {
-            request: self.lock(key),
-            permits,
-        }
-    }
-
-    /// Who holds permits of the semaphore `key` now: the limit they agreed on and each
-    /// holder's permits and remaining lease (never owner tokens). Works on every engine
-    /// with semaphores, in memory too.
-    ///
-    /// # Errors
-    /// [`LockError::Unavailable`] when the store fails, [`LockError::InvalidKey`] for a bad
-    /// key, [`LockError::Config`] on an engine without semaphores.
-    pub async fn inspect_semaphore(&self, key: &str) -> Result<SemaphoreInfo, LockError> {
-        validate_key(key)?;
-        let keys = LockKeys::semaphore(&self.inner.prefix, key);
-        let state = self.inner.store.inspect_permits(&keys).await?;
-        Ok(SemaphoreInfo {
-            key: key.to_owned(),
-            limit: state.limit,
-            holders: state
-                .holders
-                .into_iter()
-                .map(|(permits, remaining)| PermitHolder { permits, remaining })
-                .collect(),
-        })
-    }
-
-    /// Re-enter a held permit of the scope, else queue in the process, then contend in the
-    /// store.
-    pub(crate) async fn acquire_permits_traced(
-        &self,
-        user_key: String,
-        limit: u32,
-        count: u32,
-        opts: Options,
-        waited: &mut bool,
-    ) -> Result<LockGuard, LockError> {
-        validate_key(&user_key)?;
-        check_permits(limit, count)?;
-        let inner = &self.inner;
-        let keys = LockKeys::semaphore(&inner.prefix, &user_key);
-        if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
-            return reentered;
-        }
-        let deadline = Instant::now() + opts.wait;
-        // First come, first served in the process: only the front of the line contends in
-        // the store; the next one follows as soon as it got its permits or gave up.
-        let line = inner.semaphore_lines.enter(keys.lock());
-        let _turn = match line.front().try_lock() {
-            Ok(turn) => turn,
-            Err(_) if opts.wait.is_zero() => return Err(LockError::Busy { retry_after: None }),
-            Err(_) => {
-                *waited = true;
-                match tokio::time::timeout_at(deadline, line.front().lock()).await {
-                    Ok(turn) => turn,
-                    Err(_) => return Err(LockError::Busy { retry_after: None }),
-                }
-            }
-        };
-        // A request for several permits that waits takes its turn in the store (see
-        // `Store::acquire_permits`): single permits that come free are kept for it. Its seat
-        // leaves the queue however it stops waiting without them (Busy, an error,
-        // cancellation); granted, the store took it out.
-        let waiter = (count > 1 && deadline > Instant::now()).then(|| PermitWaiter {
-            name: waiter_name(),
-            until: deadline,
-        });
-        let turn = ActiveTurn::own(inner, &keys, opts.kind, waiter);
-        self.contend(user_key, &keys, opts, deadline, turn, waited)
-            .await
-    }
-}
-
-/// A random name for a waiter's place in a semaphore's queue.
-fn waiter_name() -> u128 {
-    let mut raw = [0u8; 16];
-    getrandom::fill(&mut raw).expect("the OS random source failed");
-    u128::from_le_bytes(raw)
-}
-
 /// Checks a semaphore's limit and the permits asked for.
-fn check_permits(limit: u32, count: u32) -> Result<(), LockError> {
+pub(crate) fn check_permits(limit: u32, count: u32) -> Result<(), LockError> {
     if limit == 0 {
         return Err(LockError::config(
             "a semaphore of 0 permits could never be acquired; give it at least 1 (with 1 it \
@@ -172,7 +47,7 @@ fn check_permits(limit: u32, count: u32) -> Result<(), LockError> {
 }
 
 /// One acquisition of permits being described: key, limit, lease, wait and watchdog. Made
-/// by [`Locker::semaphore`].
+/// by [`Locker::semaphore`](crate::Locker::semaphore).
 #[derive(Debug)]
 #[must_use = "a semaphore request does nothing until .acquire().await or .try_acquire().await"]
 pub struct SemaphoreRequest<'a> {
@@ -252,7 +127,7 @@ impl SemaphoreRequest<'_> {
         let limit = self.permits;
         let request = self.request.of_kind(LeaseKind::Permits { limit, count: n });
         let opts = request.options()?;
-        let guard = request.locker.acquire_with(request.key, opts).await?;
+        let guard = request.locker.inner.acquire_with(request.key, opts).await?;
         Ok(PermitGuard {
             guard,
             limit,
@@ -310,7 +185,7 @@ pub struct PermitGuard {
 }
 
 impl PermitGuard {
-    /// The semaphore's key, as given to [`Locker::semaphore`].
+    /// The semaphore's key, as given to [`Locker::semaphore`](crate::Locker::semaphore).
     pub fn key(&self) -> &str {
         self.guard.key()
     }
@@ -390,12 +265,12 @@ impl fmt::Debug for PermitGuard {
     }
 }
 
-/// Who holds permits of one semaphore, from [`Locker::inspect_semaphore`]. Owner tokens are
+/// Who holds permits of one semaphore, from [`Locker::inspect_semaphore`](crate::Locker::inspect_semaphore). Owner tokens are
 /// never shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreInfo {
-    /// The semaphore's key, as given to [`Locker::semaphore`].
+    /// The semaphore's key, as given to [`Locker::semaphore`](crate::Locker::semaphore).
     pub key: String,
     /// The limit the holders agreed on; `None` when nobody holds a permit.
     pub limit: Option<u32>,

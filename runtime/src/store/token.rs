@@ -45,6 +45,13 @@ impl fmt::Debug for OwnerToken {
     }
 }
 
+/// A random name for a waiter's place in a semaphore's queue.
+pub(crate) fn waiter_name() -> u128 {
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw).expect("the OS random source failed");
+    u128::from_le_bytes(raw)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

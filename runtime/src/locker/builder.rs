@@ -1,0 +1,478 @@
+//! [`LockerBuilder`]: where locks live and the locker's defaults, checked once at `build`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::lease::DEFAULT_DRIFT;
+use crate::engine::observe::TraceKeys;
+use crate::error::LockError;
+use crate::store::keys::validate_prefix;
+use crate::store::{self, Deployment, Settings};
+
+use super::defaults::*;
+use super::Locker;
+use crate::primitives::request::check_lease;
+
+/// Options of a [`Locker`]. Start with [`Locker::builder`], finish with
+/// [`build`](LockerBuilder::build).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), leasehold::LockError> {
+/// use std::time::Duration;
+/// let locker = leasehold::Locker::builder()
+///     .url("redis://127.0.0.1:6379")
+///     .prefix("shop")
+///     .default_lease(Duration::from_secs(30))
+///     .default_wait(Duration::from_secs(3))
+///     .op_timeout(Duration::from_millis(500))
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until .build().await"]
+pub struct LockerBuilder {
+    /// Every engine named, in order: more than one is an error at `build`.
+    pub(super) deployments: Vec<Deployment>,
+    pub(super) min_replicas: u32,
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd")), allow(dead_code))]
+    pub(super) session_timeout: Duration,
+    pub(super) prefix: String,
+    pub(super) default_lease: Duration,
+    pub(super) default_wait: Duration,
+    pub(super) default_watchdog: bool,
+    pub(super) op_timeout: Duration,
+    pub(super) connect_timeout: Duration,
+    pub(super) fence_ttl: Duration,
+    pub(super) drift: f64,
+    pub(super) trace_keys: TraceKeys,
+    pub(super) lazy_connect: bool,
+}
+
+impl Default for LockerBuilder {
+    fn default() -> Self {
+        LockerBuilder {
+            deployments: Vec::new(),
+            min_replicas: 0,
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            default_lease: DEFAULT_LEASE,
+            default_wait: DEFAULT_WAIT,
+            default_watchdog: true,
+            op_timeout: DEFAULT_OP_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            fence_ttl: DEFAULT_FENCE_TTL,
+            drift: DEFAULT_DRIFT,
+            trace_keys: TraceKeys::Plain,
+            lazy_connect: false,
+        }
+    }
+}
+
+impl LockerBuilder {
+    /// The Redis server: `redis://[user:password@]host:port[/db]`, `rediss://...` for TLS,
+    /// or `redis+unix:///path/to/socket`. Required for [`build`](Self::build).
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.deployments.push(Deployment::Redis(url.into()));
+        self
+    }
+
+    /// The engine named by a configuration file (see [`LockConfig`](crate::LockConfig)).
+    #[cfg(feature = "serde")]
+    pub(crate) fn deployment(mut self, deployment: Deployment) -> Self {
+        match &deployment {
+            Deployment::Sentinel { min_replicas, .. } => self.min_replicas = *min_replicas,
+            Deployment::ZooKeeper {
+                session_timeout, ..
+            }
+            | Deployment::Etcd {
+                session_timeout, ..
+            } => self.session_timeout = *session_timeout,
+            _ => {}
+        }
+        self.deployments.push(deployment);
+        self
+    }
+
+    /// Lock over several independent Redis masters with the RedLock algorithm instead of one
+    /// server: an odd number, at least three, of servers that do not replicate each other.
+    /// A lock is held while a majority of them granted it within the lease; every call goes to
+    /// all of them in parallel, each bounded by [`op_timeout`](Self::op_timeout) (keep it
+    /// short, such as 50 ms: a hung node then costs little of the lease). Fencing tokens stay
+    /// strictly increasing across the quorum. Replaces [`url`](Self::url).
+    ///
+    /// Nodes that are down when the locker is built are connected later, on first use, as
+    /// long as a majority is up.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::builder()
+    ///     .redlock(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+    ///     .op_timeout(Duration::from_millis(50))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn redlock<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let urls = urls.into_iter().map(Into::into).collect();
+        self.deployments.push(Deployment::RedLock(urls));
+        self
+    }
+
+    /// Lock on a Redis Cluster, reached through any of these nodes (the client discovers the
+    /// rest and follows MOVED/ASK redirections and failovers). The keys of one lock share a
+    /// hash tag, so each lock lives in one slot; wake-ups use sharded pub/sub (Redis 7).
+    /// Replaces [`url`](Self::url). Needs the `cluster` feature.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::builder()
+    ///     .cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub fn cluster<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let urls = urls.into_iter().map(Into::into).collect();
+        self.deployments.push(Deployment::Cluster(urls));
+        self
+    }
+
+    /// Lock on the master that these Redis Sentinels monitor under the name `master`, and
+    /// follow it through failovers without restarting the application. Replaces
+    /// [`url`](Self::url). Needs the `sentinel` feature.
+    ///
+    /// Replication is asynchronous: a lock granted by the old master and not yet copied to the
+    /// replica that takes over is gone after a failover, and a second holder can get it. Use
+    /// [`min_replicas`](Self::min_replicas) to make each acquire wait for replicas, and use
+    /// fencing tokens where it matters.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::builder()
+    ///     .sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "mymaster")
+    ///     .min_replicas(1)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "sentinel")]
+    pub fn sentinel<I, S>(mut self, sentinels: I, master: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.deployments.push(Deployment::Sentinel {
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            master: master.into(),
+            min_replicas: 0,
+        });
+        self
+    }
+
+    /// Lock on a ZooKeeper ensemble, `"host:port,host:port,..."`: each acquisition is an
+    /// ephemeral sequential znode, the lowest holds, and every other contender watches only
+    /// the one ahead of it, so waiting is first come, first served across processes. The
+    /// session is the lease: see [`session_timeout`](Self::session_timeout). Fencing tokens
+    /// come from the znode's creation zxid (strictly increasing across the ensemble, its
+    /// restarts and leader changes). Replaces [`url`](Self::url). Needs the `zookeeper`
+    /// feature.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::builder()
+    ///     .zookeeper("10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181")
+    ///     .session_timeout(Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "zookeeper")]
+    pub fn zookeeper(mut self, hosts: impl Into<String>) -> Self {
+        self.deployments.push(Deployment::ZooKeeper {
+            hosts: hosts.into(),
+            session_timeout: self.session_timeout,
+        });
+        self
+    }
+
+    /// Lock on an etcd cluster (v3 API) reached through these endpoints,
+    /// `[http[s]://][user:password@]host:port` (`http://` when no scheme is given): each
+    /// acquisition is a key attached to this locker's etcd lease, the key with the lowest
+    /// create revision holds, and every other contender watches only the deletion of the one
+    /// ahead of it, so waiting is first come, first served across processes. The lease is the
+    /// locker's, one for all its locks, with a TTL of
+    /// [`session_timeout`](Self::session_timeout); a lock is lost when no keep-alive of it was
+    /// acknowledged for the lock's lease, counted on this process's clock from the send time of
+    /// the last acknowledged one. Fencing tokens come from the key's create revision (strictly
+    /// increasing across the cluster, its restarts and leader changes). Replaces
+    /// [`url`](Self::url). Needs the `etcd` feature (whose client is built with `protoc`).
+    ///
+    /// Credentials go in the endpoints, percent-encoded where needed, the same on each (etcd's
+    /// user/password authentication); they never appear in `Debug`, logs or errors.
+    /// `https://` endpoints need the `tls` feature too: the server's certificate is checked
+    /// against the operating system's roots, or the file named by `SSL_CERT_FILE`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::builder()
+    ///     .etcd(["http://10.0.0.1:2379", "http://10.0.0.2:2379", "http://10.0.0.3:2379"])
+    ///     .session_timeout(Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "etcd")]
+    pub fn etcd<I, S>(mut self, endpoints: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.deployments.push(Deployment::Etcd {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            session_timeout: self.session_timeout,
+        });
+        self
+    }
+
+    /// Lock in a PostgreSQL database, `postgres://user:password@host:5432/database`: each lock
+    /// is a row of the table `leasehold_locks` (created on first use with its sequence and
+    /// functions, or applied by an operator from [`postgres::SCHEMA`](crate::postgres::SCHEMA)),
+    /// its lease expiring on the database server's clock and judged lost on this process's
+    /// monotonic clock, as on Redis. Fencing tokens come from a sequence, strictly increasing
+    /// across holders, keys and server restarts; [`postgres::check_fence`](crate::postgres::check_fence)
+    /// checks one inside your own transaction, so that the write and the fence check commit
+    /// together. Waiters wake on `LISTEN`/`NOTIFY`. Replaces [`url`](Self::url). Needs the
+    /// `postgres` feature.
+    ///
+    /// The URL takes tokio-postgres's parameters (`application_name`, `options`,
+    /// `connect_timeout`, ...); the password never appears in `Debug`, logs or errors. TLS
+    /// (`sslmode=require`) is not supported yet and refused.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::builder()
+    ///     .postgres("postgres://shop:secret@10.0.0.5:5432/shop")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub fn postgres(mut self, url: impl Into<String>) -> Self {
+        self.deployments.push(Deployment::Postgres(url.into()));
+        self
+    }
+
+    /// With [`zookeeper`](Self::zookeeper): the session timeout; with [`etcd`](Self::etcd):
+    /// the TTL of the locker's etcd lease (rounded up to whole seconds, as etcd counts; at least
+    /// 1 s). Either way, how long a holder that crashed or was cut off keeps its locks. Leases
+    /// there are at most this long (a longer lease is shortened to it, and the watchdog renews
+    /// at a third of it). Defaults to 10 s; a ZooKeeper server may narrow it to its own
+    /// `minSessionTimeout..maxSessionTimeout`, an etcd server may raise the TTL to its minimum.
+    #[cfg(any(feature = "zookeeper", feature = "etcd"))]
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// With [`sentinel`](Self::sentinel): how many replicas must acknowledge a new lock
+    /// (Redis `WAIT`, bounded by the operation timeout) before it counts. When fewer do, the
+    /// lock is given back and the acquire fails with [`LockError::Unavailable`]. This narrows
+    /// the window in which a failover loses a lock; it does not close it. Defaults to 0.
+    #[cfg(feature = "sentinel")]
+    pub fn min_replicas(mut self, replicas: u32) -> Self {
+        self.min_replicas = replicas;
+        self
+    }
+
+    /// The prefix of every Redis key written: `PREFIX:lock:{key}`. Defaults to `"leasehold"`.
+    /// Must be non-empty, without `{` or `}`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The lease of requests that do not set one. Defaults to 30 s; at least 10 ms.
+    pub fn default_lease(mut self, lease: Duration) -> Self {
+        self.default_lease = lease;
+        self
+    }
+
+    /// How long requests wait for a busy lock when they do not say. Defaults to 3 s.
+    pub fn default_wait(mut self, wait: Duration) -> Self {
+        self.default_wait = wait;
+        self
+    }
+
+    /// Whether held leases are renewed in the background unless a request says otherwise.
+    /// Defaults to `true`.
+    pub fn default_watchdog(mut self, on: bool) -> Self {
+        self.default_watchdog = on;
+        self
+    }
+
+    /// The bound on every single Redis call (acquire, release, renew, subscribe), counted
+    /// from the moment the call is made (also while it waits to share a batch). Defaults to
+    /// 1 s. A dead or hung server makes calls fail with [`LockError::Unavailable`] after at
+    /// most this long; an acquire with `wait = W` returns within `W + op_timeout` on one
+    /// server, `W + 3 × op_timeout` on a RedLock.
+    pub fn op_timeout(mut self, timeout: Duration) -> Self {
+        self.op_timeout = timeout;
+        self
+    }
+
+    /// The bound on establishing a connection and loading the scripts, together: `build()`
+    /// fails with [`LockError::Unavailable`] after at most this long (plus `op_timeout` for
+    /// the optional maxmemory check). Defaults to 2 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a lock's fence counter outlives its last use; after that it is re-seeded from
+    /// the server clock (still increasing). Defaults to 7 days.
+    pub fn fence_ttl(mut self, ttl: Duration) -> Self {
+        self.fence_ttl = ttl;
+        self
+    }
+
+    /// How lock keys appear in tracing spans: as given (the default), hashed, or not at all.
+    /// Keys may carry user data; see [`TraceKeys`].
+    pub fn trace_keys(mut self, how: TraceKeys) -> Self {
+        self.trace_keys = how;
+        self
+    }
+
+    /// How far the clocks of this process and Redis may drift apart during one lease, as a
+    /// fraction of the lease: a lease counts as held for `lease − (lease × drift + 2 ms)`
+    /// after the request that took or renewed it was sent (and RedLock refuses a quorum
+    /// reached later than that). Defaults to 0.01; must be in `0.0..0.5`.
+    pub fn clock_drift(mut self, drift: f64) -> Self {
+        self.drift = drift;
+        self
+    }
+
+    fn check(&self) -> Result<(), LockError> {
+        if !(0.0..0.5).contains(&self.drift) {
+            return Err(LockError::config(format!(
+                "clock_drift of {} is out of range; it is a fraction of the lease, from 0.0 \
+                 to below 0.5 (the default is 0.01)",
+                self.drift
+            )));
+        }
+        validate_prefix(&self.prefix)?;
+        check_lease(self.default_lease, "default_lease")?;
+        for (value, name) in [
+            (self.op_timeout, "op_timeout"),
+            (self.connect_timeout, "connect_timeout"),
+        ] {
+            if value.is_zero() {
+                return Err(LockError::config(format!(
+                    "{name} is zero; every Redis call needs a bound, e.g. 500ms"
+                )));
+            }
+        }
+        if self.fence_ttl < Duration::from_secs(1) {
+            return Err(LockError::config(format!(
+                "fence_ttl of {:?} is too short; fence counters should outlive leases by far \
+                 (the default is 7 days)",
+                self.fence_ttl
+            )));
+        }
+        Ok(())
+    }
+
+    /// Lets [`build`](Self::build) succeed while the engine is down (a service can start
+    /// before its Redis): the locker connects in the background, retrying with backoff (up to
+    /// every 5 s), and until it has connected every lock call fails at once with
+    /// [`LockError::Unavailable`] (503 over HTTP) saying why; the first success is logged at
+    /// `info`. Options are still checked at `build`; a refusal that retrying cannot mend
+    /// (credentials, a missing database) is returned as [`LockError::Config`] by the calls.
+    /// Off by default: `build` connects, and fails when the engine cannot be reached.
+    pub fn lazy_connect(mut self, on: bool) -> Self {
+        self.lazy_connect = on;
+        self
+    }
+
+    /// Checks the options and connects.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] when an option is invalid or no URL was given,
+    /// [`LockError::Unavailable`] when Redis cannot be reached.
+    pub async fn build(self) -> Result<Locker, LockError> {
+        // Boxed: connecting nests the deployments' futures (RedLock over Redis over the
+        // client) deeply, and the caller's future stays shallow and quick to compile.
+        let build: Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(self.connect_all());
+        build.await
+    }
+
+    async fn connect_all(self) -> Result<Locker, LockError> {
+        self.check()?;
+        let deployment = self.chosen_deployment()?;
+        let settings = Settings {
+            op_timeout: self.op_timeout,
+            connect_timeout: self.connect_timeout,
+        };
+        let store: Arc<dyn store::Store> = if self.lazy_connect {
+            Arc::new(store::LazyStore::start(deployment, settings))
+        } else {
+            deployment.connect(&settings).await?
+        };
+        let locker = Locker::with_store(store, self);
+        locker.inner.start_background();
+        Ok(locker)
+    }
+
+    /// The one engine named, with the options that belong to it.
+    fn chosen_deployment(&self) -> Result<Deployment, LockError> {
+        match self.deployments.as_slice() {
+            [] => Err(LockError::config(
+                "no Redis URL: call .url(\"redis://127.0.0.1:6379\") on the builder (or \
+                 .redlock([...]) for several masters), or use Locker::in_memory() for a \
+                 process-local store",
+            )),
+            [one] => {
+                let mut one = one.clone();
+                match &mut one {
+                    Deployment::Sentinel { min_replicas, .. } => *min_replicas = self.min_replicas,
+                    Deployment::ZooKeeper {
+                        session_timeout, ..
+                    }
+                    | Deployment::Etcd {
+                        session_timeout, ..
+                    } => *session_timeout = self.session_timeout,
+                    _ => {}
+                }
+                one.validate()?;
+                Ok(one)
+            }
+            _ => Err(LockError::config(
+                "more than one of .url(...), .redlock([...]), .cluster([...]), .sentinel(...), \
+                 .zookeeper(...), .etcd([...]) and .postgres(...) was given; use one of them",
+            )),
+        }
+    }
+
+    /// Checks the options and builds a process-local locker, like [`Locker::in_memory`].
+    ///
+    /// # Errors
+    /// [`LockError::Config`] when an option is invalid.
+    pub fn build_in_memory(self) -> Result<Locker, LockError> {
+        self.check()?;
+        Ok(Locker::with_store(store::in_memory(), self))
+    }
+}

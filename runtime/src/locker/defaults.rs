@@ -1,0 +1,20 @@
+//! The defaults of a [`Locker`](crate::Locker) and the bounds of its options, named once.
+
+use std::time::Duration;
+
+/// The default prefix of every Redis key the library writes.
+pub const DEFAULT_PREFIX: &str = "leasehold";
+/// The default lease: 30 s.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The default time to wait for a busy lock: 3 s.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(3);
+/// The default bound on one Redis call: 1 s.
+pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(1);
+/// The default bound on establishing a connection: 2 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The default lifetime of an unused fence counter: 7 days.
+pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The default session timeout of ZooKeeper sessions and etcd leases: 10 s.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The shortest lease accepted: 10 ms.
+pub const MIN_LEASE: Duration = Duration::from_millis(10);

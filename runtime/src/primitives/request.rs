@@ -1,0 +1,261 @@
+//! [`LockRequest`], the description of one acquisition of a lock or a reader's share: its
+//! options are resolved against the locker's defaults and its engine's capabilities here, once.
+
+use std::time::Duration;
+
+use crate::engine::options::Options;
+use crate::error::LockError;
+use crate::primitives::guard::LockGuard;
+use crate::store::kind::LeaseKind;
+use crate::store::{self, Feature};
+
+use crate::locker::defaults::MIN_LEASE;
+use crate::locker::Locker;
+
+pub(crate) fn check_lease(lease: Duration, name: &str) -> Result<(), LockError> {
+    if lease < MIN_LEASE {
+        return Err(LockError::config(format!(
+            "{name} of {lease:?} is too short; a lease must be at least {MIN_LEASE:?} (Redis \
+             counts in milliseconds, and the client keeps a safety margin)"
+        )));
+    }
+    Ok(())
+}
+
+/// One acquisition being described: key, lease, wait and watchdog. Made by
+/// [`Locker::lock`].
+#[derive(Debug)]
+#[must_use = "a lock request does nothing until .acquire().await or .try_acquire().await"]
+pub struct LockRequest<'a> {
+    pub(crate) locker: &'a Locker,
+    pub(crate) key: String,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) watchdog: Option<bool>,
+    /// The lock, or the read side of a read-write lock ([`Locker::read_lock`]); a
+    /// semaphore's request sets its permits.
+    pub(crate) kind: LeaseKind,
+    /// First come, first served across processes ([`LockRequest::fair`]).
+    pub(crate) fair: bool,
+    /// Keep the lock at least this long after it was taken ([`LockRequest::hold_at_least`]).
+    pub(crate) hold_at_least: Option<Duration>,
+    /// Takes a fencing token; false once [`unfenced`](LockRequest::unfenced) was called.
+    pub(crate) fenced: bool,
+}
+
+impl<'a> LockRequest<'a> {
+    /// This request for a lease of `kind` (the attribute's options carry it).
+    pub(crate) fn of_kind(mut self, kind: LeaseKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// How long Redis keeps the lock if this process stops renewing it (crash, pause,
+    /// partition). Defaults to the locker's default lease; at least 10 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// How long to wait for a busy lock before failing with [`LockError::Busy`]; zero fails
+    /// at once. Defaults to the locker's default wait.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Whether to renew the lease in the background (every lease/3) while the guard lives.
+    /// With `false` the lease is a hard maximum: the guard counts as lost when it ends.
+    /// Defaults to the locker's setting (on).
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = Some(on);
+        self
+    }
+
+    /// First come, first served across every task of every process. By default a release
+    /// hands the lock straight to the next waiter of the same process, without a round trip,
+    /// up to 16 times in a row before another process gets its turn: faster, less fair.
+    ///
+    /// On Redis (one server, Sentinel, Cluster) and PostgreSQL a fair request waits in the
+    /// store's queue under a name of its own, a release leaves the lock to the request that waited longest
+    /// (for 200 ms only it can take it), and the wake-up names it, so only that request asks
+    /// again. So requests get the lock in the order they first found it taken, whichever
+    /// process they come from. A request that gives up or is cancelled leaves the queue at
+    /// once; one whose process died holds the others up once, for at most 1.2 s (the window,
+    /// then the 1 s the others sleep at most between attempts), and only while its place
+    /// lasts (2 s after its last attempt).
+    ///
+    /// On RedLock, ZooKeeper, etcd and in memory, fair requests queue in the process first
+    /// (first come, first served) and the store's queue orders processes: processes take
+    /// turns in the order they started waiting.
+    ///
+    /// A fair release costs a round trip to the store every time.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
+        self
+    }
+
+    /// Keeps the lock for at least `hold` after it was taken, even when the guard is
+    /// released (or dropped) sooner: for a job that must run once per window across a fleet
+    /// whose schedulers fire at slightly different moments, so that an instance triggered a
+    /// moment after the job finished elsewhere still finds the lock taken. Released later
+    /// than that, the lock is released at once, as usual. Defaults to no minimum (zero).
+    ///
+    /// How the lock stays taken after an early release:
+    /// - Where locks expire by themselves (one Redis server, Sentinel, Redis Cluster, RedLock,
+    ///   PostgreSQL, in memory), the release sets the lock to expire at the end of the hold,
+    ///   if it is still ours (one owner-checked call, the one a renewal makes), and stops
+    ///   renewing it; the lock is then not deleted. The hold survives this process: if it
+    ///   dies, the lock still frees itself at the end of the hold, not before.
+    /// - On ZooKeeper and etcd, where a lock lives as long as the session that took it, the
+    ///   lock is kept (and renewed) by the locker's background task and released at the end
+    ///   of the hold. If this process dies before then, the lock frees itself when its
+    ///   session ends (ZooKeeper: the session timeout; etcd: the lease's TTL), which may be
+    ///   before the end of the hold.
+    ///
+    /// The local waiters of the key are not handed the lock meanwhile: they wait in the
+    /// store like anyone else. `#[distributed_lock(hold_at_least = "30s")]` is this.
+    ///
+    /// # Errors
+    /// [`acquire`](Self::acquire) fails with [`LockError::Config`] when `hold` is longer than
+    /// a lease that is not renewed (`.watchdog(false)`): the lock would end before the hold.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::in_memory();
+    /// let job = locker
+    ///     .lock("job:nightly-report")
+    ///     .hold_at_least(Duration::from_secs(30))
+    ///     .try_acquire()
+    ///     .await?;
+    /// if let Some(guard) = job {
+    ///     // ... the job, done in a second ...
+    ///     guard.release().await?;
+    /// }
+    /// // 30 s after the job started, the lock is still taken: a late trigger skips it.
+    /// assert!(locker.lock("job:nightly-report").try_acquire().await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_at_least(mut self, hold: Duration) -> Self {
+        self.hold_at_least = Some(hold);
+        self
+    }
+
+    /// The same lock without a fencing token: for callers that never pass a token to the
+    /// resource they protect (a cache rebuild, a job whose effects are idempotent), and want
+    /// the cheapest lock the store offers. On Redis (one server, Sentinel, Cluster, RedLock)
+    /// a free lock is taken with a native `SET NX PX`, one command and no script; a taken one
+    /// goes the usual way (the script that queues waiters). Renewal, release, re-entry,
+    /// waiting and handover inside the process are the same.
+    ///
+    /// The guard is an [`UnfencedGuard`](crate::UnfencedGuard), which has no `fence()`: the
+    /// absence of a token is a type, not a zero that could be stored as one. Inside an
+    /// unfenced hold, a fenced acquire of the same key fails with [`LockError::Config`]
+    /// rather than re-enter without a token; a fenced waiter of the process is never handed
+    /// an unfenced lease. `#[distributed_lock(fencing = false)]` is this.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let guard = locker.lock("cache:rebuild").unfenced().acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unfenced(self) -> crate::UnfencedRequest<'a> {
+        crate::UnfencedRequest::new(LockRequest {
+            fenced: false,
+            ..self
+        })
+    }
+
+    /// Takes the lock, waiting up to `wait` for the current holder to release it. Waiters in
+    /// one process queue in order (first come, first served) and a release hands the lock
+    /// straight to the next one.
+    ///
+    /// A nested acquire of a key that the surrounding scope already holds (inside a
+    /// `#[distributed_lock]` body, or [`LockGuard::scope`]) re-enters without a round trip.
+    ///
+    /// Dropping the returned future at any point leaves no lock and no renewal behind.
+    ///
+    /// # Errors
+    /// [`LockError::Busy`] when the lock stayed taken for the whole wait,
+    /// [`LockError::Unavailable`] when Redis failed or did not answer within the operation
+    /// timeout, [`LockError::InvalidKey`] and [`LockError::Config`] for bad input.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use std::time::Duration;
+    /// let locker = leasehold::Locker::in_memory();
+    /// let guard = locker
+    ///     .lock("stock:sku-7")
+    ///     .lease(Duration::from_secs(10))
+    ///     .wait(Duration::from_millis(500))
+    ///     .acquire()
+    ///     .await?;
+    /// assert!(guard.is_held());
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let opts = self.options()?;
+        self.locker.inner.acquire_with(self.key, opts).await
+    }
+
+    /// Takes the lock if it is free right now; `Ok(None)` when it is not. Never waits.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), but never [`LockError::Busy`].
+    pub async fn try_acquire(mut self) -> Result<Option<LockGuard>, LockError> {
+        self.wait = Some(Duration::ZERO);
+        match self.acquire().await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(LockError::Busy { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn options(&self) -> Result<Options, LockError> {
+        let inner = &self.locker.inner;
+        let mut lease = self.lease.unwrap_or(inner.default_lease);
+        check_lease(lease, "lease")?;
+        let caps = inner.store.capabilities();
+        if let Some(bound) = caps.max_lease {
+            lease = lease.min(bound);
+        }
+        // What the lease holds is checked against what the engine offers here, once.
+        let needs = match self.kind {
+            LeaseKind::Exclusive => None,
+            LeaseKind::Read => Some(Feature::ReadLocks),
+            LeaseKind::Permits { .. } => Some(Feature::Semaphores),
+        };
+        if let Some(feature) = needs {
+            store::require(feature, &caps, &inner.store.describe())?;
+        }
+        if let LeaseKind::Permits { limit, count } = self.kind {
+            crate::primitives::semaphore::check_permits(limit, count)?;
+        }
+        let watchdog = self.watchdog.unwrap_or(inner.default_watchdog);
+        let hold_at_least = self.hold_at_least.filter(|hold| !hold.is_zero());
+        if let Some(hold) = hold_at_least {
+            if !watchdog && hold > lease {
+                return Err(LockError::config(format!(
+                    "hold_at_least of {hold:?} is longer than the lease of {lease:?}, which is \
+                     not renewed (watchdog off): the lock would end before the hold; shorten \
+                     the hold, lengthen the lease, or turn the watchdog on"
+                )));
+            }
+        }
+        Ok(Options {
+            lease,
+            wait: self.wait.unwrap_or(inner.default_wait),
+            watchdog,
+            fair: self.fair,
+            kind: self.kind,
+            hold_at_least,
+            fenced: self.fenced,
+        })
+    }
+}
