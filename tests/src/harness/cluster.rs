@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::probe::{self, info_field, query};
 use super::{ports, process, RedisOptions, RedisServer};
@@ -189,19 +189,11 @@ impl RedisCluster {
             };
             panic!("cannot run {}: {e}{hint}", binary.to_string_lossy())
         });
-        let deadline = Instant::now() + CREATE_TIMEOUT;
-        let status = loop {
-            if let Some(status) = process::wait_exit(&mut child, Duration::ZERO) {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                process::kill_and_reap(&mut child);
-                panic!(
-                    "`redis-cli --cluster create` did not finish within {CREATE_TIMEOUT:?}\n{}",
-                    self.logs()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let Some(status) = process::finish(&mut child, CREATE_TIMEOUT).await else {
+            panic!(
+                "`redis-cli --cluster create` did not finish within {CREATE_TIMEOUT:?}\n{}",
+                self.logs()
+            );
         };
         assert!(
             status.success(),

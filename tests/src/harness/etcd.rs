@@ -26,19 +26,18 @@
 //! # }
 //! ```
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{ports, process};
+use super::ports;
+use super::server::{self, Answer, LaunchError, ServerKind, ServerProcess, PORT_ATTEMPTS};
 
 /// The environment variable naming the `etcd` binary; `etcd` on `PATH` otherwise.
 const ETCD_VAR: &str = "LEASEHOLD_ETCD_BIN";
@@ -51,7 +50,17 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one HTTP probe may take; a paused server never answers.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 const POLL: Duration = Duration::from_millis(20);
-const PORT_ATTEMPTS: usize = 5;
+
+/// An `etcd` member; a panicking test keeps its log.
+static ETCD: ServerKind = ServerKind {
+    log_file: LOG_FILE,
+    data_dir: Some(DATA_DIR),
+    port_taken: "address already in use",
+    forks: false,
+    signal_timeout: CALL_TIMEOUT,
+    poll: POLL,
+    leftovers: None,
+};
 
 /// One etcd server process on 127.0.0.1: a single-member cluster ([`EtcdServer::start`]) or a
 /// member of an [`EtcdCluster`].
@@ -69,9 +78,7 @@ pub struct EtcdServer {
     /// `name=http://127.0.0.1:PEER,...`: every member of its cluster.
     initial_cluster: String,
     token: String,
-    dir: PathBuf,
-    /// `None` once killed or stopped; only this handle reaps, so a pid here is never reused.
-    child: Mutex<Option<Child>>,
+    process: ServerProcess,
 }
 
 /// Settings of a single-member server that differ from the harness's: its Raft timing, which
@@ -134,14 +141,6 @@ impl EtcdOptions {
     }
 }
 
-/// Why one launch did not give a serving server.
-enum LaunchError {
-    /// A port was taken by someone else; other ports may work.
-    PortTaken,
-    /// Anything else; retrying would fail again.
-    Failed(String),
-}
-
 impl EtcdServer {
     /// The members' heartbeat interval.
     pub const HEARTBEAT: Duration = Duration::from_millis(50);
@@ -172,9 +171,7 @@ impl EtcdServer {
             let cluster = format!("{name}=http://127.0.0.1:{peer}");
             let mut server = Self::create(name, client, peer, cluster);
             server.options = options.clone();
-            let log_start = server.log_len();
-            server.spawn();
-            match server.wait_serving(log_start, STARTUP_TIMEOUT).await {
+            match server.launch().await {
                 Ok(()) => return server,
                 Err(LaunchError::PortTaken) => continue,
                 Err(LaunchError::Failed(why)) => panic!(
@@ -188,7 +185,9 @@ impl EtcdServer {
     }
 
     fn create(name: String, client_port: u16, peer_port: u16, initial_cluster: String) -> Self {
-        let dir = fresh_dir();
+        let dir = server::fresh_dir(&std::env::temp_dir(), "etcd");
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, client_port));
+        let label = format!("etcd member {name} at {addr}");
         Self {
             token: format!("{name}-cluster"),
             name,
@@ -196,8 +195,7 @@ impl EtcdServer {
             client_port,
             peer_port,
             initial_cluster,
-            dir,
-            child: Mutex::new(None),
+            process: ServerProcess::new(&ETCD, label, dir),
         }
     }
 
@@ -218,17 +216,17 @@ impl EtcdServer {
 
     /// The server's directory, holding `data/` and its log (`etcd.log`).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.process.dir()
     }
 
     /// The path of the server's log: all it wrote since it was first started.
     pub fn log_path(&self) -> PathBuf {
-        self.dir.join(LOG_FILE)
+        self.process.log_path()
     }
 
     /// The process id while the server runs (also while paused); `None` once killed or stopped.
     pub fn pid(&self) -> Option<u32> {
-        running(&mut self.lock_child()).map(|child| child.id())
+        self.process.pid()
     }
 
     /// Kills the server with SIGKILL, as a crash would, and waits until it has exited. Does
@@ -238,14 +236,7 @@ impl EtcdServer {
     ///
     /// If the process does not exit within 10 s.
     pub fn kill9(&self) {
-        if let Some(mut child) = self.lock_child().take() {
-            assert!(
-                process::kill_and_reap(&mut child),
-                "{} (pid {}) did not exit within 10s of SIGKILL",
-                self.describe(),
-                child.id()
-            );
-        }
+        self.process.kill9();
     }
 
     /// Stops the server with SIGTERM and waits until it has exited, for at most 5 s before it is
@@ -256,20 +247,7 @@ impl EtcdServer {
     ///
     /// If the process does not exit even after SIGKILL.
     pub fn stop(&self) {
-        let Some(mut child) = self.lock_child().take() else {
-            return;
-        };
-        process::signal(&mut child, libc::SIGTERM);
-        // A paused server would hold SIGTERM pending forever.
-        process::signal(&mut child, libc::SIGCONT);
-        if process::wait_exit(&mut child, Duration::from_secs(5)).is_none() {
-            assert!(
-                process::kill_and_reap(&mut child),
-                "{} (pid {}) did not exit after SIGTERM nor SIGKILL",
-                self.describe(),
-                child.id()
-            );
-        }
+        self.process.stop(libc::SIGTERM, Duration::from_secs(5));
     }
 
     /// Freezes the server with SIGSTOP: connections stay open but nothing is answered, and its
@@ -280,7 +258,7 @@ impl EtcdServer {
     ///
     /// If the server is not running, or not stopped within 20 s.
     pub fn pause(&self) {
-        self.signal_running(libc::SIGSTOP, true, "pause");
+        self.process.pause();
     }
 
     /// Thaws a server frozen by [`pause`](Self::pause) with SIGCONT. Returns once it runs again;
@@ -290,21 +268,7 @@ impl EtcdServer {
     ///
     /// If the server is not running, or still stopped after 20 s.
     pub fn resume(&self) {
-        self.signal_running(libc::SIGCONT, false, "resume");
-    }
-
-    fn signal_running(&self, signal: libc::c_int, stopped: bool, what: &str) {
-        let mut child = self.lock_child();
-        let Some(running) = running(&mut child) else {
-            panic!("cannot {what} {}: it is not running", self.describe());
-        };
-        process::signal(running, signal);
-        assert!(
-            process::wait_stopped(running.id(), stopped, CALL_TIMEOUT),
-            "{} (pid {}) did not {what} within {CALL_TIMEOUT:?}",
-            self.describe(),
-            running.id()
-        );
+        self.process.resume();
     }
 
     /// Kills the server (if it runs) and starts it again on the same ports from what it left in
@@ -316,9 +280,9 @@ impl EtcdServer {
     /// If it does not serve within 30 s, or a port stays taken by another process.
     pub async fn restart(&self) {
         self.kill9();
-        let log_start = self.log_len();
-        self.spawn();
-        self.expect_serving(log_start).await;
+        self.process
+            .relaunch(STARTUP_TIMEOUT, || self.launch())
+            .await;
     }
 
     /// Starts the server again after [`kill9`](Self::kill9) or [`stop`](Self::stop) without
@@ -329,29 +293,6 @@ impl EtcdServer {
         self.spawn();
     }
 
-    async fn expect_serving(&self, log_start: u64) {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            match self.wait_serving(log_start, STARTUP_TIMEOUT).await {
-                Ok(()) => return,
-                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    self.spawn();
-                }
-                Err(LaunchError::PortTaken) => panic!(
-                    "cannot restart {}: a port stayed taken by another process\n{}",
-                    self.describe(),
-                    self.log_tail()
-                ),
-                Err(LaunchError::Failed(why)) => panic!(
-                    "{} did not restart: {why}\n{}",
-                    self.describe(),
-                    self.log_tail()
-                ),
-            }
-        }
-    }
-
     /// Waits until the server serves clients again (after [`resume`](Self::resume), or a
     /// member's loss of quorum).
     ///
@@ -359,23 +300,15 @@ impl EtcdServer {
     ///
     /// If it is not running, or does not serve within 30 s.
     pub async fn wait_until_serving(&self) {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            if self.pid().is_none() {
-                panic!("{} is not running, so it will not serve", self.describe());
-            }
-            if self.healthy().await {
-                return;
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "{} did not serve within {STARTUP_TIMEOUT:?}\n{}",
-                    self.describe(),
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        self.process
+            .wait_until_serving(STARTUP_TIMEOUT, || async {
+                if self.healthy().await {
+                    Ok(())
+                } else {
+                    Err("not healthy".to_owned())
+                }
+            })
+            .await;
     }
 
     /// Whether `/health` says the member serves (it has a leader); false while it is down,
@@ -404,15 +337,18 @@ impl EtcdServer {
 
     /// The last lines of the server's log, framed for a panic message.
     pub fn log_tail(&self) -> String {
-        log_tail(&self.log_path())
+        self.process.log_tail()
     }
 
-    fn describe(&self) -> String {
-        format!("etcd member {} at {}", self.name, self.addr())
+    fn describe(&self) -> &str {
+        self.process.label()
     }
 
-    fn log_len(&self) -> u64 {
-        fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0)
+    /// Spawns the server and waits until it serves, or says why not.
+    async fn launch(&self) -> Result<(), LaunchError> {
+        let log_start = self.process.log_len();
+        self.spawn();
+        self.wait_serving(log_start, STARTUP_TIMEOUT).await
     }
 
     /// Runs `etcd`, without waiting for it to serve.
@@ -421,12 +357,6 @@ impl EtcdServer {
     ///
     /// If `etcd` cannot be found or run.
     fn spawn(&self) {
-        let log_path = self.log_path();
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log_path.display()));
         let etcd = std::env::var_os(ETCD_VAR).unwrap_or_else(|| "etcd".into());
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
@@ -434,7 +364,7 @@ impl EtcdServer {
         cmd.arg("--name")
             .arg(&self.name)
             .arg("--data-dir")
-            .arg(self.dir.join(DATA_DIR))
+            .arg(self.dir().join(DATA_DIR))
             .args(["--listen-client-urls", &client])
             .args(["--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer])
@@ -454,11 +384,12 @@ impl EtcdServer {
             // Debian's package may set these for its own service; ours are on the command line.
             .env_remove("ETCD_DATA_DIR")
             .env_remove("ETCD_NAME")
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("a log file handle can be cloned"))
-            .stderr(log);
-        let child = process::spawn(cmd, self.dir.clone()).unwrap_or_else(|e| {
+            .current_dir(self.dir())
+            .stdin(Stdio::null());
+        if let Err(why) = self.process.log_to(&mut cmd) {
+            panic!("{why}");
+        }
+        if let Err(e) = self.process.spawn(cmd) {
             let hint = if e.kind() == io::ErrorKind::NotFound {
                 format!(" (run scripts/ensure-etcd, or name the binary in {ETCD_VAR})")
             } else {
@@ -469,87 +400,27 @@ impl EtcdServer {
                 etcd.to_string_lossy(),
                 self.describe()
             )
-        });
-        if let Some(mut raced) = self.lock_child().replace(child) {
-            // A concurrent restart won too; keep one server.
-            process::kill_and_reap(&mut raced);
         }
     }
 
     /// Waits until the process just spawned serves as itself, or says why not. A process that
     /// will not serve is killed.
     async fn wait_serving(&self, log_start: u64, within: Duration) -> Result<(), LaunchError> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.exited() {
-                let log = log_since(&self.log_path(), log_start);
-                return Err(if log.contains("address already in use") {
-                    LaunchError::PortTaken
-                } else {
-                    LaunchError::Failed(format!("it exited with {status} while starting"))
-                });
-            }
-            let last = if self.healthy().await {
-                // Is it ours? Another server on the port would list other members.
-                match self.http("POST", "/v3/cluster/member/list", "{}").await {
-                    Ok(members) if members.contains(&format!("\"name\":\"{}\"", self.name)) => {
-                        return Ok(())
-                    }
-                    Ok(_) => {
-                        self.kill9();
-                        return Err(LaunchError::PortTaken);
-                    }
-                    Err(why) => format!("member list: {why}"),
-                }
-            } else {
-                "not healthy".to_owned()
-            };
-            if Instant::now() >= deadline {
-                self.kill9();
-                return Err(LaunchError::Failed(format!(
-                    "it did not serve within {within:?} (last: {last})"
-                )));
-            }
-            tokio::time::sleep(POLL).await;
+        self.process
+            .wait_launched(log_start, within, || self.answer())
+            .await
+    }
+
+    /// Who answers on the client port: this member, a member of another cluster, or nobody yet.
+    async fn answer(&self) -> Answer {
+        if !self.healthy().await {
+            return Answer::NotYet("not healthy".to_owned());
         }
-    }
-
-    /// The exit status if the process has exited (it is then reaped and forgotten).
-    fn exited(&self) -> Option<ExitStatus> {
-        let mut child = self.lock_child();
-        let status = process::wait_exit(child.as_mut()?, Duration::ZERO)?;
-        *child = None;
-        Some(status)
-    }
-
-    fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
-        self.child
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-impl Drop for EtcdServer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.lock_child().take() {
-            if !process::kill_and_reap(&mut child) {
-                // Never panic in drop: it may run while a test is already panicking.
-                eprintln!(
-                    "leasehold harness: etcd pid {} did not exit within 10s of SIGKILL",
-                    child.id()
-                );
-            }
-        }
-        if std::thread::panicking() {
-            // Keep the log for the post-mortem; the data is of no use.
-            let _ = fs::remove_dir_all(self.dir.join(DATA_DIR));
-            eprintln!(
-                "leasehold harness: the log of {} is kept in {}",
-                self.describe(),
-                self.log_path().display()
-            );
-        } else {
-            let _ = fs::remove_dir_all(&self.dir);
+        // Is it ours? Another server on the port would list other members.
+        match self.http("POST", "/v3/cluster/member/list", "{}").await {
+            Ok(members) if members.contains(&format!("\"name\":\"{}\"", self.name)) => Answer::Ours,
+            Ok(_) => Answer::Theirs,
+            Err(why) => Answer::NotYet(format!("member list: {why}")),
         }
     }
 }
@@ -707,13 +578,6 @@ impl EtcdCluster {
     }
 }
 
-/// The child if it has not exited (a paused one has not).
-fn running(child: &mut Option<Child>) -> Option<&mut Child> {
-    child
-        .as_mut()
-        .and_then(|c| process::wait_exit(c, Duration::ZERO).is_none().then_some(c))
-}
-
 /// A member name unique to this test binary.
 fn member_name() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -763,40 +627,4 @@ async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Result<
             "no answer to {method} {path} within {PROBE_TIMEOUT:?}"
         )),
     }
-}
-
-/// A new, empty directory for one server under the system's temporary directory.
-fn fresh_dir() -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "leasehold-etcd-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    // Left over by an earlier binary that had the same pid and was SIGKILLed.
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    dir
-}
-
-fn log_since(path: &Path, offset: u64) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = File::open(path) {
-        if file.seek(SeekFrom::Start(offset)).is_ok() {
-            let _ = file.read_to_string(&mut text);
-        }
-    }
-    text
-}
-
-/// The last lines of a log, framed for a panic message.
-fn log_tail(path: &Path) -> String {
-    const LINES: usize = 40;
-    let log = log_since(path, 0);
-    let lines: Vec<&str> = log.lines().collect();
-    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
-    format!(
-        "--- {}, last {LINES} lines ---\n{tail}\n---",
-        path.display()
-    )
 }

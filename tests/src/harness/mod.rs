@@ -30,6 +30,7 @@ mod proxy;
 mod redis_server;
 mod resp;
 mod sentinel;
+mod server;
 mod zookeeper;
 
 pub use cargo_bin::cargo_bin;

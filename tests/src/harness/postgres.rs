@@ -22,22 +22,20 @@
 //! # }
 //! ```
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
+use std::fs;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
-use super::ports;
-use super::process::{self, Proc};
+use super::server::{self, Answer, LaunchError, ServerKind, ServerProcess, PORT_ATTEMPTS};
+use super::{ports, process};
 
 /// The environment variable naming the directory that holds `initdb` and `postgres`.
 const BIN_VAR: &str = "LEASEHOLD_PG_BIN";
@@ -54,14 +52,25 @@ const INITDB_TIMEOUT: Duration = Duration::from_secs(60);
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a fast shutdown may take (a shutdown checkpoint, fsynced) before SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
-/// Bounds the waits for signals to take effect.
+/// Bounds the waits for signals to take effect (on every process of the server).
 const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one readiness probe (connect and one query) may take; a paused server never answers.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Bounds [`PgServer::connect`] and [`PgServer::execute`], so a test never hangs on them.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(20);
-const PORT_ATTEMPTS: usize = 5;
+
+/// A postmaster and the backends it forks, signalled together; a panicking test keeps its log,
+/// and a killed one leaves a lock file and shared memory to clear.
+static POSTGRES: ServerKind = ServerKind {
+    log_file: LOG_FILE,
+    data_dir: Some(DATA_DIR),
+    port_taken: "Address already in use",
+    forks: true,
+    signal_timeout: CALL_TIMEOUT,
+    poll: POLL,
+    leftovers: Some(clear_crash_leftovers),
+};
 
 /// One PostgreSQL server on 127.0.0.1 with a cluster of its own, made by `initdb` in a fresh
 /// directory and reachable as user `postgres` without a password ([`url`](Self::url)).
@@ -78,21 +87,10 @@ const PORT_ATTEMPTS: usize = 5;
 #[derive(Debug)]
 pub struct PgServer {
     port: u16,
-    /// Holds `data/`, the log and the Unix socket.
-    dir: PathBuf,
     /// The unprivileged user the server runs as when the test binary is root.
     run_as: Option<User>,
-    /// The postmaster; `None` once killed or stopped. Only this handle reaps it, so its pid here
-    /// is never reused.
-    child: Mutex<Option<Child>>,
-}
-
-/// Why one launch did not give a server that accepts connections.
-enum LaunchError {
-    /// The port was taken by someone else; another port may work.
-    PortTaken,
-    /// Anything else; retrying would fail again.
-    Failed(String),
+    /// The postmaster, and the directory holding `data/`, the log and the Unix socket.
+    process: ServerProcess,
 }
 
 /// A uid and gid to run the server as.
@@ -120,18 +118,18 @@ impl PgServer {
     pub async fn start() -> Self {
         let binaries = binaries();
         let run_as = unprivileged_user();
+        let dir = fresh_dir(run_as);
         let mut server = Self {
             port: 0,
-            dir: fresh_dir(run_as),
             run_as,
-            child: Mutex::new(None),
+            process: ServerProcess::new(&POSTGRES, label(0, &dir), dir),
         };
         server.initdb(binaries).await;
         for _ in 0..PORT_ATTEMPTS {
             server.port = ports::free_port();
-            let log_start = server.log_len();
-            server.spawn();
-            match server.wait_ready(log_start, STARTUP_TIMEOUT).await {
+            let label = label(server.port, server.dir());
+            server.process.set_label(label);
+            match server.launch().await {
                 Ok(()) => return server,
                 Err(LaunchError::PortTaken) => continue,
                 Err(LaunchError::Failed(why)) => panic!(
@@ -163,23 +161,23 @@ impl PgServer {
     /// The server's directory: the cluster in `data/`, the log (`postgres.log`), and the Unix
     /// socket (`.s.PGSQL.PORT`).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.process.dir()
     }
 
     /// The path of the server's log: all that `initdb` and `postgres` wrote since the start.
     pub fn log_path(&self) -> PathBuf {
-        self.dir.join(LOG_FILE)
+        self.process.log_path()
     }
 
     /// The last lines of the server's log, framed for a panic message.
     pub fn log_tail(&self) -> String {
-        log_tail(&self.log_path())
+        self.process.log_tail()
     }
 
     /// The postmaster's process id while the server runs (also while paused); `None` once killed
     /// or stopped.
     pub fn pid(&self) -> Option<u32> {
-        running(&mut self.lock_child()).map(|child| child.id())
+        self.process.pid()
     }
 
     /// The process ids of the postmaster's children: one backend per connection, and its
@@ -200,15 +198,7 @@ impl PgServer {
     ///
     /// If a process does not exit within 10 s.
     pub fn kill9(&self) {
-        if let Some(mut postmaster) = self.lock_child().take() {
-            if let Err(why) = self.kill_all(&mut postmaster) {
-                panic!(
-                    "cannot kill {}: {why}\n{}",
-                    self.describe(),
-                    self.log_tail()
-                );
-            }
-        }
+        self.process.kill9();
     }
 
     /// Stops the server with SIGINT, PostgreSQL's fast shutdown (sessions are ended, a shutdown
@@ -220,29 +210,7 @@ impl PgServer {
     ///
     /// If a process does not exit even after SIGKILL.
     pub fn stop_fast(&self) {
-        let Some(mut postmaster) = self.lock_child().take() else {
-            return;
-        };
-        process::signal(&mut postmaster, libc::SIGINT);
-        // A paused server holds signals pending, and the postmaster waits for every backend.
-        for backend in process::descendants(postmaster.id()) {
-            backend.signal(libc::SIGCONT);
-        }
-        process::signal(&mut postmaster, libc::SIGCONT);
-        if process::wait_exit(&mut postmaster, STOP_TIMEOUT).is_none() {
-            eprintln!(
-                "leasehold harness: {} did not shut down within {STOP_TIMEOUT:?} of SIGINT; \
-                 killing it",
-                self.describe()
-            );
-            if let Err(why) = self.kill_all(&mut postmaster) {
-                panic!(
-                    "cannot stop {}: {why}\n{}",
-                    self.describe(),
-                    self.log_tail()
-                );
-            }
-        }
+        self.process.stop(libc::SIGINT, STOP_TIMEOUT);
     }
 
     /// Freezes the server with SIGSTOP, the postmaster first (so it forks no backend meanwhile)
@@ -253,13 +221,7 @@ impl PgServer {
     ///
     /// If the server is not running, or not stopped within 20 s.
     pub fn pause(&self) {
-        let mut child = self.lock_child();
-        let Some(postmaster) = running(&mut child) else {
-            panic!("cannot pause {}: it is not running", self.describe());
-        };
-        if let Err(why) = freeze(postmaster) {
-            panic!("cannot pause {}: {why}", self.describe());
-        }
+        self.process.pause();
     }
 
     /// Thaws a server frozen by [`pause`](Self::pause) with SIGCONT to the postmaster and every
@@ -269,25 +231,7 @@ impl PgServer {
     ///
     /// If the server is not running, or still stopped after 20 s.
     pub fn resume(&self) {
-        let mut child = self.lock_child();
-        let Some(postmaster) = running(&mut child) else {
-            panic!("cannot resume {}: it is not running", self.describe());
-        };
-        let mut tree = process::descendants(postmaster.id());
-        for backend in &tree {
-            backend.signal(libc::SIGCONT);
-        }
-        process::signal(postmaster, libc::SIGCONT);
-        tree.extend(Proc::of(postmaster.id()));
-        let thawed = wait_until(CALL_TIMEOUT, || {
-            tree.iter().all(|p| !matches!(p.state(), Some('T' | 't')))
-        });
-        assert!(
-            thawed,
-            "{} (postmaster pid {}) did not resume within {CALL_TIMEOUT:?}",
-            self.describe(),
-            postmaster.id()
-        );
+        self.process.resume();
     }
 
     /// Kills the server with [`kill9`](Self::kill9) (if it runs) and starts it again on the same
@@ -299,9 +243,9 @@ impl PgServer {
     /// If it does not accept connections within 30 s, or the port stays taken by another process.
     pub async fn restart(&self) {
         self.kill9();
-        let log_start = self.log_len();
-        self.spawn();
-        self.expect_ready(log_start).await;
+        self.process
+            .relaunch(STARTUP_TIMEOUT, || self.launch())
+            .await;
     }
 
     /// Stops the server with [`stop_fast`](Self::stop_fast) (if it runs) and starts it again on
@@ -313,9 +257,9 @@ impl PgServer {
     /// If it does not accept connections within 30 s, or the port stays taken by another process.
     pub async fn restart_fast(&self) {
         self.stop_fast();
-        let log_start = self.log_len();
-        self.spawn();
-        self.expect_ready(log_start).await;
+        self.process
+            .relaunch(STARTUP_TIMEOUT, || self.launch())
+            .await;
     }
 
     /// Starts the server again after [`kill9`](Self::kill9) or [`stop_fast`](Self::stop_fast)
@@ -333,28 +277,9 @@ impl PgServer {
     ///
     /// If it is not running, or does not accept connections within 30 s.
     pub async fn wait_until_ready(&self) {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            if self.pid().is_none() {
-                panic!(
-                    "{} is not running, so it will not accept connections\n{}",
-                    self.describe(),
-                    self.log_tail()
-                );
-            }
-            let last = match self.probe().await {
-                Ok(_) => return,
-                Err(why) => why,
-            };
-            if Instant::now() >= deadline {
-                panic!(
-                    "{} did not accept connections within {STARTUP_TIMEOUT:?} (last: {last})\n{}",
-                    self.describe(),
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        self.process
+            .wait_until_serving(STARTUP_TIMEOUT, || self.probe())
+            .await;
     }
 
     /// A new session as `postgres`, its connection driven by a task spawned on the current tokio
@@ -438,7 +363,7 @@ impl PgServer {
             "{}: stop the server before saving its data",
             self.describe()
         );
-        let saved = self.dir.join(name);
+        let saved = self.dir().join(name);
         let _ = fs::remove_dir_all(&saved);
         copy_tree(&self.data_dir(), &saved);
         saved
@@ -464,16 +389,19 @@ impl PgServer {
         copy_tree(saved, &data);
     }
 
-    fn describe(&self) -> String {
-        format!("postgres at {} ({})", self.addr(), self.dir.display())
+    fn describe(&self) -> &str {
+        self.process.label()
     }
 
     fn data_dir(&self) -> PathBuf {
-        self.dir.join(DATA_DIR)
+        self.dir().join(DATA_DIR)
     }
 
-    fn log_len(&self) -> u64 {
-        fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0)
+    /// Spawns the postmaster and waits until it accepts connections, or says why not.
+    async fn launch(&self) -> Result<(), LaunchError> {
+        let log_start = self.process.log_len();
+        self.spawn();
+        self.wait_ready(log_start, STARTUP_TIMEOUT).await
     }
 
     /// Makes the cluster in `data/`, as the server's user.
@@ -490,7 +418,7 @@ impl PgServer {
             // Spares initdb its scan of the time zone database.
             .env("TZ", "UTC");
         self.prepare(&mut cmd);
-        let mut child = process::spawn(cmd, self.dir.clone()).unwrap_or_else(|e| {
+        let mut child = process::spawn(cmd, self.dir().to_owned()).unwrap_or_else(|e| {
             panic!(
                 "cannot run {} for {}: {e} (run scripts/ensure-postgres, or name the directory \
                  in {BIN_VAR})",
@@ -498,20 +426,12 @@ impl PgServer {
                 self.describe()
             )
         });
-        let deadline = Instant::now() + INITDB_TIMEOUT;
-        let status = loop {
-            if let Some(status) = process::wait_exit(&mut child, Duration::ZERO) {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                process::kill_and_reap(&mut child);
-                panic!(
-                    "initdb for {} did not finish within {INITDB_TIMEOUT:?}\n{}",
-                    self.describe(),
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(POLL).await;
+        let Some(status) = process::finish(&mut child, INITDB_TIMEOUT).await else {
+            panic!(
+                "initdb for {} did not finish within {INITDB_TIMEOUT:?}\n{}",
+                self.describe(),
+                self.log_tail()
+            );
         };
         assert!(
             status.success(),
@@ -534,7 +454,7 @@ impl PgServer {
             .arg("-p")
             .arg(self.port.to_string())
             .arg("-k")
-            .arg(&self.dir)
+            .arg(self.dir())
             .args(["-c", "listen_addresses=127.0.0.1"])
             .args(["-c", "shared_buffers=16MB"])
             .args(["-c", "max_connections=200"])
@@ -548,97 +468,48 @@ impl PgServer {
             // shutdown. (The backends call setsid(), so the group is not the whole server.)
             .process_group(0);
         self.prepare(&mut cmd);
-        let child = process::spawn(cmd, self.dir.clone()).unwrap_or_else(|e| {
+        if let Err(e) = self.process.spawn(cmd) {
             panic!(
                 "cannot run {} for {}: {e} (run scripts/ensure-postgres, or name the directory \
                  in {BIN_VAR})",
                 postgres.display(),
                 self.describe()
             )
-        });
-        if let Some(mut raced) = self.lock_child().replace(child) {
-            // A concurrent restart won too; keep one server (and the lock file of the new one).
-            if let Err(why) = kill_tree(&mut raced) {
-                eprintln!("leasehold harness: {why}");
-            }
         }
     }
 
     /// What `initdb` and `postgres` share: the user, the directory, the environment, the log.
     fn prepare(&self, cmd: &mut Command) {
-        let log_path = self.log_path();
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log_path.display()));
         if let Some(user) = self.run_as {
             cmd.uid(user.uid).gid(user.gid);
         }
-        cmd.current_dir(&self.dir)
+        cmd.current_dir(self.dir())
             // English messages, which `wait_ready` reads.
             .env("LC_ALL", "C")
             // Ours are on the command line.
             .env_remove("PGDATA")
             .env_remove("PGPORT")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("a log file handle can be cloned"))
-            .stderr(log);
-    }
-
-    async fn expect_ready(&self, log_start: u64) {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            match self.wait_ready(log_start, STARTUP_TIMEOUT).await {
-                Ok(()) => return,
-                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    self.spawn();
-                }
-                Err(LaunchError::PortTaken) => panic!(
-                    "cannot restart {}: the port stayed taken by another process\n{}",
-                    self.describe(),
-                    self.log_tail()
-                ),
-                Err(LaunchError::Failed(why)) => panic!(
-                    "{} did not restart: {why}\n{}",
-                    self.describe(),
-                    self.log_tail()
-                ),
-            }
+            .stdin(Stdio::null());
+        if let Err(why) = self.process.log_to(cmd) {
+            panic!("{why}");
         }
     }
 
     /// Waits until the postmaster just spawned accepts connections as itself, or says why not. A
     /// postmaster that will not serve is killed.
     async fn wait_ready(&self, log_start: u64, within: Duration) -> Result<(), LaunchError> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.exited() {
-                let log = log_since(&self.log_path(), log_start);
-                return Err(if log.contains("Address already in use") {
-                    LaunchError::PortTaken
-                } else {
-                    LaunchError::Failed(format!("it exited with {status} while starting"))
-                });
-            }
-            let last = match self.probe().await {
-                Ok(data_dir) if same_dir(Path::new(&data_dir), &self.data_dir()) => return Ok(()),
-                Ok(_) => {
+        self.process
+            .wait_launched(log_start, within, || async {
+                match self.probe().await {
+                    Ok(data_dir) if same_dir(Path::new(&data_dir), &self.data_dir()) => {
+                        Answer::Ours
+                    }
                     // Another server answers on the port; ours cannot bind it.
-                    self.kill9();
-                    return Err(LaunchError::PortTaken);
+                    Ok(_) => Answer::Theirs,
+                    Err(why) => Answer::NotYet(why),
                 }
-                Err(why) => why,
-            };
-            if Instant::now() >= deadline {
-                self.kill9();
-                return Err(LaunchError::Failed(format!(
-                    "it did not accept connections within {within:?} (last: {last})"
-                )));
-            }
-            tokio::time::sleep(POLL).await;
-        }
+            })
+            .await
     }
 
     /// Connects and asks for the data directory, within [`PROBE_TIMEOUT`]: which server answers
@@ -667,151 +538,33 @@ impl PgServer {
             .await
             .unwrap_or_else(|_| Err(format!("no answer within {PROBE_TIMEOUT:?}")))
     }
-
-    /// SIGKILLs the postmaster and every process it forked (see [`kill_tree`]), and clears what
-    /// the crash left: the lock file and the shared memory segment.
-    fn kill_all(&self, postmaster: &mut Child) -> Result<(), String> {
-        kill_tree(postmaster)?;
-        self.clear_crash_leftovers();
-        Ok(())
-    }
-
-    /// Removes the lock file and the System V shared memory segment it names, which a killed
-    /// postmaster leaves; none of its processes may be alive.
-    fn clear_crash_leftovers(&self) {
-        let lock_file = self.data_dir().join(LOCK_FILE);
-        let Ok(lock) = fs::read_to_string(&lock_file) else {
-            return;
-        };
-        // Line 7 is "KEY ID" of the segment, once the postmaster has made it.
-        let segment = lock.lines().nth(6).and_then(|line| {
-            let mut numbers = line.split_whitespace().map(str::parse::<i64>);
-            Some((numbers.next()?.ok()?, numbers.next()?.ok()?))
-        });
-        if let Some((key, id)) = segment {
-            remove_segment(key, id);
-        }
-        let _ = fs::remove_file(&lock_file);
-    }
-
-    /// The exit status if the postmaster has exited (it is then reaped and forgotten).
-    fn exited(&self) -> Option<ExitStatus> {
-        let mut child = self.lock_child();
-        let status = process::wait_exit(child.as_mut()?, Duration::ZERO)?;
-        *child = None;
-        Some(status)
-    }
-
-    fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
-        self.child
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
 }
 
-impl Drop for PgServer {
-    fn drop(&mut self) {
-        if let Some(mut postmaster) = self.lock_child().take() {
-            if let Err(why) = self.kill_all(&mut postmaster) {
-                // Never panic in drop: it may run while a test is already panicking.
-                eprintln!("leasehold harness: {}: {why}", self.describe());
-            }
-        } else {
-            // Killed earlier (the leftovers are cleared then), or exited on its own.
-            self.clear_crash_leftovers();
-        }
-        if thread::panicking() {
-            // Keep the log for the post-mortem; the data is of no use.
-            let _ = fs::remove_dir_all(self.data_dir());
-            eprintln!(
-                "leasehold harness: the log of {} is kept in {}",
-                self.describe(),
-                self.log_path().display()
-            );
-        } else {
-            let _ = fs::remove_dir_all(&self.dir);
-        }
-    }
+/// What messages call the server on `port` in `dir`.
+fn label(port: u16, dir: &Path) -> String {
+    format!(
+        "postgres at {} ({})",
+        SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        dir.display()
+    )
 }
 
-/// SIGKILLs the postmaster and every process it forked, reaps it, and waits until all are gone.
-fn kill_tree(postmaster: &mut Child) -> Result<(), String> {
-    let pid = postmaster.id();
-    // Frozen first, the postmaster forks no backend we would miss; killed first, it would
-    // leave its backends to init, where they cannot be told from anyone else's.
-    let tree = freeze(postmaster).unwrap_or_else(|_| process::descendants(pid));
-    for backend in &tree {
-        backend.signal(libc::SIGKILL);
+/// Removes the lock file and the System V shared memory segment it names, which a killed
+/// postmaster leaves in the server's directory `dir`; none of its processes may be alive.
+fn clear_crash_leftovers(dir: &Path) {
+    let lock_file = dir.join(DATA_DIR).join(LOCK_FILE);
+    let Ok(lock) = fs::read_to_string(&lock_file) else {
+        return;
+    };
+    // Line 7 is "KEY ID" of the segment, once the postmaster has made it.
+    let segment = lock.lines().nth(6).and_then(|line| {
+        let mut numbers = line.split_whitespace().map(str::parse::<i64>);
+        Some((numbers.next()?.ok()?, numbers.next()?.ok()?))
+    });
+    if let Some((key, id)) = segment {
+        remove_segment(key, id);
     }
-    if !process::kill_and_reap(postmaster) {
-        return Err(format!(
-            "the postmaster (pid {pid}) did not exit within 10s of SIGKILL"
-        ));
-    }
-    // A backend still attached to the shared memory would make the next start refuse.
-    if !wait_until(Duration::from_secs(10), || {
-        tree.iter().all(|p| !p.is_alive())
-    }) {
-        let left: Vec<u32> = tree
-            .iter()
-            .filter(|p| p.is_alive())
-            .map(|p| p.pid)
-            .collect();
-        return Err(format!(
-            "backends {left:?} did not exit within 10s of SIGKILL"
-        ));
-    }
-    Ok(())
-}
-
-/// SIGSTOPs the postmaster, waits until it is stopped, then stops what it forked, top down,
-/// until a pass finds nothing new: the processes it stopped besides the postmaster.
-fn freeze(postmaster: &mut Child) -> Result<Vec<Proc>, String> {
-    let pid = postmaster.id();
-    process::signal(postmaster, libc::SIGSTOP);
-    // A postmaster that exited meanwhile (a zombie, or reaped) counts as stopped.
-    let stopped = |p: &Proc| matches!(p.state(), None | Some('T' | 't' | 'Z' | 'X'));
-    if !wait_until(CALL_TIMEOUT, || Proc::of(pid).is_none_or(|p| stopped(&p))) {
-        return Err(format!(
-            "the postmaster (pid {pid}) was not stopped within {CALL_TIMEOUT:?} of SIGSTOP"
-        ));
-    }
-    let deadline = Instant::now() + CALL_TIMEOUT;
-    let mut frozen: Vec<Proc> = Vec::new();
-    loop {
-        let new: Vec<Proc> = process::descendants(pid)
-            .into_iter()
-            .filter(|p| !frozen.contains(p))
-            .collect();
-        if new.is_empty() {
-            return Ok(frozen);
-        }
-        for p in &new {
-            p.signal(libc::SIGSTOP);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if !wait_until(left, || new.iter().all(stopped)) {
-            let running: Vec<u32> = new.iter().filter(|p| !stopped(p)).map(|p| p.pid).collect();
-            return Err(format!(
-                "backends {running:?} were not stopped within {CALL_TIMEOUT:?} of SIGSTOP"
-            ));
-        }
-        frozen.extend(new);
-    }
-}
-
-/// Polls `done` every millisecond for up to `within`; whether it came true.
-fn wait_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if done() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
+    let _ = fs::remove_file(&lock_file);
 }
 
 /// Removes System V shared memory segment `id` if it still has `key` (ids are reused) and no
@@ -836,13 +589,6 @@ fn remove_segment(key: i64, id: i64) {
 
 #[cfg(not(target_os = "linux"))]
 fn remove_segment(_key: i64, _id: i64) {}
-
-/// The postmaster if it has not exited (a paused one has not).
-fn running(child: &mut Option<Child>) -> Option<&mut Child> {
-    child
-        .as_mut()
-        .and_then(|c| process::wait_exit(c, Duration::ZERO).is_none().then_some(c))
-}
 
 /// Whether two paths name the same directory (the server may spell its own differently).
 fn same_dir(a: &Path, b: &Path) -> bool {
@@ -966,16 +712,7 @@ fn look_up_user(name: &std::ffi::CStr) -> Option<User> {
 ///
 /// If it cannot be made, or no temporary directory is reachable by that user.
 fn fresh_dir(run_as: Option<User>) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let base = base_dir(run_as);
-    let dir = base.join(format!(
-        "leasehold-pg-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    // Left over by an earlier binary that had the same pid and was SIGKILLed.
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    let dir = server::fresh_dir(&base_dir(run_as), "pg");
     if let Some(user) = run_as {
         std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.gid))
             .unwrap_or_else(|e| panic!("cannot give {} to uid {}: {e}", dir.display(), user.uid));
@@ -1007,28 +744,6 @@ fn traversable(dir: &Path) -> bool {
     dir.ancestors().all(|d| {
         fs::metadata(d).is_ok_and(|meta| meta.is_dir() && meta.permissions().mode() & 0o001 != 0)
     })
-}
-
-fn log_since(path: &Path, offset: u64) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = File::open(path) {
-        if file.seek(SeekFrom::Start(offset)).is_ok() {
-            let _ = file.read_to_string(&mut text);
-        }
-    }
-    text
-}
-
-/// The last lines of a log, framed for a panic message.
-fn log_tail(path: &Path) -> String {
-    const LINES: usize = 40;
-    let log = log_since(path, 0);
-    let lines: Vec<&str> = log.lines().collect();
-    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
-    format!(
-        "--- {}, last {LINES} lines ---\n{tail}\n---",
-        path.display()
-    )
 }
 
 /// Copies the directory `from` to `to` (which must not exist) with `cp -a`, which keeps owners

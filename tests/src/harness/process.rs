@@ -1,4 +1,5 @@
-//! Spawning, signalling and reaping of the child processes the harness owns.
+//! Spawning, signalling and reaping of the child processes the harness owns, alone or with what
+//! they fork.
 //!
 //! Children are forked from one thread that lives as long as the test binary, with
 //! `PR_SET_PDEATHSIG`, so the kernel kills them if the binary dies, even by SIGKILL; a registry
@@ -146,6 +147,123 @@ pub(crate) fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatu
 pub(crate) fn kill_and_reap(child: &mut Child) -> bool {
     signal(child, libc::SIGKILL);
     wait_exit(child, Duration::from_secs(10)).is_some()
+}
+
+/// Waits up to `within` for a one-off command (`initdb`, `redis-cli --cluster create`) to exit,
+/// without blocking the runtime; SIGKILLs it and gives `None` if it does not.
+pub(crate) async fn finish(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = wait_exit(child, Duration::ZERO) {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            kill_and_reap(child);
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// SIGSTOPs `root`, waits until it is stopped, then stops what it forked, top down, until a pass
+/// finds nothing new: the processes it stopped besides `root`. Frozen first, `root` forks nothing
+/// that a later pass would miss.
+pub(crate) fn freeze_tree(root: &mut Child, within: Duration) -> Result<Vec<Proc>, String> {
+    let pid = root.id();
+    signal(root, libc::SIGSTOP);
+    // A root that exited meanwhile (a zombie, or reaped) counts as stopped.
+    let stopped = |p: &Proc| matches!(p.state(), None | Some('T' | 't' | 'Z' | 'X'));
+    if !poll_until(within, || Proc::of(pid).is_none_or(|p| stopped(&p))) {
+        return Err(format!(
+            "pid {pid} was not stopped within {within:?} of SIGSTOP"
+        ));
+    }
+    let deadline = Instant::now() + within;
+    let mut frozen: Vec<Proc> = Vec::new();
+    loop {
+        let new: Vec<Proc> = descendants(pid)
+            .into_iter()
+            .filter(|p| !frozen.contains(p))
+            .collect();
+        if new.is_empty() {
+            return Ok(frozen);
+        }
+        for p in &new {
+            p.signal(libc::SIGSTOP);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !poll_until(left, || new.iter().all(stopped)) {
+            let running: Vec<u32> = new.iter().filter(|p| !stopped(p)).map(|p| p.pid).collect();
+            return Err(format!(
+                "children {running:?} of pid {pid} were not stopped within {within:?} of SIGSTOP"
+            ));
+        }
+        frozen.extend(new);
+    }
+}
+
+/// SIGCONTs what `root` forked, then `root`, and waits up to `within` until none of them is
+/// stopped.
+pub(crate) fn thaw_tree(root: &mut Child, within: Duration) -> Result<(), String> {
+    let pid = root.id();
+    let mut tree = descendants(pid);
+    for p in &tree {
+        p.signal(libc::SIGCONT);
+    }
+    signal(root, libc::SIGCONT);
+    tree.extend(Proc::of(pid));
+    if poll_until(within, || {
+        tree.iter().all(|p| !matches!(p.state(), Some('T' | 't')))
+    }) {
+        Ok(())
+    } else {
+        Err(format!(
+            "pid {pid} and its children did not run again within {within:?} of SIGCONT"
+        ))
+    }
+}
+
+/// SIGKILLs `root` and every process it forked (frozen first, within `within`, so none escapes),
+/// reaps `root`, and waits until all are gone.
+pub(crate) fn kill_tree(root: &mut Child, within: Duration) -> Result<(), String> {
+    let pid = root.id();
+    // Killed first, the root would leave its children to init, where they cannot be told from
+    // anyone else's.
+    let tree = freeze_tree(root, within).unwrap_or_else(|_| descendants(pid));
+    for p in &tree {
+        p.signal(libc::SIGKILL);
+    }
+    if !kill_and_reap(root) {
+        return Err(format!("pid {pid} did not exit within 10s of SIGKILL"));
+    }
+    // A child still running may hold what the next start needs (a port, shared memory).
+    if !poll_until(Duration::from_secs(10), || {
+        tree.iter().all(|p| !p.is_alive())
+    }) {
+        let left: Vec<u32> = tree
+            .iter()
+            .filter(|p| p.is_alive())
+            .map(|p| p.pid)
+            .collect();
+        return Err(format!(
+            "children {left:?} of pid {pid} did not exit within 10s of SIGKILL"
+        ));
+    }
+    Ok(())
+}
+
+/// Polls `done` every millisecond for up to `within`; whether it came true.
+fn poll_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn forget(pid: u32) {

@@ -2,16 +2,16 @@
 //! persistence, that tests can kill, freeze, restart and inspect.
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::fs;
+use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use super::{ports, process, resp};
+use super::probe::info_field;
+use super::server::{self, Answer, LaunchError, ServerKind, ServerProcess, PORT_ATTEMPTS};
+use super::{ports, resp};
 
 /// The environment variable naming the `redis-server` binary; `redis-server` on `PATH` otherwise.
 const BINARY_VAR: &str = "LEASEHOLD_REDIS_SERVER";
@@ -20,7 +20,18 @@ const LOG_FILE: &str = "redis.log";
 const CONFIG_FILE: &str = "redis.conf";
 /// Bounds every harness call on a running server: connecting, SCAN, INFO, signals taking effect.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-const PORT_ATTEMPTS: usize = 5;
+
+/// A `redis-server`: one process, a throwaway directory (its log goes with it: panic messages
+/// carry its tail).
+static REDIS: ServerKind = ServerKind {
+    log_file: LOG_FILE,
+    data_dir: None,
+    port_taken: "Address already in use",
+    forks: false,
+    signal_timeout: CALL_TIMEOUT,
+    poll: Duration::from_millis(10),
+    leftovers: None,
+};
 
 /// Extra settings for [`RedisServer::start_with`].
 ///
@@ -108,18 +119,8 @@ impl RedisOptions {
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
-    dir: PathBuf,
     options: RedisOptions,
-    /// `None` once killed or stopped; only this handle reaps, so a pid here is never reused.
-    child: Mutex<Option<Child>>,
-}
-
-/// Why one attempt to launch `redis-server` did not give a running server.
-enum LaunchError {
-    /// The port was taken by someone else; another port (or a later try) may work.
-    PortTaken,
-    /// Anything else; retrying would fail again.
-    Failed(String),
+    process: ServerProcess,
 }
 
 impl RedisServer {
@@ -139,29 +140,32 @@ impl RedisServer {
     ///
     /// As [`start`](Self::start), within the options' startup timeout.
     pub async fn start_with(options: RedisOptions) -> Self {
-        let dir = fresh_dir();
+        let dir = server::fresh_dir(&std::env::temp_dir(), "redis");
+        let mut server = Self {
+            port: 0,
+            options,
+            process: ServerProcess::new(&REDIS, label(0), dir),
+        };
         for _ in 0..PORT_ATTEMPTS {
-            let port = ports::free_port();
-            match launch(port, &dir, &options).await {
-                Ok(child) => {
-                    return Self {
-                        port,
-                        dir,
-                        options,
-                        child: Mutex::new(Some(child)),
-                    };
-                }
+            server.port = ports::free_port();
+            server.process.set_label(label(server.port));
+            match server.launch().await {
+                Ok(()) => return server,
                 Err(LaunchError::PortTaken) => continue,
                 Err(LaunchError::Failed(why)) => {
-                    let log = log_tail(&dir);
-                    let _ = fs::remove_dir_all(&dir);
-                    panic!("redis-server on 127.0.0.1:{port} did not start: {why}\n{log}");
+                    // Dropping the server on the way out removes its directory.
+                    panic!(
+                        "{} did not start: {why}\n{}",
+                        server.process.label(),
+                        server.log_tail()
+                    );
                 }
             }
         }
-        let log = log_tail(&dir);
-        let _ = fs::remove_dir_all(&dir);
-        panic!("redis-server found each of {PORT_ATTEMPTS} free ports taken by the time it bound\n{log}");
+        panic!(
+            "redis-server found each of {PORT_ATTEMPTS} free ports taken by the time it bound\n{}",
+            server.log_tail()
+        );
     }
 
     /// Starts `n` servers in parallel, each as [`start`](Self::start) does.
@@ -206,12 +210,12 @@ impl RedisServer {
 
     /// The server's working directory, holding its log (`redis.log`); removed on drop.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.process.dir()
     }
 
     /// The process id while the server runs (also while paused); `None` once killed or stopped.
     pub fn pid(&self) -> Option<u32> {
-        running(&mut self.lock_child()).map(|child| child.id())
+        self.process.pid()
     }
 
     /// Kills the server with SIGKILL, as a crash would, and waits until it has exited. Does
@@ -221,14 +225,7 @@ impl RedisServer {
     ///
     /// If the process does not exit within 10 s.
     pub fn kill9(&self) {
-        if let Some(mut child) = self.lock_child().take() {
-            assert!(
-                process::kill_and_reap(&mut child),
-                "redis-server on port {} (pid {}) did not exit within 10s of SIGKILL",
-                self.port,
-                child.id()
-            );
-        }
+        self.process.kill9();
     }
 
     /// Stops the server gracefully (SIGTERM, nothing saved) and waits until it has exited, for at
@@ -239,20 +236,7 @@ impl RedisServer {
     ///
     /// If the process does not exit even after SIGKILL.
     pub fn stop(&self) {
-        let Some(mut child) = self.lock_child().take() else {
-            return;
-        };
-        process::signal(&mut child, libc::SIGTERM);
-        // A paused server would hold SIGTERM pending forever.
-        process::signal(&mut child, libc::SIGCONT);
-        if process::wait_exit(&mut child, Duration::from_secs(5)).is_none() {
-            assert!(
-                process::kill_and_reap(&mut child),
-                "redis-server on port {} (pid {}) did not exit after SIGTERM nor SIGKILL",
-                self.port,
-                child.id()
-            );
-        }
+        self.process.stop(libc::SIGTERM, Duration::from_secs(5));
     }
 
     /// Freezes the server with SIGSTOP: connections stay open but nothing is answered, as during
@@ -262,7 +246,7 @@ impl RedisServer {
     ///
     /// If the server is not running, or not stopped within 10 s.
     pub fn pause(&self) {
-        self.signal_running(libc::SIGSTOP, true, "pause");
+        self.process.pause();
     }
 
     /// Thaws a server frozen by [`pause`](Self::pause) with SIGCONT. Returns once it runs again.
@@ -271,24 +255,7 @@ impl RedisServer {
     ///
     /// If the server is not running, or still stopped after 10 s.
     pub fn resume(&self) {
-        self.signal_running(libc::SIGCONT, false, "resume");
-    }
-
-    fn signal_running(&self, signal: libc::c_int, stopped: bool, what: &str) {
-        let mut child = self.lock_child();
-        let Some(running) = running(&mut child) else {
-            panic!(
-                "cannot {what} redis-server on port {}: it is not running",
-                self.port
-            );
-        };
-        process::signal(running, signal);
-        assert!(
-            process::wait_stopped(running.id(), stopped, CALL_TIMEOUT),
-            "redis-server on port {} (pid {}) did not {what} within {CALL_TIMEOUT:?}",
-            self.port,
-            running.id()
-        );
+        self.process.resume();
     }
 
     /// Kills the server (if it runs) and starts it again on the same port with empty data (the
@@ -300,7 +267,7 @@ impl RedisServer {
     /// As [`start`](Self::start); also if the port stays taken by another process.
     pub async fn restart(&self) {
         self.kill9();
-        empty_dir_but_log(&self.dir);
+        empty_dir_but_log(self.dir());
         self.relaunch().await;
     }
 
@@ -317,32 +284,9 @@ impl RedisServer {
     }
 
     async fn relaunch(&self) {
-        let deadline = Instant::now() + self.options.startup_timeout;
-        loop {
-            match launch(self.port, &self.dir, &self.options).await {
-                Ok(child) => {
-                    let previous = self.lock_child().replace(child);
-                    if let Some(mut raced) = previous {
-                        // A concurrent restart won too; keep one server.
-                        process::kill_and_reap(&mut raced);
-                    }
-                    return;
-                }
-                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(LaunchError::PortTaken) => panic!(
-                    "cannot restart redis-server: port {} stayed taken by another process\n{}",
-                    self.port,
-                    log_tail(&self.dir)
-                ),
-                Err(LaunchError::Failed(why)) => panic!(
-                    "redis-server on 127.0.0.1:{} did not restart: {why}\n{}",
-                    self.port,
-                    log_tail(&self.dir)
-                ),
-            }
-        }
+        self.process
+            .relaunch(self.options.startup_timeout, || self.launch())
+            .await;
     }
 
     /// A client for [`url`](Self::url), for raw access in assertions.
@@ -456,144 +400,88 @@ impl RedisServer {
 
     /// The last lines of the server's log, framed for a panic message.
     pub(crate) fn log_tail(&self) -> String {
-        log_tail(&self.dir)
+        self.process.log_tail()
     }
 
-    fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
-        self.child
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Runs `redis-server` on the server's port until it answers as itself, or says why not.
+    async fn launch(&self) -> Result<(), LaunchError> {
+        let dir = self.dir();
+        // The log is kept across restarts; judge this launch by what it appends.
+        let log_start = self.process.log_len();
+        let binary = std::env::var_os(BINARY_VAR).unwrap_or_else(|| "redis-server".into());
+        let mut cmd = Command::new(&binary);
+        if let Some(contents) = &self.options.config_file {
+            // In the writable directory: a rewrite replaces the file through a temporary sibling.
+            let config = dir.join(CONFIG_FILE);
+            fs::write(&config, contents).map_err(|e| {
+                LaunchError::Failed(format!("cannot write {}: {e}", config.display()))
+            })?;
+            cmd.arg(config);
+        }
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+            ])
+            // DEBUG SLEEP and friends let tests make the server slow without freezing it.
+            .args(["--enable-debug-command", "yes"])
+            .arg("--dir")
+            .arg(dir)
+            .args(&self.options.args)
+            .current_dir(dir)
+            .stdin(Stdio::null());
+        self.process.log_to(&mut cmd).map_err(LaunchError::Failed)?;
+        let pid = self.process.spawn(cmd).map_err(|e| {
+            let hint = if e.kind() == io::ErrorKind::NotFound {
+                format!(" (install redis-server, or name the binary in {BINARY_VAR})")
+            } else {
+                String::new()
+            };
+            LaunchError::Failed(format!(
+                "cannot run {}: {e}{hint}",
+                binary.to_string_lossy()
+            ))
+        })?;
+        let addr = self.addr();
+        self.process
+            .wait_launched(log_start, self.options.startup_timeout, || {
+                answer(addr, pid)
+            })
+            .await
     }
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.lock_child().take() {
-            if !process::kill_and_reap(&mut child) {
-                // Never panic in drop: it may run while a test is already panicking.
-                eprintln!(
-                    "leasehold harness: redis-server pid {} did not exit within 10s of SIGKILL",
-                    child.id()
-                );
+/// What messages call the `redis-server` on `port`.
+fn label(port: u16) -> String {
+    format!("redis-server on port {port}")
+}
+
+/// Who answers `INFO server` on `addr`: the server of process `pid`, another one, or nobody yet.
+async fn answer(addr: SocketAddr, pid: u32) -> Answer {
+    match resp::command(addr, &["INFO", "server"], Duration::from_millis(500)).await {
+        Ok(resp::Reply::Text(info)) => {
+            if info_field(&info, "process_id") == Some(pid.to_string().as_str()) {
+                Answer::Ours
+            } else {
+                Answer::Theirs
             }
         }
-        let _ = fs::remove_dir_all(&self.dir);
+        // Password set through the options: it is up, but will not say who it is.
+        Ok(resp::Reply::Error(e)) if e.starts_with("NOAUTH") => Answer::Ours,
+        // LOADING, connection refused, ...: not ready yet.
+        Ok(resp::Reply::Error(e)) => Answer::NotYet(e),
+        Err(e) => Answer::NotYet(e.to_string()),
     }
 }
 
-/// The child if it has not exited (a paused one has not).
-fn running(child: &mut Option<Child>) -> Option<&mut Child> {
-    child
-        .as_mut()
-        .and_then(|c| process::wait_exit(c, Duration::ZERO).is_none().then_some(c))
-}
-
-/// Runs `redis-server` on `port` until it answers as itself, or says why not.
-async fn launch(port: u16, dir: &Path, options: &RedisOptions) -> Result<Child, LaunchError> {
-    let log_path = dir.join(LOG_FILE);
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| LaunchError::Failed(format!("cannot open {}: {e}", log_path.display())))?;
-    // The log is kept across restarts; judge this launch by what it appends.
-    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
-    let binary = std::env::var_os(BINARY_VAR).unwrap_or_else(|| "redis-server".into());
-    let mut cmd = Command::new(&binary);
-    if let Some(contents) = &options.config_file {
-        // In the writable directory: a rewrite replaces the file through a temporary sibling.
-        let config = dir.join(CONFIG_FILE);
-        fs::write(&config, contents)
-            .map_err(|e| LaunchError::Failed(format!("cannot write {}: {e}", config.display())))?;
-        cmd.arg(config);
-    }
-    cmd.arg("--port")
-        .arg(port.to_string())
-        .args([
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-        ])
-        // DEBUG SLEEP and friends let tests make the server slow without freezing it.
-        .args(["--enable-debug-command", "yes"])
-        .arg("--dir")
-        .arg(dir)
-        .args(&options.args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(
-            log.try_clone()
-                .map_err(|e| LaunchError::Failed(e.to_string()))?,
-        )
-        .stderr(log);
-    let mut child = process::spawn(cmd, dir.to_owned()).map_err(|e| {
-        let hint = if e.kind() == io::ErrorKind::NotFound {
-            format!(" (install redis-server, or name the binary in {BINARY_VAR})")
-        } else {
-            String::new()
-        };
-        LaunchError::Failed(format!(
-            "cannot run {}: {e}{hint}",
-            binary.to_string_lossy()
-        ))
-    })?;
-
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let deadline = Instant::now() + options.startup_timeout;
-    loop {
-        if let Some(status) = process::wait_exit(&mut child, Duration::ZERO) {
-            return Err(
-                if log_since(&log_path, log_start).contains("Address already in use") {
-                    LaunchError::PortTaken
-                } else {
-                    LaunchError::Failed(format!("it exited with {status} while starting"))
-                },
-            );
-        }
-        match resp::command(addr, &["INFO", "server"], Duration::from_millis(500)).await {
-            Ok(resp::Reply::Text(info)) => {
-                if info_field(&info, "process_id") == Some(child.id().to_string().as_str()) {
-                    return Ok(child);
-                }
-                // Another server holds the port; ours cannot bind it.
-                process::kill_and_reap(&mut child);
-                return Err(LaunchError::PortTaken);
-            }
-            // Password set through the options: it is up, but will not say who it is.
-            Ok(resp::Reply::Error(e)) if e.starts_with("NOAUTH") => return Ok(child),
-            // LOADING, connection refused, ...: not ready yet.
-            Ok(resp::Reply::Error(_)) | Err(_) => {}
-        }
-        if Instant::now() >= deadline {
-            process::kill_and_reap(&mut child);
-            return Err(LaunchError::Failed(format!(
-                "it did not answer within {:?}",
-                options.startup_timeout
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// A new, empty directory for one server under the system's temporary directory.
-fn fresh_dir() -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "leasehold-redis-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    // Left over by an earlier binary that had the same pid and was SIGKILLed.
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    dir
-}
-
+/// Empties the server's directory but for its log, for a restart with empty data.
 fn empty_dir_but_log(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -604,32 +492,6 @@ fn empty_dir_but_log(dir: &Path) {
             let _ = fs::remove_dir_all(&path).or_else(|_| fs::remove_file(&path));
         }
     }
-}
-
-fn log_since(path: &Path, offset: u64) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = File::open(path) {
-        if file.seek(SeekFrom::Start(offset)).is_ok() {
-            let _ = file.read_to_string(&mut text);
-        }
-    }
-    text
-}
-
-/// The last lines of a server's log, framed for a panic message.
-fn log_tail(dir: &Path) -> String {
-    const LINES: usize = 30;
-    let log = log_since(&dir.join(LOG_FILE), 0);
-    let lines: Vec<&str> = log.lines().collect();
-    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
-    format!("--- {LOG_FILE}, last {LINES} lines ---\n{tail}\n---")
-}
-
-fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines()
-        .filter_map(|line| line.split_once(':'))
-        .find(|(key, _)| *key == name)
-        .map(|(_, value)| value.trim())
 }
 
 fn parse_info_stat(info: &str, name: &str) -> Result<u64, String> {

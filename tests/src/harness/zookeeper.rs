@@ -31,19 +31,18 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::fs;
+use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{ports, process};
+use super::ports;
+use super::server::{self, Answer, LaunchError, ServerKind, ServerProcess, PORT_ATTEMPTS};
 
 /// The environment variable naming the `java` binary; `java` on `PATH` otherwise.
 const JAVA_VAR: &str = "LEASEHOLD_JAVA";
@@ -87,7 +86,17 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one four-letter-word probe may take; a paused server never answers.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 const POLL: Duration = Duration::from_millis(20);
-const PORT_ATTEMPTS: usize = 5;
+
+/// A `java` running one ZooKeeper server; a panicking test keeps its log.
+static ZOOKEEPER: ServerKind = ServerKind {
+    log_file: LOG_FILE,
+    data_dir: Some(DATA_DIR),
+    port_taken: "Address already in use",
+    forks: false,
+    signal_timeout: CALL_TIMEOUT,
+    poll: POLL,
+    leftovers: None,
+};
 
 /// Settings of a standalone server that differ from the harness's: the range of session
 /// timeouts it grants (what a client asking outside it gets instead), as an operator's
@@ -151,17 +160,7 @@ pub struct ZkServer {
     client_port: u16,
     /// The member's id in an ensemble (1-based, as in `myid`); `None` for a standalone server.
     myid: Option<u32>,
-    dir: PathBuf,
-    /// `None` once killed or stopped; only this handle reaps, so a pid here is never reused.
-    child: Mutex<Option<Child>>,
-}
-
-/// Why one launch did not give a serving server.
-enum LaunchError {
-    /// A port was taken by someone else; other ports may work.
-    PortTaken,
-    /// Anything else; retrying would fail again.
-    Failed(String),
+    process: ServerProcess,
 }
 
 impl ZkServer {
@@ -192,9 +191,7 @@ impl ZkServer {
     pub async fn start_with(options: ZkOptions) -> Self {
         for _ in 0..PORT_ATTEMPTS {
             let server = Self::create(ports::free_port(), None, "", &options);
-            let log_start = server.log_len();
-            server.spawn();
-            match server.wait_serving(log_start, STARTUP_TIMEOUT).await {
+            match server.launch().await {
                 Ok(()) => return server,
                 Err(LaunchError::PortTaken) => continue,
                 Err(LaunchError::Failed(why)) => {
@@ -211,7 +208,7 @@ impl ZkServer {
 
     /// Makes the directory and its `zoo.cfg` (and `myid`), without starting anything.
     fn create(client_port: u16, myid: Option<u32>, servers: &str, options: &ZkOptions) -> Self {
-        let dir = fresh_dir();
+        let dir = server::fresh_dir(&std::env::temp_dir(), "zk");
         let data = dir.join(DATA_DIR);
         fs::create_dir_all(&data)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", data.display()));
@@ -222,11 +219,15 @@ impl ZkServer {
         let config = config(client_port, &data, servers, options);
         let path = dir.join(CONFIG_FILE);
         fs::write(&path, config).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, client_port));
+        let label = match myid {
+            Some(id) => format!("ZooKeeper member {id} at {addr}"),
+            None => format!("ZooKeeper at {addr}"),
+        };
         Self {
             client_port,
             myid,
-            dir,
-            child: Mutex::new(None),
+            process: ServerProcess::new(&ZOOKEEPER, label, dir),
         }
     }
 
@@ -253,17 +254,17 @@ impl ZkServer {
 
     /// The server's directory, holding `zoo.cfg`, `data/` and its log (`zookeeper.log`).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.process.dir()
     }
 
     /// The path of the server's log: all it wrote since it was first started.
     pub fn log_path(&self) -> PathBuf {
-        self.dir.join(LOG_FILE)
+        self.process.log_path()
     }
 
     /// The process id while the server runs (also while paused); `None` once killed or stopped.
     pub fn pid(&self) -> Option<u32> {
-        running(&mut self.lock_child()).map(|child| child.id())
+        self.process.pid()
     }
 
     /// Kills the server with SIGKILL, as a crash would, and waits until it has exited. Does
@@ -273,14 +274,7 @@ impl ZkServer {
     ///
     /// If the process does not exit within 10 s.
     pub fn kill9(&self) {
-        if let Some(mut child) = self.lock_child().take() {
-            assert!(
-                process::kill_and_reap(&mut child),
-                "{} (pid {}) did not exit within 10s of SIGKILL",
-                self.name(),
-                child.id()
-            );
-        }
+        self.process.kill9();
     }
 
     /// Stops the server with SIGTERM and waits until it has exited, for at most 5 s before it is
@@ -291,20 +285,7 @@ impl ZkServer {
     ///
     /// If the process does not exit even after SIGKILL.
     pub fn stop(&self) {
-        let Some(mut child) = self.lock_child().take() else {
-            return;
-        };
-        process::signal(&mut child, libc::SIGTERM);
-        // A paused server would hold SIGTERM pending forever.
-        process::signal(&mut child, libc::SIGCONT);
-        if process::wait_exit(&mut child, Duration::from_secs(5)).is_none() {
-            assert!(
-                process::kill_and_reap(&mut child),
-                "{} (pid {}) did not exit after SIGTERM nor SIGKILL",
-                self.name(),
-                child.id()
-            );
-        }
+        self.process.stop(libc::SIGTERM, Duration::from_secs(5));
     }
 
     /// Freezes the server with SIGSTOP: connections stay open but nothing is answered, and its
@@ -315,7 +296,7 @@ impl ZkServer {
     ///
     /// If the server is not running, or not stopped within 20 s.
     pub fn pause(&self) {
-        self.signal_running(libc::SIGSTOP, true, "pause");
+        self.process.pause();
     }
 
     /// Thaws a server frozen by [`pause`](Self::pause) with SIGCONT. Returns once it runs again;
@@ -325,21 +306,7 @@ impl ZkServer {
     ///
     /// If the server is not running, or still stopped after 20 s.
     pub fn resume(&self) {
-        self.signal_running(libc::SIGCONT, false, "resume");
-    }
-
-    fn signal_running(&self, signal: libc::c_int, stopped: bool, what: &str) {
-        let mut child = self.lock_child();
-        let Some(running) = running(&mut child) else {
-            panic!("cannot {what} {}: it is not running", self.name());
-        };
-        process::signal(running, signal);
-        assert!(
-            process::wait_stopped(running.id(), stopped, CALL_TIMEOUT),
-            "{} (pid {}) did not {what} within {CALL_TIMEOUT:?}",
-            self.name(),
-            running.id()
-        );
+        self.process.resume();
     }
 
     /// Kills the server (if it runs) and starts it again on the same ports from what it left in
@@ -352,27 +319,9 @@ impl ZkServer {
     /// If it does not serve within 30 s, or a port stays taken by another process.
     pub async fn restart(&self) {
         self.kill9();
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            let log_start = self.log_len();
-            self.spawn();
-            match self.wait_serving(log_start, STARTUP_TIMEOUT).await {
-                Ok(()) => return,
-                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(LaunchError::PortTaken) => panic!(
-                    "cannot restart {}: a port stayed taken by another process\n{}",
-                    self.name(),
-                    self.log_tail()
-                ),
-                Err(LaunchError::Failed(why)) => panic!(
-                    "{} did not restart: {why}\n{}",
-                    self.name(),
-                    self.log_tail()
-                ),
-            }
-        }
+        self.process
+            .relaunch(STARTUP_TIMEOUT, || self.launch())
+            .await;
     }
 
     /// Waits until the server serves clients again (after [`resume`](Self::resume), or a
@@ -382,23 +331,11 @@ impl ZkServer {
     ///
     /// If it is not running, or does not serve within 30 s.
     pub async fn wait_until_serving(&self) -> String {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            if self.pid().is_none() {
-                panic!("{} is not running, so it will not serve", self.name());
-            }
-            if let Some(mode) = self.mode().await {
-                return mode;
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "{} did not serve within {STARTUP_TIMEOUT:?}\n{}",
-                    self.name(),
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        self.process
+            .wait_until_serving(STARTUP_TIMEOUT, || async {
+                self.mode().await.ok_or_else(|| "not serving".to_owned())
+            })
+            .await
     }
 
     /// The server's mode as `srvr` reports it (`standalone`, `leader`, `follower`), or `None`
@@ -417,18 +354,18 @@ impl ZkServer {
 
     /// The last lines of the server's log, framed for a panic message.
     pub fn log_tail(&self) -> String {
-        log_tail(&self.log_path())
+        self.process.log_tail()
     }
 
-    fn name(&self) -> String {
-        match self.myid {
-            Some(id) => format!("ZooKeeper member {id} at {}", self.addr()),
-            None => format!("ZooKeeper at {}", self.addr()),
-        }
+    fn name(&self) -> &str {
+        self.process.label()
     }
 
-    fn log_len(&self) -> u64 {
-        fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0)
+    /// Spawns the server and waits until it serves, or says why not.
+    async fn launch(&self) -> Result<(), LaunchError> {
+        let log_start = self.process.log_len();
+        self.spawn();
+        self.wait_serving(log_start, STARTUP_TIMEOUT).await
     }
 
     /// Runs `java` on the server's config, without waiting for it to serve.
@@ -437,24 +374,20 @@ impl ZkServer {
     ///
     /// If `java` or the jars cannot be found or run.
     fn spawn(&self) {
-        let log_path = self.log_path();
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log_path.display()));
         let java = std::env::var_os(JAVA_VAR).unwrap_or_else(|| "java".into());
+        let dir = self.dir();
         let mut cmd = Command::new(&java);
         cmd.args(JVM_FLAGS)
             .arg("-cp")
             .arg(classpath())
             .arg(MAIN_CLASS)
-            .arg(self.dir.join(CONFIG_FILE))
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("a log file handle can be cloned"))
-            .stderr(log);
-        let child = process::spawn(cmd, self.dir.clone()).unwrap_or_else(|e| {
+            .arg(dir.join(CONFIG_FILE))
+            .current_dir(dir)
+            .stdin(Stdio::null());
+        if let Err(why) = self.process.log_to(&mut cmd) {
+            panic!("{why}");
+        }
+        if let Err(e) = self.process.spawn(cmd) {
             let hint = if e.kind() == io::ErrorKind::NotFound {
                 format!(" (run scripts/ensure-zookeeper, or name the binary in {JAVA_VAR})")
             } else {
@@ -465,88 +398,31 @@ impl ZkServer {
                 java.to_string_lossy(),
                 self.name()
             )
-        });
-        if let Some(mut raced) = self.lock_child().replace(child) {
-            // A concurrent restart won too; keep one server.
-            process::kill_and_reap(&mut raced);
         }
     }
 
     /// Waits until the process just spawned serves as itself, or says why not. A process that
     /// will not serve is killed.
     async fn wait_serving(&self, log_start: u64, within: Duration) -> Result<(), LaunchError> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.exited() {
-                let log = log_since(&self.log_path(), log_start);
-                return Err(if log.contains("Address already in use") {
-                    LaunchError::PortTaken
-                } else {
-                    LaunchError::Failed(format!("it exited with {status} while starting"))
-                });
-            }
-            let last = match self.four_letter_word("srvr").await {
-                Ok(srvr) if srvr_mode(&srvr).is_some() => {
-                    // Is it ours? Another server on the port would name another data directory.
-                    let ours = self.dir.join(DATA_DIR).to_string_lossy().into_owned();
-                    match self.four_letter_word("conf").await {
-                        Ok(conf) if conf.contains(&ours) => return Ok(()),
-                        Ok(_) => {
-                            self.kill9();
-                            return Err(LaunchError::PortTaken);
-                        }
-                        Err(why) => format!("`conf`: {why}"),
-                    }
+        self.process
+            .wait_launched(log_start, within, || self.answer())
+            .await
+    }
+
+    /// Who answers `srvr` on the client port: this server, another one, or nobody yet.
+    async fn answer(&self) -> Answer {
+        match self.four_letter_word("srvr").await {
+            Ok(srvr) if srvr_mode(&srvr).is_some() => {
+                // Is it ours? Another server on the port would name another data directory.
+                let ours = self.dir().join(DATA_DIR).to_string_lossy().into_owned();
+                match self.four_letter_word("conf").await {
+                    Ok(conf) if conf.contains(&ours) => Answer::Ours,
+                    Ok(_) => Answer::Theirs,
+                    Err(why) => Answer::NotYet(format!("`conf`: {why}")),
                 }
-                Ok(srvr) => format!("`srvr`: {}", srvr.trim()),
-                Err(why) => format!("`srvr`: {why}"),
-            };
-            if Instant::now() >= deadline {
-                self.kill9();
-                return Err(LaunchError::Failed(format!(
-                    "it did not serve within {within:?} (last {last})"
-                )));
             }
-            tokio::time::sleep(POLL).await;
-        }
-    }
-
-    /// The exit status if the process has exited (it is then reaped and forgotten).
-    fn exited(&self) -> Option<ExitStatus> {
-        let mut child = self.lock_child();
-        let status = process::wait_exit(child.as_mut()?, Duration::ZERO)?;
-        *child = None;
-        Some(status)
-    }
-
-    fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
-        self.child
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-impl Drop for ZkServer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.lock_child().take() {
-            if !process::kill_and_reap(&mut child) {
-                // Never panic in drop: it may run while a test is already panicking.
-                eprintln!(
-                    "leasehold harness: ZooKeeper pid {} did not exit within 10s of SIGKILL",
-                    child.id()
-                );
-            }
-        }
-        if std::thread::panicking() {
-            // Keep the log for the post-mortem; the data is of no use.
-            let _ = fs::remove_dir_all(self.dir.join(DATA_DIR));
-            eprintln!(
-                "leasehold harness: the log of {} is kept in {}",
-                self.name(),
-                self.log_path().display()
-            );
-        } else {
-            let _ = fs::remove_dir_all(&self.dir);
+            Ok(srvr) => Answer::NotYet(format!("`srvr`: {}", srvr.trim())),
+            Err(why) => Answer::NotYet(format!("`srvr`: {why}")),
         }
     }
 }
@@ -763,13 +639,6 @@ fn classpath() -> String {
     jars.join(":")
 }
 
-/// The child if it has not exited (a paused one has not).
-fn running(child: &mut Option<Child>) -> Option<&mut Child> {
-    child
-        .as_mut()
-        .and_then(|c| process::wait_exit(c, Duration::ZERO).is_none().then_some(c))
-}
-
 /// Sends `word` to `addr` on a connection of its own and reads the answer until the server
 /// closes the connection, within [`PROBE_TIMEOUT`].
 async fn four_letter_word(addr: SocketAddr, word: &str) -> Result<String, String> {
@@ -800,42 +669,6 @@ fn srvr_mode(srvr: &str) -> Option<&str> {
     srvr.lines()
         .find_map(|line| line.strip_prefix("Mode:"))
         .map(str::trim)
-}
-
-/// A new, empty directory for one server under the system's temporary directory.
-fn fresh_dir() -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "leasehold-zk-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    // Left over by an earlier binary that had the same pid and was SIGKILLed.
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    dir
-}
-
-fn log_since(path: &Path, offset: u64) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = File::open(path) {
-        if file.seek(SeekFrom::Start(offset)).is_ok() {
-            let _ = file.read_to_string(&mut text);
-        }
-    }
-    text
-}
-
-/// The last lines of a log, framed for a panic message.
-fn log_tail(path: &Path) -> String {
-    const LINES: usize = 40;
-    let log = log_since(path, 0);
-    let lines: Vec<&str> = log.lines().collect();
-    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
-    format!(
-        "--- {}, last {LINES} lines ---\n{tail}\n---",
-        path.display()
-    )
 }
 
 #[cfg(test)]
