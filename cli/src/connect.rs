@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use leasehold::{LockConfig, Locker, DEFAULT_PREFIX};
+use leasehold::{Deployment, LockConfig, Locker, DEFAULT_PREFIX};
 
 use crate::args::Global;
 use crate::exit::{self, Failure};
@@ -118,16 +118,12 @@ impl Target {
     /// A [`Failure`] with exit status 3 when the URL does not parse or the server cannot be
     /// reached (or refuses the credentials) within the connect timeout.
     pub(crate) async fn connect(&self) -> Result<Locker, Failure> {
-        let builder = if let Some(hosts) = self.url.strip_prefix(ZOOKEEPER_SCHEME) {
-            Locker::builder().zookeeper(hosts)
-        } else if let Some(endpoints) = self.url.strip_prefix(ETCD_SCHEME) {
-            Locker::builder().etcd(endpoints.split(','))
-        } else if self.url.starts_with("postgres://") || self.url.starts_with("postgresql://") {
-            Locker::builder().postgres(&self.url)
-        } else {
-            Locker::builder().url(&self.url)
-        };
-        builder
+        // The library's one reading of a URL: the same engines, schemes and checks as an
+        // application's `Deployment::parse`.
+        let deployment =
+            Deployment::parse(&self.url).map_err(|e| Failure::connect(e, &self.url))?;
+        Locker::builder()
+            .deployment(deployment)
             .prefix(&self.prefix)
             .op_timeout(self.op_timeout)
             .connect_timeout(self.connect_timeout)

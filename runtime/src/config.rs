@@ -342,7 +342,7 @@ impl LockConfig {
     /// A builder with every setting of the config; unset ones keep the builder's defaults.
     pub(crate) fn builder(&self) -> Result<crate::LockerBuilder, LockError> {
         let config = self;
-        let mut builder = config.deployment()?;
+        let mut builder = Locker::builder().deployment(config.deployment()?);
         if let Some(prefix) = &config.prefix {
             builder = builder.prefix(check_prefix("prefix", prefix).map_err(invalid)?);
         }
@@ -386,7 +386,12 @@ impl RouteLocks {
 impl LockConfig {
     /// A builder pointed at the one deployment the config names. The deployment itself is
     /// checked where the builder's is ([`Deployment::validate`]), so both say the same.
-    fn deployment(&self) -> Result<crate::LockerBuilder, LockError> {
+    /// The one deployment the config names (`url`, `redlock`, `cluster`, `[sentinel]`,
+    /// `zookeeper`, `etcd` or `postgres`), checked as `build` would check it.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] when none or several are set, or the one set is invalid.
+    pub fn deployment(&self) -> Result<Deployment, LockError> {
         let given: Vec<&str> = [
             ("url", self.url.is_some()),
             ("redlock", !self.redlock.is_empty()),
@@ -442,7 +447,7 @@ impl LockConfig {
                 }
             };
         deployment.validate().map_err(invalid)?;
-        Ok(Locker::builder().deployment(deployment))
+        Ok(deployment)
     }
 }
 

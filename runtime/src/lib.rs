@@ -109,7 +109,7 @@ pub use primitives::semaphore::{
 };
 pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};
 pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};
-pub use store::{Capabilities, Fairness};
+pub use store::{Capabilities, Deployment, Fairness};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,
     RouteLocks, RouteRule, StatusCodes,

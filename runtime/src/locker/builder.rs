@@ -79,9 +79,19 @@ impl LockerBuilder {
         self
     }
 
-    /// The engine named by a configuration file (see [`LockConfig`](crate::LockConfig)).
-    #[cfg(feature = "serde")]
-    pub(crate) fn deployment(mut self, deployment: Deployment) -> Self {
+    /// The engine and where it runs, as one value: what a configuration file names
+    /// ([`LockConfig::deployment`](crate::LockConfig::deployment)) or a URL
+    /// ([`Deployment::parse`]); the methods below are shorthands for it. A ZooKeeper or etcd
+    /// deployment's session timeout, and a Sentinel's `min_replicas`, become the builder's.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// use leasehold::{Deployment, Locker};
+    /// let url = std::env::var("LOCKS_URL").unwrap_or("redis://127.0.0.1:6379".into());
+    /// let locker = Locker::builder().deployment(Deployment::parse(&url)?).build().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn deployment(mut self, deployment: Deployment) -> Self {
         match &deployment {
             Deployment::Sentinel { min_replicas, .. } => self.min_replicas = *min_replicas,
             Deployment::ZooKeeper {

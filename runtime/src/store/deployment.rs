@@ -12,46 +12,105 @@ use super::settings::redact;
 use super::{Capabilities, Engine, Settings, Store};
 use crate::error::LockError;
 
-/// One engine and where it runs.
+/// One engine and where it runs: what [`LockerBuilder::deployment`](crate::LockerBuilder::deployment)
+/// takes, what a config file names ([`LockConfig::deployment`](crate::LockConfig::deployment)),
+/// and what [`Deployment::parse`] reads from one URL. The builder's `.url(...)`,
+/// `.redlock(...)`, `.zookeeper(...)` and friends are shorthands for it.
+///
+/// Its `Debug` hides every credential. Which engines a build can connect depends on its
+/// features (`cluster`, `sentinel`, `zookeeper`, `etcd`, `postgres`): one whose feature is
+/// off is refused at `build` with [`LockError::Config`] naming the feature.
+///
+/// ```
+/// use leasehold::Deployment;
+///
+/// let d = Deployment::parse("zookeeper://zk1:2181,zk2:2181")?;
+/// assert!(matches!(d, Deployment::ZooKeeper { .. }));
+/// assert!(d.capabilities().read_locks);
+/// assert!(!Deployment::parse("redis://127.0.0.1:6379")?.capabilities().max_lease.is_some());
+/// # Ok::<(), leasehold::LockError>(())
+/// ```
 #[derive(Clone)]
-pub(crate) enum Deployment {
-    /// One Redis server.
+#[non_exhaustive]
+pub enum Deployment {
+    /// One Redis server: `redis://[user:password@]host:port[/db]`, `rediss://` with TLS,
+    /// `redis+unix:///path`.
     Redis(String),
-    /// RedLock over independent Redis masters.
+    /// RedLock over independent Redis masters (an odd number, at least 3).
     RedLock(Vec<String>),
-    /// A Redis Cluster reached through these nodes. (Named by the builder with the `cluster`
-    /// feature, by a config file with `serde`.)
-    #[cfg_attr(not(any(feature = "cluster", feature = "serde")), allow(dead_code))]
+    /// A Redis Cluster reached through these nodes.
     Cluster(Vec<String>),
     /// A ZooKeeper ensemble (`host:port,host:port`), with the session timeout that bounds
     /// how long a crashed holder keeps its locks.
-    #[cfg_attr(not(any(feature = "zookeeper", feature = "serde")), allow(dead_code))]
     ZooKeeper {
+        /// The servers, `host:port,host:port`.
         hosts: String,
+        /// The session timeout asked for (the server may grant less).
         session_timeout: Duration,
     },
     /// An etcd cluster reached through these endpoints (`[http[s]://][user:password@]host:port`),
     /// with the TTL of the locker's etcd lease, which bounds how long a crashed holder keeps
     /// its locks.
-    #[cfg_attr(not(any(feature = "etcd", feature = "serde")), allow(dead_code))]
     Etcd {
+        /// The endpoints.
         endpoints: Vec<String>,
+        /// The TTL of the locker's etcd lease.
         session_timeout: Duration,
     },
     /// A PostgreSQL database (`postgres://user:password@host:port/database`), its locks rows
     /// of a lease table.
-    #[cfg_attr(not(any(feature = "postgres", feature = "serde")), allow(dead_code))]
     Postgres(String),
     /// The master that these Sentinels monitor under `master`.
-    #[cfg_attr(not(any(feature = "sentinel", feature = "serde")), allow(dead_code))]
     Sentinel {
+        /// The Sentinels' URLs.
         sentinels: Vec<String>,
+        /// The master's name.
         master: String,
+        /// Replicas that must acknowledge an acquire before it counts.
         min_replicas: u32,
     },
 }
 
 impl Deployment {
+    /// The deployment one URL names: `redis://`, `rediss://` or `redis+unix://` (one Redis
+    /// server), `zookeeper://host:port,host:port` (an ensemble), `etcd://e1,e2` (each
+    /// endpoint as [`LockerBuilder::etcd`](crate::LockerBuilder::etcd) takes it), or
+    /// `postgres://` / `postgresql://` (a database). Session timeouts are the default
+    /// ([`DEFAULT_SESSION_TIMEOUT`](crate::DEFAULT_SESSION_TIMEOUT)); RedLock, Cluster and
+    /// Sentinel take several URLs and have no one-URL form. The deployment is checked as
+    /// `build` would check it, without connecting.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a scheme it does not know, or a deployment that does not
+    /// pass its checks (an empty host list, a build without the engine's feature).
+    pub fn parse(url: &str) -> Result<Deployment, LockError> {
+        let url = url.trim();
+        let session_timeout = crate::DEFAULT_SESSION_TIMEOUT;
+        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+        let deployment = match scheme {
+            "redis" | "rediss" | "redis+unix" => Deployment::Redis(url.to_owned()),
+            "zookeeper" => Deployment::ZooKeeper {
+                hosts: rest.to_owned(),
+                session_timeout,
+            },
+            "etcd" => Deployment::Etcd {
+                endpoints: rest.split(',').map(str::to_owned).collect(),
+                session_timeout,
+            },
+            "postgres" | "postgresql" => Deployment::Postgres(url.to_owned()),
+            _ => {
+                return Err(LockError::config(format!(
+                    "{:?} names no engine: give redis://host:port (or rediss://, \
+                     redis+unix://), zookeeper://host:port,host:port, etcd://host:port,host:port \
+                     or postgres://user:password@host:port/database",
+                    redact(url)
+                )))
+            }
+        };
+        deployment.validate()?;
+        Ok(deployment)
+    }
+
     /// The engine it names.
     pub(crate) fn engine(&self) -> Engine {
         match self {
@@ -65,9 +124,11 @@ impl Deployment {
         }
     }
 
-    /// What its engine offers, as configured (before connecting: ZooKeeper's server may
-    /// grant a shorter session than asked, and its store then says so).
-    pub(crate) fn capabilities(&self) -> Capabilities {
+    /// What its engine offers, as configured: the same as
+    /// [`Locker::capabilities`](crate::Locker::capabilities) of a locker connected to it,
+    /// except that ZooKeeper's server may grant a shorter session (and so a shorter
+    /// `max_lease`) than asked.
+    pub fn capabilities(&self) -> Capabilities {
         let session = match self {
             Deployment::ZooKeeper {
                 session_timeout, ..
@@ -82,7 +143,10 @@ impl Deployment {
 
     /// Everything that can be checked without connecting. The messages name what to fix, as
     /// the builder's methods name it; the config file prefixes them with its own field.
-    pub(crate) fn validate(&self) -> Result<(), LockError> {
+    ///
+    /// # Errors
+    /// [`LockError::Config`] saying what is wrong.
+    pub fn validate(&self) -> Result<(), LockError> {
         match self {
             Deployment::Redis(_) => Ok(()),
             Deployment::RedLock(urls) => {
@@ -300,6 +364,42 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("b:2379"), "{shown}");
+    }
+
+    #[test]
+    fn one_url_names_one_engine() {
+        let d = Deployment::parse("redis://:pw@h:6379/2").unwrap();
+        assert!(matches!(&d, Deployment::Redis(url) if url == "redis://:pw@h:6379/2"));
+        for url in ["rediss://h:6380", "redis+unix:///tmp/r.sock"] {
+            assert!(
+                matches!(Deployment::parse(url).unwrap(), Deployment::Redis(_)),
+                "{url}"
+            );
+        }
+        #[cfg(feature = "zookeeper")]
+        assert!(matches!(
+            Deployment::parse("zookeeper://a:2181,b:2181").unwrap(),
+            Deployment::ZooKeeper { hosts, .. } if hosts == "a:2181,b:2181"
+        ));
+        #[cfg(feature = "etcd")]
+        assert!(matches!(
+            Deployment::parse("etcd://a:2379,http://b:2379").unwrap(),
+            Deployment::Etcd { endpoints, .. } if endpoints == ["a:2379", "http://b:2379"]
+        ));
+        #[cfg(feature = "postgres")]
+        for url in ["postgres://u@h/db", "postgresql://u@h/db"] {
+            assert!(
+                matches!(Deployment::parse(url).unwrap(), Deployment::Postgres(_)),
+                "{url}"
+            );
+        }
+        let e = Deployment::parse("http://user:s3cret@h:80")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("names no engine"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
+        let e = Deployment::parse("zookeeper://").unwrap_err().to_string();
+        assert!(e.contains("zookeeper"), "{e}");
     }
 
     #[test]

@@ -43,7 +43,7 @@ use crate::store::token::OwnerToken;
 
 pub(crate) use capabilities::{refusal, require, Engine, Feature};
 pub use capabilities::{Capabilities, Fairness};
-pub(crate) use deployment::Deployment;
+pub use deployment::Deployment;
 pub(crate) use join::join_all;
 pub(crate) use lazy::LazyStore;
 pub(crate) use session::Session;
