@@ -146,7 +146,6 @@ impl Inner {
         }
 
         let deadline = Instant::now() + opts.wait;
-        let wait = !opts.wait.is_zero();
         if opts.fair && inner.store.capabilities().fairness == Fairness::PerRequest {
             // First come, first served across every task of every process: the request waits
             // in the store's queue under a name of its own, not behind this process's other
@@ -156,31 +155,48 @@ impl Inner {
                 .contend(user_key, &keys, opts, deadline, turn, waited)
                 .await;
         }
-        let turn = match inner.queues.enter(&keys, &opts, wait) {
-            Entry::Active(turn) => ActiveTurn::new(inner, &keys, turn),
-            Entry::Busy => return Err(LockError::Busy { retry_after: None }),
-            Entry::Queued(rx) => {
-                *waited = true;
-                let mut queued = QueuedTurn::new(inner, &keys, rx);
-                let turn = queued.wait(deadline).await;
-                match turn {
-                    None => {
-                        // The holder is in this process: its lease says how long is left.
-                        let retry_after = inner.queues.turn_holder(keys.lock()).map(|lease| {
-                            let valid_until = lease.state.borrow().valid_until;
-                            valid_until.saturating_duration_since(Instant::now())
-                        });
-                        return Err(LockError::Busy { retry_after });
-                    }
-                    Some(Turn::Granted(lease, fence)) => {
-                        return Ok(LockGuard::new(self.clone(), lease, fence))
-                    }
-                    Some(Turn::Contend(turn)) => ActiveTurn::new(inner, &keys, turn),
-                }
-            }
+        let turn = match self.line_up(&keys, &opts, deadline, waited).await? {
+            InLine::Front(turn) => ActiveTurn::new(inner, &keys, turn),
+            InLine::HandedOver(guard) => return Ok(guard),
         };
         self.contend(user_key, &keys, opts, deadline, turn, waited)
             .await
+    }
+
+    /// Takes this task's place in the local queue of `keys` (the lock's, or a semaphore's)
+    /// and waits, until `deadline`, to be at its front; a holder of the lock may hand its
+    /// lease over instead. `Busy` when the wait ends first, or when the request does not
+    /// wait and the queue is not empty.
+    async fn line_up(
+        self: &Arc<Self>,
+        keys: &LockKeys,
+        opts: &Options,
+        deadline: Instant,
+        waited: &mut bool,
+    ) -> Result<InLine, LockError> {
+        let rx = match self.queues.enter(keys, opts, !opts.wait.is_zero()) {
+            Entry::Active(turn) => return Ok(InLine::Front(turn)),
+            Entry::Busy => return Err(LockError::Busy { retry_after: None }),
+            Entry::Queued(rx) => rx,
+        };
+        *waited = true;
+        let mut queued = QueuedTurn::new(self, keys, rx);
+        match queued.wait(deadline).await {
+            None => {
+                // The holder is in this process: its lease says how long is left.
+                let retry_after = self.queues.turn_holder(keys.lock()).map(|lease| {
+                    let valid_until = lease.state.borrow().valid_until;
+                    valid_until.saturating_duration_since(Instant::now())
+                });
+                Err(LockError::Busy { retry_after })
+            }
+            Some(Turn::Granted(lease, fence)) => Ok(InLine::HandedOver(LockGuard::new(
+                self.clone(),
+                lease,
+                fence,
+            ))),
+            Some(Turn::Contend(turn)) => Ok(InLine::Front(turn)),
+        }
     }
 
     /// The one contend loop, for every kind of lease: try, subscribe, try again, and sleep
@@ -599,19 +615,12 @@ impl Inner {
             return reentered;
         }
         let deadline = Instant::now() + opts.wait;
-        // First come, first served in the process: only the front of the line contends in
-        // the store; the next one follows as soon as it got its permits or gave up.
-        let line = inner.semaphore_lines.enter(keys.lock());
-        let _turn = match line.front().try_lock() {
-            Ok(turn) => turn,
-            Err(_) if opts.wait.is_zero() => return Err(LockError::Busy { retry_after: None }),
-            Err(_) => {
-                *waited = true;
-                match tokio::time::timeout_at(deadline, line.front().lock()).await {
-                    Ok(turn) => turn,
-                    Err(_) => return Err(LockError::Busy { retry_after: None }),
-                }
-            }
+        // First come, first served in the process, in the same local queue as a lock's
+        // waiters: only the front contends in the store, and the turn passes on as soon as
+        // it got its permits or gave up (permits are never handed over).
+        let turn = match self.line_up(&keys, &opts, deadline, waited).await? {
+            InLine::Front(turn) => turn,
+            InLine::HandedOver(guard) => return Ok(guard),
         };
         // A request for several permits that waits takes its turn in the store (see
         // `Store::acquire_permits`): single permits that come free are kept for it. Its seat
@@ -621,8 +630,16 @@ impl Inner {
             name: crate::store::token::waiter_name(),
             until: deadline,
         });
-        let turn = ActiveTurn::own(inner, &keys, opts.kind, waiter);
+        let turn = ActiveTurn::own(inner, &keys, opts.kind, waiter).in_line(turn);
         self.contend(user_key, &keys, opts, deadline, turn, waited)
             .await
     }
+}
+
+/// Where [`Inner::line_up`] left a task.
+enum InLine {
+    /// At the front of the local queue, holding this turn: it contends in the store.
+    Front(u64),
+    /// The holder before it handed its lease over.
+    HandedOver(LockGuard),
 }

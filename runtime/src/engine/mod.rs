@@ -4,7 +4,6 @@
 pub(crate) mod acquire;
 pub(crate) mod inflight;
 pub(crate) mod lease;
-pub(crate) mod lines;
 pub(crate) mod observe;
 pub(crate) mod options;
 pub(crate) mod queue;

@@ -1,5 +1,5 @@
-//! Waiters of one key in one process queue here, first come first served: only the one at
-//! the front (the *active* one) talks to Redis, and a release hands the lease straight to the
+//! Waiters of one key (a lock's, or a semaphore's) in one process queue here, first come
+//! first served: only the one at the front (the *active* one) talks to the store, and a release hands the lease straight to the
 //! next waiter, without a round trip: the lease in Redis stays this process's, and the next
 //! holder gets the next of the fencing tokens reserved with it. Every way of leaving the queue
 //! (success, timeout, cancellation) passes the turn on, so the queue can never stall.
@@ -82,6 +82,8 @@ pub(crate) struct Waiter {
     /// A fenced waiter reads its fencing token: never handed an unfenced lease, whose
     /// tokens are only local numbers.
     pub(crate) fenced: bool,
+    /// A waiter for a lease of its own (permits): never handed a lease.
+    pub(crate) own: bool,
 }
 
 impl KeyQueue {
@@ -114,7 +116,8 @@ pub(crate) enum Entry {
 }
 
 impl Queues {
-    /// Takes the turn for the lock `keys`, or queues behind the task that has it.
+    /// Takes the turn for `keys` (a lock's, or a semaphore's), or queues behind the task that
+    /// has it.
     pub(crate) fn enter(&self, keys: &LockKeys, opts: &Options, wait: bool) -> Entry {
         let mut queues = self.map.lock().unwrap();
         match queues.get_mut(keys.lock()) {
@@ -146,6 +149,7 @@ impl Queues {
                     watchdog: opts.watchdog,
                     fair: opts.fair,
                     fenced: opts.fenced,
+                    own: opts.kind.is_own(),
                 });
                 Entry::Queued(rx)
             }
@@ -238,7 +242,8 @@ impl Queues {
                 q.waiters.pop_front();
                 continue;
             }
-            if !w.watchdog || w.fair || w.lease != lease.lease || (w.fenced && !lease.fenced) {
+            let takes_over = w.watchdog && !w.fair && !w.own && w.lease == lease.lease;
+            if !takes_over || (w.fenced && !lease.fenced) {
                 return false;
             }
             let Some(fence) = lease.next_fence() else {
@@ -251,5 +256,13 @@ impl Queues {
             }
         }
         false
+    }
+}
+
+#[cfg(test)]
+impl Queues {
+    /// How many keys have a queue now (a key's goes with its last waiter and turn).
+    pub(crate) fn len(&self) -> usize {
+        self.map.lock().unwrap().len()
     }
 }

@@ -10,7 +10,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::engine::lease::Lease;
-use crate::engine::lines::Lines;
 use crate::engine::observe::TraceKeys;
 use crate::engine::queue::Queues;
 use crate::engine::turns::Abandoned;
@@ -31,7 +30,6 @@ pub(crate) struct Inner {
     pub(crate) trace_keys: TraceKeys,
     pub(crate) queues: Queues,
     /// The local lines of a semaphore's waiters (first come, first served in the process).
-    pub(crate) semaphore_lines: Lines,
     pub(crate) schedule: Arc<Schedule>,
     pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
 }

@@ -100,6 +100,13 @@ impl<'a> ActiveTurn<'a> {
         Self::seated(inner, keys, kind, None, place)
     }
 
+    /// This contender, holding `turn` of the local queue (a semaphore's waiter at the front
+    /// of the process's line).
+    pub(crate) fn in_line(mut self, turn: u64) -> Self {
+        self.turn = Some(turn);
+        self
+    }
+
     fn seated(
         inner: &'a Arc<Inner>,
         keys: &'a LockKeys,
@@ -135,11 +142,17 @@ impl<'a> ActiveTurn<'a> {
         }
     }
 
-    /// The lock was taken: the turn now belongs to the lease, which passes it on release.
+    /// The lease was taken. The lock's turn now belongs to the lease, which passes it on
+    /// release (or hands the lease over); a lease of its own is never handed over, so its
+    /// turn passes on now.
     pub(crate) fn keep(mut self, lease: &Arc<Lease>) {
         self.armed = false;
         if let Some(turn) = self.turn {
-            self.inner.queues.hold_turn(lease, turn);
+            if self.kind.is_own() {
+                self.inner.queues.pass_turn(self.keys.lock(), turn);
+            } else {
+                self.inner.queues.hold_turn(lease, turn);
+            }
         }
     }
 }

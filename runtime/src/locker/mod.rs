@@ -108,7 +108,6 @@ impl Locker {
                 drift: b.drift,
                 trace_keys: b.trace_keys,
                 queues: Default::default(),
-                semaphore_lines: Default::default(),
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
             }),

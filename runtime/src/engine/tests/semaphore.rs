@@ -45,7 +45,7 @@ async fn never_more_than_the_limit() {
         3,
         "the limit was reached, never passed"
     );
-    assert_eq!(locker.inner.semaphore_lines.len(), 0, "lines go when empty");
+    assert_eq!(locker.inner.queues.len(), 0, "lines go when empty");
 }
 
 #[tokio::test(start_paused = true)]
@@ -260,7 +260,7 @@ async fn a_cancelled_waiter_leaves_nothing_behind() {
     let permit = behind.await.unwrap().unwrap();
     permit.release().await.unwrap();
     tokio::task::yield_now().await;
-    assert_eq!(locker.inner.semaphore_lines.len(), 0);
+    assert_eq!(locker.inner.queues.len(), 0);
     assert_eq!(locker.inspect_semaphore("api").await.unwrap().in_use(), 0);
 }
 
