@@ -24,6 +24,7 @@ use crate::engine::state::Inner;
 use crate::error::LockError;
 use crate::locker::Locker;
 use crate::primitives::guard::LockGuard;
+use crate::primitives::request::LockRequest;
 use crate::store::keys::{escape, validate_key, LockKeys};
 use crate::store::{self, Feature, LeaderRecord, WakeSubscription};
 
@@ -147,24 +148,20 @@ impl fmt::Display for Leader {
 #[derive(Debug)]
 #[must_use = "a campaign does nothing until .campaign().await or .run_while_leader(..).await"]
 pub struct LeaderRequest<'a> {
-    locker: &'a Locker,
+    /// The campaign's lock request (a fair one, on the election's name), with its lease,
+    /// watchdog and wait.
+    request: LockRequest<'a>,
     name: String,
     identity: Option<String>,
-    lease: Option<Duration>,
-    watchdog: Option<bool>,
-    wait: Option<Duration>,
 }
 
 impl<'a> LeaderRequest<'a> {
     /// A campaign for the election `name`, with the locker's defaults.
     pub(crate) fn new(locker: &'a Locker, name: String) -> Self {
         LeaderRequest {
-            locker,
+            request: locker.lock(name.clone()).fair(true),
             name,
             identity: None,
-            lease: None,
-            watchdog: None,
-            wait: None,
         }
     }
 }
@@ -181,7 +178,7 @@ impl LeaderRequest<'_> {
     /// partition): the longest a dead leader keeps the others waiting. Defaults to the
     /// locker's default lease; at least 10 ms.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
+        self.request = self.request.lease(lease);
         self
     }
 
@@ -189,14 +186,14 @@ impl LeaderRequest<'_> {
     /// lasts. With `false` the leadership is lost when its lease ends: a term of fixed
     /// length. Defaults to the locker's setting (on).
     pub fn watchdog(mut self, on: bool) -> Self {
-        self.watchdog = Some(on);
+        self.request = self.request.watchdog(on);
         self
     }
 
     /// How long [`campaign`](Self::campaign) waits to be elected before it fails with
     /// [`LockError::Busy`]. Defaults to waiting for ever.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
+        self.request = self.request.wait(wait);
         self
     }
 
@@ -237,29 +234,21 @@ impl LeaderRequest<'_> {
     }
 
     async fn campaign_once(&self) -> Result<Leadership, LockError> {
-        let inner = &self.locker.inner;
+        let inner = &self.request.locker.inner;
         let election = Arc::new(Election::new(inner, &self.name)?);
         let identity = match &self.identity {
             Some(identity) => identity.clone(),
             None => crate::store::token::contender_name(),
         };
         validate_identity(&identity)?;
-        let mut request = self.locker.lock(self.name.clone()).fair(true);
-        if let Some(lease) = self.lease {
-            request = request.lease(lease);
-        }
-        if let Some(on) = self.watchdog {
-            request = request.watchdog(on);
-        }
-        let mut opts = request.options()?;
-        let deadline = self.wait.map(|wait| Instant::now() + wait);
+        let mut opts = self.request.options()?;
+        // Unset, the campaign waits for ever (in rounds), not the locker's default wait.
+        let deadline = self.request.wait.map(|wait| Instant::now() + wait);
         loop {
             opts.wait = deadline.map_or(CAMPAIGN_ROUND, |d| {
                 d.saturating_duration_since(Instant::now())
             });
-            let acquired = self
-                .locker
-                .inner
+            let acquired = inner
                 .acquire_as(self.name.clone(), Some(election.keys.clone()), opts)
                 .await;
             let guard = match acquired {

@@ -24,28 +24,24 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::locker::Locker;
 use crate::primitives::guard::LockGuard;
+use crate::primitives::request::LockRequest;
 use crate::store::keys::validate_key;
 
 /// Several keys to lock together. Made by [`Locker::lock_all`].
 #[derive(Debug)]
 #[must_use = "a lock request does nothing until .acquire().await or .try_acquire().await"]
 pub struct MultiLockRequest<'a> {
-    pub(crate) locker: &'a Locker,
-    pub(crate) keys: Vec<String>,
-    pub(crate) lease: Option<Duration>,
-    pub(crate) wait: Option<Duration>,
-    pub(crate) watchdog: Option<bool>,
+    /// The options every key shares (its key is not used).
+    request: LockRequest<'a>,
+    keys: Vec<String>,
 }
 
 impl<'a> MultiLockRequest<'a> {
     /// A request for all of `keys`, with the locker's defaults.
     pub(crate) fn new(locker: &'a Locker, keys: Vec<String>) -> Self {
         MultiLockRequest {
-            locker,
+            request: locker.lock(String::new()),
             keys,
-            lease: None,
-            wait: None,
-            watchdog: None,
         }
     }
 }
@@ -53,21 +49,21 @@ impl<'a> MultiLockRequest<'a> {
 impl MultiLockRequest<'_> {
     /// The lease of each key; see [`LockRequest::lease`](crate::LockRequest::lease).
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
+        self.request = self.request.lease(lease);
         self
     }
 
     /// How long the whole acquisition may wait for busy keys before failing with
     /// [`LockError::Busy`] (having released the keys it took).
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
+        self.request = self.request.wait(wait);
         self
     }
 
     /// Whether every key's lease is renewed in the background while the guard lives; see
     /// [`LockRequest::watchdog`](crate::LockRequest::watchdog).
     pub fn watchdog(mut self, on: bool) -> Self {
-        self.watchdog = Some(on);
+        self.request = self.request.watchdog(on);
         self
     }
 
@@ -82,18 +78,12 @@ impl MultiLockRequest<'_> {
     /// no key stays locked.
     pub async fn acquire(self) -> Result<MultiGuard, LockError> {
         let keys = ordered(self.keys)?;
-        let wait = self.wait.unwrap_or(self.locker.default_wait());
+        let locker = self.request.locker;
+        let wait = self.request.wait.unwrap_or(locker.default_wait());
         let deadline = Instant::now() + wait;
         // All free: one round trip where the store can (one Redis server, one Cluster slot).
-        let mut first = self.locker.lock(keys[0].clone()).wait(wait);
-        if let Some(lease) = self.lease {
-            first = first.lease(lease);
-        }
-        if let Some(on) = self.watchdog {
-            first = first.watchdog(on);
-        }
-        if let Some(guards) = self
-            .locker
+        let first = self.request.for_key(keys[0].clone()).wait(wait);
+        if let Some(guards) = locker
             .inner
             .acquire_all_at_once(&keys, first.options()?)
             .await?
@@ -103,16 +93,10 @@ impl MultiLockRequest<'_> {
         loop {
             let mut guards: Vec<LockGuard> = Vec::with_capacity(keys.len());
             for key in &keys {
-                let mut request = self
-                    .locker
-                    .lock(key.clone())
+                let request = self
+                    .request
+                    .for_key(key.clone())
                     .wait(deadline.saturating_duration_since(Instant::now()));
-                if let Some(lease) = self.lease {
-                    request = request.lease(lease);
-                }
-                if let Some(on) = self.watchdog {
-                    request = request.watchdog(on);
-                }
                 match request.acquire().await {
                     Ok(guard) => guards.push(guard),
                     Err(e) => {
@@ -143,9 +127,8 @@ impl MultiLockRequest<'_> {
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire), but never [`LockError::Busy`].
-    pub async fn try_acquire(mut self) -> Result<Option<MultiGuard>, LockError> {
-        self.wait = Some(Duration::ZERO);
-        match self.acquire().await {
+    pub async fn try_acquire(self) -> Result<Option<MultiGuard>, LockError> {
+        match self.wait(Duration::ZERO).acquire().await {
             Ok(guard) => Ok(Some(guard)),
             Err(LockError::Busy { .. }) => Ok(None),
             Err(e) => Err(e),

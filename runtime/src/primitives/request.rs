@@ -24,7 +24,7 @@ pub(crate) fn check_lease(lease: Duration, name: &str) -> Result<(), LockError> 
 
 /// One acquisition being described: key, lease, wait and watchdog. Made by
 /// [`Locker::lock`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[must_use = "a lock request does nothing until .acquire().await or .try_acquire().await"]
 pub struct LockRequest<'a> {
     pub(crate) locker: &'a Locker,
@@ -44,6 +44,15 @@ pub struct LockRequest<'a> {
 }
 
 impl<'a> LockRequest<'a> {
+    /// The same options for another key: the requests of every primitive keep their lease,
+    /// wait and watchdog in a `LockRequest`, resolved in one place ([`Self::options`]).
+    pub(crate) fn for_key(&self, key: String) -> Self {
+        LockRequest {
+            key,
+            ..self.clone()
+        }
+    }
+
     /// This request for a lease of `kind` (the attribute's options carry it).
     pub(crate) fn of_kind(mut self, kind: LeaseKind) -> Self {
         self.kind = kind;
