@@ -27,7 +27,7 @@ mod kw {
     syn::custom_keyword!(permits);
 }
 
-mod job;
+pub(crate) mod job;
 pub(crate) use job::Job;
 
 /// Every option, in the order the docs list them; named in the "unknown option" error.
@@ -74,6 +74,12 @@ pub(crate) struct Args {
     pub krate: Path,
     /// `on_busy`, `hold_at_least`, `hold_at_most`: singleton jobs.
     pub job: Job,
+    /// The options given, in order (each once), for the cross-checks of `build`.
+    pub given: Vec<&'static str>,
+    /// Where `mode = "read"`, `permits` and `fencing = false` were written, if they were.
+    pub read_span: Option<Span>,
+    pub permits_span: Option<Span>,
+    pub unfenced_span: Option<Span>,
     pub errors: Vec<syn::Error>,
 }
 
@@ -98,6 +104,10 @@ impl Parse for Args {
             permits: None,
             krate: syn::parse_quote!(::leasehold),
             job: Job::default(),
+            given: Vec::new(),
+            read_span: None,
+            permits_span: None,
+            unfenced_span: None,
             errors: Vec::new(),
         };
         while !input.is_empty() {
@@ -237,82 +247,10 @@ impl Parse for Args {
             }
             input.parse::<Token![,]>()?;
         }
-        if let (Some(span), true) = (read_span, seen.0.contains(&"keys")) {
-            args.errors.push(syn::Error::new(
-                span,
-                "`mode = \"read\"` takes one `key`: read locks on several keys at once are not \
-                 supported; lock them one by one, or drop `mode` for exclusive locks",
-            ));
-        }
-        job::settle(&mut args, &seen.0);
-        if let Some(span) = permits_span {
-            for (other, why) in [
-                ("keys", "a semaphore has one `key`: write `key = \"...\"`"),
-                ("mode", "a semaphore has no read or write side: drop `mode`"),
-                (
-                    "fair",
-                    "its waiters queue in order inside the process: drop `fair`",
-                ),
-                (
-                    "on_busy",
-                    "a semaphore cannot skip yet: drop `on_busy`, or give `wait` a bound",
-                ),
-                (
-                    "hold_at_least",
-                    "a permit is given back when the body ends: drop `hold_at_least`",
-                ),
-                (
-                    "hold_at_most",
-                    "write `lease = \"...\", watchdog = false` for a permit's hard bound",
-                ),
-            ] {
-                if seen.0.contains(&other) {
-                    args.errors.push(syn::Error::new(
-                        span,
-                        format!("`permits` cannot be combined with `{other}`; {why}"),
-                    ));
-                }
-            }
-        }
-        if let Some(span) = unfenced_span {
-            for (given, other, why) in [
-                (
-                    seen.0.contains(&"keys"),
-                    "keys",
-                    "a lock on several keys has a fencing token per key (`g.fence(\"wallet:1\")`): \
-                     drop `fencing = false`, or lock one `key`",
-                ),
-                (
-                    seen.0.contains(&"permits"),
-                    "permits",
-                    "unfenced permits are not offered (every permit holder gets a fencing \
-                     token, `PermitGuard::fence()`): drop `fencing = false`",
-                ),
-                (
-                    read_span.is_some(),
-                    "mode = \"read\"",
-                    "every reader gets a fencing token that orders it among the writers, and \
-                     unfenced reads are not offered: drop `fencing = false` (or drop `mode = \"read\"` for an \
-                     exclusive lock without a token)",
-                ),
-            ] {
-                if given {
-                    args.errors.push(syn::Error::new(
-                        span,
-                        format!("`fencing = false` cannot be combined with `{other}`; {why}"),
-                    ));
-                }
-            }
-        }
-        // A `key` that is not a string was refused above; "missing" would be a second, wrong error.
-        if !seen.0.contains(&"key") && !seen.0.contains(&"keys") {
-            args.errors.push(syn::Error::new(
-                Span::call_site(),
-                "missing `key`: name the resource this function locks, \
-                 e.g. `#[distributed_lock(key = \"order:<id>\")]` (or several with \
-                 `keys = [\"wallet:<from>\", \"wallet:<to>\"]`)",
-            ));
-        }
+        args.given = seen.0;
+        args.read_span = read_span;
+        args.permits_span = permits_span;
+        args.unfenced_span = unfenced_span;
         Ok(args)
     }
 }

@@ -12,6 +12,7 @@ use syn::{
 
 use crate::args::{Args, OnLost};
 use crate::bindings;
+use crate::build::Take;
 use crate::template::{self, Field, Placeholder, Segment};
 
 /// `#[distributed_lock(args)] item` → the locked function, or `compile_error!`s for every
@@ -30,6 +31,7 @@ fn try_expand(args: TokenStream, item: TokenStream) -> Result<TokenStream, Vec<s
     let mut errors = Vec::new();
     let args = match syn::parse2::<Args>(args) {
         Ok(mut args) => {
+            crate::build::settle(&mut args);
             errors.append(&mut args.errors);
             Some(args)
         }
@@ -157,22 +159,9 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
     let bail = quote_spanned! {err_span=>
         return ::core::result::Result::Err(::core::convert::From::from(__leasehold_error))
     };
-    // The one decision of what is taken: what the lease holds (carried to the store
-    // unchanged) and the guard that holds it. args.rs refused the combinations that are not
-    // here (`fencing = false` with `keys`, `permits` or `mode = "read"`; `permits` with `keys`).
-    let (kind, guard_type) = match (key, args.permits, args.read) {
-        (Keys::One(_), Some(limit), _) => (
-            quote!(Permits { limit: #limit, count: 1 }),
-            quote!(#krate::PermitGuard),
-        ),
-        (Keys::One(_), None, true) => (quote!(Read), quote!(#krate::LockGuard)),
-        // `fencing = false`: a guard without `fence()`, so the body cannot read a token.
-        (Keys::One(_), None, false) if !args.fencing => {
-            (quote!(Exclusive), quote!(#krate::UnfencedGuard))
-        }
-        (Keys::One(_), None, false) => (quote!(Exclusive), quote!(#krate::LockGuard)),
-        (Keys::Many(_), _, _) => (quote!(Exclusive), quote!(#krate::MultiGuard)),
-    };
+    // The one decision of what is taken: what the lease holds and the guard that holds it.
+    let take = Take::of(args);
+    let (kind, guard_type) = (take.kind(), take.guard(krate));
     let guard = args
         .guard
         .as_ref()

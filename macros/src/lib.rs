@@ -7,6 +7,7 @@ use proc_macro::TokenStream;
 
 mod args;
 mod bindings;
+mod build;
 mod expand;
 mod template;
 
