@@ -1,0 +1,284 @@
+//! The locker's etcd lease, its session: granted on first use and again after it ended,
+//! vouched for by acknowledged keep-alives, and its end turned into lost leases.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use etcd_client as etcd;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::calls::{lease_gone, refused_credentials, retry_unsent, MIN_PING_TIMEOUT};
+use super::contenders::Contenders;
+use super::endpoints::Endpoints;
+use super::keeper::Keeper;
+use super::queue::CLEAN_UP_FOR;
+use super::EtcdStore;
+use crate::error::LockError;
+use crate::store::Settings;
+
+/// Asks the lease's keeper for a keep-alive sent from now on; answered once it is
+/// acknowledged, dropped when it is not.
+pub(super) type Beat = oneshot::Sender<()>;
+
+/// The lease of the current session and the way to its keeper.
+pub(super) struct LeaseSession {
+    pub(super) id: i64,
+    pub(super) session: u64,
+    pub(super) beats: mpsc::UnboundedSender<Beat>,
+    /// The send time of the last acknowledged keep-alive (or of the grant).
+    pub(super) acked: Arc<Mutex<Instant>>,
+}
+
+impl EtcdStore {
+    /// Connects and grants a first lease; fails with `Unavailable` when no endpoint answers
+    /// within the connect timeout, with `Config` when etcd refuses the credentials.
+    pub(crate) async fn connect(
+        endpoints: &[String],
+        session_timeout: Duration,
+        settings: &Settings,
+    ) -> Result<Self, LockError> {
+        let parsed = Endpoints::parse(endpoints).map_err(LockError::config)?;
+        let shown = parsed.urls.join(",");
+        let mut options = etcd::ConnectOptions::new()
+            .with_connect_timeout(settings.connect_timeout)
+            .with_require_leader(true)
+            .with_auto_token_refresh(true)
+            // etcd refuses pings more often than every 5 s by default.
+            .with_keep_alive(
+                Duration::from_secs(5),
+                settings.op_timeout.max(MIN_PING_TIMEOUT),
+            );
+        if let Some((user, password)) = &parsed.user {
+            options = options.with_user(user, password);
+        }
+        #[cfg(feature = "tls")]
+        if parsed.tls {
+            options = options.with_tls(etcd::TlsOptions::new().with_native_roots());
+        }
+        let _ = parsed.tls;
+        let limit = settings.connect_timeout;
+        let client =
+            match tokio::time::timeout(limit, etcd::Client::connect(&parsed.urls, Some(options)))
+                .await
+            {
+                Ok(Ok(client)) => client,
+                Ok(Err(e)) if refused_credentials(&e) => {
+                    return Err(LockError::config(format!(
+                        "etcd at {shown} refused the user name or password: {e}"
+                    )))
+                }
+                Ok(Err(e)) => {
+                    return Err(LockError::unavailable(
+                        format!("etcd at {shown} could not be reached: {e}"),
+                        Some(Box::new(e)),
+                    ))
+                }
+                Err(_) => {
+                    return Err(LockError::unavailable(
+                        format!("etcd at {shown} did not answer within {limit:?}"),
+                        None,
+                    ))
+                }
+            };
+        let store = EtcdStore {
+            shown,
+            client,
+            ttl: session_timeout,
+            granted: AtomicI64::new(0),
+            settings: settings.clone(),
+            current: Arc::default(),
+            epoch: Arc::new(watch::channel(0).0),
+            contenders: Arc::default(),
+        };
+        match store.lease().await {
+            Err(LockError::Unavailable { message, .. }) if message.contains("authenticat") => {
+                Err(LockError::config(message))
+            }
+            Err(e) => Err(e),
+            Ok(_) => Ok(store),
+        }
+    }
+
+    /// The lease of the live session, granting a new one when there is none (first use, or
+    /// the last one ended).
+    pub(super) async fn lease(&self) -> Result<(i64, u64), LockError> {
+        let limit = self.settings.connect_timeout;
+        let mut current = match tokio::time::timeout(limit, self.current.lock()).await {
+            Ok(current) => current,
+            Err(_) => return Err(self.late(limit)),
+        };
+        if let Some(c) = current.as_ref() {
+            if !c.beats.is_closed() {
+                return Ok((c.id, c.session));
+            }
+        }
+        let ttl = i64::try_from(self.ttl.as_secs() + u64::from(self.ttl.subsec_nanos() > 0))
+            .unwrap_or(i64::MAX);
+        let sent = Instant::now();
+        let grant = |mut c: etcd::Client| async move { c.lease_grant(ttl, None).await };
+        let granted = match retry_unsent(&self.client, limit, grant).await {
+            Ok(Ok(granted)) => granted,
+            Ok(Err(e)) => return Err(self.unavailable("refused a lease", e)),
+            Err(_) => return Err(self.late(limit)),
+        };
+        self.check_granted(&granted, ttl)?;
+        let session = *self.epoch.borrow();
+        let (beats, requests) = mpsc::unbounded_channel();
+        let acked = Arc::new(Mutex::new(sent));
+        tokio::spawn(
+            Keeper {
+                client: self.client.clone(),
+                id: granted.id(),
+                ttl: self.ttl,
+                op_timeout: self.settings.op_timeout,
+                acked: acked.clone(),
+                ended: Ended {
+                    client: self.client.clone(),
+                    id: granted.id(),
+                    epoch: Arc::downgrade(&self.epoch),
+                    contenders: Arc::downgrade(&self.contenders),
+                    current: Arc::downgrade(&self.current),
+                    session,
+                },
+            }
+            .run(requests),
+        );
+        *current = Some(LeaseSession {
+            id: granted.id(),
+            session,
+            beats,
+            acked,
+        });
+        Ok((granted.id(), session))
+    }
+
+    /// Refuses a lease granted a shorter TTL than asked (the bounds here are the TTL asked for:
+    /// etcd would expire keys the client still trusts), revoking it; says once when etcd
+    /// granted more (its shortest TTL), which only delays the release of a crashed process's
+    /// locks.
+    pub(super) fn check_granted(
+        &self,
+        granted: &etcd::LeaseGrantResponse,
+        asked: i64,
+    ) -> Result<(), LockError> {
+        let ttl = granted.ttl();
+        if u64::try_from(ttl).map_or(true, |secs| Duration::from_secs(secs) < self.ttl) {
+            let (mut client, id) = (self.client.clone(), granted.id());
+            let limit = self.settings.op_timeout;
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(limit, client.lease_revoke(id)).await;
+            });
+            return Err(LockError::config(format!(
+                "etcd at {} granted a lease TTL of {ttl} s, shorter than the {:?} asked: leases \
+                 would be trusted after etcd expired them; give a session_timeout of at most \
+                 {ttl} s",
+                self.shown, self.ttl
+            )));
+        }
+        if ttl > asked && self.granted.swap(ttl, Ordering::AcqRel) != ttl {
+            tracing::info!(
+                asked,
+                granted = ttl,
+                "etcd at {} granted a lease TTL of {ttl} s, above the {asked} s asked (its \
+                 shortest, 1.5 x its election timeout): a crashed process's locks are freed \
+                 only after {ttl} s",
+                self.shown
+            );
+        }
+        Ok(())
+    }
+
+    /// Waits until a keep-alive sent after this call is acknowledged: the lease then lives at
+    /// least a TTL from the call, on etcd's clock. False when that cannot be said in time.
+    pub(super) async fn kept_alive(&self, session: u64) -> bool {
+        let beats = {
+            let current = self.current.lock().await;
+            match current.as_ref() {
+                Some(c) if c.session == session => c.beats.clone(),
+                _ => return false,
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        if beats.send(tx).is_err() {
+            return false;
+        }
+        matches!(
+            tokio::time::timeout(self.settings.op_timeout, rx).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Whether a lock granted over `session` for `lease` from `sent` needs a fresh keep-alive:
+    /// the last acknowledged one keeps the etcd lease only until its send time plus the TTL.
+    pub(super) async fn needs_keep_alive(
+        &self,
+        session: u64,
+        sent: Instant,
+        lease: Duration,
+    ) -> bool {
+        let current = self.current.lock().await;
+        match current.as_ref() {
+            Some(c) if c.session == session => *c.acked.lock().unwrap() + self.ttl < sent + lease,
+            _ => true,
+        }
+    }
+}
+
+/// What to clear when a lease ends.
+pub(super) struct Ended {
+    pub(super) client: etcd::Client,
+    pub(super) id: i64,
+    pub(super) epoch: Weak<watch::Sender<u64>>,
+    pub(super) contenders: Weak<Mutex<Contenders>>,
+    pub(super) current: Weak<tokio::sync::Mutex<Option<LeaseSession>>>,
+    pub(super) session: u64,
+}
+
+impl Ended {
+    /// The lease is over for us: every lease granted over it reads as lost, its keys are
+    /// forgotten, and it is revoked in the background, so that, should it still live at etcd,
+    /// its keys do not stand in any queue (nothing keeps it alive any more, so it would expire
+    /// within a TTL anyway).
+    pub(super) async fn end(&self, why: &str) {
+        if let Some(contenders) = self.contenders.upgrade() {
+            let mut contenders = contenders.lock().unwrap();
+            let session = self.session;
+            contenders.held.retain(|_, c| c.session != session);
+            contenders.waiting.retain(|_, c| c.session != session);
+        }
+        if let Some(epoch) = self.epoch.upgrade() {
+            epoch.send_modify(|n| *n = (*n).max(self.session + 1));
+        }
+        if let Some(current) = self.current.upgrade() {
+            let mut current = current.lock().await;
+            if current.as_ref().is_some_and(|c| c.session == self.session) {
+                *current = None;
+            }
+        }
+        revoke_later(self.client.clone(), self.id);
+        tracing::warn!("the etcd lease ended ({why}): locks held over it count as lost");
+    }
+}
+
+/// Revokes a lease in the background until etcd answers (or says it is gone already).
+pub(super) fn revoke_later(client: etcd::Client, id: i64) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let give_up = Instant::now() + CLEAN_UP_FOR;
+        let mut pause = Duration::from_millis(50);
+        while Instant::now() < give_up {
+            let mut c = client.clone();
+            match tokio::time::timeout(Duration::from_secs(2), c.lease_revoke(id)).await {
+                Ok(Ok(_)) => return,
+                Ok(Err(e)) if lease_gone(&e) => return,
+                _ => {}
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    });
+}

@@ -1,0 +1,77 @@
+//! What ZooKeeper's znodes are called: the lock's container, its contenders' children,
+//! and the order of a queue read from their names.
+
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+
+/// The parent of every lock znode.
+pub(super) const ROOT: &str = "/leasehold";
+
+/// Fences of one znode: `czxid × FENCE_SLOTS + n`.
+pub(super) const FENCE_SLOTS: u64 = 32;
+
+/// The name prefix of contenders' znodes: `n-<tag>-<sequence>`, the tag being the first 16
+/// hex digits of the owner token of the attempt that created it, so that an attempt cancelled
+/// before its answer arrived can still find and delete its znode.
+pub(super) const CHILD: &str = "n-";
+
+/// The name prefix of readers' znodes: `r-<tag>-<sequence>`, in the same queue.
+pub(super) const READER: &str = "r-";
+
+/// The tag of an attempt's znode name.
+pub(super) fn tag(token: &OwnerToken) -> &str {
+    std::str::from_utf8(&token.as_bytes()[..16]).unwrap_or("")
+}
+
+/// The lock's container znode: the lock key with every byte that ZooKeeper paths do not take
+/// as they are percent-encoded (so the name is one path segment, and never `.` or `..`).
+pub(super) fn parent_of(keys: &LockKeys) -> String {
+    let mut name = String::with_capacity(keys.lock().len() + 8);
+    for b in keys.lock().bytes() {
+        if b.is_ascii_alphanumeric() || b"-_:{}".contains(&b) {
+            name.push(b as char);
+        } else {
+            name.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("{ROOT}/{name}")
+}
+
+/// The lock key of a container znode's name (the inverse of [`parent_of`]).
+pub(super) fn lock_key_of(name: &str) -> Option<String> {
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The sequence number the server appended to a child's name (its last ten digits).
+pub(super) fn sequence(child: &str) -> i64 {
+    child
+        .rsplit('-')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(i64::MAX)
+}
+
+pub(super) fn child_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Children in queue order, writers' and readers' alike: by the sequence number the server
+/// appended.
+pub(super) fn in_order(mut children: Vec<String>) -> Vec<String> {
+    children.retain(|c| c.starts_with(CHILD) || c.starts_with(READER));
+    children.sort_by_key(|c| sequence(c));
+    children
+}

@@ -1,0 +1,245 @@
+//! The ZooKeeper session: connected on first use and again after it ended, its granted
+//! timeout read each time, and its end turned into lost leases.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use zookeeper_client as zk;
+
+use super::contend::{Node, Nodes};
+use super::queue::{clean_up, Cleanup};
+use super::ZooKeeperStore;
+use crate::error::LockError;
+use crate::store::Settings;
+
+/// The client of the current session, and the count of sessions that ended.
+pub(super) struct Connection {
+    pub(super) client: zk::Client,
+    pub(super) session: u64,
+}
+
+impl ZooKeeperStore {
+    /// Connects a first session; fails with `Unavailable` when no server answers within the
+    /// connect timeout.
+    pub(crate) async fn connect(
+        hosts: &str,
+        session_timeout: Duration,
+        settings: &Settings,
+    ) -> Result<Self, LockError> {
+        let store = ZooKeeperStore {
+            hosts: hosts.to_owned(),
+            session_timeout,
+            granted: AtomicU64::new(millis(session_timeout)),
+            settings: settings.clone(),
+            current: Arc::default(),
+            epoch: Arc::new(watch::channel(0).0),
+            nodes: Arc::default(),
+        };
+        store.client().await?;
+        Ok(store)
+    }
+
+    pub(super) fn unavailable(&self, what: &str, e: impl std::fmt::Display) -> LockError {
+        LockError::unavailable(format!("zookeeper at {} {what}: {e}", self.hosts), None)
+    }
+
+    pub(super) fn late(&self, limit: Duration) -> LockError {
+        LockError::unavailable(
+            format!(
+                "zookeeper at {} did not answer within {limit:?}",
+                self.hosts
+            ),
+            None,
+        )
+    }
+
+    /// Runs one call with the operation timeout.
+    pub(super) async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, zk::Error>>,
+    ) -> Result<T, LockError> {
+        match tokio::time::timeout(self.settings.op_timeout, call).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.unavailable(what, e)),
+            Err(_) => Err(self.late(self.settings.op_timeout)),
+        }
+    }
+
+    /// The client of the live session, opening a new session when there is none (first use,
+    /// or the last one ended).
+    pub(super) async fn client(&self) -> Result<(zk::Client, u64), LockError> {
+        let limit = self.settings.connect_timeout;
+        let mut current = match tokio::time::timeout(limit, self.current.lock()).await {
+            Ok(current) => current,
+            Err(_) => return Err(self.late(limit)),
+        };
+        if let Some(c) = current.as_ref() {
+            if !c.client.state().is_terminated() {
+                return Ok((c.client.clone(), c.session));
+            }
+        }
+        let connect = zk::Client::connector()
+            .with_session_timeout(self.session_timeout)
+            .with_connection_timeout(limit)
+            .connect(&self.hosts);
+        let client = match tokio::time::timeout(limit, connect).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(self.unavailable("could not be reached", e)),
+            Err(_) => return Err(self.late(limit)),
+        };
+        let session = *self.epoch.borrow();
+        let granted = client.session_timeout();
+        let before = self.granted.swap(millis(granted), Ordering::AcqRel);
+        // Said once per change, not per session: a server's limits rarely change.
+        if millis(granted) != before && granted < self.session_timeout {
+            tracing::warn!(
+                asked = ?self.session_timeout,
+                granted = ?granted,
+                "the zookeeper server granted a session timeout of {granted:?}, below the \
+                 {:?} asked (its maxSessionTimeout): leases are bounded by {granted:?}",
+                self.session_timeout
+            );
+        } else if millis(granted) != before && granted > self.session_timeout {
+            tracing::info!(
+                asked = ?self.session_timeout,
+                granted = ?granted,
+                "the zookeeper server granted a session timeout of {granted:?}, above the \
+                 {:?} asked (its minSessionTimeout): a crashed process's locks are freed only \
+                 after {granted:?}",
+                self.session_timeout
+            );
+        }
+        tokio::spawn(watch_session(
+            client.state_watcher(),
+            Ended {
+                epoch: Arc::downgrade(&self.epoch),
+                nodes: Arc::downgrade(&self.nodes),
+                current: Arc::downgrade(&self.current),
+                session,
+            },
+            granted,
+        ));
+        *current = Some(Connection {
+            client: client.clone(),
+            session,
+        });
+        Ok((client, session))
+    }
+
+    /// Refuses an acquire whose lease is longer than the session it would go over. The lease
+    /// was bounded by [`Store::lease_bound`] when the request was made, but a session that
+    /// opened since may have been granted a shorter timeout (another server, a changed
+    /// `maxSessionTimeout`): the server could then expire the session, and give the lock to
+    /// another, while the client still counts on the lease. Nothing is created; the next
+    /// request made is bounded by this session's timeout.
+    pub(super) fn fits_session(
+        &self,
+        client: &zk::Client,
+        lease: Duration,
+    ) -> Result<(), LockError> {
+        let granted = client.session_timeout();
+        if lease <= granted {
+            return Ok(());
+        }
+        Err(LockError::unavailable(
+            format!(
+                "zookeeper at {} granted this session a timeout of {granted:?}, shorter than \
+                 the lease of {lease:?} this request was made for; try again (a new request is \
+                 bounded by the session)",
+                self.hosts
+            ),
+            None,
+        ))
+    }
+}
+
+/// What to clear when a session ends.
+pub(super) struct Ended {
+    epoch: std::sync::Weak<watch::Sender<u64>>,
+    nodes: std::sync::Weak<Mutex<Nodes>>,
+    current: std::sync::Weak<tokio::sync::Mutex<Option<Connection>>>,
+    session: u64,
+}
+
+impl Ended {
+    /// The session is over for us: every lease granted over it reads as lost, its znodes
+    /// are forgotten, and its client is dropped. Dropping the last handle stops the client
+    /// from reconnecting, so a session we gave up on cannot come back to life and keep its
+    /// znodes: the server expires it and deletes them.
+    pub(super) async fn end(&self, why: &str) {
+        let mut gone = Vec::new();
+        if let Some(nodes) = self.nodes.upgrade() {
+            let mut nodes = nodes.lock().unwrap();
+            let session = self.session;
+            let mut take = |n: &Node| {
+                let ours = n.session == session;
+                if ours {
+                    gone.push(n.clone());
+                }
+                !ours
+            };
+            nodes.held.retain(|_, n| take(n));
+            nodes.waiting.retain(|_, n| take(n));
+        }
+        // Deleted all the same, in case a handle still held elsewhere (a subscription's
+        // task) revives the session: a znode we gave up on must not stay in the queue.
+        for node in gone {
+            clean_up(node.client, Cleanup::Path(node.path));
+        }
+        if let Some(epoch) = self.epoch.upgrade() {
+            epoch.send_modify(|n| *n = (*n).max(self.session + 1));
+        }
+        if let Some(current) = self.current.upgrade() {
+            let mut current = current.lock().await;
+            if current.as_ref().is_some_and(|c| c.session == self.session) {
+                *current = None;
+            }
+        }
+        tracing::warn!("the zookeeper session ended ({why}): leases granted over it count as lost");
+    }
+}
+
+/// Ends the session's leases when it expires or closes, or when it stayed disconnected for
+/// the whole session timeout (the one the server granted it): the server may have expired it
+/// by then, and every lease over it has run out on this process's clock anyway.
+pub(super) async fn watch_session(
+    mut states: zk::StateWatcher,
+    ended: Ended,
+    session_timeout: Duration,
+) {
+    let mut disconnected_since: Option<tokio::time::Instant> = None;
+    loop {
+        let give_up = async {
+            match disconnected_since {
+                Some(t) => tokio::time::sleep_until(t + session_timeout).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            state = states.changed() => {
+                if state.is_terminated() {
+                    ended.end(&format!("{state:?}")).await;
+                    return;
+                }
+                if state == zk::SessionState::Disconnected {
+                    tracing::debug!("disconnected from zookeeper; leases are at risk");
+                    disconnected_since.get_or_insert_with(tokio::time::Instant::now);
+                } else {
+                    disconnected_since = None;
+                }
+            }
+            () = give_up => {
+                ended.end("disconnected for the whole session timeout").await;
+                return;
+            }
+        }
+    }
+}
+
+/// A duration in whole milliseconds, the unit ZooKeeper negotiates timeouts in.
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
