@@ -24,6 +24,8 @@ pub(crate) mod postgres;
 pub(crate) mod redis;
 #[cfg(test)]
 pub(crate) mod scripted;
+#[cfg(any(feature = "zookeeper", feature = "etcd"))]
+mod sequenced;
 mod session;
 mod settings;
 pub(crate) mod token;

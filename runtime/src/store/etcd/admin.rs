@@ -3,14 +3,13 @@
 
 use etcd_client as etcd;
 
-use super::names::{
-    first_by_creation, first_writer, is_reader_key, lock_of, range_of, FENCE_SLOTS, READER,
-};
-use super::EtcdStore;
+use super::names::{first_by_creation, first_writer, is_reader_key, lock_of, range_of, READER};
+use super::Etcd;
 use crate::store::keys::{unescape, LockKeys};
+use crate::store::sequenced::FENCE_SLOTS;
 use crate::store::{Admin, LockState, StoreFuture};
 
-impl Admin for EtcdStore {
+impl Admin for Etcd {
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
             let options = etcd::GetOptions::new()

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use etcd_client as etcd;
 
-use super::EtcdStore;
+use super::Etcd;
 use crate::error::LockError;
 
-impl EtcdStore {
+impl Etcd {
     pub(super) fn unavailable(&self, what: &str, e: etcd::Error) -> LockError {
         LockError::unavailable(
             format!("etcd at {} {what}: {e}", self.shown),

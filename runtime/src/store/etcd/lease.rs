@@ -10,13 +10,33 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::calls::{lease_gone, refused_credentials, retry_unsent, MIN_PING_TIMEOUT};
-use super::contenders::Contenders;
+use super::cleanup::CLEAN_UP_FOR;
 use super::endpoints::Endpoints;
 use super::keeper::Keeper;
-use super::queue::CLEAN_UP_FOR;
-use super::EtcdStore;
 use crate::error::LockError;
+use crate::store::sequenced::{Contenders, WeakContenders};
 use crate::store::Settings;
+
+/// The etcd driver of the recipe: the lease its keys are attached to, and the client.
+pub(crate) struct Etcd {
+    /// The endpoints without credentials, for messages.
+    pub(super) shown: String,
+    pub(super) client: etcd::Client,
+    /// The TTL asked for: every bound of a session (see the module's docs).
+    pub(super) ttl: Duration,
+    /// The TTL etcd granted the latest lease, in seconds (0 before the first): told once when
+    /// it differs from the one asked.
+    pub(super) granted: AtomicI64,
+    pub(super) settings: Settings,
+    pub(super) current: Arc<tokio::sync::Mutex<Option<LeaseSession>>>,
+    /// Bumped each time a lease ends (expired, given up): its keys are gone or going.
+    pub(super) epoch: Arc<watch::Sender<u64>>,
+    /// The recipe's contenders: a session's are forgotten when it ends, and the orphan sweep
+    /// leaves the ones it knows alone.
+    pub(super) contenders: Contenders<i64>,
+    /// The session whose lease is being swept for orphans, if any.
+    pub(super) swept: Mutex<Option<u64>>,
+}
 
 /// Asks the lease's keeper for a keep-alive sent from now on; answered once it is
 /// acknowledged, dropped when it is not.
@@ -31,13 +51,15 @@ pub(super) struct LeaseSession {
     pub(super) acked: Arc<Mutex<Instant>>,
 }
 
-impl EtcdStore {
+impl Etcd {
     /// Connects and grants a first lease; fails with `Unavailable` when no endpoint answers
     /// within the connect timeout, with `Config` when etcd refuses the credentials.
-    pub(crate) async fn connect(
+    pub(super) async fn connect(
         endpoints: &[String],
         session_timeout: Duration,
         settings: &Settings,
+        contenders: Contenders<i64>,
+        epoch: Arc<watch::Sender<u64>>,
     ) -> Result<Self, LockError> {
         let parsed = Endpoints::parse(endpoints).map_err(LockError::config)?;
         let shown = parsed.urls.join(",");
@@ -82,15 +104,16 @@ impl EtcdStore {
                     ))
                 }
             };
-        let store = EtcdStore {
+        let store = Etcd {
             shown,
             client,
             ttl: session_timeout,
             granted: AtomicI64::new(0),
             settings: settings.clone(),
             current: Arc::default(),
-            epoch: Arc::new(watch::channel(0).0),
-            contenders: Arc::default(),
+            epoch,
+            contenders,
+            swept: Mutex::new(None),
         };
         match store.lease().await {
             Err(LockError::Unavailable { message, .. }) if message.contains("authenticat") => {
@@ -138,7 +161,7 @@ impl EtcdStore {
                     client: self.client.clone(),
                     id: granted.id(),
                     epoch: Arc::downgrade(&self.epoch),
-                    contenders: Arc::downgrade(&self.contenders),
+                    contenders: self.contenders.downgrade(),
                     current: Arc::downgrade(&self.current),
                     session,
                 },
@@ -231,7 +254,7 @@ pub(super) struct Ended {
     pub(super) client: etcd::Client,
     pub(super) id: i64,
     pub(super) epoch: Weak<watch::Sender<u64>>,
-    pub(super) contenders: Weak<Mutex<Contenders>>,
+    pub(super) contenders: WeakContenders<i64>,
     pub(super) current: Weak<tokio::sync::Mutex<Option<LeaseSession>>>,
     pub(super) session: u64,
 }
@@ -243,10 +266,7 @@ impl Ended {
     /// within a TTL anyway).
     pub(super) async fn end(&self, why: &str) {
         if let Some(contenders) = self.contenders.upgrade() {
-            let mut contenders = contenders.lock().unwrap();
-            let session = self.session;
-            contenders.held.retain(|_, c| c.session != session);
-            contenders.waiting.retain(|_, c| c.session != session);
+            contenders.forget_session(self.session);
         }
         if let Some(epoch) = self.epoch.upgrade() {
             epoch.send_modify(|n| *n = (*n).max(self.session + 1));

@@ -1,6 +1,6 @@
-//! The etcd engine: each contender is a key attached to this process's etcd lease, the key
-//! with the lowest create revision holds the lock, and every other contender watches only the
-//! deletion of the key just ahead of it.
+//! The etcd engine: the sequential-contender recipe (`store::sequenced`) over keys attached
+//! to this process's etcd lease. The key with the lowest create revision holds the lock, and
+//! every other contender watches only the deletion of the key just ahead of it.
 //!
 //! A lock `K` is the key range `P:lock:{K}/`; an acquisition puts `P:lock:{K}/<tag>` (the tag
 //! being the first 16 hex digits of its owner token) with the lease, in one transaction with
@@ -18,7 +18,7 @@
 //! between the grant and the put; it would buy nothing the client's clock does not already
 //! give, since the lock's validity is judged here anyway. A crashed process frees all its
 //! locks after one TTL, as it would on ZooKeeper. The price: a lease is at most the TTL (see
-//! [`Store::lease_bound`]), and the watchdog renews it.
+//! [`Capabilities`](crate::Capabilities)), and the watchdog renews it.
 //!
 //! **The TTL is the one asked for, never more than etcd's.** etcd grants at least the TTL asked
 //! for: its shortest is `1.5 × --election-timeout` in whole seconds, and a shorter request gets
@@ -34,9 +34,10 @@
 //! parallel), and then is good for `lease − margin` from its send time, `lease` being at most
 //! the TTL. A put does not refresh an etcd lease; without that keep-alive a lock taken late in
 //! a keep-alive period could outlive the lease in the client's eyes. When no keep-alive was
-//! acknowledged for a whole TTL, or etcd says the lease is gone, the session ends: [`Session`]
-//! moves on (every lease granted over it reads as lost at once), the lease is revoked in the
-//! background (its keys go with it, should it still live), and the next call grants a new one.
+//! acknowledged for a whole TTL, or etcd says the lease is gone, the session ends:
+//! [`Session`](crate::store::Session) moves on (every lease granted over it reads as lost at
+//! once), the lease is revoked in the background (its keys go with it, should it still live),
+//! and the next call grants a new one.
 //!
 //! **Fences.** A key's create revision is the cluster's revision at its creation: global,
 //! strictly increasing with every write, and kept across restarts and leader changes. The
@@ -65,40 +66,44 @@
 //!
 //! **Cleanup.** A release deletes the key only while its create revision is ours (a
 //! transaction), so a lock deleted by an operator and taken by another is never touched. A
-//! contender that stops waiting deletes its key (see [`Store::withdraw`]); an attempt
-//! abandoned before its answer came deletes the key it may have created (its tag names it); a
-//! delete whose outcome is unknown (failover, partition) is tried again in the background
-//! until etcd answers or the session ends. A key has no TTL of its own: left behind, it would
-//! stand in the queue as long as this process keeps its lease alive.
+//! contender that stops waiting deletes its key (see
+//! [`Store::withdraw`](crate::store::Store::withdraw)); an attempt abandoned before its answer
+//! came deletes the key it may have created (its tag names it); a delete whose outcome is
+//! unknown (failover, partition) is tried again in the background until etcd answers or the
+//! session ends. A key has no TTL of its own: left behind, it would stand in the queue as long
+//! as this process keeps its lease alive.
 //!
 //! **Orphans.** The deletions of an abandoned attempt (at once, and again 2 × `op_timeout`
 //! later) cannot catch a put that lands after both, for example one held up at another member
 //! or in the network: attached to this process's lease, such a key would stand first in the
 //! queue for the locker's lifetime. So once an attempt of a session was abandoned, the locker
-//! sweeps that session's lease every [`ORPHAN_SWEEP`] (2 s) until the session ends: it lists
-//! the keys attached to the lease (one `LeaseTimeToLive` call) and deletes every contender key
-//! that none of its attempts in flight, waiters or holders knows (a transaction that checks
-//! the key is still on our lease). An attempt's key is known from before its put is sent
-//! until it is recorded as waiting or held, and a held key until its release's delete is
-//! answered, so the sweep never takes a live key (nor one under release, whose release would
-//! then report `Lost`). Bound: a key of an abandoned attempt that lands late is deleted
-//! within `ORPHAN_SWEEP` + `op_timeout` of landing (longer only while etcd does not answer),
-//! or with the lease when the session ends; a locker that never abandoned an attempt never
-//! sweeps.
+//! sweeps that session's lease every [`ORPHAN_SWEEP`](sweep::ORPHAN_SWEEP) (2 s) until the
+//! session ends: it lists the keys attached to the lease (one `LeaseTimeToLive` call) and
+//! deletes every contender key that none of its attempts in flight, waiters or holders knows (a
+//! transaction that checks the key is still on our lease). An attempt's key is known from
+//! before its put is sent until it is recorded as waiting or held, and a held key until its
+//! release's delete is answered, so the sweep never takes a live key (nor one under release,
+//! whose release would then report `Lost`). Bound: a key of an abandoned attempt that lands
+//! late is deleted within `ORPHAN_SWEEP` + `op_timeout` of landing (longer only while etcd does
+//! not answer), or with the lease when the session ends; a locker that never abandoned an
+//! attempt never sweeps.
 
 mod admin;
 mod calls;
-mod contend;
-mod contenders;
+mod cleanup;
+mod driver;
 mod endpoints;
 mod keeper;
 mod lease;
 mod names;
-mod queue;
+mod reader;
 mod store;
 mod sweep;
 #[cfg(test)]
 mod tests;
+mod watch;
+mod writer;
 
 pub(crate) use endpoints::Endpoints;
+pub(crate) use lease::Etcd;
 pub(crate) use store::EtcdStore;

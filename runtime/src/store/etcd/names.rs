@@ -4,15 +4,8 @@
 use etcd_client as etcd;
 
 use crate::store::keys::LockKeys;
+use crate::store::sequenced::tag;
 use crate::store::token::OwnerToken;
-
-/// Fences of one key: `create revision × FENCE_SLOTS + n`.
-pub(super) const FENCE_SLOTS: u64 = 32;
-
-/// The tag of an attempt's key: the first 16 hex digits of its owner token.
-pub(super) fn tag(token: &OwnerToken) -> &str {
-    std::str::from_utf8(&token.as_bytes()[..16]).unwrap_or("")
-}
 
 /// The range of one lock's contenders: `P:lock:{K}/`. The escaped key has no braces, so no
 /// other lock's range starts with this one.
@@ -20,7 +13,7 @@ pub(super) fn range_of(keys: &LockKeys) -> String {
     format!("{}/", keys.lock())
 }
 
-/// The key of one attempt.
+/// The key of one writer's attempt: its tag names it (see [`tag`]).
 pub(super) fn key_of(keys: &LockKeys, token: &OwnerToken) -> String {
     format!("{}{}", range_of(keys), tag(token))
 }

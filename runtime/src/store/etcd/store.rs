@@ -1,51 +1,131 @@
-//! The etcd engine behind the store boundary: what it is made of, and the calls of
-//! [`Store`] it answers.
+//! The etcd engine behind the store boundary: the recipe over etcd's driver, and what only
+//! this engine answers (its lease, renewals vouched for by keep-alives).
 
-use std::sync::atomic::AtomicI64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client as etcd;
 use tokio::sync::watch;
 
-use super::contenders::Contenders;
-use super::lease::LeaseSession;
-use super::names::{key_of, reader_key_of};
+use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
+use crate::store::sequenced::{Contender, Contenders, Driver, Role, Sequenced};
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Renewal, Renewed, Session, Settings, Store, StoreFuture,
-    WakeSubscription,
+    AcquireRequest, Admin, Attempt, Capabilities, Engine, Renewal, Renewed, Session, Settings,
+    Store, StoreFuture, WakeSubscription,
 };
 
-pub(crate) struct EtcdStore {
-    /// The endpoints without credentials, for messages.
-    pub(super) shown: String,
-    pub(super) client: etcd::Client,
-    /// The TTL asked for: every bound of a session (see the module's docs).
-    pub(super) ttl: Duration,
-    /// The TTL etcd granted the latest lease, in seconds (0 before the first): told once when
-    /// it differs from the one asked.
-    pub(super) granted: AtomicI64,
-    pub(super) settings: Settings,
-    pub(super) current: Arc<tokio::sync::Mutex<Option<LeaseSession>>>,
-    /// Bumped each time a lease ends (expired, given up): its keys are gone or going.
-    pub(super) epoch: Arc<watch::Sender<u64>>,
-    pub(super) contenders: Arc<Mutex<Contenders>>,
+/// How many reads one renewal transaction carries (etcd refuses more than 128 by default).
+const RENEW_CHUNK: usize = 64;
+
+/// The etcd engine: the sequential-contender recipe over etcd's driver.
+pub(crate) type EtcdStore = Sequenced<Etcd>;
+
+impl Sequenced<Etcd> {
+    /// Connects and grants a first lease; fails with `Unavailable` when no endpoint answers
+    /// within the connect timeout, with `Config` when etcd refuses the credentials.
+    pub(crate) async fn connect(
+        endpoints: &[String],
+        session_timeout: Duration,
+        settings: &Settings,
+    ) -> Result<Self, LockError> {
+        let contenders = Contenders::default();
+        let epoch = Arc::new(watch::channel(0).0);
+        let driver = Etcd::connect(
+            endpoints,
+            session_timeout,
+            settings,
+            contenders.clone(),
+            epoch.clone(),
+        )
+        .await?;
+        Ok(Sequenced::new(driver, contenders, epoch))
+    }
+
+    /// A lease is renewed when its key is still ours and a keep-alive sent with the check was
+    /// acknowledged: a put does not refresh an etcd lease, a keep-alive does.
+    async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let session = {
+            let current = self.driver.current.lock().await;
+            current
+                .as_ref()
+                .filter(|c| !c.beats.is_closed())
+                .map(|c| c.session)
+        };
+        let mine: Vec<Option<Contender<i64>>> = self
+            .contenders
+            .held(batch.iter().map(|r| r.token))
+            .into_iter()
+            .map(|c| c.filter(|c| Some(c.session) == session))
+            .collect();
+        let Some(session) = session else {
+            return Ok(vec![Renewed::No; batch.len()]);
+        };
+        let present: Vec<&Contender<i64>> = mine.iter().flatten().collect();
+        let reads = async {
+            let mut found = Vec::with_capacity(present.len());
+            for chunk in present.chunks(RENEW_CHUNK) {
+                let txn = etcd::Txn::new().and_then(
+                    chunk
+                        .iter()
+                        .map(|c| {
+                            etcd::TxnOp::get(
+                                c.name.clone(),
+                                Some(etcd::GetOptions::new().with_keys_only()),
+                            )
+                        })
+                        .collect::<Vec<_>>(),
+                );
+                let answer = self
+                    .driver
+                    .bounded("refused a read", |mut c| {
+                        let txn = txn.clone();
+                        async move { c.txn(txn).await }
+                    })
+                    .await?;
+                for (c, r) in chunk.iter().zip(answer.op_responses()) {
+                    let ours = match r {
+                        etcd::TxnOpResponse::Get(get) => get
+                            .kvs()
+                            .first()
+                            .is_some_and(|kv| kv.create_revision() == c.order),
+                        _ => false,
+                    };
+                    found.push(ours);
+                }
+            }
+            Ok::<_, LockError>(found)
+        };
+        let (found, alive) = tokio::join!(reads, self.driver.kept_alive(session));
+        let found = found?;
+        let mut found = found.into_iter();
+        Ok(mine
+            .iter()
+            .map(|c| match c {
+                None => Renewed::No,
+                Some(_) => match found.next() {
+                    Some(false) => Renewed::No,
+                    Some(true) if alive => Renewed::Yes,
+                    _ => Renewed::Unknown,
+                },
+            })
+            .collect())
+    }
 }
 
-impl Store for EtcdStore {
+impl Store for Sequenced<Etcd> {
     fn describe(&self) -> String {
-        format!("etcd at {}", self.shown)
+        self.driver.describe()
     }
 
     fn session(&self) -> Option<Session> {
-        Some(Session::current(&self.epoch))
+        Some(self.current_session())
     }
 
-    fn capabilities(&self) -> crate::store::Capabilities {
-        crate::store::Engine::Etcd.capabilities(self.ttl)
+    fn capabilities(&self) -> Capabilities {
+        Engine::Etcd.capabilities(self.driver.ttl)
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
@@ -53,7 +133,7 @@ impl Store for EtcdStore {
     }
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, key_of))
+        Box::pin(self.release_once(keys, token, Role::Writer))
     }
 
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
@@ -65,7 +145,7 @@ impl Store for EtcdStore {
         keys: &'a LockKeys,
         token: &'a OwnerToken,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, reader_key_of))
+        Box::pin(self.release_once(keys, token, Role::Reader))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -77,12 +157,10 @@ impl Store for EtcdStore {
     }
 
     fn withdraw(&self, keys: &LockKeys) {
-        if let Some(contender) = self.forget_waiting(keys.lock()) {
-            self.delete_later(contender);
-        }
+        self.withdraw_waiting(keys);
     }
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(self)
+        Ok(&self.driver)
     }
 }

@@ -1,31 +1,31 @@
 //! The orphan sweep: once an attempt of a session was abandoned, the session's lease is
 //! listed every two seconds, and contender keys nobody here knows are deleted.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use etcd_client as etcd;
 
-use super::contenders::Contenders;
 use super::lease::LeaseSession;
 use super::names::lock_of;
-use super::EtcdStore;
+use super::Etcd;
+use crate::store::sequenced::WeakContenders;
 
 /// How often a session's lease is swept for keys of abandoned attempts that landed late (see
 /// "Orphans" in the module docs).
 pub(super) const ORPHAN_SWEEP: Duration = Duration::from_secs(2);
 
-impl EtcdStore {
+impl Etcd {
     /// Starts sweeping the current session's lease for orphans (see "Orphans" in the module
     /// docs), unless it is swept already; the sweep goes on until the session ends.
     pub(super) fn sweep_orphans(&self) {
         let session = *self.epoch.borrow();
         {
-            let mut contenders = self.contenders.lock().unwrap();
-            if contenders.swept == Some(session) {
+            let mut swept = self.swept.lock().unwrap();
+            if *swept == Some(session) {
                 return;
             }
-            contenders.swept = Some(session);
+            *swept = Some(session);
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return; // no runtime: no keep-alives either, the lease expires with its keys
@@ -33,7 +33,7 @@ impl EtcdStore {
         runtime.spawn(sweep(
             self.client.clone(),
             Arc::downgrade(&self.current),
-            Arc::downgrade(&self.contenders),
+            self.contenders.downgrade(),
             session,
             self.settings.op_timeout,
         ));
@@ -46,7 +46,7 @@ impl EtcdStore {
 pub(super) async fn sweep(
     client: etcd::Client,
     current: Weak<tokio::sync::Mutex<Option<LeaseSession>>>,
-    contenders: Weak<Mutex<Contenders>>,
+    contenders: WeakContenders<i64>,
     session: u64,
     op_timeout: Duration,
 ) {
@@ -75,7 +75,6 @@ pub(super) async fn sweep(
             let Some(contenders) = contenders.upgrade() else {
                 return;
             };
-            let contenders = contenders.lock().unwrap();
             attached
                 .keys()
                 .iter()

@@ -1,40 +1,38 @@
 //! Unit tests of the etcd engine's pure parts: endpoints, key names, and the bookkeeping the
 //! orphan sweep relies on.
 
-use std::sync::{Arc, Mutex};
-
-use super::contenders::{take_for_release, Contender, Contenders};
 use super::endpoints::Endpoints;
 use super::names::{key_of, lock_of, range_of};
 use crate::store::keys::LockKeys;
+use crate::store::sequenced::{Contender, Contenders};
 use crate::store::token::OwnerToken;
 
 /// Found by the differential test (issue 28): a key under release stays known to the
 /// orphan sweep until the release's delete is answered.
 #[test]
 fn a_key_under_release_stays_known_to_the_sweep_until_the_delete_is_answered() {
-    let contenders = Arc::new(Mutex::new(Contenders::default()));
+    let contenders = Contenders::default();
     let token = OwnerToken::generate();
     let key = "p:lock:{k}/0123456789abcdef".to_owned();
-    contenders.lock().unwrap().held.insert(
-        token.clone(),
+    contenders.hold_alone(
+        &token,
         Contender {
-            key: key.clone(),
-            revision: 7,
+            name: key.clone(),
+            order: 7,
             session: 1,
-            lease: 1,
+            via: 1_i64,
         },
     );
-    let (mine, releasing) = take_for_release(&contenders, &token).expect("held");
-    assert_eq!(mine.key, key);
-    assert!(contenders.lock().unwrap().held.is_empty());
+    let (mine, releasing) = contenders.take_for_release(&token).expect("held");
+    assert_eq!(mine.name, key);
+    assert!(contenders.held([&token])[0].is_none());
     assert!(
-        contenders.lock().unwrap().knows(&key),
+        contenders.knows(&key),
         "a sweep now would take the key under release for an orphan"
     );
     drop(releasing);
-    assert!(!contenders.lock().unwrap().knows(&key));
-    assert!(take_for_release(&contenders, &token).is_none());
+    assert!(!contenders.knows(&key));
+    assert!(contenders.take_for_release(&token).is_none());
 }
 
 fn parse(list: &[&str]) -> Result<Endpoints, String> {

@@ -3,12 +3,13 @@
 
 use zookeeper_client as zk;
 
-use super::names::{lock_key_of, parent_of, CHILD, FENCE_SLOTS, READER, ROOT};
-use super::ZooKeeperStore;
+use super::names::{lock_key_of, parent_of, CHILD, READER, ROOT};
+use super::ZooKeeper;
 use crate::store::keys::{unescape, LockKeys};
+use crate::store::sequenced::FENCE_SLOTS;
 use crate::store::{Admin, LockState, StoreFuture};
 
-impl Admin for ZooKeeperStore {
+impl Admin for ZooKeeper {
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
             let (client, _) = self.client().await?;

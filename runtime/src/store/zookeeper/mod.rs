@@ -1,4 +1,5 @@
-//! The ZooKeeper engine: the lock recipe of ephemeral sequential znodes.
+//! The ZooKeeper engine: the sequential-contender recipe (`store::sequenced`) over ephemeral
+//! sequential znodes, with the session as the lease.
 //!
 //! A lock `K` is a container znode `/leasehold/<K encoded>`; each acquisition creates an
 //! ephemeral sequential child `n-<seq>` under it, and the lowest sequence holds the lock.
@@ -6,21 +7,21 @@
 //! first served across processes by construction. Inside one process, waiters of a key queue
 //! locally as on every engine, and only the one at the front has a znode.
 //!
-//! **The session is the lease.** Ephemeral znodes vanish when the ZooKeeper session expires,
-//! so a crashed holder frees its locks after the session timeout. While connected, a renewal
+//! **The session is the lease.** Ephemeral znodes vanish when the ZooKeeper session expires, so
+//! a crashed holder frees its locks after the session timeout. While connected, a renewal
 //! proves the session and the znode alive; while disconnected it cannot, and the lease is
 //! judged on this process's monotonic clock like every lease: lost once its validity passed
 //! without a successful renewal. A lease is therefore never longer than the session timeout
-//! (see [`Store::lease_bound`]): the server cannot expire the session before the client
-//! stops trusting it. An expired session bumps [`Session`], which every lease granted over it
-//! reads as lost at once, and the next call opens a new session.
+//! (see [`Capabilities`](crate::Capabilities)): the server cannot expire the session before the
+//! client stops trusting it. An expired session bumps [`Session`](crate::store::Session), which
+//! every lease granted over it reads as lost at once, and the next call opens a new session.
 //!
 //! **The session timeout is the server's.** A server grants the timeout asked for only within
 //! its `minSessionTimeout ..= maxSessionTimeout` (by default 2 to 20 ticks), so the timeout
 //! every bound is taken from is the one each session negotiated, read again on every new
 //! session: the lease bound, the disconnected give-up time, and the check that refuses an
 //! acquire asking for a longer lease than the session it would go over (see
-//! [`ZooKeeperStore::fits_session`]).
+//! `ZooKeeper::fits_session`).
 //!
 //! **Fences.** A znode's creation zxid (`czxid`) is global, strictly increasing across every
 //! write of the ensemble, and survives restarts and leader changes; sequence numbers do not
@@ -32,28 +33,33 @@
 //! **Read locks.** A reader's znode is `r-<tag>-<sequence>` in the same queue (sequence numbers
 //! are the container's, shared by both kinds). A reader holds the lock when no writer's znode
 //! (`n-`) is ahead of its own; a writer only when its znode is the first of all, readers
-//! included. So readers share, a writer waits for the readers ahead of it, and a waiting
-//! writer holds back every reader that comes after it (no writer starvation). A reader that
-//! cannot get in deletes its znode at once and waits, without a znode, for the deletion of
-//! the last writer's znode ahead: a reader never stands in the queue while it waits, so a
-//! reader that stops waiting leaves nothing behind. Each reader's znode is its own lease: it
-//! goes with its release, with the locker giving a lapsed lease back, or with the session.
-//! Each writer's znode is created in one transaction with a record of its fences in the
-//! container's data; a reader's fence is the top of the fences of the last writer before it,
-//! taken from that record (see [`reader_fence`] for when it is not): at or above every fence a
+//! included. So readers share, a writer waits for the readers ahead of it, and a waiting writer
+//! holds back every reader that comes after it (no writer starvation). A reader that cannot get
+//! in deletes its znode at once and waits, without a znode, for the deletion of the last
+//! writer's znode ahead: a reader never stands in the queue while it waits, so a reader that
+//! stops waiting leaves nothing behind. Each reader's znode is its own lease: it goes with its
+//! release, with the locker giving a lapsed lease back, or with the session. Each writer's
+//! znode is created in one transaction with a record of its fences in the container's data; a
+//! reader's fence is the top of the fences of the last writer before it, taken from that record
+//! (see [`reader_fence`](driver::reader_fence) for when it is not): at or above every fence a
 //! writer of the key was given before the reader, below every fence of the writers after.
 //!
 //! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
-//! gone); a contender that stops waiting deletes its znode (see [`Store::withdraw`]); a
-//! crashed client's znodes vanish with its session.
+//! gone); a contender that stops waiting deletes its znode (see
+//! [`Store::withdraw`](crate::store::Store::withdraw)); a crashed client's znodes vanish with
+//! its session; the znodes of a session this process gave up on are deleted all the same, in
+//! case the session comes back to life.
 
 mod admin;
-mod contend;
+mod cleanup;
+mod driver;
 mod names;
-mod queue;
 mod session;
 mod store;
 #[cfg(test)]
 mod tests;
+mod watch;
+mod znodes;
 
+pub(crate) use session::ZooKeeper;
 pub(crate) use store::ZooKeeperStore;

@@ -2,26 +2,17 @@
 //! and the order of a queue read from their names.
 
 use crate::store::keys::LockKeys;
-use crate::store::token::OwnerToken;
 
 /// The parent of every lock znode.
 pub(super) const ROOT: &str = "/leasehold";
 
-/// Fences of one znode: `czxid × FENCE_SLOTS + n`.
-pub(super) const FENCE_SLOTS: u64 = 32;
-
-/// The name prefix of contenders' znodes: `n-<tag>-<sequence>`, the tag being the first 16
-/// hex digits of the owner token of the attempt that created it, so that an attempt cancelled
-/// before its answer arrived can still find and delete its znode.
+/// The name prefix of writers' znodes: `n-<tag>-<sequence>`, the tag being the attempt's
+/// ([`tag`](crate::store::sequenced::tag)), so that an attempt cancelled before its answer
+/// arrived can still find and delete its znode.
 pub(super) const CHILD: &str = "n-";
 
 /// The name prefix of readers' znodes: `r-<tag>-<sequence>`, in the same queue.
 pub(super) const READER: &str = "r-";
-
-/// The tag of an attempt's znode name.
-pub(super) fn tag(token: &OwnerToken) -> &str {
-    std::str::from_utf8(&token.as_bytes()[..16]).unwrap_or("")
-}
 
 /// The lock's container znode: the lock key with every byte that ZooKeeper paths do not take
 /// as they are percent-encoded (so the name is one path segment, and never `.` or `..`).

@@ -2,17 +2,33 @@
 //! timeout read each time, and its end turned into lost leases.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use zookeeper_client as zk;
 
-use super::contend::{Node, Nodes};
-use super::queue::{clean_up, Cleanup};
-use super::ZooKeeperStore;
+use super::cleanup::{clean_up, Cleanup};
 use crate::error::LockError;
+use crate::store::sequenced::{Contenders, WeakContenders};
 use crate::store::Settings;
+
+/// The ZooKeeper driver of the recipe: the session its znodes live in, and how to reach the
+/// ensemble.
+pub(crate) struct ZooKeeper {
+    pub(super) hosts: String,
+    /// The session timeout asked for; the server may grant another (see `granted`).
+    pub(super) session_timeout: Duration,
+    /// The session timeout the server granted the latest session, in milliseconds (the unit
+    /// ZooKeeper negotiates in): the lease bound. The asked one until a first session opened.
+    pub(super) granted: AtomicU64,
+    pub(super) settings: Settings,
+    pub(super) current: Arc<tokio::sync::Mutex<Option<Connection>>>,
+    /// Bumped each time a session ends (expired, closed): its ephemeral znodes are gone.
+    pub(super) epoch: Arc<watch::Sender<u64>>,
+    /// The recipe's contenders: a session's are forgotten (and deleted) when it ends.
+    pub(super) contenders: Contenders<zk::Client>,
+}
 
 /// The client of the current session, and the count of sessions that ended.
 pub(super) struct Connection {
@@ -20,25 +36,24 @@ pub(super) struct Connection {
     pub(super) session: u64,
 }
 
-impl ZooKeeperStore {
-    /// Connects a first session; fails with `Unavailable` when no server answers within the
-    /// connect timeout.
-    pub(crate) async fn connect(
+impl ZooKeeper {
+    /// The driver for `hosts`, with no session yet.
+    pub(super) fn new(
         hosts: &str,
         session_timeout: Duration,
         settings: &Settings,
-    ) -> Result<Self, LockError> {
-        let store = ZooKeeperStore {
+        contenders: Contenders<zk::Client>,
+        epoch: Arc<watch::Sender<u64>>,
+    ) -> Self {
+        ZooKeeper {
             hosts: hosts.to_owned(),
             session_timeout,
             granted: AtomicU64::new(millis(session_timeout)),
             settings: settings.clone(),
             current: Arc::default(),
-            epoch: Arc::new(watch::channel(0).0),
-            nodes: Arc::default(),
-        };
-        store.client().await?;
-        Ok(store)
+            epoch,
+            contenders,
+        }
     }
 
     pub(super) fn unavailable(&self, what: &str, e: impl std::fmt::Display) -> LockError {
@@ -116,7 +131,7 @@ impl ZooKeeperStore {
             client.state_watcher(),
             Ended {
                 epoch: Arc::downgrade(&self.epoch),
-                nodes: Arc::downgrade(&self.nodes),
+                contenders: self.contenders.downgrade(),
                 current: Arc::downgrade(&self.current),
                 session,
             },
@@ -130,7 +145,7 @@ impl ZooKeeperStore {
     }
 
     /// Refuses an acquire whose lease is longer than the session it would go over. The lease
-    /// was bounded by [`Store::lease_bound`] when the request was made, but a session that
+    /// was bounded by the engine's lease bound when the request was made, but a session that
     /// opened since may have been granted a shorter timeout (another server, a changed
     /// `maxSessionTimeout`): the server could then expire the session, and give the lock to
     /// another, while the client still counts on the lease. Nothing is created; the next
@@ -158,9 +173,9 @@ impl ZooKeeperStore {
 
 /// What to clear when a session ends.
 pub(super) struct Ended {
-    epoch: std::sync::Weak<watch::Sender<u64>>,
-    nodes: std::sync::Weak<Mutex<Nodes>>,
-    current: std::sync::Weak<tokio::sync::Mutex<Option<Connection>>>,
+    epoch: Weak<watch::Sender<u64>>,
+    contenders: WeakContenders<zk::Client>,
+    current: Weak<tokio::sync::Mutex<Option<Connection>>>,
     session: u64,
 }
 
@@ -170,24 +185,14 @@ impl Ended {
     /// from reconnecting, so a session we gave up on cannot come back to life and keep its
     /// znodes: the server expires it and deletes them.
     pub(super) async fn end(&self, why: &str) {
-        let mut gone = Vec::new();
-        if let Some(nodes) = self.nodes.upgrade() {
-            let mut nodes = nodes.lock().unwrap();
-            let session = self.session;
-            let mut take = |n: &Node| {
-                let ours = n.session == session;
-                if ours {
-                    gone.push(n.clone());
-                }
-                !ours
-            };
-            nodes.held.retain(|_, n| take(n));
-            nodes.waiting.retain(|_, n| take(n));
-        }
+        let gone = match self.contenders.upgrade() {
+            Some(contenders) => contenders.forget_session(self.session),
+            None => Vec::new(),
+        };
         // Deleted all the same, in case a handle still held elsewhere (a subscription's
         // task) revives the session: a znode we gave up on must not stay in the queue.
         for node in gone {
-            clean_up(node.client, Cleanup::Path(node.path));
+            clean_up(node.via, Cleanup::Path(node.name));
         }
         if let Some(epoch) = self.epoch.upgrade() {
             epoch.send_modify(|n| *n = (*n).max(self.session + 1));

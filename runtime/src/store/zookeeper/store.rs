@@ -1,52 +1,91 @@
-//! The ZooKeeper engine behind the store boundary: what it is made of, and the calls of
-//! [`Store`] it answers.
+//! The ZooKeeper engine behind the store boundary: the recipe over ZooKeeper's driver, and
+//! what only this engine answers (its session, its lease bound, renewals).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use zookeeper_client as zk;
 
-use super::contend::Nodes;
-use super::names::{CHILD, READER};
-use super::session::Connection;
+use super::ZooKeeper;
 use crate::error::LockError;
+use crate::store::join_all;
 use crate::store::keys::LockKeys;
+use crate::store::sequenced::{Contenders, Driver, Role, Sequenced};
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Renewal, Renewed, Session, Settings, Store, StoreFuture,
-    WakeSubscription,
+    AcquireRequest, Admin, Attempt, Capabilities, Engine, Renewal, Renewed, Session, Settings,
+    Store, StoreFuture, WakeSubscription,
 };
 
-pub(crate) struct ZooKeeperStore {
-    pub(super) hosts: String,
-    /// The session timeout asked for; the server may grant another (see `granted`).
-    pub(super) session_timeout: Duration,
-    /// The session timeout the server granted the latest session, in milliseconds (the unit
-    /// ZooKeeper negotiates in): the lease bound. The asked one until a first session opened.
-    pub(super) granted: AtomicU64,
-    pub(super) settings: Settings,
-    pub(super) current: Arc<tokio::sync::Mutex<Option<Connection>>>,
-    /// Bumped each time a session ends (expired, closed): its ephemeral znodes are gone.
-    pub(super) epoch: Arc<watch::Sender<u64>>,
-    pub(super) nodes: Arc<Mutex<Nodes>>,
+/// The ZooKeeper engine: the sequential-contender recipe over ZooKeeper's driver.
+pub(crate) type ZooKeeperStore = Sequenced<ZooKeeper>;
+
+impl Sequenced<ZooKeeper> {
+    /// Connects a first session; fails with `Unavailable` when no server answers within the
+    /// connect timeout.
+    pub(crate) async fn connect(
+        hosts: &str,
+        session_timeout: Duration,
+        settings: &Settings,
+    ) -> Result<Self, LockError> {
+        let contenders = Contenders::default();
+        let epoch = Arc::new(watch::channel(0).0);
+        let driver = ZooKeeper::new(
+            hosts,
+            session_timeout,
+            settings,
+            contenders.clone(),
+            epoch.clone(),
+        );
+        driver.client().await?;
+        Ok(Sequenced::new(driver, contenders, epoch))
+    }
+
+    /// A lease is renewed by proving its znode alive in this session: while connected, the
+    /// session (and so the znode) lives on at the server.
+    async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let (client, session) = self.driver.client().await?;
+        let nodes = self.contenders.held(batch.iter().map(|r| r.token));
+        let session_id = client.session_id().0;
+        let limit = self.driver.settings.op_timeout;
+        let checks = nodes.iter().map(|node| {
+            let client = &client;
+            async move {
+                let Some(node) = node else {
+                    return Renewed::No;
+                };
+                if node.session != session {
+                    return Renewed::No;
+                }
+                match tokio::time::timeout(limit, client.check_stat(&node.name)).await {
+                    Ok(Ok(Some(stat))) if stat.ephemeral_owner == session_id => Renewed::Yes,
+                    Ok(Ok(_)) => Renewed::No,
+                    Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed)) => Renewed::No,
+                    Ok(Err(_)) | Err(_) => Renewed::Unknown,
+                }
+            }
+        });
+        Ok(join_all(checks).await)
+    }
 }
 
-impl Store for ZooKeeperStore {
+impl Store for Sequenced<ZooKeeper> {
     fn describe(&self) -> String {
-        format!("zookeeper at {}", self.hosts)
+        self.driver.describe()
     }
 
     fn session(&self) -> Option<Session> {
-        Some(Session::current(&self.epoch))
+        Some(self.current_session())
     }
 
     /// Leases are bounded by the session timeout the server granted the latest session: a
     /// lease no longer than it ends, on this process's clock, before the server can expire
     /// the session.
-    fn capabilities(&self) -> crate::store::Capabilities {
-        let granted = Duration::from_millis(self.granted.load(Ordering::Acquire));
-        crate::store::Engine::ZooKeeper.capabilities(granted)
+    fn capabilities(&self) -> Capabilities {
+        let granted = Duration::from_millis(self.driver.granted.load(Ordering::Acquire));
+        Engine::ZooKeeper.capabilities(granted)
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
@@ -54,7 +93,7 @@ impl Store for ZooKeeperStore {
     }
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, CHILD))
+        Box::pin(self.release_once(keys, token, Role::Writer))
     }
 
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
@@ -66,7 +105,7 @@ impl Store for ZooKeeperStore {
         keys: &'a LockKeys,
         token: &'a OwnerToken,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, READER))
+        Box::pin(self.release_once(keys, token, Role::Reader))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -78,12 +117,10 @@ impl Store for ZooKeeperStore {
     }
 
     fn withdraw(&self, keys: &LockKeys) {
-        if let Some(node) = self.forget_waiting(keys.lock()) {
-            self.delete_later(node);
-        }
+        self.withdraw_waiting(keys);
     }
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(self)
+        Ok(&self.driver)
     }
 }

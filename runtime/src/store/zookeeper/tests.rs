@@ -3,9 +3,10 @@
 
 use zookeeper_client as zk;
 
-use super::names::{in_order, lock_key_of, parent_of, FENCE_SLOTS};
-use super::queue::reader_fence;
+use super::driver::reader_fence;
+use super::names::{in_order, lock_key_of, parent_of};
 use crate::store::keys::LockKeys;
+use crate::store::sequenced::FENCE_SLOTS;
 
 #[test]
 fn lock_names_round_trip_and_stay_one_segment() {

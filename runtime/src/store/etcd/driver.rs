@@ -1,0 +1,143 @@
+//! etcd's driver of the recipe: contenders are keys of the lock's range attached to the
+//! locker's lease, in the order of their create revisions, which also fence them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::cleanup::{clean_up, Until};
+use super::names::{key_of, range_of, reader_key_of};
+use super::watch::{watch_predecessor, Watcher};
+use super::Etcd;
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::sequenced::{Contender, Driver, Place, Role, Wake};
+use crate::store::token::OwnerToken;
+use crate::store::AcquireRequest;
+
+impl Driver for Etcd {
+    type Via = i64;
+    type Watcher = Watcher;
+
+    fn describe(&self) -> String {
+        format!("etcd at {}", self.shown)
+    }
+
+    /// `P:lock:{K}/<tag>` for a writer, `P:lock:{K}/~r-<tag>` for a reader.
+    fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String {
+        match role {
+            Role::Writer => key_of(keys, token),
+            Role::Reader => reader_key_of(keys, token),
+        }
+    }
+
+    /// Every lease is bounded by the TTL asked for (a shorter grant is refused), so there is
+    /// nothing to check per lease.
+    async fn open(&self, _lease: Duration) -> Result<(i64, u64), LockError> {
+        self.lease().await
+    }
+
+    /// A put does not refresh an etcd lease: when its last acknowledged keep-alive is too old
+    /// to cover this lease from its send time, one goes with the request, in parallel.
+    async fn vouch(&self, session: u64, req: &AcquireRequest<'_>) -> Result<(), LockError> {
+        if !self.needs_keep_alive(session, req.sent, req.lease).await
+            || self.kept_alive(session).await
+        {
+            return Ok(());
+        }
+        Err(LockError::unavailable(
+            format!(
+                "etcd at {} did not acknowledge a keep-alive of the lease within {:?}",
+                self.shown, self.settings.op_timeout
+            ),
+            None,
+        ))
+    }
+
+    /// One transaction puts the key and reads where it stands.
+    async fn create(
+        &self,
+        via: &i64,
+        session: u64,
+        name: &str,
+        req: &AcquireRequest<'_>,
+        role: Role,
+    ) -> Result<(Contender<i64>, Option<Place>), LockError> {
+        let (mine, place) = match role {
+            Role::Writer => self.put_writer(*via, session, name, req).await?,
+            Role::Reader => self.put_reader(*via, session, name, req).await?,
+        };
+        Ok((mine, Some(place)))
+    }
+
+    async fn look(
+        &self,
+        req: &AcquireRequest<'_>,
+        mine: &Contender<i64>,
+        role: Role,
+    ) -> Result<Place, LockError> {
+        match role {
+            Role::Writer => self.look_writer(req.keys, mine, req.fences).await,
+            Role::Reader => self.look_reader(req.keys, mine).await,
+        }
+    }
+
+    /// Only while its create revision is ours (a transaction), so a key deleted by an operator
+    /// and made again by another is never touched.
+    async fn delete(&self, mine: &Contender<i64>) -> Result<bool, LockError> {
+        let txn = etcd_client::Txn::new()
+            .when([etcd_client::Compare::create_revision(
+                mine.name.clone(),
+                etcd_client::CompareOp::Equal,
+                mine.order,
+            )])
+            .and_then([etcd_client::TxnOp::delete(mine.name.clone(), None)]);
+        let answer = self
+            .bounded("refused a delete", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        Ok(answer.succeeded())
+    }
+
+    fn delete_later(&self, mine: Contender<i64>) {
+        clean_up(
+            self.client.clone(),
+            mine.name,
+            Until::SessionEnds(Arc::downgrade(&self.epoch), mine.session),
+        );
+    }
+
+    /// Deleted until etcd answers, and once more a little later, in case the abandoned write
+    /// itself arrives after the first deletion; should it land later still, the sweep of the
+    /// lease deletes it.
+    async fn abandoned(&self, name: &str) -> Result<(), LockError> {
+        clean_up(
+            self.client.clone(),
+            name.to_owned(),
+            Until::Twice(self.settings.op_timeout * 2),
+        );
+        self.sweep_orphans();
+        Ok(())
+    }
+
+    async fn watcher(&self, keys: &LockKeys) -> Result<Watcher, LockError> {
+        Ok(Watcher {
+            client: self.client.clone(),
+            range: range_of(keys),
+            limit: self.settings.op_timeout,
+        })
+    }
+
+    /// From the revision the queue was read at: a release after the read is never missed.
+    async fn watch_predecessor(
+        watcher: &Watcher,
+        mine: Option<&Contender<i64>>,
+    ) -> Result<Option<Wake>, String> {
+        let mine = mine.map(|c| c.order);
+        let watched =
+            watch_predecessor(&watcher.client, &watcher.range, mine, watcher.limit).await?;
+        Ok(watched
+            .map(|mut watching| -> Wake { Box::pin(async move { watching.deleted().await }) }))
+    }
+}

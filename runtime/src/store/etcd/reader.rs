@@ -1,0 +1,142 @@
+//! A reader's key: put in one transaction with the reads of the lock's first writer and of
+//! the last writer's fence record, so that a free lock costs one round trip.
+
+use etcd_client as etcd;
+
+use super::names::{first_writer, range_of};
+use super::Etcd;
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::sequenced::{Contender, Place, FENCE_SLOTS};
+use crate::store::AcquireRequest;
+
+impl Etcd {
+    /// Puts a reader's key `key`, and reads where it stands in the same transaction.
+    pub(super) async fn put_reader(
+        &self,
+        lease: i64,
+        session: u64,
+        key: &str,
+        req: &AcquireRequest<'_>,
+    ) -> Result<(Contender<i64>, Place), LockError> {
+        let reads = reads(req.keys, key);
+        let put = etcd::TxnOp::put(
+            key,
+            req.token.as_bytes(),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        let txn = etcd::Txn::new()
+            .when([etcd::Compare::create_revision(
+                key,
+                etcd::CompareOp::Equal,
+                0,
+            )])
+            .and_then(
+                std::iter::once(put)
+                    .chain(reads.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .or_else(reads);
+        let answer = self
+            .bounded("refused a write", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        let (mine, writer, record) = read(answer);
+        let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
+            return Err(LockError::unavailable(
+                format!(
+                    "etcd at {}: this reader's key belongs to another lease; try again",
+                    self.shown
+                ),
+                None,
+            ));
+        };
+        let mine = Contender {
+            name: key.to_owned(),
+            order: mine.create_revision(),
+            session,
+            via: lease,
+        };
+        let place = reader_place(&mine, writer, record);
+        Ok((mine, place))
+    }
+
+    /// Where a reader's key stands now: the reads of [`put_reader`](Self::put_reader) alone.
+    pub(super) async fn look_reader(
+        &self,
+        keys: &LockKeys,
+        mine: &Contender<i64>,
+    ) -> Result<Place, LockError> {
+        let txn = etcd::Txn::new().and_then(reads(keys, &mine.name));
+        let answer = self
+            .bounded("refused a read", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        let (found, writer, record) = read(answer);
+        if found.is_none_or(|kv| kv.create_revision() != mine.order) {
+            return Ok(Place::Gone);
+        }
+        Ok(reader_place(mine, writer, record))
+    }
+}
+
+/// The reads that say where a reader stands: its key, the lock's first writer's key, and the
+/// last writer's fence record.
+fn reads(keys: &LockKeys, key: &str) -> [etcd::TxnOp; 3] {
+    [
+        etcd::TxnOp::get(key, None),
+        etcd::TxnOp::get(range_of(keys), Some(first_writer(keys))),
+        etcd::TxnOp::get(keys.fence().to_owned(), None),
+    ]
+}
+
+/// The answers of [`reads`]: the reader's key, the first writer's, and the fence record.
+fn read(
+    answer: etcd::TxnResponse,
+) -> (
+    Option<etcd::KeyValue>,
+    Option<etcd::KeyValue>,
+    Option<etcd::KeyValue>,
+) {
+    let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
+        etcd::TxnOpResponse::Get(get) => Some(get),
+        _ => None,
+    });
+    let mut next = || gets.next().and_then(|g| g.kvs().first().cloned());
+    (next(), next(), next())
+}
+
+/// Where a reader stands: behind a writer whose key is older than its own, or holding the lock
+/// with the last writer's recorded fence, or, with no record (the lease of the locker that
+/// wrote it ended), its own key's `create revision × 32`: at or above every fence of the
+/// writers before it, below every fence of the writers after.
+fn reader_place(
+    mine: &Contender<i64>,
+    writer: Option<etcd::KeyValue>,
+    record: Option<etcd::KeyValue>,
+) -> Place {
+    if writer.is_some_and(|w| w.create_revision() < mine.order) {
+        return Place::Behind;
+    }
+    let top = record
+        .as_ref()
+        .and_then(fence_record)
+        .unwrap_or((mine.order as u64) * FENCE_SLOTS)
+        .max(1);
+    Place::Holds { top }
+}
+
+/// The top of the fences of the last writer given the lock, from its record (`P:fence:{K}`):
+/// `n` as it is, or `+n` for `n` above the fences' base of the record's own revision (written
+/// with the writer's key, in one transaction, when the lock was free).
+pub(super) fn fence_record(kv: &etcd::KeyValue) -> Option<u64> {
+    let text = kv.value_str().ok()?;
+    match text.strip_prefix('+') {
+        Some(n) => Some((kv.mod_revision() as u64) * FENCE_SLOTS + n.parse::<u64>().ok()?),
+        None => text.parse().ok(),
+    }
+}

@@ -1,0 +1,165 @@
+//! A writer's key: put in one transaction with the read of the lock's first key (and, when
+//! the lock is free, the record of its fences), and looked at again while it waits.
+
+use etcd_client as etcd;
+
+use super::names::{first_by_creation, range_of};
+use super::Etcd;
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::sequenced::{writer_top, Contender, Place};
+use crate::store::AcquireRequest;
+
+impl Etcd {
+    /// Puts a writer's key `key`, reading the lock's first key in the same transaction. When
+    /// the lock's range is empty (the key will be first), the same transaction records the
+    /// fences this writer is about to be given (see
+    /// [`fence_record`](super::reader::fence_record)).
+    pub(super) async fn put_writer(
+        &self,
+        lease: i64,
+        session: u64,
+        key: &str,
+        req: &AcquireRequest<'_>,
+    ) -> Result<(Contender<i64>, Place), LockError> {
+        let (keys, token, fences) = (req.keys, req.token, req.fences);
+        let first = etcd::TxnOp::get(range_of(keys), Some(first_by_creation()));
+        let absent = etcd::Compare::create_revision(key, etcd::CompareOp::Equal, 0);
+        let put = etcd::TxnOp::put(
+            key,
+            token.as_bytes(),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        // The record's revision is the key's create revision (one transaction): `+n` says
+        // "that revision × 32 + n".
+        let record = etcd::TxnOp::put(
+            keys.fence().to_owned(),
+            format!("+{fences}"),
+            Some(etcd::PutOptions::new().with_lease(lease)),
+        );
+        let queue = etcd::Txn::new()
+            .when([absent.clone()])
+            .and_then([put.clone(), etcd::TxnOp::get(key, None), first.clone()])
+            .or_else([etcd::TxnOp::get(key, None), first.clone()]);
+        let txn = etcd::Txn::new()
+            .when([
+                absent,
+                // Every key of the range was created at revision 0: there is none.
+                etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
+                    .with_prefix(),
+            ])
+            .and_then([put, record, etcd::TxnOp::get(key, None), first])
+            .or_else([etcd::TxnOp::txn(queue)]);
+        let answer = self
+            .bounded("refused a write", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        let mut gets = reads_of(answer).into_iter();
+        let mine = gets.next().and_then(|g| g.kvs().first().cloned());
+        let first = gets.next().and_then(|g| g.kvs().first().cloned());
+        let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
+            // Our tag under another lease: 64 random bits collided, or a lease ended meanwhile.
+            return Err(LockError::unavailable(
+                format!(
+                    "etcd at {}: this contender's key belongs to another lease; try again",
+                    self.shown
+                ),
+                None,
+            ));
+        };
+        let mine = Contender {
+            name: key.to_owned(),
+            order: mine.create_revision(),
+            session,
+            via: lease,
+        };
+        let place = writer_place(&mine, first, fences);
+        Ok((mine, place))
+    }
+
+    /// Where a waiting writer's key stands: gone, first, or behind. When it is first, the
+    /// same transaction records the fences this writer is about to be given (see
+    /// [`fence_record`](super::reader::fence_record)).
+    pub(super) async fn look_writer(
+        &self,
+        keys: &LockKeys,
+        mine: &Contender<i64>,
+        fences: u64,
+    ) -> Result<Place, LockError> {
+        let reads = [
+            etcd::TxnOp::get(mine.name.clone(), None),
+            etcd::TxnOp::get(range_of(keys), Some(first_by_creation())),
+        ];
+        let top = writer_top(mine.order, fences);
+        let txn = etcd::Txn::new()
+            .when([
+                etcd::Compare::create_revision(
+                    mine.name.clone(),
+                    etcd::CompareOp::Equal,
+                    mine.order,
+                ),
+                // No key of the range is older than ours: ours is first.
+                etcd::Compare::create_revision(
+                    range_of(keys),
+                    etcd::CompareOp::Greater,
+                    mine.order - 1,
+                )
+                .with_prefix(),
+            ])
+            .and_then([
+                etcd::TxnOp::put(
+                    keys.fence().to_owned(),
+                    top.to_string(),
+                    Some(etcd::PutOptions::new().with_lease(mine.via)),
+                ),
+                reads[0].clone(),
+                reads[1].clone(),
+            ])
+            .or_else(reads);
+        let answer = self
+            .bounded("refused a write", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
+            etcd::TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let alive = gets
+            .next()
+            .and_then(|g| g.kvs().first().map(|kv| kv.create_revision() == mine.order))
+            .unwrap_or(false);
+        if !alive {
+            return Ok(Place::Gone);
+        }
+        let first = gets.next().and_then(|g| g.kvs().first().cloned());
+        Ok(writer_place(mine, first, fences))
+    }
+}
+
+/// Where a writer stands, from the lock's first key: holding the lock when that is its own.
+fn writer_place(mine: &Contender<i64>, first: Option<etcd::KeyValue>, fences: u64) -> Place {
+    if first.is_some_and(|kv| kv.create_revision() == mine.order) {
+        Place::Holds {
+            top: writer_top(mine.order, fences),
+        }
+    } else {
+        Place::Behind
+    }
+}
+
+/// The reads of a transaction's answer, in order, those of a nested transaction included.
+fn reads_of(answer: etcd::TxnResponse) -> Vec<etcd::GetResponse> {
+    let mut reads = Vec::new();
+    for r in answer.op_responses() {
+        match r {
+            etcd::TxnOpResponse::Get(get) => reads.push(get),
+            etcd::TxnOpResponse::Txn(nested) => reads.extend(reads_of(nested)),
+            _ => {}
+        }
+    }
+    reads
+}

@@ -1,0 +1,189 @@
+//! What this process knows of its contenders: the one waiting at the front of each lock's
+//! local queue, the held ones, and those in flight, so that nothing of ours goes unknown.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::store::token::OwnerToken;
+
+/// One contender of this process: a waiter's or a holder's.
+#[derive(Clone, Debug)]
+pub(crate) struct Contender<V> {
+    /// Its name in the queue: the znode's path, the etcd key.
+    pub(crate) name: String,
+    /// When the server created it, in the order of every write (ZooKeeper's `czxid`, etcd's
+    /// create revision): its place in the queue, and the base of its fences.
+    pub(crate) order: i64,
+    /// The session it was created in.
+    pub(crate) session: u64,
+    /// How it is reached again (see [`Driver::Via`](super::Driver::Via)).
+    pub(crate) via: V,
+}
+
+struct Book<V> {
+    /// The contender at the front of a lock's local queue, by lock key.
+    waiting: HashMap<String, Contender<V>>,
+    /// The contenders of held leases, by owner token.
+    held: HashMap<OwnerToken, Contender<V>>,
+    /// The names of attempts in flight ([`InFlight`]): created, or about to be, and not
+    /// recorded above yet; and of held ones under release until their delete is answered.
+    in_flight: HashSet<String>,
+}
+
+impl<V> Default for Book<V> {
+    fn default() -> Self {
+        Book {
+            waiting: HashMap::new(),
+            held: HashMap::new(),
+            in_flight: HashSet::new(),
+        }
+    }
+}
+
+/// The contenders of one store, shared by the recipe and its driver (which forgets a
+/// session's contenders when it ends, and, on etcd, sweeps what it does not know).
+pub(crate) struct Contenders<V>(Arc<Mutex<Book<V>>>);
+
+impl<V> Clone for Contenders<V> {
+    fn clone(&self) -> Self {
+        Contenders(self.0.clone())
+    }
+}
+
+impl<V> Default for Contenders<V> {
+    fn default() -> Self {
+        Contenders(Arc::default())
+    }
+}
+
+/// [`Contenders`] that do not keep the store alive: for its background tasks.
+pub(crate) struct WeakContenders<V>(Weak<Mutex<Book<V>>>);
+
+impl<V> WeakContenders<V> {
+    pub(crate) fn upgrade(&self) -> Option<Contenders<V>> {
+        self.0.upgrade().map(Contenders)
+    }
+}
+
+impl<V: Clone> Contenders<V> {
+    fn book(&self) -> std::sync::MutexGuard<'_, Book<V>> {
+        self.0.lock().unwrap()
+    }
+
+    pub(crate) fn downgrade(&self) -> WeakContenders<V> {
+        WeakContenders(Arc::downgrade(&self.0))
+    }
+
+    /// The contender waiting at the front of `lock`'s local queue.
+    pub(crate) fn waiting(&self, lock: &str) -> Option<Contender<V>> {
+        self.book().waiting.get(lock).cloned()
+    }
+
+    /// Records `mine` as the one waiting at the front of `lock`'s local queue.
+    pub(crate) fn wait(&self, lock: &str, mine: Contender<V>) {
+        self.book().waiting.insert(lock.to_owned(), mine);
+    }
+
+    /// Forgets the contender waiting for `lock`, for the caller to delete.
+    pub(crate) fn forget_waiting(&self, lock: &str) -> Option<Contender<V>> {
+        self.book().waiting.remove(lock)
+    }
+
+    /// The waiting contender of `lock` was granted: it is `token`'s held lease now.
+    pub(crate) fn hold(&self, lock: &str, token: &OwnerToken, mine: Contender<V>) {
+        let mut book = self.book();
+        book.waiting.remove(lock);
+        book.held.insert(token.clone(), mine);
+    }
+
+    /// Records `mine` as `token`'s held lease (a reader's, which never waits in the queue).
+    pub(crate) fn hold_alone(&self, token: &OwnerToken, mine: Contender<V>) {
+        self.book().held.insert(token.clone(), mine);
+    }
+
+    /// Forgets `token`'s held lease, for the caller to delete.
+    pub(crate) fn forget_held(&self, token: &OwnerToken) -> Option<Contender<V>> {
+        self.book().held.remove(token)
+    }
+
+    /// The contenders of the held leases of `tokens`, in order.
+    pub(crate) fn held<'a>(
+        &self,
+        tokens: impl IntoIterator<Item = &'a OwnerToken>,
+    ) -> Vec<Option<Contender<V>>> {
+        let book = self.book();
+        tokens
+            .into_iter()
+            .map(|token| book.held.get(token).cloned())
+            .collect()
+    }
+
+    /// Keeps the attempt named `name` known until the guard drops (see [`InFlight`]).
+    pub(crate) fn in_flight(&self, name: String) -> InFlight<V> {
+        self.book().in_flight.insert(name.clone());
+        InFlight {
+            contenders: self.clone(),
+            name,
+        }
+    }
+
+    /// Takes `token`'s held lease out of the held ones for its release, and keeps it known
+    /// (as in flight) until the returned guard drops, once the delete is answered: forgotten
+    /// and not yet deleted, it would look like an orphan to etcd's sweep listing the lease
+    /// meanwhile, whose delete could overtake the release's and make it report `Lost`. One
+    /// step under the lock, so that no sweep sees the contender unknown between the two.
+    pub(crate) fn take_for_release(
+        &self,
+        token: &OwnerToken,
+    ) -> Option<(Contender<V>, InFlight<V>)> {
+        let mut book = self.book();
+        let mine = book.held.remove(token)?;
+        book.in_flight.insert(mine.name.clone());
+        drop(book);
+        let releasing = InFlight {
+            contenders: self.clone(),
+            name: mine.name.clone(),
+        };
+        Some((mine, releasing))
+    }
+
+    /// Whether an attempt in flight, a waiter or a holder of this process knows `name`: what
+    /// etcd's orphan sweep leaves alone.
+    #[cfg(feature = "etcd")]
+    pub(crate) fn knows(&self, name: &str) -> bool {
+        let book = self.book();
+        book.in_flight.contains(name)
+            || book.waiting.values().any(|c| c.name == name)
+            || book.held.values().any(|c| c.name == name)
+    }
+
+    /// Forgets every contender of a session that ended, and returns them.
+    pub(crate) fn forget_session(&self, session: u64) -> Vec<Contender<V>> {
+        let mut book = self.book();
+        let mut gone = Vec::new();
+        let mut take = |c: &Contender<V>| {
+            let ours = c.session == session;
+            if ours {
+                gone.push(c.clone());
+            }
+            !ours
+        };
+        book.held.retain(|_, c| take(c));
+        book.waiting.retain(|_, c| take(c));
+        gone
+    }
+}
+
+/// The name of one attempt's contender, known from before it is created until the attempt
+/// ends (by then it is recorded as waiting or held, or deleted, or the attempt was abandoned
+/// and the contender is an orphan if it lands); or of a held one under release.
+pub(crate) struct InFlight<V: Clone> {
+    contenders: Contenders<V>,
+    name: String,
+}
+
+impl<V: Clone> Drop for InFlight<V> {
+    fn drop(&mut self) {
+        self.contenders.book().in_flight.remove(&self.name);
+    }
+}

@@ -1,0 +1,134 @@
+//! The plug-in point of the sequential-contender recipe: the few things an engine does with
+//! its own client (create a contender, look where it stands, delete it, watch the one ahead).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use super::Contender;
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::AcquireRequest;
+
+/// Fences of one contender: `order × FENCE_SLOTS + n`, `n` below it.
+pub(crate) const FENCE_SLOTS: u64 = 32;
+
+/// The top of a writer's fences: its creation order makes every fence of a later writer
+/// (created after it, so of a larger order) larger than all of its own.
+pub(crate) fn writer_top(order: i64, fences: u64) -> u64 {
+    (order.max(0) as u64) * FENCE_SLOTS + fences
+}
+
+/// The tag of an attempt: the first 16 hex digits of its owner token. A contender's name
+/// carries it, so that an attempt cancelled before its answer arrived can still find and
+/// delete what it created.
+pub(crate) fn tag(token: &OwnerToken) -> &str {
+    std::str::from_utf8(&token.as_bytes()[..16]).unwrap_or("")
+}
+
+/// What a contender contends for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The lock itself: it holds when its contender is the first of all.
+    Writer,
+    /// A reader's share: it holds when no writer's contender is ahead of its own.
+    Reader,
+}
+
+/// Where a contender stands in its lock's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// It holds the lock; `top` is the top of its fences (a writer's by [`writer_top`], a
+    /// reader's from the engine's record of the last writer before it).
+    Holds { top: u64 },
+    /// Someone is ahead: a writer's predecessor, a writer ahead of a reader.
+    Behind,
+    /// It is not in the queue any more (an operator deleted it, its session ended).
+    Gone,
+}
+
+/// Resolves when the watched predecessor went (or the watch broke: the waiter then looks).
+pub(crate) type Wake = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What one engine does for the recipe, with its own client. Every call is bounded by the
+/// engine's operation timeout and fails with [`LockError::Unavailable`] when the engine did
+/// not answer.
+pub(crate) trait Driver: Send + Sync + 'static {
+    /// How a contender is reached again: ZooKeeper's client of the session that created it,
+    /// etcd's lease it is attached to.
+    type Via: Clone + Send + Sync + 'static;
+    /// What a subscription watches a lock's queue with, for as long as it lives.
+    type Watcher: Send + Sync + 'static;
+
+    /// The engine and where it is, for messages: never credentials.
+    fn describe(&self) -> String;
+
+    /// The name of the contender an attempt of `token` creates, fixed before it is created:
+    /// etcd's key, or the path ZooKeeper appends a sequence number to.
+    fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String;
+
+    /// The session a contender for a lease of `lease` goes over now (a new one when the last
+    /// ended), and its number; refuses a lease the session cannot carry.
+    fn open(
+        &self,
+        lease: Duration,
+    ) -> impl Future<Output = Result<(Self::Via, u64), LockError>> + Send;
+
+    /// Whether the session can be counted on from `req.sent` for `req.lease`; run alongside
+    /// the create or look, and asked only of a contender that would hold.
+    fn vouch(
+        &self,
+        session: u64,
+        req: &AcquireRequest<'_>,
+    ) -> impl Future<Output = Result<(), LockError>> + Send;
+
+    /// Creates the contender `name` for `req` over `session`, with what the engine records
+    /// along (a writer's fences); and where it stands, if the same round trip could tell.
+    fn create(
+        &self,
+        via: &Self::Via,
+        session: u64,
+        name: &str,
+        req: &AcquireRequest<'_>,
+        role: Role,
+    ) -> impl Future<Output = Result<(Contender<Self::Via>, Option<Place>), LockError>> + Send;
+
+    /// Where `mine` stands in its lock's queue now; a writer that holds has its fences
+    /// recorded if the engine records them here.
+    fn look(
+        &self,
+        req: &AcquireRequest<'_>,
+        mine: &Contender<Self::Via>,
+        role: Role,
+    ) -> impl Future<Output = Result<Place, LockError>> + Send;
+
+    /// Deletes `mine` if it is still the one this process created; `Ok(false)` when it was
+    /// gone already.
+    fn delete(
+        &self,
+        mine: &Contender<Self::Via>,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Deletes `mine` in the background, trying again until the engine answers or its
+    /// session ended. Never blocks.
+    fn delete_later(&self, mine: Contender<Self::Via>);
+
+    /// An attempt that created `name` (or may have: its answer never came) is not known
+    /// here: delete whatever of it is in the queue, now and should it land later.
+    fn abandoned(&self, name: &str) -> impl Future<Output = Result<(), LockError>> + Send;
+
+    /// What a subscription to `keys` watches the queue with.
+    fn watcher(
+        &self,
+        keys: &LockKeys,
+    ) -> impl Future<Output = Result<Self::Watcher, LockError>> + Send;
+
+    /// Sets a watch on what `mine` waits for: its predecessor; with no contender here (a
+    /// reader waits without one), the writers' contenders, so that readers coming and going
+    /// do not wake it. `None` when there is nothing to wait for (it is first, or gone).
+    fn watch_predecessor(
+        watcher: &Self::Watcher,
+        mine: Option<&Contender<Self::Via>>,
+    ) -> impl Future<Output = Result<Option<Wake>, String>> + Send;
+}

@@ -1,0 +1,229 @@
+//! The recipe's calls of the store boundary, once for both engines: a writer's attempt, a
+//! reader's, a release, and a waiter that stops waiting.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::{Contender, Contenders, Driver, Place, Role, FENCE_SLOTS};
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::{AcquireRequest, Attempt, Session};
+
+/// A lock engine made of the recipe and one driver: ZooKeeper's or etcd's.
+pub(crate) struct Sequenced<D: Driver> {
+    pub(crate) driver: D,
+    pub(crate) contenders: Contenders<D::Via>,
+    /// Bumped each time a session ends: its contenders are gone or going.
+    epoch: Arc<watch::Sender<u64>>,
+}
+
+impl<D: Driver> Sequenced<D> {
+    /// The recipe over `driver`, which shares `contenders` and `epoch` with it.
+    pub(crate) fn new(
+        driver: D,
+        contenders: Contenders<D::Via>,
+        epoch: Arc<watch::Sender<u64>>,
+    ) -> Self {
+        Sequenced {
+            driver,
+            contenders,
+            epoch,
+        }
+    }
+
+    /// The session leases are granted over now.
+    pub(crate) fn current_session(&self) -> Session {
+        Session::current(&self.epoch)
+    }
+
+    /// A writer's attempt: its contender goes in the queue (or, queued already, is looked
+    /// at), and holds the lock when it is first. Not first, it stays while the request
+    /// waits, and leaves at once when it does not.
+    pub(crate) async fn acquire_once(
+        &self,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Attempt, LockError> {
+        debug_assert!(req.fences < FENCE_SLOTS, "fences of one contender overflow");
+        let lock = req.keys.lock();
+        let name = self.driver.name(req.keys, req.token, Role::Writer);
+        let _in_flight = self.contenders.in_flight(name.clone());
+        let (via, session) = self.driver.open(req.lease).await?;
+        let queued = match self.contenders.waiting(lock) {
+            Some(mine) if req.queued && mine.session == session => Some(mine),
+            Some(stale) => {
+                self.contenders.forget_waiting(lock);
+                self.driver.delete_later(stale);
+                None
+            }
+            None => None,
+        };
+        // A queued contender is looked at again; one deleted under us (an operator, a session
+        // that ended) is forgotten, and the attempt queues anew like a new one.
+        let mut looked = None;
+        if let Some(mine) = queued {
+            let (place, vouched) = tokio::join!(
+                self.driver.look(req, &mine, Role::Writer),
+                self.driver.vouch(session, req)
+            );
+            match place? {
+                Place::Gone => {
+                    self.contenders.forget_waiting(lock);
+                }
+                place => looked = Some((mine, place, vouched)),
+            }
+        }
+        let (mine, place, vouched) = match looked {
+            Some(looked) => looked,
+            None => {
+                let (entered, vouched) = tokio::join!(
+                    self.enter(&via, session, &name, req),
+                    self.driver.vouch(session, req)
+                );
+                let (mine, place) = entered?;
+                (mine, place, vouched)
+            }
+        };
+        match place {
+            Place::Holds { top } => {
+                // First in line, but the session cannot be vouched for: the contender stays
+                // queued; the turn withdraws it if the caller stops.
+                vouched?;
+                self.contenders.hold(lock, req.token, mine);
+                Ok(Attempt::Granted { top })
+            }
+            Place::Behind if !req.interest.is_zero() => Ok(Attempt::Held { remaining: None }),
+            Place::Behind => {
+                // Not waiting: leave the queue at once.
+                self.contenders.forget_waiting(lock);
+                self.leave(mine).await;
+                Ok(Attempt::Held { remaining: None })
+            }
+            // Gone right after it was created (its session ended): the next attempt queues
+            // anew.
+            Place::Gone => {
+                self.contenders.forget_waiting(lock);
+                Err(self.vanished())
+            }
+        }
+    }
+
+    /// Creates a writer's contender and records it as its lock's waiting one at once: if the
+    /// attempt is cancelled from here on, the turn's withdrawal finds it and deletes it. Then
+    /// where it stands, when the create could not tell.
+    async fn enter(
+        &self,
+        via: &D::Via,
+        session: u64,
+        name: &str,
+        req: &AcquireRequest<'_>,
+    ) -> Result<(Contender<D::Via>, Place), LockError> {
+        let (mine, place) = self
+            .driver
+            .create(via, session, name, req, Role::Writer)
+            .await?;
+        self.contenders.wait(req.keys.lock(), mine.clone());
+        let place = match place {
+            Some(place) => place,
+            None => self.driver.look(req, &mine, Role::Writer).await?,
+        };
+        Ok((mine, place))
+    }
+
+    /// A reader's attempt: its contender goes in the queue, and stays if no writer's is ahead
+    /// of it; otherwise it leaves again at once (readers do not wait in the queue, so one
+    /// that stops waiting leaves nothing behind).
+    pub(crate) async fn acquire_shared_once(
+        &self,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Attempt, LockError> {
+        let name = self.driver.name(req.keys, req.token, Role::Reader);
+        let _in_flight = self.contenders.in_flight(name.clone());
+        let (via, session) = self.driver.open(req.lease).await?;
+        let (created, vouched) = tokio::join!(
+            self.driver.create(&via, session, &name, req, Role::Reader),
+            self.driver.vouch(session, req)
+        );
+        let (mine, place) = created?;
+        // Recorded at once: if this attempt is cancelled from here on, or fails, the release
+        // of its token (the locker's clean-up of a failed attempt) finds it and deletes it.
+        self.contenders.hold_alone(req.token, mine.clone());
+        let place = match place {
+            Some(place) => place,
+            None => self.driver.look(req, &mine, Role::Reader).await?,
+        };
+        match (place, vouched) {
+            (Place::Holds { top }, Ok(())) => Ok(Attempt::Granted { top }),
+            (Place::Gone, _) => {
+                self.contenders.forget_held(req.token);
+                Err(self.vanished())
+            }
+            (place, vouched) => {
+                // A writer holds the lock or waits for it (or the session cannot be vouched
+                // for): leave at once, and wait without a contender for the writers ahead.
+                self.contenders.forget_held(req.token);
+                self.leave(mine).await;
+                match (place, vouched) {
+                    (Place::Behind, _) | (_, Ok(())) => Ok(Attempt::Held { remaining: None }),
+                    (_, Err(e)) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Deletes the contender of a held lease (a writer's, or a reader's: `role`).
+    pub(crate) async fn release_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        role: Role,
+    ) -> Result<bool, LockError> {
+        let Some((mine, _releasing)) = self.contenders.take_for_release(token) else {
+            // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
+            // answer came. Delete what that attempt may have created (its name finds it).
+            let name = self.driver.name(keys, token, role);
+            self.driver.abandoned(&name).await?;
+            return Ok(false);
+        };
+        if *self.epoch.borrow() != mine.session {
+            return Ok(false); // its session ended: the contender is gone or going with it
+        }
+        match self.driver.delete(&mine).await {
+            Ok(deleted) => Ok(deleted),
+            // Unknown outcome (a failover, a partition): the caller hears it, and the
+            // contender is deleted in the background as soon as the engine answers. It has no
+            // TTL of its own: left behind, it would hold the lock as long as its session lives.
+            Err(e) => {
+                self.driver.delete_later(mine);
+                Err(e)
+            }
+        }
+    }
+
+    /// The waiter at the front of this process's queue for `keys` stopped waiting: forget
+    /// its contender, and delete it in the background.
+    pub(crate) fn withdraw_waiting(&self, keys: &LockKeys) {
+        if let Some(mine) = self.contenders.forget_waiting(keys.lock()) {
+            self.driver.delete_later(mine);
+        }
+    }
+
+    /// Takes a contender out of the queue now, or in the background when the engine does
+    /// not answer.
+    async fn leave(&self, mine: Contender<D::Via>) {
+        if self.driver.delete(&mine).await.is_err() {
+            self.driver.delete_later(mine);
+        }
+    }
+
+    fn vanished(&self) -> LockError {
+        LockError::unavailable(
+            format!(
+                "{}: this contender vanished from the lock's queue; try again",
+                self.driver.describe()
+            ),
+            None,
+        )
+    }
+}

@@ -1,0 +1,279 @@
+//! The recipe through a fake driver: one in-memory queue, created in order, looked at as
+//! ZooKeeper does (a listing after the create), with every deletion recorded.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{tag, writer_top, Contender, Contenders, Driver, Place, Role, Sequenced, Wake};
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::{AcquireRequest, Attempt};
+
+#[derive(Default)]
+struct Fake {
+    /// The queue of the one lock the tests contend for, in creation order.
+    queue: Mutex<Vec<(String, Role, i64)>>,
+    order: AtomicI64,
+    /// What was deleted in the background, and what abandoned attempts were cleaned up after.
+    later: Mutex<Vec<String>>,
+    abandoned: Mutex<Vec<String>>,
+}
+
+impl Fake {
+    fn names(&self) -> Vec<String> {
+        self.queue
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.0.clone())
+            .collect()
+    }
+
+    fn remove(&self, name: &str) -> bool {
+        let mut queue = self.queue.lock().unwrap();
+        let before = queue.len();
+        queue.retain(|e| e.0 != name);
+        queue.len() < before
+    }
+}
+
+impl Driver for Fake {
+    type Via = ();
+    type Watcher = ();
+
+    fn describe(&self) -> String {
+        "fake".into()
+    }
+
+    fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String {
+        format!("{}/{role:?}-{}", keys.lock(), tag(token))
+    }
+
+    async fn open(&self, _lease: Duration) -> Result<((), u64), LockError> {
+        Ok(((), 0))
+    }
+
+    async fn vouch(&self, _session: u64, _req: &AcquireRequest<'_>) -> Result<(), LockError> {
+        Ok(())
+    }
+
+    async fn create(
+        &self,
+        _via: &(),
+        session: u64,
+        name: &str,
+        _req: &AcquireRequest<'_>,
+        role: Role,
+    ) -> Result<(Contender<()>, Option<Place>), LockError> {
+        let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
+        self.queue
+            .lock()
+            .unwrap()
+            .push((name.to_owned(), role, order));
+        let mine = Contender {
+            name: name.to_owned(),
+            order,
+            session,
+            via: (),
+        };
+        Ok((mine, None))
+    }
+
+    async fn look(
+        &self,
+        req: &AcquireRequest<'_>,
+        mine: &Contender<()>,
+        role: Role,
+    ) -> Result<Place, LockError> {
+        let queue = self.queue.lock().unwrap();
+        let Some(at) = queue.iter().position(|e| e.0 == mine.name) else {
+            return Ok(Place::Gone);
+        };
+        let holds = match role {
+            Role::Writer => at == 0,
+            Role::Reader => !queue[..at].iter().any(|e| e.1 == Role::Writer),
+        };
+        Ok(match (holds, role) {
+            (true, Role::Writer) => Place::Holds {
+                top: writer_top(mine.order, req.fences),
+            },
+            (true, Role::Reader) => Place::Holds { top: 1 },
+            (false, _) => Place::Behind,
+        })
+    }
+
+    async fn delete(&self, mine: &Contender<()>) -> Result<bool, LockError> {
+        Ok(self.remove(&mine.name))
+    }
+
+    fn delete_later(&self, mine: Contender<()>) {
+        self.remove(&mine.name);
+        self.later.lock().unwrap().push(mine.name);
+    }
+
+    async fn abandoned(&self, name: &str) -> Result<(), LockError> {
+        self.abandoned.lock().unwrap().push(name.to_owned());
+        Ok(())
+    }
+
+    async fn watcher(&self, _keys: &LockKeys) -> Result<(), LockError> {
+        Ok(())
+    }
+
+    async fn watch_predecessor(
+        _watcher: &(),
+        _mine: Option<&Contender<()>>,
+    ) -> Result<Option<Wake>, String> {
+        Ok(None)
+    }
+}
+
+fn recipe() -> Sequenced<Fake> {
+    let contenders = Contenders::default();
+    Sequenced::new(Fake::default(), contenders, Arc::new(watch::channel(0).0))
+}
+
+fn request<'a>(keys: &'a LockKeys, token: &'a OwnerToken, waits: bool) -> AcquireRequest<'a> {
+    AcquireRequest {
+        keys,
+        token,
+        lease: Duration::from_secs(1),
+        validity: Duration::from_millis(980),
+        sent: Instant::now(),
+        fence_ttl: Duration::from_secs(60),
+        fences: 2,
+        interest: if waits {
+            Duration::from_secs(5)
+        } else {
+            Duration::ZERO
+        },
+        queued: false,
+        contender: None,
+        fenced: true,
+    }
+}
+
+#[tokio::test]
+async fn the_first_writer_holds_and_the_next_keeps_its_place_until_then() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (a, b) = (OwnerToken::generate(), OwnerToken::generate());
+    let first = seq.acquire_once(&request(&keys, &a, true)).await.unwrap();
+    assert_eq!(first, Attempt::Granted { top: 32 + 2 });
+    let waits = request(&keys, &b, true);
+    assert!(matches!(
+        seq.acquire_once(&waits).await.unwrap(),
+        Attempt::Held { .. }
+    ));
+    assert!(seq.contenders.waiting(keys.lock()).is_some());
+    assert!(seq.release_once(&keys, &a, Role::Writer).await.unwrap());
+    // Asked again, queued: the same contender, now first.
+    let again = AcquireRequest {
+        queued: true,
+        ..request(&keys, &b, true)
+    };
+    assert_eq!(
+        seq.acquire_once(&again).await.unwrap(),
+        Attempt::Granted { top: 2 * 32 + 2 }
+    );
+    assert_eq!(seq.driver.names().len(), 1);
+    assert!(seq.contenders.waiting(keys.lock()).is_none());
+}
+
+#[tokio::test]
+async fn a_writer_that_will_not_wait_leaves_the_queue_at_once() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (a, b) = (OwnerToken::generate(), OwnerToken::generate());
+    seq.acquire_once(&request(&keys, &a, true)).await.unwrap();
+    let tried = seq.acquire_once(&request(&keys, &b, false)).await.unwrap();
+    assert!(matches!(tried, Attempt::Held { .. }));
+    assert_eq!(
+        seq.driver.names(),
+        [seq.driver.name(&keys, &a, Role::Writer)]
+    );
+    assert!(seq.contenders.waiting(keys.lock()).is_none());
+}
+
+#[tokio::test]
+async fn a_queued_writer_whose_contender_vanished_queues_anew() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (a, b, c) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.acquire_once(&request(&keys, &a, true)).await.unwrap();
+    seq.acquire_once(&request(&keys, &b, true)).await.unwrap();
+    // An operator deletes the waiting contender.
+    assert!(seq.driver.remove(&seq.driver.name(&keys, &b, Role::Writer)));
+    let again = AcquireRequest {
+        queued: true,
+        ..request(&keys, &c, true)
+    };
+    assert!(matches!(
+        seq.acquire_once(&again).await.unwrap(),
+        Attempt::Held { .. }
+    ));
+    let mine = seq.contenders.waiting(keys.lock()).expect("queued anew");
+    assert_eq!(mine.name, seq.driver.name(&keys, &c, Role::Writer));
+    assert_eq!(seq.driver.names().len(), 2);
+}
+
+#[tokio::test]
+async fn readers_share_and_one_behind_a_writer_leaves_the_queue() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (w, r1, r2) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.acquire_once(&request(&keys, &w, true)).await.unwrap();
+    let blocked = seq.acquire_shared_once(&request(&keys, &r1, false)).await;
+    assert!(matches!(blocked.unwrap(), Attempt::Held { .. }));
+    assert_eq!(
+        seq.driver.names().len(),
+        1,
+        "a reader never waits in the queue"
+    );
+    assert!(seq.contenders.held([&r1])[0].is_none());
+    seq.release_once(&keys, &w, Role::Writer).await.unwrap();
+    for r in [&r1, &r2] {
+        let got = seq.acquire_shared_once(&request(&keys, r, false)).await;
+        assert_eq!(got.unwrap(), Attempt::Granted { top: 1 });
+    }
+    assert!(seq.release_once(&keys, &r1, Role::Reader).await.unwrap());
+    assert_eq!(
+        seq.driver.names(),
+        [seq.driver.name(&keys, &r2, Role::Reader)]
+    );
+}
+
+#[tokio::test]
+async fn a_release_of_an_unknown_attempt_cleans_up_after_it_and_a_withdrawal_deletes_later() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (a, b, lost) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    assert!(!seq.release_once(&keys, &lost, Role::Reader).await.unwrap());
+    assert_eq!(
+        *seq.driver.abandoned.lock().unwrap(),
+        [seq.driver.name(&keys, &lost, Role::Reader)]
+    );
+    seq.acquire_once(&request(&keys, &a, true)).await.unwrap();
+    seq.acquire_once(&request(&keys, &b, true)).await.unwrap();
+    seq.withdraw_waiting(&keys);
+    let b_name = seq.driver.name(&keys, &b, Role::Writer);
+    assert_eq!(*seq.driver.later.lock().unwrap(), [b_name]);
+    assert_eq!(seq.driver.names().len(), 1);
+}

@@ -1,0 +1,203 @@
+//! ZooKeeper's driver of the recipe: contenders are ephemeral sequential znodes of the lock's
+//! container, in the order of their sequence numbers, fenced by their creation zxid.
+
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+use super::cleanup::{clean_up, Cleanup};
+use super::names::{child_name, in_order, parent_of, CHILD, READER};
+use super::watch::{watch_predecessor, Watcher};
+use super::ZooKeeper;
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::sequenced::{tag, writer_top, Contender, Driver, Place, Role, Wake, FENCE_SLOTS};
+use crate::store::token::OwnerToken;
+use crate::store::AcquireRequest;
+
+impl Driver for ZooKeeper {
+    type Via = zk::Client;
+    type Watcher = Watcher;
+
+    fn describe(&self) -> String {
+        format!("zookeeper at {}", self.hosts)
+    }
+
+    /// `<container>/<kind><tag>-`: the server appends the sequence number.
+    fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String {
+        let kind = match role {
+            Role::Writer => CHILD,
+            Role::Reader => READER,
+        };
+        format!("{}/{kind}{}-", parent_of(keys), tag(token))
+    }
+
+    /// The session is the lease: one granted a shorter timeout than the lease is refused
+    /// before anything is created.
+    async fn open(&self, lease: Duration) -> Result<(zk::Client, u64), LockError> {
+        let (client, session) = self.client().await?;
+        self.fits_session(&client, lease)?;
+        Ok((client, session))
+    }
+
+    /// Nothing to add: `open` checked that the session carries the lease, and a lost session
+    /// ends the lease at once (its epoch moves on).
+    async fn vouch(&self, _session: u64, _req: &AcquireRequest<'_>) -> Result<(), LockError> {
+        Ok(())
+    }
+
+    /// One create (a writer's in one transaction with its fence record); where it stands
+    /// takes a listing after it.
+    async fn create(
+        &self,
+        via: &zk::Client,
+        session: u64,
+        name: &str,
+        req: &AcquireRequest<'_>,
+        role: Role,
+    ) -> Result<(Contender<zk::Client>, Option<Place>), LockError> {
+        // The container is made only when the create finds it missing: in steady state a
+        // cycle is one create, one listing and one delete.
+        let fences = (role == Role::Writer).then_some(req.fences);
+        let parent = parent_of(req.keys);
+        let mine = self
+            .create_child(via, session, &parent, name, req.token, fences)
+            .await?;
+        Ok((mine, None))
+    }
+
+    async fn look(
+        &self,
+        req: &AcquireRequest<'_>,
+        mine: &Contender<zk::Client>,
+        role: Role,
+    ) -> Result<Place, LockError> {
+        let parent = parent_of(req.keys);
+        if role == Role::Reader {
+            return self.look_reader(&parent, mine).await;
+        }
+        let queue = self.queue(&mine.via, &parent).await?;
+        let name = child_name(&mine.name);
+        Ok(match queue.iter().position(|c| c == name) {
+            Some(0) => Place::Holds {
+                top: writer_top(mine.order, req.fences),
+            },
+            Some(_) => Place::Behind,
+            None => Place::Gone,
+        })
+    }
+
+    async fn delete(&self, mine: &Contender<zk::Client>) -> Result<bool, LockError> {
+        let limit = self.settings.op_timeout;
+        match tokio::time::timeout(limit, mine.via.delete(&mine.name, None)).await {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(zk::Error::NoNode)) => Ok(false),
+            Ok(Err(e)) => Err(self.unavailable("refused a delete", e)),
+            Err(_) => Err(self.late(limit)),
+        }
+    }
+
+    fn delete_later(&self, mine: Contender<zk::Client>) {
+        clean_up(mine.via, Cleanup::Path(mine.name));
+    }
+
+    /// The server appended a sequence number to the name: every child of the container whose
+    /// name starts with the rest is that attempt's. Deleted until ZooKeeper answers: a znode
+    /// left behind would stand in the queue for good.
+    async fn abandoned(&self, name: &str) -> Result<(), LockError> {
+        let (client, _) = self.client().await?;
+        let (parent, prefix) = name.rsplit_once('/').unwrap_or(("", name));
+        clean_up(
+            client,
+            Cleanup::Tagged {
+                parent: parent.to_owned(),
+                prefix: prefix.to_owned(),
+            },
+        );
+        Ok(())
+    }
+
+    async fn watcher(&self, keys: &LockKeys) -> Result<Watcher, LockError> {
+        let (client, _) = self.client().await?;
+        Ok(Watcher {
+            client,
+            parent: parent_of(keys),
+            limit: self.settings.op_timeout,
+        })
+    }
+
+    async fn watch_predecessor(
+        watcher: &Watcher,
+        mine: Option<&Contender<zk::Client>>,
+    ) -> Result<Option<Wake>, String> {
+        let mine = mine.map(|c| child_name(&c.name));
+        let watched =
+            watch_predecessor(&watcher.client, &watcher.parent, mine, watcher.limit).await?;
+        Ok(watched.map(|w| -> Wake {
+            Box::pin(async move {
+                let _ = w.changed().await;
+            })
+        }))
+    }
+}
+
+impl ZooKeeper {
+    /// Where a reader's znode stands: behind a writer, or holding the lock with the fence of
+    /// the last writer before it (see [`reader_fence`]).
+    async fn look_reader(
+        &self,
+        parent: &str,
+        mine: &Contender<zk::Client>,
+    ) -> Result<Place, LockError> {
+        // Both sent now, in this order: the session's requests are answered in order, so the
+        // record read is at least as recent as the queue listed.
+        let listing = mine.via.list_children(parent);
+        let record = mine.via.get_data(parent);
+        let limit = self.settings.op_timeout;
+        let (listing, record) = tokio::join!(
+            tokio::time::timeout(limit, listing),
+            tokio::time::timeout(limit, record)
+        );
+        let (queue, record) = match (listing, record) {
+            (Ok(Ok(children)), Ok(record)) => (in_order(children), record.ok()),
+            (Ok(Err(e)), _) => return Err(self.unavailable("refused a read", e)),
+            _ => return Err(self.late(limit)),
+        };
+        let name = child_name(&mine.name);
+        let Some(at) = queue.iter().position(|c| c == name) else {
+            return Ok(Place::Gone);
+        };
+        if queue[..at].iter().any(|c| c.starts_with(CHILD)) {
+            return Ok(Place::Behind);
+        }
+        Ok(Place::Holds {
+            top: reader_fence(record, mine.order),
+        })
+    }
+}
+
+/// A reader's fence, from the container's data and stat read once the reader's znode (created
+/// at `mine`) was in. Every writer's znode is created in one transaction with `+n` in the
+/// container's data, so the record's `mzxid` is that writer's `czxid` and its fences top is
+/// `mzxid × 32 + n`. When the record is older than the reader's znode, it is the last writer
+/// that came before the reader: the reader got in, so that writer held the lock and left (or
+/// gave up waiting, or its session ended) and its top is the fence the reader sees. When a
+/// writer came after the reader and overwrote the record, or there is none, the reader's fence
+/// is `mine × 32` (or, with no record at all, the container's `czxid × 32`, the same for
+/// every reader): either way at or above every fence of the writers before the reader, below
+/// every fence of the writers after.
+pub(super) fn reader_fence(record: Option<(Vec<u8>, zk::Stat)>, mine: i64) -> u64 {
+    let mine_floor = (mine.max(0) as u64) * FENCE_SLOTS;
+    let Some((data, stat)) = record else {
+        return mine_floor.max(1);
+    };
+    let recorded = std::str::from_utf8(&data)
+        .ok()
+        .and_then(|text| text.strip_prefix('+')?.parse::<u64>().ok());
+    let top = match recorded {
+        Some(n) if stat.mzxid < mine => (stat.mzxid.max(0) as u64) * FENCE_SLOTS + n,
+        Some(_) => mine_floor,
+        None => (stat.czxid.max(0) as u64) * FENCE_SLOTS,
+    };
+    top.max(1)
+}
