@@ -4,6 +4,8 @@
 //!
 //! Each property is a module with one test per engine, `<property>::<engine>`:
 //! `cargo test --test conformance -- single` runs one engine, `-- watchdog::` one property.
+//! The differential test (`differential::<engine>`) runs the same generated schedules on every
+//! engine and judges them by one model: `-- differential::` alone.
 //! Time bounds here tell a release from a lease's expiry, and a bounded call from a hung one;
 //! they carry generous slack and never judge speed.
 
@@ -13,6 +15,8 @@ use leasehold_tests::conformance::{Engine, EngineKind};
 
 #[path = "conformance/mod.rs"]
 mod checks;
+#[path = "conformance/differential.rs"]
+mod differential;
 
 /// Expands each property into one test per engine it lists. Every engine of [`EngineKind::ALL`]
 /// must be listed (a test per property checks it), with the property's own check or, where the

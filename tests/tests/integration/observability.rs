@@ -119,7 +119,7 @@ fn spans_carry_the_documented_names_and_fields() {
     let _serial = serial();
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());
-    let _default = tracing::subscriber::set_default(subscriber);
+    let _default = crate::support::scoped(subscriber);
     runtime().block_on(async {
         let srv = RedisServer::start().await;
         let locker = Locker::connect(&srv.url()).await.unwrap();
@@ -173,7 +173,7 @@ fn hold_and_acquire_spans_are_siblings_under_the_callers_span() {
     let _serial = serial();
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());
-    let _default = tracing::subscriber::set_default(subscriber);
+    let _default = crate::support::scoped(subscriber);
     runtime().block_on(
         async {
             let locker = Locker::in_memory();
@@ -212,7 +212,7 @@ fn no_renewal_warning_after_the_loss_was_reported() {
     let _serial = serial();
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());
-    let _default = tracing::subscriber::set_default(subscriber);
+    let _default = crate::support::scoped(subscriber);
     runtime().block_on(async {
         let srv = RedisServer::start().await;
         let locker = Locker::builder()
@@ -264,7 +264,7 @@ fn keys_can_be_kept_out_of_traces() {
     let _serial = serial();
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());
-    let _default = tracing::subscriber::set_default(subscriber);
+    let _default = crate::support::scoped(subscriber);
     runtime().block_on(async {
         let srv = RedisServer::start().await;
         let locker = Locker::builder()

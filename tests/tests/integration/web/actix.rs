@@ -18,9 +18,7 @@ use leasehold::{
 use leasehold_tests::errors::lock_error;
 use leasehold_tests::harness::RedisServer;
 
-#[path = "web/log_capture.rs"]
-mod log_capture;
-use log_capture::Logs;
+use super::log_capture::Logs;
 
 const LIMIT: Duration = Duration::from_secs(30);
 

@@ -102,6 +102,7 @@ async fn body_outlives_its_lock(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_passwords_and_keys_never_leak() {
+    let _alone = crate::alone().await;
     let text = Arc::new(Mutex::new(String::new()));
     tracing::subscriber::set_global_default(Capture {
         text: text.clone(),
@@ -238,6 +239,7 @@ async fn tokens_passwords_and_keys_never_leak() {
 
 #[tokio::test]
 async fn owner_tokens_are_fresh_128_bit_random_values() {
+    let _alone = crate::alone().await;
     let srv = RedisServer::start().await;
     let locker = Locker::connect(&srv.url()).await.unwrap();
     let mut admin = srv.conn().await;

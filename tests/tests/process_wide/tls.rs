@@ -92,14 +92,15 @@ fn locker(url: String) -> leasehold::LockerBuilder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_work_over_tls_and_untrusted_servers_are_refused() {
+    let _alone = crate::alone().await;
     let dir = std::env::temp_dir().join(format!("leasehold-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let trusted = make_certificates(&dir, "trusted");
     let _other = make_certificates(&dir, "other");
     let (srv, port) = tls_server(&dir, "trusted").await;
     let (stranger, stranger_port) = tls_server(&dir, "other").await;
-    // Read by the OS root store loader of the redis client, at each TLS connection. This
-    // test binary holds this one test, so nothing else sees the variable.
+    // Read by the OS root store loader of the redis client, at each TLS connection. The
+    // tests of this binary run one at a time, so no other test runs while it changes.
     std::env::set_var("SSL_CERT_FILE", &trusted);
 
     // TLS compiled in? Without leasehold's `tls` feature every `rediss://` URL is refused.

@@ -47,8 +47,8 @@
 //! engine runs the same schedules, in the same order), `DIFF_SHRINK=N` shrink steps at most
 //! (default 24).
 //!
-//! `cargo test -p leasehold-tests --all-features --test differential` (one test per engine:
-//! `-- single`, `-- zookeeper`, ...).
+//! `cargo test -p leasehold-tests --all-features --test conformance -- differential::` (one
+//! test per engine: `-- differential::single`, `-- differential::zookeeper`, ...).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};

@@ -1,5 +1,5 @@
 //! The events logged on the current thread, for the web tests' log assertions (shared by
-//! `web_axum.rs` and `web_actix.rs` through `#[path]`).
+//! `axum` and `actix`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,7 +32,7 @@ impl Logs {
     pub fn capture() -> (Logs, DefaultGuard) {
         let logs = Logs::default();
         let subscriber = tracing_subscriber::registry().with(logs.clone());
-        (logs, tracing::subscriber::set_default(subscriber))
+        (logs, crate::support::scoped(subscriber))
     }
 
     /// The events with this message.

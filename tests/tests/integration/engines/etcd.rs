@@ -905,14 +905,11 @@ async fn a_late_put_of_an_abandoned_attempt_is_swept_and_blocks_nobody() {
         .unwrap();
 }
 
-/// The keys the orphan sweep deleted as orphans (its event "deleted a key of an abandoned
-/// etcd attempt"), from every thread: a global subscriber, set once for this test binary.
-fn swept_keys() -> Arc<Mutex<Vec<String>>> {
+/// The keys the orphan sweep deletes as orphans (its event "deleted a key of an abandoned etcd
+/// attempt") while the tap lives, from every thread: the sweep runs in a background task. The
+/// tap hears the other tests of this binary too; the test keeps the keys that are its own.
+fn swept_keys() -> (crate::support::Tap, Arc<Mutex<Vec<String>>>) {
     use tracing::field::{Field, Visit};
-    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-
-    #[derive(Clone, Default)]
-    struct Candidates(Arc<Mutex<Vec<String>>>);
 
     struct Fields {
         key: Option<String>,
@@ -930,30 +927,19 @@ fn swept_keys() -> Arc<Mutex<Vec<String>>> {
         }
     }
 
-    impl<S: tracing::Subscriber> Layer<S> for Candidates {
-        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-            let mut fields = Fields {
-                key: None,
-                candidate: false,
-            };
-            event.record(&mut fields);
-            if let (true, Some(key)) = (fields.candidate, fields.key) {
-                self.0.lock().unwrap().push(key);
-            }
+    let swept = Arc::new(Mutex::new(Vec::new()));
+    let into = swept.clone();
+    let tap = crate::support::tap(move |event| {
+        let mut fields = Fields {
+            key: None,
+            candidate: false,
+        };
+        event.record(&mut fields);
+        if let (true, Some(key)) = (fields.candidate, fields.key) {
+            into.lock().unwrap().push(key);
         }
-    }
-
-    static CANDIDATES: std::sync::OnceLock<Candidates> = std::sync::OnceLock::new();
-    CANDIDATES
-        .get_or_init(|| {
-            let candidates = Candidates::default();
-            let subscriber = tracing_subscriber::registry().with(candidates.clone());
-            tracing::subscriber::set_global_default(subscriber)
-                .expect("no other global subscriber in this test binary");
-            candidates
-        })
-        .0
-        .clone()
+    });
+    (tap, swept)
 }
 
 /// Found by the differential test (issue 28): once a locker sweeps its lease for orphans (it
@@ -968,7 +954,7 @@ fn swept_keys() -> Arc<Mutex<Vec<String>>> {
 /// `store/etcd.rs` fails without it every time.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_under_way_while_the_orphan_sweep_looks_succeed() {
-    let swept = swept_keys();
+    let (_tap, swept) = swept_keys();
     let etcd = EtcdServer::start().await;
     let a = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
     // Start the sweep: a lease without the watchdog runs out and is given back, and its

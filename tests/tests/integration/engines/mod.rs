@@ -1,0 +1,9 @@
+//! What each engine does beyond the conformance suite (`store/` of the runtime), and starting
+//! without one (`lazy_connect`).
+
+mod etcd;
+mod lazy_connect;
+mod memory;
+mod postgres;
+mod redis;
+mod zookeeper;

@@ -1,0 +1,5 @@
+//! Hostile input: keys and prefixes, and the key-template grammar. (Owner tokens in traces are
+//! in the `process_wide` binary: that test watches the global subscriber.)
+
+mod keys;
+mod template;

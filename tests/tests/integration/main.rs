@@ -1,0 +1,22 @@
+//! The library against real servers, one module per concept of the runtime: the core lock and
+//! its kinds (unfenced, read-write, multi-key), the other primitives, the attribute and the web
+//! integrations, configuration, observability, each engine's own behaviour, and hostile input.
+//! One test binary, so that the engine clients are linked once.
+
+mod config;
+mod engines;
+mod fenced_write;
+mod hostile;
+mod inspect;
+mod leader;
+mod lock_core;
+mod macro_behaviour;
+mod multi;
+mod observability;
+mod read_write;
+mod safety_regressions;
+mod semaphore;
+mod singleton_job;
+mod support;
+mod unfenced;
+mod web;
