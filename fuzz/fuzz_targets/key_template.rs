@@ -2,7 +2,7 @@
 //! `#[distributed_lock(key = "...")]` and the route rules' key templates) with libFuzzer: it
 //! never panics, every error points inside the template at character boundaries, and every
 //! accepted template round-trips. The same properties run in the default test run as a
-//! proptest (`tests/tests/hostile_template.rs`).
+//! proptest (`tests/tests/integration/hostile/template.rs`).
 #![no_main]
 
 use leasehold_template::{parse, parse_recovering, Segment};

@@ -1,5 +1,5 @@
-//! etcd under faults, with worker processes and the history checker (as
-//! `zookeeper_history.rs` does for ZooKeeper): a holder process frozen with SIGSTOP past its
+//! etcd under faults, with worker processes and the history checker (as `zookeeper` does for
+//! ZooKeeper): a holder process frozen with SIGSTOP past its
 //! etcd lease's TTL, and the leader of a 3-member cluster killed under load. The checker finds
 //! any overlap of believed holdings, any fence that goes back and any stale write the fenced
 //! resource accepted.

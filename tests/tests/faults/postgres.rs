@@ -1,5 +1,5 @@
 //! PostgreSQL under faults, with worker processes and the history checker (as
-//! `etcd_history.rs` does for etcd): a holder process frozen past its lease, the server
+//! `etcd` does for etcd): a holder process frozen past its lease, the server
 //! restarted under load (fast shutdown and `kill -9`), and every connection cut by the proxy
 //! for longer than a lease. The checker finds any overlap of believed holdings, any fence that
 //! goes back and any stale write the fenced resource accepted.

@@ -5,7 +5,7 @@
 //! Redis flat, and nothing left in Redis afterwards but fence counters with a TTL.
 //!
 //! The default run soaks for 30 s; the 10-minute soak is ignored by default:
-//! `scripts/reliability` runs it (`cargo test --release -p leasehold-tests --test fault_soak
+//! `scripts/reliability` runs it (`cargo test --release -p leasehold-tests --test faults soak::
 //! -- --ignored`).
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! ZooKeeper under faults, with worker processes and the history checker (as
-//! `fault_history.rs` does for Redis): a holder process frozen with SIGSTOP past its session
+//! `scenarios` does for Redis): a holder process frozen with SIGSTOP past its session
 //! timeout, and the leader of a 3-member ensemble killed under load. The checker finds any
 //! overlap of believed holdings, any fence that goes back and any stale write the fenced
 //! resource accepted.

@@ -2,7 +2,7 @@
 //! parallelism of distinct keys, re-entrancy, release on every exit path, busy locks, and
 //! cancellation of a body whose lease was lost.
 //!
-//! No test here installs a global default Locker: `no_default_locker_is_a_config_error`
+//! No test of this binary installs a global default Locker: `no_default_locker_is_a_config_error`
 //! depends on there being none in this process.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -2,6 +2,9 @@
 //! its kinds (unfenced, read-write, multi-key), the other primitives, the attribute and the web
 //! integrations, configuration, observability, each engine's own behaviour, and hostile input.
 //! One test binary, so that the engine clients are linked once.
+//!
+//! The tests share one process: none installs a global default `Locker` (`macro_behaviour` and
+//! `web` check the behaviour without one), and tracing subscribers go through `support`.
 
 mod config;
 mod engines;

@@ -1,8 +1,9 @@
 //! Read-write locks on a real `redis-server`: a waiting writer keeps new readers out (also
 //! after the key expired) and lets them in at once when it leaves, and readers' fences never go
-//! back. (Read locks on the other engines are in `engines::zookeeper` and `engines::etcd`, under
-//! faults in the `faults` binary's `primitives`, and their properties in the conformance suite's
-//! `read_write`.)
+//! back. Read locks are tested elsewhere too: on ZooKeeper and etcd in `engines::zookeeper` and
+//! `engines::etcd`; under faults in the `faults` binary (`primitives::read_write_*`,
+//! `scenarios::s11_read_write_*`); on every engine in the conformance suite (`read_write`,
+//! `differential`).
 
 use std::time::Duration;
 

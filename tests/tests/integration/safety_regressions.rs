@@ -1,7 +1,7 @@
 //! Regression tests for the bugs of the protocol review (RELIABILITY.md, findings 10 to 12),
 //! against real `redis-server` processes. Each of them failed before its fix. (The hang after
-//! a subscriber stall, finding 11, has its regression tests in `fault_history.rs`, scenario
-//! 10: `s10_a_waiter_returns_after_its_connections_were_cut_and_stalled` and the
+//! a subscriber stall, finding 11, has its regression tests in the `faults` binary, scenario
+//! 10: `scenarios::s10_a_waiter_returns_after_its_connections_were_cut_and_stalled` and the
 //! subscription-only variant.)
 
 use std::time::Duration;
