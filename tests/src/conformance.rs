@@ -414,7 +414,7 @@ impl Engine {
     /// leads (a leader change under the clients; no lock is lost). False (and nothing done)
     /// elsewhere: the suite's Sentinel setup monitors its master through a proxy that a
     /// promoted replica would not be behind (its failovers are scenario 9 and
-    /// `tests/sentinel.rs`), and a Cluster node keeps its cluster state beside its data.
+    /// `tests/tests/integration/engines/redis/sentinel.rs`), and a Cluster node keeps its cluster state beside its data.
     pub async fn failover(&self) -> bool {
         if !self.fails_over() {
             return false;

@@ -1,5 +1,5 @@
 //! One instance of a service with a singleton job, as a separate OS process: the
-//! `tests/tests/singleton_job.rs` test runs three and triggers the job on each at nearly the
+//! `tests/tests/integration/singleton_job.rs` test runs three and triggers the job on each at nearly the
 //! same moment, as their schedulers would.
 //!
 //! Usage: `job_worker ENGINE ADDRESS...`, ENGINE one of `redis` (one URL), `cluster` (node
@@ -15,7 +15,7 @@ use leasehold::{distributed_lock, LockError, Locker};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// The job: a short body (shorter than the spread of the triggers), then the lock stays
-/// taken until 3 s after it started (`singleton_job.rs` counts on these 3 s).
+/// taken until 3 s after it started (`integration/singleton_job.rs` counts on these 3 s).
 #[distributed_lock(
     key = "job:nightly-report",
     on_busy = "skip",

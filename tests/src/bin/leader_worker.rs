@@ -1,5 +1,5 @@
 //! A separate OS process that campaigns for one leader election in a loop, for
-//! `tests/tests/leader.rs`: while it leads it samples `is_leader()`, writes to the fenced
+//! `tests/tests/integration/leader.rs`: while it leads it samples `is_leader()`, writes to the fenced
 //! resource with its term, and resigns after a random while; all along, an observer task logs
 //! every leader it sees. Every step goes to an event log in `CLOCK_MONOTONIC` time
 //! (see `leasehold_tests::history`).
