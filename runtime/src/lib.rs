@@ -72,8 +72,6 @@ mod engine;
 mod error;
 pub mod fenced;
 mod locker;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 mod primitives;
 mod store;
 pub mod web;
@@ -109,6 +107,8 @@ pub use primitives::semaphore::{
 };
 pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};
 pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};
+#[cfg(feature = "postgres")]
+pub use store::postgres::check as postgres;
 pub use store::{Capabilities, Deployment, Fairness};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,

@@ -55,7 +55,7 @@
 use crate::error::{LockError, LostReason};
 use crate::primitives::guard::LockGuard;
 
-pub use crate::store::postgres::SCHEMA;
+pub use super::SCHEMA;
 
 /// How long past its lock's remaining lease a transaction that checked its fence may wait for
 /// its client between two statements before the server ends it (see the module docs): also
@@ -97,7 +97,7 @@ where
                 format!(
                     "the fence check of {:?} failed: {}",
                     guard.key(),
-                    crate::store::postgres::error_text(&e)
+                    super::errors::error_text(&e)
                 ),
                 Some(Box::new(e)),
             )
@@ -115,5 +115,5 @@ where
 /// The lock's name in the `leasehold_locks` table, for [`check_fence`]'s SQL when another
 /// driver runs it (`SELECT leasehold_check_fence($1, $2)`).
 pub fn store_key(guard: &LockGuard) -> String {
-    crate::store::postgres::db_text(guard.store_key()).into_owned()
+    super::text::db_text(guard.store_key()).into_owned()
 }

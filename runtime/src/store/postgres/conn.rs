@@ -1,0 +1,148 @@
+//! One connection to the server: opened within the connect timeout with the session's
+//! bounds set, its driver on a task of its own; for lock calls, with the lock statements
+//! prepared and warmed up.
+
+use std::sync::Arc;
+
+use tokio::task::AbortHandle;
+use tokio_postgres as pg;
+
+use super::sql::{ACQUIRE, RELEASE, RENEW, WARM_UP};
+use super::wakes::{heard, Wakes};
+use crate::error::LockError;
+use crate::store::Settings;
+
+/// The prepared statements of one connection.
+pub(super) struct Statements {
+    pub(super) acquire: pg::Statement,
+    pub(super) release: pg::Statement,
+    pub(super) renew: pg::Statement,
+}
+
+/// One connection for lock calls.
+pub(super) struct Conn {
+    pub(super) client: pg::Client,
+    pub(super) statements: Statements,
+    pub(super) driver: AbortHandle,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // The driver would otherwise live on behind a stalled socket.
+        self.driver.abort();
+    }
+}
+
+/// What the listener and the lock calls share.
+pub(super) struct Shared {
+    pub(super) config: pg::Config,
+    pub(super) shown: String,
+    pub(super) settings: Settings,
+    pub(super) wakes: Wakes,
+}
+
+impl Shared {
+    /// A new connection whose driver runs on its own task, its notifications (if any) sent
+    /// to `notices`. Bounded by the connect timeout.
+    pub(super) async fn open(
+        &self,
+        notices: Option<tokio::sync::mpsc::UnboundedSender<(String, Option<Arc<str>>)>>,
+    ) -> Result<(pg::Client, AbortHandle), LockError> {
+        let limit = self.settings.connect_timeout;
+        let (client, mut connection) =
+            match tokio::time::timeout(limit, self.config.connect(pg::NoTls)).await {
+                Ok(Ok(pair)) => pair,
+                Ok(Err(e)) => return Err(self.unavailable("could not be reached", e)),
+                Err(_) => return Err(self.late(limit)),
+            };
+        let driver = tokio::spawn(async move {
+            loop {
+                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    Some(Ok(pg::AsyncMessage::Notification(n))) => {
+                        if let Some(tx) = &notices {
+                            let _ = tx.send(heard(n.channel(), n.payload()));
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => return,
+                }
+            }
+        })
+        .abort_handle();
+        // Keep the server from working on a call after the client stopped waiting for it,
+        // and from waiting long on a row another transaction locked (a fenced write).
+        let op = self.settings.op_timeout.as_millis().max(1);
+        let setup = format!(
+            "SET statement_timeout = {op}; SET lock_timeout = {}; \
+             SET idle_in_transaction_session_timeout = {}",
+            (op / 2).max(1),
+            op * 4
+        );
+        match tokio::time::timeout(limit, client.batch_execute(&setup)).await {
+            Ok(Ok(())) => Ok((client, driver)),
+            Ok(Err(e)) => {
+                driver.abort();
+                Err(self.unavailable("refused the session settings", e))
+            }
+            Err(_) => {
+                driver.abort();
+                Err(self.late(limit))
+            }
+        }
+    }
+
+    pub(super) async fn open_for_locks(&self) -> Result<Conn, LockError> {
+        let (client, driver) = self.open(None).await?;
+        let limit = self.settings.connect_timeout;
+        let prepare = async {
+            use pg::types::Type;
+            let acquire = client
+                .prepare_typed(
+                    ACQUIRE,
+                    &[
+                        Type::TEXT,
+                        Type::TEXT,
+                        Type::INT8,
+                        Type::INT8,
+                        Type::TEXT,
+                        Type::INT8,
+                        Type::BOOL,
+                    ],
+                )
+                .await?;
+            let release = client
+                .prepare_typed(
+                    RELEASE,
+                    &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT],
+                )
+                .await?;
+            let renew = client
+                .prepare_typed(
+                    RENEW,
+                    &[Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::INT8_ARRAY],
+                )
+                .await?;
+            let _ = client.batch_execute(WARM_UP).await;
+            Ok::<_, pg::Error>(Statements {
+                acquire,
+                release,
+                renew,
+            })
+        };
+        match tokio::time::timeout(limit, prepare).await {
+            Ok(Ok(statements)) => Ok(Conn {
+                client,
+                statements,
+                driver,
+            }),
+            Ok(Err(e)) => {
+                driver.abort();
+                Err(self.unavailable("refused to prepare the lock statements", e))
+            }
+            Err(_) => {
+                driver.abort();
+                Err(self.late(limit))
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Leases: acquire (one `leasehold_acquire` call), release (one `leasehold_release` call,
+//! read right when it was sent twice) and renewals (one statement per batch, split when the
+//! server refuses it).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio_postgres as pg;
+
+use super::errors::{is_lock_timeout, sql_state};
+use super::text::{db_text, token_text};
+use super::waiters::{MAX_INTEREST, YIELD_WINDOW};
+use super::PostgresStore;
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::{AcquireRequest, Attempt, Renewal, Renewed, StoreFuture};
+
+/// Fences of one acquisition: `sequence value × FENCE_SLOTS + n`.
+const FENCE_SLOTS: u64 = 32;
+
+/// How many renewals one statement carries.
+const RENEW_CHUNK: usize = 1000;
+
+impl PostgresStore {
+    pub(super) async fn acquire_once(
+        &self,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Attempt, LockError> {
+        debug_assert!(
+            req.fences < FENCE_SLOTS,
+            "fences of one acquisition overflow"
+        );
+        let key = db_text(req.keys.lock());
+        let owner = token_text(req.token);
+        let lease_ms = req.lease.as_millis().max(1) as i64;
+        let fences = req.fences as i64;
+        let name: &str = req.contender.unwrap_or(&self.contender);
+        let wait_ms = match req.interest.is_zero() {
+            true => 0,
+            false => req.interest.min(MAX_INTEREST).as_millis().max(1) as i64,
+        };
+        let queued = req.queued;
+        // Recorded before sending: an acquire dropped before its answer may have queued us.
+        let waits_as_process = wait_ms > 0 && req.contender.is_none();
+        if waits_as_process {
+            self.queued_set().insert(req.keys.lock().to_owned());
+        }
+        let answer = self
+            .call("refused an acquire", |conn| {
+                let (key, owner) = (key.clone(), owner);
+                async move {
+                    let params: [&(dyn pg::types::ToSql + Sync); 7] = [
+                        &key.as_ref(),
+                        &owner,
+                        &lease_ms,
+                        &fences,
+                        &name,
+                        &wait_ms,
+                        &queued,
+                    ];
+                    conn.client
+                        .query_one(&conn.statements.acquire, &params)
+                        .await
+                }
+            })
+            .await;
+        let row = match answer {
+            Ok(row) => row,
+            // A row locked past lock_timeout by another session (not ours: fenced transactions
+            // hold an advisory lock, not the row): held.
+            Err(LockError::Unavailable {
+                source: Some(source),
+                ..
+            }) if is_lock_timeout(&*source) => {
+                return Ok(Attempt::Held { remaining: None });
+            }
+            Err(e) => return Err(e),
+        };
+        let fence: Option<i64> = row.get(0);
+        let remaining: Option<i64> = row.get(1);
+        if waits_as_process && fence.is_some() {
+            // The grant took us out of the line (leasehold_acquire).
+            self.queued_set().remove(req.keys.lock());
+        }
+        Ok(match fence {
+            Some(top) => Attempt::Granted { top: top as u64 },
+            None => Attempt::Held {
+                remaining: remaining.map(|ms| Duration::from_millis(ms.max(1) as u64)),
+            },
+        })
+    }
+
+    /// Deletes the lock if `token` owns it. `valid_until`: until when its holder counts the
+    /// lease as valid, if known.
+    pub(super) async fn release_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        valid_until: Option<tokio::time::Instant>,
+    ) -> Result<bool, LockError> {
+        let key = db_text(keys.lock());
+        let wake = db_text(keys.wake());
+        let owner = token_text(token);
+        let name: &str = &self.contender;
+        let window_ms = YIELD_WINDOW.as_millis() as i64;
+        let sent = AtomicUsize::new(0);
+        let row = self
+            .call("refused a release", |conn| {
+                let (key, wake) = (key.clone(), wake.clone());
+                sent.fetch_add(1, Ordering::Relaxed);
+                async move {
+                    let params: [&(dyn pg::types::ToSql + Sync); 5] =
+                        [&key.as_ref(), &owner, &name, &window_ms, &wake.as_ref()];
+                    conn.client
+                        .query_one(&conn.statements.release, &params)
+                        .await
+                }
+            })
+            .await?;
+        Ok(match row.get::<_, Option<bool>>(0) {
+            Some(valid) => valid,
+            // Sent again on a new connection after the first one closed: the first may have
+            // deleted the row, its answer lost. The row of a lease still valid when this
+            // answer came cannot have expired on the server (its expiry is later than the
+            // holder's validity), so only a delete removed it: the first attempt, or an
+            // operator's force_release at that very moment, which reads as this release.
+            None => {
+                sent.load(Ordering::Relaxed) > 1
+                    && valid_until.is_some_and(|v| tokio::time::Instant::now() < v)
+            }
+        })
+    }
+
+    pub(super) async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let mut out = Vec::with_capacity(batch.len());
+        for chunk in batch.chunks(RENEW_CHUNK) {
+            out.extend(self.renew_split(chunk).await?);
+        }
+        Ok(out)
+    }
+
+    /// Renews `batch` in one statement. When the server refuses that statement (an error with
+    /// an SQLSTATE: a row waited on past `lock_timeout`, anything about one of its leases),
+    /// each half is renewed on its own, down to single leases, and a single lease refused
+    /// reads [`Renewed::Unknown`] (the watchdog retries it): one lease that cannot be renewed
+    /// now never fails the others. A connection that failed or timed out still fails the whole
+    /// batch: every lease on it is as much in doubt.
+    fn renew_split<'a>(&'a self, batch: &'a [Renewal<'a>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(async move {
+            match self.renew_statement(batch).await {
+                Err(e) if sql_state(&e).is_some() => {
+                    if batch.len() == 1 {
+                        return Ok(vec![Renewed::Unknown]);
+                    }
+                    let (first, second) = batch.split_at(batch.len() / 2);
+                    let mut out = self.renew_split(first).await?;
+                    out.extend(self.renew_split(second).await?);
+                    Ok(out)
+                }
+                other => other,
+            }
+        })
+    }
+
+    /// One renewal statement for every lease of `batch`.
+    async fn renew_statement(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let keys: Vec<String> = batch
+            .iter()
+            .map(|r| db_text(r.keys.lock()).into_owned())
+            .collect();
+        let owners: Vec<&str> = batch.iter().map(|r| token_text(r.token)).collect();
+        let leases: Vec<i64> = batch
+            .iter()
+            .map(|r| r.lease.as_millis().max(1) as i64)
+            .collect();
+        let rows = self
+            .call("refused a renewal", |conn| {
+                let (keys, owners, leases) = (&keys, &owners, &leases);
+                async move {
+                    conn.client
+                        .query(&conn.statements.renew, &[keys, owners, leases])
+                        .await
+                }
+            })
+            .await?;
+        let extended: HashSet<(String, String)> = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+            .collect();
+        Ok(keys
+            .iter()
+            .zip(&owners)
+            .map(|(key, owner)| {
+                if extended.contains(&(key.clone(), (*owner).to_owned())) {
+                    Renewed::Yes
+                } else {
+                    Renewed::No
+                }
+            })
+            .collect())
+    }
+}

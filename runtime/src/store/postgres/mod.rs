@@ -1,0 +1,181 @@
+//! The PostgreSQL engine: a lock is a row of a lease table, its expiry on the database
+//! server's clock, its fence drawn from a sequence.
+//!
+//! **The table.** `leasehold_locks (key, owner, fence, expires)` with `key` as primary key,
+//! the line of waiters `leasehold_waiters (key, name, arrived, waits_until)`, the sequence
+//! `leasehold_fences` and the `leasehold_*` functions, created on first use under an advisory
+//! lock (or by an operator from [`SCHEMA`], for a database user that may not create tables).
+//! All of them live in the first schema of the connection's `search_path`.
+//!
+//! **Acquire** is one call of `leasehold_acquire`: it takes the lock's advisory lock without
+//! waiting (see *Fenced transactions*), inserts the row, or takes over a row whose expiry has
+//! passed (on the server's clock), and only then, holding the row's lock, draws the fence.
+//! Drawing it in the same statement as the insert would not do: a statement paused between
+//! drawing and inserting could take the lock after a later drawer released it, with a smaller
+//! fence. **Renew** extends every row of a batch that its owner token still holds (one
+//! statement; when the server refuses it, halves are renewed on their own, so one lease's
+//! failure reads as unknown for that lease only); **release** deletes the row if the token
+//! owns it and notifies, in the same transaction, the channel every locker listens on.
+//!
+//! **Fences** are `slot × 32 + n`, the slot the greatest of the sequence's next value, the
+//! server clock in units of 32 µs and the row's last slot + 1, and the sequence is lifted to
+//! it (given `UPDATE` on it). So fences keep increasing for a key when the sequence went back
+//! (a restored backup, a promoted asynchronous standby that missed WAL), while the server's
+//! clock does not step back by more than the restore or failover took (the rule Redis fences
+//! follow), and stay close to the clock in microseconds, as Redis fences do.
+//!
+//! **Fenced transactions.** `leasehold_check_fence`, in the user's transaction, holds the
+//! lock's advisory lock (two-int key space, from a 64-bit hash of the stored key) shared until
+//! that transaction ends; an acquire that could change the holder takes it exclusively with
+//! `pg_try_advisory_xact_lock` and answers "held" when it cannot. So nobody takes the lock
+//! over while a transaction that checked its fence is open, renewals and releases (which never
+//! touch that lock) are never blocked by it, and acquires never wait for it (hash collisions
+//! only cost a spurious "held"). The check also sets the transaction's
+//! `idle_in_transaction_session_timeout` to the lease left plus
+//! [`FENCED_IDLE_MARGIN`](crate::postgres::FENCED_IDLE_MARGIN) (5 s), so a holder stalled inside
+//! its transaction frees the lock at most that long after its lease ended.
+//!
+//! **Loss** is judged on this process's monotonic clock from the send time of the last
+//! acknowledged acquire or renewal, as on Redis; the server's expiry is counted from a later
+//! moment (when the statement ran), so it never ends before the client's belief does, as
+//! long as the server's wall clock does not jump forward by more than the lease's margin.
+//!
+//! **Waiting.** One connection per locker listens on the channel `leasehold`, whose payload
+//! names the released lock, and on `leasehold_turn` (see *The line*); a subscription
+//! registers before the waiter's next attempt and the listener is up by then, so a release
+//! after the attempt is never missed. When the listening connection drops (or stops answering
+//! its health check), every waiter is woken once it is back, and retries.
+//!
+//! **The line**, as on Redis: an acquire that will wait and finds the lock taken puts its
+//! contender in `leasehold_waiters` (the process's name, or a fair request's own), keeping
+//! its first arrival, for as long as it still waits and at most [`MAX_INTEREST`](waiters::MAX_INTEREST) (2 s) past
+//! that attempt. A release, when a contender other than the releasing process waits, leaves
+//! the row to the one that waited longest for [`YIELD_WINDOW`](waiters::YIELD_WINDOW) (200 ms: owner `~` and its
+//! name, which only its acquire may take, and which neither counts as held nor passes a fence
+//! check) and names it on `leasehold_turn`; otherwise it deletes the row. Without that, the
+//! releasing process's next local waiter, which needs no wake-up, would win nearly every time
+//! and a waiter in another process would wait for as long as the load lasts. A waiter that
+//! stops without the lock withdraws in the background (`leasehold_withdraw`, passing on a lock
+//! left to it). Every change of the line that also touches the lock's row locks the row
+//! first, so they never deadlock; `try_acquire` (no wait) never touches the line.
+//!
+//! **Connections.** [`POOL`](pool::POOL) connections, opened on demand and shared: tokio-postgres
+//! pipelines the statements of concurrent callers on one connection, so a lock call never
+//! waits for a connection to be free, and a connection that failed or timed out is replaced
+//! on its next use. Every call is bounded by the operation timeout, on the client and as the
+//! server's `statement_timeout`.
+//!
+//! **Growth.** A released row is deleted; a row left behind by a crashed holder is taken over
+//! by the next acquirer or deleted by the periodic sweep of every locker, so the table holds
+//! about as many rows as there are locks held.
+//!
+//! By job: [`schema`] (`schema.sql`, created on first use), [`sql`] (the statements),
+//! [`url`], [`conn`] (one connection), [`pool`], [`connect`], [`lease`] (acquire, release,
+//! renew), [`waiters`] (the line), [`wakes`] and [`listener`] (LISTEN/NOTIFY), [`admin`],
+//! [`text`] (keys and tokens as stored), [`errors`], and [`check`], the public
+//! `leasehold::postgres` (fenced writes in the caller's own transaction).
+
+mod admin;
+pub mod check;
+mod conn;
+mod connect;
+mod errors;
+mod lease;
+mod listener;
+mod pool;
+mod schema;
+mod sql;
+#[cfg(test)]
+mod tests;
+mod text;
+mod url;
+mod waiters;
+mod wakes;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+use self::conn::Shared;
+use self::pool::Pool;
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::{
+    AcquireRequest, Admin, Attempt, Renewal, Renewed, Store, StoreFuture, WakeSubscription,
+};
+
+pub use self::schema::SCHEMA;
+pub(crate) use self::url::validate;
+
+pub(crate) struct PostgresStore {
+    pool: Arc<Pool>,
+    shared: Arc<Shared>,
+    /// True while the listening connection listens.
+    listening: watch::Receiver<bool>,
+    listener: AbortHandle,
+    /// This process's name in the lines of waiters ([`contender_name`](crate::store::token::contender_name)).
+    contender: Arc<str>,
+    /// The lock keys whose line this process may be in under its own name: an acquire that
+    /// would wait was sent for them, and neither a grant nor a withdrawal came since. Only
+    /// these cost a round trip when their waiter leaves ([`Store::withdraw`]).
+    queued: Mutex<HashSet<String>>,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl Store for PostgresStore {
+    fn describe(&self) -> String {
+        format!("PostgreSQL at {}", self.shared.shown)
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_once(req))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, None))
+    }
+
+    fn release_held<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        valid_until: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, Some(valid_until)))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(self.renew_all(batch))
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(self.subscribe_once(keys))
+    }
+
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        Ok(self)
+    }
+
+    /// Fair per request: a fair request waits in leasehold_waiters under its own name, and
+    /// the release that leaves the lock to it says so on `leasehold_turn`.
+    fn capabilities(&self) -> super::Capabilities {
+        super::Engine::Postgres.capabilities(Duration::ZERO)
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        self.withdraw_process(keys);
+    }
+
+    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
+        self.withdraw_in_background(keys, contender.into());
+    }
+}

@@ -1,0 +1,113 @@
+//! The connections for lock calls: a few, opened on demand and shared (tokio-postgres
+//! pipelines concurrent callers' statements on one), each call bounded by the operation
+//! timeout and sent once more when its connection had closed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio_postgres as pg;
+
+use super::conn::{Conn, Shared};
+use super::PostgresStore;
+use crate::error::LockError;
+
+/// How many connections one locker uses for its lock calls (plus one that listens).
+pub(super) const POOL: usize = 4;
+
+/// The connections for lock calls, shared with the withdrawals that run in the background.
+pub(super) struct Pool {
+    pub(super) shared: Arc<Shared>,
+    pub(super) slots: Vec<tokio::sync::Mutex<Option<Arc<Conn>>>>,
+    pub(super) next: AtomicUsize,
+}
+
+impl Pool {
+    /// The connection of slot `i`, opened when it has none or its last one failed.
+    pub(super) async fn conn(&self, i: usize) -> Result<Arc<Conn>, LockError> {
+        let mut slot = self.slots[i].lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if !conn.client.is_closed() {
+                return Ok(conn.clone());
+            }
+        }
+        *slot = None;
+        let conn = Arc::new(self.shared.open_for_locks().await?);
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Forgets slot `i`'s connection if it is still `conn` (it failed or timed out).
+    fn discard(&self, i: usize, conn: &Arc<Conn>) {
+        if let Ok(mut slot) = self.slots[i].try_lock() {
+            if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+                *slot = None;
+            }
+        } else {
+            // Someone is replacing it already, or using the slot's lock briefly: the
+            // connection's driver ends with it, and `is_closed` tells the next caller.
+            conn.driver.abort();
+        }
+    }
+
+    /// Runs one call on a pooled connection within the operation timeout. A call that
+    /// failed because its connection was closed (the server restarted) is sent once more on
+    /// a new one: every statement here may run twice.
+    pub(super) async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, LockError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, pg::Error>>,
+    {
+        let limit = self.shared.settings.op_timeout;
+        let deadline = tokio::time::Instant::now() + limit;
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % POOL;
+        let mut retried = false;
+        loop {
+            let conn = match tokio::time::timeout_at(deadline, self.conn(i)).await {
+                Ok(conn) => conn?,
+                Err(_) => return Err(self.shared.late(limit)),
+            };
+            match tokio::time::timeout_at(deadline, f(conn.clone())).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if e.is_closed() && !retried => {
+                    self.discard(i, &conn);
+                    retried = true;
+                }
+                Ok(Err(e)) => {
+                    if e.code().is_none() {
+                        self.discard(i, &conn);
+                    }
+                    return Err(self.shared.unavailable(what, e));
+                }
+                Err(_) => {
+                    self.discard(i, &conn);
+                    return Err(self.shared.late(limit));
+                }
+            }
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Runs one call on a pooled connection within the operation timeout (see [`Pool::call`]).
+    pub(super) async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, LockError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, pg::Error>>,
+    {
+        self.pool.call(what, f).await
+    }
+
+    /// One statement on a pooled connection, unprepared (the operator's calls).
+    pub(super) async fn query(
+        &self,
+        what: &str,
+        sql: &'static str,
+        params: &[&(dyn pg::types::ToSql + Sync)],
+    ) -> Result<Vec<pg::Row>, LockError> {
+        self.call(
+            what,
+            |conn| async move { conn.client.query(sql, params).await },
+        )
+        .await
+    }
+}
