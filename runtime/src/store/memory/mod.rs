@@ -1,0 +1,164 @@
+//! Process memory as the lock store: the same protocol as Redis (leases that expire, owner
+//! tokens, fences seeded from the clock, wake-ups on release), for tests and one-process use.
+//!
+//! By job: [`state`] (what the store holds, its fences and its sweep), [`locks`] (exclusive
+//! locks, renewals, wake-ups), [`readers`], [`semaphores`], [`leader`] (leader records).
+
+mod leader;
+mod locks;
+mod readers;
+mod semaphores;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use self::state::State;
+use super::{
+    AcquireRequest, Attempt, LeaderRecord, PermitState, PermitWaiter, Renewal, Renewed, Store,
+    StoreFuture, WakeSubscription,
+};
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+
+pub(crate) struct MemoryStore {
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    pub(crate) fn new() -> Self {
+        MemoryStore {
+            state: Mutex::new(State::default()),
+        }
+    }
+}
+
+impl Store for MemoryStore {
+    fn capabilities(&self) -> super::Capabilities {
+        super::Engine::Memory.capabilities(Duration::ZERO)
+    }
+
+    fn describe(&self) -> String {
+        "in memory".to_owned()
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(std::future::ready(Ok(MemoryStore::acquire(self, req))))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(MemoryStore::release(
+            self, keys, token,
+        ))))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(std::future::ready(Ok(yes_no(MemoryStore::renew(
+            self, batch,
+        )))))
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        MemoryStore::withdraw(self, keys);
+    }
+
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(std::future::ready(Ok(MemoryStore::acquire_shared(
+            self, req,
+        ))))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(MemoryStore::release_shared(
+            self, keys, token,
+        ))))
+    }
+
+    fn publish_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        let written = MemoryStore::publish_leader(self, keys, token, leader);
+        Box::pin(std::future::ready(Ok(written)))
+    }
+
+    fn clear_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        MemoryStore::clear_leader(self, keys, term);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn read_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        Box::pin(std::future::ready(Ok(MemoryStore::read_leader(self, keys))))
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+        waiter: Option<PermitWaiter>,
+    ) -> StoreFuture<'a, Attempt> {
+        Box::pin(std::future::ready(MemoryStore::acquire_permits(
+            self, req, limit, count, waiter,
+        )))
+    }
+
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, _count: u32) {
+        MemoryStore::withdraw_permits(self, keys, waiter);
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        _count: u32,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(MemoryStore::release_permits(
+            self, keys, token,
+        ))))
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(std::future::ready(Ok(MemoryStore::inspect_permits(
+            self, keys,
+        ))))
+    }
+
+    fn admin(&self) -> Result<&dyn super::Admin, LockError> {
+        Err(LockError::config(
+            "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
+             are visible to its own process only",
+        ))
+    }
+}
+
+/// A store that can only say yes or no.
+pub(crate) fn yes_no(flags: Vec<bool>) -> Vec<Renewed> {
+    flags
+        .into_iter()
+        .map(|ok| if ok { Renewed::Yes } else { Renewed::No })
+        .collect()
+}
