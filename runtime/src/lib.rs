@@ -70,7 +70,6 @@
 mod config;
 mod engine;
 mod error;
-pub mod fenced;
 mod locker;
 mod primitives;
 mod store;
@@ -109,6 +108,7 @@ pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};
 pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 #[cfg(feature = "postgres")]
 pub use store::postgres::check as postgres;
+pub use store::redis::fenced;
 pub use store::{Capabilities, Deployment, Fairness};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,
