@@ -1,0 +1,128 @@
+//! A [`LockConfig`] read from, or overridden by, the `LEASEHOLD_*` environment variables.
+
+use super::checks::{
+    check_bound, check_lease, check_prefix, check_url, parse_bool, parse_drift, parse_duration,
+    url_list,
+};
+use super::{LockConfig, SentinelConfig};
+use crate::error::LockError;
+
+/// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
+const ENV_VARS: [(&str, &str); 17] = [
+    ("LEASEHOLD_URL", "url"),
+    ("LEASEHOLD_REDLOCK", "redlock"),
+    ("LEASEHOLD_CLUSTER", "cluster"),
+    ("LEASEHOLD_SENTINEL", "sentinel"),
+    ("LEASEHOLD_SENTINEL_MASTER", "sentinel_master"),
+    ("LEASEHOLD_ZOOKEEPER", "zookeeper"),
+    ("LEASEHOLD_ETCD", "etcd"),
+    ("LEASEHOLD_POSTGRES", "postgres"),
+    ("LEASEHOLD_SESSION_TIMEOUT", "session_timeout"),
+    ("LEASEHOLD_PREFIX", "prefix"),
+    ("LEASEHOLD_LEASE", "lease"),
+    ("LEASEHOLD_WAIT", "wait"),
+    ("LEASEHOLD_OP_TIMEOUT", "op_timeout"),
+    ("LEASEHOLD_CONNECT_TIMEOUT", "connect_timeout"),
+    ("LEASEHOLD_WATCHDOG", "watchdog"),
+    ("LEASEHOLD_LAZY_CONNECT", "lazy_connect"),
+    ("LEASEHOLD_CLOCK_DRIFT", "clock_drift"),
+];
+
+impl LockConfig {
+    /// Reads the process environment: `LEASEHOLD_URL`, `LEASEHOLD_PREFIX`, `LEASEHOLD_LEASE`,
+    /// `LEASEHOLD_WAIT`, `LEASEHOLD_OP_TIMEOUT`, `LEASEHOLD_CONNECT_TIMEOUT` and
+    /// `LEASEHOLD_WATCHDOG` (`true`/`false`); unset ones stay unset. Route rules come from files.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] naming the variable and its bad value.
+    pub fn from_env() -> Result<LockConfig, LockError> {
+        LockConfig::default().with_vars(std::env::vars_os().filter_map(|(k, v)| {
+            Some((k.into_string().ok()?, v.into_string().unwrap_or_default()))
+        }))
+    }
+
+    /// This config with the fields that the environment sets replaced: a file for the rules
+    /// and defaults, the environment for the deployment (`LEASEHOLD_URL` ...).
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn with_env(self) -> Result<LockConfig, LockError> {
+        self.with_vars(std::env::vars_os().filter_map(|(k, v)| {
+            Some((k.into_string().ok()?, v.into_string().unwrap_or_default()))
+        }))
+    }
+
+    /// This config with the fields that `vars` set replaced, as [`with_env`](Self::with_env)
+    /// does with the process environment; for tests and for other sources of variables.
+    /// Variables not named `LEASEHOLD_...` (as listed in [`from_env`](Self::from_env)) are
+    /// ignored.
+    ///
+    /// ```
+    /// use leasehold::LockConfig;
+    /// use std::time::Duration;
+    ///
+    /// let config = LockConfig::default().with_vars([
+    ///     ("LEASEHOLD_URL".to_owned(), "redis://cache:6379".to_owned()),
+    ///     ("LEASEHOLD_WAIT".to_owned(), "250ms".to_owned()),
+    /// ])?;
+    /// assert_eq!(config.wait, Some(Duration::from_millis(250)));
+    /// let err = LockConfig::default()
+    ///     .with_vars([("LEASEHOLD_WATCHDOG".to_owned(), "maybe".to_owned())])
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains(r#"LEASEHOLD_WATCHDOG: "maybe""#));
+    /// # Ok::<(), leasehold::LockError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Config`] naming the variable and its bad value.
+    pub fn with_vars(
+        mut self,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<LockConfig, LockError> {
+        for (name, value) in vars {
+            let Some((var, field)) = ENV_VARS.iter().find(|(var, _)| *var == name) else {
+                continue;
+            };
+            let value = value.trim();
+            let duration = || parse_duration(var, value);
+            match *field {
+                "url" => self.url = Some(check_url(var, value)?),
+                "prefix" => self.prefix = Some(check_prefix(var, value)?),
+                "lease" => self.lease = Some(check_lease(var, value, duration()?)?),
+                "wait" => self.wait = Some(duration()?),
+                "op_timeout" => self.op_timeout = Some(check_bound(var, value, duration()?)?),
+                "connect_timeout" => {
+                    self.connect_timeout = Some(check_bound(var, value, duration()?)?)
+                }
+                "watchdog" => self.watchdog = Some(parse_bool(var, value)?),
+                "lazy_connect" => self.lazy_connect = Some(parse_bool(var, value)?),
+                "redlock" => self.redlock = url_list(var, value)?,
+                "cluster" => self.cluster = url_list(var, value)?,
+                "sentinel" => {
+                    self.sentinel
+                        .get_or_insert_with(SentinelConfig::default)
+                        .urls = url_list(var, value)?
+                }
+                "sentinel_master" => {
+                    self.sentinel
+                        .get_or_insert_with(SentinelConfig::default)
+                        .master = value.to_owned()
+                }
+                "clock_drift" => self.clock_drift = Some(parse_drift(var, value)?),
+                "zookeeper" => self.zookeeper = Some(value.to_owned()),
+                "postgres" => self.postgres = Some(value.to_owned()),
+                "etcd" => {
+                    self.etcd = value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|e| !e.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                }
+                "session_timeout" => self.session_timeout = Some(duration()?),
+                _ => unreachable!("every variable has a field"),
+            }
+        }
+        Ok(self)
+    }
+}
