@@ -80,7 +80,7 @@ impl LockerBuilder {
     }
 
     /// The engine and where it runs, as one value: what a configuration file names
-    /// ([`LockConfig::deployment`](crate::LockConfig::deployment)) or a URL
+    /// (`LockConfig::deployment`, with the `serde` feature) or a URL
     /// ([`Deployment::parse`]); the methods below are shorthands for it. A ZooKeeper or etcd
     /// deployment's session timeout, and a Sentinel's `min_replicas`, become the builder's.
     ///

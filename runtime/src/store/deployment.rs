@@ -13,7 +13,7 @@ use super::{Capabilities, Engine, Settings, Store};
 use crate::error::LockError;
 
 /// One engine and where it runs: what [`LockerBuilder::deployment`](crate::LockerBuilder::deployment)
-/// takes, what a config file names ([`LockConfig::deployment`](crate::LockConfig::deployment)),
+/// takes, what a config file names (`LockConfig::deployment`, with the `serde` feature),
 /// and what [`Deployment::parse`] reads from one URL. The builder's `.url(...)`,
 /// `.redlock(...)`, `.zookeeper(...)` and friends are shorthands for it.
 ///
@@ -74,7 +74,7 @@ pub enum Deployment {
 impl Deployment {
     /// The deployment one URL names: `redis://`, `rediss://` or `redis+unix://` (one Redis
     /// server), `zookeeper://host:port,host:port` (an ensemble), `etcd://e1,e2` (each
-    /// endpoint as [`LockerBuilder::etcd`](crate::LockerBuilder::etcd) takes it), or
+    /// endpoint as `LockerBuilder::etcd` takes it), or
     /// `postgres://` / `postgresql://` (a database). Session timeouts are the default
     /// ([`DEFAULT_SESSION_TIMEOUT`](crate::DEFAULT_SESSION_TIMEOUT)); RedLock, Cluster and
     /// Sentinel take several URLs and have no one-URL form. The deployment is checked as

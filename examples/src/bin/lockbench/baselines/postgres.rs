@@ -18,7 +18,7 @@ use crate::key_lock::KeyLock;
 /// The engine's acquire, as its `ACQUIRE` statement sends it.
 const ACQUIRE: &str = "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4)";
 
-/// The engine's release (its `RELEASE` statement, copied from `runtime/src/store/postgres.rs`):
+/// The engine's release (its `RELEASE` statement, copied from `runtime/src/store/postgres/sql.rs`):
 /// delete the row if the owner holds it, and notify the waiters' channel in the same
 /// transaction.
 const RELEASE: &str = "WITH gone AS (\
