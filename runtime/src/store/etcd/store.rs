@@ -9,13 +9,8 @@ use tokio::sync::watch;
 
 use super::Etcd;
 use crate::error::LockError;
-use crate::store::keys::LockKeys;
-use crate::store::sequenced::{Contender, Contenders, Driver, Role, Sequenced};
-use crate::store::token::OwnerToken;
-use crate::store::{
-    AcquireRequest, Admin, Attempt, Capabilities, Engine, Renewal, Renewed, Session, Settings,
-    Store, StoreFuture, WakeSubscription,
-};
+use crate::store::sequenced::{Contender, Contenders, Renews, Sequenced, SequencedEngine};
+use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
 
 /// How many reads one renewal transaction carries (etcd refuses more than 128 by default).
 const RENEW_CHUNK: usize = 64;
@@ -43,7 +38,9 @@ impl Sequenced<Etcd> {
         .await?;
         Ok(Sequenced::new(driver, contenders, epoch))
     }
+}
 
+impl Renews for Sequenced<Etcd> {
     /// A lease is renewed when its key is still ours and a keep-alive sent with the check was
     /// acknowledged: a put does not refresh an etcd lease, a keep-alive does.
     async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
@@ -115,52 +112,9 @@ impl Sequenced<Etcd> {
     }
 }
 
-impl Store for Sequenced<Etcd> {
-    fn describe(&self) -> String {
-        self.driver.describe()
-    }
-
-    fn session(&self) -> Option<Session> {
-        Some(self.current_session())
-    }
-
+/// The lease bound is the session's: the TTL of the locker's etcd lease.
+impl SequencedEngine for Etcd {
     fn capabilities(&self) -> Capabilities {
-        Engine::Etcd.capabilities(self.driver.ttl)
-    }
-
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_once(req))
-    }
-
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, Role::Writer))
-    }
-
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_shared_once(req))
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, Role::Reader))
-    }
-
-    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
-        Box::pin(self.renew_all(batch))
-    }
-
-    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
-        Box::pin(self.subscribe_once(keys))
-    }
-
-    fn withdraw(&self, keys: &LockKeys) {
-        self.withdraw_waiting(keys);
-    }
-
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(&self.driver)
+        Engine::Etcd.capabilities(self.ttl)
     }
 }

@@ -29,6 +29,7 @@
 mod contenders;
 mod driver;
 mod recipe;
+mod store;
 mod subscribe;
 #[cfg(test)]
 mod tests;
@@ -36,3 +37,4 @@ mod tests;
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
 pub(crate) use driver::{tag, writer_top, Driver, Place, Role, Wake, FENCE_SLOTS};
 pub(crate) use recipe::Sequenced;
+pub(crate) use store::{Engine as SequencedEngine, Renews};

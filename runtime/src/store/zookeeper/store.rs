@@ -11,13 +11,8 @@ use zookeeper_client as zk;
 use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::join_all;
-use crate::store::keys::LockKeys;
-use crate::store::sequenced::{Contenders, Driver, Role, Sequenced};
-use crate::store::token::OwnerToken;
-use crate::store::{
-    AcquireRequest, Admin, Attempt, Capabilities, Engine, Renewal, Renewed, Session, Settings,
-    Store, StoreFuture, WakeSubscription,
-};
+use crate::store::sequenced::{Contenders, Renews, Sequenced, SequencedEngine};
+use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
 
 /// The ZooKeeper engine: the sequential-contender recipe over ZooKeeper's driver.
 pub(crate) type ZooKeeperStore = Sequenced<ZooKeeper>;
@@ -42,7 +37,9 @@ impl Sequenced<ZooKeeper> {
         driver.client().await?;
         Ok(Sequenced::new(driver, contenders, epoch))
     }
+}
 
+impl Renews for Sequenced<ZooKeeper> {
     /// A lease is renewed by proving its znode alive in this session: while connected, the
     /// session (and so the znode) lives on at the server.
     async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
@@ -71,56 +68,10 @@ impl Sequenced<ZooKeeper> {
     }
 }
 
-impl Store for Sequenced<ZooKeeper> {
-    fn describe(&self) -> String {
-        self.driver.describe()
-    }
-
-    fn session(&self) -> Option<Session> {
-        Some(self.current_session())
-    }
-
-    /// Leases are bounded by the session timeout the server granted the latest session: a
-    /// lease no longer than it ends, on this process's clock, before the server can expire
-    /// the session.
+/// The lease bound is the session's: the session timeout the server granted the latest session (a lease no longer than it ends, on this process's clock, before the server can expire the session).
+impl SequencedEngine for ZooKeeper {
     fn capabilities(&self) -> Capabilities {
-        let granted = Duration::from_millis(self.driver.granted.load(Ordering::Acquire));
+        let granted = Duration::from_millis(self.granted.load(Ordering::Acquire));
         Engine::ZooKeeper.capabilities(granted)
-    }
-
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_once(req))
-    }
-
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, Role::Writer))
-    }
-
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_shared_once(req))
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, Role::Reader))
-    }
-
-    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
-        Box::pin(self.renew_all(batch))
-    }
-
-    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
-        Box::pin(self.subscribe_once(keys))
-    }
-
-    fn withdraw(&self, keys: &LockKeys) {
-        self.withdraw_waiting(keys);
-    }
-
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(&self.driver)
     }
 }

@@ -1,0 +1,82 @@
+//! The store boundary of every sequential-contender engine, written once: the calls go to the
+//! recipe, and only what differs (renewals, what the engine offers) to the engine.
+
+use std::future::Future;
+
+use super::{Driver, Role, Sequenced};
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::{
+    AcquireRequest, Admin, Attempt, Capabilities, Renewal, Renewed, Session, Store, StoreFuture,
+    WakeSubscription,
+};
+
+/// What a sequential-contender engine answers itself, beside its [`Driver`].
+pub(crate) trait Engine: Driver + Admin {
+    /// What it offers; the lease bound is its session's.
+    fn capabilities(&self) -> Capabilities;
+}
+
+/// Renewals, which each engine proves its own way (ZooKeeper: the contender's session is the
+/// live one; etcd: an acknowledged keep-alive of the lease the contender is attached to).
+pub(crate) trait Renews {
+    /// Extends each lease its token still holds; one entry per renewal, in order.
+    fn renew_all(
+        &self,
+        batch: &[Renewal<'_>],
+    ) -> impl Future<Output = Result<Vec<Renewed>, LockError>> + Send;
+}
+
+impl<D: Engine> Store for Sequenced<D>
+where
+    Sequenced<D>: Renews,
+{
+    fn describe(&self) -> String {
+        self.driver.describe()
+    }
+
+    fn session(&self) -> Option<Session> {
+        Some(self.current_session())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.driver.capabilities()
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_once(req))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, Role::Writer))
+    }
+
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_shared_once(req))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, Role::Reader))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        Box::pin(self.renew_all(batch))
+    }
+
+    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        Box::pin(self.subscribe_once(keys))
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        self.withdraw_waiting(keys);
+    }
+
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        Ok(&self.driver)
+    }
+}
