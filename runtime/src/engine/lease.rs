@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
-use crate::store::Session;
+use crate::store::{Session, Store};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -136,6 +137,21 @@ impl Lease {
     pub(crate) fn into_unfenced(mut self) -> Self {
         self.fenced = false;
         self
+    }
+
+    /// Ends this lease in the store, by its kind: a read lease leaves the readers, permits go
+    /// back to the semaphore, an exclusive lease deletes the lock; `Ok(false)` when it was not
+    /// held any more.
+    pub(crate) async fn end(&self, store: &dyn Store) -> Result<bool, LockError> {
+        let state = self.state.borrow();
+        // A lease known lost gives no validity to count on.
+        let valid_until = match state.lost {
+            true => Instant::now(),
+            false => state.valid_until,
+        };
+        store
+            .give_back(&self.keys, &self.token, self.kind, valid_until)
+            .await
     }
 
     /// The next reserved fencing token, for the next holder of this lease; `None` when the

@@ -29,7 +29,7 @@ use crate::engine::observe;
 use crate::engine::state::Inner;
 use crate::engine::turns::ActiveTurn;
 use crate::error::{LockError, LostReason};
-use crate::store::{Renewal, Renewed, Store};
+use crate::store::{Renewal, Renewed};
 use tracing::Instrument;
 
 impl Inner {
@@ -223,7 +223,7 @@ impl Inner {
 
     /// Deletes the lock in Redis if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
-        match end_lease(&*self.store, lease).await {
+        match lease.end(&*self.store).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LockError::Lost {
                 reason: LostReason::Refused,
@@ -295,19 +295,4 @@ fn outcome(result: Result<(), LockError>) -> (&'static str, Result<(), LockError
         Err(e) => e.code(),
     };
     (name, result)
-}
-
-/// Ends `lease` in the store, by its kind: a read lease leaves the readers, permits go back
-/// to the semaphore, an exclusive lease deletes the lock; `Ok(false)` when it was not held
-/// any more.
-pub(crate) async fn end_lease(store: &dyn Store, lease: &Lease) -> Result<bool, LockError> {
-    let state = lease.state.borrow();
-    // A lease known lost gives no validity to count on.
-    let valid_until = match state.lost {
-        true => Instant::now(),
-        false => state.valid_until,
-    };
-    store
-        .give_back(&lease.keys, &lease.token, lease.kind, valid_until)
-        .await
 }

@@ -229,7 +229,7 @@ fn give_back(store: &Arc<dyn Store>, lease: Arc<Lease>) {
     let store = Arc::downgrade(store);
     tokio::spawn(async move {
         if let Some(store) = store.upgrade() {
-            let _ = crate::engine::release::end_lease(&*store, &lease).await;
+            let _ = lease.end(&*store).await;
         }
     });
 }

@@ -13,7 +13,6 @@ use crate::store::{self, Deployment, Settings};
 
 use super::defaults::*;
 use super::Locker;
-use crate::primitives::request::check_lease;
 
 /// Options of a [`Locker`]. Start with [`Locker::builder`], finish with
 /// [`build`](LockerBuilder::build).

@@ -18,3 +18,14 @@ pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The shortest lease accepted: 10 ms.
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
+
+/// Refuses a lease shorter than [`MIN_LEASE`], naming the option (`name`) that set it.
+pub(crate) fn check_lease(lease: Duration, name: &str) -> Result<(), crate::error::LockError> {
+    if lease < MIN_LEASE {
+        return Err(crate::error::LockError::config(format!(
+            "{name} of {lease:?} is too short; a lease must be at least {MIN_LEASE:?} (Redis \
+             counts in milliseconds, and the client keeps a safety margin)"
+        )));
+    }
+    Ok(())
+}

@@ -9,18 +9,8 @@ use crate::primitives::guard::LockGuard;
 use crate::store::kind::LeaseKind;
 use crate::store::{self, Feature};
 
-use crate::locker::defaults::MIN_LEASE;
+use crate::locker::defaults::check_lease;
 use crate::locker::Locker;
-
-pub(crate) fn check_lease(lease: Duration, name: &str) -> Result<(), LockError> {
-    if lease < MIN_LEASE {
-        return Err(LockError::config(format!(
-            "{name} of {lease:?} is too short; a lease must be at least {MIN_LEASE:?} (Redis \
-             counts in milliseconds, and the client keeps a safety margin)"
-        )));
-    }
-    Ok(())
-}
 
 /// One acquisition being described: key, lease, wait and watchdog. Made by
 /// [`Locker::lock`].
@@ -242,9 +232,6 @@ impl<'a> LockRequest<'a> {
         };
         if let Some(feature) = needs {
             store::require(feature, &caps, &inner.store.describe())?;
-        }
-        if let LeaseKind::Permits { limit, count } = self.kind {
-            crate::primitives::semaphore::check_permits(limit, count)?;
         }
         let watchdog = self.watchdog.unwrap_or(inner.default_watchdog);
         let hold_at_least = self.hold_at_least.filter(|hold| !hold.is_zero());

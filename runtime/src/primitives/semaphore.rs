@@ -8,8 +8,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::locker::LockRequest;
 use crate::primitives::guard::LockGuard;
+use crate::primitives::request::LockRequest;
 use crate::store::kind::LeaseKind;
 
 /// The most permits a semaphore may have: every permit held is an entry of its own in the
@@ -125,6 +125,7 @@ impl SemaphoreRequest<'_> {
     /// the semaphore's permits.
     pub async fn acquire_many(self, n: u32) -> Result<PermitGuard, LockError> {
         let limit = self.permits;
+        check_permits(limit, n)?;
         let request = self.request.of_kind(LeaseKind::Permits { limit, count: n });
         let opts = request.options()?;
         let guard = request.locker.inner.acquire_with(request.key, opts).await?;
