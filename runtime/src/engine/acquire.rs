@@ -1,5 +1,5 @@
-//! Taking a lock: re-enter if the surrounding scope holds it, else queue locally, then
-//! contend in Redis: try, subscribe to the wake channel, try again, and sleep until a
+//! Taking a lease of any kind (the lock, a reader's share, permits): re-enter if the
+//! surrounding scope holds it, else queue locally, then contend in the store: try, subscribe to the wake channel, try again, and sleep until a
 //! release, the holder's remaining lease or the deadline, whichever comes first.
 
 use std::future::Future;

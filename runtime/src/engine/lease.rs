@@ -32,7 +32,7 @@ pub(crate) struct LeaseState {
     /// Until when the lease counts as held: send time of the last successful acquire or renew
     /// plus [`validity`].
     pub(crate) valid_until: Instant,
-    /// Redis said the lock is not ours any more.
+    /// The store said the lock is not ours any more.
     pub(crate) lost: bool,
 }
 
@@ -70,7 +70,7 @@ pub(crate) struct Lease {
     /// Notified (all waiters) whenever `state` or `holder` changes: wakes [`Lease::lost_for`],
     /// which registers before it reads them, so no change slips between its read and its wait.
     changed: tokio::sync::Notify,
-    /// Released in Redis (or lost and given up): the watchdog must leave it alone.
+    /// Released in the store (or lost and given up): the watchdog must leave it alone.
     done: AtomicBool,
     /// The loss of this lease was reported (traces, metrics) already.
     lost_reported: AtomicBool,
@@ -229,7 +229,7 @@ impl Lease {
     }
 
     /// A renewal sent at `sent` succeeded. Returns whether the lease is still held: a lease
-    /// whose validity ran out before the answer came stays lost, even though Redis still had
+    /// whose validity ran out before the answer came stays lost, even though the store still had
     /// its token. It was already reported lost (`is_held()` false, `lost()` resolved), and a
     /// holder told so must never find itself holding the lock again.
     pub(crate) fn renewed(&self, sent: Instant) -> bool {
@@ -274,14 +274,14 @@ impl Lease {
         }
     }
 
-    /// Redis said the lock is not ours any more.
+    /// The store said the lock is not ours any more.
     pub(crate) fn mark_lost(&self) {
         if self.state.modify(|s| !std::mem::replace(&mut s.lost, true)) {
             self.changed.notify_waiters();
         }
     }
 
-    /// Resolves once the lease is lost: Redis said so, or its validity ran out without a
+    /// Resolves once the lease is lost: the store said so, or its validity ran out without a
     /// renewal. Works without the watchdog: it watches the clock itself.
     pub(crate) async fn lost(&self) {
         self.lost_for(None).await
@@ -308,7 +308,7 @@ impl Lease {
                     None => false,
                 };
                 if !changed {
-                    // No session, or the backend is gone: only the clock and Redis tell.
+                    // No session, or the backend is gone: only the clock and the store tell.
                     std::future::pending::<()>().await;
                 }
             };

@@ -1,6 +1,6 @@
 //! Waiters of one key (a lock's, or a semaphore's) in one process queue here, first come
 //! first served: only the one at the front (the *active* one) talks to the store, and a release hands the lease straight to the
-//! next waiter, without a round trip: the lease in Redis stays this process's, and the next
+//! next waiter, without a round trip: the lease in the store stays this process's, and the next
 //! holder gets the next of the fencing tokens reserved with it. Every way of leaving the queue
 //! (success, timeout, cancellation) passes the turn on, so the queue can never stall.
 
@@ -15,7 +15,7 @@ use crate::engine::lease::Lease;
 use crate::engine::options::Options;
 use crate::store::keys::LockKeys;
 
-/// After this many handovers in a row inside one process, a release goes through Redis
+/// After this many handovers in a row inside one process, a release goes through the store
 /// instead, so that waiters in other processes get their chance.
 pub(crate) const MAX_HANDOFFS_IN_ROW: u32 = 16;
 
@@ -66,7 +66,7 @@ struct KeyQueue {
     handoffs_in_row: u32,
     /// The turn being held now.
     turn: u64,
-    /// The lease that holds the turn, or `None` while a task contends in Redis for it. A
+    /// The lease that holds the turn, or `None` while a task contends in the store for it. A
     /// lease that is lost forfeits the turn (see [`Queues::forfeit`]), so a holder that hangs
     /// past its lease cannot keep the rest of the process waiting.
     holder: Option<Arc<Lease>>,
@@ -99,7 +99,7 @@ impl KeyQueue {
 
 /// What a queued task receives when its turn comes.
 pub(crate) enum Turn {
-    /// Go and try Redis yourself, holding this turn.
+    /// Go and try the store yourself, holding this turn.
     Contend(u64),
     /// The previous holder handed the lease over: it is yours, with this fencing token.
     Granted(Arc<Lease>, u64),
@@ -107,7 +107,7 @@ pub(crate) enum Turn {
 
 /// Where a task stands after [`Queues::enter`].
 pub(crate) enum Entry {
-    /// It holds this turn: go to Redis.
+    /// It holds this turn: go to the store.
     Active(u64),
     /// Another task of this process holds the turn: wait on this.
     Queued(oneshot::Receiver<Turn>),
@@ -180,7 +180,7 @@ impl Queues {
         Arc::ptr_eq(holder, lease).then_some(q.turn)
     }
 
-    /// A lost lease gives up its turn, so the next waiter can try Redis (where the lease has
+    /// A lost lease gives up its turn, so the next waiter can try the store (where the lease has
     /// run out) instead of waiting for a holder that may never come back.
     pub(crate) fn forfeit(&self, lease: &Arc<Lease>) {
         if let Some(turn) = self.held_turn(lease) {
@@ -221,7 +221,7 @@ impl Queues {
     /// Hands `lease` to the next waiter of this process, without a round trip, when that
     /// waiter asked for the same lease with the watchdog on (so it can take over the lease
     /// as it is) and a reserved fencing token is left. False when the lease must go back
-    /// to Redis instead.
+    /// to the store instead.
     pub(crate) fn hand_over(&self, lease: &Arc<Lease>) -> bool {
         if !lease.watchdog || !lease.is_held() {
             return false;

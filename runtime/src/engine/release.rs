@@ -1,16 +1,16 @@
 //! Giving a lock back: hand the lease to the next local waiter when there is one (no round
-//! trip), else delete it in Redis (if still ours), wake the waiters of other processes and
+//! trip), else delete it in the store (if still ours), wake the waiters of other processes and
 //! pass the local turn on.
 //!
 //! A guard dropped without `release().await` is released by the watchdog task
-//! ([`Inner::release_dropped`]). When that release finds Redis unavailable (no answer, a
+//! ([`Inner::release_dropped`]). When that release finds the store unavailable (no answer, a
 //! timeout, a broken connection), it is tried again, with backoff ([`RETRY_FIRST`] doubling up
 //! to [`RETRY_MAX`], with jitter), for as long as the lease may still be valid: after its
 //! validity Redis frees the key by itself, so the retries then stop quietly (a debug event).
 //! Otherwise a holder that is gone would keep other processes waiting for the whole lease.
 //! The retries only delete the key if the lease's token still owns it: the first attempt took
 //! the lease off the renewal schedule for good (a dropped guard never extends its own lock),
-//! and passed the local turn on already (local waiters contend in Redis meanwhile, as they
+//! and passed the local turn on already (local waiters contend in the store meanwhile, as they
 //! would anyway). They stop at the first answer (freed, or not ours any more: that is never
 //! retried), and hold the locker only weakly: once it is dropped, the next retry does not run.
 //!
@@ -37,7 +37,7 @@ impl Inner {
     ///
     /// # Errors
     /// [`LockError::Lost`] when the lock was not ours any more (nothing was touched),
-    /// [`LockError::Unavailable`] when Redis failed (the lease then runs out on its own).
+    /// [`LockError::Unavailable`] when the store failed (the lease then runs out on its own).
     ///
     /// With `hold_until` still ahead by at least [`MIN_HOLD_LEFT`], the lock is not given
     /// back now but kept taken until then (see [`Inner::hold_then_release`]).
@@ -64,7 +64,7 @@ impl Inner {
         result
     }
 
-    /// Releases the lease of a dropped guard (in the background), and retries while Redis is
+    /// Releases the lease of a dropped guard (in the background), and retries while the store is
     /// unavailable and the lease may still be valid (see the module docs).
     pub(crate) async fn release_dropped(
         self: Arc<Self>,
@@ -221,7 +221,7 @@ impl Inner {
         }
     }
 
-    /// Deletes the lock in Redis if `lease` still owns it.
+    /// Deletes the lock in the store if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
         match lease.end(&*self.store).await {
             Ok(true) => Ok(()),
@@ -252,7 +252,7 @@ fn ceil_millis(d: Duration) -> Duration {
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(1);
 
-/// Tries to delete the lock of a dropped guard again until Redis answers, the lease's
+/// Tries to delete the lock of a dropped guard again until the store answers, the lease's
 /// validity ends, or the locker is dropped.
 async fn retry_delete(locker: Weak<Inner>, lease: &Lease, fence: u64) {
     let mut pause = RETRY_FIRST;
@@ -288,7 +288,7 @@ fn jitter(pause: Duration) -> Duration {
     pause / 2 + (pause / 2).mul_f64(random)
 }
 
-/// The outcome name of a release in Redis, for the release span.
+/// The outcome name of a release in the store, for the release span.
 fn outcome(result: Result<(), LockError>) -> (&'static str, Result<(), LockError>) {
     let name = match &result {
         Ok(()) => "released",

@@ -64,7 +64,11 @@ impl Place {
         match self {
             Place::ProcessFront => store.withdraw(keys),
             Place::Alone(name) => store.withdraw_request(keys, name),
-            Place::PermitLine(waiter) => store.withdraw_permits(keys, waiter.name, kind.permits()),
+            Place::PermitLine(waiter) => {
+                if let Some(part) = store.semaphores() {
+                    part.withdraw_permits(keys, waiter.name, kind.permits());
+                }
+            }
             Place::Nowhere => {}
         }
     }

@@ -1,7 +1,7 @@
 //! The one background task of a [`Locker`](crate::Locker): renews every held lease at a third
 //! of its length, in batches, and performs the releases that cannot be awaited where they
 //! happen (a guard dropped, an acquire cancelled mid-flight). Each such job runs in a task of
-//! its own, so a slow one (a release retried while Redis is unreachable, see
+//! its own, so a slow one (a release retried while the store is unreachable, see
 //! [`crate::engine::release`]) holds up neither the renewals nor the other jobs.
 //!
 //! Leases are put on the renewal schedule under a mutex rather than through a message, so
@@ -132,7 +132,7 @@ impl Schedule {
                 let lease = lease.clone();
                 if !lease.is_done() && !lease.is_held() {
                     // Its validity ran out while no renewal could run (a blocked runtime, a
-                    // paused process): lost, even if Redis still has the token.
+                    // paused process): lost, even if the store still has the token.
                     lease.mark_lost();
                     lease.report_lost("its validity ran out before a renewal could be sent");
                     lapsed.push(lease.clone());

@@ -261,6 +261,7 @@ impl LeaderRequest<'_> {
             };
             let written = inner
                 .store
+                .leader_records_or_refusal()?
                 .publish_leader(
                     &election.keys,
                     &election.record,
@@ -478,11 +479,14 @@ impl Leadership {
         let Some(guard) = self.guard.take() else {
             return Ok(());
         };
-        let cleared = self
-            .inner
-            .store
-            .clear_leader(&self.election.keys, &self.election.record, self.term())
-            .await;
+        let cleared = match self.inner.store.leader_records_or_refusal() {
+            Ok(records) => {
+                records
+                    .clear_leader(&self.election.keys, &self.election.record, self.term())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         if let Err(e) = cleared {
             tracing::debug!(error = %e, "removing the leader record failed; it lapses with the lease");
         }
@@ -503,10 +507,11 @@ impl Drop for Leadership {
         };
         let (inner, election, term) = (self.inner.clone(), self.election.clone(), self.term());
         runtime.spawn(async move {
-            let _ = inner
-                .store
-                .clear_leader(&election.keys, &election.record, term)
-                .await;
+            if let Ok(records) = inner.store.leader_records_or_refusal() {
+                let _ = records
+                    .clear_leader(&election.keys, &election.record, term)
+                    .await;
+            }
             drop(guard);
         });
     }
@@ -609,6 +614,7 @@ impl LeaderObserver {
         loop {
             let read = inner
                 .store
+                .leader_records_or_refusal()?
                 .read_leader(&self.election.keys, &self.election.record)
                 .await?;
             let state = read.map(|r| Leader {

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use super::{
-    AcquireRequest, Admin, Attempt, Capabilities, Deployment, LeaderRecord, PermitState, Renewal,
-    Renewed, Settings, Store, StoreFuture, WakeSubscription,
+    refusal, AcquireRequest, Admin, Attempt, Capabilities, Deployment, Feature, LeaderRecord,
+    LeaderRecords, PermitState, ReadLocks, Renewal, Renewed, Semaphores, Settings, Store,
+    StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -45,6 +46,31 @@ impl LazyStore {
         });
         tokio::spawn(connect(Arc::downgrade(&state), settings));
         LazyStore { state }
+    }
+
+    /// The connected engine's read locks, refused as its capabilities say; or why there is
+    /// no engine yet.
+    fn read_part(&self) -> Result<&dyn ReadLocks, LockError> {
+        let store = self.store()?;
+        store
+            .read_locks()
+            .ok_or_else(|| refusal(Feature::ReadLocks, &store.describe()))
+    }
+
+    /// The connected engine's semaphores, as [`read_part`](Self::read_part).
+    fn semaphore_part(&self) -> Result<&dyn Semaphores, LockError> {
+        let store = self.store()?;
+        store
+            .semaphores()
+            .ok_or_else(|| refusal(Feature::Semaphores, &store.describe()))
+    }
+
+    /// The connected engine's leader records, as [`read_part`](Self::read_part).
+    fn leader_part(&self) -> Result<&dyn LeaderRecords, LockError> {
+        let store = self.store()?;
+        store
+            .leader_records()
+            .ok_or_else(|| refusal(Feature::LeaderElection, &store.describe()))
     }
 
     fn store(&self) -> Result<&Arc<dyn Store>, LockError> {
@@ -168,62 +194,6 @@ impl Store for LazyStore {
         }
     }
 
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        match self.store() {
-            Ok(store) => store.acquire_shared(req),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        match self.store() {
-            Ok(store) => store.release_shared(keys, token),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<super::PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        match self.store() {
-            Ok(store) => store.acquire_permits(req, limit, count, waiter),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
-        if let Some(store) = self.state.store.get() {
-            store.withdraw_permits(keys, waiter, count);
-        }
-    }
-
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool> {
-        match self.store() {
-            Ok(store) => store.release_permits(keys, token, count),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        match self.store() {
-            Ok(store) => store.inspect_permits(keys),
-            Err(e) => not_yet(e),
-        }
-    }
-
     fn withdraw(&self, keys: &LockKeys) {
         if let Some(store) = self.state.store.get() {
             store.withdraw(keys);
@@ -253,6 +223,86 @@ impl Store for LazyStore {
         }
     }
 
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        self.store()?.admin()
+    }
+
+    /// Offered as the deployment's capabilities say, connected or not: a call before the
+    /// engine answers fails with `Unavailable`, as every other call does.
+    fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
+        self.capabilities().read_locks.then_some(self)
+    }
+
+    fn semaphores(&self) -> Option<&dyn crate::store::Semaphores> {
+        self.capabilities().semaphores.then_some(self)
+    }
+
+    fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
+        self.capabilities().leader_election.then_some(self)
+    }
+}
+
+impl crate::store::ReadLocks for LazyStore {
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        match self.read_part() {
+            Ok(part) => part.acquire_shared(req),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        match self.read_part() {
+            Ok(part) => part.release_shared(keys, token),
+            Err(e) => not_yet(e),
+        }
+    }
+}
+
+impl crate::store::Semaphores for LazyStore {
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+        waiter: Option<super::PermitWaiter>,
+    ) -> StoreFuture<'a, Attempt> {
+        match self.semaphore_part() {
+            Ok(part) => part.acquire_permits(req, limit, count, waiter),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
+        if let Some(part) = self.state.store.get().and_then(|s| s.semaphores()) {
+            part.withdraw_permits(keys, waiter, count);
+        }
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        count: u32,
+    ) -> StoreFuture<'a, bool> {
+        match self.semaphore_part() {
+            Ok(part) => part.release_permits(keys, token, count),
+            Err(e) => not_yet(e),
+        }
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        match self.semaphore_part() {
+            Ok(part) => part.inspect_permits(keys),
+            Err(e) => not_yet(e),
+        }
+    }
+}
+
+impl crate::store::LeaderRecords for LazyStore {
     fn publish_leader<'a>(
         &'a self,
         keys: &'a LockKeys,
@@ -260,8 +310,8 @@ impl Store for LazyStore {
         token: &'a OwnerToken,
         leader: &'a LeaderRecord,
     ) -> StoreFuture<'a, bool> {
-        match self.store() {
-            Ok(store) => store.publish_leader(keys, record, token, leader),
+        match self.leader_part() {
+            Ok(part) => part.publish_leader(keys, record, token, leader),
             Err(e) => not_yet(e),
         }
     }
@@ -272,8 +322,8 @@ impl Store for LazyStore {
         record: &'a str,
         term: u64,
     ) -> StoreFuture<'a, ()> {
-        match self.store() {
-            Ok(store) => store.clear_leader(keys, record, term),
+        match self.leader_part() {
+            Ok(part) => part.clear_leader(keys, record, term),
             Err(e) => not_yet(e),
         }
     }
@@ -283,13 +333,9 @@ impl Store for LazyStore {
         keys: &'a LockKeys,
         record: &'a str,
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        match self.store() {
-            Ok(store) => store.read_leader(keys, record),
+        match self.leader_part() {
+            Ok(part) => part.read_leader(keys, record),
             Err(e) => not_yet(e),
         }
-    }
-
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        self.store()?.admin()
     }
 }

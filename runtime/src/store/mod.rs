@@ -185,94 +185,6 @@ pub(crate) trait Store: Send + Sync + 'static {
         let _ = (keys, contender);
     }
 
-    /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
-    /// this reader's own, and `Granted { top }` carries its fence: at or above every fence
-    /// handed out for the key before, below every later writer's (at least 1). `req.fences`
-    /// and `req.interest` are not used. Engines without read locks refuse with
-    /// [`LockError::Config`].
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        let _ = req;
-        Box::pin(std::future::ready(Err(refusal(
-            Feature::ReadLocks,
-            &self.describe(),
-        ))))
-    }
-
-    /// Ends a read lease if `token` still holds it, waking the lock's waiters when it was
-    /// the last reader. `Ok(false)` when it was not held any more.
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        let _ = (keys, token);
-        Box::pin(std::future::ready(Err(refusal(
-            Feature::ReadLocks,
-            &self.describe(),
-        ))))
-    }
-
-    /// Takes `count` permits of the semaphore `req.keys` ([`LockKeys::semaphore`]) if that
-    /// many are free among `limit`: each permit is a holder of its own under `req.token`,
-    /// with its own lease. `Granted { top }` when taken, `top` the holder's one fencing token
-    /// (whatever `count`), reserved from the semaphore's fence counter by the rule the
-    /// engine's writers use; `Held { remaining }`, the time until the first holder's lease
-    /// ends, when too few are free. Fails with [`LockError::Config`] when the semaphore's
-    /// current holders agreed on another limit.
-    /// `req.fences`, `req.interest` and `req.contender` are not used. Engines without
-    /// semaphores refuse with [`LockError::Config`].
-    ///
-    /// Turns: a `waiter` (a request for several permits that waits) that finds too few free
-    /// joins the semaphore's queue of waiters, by arrival, for [`PERMIT_INTEREST`] at most
-    /// (asked again, it stays in its place). Every request, queued or not, is granted only if
-    /// the permits free after it still cover every queued waiter ahead of it (all of them for
-    /// a request that is not queued): so single permits that come free are kept for the
-    /// oldest waiter instead of being taken again at once. A granted waiter leaves the queue.
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        let _ = (req, limit, count, waiter);
-        Box::pin(std::future::ready(Err(refusal(
-            Feature::Semaphores,
-            &self.describe(),
-        ))))
-    }
-
-    /// A [`PermitWaiter`] stopped waiting without its permits: leave the semaphore's queue and
-    /// wake the others, who may fit now. Never blocks (runs in the background where it needs a
-    /// round trip); a waiter that cannot leave so lapses after [`PERMIT_INTEREST`].
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
-        let _ = (keys, waiter, count);
-    }
-
-    /// Gives back the `count` permits of `token`, waking the semaphore's waiters. `Ok(false)`
-    /// when their lease was over already (nothing of them is left either way).
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool> {
-        let _ = (keys, token, count);
-        Box::pin(std::future::ready(Err(refusal(
-            Feature::Semaphores,
-            &self.describe(),
-        ))))
-    }
-
-    /// The holders of a semaphore now, for operators (never their tokens).
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        let _ = keys;
-        Box::pin(std::future::ready(Err(refusal(
-            Feature::Semaphores,
-            &self.describe(),
-        ))))
-    }
-
     /// Extends each lease that its token still owns; one entry per renewal, in order.
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>>;
 
@@ -289,6 +201,97 @@ pub(crate) trait Store: Send + Sync + 'static {
         let _ = keys;
     }
 
+    /// Read locks, where the engine has them (what [`Capabilities::read_locks`] says).
+    fn read_locks(&self) -> Option<&dyn ReadLocks> {
+        None
+    }
+
+    /// Semaphores, where the engine has them (what [`Capabilities::semaphores`] says).
+    fn semaphores(&self) -> Option<&dyn Semaphores> {
+        None
+    }
+
+    /// Leader records, where the engine keeps them (what
+    /// [`Capabilities::leader_election`] says).
+    fn leader_records(&self) -> Option<&dyn LeaderRecords> {
+        None
+    }
+
+    /// The operator's part (inspection, listing, forced release), where the engine has one;
+    /// otherwise a [`LockError::Config`] that says why.
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        Err(LockError::config(format!(
+            "inspecting locks is not supported on {}",
+            self.describe()
+        )))
+    }
+}
+
+/// The read side of read-write locks, an optional part of an engine ([`Store::read_locks`]):
+/// readers hold leases of their own beside the lock's one writer.
+pub(crate) trait ReadLocks: Send + Sync {
+    /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
+    /// this reader's own, and `Granted { top }` carries its fence: at or above every fence
+    /// handed out for the key before, below every later writer's (at least 1). `req.fences`
+    /// and `req.interest` are not used.
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
+
+    /// Ends a read lease if `token` still holds it, waking the lock's waiters when it was
+    /// the last reader. `Ok(false)` when it was not held any more.
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool>;
+}
+
+/// Semaphores, an optional part of an engine ([`Store::semaphores`]): each holder of permits
+/// has a lease of its own under the semaphore's key.
+pub(crate) trait Semaphores: Send + Sync {
+    /// Takes `count` permits of the semaphore `req.keys` ([`LockKeys::semaphore`]) if that
+    /// many are free among `limit`: each permit is a holder of its own under `req.token`,
+    /// with its own lease. `Granted { top }` when taken, `top` the holder's one fencing token
+    /// (whatever `count`), reserved from the semaphore's fence counter by the rule the
+    /// engine's writers use; `Held { remaining }`, the time until the first holder's lease
+    /// ends, when too few are free. Fails with [`LockError::Config`] when the semaphore's
+    /// current holders agreed on another limit.
+    /// `req.fences`, `req.interest` and `req.contender` are not used.
+    ///
+    /// Turns: a `waiter` (a request for several permits that waits) that finds too few free
+    /// joins the semaphore's queue of waiters, by arrival, for [`PERMIT_INTEREST`] at most
+    /// (asked again, it stays in its place). Every request, queued or not, is granted only if
+    /// the permits free after it still cover every queued waiter ahead of it (all of them for
+    /// a request that is not queued): so single permits that come free are kept for the
+    /// oldest waiter instead of being taken again at once. A granted waiter leaves the queue.
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+        waiter: Option<PermitWaiter>,
+    ) -> StoreFuture<'a, Attempt>;
+
+    /// A [`PermitWaiter`] stopped waiting without its permits: leave the semaphore's queue and
+    /// wake the others, who may fit now. Never blocks (runs in the background where it needs a
+    /// round trip); a waiter that cannot leave so lapses after [`PERMIT_INTEREST`].
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32);
+
+    /// Gives back the `count` permits of `token`, waking the semaphore's waiters. `Ok(false)`
+    /// when their lease was over already (nothing of them is left either way).
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        count: u32,
+    ) -> StoreFuture<'a, bool>;
+
+    /// The holders of a semaphore now, for operators (never their tokens).
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState>;
+}
+
+/// Leader records, an optional part of an engine ([`Store::leader_records`]): who leads an
+/// election, recorded beside its lock and valid only while that lock is held.
+pub(crate) trait LeaderRecords: Send + Sync {
     /// Records `leader` as the leader of the election whose lock is `keys`, in `record`, if
     /// `token` holds that lock and no newer term is recorded there; then wakes the lock's
     /// subscribers (observers). `Ok(false)`: not written (the lock is not ours any more, or
@@ -300,13 +303,7 @@ pub(crate) trait Store: Send + Sync + 'static {
         record: &'a str,
         token: &'a OwnerToken,
         leader: &'a LeaderRecord,
-    ) -> StoreFuture<'a, bool> {
-        let _ = (keys, record, token, leader);
-        Box::pin(std::future::ready(Err(refusal(
-            Feature::LeaderElection,
-            &self.describe(),
-        ))))
-    }
+    ) -> StoreFuture<'a, bool>;
 
     /// Deletes the leader record if it still holds `term` (a resigning leader), and wakes the
     /// lock's subscribers. A newer term's record is left alone.
@@ -315,35 +312,14 @@ pub(crate) trait Store: Send + Sync + 'static {
         keys: &'a LockKeys,
         record: &'a str,
         term: u64,
-    ) -> StoreFuture<'a, ()> {
-        let _ = (keys, record, term);
-        Box::pin(std::future::ready(Err(refusal(
-            Feature::LeaderElection,
-            &self.describe(),
-        ))))
-    }
+    ) -> StoreFuture<'a, ()>;
 
     /// The current leader: the record, if its owner token still holds the lock.
     fn read_leader<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,
-    ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        let _ = (keys, record);
-        Box::pin(std::future::ready(Err(refusal(
-            Feature::LeaderElection,
-            &self.describe(),
-        ))))
-    }
-
-    /// The operator's part (inspection, listing, forced release), where the engine has one;
-    /// otherwise a [`LockError::Config`] that says why.
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Err(LockError::config(format!(
-            "inspecting locks is not supported on {}",
-            self.describe()
-        )))
-    }
+    ) -> StoreFuture<'a, Option<LeaderRecord>>;
 }
 
 /// A request for several permits that waits, and so takes its turn in the semaphore's queue
@@ -374,9 +350,33 @@ impl dyn Store {
     ) -> StoreFuture<'a, Attempt> {
         match kind {
             LeaseKind::Exclusive => self.acquire(req),
-            LeaseKind::Read => self.acquire_shared(req),
-            LeaseKind::Permits { limit, count } => self.acquire_permits(req, limit, count, waiter),
+            LeaseKind::Read => match self.read_locks() {
+                Some(part) => part.acquire_shared(req),
+                None => self.refuse(Feature::ReadLocks),
+            },
+            LeaseKind::Permits { limit, count } => match self.semaphores() {
+                Some(part) => part.acquire_permits(req, limit, count, waiter),
+                None => self.refuse(Feature::Semaphores),
+            },
         }
+    }
+
+    /// The engine's semaphores, or the refusal its capabilities call for.
+    pub(crate) fn semaphores_or_refusal(&self) -> Result<&dyn Semaphores, LockError> {
+        self.semaphores()
+            .ok_or_else(|| refusal(Feature::Semaphores, &self.describe()))
+    }
+
+    /// The engine's leader records, or the refusal its capabilities call for.
+    pub(crate) fn leader_records_or_refusal(&self) -> Result<&dyn LeaderRecords, LockError> {
+        self.leader_records()
+            .ok_or_else(|| refusal(Feature::LeaderElection, &self.describe()))
+    }
+
+    /// A call for an optional part the engine lacks, refused as the capabilities table says.
+    pub(crate) fn refuse<'a, T: Send + 'a>(&self, feature: Feature) -> StoreFuture<'a, T> {
+        let refused = refusal(feature, &self.describe());
+        Box::pin(std::future::ready(Err(refused)))
     }
 
     /// Gives back a lease of `kind` whose holder counts it valid until `valid_until`;
@@ -390,8 +390,14 @@ impl dyn Store {
     ) -> StoreFuture<'a, bool> {
         match kind {
             LeaseKind::Exclusive => self.release_held(keys, token, valid_until),
-            LeaseKind::Read => self.release_shared(keys, token),
-            LeaseKind::Permits { count, .. } => self.release_permits(keys, token, count),
+            LeaseKind::Read => match self.read_locks() {
+                Some(part) => part.release_shared(keys, token),
+                None => self.refuse(Feature::ReadLocks),
+            },
+            LeaseKind::Permits { count, .. } => match self.semaphores() {
+                Some(part) => part.release_permits(keys, token, count),
+                None => self.refuse(Feature::Semaphores),
+            },
         }
     }
 }
@@ -568,6 +574,25 @@ mod tests {
         // Unaddressed waiters hear every release.
         tx.send_modify(|l| l.push(Some("other".into())));
         sub.released_for(None).await;
+    }
+
+    /// An engine offers an optional part exactly where its capabilities say so.
+    #[test]
+    fn the_parts_an_engine_offers_are_its_capabilities() {
+        let scripted = scripted::ScriptedStore::new();
+        let stores: [&dyn Store; 2] = [&memory::MemoryStore::new(), &scripted];
+        for store in stores {
+            let caps = store.capabilities();
+            let name = store.describe();
+            assert_eq!(caps.read_locks, store.read_locks().is_some(), "{name}");
+            assert_eq!(caps.semaphores, store.semaphores().is_some(), "{name}");
+            assert_eq!(
+                caps.leader_election,
+                store.leader_records().is_some(),
+                "{name}"
+            );
+            assert_eq!(caps.inspection, store.admin().is_ok(), "{name}");
+        }
     }
 
     #[test]

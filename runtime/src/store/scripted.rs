@@ -249,6 +249,12 @@ impl super::Store for ScriptedStore {
         Box::pin(ScriptedStore::subscribe(self, keys))
     }
 
+    fn leader_records(&self) -> Option<&dyn super::LeaderRecords> {
+        Some(self)
+    }
+}
+
+impl super::LeaderRecords for ScriptedStore {
     fn publish_leader<'a>(
         &'a self,
         keys: &'a LockKeys,
@@ -256,7 +262,7 @@ impl super::Store for ScriptedStore {
         token: &'a OwnerToken,
         leader: &'a super::LeaderRecord,
     ) -> super::StoreFuture<'a, bool> {
-        super::Store::publish_leader(&self.shared.store, keys, record, token, leader)
+        super::LeaderRecords::publish_leader(&self.shared.store, keys, record, token, leader)
     }
 
     fn clear_leader<'a>(
@@ -265,7 +271,7 @@ impl super::Store for ScriptedStore {
         record: &'a str,
         term: u64,
     ) -> super::StoreFuture<'a, ()> {
-        super::Store::clear_leader(&self.shared.store, keys, record, term)
+        super::LeaderRecords::clear_leader(&self.shared.store, keys, record, term)
     }
 
     fn read_leader<'a>(
@@ -273,6 +279,6 @@ impl super::Store for ScriptedStore {
         keys: &'a LockKeys,
         record: &'a str,
     ) -> super::StoreFuture<'a, Option<super::LeaderRecord>> {
-        super::Store::read_leader(&self.shared.store, keys, record)
+        super::LeaderRecords::read_leader(&self.shared.store, keys, record)
     }
 }

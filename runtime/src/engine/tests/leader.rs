@@ -163,7 +163,7 @@ async fn a_deposed_leader_is_told_and_cannot_record_itself_again() {
         term: a.term(),
         identity: "a".into(),
     };
-    let store_ref: &dyn crate::store::Store = &store;
+    let store_ref: &dyn crate::store::LeaderRecords = &store;
     assert!(!store_ref
         .publish_leader(&keys, &record, &a_token, &stale)
         .await
@@ -216,7 +216,11 @@ async fn a_leadership_is_never_handed_over_inside_the_process() {
         a_token,
         "the lease was handed over"
     );
-    let store: &dyn crate::store::Store = &*locker.inner.store;
+    let store = locker
+        .inner
+        .store
+        .leader_records()
+        .expect("memory keeps leader records");
     let forged = LeaderRecord {
         term: b.term() + 1,
         identity: "a".into(),

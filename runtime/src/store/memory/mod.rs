@@ -69,6 +69,35 @@ impl Store for MemoryStore {
         MemoryStore::withdraw(self, keys);
     }
 
+    fn admin(&self) -> Result<&dyn super::Admin, LockError> {
+        Err(LockError::config(
+            "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
+             are visible to its own process only",
+        ))
+    }
+
+    fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
+        Some(self)
+    }
+
+    fn semaphores(&self) -> Option<&dyn crate::store::Semaphores> {
+        Some(self)
+    }
+
+    fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
+        Some(self)
+    }
+}
+
+/// A store that can only say yes or no.
+pub(crate) fn yes_no(flags: Vec<bool>) -> Vec<Renewed> {
+    flags
+        .into_iter()
+        .map(|ok| if ok { Renewed::Yes } else { Renewed::No })
+        .collect()
+}
+
+impl crate::store::ReadLocks for MemoryStore {
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(std::future::ready(Ok(MemoryStore::acquire_shared(
             self, req,
@@ -84,36 +113,9 @@ impl Store for MemoryStore {
             self, keys, token,
         ))))
     }
+}
 
-    fn publish_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        _record: &'a str,
-        token: &'a OwnerToken,
-        leader: &'a LeaderRecord,
-    ) -> StoreFuture<'a, bool> {
-        let written = MemoryStore::publish_leader(self, keys, token, leader);
-        Box::pin(std::future::ready(Ok(written)))
-    }
-
-    fn clear_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        _record: &'a str,
-        term: u64,
-    ) -> StoreFuture<'a, ()> {
-        MemoryStore::clear_leader(self, keys, term);
-        Box::pin(std::future::ready(Ok(())))
-    }
-
-    fn read_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        _record: &'a str,
-    ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        Box::pin(std::future::ready(Ok(MemoryStore::read_leader(self, keys))))
-    }
-
+impl crate::store::Semaphores for MemoryStore {
     fn acquire_permits<'a>(
         &'a self,
         req: &'a AcquireRequest<'_>,
@@ -146,19 +148,35 @@ impl Store for MemoryStore {
             self, keys,
         ))))
     }
-
-    fn admin(&self) -> Result<&dyn super::Admin, LockError> {
-        Err(LockError::config(
-            "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
-             are visible to its own process only",
-        ))
-    }
 }
 
-/// A store that can only say yes or no.
-pub(crate) fn yes_no(flags: Vec<bool>) -> Vec<Renewed> {
-    flags
-        .into_iter()
-        .map(|ok| if ok { Renewed::Yes } else { Renewed::No })
-        .collect()
+impl crate::store::LeaderRecords for MemoryStore {
+    fn publish_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        let written = MemoryStore::publish_leader(self, keys, token, leader);
+        Box::pin(std::future::ready(Ok(written)))
+    }
+
+    fn clear_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        MemoryStore::clear_leader(self, keys, term);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn read_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        Box::pin(std::future::ready(Ok(MemoryStore::read_leader(self, keys))))
+    }
 }

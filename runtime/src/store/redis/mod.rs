@@ -509,6 +509,24 @@ impl Store for RedisStore {
         RedisStore::withdraw(self, keys);
     }
 
+    fn admin(&self) -> Result<&dyn Admin, LockError> {
+        Ok(self)
+    }
+
+    fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
+        Some(self)
+    }
+
+    fn semaphores(&self) -> Option<&dyn crate::store::Semaphores> {
+        Some(self)
+    }
+
+    fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
+        Some(self)
+    }
+}
+
+impl crate::store::ReadLocks for RedisStore {
     fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(RedisStore::acquire_shared(self, req))
     }
@@ -520,7 +538,38 @@ impl Store for RedisStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(RedisStore::release_shared(self, keys, token))
     }
+}
 
+impl crate::store::Semaphores for RedisStore {
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+        limit: u32,
+        count: u32,
+        waiter: Option<crate::store::PermitWaiter>,
+    ) -> StoreFuture<'a, Attempt> {
+        Box::pin(RedisStore::acquire_permits(self, req, limit, count, waiter))
+    }
+
+    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
+        RedisStore::withdraw_permits(self, keys, waiter, count);
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        count: u32,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(RedisStore::release_permits(self, keys, token, count))
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(RedisStore::inspect_permits(self, keys))
+    }
+}
+
+impl crate::store::LeaderRecords for RedisStore {
     fn publish_leader<'a>(
         &'a self,
         keys: &'a LockKeys,
@@ -548,36 +597,5 @@ impl Store for RedisStore {
         record: &'a str,
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
         Box::pin(RedisStore::read_leader(self, keys, record))
-    }
-
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<crate::store::PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        Box::pin(RedisStore::acquire_permits(self, req, limit, count, waiter))
-    }
-
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
-        RedisStore::withdraw_permits(self, keys, waiter, count);
-    }
-
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(RedisStore::release_permits(self, keys, token, count))
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(RedisStore::inspect_permits(self, keys))
-    }
-
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(self)
     }
 }

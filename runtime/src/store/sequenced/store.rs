@@ -8,8 +8,8 @@ use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Capabilities, Renewal, Renewed, Session, Store, StoreFuture,
-    WakeSubscription,
+    AcquireRequest, Admin, Attempt, Capabilities, ReadLocks, Renewal, Renewed, Session, Store,
+    StoreFuture, WakeSubscription,
 };
 
 /// What a sequential-contender engine answers itself, beside its [`Driver`].
@@ -52,18 +52,6 @@ where
         Box::pin(self.release_once(keys, token, Role::Writer))
     }
 
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_shared_once(req))
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, Role::Reader))
-    }
-
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
         Box::pin(self.renew_all(batch))
     }
@@ -78,5 +66,27 @@ where
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         Ok(&self.driver)
+    }
+
+    fn read_locks(&self) -> Option<&dyn ReadLocks> {
+        Some(self)
+    }
+}
+
+/// Readers contend as the recipe's readers: a contender of their own, first among writers.
+impl<D: Engine> ReadLocks for Sequenced<D>
+where
+    Sequenced<D>: Renews,
+{
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_shared_once(req))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_once(keys, token, Role::Reader))
     }
 }
