@@ -1,6 +1,7 @@
 //! # leasehold
 //!
-//! Redis-backed distributed locks for async Rust, as one attribute on a function:
+//! Distributed locks for async Rust (on Redis, ZooKeeper, etcd, PostgreSQL or in memory), as one
+//! attribute on a function:
 //!
 //! ```
 //! use leasehold::{distributed_lock, LockError, Locker};
@@ -46,6 +47,18 @@
 //! - **Release on every path**: `release().await`, drop, panic, `?`, cancelled futures.
 //! - **Bounded calls**: every Redis call has a timeout; a dead Redis is an error
 //!   ([`LockError::Unavailable`]), never a hang.
+//!
+//! ## Engines
+//! A [`Deployment`] names the engine and where it runs ([`LockerBuilder::deployment`], or a
+//! shorthand such as [`LockerBuilder::url`]; [`Deployment::parse`] reads one URL). Every engine
+//! offers locks, multi-key locks, unfenced locks and singleton jobs; what else it offers (read
+//! locks, semaphores, leader election, how fair locks queue, the longest lease it honours) is
+//! [`Locker::capabilities`], and a request for something it lacks is refused at once with
+//! [`LockError::Config`] naming the engines that have it.
+//!
+//! Inside, every primitive is a thin type over one engine: one kind of lease decided per
+//! request, one contend loop, one local queue of waiters, one watchdog; each store implements
+//! a small boundary, and ZooKeeper and etcd share one sequential-contender recipe.
 //!
 //! ## Redis keys
 //! For a key `K` and prefix `P` (default `leasehold`): `P:lock:{K}` holds the owner token,
