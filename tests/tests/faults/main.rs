@@ -5,6 +5,7 @@
 
 mod etcd;
 mod fairness;
+mod frozen;
 mod postgres;
 mod primitives;
 mod scenarios;

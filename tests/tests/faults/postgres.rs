@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use leasehold_tests::harness::{PgServer, ProxyMode, RedisServer, TcpProxy};
-use leasehold_tests::history::{monotonic_ns, Run, WorkerSpec};
+use leasehold_tests::history::{Run, WorkerSpec};
 use tokio::time::sleep;
 
 /// Locks granted more than `after_ns` after `at`, over every worker of a run of `workers`.
@@ -32,37 +32,7 @@ async fn a_holder_process_frozen_past_its_lease_is_deposed_and_told() {
         .op_timeout(Duration::from_millis(500))
         .hold(Duration::from_millis(500), 3)
         .duration(Duration::from_secs(10));
-    let mut run = Run::new("postgres-pause");
-    for _ in 0..3 {
-        run.spawn(&spec);
-    }
-    sleep(Duration::from_secs(2)).await;
-    let (w, victim) = run.young_hold().await.expect("no hold to freeze");
-    let at = monotonic_ns();
-    run.pause(w);
-    sleep(lease * 3).await;
-    run.resume(w);
-    run.wait_all(Duration::from_secs(30)).await;
-    let (history, report) = run.check_and_record("postgres-pause");
-    let hold = history.hold(&victim).expect("victim in history");
-    assert!(
-        hold.rel.is_none_or(|(t, _)| t >= at),
-        "the freeze missed the hold: {hold:?}"
-    );
-    assert!(
-        hold.lost.is_some()
-            || hold.rel.is_some_and(|(_, held)| !held)
-            || hold
-                .rel_done
-                .as_ref()
-                .is_some_and(|(_, how)| how == "rlost" || how == "runav"),
-        "the frozen holder was never told: {hold:?}"
-    );
-    let next = history
-        .first_acquired_after(&hold.key, at)
-        .expect("nobody took over while the holder was frozen");
-    assert!(next.fence() > hold.fence());
-    assert!(report.operations() > 0);
+    crate::frozen::a_frozen_holder_is_deposed_and_told("postgres-pause", &spec, lease).await;
 }
 
 /// The server is restarted twice while 3 worker processes contend, once with a fast shutdown

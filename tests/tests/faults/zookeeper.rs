@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use leasehold_tests::harness::{RedisServer, ZkEnsemble, ZkServer};
-use leasehold_tests::history::{monotonic_ns, Run, WorkerSpec};
+use leasehold_tests::history::{Run, WorkerSpec};
 use tokio::time::sleep;
 
 /// The holder's process is frozen past its session timeout: the server expires the session,
@@ -24,39 +24,7 @@ async fn a_holder_process_frozen_past_its_session_is_deposed_and_told() {
         .op_timeout(Duration::from_millis(1500))
         .hold(Duration::from_millis(500), 3)
         .duration(Duration::from_secs(14));
-    let mut run = Run::new("zk-pause");
-    for _ in 0..3 {
-        run.spawn(&spec);
-    }
-    sleep(Duration::from_secs(2)).await;
-    let (w, victim) = run.young_hold().await.expect("no hold to freeze");
-    let at = monotonic_ns();
-    run.pause(w);
-    // Past the session timeout and the client's own expiry (1.4 × the timeout).
-    sleep(session * 3).await;
-    run.resume(w);
-    run.wait_all(Duration::from_secs(30)).await;
-    let (history, report) = run.check_and_record("zk-pause");
-    let hold = history.hold(&victim).expect("victim in history");
-    // Frozen 50 ms at most into a 500 ms hold: the freeze lands inside it.
-    assert!(
-        hold.rel.is_none_or(|(t, _)| t >= at),
-        "the freeze missed the hold: {hold:?}"
-    );
-    assert!(
-        hold.lost.is_some()
-            || hold.rel.is_some_and(|(_, held)| !held)
-            || hold
-                .rel_done
-                .as_ref()
-                .is_some_and(|(_, how)| how == "rlost" || how == "runav"),
-        "the frozen holder was never told: {hold:?}"
-    );
-    let next = history
-        .first_acquired_after(&hold.key, at)
-        .expect("nobody took over while the holder was frozen");
-    assert!(next.fence() > hold.fence());
-    assert!(report.operations() > 0);
+    crate::frozen::a_frozen_holder_is_deposed_and_told("zk-pause", &spec, session).await;
 }
 
 /// The leader of a 3-member ensemble is killed while 3 worker processes contend: no overlap,
