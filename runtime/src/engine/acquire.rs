@@ -54,8 +54,8 @@ impl Inner {
         // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),
         // and callers' futures (handlers, spawned tasks) stay small and quick to compile.
         let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = match opts.kind {
-            LeaseKind::Permits { limit, count } => Box::pin(
-                self.acquire_permits_traced(user_key, limit, count, opts, &mut waited)
+            LeaseKind::Permits { .. } => Box::pin(
+                self.acquire_permits_traced(user_key, opts, &mut waited)
                     .instrument(span.clone()),
             ),
             LeaseKind::Read => Box::pin(
@@ -603,12 +603,11 @@ impl Inner {
     pub(crate) async fn acquire_permits_traced(
         self: &Arc<Self>,
         user_key: String,
-        _limit: u32,
-        count: u32,
         opts: Options,
         waited: &mut bool,
     ) -> Result<LockGuard, LockError> {
         validate_key(&user_key)?;
+        let count = opts.kind.permits();
         let inner = self;
         let keys = LockKeys::semaphore(&inner.prefix, &user_key);
         if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {

@@ -6,6 +6,7 @@
 mod etcd;
 mod fairness;
 mod frozen;
+mod killed_leader;
 mod postgres;
 mod primitives;
 mod scenarios;
