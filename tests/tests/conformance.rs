@@ -204,6 +204,14 @@ conformance! {
     capabilities {
         single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres, memory => checks::capabilities::tell_the_truth;
     }
+
+    /// 22. Waiting rides out an outage: an acquire waiting through 5 s of a stalled engine
+    /// takes the lock once the engine answers again; one told not to retry fails at once.
+    rides_out_outages {
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::outage::ridden_out;
+        // Memory has no connection to lose: its waits are checked against a held lock.
+        memory => checks::bounded::when_held;
+    }
 }
 
 async fn start(name: &str) -> Engine {

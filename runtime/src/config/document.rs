@@ -75,6 +75,7 @@ pub(super) struct RawConfig {
     connect_timeout: Option<String>,
     watchdog: Option<bool>,
     lazy_connect: Option<bool>,
+    retry_unavailable: Option<bool>,
     status_codes: Option<crate::web::StatusCodes>,
     #[serde(default)]
     rules: Vec<RawRule>,
@@ -151,6 +152,7 @@ impl TryFrom<RawConfig> for LockConfig {
             connect_timeout: bounds[1],
             watchdog: raw.watchdog,
             lazy_connect: raw.lazy_connect,
+            retry_unavailable: raw.retry_unavailable,
             status_codes: raw.status_codes,
             rules,
         })

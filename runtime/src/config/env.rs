@@ -8,7 +8,7 @@ use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;
 
 /// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
-const ENV_VARS: [(&str, &str); 17] = [
+const ENV_VARS: [(&str, &str); 18] = [
     ("LEASEHOLD_URL", "url"),
     ("LEASEHOLD_REDLOCK", "redlock"),
     ("LEASEHOLD_CLUSTER", "cluster"),
@@ -25,6 +25,7 @@ const ENV_VARS: [(&str, &str); 17] = [
     ("LEASEHOLD_CONNECT_TIMEOUT", "connect_timeout"),
     ("LEASEHOLD_WATCHDOG", "watchdog"),
     ("LEASEHOLD_LAZY_CONNECT", "lazy_connect"),
+    ("LEASEHOLD_RETRY_UNAVAILABLE", "retry_unavailable"),
     ("LEASEHOLD_CLOCK_DRIFT", "clock_drift"),
 ];
 
@@ -96,6 +97,7 @@ impl LockConfig {
                 }
                 "watchdog" => self.watchdog = Some(parse_bool(var, value)?),
                 "lazy_connect" => self.lazy_connect = Some(parse_bool(var, value)?),
+                "retry_unavailable" => self.retry_unavailable = Some(parse_bool(var, value)?),
                 "redlock" => self.redlock = url_list(var, value)?,
                 "cluster" => self.cluster = url_list(var, value)?,
                 "sentinel" => {

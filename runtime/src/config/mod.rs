@@ -37,6 +37,7 @@ use crate::web::RouteRule;
 /// connect_timeout = "2s"           # LEASEHOLD_CONNECT_TIMEOUT
 /// watchdog = true                  # LEASEHOLD_WATCHDOG; renew leases in the background
 /// lazy_connect = false             # LEASEHOLD_LAZY_CONNECT; start while the engine is down
+/// retry_unavailable = true         # LEASEHOLD_RETRY_UNAVAILABLE; waiting rides out outages
 ///
 /// # instead of url, one of:
 /// # redlock = ["redis://a:6379", "redis://b:6379", "redis://c:6379"]   # LEASEHOLD_REDLOCK
@@ -127,6 +128,10 @@ pub struct LockConfig {
     /// Start while the engine is down and connect in the background; see
     /// [`LockerBuilder::lazy_connect`](crate::LockerBuilder::lazy_connect). Defaults to `false`.
     pub lazy_connect: Option<bool>,
+    /// Whether waiting acquires ride out an engine outage until their wait is over; see
+    /// [`LockerBuilder::retry_unavailable`](crate::LockerBuilder::retry_unavailable).
+    /// Defaults to `true`.
+    pub retry_unavailable: Option<bool>,
     /// The HTTP status of each [`LockError`](crate::LockError) answered by [`RouteLocks`](crate::RouteLocks)
     /// built with [`RouteLocks::from_config`](crate::RouteLocks::from_config); the defaults of
     /// [`StatusCodes`](crate::StatusCodes) when absent.

@@ -31,6 +31,9 @@ impl LockConfig {
         if let Some(on) = config.lazy_connect {
             builder = builder.lazy_connect(on);
         }
+        if let Some(on) = config.retry_unavailable {
+            builder = builder.retry_unavailable(on);
+        }
         if let Some(on) = config.watchdog {
             builder = builder.default_watchdog(on);
         }

@@ -14,6 +14,7 @@ use crate::engine::inflight::{Call, InFlight};
 use crate::engine::lease::{validity, Lease};
 use crate::engine::observe;
 use crate::engine::options::Options;
+use crate::engine::outage::Outage;
 use crate::engine::queue::{Entry, Turn};
 use crate::engine::reentrant;
 use crate::engine::state::Inner;
@@ -219,6 +220,8 @@ impl Inner {
         let mut subscribed = false;
         // Whether an attempt of this wait queued this process in the store.
         let mut queued = false;
+        // The engine's outage this wait is riding out, if it is in one.
+        let mut outage: Option<Outage> = None;
         loop {
             let token = OwnerToken::generate();
             // Fences for the waiters that may get this lease handed over (the lock, with the
@@ -259,7 +262,25 @@ impl Inner {
             // answered; an error leaves it to do so too (the call may have landed).
             turn.in_flight = Some(token.clone());
             turn.settles = Some(settles);
-            let attempt = call.await?;
+            let attempt = match call.await {
+                Ok(attempt) => attempt,
+                // A waiting acquire rides out an outage (see `engine::outage`): what the
+                // failed call may have taken goes back, and it tries again after a pause.
+                Err(e) if e.is_unavailable() && opts.retry_unavailable && !opts.wait.is_zero() => {
+                    turn.settles = None;
+                    if let Some(token) = turn.in_flight.take() {
+                        inner.give_back_later(keys, token, kind);
+                    }
+                    outage
+                        .get_or_insert_with(Outage::new)
+                        .pause(e, deadline)
+                        .await?;
+                    continue;
+                }
+                // The turn gives back what the call may have taken as it drops.
+                Err(e) => return Err(e),
+            };
+            outage = None;
             turn.in_flight = None;
             turn.settles = None;
             queued |= matches!(attempt, Attempt::Held { .. }) && !interest.is_zero();

@@ -6,6 +6,7 @@ pub(crate) mod inflight;
 pub(crate) mod lease;
 pub(crate) mod observe;
 pub(crate) mod options;
+pub(crate) mod outage;
 pub(crate) mod queue;
 pub(crate) mod reentrant;
 pub(crate) mod release;

@@ -20,4 +20,7 @@ pub(crate) struct Options {
     /// Takes fencing tokens; false for [`LockRequest::unfenced`](crate::LockRequest::unfenced): on Redis a native
     /// `SET NX PX`, and a guard with no fence to read.
     pub(crate) fenced: bool,
+    /// A waiting acquire tries an unavailable engine again until its wait is over
+    /// ([`crate::engine::outage`]).
+    pub(crate) retry_unavailable: bool,
 }

@@ -23,6 +23,8 @@ pub(crate) struct Inner {
     pub(crate) default_lease: Duration,
     pub(crate) default_wait: Duration,
     pub(crate) default_watchdog: bool,
+    /// Waiting acquires ride out outages unless a request says otherwise.
+    pub(crate) retry_unavailable: bool,
     pub(crate) fence_ttl: Duration,
     /// Clock drift allowance, as a fraction of the lease.
     pub(crate) drift: f64,

@@ -42,6 +42,7 @@ pub struct LockerBuilder {
     pub(super) default_lease: Duration,
     pub(super) default_wait: Duration,
     pub(super) default_watchdog: bool,
+    pub(super) retry_unavailable: bool,
     pub(super) op_timeout: Duration,
     pub(super) connect_timeout: Duration,
     pub(super) fence_ttl: Duration,
@@ -60,6 +61,7 @@ impl Default for LockerBuilder {
             default_lease: DEFAULT_LEASE,
             default_wait: DEFAULT_WAIT,
             default_watchdog: true,
+            retry_unavailable: true,
             op_timeout: DEFAULT_OP_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             fence_ttl: DEFAULT_FENCE_TTL,
@@ -331,6 +333,16 @@ impl LockerBuilder {
     /// Defaults to `true`.
     pub fn default_watchdog(mut self, on: bool) -> Self {
         self.default_watchdog = on;
+        self
+    }
+
+    /// Whether a waiting acquire rides out an engine outage unless a request says otherwise
+    /// ([`LockRequest::retry_unavailable`]): it tries the engine again, with backoff (100 ms
+    /// doubling up to 2 s, jittered), until its wait is over, and only then fails with
+    /// [`LockError::Unavailable`](crate::LockError::Unavailable). `try_acquire` never retries.
+    /// Defaults to `true`.
+    pub fn retry_unavailable(mut self, on: bool) -> Self {
+        self.retry_unavailable = on;
         self
     }
 

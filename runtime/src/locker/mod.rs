@@ -104,6 +104,7 @@ impl Locker {
                 default_lease: b.default_lease,
                 default_wait: b.default_wait,
                 default_watchdog: b.default_watchdog,
+                retry_unavailable: b.retry_unavailable,
                 fence_ttl: b.fence_ttl,
                 drift: b.drift,
                 trace_keys: b.trace_keys,
@@ -130,6 +131,7 @@ impl Locker {
             fair: false,
             hold_at_least: None,
             fenced: true,
+            retry_unavailable: None,
         }
     }
 

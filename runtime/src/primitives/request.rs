@@ -31,6 +31,9 @@ pub struct LockRequest<'a> {
     pub(crate) hold_at_least: Option<Duration>,
     /// Takes a fencing token; false once [`unfenced`](LockRequest::unfenced) was called.
     pub(crate) fenced: bool,
+    /// Rides out an outage while waiting ([`LockRequest::retry_unavailable`]); `None`: the
+    /// locker's default.
+    pub(crate) retry_unavailable: Option<bool>,
 }
 
 impl<'a> LockRequest<'a> {
@@ -91,6 +94,22 @@ impl<'a> LockRequest<'a> {
     /// A fair release costs a round trip to the store every time.
     pub fn fair(mut self, on: bool) -> Self {
         self.fair = on;
+        self
+    }
+
+    /// Whether this acquire, while it waits, rides out an outage of the engine (a failover,
+    /// a restart, a network blip): an attempt that finds the engine unavailable is tried
+    /// again with backoff (100 ms doubling up to 2 s, jittered), and the acquire fails with
+    /// [`LockError::Unavailable`] only once its [`wait`](Self::wait) is over, its message
+    /// saying how long the engine was out. With `false` the first unavailable answer ends
+    /// the wait at once. An acquire that does not wait ([`try_acquire`](Self::try_acquire),
+    /// a wait of zero) never retries. Defaults to the locker's setting
+    /// ([`LockerBuilder::retry_unavailable`](crate::LockerBuilder::retry_unavailable), on).
+    ///
+    /// What an attempt that failed may have taken (its answer never came, so it may have
+    /// landed) is given back before the next attempt.
+    pub fn retry_unavailable(mut self, on: bool) -> Self {
+        self.retry_unavailable = Some(on);
         self
     }
 
@@ -252,6 +271,7 @@ impl<'a> LockRequest<'a> {
             kind: self.kind,
             hold_at_least,
             fenced: self.fenced,
+            retry_unavailable: self.retry_unavailable.unwrap_or(inner.retry_unavailable),
         })
     }
 }

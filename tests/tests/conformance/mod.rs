@@ -14,6 +14,7 @@ pub mod leader;
 pub mod leave;
 pub mod loss;
 pub mod multi;
+pub mod outage;
 pub mod read_write;
 pub mod reentry;
 pub mod release;

@@ -4,5 +4,6 @@
 mod job;
 mod leader;
 mod model;
+mod outage;
 mod read_write;
 mod semaphore;
