@@ -205,6 +205,14 @@ conformance! {
         single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres, memory => checks::capabilities::tell_the_truth;
     }
 
+    /// 23. Downgrading: a read taken inside a held write keeps the lock after the write's
+    /// release, with no gap, while writers of another locker stay blocked.
+    downgrade {
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::downgrade_keeps_reading;
+        // Not built on these engines yet: the request is refused, naming the engine.
+        redlock3, postgres => checks::read_write::refused_clearly;
+    }
+
     /// 22. Waiting rides out an outage: an acquire waiting through 5 s of a stalled engine
     /// takes the lock once the engine answers again; one told not to retry fails at once.
     rides_out_outages {

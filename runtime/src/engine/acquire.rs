@@ -128,6 +128,10 @@ impl Inner {
                 reason: lease.loss_reason(),
             }));
         }
+        if (lease.kind, opts.kind) == (LeaseKind::Exclusive, LeaseKind::Read) {
+            // A downgrade: the read holds the lock on after the write is released.
+            return Some(Ok(LockGuard::downgraded(self.clone(), lease, fence)));
+        }
         Some(Ok(LockGuard::reentered(self.clone(), lease, fence)))
     }
 

@@ -3,7 +3,7 @@
 //! pass from holder to holder inside the process (each with its own fence) before it is
 //! released.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -16,6 +16,9 @@ use crate::store::token::OwnerToken;
 use crate::store::{Session, Store};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// In a lease's `downgrades`: the write guard was released while downgraded reads held on.
+const WRITER_GONE: u32 = 1 << 31;
 
 /// The default clock drift allowance: 1% of the lease (plus a fixed 2 ms).
 pub(crate) const DEFAULT_DRIFT: f64 = 0.01;
@@ -81,6 +84,10 @@ pub(crate) struct Lease {
     /// What it holds: the lock (handed over in the process), or a lease of its own (a
     /// reader's share, a semaphore's permits).
     pub(crate) kind: LeaseKind,
+    /// Read locks taken inside the write lock this lease holds (a downgrade, see
+    /// [`Lease::join_downgrade`]): their number, and [`WRITER_GONE`] once the write guard was
+    /// released while they held on.
+    downgrades: AtomicU32,
     /// Its fencing tokens come from the store. False for an unfenced lease
     /// ([`LockRequest::unfenced`](crate::LockRequest::unfenced)), whose tokens are only local
     /// numbers that tell its holders apart: never handed to a fenced waiter.
@@ -124,6 +131,7 @@ impl Lease {
             session,
             kind: LeaseKind::Exclusive,
             fenced: true,
+            downgrades: AtomicU32::new(0),
         }
     }
 
@@ -200,6 +208,41 @@ impl Lease {
     /// [`Lease::is_held`], for the guard with `fence`: false once its holding ended.
     pub(crate) fn is_held_by(&self, fence: u64) -> bool {
         self.holding(fence) && self.is_held()
+    }
+
+    /// A read lock of the same key was taken inside the write lock this lease holds: the
+    /// lease now ends only once both the write guard and every such read guard are done
+    /// (a downgrade keeps the lock, exclusively, until its read is released).
+    pub(crate) fn join_downgrade(&self) {
+        self.downgrades.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The write guard is done with this lease: true when it ends it now, false when
+    /// downgraded read guards hold on (the last of them ends it, see
+    /// [`Lease::leave_downgrade`]).
+    pub(crate) fn writer_done(&self) -> bool {
+        let mut now = self.downgrades.load(Ordering::Acquire);
+        loop {
+            if now & !WRITER_GONE == 0 {
+                return true;
+            }
+            match self.downgrades.compare_exchange(
+                now,
+                now | WRITER_GONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return false,
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// A downgraded read guard is done with this lease: true when it was the last one and
+    /// the write guard is done already, so it ends the lease now.
+    pub(crate) fn leave_downgrade(&self) -> bool {
+        let before = self.downgrades.fetch_sub(1, Ordering::AcqRel);
+        before == WRITER_GONE | 1
     }
 
     /// Why this lease counts as lost (when it does).

@@ -147,9 +147,18 @@ impl Locker {
     /// counter lifted to the server clock in microseconds, as writers' are, so that it never
     /// goes back after a restore, a failover or the counter's expiry).
     ///
-    /// Inside a scope holding the key (read or write) a read re-enters at once; a write
-    /// inside a held read is refused at once ([`LockError::Config`]), since it would wait
-    /// for itself. On one Redis server, Sentinel, Redis Cluster, ZooKeeper, etcd and in
+    /// Inside a scope holding a read of the key, a read re-enters at once; a write inside a
+    /// held read is refused at once ([`LockError::Config`]), since it would wait for itself.
+    ///
+    /// **Downgrading.** A read inside a scope holding the write lock of the key is granted at
+    /// once, as a hold of its own on the write's lease (same fence; not
+    /// [`is_reentrant`](crate::LockGuard::is_reentrant)): the write guard can then be
+    /// released and the read goes on with no gap. The lock stays taken, exclusively, until
+    /// the read is released too: writers that wait (of any process) stay blocked, and so do
+    /// new readers, until then. (A downgrade that let other readers in at once would need
+    /// every engine to turn its writer into a reader in one step; on ZooKeeper and etcd a
+    /// writer queued behind the holder would then get in beside the downgraded reader.)
+    /// Whichever of the two guards ends last, by release or drop, ends the lease. On one Redis server, Sentinel, Redis Cluster, ZooKeeper, etcd and in
     /// memory; RedLock and PostgreSQL refuse it with [`LockError::Config`].
     ///
     /// ```

@@ -48,6 +48,9 @@ pub struct LockGuard {
     since: Instant,
     /// False for a re-entered guard: the outer guard owns the lock and releases it.
     owner: bool,
+    /// A read lock taken inside the write lock of the same key (a downgrade): it holds the
+    /// lease on with the write guard, and the last of the two to be done ends it.
+    downgraded: bool,
     released: bool,
     /// The lock stays taken until then, even if released sooner
     /// ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least)).
@@ -75,6 +78,7 @@ impl LockGuard {
             span: Span::none(),
             since: Instant::now(),
             owner: true,
+            downgraded: false,
             released: false,
             hold_until: None,
         }
@@ -104,9 +108,21 @@ impl LockGuard {
             span: Span::none(),
             since: Instant::now(),
             owner: false,
+            downgraded: false,
             released: false,
             hold_until: None,
         }
+    }
+
+    /// A read lock taken inside a held write lock of the same key: a downgrade. It shares
+    /// the write's lease (and fence), and keeps the lock when the write guard is released:
+    /// the lease ends once both are done, so reading goes on with no gap and no writer gets
+    /// in meanwhile.
+    pub(crate) fn downgraded(inner: Arc<Inner>, lease: Arc<Lease>, fence: u64) -> Self {
+        lease.join_downgrade();
+        let mut guard = LockGuard::reentered(inner, lease, fence);
+        guard.downgraded = true;
+        guard
     }
 
     /// Keeps the lock taken for at least `hold` from now, whenever this guard is released.
@@ -198,7 +214,7 @@ impl LockGuard {
     /// True when this guard re-entered a lock that an enclosing scope holds; releasing it
     /// does nothing, the outer guard releases the lock.
     pub fn is_reentrant(&self) -> bool {
-        !self.owner
+        !self.owner && !self.downgraded
     }
 
     /// Resolves when the lease is lost: the watchdog found the lock taken over or gone, or
@@ -261,8 +277,18 @@ impl LockGuard {
     /// still held; the lock then frees itself when the lease runs out.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
-        if !self.owner {
-            return Ok(());
+        let last = match (self.owner, self.downgraded) {
+            // The write guard of a downgrade: the read guards hold on, and the last of them
+            // ends the lease.
+            (true, _) => self.lease.writer_done(),
+            (false, true) => self.lease.leave_downgrade(),
+            (false, false) => return Ok(()),
+        };
+        if !last {
+            return match self.lease.is_held_by(self.fence) {
+                true => Ok(()),
+                false => Err(self.lost_error()),
+            };
         }
         observe::hold_ended(self.since.elapsed());
         // A holder that was told its lease is lost hears it again here, whatever the store
@@ -288,7 +314,15 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released || !self.owner {
+        if self.released {
+            return;
+        }
+        let last = match (self.owner, self.downgraded) {
+            (true, _) => self.lease.writer_done(),
+            (false, true) => self.lease.leave_downgrade(),
+            (false, false) => false,
+        };
+        if !last {
             return;
         }
         // At once, not when the background release runs: guards re-entered under this one

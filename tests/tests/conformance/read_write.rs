@@ -13,6 +13,8 @@ use leasehold::LockError;
 use leasehold_tests::conformance::Engine;
 use tokio::time::{sleep, Instant};
 
+use super::support::{CONTENDER_WAIT, HANDOVER};
+
 const LONG: Duration = Duration::from_secs(10);
 
 pub async fn readers_share_writers_exclude(engine: &Engine) {
@@ -247,4 +249,58 @@ pub async fn refused_clearly(engine: &Engine) {
     // The write side is the plain lock, which every engine has.
     let w = locker.write_lock("rw:doc").acquire().await.unwrap();
     w.release().await.unwrap();
+}
+
+/// Downgrading (Curator's `testDowngrading` and `testContendingDowngrading`, Redisson's
+/// `testWriteReadReentrancy`): the holder of the write lock takes the read lock inside it and
+/// releases the write; it keeps reading with no gap, while writers of another locker (one
+/// waiting since before, one arriving after) stay blocked, and get in once the read is
+/// released.
+pub async fn downgrade_keeps_reading(engine: &Engine) {
+    let a = engine.locker().await;
+    let b = engine.locker().await;
+    let key = "rw:downgrade";
+    let w = a
+        .write_lock(key)
+        .lease(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move { b.write_lock(key).wait(CONTENDER_WAIT * 2).acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = w
+        .scope(async {
+            a.read_lock(key)
+                .lease(Duration::from_secs(2))
+                .acquire()
+                .await
+        })
+        .await
+        .expect("a read inside the held write is granted at once");
+    assert!(r.fence() >= w.fence());
+    w.release().await.expect("the write guard is released");
+    // Longer than the lease: the read is renewed, and nobody gets in meanwhile.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        r.is_held(),
+        "the downgraded read holds on after the write's release"
+    );
+    assert!(
+        !waiting.is_finished(),
+        "the waiting writer got in during the downgraded read"
+    );
+    let late = b.write_lock(key).try_acquire().await.unwrap();
+    assert!(late.is_none(), "a writer got in during the downgraded read");
+    assert!(!r.is_reentrant(), "a downgrade is a hold of its own");
+    r.release().await.expect("the read is released");
+    let started = Instant::now();
+    let got = waiting
+        .await
+        .unwrap()
+        .expect("the waiting writer gets in after the read");
+    assert!(started.elapsed() < HANDOVER, "{:?}", started.elapsed());
+    got.release().await.unwrap();
 }

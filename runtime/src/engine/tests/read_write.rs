@@ -140,8 +140,13 @@ async fn re_entry_reads_inside_writes_and_refuses_writes_inside_reads() {
     let locker = Locker::in_memory();
     let w = locker.write_lock("doc").acquire().await.unwrap();
     w.scope(async {
+        // A read inside the write is a downgrade: a guard of its own on the write's lease.
         let r = locker.read_lock("doc").acquire().await.unwrap();
-        assert!(r.is_reentrant());
+        assert!(!r.is_reentrant());
+        assert_eq!(r.fence(), w.fence());
+        // A write inside the write is a plain re-entry.
+        let again = locker.write_lock("doc").acquire().await.unwrap();
+        assert!(again.is_reentrant());
     })
     .await;
     drop(w);
@@ -209,4 +214,78 @@ async fn a_cancelled_writer_lets_new_readers_in_at_once() {
         started.elapsed()
     );
     assert!(inside.is_held());
+}
+
+/// A downgrade (Curator's `testDowngrading`, Redisson's `testWriteReadReentrancy`): the
+/// holder of the write lock takes the read lock inside it, releases the write, and keeps
+/// reading with no gap while a waiting writer stays blocked; the read's release lets it in.
+#[tokio::test(start_paused = true)]
+async fn a_downgraded_read_keeps_the_lock_until_it_is_released() {
+    // One process: its other tasks wait in its local queue, which a release would hand the
+    // lease to (the conformance suite checks writers of other processes on every engine).
+    let locker = Locker::in_memory();
+    let other = locker.clone();
+    let w = locker.write_lock("doc").acquire().await.unwrap();
+    let r = w
+        .scope(async { locker.read_lock("doc").acquire().await.unwrap() })
+        .await;
+    let writer = {
+        let other = other.clone();
+        tokio::spawn(async move { other.write_lock("doc").wait(LONG).acquire().await })
+    };
+    let waiter = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.write_lock("doc").wait(LONG).acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    w.release().await.expect("the write guard is released");
+    assert!(r.is_held(), "the downgraded read holds on");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(r.is_held(), "renewed with the lease");
+    assert!(!writer.is_finished(), "a waiting writer got in");
+    assert!(!waiter.is_finished(), "a waiting writer got in");
+    r.release()
+        .await
+        .expect("the read is released, and the lock with it");
+    let (a, b) = (writer.await.unwrap(), waiter.await.unwrap());
+    assert!(
+        a.is_ok() || b.is_ok(),
+        "a waiting writer gets in: {a:?} {b:?}"
+    );
+}
+
+/// Whatever the order of the two guards' ends (release or drop), the lock ends with the
+/// last of them, never before.
+#[tokio::test(start_paused = true)]
+async fn a_downgrade_ends_with_the_last_of_its_guards() {
+    let locker = Locker::in_memory();
+    let free = |locker: Locker| async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        locker
+            .write_lock("doc")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    };
+    // Read done first, then the write: the write's end frees the lock.
+    let w = locker.write_lock("doc").acquire().await.unwrap();
+    let r = w
+        .scope(async { locker.read_lock("doc").acquire().await.unwrap() })
+        .await;
+    drop(r);
+    assert!(w.is_held());
+    assert!(!free(locker.clone()).await, "taken while the write holds");
+    drop(w);
+    assert!(free(locker.clone()).await, "freed by the write's end");
+    // Write dropped first, then the read dropped.
+    let w = locker.write_lock("doc").acquire().await.unwrap();
+    let r = w
+        .scope(async { locker.read_lock("doc").acquire().await.unwrap() })
+        .await;
+    drop(w);
+    assert!(r.is_held());
+    assert!(!free(locker.clone()).await, "taken while the read holds");
+    drop(r);
+    assert!(free(locker.clone()).await, "freed by the read's end");
 }
