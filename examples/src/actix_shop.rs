@@ -90,7 +90,9 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
         // The locker `#[distributed_lock]` uses when no `locker = ...` is given.
         leasehold::set_global_default(shop.locker.clone()).expect("installed once");
     }
+    let locker = shop.locker.clone();
     let shop = web::Data::new(shop);
+    let campaigner = shop.clone();
     let no_lock = args.no_lock;
     let server = HttpServer::new(move || {
         let app = App::new().app_data(shop.clone()).service(show_stock);
@@ -109,5 +111,8 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
         "leasehold"
     };
     println!("shop-actix listening on http://{addr} (lock: {lock})");
-    server.run().await
+    crate::shop::campaign(&campaigner, &args, format!("shop-actix@{}", addr.port()));
+    // actix-web stops gracefully on SIGTERM and Ctrl-C by itself; then every lock (and a
+    // leadership) is given back before the process exits.
+    locker.close_after(server.run()).await
 }

@@ -128,5 +128,12 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
         "shop-axum listening on http://{} (lock: {lock})",
         listener.local_addr()?
     );
-    axum::serve(listener, router.with_state(shop)).await
+    let identity = format!("shop-axum@{}", listener.local_addr()?.port());
+    crate::shop::campaign(&shop, &args, identity);
+    let locker = shop.locker.clone();
+    // On SIGTERM or Ctrl-C: stop taking requests, finish those in flight, then give back
+    // every lock (and a leadership) before exiting.
+    let server = axum::serve(listener, router.with_state(shop))
+        .with_graceful_shutdown(crate::shop::shutdown_signal());
+    locker.close_after(server).await
 }

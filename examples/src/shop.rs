@@ -290,6 +290,10 @@ pub struct ShopArgs {
     /// `--lock-wait`: how long a purchase waits for the lock before it is answered 409
     /// `lock_busy`. 30 s by default: long enough for a queue of hundreds of purchases.
     pub lock_wait: Duration,
+    /// `--leader NAME`: campaign for the leadership `NAME` (identity `<binary>@<port>`) and
+    /// hold it while serving, as a fleet's one reporter or scheduler would; on SIGTERM the
+    /// shop closes its locker, so another shop takes over at once.
+    pub leader: Option<String>,
 }
 
 impl ShopArgs {
@@ -301,7 +305,7 @@ impl ShopArgs {
     pub fn parse(name: &str, args: impl IntoIterator<Item = String>) -> Result<ShopArgs, String> {
         let usage = format!(
             "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] \
-             [--etcd ENDPOINTS] [--postgres URL] [--no-lock] [--lock-wait 30s]\n\n  \
+             [--etcd ENDPOINTS] [--postgres URL] [--no-lock] [--lock-wait 30s] [--leader NAME]\n\n  \
              --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
              --redis-url URL  the lock server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
              --store-url URL  where the stock and the order counter live (default: the lock server);\n                   \
@@ -314,7 +318,8 @@ impl ShopArgs {
              (postgres://user:password@host:5432/db), fenced in the purchase's transaction;\n                   \
              no Redis is used\n  \
              --no-lock        serve the purchase handler without #[distributed_lock]: it oversells\n  \
-             --lock-wait D    how long a request waits for a busy lock (default 30s)"
+             --lock-wait D    how long a request waits for a busy lock (default 30s)\n  \
+             --leader NAME    campaign for the leadership NAME and hold it while serving"
         );
         let mut parsed = ShopArgs {
             port: 8080,
@@ -324,6 +329,7 @@ impl ShopArgs {
             lock_server: LockServer::Redis,
             no_lock: false,
             lock_wait: Duration::from_secs(30),
+            leader: None,
         };
         let mut store_url = None;
         let mut args = args.into_iter();
@@ -362,6 +368,7 @@ impl ShopArgs {
                     };
                 }
                 "--no-lock" => parsed.no_lock = true,
+                "--leader" => parsed.leader = Some(value("--leader")?),
                 "--lock-wait" => {
                     let text = value("--lock-wait")?;
                     parsed.lock_wait = humantime::parse_duration(&text).map_err(|e| {
@@ -401,6 +408,45 @@ impl ShopArgs {
             std::process::exit(if help { 0 } else { 2 })
         })
     }
+}
+
+/// With `--leader NAME`: campaigns for the leadership `NAME` in the background for as long as
+/// the shop runs, as `identity`, printing each term it leads (`leader NAME: term T`).
+pub fn campaign(shop: &Shop, args: &ShopArgs, identity: String) {
+    let Some(name) = args.leader.clone() else {
+        return;
+    };
+    let locker = shop.locker.clone();
+    tokio::spawn(async move {
+        let outcome = locker
+            .leader(name.as_str())
+            .identity(identity)
+            .wait(Duration::from_secs(3600))
+            .run_while_leader(|leadership| {
+                println!("leader {name}: term {}", leadership.term());
+                std::future::pending::<()>()
+            })
+            .await;
+        if let Err(e) = outcome {
+            println!("leader {name}: campaign ended: {e}");
+        }
+    });
+}
+
+/// Resolves on SIGTERM or Ctrl-C: the start of a graceful shutdown.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]

@@ -55,6 +55,14 @@ pub enum LockError {
         /// Why the key was refused.
         reason: String,
     },
+    /// The [`crate::Locker`] was closed ([`crate::Locker::close`]): it takes no new locks and
+    /// gave back those it held. Answered over HTTP with the status of
+    /// [`Unavailable`](Self::Unavailable) (503 by default): the service is shutting down.
+    #[error(
+        "this locker was closed (Locker::close): it takes no new locks; stop using it once \
+             the service shuts down, or build a new one"
+    )]
+    Closed,
     /// The [`crate::Locker`] or the call is misconfigured: the message names the setting and the fix.
     #[error("{message}")]
     Config {
@@ -70,6 +78,9 @@ pub enum LockError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LostReason {
+    /// The locker was closed ([`Locker::close`](crate::Locker::close)), which gave the lease
+    /// back while this guard still held it.
+    Closed,
     /// Its validity ran out on this process's clock before a renewal succeeded: the store was
     /// unreachable or slow for longer than the lease, the process or its runtime was paused
     /// or blocked, or the watchdog was off and the body outlasted the lease.
@@ -87,13 +98,14 @@ pub enum LostReason {
 
 impl LostReason {
     /// A stable, machine-readable name: `expired`, `connection_dropped`, `refused`,
-    /// `stale_fence`.
+    /// `stale_fence`, `closed`.
     pub fn code(&self) -> &'static str {
         match self {
             LostReason::Expired => "expired",
             LostReason::ConnectionDropped => "connection_dropped",
             LostReason::Refused => "refused",
             LostReason::StaleFence => "stale_fence",
+            LostReason::Closed => "closed",
         }
     }
 }
@@ -116,6 +128,9 @@ fn lost_message(reason: LostReason) -> String {
             "the lock store said the lock was not ours any more (it expired there, or was taken \
              over or deleted); {STALE}"
         ),
+        LostReason::Closed => "the locker was closed (Locker::close) while the lock was held, \
+                               and gave the lock back; work under it after that ran unprotected"
+            .to_owned(),
         LostReason::StaleFence => {
             "a write under the lock was refused because a newer holder's fencing token was seen \
              already; this holder's lease had been lost"
@@ -153,7 +168,8 @@ impl LockError {
     }
 
     /// The stable, machine-readable name of the variant, used in HTTP bodies and metrics:
-    /// `lock_busy`, `lock_lost`, `lock_unavailable`, `lock_invalid_key`, `lock_config`.
+    /// `lock_busy`, `lock_lost`, `lock_unavailable`, `lock_invalid_key`, `lock_config`,
+    /// `lock_closed`.
     pub fn code(&self) -> &'static str {
         match self {
             LockError::Busy { .. } => "lock_busy",
@@ -161,6 +177,7 @@ impl LockError {
             LockError::Unavailable { .. } => "lock_unavailable",
             LockError::InvalidKey { .. } => "lock_invalid_key",
             LockError::Config { .. } => "lock_config",
+            LockError::Closed => "lock_closed",
         }
     }
 

@@ -213,6 +213,15 @@ conformance! {
         redlock3, postgres => checks::read_write::refused_clearly;
     }
 
+    /// 24. A locker that closes gives back every lease it holds (lock, read, permits,
+    /// leadership, as the engine has them): another locker waiting for each gets it within a
+    /// handover; the closed locker refuses new calls.
+    close {
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::close::gives_everything_back;
+        // Memory's lockers share no store: its own waiters end with `Closed`.
+        memory => checks::close::in_process;
+    }
+
     /// 22. Waiting rides out an outage: an acquire waiting through 5 s of a stalled engine
     /// takes the lock once the engine answers again; one told not to retry fails at once.
     rides_out_outages {

@@ -195,6 +195,11 @@ impl Inner {
                 });
                 Err(LockError::Busy { retry_after })
             }
+            Some(Turn::Granted(lease, fence)) if self.closing.is_closed() => {
+                // Handed over as the locker closed: give it back, and take nothing.
+                self.release_in_background(lease, fence, None);
+                Err(LockError::Closed)
+            }
             Some(Turn::Granted(lease, fence)) => Ok(InLine::HandedOver(LockGuard::new(
                 self.clone(),
                 lease,
@@ -227,6 +232,8 @@ impl Inner {
         // The engine's outage this wait is riding out, if it is in one.
         let mut outage: Option<Outage> = None;
         loop {
+            // A locker closed meanwhile takes nothing more.
+            inner.closing.check()?;
             let token = OwnerToken::generate();
             // Fences for the waiters that may get this lease handed over (the lock, with the
             // watchdog: without it, each holder needs a lease of its own; a lease of its own
@@ -343,7 +350,10 @@ impl Inner {
                 }
                 continue;
             }
-            nap(wakes.as_mut(), turn.contender(), remaining, now, deadline).await;
+            tokio::select! {
+                () = nap(wakes.as_mut(), turn.contender(), remaining, now, deadline) => {}
+                () = inner.closing.closed() => {}
+            }
         }
     }
 }

@@ -77,6 +77,8 @@ pub(crate) struct Lease {
     done: AtomicBool,
     /// The loss of this lease was reported (traces, metrics) already.
     lost_reported: AtomicBool,
+    /// Given back by [`Locker::close`](crate::Locker::close): no guard holds it any more.
+    closed: AtomicBool,
     /// The reserved fencing tokens not handed out yet: `next..=top`.
     fences: Mutex<(u64, u64)>,
     /// The connection it was granted over, where the backend tracks one.
@@ -127,6 +129,7 @@ impl Lease {
             changed: tokio::sync::Notify::new(),
             done: AtomicBool::new(false),
             lost_reported: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             fences: Mutex::new((top + 1 - reserved.max(1), top)),
             session,
             kind: LeaseKind::Exclusive,
@@ -179,7 +182,18 @@ impl Lease {
     /// True while the lease is still trusted: not lost, not past its validity, not released.
     pub(crate) fn is_held(&self) -> bool {
         let s = self.state.borrow();
-        !s.lost && Instant::now() < s.valid_until && !self.is_done() && self.session_intact()
+        !s.lost
+            && Instant::now() < s.valid_until
+            && !self.is_done()
+            && self.session_intact()
+            && !self.closed.load(Ordering::Acquire)
+    }
+
+    /// The locker that granted it was closed, which gives it back: its guards are told (their
+    /// `lost()` resolves, [`LostReason::Closed`](crate::LostReason::Closed)).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.changed.notify_waiters();
     }
 
     /// The guard with `fence` holds the lease from now on.
@@ -248,7 +262,9 @@ impl Lease {
     /// Why this lease counts as lost (when it does).
     pub(crate) fn loss_reason(&self) -> crate::error::LostReason {
         use crate::error::LostReason;
-        if !self.session_intact() {
+        if self.closed.load(Ordering::Acquire) {
+            LostReason::Closed
+        } else if !self.session_intact() {
             LostReason::ConnectionDropped
         } else if self.state.borrow().lost {
             LostReason::Refused
@@ -342,7 +358,13 @@ impl Lease {
             let s = self.state.borrow();
             // Only a guard watches its holding (see `holder`).
             let ended = holder.is_some_and(|fence| !self.holding(fence));
-            if ended || s.lost || Instant::now() >= s.valid_until || !self.session_intact() {
+            let closed = self.closed.load(Ordering::Acquire);
+            if ended
+                || s.lost
+                || closed
+                || Instant::now() >= s.valid_until
+                || !self.session_intact()
+            {
                 return;
             }
             let dropped = async {

@@ -2,6 +2,7 @@
 //! the local queue, re-entry, release, the watchdog, and the locker's shared state.
 
 pub(crate) mod acquire;
+pub(crate) mod close;
 pub(crate) mod inflight;
 pub(crate) mod lease;
 pub(crate) mod observe;

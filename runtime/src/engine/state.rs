@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::engine::close::Closing;
 use crate::engine::lease::Lease;
 use crate::engine::observe::TraceKeys;
 use crate::engine::queue::Queues;
@@ -31,15 +32,23 @@ pub(crate) struct Inner {
     /// How keys appear in traces.
     pub(crate) trace_keys: TraceKeys,
     pub(crate) queues: Queues,
-    /// The local lines of a semaphore's waiters (first come, first served in the process).
+    /// The renewal schedule of the watchdog.
     pub(crate) schedule: Arc<Schedule>,
     pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
+    /// What closing the locker reaches: its leases, its waiters, its background jobs.
+    pub(crate) closing: Arc<Closing>,
 }
 
 impl Inner {
     /// Hands work to this locker's background task, starting it on first use. Gives the job
     /// back when that is impossible (no Tokio runtime here, or the runtime it ran on is gone).
     fn send_job(&self, job: Job) -> Result<(), Job> {
+        // Counted until it ends, for `close` to wait on.
+        let pending = self.closing.job_started();
+        let job: Job = Box::pin(async move {
+            job.await;
+            drop(pending);
+        });
         let tx = match self.jobs.get() {
             Some(tx) => tx,
             None => {

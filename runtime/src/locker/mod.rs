@@ -2,6 +2,7 @@
 //! of every primitive.
 
 mod builder;
+mod close;
 pub(crate) mod defaults;
 pub(crate) mod global;
 mod operators;
@@ -111,6 +112,7 @@ impl Locker {
                 queues: Default::default(),
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
+                closing: Arc::default(),
             }),
         }
     }

@@ -237,6 +237,7 @@ impl<'a> LockRequest<'a> {
 
     pub(crate) fn options(&self) -> Result<Options, LockError> {
         let inner = &self.locker.inner;
+        inner.closing.check()?;
         let mut lease = self.lease.unwrap_or(inner.default_lease);
         check_lease(lease, "lease")?;
         let caps = inner.store.capabilities();

@@ -178,7 +178,7 @@ impl StatusCodes {
     pub fn status_of(&self, err: &LockError) -> u16 {
         match err {
             LockError::Busy { .. } => self.busy,
-            LockError::Unavailable { .. } => self.unavailable,
+            LockError::Unavailable { .. } | LockError::Closed => self.unavailable,
             LockError::Lost { .. } => self.lost,
             LockError::InvalidKey { .. } => self.invalid_key,
             LockError::Config { .. } => self.config,

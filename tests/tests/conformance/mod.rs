@@ -5,6 +5,7 @@ pub mod bounded;
 pub mod busy;
 pub mod cancel;
 pub mod capabilities;
+pub mod close;
 pub mod exclusion;
 pub mod fences;
 pub mod forced;

@@ -1,4 +1,4 @@
-//! 22. Waiting rides out an outage: an acquire that waits keeps trying an engine that stopped
+//! Property 22: waiting rides out an outage: an acquire that waits keeps trying an engine that stopped
 //! answering (every server stalled, as a partition would) for as long as its wait lasts, and
 //! takes the lock once the engine answers again; one told not to retry fails at once.
 

@@ -11,5 +11,6 @@ mod postgres;
 mod primitives;
 mod scenarios;
 mod shop;
+mod shutdown;
 mod soak;
 mod zookeeper;

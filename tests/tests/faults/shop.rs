@@ -33,13 +33,13 @@ const CLIENTS: usize = 24;
 const LOCK_RESTARTS: usize = 3;
 
 /// A shop process; killed on drop.
-struct Shop {
+pub(crate) struct Shop {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl Shop {
-    fn start(binary: &str, args: &[String]) -> Shop {
+    pub(crate) fn start(binary: &str, args: &[String]) -> Shop {
         let mut child = Command::new(cargo_bin(binary))
             .args(["--port", "0"])
             .args(args)
@@ -67,7 +67,22 @@ impl Shop {
         Shop { child, addr }
     }
 
-    fn signal(&self, sig: libc::c_int) {
+    /// Its exit status, once it exited within `bound`.
+    pub(crate) async fn exited_within(
+        &mut self,
+        bound: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let until = Instant::now() + bound;
+        while Instant::now() < until {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    pub(crate) fn signal(&self, sig: libc::c_int) {
         // SAFETY: a plain syscall on our own child, which is not reaped before drop.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, sig);
