@@ -129,20 +129,19 @@ conformance! {
     /// least the last writer's, a crashed reader frees its share after its lease, a mixed
     /// load never overlaps a writer.
     read_write {
-        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::readers_share_writers_exclude;
-        // Not built on these engines yet: the request is refused, naming the engine.
-        redlock3, postgres => checks::read_write::refused_clearly;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::readers_share_writers_exclude;
+        // Not built on this engine yet: the request is refused, naming the engine.
+        postgres => checks::read_write::refused_clearly;
     }
 
     /// 13. Leader election: one leader at a time across three lockers, terms strictly
     /// increasing, a resign hands over, followers observe every change, a dropped campaign
     /// leaves nothing behind.
     leader {
-        single, cluster, sentinel, memory => checks::leader::one_leader_terms_increase_followers_observe;
+        single, redlock3, cluster, sentinel, memory => checks::leader::one_leader_terms_increase_followers_observe;
         // Not built on these engines: the campaign and the observer are refused, naming the
-        // engine (RedLock would need quorum reads of the record; ZooKeeper, etcd and
-        // PostgreSQL have no leader record yet).
-        redlock3, zookeeper, etcd, etcd3, postgres => checks::leader::refused_clearly;
+        // engine (ZooKeeper, etcd and PostgreSQL have no leader record yet).
+        zookeeper, etcd, etcd3, postgres => checks::leader::refused_clearly;
     }
 
     /// 15. Singleton jobs: of three lockers triggering a job at once exactly one runs it;
@@ -158,7 +157,10 @@ conformance! {
     semaphore {
         single, cluster, sentinel, memory => checks::semaphore::never_more_than_the_limit;
         // Not built on these engines yet: the request is refused, naming the engine.
-        redlock3, zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+        zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+        // Never on RedLock: permits counted per master and granted by a majority admit more
+        // holders than the limit (limit 2 on 3 masters admits 3); it takes consensus.
+        redlock3 => checks::semaphore::refused_clearly;
     }
 
     /// 16. Cancellation at every await point: an acquire, a `try_acquire`, a waiting acquire
@@ -170,14 +172,16 @@ conformance! {
 
     /// 17. The same for read locks, where the engine has them.
     read_cancellation {
-        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::cancel::reads_at_every_poll;
-        redlock3, postgres => checks::read_write::refused_clearly;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::cancel::reads_at_every_poll;
+        postgres => checks::read_write::refused_clearly;
     }
 
     /// 18. The same for semaphore permits, where the engine has them.
     permit_cancellation {
         single, cluster, sentinel, memory => checks::cancel::permits_at_every_poll;
-        redlock3, zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+        zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+        // Never on RedLock (see `semaphore`): per-master counts under majorities overshoot.
+        redlock3 => checks::semaphore::refused_clearly;
     }
 
     /// 19. Every way a waiter leaves (`Busy`, cancelled, panicked), for every primitive the
@@ -186,7 +190,9 @@ conformance! {
     waiter_leaves {
         single, cluster, sentinel, memory => checks::leave::all;
         zookeeper, etcd, etcd3 => checks::leave::without_semaphores_and_leaders;
-        redlock3, postgres => checks::leave::exclusive_and_multi;
+        // No semaphores on RedLock (see `semaphore`).
+        redlock3 => checks::leave::without_semaphores;
+        postgres => checks::leave::exclusive_and_multi;
     }
 
     /// 20. A forced release is seen at once by the forced-out process: a task of its own

@@ -160,8 +160,10 @@ impl Locker {
     /// new readers, until then. (A downgrade that let other readers in at once would need
     /// every engine to turn its writer into a reader in one step; on ZooKeeper and etcd a
     /// writer queued behind the holder would then get in beside the downgraded reader.)
-    /// Whichever of the two guards ends last, by release or drop, ends the lease. On one Redis server, Sentinel, Redis Cluster, ZooKeeper, etcd and in
-    /// memory; RedLock and PostgreSQL refuse it with [`LockError::Config`].
+    /// Whichever of the two guards ends last, by release or drop, ends the lease.
+    ///
+    /// On every engine whose [`Capabilities::read_locks`](crate::Capabilities::read_locks)
+    /// says so; the others refuse it with [`LockError::Config`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

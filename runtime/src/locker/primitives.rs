@@ -110,7 +110,7 @@ impl Locker {
     /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes is accepted, except one that starts with
     /// the locker's prefix and a colon, like the store's own keys.
     ///
-    /// On one Redis server, Sentinel, Redis Cluster and in memory; RedLock, ZooKeeper, etcd
+    /// On one Redis server, Sentinel, Redis Cluster, RedLock and in memory; ZooKeeper, etcd
     /// and PostgreSQL refuse the campaign with [`LockError::Config`].
     ///
     /// ```

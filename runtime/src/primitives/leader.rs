@@ -73,7 +73,7 @@ impl Election {
             )));
         }
         let caps = inner.store.capabilities();
-        store::require(Feature::LeaderElection, &caps, &inner.store.describe())?;
+        store::require(Feature::LeaderElection, &caps, &*inner.store)?;
         Ok(Election {
             name: name.to_owned(),
             keys: LockKeys::new(&format!("{}:leader", inner.prefix), name),

@@ -251,7 +251,7 @@ impl<'a> LockRequest<'a> {
             LeaseKind::Permits { .. } => Some(Feature::Semaphores),
         };
         if let Some(feature) = needs {
-            store::require(feature, &caps, &inner.store.describe())?;
+            store::require(feature, &caps, &*inner.store)?;
         }
         let watchdog = self.watchdog.unwrap_or(inner.default_watchdog);
         let hold_at_least = self.hold_at_least.filter(|hold| !hold.is_zero());

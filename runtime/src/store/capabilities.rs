@@ -124,8 +124,10 @@ impl Engine {
         };
         match self {
             Engine::Redis | Engine::Sentinel | Engine::Cluster => redis,
-            // Each node is inspected with a locker of its own.
+            // Each node is inspected with a locker of its own; no semaphores (`why_not`).
             Engine::RedLock => Capabilities {
+                read_locks: true,
+                leader_election: true,
                 fairness: Fairness::PerProcess,
                 inspection: false,
                 ..lock_only
@@ -138,6 +140,22 @@ impl Engine {
                 inspection: false,
                 ..redis
             },
+        }
+    }
+}
+
+impl Engine {
+    /// Why the engine does not offer `feature`, where the reason is in its design rather than
+    /// in work not done yet; its refusals say it.
+    pub(crate) fn why_not(self, feature: Feature) -> Option<&'static str> {
+        match (self, feature) {
+            // The argument and its counterexample: store/redis/redlock/semaphores.rs.
+            (Engine::RedLock, Feature::Semaphores) => Some(
+                "permits counted on each node and granted by a majority admit more holders \
+                 than the limit (limit 2 on 3 nodes admits 3), and one agreed count needs a \
+                 consensus engine",
+            ),
+            _ => None,
         }
     }
 }
@@ -171,8 +189,9 @@ impl Feature {
 }
 
 /// The error for a request that needs `feature` on an engine (`on`, as the store describes
-/// itself) without it; it names the engines that have it, from the table above.
-pub(crate) fn refusal(feature: Feature, on: &str) -> LockError {
+/// itself) without it; it names the engines that have it, from the table above, after `why`
+/// the engine lacks it where it has a reason ([`Engine::why_not`]).
+pub(crate) fn refusal(feature: Feature, on: &str, why: Option<&str>) -> LockError {
     let with: Vec<&str> = Engine::ALL
         .into_iter()
         .filter(|engine| feature.offered_by(&engine.capabilities(Duration::from_secs(10))))
@@ -189,16 +208,22 @@ pub(crate) fn refusal(feature: Feature, on: &str) -> LockError {
     } else {
         ("is", "it")
     };
+    let why = why.map(|why| format!(": {why}")).unwrap_or_default();
     LockError::config(format!(
-        "{name} {are} not supported on {on}; {they} {are} on {list}"
+        "{name} {are} not supported on {on}{why}; {they} {are} on {list}"
     ))
 }
 
-/// Fails with [`refusal`] unless `caps` offer `feature`.
-pub(crate) fn require(feature: Feature, caps: &Capabilities, on: &str) -> Result<(), LockError> {
+/// Fails with the store's refusal ([`refusal`]) unless `caps` offer
+/// `feature`.
+pub(crate) fn require(
+    feature: Feature,
+    caps: &Capabilities,
+    store: &dyn super::Store,
+) -> Result<(), LockError> {
     match feature.offered_by(caps) {
         true => Ok(()),
-        false => Err(refusal(feature, on)),
+        false => Err(store.refusal_of(feature)),
     }
 }
 
@@ -264,7 +289,7 @@ mod tests {
 
     #[test]
     fn refusals_name_the_engines_that_offer_it() {
-        let e = refusal(Feature::Semaphores, "etcd at a:2379").to_string();
+        let e = refusal(Feature::Semaphores, "etcd at a:2379", None).to_string();
         assert!(
             e.contains(
                 "semaphores are not supported on etcd at a:2379; they are on one Redis \
@@ -272,10 +297,39 @@ mod tests {
             ),
             "{e}"
         );
-        let e = refusal(Feature::LeaderElection, "RedLock").to_string();
+        let e = refusal(Feature::ReadLocks, "PostgreSQL", None).to_string();
         assert!(
-            e.contains("leader election is not supported on RedLock; it is on"),
+            e.contains("read locks are not supported on PostgreSQL; they are on"),
             "{e}"
         );
+    }
+
+    /// RedLock's refusal of semaphores says why; the generic one stays for the rest.
+    #[test]
+    fn redlock_says_why_it_has_no_semaphores() {
+        let why = Engine::RedLock.why_not(Feature::Semaphores);
+        let e = refusal(Feature::Semaphores, "redlock over a, b, c", why).to_string();
+        assert!(
+            e.contains(
+                "semaphores are not supported on redlock over a, b, c: permits counted on each \
+                 node and granted by a majority admit more holders than the limit"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("; they are on one Redis server"), "{e}");
+        for engine in Engine::ALL {
+            for feature in [
+                Feature::ReadLocks,
+                Feature::Semaphores,
+                Feature::LeaderElection,
+            ] {
+                let offered = feature.offered_by(&engine.capabilities(Duration::ZERO));
+                let why = engine.why_not(feature);
+                assert!(!(offered && why.is_some()), "{engine:?} offers {feature:?}");
+                if (engine, feature) != (Engine::RedLock, Feature::Semaphores) {
+                    assert_eq!(why, None, "{engine:?}, {feature:?}");
+                }
+            }
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use super::{
-    refusal, AcquireRequest, Admin, Attempt, Capabilities, Deployment, Feature, LeaderRecord,
+    AcquireRequest, Admin, Attempt, Capabilities, Deployment, Feature, LeaderRecord,
     LeaderRecords, PermitState, ReadLocks, Renewal, Renewed, Semaphores, Settings, Store,
     StoreFuture, WakeSubscription,
 };
@@ -54,7 +54,7 @@ impl LazyStore {
         let store = self.store()?;
         store
             .read_locks()
-            .ok_or_else(|| refusal(Feature::ReadLocks, &store.describe()))
+            .ok_or_else(|| store.refusal_of(Feature::ReadLocks))
     }
 
     /// The connected engine's semaphores, as [`read_part`](Self::read_part).
@@ -62,7 +62,7 @@ impl LazyStore {
         let store = self.store()?;
         store
             .semaphores()
-            .ok_or_else(|| refusal(Feature::Semaphores, &store.describe()))
+            .ok_or_else(|| store.refusal_of(Feature::Semaphores))
     }
 
     /// The connected engine's leader records, as [`read_part`](Self::read_part).
@@ -70,7 +70,7 @@ impl LazyStore {
         let store = self.store()?;
         store
             .leader_records()
-            .ok_or_else(|| refusal(Feature::LeaderElection, &store.describe()))
+            .ok_or_else(|| store.refusal_of(Feature::LeaderElection))
     }
 
     fn store(&self) -> Result<&Arc<dyn Store>, LockError> {
@@ -151,6 +151,13 @@ impl Store for LazyStore {
         match self.state.store.get() {
             Some(store) => store.capabilities(),
             None => self.state.deployment.capabilities(),
+        }
+    }
+
+    fn refusal_reason(&self, feature: Feature) -> Option<&'static str> {
+        match self.state.store.get() {
+            Some(store) => store.refusal_reason(feature),
+            None => self.state.deployment.engine().why_not(feature),
         }
     }
 

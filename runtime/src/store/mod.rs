@@ -217,6 +217,13 @@ pub(crate) trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Why the engine lacks `feature`, where that is in its design ([`Engine::why_not`]):
+    /// its refusals say it. `None`: the refusal only names the engines that have it.
+    fn refusal_reason(&self, feature: Feature) -> Option<&'static str> {
+        let _ = feature;
+        None
+    }
+
     /// The operator's part (inspection, listing, forced release), where the engine has one;
     /// otherwise a [`LockError::Config`] that says why.
     fn admin(&self) -> Result<&dyn Admin, LockError> {
@@ -361,21 +368,27 @@ impl dyn Store {
         }
     }
 
+    /// The error for a request that needs `feature`, which the engine lacks: the engines
+    /// that have it, and the engine's reason where it has one.
+    pub(crate) fn refusal_of(&self, feature: Feature) -> LockError {
+        refusal(feature, &self.describe(), self.refusal_reason(feature))
+    }
+
     /// The engine's semaphores, or the refusal its capabilities call for.
     pub(crate) fn semaphores_or_refusal(&self) -> Result<&dyn Semaphores, LockError> {
         self.semaphores()
-            .ok_or_else(|| refusal(Feature::Semaphores, &self.describe()))
+            .ok_or_else(|| self.refusal_of(Feature::Semaphores))
     }
 
     /// The engine's leader records, or the refusal its capabilities call for.
     pub(crate) fn leader_records_or_refusal(&self) -> Result<&dyn LeaderRecords, LockError> {
         self.leader_records()
-            .ok_or_else(|| refusal(Feature::LeaderElection, &self.describe()))
+            .ok_or_else(|| self.refusal_of(Feature::LeaderElection))
     }
 
     /// A call for an optional part the engine lacks, refused as the capabilities table says.
     pub(crate) fn refuse<'a, T: Send + 'a>(&self, feature: Feature) -> StoreFuture<'a, T> {
-        let refused = refusal(feature, &self.describe());
+        let refused = self.refusal_of(feature);
         Box::pin(std::future::ready(Err(refused)))
     }
 

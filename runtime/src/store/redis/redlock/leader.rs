@@ -1,0 +1,116 @@
+//! Leader records over the nodes. The election's lock is a RedLock lock, so terms (its
+//! fences) increase strictly across leaders by the fence round. The record is written on
+//! every node by the node's own script (leader_publish.lua: only where the leader's token
+//! holds the lock and no newer term is recorded), and counts where a majority agrees:
+//! - published when a majority wrote it;
+//! - read as the leader only when a majority of nodes report the same record (term and
+//!   identity), each while its owner token holds the lock there; otherwise nobody leads
+//!   (`None`), or the failures when too few nodes answered to tell;
+//! - cleared on every node.
+//!
+//! A node lags or misses a record (down, restarted empty) without harm: two majorities share
+//! a node, so two leaders cannot both be reported at once, and a minority's stale record is
+//! never a majority. Observers listen on every node's wake channel ([`RedLock::subscribe`]),
+//! where each node's script announces its writes.
+
+use super::{no_quorum, RedLock};
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::{join_all, LeaderRecord, LeaderRecords, StoreFuture};
+
+impl RedLock {
+    async fn publish_leader(
+        &self,
+        keys: &LockKeys,
+        record: &str,
+        token: &OwnerToken,
+        leader: &LeaderRecord,
+    ) -> Result<bool, LockError> {
+        let answers = join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.publish_leader(keys, record, token, leader)),
+        )
+        .await;
+        self.agreed("leader record", answers)
+    }
+
+    async fn clear_leader(&self, keys: &LockKeys, record: &str, term: u64) -> Result<(), LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.clear_leader(keys, record, term))).await;
+        let (mut cleared, mut failures) = (0, Vec::new());
+        for answer in answers {
+            match answer {
+                Ok(()) => cleared += 1,
+                Err(e) => failures.push(e),
+            }
+        }
+        if cleared >= self.quorum() {
+            Ok(())
+        } else {
+            Err(no_quorum("clear leader", cleared, self.nodes.len(), failures))
+        }
+    }
+
+    async fn read_leader(
+        &self,
+        keys: &LockKeys,
+        record: &str,
+    ) -> Result<Option<LeaderRecord>, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.read_leader(keys, record))).await;
+        let mut seen: Vec<(LeaderRecord, usize)> = Vec::new();
+        let (mut answered, mut failures) = (0, Vec::new());
+        for answer in answers {
+            match answer {
+                Ok(found) => {
+                    answered += 1;
+                    if let Some(found) = found {
+                        match seen.iter_mut().find(|(r, _)| *r == found) {
+                            Some((_, count)) => *count += 1,
+                            None => seen.push((found, 1)),
+                        }
+                    }
+                }
+                Err(e) => failures.push(e),
+            }
+        }
+        let quorum = self.quorum();
+        if let Some((leader, _)) = seen.into_iter().find(|&(_, count)| count >= quorum) {
+            return Ok(Some(leader));
+        }
+        if answered >= quorum {
+            Ok(None)
+        } else {
+            Err(no_quorum("read leader", answered, self.nodes.len(), failures))
+        }
+    }
+}
+
+impl LeaderRecords for RedLock {
+    fn publish_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(RedLock::publish_leader(self, keys, record, token, leader))
+    }
+
+    fn clear_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(RedLock::clear_leader(self, keys, record, term))
+    }
+
+    fn read_leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        Box::pin(RedLock::read_leader(self, keys, record))
+    }
+}
