@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use super::{
-    AcquireRequest, Admin, Attempt, Capabilities, Deployment, Feature, LeaderRecord,
-    LeaderRecords, PermitState, ReadLocks, Renewal, Renewed, Semaphores, Settings, Store,
-    StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Capabilities, Deployment, Feature, LeaderRecord, LeaderRecords,
+    PermitState, ReadLocks, Renewal, Renewed, Semaphores, Settings, Store, StoreFuture,
+    WakeSubscription,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;

@@ -36,8 +36,18 @@ impl RedLock {
         self.agreed("leader record", answers)
     }
 
-    async fn clear_leader(&self, keys: &LockKeys, record: &str, term: u64) -> Result<(), LockError> {
-        let answers = join_all(self.nodes.iter().map(|n| n.clear_leader(keys, record, term))).await;
+    async fn clear_leader(
+        &self,
+        keys: &LockKeys,
+        record: &str,
+        term: u64,
+    ) -> Result<(), LockError> {
+        let answers = join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.clear_leader(keys, record, term)),
+        )
+        .await;
         let (mut cleared, mut failures) = (0, Vec::new());
         for answer in answers {
             match answer {
@@ -48,7 +58,12 @@ impl RedLock {
         if cleared >= self.quorum() {
             Ok(())
         } else {
-            Err(no_quorum("clear leader", cleared, self.nodes.len(), failures))
+            Err(no_quorum(
+                "clear leader",
+                cleared,
+                self.nodes.len(),
+                failures,
+            ))
         }
     }
 
@@ -81,7 +96,12 @@ impl RedLock {
         if answered >= quorum {
             Ok(None)
         } else {
-            Err(no_quorum("read leader", answered, self.nodes.len(), failures))
+            Err(no_quorum(
+                "read leader",
+                answered,
+                self.nodes.len(),
+                failures,
+            ))
         }
     }
 }

@@ -1,56 +1,14 @@
-//! RedLock over several independent `redis-server`s, each behind a fault-injecting proxy:
-//! the quorum table, holding through minority failures, fencing across restarts, and
-//! replies slower than the lease.
+//! RedLock locks: the quorum table, holding through minority failures, fencing across
+//! restarts, replies slower than the lease, wake-ups, configuration errors.
 
 use std::time::Duration;
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{eventually, ProxyMode, RedisServer, TcpProxy};
+use leasehold_tests::harness::{eventually, ProxyMode, RedisServer};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
-/// The per-node bound; hung nodes cost about this much.
-const NODE_TIMEOUT: Duration = Duration::from_millis(100);
-
-struct Cluster {
-    servers: Vec<RedisServer>,
-    proxies: Vec<TcpProxy>,
-}
-
-impl Cluster {
-    async fn start(n: usize) -> Cluster {
-        let servers = RedisServer::start_many(n).await;
-        let mut proxies = Vec::new();
-        for s in &servers {
-            proxies.push(TcpProxy::start(s.addr()).await);
-        }
-        Cluster { servers, proxies }
-    }
-
-    async fn locker(&self) -> Locker {
-        Locker::builder()
-            .redlock(self.proxies.iter().map(|p| p.url()))
-            .op_timeout(NODE_TIMEOUT)
-            .build()
-            .await
-            .expect("redlock locker")
-    }
-
-    fn set_all(&self, mode: ProxyMode) {
-        for p in &self.proxies {
-            p.set_mode(mode);
-        }
-    }
-
-    /// Lock keys left on any node, straight from the servers.
-    async fn lock_keys(&self) -> usize {
-        let mut total = 0;
-        for s in &self.servers {
-            total += s.keys("leasehold:lock:*").await.len();
-        }
-        total
-    }
-}
+use super::{Cluster, NODE_TIMEOUT};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Node {

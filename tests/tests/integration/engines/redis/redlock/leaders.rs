@@ -1,0 +1,125 @@
+//! RedLock leader election with real servers: a leader cut off from a majority of the nodes
+//! is replaced with a larger term, and observers see the change; a record on a minority of
+//! the nodes is nobody's leadership.
+
+use std::time::Duration;
+
+use leasehold::Leader;
+use leasehold_tests::harness::ProxyMode;
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+use super::{locker_over, Cluster};
+
+/// The leader's lease: renewed every 300 ms, lost within about 900 ms of its last renewal.
+const LEASE: Duration = Duration::from_millis(900);
+
+/// Leader A runs over links of its own; B and an observer over the others. A's links to two
+/// of the three nodes are cut: A loses its lease (its lock lapses there), B is elected with a
+/// larger term, and the observer sees B, never a term going backwards.
+#[tokio::test]
+async fn a_leader_that_loses_its_majority_is_replaced_and_observers_see_it() {
+    let cluster = Cluster::start(3).await;
+    let a_links = Cluster::proxies_to(&cluster.servers).await;
+    let a = locker_over(&a_links).await;
+    let b = cluster.locker().await;
+    let observer = cluster.locker().await;
+
+    let first = a
+        .leader("cut")
+        .identity("a")
+        .lease(LEASE)
+        .campaign()
+        .await
+        .unwrap();
+    let mut seen = observer
+        .observe_leader("cut")
+        .unwrap()
+        .poll_every(Duration::from_millis(200));
+    let now = seen.next().await.unwrap().expect("a leader");
+    assert_eq!((now.identity(), now.term()), ("a", first.term()));
+
+    let second = tokio::spawn(async move {
+        let leadership = b
+            .leader("cut")
+            .identity("b")
+            .lease(LEASE)
+            .wait(Duration::from_secs(15))
+            .campaign()
+            .await;
+        (leadership, b)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_finished(), "b elected beside a");
+    a_links[0].set_mode(ProxyMode::Cut);
+    a_links[1].set_mode(ProxyMode::Cut);
+    tokio::time::timeout(LEASE * 3, first.lost())
+        .await
+        .expect("a saw the loss of its majority");
+    assert!(!first.is_leader());
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut highest = now.term();
+    let replaced: Leader = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let next = tokio::time::timeout(left, seen.next())
+            .await
+            .expect("the observer saw b within 15 s")
+            .unwrap();
+        if let Some(leader) = next {
+            assert!(leader.term() >= highest, "a term went backwards");
+            highest = leader.term();
+            if leader.identity() == "b" {
+                break leader;
+            }
+        }
+    };
+    let (leadership, _b) = second.await.unwrap();
+    let leadership = leadership.expect("b elected");
+    assert_eq!(replaced.term(), leadership.term());
+    assert!(
+        leadership.term() > first.term(),
+        "term {} <= {}",
+        leadership.term(),
+        first.term()
+    );
+    leadership.resign().await.unwrap();
+    let after = tokio::time::timeout(Duration::from_secs(5), seen.next())
+        .await
+        .expect("the observer saw the resignation")
+        .unwrap();
+    assert_eq!(after, None);
+}
+
+/// A record that a minority of the nodes hold (its token holding the lock there) is not a
+/// leader: the observer reports `None`; the same record on a majority is the leader.
+#[tokio::test]
+async fn a_record_on_a_minority_of_the_nodes_is_nobodys_leadership() {
+    let cluster = Cluster::start(3).await;
+    let observer = cluster.locker().await;
+    let token = "0123456789abcdef0123456789abcdef";
+    let place = |node: usize| {
+        let server = &cluster.servers[node];
+        async move {
+            let mut conn = server.conn().await;
+            let _: () = conn
+                .set_ex("leasehold:leader:lock:{minority}", token, 30)
+                .await
+                .unwrap();
+            let _: () = conn
+                .hset_multiple(
+                    "leasehold:leader:record:{minority}",
+                    &[("term", "7"), ("identity", "ghost"), ("owner", token)],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    place(0).await;
+    let mut seen = observer.observe_leader("minority").unwrap();
+    assert_eq!(seen.next().await.unwrap(), None, "one node of three");
+    place(1).await;
+    let mut seen = observer.observe_leader("minority").unwrap();
+    let leader = seen.next().await.unwrap().expect("two nodes of three");
+    assert_eq!((leader.identity(), leader.term()), ("ghost", 7));
+}
