@@ -58,6 +58,10 @@ impl Locker {
     /// On one Redis server, Sentinel, Redis Cluster and in memory; other engines refuse it
     /// with [`LockError::Config`].
     ///
+    /// RedLock refuses it by design: permits counted on each master and granted where a
+    /// majority granted them admit more holders than the limit (a limit of 2 on 3 masters
+    /// admits 3, each master counting 2), and one agreed count takes a consensus engine.
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), leasehold::LockError> {

@@ -25,6 +25,13 @@
 //!
 //! A reader whose nodes all answer the same fence costs one round trip; otherwise two, and a
 //! write on the nodes that lagged.
+//!
+//! Nodes that fail: a reader holds while a majority renews its share, as a lock does, so a
+//! minority of nodes down costs it nothing. A node that restarts empty forgets the shares it
+//! held: a reader that held every node keeps a majority through one such restart; one that
+//! held a bare majority does not, a writer can get in before the reader's next renewal
+//! reports the loss (within a third of the lease), and only fences order them then. Hence
+//! RedLock's rule for restarts: a node without persistence stays down longer than a lease.
 
 use super::RedLock;
 use crate::store::keys::LockKeys;
