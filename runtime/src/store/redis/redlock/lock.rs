@@ -130,7 +130,8 @@ impl RedLock {
         token: &OwnerToken,
         kind: LeaseKind,
     ) -> Result<bool, LockError> {
-        // Held for as long as the caller counts it (it does not matter to Redis).
+        // When the caller counts the lease valid until only tells an engine's retried deletes
+        // apart (PostgreSQL); Redis nodes ignore it.
         let until = Instant::now();
         let answers = join_all(self.nodes.iter().map(|n| {
             let node: &dyn Store = n;

@@ -14,16 +14,21 @@ use super::{locker_over, Cluster};
 /// The leader's lease: renewed every 300 ms, lost within about 900 ms of its last renewal.
 const LEASE: Duration = Duration::from_millis(900);
 
-/// Leader A runs over links of its own; B and an observer over the others. A's links to two
+/// Leader A and an observer run over links of their own, B over the others. A's links to two
 /// of the three nodes are cut: A loses its lease (its lock lapses there), B is elected with a
-/// larger term, and the observer sees B, never a term going backwards.
+/// larger term, and the observer sees B, never a term going backwards, woken by the wake
+/// channels of the nodes it reaches (it never polls in this test, and never reaches node 2).
 #[tokio::test]
 async fn a_leader_that_loses_its_majority_is_replaced_and_observers_see_it() {
     let cluster = Cluster::start(3).await;
     let a_links = Cluster::proxies_to(&cluster.servers).await;
     let a = locker_over(&a_links).await;
     let b = cluster.locker().await;
-    let observer = cluster.locker().await;
+    // The observer never reaches node 2: it reads the other two (a majority) and must be
+    // woken by their channels.
+    let observer_links = Cluster::proxies_to(&cluster.servers).await;
+    observer_links[2].set_mode(ProxyMode::Cut);
+    let observer = locker_over(&observer_links).await;
 
     let first = a
         .leader("cut")
@@ -35,7 +40,8 @@ async fn a_leader_that_loses_its_majority_is_replaced_and_observers_see_it() {
     let mut seen = observer
         .observe_leader("cut")
         .unwrap()
-        .poll_every(Duration::from_millis(200));
+        // Longer than the test: every change must come by a node's wake-up.
+        .poll_every(Duration::from_secs(60));
     let now = seen.next().await.unwrap().expect("a leader");
     assert_eq!((now.identity(), now.term()), ("a", first.term()));
 
