@@ -214,9 +214,9 @@ conformance! {
     /// 23. Downgrading: a read taken inside a held write keeps the lock after the write's
     /// release, with no gap, while writers of another locker stay blocked.
     downgrade {
-        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::downgrade_keeps_reading;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::downgrade_keeps_reading;
         // Not built on these engines yet: the request is refused, naming the engine.
-        redlock3, postgres => checks::read_write::refused_clearly;
+        postgres => checks::read_write::refused_clearly;
     }
 
     /// 24. A locker that closes gives back every lease it holds (lock, read, permits,
