@@ -83,12 +83,13 @@ impl MultiLockRequest<'_> {
         let deadline = Instant::now() + wait;
         // All free: one round trip where the store can (one Redis server, one Cluster slot).
         let first = self.request.for_key(keys[0].clone()).wait(wait);
-        if let Some(guards) = locker
-            .inner
-            .acquire_all_at_once(&keys, first.options()?)
-            .await?
-        {
-            return Ok(MultiGuard { guards });
+        let opts = first.options()?;
+        match locker.inner.acquire_all_at_once(&keys, opts).await {
+            Ok(Some(guards)) => return Ok(MultiGuard { guards }),
+            Ok(None) => {}
+            // Key by key, each acquire rides out the outage while the wait lasts.
+            Err(e) if e.is_unavailable() && opts.retry_unavailable && !wait.is_zero() => {}
+            Err(e) => return Err(e),
         }
         loop {
             let mut guards: Vec<LockGuard> = Vec::with_capacity(keys.len());

@@ -104,3 +104,19 @@ async fn no_retry_without_a_wait_or_when_turned_off() {
     let guard = locker.lock("k").try_acquire().await.unwrap();
     assert!(guard.is_some());
 }
+
+/// Several keys at once ride out an outage too (the one-round-trip attempt fails, then key by
+/// key).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn several_keys_ride_out_an_outage() {
+    let store = ScriptedStore::new();
+    let locker = Locker::scripted(store.clone());
+    store.fail_next(4);
+    let guards = locker
+        .lock_all(["a", "b"])
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the multi-key acquire rides out the outage");
+    assert!(guards.is_held());
+}
