@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use super::cleanup::{clean_up, Until};
 use super::names::{key_of, range_of, reader_key_of};
-use super::watch::{watch_predecessor, Watcher};
+use super::watch::{watch_predecessor, Target, Watcher};
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{Contender, Driver, Place, Role, Wake};
+use crate::store::sequenced::{
+    standing, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake,
+};
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
 
@@ -22,10 +24,11 @@ impl Driver for Etcd {
         format!("etcd at {}", self.shown)
     }
 
-    /// `P:lock:{K}/<tag>` for a writer, `P:lock:{K}/~r-<tag>` for a reader.
+    /// `P:lock:{K}/<tag>` for a writer, `P:lock:{K}/~r-<tag>` for a reader, `P:sem:{K}/<tag>`
+    /// for permits (their limit and count are the key's value).
     fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String {
         match role {
-            Role::Writer => key_of(keys, token),
+            Role::Writer | Role::Permits { .. } => key_of(keys, token),
             Role::Reader => reader_key_of(keys, token),
         }
     }
@@ -65,6 +68,12 @@ impl Driver for Etcd {
         let (mine, place) = match role {
             Role::Writer => self.put_writer(*via, session, name, req).await?,
             Role::Reader => self.put_reader(*via, session, name, req).await?,
+            Role::Permits { limit, count } => {
+                let mine = self
+                    .put_permits(*via, session, name, (limit, count))
+                    .await?;
+                return Ok((mine, None));
+            }
         };
         Ok((mine, Some(place)))
     }
@@ -78,6 +87,16 @@ impl Driver for Etcd {
         match role {
             Role::Writer => self.look_writer(req.keys, mine, req.fences).await,
             Role::Reader => self.look_reader(req.keys, mine).await,
+            Role::Permits { limit, count } => {
+                let listed = self.list_queue(req.keys).await?;
+                Ok(match standing(&listed, &mine.name, limit, count) {
+                    Standing::Holds => Place::Holds {
+                        top: writer_top(mine.order, 1),
+                    },
+                    Standing::Gone => Place::Gone,
+                    _ => Place::Behind,
+                })
+            }
         }
     }
 
@@ -121,6 +140,25 @@ impl Driver for Etcd {
         Ok(())
     }
 
+    /// One read of the range, values included (a permits key's value is its limit and count).
+    async fn list(&self, keys: &LockKeys) -> Result<Vec<Queued>, LockError> {
+        self.list_queue(keys).await
+    }
+
+    /// The remaining TTL of each lease, one call per lease.
+    async fn remaining(&self, owners: &[i64]) -> Result<Vec<Duration>, LockError> {
+        self.leases_left(owners).await
+    }
+
+    async fn head(&self, keys: &LockKeys) -> Result<Option<Head>, LockError> {
+        self.first_of(keys).await
+    }
+
+    /// A transaction comparing the key's create revision, keeping it on its lease.
+    async fn write(&self, mine: &Contender<i64>, data: &[u8]) -> Result<bool, LockError> {
+        self.write_value(mine, data).await
+    }
+
     async fn watcher(&self, keys: &LockKeys) -> Result<Watcher, LockError> {
         Ok(Watcher {
             client: self.client.clone(),
@@ -134,10 +172,18 @@ impl Driver for Etcd {
         watcher: &Watcher,
         mine: Option<&Contender<i64>>,
     ) -> Result<Option<Wake>, String> {
-        let mine = mine.map(|c| c.order);
+        let target = mine.map_or(Target::Writers, |c| Target::Predecessor(c.order));
         let watched =
-            watch_predecessor(&watcher.client, &watcher.range, mine, watcher.limit).await?;
+            watch_predecessor(&watcher.client, &watcher.range, target, watcher.limit).await?;
         Ok(watched
             .map(|mut watching| -> Wake { Box::pin(async move { watching.deleted().await }) }))
+    }
+
+    async fn watch_queue(watcher: &Watcher) -> Result<Wake, String> {
+        let target = Target::Deletions;
+        let watched =
+            watch_predecessor(&watcher.client, &watcher.range, target, watcher.limit).await?;
+        let mut watching = watched.ok_or("a watch of the whole range was not set")?;
+        Ok(Box::pin(async move { watching.deleted().await }))
     }
 }

@@ -96,6 +96,7 @@ mod endpoints;
 mod keeper;
 mod lease;
 mod names;
+mod permits;
 mod reader;
 mod store;
 mod sweep;

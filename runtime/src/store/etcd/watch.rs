@@ -1,5 +1,6 @@
 //! Watching a lock's queue for a subscription: the deletion of the key just ahead of ours,
-//! or, for a reader waiting without one, of any writer's key.
+//! or, for a waiter without one, of any writer's key (or a change of its value: a leader
+//! record); for a semaphore, of any key.
 
 use std::time::Duration;
 
@@ -29,14 +30,33 @@ impl Watching {
     }
 }
 
-/// Watches the deletion of the key just ahead of revision `mine` in `range` (of any writer's
-/// key of the range when this process has no key there, as a waiting reader: readers' keys
-/// come and go without waking it), from the revision the queue was read at. `None` when there
-/// is nothing to wait for.
+/// What a watch of a lock's range waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Target {
+    /// The deletion of the key just ahead of this create revision.
+    Predecessor(i64),
+    /// The deletion of any writer's key, or a change of its value (a leader record written or
+    /// cleared): what a waiter without a key waits for (readers' keys come and go without
+    /// waking it, and so do new writers' keys).
+    Writers,
+    /// The deletion of any key of the range: a semaphore's waiters.
+    Deletions,
+}
+
+/// Whether an event wakes a watch: a deletion, or a change of an existing key's value.
+fn wakes(event: &etcd::Event) -> bool {
+    event.event_type() == etcd::EventType::Delete
+        || event
+            .kv()
+            .is_some_and(|kv| kv.create_revision() != kv.mod_revision())
+}
+
+/// Watches `range` for `target`, from the revision the queue was read at. `None` when there
+/// is nothing to wait for (a predecessor's watch of the first in line).
 pub(super) async fn watch_predecessor(
     client: &etcd::Client,
     range: &str,
-    mine: Option<i64>,
+    target: Target,
     limit: Duration,
 ) -> Result<Option<Watching>, String> {
     let mut options = etcd::GetOptions::new()
@@ -44,7 +64,7 @@ pub(super) async fn watch_predecessor(
         .with_keys_only()
         .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Descend)
         .with_limit(1);
-    if let Some(mine) = mine {
+    if let Target::Predecessor(mine) = target {
         options = options.with_max_create_revision(mine - 1);
     }
     let read = retry_unsent(client, limit, |mut c| {
@@ -55,18 +75,21 @@ pub(super) async fn watch_predecessor(
     .map_err(|_| format!("no answer within {limit:?}"))?
     .map_err(|e| e.to_string())?;
     let revision = read.header().map_or(0, |h| h.revision());
-    let watched = match (mine, read.kvs().first()) {
-        (Some(_), None) => return Ok(None), // first in line
-        (Some(_), Some(ahead)) => ahead.key().to_vec(),
-        (None, _) => range.as_bytes().to_vec(),
+    let watched = match (target, read.kvs().first()) {
+        (Target::Predecessor(_), None) => return Ok(None), // first in line
+        (Target::Predecessor(_), Some(ahead)) => ahead.key().to_vec(),
+        _ => range.as_bytes().to_vec(),
     };
-    let mut options = etcd::WatchOptions::new()
-        .with_start_revision(revision + 1)
-        .with_filters([etcd::WatchFilterType::NoPut]);
-    if mine.is_none() {
-        // The writers' keys: the range up to where readers' keys start.
-        options = options.with_range(format!("{range}~"));
-    }
+    let mut options = etcd::WatchOptions::new().with_start_revision(revision + 1);
+    options = match target {
+        // The writers' keys: the range up to where readers' keys start. Puts are seen (a
+        // record is one) and sorted out here: a new writer's key does not wake.
+        Target::Writers => options.with_range(format!("{range}~")),
+        Target::Predecessor(_) => options.with_filters([etcd::WatchFilterType::NoPut]),
+        Target::Deletions => options
+            .with_prefix()
+            .with_filters([etcd::WatchFilterType::NoPut]),
+    };
     let mut stream = retry_unsent(client, limit, |mut c| {
         let (watched, options) = (watched.clone(), options.clone());
         async move { c.watch(watched, Some(options)).await }
@@ -81,7 +104,7 @@ pub(super) async fn watch_predecessor(
         .map_err(|e| e.to_string())?
         .ok_or("the watch stream ended at once")?;
     let (tx, events) = mpsc::channel(1);
-    if !created.events().is_empty() || created.canceled() {
+    if created.events().iter().any(wakes) || created.canceled() {
         let _ = tx.try_send(());
     }
     let (sender, mut responses) = stream.split();
@@ -89,8 +112,9 @@ pub(super) async fn watch_predecessor(
         loop {
             tokio::select! {
                 answer = responses.message() => match answer {
-                    Ok(Some(r)) if r.events().is_empty() && !r.canceled() => continue,
-                    // A deletion, a cancelled watch (compaction) or a broken stream: look again.
+                    Ok(Some(r)) if !r.canceled() && !r.events().iter().any(wakes) => continue,
+                    // A deletion, a changed value, a cancelled watch (compaction) or a broken
+                    // stream: look again.
                     _ => {
                         let _ = tx.try_send(());
                         return;

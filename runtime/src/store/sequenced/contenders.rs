@@ -106,6 +106,11 @@ impl<V: Clone> Contenders<V> {
         self.book().held.remove(token)
     }
 
+    /// The first held contender that `which` picks.
+    pub(crate) fn find_held(&self, which: impl Fn(&Contender<V>) -> bool) -> Option<Contender<V>> {
+        self.book().held.values().find(|c| which(c)).cloned()
+    }
+
     /// The contenders of the held leases of `tokens`, in order.
     pub(crate) fn held<'a>(
         &self,

@@ -34,6 +34,30 @@ pub(crate) enum Role {
     Writer,
     /// A reader's share: it holds when no writer's contender is ahead of its own.
     Reader,
+    /// `count` of a semaphore's `limit` permits: it holds when the permits of every
+    /// contender ahead of it and its own fit in the limit (see [`standing`](super::standing)).
+    Permits { limit: u32, count: u32 },
+}
+
+/// One contender of a queue as a listing shows it, in creation order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Queued {
+    /// Its name: the znode's path, the etcd key (as [`Contender::name`]).
+    pub(crate) name: String,
+    /// What it contends for, as its name (ZooKeeper) or its value (etcd) says.
+    pub(crate) role: Role,
+    /// Who keeps it: the etcd lease it is attached to (0 on ZooKeeper, whose listing does not
+    /// tell), for [`Driver::remaining`].
+    pub(crate) owner: i64,
+}
+
+/// The first contender of a queue, as [`Driver::head`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Head {
+    /// When the server created it: the base of its fences.
+    pub(crate) order: i64,
+    /// What [`Driver::write`] recorded on it (a leader record), or what it was created with.
+    pub(crate) data: Vec<u8>,
 }
 
 /// Where a contender stands in its lock's queue.
@@ -65,7 +89,10 @@ pub(crate) trait Driver: Send + Sync + 'static {
     fn describe(&self) -> String;
 
     /// The name of the contender an attempt of `token` creates, fixed before it is created:
-    /// etcd's key, or the path ZooKeeper appends a sequence number to.
+    /// etcd's key, or the path ZooKeeper appends a sequence number to (and, for permits, their
+    /// limit and count first). A permits contender's name does not depend on its limit and
+    /// count, which are recorded with it when it is created: the release of an abandoned
+    /// attempt, which knows neither, finds it by its tag alone.
     fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String;
 
     /// The session a contender for a lease of `lease` goes over now (a new one when the last
@@ -118,6 +145,30 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// here: delete whatever of it is in the queue, now and should it land later.
     fn abandoned(&self, name: &str) -> impl Future<Output = Result<(), LockError>> + Send;
 
+    /// The contenders of `keys`' queue now, in creation order.
+    fn list(&self, keys: &LockKeys) -> impl Future<Output = Result<Vec<Queued>, LockError>> + Send;
+
+    /// How long each of `owners` ([`Queued::owner`]) keeps its contenders at most if nothing
+    /// renews it any more, as far as the engine can tell: the remaining TTL of an etcd lease;
+    /// on ZooKeeper, which cannot tell of another client's session, this locker's session
+    /// timeout, the bound of every lease of a session like it.
+    fn remaining(
+        &self,
+        owners: &[i64],
+    ) -> impl Future<Output = Result<Vec<std::time::Duration>, LockError>> + Send;
+
+    /// The first contender of `keys`' queue and its data; `None` when the queue is empty.
+    fn head(&self, keys: &LockKeys)
+        -> impl Future<Output = Result<Option<Head>, LockError>> + Send;
+
+    /// Replaces the data of `mine` while it is the one this process created (and, on etcd,
+    /// keeps it on its lease); `Ok(false)` when it is gone.
+    fn write(
+        &self,
+        mine: &Contender<Self::Via>,
+        data: &[u8],
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
     /// What a subscription to `keys` watches the queue with.
     fn watcher(
         &self,
@@ -127,8 +178,17 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// Sets a watch on what `mine` waits for: its predecessor; with no contender here (a
     /// reader waits without one), the writers' contenders, so that readers coming and going
     /// do not wake it. `None` when there is nothing to wait for (it is first, or gone).
+    ///
+    /// With no contender here, the data of the first writer's contender is watched too: a
+    /// leader record written or cleared there ([`write`](Self::write)) wakes the election's
+    /// observers at once.
     fn watch_predecessor(
         watcher: &Self::Watcher,
         mine: Option<&Contender<Self::Via>>,
     ) -> impl Future<Output = Result<Option<Wake>, String>> + Send;
+
+    /// Sets a watch on the deletion of any contender of the queue (a semaphore's waiters may
+    /// fit once any contender ahead of them goes, not only the one just ahead); creations do
+    /// not wake it. Armed before this returns.
+    fn watch_queue(watcher: &Self::Watcher) -> impl Future<Output = Result<Wake, String>> + Send;
 }

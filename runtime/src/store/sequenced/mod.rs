@@ -28,13 +28,19 @@
 
 mod contenders;
 mod driver;
+mod leader;
+mod permits;
 mod recipe;
+mod semaphore;
 mod store;
 mod subscribe;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_permits;
 
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
-pub(crate) use driver::{tag, writer_top, Driver, Place, Role, Wake, FENCE_SLOTS};
+pub(crate) use driver::{tag, writer_top, Driver, Head, Place, Queued, Role, Wake, FENCE_SLOTS};
+pub(crate) use permits::{fits, holders, standing, Standing};
 pub(crate) use recipe::Sequenced;
 pub(crate) use store::{Engine as SequencedEngine, Renews};

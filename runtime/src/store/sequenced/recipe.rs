@@ -16,7 +16,7 @@ pub(crate) struct Sequenced<D: Driver> {
     pub(crate) driver: D,
     pub(crate) contenders: Contenders<D::Via>,
     /// Bumped each time a session ends: its contenders are gone or going.
-    epoch: Arc<watch::Sender<u64>>,
+    pub(super) epoch: Arc<watch::Sender<u64>>,
 }
 
 impl<D: Driver> Sequenced<D> {
@@ -211,13 +211,13 @@ impl<D: Driver> Sequenced<D> {
 
     /// Takes a contender out of the queue now, or in the background when the engine does
     /// not answer.
-    async fn leave(&self, mine: Contender<D::Via>) {
+    pub(super) async fn leave(&self, mine: Contender<D::Via>) {
         if self.driver.delete(&mine).await.is_err() {
             self.driver.delete_later(mine);
         }
     }
 
-    fn vanished(&self) -> LockError {
+    pub(super) fn vanished(&self) -> LockError {
         LockError::unavailable(
             format!(
                 "{}: this contender vanished from the lock's queue; try again",

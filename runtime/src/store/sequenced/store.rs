@@ -8,8 +8,8 @@ use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Capabilities, ReadLocks, Renewal, Renewed, Session, Store,
-    StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Capabilities, LeaderRecords, ReadLocks, Renewal, Renewed,
+    Semaphores, Session, Store, StoreFuture, WakeSubscription,
 };
 
 /// What a sequential-contender engine answers itself, beside its [`Driver`].
@@ -69,6 +69,14 @@ where
     }
 
     fn read_locks(&self) -> Option<&dyn ReadLocks> {
+        Some(self)
+    }
+
+    fn semaphores(&self) -> Option<&dyn Semaphores> {
+        Some(self)
+    }
+
+    fn leader_records(&self) -> Option<&dyn LeaderRecords> {
         Some(self)
     }
 }

@@ -1,5 +1,6 @@
 //! Waiting for a release: a subscription watches what this process's contender waits for,
-//! and wakes the waiter each time it went, until the waiter has nothing left to wait for.
+//! and wakes the waiter each time it went, until the waiter has nothing left to wait for. A
+//! semaphore's subscription watches every deletion from its queue.
 
 use tokio::sync::watch;
 
@@ -8,25 +9,55 @@ use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::WakeSubscription;
 
+/// Whether `keys` name a semaphore: only a semaphore's names have its agreed limit.
+fn is_semaphore(keys: &LockKeys) -> bool {
+    !keys.limit().is_empty()
+}
+
 impl<D: Driver> Sequenced<D> {
     /// Starts watching the predecessor of this process's contender for `keys` (or, with none,
-    /// the writers a reader of this process waits for).
+    /// the writers a reader of this process waits for, and the data of the first one, where
+    /// an election's leader is recorded); for a semaphore, every deletion from its queue.
     pub(crate) async fn subscribe_once(
         &self,
         keys: &LockKeys,
     ) -> Result<WakeSubscription, LockError> {
-        let mine = self.contenders.waiting(keys.lock());
+        let refused = |e: String| {
+            LockError::unavailable(
+                format!("{} refused a watch: {e}", self.driver.describe()),
+                None,
+            )
+        };
         let watcher = self.driver.watcher(keys).await?;
         let (tx, rx) = watch::channel(0u64);
+        if is_semaphore(keys) {
+            // The first watch is set before this returns: a deletion after it is never missed.
+            let first = D::watch_queue(&watcher).await.map_err(refused)?;
+            tokio::spawn(async move {
+                let mut next = first;
+                loop {
+                    tokio::select! {
+                        () = next => {}
+                        () = tx.closed() => return,
+                    }
+                    // Armed again before the waiters are told: a deletion after they looked
+                    // is never missed.
+                    let again = D::watch_queue(&watcher).await;
+                    tx.send_modify(|n| *n += 1);
+                    match again {
+                        Ok(wake) if !tx.is_closed() => next = wake,
+                        // The waiters' own attempts (at least every second) take it from here.
+                        _ => return,
+                    }
+                }
+            });
+            return Ok(WakeSubscription::new(rx, None));
+        }
+        let mine = self.contenders.waiting(keys.lock());
         // The first watch is set before this returns: a release after it is never missed.
         let first = D::watch_predecessor(&watcher, mine.as_ref())
             .await
-            .map_err(|e| {
-                LockError::unavailable(
-                    format!("{} refused a watch: {e}", self.driver.describe()),
-                    None,
-                )
-            })?;
+            .map_err(refused)?;
         tokio::spawn(async move {
             let mut next = first;
             let mut mine = mine;
@@ -38,9 +69,15 @@ impl<D: Driver> Sequenced<D> {
                         () = tx.closed() => return,
                     }
                 }
-                tx.send_modify(|n| *n += 1);
-                if tx.is_closed() {
-                    return;
+                // A contender of ours is told at once (a handover is its look away); a waiter
+                // without one (a reader, an election's observer) once the next watch is set,
+                // so that a change after it looked (a leader's record) is never missed.
+                let told = mine.is_some();
+                if told {
+                    tx.send_modify(|n| *n += 1);
+                    if tx.is_closed() {
+                        return;
+                    }
                 }
                 next = match D::watch_predecessor(&watcher, mine.as_ref()).await {
                     Ok(Some(wake)) => Some(wake),
@@ -55,8 +92,19 @@ impl<D: Driver> Sequenced<D> {
                     }
                     // Nothing to wait for, or the engine did not answer: the waiter's own
                     // attempts (at least every second) take it from here.
-                    _ => return,
+                    _ => {
+                        if !told {
+                            tx.send_modify(|n| *n += 1);
+                        }
+                        return;
+                    }
                 };
+                if !told {
+                    tx.send_modify(|n| *n += 1);
+                    if tx.is_closed() {
+                        return;
+                    }
+                }
             }
         });
         Ok(WakeSubscription::new(rx, None))

@@ -8,24 +8,27 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{tag, writer_top, Contender, Contenders, Driver, Place, Role, Sequenced, Wake};
+use super::{
+    tag, writer_top, Contender, Contenders, Driver, Head, Place, Queued, Role, Sequenced, Wake,
+};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{AcquireRequest, Attempt};
 
 #[derive(Default)]
-struct Fake {
-    /// The queue of the one lock the tests contend for, in creation order.
-    queue: Mutex<Vec<(String, Role, i64)>>,
-    order: AtomicI64,
+pub(super) struct Fake {
+    /// The queue of the one lock the tests contend for, in creation order, with each
+    /// contender's data.
+    queue: Mutex<Vec<(String, Role, i64, Vec<u8>)>>,
+    pub(super) order: AtomicI64,
     /// What was deleted in the background, and what abandoned attempts were cleaned up after.
-    later: Mutex<Vec<String>>,
-    abandoned: Mutex<Vec<String>>,
+    pub(super) later: Mutex<Vec<String>>,
+    pub(super) abandoned: Mutex<Vec<String>>,
 }
 
 impl Fake {
-    fn names(&self) -> Vec<String> {
+    pub(super) fn names(&self) -> Vec<String> {
         self.queue
             .lock()
             .unwrap()
@@ -34,7 +37,7 @@ impl Fake {
             .collect()
     }
 
-    fn remove(&self, name: &str) -> bool {
+    pub(super) fn remove(&self, name: &str) -> bool {
         let mut queue = self.queue.lock().unwrap();
         let before = queue.len();
         queue.retain(|e| e.0 != name);
@@ -51,7 +54,12 @@ impl Driver for Fake {
     }
 
     fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String {
-        format!("{}/{role:?}-{}", keys.lock(), tag(token))
+        let kind = match role {
+            Role::Writer => "w",
+            Role::Reader => "r",
+            Role::Permits { .. } => "p",
+        };
+        format!("{}/{kind}-{}", keys.lock(), tag(token))
     }
 
     async fn open(&self, _lease: Duration) -> Result<((), u64), LockError> {
@@ -74,7 +82,7 @@ impl Driver for Fake {
         self.queue
             .lock()
             .unwrap()
-            .push((name.to_owned(), role, order));
+            .push((name.to_owned(), role, order, Vec::new()));
         let mine = Contender {
             name: name.to_owned(),
             order,
@@ -97,12 +105,13 @@ impl Driver for Fake {
         let holds = match role {
             Role::Writer => at == 0,
             Role::Reader => !queue[..at].iter().any(|e| e.1 == Role::Writer),
+            Role::Permits { .. } => unreachable!("the recipe lists a semaphore's queue"),
         };
         Ok(match (holds, role) {
-            (true, Role::Writer) => Place::Holds {
+            (true, Role::Reader) => Place::Holds { top: 1 },
+            (true, _) => Place::Holds {
                 top: writer_top(mine.order, req.fences),
             },
-            (true, Role::Reader) => Place::Holds { top: 1 },
             (false, _) => Place::Behind,
         })
     }
@@ -121,6 +130,42 @@ impl Driver for Fake {
         Ok(())
     }
 
+    async fn list(&self, _keys: &LockKeys) -> Result<Vec<Queued>, LockError> {
+        let queue = self.queue.lock().unwrap();
+        Ok(queue
+            .iter()
+            .map(|e| Queued {
+                name: e.0.clone(),
+                role: e.1,
+                owner: e.2,
+            })
+            .collect())
+    }
+
+    async fn remaining(&self, owners: &[i64]) -> Result<Vec<Duration>, LockError> {
+        Ok(owners
+            .iter()
+            .map(|&o| Duration::from_secs(o as u64))
+            .collect())
+    }
+
+    async fn head(&self, _keys: &LockKeys) -> Result<Option<Head>, LockError> {
+        let queue = self.queue.lock().unwrap();
+        Ok(queue.first().map(|e| Head {
+            order: e.2,
+            data: e.3.clone(),
+        }))
+    }
+
+    async fn write(&self, mine: &Contender<()>, data: &[u8]) -> Result<bool, LockError> {
+        let mut queue = self.queue.lock().unwrap();
+        let Some(entry) = queue.iter_mut().find(|e| e.0 == mine.name) else {
+            return Ok(false);
+        };
+        entry.3 = data.to_vec();
+        Ok(true)
+    }
+
     async fn watcher(&self, _keys: &LockKeys) -> Result<(), LockError> {
         Ok(())
     }
@@ -131,14 +176,22 @@ impl Driver for Fake {
     ) -> Result<Option<Wake>, String> {
         Ok(None)
     }
+
+    async fn watch_queue(_watcher: &()) -> Result<Wake, String> {
+        Ok(Box::pin(std::future::pending()))
+    }
 }
 
-fn recipe() -> Sequenced<Fake> {
+pub(super) fn recipe() -> Sequenced<Fake> {
     let contenders = Contenders::default();
     Sequenced::new(Fake::default(), contenders, Arc::new(watch::channel(0).0))
 }
 
-fn request<'a>(keys: &'a LockKeys, token: &'a OwnerToken, waits: bool) -> AcquireRequest<'a> {
+pub(super) fn request<'a>(
+    keys: &'a LockKeys,
+    token: &'a OwnerToken,
+    waits: bool,
+) -> AcquireRequest<'a> {
     AcquireRequest {
         keys,
         token,

@@ -6,12 +6,15 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use super::cleanup::{clean_up, Cleanup};
-use super::names::{child_name, in_order, parent_of, CHILD, READER};
-use super::watch::{watch_predecessor, Watcher};
+use super::names::{child_name, in_order, parent_of, role_of, CHILD, PERMITS, READER};
+use super::watch::{any_of, watch_deletions, watch_predecessor, Watcher};
 use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{tag, writer_top, Contender, Driver, Place, Role, Wake, FENCE_SLOTS};
+use crate::store::sequenced::{
+    standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake,
+    FENCE_SLOTS,
+};
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
 
@@ -23,11 +26,13 @@ impl Driver for ZooKeeper {
         format!("zookeeper at {}", self.hosts)
     }
 
-    /// `<container>/<kind><tag>-`: the server appends the sequence number.
+    /// `<container>/<kind><tag>-`: the server appends the sequence number (to a permits
+    /// znode's `<limit>-<count>-` first).
     fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String {
         let kind = match role {
             Role::Writer => CHILD,
             Role::Reader => READER,
+            Role::Permits { .. } => PERMITS,
         };
         format!("{}/{kind}{}-", parent_of(keys), tag(token))
     }
@@ -60,8 +65,12 @@ impl Driver for ZooKeeper {
         // cycle is one create, one listing and one delete.
         let fences = (role == Role::Writer).then_some(req.fences);
         let parent = parent_of(req.keys);
+        let path = match role {
+            Role::Permits { limit, count } => format!("{name}{limit}-{count}-"),
+            _ => name.to_owned(),
+        };
         let mine = self
-            .create_child(via, session, &parent, name, req.token, fences)
+            .create_child(via, session, &parent, &path, req.token, fences)
             .await?;
         Ok((mine, None))
     }
@@ -73,8 +82,19 @@ impl Driver for ZooKeeper {
         role: Role,
     ) -> Result<Place, LockError> {
         let parent = parent_of(req.keys);
-        if role == Role::Reader {
-            return self.look_reader(&parent, mine).await;
+        match role {
+            Role::Reader => return self.look_reader(&parent, mine).await,
+            Role::Permits { limit, count } => {
+                let listed = self.list(req.keys).await?;
+                return Ok(match standing(&listed, &mine.name, limit, count) {
+                    Standing::Holds => Place::Holds {
+                        top: writer_top(mine.order, 1),
+                    },
+                    Standing::Gone => Place::Gone,
+                    _ => Place::Behind,
+                });
+            }
+            Role::Writer => {}
         }
         let queue = self.queue(&mine.via, &parent).await?;
         let name = child_name(&mine.name);
@@ -117,6 +137,64 @@ impl Driver for ZooKeeper {
         Ok(())
     }
 
+    async fn list(&self, keys: &LockKeys) -> Result<Vec<Queued>, LockError> {
+        let (client, _) = self.client().await?;
+        let parent = parent_of(keys);
+        let queue = self.queue(&client, &parent).await?;
+        Ok(queue
+            .into_iter()
+            .map(|child| Queued {
+                role: role_of(&child),
+                name: format!("{parent}/{child}"),
+                owner: 0,
+            })
+            .collect())
+    }
+
+    /// ZooKeeper does not tell another client's session timeout: this locker's session
+    /// timeout, the bound of every lease over a session like it.
+    async fn remaining(&self, owners: &[i64]) -> Result<Vec<Duration>, LockError> {
+        let granted =
+            Duration::from_millis(self.granted.load(std::sync::atomic::Ordering::Acquire));
+        Ok(vec![granted; owners.len()])
+    }
+
+    /// The first child and its data, in a listing and a read (again if it went between).
+    async fn head(&self, keys: &LockKeys) -> Result<Option<Head>, LockError> {
+        let (client, _) = self.client().await?;
+        let parent = parent_of(keys);
+        for _ in 0..3 {
+            let queue = self.queue(&client, &parent).await?;
+            let Some(first) = queue.first() else {
+                return Ok(None);
+            };
+            let limit = self.settings.op_timeout;
+            match tokio::time::timeout(limit, client.get_data(&format!("{parent}/{first}"))).await {
+                Ok(Ok((data, stat))) => {
+                    return Ok(Some(Head {
+                        order: stat.czxid,
+                        data,
+                    }))
+                }
+                Ok(Err(zk::Error::NoNode)) => continue,
+                Ok(Err(e)) => return Err(self.unavailable("refused a read", e)),
+                Err(_) => return Err(self.late(limit)),
+            }
+        }
+        Err(self.unavailable("refused a read", "the queue kept changing"))
+    }
+
+    /// `setData` on the znode through its own session (only this process makes its name).
+    async fn write(&self, mine: &Contender<zk::Client>, data: &[u8]) -> Result<bool, LockError> {
+        let limit = self.settings.op_timeout;
+        match tokio::time::timeout(limit, mine.via.set_data(&mine.name, data, None)).await {
+            Ok(Ok(_)) => Ok(true),
+            Ok(Err(zk::Error::NoNode)) => Ok(false),
+            Ok(Err(e)) => Err(self.unavailable("refused a write", e)),
+            Err(_) => Err(self.late(limit)),
+        }
+    }
+
     async fn watcher(&self, keys: &LockKeys) -> Result<Watcher, LockError> {
         let (client, _) = self.client().await?;
         Ok(Watcher {
@@ -133,11 +211,13 @@ impl Driver for ZooKeeper {
         let mine = mine.map(|c| child_name(&c.name));
         let watched =
             watch_predecessor(&watcher.client, &watcher.parent, mine, watcher.limit).await?;
-        Ok(watched.map(|w| -> Wake {
-            Box::pin(async move {
-                let _ = w.changed().await;
-            })
-        }))
+        Ok(watched.map(|w| -> Wake { Box::pin(any_of(w)) }))
+    }
+
+    async fn watch_queue(watcher: &Watcher) -> Result<Wake, String> {
+        let (client, parent) = (watcher.client.clone(), watcher.parent.clone());
+        let deleted = watch_deletions(client, parent, watcher.limit).await?;
+        Ok(Box::pin(deleted))
     }
 }
 

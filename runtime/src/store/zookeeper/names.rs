@@ -2,6 +2,7 @@
 //! and the order of a queue read from their names.
 
 use crate::store::keys::LockKeys;
+use crate::store::sequenced::Role;
 
 /// The parent of every lock znode.
 pub(super) const ROOT: &str = "/leasehold";
@@ -13,6 +14,10 @@ pub(super) const CHILD: &str = "n-";
 
 /// The name prefix of readers' znodes: `r-<tag>-<sequence>`, in the same queue.
 pub(super) const READER: &str = "r-";
+
+/// The name prefix of semaphore permits' znodes: `p-<tag>-<limit>-<count>-<sequence>`, so that
+/// a listing of the queue tells every contender's permits and limit without reading them.
+pub(super) const PERMITS: &str = "p-";
 
 /// The lock's container znode: the lock key with every byte that ZooKeeper paths do not take
 /// as they are percent-encoded (so the name is one path segment, and never `.` or `..`).
@@ -59,10 +64,26 @@ pub(super) fn child_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Children in queue order, writers' and readers' alike: by the sequence number the server
-/// appended.
+/// What a child of a queue contends for, from its name. A permits name that does not parse
+/// (nothing of ours makes one) counts as a writer: as holding the whole limit.
+pub(super) fn role_of(child: &str) -> Role {
+    let permits = child.strip_prefix(PERMITS).and_then(|rest| {
+        let mut parts = rest.split('-').skip(1);
+        let limit = parts.next()?.parse().ok()?;
+        let count = parts.next()?.parse().ok()?;
+        Some(Role::Permits { limit, count })
+    });
+    match permits {
+        Some(role) => role,
+        None if child.starts_with(READER) => Role::Reader,
+        None => Role::Writer,
+    }
+}
+
+/// Children in queue order, writers', readers' and permits' alike: by the sequence number the
+/// server appended.
 pub(super) fn in_order(mut children: Vec<String>) -> Vec<String> {
-    children.retain(|c| c.starts_with(CHILD) || c.starts_with(READER));
+    children.retain(|c| c.starts_with(CHILD) || c.starts_with(READER) || c.starts_with(PERMITS));
     children.sort_by_key(|c| sequence(c));
     children
 }
