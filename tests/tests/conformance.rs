@@ -138,10 +138,10 @@ conformance! {
     /// increasing, a resign hands over, followers observe every change, a dropped campaign
     /// leaves nothing behind.
     leader {
-        single, redlock3, cluster, sentinel, memory => checks::leader::one_leader_terms_increase_followers_observe;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::leader::one_leader_terms_increase_followers_observe;
         // Not built on these engines: the campaign and the observer are refused, naming the
-        // engine (ZooKeeper, etcd and PostgreSQL have no leader record yet).
-        zookeeper, etcd, etcd3, postgres => checks::leader::refused_clearly;
+        // engine (PostgreSQL has no leader record yet).
+        postgres => checks::leader::refused_clearly;
     }
 
     /// 15. Singleton jobs: of three lockers triggering a job at once exactly one runs it;
@@ -155,9 +155,9 @@ conformance! {
     /// crashed holder's permit comes back after its lease, a waiter wakes on a release,
     /// callers that disagree on the limit are refused, inspection shows the holders.
     semaphore {
-        single, cluster, sentinel, memory => checks::semaphore::never_more_than_the_limit;
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::semaphore::never_more_than_the_limit;
         // Not built on these engines yet: the request is refused, naming the engine.
-        zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+        postgres => checks::semaphore::refused_clearly;
         // Never on RedLock: permits counted per master and granted by a majority admit more
         // holders than the limit (limit 2 on 3 masters admits 3); it takes consensus.
         redlock3 => checks::semaphore::refused_clearly;
@@ -178,8 +178,8 @@ conformance! {
 
     /// 18. The same for semaphore permits, where the engine has them.
     permit_cancellation {
-        single, cluster, sentinel, memory => checks::cancel::permits_at_every_poll;
-        zookeeper, etcd, etcd3, postgres => checks::semaphore::refused_clearly;
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::cancel::permits_at_every_poll;
+        postgres => checks::semaphore::refused_clearly;
         // Never on RedLock (see `semaphore`): per-master counts under majorities overshoot.
         redlock3 => checks::semaphore::refused_clearly;
     }
@@ -188,8 +188,7 @@ conformance! {
     /// engine has, leaves nothing that delays the next owner; a writer that left lets new
     /// readers in at once.
     waiter_leaves {
-        single, cluster, sentinel, memory => checks::leave::all;
-        zookeeper, etcd, etcd3 => checks::leave::without_semaphores_and_leaders;
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::leave::all;
         // No semaphores on RedLock (see `semaphore`).
         redlock3 => checks::leave::without_semaphores;
         postgres => checks::leave::exclusive_and_multi;

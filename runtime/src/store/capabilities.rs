@@ -117,6 +117,8 @@ impl Engine {
         };
         let sessions = Capabilities {
             read_locks: true,
+            semaphores: true,
+            leader_election: true,
             fairness: Fairness::PerProcess,
             max_lease: Some(session),
             leases_expire: false,
@@ -293,7 +295,7 @@ mod tests {
         assert!(
             e.contains(
                 "semaphores are not supported on etcd at a:2379; they are on one Redis \
-                 server, Sentinel, Redis Cluster and in memory"
+                 server, Sentinel, Redis Cluster, ZooKeeper, etcd and in memory"
             ),
             "{e}"
         );

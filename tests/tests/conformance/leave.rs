@@ -69,12 +69,6 @@ pub async fn without_semaphores(engine: &Engine) {
     check(engine, &[Exclusive, Read, Write, Multi, Leader]).await;
 }
 
-/// Engines with read-write locks but no semaphores or leader election (yet).
-pub async fn without_semaphores_and_leaders(engine: &Engine) {
-    use Primitive::*;
-    check(engine, &[Exclusive, Read, Write, Multi]).await;
-}
-
 /// Engines with exclusive and multi-key locks only (yet).
 pub async fn exclusive_and_multi(engine: &Engine) {
     use Primitive::*;
