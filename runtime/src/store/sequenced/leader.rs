@@ -2,7 +2,7 @@
 //! the data of the contender that holds the election's lock, so the record counts exactly
 //! as long as that contender holds, and goes with it (a release, a session that ended).
 
-use super::{Driver, Head, Role, Sequenced, FENCE_SLOTS};
+use super::{tag, Driver, Head, Role, Sequenced, FENCE_SLOTS};
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{LeaderRecord, LeaderRecords, StoreFuture};
@@ -51,8 +51,12 @@ impl<D: Driver> LeaderRecords for Sequenced<D> {
             let Some(mine) = self.contenders.held([token]).into_iter().flatten().next() else {
                 return Ok(false);
             };
-            let election = self.driver.name(keys, token, Role::Writer);
-            if !mine.name.starts_with(&election)
+            // The contender may have been created by an earlier attempt of the same wait
+            // (with another tag): it is the election's if it is in the election's queue.
+            let name = self.driver.name(keys, token, Role::Writer);
+            let queue = name.rfind(tag(token)).map_or("", |at| &name[..at]);
+            if queue.is_empty()
+                || !mine.name.starts_with(queue)
                 || mine.session != *self.epoch.borrow()
                 || !is_fence_of(leader.term, mine.order)
             {

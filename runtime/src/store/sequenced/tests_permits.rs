@@ -292,3 +292,35 @@ fn a_record_counts_only_with_a_term_of_its_contenders_fences() {
     assert_eq!(decode(&head(7, b"0123456789abcdef".to_vec())), None);
     assert_eq!(decode(&head(7, Vec::new())), None);
 }
+
+/// Regression: a campaigner that waited is granted on a later attempt, with a new token,
+/// the contender an earlier attempt created (named by that attempt's tag): its record is
+/// written all the same. Refused, the campaign released the lock and queued again at the end.
+#[tokio::test]
+async fn a_leader_granted_after_waiting_records_itself() {
+    let seq = recipe();
+    let keys = LockKeys::new("t:leader", "e");
+    let (a, b1, b2) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.acquire_once(&request(&keys, &a, true)).await.unwrap();
+    let waits = seq.acquire_once(&request(&keys, &b1, true)).await.unwrap();
+    assert!(matches!(waits, Attempt::Held { .. }));
+    seq.release_once(&keys, &a, Role::Writer).await.unwrap();
+    let again = crate::store::AcquireRequest {
+        queued: true,
+        fences: 1,
+        ..request(&keys, &b2, true)
+    };
+    let Attempt::Granted { top } = seq.acquire_once(&again).await.unwrap() else {
+        panic!("the waiting campaigner leads");
+    };
+    let leader = LeaderRecord {
+        term: top,
+        identity: "b".into(),
+    };
+    assert!(seq.publish_leader(&keys, "", &b2, &leader).await.unwrap());
+    assert_eq!(seq.read_leader(&keys, "").await.unwrap(), Some(leader));
+}
