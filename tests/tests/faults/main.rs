@@ -16,3 +16,4 @@ mod shop;
 mod shutdown;
 mod soak;
 mod zookeeper;
+mod zookeeper_etcd;
