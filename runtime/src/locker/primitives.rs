@@ -55,7 +55,8 @@ impl Locker {
     /// permit of the old one is held). A semaphore and a lock of the same key are
     /// independent.
     ///
-    /// On one Redis server, Sentinel, Redis Cluster and in memory; other engines refuse it
+    /// On one Redis server, Sentinel, Redis Cluster, ZooKeeper, etcd and in memory; other
+    /// engines refuse it
     /// with [`LockError::Config`].
     ///
     /// RedLock refuses it by design: permits counted on each master and granted where a
@@ -114,8 +115,8 @@ impl Locker {
     /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes is accepted, except one that starts with
     /// the locker's prefix and a colon, like the store's own keys.
     ///
-    /// On one Redis server, Sentinel, Redis Cluster, RedLock and in memory; ZooKeeper, etcd
-    /// and PostgreSQL refuse the campaign with [`LockError::Config`].
+    /// On one Redis server, Sentinel, Redis Cluster, RedLock, ZooKeeper, etcd and in memory;
+    /// PostgreSQL refuses the campaign with [`LockError::Config`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -64,6 +64,19 @@
 //! `create revision × 32`: at or above every fence of the writers before it, below every
 //! fence of the writers after.
 //!
+//! **Semaphores.** A semaphore `K` is the key range `P:sem:{K}/`; each permits request puts
+//! `P:sem:{K}/<tag>` on the locker's lease with the value `permits:<limit>:<count>`, so that
+//! one read of the range (by create revision) is the whole weighted queue of the recipe (see
+//! `store::sequenced`): a request holds when the permits of the keys ahead of it and its own
+//! fit in the limit, and its fence is its `create revision × 32 + 1`. Its waiters watch the
+//! range for deletions. A crashed holder's keys go with its lease.
+//!
+//! **Leader election.** The election's lock is a lock like any other; the elected leader's
+//! term and identity are the value of its own key (a transaction that compares the key's
+//! create revision and keeps it on its lease), read from the range's first key, and cleared
+//! or gone with it. An observer's watch of the writers' keys wakes on a deletion and on a
+//! changed value (a record), not on a new writer's key.
+//!
 //! **Cleanup.** A release deletes the key only while its create revision is ours (a
 //! transaction), so a lock deleted by an operator and taken by another is never touched. A
 //! contender that stops waiting deletes its key (see

@@ -1,4 +1,4 @@
-//! The lock recipe ZooKeeper and etcd share, written once over a small [`Driver`] that each
+//! The lock recipe ZooKeeper and etcd share (locks, read locks, semaphores and leader records), written once over a small [`Driver`] that each
 //! engine implements with its own client (as Curator's `LockInternals` over its driver).
 //!
 //! **The recipe.** Each contender for a lock is an entry of its own in the lock's queue (an
@@ -21,6 +21,30 @@
 //! server answers; the release of an attempt abandoned before its answer came deletes what
 //! that attempt may have created. Unlike a Redis key, a contender has no TTL of its own: left
 //! behind, it would stand first in the queue as long as its session lives.
+//!
+//! **Semaphores: a weighted queue.** A permits request is a contender of the semaphore's own
+//! queue (`LockKeys::semaphore`) that carries its limit and count (in its name on ZooKeeper,
+//! its value on etcd), so one listing tells the whole queue. It holds when the permits of
+//! every contender ahead of it and its own fit in the limit (`permits::standing`): a later
+//! contender never changes the sum ahead of an earlier one and deletions only lower it, so a
+//! holder holds until it goes, the holders are a prefix of the queue, and their permits never
+//! exceed the limit. It is first come, first served: a request for several permits that
+//! waits keeps its contender (its turn) across its attempts under its waiter's name, and any
+//! other request looks at the queue first and enters only if it would fit behind everyone,
+//! queued waiters included, leaving at once if it does not hold. A contender ahead with
+//! another limit is a disagreement (`LockError::Config`). A holder's fence is its
+//! contender's first writer fence, `order × 32 + 1`. Permits waiters wake on any deletion
+//! from the queue, not only of the contender just ahead. A permit lives as long as its
+//! session, like a lock: a crashed holder's permits come back when its session ends, and one
+//! whose lease lapsed without the watchdog is given back by the locker.
+//!
+//! **Leader records on the holder's contender.** An election is a lock; its leader's term and
+//! identity are written into the data of the contender that holds it (`LeaderRecords`), only
+//! while that contender is this process's held one in the current session and the term is one
+//! of its own fences. Read back, a record counts only from the queue's first contender and
+//! with a term of that contender's fences; it goes with the contender (release, session end).
+//! A waiter without a contender of its own (an observer) watches the first writer's data as
+//! well as the last writer, so a record written or cleared wakes it at once.
 //!
 //! What the engines do differently stays with them: how a session is kept and judged, how a
 //! contender is created and looked at (ZooKeeper in two round trips, etcd in one

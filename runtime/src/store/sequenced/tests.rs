@@ -16,11 +16,14 @@ use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{AcquireRequest, Attempt};
 
+/// A contender of the fake queue: its name, role, creation order and data.
+type Entry = (String, Role, i64, Vec<u8>);
+
 #[derive(Default)]
 pub(super) struct Fake {
     /// The queue of the one lock the tests contend for, in creation order, with each
     /// contender's data.
-    queue: Mutex<Vec<(String, Role, i64, Vec<u8>)>>,
+    queue: Mutex<Vec<Entry>>,
     pub(super) order: AtomicI64,
     /// What was deleted in the background, and what abandoned attempts were cleaned up after.
     pub(super) later: Mutex<Vec<String>>,

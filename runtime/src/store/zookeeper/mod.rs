@@ -44,6 +44,18 @@
 //! (see [`reader_fence`](driver::reader_fence) for when it is not): at or above every fence a
 //! writer of the key was given before the reader, below every fence of the writers after.
 //!
+//! **Semaphores.** A semaphore `K` is the container of `P:sem:{K}`; each permits request
+//! creates `p-<tag>-<limit>-<count>-<sequence>`, so that one listing of the children is the
+//! whole weighted queue of the recipe (see `store::sequenced`): a request holds when the
+//! permits of the znodes ahead of it and its own fit in the limit, and its fence is its
+//! `czxid × 32 + 1`. Its waiters watch the container's children and wake on any deletion.
+//! A crashed holder's znodes go with its session.
+//!
+//! **Leader election.** The election's lock is a lock like any other; the elected leader's
+//! term and identity are the data of its own znode (`setData`, only while the znode lives),
+//! read from the queue's first znode, and cleared or gone with it. An observer watches the
+//! first writer's znode (a data change) and the last writer's.
+//!
 //! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
 //! gone); a contender that stops waiting deletes its znode (see
 //! [`Store::withdraw`](crate::store::Store::withdraw)); a crashed client's znodes vanish with

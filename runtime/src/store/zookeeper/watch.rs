@@ -82,7 +82,7 @@ pub(super) async fn watch_predecessor(
             // change of the queue (a writer may be coming); an observer for the first
             // writer's record too.
             let mut writers = queue.iter().filter(|c| c.starts_with(CHILD));
-            let (Some(first), last) = (writers.next(), writers.last()) else {
+            let (Some(first), last) = (writers.next(), writers.next_back()) else {
                 let listed = bounded(
                     tokio::time::timeout(limit, client.get_and_watch_children(parent)).await,
                     limit,
