@@ -1,5 +1,5 @@
 //! Semaphores on the recipe, once for both engines: a permits request is a contender of the
-//! semaphore's weighted queue ([`standing`](super::standing)), fenced like a writer, and a
+//! semaphore's weighted queue ([`standing`]), fenced like a writer, and a
 //! waiter for several permits keeps its contender (its turn) across its attempts.
 
 use std::time::Duration;
