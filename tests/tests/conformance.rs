@@ -129,19 +129,14 @@ conformance! {
     /// least the last writer's, a crashed reader frees its share after its lease, a mixed
     /// load never overlaps a writer.
     read_write {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::readers_share_writers_exclude;
-        // Not built on this engine yet: the request is refused, naming the engine.
-        postgres => checks::read_write::refused_clearly;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::read_write::readers_share_writers_exclude;
     }
 
     /// 13. Leader election: one leader at a time across three lockers, terms strictly
     /// increasing, a resign hands over, followers observe every change, a dropped campaign
     /// leaves nothing behind.
     leader {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::leader::one_leader_terms_increase_followers_observe;
-        // Not built on these engines: the campaign and the observer are refused, naming the
-        // engine (PostgreSQL has no leader record yet).
-        postgres => checks::leader::refused_clearly;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::leader::one_leader_terms_increase_followers_observe;
     }
 
     /// 15. Singleton jobs: of three lockers triggering a job at once exactly one runs it;
@@ -155,9 +150,7 @@ conformance! {
     /// crashed holder's permit comes back after its lease, a waiter wakes on a release,
     /// callers that disagree on the limit are refused, inspection shows the holders.
     semaphore {
-        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::semaphore::never_more_than_the_limit;
-        // Not built on these engines yet: the request is refused, naming the engine.
-        postgres => checks::semaphore::refused_clearly;
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::semaphore::never_more_than_the_limit;
         // Never on RedLock: permits counted per master and granted by a majority admit more
         // holders than the limit (limit 2 on 3 masters admits 3); it takes consensus.
         redlock3 => checks::semaphore::refused_clearly;
@@ -172,14 +165,12 @@ conformance! {
 
     /// 17. The same for read locks, where the engine has them.
     read_cancellation {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::cancel::reads_at_every_poll;
-        postgres => checks::read_write::refused_clearly;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::cancel::reads_at_every_poll;
     }
 
     /// 18. The same for semaphore permits, where the engine has them.
     permit_cancellation {
-        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::cancel::permits_at_every_poll;
-        postgres => checks::semaphore::refused_clearly;
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::cancel::permits_at_every_poll;
         // Never on RedLock (see `semaphore`): per-master counts under majorities overshoot.
         redlock3 => checks::semaphore::refused_clearly;
     }
@@ -188,10 +179,9 @@ conformance! {
     /// engine has, leaves nothing that delays the next owner; a writer that left lets new
     /// readers in at once.
     waiter_leaves {
-        single, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::leave::all;
+        single, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::leave::all;
         // No semaphores on RedLock (see `semaphore`).
         redlock3 => checks::leave::without_semaphores;
-        postgres => checks::leave::exclusive_and_multi;
     }
 
     /// 20. A forced release is seen at once by the forced-out process: a task of its own
@@ -213,9 +203,7 @@ conformance! {
     /// 23. Downgrading: a read taken inside a held write keeps the lock after the write's
     /// release, with no gap, while writers of another locker stay blocked.
     downgrade {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3 => checks::read_write::downgrade_keeps_reading;
-        // Not built on these engines yet: the request is refused, naming the engine.
-        postgres => checks::read_write::refused_clearly;
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::read_write::downgrade_keeps_reading;
     }
 
     /// 24. A locker that closes gives back every lease it holds (lock, read, permits,

@@ -135,7 +135,8 @@ impl Engine {
                 ..lock_only
             },
             Engine::ZooKeeper | Engine::Etcd => sessions,
-            Engine::Postgres => lock_only,
+            // Read locks, semaphores and leader records in tables of their own.
+            Engine::Postgres => redis,
             // One process: its local queue orders every request.
             Engine::Memory => Capabilities {
                 fairness: Fairness::PerProcess,
@@ -295,7 +296,7 @@ mod tests {
         assert!(
             e.contains(
                 "semaphores are not supported on etcd at a:2379; they are on one Redis \
-                 server, Sentinel, Redis Cluster, ZooKeeper, etcd and in memory"
+                 server, Sentinel, Redis Cluster, ZooKeeper, etcd, PostgreSQL and in memory"
             ),
             "{e}"
         );

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use tokio::task::AbortHandle;
 use tokio_postgres as pg;
 
-use super::sql::{ACQUIRE, RELEASE, RENEW, WARM_UP};
+use super::sql::{
+    ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, RELEASE, RELEASE_PERMITS, RELEASE_SHARED, RENEW,
+    RENEW_PERMITS, RENEW_SHARED, WARM_UP,
+};
 use super::wakes::{heard, Wakes};
 use crate::error::LockError;
 use crate::store::Settings;
@@ -17,6 +20,12 @@ pub(super) struct Statements {
     pub(super) acquire: pg::Statement,
     pub(super) release: pg::Statement,
     pub(super) renew: pg::Statement,
+    pub(super) acquire_shared: pg::Statement,
+    pub(super) release_shared: pg::Statement,
+    pub(super) renew_shared: pg::Statement,
+    pub(super) acquire_permits: pg::Statement,
+    pub(super) release_permits: pg::Statement,
+    pub(super) renew_permits: pg::Statement,
 }
 
 /// One connection for lock calls.
@@ -122,11 +131,46 @@ impl Shared {
                     &[Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::INT8_ARRAY],
                 )
                 .await?;
+            let batch = [Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::INT8_ARRAY];
+            let acquire_shared = client
+                .prepare_typed(ACQUIRE_SHARED, &[Type::TEXT, Type::TEXT, Type::INT8])
+                .await?;
+            let release_shared = client
+                .prepare_typed(
+                    RELEASE_SHARED,
+                    &[Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT],
+                )
+                .await?;
+            let renew_shared = client.prepare_typed(RENEW_SHARED, &batch).await?;
+            let acquire_permits = client
+                .prepare_typed(
+                    ACQUIRE_PERMITS,
+                    &[
+                        Type::TEXT,
+                        Type::TEXT,
+                        Type::INT8,
+                        Type::INT4,
+                        Type::INT4,
+                        Type::TEXT,
+                        Type::INT8,
+                    ],
+                )
+                .await?;
+            let release_permits = client
+                .prepare_typed(RELEASE_PERMITS, &[Type::TEXT, Type::TEXT, Type::TEXT])
+                .await?;
+            let renew_permits = client.prepare_typed(RENEW_PERMITS, &batch).await?;
             let _ = client.batch_execute(WARM_UP).await;
             Ok::<_, pg::Error>(Statements {
                 acquire,
                 release,
                 renew,
+                acquire_shared,
+                release_shared,
+                renew_shared,
+                acquire_permits,
+                release_permits,
+                renew_permits,
             })
         };
         match tokio::time::timeout(limit, prepare).await {

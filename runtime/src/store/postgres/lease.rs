@@ -1,6 +1,6 @@
 //! Leases: acquire (one `leasehold_acquire` call), release (one `leasehold_release` call,
-//! read right when it was sent twice) and renewals (one statement per batch, split when the
-//! server refuses it).
+//! read right when it was sent twice) and renewals of every kind of lease (one statement per
+//! kind in a batch, split when the server refuses it).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +14,7 @@ use super::waiters::{MAX_INTEREST, YIELD_WINDOW};
 use super::PostgresStore;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{AcquireRequest, Attempt, Renewal, Renewed, StoreFuture};
 
@@ -164,41 +165,67 @@ impl PostgresStore {
         })
     }
 
-    /// One renewal statement for every lease of `batch`.
+    /// One renewal statement for every lease of `batch` of each kind present: the locks'
+    /// rows, readers' leases, semaphore holders (all of them fail together if one fails).
     async fn renew_statement(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
-        let keys: Vec<String> = batch
-            .iter()
-            .map(|r| db_text(r.keys.lock()).into_owned())
-            .collect();
-        let owners: Vec<&str> = batch.iter().map(|r| token_text(r.token)).collect();
-        let leases: Vec<i64> = batch
-            .iter()
-            .map(|r| r.lease.as_millis().max(1) as i64)
-            .collect();
-        let rows = self
-            .call("refused a renewal", |conn| {
-                let (keys, owners, leases) = (&keys, &owners, &leases);
-                async move {
-                    conn.client
-                        .query(&conn.statements.renew, &[keys, owners, leases])
-                        .await
+        let mut out = vec![Renewed::No; batch.len()];
+        for kind in [Kind::Lock, Kind::Reader, Kind::Permits] {
+            let part: Vec<usize> = (0..batch.len())
+                .filter(|&i| Kind::of(batch[i].kind) == kind)
+                .collect();
+            if part.is_empty() {
+                continue;
+            }
+            let keys: Vec<String> = part
+                .iter()
+                .map(|&i| db_text(batch[i].keys.lock()).into_owned())
+                .collect();
+            let owners: Vec<&str> = part.iter().map(|&i| token_text(batch[i].token)).collect();
+            let leases: Vec<i64> = part
+                .iter()
+                .map(|&i| batch[i].lease.as_millis().max(1) as i64)
+                .collect();
+            let rows = self
+                .call("refused a renewal", |conn| {
+                    let (keys, owners, leases) = (&keys, &owners, &leases);
+                    async move {
+                        let statement = match kind {
+                            Kind::Lock => &conn.statements.renew,
+                            Kind::Reader => &conn.statements.renew_shared,
+                            Kind::Permits => &conn.statements.renew_permits,
+                        };
+                        conn.client.query(statement, &[keys, owners, leases]).await
+                    }
+                })
+                .await?;
+            let extended: HashSet<(String, String)> = rows
+                .iter()
+                .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+                .collect();
+            for (n, &i) in part.iter().enumerate() {
+                if extended.contains(&(keys[n].clone(), owners[n].to_owned())) {
+                    out[i] = Renewed::Yes;
                 }
-            })
-            .await?;
-        let extended: HashSet<(String, String)> = rows
-            .iter()
-            .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
-            .collect();
-        Ok(keys
-            .iter()
-            .zip(&owners)
-            .map(|(key, owner)| {
-                if extended.contains(&(key.clone(), (*owner).to_owned())) {
-                    Renewed::Yes
-                } else {
-                    Renewed::No
-                }
-            })
-            .collect())
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What a renewal extends, by table: each has its statement.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Lock,
+    Reader,
+    Permits,
+}
+
+impl Kind {
+    fn of(kind: LeaseKind) -> Self {
+        match kind {
+            LeaseKind::Exclusive => Kind::Lock,
+            LeaseKind::Read => Kind::Reader,
+            LeaseKind::Permits { .. } => Kind::Permits,
+        }
     }
 }

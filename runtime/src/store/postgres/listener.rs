@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::conn::Shared;
-use super::sql::{SWEEP, SWEEP_WAITERS};
+use super::sql::{SWEEP, SWEEP_PERMITS, SWEEP_READERS, SWEEP_SEMAPHORES, SWEEP_WAITERS};
 use super::PostgresStore;
 use crate::error::LockError;
 
@@ -72,8 +72,9 @@ pub(super) async fn listen(shared: Weak<Shared>, up: watch::Sender<bool>) {
                 }
                 _ = sweep.tick() => {
                     // Best effort: the next sweep, or an acquirer, takes what this one left.
-                    let _ = tokio::time::timeout(op, client.execute(SWEEP, &[])).await;
-                    let _ = tokio::time::timeout(op, client.execute(SWEEP_WAITERS, &[])).await;
+                    for sweep in [SWEEP, SWEEP_WAITERS, SWEEP_READERS, SWEEP_PERMITS, SWEEP_SEMAPHORES] {
+                        let _ = tokio::time::timeout(op, client.execute(sweep, &[])).await;
+                    }
                 }
             }
         }

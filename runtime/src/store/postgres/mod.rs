@@ -80,10 +80,13 @@ pub mod check;
 mod conn;
 mod connect;
 mod errors;
+mod leaders;
 mod lease;
 mod listener;
 mod pool;
+mod readers;
 mod schema;
+mod semaphores;
 mod sql;
 #[cfg(test)]
 mod tests;
@@ -163,6 +166,18 @@ impl Store for PostgresStore {
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         Ok(self)
+    }
+
+    fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
+        Some(self)
+    }
+
+    fn semaphores(&self) -> Option<&dyn crate::store::Semaphores> {
+        Some(self)
+    }
+
+    fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
+        Some(self)
     }
 
     /// Fair per request: a fair request waits in leasehold_waiters under its own name, and

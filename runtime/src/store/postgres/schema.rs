@@ -17,11 +17,15 @@ use crate::error::LockError;
 pub const SCHEMA: &str = include_str!("schema.sql");
 
 /// Whether the schema is there, with this version's functions (their bodies carry the tag
-/// `leasehold schema 3`: an older database gets the new bodies); read before creating it.
+/// `leasehold schema 4`: an older database gets the new bodies); read before creating it.
 const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL \
      AND to_regclass('leasehold_fences') IS NOT NULL \
      AND to_regclass('leasehold_waiters') IS NOT NULL \
-     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 3%' AND oid IN (\
+     AND to_regclass('leasehold_readers') IS NOT NULL \
+     AND to_regclass('leasehold_semaphores') IS NOT NULL \
+     AND to_regclass('leasehold_permits') IS NOT NULL \
+     AND to_regclass('leasehold_leaders') IS NOT NULL \
+     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 4%' AND oid IN (\
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint,text,bigint,boolean)'), \
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint)'), \
           to_regprocedure('leasehold_wait_in_line(text,text,bigint)'), \
@@ -29,7 +33,14 @@ const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL 
           to_regprocedure('leasehold_release(text,text,text,bigint,text)'), \
           to_regprocedure('leasehold_withdraw(text,text,bigint,text)'), \
           to_regprocedure('leasehold_pass_on(text,text,bigint,text)'), \
-          to_regprocedure('leasehold_check_fence(text,bigint)'))) = 8";
+          to_regprocedure('leasehold_check_fence(text,bigint)'), \
+          to_regprocedure('leasehold_draw_slot(bigint)'), \
+          to_regprocedure('leasehold_acquire_shared(text,text,bigint)'), \
+          to_regprocedure('leasehold_release_shared(text,text,bigint,text)'), \
+          to_regprocedure('leasehold_renew_shared(text[],text[],bigint[])'), \
+          to_regprocedure('leasehold_acquire_permits(text,text,bigint,integer,integer,text,bigint)'), \
+          to_regprocedure('leasehold_renew_permits(text[],text[],bigint[])'), \
+          to_regprocedure('leasehold_publish_leader(text,text,text,bigint,text,text)'))) = 15";
 
 /// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
 const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"

@@ -65,3 +65,75 @@ pub(super) const SWEEP_WAITERS: &str = "DELETE FROM leasehold_waiters WHERE (key
      SELECT key, name FROM leasehold_waiters \
      WHERE waits_until < clock_timestamp() - interval '1 second' LIMIT 1000 \
      FOR UPDATE SKIP LOCKED)";
+
+pub(super) const ACQUIRE_SHARED: &str =
+    "SELECT fence, remaining_ms FROM leasehold_acquire_shared($1, $2, $3)";
+
+pub(super) const RELEASE_SHARED: &str = "SELECT leasehold_release_shared($1, $2, $3, $4)";
+
+pub(super) const RENEW_SHARED: &str =
+    "SELECT renewed_key, renewed_owner FROM leasehold_renew_shared($1, $2, $3)";
+
+pub(super) const ACQUIRE_PERMITS: &str = "SELECT fence, remaining_ms, agreed \
+     FROM leasehold_acquire_permits($1, $2, $3, $4, $5, $6, $7)";
+
+/// Deletes a holder's permits, owner-checked, and wakes the semaphore's waiters when there
+/// were any: a row when there were (whether its lease was still running), none otherwise.
+pub(super) const RELEASE_PERMITS: &str = "WITH gone AS (\
+     DELETE FROM leasehold_permits WHERE key = $1 AND owner = $2 \
+     RETURNING expires > clock_timestamp() AS valid) \
+     SELECT valid, pg_notify('leasehold', $3) IS NULL FROM gone";
+
+pub(super) const RENEW_PERMITS: &str =
+    "SELECT renewed_key, renewed_owner FROM leasehold_renew_permits($1, $2, $3)";
+
+/// A waiter for several permits leaves the semaphore's queue; the others hear it when it was
+/// there (the permits it kept may fit them now).
+pub(super) const WITHDRAW_PERMITS: &str = "WITH gone AS (\
+     DELETE FROM leasehold_waiters WHERE key = $1 AND name = $2 RETURNING 1) \
+     SELECT pg_notify('leasehold', $3) IS NULL FROM gone";
+
+/// The live holders of a semaphore, the soonest to end first, with the limit they agreed on.
+pub(super) const INSPECT_PERMITS: &str = "SELECT s.permit_limit, p.permits, \
+     ceil(extract(epoch FROM p.expires - clock_timestamp()) * 1000)::bigint \
+     FROM leasehold_permits AS p JOIN leasehold_semaphores AS s ON s.key = p.key \
+     WHERE p.key = $1 AND p.expires > clock_timestamp() \
+     ORDER BY p.expires";
+
+pub(super) const PUBLISH_LEADER: &str = "SELECT leasehold_publish_leader($1, $2, $3, $4, $5, $6)";
+
+/// Deletes the record of one term, and tells the observers when it was there.
+pub(super) const CLEAR_LEADER: &str = "WITH gone AS (\
+     DELETE FROM leasehold_leaders WHERE record = $1 AND term = $2 RETURNING 1) \
+     SELECT pg_notify('leasehold_turn', 'leader ' || $3::text) IS NULL FROM gone";
+
+/// The recorded leader, if its owner token holds the election's lock now (server clock).
+pub(super) const READ_LEADER: &str = "SELECT r.term, r.identity \
+     FROM leasehold_leaders AS r \
+     JOIN leasehold_locks AS l ON l.key = $2 AND l.owner = r.owner \
+     WHERE r.record = $1 AND l.expires > clock_timestamp()";
+
+/// Deletes read leases that ended more than a second ago, as [`SWEEP`] does rows.
+pub(super) const SWEEP_READERS: &str = "DELETE FROM leasehold_readers WHERE (key, owner) IN (\
+     SELECT key, owner FROM leasehold_readers \
+     WHERE expires < clock_timestamp() - interval '1 second' LIMIT 1000 \
+     FOR UPDATE SKIP LOCKED) \
+     AND expires < clock_timestamp() - interval '1 second'";
+
+/// Deletes semaphore holders whose lease ended more than a second ago (crashed holders).
+pub(super) const SWEEP_PERMITS: &str = "DELETE FROM leasehold_permits WHERE (key, owner) IN (\
+     SELECT key, owner FROM leasehold_permits \
+     WHERE expires < clock_timestamp() - interval '1 second' LIMIT 1000 \
+     FOR UPDATE SKIP LOCKED) \
+     AND expires < clock_timestamp() - interval '1 second'";
+
+/// Deletes the rows of semaphores that nobody holds and that granted nothing for a minute. The
+/// grant time is checked again on the row's newest version: a grant committed after this
+/// statement's snapshot (whose holder the `NOT EXISTS` cannot see) keeps its row.
+pub(super) const SWEEP_SEMAPHORES: &str = "DELETE FROM leasehold_semaphores AS s WHERE s.key IN (\
+     SELECT v.key FROM leasehold_semaphores AS v \
+     WHERE v.granted < clock_timestamp() - interval '1 minute' \
+     AND NOT EXISTS (SELECT 1 FROM leasehold_permits AS p WHERE p.key = v.key) \
+     LIMIT 1000 FOR UPDATE SKIP LOCKED) \
+     AND s.granted < clock_timestamp() - interval '1 minute' \
+     AND NOT EXISTS (SELECT 1 FROM leasehold_permits AS p WHERE p.key = s.key)";

@@ -1,0 +1,91 @@
+//! Read locks: a reader's lease is a row of `leasehold_readers`, and the lock's row holds `R`
+//! while readers hold it (`leasehold_acquire_shared`, `leasehold_release_shared` and
+//! `leasehold_renew_shared` in `schema.sql`).
+
+use std::time::Duration;
+
+use tokio_postgres as pg;
+
+use super::errors::is_lock_timeout;
+use super::text::{db_text, token_text};
+use super::waiters::YIELD_WINDOW;
+use super::PostgresStore;
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::{AcquireRequest, Attempt, ReadLocks, StoreFuture};
+
+impl PostgresStore {
+    async fn acquire_shared_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+        let key = db_text(req.keys.lock());
+        let owner = token_text(req.token);
+        let lease_ms = req.lease.as_millis().max(1) as i64;
+        let answer = self
+            .call("refused a read lock", |conn| {
+                let key = key.clone();
+                async move {
+                    let params: [&(dyn pg::types::ToSql + Sync); 3] =
+                        [&key.as_ref(), &owner, &lease_ms];
+                    conn.client
+                        .query_one(&conn.statements.acquire_shared, &params)
+                        .await
+                }
+            })
+            .await;
+        let row = match answer {
+            Ok(row) => row,
+            // The lock's row locked past lock_timeout by another session: held.
+            Err(LockError::Unavailable {
+                source: Some(source),
+                ..
+            }) if is_lock_timeout(&*source) => return Ok(Attempt::Held { remaining: None }),
+            Err(e) => return Err(e),
+        };
+        let fence: Option<i64> = row.get(0);
+        let remaining: Option<i64> = row.get(1);
+        Ok(match fence {
+            Some(top) => Attempt::Granted { top: top as u64 },
+            None => Attempt::Held {
+                remaining: remaining.map(|ms| Duration::from_millis(ms.max(1) as u64)),
+            },
+        })
+    }
+
+    async fn release_shared_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let key = db_text(keys.lock());
+        let wake = db_text(keys.wake());
+        let owner = token_text(token);
+        let window_ms = YIELD_WINDOW.as_millis() as i64;
+        let row = self
+            .call("refused a read lock's release", |conn| {
+                let (key, wake) = (key.clone(), wake.clone());
+                async move {
+                    let params: [&(dyn pg::types::ToSql + Sync); 4] =
+                        [&key.as_ref(), &owner, &window_ms, &wake.as_ref()];
+                    conn.client
+                        .query_one(&conn.statements.release_shared, &params)
+                        .await
+                }
+            })
+            .await?;
+        Ok(row.get::<_, Option<bool>>(0).unwrap_or(false))
+    }
+}
+
+impl ReadLocks for PostgresStore {
+    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        Box::pin(self.acquire_shared_once(req))
+    }
+
+    fn release_shared<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_shared_once(keys, token))
+    }
+}
