@@ -45,11 +45,21 @@
 //! the lock's row changed after the transaction's snapshot, a renewal included: retry the
 //! transaction, as every serializable transaction must be ready to.
 //!
+//! **A reader's check** (a guard of [`Locker::read_lock`]) asks whether this reader still
+//! holds its share: its own lease in the database, with readers (not a writer) holding the
+//! lock. It holds the same advisory lock shared, so no writer takes the lock until the
+//! transaction ends, even if every reader leaves meanwhile, while other readers still come and
+//! go: a write made under a reader's check is never committed after a writer's. Readers do
+//! not exclude each other, so a reader's check keeps other readers' writes out of nothing;
+//! under `REPEATABLE READ` or `SERIALIZABLE` it key-share locks the reader's own row (its
+//! renewals go on; its release waits for the transaction's end, as a writer's does).
+//!
 //! Another driver (sqlx, diesel) does the same with one statement in its transaction:
 //! `SELECT leasehold_check_fence($1, $2)` with [`store_key`] and the guard's
 //! [`fence`](LockGuard::fence) as a `bigint`; `false` means the write must not happen.
 //!
 //! [`LockerBuilder::postgres`]: crate::LockerBuilder::postgres
+//! [`Locker::read_lock`]: crate::Locker::read_lock
 //! [`LostReason::StaleFence`]: crate::LostReason::StaleFence
 
 use crate::error::{LockError, LostReason};
@@ -68,7 +78,9 @@ pub use tokio_postgres;
 
 /// Checks, inside the caller's transaction (or on a plain client, for one statement), that
 /// `guard` still holds its lock in the database, and keeps any other holder from taking the
-/// lock until that transaction ends, so none can before the transaction's writes commit.
+/// lock until that transaction ends, so none can before the transaction's writes commit. For a
+/// reader's guard: that it still holds its share, and no writer takes the lock until the
+/// transaction ends (see the module docs).
 /// Renewals go on meanwhile; the transaction may wait for its client between statements for
 /// at most the lease left plus [`FENCED_IDLE_MARGIN`] (see the module docs).
 ///

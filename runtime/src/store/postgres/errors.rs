@@ -64,7 +64,9 @@ impl Shared {
         } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
             "refused a privilege the lock tables need (apply leasehold::postgres::SCHEMA as \
              the tables' owner, and grant this user SELECT, INSERT, UPDATE, DELETE on \
-             leasehold_locks and leasehold_waiters, USAGE, UPDATE on leasehold_fences and EXECUTE on the functions)"
+             leasehold_locks, leasehold_waiters, leasehold_readers, leasehold_semaphores, \
+             leasehold_permits and leasehold_leaders, USAGE, UPDATE on leasehold_fences and \
+             EXECUTE on the functions)"
         } else if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::UNDEFINED_FUNCTION {
             "lacks the lock tables in this connection's search_path (apply \
              leasehold::postgres::SCHEMA there)"

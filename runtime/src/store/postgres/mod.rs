@@ -1,11 +1,16 @@
 //! The PostgreSQL engine: a lock is a row of a lease table, its expiry on the database
 //! server's clock, its fence drawn from a sequence.
 //!
-//! **The table.** `leasehold_locks (key, owner, fence, expires)` with `key` as primary key,
+//! **The tables.** `leasehold_locks (key, owner, fence, expires)` with `key` as primary key,
 //! the line of waiters `leasehold_waiters (key, name, arrived, waits_until)`, the sequence
-//! `leasehold_fences` and the `leasehold_*` functions, created on first use under an advisory
-//! lock (or by an operator from [`SCHEMA`], for a database user that may not create tables).
-//! All of them live in the first schema of the connection's `search_path`.
+//! `leasehold_fences`, and for the optional parts (*Read locks*, *Semaphores*, *Leader
+//! records* below) `leasehold_readers (key, owner, fence, expires)`,
+//! `leasehold_semaphores (key, permit_limit, fence, granted)`,
+//! `leasehold_permits (key, owner, permits, fence, expires)` and
+//! `leasehold_leaders (record, key, term, identity, owner)`, with the `leasehold_*`
+//! functions, created on first use under an advisory lock (or by an operator from
+//! [`SCHEMA`], for a database user that may not create tables). All of them live in the first
+//! schema of the connection's `search_path`.
 //!
 //! **Acquire** is one call of `leasehold_acquire`: it takes the lock's advisory lock without
 //! waiting (see *Fenced transactions*), inserts the row, or takes over a row whose expiry has
@@ -22,7 +27,9 @@
 //! it (given `UPDATE` on it). So fences keep increasing for a key when the sequence went back
 //! (a restored backup, a promoted asynchronous standby that missed WAL), while the server's
 //! clock does not step back by more than the restore or failover took (the rule Redis fences
-//! follow), and stay close to the clock in microseconds, as Redis fences do.
+//! follow), and stay close to the clock in microseconds, as Redis fences do. The rule is one
+//! function, `leasehold_draw_slot`, called with the key's row locked by writers (`n` ≥ 1),
+//! readers (`n` = 0) and semaphore holders (`n` = 1, the slot kept in the semaphore's row).
 //!
 //! **Fenced transactions.** `leasehold_check_fence`, in the user's transaction, holds the
 //! lock's advisory lock (two-int key space, from a 64-bit hash of the stored key) shared until
@@ -65,13 +72,57 @@
 //! on its next use. Every call is bounded by the operation timeout, on the client and as the
 //! server's `statement_timeout`.
 //!
+//! **Read locks.** While readers hold a lock, its row holds owner `R`, the last reader's fence
+//! and the end of the longest reader's lease; each reader has a row of its own in
+//! `leasehold_readers` with its lease and fence. Every change of a key's readers (acquire,
+//! release, the renewal of a batch, which locks the rows in key order) locks the lock's row
+//! first, as a writer's acquire does, so no reader slips in between a writer's look at the row
+//! and its insert, and the row's expiry is never below a live reader's. A writer therefore
+//! finds the row taken (and waits in the line) while any reader's lease runs, and takes it
+//! over once every reader's lease ended: a crashed reader keeps writers out for its lease at
+//! most. A reader is granted only when no writer holds the row and no contender waits in
+//! `leasehold_waiters` (only writers wait there; one whose wait ran out, that withdrew or
+//! died holds nobody back, at most [`MAX_INTEREST`](waiters::MAX_INTEREST) past its last
+//! attempt). A reader's fence is `slot × 32` of a slot drawn by the writers' rule: above every
+//! fence of the key before, below every later writer's (whose slot is above the row's and the
+//! lifted sequence's, or, after a restore, the clock's). A reader that joins readers changes
+//! no holder and takes no advisory lock; one that takes the row over takes it without waiting,
+//! as writers do. The last reader to leave passes the lock to the writer that waited longest
+//! (as a writer's release does) or deletes it, and the waiters hear it. A reader's
+//! `check_fence` (see [`check`]) holds the advisory lock shared: no writer takes the lock
+//! until that transaction ends, while readers still come and go.
+//!
+//! **Semaphores.** One row per semaphore in `leasehold_semaphores` (the limit its holders
+//! agreed on, the last holder's fence, when it last granted), locked by every acquire, so that
+//! acquires count the holders one at a time; one row per holder in `leasehold_permits`, with
+//! its permits, fence and lease. Only holders whose lease has not ended on the server's clock
+//! count: a crashed holder's permits come back when its lease ends. A renewal share-locks the
+//! semaphores' rows (in key order) before extending its holders, so an acquire never counts a
+//! lease as ended that a renewal running at that moment then extends. Waiters for several
+//! permits queue in `leasehold_waiters` under the semaphore's key, as `name:count`, by
+//! arrival, with an interest that lapses after
+//! [`PERMIT_INTEREST`](crate::store::PERMIT_INTEREST); every request is granted only if the
+//! permits left still cover the waiters ahead of it. Releases and withdrawals notify the
+//! semaphore's wake key on `leasehold`.
+//!
+//! **Leader records.** `leasehold_leaders` holds each election's record (term, identity, the
+//! owner token of the leader's lease, its lock's key). It is written only while that token
+//! holds the lock and never over a newer term, and read joined with `leasehold_locks`: it
+//! counts only while its owner holds the lock on the server's clock, so it lapses with the
+//! lease. Publishing and clearing notify `leasehold_turn` addressed to `leader` (never a
+//! contender's name): observers look again, waiting campaigners sleep on.
+//!
 //! **Growth.** A released row is deleted; a row left behind by a crashed holder is taken over
 //! by the next acquirer or deleted by the periodic sweep of every locker, so the table holds
-//! about as many rows as there are locks held.
+//! about as many rows as there are locks held. The sweep also deletes readers' and permit
+//! holders' rows whose lease ended more than a second ago, and the rows of semaphores nobody
+//! holds that granted nothing for a minute. A leader record stays until its leader resigns
+//! or the next one overwrites it: one row per election.
 //!
 //! By job: [`schema`] (`schema.sql`, created on first use), [`sql`] (the statements),
 //! [`url`], [`conn`] (one connection), [`pool`], [`connect`], [`lease`] (acquire, release,
-//! renew), [`waiters`] (the line), [`wakes`] and [`listener`] (LISTEN/NOTIFY), [`admin`],
+//! renew), [`waiters`] (the line), [`readers`], [`semaphores`], [`leaders`], [`wakes`] and
+//! [`listener`] (LISTEN/NOTIFY), [`admin`],
 //! [`text`] (keys and tokens as stored), [`errors`], and [`check`], the public
 //! `leasehold::postgres` (fenced writes in the caller's own transaction).
 

@@ -11,9 +11,10 @@ use crate::error::LockError;
 /// engine applies them itself on first use when its database user may, and again when the
 /// functions are an older version's). Idempotent. Needs PostgreSQL 11 or later. A user that
 /// did not apply it needs SELECT, INSERT, UPDATE, DELETE on `leasehold_locks` and
-/// `leasehold_waiters`, USAGE and
-/// UPDATE on `leasehold_fences` (without UPDATE, fences still follow the clock, but a clock
-/// stepping back is no longer covered) and EXECUTE on the functions.
+/// `leasehold_waiters` (and, for read locks, semaphores and leader election,
+/// `leasehold_readers`, `leasehold_semaphores`, `leasehold_permits` and `leasehold_leaders`),
+/// USAGE and UPDATE on `leasehold_fences` (without UPDATE, fences still follow the clock, but
+/// a clock stepping back is no longer covered) and EXECUTE on the functions.
 pub const SCHEMA: &str = include_str!("schema.sql");
 
 /// Whether the schema is there, with this version's functions (their bodies carry the tag
@@ -72,8 +73,9 @@ impl Shared {
                 LockError::config(format!(
                     "PostgreSQL at {} does not let this user create the lock tables; apply \
                      leasehold::postgres::SCHEMA as a user that may (once), then grant this \
-                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks and \
-                     leasehold_waiters, USAGE, UPDATE on \
+                     one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, \
+                     leasehold_waiters, leasehold_readers, leasehold_semaphores, \
+                     leasehold_permits and leasehold_leaders, USAGE, UPDATE on \
                      leasehold_fences and EXECUTE on the functions: {}",
                     self.shown,
                     error_text(&e)

@@ -589,7 +589,10 @@ BEGIN
         IF p_place <> '' AND p_wait_ms > 0 THEN
             PERFORM leasehold_wait_in_line(p_key, p_place, p_wait_ms);
         END IF;
-        remaining_ms := greatest(1, ceil(extract(epoch FROM first_end - clock_timestamp()) * 1000))::bigint;
+        -- NULL when nobody holds a permit (waiters ahead keep them): no end to wait for.
+        IF first_end IS NOT NULL THEN
+            remaining_ms := greatest(1, ceil(extract(epoch FROM first_end - clock_timestamp()) * 1000))::bigint;
+        END IF;
         RETURN;
     END IF;
     IF p_place <> '' THEN

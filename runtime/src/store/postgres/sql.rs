@@ -10,7 +10,7 @@ pub(super) const WITHDRAW: &str = "SELECT leasehold_withdraw($1, $2, $3, $4)";
 
 /// Runs every path of the lock functions once on a new connection, in a block whose work is
 /// rolled back (the exception it raises at the end undoes it; a notification is not sent), on
-/// the key `''` (no stored lock key is empty): a server compiles a plpgsql function and plans
+/// the keys `''` and `'~'` (no stored key is either): a server compiles a plpgsql function and plans
 /// its statements on its first call in each session, and that first call would otherwise be
 /// some waiter's first attempt, late to join the line of waiters (tens of ms on a busy
 /// server), so that a request that came later would be served first. Leaves nothing behind
@@ -22,6 +22,9 @@ pub(super) const WARM_UP: &str = "DO $$ BEGIN \
      PERFORM leasehold_release('', '00000000000000000000000000000000', '', 1, ''); \
      PERFORM leasehold_acquire('', '', 60000, 1, 'w', 60000, true); \
      PERFORM leasehold_withdraw('', 'w', 1, ''); \
+     PERFORM leasehold_acquire_shared('~', '00000000000000000000000000000000', 60000); \
+     PERFORM leasehold_release_shared('~', '00000000000000000000000000000000', 1, ''); \
+     PERFORM leasehold_acquire_permits('~', '00000000000000000000000000000000', 60000, 1, 1, '', 0); \
      RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'leasehold warm-up'; \
      EXCEPTION WHEN raise_exception THEN NULL; \
      END $$";

@@ -5,5 +5,6 @@ mod etcd;
 mod lazy_connect;
 mod memory;
 mod postgres;
+mod postgres_parts;
 mod redis;
 mod zookeeper;

@@ -1,0 +1,356 @@
+//! The optional parts of the PostgreSQL engine against real servers, beyond the conformance
+//! suite: a killed permit holder's row expires on the server's clock and is swept, a reader's
+//! fence stays between the writers' across a restored fence sequence, a reader's fenced
+//! transaction held open blocks no renewal and keeps writers out, and the periodic sweep
+//! cleans the rows of readers, permit holders and idle semaphores.
+
+use std::time::Duration;
+
+use leasehold::postgres::tokio_postgres::{self as pg, IsolationLevel, NoTls};
+use leasehold::{LockError, Locker, LostReason};
+use leasehold_tests::harness::{eventually, PgServer, RedisServer};
+use leasehold_tests::history::{Run, WorkerSpec};
+use tokio::time::{sleep, Instant};
+
+fn builder(url: &str) -> leasehold::LockerBuilder {
+    Locker::builder()
+        .postgres(url)
+        .prefix("pgp")
+        .op_timeout(Duration::from_millis(500))
+}
+
+async fn locker(pg: &PgServer) -> Locker {
+    builder(&pg.url())
+        .build()
+        .await
+        .expect("locker on PostgreSQL")
+}
+
+/// A client of the test's own, as the user's application would have.
+async fn client(url: &str) -> pg::Client {
+    let (client, connection) = pg::connect(url, NoTls).await.expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+async fn count(client: &pg::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.expect(sql).get(0)
+}
+
+/// A worker process holding the one permit of a semaphore is killed with SIGKILL: nothing
+/// releases or renews its permit. Its row stops counting when its lease ends on the server's
+/// clock (another process gets the permit within the lease, not sooner), and the sweep of a
+/// locker deletes the row afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_permit_holders_row_expires_and_is_swept() {
+    let pg = PgServer::start().await;
+    let resource = RedisServer::start().await;
+    let db = client(&pg.url()).await;
+    let lease = Duration::from_secs(1);
+    let spec = WorkerSpec::new("redis://unused", &resource.url())
+        .postgres(&pg.url())
+        .keys(&["killed"])
+        .semaphore(1)
+        .lease(lease)
+        .op_timeout(Duration::from_millis(500))
+        .hold(Duration::from_secs(20), 1)
+        .duration(Duration::from_secs(30));
+    // Made first: the schema is there before the worker's permit is looked for.
+    let here = Locker::builder()
+        .postgres(&pg.url())
+        .op_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    let mut run = Run::new("postgres-killed-permit");
+    run.spawn(&spec);
+    let live = "SELECT count(*) FROM leasehold_permits \
+                WHERE key = 'leasehold:sem:{killed}' AND expires > clock_timestamp()";
+    eventually(
+        "the worker holds the permit",
+        Duration::from_secs(20),
+        || async { count(&db, live).await == 1 },
+    )
+    .await;
+    // Past its first renewals: the row is the watchdog's, not the acquire's.
+    sleep(lease).await;
+    assert!(run.is_running(0), "the worker stopped by itself");
+    run.kill9(0);
+    let killed = Instant::now();
+
+    let permit = here
+        .semaphore("killed", 1)
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the killed holder's permit comes back");
+    let waited = killed.elapsed();
+    assert!(
+        waited >= Duration::from_millis(100),
+        "the permit was free {waited:?} after the kill: the worker did not hold it"
+    );
+    assert!(
+        waited <= lease + Duration::from_millis(1500),
+        "the permit came back {waited:?} after the kill (lease {lease:?})"
+    );
+    let dead = "SELECT count(*) FROM leasehold_permits \
+                WHERE key = 'leasehold:sem:{killed}' AND expires <= clock_timestamp()";
+    assert_eq!(
+        count(&db, dead).await,
+        1,
+        "the dead holder's row is still there"
+    );
+    // A locker sweeps when it starts: rows that ended more than a second ago go.
+    sleep(Duration::from_millis(1100)).await;
+    let _sweeper = builder(&pg.url()).build().await.unwrap();
+    eventually(
+        "the dead holder's row is swept",
+        Duration::from_secs(10),
+        || async { count(&db, dead).await == 0 },
+    )
+    .await;
+    assert_eq!(count(&db, live).await, 1, "the live holder's row stays");
+    permit.release().await.unwrap();
+    assert_eq!(count(&db, live).await, 0);
+}
+
+/// The cluster is restored from a file-level copy made before later writers of a lock (as
+/// after restoring a backup, or promoting an asynchronous standby that had not received
+/// them): the fence sequence goes back (all the way back, here, after the connections
+/// opened). A reader after the restore still gets a fence at or above the last writer's, and
+/// the next writer one above the reader's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_after_a_restored_sequence_is_between_the_writers() {
+    let pg = PgServer::start().await;
+    {
+        let locker = locker(&pg).await;
+        let r = locker.read_lock("f").acquire().await.unwrap();
+        r.release().await.unwrap();
+    }
+    pg.stop_fast();
+    let saved = pg.save_data("backup");
+    pg.start_again();
+    pg.wait_until_ready().await;
+    let mut last = 0;
+    {
+        let locker = locker(&pg).await;
+        // More than the 32 values a sequence logs ahead of its last one, readers among them.
+        for i in 0..40 {
+            let guard = if i % 4 == 3 {
+                locker.read_lock("f").acquire().await.unwrap()
+            } else {
+                locker.write_lock("f").acquire().await.unwrap()
+            };
+            assert!(guard.fence() >= last, "{} after {last}", guard.fence());
+            last = guard.fence();
+            guard.release().await.unwrap();
+        }
+    }
+    pg.stop_fast();
+    pg.restore_data(&saved);
+    pg.start_again();
+    pg.wait_until_ready().await;
+    let locker = locker(&pg).await;
+    // The locker's new connections drew fences when they opened (their warm-up), which lifted
+    // the sequence to the clock again; the rule must not count on that: back to its start.
+    let db = client(&pg.url()).await;
+    db.execute("SELECT setval('leasehold_fences', 1)", &[])
+        .await
+        .unwrap();
+    let reader = locker.read_lock("f").acquire().await.unwrap();
+    assert!(
+        reader.fence() >= last,
+        "reader fence {} after the restore, {last} before it",
+        reader.fence()
+    );
+    let read_fence = reader.fence();
+    reader.release().await.unwrap();
+    let writer = locker.write_lock("f").acquire().await.unwrap();
+    assert!(
+        writer.fence() > read_fence,
+        "writer fence {} after reader fence {read_fence}",
+        writer.fence()
+    );
+    writer.release().await.unwrap();
+}
+
+/// A reader checks its fence in its own `REPEATABLE READ` transaction and keeps it open for
+/// several leases: the watchdog still renews the reader (its row is key-share locked by the
+/// transaction, which an update of its lease does not wait for), other readers come and go,
+/// and no writer gets in. Then, in a `READ COMMITTED` one, the reader leaves before the
+/// transaction ends: still no writer gets in until it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_fenced_transaction_held_open_blocks_no_renewal_and_keeps_writers_out() {
+    let pg = PgServer::start().await;
+    let (a, b) = (locker(&pg).await, locker(&pg).await);
+    let mut db = client(&pg.url()).await;
+    let lease = Duration::from_millis(900);
+    let reader = a.read_lock("doc").lease(lease).acquire().await.unwrap();
+    let tx = db
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .start()
+        .await
+        .unwrap();
+    leasehold::postgres::check_fence(&tx, &reader)
+        .await
+        .expect("the reader's check passes");
+    // Three leases (the transaction may idle for the lease left plus 5 s).
+    sleep(lease * 3).await;
+    assert!(
+        reader.is_held(),
+        "the open transaction blocked the renewals"
+    );
+    let other = b
+        .read_lock("doc")
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("another reader joins");
+    other.release().await.unwrap();
+    let started = Instant::now();
+    let writer = b.write_lock("doc").try_acquire().await.unwrap();
+    assert!(writer.is_none(), "a writer got in beside a reader");
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "the writer waited"
+    );
+    tx.commit().await.unwrap();
+
+    let tx = db.transaction().await.unwrap();
+    leasehold::postgres::check_fence(&tx, &reader)
+        .await
+        .expect("the reader's check passes");
+    reader.release().await.unwrap();
+    let writer = b
+        .write_lock("doc")
+        .wait(Duration::from_millis(600))
+        .acquire()
+        .await;
+    assert!(
+        matches!(writer, Err(LockError::Busy { .. })),
+        "a writer took the lock while a reader's fenced transaction was open: {writer:?}"
+    );
+    tx.commit().await.unwrap();
+    let writer = b
+        .write_lock("doc")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .expect("the writer once the transaction ended");
+    writer.release().await.unwrap();
+}
+
+/// A reader whose lock an operator deleted while it believed it held (as a paused reader
+/// would, its lease still valid on its clock) is refused at its fence check once a writer
+/// took the lock, and its guard is told; the writer's own check passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_check_refuses_a_reader_that_an_operator_deposed() {
+    let pg = PgServer::start().await;
+    let (a, b) = (locker(&pg).await, locker(&pg).await);
+    let mut db = client(&pg.url()).await;
+    let reader = a
+        .read_lock("deposed")
+        .lease(Duration::from_secs(30))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        b.force_release("deposed").await.unwrap(),
+        "nothing to force"
+    );
+    let writer = b.write_lock("deposed").try_acquire().await.unwrap();
+    let writer = writer.expect("the writer after the forced release");
+    assert!(writer.fence() > reader.fence());
+    {
+        let tx = db.transaction().await.unwrap();
+        let e = leasehold::postgres::check_fence(&tx, &reader)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LockError::Lost {
+                    reason: LostReason::StaleFence
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(!reader.is_held(), "the guard was not told");
+    }
+    let tx = db.transaction().await.unwrap();
+    leasehold::postgres::check_fence(&tx, &writer)
+        .await
+        .expect("the writer's check passes");
+    tx.commit().await.unwrap();
+    writer.release().await.unwrap();
+}
+
+/// Rows left behind (readers and permit holders whose leases ended, a semaphore nobody used
+/// for minutes) are swept by lockers, the live ones stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_cleans_readers_permits_and_idle_semaphores() {
+    let pg = PgServer::start().await;
+    let first = locker(&pg).await;
+    let db = client(&pg.url()).await;
+    let reader = first.read_lock("live").acquire().await.unwrap();
+    let permit = first.semaphore("live", 2).acquire().await.unwrap();
+    db.batch_execute(
+        "INSERT INTO leasehold_readers (key, owner, fence, expires) \
+         SELECT 'pgp:lock:{dead' || i || '}', 'gone', 32, now() - interval '1 minute' \
+         FROM generate_series(1, 300) AS i; \
+         INSERT INTO leasehold_permits (key, owner, permits, fence, expires) \
+         SELECT 'pgp:sem:{dead}', 'gone' || i, 1, 33, now() - interval '1 minute' \
+         FROM generate_series(1, 300) AS i; \
+         INSERT INTO leasehold_semaphores (key, permit_limit, fence, granted) \
+         SELECT 'pgp:sem:{idle' || i || '}', 2, 33, now() - interval '5 minutes' \
+         FROM generate_series(1, 300) AS i; \
+         UPDATE leasehold_semaphores SET granted = now() - interval '5 minutes' \
+         WHERE key = 'pgp:sem:{live}'",
+    )
+    .await
+    .unwrap();
+    // A locker sweeps when it starts, then every half minute.
+    let _second = locker(&pg).await;
+    eventually("old rows are swept", Duration::from_secs(10), || async {
+        count(
+            &db,
+            "SELECT (SELECT count(*) FROM leasehold_readers WHERE owner = 'gone') \
+             + (SELECT count(*) FROM leasehold_permits WHERE owner LIKE 'gone%') \
+             + (SELECT count(*) FROM leasehold_semaphores WHERE key LIKE 'pgp:sem:{idle%')",
+        )
+        .await
+            == 0
+    })
+    .await;
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM leasehold_semaphores WHERE key = 'pgp:sem:{live}'"
+        )
+        .await,
+        1,
+        "a held semaphore's row stays, however long ago its last grant"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM leasehold_readers").await,
+        1,
+        "the live reader stays"
+    );
+    reader.release().await.unwrap();
+    permit.release().await.unwrap();
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM leasehold_readers").await,
+        0
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM leasehold_permits").await,
+        0
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM leasehold_locks").await,
+        0,
+        "the last reader's release deleted the lock's row"
+    );
+}
