@@ -147,7 +147,8 @@ impl Locker {
     /// and below every later writer's, so a resource can tell which version a reader saw (on
     /// ZooKeeper and etcd it is the last writer's fence; on Redis and in memory the fence
     /// counter lifted to the server clock in microseconds, as writers' are, so that it never
-    /// goes back after a restore, a failover or the counter's expiry).
+    /// goes back after a restore, a failover or the counter's expiry; on PostgreSQL a fence of
+    /// the reader's own, drawn by the writers' rule).
     ///
     /// Inside a scope holding a read of the key, a read re-enters at once; a write inside a
     /// held read is refused at once ([`LockError::Config`]), since it would wait for itself.

@@ -55,11 +55,8 @@ impl Locker {
     /// permit of the old one is held). A semaphore and a lock of the same key are
     /// independent.
     ///
-    /// On one Redis server, Sentinel, Redis Cluster, ZooKeeper, etcd and in memory; other
-    /// engines refuse it
-    /// with [`LockError::Config`].
-    ///
-    /// RedLock refuses it by design: permits counted on each master and granted where a
+    /// On every engine but RedLock, which refuses it with [`LockError::Config`] by design:
+    /// permits counted on each master and granted where a
     /// majority granted them admit more holders than the limit (a limit of 2 on 3 masters
     /// admits 3, each master counting 2), and one agreed count takes a consensus engine.
     ///
@@ -115,8 +112,8 @@ impl Locker {
     /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes is accepted, except one that starts with
     /// the locker's prefix and a colon, like the store's own keys.
     ///
-    /// On one Redis server, Sentinel, Redis Cluster, RedLock, ZooKeeper, etcd and in memory;
-    /// PostgreSQL refuses the campaign with [`LockError::Config`].
+    /// On every engine: one Redis server, Sentinel, Redis Cluster, RedLock, ZooKeeper, etcd,
+    /// PostgreSQL and in memory.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -297,40 +297,45 @@ DECLARE
     set_ms bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock_shared((h >> 32)::int, (h << 32 >> 32)::int);
-    IF p_fence % 32 <> 0 THEN
-        IF snapshot_reads THEN
-            SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
-                INTO left_ms
-                FROM leasehold_locks AS l
-                WHERE l.key = p_key
-                  AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
-                  AND l.expires > clock_timestamp()
-                  AND left(l.owner, 1) NOT IN ('~', 'R')
-                FOR KEY SHARE;
-        ELSE
-            SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
-                INTO left_ms
-                FROM leasehold_locks AS l
-                WHERE l.key = p_key
-                  AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
-                  AND l.expires > clock_timestamp()
-                  AND left(l.owner, 1) NOT IN ('~', 'R');
-        END IF;
-    ELSIF snapshot_reads THEN
-        SELECT ceil(extract(epoch FROM r.expires - clock_timestamp()) * 1000)::bigint
+    -- Its writer first; then one of its readers (a reader's fence is never a writer's: a
+    -- reader has a slot of its own, and n = 0).
+    IF snapshot_reads THEN
+        SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
             INTO left_ms
-            FROM leasehold_readers AS r
-            WHERE r.key = p_key AND r.fence = p_fence AND r.expires > clock_timestamp()
-              AND EXISTS (SELECT 1 FROM leasehold_locks AS l
-                          WHERE l.key = p_key AND l.owner = 'R' AND l.expires > clock_timestamp())
-            FOR KEY SHARE OF r;
+            FROM leasehold_locks AS l
+            WHERE l.key = p_key
+              AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
+              AND l.expires > clock_timestamp()
+              AND left(l.owner, 1) NOT IN ('~', 'R')
+            FOR KEY SHARE;
     ELSE
-        SELECT ceil(extract(epoch FROM r.expires - clock_timestamp()) * 1000)::bigint
+        SELECT ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint
             INTO left_ms
-            FROM leasehold_readers AS r
-            WHERE r.key = p_key AND r.fence = p_fence AND r.expires > clock_timestamp()
-              AND EXISTS (SELECT 1 FROM leasehold_locks AS l
-                          WHERE l.key = p_key AND l.owner = 'R' AND l.expires > clock_timestamp());
+            FROM leasehold_locks AS l
+            WHERE l.key = p_key
+              AND l.fence / 32 = p_fence / 32 AND p_fence <= l.fence
+              AND l.expires > clock_timestamp()
+              AND left(l.owner, 1) NOT IN ('~', 'R');
+    END IF;
+    IF NOT FOUND THEN
+        IF snapshot_reads THEN
+            SELECT ceil(extract(epoch FROM r.expires - clock_timestamp()) * 1000)::bigint
+                INTO left_ms
+                FROM leasehold_readers AS r
+                WHERE r.key = p_key AND r.fence = p_fence AND r.expires > clock_timestamp()
+                  AND EXISTS (SELECT 1 FROM leasehold_locks AS l
+                              WHERE l.key = p_key AND l.owner = 'R'
+                                AND l.expires > clock_timestamp())
+                FOR KEY SHARE OF r;
+        ELSE
+            SELECT ceil(extract(epoch FROM r.expires - clock_timestamp()) * 1000)::bigint
+                INTO left_ms
+                FROM leasehold_readers AS r
+                WHERE r.key = p_key AND r.fence = p_fence AND r.expires > clock_timestamp()
+                  AND EXISTS (SELECT 1 FROM leasehold_locks AS l
+                              WHERE l.key = p_key AND l.owner = 'R'
+                                AND l.expires > clock_timestamp());
+        END IF;
     END IF;
     IF NOT FOUND THEN
         RETURN false;

@@ -1,8 +1,10 @@
 //! The optional parts of the PostgreSQL engine against real servers, beyond the conformance
 //! suite: a killed permit holder's row expires on the server's clock and is swept, a reader's
 //! fence stays between the writers' across a restored fence sequence, a reader's fenced
-//! transaction held open blocks no renewal and keeps writers out, and the periodic sweep
-//! cleans the rows of readers, permit holders and idle semaphores.
+//! transaction held open blocks no renewal and keeps writers out, the periodic sweep cleans
+//! the rows of readers, permit holders and idle semaphores, and worker processes taking read
+//! and write locks, permits or leaderships, one of them killed, break no rule of the history
+//! checker.
 
 use std::time::Duration;
 
@@ -57,7 +59,7 @@ async fn a_killed_permit_holders_row_expires_and_is_swept() {
         .duration(Duration::from_secs(30));
     // Made first: the schema is there before the worker's permit is looked for.
     let here = Locker::builder()
-        .postgres(&pg.url())
+        .postgres(pg.url())
         .op_timeout(Duration::from_millis(500))
         .build()
         .await
@@ -353,4 +355,71 @@ async fn the_sweep_cleans_readers_permits_and_idle_semaphores() {
         0,
         "the last reader's release deleted the lock's row"
     );
+}
+
+/// Worker processes take `primitive` (see [`history_with_a_kill`]) on PostgreSQL for 5 s; a
+/// second and a half in, the worker of a hold acquired in the last 50 ms is killed with
+/// SIGKILL. The checker finds no overlap of believed holdings (a writer beside anyone, more
+/// holders than permits, two leaders), no fence out of order (readers' between the writers'
+/// before and after them, permits' and terms' above every earlier one), and the others
+/// carry on: holds are granted after the killed one's lease.
+async fn history_with_a_kill(name: &str, workers: usize, primitive: fn(WorkerSpec) -> WorkerSpec) {
+    let pg = PgServer::start().await;
+    let resource = RedisServer::start().await;
+    let lease = Duration::from_millis(600);
+    let spec = primitive(
+        WorkerSpec::new("redis://unused", &resource.url())
+            .postgres(&pg.url())
+            .lease(lease)
+            .op_timeout(Duration::from_millis(500))
+            .wait(Duration::from_secs(5))
+            .hold(Duration::from_millis(20), 2)
+            .gap(Duration::from_millis(10))
+            .duration(Duration::from_secs(5)),
+    );
+    // The schema first, so that the workers do not all wait for its creation.
+    drop(locker(&pg).await);
+    let mut run = Run::new(name);
+    for _ in 0..workers {
+        run.spawn(&spec);
+    }
+    sleep(Duration::from_millis(1500)).await;
+    let (victim, hold) = run.young_hold().await.expect("a hold to kill");
+    let at = run.kill9(victim);
+    run.wait_all(Duration::from_secs(30)).await;
+    let (history, report) = run.check_and_record(name);
+    assert!(report.holds >= 20, "too little happened: {report}");
+    let after = (0..workers)
+        .filter(|&w| w != victim)
+        .flat_map(|w| history.holds_of(w))
+        .filter(|h| h.ok.is_some_and(|(t, _)| t > at + lease.as_nanos() as u64))
+        .count();
+    assert!(
+        after > 0,
+        "nothing was granted after {hold}'s worker was killed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_and_writers_of_four_processes_one_killed_break_no_rule() {
+    history_with_a_kill("postgres-rw-kill", 4, |spec| {
+        spec.keys(&["doc:{7}:ключ"]).read_write(70)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permit_holders_of_three_processes_one_killed_break_no_rule() {
+    history_with_a_kill("postgres-sem-kill", 3, |spec| {
+        spec.keys(&["permits"]).semaphore(2).tasks(2)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaders_of_three_processes_one_killed_break_no_rule() {
+    history_with_a_kill("postgres-leader-kill", 3, |spec| {
+        spec.keys(&["election"]).leader()
+    })
+    .await;
 }
