@@ -381,7 +381,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     lease constant interval := p_lease_ms * interval '1 millisecond';
-    free constant boolean := pg_try_advisory_xact_lock((h >> 32)::int, (h << 32 >> 32)::int);
     holder text;
     ends timestamptz;
     last_fence bigint;
@@ -409,7 +408,9 @@ BEGIN
             ELSE 25 END;
         RETURN;
     END IF;
-    IF NOT joining AND NOT free THEN
+    -- Taking the row over changes its holder: only under the advisory lock, without waiting
+    -- (never waiting, it cannot deadlock with the row lock taken first).
+    IF NOT joining AND NOT pg_try_advisory_xact_lock((h >> 32)::int, (h << 32 >> 32)::int) THEN
         -- The holder's lease ended but its fenced transaction is still open.
         remaining_ms := 50;
         RETURN;
