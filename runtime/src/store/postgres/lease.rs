@@ -165,50 +165,71 @@ impl PostgresStore {
         })
     }
 
-    /// One renewal statement for every lease of `batch` of each kind present: the locks'
-    /// rows, readers' leases, semaphore holders (all of them fail together if one fails).
+    /// One renewal statement for every lease of `batch` of each kind present (the locks'
+    /// rows, readers' leases, semaphore holders), sent side by side, so the batch is bounded
+    /// by one operation timeout; all of them fail together if one fails.
     async fn renew_statement(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        let parts: Vec<Vec<usize>> = [Kind::Lock, Kind::Reader, Kind::Permits]
+            .into_iter()
+            .map(|kind| {
+                (0..batch.len())
+                    .filter(|&i| Kind::of(batch[i].kind) == kind)
+                    .collect::<Vec<usize>>()
+            })
+            .filter(|part| !part.is_empty())
+            .collect();
+        let renewed =
+            crate::store::join_all(parts.iter().map(|part| self.renew_kind(batch, part))).await;
         let mut out = vec![Renewed::No; batch.len()];
-        for kind in [Kind::Lock, Kind::Reader, Kind::Permits] {
-            let part: Vec<usize> = (0..batch.len())
-                .filter(|&i| Kind::of(batch[i].kind) == kind)
-                .collect();
-            if part.is_empty() {
-                continue;
-            }
-            let keys: Vec<String> = part
-                .iter()
-                .map(|&i| db_text(batch[i].keys.lock()).into_owned())
-                .collect();
-            let owners: Vec<&str> = part.iter().map(|&i| token_text(batch[i].token)).collect();
-            let leases: Vec<i64> = part
-                .iter()
-                .map(|&i| batch[i].lease.as_millis().max(1) as i64)
-                .collect();
-            let rows = self
-                .call("refused a renewal", |conn| {
-                    let (keys, owners, leases) = (&keys, &owners, &leases);
-                    async move {
-                        let statement = match kind {
-                            Kind::Lock => &conn.statements.renew,
-                            Kind::Reader => &conn.statements.renew_shared,
-                            Kind::Permits => &conn.statements.renew_permits,
-                        };
-                        conn.client.query(statement, &[keys, owners, leases]).await
-                    }
-                })
-                .await?;
-            let extended: HashSet<(String, String)> = rows
-                .iter()
-                .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
-                .collect();
-            for (n, &i) in part.iter().enumerate() {
-                if extended.contains(&(keys[n].clone(), owners[n].to_owned())) {
+        for (part, renewed) in parts.iter().zip(renewed) {
+            for (&i, yes) in part.iter().zip(renewed?) {
+                if yes {
                     out[i] = Renewed::Yes;
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Renews the leases `part` of `batch`, all of one kind, in one statement: whether each
+    /// was extended.
+    async fn renew_kind(
+        &self,
+        batch: &[Renewal<'_>],
+        part: &[usize],
+    ) -> Result<Vec<bool>, LockError> {
+        let kind = Kind::of(batch[part[0]].kind);
+        let keys: Vec<String> = part
+            .iter()
+            .map(|&i| db_text(batch[i].keys.lock()).into_owned())
+            .collect();
+        let owners: Vec<&str> = part.iter().map(|&i| token_text(batch[i].token)).collect();
+        let leases: Vec<i64> = part
+            .iter()
+            .map(|&i| batch[i].lease.as_millis().max(1) as i64)
+            .collect();
+        let rows = self
+            .call("refused a renewal", |conn| {
+                let (keys, owners, leases) = (&keys, &owners, &leases);
+                async move {
+                    let statement = match kind {
+                        Kind::Lock => &conn.statements.renew,
+                        Kind::Reader => &conn.statements.renew_shared,
+                        Kind::Permits => &conn.statements.renew_permits,
+                    };
+                    conn.client.query(statement, &[keys, owners, leases]).await
+                }
+            })
+            .await?;
+        let extended: HashSet<(String, String)> = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+            .collect();
+        Ok(keys
+            .iter()
+            .zip(&owners)
+            .map(|(key, owner)| extended.contains(&(key.clone(), (*owner).to_owned())))
+            .collect())
     }
 }
 

@@ -289,6 +289,70 @@ async fn a_fence_check_refuses_a_reader_that_an_operator_deposed() {
     writer.release().await.unwrap();
 }
 
+/// One locker holds a lock, two readers and permits at once, with short leases: its watchdog
+/// renews them together (one statement per kind, side by side) over several leases, each
+/// answer reaching its own lease; a lease that ran out meanwhile (a reader without the
+/// watchdog) is not renewed, and takes nobody's renewal with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_of_every_kind_are_renewed_together() {
+    let pg = PgServer::start().await;
+    let (a, b) = (locker(&pg).await, locker(&pg).await);
+    let lease = Duration::from_millis(600);
+    let lock = a.lock("mix:lock").lease(lease).acquire().await.unwrap();
+    let r1 = a.read_lock("mix:doc").lease(lease).acquire().await.unwrap();
+    let r2 = a
+        .read_lock("mix:other")
+        .lease(lease)
+        .acquire()
+        .await
+        .unwrap();
+    let unrenewed = a
+        .read_lock("mix:gone")
+        .lease(lease)
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let permits = a
+        .semaphore("mix:sem", 2)
+        .lease(lease)
+        .acquire_many(2)
+        .await
+        .unwrap();
+    sleep(lease * 4).await;
+    for (what, held) in [
+        ("lock", lock.is_held()),
+        ("reader", r1.is_held()),
+        ("other reader", r2.is_held()),
+        ("permits", permits.is_held()),
+    ] {
+        assert!(held, "the {what} lapsed");
+    }
+    assert!(!unrenewed.is_held());
+    assert!(b.lock("mix:lock").try_acquire().await.unwrap().is_none());
+    assert!(b
+        .write_lock("mix:doc")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    assert!(b
+        .semaphore("mix:sem", 2)
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    let gone = b.write_lock("mix:gone").try_acquire().await.unwrap();
+    gone.expect("the unrenewed reader's lock is free")
+        .release()
+        .await
+        .unwrap();
+    lock.release().await.unwrap();
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    permits.release().await.unwrap();
+}
+
 /// Rows left behind (readers and permit holders whose leases ended, a semaphore nobody used
 /// for minutes) are swept by lockers, the live ones stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
