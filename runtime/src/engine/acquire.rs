@@ -325,7 +325,11 @@ impl Inner {
                         fences,
                         session,
                     };
-                    return Ok(self.granted(turn, user_key, keys, &opts, sent, top));
+                    let guard = self.granted(turn, user_key, keys, &opts, sent, top);
+                    // Closed while the attempt was in flight: the guard's drop gives it back
+                    // (in the background, which `close` waits for).
+                    inner.closing.check()?;
+                    return Ok(guard);
                 }
                 Attempt::Held { remaining } => remaining,
             };
@@ -449,6 +453,9 @@ impl Inner {
             lease.into_unfenced()
         });
         let fence = lease.next_fence().expect("at least one fence reserved");
+        // Before the caller checks whether the locker closed: a lease is either found by
+        // `close` or given back by its caller (or both: it ends once).
+        self.closing.register(&lease);
         turn.keep(&lease);
         LockGuard::new(self.clone(), lease, fence)
     }
@@ -570,6 +577,8 @@ impl Inner {
             guard.open_span();
             guards.push(guard);
         }
+        // Closed while the attempt was in flight: the guards' drops give the keys back.
+        self.closing.check()?;
         Ok(Some(guards))
     }
 }

@@ -62,7 +62,6 @@ impl LockGuard {
     /// lease on the renewal schedule.
     pub(crate) fn new(inner: Arc<Inner>, lease: Arc<Lease>, fence: u64) -> Self {
         lease.begin_holding(fence);
-        inner.closing.register(&lease);
         if lease.watchdog {
             inner.start_background();
             inner.schedule.watch(&lease);
