@@ -147,23 +147,30 @@ impl Inner {
                 .filter(|l| !l.is_done())
                 .collect()
         };
-        let releases = leases.iter().map(|lease| {
-            let inner = self.clone();
-            async move {
-                lease.close();
-                if !lease.finish() {
-                    return Ok(false); // released meanwhile
-                }
-                inner.schedule.unwatch(lease);
-                inner.queues.forfeit(lease);
-                match tokio::time::timeout_at(until, lease.end(&*inner.store)).await {
-                    Ok(Ok(_)) => Ok(true),
-                    Ok(Err(e)) => Err(e),
-                    Err(_) => Err(LockError::unavailable(
-                        "the release did not end in time",
-                        None,
-                    )),
-                }
+        // Each release runs as a task of its own: if this future is dropped, they go on.
+        let releases: Vec<_> = leases
+            .into_iter()
+            .map(|lease| {
+                let inner = self.clone();
+                tokio::spawn(async move {
+                    lease.close();
+                    if !lease.finish() {
+                        return Ok(false); // released meanwhile
+                    }
+                    inner.schedule.unwatch(&lease);
+                    inner.queues.forfeit(&lease);
+                    lease.end(&*inner.store).await.map(|_| true)
+                })
+            })
+            .collect();
+        let releases = releases.into_iter().map(|task| async move {
+            match tokio::time::timeout_at(until, task).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(_)) => Err(LockError::unavailable("the release task failed", None)),
+                Err(_) => Err(LockError::unavailable(
+                    "the release did not end in time",
+                    None,
+                )),
             }
         });
         let results = join_all(releases).await;
