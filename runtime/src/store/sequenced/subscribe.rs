@@ -84,6 +84,10 @@ impl<D: Driver> Sequenced<D> {
                     // This process's contender is first or gone: a reader of this process
                     // that subscribed alongside it still waits, now for the writers'.
                     Ok(None) if mine.is_some() => {
+                        // It became first while the watch was re-armed (the predecessor went
+                        // after the last wake-up): tell the waiter, whose attempt after that
+                        // wake-up may have found it still there.
+                        tx.send_modify(|n| *n += 1);
                         mine = None;
                         match D::watch_predecessor(&watcher, None).await {
                             Ok(Some(wake)) => Some(wake),
