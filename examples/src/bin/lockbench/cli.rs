@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::engine::Target;
+
 /// What this process is to do.
 pub(crate) enum Command {
     /// The benchmark.
@@ -22,6 +24,8 @@ pub(crate) struct Options {
     /// The scenarios to run (in their own order, whatever the order given).
     pub(crate) scenarios: Vec<Scenario>,
     pub(crate) length: RunLength,
+    /// The engines scenarios 11 and 12 run on (`--engines`; all by default).
+    pub(crate) targets: Vec<Target>,
     /// The JSON report's path; the picture goes next to it, with `.svg`.
     pub(crate) out: PathBuf,
 }
@@ -65,6 +69,15 @@ impl RunLength {
             RunLength::Smoke => 20,
         }
     }
+
+    /// Leader handovers per side and row of scenario 11.
+    pub(crate) fn handovers(self) -> usize {
+        match self {
+            RunLength::Full => 200,
+            RunLength::Quick => 40,
+            RunLength::Smoke => 4,
+        }
+    }
 }
 
 /// The scenarios, in the order they run; `--only` picks some by name or number.
@@ -80,10 +93,12 @@ pub(crate) enum Scenario {
     Postgres,
     Semaphore,
     Held,
+    Leader,
+    Permits,
 }
 
 impl Scenario {
-    pub(crate) const ALL: [Scenario; 10] = [
+    pub(crate) const ALL: [Scenario; 12] = [
         Scenario::Uncontended,
         Scenario::HotKey,
         Scenario::Attribute,
@@ -94,6 +109,8 @@ impl Scenario {
         Scenario::Postgres,
         Scenario::Semaphore,
         Scenario::Held,
+        Scenario::Leader,
+        Scenario::Permits,
     ];
 
     fn parse(s: &str) -> Scenario {
@@ -108,11 +125,13 @@ impl Scenario {
             "8" | "postgres" => Scenario::Postgres,
             "9" | "semaphore" => Scenario::Semaphore,
             "10" | "held" => Scenario::Held,
+            "11" | "leader" => Scenario::Leader,
+            "12" | "semaphores" => Scenario::Permits,
             other => {
                 eprintln!(
                     "unknown scenario {other:?}: --only takes a comma-separated list of \
                      uncontended, hot-key, attribute, redlock, fairness, zookeeper, etcd, \
-                     postgres, semaphore, held (or 1 to 10)"
+                     postgres, semaphore, held, leader, semaphores (or 1 to 12)"
                 );
                 std::process::exit(2)
             }
@@ -151,9 +170,29 @@ pub(crate) fn parse(args: Vec<String>) -> Command {
         Some(names) => names.split(',').map(Scenario::parse).collect(),
         None => Scenario::ALL.to_vec(),
     };
+    let targets = match args.iter().position(|a| a == "--engines") {
+        Some(i) => {
+            let names = args.get(i + 1).expect("--engines needs a list of engines");
+            names.split(',').map(parse_target).collect()
+        }
+        None => Target::ALL.to_vec(),
+    };
     Command::Bench(Options {
         scenarios,
         length,
+        targets,
         out: out.into(),
+    })
+}
+
+/// The engine named `s` for `--engines`; exits with a usage message on an unknown one.
+fn parse_target(s: &str) -> Target {
+    Target::parse(s).unwrap_or_else(|| {
+        let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
+        eprintln!(
+            "unknown engine {s:?}: --engines takes a comma-separated list of {}",
+            names.join(", ")
+        );
+        std::process::exit(2)
     })
 }

@@ -58,3 +58,89 @@ impl Engine {
         }
     }
 }
+
+/// Where the per-engine scenarios (11, leader handover; 12, semaphores) run: every engine
+/// leasehold has, RedLock and process memory included. `--engines` picks some.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Target {
+    Redis,
+    Memory,
+    RedLock,
+    ZooKeeper,
+    Etcd,
+    Postgres,
+}
+
+impl Target {
+    /// Every target, in the order the scenarios visit them.
+    pub(crate) const ALL: [Target; 6] = [
+        Target::Redis,
+        Target::Memory,
+        Target::RedLock,
+        Target::ZooKeeper,
+        Target::Etcd,
+        Target::Postgres,
+    ];
+
+    /// Its name on the command line and in the report.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Target::Redis => "redis",
+            Target::Memory => "memory",
+            Target::RedLock => "redlock",
+            Target::ZooKeeper => "zookeeper",
+            Target::Etcd => "etcd",
+            Target::Postgres => "postgres",
+        }
+    }
+
+    /// The target named `s`; `None` for an unknown name.
+    pub(crate) fn parse(s: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// Where one target's locks live, resolved: what its lockers connect to.
+#[derive(Clone)]
+pub(crate) enum Place {
+    Redis(String),
+    /// The nodes' URLs.
+    RedLock(Vec<String>),
+    ZooKeeper(String),
+    Etcd(String),
+    Postgres(String),
+    /// One in-memory store: every locker of the place is a clone of this one (separate
+    /// `Locker::in_memory()` calls would be separate stores).
+    Memory(Locker),
+}
+
+impl Place {
+    /// A locker on this place, as [`Engine::locker`] builds them (RedLock with the 50 ms
+    /// per-node timeout of scenario 4).
+    pub(crate) async fn locker(&self) -> Locker {
+        match self {
+            Place::Redis(url) => Engine::Redis.locker(url).await,
+            Place::ZooKeeper(hosts) => Engine::ZooKeeper.locker(hosts).await,
+            Place::Etcd(endpoint) => Engine::Etcd.locker(endpoint).await,
+            Place::Postgres(url) => Engine::Postgres.locker(url).await,
+            Place::RedLock(urls) => Locker::builder()
+                .redlock(urls.clone())
+                .prefix("bench")
+                .op_timeout(Duration::from_millis(50))
+                .default_wait(Duration::from_secs(120))
+                .build()
+                .await
+                .expect("leasehold on RedLock"),
+            Place::Memory(locker) => locker.clone(),
+        }
+    }
+}
+
+/// leasehold in this process's memory, with the prefix and wait of [`Engine::locker`].
+pub(crate) fn in_memory() -> Locker {
+    Locker::builder()
+        .prefix("bench")
+        .default_wait(Duration::from_secs(120))
+        .build_in_memory()
+        .expect("leasehold in memory")
+}

@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
-//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd,postgres,semaphore,held]
+//!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd,postgres,semaphore,held,
+//!             leader,semaphores]
+//!     [--engines redis,memory,redlock,zookeeper,etcd,postgres]
 //! ```
 //!
 //! Starts its own `redis-server`s and, for scenario 6, a throwaway ZooKeeper server, for
@@ -49,7 +51,17 @@
 //! 10. many held locks (issue 19's "scenario 5"): 1k, 10k and 100k locks held at once with the
 //!     watchdog on (lease 3 s), each point in a worker process of its own, vs one task per
 //!     guard renewing with a compare-and-PEXPIRE script: client memory per held lock, Redis CPU
-//!     and commands per renewal, renewal lag p99, and whether each grows linearly (`held/`).
+//!     and commands per renewal, renewal lag p99, and whether each grows linearly (`held/`);
+//! 11. leader handover on every engine `--engines` names (`leader/`): three candidates, each
+//!     on a locker (session, connection) of its own, and an observer; the leader resigns (a
+//!     row) or its locker and session end (another row), and the time until the next
+//!     candidate leads and until the observer sees it, p50/p99, against each engine's own
+//!     election in the same run, taking turns in windows (`baselines/leader/`);
+//! 12. a semaphore of 8 permits, 64 tasks each taking one permit for 1 ms in a loop, as 9, on
+//!     every engine `--engines` names (`permits/`), against the same operations done by hand
+//!     on each (`baselines/permits/`). Our side on an engine that refuses the primitive
+//!     (`LockError::Config`) is printed as "not available on this engine yet"; the baseline
+//!     still runs.
 //!
 //! Scenarios 2 and 5 to 8 share one hot-key harness (`hot_key/`): every engine's contenders,
 //! ours and the baselines (`baselines/`), run the same loop, in this process or in workers.
@@ -89,10 +101,11 @@ async fn bench(options: Options) {
     let Options {
         scenarios: chosen,
         length,
+        targets,
         out,
     } = options;
     let (duration, rounds, iterations) = (length.duration(), length.rounds(), length.iterations());
-    let mut servers = Servers::start(&chosen).await;
+    let mut servers = Servers::start(&chosen, &targets).await;
     let url = servers.redis.url();
     let mut report = Report::begin();
     let mut held_run = None;
@@ -109,22 +122,37 @@ async fn bench(options: Options) {
             Scenario::Fairness => scenarios::fairness::scenario(report, &url, duration).await,
             Scenario::ZooKeeper => {
                 if let Some(zk) = servers.zookeeper().await {
-                    scenarios::zookeeper::scenario(report, &zk, duration, rounds, iterations).await
+                    scenarios::zookeeper::scenario(report, zk, duration, rounds, iterations).await
                 }
             }
             Scenario::Etcd => {
                 if let Some(etcd) = servers.etcd().await {
-                    scenarios::etcd::scenario(report, &etcd, duration, rounds).await
+                    scenarios::etcd::scenario(report, etcd, duration, rounds).await
                 }
             }
             Scenario::Postgres => {
                 if let Some(postgres) = servers.postgres().await {
-                    scenarios::postgres::scenario(report, &postgres, duration, rounds).await
+                    scenarios::postgres::scenario(report, postgres, duration, rounds).await
                 }
             }
             Scenario::Semaphore => scenarios::semaphore::scenario(report, &url, duration).await,
             Scenario::Held => {
                 held_run = Some(held::scenario(report, held::Plan::new(length)).await);
+            }
+            Scenario::Leader => {
+                for &target in &targets {
+                    if let Some(place) = servers.place(target).await {
+                        let handovers = length.handovers();
+                        scenarios::leader::scenario(report, target, &place, handovers).await;
+                    }
+                }
+            }
+            Scenario::Permits => {
+                for &target in &targets {
+                    if let Some(place) = servers.place(target).await {
+                        scenarios::permits::scenario(report, target, &place, duration).await;
+                    }
+                }
             }
         }
     }

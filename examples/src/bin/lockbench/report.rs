@@ -70,6 +70,23 @@ impl Report {
         self.rows.push(row);
     }
 
+    /// Prints a row of a baseline whose engine does not offer ours yet (it refuses the
+    /// primitive with `LockError::Config`). Not a row of the JSON report, where every row is
+    /// ours against a baseline.
+    pub(crate) fn baseline_only(
+        &self,
+        scenario: &str,
+        metric: &str,
+        baseline: f64,
+        name: &str,
+        unit: &str,
+    ) {
+        println!(
+            "{scenario:<28} {metric:<34} {:>12} {baseline:>12.1} {:>7}  {unit} (vs {name})",
+            "n/a", "-"
+        );
+    }
+
     /// Writes the rows to `path` as a JSON list of
     /// `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`, making
     /// its folder if missing.

@@ -41,6 +41,16 @@ impl EtcdLockService {
         EtcdLockService::with_lease(client).await
     }
 
+    /// The client, for the calls other than the Lock service's.
+    pub(crate) fn client(&self) -> etcd::Client {
+        self.client.clone()
+    }
+
+    /// The lease this client's keys are attached to.
+    pub(crate) fn lease(&self) -> i64 {
+        self.lease
+    }
+
     /// Another lease over the same connection.
     async fn with_lease(mut client: etcd::Client) -> EtcdLockService {
         let ttl = SESSION_TIMEOUT.as_secs() as i64;

@@ -2,13 +2,15 @@
 //! recipes, one file per engine, each usable by the scenarios and by the hot-key workers.
 
 mod etcd;
+pub(crate) mod leader;
+pub(crate) mod permits;
 mod postgres;
 mod redis;
 mod token;
 mod zookeeper;
 
 pub(crate) use etcd::{EtcdLockService, ETCD_LOCK_SERVICE};
-pub(crate) use postgres::{PostgresRaw, POSTGRES_RAW, POSTGRES_RAW_POLLING};
+pub(crate) use postgres::{PgConnection, PostgresRaw, POSTGRES_RAW, POSTGRES_RAW_POLLING};
 pub(crate) use redis::{rslock_lock_unlock, Naive, Rslock};
 pub(crate) use token::token;
 pub(crate) use zookeeper::{ZooKeeperRecipe, ZOOKEEPER_RECIPE};

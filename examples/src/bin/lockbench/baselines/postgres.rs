@@ -136,3 +136,36 @@ impl KeyLock for PostgresRaw {
         self.unlock(key, &owner).await;
     }
 }
+
+/// One connection of the baselines', its driver aborted when it is dropped (which closes
+/// the session); the notifications it hears (after a `LISTEN`) go to `notices`.
+pub(crate) struct PgConnection {
+    pub(crate) client: pg::Client,
+    driver: tokio::task::AbortHandle,
+}
+
+impl Drop for PgConnection {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl PgConnection {
+    pub(crate) async fn open(
+        url: &str,
+        notices: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+    ) -> PgConnection {
+        let (client, mut connection) = pg::connect(url, pg::NoTls).await.expect("connect");
+        let driver = tokio::spawn(async move {
+            while let Some(Ok(message)) =
+                std::future::poll_fn(|cx| connection.poll_message(cx)).await
+            {
+                if let (pg::AsyncMessage::Notification(_), Some(tx)) = (message, &notices) {
+                    let _ = tx.send(());
+                }
+            }
+        })
+        .abort_handle();
+        PgConnection { client, driver }
+    }
+}

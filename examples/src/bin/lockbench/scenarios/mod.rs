@@ -5,6 +5,8 @@ pub(crate) mod etcd;
 pub(crate) mod fairness;
 pub(crate) mod held;
 pub(crate) mod hot_key;
+pub(crate) mod leader;
+pub(crate) mod permits;
 pub(crate) mod postgres;
 pub(crate) mod redlock;
 pub(crate) mod semaphore;
