@@ -73,8 +73,8 @@ impl RunLength {
     /// Leader handovers per side and row of scenario 11.
     pub(crate) fn handovers(self) -> usize {
         match self {
-            RunLength::Full => 200,
-            RunLength::Quick => 40,
+            RunLength::Full => 120,
+            RunLength::Quick => 24,
             RunLength::Smoke => 4,
         }
     }

@@ -15,8 +15,11 @@ use tokio::task::JoinSet;
 pub(crate) const CANDIDATES: usize = 3;
 
 /// The pause before each step-down: the previous leader campaigns again and the observer
-/// settles, so that every handover starts from the same state (one leader, two queued).
-const SETTLE: Duration = Duration::from_millis(20);
+/// settles, so that every handover starts from the same state (one leader, two queued, every
+/// watch in place). Longer than etcd's watch resync period (100 ms): a watch etcd opens on a
+/// revision already past is served by a loop that runs that often, so leaderships shorter
+/// than it would time that loop rather than the handover.
+const SETTLE: Duration = Duration::from_millis(120);
 
 /// The longest a handover, or a replacement candidate's connection, may take before the run
 /// gives up on its side and row (bounded: a side that never hands over must not hang the run).
