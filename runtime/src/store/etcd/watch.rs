@@ -51,44 +51,58 @@ fn wakes(event: &etcd::Event) -> bool {
             .is_some_and(|kv| kv.create_revision() != kv.mod_revision())
 }
 
-/// Watches `range` for `target`, from the revision the queue was read at. `None` when there
-/// is nothing to wait for (a predecessor's watch of the first in line).
+/// Watches `range` for `target`. `None` when there is nothing to wait for (a predecessor's
+/// watch of the first in line).
+///
+/// A predecessor's watch starts from the revision the queue was read at, so that its deletion
+/// between the read and the watch is not missed. The watches of a whole range (a waiter
+/// without a key, a semaphore's waiters) need no read: they start from the revision the
+/// server is at, which keeps them in etcd's synced group, whose events come at once (a watch
+/// that starts from a past revision is caught up by a loop that runs every 100 ms: an
+/// observer saw a new leader's record up to 100 ms late). Nothing is missed either way: the
+/// waiter is told to look only once its watch is set.
 pub(super) async fn watch_predecessor(
     client: &etcd::Client,
     range: &str,
     target: Target,
     limit: Duration,
 ) -> Result<Option<Watching>, String> {
-    let mut options = etcd::GetOptions::new()
-        .with_prefix()
-        .with_keys_only()
-        .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Descend)
-        .with_limit(1);
-    if let Target::Predecessor(mine) = target {
-        options = options.with_max_create_revision(mine - 1);
-    }
-    let read = retry_unsent(client, limit, |mut c| {
-        let options = options.clone();
-        async move { c.get(range, Some(options)).await }
-    })
-    .await
-    .map_err(|_| format!("no answer within {limit:?}"))?
-    .map_err(|e| e.to_string())?;
-    let revision = read.header().map_or(0, |h| h.revision());
-    let watched = match (target, read.kvs().first()) {
-        (Target::Predecessor(_), None) => return Ok(None), // first in line
-        (Target::Predecessor(_), Some(ahead)) => ahead.key().to_vec(),
-        _ => range.as_bytes().to_vec(),
-    };
-    let mut options = etcd::WatchOptions::new().with_start_revision(revision + 1);
-    options = match target {
+    let (watched, options) = match target {
+        Target::Predecessor(mine) => {
+            let options = etcd::GetOptions::new()
+                .with_prefix()
+                .with_keys_only()
+                .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Descend)
+                .with_limit(1)
+                .with_max_create_revision(mine - 1);
+            let read = retry_unsent(client, limit, |mut c| {
+                let options = options.clone();
+                async move { c.get(range, Some(options)).await }
+            })
+            .await
+            .map_err(|_| format!("no answer within {limit:?}"))?
+            .map_err(|e| e.to_string())?;
+            let revision = read.header().map_or(0, |h| h.revision());
+            let Some(ahead) = read.kvs().first() else {
+                return Ok(None); // first in line
+            };
+            let options = etcd::WatchOptions::new()
+                .with_start_revision(revision + 1)
+                .with_filters([etcd::WatchFilterType::NoPut]);
+            (ahead.key().to_vec(), options)
+        }
         // The writers' keys: the range up to where readers' keys start. Puts are seen (a
         // record is one) and sorted out here: a new writer's key does not wake.
-        Target::Writers => options.with_range(format!("{range}~")),
-        Target::Predecessor(_) => options.with_filters([etcd::WatchFilterType::NoPut]),
-        Target::Deletions => options
-            .with_prefix()
-            .with_filters([etcd::WatchFilterType::NoPut]),
+        Target::Writers => (
+            range.as_bytes().to_vec(),
+            etcd::WatchOptions::new().with_range(format!("{range}~")),
+        ),
+        Target::Deletions => (
+            range.as_bytes().to_vec(),
+            etcd::WatchOptions::new()
+                .with_prefix()
+                .with_filters([etcd::WatchFilterType::NoPut]),
+        ),
     };
     let mut stream = retry_unsent(client, limit, |mut c| {
         let (watched, options) = (watched.clone(), options.clone());
