@@ -419,8 +419,11 @@ impl LockerBuilder {
 
     /// Lets [`build`](Self::build) succeed while the engine is down (a service can start
     /// before its Redis): the locker connects in the background, retrying with backoff (up to
-    /// every 5 s), and until it has connected every lock call fails at once with
-    /// [`LockError::Unavailable`] (503 over HTTP) saying why; the first success is logged at
+    /// every 5 s), and until it has connected every store call fails at once with
+    /// [`LockError::Unavailable`] (503 over HTTP) saying why: a call that does not wait
+    /// returns it, and one that waits rides it out until its wait ends
+    /// ([`LockRequest::retry_unavailable`](crate::LockRequest::retry_unavailable)), taking
+    /// the lock if the engine answers by then. The first success is logged at
     /// `info`. Options are still checked at `build`; a refusal that retrying cannot mend
     /// (credentials, a missing database) is returned as [`LockError::Config`] by the calls.
     /// Off by default: `build` connects, and fails when the engine cannot be reached.

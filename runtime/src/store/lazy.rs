@@ -1,7 +1,8 @@
 //! Starting without the engine: a [`LazyStore`] stands in for an engine that is not
 //! connected yet. It connects in the background, from the moment the locker is built, and
 //! tries again with backoff until the engine answers; meanwhile every call fails at once with
-//! [`LockError::Unavailable`] (503 over HTTP) saying why, and the first success is logged.
+//! [`LockError::Unavailable`] (503 over HTTP) saying why (an acquire that waits tries again
+//! until its wait ends, as in any outage), and the first success is logged.
 //! Once connected it only forwards: one atomic read per call.
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};

@@ -1,6 +1,7 @@
 //! Starting without the engine (`LockerBuilder::lazy_connect`): the locker builds while the
-//! engine refuses every connection, calls fail at once with `Unavailable` meanwhile, and once
-//! the engine answers the same locker locks — on Redis, PostgreSQL and etcd, each behind a
+//! engine refuses every connection, calls that do not wait fail at once with `Unavailable`
+//! meanwhile (waiting ones ride the outage out), and once the engine answers the same locker
+//! locks — on Redis, PostgreSQL and etcd, each behind a
 //! proxy that cuts every connection until it is told to pass bytes.
 
 use std::time::Duration;
@@ -27,10 +28,19 @@ async fn starts_down_then_locks(proxy: &TcpProxy, builder: LockerBuilder) {
         started.elapsed()
     );
 
+    // A call that does not wait fails at once; so does a waiting one told not to retry.
     let asked = Instant::now();
-    let e = locker.lock("k").acquire().await.unwrap_err();
+    let e = locker.lock("k").try_acquire().await.unwrap_err();
     assert!(e.is_unavailable(), "{e:?}");
     assert!(e.to_string().contains("not connected"), "{e}");
+    let e = locker
+        .lock("k")
+        .wait(Duration::from_secs(5))
+        .retry_unavailable(false)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(e.is_unavailable(), "{e:?}");
     assert!(
         asked.elapsed() < Duration::from_millis(100),
         "a call fails at once, not after a timeout: {:?}",
@@ -40,8 +50,25 @@ async fn starts_down_then_locks(proxy: &TcpProxy, builder: LockerBuilder) {
     // (a lazy PostgreSQL locker once refused it until connected, its engine's queue being
     // decided in two places), and the capabilities are the connected engine's.
     let before = locker.capabilities();
-    let e = locker.lock("k").fair(true).acquire().await.unwrap_err();
+    let e = locker.lock("k").fair(true).try_acquire().await.unwrap_err();
     assert!(e.is_unavailable(), "{e:?}");
+    // A waiting acquire rides the outage out: it takes the lock once the engine answers.
+    let waiting = tokio::spawn({
+        let locker = locker.clone();
+        async move {
+            locker
+                .lock("k3")
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the waiting acquire gave up: {:?}",
+        waiting.await
+    );
 
     proxy.set_mode(ProxyMode::Pass);
     eventually(
@@ -56,6 +83,11 @@ async fn starts_down_then_locks(proxy: &TcpProxy, builder: LockerBuilder) {
         },
     )
     .await;
+    let waited = waiting
+        .await
+        .unwrap()
+        .expect("the acquire that waited through the outage takes the lock");
+    waited.release().await.unwrap();
     let guard = locker
         .lock("k2")
         .acquire()
