@@ -1,12 +1,11 @@
 //! Property 13, leader election: across three lockers (as three processes would be) one
 //! leader at a time, terms strictly increasing, a resign hands over to a waiting campaigner,
 //! followers observe every change (the latest state at least, terms never backwards), and a
-//! dropped campaign leaves nothing behind. Engines without leader election refuse it with a
-//! clear `Config` error naming the engine.
+//! dropped campaign leaves nothing behind. Every engine has leader election.
 
 use std::time::Duration;
 
-use leasehold::{Leader, LeaderObserver, LockError};
+use leasehold::{Leader, LeaderObserver};
 use leasehold_tests::conformance::Engine;
 use tokio::time::{sleep, timeout};
 
@@ -114,25 +113,4 @@ async fn futures_select<T: Send + 'static>(
         }
         sleep(Duration::from_millis(5)).await;
     }
-}
-
-pub async fn refused_clearly(engine: &Engine) {
-    let locker = engine.locker().await;
-    let e = locker
-        .leader(NAME)
-        .identity("p0")
-        .campaign()
-        .await
-        .unwrap_err();
-    assert!(matches!(e, LockError::Config { .. }), "{e:?}");
-    assert!(
-        e.to_string()
-            .contains("leader election is not supported on"),
-        "{e}"
-    );
-    let e = locker.observe_leader(NAME).unwrap_err();
-    assert!(matches!(e, LockError::Config { .. }), "{e:?}");
-    // The plain lock of the same name still works.
-    let guard = locker.lock(NAME).acquire().await.unwrap();
-    guard.release().await.unwrap();
 }

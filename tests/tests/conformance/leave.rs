@@ -69,12 +69,6 @@ pub async fn without_semaphores(engine: &Engine) {
     check(engine, &[Exclusive, Read, Write, Multi, Leader]).await;
 }
 
-/// Engines with exclusive and multi-key locks only (yet).
-pub async fn exclusive_and_multi(engine: &Engine) {
-    use Primitive::*;
-    check(engine, &[Exclusive, Multi]).await;
-}
-
 async fn check(engine: &Engine, primitives: &[Primitive]) {
     let holder = engine.locker().await;
     let waiter = engine.locker().await;

@@ -2,8 +2,7 @@
 //! would be), a writer excludes everyone and waits readers out, a waiting writer holds new
 //! readers back, and one that left without the lock (`Busy`, cancelled) none, readers' fences
 //! are at least the last writer's, a reader that crashed frees its share after its lease, and
-//! a mixed load never lets a writer overlap anyone. Engines without
-//! read locks refuse them with a clear `Config` error.
+//! a mixed load never lets a writer overlap anyone. Every engine has read locks.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -235,20 +234,6 @@ async fn mixed_load(engine: &Engine, lockers: &[leasehold::Locker; 3]) {
         most_readers.load(Ordering::SeqCst) >= 2,
         "readers never overlapped: the run proves little"
     );
-}
-
-/// Engines without read locks say so at the request, naming themselves.
-pub async fn refused_clearly(engine: &Engine) {
-    let locker = engine.locker().await;
-    let e = locker.read_lock("rw:doc").acquire().await.unwrap_err();
-    assert!(matches!(e, LockError::Config { .. }), "{e:?}");
-    assert!(
-        e.to_string().contains("read locks are not supported"),
-        "{e}"
-    );
-    // The write side is the plain lock, which every engine has.
-    let w = locker.write_lock("rw:doc").acquire().await.unwrap();
-    w.release().await.unwrap();
 }
 
 /// Downgrading (Curator's `testDowngrading` and `testContendingDowngrading`, Redisson's
