@@ -292,7 +292,8 @@ async fn an_unreachable_redis_is_503_with_retry_after() {
         let http = client();
         for binary in SHOPS {
             let redis = RedisServer::start().await;
-            let shop = Shop::start(binary, &redis.url(), &[]).await;
+            // A purchase rides the outage out for its whole wait (2 s here), then answers.
+            let shop = Shop::start(binary, &redis.url(), &["--lock-wait", "2s"]).await;
             restock(&http, &shop, "down", 3).await;
             redis.kill9();
             let r = http.post(&shop.url("/orders/down")).await.unwrap();

@@ -50,7 +50,13 @@ async fn starts_down_then_locks(proxy: &TcpProxy, builder: LockerBuilder) {
     // (a lazy PostgreSQL locker once refused it until connected, its engine's queue being
     // decided in two places), and the capabilities are the connected engine's.
     let before = locker.capabilities();
-    let e = locker.lock("k").fair(true).try_acquire().await.unwrap_err();
+    // (Another key: the failed attempts on "k" hold its local turn until their clean-up ran.)
+    let e = locker
+        .lock("kf")
+        .fair(true)
+        .try_acquire()
+        .await
+        .unwrap_err();
     assert!(e.is_unavailable(), "{e:?}");
     // A waiting acquire rides the outage out: it takes the lock once the engine answers.
     let waiting = tokio::spawn({
