@@ -1,5 +1,6 @@
-//! `mode = "read"`: the read side of a read-write lock; readers share, and a read inside
-//! the body re-enters. `mode = "write"` is the plain exclusive lock. `fair = true` too.
+//! `mode = "read"`: the read side of a read-write lock; readers share. `mode = "write"` is
+//! the plain exclusive lock, and a read inside its body is a downgrade (a hold of its own,
+//! held on past the body). `fair = true` too.
 
 #![deny(warnings)]
 
@@ -15,7 +16,8 @@ async fn read(locker: &Locker, id: u64) -> Result<u64, LockError> {
 
 #[distributed_lock(key = "doc:<id>", mode = "write", locker = locker)]
 async fn write(locker: &Locker, id: u64) -> Result<(), LockError> {
-    assert!(locker.read_lock(format!("doc:{id}")).acquire().await?.is_reentrant());
+    let read = locker.read_lock(format!("doc:{id}")).acquire().await?;
+    assert!(!read.is_reentrant() && read.is_held());
     Ok(())
 }
 
