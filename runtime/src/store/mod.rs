@@ -340,6 +340,22 @@ pub(crate) struct PermitWaiter {
     pub(crate) until: tokio::time::Instant,
 }
 
+impl PermitWaiter {
+    /// Its place in a semaphore's queue of waiters: its name and the permits it waits for
+    /// (the stores sum the permits the waiters ahead of a request keep from it).
+    pub(crate) fn place(name: u128, count: u32) -> String {
+        format!("{name:032x}:{count}")
+    }
+
+    /// How long it stays queued from now unless it asks again: until its wait ends, at most
+    /// [`PERMIT_INTEREST`]. Zero: it will not wait any more, so it is not queued.
+    pub(crate) fn interest(&self) -> Duration {
+        self.until
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(PERMIT_INTEREST)
+    }
+}
+
 /// The longest a waiter stays in a semaphore's queue without asking again: it asks at least
 /// every second (a wake-up, or the contenders' longest nap), so a waiter that vanished (a
 /// killed process) holds the others back for this long at most.

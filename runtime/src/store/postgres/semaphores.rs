@@ -16,14 +16,7 @@ use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
     disagreement, AcquireRequest, Attempt, PermitState, PermitWaiter, Semaphores, StoreFuture,
-    PERMIT_INTEREST,
 };
-
-/// A waiter's name in a semaphore's queue: its name and the permits it waits for (the
-/// function sums the permits the waiters ahead of a request keep from it).
-fn waiter_place(name: u128, count: u32) -> String {
-    format!("{name:032x}:{count}")
-}
 
 impl PostgresStore {
     async fn acquire_permits_once(
@@ -35,17 +28,14 @@ impl PostgresStore {
     ) -> Result<Attempt, LockError> {
         let (place, wait_ms) = match waiter {
             Some(w) => {
-                let left = w
-                    .until
-                    .saturating_duration_since(tokio::time::Instant::now())
-                    .min(PERMIT_INTEREST);
+                let left = w.interest();
                 // Zero: it will not wait any more, so it is not queued.
                 let wait_ms = if left.is_zero() {
                     0
                 } else {
                     left.as_millis().max(1) as i64
                 };
-                (waiter_place(w.name, count), wait_ms)
+                (PermitWaiter::place(w.name, count), wait_ms)
             }
             None => (String::new(), 0),
         };
@@ -167,7 +157,7 @@ impl Semaphores for PostgresStore {
         let pool = self.pool.clone();
         let key = db_text(keys.lock()).into_owned();
         let wake = db_text(keys.wake()).into_owned();
-        let place = waiter_place(waiter, count);
+        let place = PermitWaiter::place(waiter, count);
         runtime.spawn(async move {
             let params: [&(dyn pg::types::ToSql + Sync); 3] = [&key, &place, &wake];
             let done = pool

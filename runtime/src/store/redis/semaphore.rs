@@ -12,7 +12,6 @@ use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
     disagreement, AcquireRequest, Attempt, PermitState, PermitWaiter, Renewal, Renewed,
-    PERMIT_INTEREST,
 };
 
 impl RedisStore {
@@ -28,13 +27,10 @@ impl RedisStore {
     ) -> Result<Attempt, LockError> {
         let (place, interest) = match waiter {
             Some(w) => {
-                let left = w
-                    .until
-                    .saturating_duration_since(tokio::time::Instant::now())
-                    .min(PERMIT_INTEREST);
+                let left = w.interest();
                 // Zero: it will not wait any more, so it is not queued.
                 let interest = if left.is_zero() { 0 } else { millis(left) };
-                (waiter_place(w.name, count), interest)
+                (PermitWaiter::place(w.name, count), interest)
             }
             None => (String::new(), 0),
         };
@@ -115,7 +111,7 @@ impl RedisStore {
             let mut inv = SEM_WITHDRAW.prepare_invoke();
             inv.key(keys.queue())
                 .key(keys.interest())
-                .arg(waiter_place(waiter, count))
+                .arg(PermitWaiter::place(waiter, count))
                 .arg(keys.wake())
                 .arg(core.conn.publish_command());
             if let Err(e) = core.run::<i64>(inv).await {
@@ -183,9 +179,4 @@ impl RedisStore {
                 .collect(),
         })
     }
-}
-
-/// A waiter's place in a semaphore's queue: its name and the permits it waits for.
-fn waiter_place(name: u128, count: u32) -> String {
-    format!("{name:032x}:{count}")
 }
