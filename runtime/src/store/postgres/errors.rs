@@ -32,6 +32,35 @@ pub(super) fn sql_state(e: &LockError) -> Option<&pg::error::SqlState> {
     }
 }
 
+/// The row an acquire statement answered; `None` when another session held the row it
+/// locks past `lock_timeout`: the lock (or semaphore) reads as held, and the caller tries
+/// again (fenced transactions hold an advisory lock, never the row).
+pub(super) fn answered_row(
+    answer: Result<pg::Row, LockError>,
+) -> Result<Option<pg::Row>, LockError> {
+    match answer {
+        Ok(row) => Ok(Some(row)),
+        Err(LockError::Unavailable {
+            source: Some(source),
+            ..
+        }) if is_lock_timeout(&*source) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What an acquire's first two columns say: the top fence when granted, else the holder's
+/// remaining lease in milliseconds (when known).
+pub(super) fn attempt_of(row: &pg::Row) -> crate::store::Attempt {
+    let fence: Option<i64> = row.get(0);
+    let remaining: Option<i64> = row.get(1);
+    match fence {
+        Some(top) => crate::store::Attempt::Granted { top: top as u64 },
+        None => crate::store::Attempt::Held {
+            remaining: remaining.map(|ms| std::time::Duration::from_millis(ms.max(1) as u64)),
+        },
+    }
+}
+
 pub(super) fn is_lock_timeout(source: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
     source
         .downcast_ref::<pg::Error>()

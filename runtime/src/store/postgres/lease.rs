@@ -4,11 +4,10 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use tokio_postgres as pg;
 
-use super::errors::{is_lock_timeout, sql_state};
+use super::errors::{answered_row, attempt_of, sql_state};
 use super::text::{db_text, token_text};
 use super::waiters::{MAX_INTEREST, YIELD_WINDOW};
 use super::PostgresStore;
@@ -67,30 +66,15 @@ impl PostgresStore {
                 }
             })
             .await;
-        let row = match answer {
-            Ok(row) => row,
-            // A row locked past lock_timeout by another session (not ours: fenced transactions
-            // hold an advisory lock, not the row): held.
-            Err(LockError::Unavailable {
-                source: Some(source),
-                ..
-            }) if is_lock_timeout(&*source) => {
-                return Ok(Attempt::Held { remaining: None });
-            }
-            Err(e) => return Err(e),
+        let Some(row) = answered_row(answer)? else {
+            return Ok(Attempt::Held { remaining: None });
         };
-        let fence: Option<i64> = row.get(0);
-        let remaining: Option<i64> = row.get(1);
-        if waits_as_process && fence.is_some() {
+        let attempt = attempt_of(&row);
+        if waits_as_process && matches!(attempt, Attempt::Granted { .. }) {
             // The grant took us out of the line (leasehold_acquire).
             self.queued_set().remove(req.keys.lock());
         }
-        Ok(match fence {
-            Some(top) => Attempt::Granted { top: top as u64 },
-            None => Attempt::Held {
-                remaining: remaining.map(|ms| Duration::from_millis(ms.max(1) as u64)),
-            },
-        })
+        Ok(attempt)
     }
 
     /// Deletes the lock if `token` owns it. `valid_until`: until when its holder counts the

@@ -2,11 +2,9 @@
 //! while readers hold it (`leasehold_acquire_shared`, `leasehold_release_shared` and
 //! `leasehold_renew_shared` in `schema.sql`).
 
-use std::time::Duration;
-
 use tokio_postgres as pg;
 
-use super::errors::is_lock_timeout;
+use super::errors::{answered_row, attempt_of};
 use super::text::{db_text, token_text};
 use super::waiters::YIELD_WINDOW;
 use super::PostgresStore;
@@ -32,23 +30,10 @@ impl PostgresStore {
                 }
             })
             .await;
-        let row = match answer {
-            Ok(row) => row,
-            // The lock's row locked past lock_timeout by another session: held.
-            Err(LockError::Unavailable {
-                source: Some(source),
-                ..
-            }) if is_lock_timeout(&*source) => return Ok(Attempt::Held { remaining: None }),
-            Err(e) => return Err(e),
+        let Some(row) = answered_row(answer)? else {
+            return Ok(Attempt::Held { remaining: None });
         };
-        let fence: Option<i64> = row.get(0);
-        let remaining: Option<i64> = row.get(1);
-        Ok(match fence {
-            Some(top) => Attempt::Granted { top: top as u64 },
-            None => Attempt::Held {
-                remaining: remaining.map(|ms| Duration::from_millis(ms.max(1) as u64)),
-            },
-        })
+        Ok(attempt_of(&row))
     }
 
     async fn release_shared_once(

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio_postgres as pg;
 
-use super::errors::is_lock_timeout;
+use super::errors::{answered_row, attempt_of};
 use super::sql::{INSPECT_PERMITS, WITHDRAW_PERMITS};
 use super::text::{db_text, token_text};
 use super::PostgresStore;
@@ -65,27 +65,14 @@ impl PostgresStore {
                 }
             })
             .await;
-        let row = match answer {
-            Ok(row) => row,
-            // The semaphore's row locked past lock_timeout by another session: try again.
-            Err(LockError::Unavailable {
-                source: Some(source),
-                ..
-            }) if is_lock_timeout(&*source) => return Ok(Attempt::Held { remaining: None }),
-            Err(e) => return Err(e),
+        let Some(row) = answered_row(answer)? else {
+            return Ok(Attempt::Held { remaining: None });
         };
-        let fence: Option<i64> = row.get(0);
-        let remaining: Option<i64> = row.get(1);
         let agreed: Option<i32> = row.get(2);
         if let Some(agreed) = agreed {
             return Err(disagreement(u32::try_from(agreed).unwrap_or(0), limit));
         }
-        Ok(match fence {
-            Some(top) => Attempt::Granted { top: top as u64 },
-            None => Attempt::Held {
-                remaining: remaining.map(|ms| Duration::from_millis(ms.max(1) as u64)),
-            },
-        })
+        Ok(attempt_of(&row))
     }
 
     async fn release_permits_once(
