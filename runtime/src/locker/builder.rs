@@ -337,7 +337,7 @@ impl LockerBuilder {
     }
 
     /// Whether a waiting acquire rides out an engine outage unless a request says otherwise
-    /// ([`LockRequest::retry_unavailable`]): it tries the engine again, with backoff (100 ms
+    /// ([`LockRequest::retry_unavailable`](crate::LockRequest::retry_unavailable)): it tries the engine again, with backoff (100 ms
     /// doubling up to 2 s, jittered), until its wait is over, and only then fails with
     /// [`LockError::Unavailable`](crate::LockError::Unavailable). `try_acquire` never retries.
     /// Defaults to `true`.
