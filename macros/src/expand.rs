@@ -156,9 +156,19 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
     };
     // A missing `From<LockError>` is reported at the error type, where the fix goes.
     let err_span = error_type_span(returned);
-    let bail = quote_spanned! {err_span=>
-        return ::core::result::Result::Err(::core::convert::From::from(__leasehold_error))
+    // One conversion for both a failed acquire and a loss under the body: a missing `From`
+    // is one obligation at one place, so the compiler reports it once.
+    let convert = quote_spanned! {err_span=>
+        // `From::from` is the identity when `E` is `LockError` itself.
+        #[allow(clippy::useless_conversion)]
+        let __leasehold_convert = |__leasehold_error: #krate::LockError| {
+            ::core::convert::From::from(__leasehold_error)
+        };
     };
+    let failed = quote_spanned! {err_span=>
+        ::core::result::Result::Err(__leasehold_convert(__leasehold_error))
+    };
+    let bail = quote!(return #failed);
     // The one decision of what is taken: what the lease holds and the guard that holds it.
     let take = Take::of(args);
     let (kind, guard_type) = (take.kind(), take.guard(krate));
@@ -200,10 +210,12 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
     // The body's statements, not its block: a block nested as the async block's value is
     // what `unused_braces` flags (in the user's code, where `cargo fix` would then break it).
     let body = &block.stmts;
-    let finish = respan(
-        quote!(#private::finish(__leasehold_guard, __leasehold_out).await),
-        err_span,
-    );
+    let finish = quote! {
+        match #private::finish(__leasehold_guard, __leasehold_out).await {
+            ::core::result::Result::Ok(__leasehold_result) => __leasehold_result,
+            ::core::result::Result::Err(__leasehold_error) => #failed,
+        }
+    };
 
     quote! {
         #(#outer)*
@@ -218,11 +230,10 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 fair: #fair,
                 hold_at_least: #hold_at_least,
             };
+            #convert
             let __leasehold_guard = {
                 match #acquire {
                     #taken
-                    // `From::from` is the identity when `E` is `LockError` itself.
-                    #[allow(clippy::useless_conversion)]
                     ::core::result::Result::Err(__leasehold_error) => #bail,
                 }
             };

@@ -399,17 +399,17 @@ pub async fn hold<G: Holding, F: Future>(
     }
 }
 
-/// Releases the lock and turns the outcome into the function's result. A failed release
-/// after a finished body is logged, not returned: the body's effects already happened.
-pub async fn finish<G: Holding, T, E: From<LockError>>(
+/// Releases the lock and hands back the outcome. A failed release after a finished body is
+/// logged, not returned: the body's effects already happened. The expansion turns a
+/// [`LockError`] into the function's error type itself, through the one conversion it also
+/// uses for a failed acquire, so a missing `From<LockError>` is reported once, at the
+/// function's error type (a bound here would be reported a second time, inside this crate).
+pub async fn finish<G: Holding, T>(
     guard: G,
-    out: Result<Result<T, E>, LockError>,
-) -> Result<T, E> {
+    out: Result<T, LockError>,
+) -> Result<T, LockError> {
     if let Err(e) = guard.give_back().await {
         tracing::warn!(error = %e, "releasing the lock after the body failed");
     }
-    match out {
-        Ok(result) => result,
-        Err(e) => Err(E::from(e)),
-    }
+    out
 }
