@@ -99,9 +99,28 @@ pub(super) fn check_url(field: &str, url: &str) -> Result<String, LockError> {
     if SCHEMES.iter().any(|s| url.starts_with(s)) {
         return Ok(url.to_owned());
     }
+    // A URL of another engine in a Redis field: say which field takes it.
+    let lower = url.trim().to_ascii_lowercase();
+    let elsewhere = if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+        Some(("a PostgreSQL URL", "postgres = \"...\" (LEASEHOLD_POSTGRES)"))
+    } else if lower.starts_with("http://") || lower.starts_with("https://") {
+        Some(("an etcd endpoint", "etcd = [\"...\"] (LEASEHOLD_ETCD)"))
+    } else if lower.starts_with("zk://") || lower.starts_with("zookeeper://") {
+        Some(("a ZooKeeper address", "zookeeper = \"host:port,...\" (LEASEHOLD_ZOOKEEPER)"))
+    } else {
+        None
+    };
+    if let Some((what, key)) = elsewhere {
+        return Err(LockError::config(format!(
+            "{field}: {:?} is {what}, and {field} names a Redis server; write it as {key} \
+             instead",
+            redact(url)
+        )));
+    }
     Err(LockError::config(format!(
         "{field}: {:?} is not a Redis URL; write redis://host:port, rediss://host:port (TLS) \
-         or redis+unix:///path/to/socket",
+         or redis+unix:///path/to/socket; for another engine use postgres, etcd or zookeeper \
+         instead of {field}",
         redact(url)
     )))
 }
@@ -115,4 +134,32 @@ pub(super) fn redact(url: &str) -> String {
         (None, Some(at)) => format!("***{}", &url[at..]),
         _ => url.to_owned(),
     }
+}
+
+/// `text` with the credentials of every URL or `user:password@host` in it hidden, for
+/// messages that quote a line of a document.
+pub(super) fn redact_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('@') {
+        let (before, after) = rest.split_at(at);
+        // The word the `@` ends: back to a space, quote, comma or bracket.
+        let start = before
+            .rfind(|c: char| c.is_whitespace() || "\"',[]{}=".contains(c))
+            .map_or(0, |i| i + 1);
+        let word = &before[start..];
+        out.push_str(&before[..start]);
+        match word.find("://") {
+            Some(scheme) => {
+                out.push_str(&word[..scheme + 3]);
+                out.push_str("***");
+            }
+            None if word.contains(':') => out.push_str("***"),
+            None => out.push_str(word),
+        }
+        out.push('@');
+        rest = &after[1..];
+    }
+    out.push_str(rest);
+    out
 }

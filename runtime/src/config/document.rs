@@ -3,10 +3,14 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
+use std::time::Duration;
+
+use serde::de::{SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 
 use super::checks::{
-    check_bound, check_lease, check_prefix, check_url, invalid, parse_drift, parse_duration, urls,
+    check_bound, check_lease, check_prefix, check_url, invalid, parse_drift, parse_duration,
+    redact_text, urls,
 };
 use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;
@@ -22,7 +26,11 @@ impl LockConfig {
     /// a lease under 10 ms, a bad prefix, or a rule whose path or key does not parse.
     pub fn from_toml_str(text: &str) -> Result<LockConfig, LockError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| LockError::Config {
-            message: format!("invalid leasehold config: {}", e.to_string().trim_end()),
+            // The message quotes the line of the error: hide any credentials in it.
+            message: format!(
+                "invalid leasehold config: {}",
+                redact_text(e.to_string().trim_end())
+            ),
             source: Some(Box::new(e)),
         })?;
         LockConfig::try_from(raw).map_err(invalid)
@@ -52,10 +60,15 @@ impl LockConfig {
     }
 }
 
-/// The document as written: strings for durations, checked in [`TryFrom`].
+/// The document as written, each value checked as it is read: an error then carries the
+/// position of the bad value itself (TOML reports its line and column), also when the config
+/// is a table nested in the application's own settings. What needs several fields is checked
+/// in [`TryFrom`].
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
+    // URLs are checked after reading, not at the value: the format's message would quote the
+    // value's line, and a URL may carry a password.
     url: Option<String>,
     #[serde(default)]
     redlock: Vec<String>,
@@ -66,19 +79,26 @@ pub(super) struct RawConfig {
     #[serde(default)]
     etcd: Vec<String>,
     postgres: Option<String>,
-    session_timeout: Option<String>,
+    #[serde(default, deserialize_with = "session_timeout")]
+    session_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "clock_drift")]
     clock_drift: Option<f64>,
+    #[serde(default, deserialize_with = "prefix")]
     prefix: Option<String>,
-    lease: Option<String>,
-    wait: Option<String>,
-    op_timeout: Option<String>,
-    connect_timeout: Option<String>,
+    #[serde(default, deserialize_with = "lease")]
+    lease: Option<Duration>,
+    #[serde(default, deserialize_with = "wait")]
+    wait: Option<Duration>,
+    #[serde(default, deserialize_with = "op_timeout")]
+    op_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "connect_timeout")]
+    connect_timeout: Option<Duration>,
     watchdog: Option<bool>,
     lazy_connect: Option<bool>,
     retry_unavailable: Option<bool>,
     status_codes: Option<crate::web::StatusCodes>,
-    #[serde(default)]
-    rules: Vec<RawRule>,
+    #[serde(default, deserialize_with = "rules")]
+    rules: Vec<RouteRule>,
 }
 
 #[derive(Deserialize)]
@@ -87,46 +107,87 @@ struct RawRule {
     method: Option<String>,
     path: String,
     key: String,
-    lease: Option<String>,
-    wait: Option<String>,
+    #[serde(default, deserialize_with = "lease")]
+    lease: Option<Duration>,
+    #[serde(default, deserialize_with = "wait")]
+    wait: Option<Duration>,
     watchdog: Option<bool>,
-    on_lost: Option<String>,
+    #[serde(default, deserialize_with = "on_lost")]
+    on_lost: Option<OnLost>,
     #[serde(default)]
     fair: bool,
+}
+
+/// A field read as text and checked by `$check`, its error a serde error at the value.
+macro_rules! checked {
+    ($name:ident -> $ty:ty, |$text:ident| $check:expr) => {
+        fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<$ty>, D::Error> {
+            let text: Option<String> = Option::deserialize(d)?;
+            text.map(|$text| -> Result<$ty, LockError> { $check })
+                .transpose()
+                .map_err(at_value)
+        }
+    };
+}
+
+checked!(prefix -> String, |text| check_prefix("prefix", &text));
+checked!(lease -> Duration, |text| check_lease("lease", &text, parse_duration("lease", &text)?));
+checked!(wait -> Duration, |text| parse_duration("wait", &text));
+checked!(session_timeout -> Duration, |text| parse_duration("session_timeout", &text));
+checked!(op_timeout -> Duration, |text| {
+    check_bound("op_timeout", &text, parse_duration("op_timeout", &text)?)
+});
+checked!(connect_timeout -> Duration, |text| {
+    check_bound("connect_timeout", &text, parse_duration("connect_timeout", &text)?)
+});
+checked!(on_lost -> OnLost, |text| match text.as_str() {
+    "cancel" => Ok(OnLost::Cancel),
+    "continue" => Ok(OnLost::Continue),
+    _ => Err(LockError::config(format!(
+        "on_lost: {text:?} is not an option; write \"cancel\" (stop the request, 503) or \
+         \"continue\" (let it finish)"
+    ))),
+});
+
+fn clock_drift<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let drift: Option<f64> = Option::deserialize(d)?;
+    drift
+        .map(|drift| parse_drift("clock_drift", &drift.to_string()))
+        .transpose()
+        .map_err(at_value)
+}
+
+/// The rules, each made a [`RouteRule`] as it is read, its errors naming its index.
+fn rules<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RouteRule>, D::Error> {
+    struct Rules;
+    impl<'de> Visitor<'de> for Rules {
+        type Value = Vec<RouteRule>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of route rules")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut rules = Vec::new();
+            while let Some(raw) = seq.next_element::<RawRule>()? {
+                rules.push(raw.into_rule(rules.len()).map_err(at_value)?);
+            }
+            Ok(rules)
+        }
+    }
+    d.deserialize_seq(Rules)
+}
+
+/// A check's message as a serde error, which the format places at the value being read.
+fn at_value<E: serde::de::Error>(e: LockError) -> E {
+    match e {
+        LockError::Config { message, .. } => E::custom(message),
+        other => E::custom(other),
+    }
 }
 
 impl TryFrom<RawConfig> for LockConfig {
     type Error = LockError;
 
     fn try_from(raw: RawConfig) -> Result<Self, LockError> {
-        let opt = |field: &str, value: &Option<String>| {
-            value
-                .as_deref()
-                .map(|v| parse_duration(field, v))
-                .transpose()
-        };
-        let lease = opt("lease", &raw.lease)?;
-        if let (Some(lease), Some(text)) = (lease, &raw.lease) {
-            check_lease("lease", text, lease)?;
-        }
-        let mut bounds = [None, None];
-        for (slot, (field, value)) in bounds.iter_mut().zip([
-            ("op_timeout", &raw.op_timeout),
-            ("connect_timeout", &raw.connect_timeout),
-        ]) {
-            if let Some(text) = value {
-                *slot = Some(check_bound(field, text, parse_duration(field, text)?)?);
-            }
-        }
-        let rules = raw
-            .rules
-            .into_iter()
-            .enumerate()
-            .map(|(i, rule)| rule.into_rule(i))
-            .collect::<Result<_, _>>()?;
-        if let Some(drift) = raw.clock_drift {
-            parse_drift("clock_drift", &drift.to_string())?;
-        }
         Ok(LockConfig {
             url: raw.url.map(|u| check_url("url", &u)).transpose()?,
             redlock: urls("redlock", raw.redlock)?,
@@ -143,18 +204,18 @@ impl TryFrom<RawConfig> for LockConfig {
             zookeeper: raw.zookeeper,
             etcd: raw.etcd,
             postgres: raw.postgres,
-            session_timeout: opt("session_timeout", &raw.session_timeout)?,
+            session_timeout: raw.session_timeout,
             clock_drift: raw.clock_drift,
-            prefix: raw.prefix.map(|p| check_prefix("prefix", &p)).transpose()?,
-            lease,
-            wait: opt("wait", &raw.wait)?,
-            op_timeout: bounds[0],
-            connect_timeout: bounds[1],
+            prefix: raw.prefix,
+            lease: raw.lease,
+            wait: raw.wait,
+            op_timeout: raw.op_timeout,
+            connect_timeout: raw.connect_timeout,
             watchdog: raw.watchdog,
             lazy_connect: raw.lazy_connect,
             retry_unavailable: raw.retry_unavailable,
             status_codes: raw.status_codes,
-            rules,
+            rules: raw.rules,
         })
     }
 }
@@ -175,30 +236,18 @@ impl RawRule {
             };
             LockError::config(format!("{}: {message}", at(field)))
         })?;
-        if let Some(text) = &self.lease {
-            let lease = parse_duration(&at("lease"), text)?;
-            rule = rule.lease(check_lease(&at("lease"), text, lease)?);
+        if let Some(lease) = self.lease {
+            rule = rule.lease(lease);
         }
-        if let Some(text) = &self.wait {
-            rule = rule.wait(parse_duration(&at("wait"), text)?);
+        if let Some(wait) = self.wait {
+            rule = rule.wait(wait);
         }
         if let Some(on) = self.watchdog {
             rule = rule.watchdog(on);
         }
-        rule = rule.fair(self.fair);
-        if let Some(text) = &self.on_lost {
-            rule = rule.on_lost(match text.as_str() {
-                "cancel" => OnLost::Cancel,
-                "continue" => OnLost::Continue,
-                _ => {
-                    return Err(LockError::config(format!(
-                        "{}: {text:?} is not an option; write \"cancel\" (stop the request, 503) \
-                         or \"continue\" (let it finish)",
-                        at("on_lost")
-                    )))
-                }
-            });
+        if let Some(on_lost) = self.on_lost {
+            rule = rule.on_lost(on_lost);
         }
-        Ok(rule)
+        Ok(rule.fair(self.fair))
     }
 }

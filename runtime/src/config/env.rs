@@ -43,7 +43,10 @@ impl LockConfig {
     }
 
     /// This config with the fields that the environment sets replaced: a file for the rules
-    /// and defaults, the environment for the deployment (`LEASEHOLD_URL` ...).
+    /// and defaults, the environment for the deployment. A variable naming a deployment
+    /// (`LEASEHOLD_URL`, `LEASEHOLD_REDLOCK`, `LEASEHOLD_CLUSTER`, `LEASEHOLD_SENTINEL*`,
+    /// `LEASEHOLD_ZOOKEEPER`, `LEASEHOLD_ETCD`, `LEASEHOLD_POSTGRES`) replaces the file's
+    /// deployment, whichever engine the file names.
     ///
     /// # Errors
     /// As [`from_env`](Self::from_env).
@@ -80,6 +83,19 @@ impl LockConfig {
         mut self,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<LockConfig, LockError> {
+        let vars: Vec<(String, String)> = vars.into_iter().collect();
+        // A variable naming a deployment replaces the document's deployment: the other
+        // engines' fields are cleared, so `LEASEHOLD_URL` over a file that says `postgres`
+        // moves the service to Redis (two deployments named by the variables themselves are
+        // still an error, as in a file).
+        let named: Vec<&str> = vars
+            .iter()
+            .filter_map(|(name, _)| ENV_VARS.iter().find(|(var, _)| var == name))
+            .filter_map(|(_, field)| deployment_of(field))
+            .collect();
+        if !named.is_empty() {
+            self.keep_deployments(&named);
+        }
         for (name, value) in vars {
             let Some((var, field)) = ENV_VARS.iter().find(|(var, _)| *var == name) else {
                 continue;
@@ -126,5 +142,47 @@ impl LockConfig {
             }
         }
         Ok(self)
+    }
+}
+
+/// The deployment a variable's field belongs to, if it names one.
+fn deployment_of(field: &str) -> Option<&'static str> {
+    match field {
+        "url" => Some("url"),
+        "redlock" => Some("redlock"),
+        "cluster" => Some("cluster"),
+        "sentinel" | "sentinel_master" => Some("sentinel"),
+        "zookeeper" => Some("zookeeper"),
+        "etcd" => Some("etcd"),
+        "postgres" => Some("postgres"),
+        _ => None,
+    }
+}
+
+impl LockConfig {
+    /// Clears every deployment but the ones named.
+    fn keep_deployments(&mut self, named: &[&str]) {
+        let keep = |name: &str| named.contains(&name);
+        if !keep("url") {
+            self.url = None;
+        }
+        if !keep("redlock") {
+            self.redlock.clear();
+        }
+        if !keep("cluster") {
+            self.cluster.clear();
+        }
+        if !keep("sentinel") {
+            self.sentinel = None;
+        }
+        if !keep("zookeeper") {
+            self.zookeeper = None;
+        }
+        if !keep("etcd") {
+            self.etcd.clear();
+        }
+        if !keep("postgres") {
+            self.postgres = None;
+        }
     }
 }

@@ -121,7 +121,7 @@ fn deployments_beyond_one_server_parse() {
         .unwrap();
     assert_eq!(env.cluster, ["redis://n1:7000", "redis://n2:7000"]);
     assert!(err(r#"clock_drift = 0.7"#).contains("clock_drift"));
-    assert!(err(r#"redlock = ["http://a"]"#).contains("not a Redis URL"));
+    assert!(err(r#"redlock = ["ftp://a"]"#).contains("not a Redis URL"));
     let both = LockConfig::from_toml_str(
         r#"
         url = "redis://a:6379"
@@ -171,9 +171,16 @@ fn errors_name_the_field_and_the_value() {
     assert!(e.contains("unknown field `leese`"), "{e}");
     let e = err(r#"prefix = "a{b}""#);
     assert!(e.contains(r#"prefix: "a{b}" is refused"#), "{e}");
+    let e = err(r#"url = "ftp://user:hunter2@cache:6379""#);
+    assert!(
+        e.contains("url: \"ftp://***@cache:6379\" is not a Redis URL"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2"), "{e}");
     let e = err(r#"url = "http://user:hunter2@cache:6379""#);
     assert!(
-        e.contains("url: \"http://***@cache:6379\" is not a Redis URL"),
+        e.contains("url: \"http://***@cache:6379\" is an etcd endpoint")
+            && e.contains("etcd = [\"...\"]"),
         "{e}"
     );
     assert!(!e.contains("hunter2"), "{e}");
@@ -185,12 +192,12 @@ fn errors_name_the_field_and_the_value() {
     assert!(e.contains(r#"rules[0].method: method "PO ST""#), "{e}");
     let e = err(r#"rules = [{ path = "/", key = "k" }, { path = "/", key = "k", lease = "1h!" }]"#);
     assert!(
-        e.contains(r#"rules[1].lease: "1h!" is not a duration"#),
+        e.contains(r#"lease: "1h!" is not a duration"#) && e.contains("line 1, column 70"),
         "{e}"
     );
     let e = err(r#"rules = [{ path = "/", key = "k", on_lost = "panic" }]"#);
     assert!(
-        e.contains(r#"rules[0].on_lost: "panic" is not an option"#),
+        e.contains(r#"on_lost: "panic" is not an option"#),
         "{e}"
     );
     let e = err(r#"rules = [{ path = "/", key = "k", lock = "x" }]"#);
@@ -253,4 +260,109 @@ fn passwords_are_redacted() {
     assert_eq!(redact("redis://u:pw@h:1"), "redis://***@h:1");
     assert_eq!(redact("u:pw@h:1"), "***@h:1");
     assert_eq!(redact("redis://h:1"), "redis://h:1");
+}
+
+#[test]
+fn a_url_of_another_engine_names_the_key_that_takes_it() {
+    let e = err(r#"url = "postgres://app:s3cret@db:5432/app""#);
+    assert!(
+        e.contains(r#"url: "postgres://***@db:5432/app" is a PostgreSQL URL"#)
+            && e.contains(r#"write it as postgres = "...""#),
+        "{e}"
+    );
+    assert!(!e.contains("s3cret"), "{e}");
+    let e = LockConfig::default()
+        .with_vars([(
+            "LEASEHOLD_URL".to_owned(),
+            "postgresql://db/app".to_owned(),
+        )])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("LEASEHOLD_URL") && e.contains("LEASEHOLD_POSTGRES"), "{e}");
+}
+
+/// The config as a table of the application's own settings: an error points at the bad key's
+/// line, not at the table's.
+#[test]
+fn errors_in_a_nested_table_point_at_the_bad_key() {
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Settings {
+        port: u16,
+        locks: LockConfig,
+    }
+    let text = "port = 8080\n\n[locks]\npostgres = \"postgres://db/app\"\nlease = \"30s\"\nwait = \"3 fortnights!\"\n";
+    let e = toml::from_str::<Settings>(text).unwrap_err().to_string();
+    assert!(e.contains("line 6"), "{e}");
+    assert!(e.contains(r#"wait: "3 fortnights!" is not a duration"#), "{e}");
+    let text = "port = 8080\n[locks]\nurl = \"redis://a\"\n\n[[locks.rules]]\npath = \"/\"\nkey = \"k\"\n\n[[locks.rules]]\npath = \"/b\"\nkey = \"k\"\nlease = \"1ms\"\n";
+    let e = toml::from_str::<Settings>(text).unwrap_err().to_string();
+    assert!(e.contains("line 12"), "{e}");
+    assert!(e.contains(r#"lease: "1ms" is too short"#), "{e}");
+}
+
+/// A variable naming an engine replaces the file's engine; two named by variables are still
+/// an error.
+#[test]
+fn the_environment_replaces_the_files_deployment() {
+    let file = LockConfig::from_toml_str(
+        r#"
+        postgres = "postgres://db/app"
+        lease = "20s"
+        "#,
+    )
+    .unwrap();
+    let moved = file
+        .clone()
+        .with_vars([("LEASEHOLD_URL".to_owned(), "redis://cache:6379".to_owned())])
+        .unwrap();
+    assert_eq!(moved.url.as_deref(), Some("redis://cache:6379"));
+    assert_eq!(moved.postgres, None);
+    assert_eq!(moved.lease, Some(Duration::from_secs(20)));
+    assert!(moved.deployment().is_ok());
+    let moved = file
+        .clone()
+        .with_vars([("LEASEHOLD_ETCD".to_owned(), "http://e1:2379,http://e2:2379".to_owned())])
+        .unwrap();
+    assert_eq!(moved.etcd, ["http://e1:2379", "http://e2:2379"]);
+    assert!(moved.postgres.is_none() && moved.url.is_none());
+    // Only the master's name from the environment: the file's sentinels stay.
+    let sentinel = LockConfig::from_toml_str(
+        r#"
+        [sentinel]
+        urls = ["redis://s1:26379"]
+        master = "old"
+        "#,
+    )
+    .unwrap()
+    .with_vars([("LEASEHOLD_SENTINEL_MASTER".to_owned(), "new".to_owned())])
+    .unwrap();
+    let s = sentinel.sentinel.as_ref().unwrap();
+    assert_eq!((s.urls.len(), s.master.as_str()), (1, "new"));
+    let two = file
+        .with_vars([
+            ("LEASEHOLD_URL".to_owned(), "redis://cache:6379".to_owned()),
+            ("LEASEHOLD_POSTGRES".to_owned(), "postgres://db/app".to_owned()),
+        ])
+        .unwrap()
+        .deployment()
+        .unwrap_err()
+        .to_string();
+    assert!(two.contains("url, postgres are all set"), "{two}");
+}
+
+#[test]
+fn quoted_lines_hide_credentials() {
+    use super::checks::redact_text;
+    assert_eq!(
+        redact_text(r#"1 | url = "redis://u:hunter2@h:6379" x@y"#),
+        r#"1 | url = "redis://***@h:6379" x@y"#
+    );
+    assert_eq!(
+        redact_text(r#"etcd = ["app:pw@e1:2379", "http://a:b@e2"]"#),
+        r#"etcd = ["***@e1:2379", "http://***@e2"]"#
+    );
+    // A syntax error on a line with a password: the message quotes the line, masked.
+    let e = err("postgres = \"postgres://app:s3cret@db/app\"\nlease = ");
+    assert!(!e.contains("s3cret"), "{e}");
 }

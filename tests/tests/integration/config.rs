@@ -162,7 +162,7 @@ async fn bad_config_names_the_field_and_the_value() {
         ),
         (
             r#"rules = [{ path = "/", key = "k", wait = "2 fortnights!" }]"#,
-            r#"rules[0].wait: "2 fortnights!" is not a duration"#,
+            r#"wait: "2 fortnights!" is not a duration"#,
         ),
         ("lease = ", "invalid leasehold config"),
     ];

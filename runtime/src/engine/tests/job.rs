@@ -241,7 +241,7 @@ async fn a_body_that_runs_past_hold_at_most_is_cancelled() {
     .await;
     assert!(matches!(out, Err(LockError::Lost { .. })), "{out:?}");
     assert!(!finished, "the body ran on past hold_at_most");
-    let out: Result<(), LockError> = __private::finish(guard, out.map(Ok)).await;
+    let out: Result<(), LockError> = __private::finish(guard, out.map(Ok)).await.and_then(|r| r);
     assert!(matches!(out, Err(LockError::Lost { .. })));
     assert!(free_for(&b).await);
 }
@@ -284,7 +284,7 @@ async fn skip_returns_none_while_the_lock_is_held_elsewhere() {
             .unwrap()
             .is_none()
     );
-    let out: Result<(), LockError> = __private::finish(guard, Ok(Ok(()))).await;
+    let out: Result<(), LockError> = __private::finish(guard, Ok(Ok(()))).await.and_then(|r| r);
     out.unwrap();
     // Triggered a second later: the hold still keeps the job from running twice.
     tokio::time::sleep(Duration::from_secs(1)).await;
