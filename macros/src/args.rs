@@ -25,6 +25,7 @@ mod kw {
     syn::custom_keyword!(hold_at_least);
     syn::custom_keyword!(hold_at_most);
     syn::custom_keyword!(permits);
+    syn::custom_keyword!(profile);
 }
 
 pub(crate) mod job;
@@ -32,8 +33,8 @@ pub(crate) use job::Job;
 
 /// Every option, in the order the docs list them; named in the "unknown option" error.
 const OPTIONS: &str =
-    "`key`, `keys`, `mode`, `fair`, `fencing`, `permits`, `lease`, `wait`, `watchdog`, `locker`, \
-     `guard`, `on_lost`, `on_busy`, `hold_at_least`, `hold_at_most`, `crate`";
+    "`key`, `keys`, `mode`, `fair`, `fencing`, `permits`, `lease`, `wait`, `watchdog`, \
+     `profile`, `locker`, `guard`, `on_lost`, `on_busy`, `hold_at_least`, `hold_at_most`, `crate`";
 
 /// `leasehold::MIN_LEASE`: the runtime refuses shorter leases at run time, the attribute at
 /// compile time. (A proc-macro crate cannot depend on the runtime; a behaviour test keeps
@@ -70,6 +71,8 @@ pub(crate) struct Args {
     pub fencing: bool,
     /// `permits = N`: one permit of a semaphore of `N`, instead of a lock.
     pub permits: Option<u32>,
+    /// `profile = "name"`: the locker's named settings, which override the literals.
+    pub profile: Option<LitStr>,
     /// Path to the runtime crate; `::leasehold` unless `crate = "..."` says otherwise.
     pub krate: Path,
     /// `on_busy`, `hold_at_least`, `hold_at_most`: singleton jobs.
@@ -102,6 +105,7 @@ impl Parse for Args {
             fair: false,
             fencing: true,
             permits: None,
+            profile: None,
             krate: syn::parse_quote!(::leasehold),
             job: Job::default(),
             given: Vec::new(),
@@ -220,6 +224,12 @@ impl Parse for Args {
                 if seen.first("permits", kw.span, &mut args.errors) {
                     args.permits = args.errors.keep(permits(&value));
                     permits_span = Some(value.span());
+                }
+            } else if lookahead.peek(kw::profile) {
+                let kw: kw::profile = input.parse()?;
+                let value = value(input)?;
+                if seen.first("profile", kw.span, &mut args.errors) {
+                    args.profile = args.errors.keep(profile(&value));
                 }
             } else if lookahead.peek(Token![crate]) {
                 let kw: Token![crate] = input.parse()?;
@@ -488,6 +498,21 @@ fn permits(value: &Expr) -> syn::Result<u32> {
             ),
         )),
     }
+}
+
+fn profile(value: &Expr) -> syn::Result<LitStr> {
+    let lit = string(value, "profile", "\"payments\"")?;
+    let name = lit.value();
+    if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`profile = {name:?}` is not a profile name: write the name of a \
+                 `[profiles.NAME]` table of the locker's config, e.g. `profile = \"payments\"`"
+            ),
+        ));
+    }
+    Ok(lit)
 }
 
 fn guard(value: &Expr) -> syn::Result<Ident> {

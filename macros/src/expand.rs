@@ -217,6 +217,36 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         }
     };
 
+    let profile = match &args.profile {
+        Some(name) => quote!(::core::option::Option::Some(::std::borrow::Cow::Borrowed(#name))),
+        None => quote!(::core::option::Option::None),
+    };
+    // Where the attribute is, for the start-up check of every call site and the one log
+    // line of a call site's configuration error.
+    let function = LitStr::new(&format!("::{}", sig.ident), Span::call_site());
+    let (key_text, several) = match (&args.key, &args.keys) {
+        (Some(lit), _) => (format!("{:?}", lit.value()), false),
+        (None, Some(lits)) => (
+            format!(
+                "[{}]",
+                lits.iter()
+                    .map(|lit| format!("{:?}", lit.value()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            true,
+        ),
+        (None, None) => (String::new(), false),
+    };
+    let key_text = LitStr::new(&key_text, Span::call_site());
+    let locker_text = match &args.locker {
+        Some(expr) => {
+            let text = LitStr::new(&expr_text(expr), Span::call_site());
+            quote!(::core::option::Option::Some(#text))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+
     quote! {
         #(#outer)*
         #vis #sig {
@@ -229,7 +259,21 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
                 kind: #private::LeaseKind::#kind,
                 fair: #fair,
                 hold_at_least: #hold_at_least,
+                profile: #profile,
+                site: ::core::option::Option::Some(#private::Site {
+                    function: ::core::concat!(::core::module_path!(), #function),
+                    file: ::core::file!(),
+                    line: ::core::line!(),
+                    key: #key_text,
+                    keys: #several,
+                    locker: #locker_text,
+                }),
             };
+            // Every call site in one registry, gathered by the linker: a locker checks them
+            // all at start-up (`Locker::check_call_sites`).
+            #[#private::linkme::distributed_slice(#private::CALL_SITES)]
+            #[linkme(crate = #private::linkme)]
+            static __LEASEHOLD_SITE: &#private::Spec = &__LEASEHOLD_SPEC;
             #convert
             let __leasehold_guard = {
                 match #acquire {
@@ -462,6 +506,26 @@ fn result_type(sig: &Signature) -> syn::Result<&Type> {
             ))
         }
     }
+}
+
+/// An expression as a person would write it, for messages (`self.locker`, not
+/// `self . locker`).
+fn expr_text(expr: &Expr) -> String {
+    let text = expr.to_token_stream().to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut prev = ' ';
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let next = chars.peek().copied().unwrap_or(' ');
+        let tight_before = matches!(next, '.' | '(' | ')' | '[' | ']' | ',' | '?' | ':');
+        let tight_after = matches!(prev, '.' | '(' | '[' | '&' | '*' | '!' | ':');
+        if c == ' ' && (tight_before || tight_after) {
+            continue;
+        }
+        out.push(c);
+        prev = c;
+    }
+    out.replace(",", ", ").replace(",  ", ", ")
 }
 
 /// A type as a person would write it (token strings put spaces everywhere).

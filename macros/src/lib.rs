@@ -46,7 +46,7 @@ mod template;
 /// | the lock | the function returns | the body |
 /// | --- | --- | --- |
 /// | was busy for the whole `wait` | `Err(LockError::Busy { .. }.into())` | does not run |
-/// | could not be reached (Redis down, timeout) | `Err(LockError::Unavailable { .. }.into())` | does not run |
+/// | could not be reached (the engine down, a timeout) | `Err(LockError::Unavailable { .. }.into())` | does not run |
 /// | lease lost while the body ran, `on_lost = "cancel"` | `Err(LockError::Lost.into())` | is dropped at its next `.await` |
 /// | no `locker = ...` and no default installed | `Err(LockError::Config { .. }.into())`, saying how to fix it | does not run |
 /// | was taken, `on_busy = "skip"` | `Ok(())` or `Ok(None)`, at once | does not run |
@@ -63,9 +63,11 @@ mod template;
 /// | `mode` | `"read"` (shared with other readers) or `"write"` | `"write"` (exclusive) |
 /// | `fair` | `true`: no handover inside the process, processes take turns | `false` |
 /// | `fencing` | `false`: no fencing token, the guard has no `fence()`; on Redis a free lock is one native `SET NX PX` | `true` |
+/// | `permits` | whole number from 1 to 10000: one permit of a semaphore of that many, instead of a lock | a lock |
 /// | `lease` | duration string, at least `"10ms"` | the locker's default lease (30 s) |
 /// | `wait` | duration string, `"0s"` fails fast | the locker's default wait (3 s) |
 /// | `watchdog` | `true` or `false` | the locker's default (on) |
+/// | `profile` | name of the locker's profile (`[profiles.NAME]` in its config), whose settings override `lease`, `wait`, `watchdog`, `fair` and `permits` | none |
 /// | `locker` | expression giving a `Locker`, `&Locker` or `Arc<Locker>` | the global default (`leasehold::set_global_default`) |
 /// | `guard` | identifier | no binding |
 /// | `on_lost` | `"cancel"` or `"continue"` | `"cancel"` |
@@ -158,8 +160,53 @@ mod template;
 /// # Ok(()) }
 /// ```
 ///
+/// ## `permits`: a semaphore instead of a lock
+/// `permits = N` holds one permit of the semaphore of `N` permits named by `key` (see
+/// [`Locker::semaphore`](../leasehold/struct.Locker.html#method.semaphore)): up to `N` bodies
+/// run at once across every process, each permit with a lease of its own, renewed while its
+/// body runs. `guard = g` binds a `&PermitGuard`. Only with one `key`, not with `keys`,
+/// `mode`, `fair`, `fencing = false`, `on_busy` or `hold_at_*`.
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError};
+/// #[distributed_lock(key = "partner-api", permits = 3, wait = "2s")]
+/// async fn call_partner() -> Result<(), LockError> {
+///     // at most three of these run at once, fleet-wide
+///     Ok(())
+/// }
+/// ```
+///
+/// ## `profile`: settings from configuration
+/// `profile = "payments"` takes the lock with the locker's profile of that name (a
+/// `[profiles.payments]` table of its config, or `LockerBuilder::profile`): what the profile
+/// sets (`lease`, `wait`, `watchdog`, `fair`, and `limit` for `permits`) overrides the
+/// attribute's literals, which stay the defaults for what it leaves unset. So the numbers can
+/// change per deployment without a rebuild. A profile the locker lacks is found at start-up:
+/// [`set_global_default`](../leasehold/fn.set_global_default.html) refuses a locker that an
+/// attribute without `locker = ...` cannot use, and
+/// [`Locker::check_call_sites`](../leasehold/struct.Locker.html#method.check_call_sites)
+/// checks every attribute of the program (by function, file, line and key). A call that
+/// still meets a configuration error logs it at `error`, once per attribute.
+///
+/// ```
+/// # use leasehold::{distributed_lock, LockError, Locker, Profile};
+/// #[distributed_lock(key = "payout:<id>", lease = "30s", profile = "payments")]
+/// async fn payout(id: u64) -> Result<u64, LockError> {
+///     Ok(id)
+/// }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// // [profiles.payments] lease = "45s", wait = "0s" in the config file, or:
+/// let locker = Locker::builder()
+///     .profile("payments", Profile::new().lease(std::time::Duration::from_secs(45)))
+///     .build_in_memory()?;
+/// leasehold::set_global_default(locker)?; // checks `payout` against the locker
+/// assert_eq!(payout(7).await?, 7);
+/// # Ok(()) }
+/// ```
+///
 /// ## `lease` and `watchdog`: how long the lock lasts
-/// `lease` is how long Redis keeps the lock if this process stops renewing it (say, it
+/// `lease` is how long the engine keeps the lock if this process stops renewing it (say, it
 /// crashed), written as a `humantime` duration: `"500ms"`, `"30s"`, `"2m"`, `"1h 30m"`.
 /// With `watchdog = true` the lease is renewed every lease/3 while the body runs, so the
 /// body may run longer than the lease; with `watchdog = false` the lease is a hard
@@ -228,8 +275,8 @@ mod template;
 /// ```
 ///
 /// ## `on_lost`: when the lease is lost anyway
-/// A lease can be lost while the body runs (Redis restarted, the process paused past its
-/// lease, `watchdog = false`). With `"cancel"` (the default) the body's future is dropped at
+/// A lease can be lost while the body runs (the engine restarted or failed over, the process
+/// paused past its lease, `watchdog = false`). With `"cancel"` (the default) the body's future is dropped at
 /// its next `.await` and the function returns `LockError::Lost`; with `"continue"` the body
 /// runs to its end (check `g.is_held()` or race `g.lost()` yourself).
 ///

@@ -104,9 +104,11 @@ pub use engine::observe::TraceKeys;
 pub use error::{BoxError, LockError, LostReason};
 pub use leasehold_macros::distributed_lock;
 pub use locker::global::{global_default, set_global_default};
+pub use locker::profile::Profile;
 pub use locker::{
     Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
-    DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_SESSION_TIMEOUT, DEFAULT_WAIT, MIN_LEASE,
+    DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_SESSION_TIMEOUT, DEFAULT_WAIT, MAX_FENCE_OFFSET,
+    MIN_LEASE,
 };
 pub use primitives::guard::LockGuard;
 pub use primitives::inspect::LockInfo;

@@ -3,6 +3,7 @@
 //! attribute lives here, as ordinary tested code; the expansion only wires it up.
 
 pub use core::time::Duration;
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -12,14 +13,14 @@ use crate::error::LockError;
 use crate::locker::{LockRequest, Locker};
 use crate::primitives::guard::LockGuard;
 use crate::primitives::multi::{MultiGuard, MultiLockRequest};
-use crate::primitives::semaphore::PermitGuard;
+use crate::primitives::semaphore::{PermitGuard, SemaphoreRequest};
 use crate::primitives::unfenced::UnfencedGuard;
 
 /// What the lease holds: the lock, a reader's share, or permits of a semaphore.
 pub use crate::store::kind::LeaseKind;
 
 /// The attribute's options, resolved at compile time.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Spec {
     /// `lease = "..."`, or the locker's default.
     pub lease: Option<Duration>,
@@ -36,7 +37,39 @@ pub struct Spec {
     pub fair: bool,
     /// `hold_at_least = "..."`: the lock stays taken at least this long after it was taken.
     pub hold_at_least: Option<Duration>,
+    /// `profile = "..."`: the locker's named settings that override the ones above.
+    pub profile: Option<Cow<'static, str>>,
+    /// Where the attribute is written; `None` for a route rule's lock.
+    pub site: Option<Site>,
 }
+
+/// Where an attribute is written, for the start-up check of every call site
+/// ([`Locker::check_call_sites`]) and for the one log line of a call site's configuration
+/// error.
+#[derive(Clone, Copy, Debug)]
+pub struct Site {
+    /// The function, as `module::path::name`.
+    pub function: &'static str,
+    /// The source file.
+    pub file: &'static str,
+    /// The line of the attribute.
+    pub line: u32,
+    /// The key template (or the `keys = [...]` templates) as written.
+    pub key: &'static str,
+    /// `keys = [...]`: several locks at once.
+    pub keys: bool,
+    /// The `locker = ...` expression as written; `None`: the global default.
+    pub locker: Option<&'static str>,
+}
+
+/// Every `#[distributed_lock]` of the program, gathered by the linker: each expansion adds
+/// its [`Spec`] here, so a locker can check them all at start-up.
+#[linkme::distributed_slice]
+pub static CALL_SITES: [&'static Spec];
+
+/// The linker's registry, for the expansion's `#[distributed_slice]` (through this path, so
+/// users need no dependency of their own).
+pub use linkme;
 
 /// What happens to the body when the lease is lost (the same choice the web middleware
 /// offers).
@@ -95,7 +128,11 @@ pub async fn acquire<G: Acquire>(
     keys: G::Keys,
     spec: &Spec,
 ) -> Result<G, LockError> {
-    G::acquire(locker?, keys, spec).await
+    let acquired = match locker {
+        Ok(locker) => G::acquire(locker, keys, spec).await,
+        Err(e) => Err(e),
+    };
+    acquired.inspect_err(|e| crate::locker::sites::config_error(spec, e))
 }
 
 /// [`acquire`] with `on_busy = "skip"`: `Ok(None)` (and an event saying the call was
@@ -105,13 +142,18 @@ pub async fn try_acquire<G: Acquire>(
     keys: G::Keys,
     spec: &Spec,
 ) -> Result<Option<G>, LockError> {
-    let locker = locker?;
-    let shown = G::shown(locker, &keys);
-    let guard = G::try_acquire(locker, keys, spec).await?;
-    if guard.is_none() {
-        crate::engine::observe::skipped(&shown);
-    }
-    Ok(guard)
+    let tried = async {
+        let locker = locker?;
+        let shown = G::shown(locker, &keys);
+        let guard = G::try_acquire(locker, keys, spec).await?;
+        if guard.is_none() {
+            crate::engine::observe::skipped(&shown);
+        }
+        Ok(guard)
+    };
+    tried
+        .await
+        .inspect_err(|e| crate::locker::sites::config_error(spec, e))
 }
 
 /// A guard the attribute can take: how it is asked for, given the attribute's options.
@@ -149,7 +191,22 @@ fn request<'a>(locker: &'a Locker, key: String, spec: &Spec) -> LockRequest<'a> 
     if let Some(hold) = spec.hold_at_least {
         request = request.hold_at_least(hold);
     }
+    if let Some(profile) = &spec.profile {
+        request = request.profile(profile.clone());
+    }
     request.fair(spec.fair)
+}
+
+/// Whether a call site's options resolve against `locker` as its acquires would resolve them
+/// (the engine's capabilities, the locker's profiles, the lease's bounds): the start-up check
+/// of [`Locker::check_call_sites`] and the route rules' check, with no key and no round trip.
+pub(crate) fn check(locker: &Locker, spec: &Spec) -> Result<(), LockError> {
+    const KEY: &str = "leasehold:start-up-check";
+    if spec.site.is_some_and(|site| site.keys) {
+        request_all(locker, vec![KEY.to_owned()], spec).check()
+    } else {
+        request(locker, KEY.to_owned(), spec).options().map(drop)
+    }
 }
 
 impl Acquire for LockGuard {
@@ -197,8 +254,7 @@ impl Acquire for UnfencedGuard {
 impl Acquire for PermitGuard {
     type Keys = String;
     async fn acquire(locker: &Locker, key: String, spec: &Spec) -> Result<Self, LockError> {
-        let (limit, count) = permits(spec)?;
-        let request = request(locker, key, spec).into_semaphore(limit);
+        let (request, count) = semaphore(locker, key, spec)?;
         request.acquire_many(count).await
     }
     async fn try_acquire(
@@ -206,8 +262,7 @@ impl Acquire for PermitGuard {
         key: String,
         spec: &Spec,
     ) -> Result<Option<Self>, LockError> {
-        let (limit, count) = permits(spec)?;
-        let request = request(locker, key, spec).into_semaphore(limit);
+        let (request, count) = semaphore(locker, key, spec)?;
         request.try_acquire_many(count).await
     }
     fn shown(locker: &Locker, key: &String) -> String {
@@ -215,14 +270,24 @@ impl Acquire for PermitGuard {
     }
 }
 
-/// The permits of a `permits = N` spec.
-fn permits(spec: &Spec) -> Result<(u32, u32), LockError> {
-    match spec.kind {
-        LeaseKind::Permits { limit, count } => Ok((limit, count)),
-        kind => Err(LockError::config(format!(
-            "a permit guard was asked for a lease of kind {kind:?}"
-        ))),
+/// The semaphore request of a `permits = N` spec, and the permits it takes; a profile's
+/// `limit` replaces `N`.
+fn semaphore<'a>(
+    locker: &'a Locker,
+    key: String,
+    spec: &Spec,
+) -> Result<(SemaphoreRequest<'a>, u32), LockError> {
+    let LeaseKind::Permits { limit, count } = spec.kind else {
+        return Err(LockError::config(format!(
+            "a permit guard was asked for a lease of kind {:?}",
+            spec.kind
+        )));
+    };
+    let mut request = request(locker, key, spec).into_semaphore(limit);
+    if let Some(profile) = &spec.profile {
+        request = request.profile(profile.clone());
     }
+    Ok((request, count))
 }
 
 /// The request of `keys = [...]` for the attribute.
@@ -236,6 +301,9 @@ fn request_all<'a>(locker: &'a Locker, keys: Vec<String>, spec: &Spec) -> MultiL
     }
     if let Some(on) = spec.watchdog {
         request = request.watchdog(on);
+    }
+    if let Some(profile) = &spec.profile {
+        request = request.profile(profile.clone());
     }
     request
 }
@@ -404,10 +472,7 @@ pub async fn hold<G: Holding, F: Future>(
 /// [`LockError`] into the function's error type itself, through the one conversion it also
 /// uses for a failed acquire, so a missing `From<LockError>` is reported once, at the
 /// function's error type (a bound here would be reported a second time, inside this crate).
-pub async fn finish<G: Holding, T>(
-    guard: G,
-    out: Result<T, LockError>,
-) -> Result<T, LockError> {
+pub async fn finish<G: Holding, T>(guard: G, out: Result<T, LockError>) -> Result<T, LockError> {
     if let Err(e) = guard.give_back().await {
         tracing::warn!(error = %e, "releasing the lock after the body failed");
     }

@@ -5,15 +5,18 @@ use std::path::Path;
 
 use std::time::Duration;
 
-use serde::de::{SeqAccess, Visitor};
+use std::collections::BTreeMap;
+
+use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::checks::{
-    check_bound, check_lease, check_prefix, check_url, invalid, parse_drift, parse_duration,
-    redact_text, urls,
+    check_bound, check_fence_offset, check_lease, check_prefix, check_url, invalid, parse_drift,
+    parse_duration, redact_text, urls,
 };
 use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;
+use crate::locker::profile::Profile;
 use crate::primitives::guard::OnLost;
 use crate::web::RouteRule;
 
@@ -83,6 +86,8 @@ pub(super) struct RawConfig {
     session_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "clock_drift")]
     clock_drift: Option<f64>,
+    #[serde(default, deserialize_with = "fence_offset")]
+    fence_offset: Option<u64>,
     #[serde(default, deserialize_with = "prefix")]
     prefix: Option<String>,
     #[serde(default, deserialize_with = "lease")]
@@ -97,8 +102,24 @@ pub(super) struct RawConfig {
     lazy_connect: Option<bool>,
     retry_unavailable: Option<bool>,
     status_codes: Option<crate::web::StatusCodes>,
+    #[serde(default, deserialize_with = "profiles")]
+    profiles: BTreeMap<String, Profile>,
     #[serde(default, deserialize_with = "rules")]
     rules: Vec<RouteRule>,
+}
+
+/// One `[profiles.NAME]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    #[serde(default, deserialize_with = "lease")]
+    lease: Option<Duration>,
+    #[serde(default, deserialize_with = "wait")]
+    wait: Option<Duration>,
+    watchdog: Option<bool>,
+    fair: Option<bool>,
+    #[serde(default, deserialize_with = "limit")]
+    limit: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +137,7 @@ struct RawRule {
     on_lost: Option<OnLost>,
     #[serde(default)]
     fair: bool,
+    profile: Option<String>,
 }
 
 /// A field read as text and checked by `$check`, its error a serde error at the value.
@@ -149,6 +171,30 @@ checked!(on_lost -> OnLost, |text| match text.as_str() {
     ))),
 });
 
+fn limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let limit: Option<u32> = Option::deserialize(d)?;
+    if let Some(limit) = limit {
+        crate::primitives::semaphore::check_permits(limit, 1).map_err(|e| {
+            at_value(LockError::config(format!(
+                "limit: {}",
+                match e {
+                    LockError::Config { message, .. } => message,
+                    other => other.to_string(),
+                }
+            )))
+        })?;
+    }
+    Ok(limit)
+}
+
+fn fence_offset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let offset: Option<u64> = Option::deserialize(d)?;
+    offset
+        .map(|offset| check_fence_offset("fence_offset", offset))
+        .transpose()
+        .map_err(at_value)
+}
+
 fn clock_drift<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     let drift: Option<f64> = Option::deserialize(d)?;
     drift
@@ -174,6 +220,35 @@ fn rules<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RouteRule>, D::Error> {
         }
     }
     d.deserialize_seq(Rules)
+}
+
+/// The `[profiles.NAME]` tables, each checked as it is read, its errors naming it.
+fn profiles<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Profile>, D::Error> {
+    struct Profiles;
+    impl<'de> Visitor<'de> for Profiles {
+        type Value = BTreeMap<String, Profile>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(
+                "a table of profiles, [profiles.NAME] with lease, wait, watchdog, fair, limit",
+            )
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut profiles = BTreeMap::new();
+            while let Some(name) = map.next_key::<String>()? {
+                let raw: RawProfile = map.next_value()?;
+                let mut profile = Profile::new();
+                profile.lease = raw.lease;
+                profile.wait = raw.wait;
+                profile.watchdog = raw.watchdog;
+                profile.fair = raw.fair;
+                profile.limit = raw.limit;
+                profile.check(&name).map_err(at_value)?;
+                profiles.insert(name, profile);
+            }
+            Ok(profiles)
+        }
+    }
+    d.deserialize_map(Profiles)
 }
 
 /// A check's message as a serde error, which the format places at the value being read.
@@ -206,6 +281,7 @@ impl TryFrom<RawConfig> for LockConfig {
             postgres: raw.postgres,
             session_timeout: raw.session_timeout,
             clock_drift: raw.clock_drift,
+            fence_offset: raw.fence_offset,
             prefix: raw.prefix,
             lease: raw.lease,
             wait: raw.wait,
@@ -215,6 +291,7 @@ impl TryFrom<RawConfig> for LockConfig {
             lazy_connect: raw.lazy_connect,
             retry_unavailable: raw.retry_unavailable,
             status_codes: raw.status_codes,
+            profiles: raw.profiles,
             rules: raw.rules,
         })
     }
@@ -247,6 +324,9 @@ impl RawRule {
         }
         if let Some(on_lost) = self.on_lost {
             rule = rule.on_lost(on_lost);
+        }
+        if let Some(profile) = self.profile {
+            rule = rule.profile(profile);
         }
         Ok(rule.fair(self.fair))
     }

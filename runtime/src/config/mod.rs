@@ -51,16 +51,23 @@ use crate::web::RouteRule;
 /// # session_timeout = "10s"       # LEASEHOLD_SESSION_TIMEOUT; with zookeeper or etcd
 /// # postgres = "postgres://user:password@db:5432/app"                   # LEASEHOLD_POSTGRES
 /// clock_drift = 0.01               # LEASEHOLD_CLOCK_DRIFT
+/// fence_offset = 0                 # LEASEHOLD_FENCE_OFFSET; after a move from another engine
 ///
 /// [status_codes]                   # optional, for RouteLocks: the status of each LockError
 /// busy = 423                       # default 409; also unavailable (503), lost (503),
 ///                                  # invalid_key (400), config (500); 400 to 599 only
 ///
+/// [profiles.payments]             # named settings: #[distributed_lock(profile = "payments")],
+/// lease = "45s"                    # LockRequest::profile("payments"), a rule's profile;
+/// wait = "0s"                      # optional: lease, wait, watchdog, fair, limit (a
+/// [profiles.partner-api]           # semaphore's permits); they override the call site's own
+/// limit = 3
+///
 /// [[rules]]                        # applied by RouteLocks, first match wins
 /// method = "POST"                  # optional; "*" or absent for any method
 /// path = "/orders/{sku}"
 /// key = "stock:<sku>"              # <param> from the path, <header.X-Name> from headers
-/// lease = "10s"                    # optional: lease, wait, watchdog, on_lost, fair
+/// lease = "10s"                    # optional: lease, wait, watchdog, on_lost, fair, profile
 /// wait = "2s"
 /// on_lost = "cancel"               # or "continue"
 /// ```
@@ -113,6 +120,9 @@ pub struct LockConfig {
     pub session_timeout: Option<Duration>,
     /// The clock drift allowance as a fraction of the lease. Defaults to 0.01.
     pub clock_drift: Option<f64>,
+    /// Added to every fence and leader term, after a move from another engine; see
+    /// [`LockerBuilder::fence_offset`](crate::LockerBuilder::fence_offset). Defaults to 0.
+    pub fence_offset: Option<u64>,
     /// The prefix of every Redis key written. Defaults to `"leasehold"`.
     pub prefix: Option<String>,
     /// The default lease. Defaults to 30 s.
@@ -136,6 +146,11 @@ pub struct LockConfig {
     /// built with [`RouteLocks::from_config`](crate::RouteLocks::from_config); the defaults of
     /// [`StatusCodes`](crate::StatusCodes) when absent.
     pub status_codes: Option<crate::web::StatusCodes>,
+    /// Named lock settings (`[profiles.NAME]` tables: `lease`, `wait`, `watchdog`, `fair`,
+    /// `limit`) that attributes (`profile = "NAME"`), requests
+    /// ([`LockRequest::profile`](crate::LockRequest::profile)) and route rules name instead
+    /// of literals in code; see [`Profile`](crate::Profile). Empty by default.
+    pub profiles: std::collections::BTreeMap<String, crate::Profile>,
     /// The route rules for [`RouteLocks`](crate::RouteLocks), in order. Empty by default.
     pub rules: Vec<RouteRule>,
 }
@@ -160,6 +175,7 @@ impl std::fmt::Debug for LockConfig {
             .field("postgres", &self.postgres.as_deref().map(redact))
             .field("session_timeout", &self.session_timeout)
             .field("clock_drift", &self.clock_drift)
+            .field("fence_offset", &self.fence_offset)
             .field("prefix", &self.prefix)
             .field("lease", &self.lease)
             .field("wait", &self.wait)
@@ -168,6 +184,7 @@ impl std::fmt::Debug for LockConfig {
             .field("watchdog", &self.watchdog)
             .field("lazy_connect", &self.lazy_connect)
             .field("status_codes", &self.status_codes)
+            .field("profiles", &self.profiles)
             .field("rules", &self.rules)
             .finish()
     }

@@ -40,6 +40,12 @@ impl LockConfig {
         if let Some(drift) = config.clock_drift {
             builder = builder.clock_drift(drift);
         }
+        if let Some(offset) = config.fence_offset {
+            builder = builder.fence_offset(offset);
+        }
+        for (name, profile) in &config.profiles {
+            builder = builder.profile(name.clone(), profile.clone());
+        }
         Ok(builder)
     }
 }

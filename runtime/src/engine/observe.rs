@@ -220,10 +220,22 @@ pub(crate) fn request_refused(
     route: &str,
     err: &LockError,
     status: u16,
+    first_config_error: bool,
 ) {
     // Evaluated only when the event is enabled: no allocation for nobody.
     let key = || key.map(|(how, key)| how.show(key)).unwrap_or_default();
     match err {
+        LockError::Config { .. } if first_config_error => tracing::error!(
+            target: "leasehold::web",
+            code = err.code(), status, method, route, key = %key(), error = %err,
+            "request answered with a lock configuration error: every request of this route \
+             fails the same way (logged at error once per route, then at debug)"
+        ),
+        LockError::Config { .. } => tracing::debug!(
+            target: "leasehold::web",
+            code = err.code(), status, method, route, key = %key(), error = %err,
+            "request answered with a lock error"
+        ),
         LockError::Busy { .. } | LockError::InvalidKey { .. } => tracing::info!(
             target: "leasehold::web",
             code = err.code(), status, method, route, key = %key(), error = %err,

@@ -42,10 +42,12 @@ pub struct LockerBuilder {
     pub(super) default_lease: Duration,
     pub(super) default_wait: Duration,
     pub(super) default_watchdog: bool,
+    pub(super) profiles: super::profile::Profiles,
     pub(super) retry_unavailable: bool,
     pub(super) op_timeout: Duration,
     pub(super) connect_timeout: Duration,
     pub(super) fence_ttl: Duration,
+    pub(super) fence_offset: u64,
     pub(super) drift: f64,
     pub(super) trace_keys: TraceKeys,
     pub(super) lazy_connect: bool,
@@ -61,10 +63,12 @@ impl Default for LockerBuilder {
             default_lease: DEFAULT_LEASE,
             default_wait: DEFAULT_WAIT,
             default_watchdog: true,
+            profiles: Default::default(),
             retry_unavailable: true,
             op_timeout: DEFAULT_OP_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             fence_ttl: DEFAULT_FENCE_TTL,
+            fence_offset: 0,
             drift: DEFAULT_DRIFT,
             trace_keys: TraceKeys::Plain,
             lazy_connect: false,
@@ -329,6 +333,14 @@ impl LockerBuilder {
         self
     }
 
+    /// Adds (or replaces) the named profile `name`: settings that requests, attributes
+    /// (`profile = "..."`) and route rules naming it use instead of their own; see
+    /// [`Profile`](crate::Profile). Usually read from the config's `[profiles.NAME]` tables.
+    pub fn profile(mut self, name: impl Into<String>, profile: super::profile::Profile) -> Self {
+        self.profiles.insert(name.into(), profile);
+        self
+    }
+
     /// Whether held leases are renewed in the background unless a request says otherwise.
     /// Defaults to `true`.
     pub fn default_watchdog(mut self, on: bool) -> Self {
@@ -371,6 +383,22 @@ impl LockerBuilder {
         self
     }
 
+    /// A number added to every fence (and leader term) this locker hands out and shows: the
+    /// step of moving a deployment from one engine to another, so that the new engine's
+    /// fences keep increasing past the old one's. Every engine has its own fence scale (Redis
+    /// and PostgreSQL follow their server's clock in µs, about 1.8 × 10¹⁵ today; ZooKeeper and
+    /// etcd count transactions, far below that), and storage that refuses writes with an
+    /// older fence refuses every write of a holder on a smaller scale, for good. Give the new
+    /// deployment the old one's [`Locker::fence_ceiling`](crate::Locker::fence_ceiling)
+    /// (`leasehold fences ceiling` in the CLI), in every process of it, and never lower it:
+    /// see the README's "Moving to another engine". Lockers of one deployment with different
+    /// offsets are unsafe (one's late writes could pass another's newer fences). Defaults to
+    /// 0; at most [`MAX_FENCE_OFFSET`].
+    pub fn fence_offset(mut self, offset: u64) -> Self {
+        self.fence_offset = offset;
+        self
+    }
+
     /// How lock keys appear in tracing spans: as given (the default), hashed, or not at all.
     /// Keys may carry user data; see [`TraceKeys`].
     pub fn trace_keys(mut self, how: TraceKeys) -> Self {
@@ -403,9 +431,19 @@ impl LockerBuilder {
         ] {
             if value.is_zero() {
                 return Err(LockError::config(format!(
-                    "{name} is zero; every Redis call needs a bound, e.g. 500ms"
+                    "{name} is zero; every call to the engine needs a bound, e.g. 500ms"
                 )));
             }
+        }
+        for (name, profile) in &self.profiles {
+            profile.check(name)?;
+        }
+        if self.fence_offset > MAX_FENCE_OFFSET {
+            return Err(LockError::config(format!(
+                "fence_offset of {} is above the largest, {MAX_FENCE_OFFSET} (2^52): fences \
+                 must stay below 2^53, which doubles hold exactly",
+                self.fence_offset
+            )));
         }
         if self.fence_ttl < Duration::from_secs(1) {
             return Err(LockError::config(format!(
@@ -458,6 +496,7 @@ impl LockerBuilder {
         };
         let locker = Locker::with_store(store, self);
         locker.inner.start_background();
+        super::sites::log_named(&locker);
         Ok(locker)
     }
 
@@ -497,6 +536,8 @@ impl LockerBuilder {
     /// [`LockError::Config`] when an option is invalid.
     pub fn build_in_memory(self) -> Result<Locker, LockError> {
         self.check()?;
-        Ok(Locker::with_store(store::in_memory(), self))
+        let locker = Locker::with_store(store::in_memory(), self);
+        super::sites::log_named(&locker);
+        Ok(locker)
     }
 }

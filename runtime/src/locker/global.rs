@@ -11,8 +11,15 @@ static GLOBAL: OnceLock<Locker> = OnceLock::new();
 /// Installs the locker that `#[distributed_lock]` uses when no `locker = ...` is given. Call
 /// it once at start-up, before serving requests.
 ///
+/// Every attribute without `locker = ...` is checked against it first, as
+/// [`Locker::check_call_sites`] checks them: one that asks for what this locker cannot give
+/// (a primitive its engine lacks, a profile it does not define, an unrenewed lease above the
+/// engine's bound) would fail on every call, so the locker is not installed and the error
+/// lists every such call site.
+///
 /// # Errors
-/// [`LockError::Config`] when a default was installed already (it stays in place).
+/// [`LockError::Config`] when a default was installed already (it stays in place), or when
+/// an attribute that would use this locker asks for what it cannot give.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -24,6 +31,7 @@ static GLOBAL: OnceLock<Locker> = OnceLock::new();
 /// # Ok(()) }
 /// ```
 pub fn set_global_default(locker: Locker) -> Result<(), LockError> {
+    locker.check_sites(crate::locker::sites::Sites::OfTheDefault)?;
     GLOBAL.set(locker).map_err(|_| {
         LockError::config(
             "a default Locker is installed already; call leasehold::set_global_default once, at \

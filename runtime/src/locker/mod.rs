@@ -7,6 +7,8 @@ pub(crate) mod defaults;
 pub(crate) mod global;
 mod operators;
 mod primitives;
+pub(crate) mod profile;
+pub(crate) mod sites;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -107,12 +109,14 @@ impl Locker {
                 default_watchdog: b.default_watchdog,
                 retry_unavailable: b.retry_unavailable,
                 fence_ttl: b.fence_ttl,
+                fence_offset: b.fence_offset,
                 drift: b.drift,
                 trace_keys: b.trace_keys,
                 queues: Default::default(),
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
                 closing: Arc::default(),
+                profiles: b.profiles,
             }),
         }
     }
@@ -134,6 +138,7 @@ impl Locker {
             hold_at_least: None,
             fenced: true,
             retry_unavailable: None,
+            profile: None,
         }
     }
 

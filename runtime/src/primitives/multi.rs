@@ -67,6 +67,18 @@ impl MultiLockRequest<'_> {
         self
     }
 
+    /// Uses the settings of the locker's profile `name` for every key; see
+    /// [`LockRequest::profile`](crate::LockRequest::profile).
+    pub fn profile(mut self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        self.request = self.request.profile(name);
+        self
+    }
+
+    /// Whether the options resolve against the locker (no key is looked at).
+    pub(crate) fn check(&self) -> Result<(), LockError> {
+        self.request.options().map(drop)
+    }
+
     /// Takes every key, waiting up to `wait` in all. Dropping the returned future at any
     /// point releases the keys taken so far and leaves no renewal behind. Without the
     /// watchdog, a key whose lease ran out while a later key was awaited is taken again (all
@@ -79,7 +91,8 @@ impl MultiLockRequest<'_> {
     pub async fn acquire(self) -> Result<MultiGuard, LockError> {
         let keys = ordered(self.keys)?;
         let locker = self.request.locker;
-        let wait = self.request.wait.unwrap_or(locker.default_wait());
+        // The wait as resolved (a profile may set it), for the whole acquisition.
+        let wait = self.request.options()?.wait;
         let deadline = Instant::now() + wait;
         // All free: one round trip where the store can (one Redis server, one Cluster slot).
         let first = self.request.for_key(keys[0].clone()).wait(wait);

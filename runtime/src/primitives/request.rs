@@ -34,6 +34,8 @@ pub struct LockRequest<'a> {
     /// Rides out an outage while waiting ([`LockRequest::retry_unavailable`]); `None`: the
     /// locker's default.
     pub(crate) retry_unavailable: Option<bool>,
+    /// The named profile whose settings override this request's ([`LockRequest::profile`]).
+    pub(crate) profile: Option<std::borrow::Cow<'static, str>>,
 }
 
 impl<'a> LockRequest<'a> {
@@ -235,13 +237,81 @@ impl<'a> LockRequest<'a> {
         }
     }
 
+    /// Uses the settings of the locker's profile `name` (the config's `[profiles.NAME]`, or
+    /// [`LockerBuilder::profile`](crate::LockerBuilder::profile)): what the profile sets
+    /// (lease, wait, watchdog, fairness) replaces what this request set before, and the
+    /// request keeps its own settings for what the profile leaves unset. Settings given after
+    /// `.profile(...)` override the profile's. A profile's `limit` is for semaphores
+    /// ([`SemaphoreRequest::profile`](crate::SemaphoreRequest::profile)).
+    ///
+    /// # Errors
+    /// The acquire fails with [`LockError::Config`] when the locker has no such profile, or
+    /// when the profile sets a `limit` (this is not a semaphore).
+    /// [`Locker::check_call_sites`](crate::Locker::check_call_sites) finds the attributes
+    /// that name such a profile at start-up.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use leasehold::{Locker, Profile};
+    /// use std::time::Duration;
+    ///
+    /// let locker = Locker::builder()
+    ///     .profile("payments", Profile::new().lease(Duration::from_secs(45)))
+    ///     .build_in_memory()?;
+    /// let guard = locker.lock("payout:7").profile("payments").acquire().await?;
+    /// assert!(guard.is_held());
+    /// assert!(locker.lock("payout:8").profile("payment").acquire().await.is_err()); // a typo
+    /// # Ok(()) }
+    /// ```
+    pub fn profile(mut self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        let name = name.into();
+        if let Some(profile) = self.locker.inner.profiles.get(&*name) {
+            self.lease = profile.lease.or(self.lease);
+            self.wait = profile.wait.or(self.wait);
+            self.watchdog = profile.watchdog.or(self.watchdog);
+            self.fair = profile.fair.unwrap_or(self.fair);
+            if let (Some(limit), LeaseKind::Permits { limit: asked, .. }) =
+                (profile.limit, &mut self.kind)
+            {
+                *asked = limit;
+            }
+        }
+        self.profile = Some(name);
+        self
+    }
+
     pub(crate) fn options(&self) -> Result<Options, LockError> {
         let inner = &self.locker.inner;
         inner.closing.check()?;
+        // The profile's settings were applied when it was named; here it is checked, once,
+        // for every primitive.
+        if let Some(name) = &self.profile {
+            let profile = crate::locker::profile::find(&inner.profiles, name)?;
+            if let (Some(limit), LeaseKind::Exclusive | LeaseKind::Read) =
+                (profile.limit, self.kind)
+            {
+                return Err(crate::locker::profile::limit_on_a_lock(
+                    name, limit, self.kind,
+                ));
+            }
+        }
+        let watchdog = self.watchdog.unwrap_or(inner.default_watchdog);
         let mut lease = self.lease.unwrap_or(inner.default_lease);
         check_lease(lease, "lease")?;
         let caps = inner.store.capabilities();
         if let Some(bound) = caps.max_lease {
+            // Renewed, a lease above the bound is as good as the bound; unrenewed, it would
+            // end long before the caller counts on (a singleton job's `hold_at_most`).
+            if !watchdog && lease > bound {
+                return Err(LockError::config(format!(
+                    "a lease of {lease:?} without the watchdog is longer than {} honours \
+                     ({bound:?}: the session timeout, which bounds every lease there): the \
+                     lock would end after {bound:?}; raise session_timeout above {lease:?}, \
+                     shorten the lease, or turn the watchdog on",
+                    inner.store.describe()
+                )));
+            }
             lease = lease.min(bound);
         }
         // What the lease holds is checked against what the engine offers here, once.
@@ -253,7 +323,6 @@ impl<'a> LockRequest<'a> {
         if let Some(feature) = needs {
             store::require(feature, &caps, &*inner.store)?;
         }
-        let watchdog = self.watchdog.unwrap_or(inner.default_watchdog);
         let hold_at_least = self.hold_at_least.filter(|hold| !hold.is_zero());
         if let Some(hold) = hold_at_least {
             if !watchdog && hold > lease {

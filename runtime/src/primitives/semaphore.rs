@@ -87,6 +87,43 @@ impl SemaphoreRequest<'_> {
         self
     }
 
+    /// Uses the settings of the locker's profile `name`: its lease, wait and watchdog as
+    /// [`LockRequest::profile`](crate::LockRequest::profile) says, and its `limit`, when it
+    /// sets one, instead of this request's number of permits (so every caller of the
+    /// semaphore can take its limit from the one configuration). Settings given after
+    /// `.profile(...)` override the profile's.
+    ///
+    /// # Errors
+    /// The acquire fails with [`LockError::Config`] when the locker has no such profile.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use leasehold::{Locker, Profile};
+    ///
+    /// let locker = Locker::builder()
+    ///     .profile("partner-api", Profile::new().limit(3))
+    ///     .build_in_memory()?;
+    /// let permit = locker.semaphore("partner", 1).profile("partner-api").acquire().await?;
+    /// assert_eq!(permit.limit(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn profile(mut self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        let name = name.into();
+        if let Some(limit) = self
+            .request
+            .locker
+            .inner
+            .profiles
+            .get(&*name)
+            .and_then(|profile| profile.limit)
+        {
+            self.permits = limit;
+        }
+        self.request = self.request.profile(name);
+        self
+    }
+
     /// Takes one permit, waiting up to `wait` for one to come free. Waiters of one process
     /// queue first come, first served.
     ///

@@ -49,6 +49,12 @@ impl<'a> UnfencedRequest<'a> {
         Self::new(self.request.hold_at_least(hold))
     }
 
+    /// Uses the settings of the locker's profile `name`; see
+    /// [`LockRequest::profile`](crate::LockRequest::profile).
+    pub fn profile(self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        Self::new(self.request.profile(name))
+    }
+
     /// Takes the lock, as [`LockRequest::acquire`] does, without a fencing token.
     ///
     /// # Errors

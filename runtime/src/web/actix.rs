@@ -135,7 +135,13 @@ where
     type InitError = ();
     type Future = Ready<Result<Self::Transform, Self::InitError>>;
 
+    /// Fails (and logs the error) when a rule asks for what the locker cannot give
+    /// ([`RouteLocks::check`]): the app's workers do not start.
     fn new_transform(&self, service: S) -> Self::Future {
+        if let Err(e) = self.check() {
+            tracing::error!(target: "leasehold::web", error = %e, "RouteLocks cannot be mounted");
+            return ready(Err(()));
+        }
         ready(Ok(ActixLockService {
             service: Rc::new(service),
             locks: self.clone(),

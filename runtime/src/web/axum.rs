@@ -118,7 +118,13 @@ fn reshape(locks: &RouteLocks, mut response: Response) -> Response {
 impl<S> tower_layer::Layer<S> for RouteLocks {
     type Service = LockService<S>;
 
+    /// # Panics
+    /// When a rule asks for what the locker cannot give ([`RouteLocks::check`]), as axum
+    /// panics for other routing mistakes while the router is built.
     fn layer(&self, inner: S) -> Self::Service {
+        if let Err(e) = self.check() {
+            panic!("leasehold::RouteLocks cannot be mounted: {e}");
+        }
         LockService {
             inner,
             locks: self.clone(),

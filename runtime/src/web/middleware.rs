@@ -167,6 +167,56 @@ impl RouteLocks {
         self.on_error.is_some() || self.codes != StatusCodes::default()
     }
 
+    /// Checks every rule against the middleware's locker (or the global default, if one is
+    /// installed yet), as its requests would resolve their options: a rule that asks for
+    /// what the locker cannot give (a profile it does not define, an unrenewed lease above
+    /// the engine's bound) would answer every request `500 lock_config`. Mounting runs it:
+    /// actix-web fails to start the app's workers (and logs the error), axum's `layer` panics
+    /// with it, as axum does for other routing mistakes. Call it yourself to handle the error.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] listing every rule at fault, by method, path pattern and key.
+    ///
+    /// ```
+    /// use leasehold::{Locker, RouteLocks, RouteRule};
+    ///
+    /// let locks = RouteLocks::new(Locker::in_memory())
+    ///     .rule(RouteRule::new("POST", "/payouts/{id}", "payout:<id>")?.profile("payments"));
+    /// let err = locks.check().unwrap_err().to_string();
+    /// assert!(err.contains("POST /payouts/{id}") && err.contains("profile \"payments\""), "{err}");
+    /// # Ok::<(), leasehold::LockError>(())
+    /// ```
+    pub fn check(&self) -> Result<(), LockError> {
+        let locker = match &self.locker {
+            Some(locker) => locker,
+            None => match crate::locker::global::global_default() {
+                Some(locker) => locker,
+                // Checked at the first request instead, and logged once per rule.
+                None => return Ok(()),
+            },
+        };
+        let problems: Vec<String> = self
+            .rules
+            .iter()
+            .filter_map(|rule| {
+                crate::__private::check(locker, &rule.spec())
+                    .err()
+                    .map(|e| format!("  - {}: {}", rule.shown(), e))
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(LockError::config(format!(
+            "{} route lock rule{} ask{} for what the locker ({}) cannot give:\n{}",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" },
+            if problems.len() == 1 { "s" } else { "" },
+            locker.inner.store.describe(),
+            problems.join("\n")
+        )))
+    }
+
     /// The first rule matching a request with this method and path, and the path parameters
     /// it captured; `None` when the request runs without a lock.
     pub fn find(&self, method: &str, path: &str) -> Option<(&RouteRule, PathParams)> {
@@ -220,7 +270,16 @@ impl RouteLocks {
         key: Option<(TraceKeys, &str)>,
     ) -> Refusal {
         let response = self.response(&error);
-        observe::request_refused(key, method, rule.path(), &error, response.status);
+        // A configuration error is the operators': at `error` once per rule, then quietly.
+        let first_config = matches!(error, LockError::Config { .. }) && rule.first_config_error();
+        observe::request_refused(
+            key,
+            method,
+            rule.path(),
+            &error,
+            response.status,
+            first_config,
+        );
         Refusal { error, response }
     }
 }

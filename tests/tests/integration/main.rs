@@ -20,6 +20,7 @@ mod read_write;
 mod safety_regressions;
 mod semaphore;
 mod singleton_job;
+mod startup;
 mod support;
 mod unfenced;
 mod web;

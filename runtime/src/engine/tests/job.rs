@@ -217,6 +217,8 @@ fn spec(lease: Option<Duration>, watchdog: Option<bool>, hold: Option<Duration>)
         kind: LeaseKind::Exclusive,
         fair: false,
         hold_at_least: hold,
+        profile: None,
+        site: None,
     }
 }
 

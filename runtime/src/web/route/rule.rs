@@ -1,7 +1,9 @@
 //! A route rule: which requests take a lock (method and path pattern), under which key (a
 //! template or a closure), and the lock's options.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +50,9 @@ pub struct RouteRule {
     watchdog: Option<bool>,
     on_lost: OnLost,
     fair: bool,
+    profile: Option<Cow<'static, str>>,
+    /// Set once a configuration error of this rule was logged at `error`.
+    config_logged: Arc<AtomicBool>,
 }
 
 #[derive(Clone)]
@@ -112,6 +117,8 @@ impl RouteRule {
             watchdog: None,
             on_lost: OnLost::Cancel,
             fair: false,
+            profile: None,
+            config_logged: Arc::default(),
         }
     }
 
@@ -141,6 +148,20 @@ impl RouteRule {
     pub fn fair(mut self, on: bool) -> Self {
         self.fair = on;
         self
+    }
+
+    /// Takes the lock with the settings of the locker's profile `name` (the config's
+    /// `[profiles.NAME]`), which override this rule's lease, wait, watchdog and fairness; see
+    /// [`LockRequest::profile`](crate::LockRequest::profile). A profile the locker does not
+    /// define is found when the middleware is mounted ([`RouteLocks::check`](crate::RouteLocks::check)).
+    pub fn profile(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.profile = Some(name.into());
+        self
+    }
+
+    /// The profile this rule names, if any.
+    pub fn profile_name(&self) -> Option<&str> {
+        self.profile.as_deref()
     }
 
     /// What happens when the lease is lost while the request runs. Defaults to
@@ -199,6 +220,24 @@ impl RouteRule {
         }
     }
 
+    /// True the first time a configuration error of this rule is reported.
+    pub(crate) fn first_config_error(&self) -> bool {
+        !self.config_logged.swap(true, Ordering::Relaxed)
+    }
+
+    /// The rule as messages show it: method, path pattern and key.
+    pub(crate) fn shown(&self) -> String {
+        let key = match &self.key {
+            RouteKey::Template(t) => format!("key {:?}", t.text),
+            RouteKey::Fn(_) => "a key closure".to_owned(),
+        };
+        format!(
+            "{} {} ({key})",
+            self.method.as_deref().unwrap_or("*"),
+            self.path.text
+        )
+    }
+
     /// The options of the lock, in the form the attribute's runtime takes.
     pub(crate) fn spec(&self) -> Spec {
         Spec {
@@ -209,6 +248,8 @@ impl RouteRule {
             watchdog: self.watchdog,
             on_lost: self.on_lost,
             hold_at_least: None,
+            profile: self.profile.clone(),
+            site: None,
         }
     }
 }
@@ -228,6 +269,7 @@ impl fmt::Debug for RouteRule {
             .field("watchdog", &self.watchdog)
             .field("on_lost", &self.on_lost)
             .field("fair", &self.fair)
+            .field("profile", &self.profile)
             .finish()
     }
 }
