@@ -22,6 +22,8 @@ Commands:
   semaphore KEY          a semaphore's holders: limit, permits in use, each holder's
                          permits and remaining lease
   watch KEY              print acquisitions and releases of a lock as they happen
+  fences                 the fence ceiling: above every fence handed out so far, the
+                         fence_offset for the deployment the locks move to
   help [COMMAND]         this text, or a command's
 
 Options (before or after the command):
@@ -51,7 +53,7 @@ Owner tokens are never shown. Keys' control characters are printed escaped (\\n,
 ";
 
 const USAGE: &str =
-    "Usage: leasehold [OPTIONS] <COMMAND>  (list, show, release, semaphore, watch, help)";
+    "Usage: leasehold [OPTIONS] <COMMAND>  (list, show, release, semaphore, watch, fences, help)";
 
 /// `leasehold list --help`.
 const LIST_HELP: &str = "\
@@ -217,6 +219,8 @@ pub(crate) enum Command {
         /// When to stop; `None`: at Ctrl-C.
         stop_after: Option<Duration>,
     },
+    /// `fences`.
+    Fences,
 }
 
 /// The default `--interval` of `watch`.
@@ -249,8 +253,28 @@ impl UsageError {
     }
 }
 
+/// `leasehold fences --help`.
+const FENCES_HELP: &str = "\
+leasehold fences: the fence ceiling of this deployment, a number above every fence and
+leader term it handed out so far, on every key; printed alone on stdout
+
+Usage: leasehold fences [OPTIONS]
+
+Moving locks to another engine (say from Redis to etcd, whose fences are on another
+scale): stop the old deployment's lock holders, run this against the old deployment (with
+its --config, so that its own fence_offset counts), then give every process of the new one
+fence_offset = <the number> (LEASEHOLD_FENCE_OFFSET). Without it, fenced storage that saw the
+old fences refuses the new holders' writes until the new fences pass them: for good, from
+Redis or PostgreSQL (clock microseconds) to ZooKeeper or etcd (transaction counts).
+
+It takes and releases a lock of its own (leasehold:fence-ceiling:...) to read the engine's
+fence rule: exact on PostgreSQL, ZooKeeper and etcd, the server clock plus a margin on Redis.
+
+Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
+";
+
 /// The subcommands, with their help texts and usage lines.
-const COMMANDS: [(&str, &str, &str); 5] = [
+const COMMANDS: [(&str, &str, &str); 6] = [
     (
         "list",
         LIST_HELP,
@@ -268,6 +292,7 @@ const COMMANDS: [(&str, &str, &str); 5] = [
         "Usage: leasehold release [OPTIONS] KEY --force",
     ),
     ("watch", WATCH_HELP, "Usage: leasehold watch [OPTIONS] KEY"),
+    ("fences", FENCES_HELP, "Usage: leasehold fences [OPTIONS]"),
 ];
 
 /// Options seen on the command line, before the subcommand is known to check them against.
@@ -416,6 +441,15 @@ fn command(seen: Seen, positional: Vec<String>) -> Result<Parsed, UsageError> {
             Command::List {
                 pattern: rest.into_iter().next().unwrap_or_else(|| "*".to_owned()),
             }
+        }
+        "fences" => {
+            if !rest.is_empty() {
+                return Err(UsageError::new(
+                    usage,
+                    format!("`fences` takes no argument, got {}", rest.len()),
+                ));
+            }
+            Command::Fences
         }
         _ => {
             let key = one_key(name, usage, rest)?;

@@ -36,6 +36,9 @@ pub(crate) struct Target {
     pub(crate) op_timeout: Duration,
     /// The bound on connecting.
     pub(crate) connect_timeout: Duration,
+    /// The deployment's fence offset (from the config file or `LEASEHOLD_FENCE_OFFSET`), so
+    /// that fences show as its applications see them.
+    pub(crate) fence_offset: u64,
 }
 
 impl Target {
@@ -101,6 +104,7 @@ impl Target {
                 .unwrap_or_else(|| DEFAULT_PREFIX.to_owned()),
             op_timeout,
             connect_timeout: config.connect_timeout.unwrap_or(op_timeout),
+            fence_offset: config.fence_offset.unwrap_or(0),
         };
         // The same checks as a real connection, without one.
         Locker::builder()
@@ -127,6 +131,7 @@ impl Target {
             .prefix(&self.prefix)
             .op_timeout(self.op_timeout)
             .connect_timeout(self.connect_timeout)
+            .fence_offset(self.fence_offset)
             .build()
             .await
             .map_err(|e| Failure::connect(e, &self.url))

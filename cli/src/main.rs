@@ -8,6 +8,7 @@ mod args;
 mod connect;
 mod display;
 mod exit;
+mod fences;
 mod list;
 mod release;
 mod semaphore;
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
                 interval,
                 stop_after,
             } => watch::run(&locker, &target, &key, interval, stop_after).await,
+            Command::Fences => fences::run(&locker, &target).await,
         }
     });
     match outcome {

@@ -80,10 +80,21 @@ pub(super) fn check_lease(field: &str, text: &str, lease: Duration) -> Result<Du
 pub(super) fn check_bound(field: &str, text: &str, bound: Duration) -> Result<Duration, LockError> {
     if bound.is_zero() {
         return Err(LockError::config(format!(
-            "{field}: {text:?} is zero; every Redis call needs a bound, e.g. \"500ms\""
+            "{field}: {text:?} is zero; every call to the engine needs a bound, e.g. \"500ms\""
         )));
     }
     Ok(bound)
+}
+
+pub(super) fn check_fence_offset(field: &str, offset: u64) -> Result<u64, LockError> {
+    if offset > crate::locker::MAX_FENCE_OFFSET {
+        return Err(LockError::config(format!(
+            "{field}: {offset} is above the largest fence offset, {} (2^52): fences must stay \
+             below 2^53, which doubles hold exactly",
+            crate::locker::MAX_FENCE_OFFSET
+        )));
+    }
+    Ok(offset)
 }
 
 pub(super) fn check_prefix(field: &str, prefix: &str) -> Result<String, LockError> {
@@ -102,11 +113,17 @@ pub(super) fn check_url(field: &str, url: &str) -> Result<String, LockError> {
     // A URL of another engine in a Redis field: say which field takes it.
     let lower = url.trim().to_ascii_lowercase();
     let elsewhere = if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-        Some(("a PostgreSQL URL", "postgres = \"...\" (LEASEHOLD_POSTGRES)"))
+        Some((
+            "a PostgreSQL URL",
+            "postgres = \"...\" (LEASEHOLD_POSTGRES)",
+        ))
     } else if lower.starts_with("http://") || lower.starts_with("https://") {
         Some(("an etcd endpoint", "etcd = [\"...\"] (LEASEHOLD_ETCD)"))
     } else if lower.starts_with("zk://") || lower.starts_with("zookeeper://") {
-        Some(("a ZooKeeper address", "zookeeper = \"host:port,...\" (LEASEHOLD_ZOOKEEPER)"))
+        Some((
+            "a ZooKeeper address",
+            "zookeeper = \"host:port,...\" (LEASEHOLD_ZOOKEEPER)",
+        ))
     } else {
         None
     };

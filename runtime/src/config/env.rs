@@ -1,14 +1,14 @@
 //! A [`LockConfig`] read from, or overridden by, the `LEASEHOLD_*` environment variables.
 
 use super::checks::{
-    check_bound, check_lease, check_prefix, check_url, parse_bool, parse_drift, parse_duration,
-    url_list,
+    check_bound, check_fence_offset, check_lease, check_prefix, check_url, parse_bool, parse_drift,
+    parse_duration, url_list,
 };
 use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;
 
 /// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
-const ENV_VARS: [(&str, &str); 18] = [
+const ENV_VARS: [(&str, &str); 19] = [
     ("LEASEHOLD_URL", "url"),
     ("LEASEHOLD_REDLOCK", "redlock"),
     ("LEASEHOLD_CLUSTER", "cluster"),
@@ -27,6 +27,7 @@ const ENV_VARS: [(&str, &str); 18] = [
     ("LEASEHOLD_LAZY_CONNECT", "lazy_connect"),
     ("LEASEHOLD_RETRY_UNAVAILABLE", "retry_unavailable"),
     ("LEASEHOLD_CLOCK_DRIFT", "clock_drift"),
+    ("LEASEHOLD_FENCE_OFFSET", "fence_offset"),
 ];
 
 impl LockConfig {
@@ -127,6 +128,15 @@ impl LockConfig {
                         .master = value.to_owned()
                 }
                 "clock_drift" => self.clock_drift = Some(parse_drift(var, value)?),
+                "fence_offset" => {
+                    let offset = value.parse::<u64>().map_err(|_| {
+                        LockError::config(format!(
+                            "{var}: {value:?} is not a whole number; write the fence ceiling \
+                             of the deployment moved from, e.g. 1790000000000000"
+                        ))
+                    })?;
+                    self.fence_offset = Some(check_fence_offset(var, offset)?)
+                }
                 "zookeeper" => self.zookeeper = Some(value.to_owned()),
                 "postgres" => self.postgres = Some(value.to_owned()),
                 "etcd" => {

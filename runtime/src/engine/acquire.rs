@@ -434,6 +434,9 @@ impl Inner {
         let kind = turn.kind;
         // A lease of its own holds one fence, at least 1 (a reader's is the last writer's).
         let top = if kind.is_own() { top.max(1) } else { top };
+        // From here on every fence is the deployment's: the store's plus the locker's offset
+        // (taken off again only where a fence goes back to the store).
+        let top = top + self.fence_offset;
         let lease = Lease::new(
             user_key,
             keys.clone(),

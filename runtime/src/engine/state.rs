@@ -27,6 +27,9 @@ pub(crate) struct Inner {
     /// Waiting acquires ride out outages unless a request says otherwise.
     pub(crate) retry_unavailable: bool,
     pub(crate) fence_ttl: Duration,
+    /// Added to every fence the store hands out before anyone sees it, and taken off where a
+    /// fence goes back to the store ([`LockerBuilder::fence_offset`](crate::LockerBuilder::fence_offset)).
+    pub(crate) fence_offset: u64,
     /// Clock drift allowance, as a fraction of the lease.
     pub(crate) drift: f64,
     /// How keys appear in traces.
@@ -37,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
     /// What closing the locker reaches: its leases, its waiters, its background jobs.
     pub(crate) closing: Arc<Closing>,
+    /// The named profiles requests may use ([`LockRequest::profile`](crate::LockRequest::profile)).
+    pub(crate) profiles: crate::locker::profile::Profiles,
 }
 
 impl Inner {

@@ -16,6 +16,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The default session timeout of ZooKeeper sessions and etcd leases: 10 s.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest [`fence_offset`](crate::LockerBuilder::fence_offset): 2^52. Fences stay below
+/// 2^53, which doubles (Lua, JavaScript) hold exactly, while the clocks that Redis and
+/// PostgreSQL fences follow stay below 2^52 µs (until the year 2112).
+pub const MAX_FENCE_OFFSET: u64 = 1 << 52;
 /// The shortest lease accepted: 10 ms.
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
 

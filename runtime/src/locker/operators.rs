@@ -7,6 +7,10 @@ use crate::store::keys::{validate_key, LockKeys};
 
 use super::Locker;
 
+/// What [`Locker::fence_ceiling`] adds to its probe's fence: a second of reservations at the
+/// rate (10⁶ per second) above which a Redis fence counter runs ahead of the server clock.
+const FENCE_CEILING_MARGIN: u64 = 1_000_000;
+
 impl Locker {
     /// Reads the state of one lock.
     ///
@@ -24,7 +28,10 @@ impl Locker {
             remaining: state.remaining,
             waiters: state.waiters,
             waiting_processes: state.waiting_processes,
-            last_fence: state.last_fence,
+            // The deployment's fences: the store's plus the locker's offset.
+            last_fence: state
+                .last_fence
+                .map(|fence| fence + self.inner.fence_offset),
         })
     }
 
@@ -48,6 +55,47 @@ impl Locker {
         }
         found.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(found)
+    }
+
+    /// A number above every fence and leader term this locker's deployment has handed out
+    /// so far, on every key: the [`fence_offset`](crate::LockerBuilder::fence_offset) to give
+    /// the deployment the locks move to, so that its fences keep increasing past these
+    /// (`leasehold fences` in the CLI). It takes a lock of a key of its own (under
+    /// `leasehold:fence-ceiling:`), reads its fence and releases it: the engines' fence
+    /// rules put that fence above every earlier one of every key (PostgreSQL's one sequence,
+    /// ZooKeeper's zxids, etcd's revisions), or, where fences follow the server's clock (Redis),
+    /// at the clock; the answer adds a margin of 10⁶ for counters that ran ahead of it (a
+    /// second of reservations at the rate where that can happen). Works on every engine,
+    /// including RedLock and in memory.
+    ///
+    /// # Errors
+    /// As [`LockRequest::acquire`](crate::LockRequest::acquire).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let old = leasehold::Locker::in_memory();
+    /// let last = old.lock("stock:1").acquire().await?.fence();
+    /// let ceiling = old.fence_ceiling().await?;
+    /// // The new deployment, with the old one's ceiling as its offset:
+    /// let new = leasehold::Locker::builder().fence_offset(ceiling).build_in_memory()?;
+    /// assert!(new.lock("stock:1").acquire().await?.fence() > last);
+    /// # Ok(()) }
+    /// ```
+    pub async fn fence_ceiling(&self) -> Result<u64, LockError> {
+        let probe = format!(
+            "leasehold:fence-ceiling:{}",
+            crate::store::token::contender_name()
+        );
+        let guard = self
+            .lock(probe)
+            .lease(std::time::Duration::from_secs(10))
+            .wait(std::time::Duration::from_secs(5))
+            .acquire()
+            .await?;
+        let fence = guard.fence();
+        let _ = guard.release().await;
+        Ok(fence + FENCE_CEILING_MARGIN)
     }
 
     /// Deletes a lock whoever holds it, and wakes its waiters; true when there was one.

@@ -154,6 +154,14 @@ impl LockGuard {
         self.lease.keys.lock()
     }
 
+    /// The fence as the store handed it out (without the locker's
+    /// [`fence_offset`](crate::LockerBuilder::fence_offset)), for fence checks made in the
+    /// store.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn store_fence(&self) -> u64 {
+        self.fence - self.inner.fence_offset
+    }
+
     /// The owner token of this guard's lease, for store calls made on its behalf.
     pub(crate) fn owner_token(&self) -> &crate::store::token::OwnerToken {
         &self.lease.token

@@ -13,6 +13,7 @@
 //! recorded identity); every new leader takes the lock with an owner token and a term of
 //! its own, and records itself before it counts as elected.
 
+use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -197,6 +198,18 @@ impl LeaderRequest<'_> {
         self
     }
 
+    /// Uses the settings of the locker's profile `name` for the leadership's lease, its
+    /// watchdog and the campaign's wait, as [`LockRequest::profile`](crate::LockRequest::profile)
+    /// says (a campaign stays first come, first served whatever the profile's `fair`).
+    ///
+    /// # Errors
+    /// The campaign fails with [`LockError::Config`] when the locker has no such profile, or
+    /// when the profile sets a `limit`.
+    pub fn profile(mut self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        self.request = self.request.profile(name).fair(true);
+        self
+    }
+
     /// Waits until this instance is elected, and returns its [`Leadership`].
     ///
     /// Campaigns are served first come, first served (they are fair lock requests, across
@@ -255,8 +268,9 @@ impl LeaderRequest<'_> {
                 Err(LockError::Busy { .. }) if deadline.is_none() => continue,
                 other => other?,
             };
+            // The store keeps its own fences: the locker's offset stays out of the record.
             let record = LeaderRecord {
-                term: guard.fence(),
+                term: guard.fence() - inner.fence_offset,
                 identity: identity.clone(),
             };
             let written = inner
@@ -276,7 +290,7 @@ impl LeaderRequest<'_> {
                     election,
                     leader: Leader {
                         identity,
-                        term: record.term,
+                        term: shown_term(&record, inner),
                     },
                 });
             }
@@ -303,7 +317,11 @@ impl LeaderRequest<'_> {
     /// Errors that may pass ([`LockError::Unavailable`], [`LockError::Busy`] when a
     /// [`wait`](Self::wait) is set, [`LockError::Lost`]) are retried after a pause that
     /// doubles from 100 ms up to 5 s; it returns `Err` only for errors that retrying cannot
-    /// mend ([`LockError::Config`], [`LockError::InvalidKey`]).
+    /// mend ([`LockError::Config`], [`LockError::InvalidKey`], [`LockError::Closed`] once the
+    /// locker is closed).
+    ///
+    /// It returns once the task completes: to lead whenever possible, for as long as the
+    /// process runs, use [`lead_forever`](Self::lead_forever).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -329,9 +347,11 @@ impl LeaderRequest<'_> {
         loop {
             let leadership = match self.campaign_once().await {
                 Ok(leadership) => leadership,
-                Err(e @ (LockError::Config { .. } | LockError::InvalidKey { .. })) => {
-                    return Err(e)
-                }
+                Err(
+                    e @ (LockError::Config { .. }
+                    | LockError::InvalidKey { .. }
+                    | LockError::Closed),
+                ) => return Err(e),
                 Err(e) => {
                     tracing::debug!(error = %e, "campaign failed; trying again");
                     tokio::time::sleep(pause).await;
@@ -361,6 +381,68 @@ impl LeaderRequest<'_> {
             }
         }
     }
+
+    /// Leads whenever possible, for as long as the process runs: the loop of
+    /// [`run_while_leader`](Self::run_while_leader) that does not end when the task does.
+    /// Each time this instance is elected, `task` runs with the [`Leader`] it is now; when
+    /// the task's future completes, the leadership is resigned (another instance may take
+    /// its turn: Curator's `autoRequeue`) and this one campaigns again; when the leadership is
+    /// lost, the future is cancelled and it campaigns again. Errors that may pass are retried
+    /// as in `run_while_leader`.
+    ///
+    /// # Errors
+    /// Only the errors that retrying cannot mend: [`LockError::Config`],
+    /// [`LockError::InvalidKey`], and [`LockError::Closed`] when the locker is closed (the
+    /// way to stop it from outside, besides dropping the future).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// let locker = leasehold::Locker::in_memory();
+    /// let terms = std::sync::Arc::new(AtomicU32::new(0));
+    /// let counted = terms.clone();
+    /// let leading = tokio::spawn({
+    ///     let locker = locker.clone();
+    ///     async move {
+    ///         locker
+    ///             .leader("scheduler")
+    ///             .lead_forever(move |_leader| {
+    ///                 let counted = counted.clone();
+    ///                 async move {
+    ///                     counted.fetch_add(1, Ordering::SeqCst); // one scheduling round
+    ///                 }
+    ///             })
+    ///             .await
+    ///     }
+    /// });
+    /// while terms.load(Ordering::SeqCst) < 3 {
+    ///     tokio::task::yield_now().await;
+    /// }
+    /// let _ = locker.close().await; // stops it
+    /// assert!(matches!(leading.await.unwrap(), Err(leasehold::LockError::Closed)));
+    /// # Ok(()) }
+    /// ```
+    pub async fn lead_forever<F, Fut>(self, mut task: F) -> Result<Infallible, LockError>
+    where
+        F: FnMut(Leader) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        loop {
+            let request = LeaderRequest {
+                request: self.request.clone(),
+                name: self.name.clone(),
+                identity: self.identity.clone(),
+            };
+            request.run_while_leader(&mut task).await?;
+        }
+    }
+}
+
+/// A recorded term as the deployment shows it: the store's fence plus the locker's offset
+/// ([`LockerBuilder::fence_offset`](crate::LockerBuilder::fence_offset)).
+fn shown_term(record: &LeaderRecord, inner: &Inner) -> u64 {
+    record.term + inner.fence_offset
 }
 
 /// Being the leader of one election. While it lives (and is not lost) no other campaigner
@@ -482,7 +564,11 @@ impl Leadership {
         let cleared = match self.inner.store.leader_records_or_refusal() {
             Ok(records) => {
                 records
-                    .clear_leader(&self.election.keys, &self.election.record, self.term())
+                    .clear_leader(
+                        &self.election.keys,
+                        &self.election.record,
+                        self.term() - self.inner.fence_offset,
+                    )
                     .await
             }
             Err(e) => Err(e),
@@ -505,7 +591,8 @@ impl Drop for Leadership {
             drop(guard); // the record counts for nobody once the lease ends
             return;
         };
-        let (inner, election, term) = (self.inner.clone(), self.election.clone(), self.term());
+        let term = self.term() - self.inner.fence_offset;
+        let (inner, election) = (self.inner.clone(), self.election.clone());
         runtime.spawn(async move {
             if let Ok(records) = inner.store.leader_records_or_refusal() {
                 let _ = records
@@ -618,8 +705,8 @@ impl LeaderObserver {
                 .read_leader(&self.election.keys, &self.election.record)
                 .await?;
             let state = read.map(|r| Leader {
+                term: shown_term(&r, &inner),
                 identity: r.identity,
-                term: r.term,
             });
             let backwards = state.as_ref().is_some_and(|l| l.term < self.highest);
             if !backwards && self.delivered.as_ref() != Some(&state) {

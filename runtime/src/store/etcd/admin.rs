@@ -6,7 +6,7 @@ use etcd_client as etcd;
 use super::names::{first_by_creation, first_writer, is_reader_key, lock_of, range_of, READER};
 use super::Etcd;
 use crate::store::keys::{unescape, LockKeys};
-use crate::store::sequenced::FENCE_SLOTS;
+use crate::store::sequenced::slots_top;
 use crate::store::{Admin, LockState, StoreFuture};
 
 impl Admin for Etcd {
@@ -43,7 +43,7 @@ impl Admin for Etcd {
                 remaining: None,
                 waiters: waiting > 0,
                 waiting_processes: waiting,
-                last_fence: Some(first.create_revision() as u64 * FENCE_SLOTS),
+                last_fence: Some(slots_top(first.create_revision())),
             })
         })
     }

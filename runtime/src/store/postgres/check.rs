@@ -98,7 +98,7 @@ where
         return Err(guard.lost_error());
     }
     let key = store_key(guard);
-    let fence = i64::try_from(guard.fence()).map_err(|_| LockError::Lost {
+    let fence = i64::try_from(guard.store_fence()).map_err(|_| LockError::Lost {
         reason: LostReason::StaleFence,
     })?;
     let row = client

@@ -14,6 +14,13 @@ use crate::store::AcquireRequest;
 /// Fences of one contender: `order × FENCE_SLOTS + n`, `n` below it.
 pub(crate) const FENCE_SLOTS: u64 = 32;
 
+/// The top of the fence slots of the contender created at `order`: at or above every fence
+/// it (or any contender created before it) handed out or reserved, for inspection's
+/// `last_fence`.
+pub(crate) fn slots_top(order: i64) -> u64 {
+    order.max(0) as u64 * FENCE_SLOTS + (FENCE_SLOTS - 1)
+}
+
 /// The top of a writer's fences: its creation order makes every fence of a later writer
 /// (created after it, so of a larger order) larger than all of its own.
 pub(crate) fn writer_top(order: i64, fences: u64) -> u64 {

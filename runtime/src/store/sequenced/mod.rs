@@ -64,7 +64,9 @@ mod tests;
 mod tests_permits;
 
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
-pub(crate) use driver::{tag, writer_top, Driver, Head, Place, Queued, Role, Wake, FENCE_SLOTS};
+pub(crate) use driver::{
+    slots_top, tag, writer_top, Driver, Head, Place, Queued, Role, Wake, FENCE_SLOTS,
+};
 pub(crate) use permits::{fits, holders, standing, Standing};
 pub(crate) use recipe::Sequenced;
 pub(crate) use store::{Engine as SequencedEngine, Renews};

@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 use super::names::{lock_key_of, parent_of, CHILD, READER, ROOT};
 use super::ZooKeeper;
 use crate::store::keys::{unescape, LockKeys};
-use crate::store::sequenced::FENCE_SLOTS;
+use crate::store::sequenced::slots_top;
 use crate::store::{Admin, LockState, StoreFuture};
 
 impl Admin for ZooKeeper {
@@ -37,7 +37,7 @@ impl Admin for ZooKeeper {
                 remaining: None,
                 waiters: waiting > 0,
                 waiting_processes: waiting,
-                last_fence: stat.map(|s| s.czxid as u64 * FENCE_SLOTS),
+                last_fence: stat.map(|s| slots_top(s.czxid)),
             })
         })
     }

@@ -2,6 +2,7 @@
 //! without one (`lazy_connect`).
 
 mod etcd;
+mod fence_migration;
 mod lazy_connect;
 mod memory;
 mod postgres;
