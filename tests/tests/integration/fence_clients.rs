@@ -217,12 +217,15 @@ fn assert_config(checked: Result<(), LockError>, says: &[&str]) {
     }
 }
 
-/// A guard of a locker on Redis or in memory, given to the check with each client: a `Config`
-/// error that names the guard's engine, before any SQL runs (the transaction, on a database
-/// with no leasehold schema at all, is still usable after it), and the guard keeps its lock.
+/// A guard of a locker on Redis or in memory, given to the check with each client, on a
+/// database with the leasehold schema (where a statement would answer "stale") and on one
+/// without (where it would fail): a `Config` error that names the guard's engine, before any
+/// SQL runs (the transaction is still usable after it), and the guard keeps its lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_of_another_engine_is_a_config_error_before_any_sql() {
     let pg = PgServer::start().await;
+    let _schema_made = pg_locker(&pg).await;
+    pg.execute("CREATE DATABASE other").await.unwrap();
     let redis = RedisServer::start().await;
     let on_redis = Locker::builder().url(redis.url()).build().await.unwrap();
     let in_memory = Locker::in_memory();
@@ -236,43 +239,47 @@ async fn a_guard_of_another_engine_is_a_config_error_before_any_sql() {
             "in memory",
         ),
     ];
-    let url = pg.url();
-    let sqlx = sqlx_pool(&url).await;
-    let deadpool = deadpool(&url);
-    let bb8 = bb8_pool(&url).await;
-    let mut tokio_client = pg.connect().await.unwrap();
-
-    for (guard, engine) in &guards {
-        let says = ["PostgreSQL locker", engine];
-
-        let mut tx = sqlx.begin().await.unwrap();
-        assert_config(check_fence(&mut tx, guard).await, &says);
-        sqlx::query("SELECT 1").execute(&mut *tx).await.unwrap();
-        tx.commit().await.unwrap();
-
-        let mut client = deadpool.get().await.unwrap();
-        let tx = client.transaction().await.unwrap();
-        assert_config(check_fence(&tx, guard).await, &says);
-        tx.execute("SELECT 1", &[]).await.unwrap();
-        tx.commit().await.unwrap();
-
-        let conn = bb8.get().await.unwrap();
-        conn.batch_execute("BEGIN").await.unwrap();
-        assert_config(check_fence(&conn, guard).await, &says);
-        conn.execute("SELECT 1", &[]).await.unwrap();
-        conn.batch_execute("COMMIT").await.unwrap();
-        drop(conn);
-
-        let tx = tokio_client.transaction().await.unwrap();
-        assert_config(check_fence(&tx, guard).await, &says);
-        tx.execute("SELECT 1", &[]).await.unwrap();
-        tx.commit().await.unwrap();
-
-        assert!(
-            guard.is_held(),
-            "a refused check takes nothing from the guard"
-        );
+    for url in [pg.url(), format!("postgres://postgres@{}/other", pg.addr())] {
+        for (guard, engine) in &guards {
+            refused_by_every_client(&url, guard, &["PostgreSQL locker", engine]).await;
+            assert!(
+                guard.is_held(),
+                "a refused check takes nothing from the guard"
+            );
+        }
     }
+}
+
+/// `guard`'s check is a `Config` error saying `says` with each client, in a transaction on
+/// `url` that is still usable after it (no statement failed in it).
+async fn refused_by_every_client(url: &str, guard: &LockGuard, says: &[&str]) {
+    let sqlx = sqlx_pool(url).await;
+    let mut tx = sqlx.begin().await.unwrap();
+    assert_config(check_fence(&mut tx, guard).await, says);
+    sqlx::query("SELECT 1").execute(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let deadpool = deadpool(url);
+    let mut client = deadpool.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    assert_config(check_fence(&tx, guard).await, says);
+    tx.execute("SELECT 1", &[]).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let bb8 = bb8_pool(url).await;
+    let conn = bb8.get().await.unwrap();
+    conn.batch_execute("BEGIN").await.unwrap();
+    assert_config(check_fence(&conn, guard).await, says);
+    conn.execute("SELECT 1", &[]).await.unwrap();
+    conn.batch_execute("COMMIT").await.unwrap();
+    drop(conn);
+
+    let (mut client, connection) = pg::connect(url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let tx = client.transaction().await.unwrap();
+    assert_config(check_fence(&tx, guard).await, says);
+    tx.execute("SELECT 1", &[]).await.unwrap();
+    tx.commit().await.unwrap();
 }
 
 /// A transaction on another database than the locker's (one with no leasehold schema), with
@@ -327,4 +334,28 @@ async fn a_transaction_on_a_database_without_the_schema_is_a_config_error() {
         "a wrong database takes nothing from the guard"
     );
     guard.release().await.unwrap();
+}
+
+/// A locker built with `lazy_connect` stands in for its engine until it connects: its guards
+/// are still a PostgreSQL locker's, and pass the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_of_a_lazily_connected_postgres_locker_passes() {
+    let pg = PgServer::start().await;
+    let locker = Locker::builder()
+        .postgres(pg.url())
+        .lazy_connect(true)
+        .build()
+        .await
+        .expect("lazy locker");
+    let guard = locker
+        .lock("stock:1")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("acquired once connected");
+    let pool = deadpool(&pg.url());
+    let mut client = pool.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    check_fence(&tx, &guard).await.expect("the holder's check");
+    tx.commit().await.unwrap();
 }
