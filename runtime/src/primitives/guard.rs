@@ -162,6 +162,13 @@ impl LockGuard {
         self.fence - self.inner.fence_offset
     }
 
+    /// The store that holds this guard's lock, for checks only its engine can make (a
+    /// PostgreSQL fence check refuses another engine's guard).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn store(&self) -> &dyn crate::store::Store {
+        &*self.inner.store
+    }
+
     /// The owner token of this guard's lease, for store calls made on its behalf.
     pub(crate) fn owner_token(&self) -> &crate::store::token::OwnerToken {
         &self.lease.token

@@ -155,6 +155,13 @@ impl Store for LazyStore {
         }
     }
 
+    fn engine(&self) -> super::Engine {
+        match self.state.store.get() {
+            Some(store) => store.engine(),
+            None => self.state.deployment.engine(),
+        }
+    }
+
     fn refusal_reason(&self, feature: Feature) -> Option<&'static str> {
         match self.state.store.get() {
             Some(store) => store.refusal_reason(feature),

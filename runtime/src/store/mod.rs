@@ -139,6 +139,13 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// a new session).
     fn capabilities(&self) -> Capabilities;
 
+    /// Which engine this is (one Redis server, Sentinel and Cluster all answer
+    /// [`Engine::Redis`], the family they share), for the few calls only one engine can
+    /// serve: a PostgreSQL fence check in the caller's transaction refuses another engine's
+    /// guard before it runs any SQL.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    fn engine(&self) -> Engine;
+
     /// Takes the lock if it is free, reserving `req.fences` fencing tokens. One round trip.
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
 

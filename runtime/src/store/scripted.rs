@@ -222,6 +222,10 @@ impl super::Store for ScriptedStore {
         }
     }
 
+    fn engine(&self) -> super::Engine {
+        super::Engine::Memory
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> super::StoreFuture<'a, Attempt> {
         Box::pin(ScriptedStore::acquire(self, req))
     }

@@ -8,6 +8,7 @@
 
 mod config;
 mod engines;
+mod fence_clients;
 mod fenced_write;
 mod hostile;
 mod inspect;

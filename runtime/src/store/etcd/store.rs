@@ -117,4 +117,8 @@ impl SequencedEngine for Etcd {
     fn capabilities(&self) -> Capabilities {
         Engine::Etcd.capabilities(self.ttl)
     }
+
+    fn engine(&self) -> Engine {
+        Engine::Etcd
+    }
 }

@@ -41,6 +41,10 @@ impl Store for MemoryStore {
         super::Engine::Memory.capabilities(Duration::ZERO)
     }
 
+    fn engine(&self) -> super::Engine {
+        super::Engine::Memory
+    }
+
     fn describe(&self) -> String {
         "in memory".to_owned()
     }

@@ -237,6 +237,10 @@ impl Store for PostgresStore {
         super::Engine::Postgres.capabilities(Duration::ZERO)
     }
 
+    fn engine(&self) -> super::Engine {
+        super::Engine::Postgres
+    }
+
     fn withdraw(&self, keys: &LockKeys) {
         self.withdraw_process(keys);
     }

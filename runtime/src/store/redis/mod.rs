@@ -466,6 +466,10 @@ impl Store for RedisStore {
         crate::store::Engine::Redis.capabilities(Duration::ZERO)
     }
 
+    fn engine(&self) -> crate::store::Engine {
+        crate::store::Engine::Redis
+    }
+
     fn describe(&self) -> String {
         format!("redis at {}", self.core.endpoint)
     }

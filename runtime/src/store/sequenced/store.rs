@@ -16,6 +16,9 @@ use crate::store::{
 pub(crate) trait Engine: Driver + Admin {
     /// What it offers; the lease bound is its session's.
     fn capabilities(&self) -> Capabilities;
+
+    /// Which engine it is ([`Store::engine`]).
+    fn engine(&self) -> crate::store::Engine;
 }
 
 /// Renewals, which each engine proves its own way (ZooKeeper: the contender's session is the
@@ -42,6 +45,10 @@ where
 
     fn capabilities(&self) -> Capabilities {
         self.driver.capabilities()
+    }
+
+    fn engine(&self) -> crate::store::Engine {
+        self.driver.engine()
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {

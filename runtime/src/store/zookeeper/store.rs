@@ -74,4 +74,8 @@ impl SequencedEngine for ZooKeeper {
         let granted = Duration::from_millis(self.granted.load(Ordering::Acquire));
         Engine::ZooKeeper.capabilities(granted)
     }
+
+    fn engine(&self) -> Engine {
+        Engine::ZooKeeper
+    }
 }

@@ -122,6 +122,10 @@ impl Store for RedLock {
         crate::store::Engine::RedLock.capabilities(Duration::ZERO)
     }
 
+    fn engine(&self) -> crate::store::Engine {
+        crate::store::Engine::RedLock
+    }
+
     fn describe(&self) -> String {
         let nodes: Vec<String> = self
             .nodes

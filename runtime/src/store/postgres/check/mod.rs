@@ -54,7 +54,57 @@
 //! under `REPEATABLE READ` or `SERIALIZABLE` it key-share locks the reader's own row (its
 //! renewals go on; its release waits for the transaction's end, as a writer's does).
 //!
-//! Another driver (sqlx, diesel) does the same with one statement in its transaction:
+//! **Clients.** [`check_fence`] takes the connection or transaction your write runs in:
+//!
+//! - tokio-postgres: `&` a [`Client`](tokio_postgres::Client) or
+//!   [`Transaction`](tokio_postgres::Transaction), or `&` anything that derefs to one, so the
+//!   pools built on it need no `&*`: deadpool-postgres's `Transaction` and pooled client,
+//!   bb8-postgres's pooled connection, an `Arc<Client>`.
+//! - sqlx (feature `sqlx`): `&mut` a `sqlx::Transaction<'_, Postgres>` (`pool.begin()`), a
+//!   `PgConnection`, or a pool's connection (`pool.acquire()`), or
+//!   `&mut` anything that derefs to one.
+//!
+//! ```no_run
+//! # #[cfg(feature = "sqlx")]
+//! # async fn buy(locker: leasehold::Locker, pool: leasehold::postgres::sqlx::PgPool)
+//! # -> Result<(), Box<dyn std::error::Error>> {
+//! use leasehold::postgres::sqlx;
+//!
+//! let guard = locker.lock("stock:42").acquire().await?;
+//! let mut tx = pool.begin().await?;
+//! leasehold::postgres::check_fence(&mut tx, &guard).await?; // refuses a stale holder
+//! sqlx::query("UPDATE stock SET left = left - 1 WHERE sku = 42 AND left > 0")
+//!     .execute(&mut *tx)
+//!     .await?;
+//! tx.commit().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ```no_run
+//! use std::ops::Deref;
+//! use leasehold::postgres::tokio_postgres::Transaction;
+//!
+//! /// `tx`: a pool's transaction (deadpool-postgres), or tokio-postgres's own.
+//! async fn pay<'c>(
+//!     tx: &impl Deref<Target = Transaction<'c>>,
+//!     guard: &leasehold::LockGuard,
+//! ) -> Result<(), Box<dyn std::error::Error>> {
+//!     leasehold::postgres::check_fence(tx, guard).await?;
+//!     tx.execute("UPDATE payouts SET paid = true WHERE id = 7", &[]).await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Every client gets the same answers: the driver's error is the source of a
+//! [`LockError::Unavailable`] (a `tokio_postgres::Error` or a `sqlx::Error`), and a stale
+//! holder gets [`LostReason::StaleFence`] and its guard is told. Two mistakes are
+//! [`LockError::Config`], whatever the client: a guard of a locker on another engine (Redis,
+//! ZooKeeper, etcd, in memory), refused before any SQL runs, since a PostgreSQL transaction
+//! cannot check a lock kept elsewhere; and a transaction on a database without the leasehold
+//! schema (not the locker's database, or a `search_path` that does not reach the schema the
+//! locker made).
+//!
+//! Another driver (diesel, …) does the same with one statement in its transaction:
 //! `SELECT leasehold_check_fence($1, $2)` with [`store_key`] and the guard's
 //! [`fence`](LockGuard::fence) as a `bigint`; `false` means the write must not happen.
 //!
@@ -62,70 +112,27 @@
 //! [`Locker::read_lock`]: crate::Locker::read_lock
 //! [`LostReason::StaleFence`]: crate::LostReason::StaleFence
 
-use crate::error::{LockError, LostReason};
-use crate::primitives::guard::LockGuard;
+mod client;
+mod fence;
+#[cfg(feature = "sqlx")]
+mod sqlx_pg;
+mod tokio_pg;
 
+pub use self::fence::{check_fence, store_key, FenceClient};
 pub use super::SCHEMA;
+
+#[cfg(doc)]
+use crate::{LockError, LockGuard};
 
 /// How long past its lock's remaining lease a transaction that checked its fence may wait for
 /// its client between two statements before the server ends it (see the module docs): also
 /// how long past its lease a holder stalled inside such a transaction keeps the lock. The
 /// same 5 s are written in [`SCHEMA`]'s `leasehold_check_fence`.
 pub const FENCED_IDLE_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+/// The sqlx [`check_fence`] takes a connection or transaction of (feature `sqlx`; re-exported,
+/// so versions match).
+#[cfg(feature = "sqlx")]
+pub use sqlx;
 /// The driver [`check_fence`] takes a client or transaction of (re-exported, so versions
 /// match).
 pub use tokio_postgres;
-
-/// Checks, inside the caller's transaction (or on a plain client, for one statement), that
-/// `guard` still holds its lock in the database, and keeps any other holder from taking the
-/// lock until that transaction ends, so none can before the transaction's writes commit. For a
-/// reader's guard: that it still holds its share, and no writer takes the lock until the
-/// transaction ends (see the module docs).
-/// Renewals go on meanwhile; the transaction may wait for its client between statements for
-/// at most the lease left plus [`FENCED_IDLE_MARGIN`] (see the module docs).
-///
-/// # Errors
-/// - [`LockError::Lost`] when the guard is no longer held on this process's clock, or the
-///   database shows another holder or none ([`LostReason::StaleFence`](crate::LostReason));
-///   the lease is then reported lost to the guard (its `lost()` resolves).
-/// - [`LockError::Unavailable`] when the statement failed (its source is the driver's error:
-///   a serialization failure means "retry the transaction").
-pub async fn check_fence<C>(client: &C, guard: &LockGuard) -> Result<(), LockError>
-where
-    C: tokio_postgres::GenericClient + Sync,
-{
-    if !guard.is_held() {
-        return Err(guard.lost_error());
-    }
-    let key = store_key(guard);
-    let fence = i64::try_from(guard.store_fence()).map_err(|_| LockError::Lost {
-        reason: LostReason::StaleFence,
-    })?;
-    let row = client
-        .query_one("SELECT leasehold_check_fence($1, $2)", &[&key, &fence])
-        .await
-        .map_err(|e| {
-            LockError::unavailable(
-                format!(
-                    "the fence check of {:?} failed: {}",
-                    guard.key(),
-                    super::errors::error_text(&e)
-                ),
-                Some(Box::new(e)),
-            )
-        })?;
-    if row.get::<_, bool>(0) {
-        Ok(())
-    } else {
-        guard.refused_by_store("the database showed another holder at a fence check");
-        Err(LockError::Lost {
-            reason: LostReason::StaleFence,
-        })
-    }
-}
-
-/// The lock's name in the `leasehold_locks` table, for [`check_fence`]'s SQL when another
-/// driver runs it (`SELECT leasehold_check_fence($1, $2)`).
-pub fn store_key(guard: &LockGuard) -> String {
-    super::text::db_text(guard.store_key()).into_owned()
-}
