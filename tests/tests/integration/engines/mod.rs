@@ -6,5 +6,6 @@ mod lazy_connect;
 mod memory;
 mod postgres;
 mod postgres_parts;
+mod postgres_tls;
 mod redis;
 mod zookeeper;
