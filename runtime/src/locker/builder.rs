@@ -275,13 +275,32 @@ impl LockerBuilder {
     /// `postgres` feature.
     ///
     /// The URL takes tokio-postgres's parameters (`application_name`, `options`,
-    /// `connect_timeout`, ...); the password never appears in `Debug`, logs or errors. TLS
-    /// (`sslmode=require`) is not supported yet and refused.
+    /// `connect_timeout`, ...); the password never appears in `Debug`, logs or errors.
+    ///
+    /// **TLS** (with the `tls` feature; every connection of the locker alike) follows libpq's
+    /// `sslmode`: `disable`; `prefer`, the default, encrypts when the server offers TLS but
+    /// checks nothing and falls back to plain text; `require` encrypts and, as in libpq,
+    /// checks the certificate's chain only when `sslrootcert` is given; `verify-ca` checks
+    /// the chain; `verify-full` the chain and the host name. Across a network you do not
+    /// control, use `verify-full`. `sslrootcert=/path/ca.pem` names the roots (by default the
+    /// operating system's, or `SSL_CERT_FILE`); `sslcert` and `sslkey` a client certificate.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) fails with [`LockError::Config`](crate::LockError::Config) for
+    /// a URL that asks for TLS without the `tls` feature, an unknown `sslmode` or an
+    /// unreadable certificate file, and for what retrying will not mend: a server certificate
+    /// that is not trusted or names another host, a server without TLS under `require`, one
+    /// that refuses unencrypted connections under `disable`; with
+    /// [`LockError::Unavailable`](crate::LockError::Unavailable) when the server cannot be
+    /// reached.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), leasehold::LockError> {
     /// let locker = leasehold::Locker::builder()
-    ///     .postgres("postgres://shop:secret@10.0.0.5:5432/shop")
+    ///     .postgres(
+    ///         "postgres://shop:secret@db.internal:5432/shop\
+    ///          ?sslmode=verify-full&sslrootcert=/etc/shop/db-ca.pem",
+    ///     )
     ///     .build()
     ///     .await?;
     /// # Ok(()) }

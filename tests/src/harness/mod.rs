@@ -36,7 +36,7 @@ mod zookeeper;
 pub use cargo_bin::cargo_bin;
 pub use cluster::RedisCluster;
 pub use etcd::{EtcdCluster, EtcdOptions, EtcdServer};
-pub use postgres::PgServer;
+pub use postgres::{PgOptions, PgServer};
 pub use probe::eventually;
 pub use proxy::{ConnKind, ProxyMode, TcpProxy};
 pub use redis_server::{RedisOptions, RedisServer};

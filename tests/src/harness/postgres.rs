@@ -21,6 +21,11 @@
 //! # drop(url);
 //! # }
 //! ```
+//!
+//! [`PgServer::start_with`] starts one with TLS ([`PgOptions`]): `ssl = on` with a certificate
+//! and key the test made, and optionally a `pg_hba.conf` that lets TCP clients in only over
+//! TLS (`hostssl`), or only with a client certificate. The harness's own sessions then go over
+//! the server's Unix socket, which needs no TLS.
 
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -32,7 +37,7 @@ use std::sync::OnceLock;
 
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage};
 
 use super::server::{self, Answer, LaunchError, ServerKind, ServerProcess, PORT_ATTEMPTS};
 use super::{ports, process};
@@ -87,11 +92,74 @@ static POSTGRES: ServerKind = ServerKind {
 #[derive(Debug)]
 pub struct PgServer {
     port: u16,
+    options: PgOptions,
     /// The unprivileged user the server runs as when the test binary is root.
     run_as: Option<User>,
     /// The postmaster, and the directory holding `data/`, the log and the Unix socket.
     process: ServerProcess,
 }
+
+/// How a [`PgServer`] starts: plain (the default), or with TLS.
+///
+/// ```no_run
+/// use leasehold_tests::harness::{PgOptions, PgServer};
+///
+/// # async fn demo(cert: std::path::PathBuf, key: std::path::PathBuf) {
+/// // TLS only: a client without it is refused by pg_hba.conf.
+/// let pg = PgServer::start_with(PgOptions::default().tls(cert, key).tls_only()).await;
+/// let url = format!("{}?sslmode=verify-full&sslrootcert=/path/ca.pem", pg.url());
+/// # drop(url);
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+#[must_use]
+pub struct PgOptions {
+    tls: Option<TlsFiles>,
+    /// TCP clients only over TLS (`hostssl`, and `hostnossl ... reject`).
+    tls_only: bool,
+    /// TCP clients only over TLS with a certificate this CA signed, for the user named by its
+    /// common name (`hostssl ... cert`).
+    client_ca: Option<PathBuf>,
+}
+
+/// The server's certificate (chain) and key, PEM files of the test's.
+#[derive(Clone, Debug)]
+struct TlsFiles {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl PgOptions {
+    /// Turns TLS on (`ssl = on`) with this certificate (chain) and its key, PEM files that the
+    /// harness copies into the server's directory (the key readable by the server's user only,
+    /// as PostgreSQL demands). Clients may still connect without TLS, unless
+    /// [`tls_only`](Self::tls_only).
+    pub fn tls(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls = Some(TlsFiles {
+            cert: cert.into(),
+            key: key.into(),
+        });
+        self
+    }
+
+    /// Lets TCP clients in only over TLS: `pg_hba.conf` holds `hostssl` for 127.0.0.1 and
+    /// `hostnossl all all all reject`. Needs [`tls`](Self::tls).
+    pub fn tls_only(mut self) -> Self {
+        self.tls_only = true;
+        self
+    }
+
+    /// Lets TCP clients in only over TLS with a client certificate that `ca` (a PEM file)
+    /// signed, whose common name is the user name (`hostssl ... cert`; `ssl_ca_file`). Needs
+    /// [`tls`](Self::tls).
+    pub fn client_certificates(mut self, ca: impl Into<PathBuf>) -> Self {
+        self.client_ca = Some(ca.into());
+        self
+    }
+}
+
+/// Where the harness copies the TLS files, in the server's directory.
+const TLS_DIR: &str = "tls";
 
 /// A uid and gid to run the server as.
 #[derive(Clone, Copy, Debug)]
@@ -116,15 +184,31 @@ impl PgServer {
     /// If `initdb` or `postgres` cannot be found, `initdb` fails, or the server exits or does not
     /// accept connections within 30 s; the message includes the tail of its log.
     pub async fn start() -> Self {
+        Self::start_with(PgOptions::default()).await
+    }
+
+    /// [`start`](Self::start), with TLS as `options` say.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start); and if the TLS files cannot be copied, or `tls_only` or
+    /// `client_certificates` was asked for without `tls`.
+    pub async fn start_with(options: PgOptions) -> Self {
+        assert!(
+            options.tls.is_some() || (!options.tls_only && options.client_ca.is_none()),
+            "PgOptions: tls_only and client_certificates need tls(cert, key)"
+        );
         let binaries = binaries();
         let run_as = unprivileged_user();
         let dir = fresh_dir(run_as);
         let mut server = Self {
             port: 0,
+            options,
             run_as,
             process: ServerProcess::new(&POSTGRES, label(0, &dir), dir),
         };
         server.initdb(binaries).await;
+        server.set_up_tls();
         for _ in 0..PORT_ATTEMPTS {
             server.port = ports::free_port();
             let label = label(server.port, server.dir());
@@ -283,7 +367,8 @@ impl PgServer {
     }
 
     /// A new session as `postgres`, its connection driven by a task spawned on the current tokio
-    /// runtime (it ends when the client is dropped).
+    /// runtime (it ends when the client is dropped). Over TCP without TLS; over the Unix socket
+    /// for a server started with TLS ([`PgOptions::tls`]), which may refuse TCP without it.
     ///
     /// # Errors
     ///
@@ -295,9 +380,7 @@ impl PgServer {
     /// `tokio::time::timeout` to see that).
     pub async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
         let (client, connection) =
-            match tokio::time::timeout(QUERY_TIMEOUT, tokio_postgres::connect(&self.url(), NoTls))
-                .await
-            {
+            match tokio::time::timeout(QUERY_TIMEOUT, self.admin_config().connect(NoTls)).await {
                 Ok(connected) => connected?,
                 Err(_) => panic!(
                     "{} did not accept a connection within {QUERY_TIMEOUT:?}\n{}",
@@ -393,6 +476,77 @@ impl PgServer {
         self.process.label()
     }
 
+    /// Where the harness's own sessions connect: TCP without TLS, or the Unix socket of a
+    /// server started with TLS.
+    fn admin_config(&self) -> Config {
+        let mut config = Config::new();
+        config.user("postgres").dbname("postgres").port(self.port);
+        match self.options.tls {
+            Some(_) => config.host_path(self.dir()),
+            None => config.host(Ipv4Addr::LOCALHOST.to_string()),
+        };
+        config
+    }
+
+    /// Copies the TLS files into `tls/`, owned by the server's user (the key readable by it
+    /// alone), and writes `pg_hba.conf` for `tls_only` and `client_certificates`.
+    ///
+    /// # Panics
+    ///
+    /// If a file cannot be copied or written.
+    fn set_up_tls(&self) {
+        let Some(files) = &self.options.tls else {
+            return;
+        };
+        let dir = self.dir().join(TLS_DIR);
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        let mut copies = vec![
+            (&files.cert, "server.crt", 0o644),
+            (&files.key, "server.key", 0o600),
+        ];
+        if let Some(ca) = &self.options.client_ca {
+            copies.push((ca, "client-ca.crt", 0o644));
+        }
+        for (from, name, mode) in copies {
+            let to = dir.join(name);
+            fs::copy(from, &to).unwrap_or_else(|e| {
+                panic!("cannot copy {} to {}: {e}", from.display(), to.display())
+            });
+            fs::set_permissions(&to, fs::Permissions::from_mode(mode))
+                .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", to.display()));
+        }
+        if let Some(user) = self.run_as {
+            for entry in [dir.clone(), dir.join("server.crt"), dir.join("server.key")]
+                .into_iter()
+                .chain(
+                    self.options
+                        .client_ca
+                        .as_ref()
+                        .map(|_| dir.join("client-ca.crt")),
+                )
+            {
+                std::os::unix::fs::chown(&entry, Some(user.uid), Some(user.gid)).unwrap_or_else(
+                    |e| panic!("cannot give {} to uid {}: {e}", entry.display(), user.uid),
+                );
+            }
+        }
+        if self.options.tls_only || self.options.client_ca.is_some() {
+            let method = match self.options.client_ca {
+                Some(_) => "cert",
+                None => "trust",
+            };
+            // The harness's sessions come over the socket; TCP only over TLS.
+            let hba = format!(
+                "local all all trust\n\
+                 hostssl all all 127.0.0.1/32 {method}\n\
+                 hostnossl all all all reject\n"
+            );
+            let path = self.data_dir().join("pg_hba.conf");
+            fs::write(&path, hba)
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        }
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.dir().join(DATA_DIR)
     }
@@ -463,10 +617,20 @@ impl PgServer {
             // its directory.
             .args(["-c", "dynamic_shared_memory_type=mmap"])
             .args(["-c", "huge_pages=off"])
-            .args(["-c", "log_min_messages=warning"])
-            // Out of the test binary's process group: a Ctrl-C meant for the tests is no fast
-            // shutdown. (The backends call setsid(), so the group is not the whole server.)
-            .process_group(0);
+            .args(["-c", "log_min_messages=warning"]);
+        if self.options.tls.is_some() {
+            let tls = self.dir().join(TLS_DIR);
+            let setting = |name: &str, file: &str| format!("{name}={}", tls.join(file).display());
+            cmd.args(["-c", "ssl=on"])
+                .args(["-c", &setting("ssl_cert_file", "server.crt")])
+                .args(["-c", &setting("ssl_key_file", "server.key")]);
+            if self.options.client_ca.is_some() {
+                cmd.args(["-c", &setting("ssl_ca_file", "client-ca.crt")]);
+            }
+        }
+        // Out of the test binary's process group: a Ctrl-C meant for the tests is no fast
+        // shutdown. (The backends call setsid(), so the group is not the whole server.)
+        cmd.process_group(0);
         self.prepare(&mut cmd);
         if let Err(e) = self.process.spawn(cmd) {
             panic!(
@@ -516,7 +680,9 @@ impl PgServer {
     /// on the port, or why none does.
     async fn probe(&self) -> Result<String, String> {
         let exchange = async {
-            let (client, connection) = tokio_postgres::connect(&self.url(), NoTls)
+            let (client, connection) = self
+                .admin_config()
+                .connect(NoTls)
                 .await
                 .map_err(|e| format!("cannot connect: {e}"))?;
             tokio::spawn(async move {

@@ -1,6 +1,6 @@
 //! Tests of the PostgreSQL harness against real servers: that a server answers as itself, that
 //! committed rows survive a crash and an orderly restart, that a pause freezes every backend, and
-//! that nothing is left behind (processes, directory, shared memory).
+//! that nothing is left behind (processes, directory, shared memory), and a server with TLS only.
 //!
 //! Run `scripts/ensure-postgres` first (it installs Debian's `postgresql` when missing).
 
@@ -9,7 +9,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use leasehold_tests::harness::PgServer;
+use leasehold_tests::harness::{PgOptions, PgServer};
 use tokio::time::timeout;
 
 /// Every test body runs under this bound, so a harness bug fails the test instead of hanging CI.
@@ -336,6 +336,35 @@ async fn a_paused_server_can_be_killed_or_stopped() {
         assert_eq!(pg.pid(), None);
         let log = std::fs::read_to_string(pg.log_path()).unwrap();
         assert!(log.contains("database system is shut down"), "{log}");
+    })
+    .await;
+}
+
+/// A server started with TLS only refuses plain TCP, keeps its TLS setup across a crash
+/// restart, and is still reachable by the harness (over its Unix socket).
+#[tokio::test]
+async fn a_tls_only_server_refuses_plain_tcp_across_restarts() {
+    bounded(async {
+        let dir = std::env::temp_dir().join(format!("leasehold-pgtls-h-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let (cert_path, key_path) = (dir.join("server.pem"), dir.join("server.key"));
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        let pg =
+            PgServer::start_with(PgOptions::default().tls(&cert_path, &key_path).tls_only()).await;
+        std::fs::remove_dir_all(&dir).unwrap();
+        for round in 0..2 {
+            assert_eq!(pg.execute("SHOW ssl").await.unwrap(), one("on"), "{round}");
+            let plain = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls).await;
+            let e = plain.err().expect("plain TCP is refused");
+            assert!(format!("{e:?}").contains("no encryption"), "{e:?}");
+            pg.restart().await;
+        }
     })
     .await;
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::task::AbortHandle;
 use tokio_postgres as pg;
 
+use super::errors::unavailable_at;
 use super::sql::{
     ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, RELEASE, RELEASE_PERMITS, RELEASE_SHARED, RENEW,
     RENEW_PERMITS, RENEW_SHARED, WARM_UP,
@@ -42,9 +43,48 @@ impl Drop for Conn {
     }
 }
 
+/// The TLS side of every connection: rustls with the `tls` feature, else none (the URL was
+/// refused if it asked for TLS).
+#[cfg(feature = "tls")]
+pub(super) type Tls = super::tls::MakeRustls;
+/// The TLS side of every connection: rustls with the `tls` feature, else none (the URL was
+/// refused if it asked for TLS).
+#[cfg(not(feature = "tls"))]
+pub(super) type Tls = pg::NoTls;
+
+/// The connector for a URL's TLS settings (its files read now, once for every connection).
+pub(super) fn connector(settings: &super::url::TlsSettings) -> Result<Tls, LockError> {
+    #[cfg(feature = "tls")]
+    return super::tls::MakeRustls::new(settings);
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = settings;
+        Ok(pg::NoTls)
+    }
+}
+
+/// A client of the caller's own ([`connect`](crate::postgres::connect)): the locker's URL
+/// rules and TLS, its connection driven by a task of its own.
+pub(super) async fn connect_client(url: &str) -> Result<pg::Client, LockError> {
+    let target = super::url::parse(url)?;
+    let tls = connector(&target.tls)?;
+    let (client, connection) = target
+        .config
+        .connect(tls)
+        .await
+        .map_err(|e| unavailable_at(&target.shown, "could not be reached", e))?;
+    tokio::spawn(async move {
+        // Its error reaches the client's next call.
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
 /// What the listener and the lock calls share.
 pub(super) struct Shared {
     pub(super) config: pg::Config,
+    /// The same for every connection: the listener's, the pool's, the schema's.
+    pub(super) tls: Tls,
     pub(super) shown: String,
     pub(super) settings: Settings,
     pub(super) wakes: Wakes,
@@ -58,8 +98,10 @@ impl Shared {
         notices: Option<tokio::sync::mpsc::UnboundedSender<(String, Option<Arc<str>>)>>,
     ) -> Result<(pg::Client, AbortHandle), LockError> {
         let limit = self.settings.connect_timeout;
+        #[allow(clippy::clone_on_copy)] // NoTls is Copy, without the `tls` feature
+        let tls = self.tls.clone();
         let (client, mut connection) =
-            match tokio::time::timeout(limit, self.config.connect(pg::NoTls)).await {
+            match tokio::time::timeout(limit, self.config.connect(tls)).await {
                 Ok(Ok(pair)) => pair,
                 Ok(Err(e)) => return Err(self.unavailable("could not be reached", e)),
                 Err(_) => return Err(self.late(limit)),

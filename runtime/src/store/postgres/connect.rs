@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use super::conn::Shared;
+use super::conn::{connector, Shared};
 use super::listener::listen;
 use super::pool::{Pool, POOL};
 use super::url::parse;
@@ -20,10 +20,11 @@ impl PostgresStore {
     /// fails with `Unavailable` when the server does not answer within the connect timeout,
     /// with `Config` when it refuses the credentials, the database or the schema.
     pub(crate) async fn connect(url: &str, settings: &Settings) -> Result<Self, LockError> {
-        let (config, shown) = parse(url)?;
+        let target = parse(url)?;
         let shared = Arc::new(Shared {
-            config,
-            shown,
+            tls: connector(&target.tls)?,
+            config: target.config,
+            shown: target.shown,
             settings: settings.clone(),
             wakes: Wakes::default(),
         });

@@ -72,6 +72,26 @@
 //! on its next use. Every call is bounded by the operation timeout, on the client and as the
 //! server's `statement_timeout`.
 //!
+//! **TLS.** Every connection of a locker (the pool's, the listening one, the one that checks
+//! the schema) is opened with the same TLS setup, built once from the URL's libpq parameters,
+//! which [`url`] reads (tokio-postgres knows only three modes): `sslmode=disable` never
+//! encrypts; `prefer`, the default as in libpq, encrypts when the server offers TLS and the
+//! build has the `tls` feature, checking nothing of the certificate, and falls back to plain
+//! text when the server offers none (a build without `tls` connects in plain text, as libpq
+//! built without SSL does); `require` encrypts or fails, and checks the certificate's chain
+//! only when `sslrootcert` is given (libpq's rule), so without it it stops eavesdroppers, not
+//! a man in the middle; `verify-ca` checks the chain, `verify-full` the chain and that the
+//! certificate names the URL's host (not `hostaddr`). The roots are `sslrootcert`'s PEM file,
+//! else the operating system's (or `SSL_CERT_FILE` / `SSL_CERT_DIR`, as for `rediss://`);
+//! `sslrootcert=system` takes the system's and makes `verify-full` the default (and the only
+//! mode allowed). `sslcert` and `sslkey` give a client certificate (PEM, key unencrypted).
+//! Through rustls with the ring provider ([`tls`]; TLS 1.2 and 1.3, ALPN `postgresql`), without
+//! channel binding (SCRAM goes as `SCRAM-SHA-256`). A URL asking for TLS without the `tls`
+//! feature, an unknown mode or an unreadable file is a [`LockError::Config`] when the locker
+//! is built; so are failures that retrying will not mend: a server without TLS under
+//! `require`, a certificate that is not trusted or names another host, a server that refuses
+//! an unencrypted connection (`hostssl`) or wants a client certificate.
+//!
 //! **Read locks.** While readers hold a lock, its row holds owner `R`, the last reader's fence
 //! and the end of the longest reader's lease; each reader has a row of its own in
 //! `leasehold_readers` with its lease and fence. Every change of a key's readers (acquire,
@@ -122,7 +142,7 @@
 //! By job: [`schema`] (`schema.sql`, created on first use), [`sql`] (the statements),
 //! [`url`], [`conn`] (one connection), [`pool`], [`connect`], [`lease`] (acquire, release,
 //! renew), [`waiters`] (the line), [`readers`], [`semaphores`], [`leaders`], [`wakes`] and
-//! [`listener`] (LISTEN/NOTIFY), [`admin`],
+//! [`listener`] (LISTEN/NOTIFY), [`tls`] (the connector, with the `tls` feature), [`admin`],
 //! [`text`] (keys and tokens as stored), [`errors`], and [`check`], the public
 //! `leasehold::postgres` (fenced writes in the caller's own transaction).
 
@@ -142,6 +162,8 @@ mod sql;
 #[cfg(test)]
 mod tests;
 mod text;
+#[cfg(feature = "tls")]
+mod tls;
 mod url;
 mod waiters;
 mod wakes;

@@ -27,7 +27,7 @@ fn keys_with_nul_round_trip_through_the_table() {
 fn urls_are_checked_without_showing_passwords() {
     for bad in [
         "redis://localhost",
-        "postgres://u:s3cret@h/db?sslmode=require",
+        "postgres://u:s3cret@h/db?sslmode=verify-all",
         "postgres://u:s3cret@h/db?bogus=1",
     ] {
         let e = validate(bad).unwrap_err().to_string();

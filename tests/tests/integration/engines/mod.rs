@@ -7,5 +7,6 @@ mod lazy_connect;
 mod memory;
 mod postgres;
 mod postgres_parts;
+mod postgres_tls;
 mod redis;
 mod zookeeper;

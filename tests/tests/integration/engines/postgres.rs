@@ -364,8 +364,8 @@ async fn configuration_errors_are_clear_and_never_show_the_password() {
 
     for (url, says) in [
         (
-            "postgres://u:s3cret@127.0.0.1/db?sslmode=require",
-            "sslmode",
+            "postgres://u:s3cret@127.0.0.1/db?sslmode=verify-all",
+            "accepted: disable, prefer, require, verify-ca, verify-full",
         ),
         ("redis://127.0.0.1:6379", "postgres://"),
         (

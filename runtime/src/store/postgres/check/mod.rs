@@ -108,6 +108,24 @@
 //! `SELECT leasehold_check_fence($1, $2)` with [`store_key`] and the guard's
 //! [`fence`](LockGuard::fence) as a `bigint`; `false` means the write must not happen.
 //!
+//! **Your own connection** can be anything tokio-postgres connects with (any TLS connector,
+//! a pool): the check is one statement and does not care how it travels. [`connect`] opens one
+//! by the locker's rules, the same URL (`sslmode`, `sslrootcert`, ... with the `tls`
+//! feature) giving the same TLS:
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let url = "postgres://shop:secret@db.internal:5432/shop?sslmode=verify-full\
+//!            &sslrootcert=/etc/shop/db-ca.pem";
+//! let locker = leasehold::Locker::builder().postgres(url).build().await?;
+//! let mut db = leasehold::postgres::connect(url).await?;
+//! let guard = locker.lock("stock:42").acquire().await?;
+//! let tx = db.transaction().await?;
+//! leasehold::postgres::check_fence(&tx, &guard).await?;
+//! tx.commit().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! [`LockerBuilder::postgres`]: crate::LockerBuilder::postgres
 //! [`Locker::read_lock`]: crate::Locker::read_lock
 //! [`LostReason::StaleFence`]: crate::LostReason::StaleFence
@@ -136,3 +154,23 @@ pub use sqlx;
 /// The driver [`check_fence`] takes a client or transaction of (re-exported, so versions
 /// match).
 pub use tokio_postgres;
+
+/// Connects a client of your own by the rules a locker built with
+/// [`LockerBuilder::postgres`](crate::LockerBuilder::postgres) and the same URL follows: the
+/// same parameters, and the same TLS (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`; see
+/// *Connections* in the builder's docs), for [`check_fence`] and your writes. Its connection
+/// is driven by a task spawned on the current Tokio runtime, which ends when the client is
+/// dropped; notifications are not delivered (use tokio-postgres's own `connect` for
+/// `LISTEN`). Bounded only by the URL's `connect_timeout`, if any.
+///
+/// # Errors
+/// - [`LockError::Config`] when the URL cannot be read, asks for TLS without the `tls`
+///   feature, names a file that cannot be read, or the server refuses what retrying will not
+///   mend: the credentials, the database, a certificate (see the builder's docs).
+/// - [`LockError::Unavailable`] when the server cannot be reached.
+///
+/// # Panics
+/// Outside a Tokio runtime.
+pub async fn connect(url: &str) -> Result<tokio_postgres::Client, LockError> {
+    super::conn::connect_client(url).await
+}
