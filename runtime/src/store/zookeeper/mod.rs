@@ -62,9 +62,11 @@
 //! its session; the znodes of a session this process gave up on are deleted all the same, in
 //! case the session comes back to life.
 
+mod access;
 mod admin;
 mod cleanup;
 mod driver;
+mod ensemble;
 mod names;
 mod session;
 mod store;
@@ -73,5 +75,6 @@ mod tests;
 mod watch;
 mod znodes;
 
+pub(crate) use ensemble::Ensemble;
 pub(crate) use session::ZooKeeper;
 pub(crate) use store::ZooKeeperStore;

@@ -8,3 +8,4 @@ mod postgres;
 mod postgres_parts;
 mod redis;
 mod zookeeper;
+mod zookeeper_auth;
