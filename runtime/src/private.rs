@@ -404,7 +404,10 @@ pub async fn hold<G: Holding, F: Future>(
 /// [`LockError`] into the function's error type itself, through the one conversion it also
 /// uses for a failed acquire, so a missing `From<LockError>` is reported once, at the
 /// function's error type (a bound here would be reported a second time, inside this crate).
-pub async fn finish<G: Holding, T>(guard: G, out: Result<T, LockError>) -> Result<T, LockError> {
+pub async fn finish<G: Holding, T>(
+    guard: G,
+    out: Result<T, LockError>,
+) -> Result<T, LockError> {
     if let Err(e) = guard.give_back().await {
         tracing::warn!(error = %e, "releasing the lock after the body failed");
     }

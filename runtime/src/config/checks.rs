@@ -102,17 +102,11 @@ pub(super) fn check_url(field: &str, url: &str) -> Result<String, LockError> {
     // A URL of another engine in a Redis field: say which field takes it.
     let lower = url.trim().to_ascii_lowercase();
     let elsewhere = if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-        Some((
-            "a PostgreSQL URL",
-            "postgres = \"...\" (LEASEHOLD_POSTGRES)",
-        ))
+        Some(("a PostgreSQL URL", "postgres = \"...\" (LEASEHOLD_POSTGRES)"))
     } else if lower.starts_with("http://") || lower.starts_with("https://") {
         Some(("an etcd endpoint", "etcd = [\"...\"] (LEASEHOLD_ETCD)"))
     } else if lower.starts_with("zk://") || lower.starts_with("zookeeper://") {
-        Some((
-            "a ZooKeeper address",
-            "zookeeper = \"host:port,...\" (LEASEHOLD_ZOOKEEPER)",
-        ))
+        Some(("a ZooKeeper address", "zookeeper = \"host:port,...\" (LEASEHOLD_ZOOKEEPER)"))
     } else {
         None
     };

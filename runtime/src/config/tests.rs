@@ -196,7 +196,10 @@ fn errors_name_the_field_and_the_value() {
         "{e}"
     );
     let e = err(r#"rules = [{ path = "/", key = "k", on_lost = "panic" }]"#);
-    assert!(e.contains(r#"on_lost: "panic" is not an option"#), "{e}");
+    assert!(
+        e.contains(r#"on_lost: "panic" is not an option"#),
+        "{e}"
+    );
     let e = err(r#"rules = [{ path = "/", key = "k", lock = "x" }]"#);
     assert!(e.contains("unknown field `lock`"), "{e}");
     let e = err(r#"rules = [{ path = "/" }]"#);
@@ -269,13 +272,13 @@ fn a_url_of_another_engine_names_the_key_that_takes_it() {
     );
     assert!(!e.contains("s3cret"), "{e}");
     let e = LockConfig::default()
-        .with_vars([("LEASEHOLD_URL".to_owned(), "postgresql://db/app".to_owned())])
+        .with_vars([(
+            "LEASEHOLD_URL".to_owned(),
+            "postgresql://db/app".to_owned(),
+        )])
         .unwrap_err()
         .to_string();
-    assert!(
-        e.contains("LEASEHOLD_URL") && e.contains("LEASEHOLD_POSTGRES"),
-        "{e}"
-    );
+    assert!(e.contains("LEASEHOLD_URL") && e.contains("LEASEHOLD_POSTGRES"), "{e}");
 }
 
 /// The config as a table of the application's own settings: an error points at the bad key's
@@ -291,10 +294,7 @@ fn errors_in_a_nested_table_point_at_the_bad_key() {
     let text = "port = 8080\n\n[locks]\npostgres = \"postgres://db/app\"\nlease = \"30s\"\nwait = \"3 fortnights!\"\n";
     let e = toml::from_str::<Settings>(text).unwrap_err().to_string();
     assert!(e.contains("line 6"), "{e}");
-    assert!(
-        e.contains(r#"wait: "3 fortnights!" is not a duration"#),
-        "{e}"
-    );
+    assert!(e.contains(r#"wait: "3 fortnights!" is not a duration"#), "{e}");
     let text = "port = 8080\n[locks]\nurl = \"redis://a\"\n\n[[locks.rules]]\npath = \"/\"\nkey = \"k\"\n\n[[locks.rules]]\npath = \"/b\"\nkey = \"k\"\nlease = \"1ms\"\n";
     let e = toml::from_str::<Settings>(text).unwrap_err().to_string();
     assert!(e.contains("line 12"), "{e}");
@@ -322,10 +322,7 @@ fn the_environment_replaces_the_files_deployment() {
     assert!(moved.deployment().is_ok());
     let moved = file
         .clone()
-        .with_vars([(
-            "LEASEHOLD_ETCD".to_owned(),
-            "http://e1:2379,http://e2:2379".to_owned(),
-        )])
+        .with_vars([("LEASEHOLD_ETCD".to_owned(), "http://e1:2379,http://e2:2379".to_owned())])
         .unwrap();
     assert_eq!(moved.etcd, ["http://e1:2379", "http://e2:2379"]);
     assert!(moved.postgres.is_none() && moved.url.is_none());
@@ -345,10 +342,7 @@ fn the_environment_replaces_the_files_deployment() {
     let two = file
         .with_vars([
             ("LEASEHOLD_URL".to_owned(), "redis://cache:6379".to_owned()),
-            (
-                "LEASEHOLD_POSTGRES".to_owned(),
-                "postgres://db/app".to_owned(),
-            ),
+            ("LEASEHOLD_POSTGRES".to_owned(), "postgres://db/app".to_owned()),
         ])
         .unwrap()
         .deployment()

@@ -67,7 +67,17 @@ impl ZooKeeper {
                 source: zk::Error::NoNode,
             }) => {
                 // No root yet: made now, this identity's alone.
-                return self.ensure(client, ROOT, zk::CreateMode::Persistent).await;
+                let options = zk::CreateMode::Persistent.with_acls(self.acls());
+                return match tokio::time::timeout(limit, client.create(ROOT, &[], &options)).await {
+                    Ok(Ok(_) | Err(zk::Error::NodeExists)) => Ok(()),
+                    Ok(Err(zk::Error::NoNode)) => Err(LockError::config(format!(
+                        "zookeeper at {}: the chroot of the connect string does not exist; an \
+                         operator creates it first (zkCli.sh: create /<chroot>)",
+                        self.hosts
+                    ))),
+                    Ok(Err(e)) => Err(self.failed("refused a create", e)),
+                    Err(_) => Err(self.late(limit)),
+                };
             }
             Err(zk::MultiWriteError::OperationFailed { source, .. })
             | Err(zk::MultiWriteError::RequestFailed { source }) => {

@@ -501,3 +501,117 @@ async fn the_password_shows_in_no_debug_describe_error_or_log() {
     assert!(seen[0].contains("127.0.0.1"), "{}", seen[0]);
     assert!(seen[1].contains("127.0.0.1"), "{}", seen[1]);
 }
+
+/// A root made by an unauthenticated locker (of an earlier version) stays open to anyone:
+/// the authenticated locker says so, and the operator's `setAcl` closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_root_is_warned_about_until_an_operator_sets_its_acl() {
+    let (_tap, logs) = logged();
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let old = locker(&hosts).await.unwrap();
+    old.lock("order:1")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let stranger = raw(&hosts, None).await;
+    let (acls, _) = stranger.get_acl("/leasehold").await.unwrap();
+    assert_eq!(acls[0].scheme(), "world", "{acls:?}");
+
+    let a = locker(&alice(&hosts)).await.unwrap();
+    let warned = |logs: &Mutex<String>| {
+        let logs = logs.lock().unwrap();
+        logs.contains(&format!("zookeeper at {hosts}: anyone may create"))
+            && logs.contains("setAcl -R /leasehold auth::cdrwa")
+    };
+    assert!(warned(&logs), "no warning of the open root");
+    // Open to anyone: a stranger can still make a lock's container, and so stand first in
+    // its queue.
+    let open = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+    stranger
+        .create("/leasehold/leasehold:lock:{planted}", b"", &open)
+        .await
+        .unwrap();
+
+    // The operator, authenticated as the lockers, closes it (what `setAcl -R /leasehold
+    // auth::cdrwa` does in zkCli), and deletes what was planted.
+    let operator = raw(&hosts, Some(&format!("alice:{PASSWORD}"))).await;
+    operator
+        .set_acl("/leasehold", &zk::Acls::creator_all(), None)
+        .await
+        .unwrap();
+    operator
+        .delete("/leasehold/leasehold:lock:{planted}", None)
+        .await
+        .unwrap();
+    no_auth(
+        stranger
+            .create("/leasehold/leasehold:lock:{planted}", b"", &open)
+            .await,
+        "a container under the closed root",
+    );
+    a.lock("order:1")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    logs.lock().unwrap().clear();
+    let _b = locker(&alice(&hosts)).await.unwrap();
+    assert!(!warned(&logs), "warned of a closed root");
+}
+
+/// Two services with credentials of their own, each in its chroot, never meet; a chroot that
+/// is not there yet is the operator's to create, and said so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_with_their_own_credentials_live_apart_in_chroots() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let missing = locker(&format!("alice:{PASSWORD}@{hosts}/shop"))
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, LockError::Config { .. }), "{missing}");
+    assert!(missing.to_string().contains("chroot"), "{missing}");
+
+    let operator = raw(&hosts, None).await;
+    let plain = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_read());
+    for chroot in ["/shop", "/billing"] {
+        operator.create(chroot, b"", &plain).await.unwrap();
+    }
+    // The chroot nodes are read-only to all: only their children are the services'.
+    let shop = locker(&format!("alice:{PASSWORD}@{hosts}/shop")).await;
+    assert!(shop.is_err(), "created /leasehold in a read-only chroot");
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    operator.delete("/shop", None).await.unwrap();
+    operator.delete("/billing", None).await.unwrap();
+    for chroot in ["/shop", "/billing"] {
+        operator.create(chroot, b"", &open).await.unwrap();
+    }
+    let shop = locker(&format!("alice:{PASSWORD}@{hosts}/shop"))
+        .await
+        .unwrap();
+    let billing = locker(&format!("bob:{WRONG}@{hosts}/billing"))
+        .await
+        .unwrap();
+    let a = shop.lock("order:1").acquire().await.unwrap();
+    let b = billing.lock("order:1").acquire().await.unwrap();
+    let owner = raw(&hosts, Some(&format!("alice:{PASSWORD}"))).await;
+    assert_eq!(
+        owner
+            .list_children(&format!("/shop{ORDER_1}"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    no_auth(
+        owner.list_children(&format!("/billing{ORDER_1}")).await,
+        "alice in bob's chroot",
+    );
+    a.release().await.unwrap();
+    b.release().await.unwrap();
+}
