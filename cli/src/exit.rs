@@ -113,7 +113,10 @@ fn unreachable_message(
 pub(crate) fn endpoint(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
     if scheme == "zookeeper" {
-        return format!("zookeeper {rest}");
+        // Credentials go before the servers, TLS files after them: neither is shown.
+        let servers = rest.rsplit_once('@').map_or(rest, |(_, servers)| servers);
+        let servers = servers.split('?').next().unwrap_or(servers);
+        return format!("zookeeper {servers}");
     }
     if scheme == "postgres" || scheme == "postgresql" {
         let authority = rest.split(['/', '?']).next().unwrap_or(rest);
@@ -166,6 +169,10 @@ mod tests {
         assert_eq!(
             endpoint("zookeeper://zk1:2181,zk2:2181"),
             "zookeeper zk1:2181,zk2:2181"
+        );
+        assert_eq!(
+            endpoint("zookeeper://shop:s3cret@zk1:2181,zk2:2181/app?ca=/etc/ca.pem"),
+            "zookeeper zk1:2181,zk2:2181/app"
         );
         assert_eq!(
             endpoint("etcd://e1:2379,http://root:s3cret@e2:2379,https://e3:2379"),

@@ -105,7 +105,10 @@ pub struct LockConfig {
     pub cluster: Vec<String>,
     /// The master that these Sentinels monitor, instead of `url` (feature `sentinel`).
     pub sentinel: Option<SentinelConfig>,
-    /// A ZooKeeper ensemble, `"host:port,host:port"`, instead of `url` (feature `zookeeper`).
+    /// A ZooKeeper ensemble, `"host:port,host:port"`, instead of `url` (feature `zookeeper`);
+    /// `"user:password@host:port,...[/chroot][?ca=/path/ca.pem]"` with credentials and TLS
+    /// (see [`LockerBuilder::zookeeper`](crate::LockerBuilder)). The credentials never show
+    /// in this config's `Debug`.
     pub zookeeper: Option<String>,
     /// An etcd cluster's endpoints, `[http[s]://][user:password@]host:port`, instead of `url`
     /// (feature `etcd`); see [`LockerBuilder::etcd`](crate::LockerBuilder). Credentials go in

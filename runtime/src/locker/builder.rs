@@ -205,12 +205,35 @@ impl LockerBuilder {
     /// restarts and leader changes). Replaces [`url`](Self::url). Needs the `zookeeper`
     /// feature.
     ///
+    /// The whole form is
+    /// `[user:password@]host:port[,host:port...][/chroot][?tls&ca=...&cert=...&key=...&auth=...]`,
+    /// user, password and values percent-encoded where needed (`@` as `%40`):
+    /// - `user:password@`: every session authenticates (`addauth digest user:password`, or SASL
+    ///   DIGEST-MD5 with `auth=sasl`), and every znode the locker creates is that identity's
+    ///   alone (ACL `auth::cdrwa`): no other client can delete a lock, stand in its queue or
+    ///   read it. Lockers that share locks must give the same credentials. Credentials the
+    ///   ensemble does not accept fail `build` with [`LockError::Config`]; they never appear in
+    ///   `Debug`, logs or errors. Without them, znodes are open to anyone, as before.
+    /// - `tls` (needs the `tls` feature): TLS to every server (its `secureClientPort`),
+    ///   checked against the CA in `ca=/path/ca.pem` (or the file named by `SSL_CERT_FILE`);
+    ///   `cert=/path/client.pem&key=/path/client.key` for servers that ask for a client
+    ///   certificate. `ca`, `cert` and `key` imply `tls`. Digest credentials cross the
+    ///   connection as they are: give them over TLS.
+    ///
     /// ```no_run
     /// # async fn run() -> Result<(), leasehold::LockError> {
     /// use std::time::Duration;
     /// let locker = leasehold::Locker::builder()
     ///     .zookeeper("10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181")
     ///     .session_timeout(Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// // Authenticated, over TLS, under a chroot of the service's own:
+    /// let password = std::env::var("ZK_PASSWORD").unwrap_or_default();
+    /// let locker = leasehold::Locker::builder()
+    ///     .zookeeper(format!(
+    ///         "shop:{password}@zk1:2281,zk2:2281,zk3:2281/shop?ca=/etc/zookeeper/ca.pem"
+    ///     ))
     ///     .build()
     ///     .await?;
     /// # Ok(()) }

@@ -40,10 +40,13 @@ pub enum Deployment {
     RedLock(Vec<String>),
     /// A Redis Cluster reached through these nodes.
     Cluster(Vec<String>),
-    /// A ZooKeeper ensemble (`host:port,host:port`), with the session timeout that bounds
-    /// how long a crashed holder keeps its locks.
+    /// A ZooKeeper ensemble, with the session timeout that bounds how long a crashed holder
+    /// keeps its locks.
     ZooKeeper {
-        /// The servers, `host:port,host:port`.
+        /// The connect string: `host:port,host:port[/chroot]`, with credentials before it
+        /// and TLS after it when the ensemble needs them:
+        /// `[user:password@]host:port,...[/chroot][?tls&ca=...&cert=...&key=...&auth=...]`
+        /// (see `LockerBuilder::zookeeper`). Its `Debug` hides the credentials.
         hosts: String,
         /// The session timeout asked for (the server may grant less).
         session_timeout: Duration,
@@ -73,8 +76,9 @@ pub enum Deployment {
 
 impl Deployment {
     /// The deployment one URL names: `redis://`, `rediss://` or `redis+unix://` (one Redis
-    /// server), `zookeeper://host:port,host:port` (an ensemble), `etcd://e1,e2` (each
-    /// endpoint as `LockerBuilder::etcd` takes it), or
+    /// server), `zookeeper://[user:password@]host:port,host:port[/chroot][?tls&ca=...]` (an
+    /// ensemble, its connect string as `LockerBuilder::zookeeper` takes it), `etcd://e1,e2`
+    /// (each endpoint as `LockerBuilder::etcd` takes it), or
     /// `postgres://` / `postgresql://` (a database). Session timeouts are the default
     /// ([`DEFAULT_SESSION_TIMEOUT`](crate::DEFAULT_SESSION_TIMEOUT)); RedLock, Cluster and
     /// Sentinel take several URLs and have no one-URL form. The deployment is checked as
@@ -183,13 +187,9 @@ impl Deployment {
                          `zookeeper` feature",
                     ));
                 }
-                if hosts.trim().is_empty() || hosts.contains("://") {
-                    return Err(LockError::config(format!(
-                        "zookeeper needs its servers as host:port[,host:port...] (no scheme); \
-                         got {:?}",
-                        redact(hosts)
-                    )));
-                }
+                #[cfg(feature = "zookeeper")]
+                super::zookeeper::Ensemble::parse(hosts).map_err(LockError::config)?;
+                let _ = hosts;
                 if *session_timeout < Duration::from_millis(500) {
                     return Err(LockError::config(format!(
                         "a zookeeper session_timeout of {session_timeout:?} is too short; it is \

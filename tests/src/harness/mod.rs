@@ -41,4 +41,4 @@ pub use probe::eventually;
 pub use proxy::{ConnKind, ProxyMode, TcpProxy};
 pub use redis_server::{RedisOptions, RedisServer};
 pub use sentinel::{SentinelSetup, Sentinels};
-pub use zookeeper::{ZkEnsemble, ZkOptions, ZkServer};
+pub use zookeeper::{ZkEnsemble, ZkOptions, ZkServer, ZkTls};

@@ -59,6 +59,13 @@ const ZOOKEEPER_LIB_DIR: &str = "/usr/share/zookeeper/lib";
 /// An SLF4J binding that logs to stderr (Debian's `libslf4j-java`, a dependency of the server);
 /// without one the server logs nothing.
 const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
+/// Netty jars that the Netty connection factory (a TLS port) needs and Debian's manifest of the
+/// server's jar leaves out (`ByteToMessageDecoder` is in `netty-codec`).
+const NETTY_JARS: &[&str] = &[
+    "/usr/share/java/netty-codec.jar",
+    "/usr/share/java/netty-resolver.jar",
+    "/usr/share/java/netty-transport-native-unix-common.jar",
+];
 const MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 /// Starts a small JVM fast: C1 only, serial GC, no perf-data file left in `/tmp` by a SIGKILL.
 const JVM_FLAGS: &[&str] = &[
@@ -77,6 +84,8 @@ const JVM_FLAGS: &[&str] = &[
 ];
 
 const LOG_FILE: &str = "zookeeper.log";
+/// The JAAS login configuration of a server with SASL users.
+const JAAS_FILE: &str = "jaas.conf";
 const CONFIG_FILE: &str = "zoo.cfg";
 const DATA_DIR: &str = "data";
 /// How long a start or restart may take until the server serves: a JVM on a busy 2-core machine.
@@ -100,7 +109,8 @@ static ZOOKEEPER: ServerKind = ServerKind {
 
 /// Settings of a standalone server that differ from the harness's: the range of session
 /// timeouts it grants (what a client asking outside it gets instead), as an operator's
-/// `zoo.cfg` may set them.
+/// `zoo.cfg` may set them; a TLS port ([`tls`](Self::tls)); SASL users
+/// ([`sasl_user`](Self::sasl_user)).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -118,6 +128,21 @@ static ZOOKEEPER: ServerKind = ServerKind {
 pub struct ZkOptions {
     min_session_timeout: Duration,
     max_session_timeout: Duration,
+    tls: Option<ZkTls>,
+    sasl_users: Vec<(String, String)>,
+}
+
+/// The TLS port of a server ([`ZkOptions::tls`]): its key store and trust store as PEM files,
+/// which ZooKeeper 3.8 reads as they are (`ssl.keyStore.type=PEM`).
+#[derive(Debug, Clone)]
+pub struct ZkTls {
+    /// The server's private key and certificate chain, in one PEM file.
+    pub key_store: PathBuf,
+    /// The CA certificates a client's certificate is checked against, in one PEM file.
+    pub trust_store: PathBuf,
+    /// Whether a client must show a certificate signed by the trust store's CA
+    /// (`ssl.clientAuth=need`, ZooKeeper's default) or need not (`none`).
+    pub client_auth: bool,
 }
 
 impl Default for ZkOptions {
@@ -125,6 +150,8 @@ impl Default for ZkOptions {
         Self {
             min_session_timeout: ZkServer::MIN_SESSION_TIMEOUT,
             max_session_timeout: ZkServer::MAX_SESSION_TIMEOUT,
+            tls: None,
+            sasl_users: Vec::new(),
         }
     }
 }
@@ -145,6 +172,23 @@ impl ZkOptions {
         self.max_session_timeout = timeout;
         self
     }
+
+    /// A TLS client port besides the plain one (which the harness keeps for its probes):
+    /// `secureClientPort` on the Netty connection factory, with `tls`'s PEM stores. Its
+    /// address is [`ZkServer::secure_connect_string`]. None by default.
+    pub fn tls(mut self, tls: ZkTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// A user the server authenticates by SASL DIGEST-MD5 (a JAAS `Server` section with
+    /// `DigestLoginModule`, and the SASL authentication provider): a client that gives this
+    /// user and password is `sasl:<user>` in ACLs, and one that gives a wrong password is
+    /// refused (`AuthFailed`). None by default.
+    pub fn sasl_user(mut self, user: &str, password: &str) -> Self {
+        self.sasl_users.push((user.to_owned(), password.to_owned()));
+        self
+    }
 }
 
 /// One ZooKeeper server process on 127.0.0.1: a standalone server ([`ZkServer::start`]) or a
@@ -158,6 +202,10 @@ impl ZkOptions {
 #[derive(Debug)]
 pub struct ZkServer {
     client_port: u16,
+    /// The TLS client port, when [`ZkOptions::tls`] asked for one.
+    secure_port: Option<u16>,
+    /// `-D` flags of this server's JVM besides [`JVM_FLAGS`] (the JAAS file of SASL users).
+    jvm_flags: Vec<String>,
     /// The member's id in an ensemble (1-based, as in `myid`); `None` for a standalone server.
     myid: Option<u32>,
     process: ServerProcess,
@@ -216,7 +264,24 @@ impl ZkServer {
             fs::write(data.join("myid"), format!("{id}\n"))
                 .unwrap_or_else(|e| panic!("cannot write myid in {}: {e}", data.display()));
         }
-        let config = config(client_port, &data, servers, options);
+        let secure_port = options.tls.as_ref().map(|_| ports::free_port());
+        let mut config = config(client_port, &data, servers, options);
+        if let (Some(tls), Some(port)) = (&options.tls, secure_port) {
+            config.push_str(&tls_config(port, tls));
+        }
+        let mut jvm_flags = Vec::new();
+        if !options.sasl_users.is_empty() {
+            let jaas = dir.join(JAAS_FILE);
+            fs::write(&jaas, jaas_config(&options.sasl_users))
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", jaas.display()));
+            jvm_flags.push(format!(
+                "-Djava.security.auth.login.config={}",
+                jaas.display()
+            ));
+            config.push_str(
+                "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n",
+            );
+        }
         let path = dir.join(CONFIG_FILE);
         fs::write(&path, config).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, client_port));
@@ -226,6 +291,8 @@ impl ZkServer {
         };
         Self {
             client_port,
+            secure_port,
+            jvm_flags,
             myid,
             process: ServerProcess::new(&ZOOKEEPER, label, dir),
         }
@@ -245,6 +312,18 @@ impl ZkServer {
     /// fail over to another member).
     pub fn connect_string(&self) -> String {
         self.addr().to_string()
+    }
+
+    /// `127.0.0.1:PORT` of the TLS client port ([`ZkOptions::tls`]).
+    ///
+    /// # Panics
+    ///
+    /// If the server was started without one.
+    pub fn secure_connect_string(&self) -> String {
+        let port = self
+            .secure_port
+            .unwrap_or_else(|| panic!("{} has no TLS port (ZkOptions::tls)", self.name()));
+        SocketAddr::from((Ipv4Addr::LOCALHOST, port)).to_string()
     }
 
     /// The member's id in its ensemble (`myid`, from 1); `None` for a standalone server.
@@ -378,6 +457,7 @@ impl ZkServer {
         let dir = self.dir();
         let mut cmd = Command::new(&java);
         cmd.args(JVM_FLAGS)
+            .args(&self.jvm_flags)
             .arg("-cp")
             .arg(classpath())
             .arg(MAIN_CLASS)
@@ -612,6 +692,35 @@ fn config(client_port: u16, data: &Path, servers: &str, options: &ZkOptions) -> 
     )
 }
 
+/// The `zoo.cfg` lines of a TLS client port: Netty (the only connection factory that speaks
+/// TLS), PEM stores, and whether a client must show a certificate.
+fn tls_config(port: u16, tls: &ZkTls) -> String {
+    let client_auth = if tls.client_auth { "need" } else { "none" };
+    format!(
+        "secureClientPort={port}\n\
+         secureClientPortAddress=127.0.0.1\n\
+         serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+         ssl.keyStore.location={key_store}\n\
+         ssl.keyStore.type=PEM\n\
+         ssl.trustStore.location={trust_store}\n\
+         ssl.trustStore.type=PEM\n\
+         ssl.clientAuth={client_auth}\n",
+        key_store = tls.key_store.display(),
+        trust_store = tls.trust_store.display(),
+    )
+}
+
+/// A JAAS `Server` section that knows `users` by SASL DIGEST-MD5.
+fn jaas_config(users: &[(String, String)]) -> String {
+    let mut jaas =
+        String::from("Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required");
+    for (user, password) in users {
+        let _ = write!(jaas, "\n  user_{user}=\"{password}\"");
+    }
+    jaas.push_str(";\n};\n");
+    jaas
+}
+
 /// The `-cp` argument: [`CLASSPATH_VAR`] if set, else the server's jar (whose manifest names its
 /// dependencies) or an older packaging's `lib/` directory, and an SLF4J binding to log with.
 ///
@@ -636,6 +745,12 @@ fn classpath() -> String {
     if Path::new(SLF4J_SIMPLE_JAR).is_file() {
         jars.push(SLF4J_SIMPLE_JAR.to_owned());
     }
+    jars.extend(
+        NETTY_JARS
+            .iter()
+            .filter(|jar| Path::new(jar).is_file())
+            .map(|jar| (*jar).to_owned()),
+    );
     jars.join(":")
 }
 

@@ -51,7 +51,7 @@ impl Admin for ZooKeeper {
                 {
                     Ok(Ok(names)) => names,
                     Ok(Err(zk::Error::NoNode)) => Vec::new(),
-                    Ok(Err(e)) => return Err(self.unavailable("refused a read", e)),
+                    Ok(Err(e)) => return Err(self.failed("refused a read", e)),
                     Err(_) => return Err(self.late(self.settings.op_timeout)),
                 };
             let lock_prefix = format!("{prefix}:lock:{{");
@@ -85,7 +85,7 @@ impl Admin for ZooKeeper {
                 {
                     Ok(Ok(())) => deleted = true,
                     Ok(Err(zk::Error::NoNode)) => {}
-                    Ok(Err(e)) => return Err(self.unavailable("refused a delete", e)),
+                    Ok(Err(e)) => return Err(self.failed("refused a delete", e)),
                     Err(_) => return Err(self.late(self.settings.op_timeout)),
                 }
             }

@@ -19,11 +19,17 @@ pub(super) enum Cleanup {
 pub(super) const CLEAN_UP_FOR: Duration = Duration::from_secs(60);
 
 /// Whether a deletion is settled: done, or nothing left to do (the znode or its session is
-/// gone, and the server deletes a session's znodes with it).
+/// gone, and the server deletes a session's znodes with it), or nothing this client can do
+/// (its identity may not delete the znode: trying again will not change that).
 pub(super) fn settled(result: &Result<(), zk::Error>) -> bool {
     matches!(
         result,
-        Ok(()) | Err(zk::Error::NoNode | zk::Error::SessionExpired | zk::Error::ClientClosed)
+        Ok(())
+            | Err(zk::Error::NoNode
+                | zk::Error::SessionExpired
+                | zk::Error::ClientClosed
+                | zk::Error::NoAuth
+                | zk::Error::AuthFailed)
     )
 }
 

@@ -112,7 +112,7 @@ impl Driver for ZooKeeper {
         match tokio::time::timeout(limit, mine.via.delete(&mine.name, None)).await {
             Ok(Ok(())) => Ok(true),
             Ok(Err(zk::Error::NoNode)) => Ok(false),
-            Ok(Err(e)) => Err(self.unavailable("refused a delete", e)),
+            Ok(Err(e)) => Err(self.failed("refused a delete", e)),
             Err(_) => Err(self.late(limit)),
         }
     }
@@ -177,7 +177,7 @@ impl Driver for ZooKeeper {
                     }))
                 }
                 Ok(Err(zk::Error::NoNode)) => continue,
-                Ok(Err(e)) => return Err(self.unavailable("refused a read", e)),
+                Ok(Err(e)) => return Err(self.failed("refused a read", e)),
                 Err(_) => return Err(self.late(limit)),
             }
         }
@@ -190,7 +190,7 @@ impl Driver for ZooKeeper {
         match tokio::time::timeout(limit, mine.via.set_data(&mine.name, data, None)).await {
             Ok(Ok(_)) => Ok(true),
             Ok(Err(zk::Error::NoNode)) => Ok(false),
-            Ok(Err(e)) => Err(self.unavailable("refused a write", e)),
+            Ok(Err(e)) => Err(self.failed("refused a write", e)),
             Err(_) => Err(self.late(limit)),
         }
     }
@@ -240,7 +240,7 @@ impl ZooKeeper {
         );
         let (queue, record) = match (listing, record) {
             (Ok(Ok(children)), Ok(record)) => (in_order(children), record.ok()),
-            (Ok(Err(e)), _) => return Err(self.unavailable("refused a read", e)),
+            (Ok(Err(e)), _) => return Err(self.failed("refused a read", e)),
             _ => return Err(self.late(limit)),
         };
         let name = child_name(&mine.name);

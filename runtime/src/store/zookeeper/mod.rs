@@ -56,15 +56,36 @@
 //! read from the queue's first znode, and cleared or gone with it. An observer watches the
 //! first writer's znode (a data change) and the last writer's.
 //!
+//! **Credentials, ACLs and TLS.** The connect string is
+//! `[user:password@]host:port[,host:port...][/chroot][?tls&ca=...&cert=...&key=...&auth=...]`
+//! (see `ensemble`). With credentials, every session authenticates (`addauth digest`, or SASL
+//! DIGEST-MD5 with `auth=sasl`) and every znode the locker creates (the root, each lock's
+//! container, each contender) gets the ACL `auth::cdrwa`: every permission to that identity
+//! and none to anyone else, reading included, so no other client can delete a lock, stand in
+//! its queue, rewrite its fence record or read its keys, owner tokens and leader records (see
+//! `access`). Lockers sharing locks must use the same credentials; an operator inspects and
+//! force-releases with them too. A wrong digest password is another identity to ZooKeeper,
+//! not a refusal: a dry run of a create under the root when each session opens turns it into
+//! [`LockError::Config`](crate::LockError::Config) at `build`, as SASL's refusal
+//! (`AuthFailed`) and any later `NoAuth` are. A root left open by an unauthenticated locker
+//! is warned about until an operator closes it with `setAcl -R /leasehold auth::cdrwa`.
+//! Without credentials the znodes are open to anyone (`world:anyone:cdrwa`), as before. TLS
+//! (the `tls` feature) goes to each server's `secureClientPort`, checked against `ca=` (or
+//! `SSL_CERT_FILE`), with a client certificate from `cert=` and `key=` when the servers ask;
+//! the PEM files are read again for each new session. The connect string's credentials never
+//! appear in `Debug`, `describe`, logs or errors: messages name the servers alone.
+//!
 //! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
 //! gone); a contender that stops waiting deletes its znode (see
 //! [`Store::withdraw`](crate::store::Store::withdraw)); a crashed client's znodes vanish with
 //! its session; the znodes of a session this process gave up on are deleted all the same, in
 //! case the session comes back to life.
 
+mod access;
 mod admin;
 mod cleanup;
 mod driver;
+mod ensemble;
 mod names;
 mod session;
 mod store;
@@ -73,5 +94,6 @@ mod tests;
 mod watch;
 mod znodes;
 
+pub(crate) use ensemble::Ensemble;
 pub(crate) use session::ZooKeeper;
 pub(crate) use store::ZooKeeperStore;

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use zookeeper_client as zk;
 
 use super::cleanup::{clean_up, Cleanup};
+use super::ensemble::Ensemble;
 use crate::error::LockError;
 use crate::store::sequenced::{Contenders, WeakContenders};
 use crate::store::Settings;
@@ -16,7 +17,10 @@ use crate::store::Settings;
 /// The ZooKeeper driver of the recipe: the session its znodes live in, and how to reach the
 /// ensemble.
 pub(crate) struct ZooKeeper {
+    /// The servers as messages name them: never a credential.
     pub(super) hosts: String,
+    /// How to reach them: the servers, credentials and TLS files.
+    pub(super) ensemble: Ensemble,
     /// The session timeout asked for; the server may grant another (see `granted`).
     pub(super) session_timeout: Duration,
     /// The session timeout the server granted the latest session, in milliseconds (the unit
@@ -37,16 +41,17 @@ pub(super) struct Connection {
 }
 
 impl ZooKeeper {
-    /// The driver for `hosts`, with no session yet.
+    /// The driver for `ensemble`, with no session yet.
     pub(super) fn new(
-        hosts: &str,
+        ensemble: Ensemble,
         session_timeout: Duration,
         settings: &Settings,
         contenders: Contenders<zk::Client>,
         epoch: Arc<watch::Sender<u64>>,
     ) -> Self {
         ZooKeeper {
-            hosts: hosts.to_owned(),
+            hosts: ensemble.shown.clone(),
+            ensemble,
             session_timeout,
             granted: AtomicU64::new(millis(session_timeout)),
             settings: settings.clone(),
@@ -58,6 +63,33 @@ impl ZooKeeper {
 
     pub(super) fn unavailable(&self, what: &str, e: impl std::fmt::Display) -> LockError {
         LockError::unavailable(format!("zookeeper at {} {what}: {e}", self.hosts), None)
+    }
+
+    /// A client error as a lock call's: a refusal that retrying will not mend (credentials
+    /// the server refused, an identity the znode's ACL does not name) is
+    /// [`LockError::Config`], as a refused password or privilege is on every engine; anything
+    /// else is [`LockError::Unavailable`].
+    pub(super) fn failed(&self, what: &str, e: zk::Error) -> LockError {
+        match e {
+            zk::Error::AuthFailed => LockError::config(format!(
+                "zookeeper at {} refused this locker's credentials (AuthFailed): check the user \
+                 and password of the connect string",
+                self.hosts
+            )),
+            zk::Error::NoAuth if self.ensemble.authenticated() => LockError::config(format!(
+                "zookeeper at {} {what}: not authorized (NoAuth): the znode belongs to another \
+                 identity. Every locker sharing these locks must connect with the same user \
+                 and password (a wrong password is another identity), and the lock znodes of \
+                 another service need a chroot of their own",
+                self.hosts
+            )),
+            zk::Error::NoAuth => LockError::config(format!(
+                "zookeeper at {} {what}: not authorized (NoAuth): the lock znodes are protected \
+                 by credentials; give them as user:password@ before the servers",
+                self.hosts
+            )),
+            e => self.unavailable(what, e),
+        }
     }
 
     pub(super) fn late(&self, limit: Duration) -> LockError {
@@ -78,7 +110,7 @@ impl ZooKeeper {
     ) -> Result<T, LockError> {
         match tokio::time::timeout(self.settings.op_timeout, call).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.unavailable(what, e)),
+            Ok(Err(e)) => Err(self.failed(what, e)),
             Err(_) => Err(self.late(self.settings.op_timeout)),
         }
     }
@@ -96,15 +128,30 @@ impl ZooKeeper {
                 return Ok((c.client.clone(), c.session));
             }
         }
-        let connect = zk::Client::connector()
-            .with_session_timeout(self.session_timeout)
-            .with_connection_timeout(limit)
-            .connect(&self.hosts);
+        let connect = self.ensemble.connect(self.session_timeout, limit);
         let client = match tokio::time::timeout(limit, connect).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(self.unavailable("could not be reached", e)),
+            Ok(Ok(Ok(client))) => client,
+            // A TLS handshake that fails is tried again until the connect timeout: say what
+            // to look at.
+            Ok(Ok(Err(zk::Error::Timeout))) | Err(_) if self.ensemble.tls.is_some() => {
+                return Err(LockError::unavailable(
+                    format!(
+                        "zookeeper at {} did not answer within {limit:?}: check that the \
+                         servers' certificates are signed by the CA given (ca=, or \
+                         SSL_CERT_FILE) for the names they are reached by, and that the client \
+                         certificate (cert=, key=) is one they accept",
+                        self.hosts
+                    ),
+                    None,
+                ))
+            }
+            Ok(Ok(Err(e))) => return Err(self.failed("could not be reached", e)),
+            Ok(Err(e)) => return Err(e),
             Err(_) => return Err(self.late(limit)),
         };
+        if self.ensemble.authenticated() {
+            self.check_access(&client).await?;
+        }
         let session = *self.epoch.borrow();
         let granted = client.session_timeout();
         let before = self.granted.swap(millis(granted), Ordering::AcqRel);

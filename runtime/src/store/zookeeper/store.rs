@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use zookeeper_client as zk;
 
-use super::ZooKeeper;
+use super::{Ensemble, ZooKeeper};
 use crate::error::LockError;
 use crate::store::join_all;
 use crate::store::sequenced::{Contenders, Renews, Sequenced, SequencedEngine};
@@ -19,16 +19,18 @@ pub(crate) type ZooKeeperStore = Sequenced<ZooKeeper>;
 
 impl Sequenced<ZooKeeper> {
     /// Connects a first session; fails with `Unavailable` when no server answers within the
-    /// connect timeout.
+    /// connect timeout, with `Config` when the connect string does not parse or the servers
+    /// refuse its credentials.
     pub(crate) async fn connect(
         hosts: &str,
         session_timeout: Duration,
         settings: &Settings,
     ) -> Result<Self, LockError> {
+        let ensemble = Ensemble::parse(hosts).map_err(LockError::config)?;
         let contenders = Contenders::default();
         let epoch = Arc::new(watch::channel(0).0);
         let driver = ZooKeeper::new(
-            hosts,
+            ensemble,
             session_timeout,
             settings,
             contenders.clone(),

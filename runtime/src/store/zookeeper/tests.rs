@@ -1,9 +1,10 @@
-//! Unit tests of the ZooKeeper engine's pure parts: znode names, queue order, and the fence
-//! a reader takes from the container's record.
+//! Unit tests of the ZooKeeper engine's pure parts: znode names, queue order, the fence a
+//! reader takes from the container's record, and the connect string taken apart.
 
 use zookeeper_client as zk;
 
 use super::driver::reader_fence;
+use super::ensemble::{AuthScheme, Ensemble};
 use super::names::{in_order, lock_key_of, parent_of};
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::FENCE_SLOTS;
@@ -72,4 +73,82 @@ fn readers_take_the_last_earlier_writers_fence_or_a_floor_between_writers() {
         5 * FENCE_SLOTS
     );
     assert_eq!(reader_fence(None, 0), 1);
+}
+
+#[test]
+fn a_plain_connect_string_is_the_servers_as_they_are() {
+    let e = Ensemble::parse(" zk1:2181,zk2:2181/app ").unwrap();
+    assert_eq!(e.servers, "zk1:2181,zk2:2181/app");
+    assert_eq!(e.shown, "zk1:2181,zk2:2181/app");
+    assert!(e.credentials.is_none() && e.tls.is_none());
+    assert!(!e.authenticated());
+}
+
+#[test]
+fn credentials_come_before_the_servers_and_never_show() {
+    let e = Ensemble::parse("alice:s%40cr%3At@zk1:2181,zk2:2181").unwrap();
+    let c = e.credentials.as_ref().unwrap();
+    assert_eq!((c.user.as_str(), c.password.as_str()), ("alice", "s@cr:t"));
+    assert_eq!(c.scheme, AuthScheme::Digest);
+    assert_eq!(e.servers, "zk1:2181,zk2:2181");
+    assert!(e.authenticated());
+    let shown = format!("{e:?} {}", e.shown);
+    assert!(
+        !shown.contains("s@cr") && !shown.contains("alice"),
+        "{shown}"
+    );
+    // A raw `@` in the password: the last `@` ends the credentials.
+    let e = Ensemble::parse("alice:p@ss@zk1:2181?auth=sasl").unwrap();
+    let c = e.credentials.as_ref().unwrap();
+    assert_eq!((c.password.as_str(), c.scheme), ("p@ss", AuthScheme::Sasl));
+}
+
+#[test]
+fn bad_connect_strings_say_what_is_wrong_without_the_password() {
+    for (given, said) in [
+        ("", "needs its servers"),
+        ("zookeeper://zk1:2181", "no scheme"),
+        ("zk1:2181,,zk2:2181", "needs its servers"),
+        ("alice:s3cret@", "needs its servers"),
+        (
+            "alice:s3cret@zk1:2181?tsl",
+            "\"tsl\" is no zookeeper option",
+        ),
+        ("alice:s3cret@zk1:2181?auth=kerberos", "auth=digest"),
+        ("zk1:2181?auth=sasl", "needs credentials"),
+        ("s3cret@zk1:2181", "user:password@"),
+        (":s3cret@zk1:2181", "user name"),
+        ("alice:s3cret%zz@zk1:2181", "%XX"),
+        ("zk1:2181?cert=/c.pem", "both cert"),
+        ("zk1:2181?tls=false&ca=/ca.pem", "need TLS"),
+        ("zk1:2181?tls=maybe", "tls=true"),
+        ("zk1:2181?ca=", "needs a file"),
+    ] {
+        let e = Ensemble::parse(given)
+            .err()
+            .unwrap_or_else(|| panic!("{given:?} passed"));
+        assert!(e.contains(said), "{given:?}: {e}");
+        assert!(!e.contains("s3cret"), "{given:?}: {e}");
+    }
+}
+
+#[test]
+fn tls_is_asked_for_or_implied_by_its_files() {
+    let parsed = Ensemble::parse("zk1:2281?ca=/etc/zk/ca%26.pem&cert=/c.pem&key=/c.key");
+    if !cfg!(feature = "tls") {
+        assert!(parsed.err().unwrap().contains("`tls` feature"));
+        return;
+    }
+    let e = parsed.unwrap();
+    let tls = e.tls.as_ref().unwrap();
+    assert_eq!(
+        tls.ca.as_deref(),
+        Some(std::path::Path::new("/etc/zk/ca&.pem"))
+    );
+    assert!(tls.identity.is_some());
+    assert_eq!(e.servers, "zk1:2281");
+    assert_eq!(e.shown, "zk1:2281 (TLS)");
+    let e = Ensemble::parse("zk1:2281?tls").unwrap();
+    assert!(e.tls.as_ref().is_some_and(|t| t.ca.is_none()));
+    assert!(Ensemble::parse("zk1:2281?tls=false").unwrap().tls.is_none());
 }

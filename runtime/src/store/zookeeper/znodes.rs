@@ -10,30 +10,16 @@ use crate::store::sequenced::Contender;
 use crate::store::token::OwnerToken;
 
 impl ZooKeeper {
-    /// Creates the lock's container (and the root) if missing.
+    /// Creates the lock's container (and the root) if missing, with this locker's ACL (see
+    /// [`acls`](ZooKeeper::acls)).
     pub(super) async fn ensure_parent(
         &self,
         client: &zk::Client,
         parent: &str,
     ) -> Result<(), LockError> {
-        let acls = zk::Acls::anyone_all();
-        for (path, mode) in [
-            (ROOT, zk::CreateMode::Persistent),
-            (parent, zk::CreateMode::Container),
-        ] {
-            match self
-                .bounded(
-                    "refused a create",
-                    client.create(path, &[], &mode.with_acls(acls)),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.to_string().contains("node already exists") => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        self.ensure(client, ROOT, zk::CreateMode::Persistent)
+            .await?;
+        self.ensure(client, parent, zk::CreateMode::Container).await
     }
 
     /// Creates a contender's znode `<path><sequence>` under `parent` (`path` is its name,
@@ -49,7 +35,7 @@ impl ZooKeeper {
         token: &OwnerToken,
         fences: Option<u64>,
     ) -> Result<Contender<zk::Client>, LockError> {
-        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
         let limit = self.settings.op_timeout;
         // The container may be deleted between its creation and ours (its last child went):
         // create it again, a bounded number of times.
@@ -74,7 +60,7 @@ impl ZooKeeper {
                         .map(|()| multi.commit());
                     let commit = match commit {
                         Ok(commit) => commit,
-                        Err(e) => return Err(self.unavailable("refused a create", e)),
+                        Err(e) => return Err(self.failed("refused a create", e)),
                     };
                     match tokio::time::timeout(limit, commit).await {
                         Ok(Ok(results)) => created_by(results).ok_or_else(|| {
@@ -95,7 +81,7 @@ impl ZooKeeper {
                     })
                 }
                 Err(zk::Error::NoNode) => self.ensure_parent(client, parent).await?,
-                Err(e) => return Err(self.unavailable("refused a create", e)),
+                Err(e) => return Err(self.failed("refused a create", e)),
             }
         }
         Err(self.unavailable("kept deleting the lock's znode", "giving up"))
@@ -115,7 +101,7 @@ impl ZooKeeper {
         {
             Ok(Ok(children)) => children,
             Ok(Err(zk::Error::NoNode)) => Vec::new(),
-            Ok(Err(e)) => return Err(self.unavailable("refused a read", e)),
+            Ok(Err(e)) => return Err(self.failed("refused a read", e)),
             Err(_) => return Err(self.late(self.settings.op_timeout)),
         };
         Ok(in_order(children))

@@ -10,3 +10,4 @@ mod postgres_parts;
 mod postgres_tls;
 mod redis;
 mod zookeeper;
+mod zookeeper_auth;

@@ -139,8 +139,9 @@ mod tokio_pg;
 pub use self::fence::{check_fence, store_key, FenceClient};
 pub use super::SCHEMA;
 
+use crate::error::LockError;
 #[cfg(doc)]
-use crate::{LockError, LockGuard};
+use crate::LockGuard;
 
 /// How long past its lock's remaining lease a transaction that checked its fence may wait for
 /// its client between two statements before the server ends it (see the module docs): also
