@@ -400,3 +400,68 @@ async fn one_leader_by_belief_terms_increase_paused_leader_deposed_followers_obs
     drop(workers);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `lead_forever` (issue 31): two instances on one Redis lead in turns, each term's task run
+/// by one of them at a time with a larger term than the last, and closing a locker ends its
+/// loop with `Closed` (a plain `run_while_leader` loop written by hand would campaign on a
+/// closed locker for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lead_forever_takes_turns_with_rising_terms_and_ends_when_the_locker_closes() {
+    use std::sync::{Arc, Mutex};
+
+    let redis = RedisServer::start().await;
+    let runs: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
+    let inside: Arc<Mutex<Option<usize>>> = Arc::default();
+    let mut lockers = Vec::new();
+    let mut loops = Vec::new();
+    for id in 0..2 {
+        let locker = Locker::connect(&redis.url()).await.unwrap();
+        lockers.push(locker.clone());
+        let (runs, inside) = (runs.clone(), inside.clone());
+        loops.push(tokio::spawn(async move {
+            locker
+                .leader("forever")
+                .identity(format!("pod-{id}"))
+                .lead_forever(move |leader: Leader| {
+                    let (runs, inside) = (runs.clone(), inside.clone());
+                    async move {
+                        assert_eq!(inside.lock().unwrap().replace(id), None, "two leaders");
+                        runs.lock().unwrap().push((id, leader.term()));
+                        sleep(Duration::from_millis(20)).await;
+                        inside.lock().unwrap().take();
+                    }
+                })
+                .await
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runs.lock().unwrap().len() < 20 {
+        assert!(Instant::now() < deadline, "{:?}", runs.lock().unwrap());
+        sleep(Duration::from_millis(20)).await;
+    }
+    for locker in &lockers {
+        let _ = locker.close().await;
+    }
+    for handle in loops {
+        let ended = timeout(Duration::from_secs(10), handle)
+            .await
+            .expect("the loop ends once its locker is closed")
+            .unwrap();
+        assert!(
+            matches!(ended, Err(leasehold::LockError::Closed)),
+            "{ended:?}"
+        );
+    }
+    let runs = runs.lock().unwrap().clone();
+    assert!(
+        runs.windows(2).all(|w| w[0].1 < w[1].1),
+        "terms rise: {runs:?}"
+    );
+    // A resigning leader lets the other, waiting, campaigner in: both lead.
+    for id in 0..2 {
+        assert!(
+            runs.iter().filter(|(who, _)| *who == id).count() >= 3,
+            "{runs:?}"
+        );
+    }
+}

@@ -350,3 +350,37 @@ async fn hostile_names_and_identities_are_refused_clearly() {
         .unwrap();
     assert!(lock.is_held() && leader.is_leader());
 }
+
+/// `lead_forever` on an engine that answers without waiting: a task that ends at once must
+/// not keep the other tasks of its thread from running (without the yield between terms this
+/// never returns), and closing the locker ends the loop with `Closed`.
+#[tokio::test]
+async fn lead_forever_lets_its_thread_run_and_ends_when_the_locker_closes() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let locker = crate::Locker::in_memory();
+    let terms = std::sync::Arc::new(AtomicU32::new(0));
+    let counted = terms.clone();
+    let leading = tokio::spawn({
+        let locker = locker.clone();
+        async move {
+            locker
+                .leader("scheduler")
+                .lead_forever(move |_leader| {
+                    let counted = counted.clone();
+                    async move {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+                .await
+        }
+    });
+    while terms.load(Ordering::SeqCst) < 3 {
+        tokio::task::yield_now().await;
+    }
+    let _ = locker.close().await;
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), leading)
+        .await
+        .expect("the loop ends once the locker is closed")
+        .unwrap();
+    assert!(matches!(ended, Err(LockError::Closed)), "{ended:?}");
+}

@@ -516,8 +516,8 @@ async fn a_ttl_granted_longer_than_asked_keeps_the_bound_asked() {
     let asked = Duration::from_secs(2);
     let cut = locker(&[format!("http://{}", proxy.addr())], asked).await;
     let other = locker(&[etcd.endpoint()], asked).await;
-    // The lease bound is the TTL asked: a 6 s lease is shortened to it (the refusal of a
-    // longer hold without the watchdog names the lease).
+    // The lease bound is the TTL asked: a 6 s lease without the watchdog is refused, the
+    // refusal naming the bound.
     let err = cut
         .lock("bound")
         .lease(Duration::from_secs(6))
@@ -528,7 +528,9 @@ async fn a_ttl_granted_longer_than_asked_keeps_the_bound_asked() {
         .unwrap_err();
     assert!(
         matches!(err, LockError::Config { .. })
-            && err.to_string().contains(&format!("lease of {asked:?}")),
+            && err
+                .to_string()
+                .contains(&format!("honours ({asked:?}: the session timeout")),
         "{err}"
     );
     let first = Arc::new(

@@ -307,7 +307,9 @@ async fn the_lease_bound_is_the_session_timeout_the_server_granted() {
             .unwrap_err();
         assert!(
             matches!(err, LockError::Config { .. })
-                && err.to_string().contains(&format!("lease of {granted:?}")),
+                && err
+                    .to_string()
+                    .contains(&format!("honours ({granted:?}: the session timeout")),
             "asked {asked:?}, granted {granted:?}: {err}"
         );
         // And a lease within it works.
