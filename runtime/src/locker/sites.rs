@@ -66,19 +66,25 @@ impl Locker {
 
     /// The check of [`check_call_sites`](Self::check_call_sites) over `which` call sites.
     pub(crate) fn check_sites(&self, which: Sites) -> Result<(), LockError> {
-        let problems = problems(self, which);
-        if problems.is_empty() {
-            return Ok(());
-        }
-        Err(LockError::config(format!(
-            "{} #[distributed_lock] call site{} ask{} for what this locker ({}) cannot give:\n{}",
-            problems.len(),
-            if problems.len() == 1 { "" } else { "s" },
-            if problems.len() == 1 { "s" } else { "" },
-            self.inner.store.describe(),
-            problems.join("\n")
-        )))
+        refuse(self, "#[distributed_lock] call site", problems(self, which))
     }
+}
+
+/// `Ok` without problems; else the `Config` error listing them, one line each, for `what`
+/// (call sites, route rules) that asks for what `locker` cannot give.
+pub(crate) fn refuse(locker: &Locker, what: &str, problems: Vec<String>) -> Result<(), LockError> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let one = problems.len() == 1;
+    Err(LockError::config(format!(
+        "{} {what}{} ask{} for what this locker ({}) cannot give:\n{}",
+        problems.len(),
+        if one { "" } else { "s" },
+        if one { "s" } else { "" },
+        locker.inner.store.describe(),
+        problems.join("\n")
+    )))
 }
 
 /// One line per call site among `which` whose options do not resolve against `locker`, in

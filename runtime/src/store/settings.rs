@@ -20,3 +20,32 @@ pub(crate) fn redact(url: &str) -> String {
         _ => url.to_owned(),
     }
 }
+
+/// `text` with its `%XX` escapes decoded (a URL's user, password or parameter), for every
+/// engine that reads credentials or options from a URL. The error names `what` was read, never
+/// the text itself, which may be a password.
+#[cfg_attr(
+    not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")),
+    allow(dead_code)
+)]
+pub(crate) fn percent_decode(text: &str, what: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let byte = bytes
+                .get(i + 1..i + 3)
+                .and_then(|hex| std::str::from_utf8(hex).ok())
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                .ok_or_else(|| format!("a `%` in {what} starts no %XX escape"))?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| format!("{what} is not UTF-8 once its %XX escapes are decoded"))
+}

@@ -204,17 +204,7 @@ impl RouteLocks {
                     .map(|e| format!("  - {}: {}", rule.shown(), e))
             })
             .collect();
-        if problems.is_empty() {
-            return Ok(());
-        }
-        Err(LockError::config(format!(
-            "{} route lock rule{} ask{} for what the locker ({}) cannot give:\n{}",
-            problems.len(),
-            if problems.len() == 1 { "" } else { "s" },
-            if problems.len() == 1 { "s" } else { "" },
-            locker.inner.store.describe(),
-            problems.join("\n")
-        )))
+        crate::locker::sites::refuse(locker, "route lock rule", problems)
     }
 
     /// The first rule matching a request with this method and path, and the path parameters

@@ -1,6 +1,8 @@
 //! The endpoints of an etcd deployment, taken apart: URLs the client is given, and the
 //! credentials they carried, never shown in messages.
 
+use crate::store::settings::percent_decode;
+
 /// The endpoints of a deployment, taken apart: URLs without credentials, and the credentials.
 pub(crate) struct Endpoints {
     /// `http://host:port` or `https://host:port`, as the client is given them.
@@ -46,7 +48,8 @@ impl Endpoints {
             }
             if let Some(credentials) = credentials {
                 let (name, password) = credentials.split_once(':').unwrap_or((credentials, ""));
-                let given = (percent_decode(name)?, percent_decode(password)?);
+                let what = "the credentials of an etcd endpoint";
+                let given = (percent_decode(name, what)?, percent_decode(password, what)?);
                 if given.0.is_empty() {
                     return Err(format!(
                         "the etcd endpoint {shown:?} has a password but no user"
@@ -73,26 +76,4 @@ impl Endpoints {
         }
         Ok(Endpoints { urls, user, tls })
     }
-}
-
-/// `%XX` escapes of a URL's user or password.
-pub(super) fn percent_decode(text: &str) -> Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or("a bad %-escape in the credentials of an etcd endpoint")?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "the credentials of an etcd endpoint are not UTF-8".into())
 }

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use tokio_postgres as pg;
 
 use crate::error::LockError;
+use crate::store::settings::percent_decode;
 
 /// The values of `sslmode` this engine accepts, for messages.
 const MODES: &str = "disable, prefer, require, verify-ca, verify-full";
@@ -182,9 +183,10 @@ fn split_tls_params(url: &str, rest: &str) -> Result<(String, Vec<(String, Strin
             kept.push(param);
             continue;
         };
-        let key = percent_decode(key)?;
+        let key = percent_decode(key, "a parameter name of the postgres URL")?;
         if TLS_PARAMS.contains(&key.as_str()) {
-            ours.push((key, percent_decode(value)?));
+            let what = format!("the postgres URL's {key}");
+            ours.push((key, percent_decode(value, &what)?));
         } else {
             kept.push(param);
         }
@@ -199,27 +201,6 @@ fn split_tls_params(url: &str, rest: &str) -> Result<(String, Vec<(String, Strin
 
 /// The parameters this file reads rather than tokio-postgres.
 const TLS_PARAMS: [&str; 5] = ["sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword"];
-
-fn percent_decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            if let Some(byte) = hex {
-                out.push(byte);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8 once percent-decoded"))
-}
 
 /// Our parameters, read (the last of a repeated one counts, as in libpq).
 fn tls_settings(params: &[(String, String)]) -> Result<TlsSettings, String> {

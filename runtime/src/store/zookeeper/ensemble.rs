@@ -12,7 +12,11 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use crate::error::LockError;
+use crate::store::settings::percent_decode;
 use crate::store::settings::redact;
+
+/// What [`percent_decode`] names in its errors.
+const CONNECT_STRING: &str = "the zookeeper connect string";
 
 /// One ensemble and how to reach it, taken apart from its connect string.
 pub(crate) struct Ensemble {
@@ -87,7 +91,7 @@ impl Ensemble {
         let mut scheme = None;
         for option in query.split('&').filter(|o| !o.is_empty()) {
             let (name, value) = match option.split_once('=') {
-                Some((name, value)) => (name, Some(percent_decode(value)?)),
+                Some((name, value)) => (name, Some(percent_decode(value, CONNECT_STRING)?)),
                 None => (option, None),
             };
             let path = |value: Option<String>| match value {
@@ -173,7 +177,10 @@ impl Ensemble {
                      found in them"
                         .to_owned()
                 })?;
-                let (user, password) = (percent_decode(user)?, percent_decode(password)?);
+                let (user, password) = (
+                    percent_decode(user, CONNECT_STRING)?,
+                    percent_decode(password, CONNECT_STRING)?,
+                );
                 if user.is_empty() || user.contains(':') {
                     return Err(
                         "zookeeper credentials need a user name without `:` (user:password@)"
@@ -304,27 +311,4 @@ impl fmt::Debug for Ensemble {
             )
             .finish()
     }
-}
-
-/// `%XX` escapes of a connect string's user, password and option values.
-fn percent_decode(text: &str) -> Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let byte = bytes
-                .get(i + 1..i + 3)
-                .and_then(|hex| std::str::from_utf8(hex).ok())
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-                .ok_or("a `%` in the zookeeper connect string starts no %XX escape")?;
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out)
-        .map_err(|_| "a %XX escape in the zookeeper connect string is not UTF-8".into())
 }
