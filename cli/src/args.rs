@@ -10,7 +10,8 @@ use crate::exit;
 
 /// `leasehold --help`.
 pub(crate) const HELP: &str = "\
-leasehold: inspect and manage the locks that leasehold applications hold in Redis
+leasehold: inspect and manage the locks that leasehold applications hold in Redis,
+ZooKeeper, etcd or PostgreSQL
 
 Usage: leasehold [OPTIONS] <COMMAND>
 
@@ -27,17 +28,18 @@ Commands:
   help [COMMAND]         this text, or a command's
 
 Options (before or after the command):
-      --url URL        the Redis server, a ZooKeeper ensemble as
-                       zookeeper://host:port,host:port, an etcd cluster as
-                       etcd://host:port,host:port, or a PostgreSQL database as
+      --url URL        where the locks are: a Redis server as redis://host:port, a
+                       ZooKeeper ensemble as zookeeper://host:port,host:port, an etcd
+                       cluster as etcd://host:port,host:port, or a PostgreSQL database as
                        postgres://user:password@host:port/db [env: LEASEHOLD_URL]
                        [default: redis://127.0.0.1:6379]
       --prefix PREFIX  the key prefix the applications use [env: LEASEHOLD_PREFIX]
                        [default: leasehold]
       --config FILE    a leasehold TOML config (leasehold::LockConfig): its url (or
-                       zookeeper, etcd or postgres), prefix, op_timeout, connect_timeout; the
-                       environment and options win
-      --timeout DUR    bound on connecting and on each Redis call, e.g. 500ms
+                       zookeeper, etcd or postgres; not redlock, cluster or [sentinel]),
+                       prefix, op_timeout, connect_timeout, fence_offset; the environment
+                       and options win
+      --timeout DUR    bound on connecting and on each call to the engine, e.g. 500ms
                        [env: LEASEHOLD_OP_TIMEOUT] [default: 2s]
   -h, --help           print help (`leasehold COMMAND --help` for a command's)
   -V, --version        print the version
@@ -47,7 +49,7 @@ Exit status:
   1  `release` deleted nothing: no lock held, no confirmation, or it changed hands
   2  usage or configuration error: unknown command or option, missing or bad value,
      invalid --config file or LEASEHOLD_* variable, `release` without --force
-  3  Redis unreachable or too slow, credentials or a command refused, or a bad URL
+  3  the engine unreachable or too slow, credentials or a command refused, or a bad URL
 
 Owner tokens are never shown. Keys' control characters are printed escaped (\\n, \\u{1b}).
 ";
@@ -66,8 +68,9 @@ Arguments:
   [PATTERN]  a glob over lock keys (as given to Locker::lock): * any run of characters,
              ? one character [default: *]
 
-Keys are found with SCAN (never KEYS), so a large keyspace is walked in steps rather than
-blocking Redis. Prints nothing on stdout when no lock matches (and says so on stderr).
+On Redis, keys are found with SCAN (never KEYS), so a large keyspace is walked in steps
+rather than blocking the server; on the other engines, by listing the prefix's locks. Prints
+nothing on stdout when no lock matches (and says so on stderr).
 The fence is the lock's fence counter: the holder's fencing token is at most this.
 
 Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
@@ -146,7 +149,9 @@ Options:
                       (exit status 0 either way)
 
 Changes shorter than the interval can be missed, and a hand-over between two tasks of one
-process may show as no change. Read errors are reported on stderr and watching goes on.
+process may show as no change. On ZooKeeper and etcd, where the holder's session rather than
+an expiry of the lock's own ends a hold, a lease shows as `no expiry` and every end as
+`released`. Read errors are reported on stderr and watching goes on.
 
 Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
 ";
@@ -171,8 +176,8 @@ pub(crate) struct Invocation {
     pub(crate) command: Command,
 }
 
-/// The options of every command: where the locks are and how long to wait for Redis. `None`
-/// when not given, so that the environment and the config file can fill them in.
+/// The options of every command: where the locks are and how long to wait for the engine.
+/// `None` when not given, so that the environment and the config file can fill them in.
 #[derive(Debug, Default)]
 pub(crate) struct Global {
     /// `--url`.
@@ -503,7 +508,8 @@ fn unknown_command(name: &str) -> UsageError {
     UsageError::new(
         USAGE,
         format!(
-            "unknown command {:?}; the commands are list, show, release, watch and help",
+            "unknown command {:?}; the commands are list, show, semaphore, release, watch, \
+             fences and help",
             crate::display::key(name)
         ),
     )

@@ -1,6 +1,6 @@
 //! Where the locks are: options, then `LEASEHOLD_*` variables, then the `--config` file, then
 //! defaults, checked before connecting so that a bad option is a usage error (exit 2) and only
-//! Redis itself can fail with exit 3.
+//! the engine itself can fail with exit 3.
 
 use std::time::Duration;
 
@@ -9,13 +9,14 @@ use leasehold::{Deployment, LockConfig, Locker, DEFAULT_PREFIX};
 use crate::args::Global;
 use crate::exit::{self, Failure};
 
-/// The Redis server used when neither `--url`, `LEASEHOLD_URL` nor the config file name one.
+/// The Redis server used when neither `--url`, `LEASEHOLD_URL` nor the config file name where
+/// the locks are.
 pub(crate) const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
-/// The bound on each Redis call when neither `--timeout`, `LEASEHOLD_OP_TIMEOUT` nor the config
-/// file set one: longer than the library's 1 s, since an operator's tool may run over slow
-/// links and a retry costs a person's time.
+/// The bound on each call to the engine when neither `--timeout`, `LEASEHOLD_OP_TIMEOUT` nor
+/// the config file set one: longer than the library's 1 s, since an operator's tool may run
+/// over slow links and a retry costs a person's time.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
-/// The variable naming the Redis server.
+/// The variable naming where the locks are (any engine's URL).
 const URL_VAR: &str = "LEASEHOLD_URL";
 /// The scheme of a ZooKeeper ensemble given where a URL goes:
 /// `zookeeper://host:port,host:port`.
@@ -25,14 +26,15 @@ pub(crate) const ZOOKEEPER_SCHEME: &str = "zookeeper://";
 /// (`[http[s]://][user:password@]host:port`).
 pub(crate) const ETCD_SCHEME: &str = "etcd://";
 
-/// The resolved settings: one Redis server, one prefix, two bounds.
+/// The resolved settings: one engine's URL, one prefix, two bounds, the fence offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Target {
-    /// The Redis URL, credentials included (never printed as is).
+    /// The engine's URL (`redis://`, `zookeeper://`, `etcd://`, `postgres://`), credentials
+    /// included (never printed as is).
     pub(crate) url: String,
     /// The key prefix of the applications' locks.
     pub(crate) prefix: String,
-    /// The bound on each Redis call.
+    /// The bound on each call to the engine.
     pub(crate) op_timeout: Duration,
     /// The bound on connecting.
     pub(crate) connect_timeout: Duration,
@@ -137,12 +139,13 @@ impl Target {
             .map_err(|e| Failure::connect(e, &self.url))
     }
 
-    /// Turns a failed call into a [`Failure`] naming this server.
+    /// Turns a failed call into a [`Failure`] (the runtime's message names the server).
     pub(crate) fn failure(&self, e: leasehold::LockError) -> Failure {
-        Failure::lock(e, &self.url)
+        Failure::lock(e)
     }
 
-    /// `host:port` of the server, for messages.
+    /// The engine and its servers, for messages: `redis 127.0.0.1:6379`,
+    /// `postgres db:5432`, ...
     pub(crate) fn endpoint(&self) -> String {
         exit::endpoint(&self.url)
     }

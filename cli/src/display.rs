@@ -55,17 +55,39 @@ pub(crate) fn key(key: &str) -> String {
     out
 }
 
-/// A Redis URL with its password (and user name) replaced by `***`.
+/// A URL with its password (and user name) replaced by `***`; in an `etcd://` list, every
+/// endpoint's (each may carry credentials of its own).
 pub(crate) fn redact_url(url: &str) -> String {
+    if let Some(endpoints) = url.strip_prefix("etcd://") {
+        let endpoints: Vec<String> = endpoints.split(',').map(redact_one).collect();
+        return format!("etcd://{}", endpoints.join(","));
+    }
+    redact_one(url)
+}
+
+/// One URL with its password (and user name) replaced by `***`, and the value of a
+/// `password` or `sslpassword` parameter (PostgreSQL's URLs take them) too.
+fn redact_one(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
         Some((scheme, rest)) => (format!("{scheme}://"), rest),
         None => (String::new(), url),
     };
     let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let shown = match rest[..authority_end].rfind('@') {
         Some(at) => format!("{scheme}***{}", &rest[at..]),
         None => url.to_owned(),
-    }
+    };
+    let Some(query) = shown.find('?') else {
+        return shown;
+    };
+    let params: Vec<String> = shown[query + 1..]
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((key, _)) if key == "password" || key == "sslpassword" => format!("{key}=***"),
+            _ => param.to_owned(),
+        })
+        .collect();
+    format!("{}?{}", &shown[..query], params.join("&"))
 }
 
 /// The current time in UTC, as `2025-01-31T12:34:56.789Z`.
@@ -158,6 +180,24 @@ mod tests {
         assert_eq!(redact_url("redis://h:1"), "redis://h:1");
         assert_eq!(redact_url("u:p@w@h:1"), "***@h:1");
         assert_eq!(redact_url("redis://h:1/?x=a@b"), "redis://h:1/?x=a@b");
+        assert_eq!(redact_url("redis://u:p,w@h:1"), "redis://***@h:1");
+        assert_eq!(
+            redact_url("zookeeper://shop:pw@zk1:2181,zk2:2181/app?ca=/ca.pem"),
+            "zookeeper://***@zk1:2181,zk2:2181/app?ca=/ca.pem"
+        );
+        assert_eq!(
+            redact_url("postgres://u:pw@db:5432/shop?sslmode=verify-full"),
+            "postgres://***@db:5432/shop?sslmode=verify-full"
+        );
+        assert_eq!(
+            redact_url("postgres://u@db/shop?password=pw&sslmode=bogus"),
+            "postgres://***@db/shop?password=***&sslmode=bogus"
+        );
+        // Each etcd endpoint may carry credentials, not only the first.
+        assert_eq!(
+            redact_url("etcd://e1:2379,http://root:pw@e2:2379,https://u:pw@e3:2379"),
+            "etcd://e1:2379,http://***@e2:2379,https://***@e3:2379"
+        );
     }
 
     #[test]

@@ -14,9 +14,9 @@ pub(crate) const NOTHING_DONE: u8 = 1;
 /// A usage or configuration error: unknown command or option, a missing or bad value, an
 /// invalid `--config` file or `LEASEHOLD_*` variable, `release` without `--force`.
 pub(crate) const USAGE: u8 = 2;
-/// Redis could not be used: unreachable, too slow, refused the credentials or a command, or
-/// its URL does not parse.
-pub(crate) const REDIS: u8 = 3;
+/// The engine could not be used (Redis, ZooKeeper, etcd or PostgreSQL): unreachable, too slow,
+/// refused the credentials or a command, or its URL does not parse.
+pub(crate) const ENGINE: u8 = 3;
 
 /// How a command ended, when not with [`OK`]: an exit status and what to tell the operator.
 #[derive(Debug)]
@@ -36,32 +36,32 @@ impl Failure {
         }
     }
 
-    /// A failure of the tool itself rather than of its input or of Redis (status [`REDIS`],
-    /// the closest: nothing could be asked).
+    /// A failure of the tool itself rather than of its input or of the engine (status
+    /// [`ENGINE`], the closest: nothing could be asked).
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Failure {
-            code: REDIS,
+            code: ENGINE,
             message: message.into(),
         }
     }
 
-    /// Connecting to `url` failed: an unusable URL or an unreachable server (status [`REDIS`]).
-    /// The URL is shown without its password.
+    /// Connecting to `url` failed: an unusable URL or an unreachable server (status
+    /// [`ENGINE`]). The URL is shown without its password.
     pub(crate) fn connect(e: LockError, url: &str) -> Self {
         match e {
             LockError::Config { message, .. } => Failure {
-                code: REDIS,
-                message: format!("cannot use the redis URL {:?}: {message}", redact_url(url)),
+                code: ENGINE,
+                message: format!("cannot use the URL {:?}: {message}", redact_url(url)),
             },
-            other => Failure::lock(other, url),
+            other => Failure::lock(other),
         }
     }
 
     /// A call on a connected locker failed.
-    pub(crate) fn lock(e: LockError, url: &str) -> Self {
+    pub(crate) fn lock(e: LockError) -> Self {
         let code = match &e {
             LockError::InvalidKey { .. } | LockError::Config { .. } => USAGE,
-            _ => REDIS,
+            _ => ENGINE,
         };
         let message = match &e {
             LockError::Unavailable { message, .. } if message.to_lowercase().contains("noperm") => {
@@ -72,7 +72,7 @@ impl Failure {
                 )
             }
             LockError::Unavailable { message, source } => {
-                unreachable_message(message, &endpoint(url), source.as_deref())
+                unreachable_message(message, source.as_deref())
             }
             other => other.to_string(),
         };
@@ -86,30 +86,57 @@ impl Failure {
     }
 }
 
-/// Rephrases the runtime's "redis at HOST:PORT refused the connection" as "cannot reach redis
-/// at HOST:PORT: refused the connection", the form operators grep for; other messages (an
+/// How the runtime's messages name each engine: "<name> at <servers> <what happened>".
+const ENGINE_NAMES: [&str; 4] = ["redis", "zookeeper", "etcd", "PostgreSQL"];
+
+/// What the runtime says of servers it could not reach, after "<name> at <servers> ".
+const UNREACHED: [&str; 3] = [
+    "refused the connection",
+    "could not be reached",
+    "did not answer within",
+];
+
+/// Rephrases the runtime's "redis at HOST:PORT refused the connection" (or "PostgreSQL at
+/// ... could not be reached: ...", and so on for every engine) as "cannot reach redis at
+/// HOST:PORT: refused the connection", the form operators grep for; other messages (an
 /// error answer, say) are kept as they are.
 fn unreachable_message(
     message: &str,
-    endpoint: &str,
     source: Option<&(dyn std::error::Error + Send + Sync)>,
 ) -> String {
-    let Some(what) = message.strip_prefix(&format!("redis at {endpoint} ")) else {
-        return message.to_owned();
-    };
-    if what.starts_with("answered with an error") {
-        return message.to_owned();
-    }
-    match source {
-        // "could not be reached" alone does not say whether the name or the route is wrong.
-        Some(cause) if what == "could not be reached" => {
-            format!("cannot reach redis at {endpoint}: {what} ({cause})")
+    for name in ENGINE_NAMES {
+        let Some(rest) = message
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(" at "))
+        else {
+            continue;
+        };
+        let found = UNREACHED
+            .iter()
+            .filter_map(|what| rest.find(&format!(" {what}")))
+            .min();
+        let Some(at) = found else {
+            return message.to_owned();
+        };
+        let (servers, what) = (&rest[..at], &rest[at + 1..]);
+        // Servers are named without ": "; text after one is an error answer's.
+        if servers.contains(": ") {
+            return message.to_owned();
         }
-        _ => format!("cannot reach redis at {endpoint}: {what}"),
+        return match source {
+            // "could not be reached" alone does not say whether the name or the route is wrong.
+            Some(cause) if what == "could not be reached" => {
+                format!("cannot reach {name} at {servers}: {what} ({cause})")
+            }
+            _ => format!("cannot reach {name} at {servers}: {what}"),
+        };
     }
+    message.to_owned()
 }
 
-/// `host:port` (or the socket path) of a Redis URL, as the runtime names it in messages.
+/// The engine and its servers, for messages, never with credentials: `redis 127.0.0.1:6379`
+/// (`redis h:6380 (TLS)`, `redis /run/redis.sock`), `zookeeper h1:2181,h2:2181/chroot`,
+/// `etcd h1:2379,h2:2379`, `postgres h:5432`.
 pub(crate) fn endpoint(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
     if scheme == "zookeeper" {
@@ -133,7 +160,7 @@ pub(crate) fn endpoint(url: &str) -> String {
         return format!("etcd {}", hosts.join(","));
     }
     if scheme.ends_with("unix") {
-        return rest.split('?').next().unwrap_or(rest).to_owned();
+        return format!("redis {}", rest.split('?').next().unwrap_or(rest));
     }
     let authority = rest.split(['/', '?']).next().unwrap_or(rest);
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -149,9 +176,9 @@ pub(crate) fn endpoint(url: &str) -> String {
     };
     let host_port = host_port.replacen(['[', ']'], "", 2);
     if scheme == "rediss" {
-        format!("{host_port} (TLS)")
+        format!("redis {host_port} (TLS)")
     } else {
-        host_port
+        format!("redis {host_port}")
     }
 }
 
@@ -160,12 +187,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_are_host_and_port_without_credentials() {
-        assert_eq!(endpoint("redis://127.0.0.1:1"), "127.0.0.1:1");
-        assert_eq!(endpoint("redis://u:pw@cache:6380/2"), "cache:6380");
-        assert_eq!(endpoint("redis://cache"), "cache:6379");
-        assert_eq!(endpoint("rediss://cache:6380"), "cache:6380 (TLS)");
-        assert_eq!(endpoint("redis+unix:///run/redis.sock"), "/run/redis.sock");
+    fn endpoints_name_the_engine_and_its_servers_without_credentials() {
+        assert_eq!(endpoint("redis://127.0.0.1:1"), "redis 127.0.0.1:1");
+        assert_eq!(endpoint("redis://u:pw@cache:6380/2"), "redis cache:6380");
+        assert_eq!(endpoint("redis://cache"), "redis cache:6379");
+        assert_eq!(endpoint("rediss://cache:6380"), "redis cache:6380 (TLS)");
+        assert_eq!(
+            endpoint("redis+unix:///run/redis.sock"),
+            "redis /run/redis.sock"
+        );
         assert_eq!(
             endpoint("zookeeper://zk1:2181,zk2:2181"),
             "zookeeper zk1:2181,zk2:2181"
@@ -178,6 +208,10 @@ mod tests {
             endpoint("etcd://e1:2379,http://root:s3cret@e2:2379,https://e3:2379"),
             "etcd e1:2379,e2:2379,e3:2379"
         );
+        assert_eq!(
+            endpoint("postgres://u:s3cret@127.0.0.1:55432/db?sslmode=disable"),
+            "postgres 127.0.0.1:55432"
+        );
     }
 
     #[test]
@@ -188,8 +222,8 @@ mod tests {
                 .to_owned(),
             source: None,
         };
-        let f = Failure::lock(e, "redis://127.0.0.1:1");
-        assert_eq!(f.code, REDIS);
+        let f = Failure::lock(e);
+        assert_eq!(f.code, ENGINE);
         assert_eq!(
             f.message,
             "cannot reach redis at 127.0.0.1:1: refused the connection (is redis-server \
@@ -200,15 +234,73 @@ mod tests {
             source: None,
         };
         assert_eq!(
-            Failure::lock(e, "redis://h:1").message,
+            Failure::lock(e).message,
             "redis at h:1 answered with an error: WRONGTYPE"
         );
         let e = LockError::Unavailable {
             message: "redis at h:1 answered with an error: NoPerm: no permissions".to_owned(),
             source: None,
         };
-        let message = Failure::lock(e, "redis://h:1").message;
+        let message = Failure::lock(e).message;
         assert!(message.starts_with("redis at h:1 answered with an error: NoPerm"));
         assert!(message.contains("see the ACL in the leasehold-cli README"));
+    }
+
+    #[test]
+    fn every_engine_reads_as_cannot_reach_that_engine() {
+        let unavailable = |message: &str| LockError::Unavailable {
+            message: message.to_owned(),
+            source: None,
+        };
+        let cases = [
+            (
+                "PostgreSQL at postgres://u:***@127.0.0.1:1/db could not be reached: error \
+                 connecting to server",
+                "cannot reach PostgreSQL at postgres://u:***@127.0.0.1:1/db: could not be \
+                 reached: error connecting to server",
+            ),
+            (
+                "etcd at http://e1:2379 did not answer within 2s",
+                "cannot reach etcd at http://e1:2379: did not answer within 2s",
+            ),
+            (
+                "zookeeper at zk1:2181/app (TLS) did not answer within 2s",
+                "cannot reach zookeeper at zk1:2181/app (TLS): did not answer within 2s",
+            ),
+            (
+                "redis at cache:6380 (TLS) did not answer within 1s",
+                "cannot reach redis at cache:6380 (TLS): did not answer within 1s",
+            ),
+        ];
+        for (message, expected) in cases {
+            let f = Failure::lock(unavailable(message));
+            assert_eq!(f.code, ENGINE);
+            assert_eq!(f.message, expected);
+        }
+        // An answer that is not about reaching the server is kept as it is, even when its
+        // text happens to contain such words.
+        let refused = "etcd at http://e1:2379 refused a read: the peer could not be reached";
+        assert_eq!(Failure::lock(unavailable(refused)).message, refused);
+        let other = "a message of no engine";
+        assert_eq!(Failure::lock(unavailable(other)).message, other);
+    }
+
+    #[test]
+    fn unusable_urls_are_named_without_their_password() {
+        let e = LockError::Config {
+            message: "the etcd endpoints mix http:// and https://; use one for all".to_owned(),
+            source: None,
+        };
+        let f = Failure::connect(
+            e,
+            "etcd://e1:2379,http://root:s3cret@e2:2379,https://e3:2379",
+        );
+        assert_eq!(f.code, ENGINE);
+        assert!(
+            f.message.starts_with("cannot use the URL \"etcd://"),
+            "{}",
+            f.message
+        );
+        assert!(!f.message.contains("s3cret"), "{}", f.message);
     }
 }

@@ -9,10 +9,10 @@ use crate::exit::{self, Failure};
 /// The column titles of the table.
 const HEADER: [&str; 4] = ["KEY", "REMAINING", "FENCE", "WAITERS"];
 
-/// Lists the held locks whose keys match `pattern`, found with SCAN.
+/// Lists the held locks whose keys match `pattern` (on Redis found with SCAN).
 ///
 /// # Errors
-/// A [`Failure`] when Redis fails.
+/// A [`Failure`] when the engine fails.
 pub(crate) async fn run(locker: &Locker, target: &Target, pattern: &str) -> Result<u8, Failure> {
     let held = locker
         .list_held(pattern)
@@ -21,7 +21,7 @@ pub(crate) async fn run(locker: &Locker, target: &Target, pattern: &str) -> Resu
     if held.is_empty() {
         // An answer, not an error; stdout stays empty for scripts.
         eprintln!(
-            "no held locks match {:?} (prefix {:?}, redis at {})",
+            "no held locks match {:?} (prefix {:?}, {})",
             display::key(pattern),
             target.prefix,
             target.endpoint()

@@ -1,5 +1,6 @@
-//! `leasehold`: looks at the locks that applications hold in Redis (list, show, watch) and
-//! deletes one by force when its holder is stuck. Built on the runtime's inspection API.
+//! `leasehold`: looks at the locks that applications hold in Redis, ZooKeeper, etcd or
+//! PostgreSQL (list, show, semaphore, watch, fences) and deletes one by force when its holder
+//! is stuck. Built on the runtime's inspection API.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -19,7 +19,7 @@ its writes.";
 /// none or the confirmation was not given.
 ///
 /// # Errors
-/// A [`Failure`] when the key is invalid or Redis fails.
+/// A [`Failure`] when the key is invalid or the engine fails.
 pub(crate) async fn run(
     locker: &Locker,
     target: &Target,

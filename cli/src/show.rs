@@ -9,7 +9,7 @@ use crate::exit::{self, Failure};
 /// Prints the state of the lock `key`; a free lock is an answer too (exit 0).
 ///
 /// # Errors
-/// A [`Failure`] when the key is invalid or Redis fails.
+/// A [`Failure`] when the key is invalid or the engine fails.
 pub(crate) async fn run(locker: &Locker, target: &Target, key: &str) -> Result<u8, Failure> {
     let info = locker.inspect(key).await.map_err(|e| target.failure(e))?;
     print!("{}", describe(&info));

@@ -11,13 +11,13 @@ use crate::connect::Target;
 use crate::display;
 use crate::exit::{self, Failure};
 
-/// Leeway for rounding: Redis reports the remaining lease in whole milliseconds.
+/// Leeway for rounding: the engines report the remaining lease in whole milliseconds.
 const SLACK: Duration = Duration::from_millis(5);
 
 /// Watches `key` until `stop_after` (counted from the first reading) or Ctrl-C.
 ///
 /// # Errors
-/// A [`Failure`] when the first reading fails (bad key, Redis down); later failures are
+/// A [`Failure`] when the first reading fails (bad key, engine down); later failures are
 /// reported on stderr and watching goes on.
 pub(crate) async fn run(
     locker: &Locker,
@@ -28,7 +28,7 @@ pub(crate) async fn run(
 ) -> Result<u8, Failure> {
     let mut last = read(locker, key).await.map_err(|e| target.failure(e))?;
     println!(
-        "{}  watching {} (prefix {:?}, redis at {}): {}",
+        "{}  watching {} (prefix {:?}, {}): {}",
         display::now(),
         display::key(key),
         target.prefix,
@@ -192,7 +192,7 @@ fn changes(prev: &Reading, next: &Reading) -> Vec<Change> {
     out
 }
 
-/// Why the hold seen in `prev` was gone by `gone_by`. Redis read its remaining lease no
+/// Why the hold seen in `prev` was gone by `gone_by`. The engine read its remaining lease no
 /// earlier than `prev.sent`, so it cannot have expired before `prev.sent + remaining`; gone
 /// sooner means deleted. Gone later may be either.
 fn end_of_hold(prev: &Reading, gone_by: Instant) -> Change {

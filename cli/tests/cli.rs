@@ -1,6 +1,7 @@
 //! The `leasehold` binary against a real redis-server, with locks held by a `Locker` in the
 //! test: what operators see (list, show, watch), what `release --force` does to the holder,
-//! and the exit statuses of mistakes and of an unreachable Redis. Every run is bounded.
+//! and the exit statuses of mistakes and of an unreachable server; then the same commands on
+//! ZooKeeper, etcd and PostgreSQL. Every run is bounded.
 
 use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -266,7 +267,10 @@ async fn list_shows_held_locks_as_a_table() {
         out.assert_code(0);
         assert_eq!(out.stdout, "", "{out:#?}");
         assert!(
-            out.stderr.contains("no held locks match \"order:*\""),
+            out.stderr.contains(&format!(
+                "no held locks match \"order:*\" (prefix \"leasehold\", redis {})",
+                srv.addr()
+            )),
             "{out:#?}"
         );
 
@@ -518,14 +522,18 @@ fn event(line: &str) -> &str {
 #[tokio::test]
 async fn watch_prints_acquisitions_and_releases() {
     within(async {
-        let (_srv, url, app) = app().await;
+        let (srv, url, app) = app().await;
         let mut watch = spawn(
             command(&["watch", "stock:sku-7", "--for", "1500ms", "--url", &url]),
             None,
         );
         let first = watch.line_containing("watching stock:sku-7").await;
-        assert!(
-            event(&first).ends_with(": free (last fence none)"),
+        assert_eq!(
+            event(&first),
+            format!(
+                "watching stock:sku-7 (prefix \"leasehold\", redis {}): free (last fence none)",
+                srv.addr()
+            ),
             "{first}"
         );
 
@@ -643,7 +651,7 @@ async fn an_unreachable_server_or_a_bad_url_exits_3_with_a_clear_message() {
             let out = run(&["list", "--url", bad], None).await;
             out.assert_code(3);
             assert!(
-                out.stderr.starts_with("error: cannot use the redis URL"),
+                out.stderr.starts_with("error: cannot use the URL"),
                 "{out:#?}"
             );
             assert!(out.stderr.contains("redis://host:port"), "{out:#?}");
@@ -686,7 +694,7 @@ async fn usage_errors_exit_2_and_help_documents_the_exit_statuses() {
             "0  done",
             "1  `release` deleted nothing",
             "2  usage",
-            "3  Redis unreachable",
+            "3  the engine unreachable",
             "LEASEHOLD_URL",
             "LEASEHOLD_PREFIX",
         ] {
@@ -890,6 +898,18 @@ async fn list_show_and_release_work_on_zookeeper() {
         tokio::time::timeout(Duration::from_secs(6), held.lost())
             .await
             .expect("the holder finds out at its next renewal");
+
+        // Nothing held: an answer that names the engine, never as Redis.
+        let out = run(&["list", "--url", &url], None).await;
+        out.assert_code(0);
+        assert!(
+            out.stderr.contains(&format!(
+                "(prefix \"leasehold\", zookeeper {})",
+                zk.connect_string()
+            )),
+            "{out:#?}"
+        );
+        assert!(!out.stderr.contains("redis"), "{out:#?}");
     })
     .await;
 }
@@ -936,6 +956,16 @@ async fn list_show_and_release_work_on_etcd() {
         tokio::time::timeout(Duration::from_secs(5), held.lost())
             .await
             .expect("the holder finds out at its next renewal");
+
+        // Nothing held: an answer that names the engine, never as Redis.
+        let out = run(&["list", "--url", &url], None).await;
+        out.assert_code(0);
+        assert!(
+            out.stderr
+                .contains(&format!("(prefix \"leasehold\", etcd {})", etcd.addr())),
+            "{out:#?}"
+        );
+        assert!(!out.stderr.contains("redis"), "{out:#?}");
     })
     .await;
 }
@@ -983,6 +1013,16 @@ async fn list_show_and_release_work_on_postgres() {
             .await
             .expect("the holder finds out at its next renewal");
 
+        // Nothing held: an answer that names the engine, never as Redis.
+        let out = run(&["list", "--url", &url], None).await;
+        out.assert_code(0);
+        assert!(
+            out.stderr
+                .contains(&format!("(prefix \"leasehold\", postgres {})", pg.addr())),
+            "{out:#?}"
+        );
+        assert!(!out.stderr.contains("redis"), "{out:#?}");
+
         // An unreachable database: exit 3, a message naming it, no password.
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -996,6 +1036,12 @@ async fn list_show_and_release_work_on_postgres() {
             out.stderr.contains(&format!("127.0.0.1:{port}")),
             "{out:#?}"
         );
+        assert!(
+            out.stderr.starts_with("error: cannot reach PostgreSQL at ")
+                && out.stderr.contains(": could not be reached"),
+            "{out:#?}"
+        );
+        assert!(!out.stderr.contains("redis"), "{out:#?}");
     })
     .await;
 }

@@ -26,7 +26,7 @@ mod template;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), LockError> {
-/// leasehold::set_global_default(Locker::in_memory())?; // Locker::connect(url).await? for Redis
+/// leasehold::set_global_default(Locker::in_memory())?; // or a Locker on your engine
 /// assert_eq!(place_order(42).await?, 42);
 /// # Ok(()) }
 /// ```
@@ -47,7 +47,7 @@ mod template;
 /// | --- | --- | --- |
 /// | was busy for the whole `wait` | `Err(LockError::Busy { .. }.into())` | does not run |
 /// | could not be reached (the engine down, a timeout) | `Err(LockError::Unavailable { .. }.into())` | does not run |
-/// | lease lost while the body ran, `on_lost = "cancel"` | `Err(LockError::Lost.into())` | is dropped at its next `.await` |
+/// | lease lost while the body ran, `on_lost = "cancel"` | `Err(LockError::Lost { .. }.into())` | is dropped at its next `.await` |
 /// | no `locker = ...` and no default installed | `Err(LockError::Config { .. }.into())`, saying how to fix it | does not run |
 /// | was taken, `on_busy = "skip"` | `Ok(())` or `Ok(None)`, at once | does not run |
 ///
@@ -207,7 +207,10 @@ mod template;
 ///
 /// ## `lease` and `watchdog`: how long the lock lasts
 /// `lease` is how long the engine keeps the lock if this process stops renewing it (say, it
-/// crashed), written as a `humantime` duration: `"500ms"`, `"30s"`, `"2m"`, `"1h 30m"`.
+/// crashed), written as a `humantime` duration: `"500ms"`, `"30s"`, `"2m"`, `"1h 30m"`. (On
+/// ZooKeeper and etcd a crashed process's locks go when its session ends, and a lease is at
+/// most the session timeout; see
+/// [`LockRequest::lease`](../leasehold/struct.LockRequest.html#method.lease).)
 /// With `watchdog = true` the lease is renewed every lease/3 while the body runs, so the
 /// body may run longer than the lease; with `watchdog = false` the lease is a hard
 /// maximum, and with `on_lost = "cancel"` a body still running when it ends is dropped.

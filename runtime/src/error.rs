@@ -25,7 +25,8 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum LockError {
     /// Another owner held the lock for the whole `wait`. `retry_after` is the holder's
-    /// remaining lease when it was last seen, if Redis reported one.
+    /// remaining lease when it was last seen, if the engine reported one (ZooKeeper and etcd,
+    /// where a session rather than a lease of the lock's own ends a hold, report none).
     #[error("{}", busy_message(*retry_after))]
     Busy {
         /// How long the current holder's lease had left when we gave up.
@@ -39,10 +40,12 @@ pub enum LockError {
         /// Why the lease counts as lost.
         reason: LostReason,
     },
-    /// Redis did not answer, answered with an error, or timed out.
+    /// The engine (Redis, ZooKeeper, etcd, PostgreSQL) could not be reached, answered with
+    /// an error, or did not answer in time.
     #[error("{message}")]
     Unavailable {
-        /// What failed and what to check, e.g. "redis at 127.0.0.1:6379 did not answer within 500ms".
+        /// What failed and what to check, naming the engine and its servers, e.g. "redis at
+        /// 127.0.0.1:6379 did not answer within 500ms".
         message: String,
         /// The underlying client error, if any.
         #[source]
@@ -202,7 +205,7 @@ impl LockError {
     }
 }
 
-/// A short description of a Redis endpoint for messages: host and port (or socket path),
+/// A short description of a Redis server for messages: host and port (or socket path),
 /// never credentials.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Endpoint(pub(crate) String);

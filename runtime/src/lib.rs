@@ -27,7 +27,9 @@
 //! use leasehold::Locker;
 //! use std::time::Duration;
 //!
-//! let locker = Locker::in_memory(); // or Locker::connect("redis://127.0.0.1:6379").await?
+//! // Or Locker::connect("redis://127.0.0.1:6379").await?, or Locker::builder() with
+//! // .zookeeper(..), .etcd(..), .postgres(..), ... and .build().await?
+//! let locker = Locker::in_memory();
 //! let guard = locker.lock("order:42").lease(Duration::from_secs(10)).acquire().await?;
 //! println!("holding order:42 with fence {}", guard.fence());
 //! guard.release().await?;
@@ -41,11 +43,13 @@
 //!   writes of a holder that lost its lease while paused.
 //! - **Owner tokens** of 128 random bits per acquisition: a release or renewal never touches
 //!   someone else's lock.
-//! - **Push-based waiting**: waiters sleep on a Redis channel and wake on release; waiters
-//!   of one key in one process queue first-come-first-served, and a release hands the lock
-//!   to the next one in a single round trip.
+//! - **Push-based waiting**: waiters sleep until a release wakes them (a Redis channel, a
+//!   ZooKeeper or etcd watch on the contender just ahead, PostgreSQL's `LISTEN`/`NOTIFY`);
+//!   waiters of one key in one process queue first-come-first-served, and a release hands
+//!   the lock to the next one in a single round trip.
 //! - **Release on every path**: `release().await`, drop, panic, `?`, cancelled futures.
-//! - **Bounded calls**: every Redis call has a timeout; a dead Redis is an error
+//! - **Bounded calls**: every call to the engine has a timeout
+//!   ([`LockerBuilder::op_timeout`]); an engine that is down or hung is an error
 //!   ([`LockError::Unavailable`]), never a hang.
 //!
 //! ## Engines
@@ -60,19 +64,25 @@
 //! request, one contend loop, one local queue of waiters, one watchdog; each store implements
 //! a small boundary, and ZooKeeper and etcd share one sequential-contender recipe.
 //!
-//! ## Redis keys
-//! For a key `K` and prefix `P` (default `leasehold`): `P:lock:{K}` holds the owner token,
-//! `P:fence:{K}` the fence counter, `P:queue:{K}` and `P:interest:{K}` the processes waiting
-//! for the lock, and releases are published on `P:wake:{K}`. `{`, `}` and `%` in `K` are
-//! escaped, so all of them share one Redis Cluster slot and no key can name another lock's
-//! data.
+//! ## What the engines store
+//! For a key `K` and prefix `P` (default `leasehold`), every engine names a lock `P:lock:{K}`;
+//! `{`, `}` and `%` in `K` are escaped, so no key can name another lock's data.
+//! - On Redis, `P:lock:{K}` holds the owner token, `P:fence:{K}` the fence counter,
+//!   `P:queue:{K}` and `P:interest:{K}` the processes waiting for the lock, and releases are
+//!   published on `P:wake:{K}`; all of them share one Redis Cluster slot.
+//! - On ZooKeeper, the lock is a container znode under `/leasehold` named after
+//!   `P:lock:{K}`, and each contender an ephemeral sequential znode in it.
+//! - On etcd, each contender is a key `P:lock:{K}/<tag>` attached to the locker's etcd lease.
+//! - On PostgreSQL, the lock is the row `P:lock:{K}` of the table `leasehold_locks`, and the
+//!   processes waiting for it rows of `leasehold_waiters`.
 //!
 //! ## No process starved
 //! Waiters of one key in one process queue first-come-first-served, and a release hands the
 //! lease to the next of them without a round trip, up to 16 times in a row. Across processes,
-//! a waiter that finds the lock taken queues its process in Redis, and a release leaves the
-//! lock to the process that waited longest: while a process waits, every other process queued
-//! before it holds the key at most 17 times before it gets its turn.
+//! a waiter that finds the lock taken queues its process in the engine (the queue of waiting
+//! processes on Redis and PostgreSQL, the order of the contenders on ZooKeeper and etcd), and
+//! a release leaves the lock to the process that waited longest: while a process waits, every
+//! other process queued before it holds the key at most 17 times before it gets its turn.
 
 #![deny(missing_docs)]
 // docs.rs (nightly) marks each item with the features it needs.

@@ -31,9 +31,32 @@ const ENV_VARS: [(&str, &str); 19] = [
 ];
 
 impl LockConfig {
-    /// Reads the process environment: `LEASEHOLD_URL`, `LEASEHOLD_PREFIX`, `LEASEHOLD_LEASE`,
-    /// `LEASEHOLD_WAIT`, `LEASEHOLD_OP_TIMEOUT`, `LEASEHOLD_CONNECT_TIMEOUT` and
-    /// `LEASEHOLD_WATCHDOG` (`true`/`false`); unset ones stay unset. Route rules come from files.
+    /// Reads the process environment; unset variables leave their fields unset. Route rules
+    /// and profiles come from files.
+    ///
+    /// | variable | field |
+    /// | --- | --- |
+    /// | `LEASEHOLD_URL` | `url` (one Redis server) |
+    /// | `LEASEHOLD_REDLOCK` | `redlock` (comma-separated URLs) |
+    /// | `LEASEHOLD_CLUSTER` | `cluster` (comma-separated URLs) |
+    /// | `LEASEHOLD_SENTINEL`, `LEASEHOLD_SENTINEL_MASTER` | `sentinel.urls` (comma-separated), `sentinel.master` |
+    /// | `LEASEHOLD_ZOOKEEPER` | `zookeeper` |
+    /// | `LEASEHOLD_ETCD` | `etcd` (comma-separated endpoints) |
+    /// | `LEASEHOLD_POSTGRES` | `postgres` |
+    /// | `LEASEHOLD_SESSION_TIMEOUT` | `session_timeout` (ZooKeeper, etcd) |
+    /// | `LEASEHOLD_PREFIX` | `prefix` |
+    /// | `LEASEHOLD_LEASE` | `lease` |
+    /// | `LEASEHOLD_WAIT` | `wait` |
+    /// | `LEASEHOLD_OP_TIMEOUT` | `op_timeout` |
+    /// | `LEASEHOLD_CONNECT_TIMEOUT` | `connect_timeout` |
+    /// | `LEASEHOLD_WATCHDOG` | `watchdog` (`true`/`false`) |
+    /// | `LEASEHOLD_LAZY_CONNECT` | `lazy_connect` (`true`/`false`) |
+    /// | `LEASEHOLD_RETRY_UNAVAILABLE` | `retry_unavailable` (`true`/`false`) |
+    /// | `LEASEHOLD_CLOCK_DRIFT` | `clock_drift` |
+    /// | `LEASEHOLD_FENCE_OFFSET` | `fence_offset` |
+    ///
+    /// Durations are written `500ms`, `30s`, `2m`. Credentials in these URLs never show in
+    /// this config's `Debug`.
     ///
     /// # Errors
     /// [`LockError::Config`] naming the variable and its bad value.

@@ -24,16 +24,17 @@ use crate::web::RouteRule;
 /// Settings of a [`Locker`](crate::Locker) and route rules of [`RouteLocks`](crate::RouteLocks), so that
 /// locking can be declared in a configuration file instead of code (feature `serde`).
 ///
-/// Every field is optional except `url` (for [`Locker::from_config`](crate::Locker::from_config)); unset fields keep the
-/// builder's defaults. Unknown fields are errors, and every error names the field and the
-/// bad value.
+/// Every field is optional, but [`Locker::from_config`](crate::Locker::from_config) needs the
+/// config to name exactly one deployment: `url` (one Redis server), `redlock`, `cluster`,
+/// `[sentinel]`, `zookeeper`, `etcd` or `postgres`. Unset fields keep the builder's defaults.
+/// Unknown fields are errors, and every error names the field and the bad value.
 ///
 /// ```toml
-/// url = "redis://127.0.0.1:6379"   # LEASEHOLD_URL
+/// url = "redis://127.0.0.1:6379"   # LEASEHOLD_URL; one Redis server (or one of the below)
 /// prefix = "shop"                  # LEASEHOLD_PREFIX; default "leasehold"
 /// lease = "30s"                    # LEASEHOLD_LEASE; default lease of a lock
 /// wait = "3s"                      # LEASEHOLD_WAIT; default wait for a busy lock
-/// op_timeout = "500ms"             # LEASEHOLD_OP_TIMEOUT; bound on every Redis call
+/// op_timeout = "500ms"             # LEASEHOLD_OP_TIMEOUT; bound on every call to the engine
 /// connect_timeout = "2s"           # LEASEHOLD_CONNECT_TIMEOUT
 /// watchdog = true                  # LEASEHOLD_WATCHDOG; renew leases in the background
 /// lazy_connect = false             # LEASEHOLD_LAZY_CONNECT; start while the engine is down
@@ -95,8 +96,11 @@ use crate::web::RouteRule;
 #[serde(try_from = "RawConfig")]
 #[non_exhaustive]
 pub struct LockConfig {
-    /// The Redis server, `redis://[user:password@]host:port[/db]`. [`Locker::from_config`](crate::Locker::from_config)
-    /// needs this or one of `redlock`, `cluster`, `sentinel`.
+    /// One Redis server, `redis://[user:password@]host:port[/db]` (`rediss://` for TLS,
+    /// `redis+unix://` for a socket). [`Locker::from_config`](crate::Locker::from_config)
+    /// needs exactly one deployment: this, or one of `redlock`, `cluster`, `sentinel`,
+    /// `zookeeper`, `etcd`, `postgres`. Only Redis URLs go here; the other engines have
+    /// fields of their own.
     pub url: Option<String>,
     /// RedLock over these independent masters (an odd number, at least 3) instead of `url`;
     /// see [`LockerBuilder::redlock`](crate::LockerBuilder::redlock).
@@ -126,15 +130,17 @@ pub struct LockConfig {
     /// Added to every fence and leader term, after a move from another engine; see
     /// [`LockerBuilder::fence_offset`](crate::LockerBuilder::fence_offset). Defaults to 0.
     pub fence_offset: Option<u64>,
-    /// The prefix of every Redis key written. Defaults to `"leasehold"`.
+    /// The prefix of every name the locker writes in its engine; see
+    /// [`LockerBuilder::prefix`](crate::LockerBuilder::prefix). Defaults to `"leasehold"`.
     pub prefix: Option<String>,
     /// The default lease. Defaults to 30 s.
     pub lease: Option<Duration>,
     /// The default wait for a busy lock. Defaults to 3 s.
     pub wait: Option<Duration>,
-    /// The bound on every Redis call. Defaults to 1 s.
+    /// The bound on every call to the engine; see
+    /// [`LockerBuilder::op_timeout`](crate::LockerBuilder::op_timeout). Defaults to 1 s.
     pub op_timeout: Option<Duration>,
-    /// The bound on establishing a connection. Defaults to 2 s.
+    /// The bound on connecting to the engine. Defaults to 2 s.
     pub connect_timeout: Option<Duration>,
     /// Whether leases are renewed in the background by default. Defaults to `true`.
     pub watchdog: Option<bool>,

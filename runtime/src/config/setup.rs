@@ -63,10 +63,9 @@ impl RouteLocks {
 }
 
 impl LockConfig {
-    /// A builder pointed at the one deployment the config names. The deployment itself is
-    /// checked where the builder's is ([`Deployment::validate`]), so both say the same.
     /// The one deployment the config names (`url`, `redlock`, `cluster`, `[sentinel]`,
-    /// `zookeeper`, `etcd` or `postgres`), checked as `build` would check it.
+    /// `zookeeper`, `etcd` or `postgres`), checked as `build` would check it (where the
+    /// builder's is, [`Deployment::validate`], so both say the same).
     ///
     /// # Errors
     /// [`LockError::Config`] when none or several are set, or the one set is invalid.
@@ -84,47 +83,50 @@ impl LockConfig {
         .filter(|(_, set)| *set)
         .map(|(name, _)| *name)
         .collect();
-        let deployment =
-            match given.as_slice() {
-                [] => return Err(LockError::config(
-                    "invalid leasehold config: url: missing; set url = \"redis://127.0.0.1:6379\" \
-                     (or redlock, cluster, [sentinel], zookeeper, etcd or postgres) in the config, or LEASEHOLD_URL in the \
-                     environment",
-                )),
-                ["url"] => {
-                    let url = self.url.as_deref().expect("given");
-                    Deployment::Redis(check_url("url", url).map_err(invalid)?)
+        let deployment = match given.as_slice() {
+            [] => {
+                return Err(LockError::config(
+                    "invalid leasehold config: no deployment named; set one of url = \
+                     \"redis://127.0.0.1:6379\" (one Redis server), redlock, cluster, [sentinel], \
+                     zookeeper, etcd or postgres in the config, or its variable in the \
+                     environment (LEASEHOLD_URL, LEASEHOLD_REDLOCK, LEASEHOLD_CLUSTER, \
+                     LEASEHOLD_SENTINEL, LEASEHOLD_ZOOKEEPER, LEASEHOLD_ETCD, LEASEHOLD_POSTGRES)",
+                ))
+            }
+            ["url"] => {
+                let url = self.url.as_deref().expect("given");
+                Deployment::Redis(check_url("url", url).map_err(invalid)?)
+            }
+            ["redlock"] => Deployment::RedLock(checked_urls("redlock", &self.redlock)?),
+            ["cluster"] => Deployment::Cluster(checked_urls("cluster", &self.cluster)?),
+            ["zookeeper"] => Deployment::ZooKeeper {
+                hosts: self.zookeeper.clone().expect("given"),
+                session_timeout: self
+                    .session_timeout
+                    .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
+            },
+            ["etcd"] => Deployment::Etcd {
+                endpoints: self.etcd.clone(),
+                session_timeout: self
+                    .session_timeout
+                    .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
+            },
+            ["postgres"] => Deployment::Postgres(self.postgres.clone().expect("given")),
+            ["sentinel"] => {
+                let sentinel = self.sentinel.as_ref().expect("given");
+                Deployment::Sentinel {
+                    sentinels: checked_urls("sentinel.urls", &sentinel.urls)?,
+                    master: sentinel.master.clone(),
+                    min_replicas: sentinel.min_replicas,
                 }
-                ["redlock"] => Deployment::RedLock(checked_urls("redlock", &self.redlock)?),
-                ["cluster"] => Deployment::Cluster(checked_urls("cluster", &self.cluster)?),
-                ["zookeeper"] => Deployment::ZooKeeper {
-                    hosts: self.zookeeper.clone().expect("given"),
-                    session_timeout: self
-                        .session_timeout
-                        .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
-                },
-                ["etcd"] => Deployment::Etcd {
-                    endpoints: self.etcd.clone(),
-                    session_timeout: self
-                        .session_timeout
-                        .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
-                },
-                ["postgres"] => Deployment::Postgres(self.postgres.clone().expect("given")),
-                ["sentinel"] => {
-                    let sentinel = self.sentinel.as_ref().expect("given");
-                    Deployment::Sentinel {
-                        sentinels: checked_urls("sentinel.urls", &sentinel.urls)?,
-                        master: sentinel.master.clone(),
-                        min_replicas: sentinel.min_replicas,
-                    }
-                }
-                several => {
-                    return Err(LockError::config(format!(
-                        "invalid leasehold config: {} are all set; name one deployment",
-                        several.join(", ")
-                    )))
-                }
-            };
+            }
+            several => {
+                return Err(LockError::config(format!(
+                    "invalid leasehold config: {} are all set; name one deployment",
+                    several.join(", ")
+                )))
+            }
+        };
         deployment.validate().map_err(invalid)?;
         Ok(deployment)
     }

@@ -14,8 +14,10 @@ use crate::store::{self, Deployment, Settings};
 use super::defaults::*;
 use super::Locker;
 
-/// Options of a [`Locker`]. Start with [`Locker::builder`], finish with
-/// [`build`](LockerBuilder::build).
+/// Options of a [`Locker`]. Start with [`Locker::builder`], name one engine (one of
+/// [`url`](LockerBuilder::url), [`redlock`](LockerBuilder::redlock), `cluster`, `sentinel`,
+/// `zookeeper`, `etcd`, `postgres`, or [`deployment`](LockerBuilder::deployment)), and finish
+/// with [`build`](LockerBuilder::build).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), leasehold::LockError> {
@@ -77,8 +79,9 @@ impl Default for LockerBuilder {
 }
 
 impl LockerBuilder {
-    /// The Redis server: `redis://[user:password@]host:port[/db]`, `rediss://...` for TLS,
-    /// or `redis+unix:///path/to/socket`. Required for [`build`](Self::build).
+    /// Lock on one Redis server: `redis://[user:password@]host:port[/db]`, `rediss://...`
+    /// for TLS (with the `tls` feature), or `redis+unix:///path/to/socket`.
+    /// [`build`](Self::build) needs one engine: this, or one of the methods below.
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.deployments.push(Deployment::Redis(url.into()));
         self
@@ -116,7 +119,7 @@ impl LockerBuilder {
     /// A lock is held while a majority of them granted it within the lease; every call goes to
     /// all of them in parallel, each bounded by [`op_timeout`](Self::op_timeout) (keep it
     /// short, such as 50 ms: a hung node then costs little of the lease). Fencing tokens stay
-    /// strictly increasing across the quorum. Replaces [`url`](Self::url).
+    /// strictly increasing across the quorum. Instead of [`url`](Self::url).
     ///
     /// Nodes that are down when the locker is built are connected later, on first use, as
     /// long as a majority is up.
@@ -144,7 +147,7 @@ impl LockerBuilder {
     /// Lock on a Redis Cluster, reached through any of these nodes (the client discovers the
     /// rest and follows MOVED/ASK redirections and failovers). The keys of one lock share a
     /// hash tag, so each lock lives in one slot; wake-ups use sharded pub/sub (Redis 7).
-    /// Replaces [`url`](Self::url). Needs the `cluster` feature.
+    /// Instead of [`url`](Self::url). Needs the `cluster` feature.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), leasehold::LockError> {
@@ -166,7 +169,7 @@ impl LockerBuilder {
     }
 
     /// Lock on the master that these Redis Sentinels monitor under the name `master`, and
-    /// follow it through failovers without restarting the application. Replaces
+    /// follow it through failovers without restarting the application. Instead of
     /// [`url`](Self::url). Needs the `sentinel` feature.
     ///
     /// Replication is asynchronous: a lock granted by the old master and not yet copied to the
@@ -202,7 +205,7 @@ impl LockerBuilder {
     /// the one ahead of it, so waiting is first come, first served across processes. The
     /// session is the lease: see [`session_timeout`](Self::session_timeout). Fencing tokens
     /// come from the znode's creation zxid (strictly increasing across the ensemble, its
-    /// restarts and leader changes). Replaces [`url`](Self::url). Needs the `zookeeper`
+    /// restarts and leader changes). Instead of [`url`](Self::url). Needs the `zookeeper`
     /// feature.
     ///
     /// The whole form is
@@ -256,7 +259,7 @@ impl LockerBuilder {
     /// [`session_timeout`](Self::session_timeout); a lock is lost when no keep-alive of it was
     /// acknowledged for the lock's lease, counted on this process's clock from the send time of
     /// the last acknowledged one. Fencing tokens come from the key's create revision (strictly
-    /// increasing across the cluster, its restarts and leader changes). Replaces
+    /// increasing across the cluster, its restarts and leader changes). Instead of
     /// [`url`](Self::url). Needs the `etcd` feature (whose client is built with `protoc`).
     ///
     /// Credentials go in the endpoints, percent-encoded where needed, the same on each (etcd's
@@ -294,8 +297,8 @@ impl LockerBuilder {
     /// monotonic clock, as on Redis. Fencing tokens come from a sequence, strictly increasing
     /// across holders, keys and server restarts; [`postgres::check_fence`](crate::postgres::check_fence)
     /// checks one inside your own transaction, so that the write and the fence check commit
-    /// together. Waiters wake on `LISTEN`/`NOTIFY`. Replaces [`url`](Self::url). Needs the
-    /// `postgres` feature.
+    /// together. Waiters wake on `LISTEN`/`NOTIFY`. Instead of [`url`](Self::url). Needs
+    /// the `postgres` feature.
     ///
     /// The URL takes tokio-postgres's parameters (`application_name`, `options`,
     /// `connect_timeout`, ...); the password never appears in `Debug`, logs or errors.
@@ -338,7 +341,8 @@ impl LockerBuilder {
     /// the TTL of the locker's etcd lease (rounded up to whole seconds, as etcd counts; at least
     /// 1 s). Either way, how long a holder that crashed or was cut off keeps its locks. Leases
     /// there are at most this long (a longer lease is shortened to it, and the watchdog renews
-    /// at a third of it). Defaults to 10 s; a ZooKeeper server may narrow it to its own
+    /// at a third of it; a longer lease without the watchdog is refused with
+    /// [`LockError::Config`]). Defaults to 10 s; a ZooKeeper server may narrow it to its own
     /// `minSessionTimeout..maxSessionTimeout`, an etcd server may raise the TTL to its minimum.
     #[cfg(any(feature = "zookeeper", feature = "etcd"))]
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
@@ -356,8 +360,11 @@ impl LockerBuilder {
         self
     }
 
-    /// The prefix of every Redis key written: `PREFIX:lock:{key}`. Defaults to `"leasehold"`.
-    /// Must be non-empty, without `{` or `}`.
+    /// The prefix of every name the locker writes in its engine: `PREFIX:lock:{key}` (a Redis
+    /// or etcd key, a ZooKeeper container znode under `/leasehold`, a PostgreSQL row's key).
+    /// Lockers that share locks must use the same prefix; services that share an engine keep
+    /// apart with different ones. Defaults to `"leasehold"`. Must be non-empty, without `{`
+    /// or `}`.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -400,26 +407,29 @@ impl LockerBuilder {
         self
     }
 
-    /// The bound on every single Redis call (acquire, release, renew, subscribe), counted
-    /// from the moment the call is made (also while it waits to share a batch). Defaults to
-    /// 1 s. A dead or hung server makes calls fail with [`LockError::Unavailable`] after at
-    /// most this long; an acquire with `wait = W` returns within `W + op_timeout` on one
-    /// server, `W + 3 × op_timeout` on a RedLock.
+    /// The bound on every single call to the engine (acquire, release, renew, subscribe or
+    /// watch), counted from the moment the call is made (also while it waits to share a
+    /// batch); on PostgreSQL also the server's `statement_timeout`. Defaults to 1 s. A dead or
+    /// hung server makes calls fail with [`LockError::Unavailable`] after at most this long;
+    /// an acquire with `wait = W` returns within `W + op_timeout` on one Redis server,
+    /// `W + 3 × op_timeout` on a RedLock.
     pub fn op_timeout(mut self, timeout: Duration) -> Self {
         self.op_timeout = timeout;
         self
     }
 
-    /// The bound on establishing a connection and loading the scripts, together: `build()`
-    /// fails with [`LockError::Unavailable`] after at most this long (plus `op_timeout` for
-    /// the optional maxmemory check). Defaults to 2 s.
+    /// The bound on connecting to the engine (on Redis, connecting and loading the scripts,
+    /// together): `build()` fails with [`LockError::Unavailable`] after at most this long (on
+    /// Redis, plus `op_timeout` for the optional maxmemory check). Defaults to 2 s.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
-    /// How long a lock's fence counter outlives its last use; after that it is re-seeded from
-    /// the server clock (still increasing). Defaults to 7 days.
+    /// On Redis and in memory: how long a lock's fence counter outlives its last use; after
+    /// that it is re-seeded from the server clock (still increasing). ZooKeeper, etcd and
+    /// PostgreSQL keep no counter that expires (their fences come from zxids, revisions and
+    /// a sequence) and ignore it. Defaults to 7 days.
     pub fn fence_ttl(mut self, ttl: Duration) -> Self {
         self.fence_ttl = ttl;
         self
@@ -448,8 +458,9 @@ impl LockerBuilder {
         self
     }
 
-    /// How far the clocks of this process and Redis may drift apart during one lease, as a
-    /// fraction of the lease: a lease counts as held for `lease − (lease × drift + 2 ms)`
+    /// How far the clocks of this process and the engine's servers may drift apart during
+    /// one lease, as a fraction of the lease: a lease counts as held for
+    /// `lease − (lease × drift + 2 ms)`
     /// after the request that took or renewed it was sent (and RedLock refuses a quorum
     /// reached later than that). Defaults to 0.01; must be in `0.0..0.5`.
     pub fn clock_drift(mut self, drift: f64) -> Self {
@@ -498,8 +509,8 @@ impl LockerBuilder {
     }
 
     /// Lets [`build`](Self::build) succeed while the engine is down (a service can start
-    /// before its Redis): the locker connects in the background, retrying with backoff (up to
-    /// every 5 s), and until it has connected every store call fails at once with
+    /// before its lock server): the locker connects in the background, retrying with
+    /// backoff (up to every 5 s), and until it has connected every store call fails at once with
     /// [`LockError::Unavailable`] (503 over HTTP) saying why: a call that does not wait
     /// returns it, and one that waits rides it out until its wait ends
     /// ([`LockRequest::retry_unavailable`](crate::LockRequest::retry_unavailable)), taking
@@ -515,8 +526,8 @@ impl LockerBuilder {
     /// Checks the options and connects.
     ///
     /// # Errors
-    /// [`LockError::Config`] when an option is invalid or no URL was given,
-    /// [`LockError::Unavailable`] when Redis cannot be reached.
+    /// [`LockError::Config`] when an option is invalid, or when no engine or more than one
+    /// was named; [`LockError::Unavailable`] when the engine cannot be reached.
     pub async fn build(self) -> Result<Locker, LockError> {
         // Boxed: connecting nests the deployments' futures (RedLock over Redis over the
         // client) deeply, and the caller's future stays shallow and quick to compile.
@@ -546,9 +557,10 @@ impl LockerBuilder {
     fn chosen_deployment(&self) -> Result<Deployment, LockError> {
         match self.deployments.as_slice() {
             [] => Err(LockError::config(
-                "no Redis URL: call .url(\"redis://127.0.0.1:6379\") on the builder (or \
-                 .redlock([...]) for several masters), or use Locker::in_memory() for a \
-                 process-local store",
+                "no engine named: call one of .url(\"redis://127.0.0.1:6379\"), \
+                 .redlock([...]), .cluster([...]), .sentinel(...), .zookeeper(...), \
+                 .etcd([...]), .postgres(...) or .deployment(...) on the builder, or use \
+                 Locker::in_memory() for a process-local store",
             )),
             [one] => {
                 let mut one = one.clone();

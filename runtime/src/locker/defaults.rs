@@ -2,17 +2,18 @@
 
 use std::time::Duration;
 
-/// The default prefix of every Redis key the library writes.
+/// The default prefix of every name the library writes in its engine (see
+/// [`LockerBuilder::prefix`](crate::LockerBuilder::prefix)).
 pub const DEFAULT_PREFIX: &str = "leasehold";
 /// The default lease: 30 s.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// The default time to wait for a busy lock: 3 s.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(3);
-/// The default bound on one Redis call: 1 s.
+/// The default bound on one call to the engine: 1 s.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(1);
 /// The default bound on establishing a connection: 2 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// The default lifetime of an unused fence counter: 7 days.
+/// The default lifetime of an unused fence counter (Redis and in memory): 7 days.
 pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The default session timeout of ZooKeeper sessions and etcd leases: 10 s.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,8 +28,8 @@ pub const MIN_LEASE: Duration = Duration::from_millis(10);
 pub(crate) fn check_lease(lease: Duration, name: &str) -> Result<(), crate::error::LockError> {
     if lease < MIN_LEASE {
         return Err(crate::error::LockError::config(format!(
-            "{name} of {lease:?} is too short; a lease must be at least {MIN_LEASE:?} (Redis \
-             counts in milliseconds, and the client keeps a safety margin)"
+            "{name} of {lease:?} is too short; a lease must be at least {MIN_LEASE:?} (leases \
+             are counted in milliseconds, and the client keeps a safety margin)"
         )));
     }
     Ok(())

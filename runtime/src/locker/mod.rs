@@ -26,7 +26,8 @@ pub use defaults::*;
 
 static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A handle to a lock store (Redis, or process memory) with default lock options.
+/// A handle to a lock store (one of the engines: Redis, RedLock, Redis Cluster, Sentinel,
+/// ZooKeeper, etcd, PostgreSQL, or process memory) with default lock options.
 ///
 /// Cheap to clone: clones share the connections, the background task that renews leases, and
 /// the local queues of waiters. Build one per process and share it (for example with
@@ -53,7 +54,9 @@ pub struct Locker {
 
 impl Locker {
     /// Connects to one Redis server with the default options. Accepts `redis://`,
-    /// `rediss://` (TLS, with the `tls` feature) and `redis+unix://` URLs.
+    /// `rediss://` (TLS, with the `tls` feature) and `redis+unix://` URLs. For the other
+    /// engines use [`builder`](Self::builder) (or [`Deployment::parse`](crate::Deployment::parse)
+    /// with [`LockerBuilder::deployment`], which reads any engine's URL).
     ///
     /// # Errors
     /// [`LockError::Config`] for a URL that does not parse, [`LockError::Unavailable`] when the
@@ -73,9 +76,9 @@ impl Locker {
         LockerBuilder::default()
     }
 
-    /// A locker whose locks live in this process's memory, with the same semantics as Redis
-    /// (leases, fences, wake-ups, the watchdog): for tests, and for programs that run as one
-    /// process. Each call makes a separate store; clones share it.
+    /// A locker whose locks live in this process's memory, with the same semantics as the
+    /// engines (leases, fences, wake-ups, the watchdog): for tests, and for programs that run
+    /// as one process. Each call makes a separate store; clones share it.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -195,7 +198,8 @@ impl Locker {
         self.lock(key)
     }
 
-    /// The prefix of every Redis key this locker writes.
+    /// The prefix of every name this locker writes in its engine (Redis keys, etcd keys,
+    /// ZooKeeper container znodes, PostgreSQL rows' keys): `PREFIX:lock:{key}`.
     pub fn prefix(&self) -> &str {
         &self.inner.prefix
     }
@@ -210,8 +214,10 @@ impl Locker {
         self.inner.default_wait
     }
 
-    /// Connects to the Redis server of `config.url` with the config's settings; unset ones
-    /// keep the builder's defaults. The route rules are for
+    /// Connects to the one deployment the config names (`url`, `redlock`, `cluster`,
+    /// `[sentinel]`, `zookeeper`, `etcd` or `postgres`; see
+    /// [`LockConfig::deployment`](crate::LockConfig::deployment)) with the config's settings;
+    /// unset ones keep the builder's defaults. The route rules are for
     /// [`RouteLocks::from_config`](crate::RouteLocks::from_config).
     ///
     /// ```no_run
@@ -223,8 +229,8 @@ impl Locker {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Config`] when `url` is missing or a setting is invalid,
-    /// [`LockError::Unavailable`] when Redis cannot be reached.
+    /// [`LockError::Config`] when the config names no deployment, or several, or a setting
+    /// is invalid; [`LockError::Unavailable`] when the engine cannot be reached.
     #[cfg(feature = "serde")]
     pub async fn from_config(config: &crate::LockConfig) -> Result<Locker, LockError> {
         config.builder()?.build().await

@@ -15,7 +15,7 @@ impl Locker {
     /// Reads the state of one lock.
     ///
     /// # Errors
-    /// [`LockError::Unavailable`] when Redis fails, [`LockError::InvalidKey`] for a bad key,
+    /// [`LockError::Unavailable`] when the engine fails, [`LockError::InvalidKey`] for a bad key,
     /// [`LockError::Config`] on a RedLock or in-memory locker (inspect each node with a
     /// locker of its own).
     pub async fn inspect(&self, key: &str) -> Result<LockInfo, LockError> {
@@ -36,7 +36,9 @@ impl Locker {
     }
 
     /// The locks held now whose keys match `pattern` (a glob: `*` any run of characters, `?`
-    /// one character; `*` for all), found with `SCAN` (never `KEYS`), in key order.
+    /// one character; `*` for all), in key order. Found on Redis with `SCAN` (never `KEYS`),
+    /// on ZooKeeper by listing `/leasehold`, on etcd by a range read of the prefix, on
+    /// PostgreSQL by a query of `leasehold_locks`.
     ///
     /// # Errors
     /// As [`inspect`](Self::inspect).

@@ -21,10 +21,10 @@ use crate::error::LockError;
 ///   [`LockError::Lost`] when it was not (or this guard had been told of its loss), and
 ///   [`LockError::Unavailable`] when the store did not answer.
 /// - Dropping the guard releases it in the background (also on panic, `?` and cancellation);
-///   if Redis is unreachable then, that release is retried while the lease could be valid.
+///   if the engine is unreachable then, that release is retried while the lease could be valid.
 /// - The watchdog renews the lease while the guard lives, unless the request turned it off;
-///   [`lost`](Self::lost) resolves if the lease is lost anyway (Redis unreachable for longer
-///   than the lease, the process paused, the key deleted by hand).
+///   [`lost`](Self::lost) resolves if the lease is lost anyway (the engine unreachable for
+///   longer than the lease, the process paused, the lock deleted by hand).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -204,17 +204,25 @@ impl LockGuard {
     /// turns a holder that lost its lease (pause, partition) into a refused write instead of
     /// a corrupted one.
     ///
-    /// Tokens keep increasing also after Redis restarts from an RDB snapshot or an AOF, or
-    /// fails over to a replica that missed the last increments: each reservation lifts the
-    /// counter to at least the server clock in microseconds. This assumes the server clocks
-    /// do not step back by more than the restart or failover takes, and that a key takes fewer
-    /// than 10^6 tokens per second on average. A token is positive and below 2^53, so storage
-    /// that counts in doubles (Lua, JavaScript) compares it exactly.
+    /// On Redis (and in memory), tokens keep increasing also after the server restarts from
+    /// an RDB snapshot or an AOF, or fails over to a replica that missed the last increments:
+    /// each reservation lifts the counter to at least the server clock in microseconds. This
+    /// assumes the server clocks do not step back by more than the restart or failover takes,
+    /// and that a key takes fewer than 10^6 tokens per second on average. On PostgreSQL a
+    /// token is `slot × 32 + n`, the slot drawn from a sequence lifted to the server clock in
+    /// 32 µs units, so it also survives a restored backup or a promoted standby. A token is
+    /// positive and below 2^53, so storage that counts in doubles (Lua, JavaScript) compares
+    /// it exactly.
     ///
     /// On ZooKeeper the token is the holder's znode creation zxid × 32 (plus the place of a
     /// holder the lease was handed to inside the process): zxids strictly increase across the
     /// ensemble, its restarts and leader changes, with no clock involved. It stays below 2^53
-    /// while the ensemble's leader epoch is below 2^16.
+    /// while the ensemble's leader epoch is below 2^16. On etcd it is the holder's key's
+    /// create revision × 32 (plus the same place): revisions strictly increase across the
+    /// cluster, its restarts and leader changes.
+    ///
+    /// A locker's [`fence_offset`](crate::LockerBuilder::fence_offset) is added to every
+    /// token.
     pub fn fence(&self) -> u64 {
         self.fence
     }
@@ -281,7 +289,7 @@ impl LockGuard {
     }
 
     /// Gives the lock back: to the next waiter of this process if there is one (no round
-    /// trip), else by deleting it in Redis and waking the waiters of other processes.
+    /// trip), else by deleting it in the engine and waking the waiters of other processes.
     /// The release goes through even if this future is dropped.
     ///
     /// # Errors

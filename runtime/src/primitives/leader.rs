@@ -212,9 +212,10 @@ impl LeaderRequest<'_> {
 
     /// Waits until this instance is elected, and returns its [`Leadership`].
     ///
-    /// Campaigns are served first come, first served (they are fair lock requests, across
-    /// processes on Redis). The new leader records its identity and term beside the lock
-    /// before this returns, so followers see it as soon as it leads.
+    /// Campaigns are served first come, first served (they are fair lock requests: request by
+    /// request across processes on Redis, process by process on the other engines; see
+    /// [`LockRequest::fair`](crate::LockRequest::fair)). The new leader records its identity
+    /// and term beside the lock before this returns, so followers see it as soon as it leads.
     ///
     /// Cancel-safe: dropping the future at any point leaves no leadership, no place in the
     /// queue and no record behind (a lock taken just before the drop is released in the

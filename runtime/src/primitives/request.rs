@@ -54,8 +54,13 @@ impl<'a> LockRequest<'a> {
         self
     }
 
-    /// How long Redis keeps the lock if this process stops renewing it (crash, pause,
-    /// partition). Defaults to the locker's default lease; at least 10 ms.
+    /// How long this holder may count on the lock without a renewal. Where locks expire by
+    /// themselves (Redis, RedLock, PostgreSQL, in memory) it is also how long the engine keeps
+    /// the lock if this process stops renewing it (crash, pause, partition). On ZooKeeper and
+    /// etcd a lock lives as long as the locker's session, which bounds the lease (a longer one
+    /// is shortened to the session timeout, or refused without the watchdog), and a crashed
+    /// holder's locks go when its session ends. Defaults to the locker's default lease; at
+    /// least 10 ms.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
         self
@@ -202,8 +207,10 @@ impl<'a> LockRequest<'a> {
     ///
     /// # Errors
     /// [`LockError::Busy`] when the lock stayed taken for the whole wait,
-    /// [`LockError::Unavailable`] when Redis failed or did not answer within the operation
-    /// timeout, [`LockError::InvalidKey`] and [`LockError::Config`] for bad input.
+    /// [`LockError::Unavailable`] when the engine failed or did not answer within the
+    /// operation timeout (after riding out the outage until the wait is over, see
+    /// [`retry_unavailable`](Self::retry_unavailable)), [`LockError::InvalidKey`] and
+    /// [`LockError::Config`] for bad input or for what the engine does not offer.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -35,8 +35,9 @@ pub struct Capabilities {
     /// ([`Locker::inspect`](crate::Locker::inspect), the `leasehold` CLI).
     pub inspection: bool,
     /// The longest lease the engine honours, where it bounds leases: a longer one is
-    /// shortened to it. On ZooKeeper and etcd the locker's session is the lease (the session
-    /// timeout the server granted); `None` elsewhere.
+    /// shortened to it (and refused with [`LockError::Config`] when the watchdog is off, since
+    /// it would end sooner than asked). On ZooKeeper and etcd the locker's session is the lease
+    /// (the session timeout the server granted); `None` elsewhere.
     pub max_lease: Option<Duration>,
     /// Whether a lock frees itself in the store when its lease runs out (a Redis key's TTL,
     /// a row's expiry). False on ZooKeeper and etcd, where a lock lives as long as the

@@ -20,8 +20,8 @@ use crate::error::LockError;
 /// | `InvalidKey` | 400 | — | `{"error":"lock_invalid_key"}` |
 /// | `Config` | 500 | — | `{"error":"lock_config"}` |
 ///
-/// The body never contains the key, the message or any Redis detail: keys may carry user
-/// data, and messages name servers. (See the [module docs](crate::web) for why 409 and
+/// The body never contains the key, the message or any detail of the engine: keys may carry
+/// user data, and messages name servers. (See the [module docs](crate::web) for why 409 and
 /// `Retry-After`.)
 ///
 /// ```

@@ -183,10 +183,12 @@ async fn bad_config_names_the_field_and_the_value() {
         e.contains("cannot read") && e.contains("/nonexistent/leasehold.toml"),
         "{e}"
     );
-    // A config without a URL cannot build a Redis locker.
+    // A config that names no deployment cannot build a locker, and says what to set.
     let e = config_error(Locker::from_config(&LockConfig::default()).await);
     assert!(
-        e.contains("url: missing") && e.contains("LEASEHOLD_URL"),
+        e.contains("no deployment named")
+            && e.contains("LEASEHOLD_URL")
+            && e.contains("LEASEHOLD_POSTGRES"),
         "{e}"
     );
     // Passwords are never echoed.

@@ -7,7 +7,8 @@
 //! older than that one, and records the token, in one Lua script ([`WRITE_IF_NEWER_LUA`]).
 //! An equal token is the same holder writing again, and is accepted. [`write_guarded`] does
 //! the same with a [`LockGuard`]: it sends nothing once the guard's lease is known lost, and
-//! turns a refusal into [`LockError::Lost`].
+//! turns a refusal into [`LockError::Lost`]. The guard's locker may be on any engine
+//! (ZooKeeper, etcd, PostgreSQL, ...): only the records live in Redis.
 //!
 //! ```no_run
 //! # async fn sell(locker: leasehold::Locker) -> Result<(), Box<dyn std::error::Error>> {

@@ -22,25 +22,34 @@ const ACL: &[&str] = &[
     "resetchannels",
     "-@all",
     "~leasehold:*",
-    "&leasehold:wake:*",
+    "&leasehold:*",
     "+evalsha",
     "+script|load",
     "+get",
     "+mget",
     "+set",
     "+del",
+    "+exists",
     "+pexpire",
     "+pttl",
     "+append",
+    "+incrby",
+    "+time",
     "+zadd",
     "+zrem",
     "+zrange",
+    "+zrangebyscore",
+    "+zremrangebyscore",
     "+zcard",
-    "+incrby",
-    "+time",
+    "+zcount",
+    "+zscore",
+    "+hget",
+    "+hmget",
+    "+hset",
     "+publish",
     "+subscribe",
     "+unsubscribe",
+    "+ping",
     "+info|memory",
 ];
 
@@ -193,6 +202,197 @@ async fn the_documented_acl_is_enough_and_confines_the_library() {
             "{err}"
         );
     }
+}
+
+/// Every primitive under the documented ACL, not only the plain lock: multi-key locks, read
+/// locks (and a writer waiting for readers), fair locks, a waiter that gives up, a hold that
+/// outlives its release, semaphores (their own wake channels), leader election and its
+/// observers (the election's wake channel), and a connection that drops and comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_primitive_runs_under_the_documented_acl() {
+    let srv = RedisServer::start().await;
+    create_user(&srv, ACL).await;
+    let a = locker(&user_url(&srv)).await;
+    let b = locker(&user_url(&srv)).await;
+
+    // Several keys at once, free (one script) and with one of them taken.
+    let all = a.lock_all(["x", "y"]).acquire().await.unwrap();
+    assert!(b.lock("x").try_acquire().await.unwrap().is_none());
+    all.release().await.unwrap();
+    let y = b.lock("y").acquire().await.unwrap();
+    let taking = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            a.lock_all(["x", "y"])
+                .acquire()
+                .await
+                .unwrap()
+                .release()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    y.release().await.unwrap();
+    taking.await.unwrap().unwrap();
+
+    // A waiter that gives up leaves the queue.
+    let held = a.lock("k").acquire().await.unwrap();
+    let busy = b.lock("k").wait(Duration::from_millis(300)).acquire().await;
+    assert!(
+        matches!(busy, Err(leasehold::LockError::Busy { .. })),
+        "{busy:?}"
+    );
+    held.release().await.unwrap();
+
+    // Fair requests of two processes, one after the other.
+    let first = a.lock("f").fair(true).acquire().await.unwrap();
+    let second = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.lock("f")
+                .fair(true)
+                .acquire()
+                .await
+                .unwrap()
+                .release()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    first.release().await.unwrap();
+    second.await.unwrap().unwrap();
+
+    // A hold that outlives its release.
+    let job = a
+        .lock("job")
+        .hold_at_least(Duration::from_millis(500))
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("free");
+    job.release().await.unwrap();
+    assert!(b.lock("job").try_acquire().await.unwrap().is_none());
+
+    // Readers share, renew, and let a waiting writer in when they leave.
+    let r1 = a
+        .read_lock("doc")
+        .lease(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap();
+    let r2 = b.read_lock("doc").acquire().await.unwrap();
+    // A writer that gives up while readers hold the lock takes its wait back.
+    let gave_up = b
+        .write_lock("doc")
+        .wait(Duration::from_millis(200))
+        .acquire()
+        .await;
+    assert!(
+        matches!(gave_up, Err(leasehold::LockError::Busy { .. })),
+        "{gave_up:?}"
+    );
+    let writer = {
+        let b = b.clone();
+        tokio::spawn(async move { b.write_lock("doc").acquire().await.unwrap().release().await })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await; // renewals of r1
+    assert!(r1.is_held());
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    writer.await.unwrap().unwrap();
+
+    // Semaphores: permits with leases, a waiter woken by a release, inspection of holders.
+    let p1 = a.semaphore("api", 2).acquire().await.unwrap();
+    let p2 = a.semaphore("api", 2).acquire().await.unwrap();
+    assert!(b.semaphore("api", 2).try_acquire().await.unwrap().is_none());
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.semaphore("api", 2)
+                .acquire()
+                .await
+                .unwrap()
+                .release()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    p1.release().await.unwrap();
+    waiting.await.unwrap().unwrap();
+    let many = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.semaphore("api", 2)
+                .acquire_many(2)
+                .await
+                .unwrap()
+                .release()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    p2.release().await.unwrap();
+    many.await.unwrap().unwrap();
+
+    // Leader election: a leader, an observer that sees it come and go, a successor.
+    let mut seen = b.observe_leader("scheduler").unwrap();
+    let leader = a
+        .leader("scheduler")
+        .identity("a")
+        .campaign()
+        .await
+        .unwrap();
+    let observed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Some(l) = seen.next().await.unwrap() {
+                return l;
+            }
+        }
+    })
+    .await
+    .expect("the observer sees the leader");
+    assert_eq!(observed.identity(), "a");
+    let successor = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.leader("scheduler")
+                .identity("b")
+                .campaign()
+                .await
+                .unwrap()
+                .resign()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    leader.resign().await.unwrap();
+    successor.await.unwrap().unwrap();
+
+    // The connections drop (as when the server restarts) and come back.
+    let mut admin = srv.conn().await;
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("USER")
+        .arg("locks")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let back = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Ok(g) = a.lock("k").acquire().await {
+                return g;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the locker works again after its connections dropped");
+    back.release().await.unwrap();
+    // Idle wake channels are unsubscribed after a linger of 2 s.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+
+    let denied = acl_log(&srv).await;
+    assert!(denied.is_empty(), "the library was denied: {denied:#?}");
 }
 
 /// The ACL documented before renewals used `MGET` (the same rules without `+mget`): the
