@@ -172,13 +172,7 @@ impl std::fmt::Debug for LockConfig {
             .field("url", &self.url.as_deref().map(redact))
             .field("redlock", &list(&self.redlock))
             .field("cluster", &list(&self.cluster))
-            .field(
-                "sentinel",
-                &self.sentinel.as_ref().map(|s| SentinelConfig {
-                    urls: list(&s.urls),
-                    ..s.clone()
-                }),
-            )
+            .field("sentinel", &self.sentinel)
             .field("zookeeper", &self.zookeeper.as_deref().map(redact))
             .field("etcd", &list(&self.etcd))
             .field("postgres", &self.postgres.as_deref().map(redact))
@@ -204,18 +198,36 @@ impl std::fmt::Debug for LockConfig {
 /// ```toml
 /// [sentinel]
 /// urls = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"]
-/// master = "mymaster"
+/// master = "mymaster"      # or "redis://lockapp:secret@mymaster/0" for a master with a password
 /// min_replicas = 1          # optional; see LockerBuilder::min_replicas
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+///
+/// Its `Debug` hides every credential.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SentinelConfig {
     /// The sentinels, `redis://host:port`.
     pub urls: Vec<String>,
-    /// The master's name in the sentinels' configuration.
+    /// The master's name in the sentinels' configuration, or, for a master that needs a
+    /// password, a database or TLS, a URL whose host is that name:
+    /// `redis://lockapp:secret@mymaster/0` (`rediss://` with the `tls` feature).
     pub master: String,
     /// Replicas that must acknowledge each acquire. Defaults to 0.
     #[serde(default)]
     pub min_replicas: u32,
+}
+
+/// URLs may carry passwords: `Debug` shows them hidden.
+impl std::fmt::Debug for SentinelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelConfig")
+            .field(
+                "urls",
+                &self.urls.iter().map(|u| redact(u)).collect::<Vec<_>>(),
+            )
+            .field("master", &redact(&self.master))
+            .field("min_replicas", &self.min_replicas)
+            .finish()
+    }
 }

@@ -177,6 +177,12 @@ impl LockerBuilder {
     /// [`min_replicas`](Self::min_replicas) to make each acquire wait for replicas, and use
     /// fencing tokens where it matters.
     ///
+    /// `master` is the name the sentinels know the master by; a master that needs a password
+    /// (an ACL user), a database or TLS is written as a URL whose host is that name:
+    /// `"redis://lockapp:secret@mymaster/0"`, `"rediss://..."` with the `tls` feature (the
+    /// sentinels' own credentials go in their URLs). Passwords never show in messages or
+    /// `Debug`.
+    ///
     /// ```no_run
     /// # async fn run() -> Result<(), leasehold::LockError> {
     /// let locker = leasehold::Locker::builder()

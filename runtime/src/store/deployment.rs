@@ -67,7 +67,10 @@ pub enum Deployment {
     Sentinel {
         /// The Sentinels' URLs.
         sentinels: Vec<String>,
-        /// The master's name.
+        /// The master: its name in the sentinels' configuration (`mymaster`), or, when the
+        /// master needs credentials, a database or TLS, a URL whose host is that name:
+        /// `redis://[user:]password@mymaster[/db]`, `rediss://...` with the `tls` feature.
+        /// The sentinels' own credentials and TLS are in their URLs. `Debug` hides it.
         master: String,
         /// Replicas that must acknowledge an acquire before it counts.
         min_replicas: u32,
@@ -246,6 +249,8 @@ impl Deployment {
                         "sentinel needs at least one sentinel URL and the master's name",
                     ));
                 }
+                #[cfg(feature = "sentinel")]
+                super::redis::SentinelMaster::parse(master).map_err(LockError::config)?;
                 Ok(())
             }
         }
@@ -326,7 +331,7 @@ impl fmt::Debug for Deployment {
             } => f
                 .debug_struct("Sentinel")
                 .field("sentinels", &list(sentinels))
-                .field("master", master)
+                .field("master", &redact(master))
                 .field("min_replicas", min_replicas)
                 .finish(),
         }

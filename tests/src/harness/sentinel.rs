@@ -34,6 +34,34 @@ impl Sentinels {
     /// If a server does not start, or the deployment does not settle within 20 s; the message
     /// includes the tails of the logs.
     pub async fn start() -> SentinelSetup {
+        Sentinels::start_with_data_args(Vec::new()).await
+    }
+
+    /// As [`start`](Self::start), with data nodes (master and replica alike) where the default
+    /// user may run no script and the user `user` (password `password`) may run everything:
+    /// a client that does not authenticate to the master cannot take a lock.
+    pub async fn start_with_app_user(user: &str, password: &str) -> SentinelSetup {
+        let args = [
+            "--user",
+            "default",
+            "on",
+            "nopass",
+            "~*",
+            "&*",
+            "+@all",
+            "-@scripting",
+            "--user",
+            user,
+            "on",
+            &format!(">{password}"),
+            "~*",
+            "&*",
+            "+@all",
+        ];
+        Sentinels::start_with_data_args(args.iter().map(|a| a.to_string()).collect()).await
+    }
+
+    async fn start_with_data_args(extra: Vec<String>) -> SentinelSetup {
         // A replica's first sync would otherwise wait 5 s for more replicas to join it; the
         // replica may be a master later, and the master its replica once restarted.
         // Replicas authenticate as a user of their own, so a test can shut replication out
@@ -49,7 +77,8 @@ impl Sentinels {
                 "&*",
                 "+@all",
             ])
-            .args(["--masteruser", REPL_USER, "--masterauth", REPL_PASSWORD]);
+            .args(["--masteruser", REPL_USER, "--masterauth", REPL_PASSWORD])
+            .args(extra);
         let master = RedisServer::start_with(data_options.clone()).await;
         let replica = RedisServer::start_with(
             data_options

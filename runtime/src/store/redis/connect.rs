@@ -186,9 +186,15 @@ impl RedisStore {
         min_replicas: u32,
         settings: &Settings,
     ) -> Result<Self, LockError> {
+        let master = super::sentinel::Master::parse(master).map_err(LockError::config)?;
         let endpoint = Endpoint(format!(
-            "master {master:?} of sentinels {}",
-            sentinels.join(",")
+            "master {:?} of sentinels {}",
+            master.name,
+            sentinels
+                .iter()
+                .map(|s| crate::store::settings::redact(s))
+                .collect::<Vec<_>>()
+                .join(",")
         ));
         let config = connection_config(settings);
         let config_error = |e: redis::RedisError| LockError::Config {
@@ -201,7 +207,7 @@ impl RedisStore {
         let conn = Conn::Sentinel(Arc::new(
             SentinelConn::new(
                 sentinels,
-                master,
+                &master,
                 false,
                 config.clone(),
                 settings.connect_timeout,
@@ -216,7 +222,7 @@ impl RedisStore {
         let sub_conn = Conn::Sentinel(Arc::new(
             SentinelConn::new(
                 sentinels,
-                master,
+                &master,
                 true,
                 sub_config,
                 settings.connect_timeout,

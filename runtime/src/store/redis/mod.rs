@@ -68,6 +68,8 @@ use crate::store::{
 };
 
 pub(crate) use self::redlock::RedLock;
+#[cfg(feature = "sentinel")]
+pub(crate) use self::sentinel::Master as SentinelMaster;
 
 /// Splits `batch` by `group_of`, renews the groups with `renew` all at once, and puts their
 /// answers back in the batch's order.

@@ -10,6 +10,118 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{ProtocolVersion, RedisConnectionInfo, RedisError, ServerErrorKind};
 
+use crate::store::settings::percent_decode;
+
+/// The master as a Sentinel deployment names it: its name in the sentinels' configuration, and
+/// what connecting to the server the sentinels point at takes. Written as the plain name
+/// (`mymaster`: no credentials, no TLS, database 0), or as a URL whose host is the name:
+/// `redis://[user:]password@mymaster[/db]`, `rediss://...` for TLS (feature `tls`). The
+/// sentinels' own credentials and TLS are their URLs'.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Master {
+    pub(crate) name: String,
+    username: Option<String>,
+    password: Option<String>,
+    db: i64,
+    tls: bool,
+}
+
+impl Master {
+    /// Reads `master`; the error never quotes it (it may carry a password).
+    pub(crate) fn parse(master: &str) -> Result<Master, String> {
+        let master = master.trim();
+        let (tls, rest) = match master.split_once("://") {
+            None => {
+                return Ok(Master {
+                    name: master.to_owned(),
+                    username: None,
+                    password: None,
+                    db: 0,
+                    tls: false,
+                })
+            }
+            Some(("redis", rest)) => (false, rest),
+            Some(("rediss", rest)) => (true, rest),
+            Some(_) => {
+                return Err("the sentinel master is its name (mymaster), or \
+                            redis://[user:]password@mymaster[/db] (rediss:// for TLS)"
+                    .into())
+            }
+        };
+        if tls && !cfg!(feature = "tls") {
+            return Err("a rediss:// sentinel master needs leasehold's `tls` feature".into());
+        }
+        let (userinfo, rest) = match rest.rsplit_once('@') {
+            Some((userinfo, rest)) => (Some(userinfo), rest),
+            None => (None, rest),
+        };
+        let (name, db) = match rest.split_once('/') {
+            Some((name, db)) if !db.is_empty() => (
+                name,
+                db.parse::<i64>().map_err(|_| {
+                    format!("the sentinel master's database {db:?} is not a number")
+                })?,
+            ),
+            Some((name, _)) => (name, 0),
+            None => (rest, 0),
+        };
+        if name.is_empty() {
+            return Err(
+                "the sentinel master URL names no master: redis://:password@mymaster".into(),
+            );
+        }
+        let what = "the sentinel master's credentials";
+        let (username, password) = match userinfo {
+            None => (None, None),
+            Some(userinfo) => match userinfo.split_once(':') {
+                Some((user, password)) => (
+                    Some(percent_decode(user, what)?).filter(|u| !u.is_empty()),
+                    Some(percent_decode(password, what)?),
+                ),
+                None => (None, Some(percent_decode(userinfo, what)?)),
+            },
+        };
+        Ok(Master {
+            name: name.to_owned(),
+            username,
+            password,
+            db,
+            tls,
+        })
+    }
+
+    /// How to connect to the server the sentinels name, over `protocol`.
+    fn node(&self, protocol: ProtocolVersion) -> SentinelNodeConnectionInfo {
+        let mut info = RedisConnectionInfo::default()
+            .set_protocol(protocol)
+            .set_db(self.db);
+        if let Some(username) = &self.username {
+            info = info.set_username(username);
+        }
+        if let Some(password) = &self.password {
+            info = info.set_password(password);
+        }
+        let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
+        #[cfg(feature = "tls")]
+        if self.tls {
+            return node.set_tls_mode(redis::TlsMode::Secure);
+        }
+        node
+    }
+}
+
+/// Credentials never show.
+impl std::fmt::Debug for Master {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Master")
+            .field("name", &self.name)
+            .field("credentials", &self.password.as_ref().map(|_| "***"))
+            .field("db", &self.db)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
 pub(crate) struct SentinelConn {
     sentinels: tokio::sync::Mutex<SentinelClient>,
     config: ConnectionManagerConfig,
@@ -22,7 +134,7 @@ impl SentinelConn {
     /// connects on first use.
     pub(crate) fn new(
         sentinels: &[String],
-        master: &str,
+        master: &Master,
         resp3: bool,
         config: ConnectionManagerConfig,
         connect_timeout: Duration,
@@ -32,14 +144,13 @@ impl SentinelConn {
         } else {
             ProtocolVersion::RESP2
         };
-        let node = SentinelNodeConnectionInfo::default()
-            .set_redis_connection_info(RedisConnectionInfo::default().set_protocol(protocol));
+        let node = master.node(protocol);
         // The client takes the name as `String`, or as `impl AsRef<str>` when built with TLS
         // support: an owned `String` fits both.
         #[allow(clippy::unnecessary_to_owned)]
         let client = SentinelClient::build(
             sentinels.to_vec(),
-            master.to_owned(),
+            master.name.clone(),
             Some(node),
             SentinelServerType::Master,
         )?;

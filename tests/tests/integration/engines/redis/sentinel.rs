@@ -82,3 +82,85 @@ async fn min_replicas_refuses_a_lock_no_replica_acknowledged() {
         .unwrap();
     assert_eq!(held, None);
 }
+
+/// A master that only an ACL user may script (issue 31, "every engine as teams run it"): the
+/// master's credentials come from the master URL (`redis://user:password@mymaster`), used on
+/// the master the sentinels name, also after a failover; without them no lock is taken, and
+/// the password shows in no message, `Debug` or description.
+#[tokio::test]
+async fn a_master_with_credentials_is_reached_with_the_master_urls_and_they_never_show() {
+    const PASSWORD: &str = "s3cret-master";
+    let setup = Sentinels::start_with_app_user("lockapp", PASSWORD).await;
+    let build = |master: String| {
+        Locker::builder()
+            .sentinel(setup.sentinel_urls(), master)
+            .op_timeout(Duration::from_millis(300))
+            .build()
+    };
+    // Without the credentials the master refuses the scripts.
+    let refused = build(setup.master_name().to_owned())
+        .await
+        .err()
+        .map_or_else(|| "built".to_owned(), |e| format!("{e} {e:?}"));
+    assert!(
+        refused.contains("NOPERM") || refused.contains("permission"),
+        "{refused}"
+    );
+
+    let master = format!("redis://lockapp:{PASSWORD}@{}", setup.master_name());
+    let locker = build(master.clone())
+        .await
+        .expect("sentinel locker with credentials");
+    let first = locker.lock("order:1").acquire().await.unwrap();
+    let fence = first.fence();
+    first.release().await.unwrap();
+    for shown in [
+        format!("{locker:?}"),
+        format!(
+            "{:?}",
+            leasehold::Deployment::Sentinel {
+                sentinels: setup.sentinel_urls(),
+                master: master.clone(),
+                min_replicas: 0,
+            }
+        ),
+    ] {
+        assert!(!shown.contains(PASSWORD), "{shown}");
+    }
+    let err = Locker::builder()
+        .sentinel(
+            setup.sentinel_urls(),
+            format!("ftp://lockapp:{PASSWORD}@mymaster"),
+        )
+        .build()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !err.contains(PASSWORD) && err.contains("sentinel master"),
+        "{err}"
+    );
+
+    // The promoted replica has the same users: the credentials go to it too.
+    setup
+        .kill_master_and_wait_failover(Duration::from_secs(20))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let guard = loop {
+        match locker
+            .lock("order:1")
+            .wait(Duration::from_millis(200))
+            .acquire()
+            .await
+        {
+            Ok(g) => break g,
+            Err(e) if Instant::now() < deadline => {
+                assert!(e.is_unavailable() || e.is_busy(), "{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("no lock on the new master: {e}"),
+        }
+    };
+    assert!(guard.fence() > fence);
+    guard.release().await.unwrap();
+}
