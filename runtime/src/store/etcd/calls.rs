@@ -10,7 +10,20 @@ use super::Etcd;
 use crate::error::LockError;
 
 impl Etcd {
+    /// The error for a failed call: `Config` when etcd refused it for the user's rights
+    /// (retrying or waiting cannot mend that), `Unavailable` otherwise.
     pub(super) fn unavailable(&self, what: &str, e: etcd::Error) -> LockError {
+        if refused_rights(&e) {
+            return LockError::Config {
+                message: format!(
+                    "etcd at {} {what}: {e}; the user lacks a right the locker needs: give its \
+                     role readwrite on the locker's prefix (see the README's Security section), \
+                     or use credentials that have it",
+                    self.shown
+                ),
+                source: Some(Box::new(e)),
+            };
+        }
         LockError::unavailable(
             format!("etcd at {} {what}: {e}", self.shown),
             Some(Box::new(e)),
@@ -77,6 +90,13 @@ pub(super) const MIN_PING_TIMEOUT: Duration = Duration::from_secs(1);
 pub(super) fn refused_credentials(e: &etcd::Error) -> bool {
     let text = e.to_string();
     text.contains("authentication failed") || text.contains("invalid auth token")
+}
+
+/// Whether an error is etcd refusing a call for the user's rights (a role without the key
+/// range, or no user at all while authentication is on).
+pub(super) fn refused_rights(e: &etcd::Error) -> bool {
+    let text = e.to_string();
+    text.contains("permission denied") || text.contains("user name is empty")
 }
 
 /// Whether an error says the lease does not exist (any more).

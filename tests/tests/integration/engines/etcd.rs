@@ -440,12 +440,67 @@ async fn user_and_password_authenticate_and_never_show() {
     assert!(matches!(err, LockError::Config { .. }), "{err}");
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains("wr0ng-pw"), "{shown}");
-    // Without credentials, etcd refuses the keys (etcd 3.4 still grants a lease to anyone).
+    // Without credentials, etcd refuses the keys (etcd 3.4 still grants a lease to anyone):
+    // a configuration error, at once, not an outage that a waiting acquire rides out.
     let anonymous = Locker::builder().etcd([etcd.endpoint()]).build().await;
     if let Ok(anonymous) = anonymous {
         let err = anonymous.lock("secret").try_acquire().await.unwrap_err();
         assert!(err.to_string().contains("user name is empty"), "{err}");
+        assert!(matches!(err, LockError::Config { .. }), "{err:?}");
     }
+
+    // A user whose role reaches only the prefix `shop`: a locker on another prefix is refused
+    // at once with a configuration error naming the fix, even while it would wait.
+    admin = etcd_client::Client::connect(
+        [etcd.endpoint()],
+        Some(etcd_client::ConnectOptions::new().with_user("root", "r00t-pw")),
+    )
+    .await
+    .unwrap();
+    admin.user_add("shop", "sh0p-pw", None).await.unwrap();
+    admin.role_add("shop").await.unwrap();
+    admin
+        .role_grant_permission(
+            "shop",
+            etcd_client::Permission::read_write("shop").with_prefix(),
+        )
+        .await
+        .unwrap();
+    admin.user_grant_role("shop", "shop").await.unwrap();
+    let shop = format!("http://shop:sh0p-pw@127.0.0.1:{port}");
+    let allowed = Locker::builder()
+        .etcd([shop.clone()])
+        .prefix("shop")
+        .build()
+        .await
+        .expect("the role's prefix");
+    allowed
+        .lock("k")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let elsewhere = Locker::builder().etcd([shop]).prefix("other").build().await;
+    let started = std::time::Instant::now();
+    let err = match elsewhere {
+        Ok(elsewhere) => elsewhere
+            .lock("k")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .unwrap_err(),
+        Err(e) => e,
+    };
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains("permission denied"), "{err}");
+    // Refused, not ridden out as an outage until the wait ends.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
