@@ -36,7 +36,8 @@ Options (before or after the command):
       --prefix PREFIX  the key prefix the applications use [env: LEASEHOLD_PREFIX]
                        [default: leasehold]
       --config FILE    a leasehold TOML config (leasehold::LockConfig): its url (or
-                       zookeeper, etcd or postgres; not redlock, cluster or [sentinel]),
+                       zookeeper, etcd or postgres; redlock, cluster or [sentinel] are
+                       refused: give one server's --url),
                        prefix, op_timeout, connect_timeout, fence_offset; the environment
                        and options win
       --timeout DUR    bound on connecting and on each call to the engine, e.g. 500ms

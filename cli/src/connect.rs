@@ -82,6 +82,22 @@ impl Target {
             })
             .collect();
         let config = config.with_vars(vars).map_err(config_failure)?;
+        // A deployment this tool does not reach must not turn into the default Redis server.
+        let unreached = [
+            ("redlock", !config.redlock.is_empty()),
+            ("cluster", !config.cluster.is_empty()),
+            ("[sentinel]", config.sentinel.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, named)| *named)
+        .map(|(name, _)| name);
+        if let (Some(name), None, None) = (unreached, &global.url, &env_url) {
+            return Err(Failure::usage(format!(
+                "the config names its deployment with {name}, which this command does not \
+                 reach; give --url redis://host:port of one server (for RedLock, each master \
+                 in turn; for a Cluster, the node of the key's slot; for Sentinel, the master)"
+            )));
+        }
         let op_timeout = global
             .timeout
             .or(config.op_timeout)
@@ -231,6 +247,27 @@ mod tests {
         // A bad URL is left for the connection to find (exit status 3).
         let t = Target::resolve_with(&Global::default(), vars(&[("LEASEHOLD_URL", "x")]));
         assert_eq!(t.unwrap().url, "x");
+    }
+
+    #[test]
+    fn a_config_naming_a_deployment_this_tool_does_not_reach_is_a_usage_error() {
+        let env = vars(&[("LEASEHOLD_REDLOCK", "redis://a:1,redis://b:1,redis://c:1")]);
+        let e = Target::resolve_with(&Global::default(), env.clone()).unwrap_err();
+        assert_eq!(e.code, exit::USAGE);
+        assert!(
+            e.message.contains("redlock") && e.message.contains("--url"),
+            "{}",
+            e.message
+        );
+        // With a URL given, that server is the one asked.
+        let flags = Global {
+            url: Some("redis://a:1".into()),
+            ..Global::default()
+        };
+        assert_eq!(
+            Target::resolve_with(&flags, env).unwrap().url,
+            "redis://a:1"
+        );
     }
 
     #[test]
