@@ -252,10 +252,11 @@ fn retry(store: &Arc<dyn Store>, schedule: &Schedule, health: &Weak<Health>, lea
     if retry < valid_until {
         schedule.reschedule(lease, Some(retry));
     } else {
-        lost(health, "a lease ran out while its renewals failed");
         lease.report_lost("renewals failed until the lease ran out");
         schedule.reschedule(lease, None);
         give_back(store, lease.clone());
+        // Once the lease counts as lost: whoever sees the state lost finds it so.
+        lost(health, "a lease ran out while its renewals failed");
     }
 }
 
@@ -307,12 +308,13 @@ async fn renew(
                         Renewed::Yes => {
                             // It lapsed before this renewal answered: lost for good, and not
                             // renewed again, so that the lock frees itself in Redis.
-                            if lease.state.borrow().valid_until <= Instant::now() {
-                                lost(&health, "a lease ran out before its renewal was answered");
-                            }
+                            let ran_out = lease.state.borrow().valid_until <= Instant::now();
                             lease.report_lost("its validity ran out before a renewal answered");
                             schedule.reschedule(lease, None);
                             give_back(&store, lease.clone());
+                            if ran_out {
+                                lost(&health, "a lease ran out before its renewal was answered");
+                            }
                         }
                         Renewed::No => {
                             lease.mark_lost();

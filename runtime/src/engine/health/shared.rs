@@ -122,13 +122,14 @@ impl Health {
         let from = machine.state();
         let changed = machine.apply(event, Instant::now(), answered);
         if let Some(to) = changed {
-            self.now.store(to.code(), Ordering::Release);
-            self.log.send_modify(|log| log.push(to));
+            // Told first: whoever sees the new state finds its event and metrics there.
             let engine = self
                 .store
                 .upgrade()
                 .map_or_else(|| "a dropped engine".to_owned(), |s| s.describe());
             observe::engine_state_changed(self.engine, &engine, from, to, why);
+            self.now.store(to.code(), Ordering::Release);
+            self.log.send_modify(|log| log.push(to));
         }
         self.attention
             .store(!machine.state().is_connected(), Ordering::SeqCst);
