@@ -83,8 +83,17 @@ async fn ready(State(shop): State<Arc<Shop>>) -> (StatusCode, Json<serde_json::V
         true => StatusCode::OK,
         false => StatusCode::SERVICE_UNAVAILABLE,
     };
-    (status, Json(serde_json::json!({ "engine": state.as_str() })))
+    (
+        status,
+        Json(serde_json::json!({ "engine": state.as_str() })),
+    )
 }
+
+/// The buckets of leasehold's histograms (all of them in seconds): from a millisecond, for
+/// uncontended acquires, to a minute, for long holds.
+const SECONDS_BUCKETS: [f64; 15] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
 
 /// Serves the shop until the process is stopped, on a multi-threaded Tokio runtime.
 ///
@@ -98,8 +107,17 @@ pub fn serve(args: ShopArgs) -> std::io::Result<()> {
 }
 
 async fn run(args: ShopArgs) -> std::io::Result<()> {
-    // Before the locker is built: it registers its engine-state gauges as it starts.
-    let metrics = match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+    // Before the locker is built: it registers its engine-state gauges as it starts. The
+    // library's histograms get buckets (`_bucket` series, which `histogram_quantile` in the
+    // dashboard ops/grafana/leasehold.json aggregates across shops), not the exporter's
+    // default summaries.
+    let installed = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Prefix("leasehold_".into()),
+            &SECONDS_BUCKETS,
+        )
+        .and_then(|builder| builder.install_recorder());
+    let metrics = match installed {
         Ok(handle) => handle,
         Err(e) => {
             eprintln!("shop-axum: cannot install the metrics recorder: {e}");

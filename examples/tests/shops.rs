@@ -325,7 +325,12 @@ async fn ready_is_503_while_the_lock_engine_is_out() {
             assert_eq!(r.json(), json!({ "engine": "lost" }), "{}", shop.name);
             redis.restart().await;
             let r = until_status(&http, &ready, 200).await;
-            assert_eq!(r.json(), json!({ "engine": "reconnected" }), "{}", shop.name);
+            assert_eq!(
+                r.json(),
+                json!({ "engine": "reconnected" }),
+                "{}",
+                shop.name
+            );
         }
     })
     .await;
@@ -378,7 +383,12 @@ async fn the_axum_shop_exposes_leasehold_metrics_for_prometheus() {
         // Two locked handlers ran (restock and buy): two acquisitions, nothing held now.
         assert!(r.body.contains("leasehold_acquired_total 2"), "{}", r.body);
         assert!(r.body.contains("leasehold_locks_held 0"), "{}", r.body);
-        assert!(r.body.contains("leasehold_acquire_seconds"), "{}", r.body);
+        // Histograms with buckets, as the Grafana dashboard's percentiles need.
+        assert!(
+            r.body.contains("leasehold_acquire_seconds_bucket{"),
+            "{}",
+            r.body
+        );
         assert!(
             r.body
                 .contains(r#"leasehold_engine_state{engine="redis",state="connected"} 1"#),

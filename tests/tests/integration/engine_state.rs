@@ -88,7 +88,11 @@ impl EngineEvents {
 
 /// Waits (at most `bound`) until the locker's state becomes `wanted`, and returns the changes
 /// seen on the way, `wanted` last.
-async fn until(changes: &mut EngineStates, wanted: EngineState, bound: Duration) -> Vec<EngineState> {
+async fn until(
+    changes: &mut EngineStates,
+    wanted: EngineState,
+    bound: Duration,
+) -> Vec<EngineState> {
     let mut seen = Vec::new();
     let waited = tokio::time::timeout(bound, async {
         while let Some(state) = changes.next().await {
@@ -124,7 +128,11 @@ async fn redis_suspended_while_frozen_and_lost_when_restarted() {
     srv.pause();
     let err = locker.lock("k").try_acquire().await.unwrap_err();
     assert!(err.is_unavailable(), "{err}");
-    assert_eq!(locker.state(), Suspended, "read at once, after the failed call");
+    assert_eq!(
+        locker.state(),
+        Suspended,
+        "read at once, after the failed call"
+    );
     until(&mut changes, Suspended, Duration::from_secs(5)).await;
     srv.resume();
     until(&mut changes, Reconnected, Duration::from_secs(10)).await;

@@ -8,6 +8,7 @@
 //! `web` check the behaviour without one), and tracing subscribers go through `support`.
 
 mod config;
+mod dashboard;
 mod engine_state;
 mod engines;
 mod fence_clients;
