@@ -20,7 +20,8 @@ use tokio::sync::watch;
 ///
 /// | engine | suspended | lost |
 /// | --- | --- | --- |
-/// | one Redis server, Sentinel, Cluster | calls fail (`Unavailable`) | the lock connection dropped: the server may have restarted without the locks |
+/// | one Redis server | calls fail (`Unavailable`) | the lock connection dropped: the server may have restarted without the locks |
+/// | Sentinel, Cluster | calls fail (`Unavailable`) | a lease ran out while its renewals failed (a failover ends no session the client sees) |
 /// | RedLock | no majority of nodes answers | a lease ran out while its renewals failed |
 /// | ZooKeeper | the session is disconnected (or calls fail) | the session expired, closed, or stayed disconnected for its whole timeout |
 /// | etcd | keep-alives are not acknowledged (or calls fail) | etcd says the lease is gone, or no keep-alive was acknowledged for its whole TTL |
