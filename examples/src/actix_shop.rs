@@ -7,6 +7,7 @@
 //! PUT  /stock/{sku}   {"quantity": N}  -> 200 {"sku", "quantity", "sold"}
 //! GET  /stock/{sku}                    -> 200 {"sku", "quantity", "sold"} | 404
 //! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
+//! GET  /ready                          -> 200 {"engine": "connected"} | 503 {"engine": "suspended"}
 //! ```
 //!
 //! `shop-actix [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS]
@@ -70,6 +71,21 @@ async fn show_stock(
     Ok(HttpResponse::Ok().json(shop.stock(&sku).await?))
 }
 
+/// Readiness for an orchestrator: 200 while the lock engine answers (connected or
+/// reconnected), 503 while it is suspended or lost (or the locker is closed), with the state
+/// in the body. `Locker::state` is one atomic read: no round trip, so the probe may ask
+/// often. Liveness is another matter: a shop whose engine is out is alive, and restarting it
+/// would not bring the engine back.
+#[get("/ready")]
+async fn ready(shop: web::Data<Shop>) -> HttpResponse {
+    let state = shop.locker.state();
+    let body = serde_json::json!({ "engine": state.as_str() });
+    match state.is_connected() {
+        true => HttpResponse::Ok().json(body),
+        false => HttpResponse::ServiceUnavailable().json(body),
+    }
+}
+
 /// Serves the shop until the process is stopped, on actix-web's runtime.
 ///
 /// # Errors
@@ -95,7 +111,10 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
     let campaigner = shop.clone();
     let no_lock = args.no_lock;
     let server = HttpServer::new(move || {
-        let app = App::new().app_data(shop.clone()).service(show_stock);
+        let app = App::new()
+            .app_data(shop.clone())
+            .service(show_stock)
+            .service(ready);
         if no_lock {
             app.service(buy_without_lock).service(restock_without_lock)
         } else {

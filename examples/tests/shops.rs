@@ -305,6 +305,48 @@ async fn an_unreachable_redis_is_503_with_retry_after() {
     .await;
 }
 
+/// `GET /ready` reads the locker's state: 200 while the lock engine answers, 503 while it is
+/// out (here its Redis was killed: the lock connection dropped, the engine's session is lost,
+/// with no request made), 200 again once it is back (the locker's probe notices).
+#[tokio::test]
+async fn ready_is_503_while_the_lock_engine_is_out() {
+    bounded(async {
+        let http = client();
+        for binary in SHOPS {
+            let redis = RedisServer::start().await;
+            let shop = Shop::start(binary, &redis.url(), &[]).await;
+            let ready = shop.url("/ready");
+            let r = http.get(&ready).await.unwrap();
+            assert_eq!(r.status, 200, "{}: {}", shop.name, r.body);
+            assert_eq!(r.json(), json!({ "engine": "connected" }));
+
+            redis.kill9();
+            let r = until_status(&http, &ready, 503).await;
+            assert_eq!(r.json(), json!({ "engine": "lost" }), "{}", shop.name);
+            redis.restart().await;
+            let r = until_status(&http, &ready, 200).await;
+            assert_eq!(
+                r.json(),
+                json!({ "engine": "reconnected" }),
+                "{}",
+                shop.name
+            );
+        }
+    })
+    .await;
+}
+
+/// Polls `url` until it answers `status` (bounded by the test's timeout).
+async fn until_status(http: &HttpClient, url: &str, status: u16) -> Reply {
+    loop {
+        let r = http.get(url).await.unwrap();
+        if r.status == status {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn without_the_lock_orders_carry_no_fence() {
     bounded(async {
@@ -341,7 +383,18 @@ async fn the_axum_shop_exposes_leasehold_metrics_for_prometheus() {
         // Two locked handlers ran (restock and buy): two acquisitions, nothing held now.
         assert!(r.body.contains("leasehold_acquired_total 2"), "{}", r.body);
         assert!(r.body.contains("leasehold_locks_held 0"), "{}", r.body);
-        assert!(r.body.contains("leasehold_acquire_seconds"), "{}", r.body);
+        // Histograms with buckets, as the Grafana dashboard's percentiles need.
+        assert!(
+            r.body.contains("leasehold_acquire_seconds_bucket{"),
+            "{}",
+            r.body
+        );
+        assert!(
+            r.body
+                .contains(r#"leasehold_engine_state{engine="redis",state="connected"} 1"#),
+            "{}",
+            r.body
+        );
     })
     .await;
 }

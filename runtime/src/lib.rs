@@ -110,6 +110,7 @@ pub struct ReadmeDoctests;
 #[cfg(feature = "serde")]
 pub use config::{LockConfig, SentinelConfig};
 pub use engine::close::{CloseReport, DEFAULT_CLOSE_TIMEOUT};
+pub use engine::health::{EngineState, EngineStates};
 pub use engine::observe::TraceKeys;
 pub use error::{BoxError, LockError, LostReason};
 pub use leasehold_macros::distributed_lock;

@@ -136,6 +136,7 @@ impl Inner {
         let until = Instant::now() + timeout;
         let first = !self.closing.closed.swap(true, Ordering::AcqRel);
         self.closing.woken.notify_waiters();
+        self.health.close();
         if first {
             tracing::info!("closing the locker: releasing every lease it holds");
         }

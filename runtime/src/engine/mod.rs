@@ -1,8 +1,10 @@
 //! The one engine under every primitive: leases and their kinds' options, the contend loop,
-//! the local queue, re-entry, release, the watchdog, and the locker's shared state.
+//! the local queue, re-entry, release, the watchdog, the engine's health, and the locker's
+//! shared state.
 
 pub(crate) mod acquire;
 pub(crate) mod close;
+pub(crate) mod health;
 pub(crate) mod inflight;
 pub(crate) mod lease;
 pub(crate) mod observe;

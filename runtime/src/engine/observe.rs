@@ -17,12 +17,16 @@
 //! | `leasehold_renewals_total`, `leasehold_renew_failures_total` | counters | watchdog renewals |
 //! | `leasehold_renewal_lag_seconds` | histogram | how late the watchdog sent each renewal against its schedule (a third of the lease after the last acquire or renewal was sent); grows when the runtime or the watchdog is overloaded |
 //! | `leasehold_locks_held` | gauge | locks held by this process now |
+//! | "the lock engine ..." | event (target `leasehold::engine`) | each change of a locker's [`EngineState`]: `engine` (its `describe()`), `state`, `previous`, `reason`; `INFO` for connected, reconnected and closed, `WARN` for suspended, `ERROR` for lost |
+//! | `leasehold_engine_state` | gauge | the lockers of this process in each state (labels `engine`, `state`): with one locker, 1 for its state and 0 for the others |
+//! | `leasehold_engine_state_changes_total` | counter | changes of state (labels `engine`, `to`) |
 
 use std::time::Duration;
 
 use tracing::field::Empty;
 use tracing::Span;
 
+use crate::engine::health::EngineState;
 use crate::error::LockError;
 
 /// How lock keys appear in traces. Keys name resources and may carry user data (an e-mail
@@ -206,6 +210,81 @@ pub(crate) fn lost(fence: u64, why: &'static str) {
     tracing::warn!(fence, why, "lease lost while the lock was held");
     #[cfg(feature = "metrics")]
     metrics::counter!("leasehold_lost_total").increment(1);
+}
+
+/// A locker on `engine` (its metric label) starts in `state`: every state's series exists
+/// from now on (at 0), so dashboards and alerts see zeros rather than nothing.
+pub(crate) fn engine_state_started(engine: &'static str, state: EngineState) {
+    #[cfg(feature = "metrics")]
+    {
+        for s in EngineState::ALL {
+            let count = if s == state { 1.0 } else { 0.0 };
+            metrics::gauge!("leasehold_engine_state", "engine" => engine, "state" => s.as_str())
+                .increment(count);
+        }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (engine, state);
+}
+
+/// A locker on `engine` (its metric label) is gone, in `state`.
+pub(crate) fn engine_state_ended(engine: &'static str, state: EngineState) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("leasehold_engine_state", "engine" => engine, "state" => state.as_str())
+        .decrement(1.0);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (engine, state);
+}
+
+/// A locker's engine went from `from` to `to`, for `reason`. `label` names the engine in
+/// metrics, `engine` is its `describe()` (never credentials).
+pub(crate) fn engine_state_changed(
+    label: &'static str,
+    engine: &str,
+    from: EngineState,
+    to: EngineState,
+    reason: &str,
+) {
+    let (state, previous) = (to.as_str(), from.as_str());
+    match to {
+        EngineState::Suspended => tracing::warn!(
+            target: "leasehold::engine",
+            engine, state, previous, reason,
+            "the lock engine is suspended: its calls fail; held leases count as valid until \
+             they run out on this process's clock"
+        ),
+        EngineState::Lost => tracing::error!(
+            target: "leasehold::engine",
+            engine, state, previous, reason,
+            "the lock engine's session is lost: locks held over it count as lost"
+        ),
+        EngineState::Connected => tracing::info!(
+            target: "leasehold::engine",
+            engine, state, previous, reason,
+            "the lock engine is connected"
+        ),
+        EngineState::Reconnected => tracing::info!(
+            target: "leasehold::engine",
+            engine, state, previous, reason,
+            "the lock engine is reconnected: it answers again"
+        ),
+        EngineState::Closed => tracing::info!(
+            target: "leasehold::engine",
+            engine, state, previous, reason,
+            "the lock engine's locker is closed"
+        ),
+    }
+    #[cfg(feature = "metrics")]
+    {
+        metrics::gauge!("leasehold_engine_state", "engine" => label, "state" => previous)
+            .decrement(1.0);
+        metrics::gauge!("leasehold_engine_state", "engine" => label, "state" => state)
+            .increment(1.0);
+        metrics::counter!("leasehold_engine_state_changes_total", "engine" => label, "to" => state)
+            .increment(1);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = label;
 }
 
 /// The web middleware answered a request `status` for `err`, instead of running its handler

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::engine::close::Closing;
+use crate::engine::health::Health;
 use crate::engine::lease::Lease;
 use crate::engine::observe::TraceKeys;
 use crate::engine::queue::Queues;
@@ -40,6 +41,8 @@ pub(crate) struct Inner {
     pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
     /// What closing the locker reaches: its leases, its waiters, its background jobs.
     pub(crate) closing: Arc<Closing>,
+    /// How the engine is doing, fed by the calls through `store` (see [`crate::engine::health`]).
+    pub(crate) health: Arc<Health>,
     /// The named profiles requests may use ([`LockRequest::profile`](crate::LockRequest::profile)).
     pub(crate) profiles: crate::locker::profile::Profiles,
 }
@@ -57,7 +60,7 @@ impl Inner {
         let tx = match self.jobs.get() {
             Some(tx) => tx,
             None => {
-                let Some(tx) = watchdog::spawn(&self.store, &self.schedule) else {
+                let Some(tx) = watchdog::spawn(&self.store, &self.schedule, &self.health) else {
                     return Err(job);
                 };
                 self.jobs.get_or_init(|| tx)
@@ -69,7 +72,7 @@ impl Inner {
     /// Starts the background task if it is not running yet.
     pub(crate) fn start_background(&self) {
         if self.jobs.get().is_none() {
-            if let Some(tx) = watchdog::spawn(&self.store, &self.schedule) {
+            if let Some(tx) = watchdog::spawn(&self.store, &self.schedule, &self.health) {
                 let _ = self.jobs.set(tx);
             }
         }

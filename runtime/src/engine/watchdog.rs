@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
+use crate::engine::health::{self, Health};
 use crate::engine::lease::Lease;
 use crate::engine::observe;
 use crate::store::{Renewal, Renewed, Store};
@@ -173,21 +174,30 @@ impl Schedule {
 /// acquire cancelled mid-flight): a future that the task runs in a task of its own.
 pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Starts the background task on the current Tokio runtime; `None` outside of one. The task
-/// ends when the locker is gone (it holds the store only weakly).
+/// Starts the background task on the current Tokio runtime, and beside it the monitor of the
+/// engine's health (see [`health`]); `None` outside of a runtime. The task ends when the
+/// locker is gone (it holds the store only weakly).
 pub(crate) fn spawn(
     store: &Arc<dyn Store>,
     schedule: &Arc<Schedule>,
+    health: &Arc<Health>,
 ) -> Option<mpsc::UnboundedSender<Job>> {
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let (tx, rx) = mpsc::unbounded_channel();
-    runtime.spawn(run(Arc::downgrade(store), schedule.clone(), rx));
+    runtime.spawn(run(
+        Arc::downgrade(store),
+        schedule.clone(),
+        Arc::downgrade(health),
+        rx,
+    ));
+    health::spawn(&runtime, store, health);
     Some(tx)
 }
 
 async fn run(
     store: Weak<dyn Store>,
     schedule: Arc<Schedule>,
+    health: Weak<Health>,
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
     loop {
@@ -202,7 +212,7 @@ async fn run(
                 give_back(&store, lease);
             }
             if !batch.is_empty() {
-                tokio::spawn(renew(store, schedule.clone(), batch));
+                tokio::spawn(renew(store, schedule.clone(), health.clone(), batch));
             }
         }
         tokio::select! {
@@ -235,8 +245,8 @@ fn give_back(store: &Arc<dyn Store>, lease: Arc<Lease>) {
 }
 
 /// Tries a failed renewal again soon, if the lease is still valid by then; else the lease
-/// is lost (and its lock given back).
-fn retry(store: &Arc<dyn Store>, schedule: &Schedule, lease: &Arc<Lease>) {
+/// is lost (and its lock given back), and so is the engine's session for the locker's health.
+fn retry(store: &Arc<dyn Store>, schedule: &Schedule, health: &Weak<Health>, lease: &Arc<Lease>) {
     let retry = Instant::now() + (lease.lease / 10).max(Duration::from_millis(5));
     let valid_until = lease.state.borrow().valid_until;
     if retry < valid_until {
@@ -245,11 +255,25 @@ fn retry(store: &Arc<dyn Store>, schedule: &Schedule, lease: &Arc<Lease>) {
         lease.report_lost("renewals failed until the lease ran out");
         schedule.reschedule(lease, None);
         give_back(store, lease.clone());
+        // Once the lease counts as lost: whoever sees the state lost finds it so.
+        lost(health, "a lease ran out while its renewals failed");
+    }
+}
+
+/// The leases of the engine's session are lost, for the locker's health.
+fn lost(health: &Weak<Health>, why: &str) {
+    if let Some(health) = health.upgrade() {
+        health.lost(why);
     }
 }
 
 /// Renews a batch and puts each lease back on the schedule (or takes it off).
-async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Lease>>) {
+async fn renew(
+    store: Arc<dyn Store>,
+    schedule: Arc<Schedule>,
+    health: Weak<Health>,
+    batch: Vec<Arc<Lease>>,
+) {
     for chunk in batch.chunks(RENEW_BATCH) {
         let renewals: Vec<Renewal<'_>> = chunk
             .iter()
@@ -284,9 +308,13 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                         Renewed::Yes => {
                             // It lapsed before this renewal answered: lost for good, and not
                             // renewed again, so that the lock frees itself in Redis.
+                            let ran_out = lease.state.borrow().valid_until <= Instant::now();
                             lease.report_lost("its validity ran out before a renewal answered");
                             schedule.reschedule(lease, None);
                             give_back(&store, lease.clone());
+                            if ran_out {
+                                lost(&health, "a lease ran out before its renewal was answered");
+                            }
                         }
                         Renewed::No => {
                             lease.mark_lost();
@@ -295,7 +323,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                         }
                         Renewed::Unknown => {
                             unknown += usize::from(!lease.loss_reported());
-                            retry(&store, &schedule, lease);
+                            retry(&store, &schedule, &health, lease);
                         }
                     }
                 }
@@ -312,7 +340,7 @@ async fn renew(store: Arc<dyn Store>, schedule: Arc<Schedule>, batch: Vec<Arc<Le
                     observe::renew_failed(believed, &e);
                 }
                 for lease in chunk {
-                    retry(&store, &schedule, lease);
+                    retry(&store, &schedule, &health, lease);
                 }
             }
         }

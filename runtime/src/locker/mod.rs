@@ -5,6 +5,7 @@ mod builder;
 mod close;
 pub(crate) mod defaults;
 pub(crate) mod global;
+mod health;
 mod operators;
 mod primitives;
 pub(crate) mod profile;
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::engine::health::{Health, Observed};
 use crate::engine::state::Inner;
 use crate::error::LockError;
 use crate::store::kind::LeaseKind;
@@ -102,10 +104,17 @@ impl Locker {
     }
 
     pub(crate) fn with_store(store: Arc<dyn Store>, b: LockerBuilder) -> Locker {
+        let health = Arc::new(Health::new(&store));
+        // Every call's outcome feeds the health, but where the engine always answers.
+        let store: Arc<dyn Store> = match store.always_answers() {
+            true => store,
+            false => Arc::new(Observed::new(store, health.clone())),
+        };
         Locker {
             inner: Arc::new(Inner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
                 store,
+                health,
                 prefix: b.prefix,
                 default_lease: b.default_lease,
                 default_wait: b.default_wait,

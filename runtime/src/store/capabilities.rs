@@ -84,6 +84,20 @@ impl Engine {
         Engine::Memory,
     ];
 
+    /// Its name in metrics' labels: one lowercase word.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Engine::Redis => "redis",
+            Engine::Sentinel => "sentinel",
+            Engine::Cluster => "cluster",
+            Engine::RedLock => "redlock",
+            Engine::ZooKeeper => "zookeeper",
+            Engine::Etcd => "etcd",
+            Engine::Postgres => "postgres",
+            Engine::Memory => "memory",
+        }
+    }
+
     /// Its name in messages.
     pub(crate) fn name(self) -> &'static str {
         match self {

@@ -3,10 +3,14 @@
 //! tries again with backoff until the engine answers; meanwhile every call fails at once with
 //! [`LockError::Unavailable`] (503 over HTTP) saying why (an acquire that waits tries again
 //! until its wait ends, as in any outage), and the first success is logged.
-//! Once connected it only forwards: one atomic read per call.
+//! Once connected it only forwards: one atomic read per call. Its link
+//! ([`Store::link`]) is down until then, and the engine's own once connected, so that the
+//! locker's state is suspended until the first connection.
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use super::{
     AcquireRequest, Admin, Attempt, Capabilities, Deployment, Feature, LeaderRecord, LeaderRecords,
@@ -30,6 +34,8 @@ struct State {
     /// A refusal that retrying will not mend (credentials, a missing database): callers get
     /// it as it is.
     refused: Mutex<Option<String>>,
+    /// False until connected; then the engine's own link, or true for an engine without one.
+    link: watch::Sender<bool>,
 }
 
 pub(crate) struct LazyStore {
@@ -44,6 +50,7 @@ impl LazyStore {
             store: OnceLock::new(),
             last_error: Mutex::new(None),
             refused: Mutex::new(None),
+            link: watch::channel(false).0,
         });
         tokio::spawn(connect(Arc::downgrade(&state), settings));
         LazyStore { state }
@@ -106,7 +113,17 @@ async fn connect(state: Weak<State>, settings: Settings) {
         match attempt {
             Ok(Ok(store)) => {
                 tracing::info!(engine = %store.describe(), "connected to the lock engine");
+                let link = store.link();
                 let _ = live.store.set(store);
+                match link {
+                    Some(link) => {
+                        drop(live);
+                        forward_link(state, link).await;
+                    }
+                    None => {
+                        live.link.send_replace(true);
+                    }
+                }
                 return;
             }
             Ok(Err(e)) => {
@@ -130,6 +147,20 @@ async fn connect(state: Weak<State>, settings: Settings) {
     }
 }
 
+/// Copies the connected engine's link into the lazy store's, until either is gone.
+async fn forward_link(state: Weak<State>, mut link: watch::Receiver<bool>) {
+    loop {
+        let up = *link.borrow_and_update();
+        match state.upgrade() {
+            Some(live) => live.link.send_replace(up),
+            None => return,
+        };
+        if link.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 fn not_yet<'a, T: Send + 'a>(e: LockError) -> StoreFuture<'a, T> {
     Box::pin(std::future::ready(Err(e)))
 }
@@ -144,6 +175,17 @@ impl Store for LazyStore {
 
     fn session(&self) -> Option<Session> {
         self.state.store.get().and_then(|s| s.session())
+    }
+
+    fn link(&self) -> Option<watch::Receiver<bool>> {
+        Some(self.state.link.subscribe())
+    }
+
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        match self.store() {
+            Ok(store) => store.probe(),
+            Err(e) => not_yet(e),
+        }
     }
 
     /// The engine's once connected (a lease bound can change with its sessions); before,

@@ -133,6 +133,31 @@ pub(crate) trait Store: Send + Sync + 'static {
         None
     }
 
+    /// What the engine's own background work sees of its connection, beside the outcomes of
+    /// the locker's calls: true while it works. ZooKeeper's session events (disconnected,
+    /// connected again), etcd's keep-alives (acknowledged, or overdue), PostgreSQL's
+    /// listening connection (listening, or its health check failed), a lazily connected
+    /// store's first connection. `None`: only the calls tell (the locker's health then
+    /// learns of an outage from a call that fails).
+    fn link(&self) -> Option<watch::Receiver<bool>> {
+        None
+    }
+
+    /// One round trip that proves the engine answers (a `PING`, a `SELECT 1`, a keep-alive),
+    /// sent by the locker's health monitor while the engine is suspended or lost, so that a
+    /// locker without traffic notices it come back. Bounded by the operation timeout, and
+    /// [`LockError::Unavailable`] when the engine did not answer. The default answers at
+    /// once: for engines that are always there.
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Whether every call is answered at once, whatever happens: the store is this process's
+    /// memory. The locker then watches nothing of its health (its state stays connected).
+    fn always_answers(&self) -> bool {
+        false
+    }
+
     /// What the engine offers (read locks, semaphores, leader election, how fair locks
     /// queue, the longest lease it honours, whether locks expire in the store). Asked where
     /// a request's options are resolved; cheap, and current (a lease bound can change with

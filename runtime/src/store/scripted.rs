@@ -32,6 +32,8 @@ struct Shared {
     /// Report locks as living with the session (`Store::locks_expire` false), as ZooKeeper
     /// and etcd do; the memory store underneath still expires what nobody renews.
     session_locks: AtomicBool,
+    /// The engine's own view of its connection ([`Store::link`](super::Store::link)).
+    link: watch::Sender<bool>,
 }
 
 /// What the next calls will meet. Each count is of calls (acquire, release, renew or
@@ -65,6 +67,7 @@ impl ScriptedStore {
                 script: Mutex::default(),
                 epoch: watch::channel(0).0,
                 session_locks: AtomicBool::new(false),
+                link: watch::channel(true).0,
             }),
         }
     }
@@ -105,6 +108,11 @@ impl ScriptedStore {
     pub(crate) fn drop_connection(&self) {
         self.shared.store.forget_locks();
         self.shared.epoch.send_modify(|n| *n += 1);
+    }
+
+    /// The engine reports its own connection up or down (as ZooKeeper's session events do).
+    pub(crate) fn report_link(&self, up: bool) {
+        self.shared.link.send_replace(up);
     }
 
     /// Whether someone holds `lock` in the store now, without a call (no scripted fate).
@@ -209,6 +217,16 @@ impl super::Store for ScriptedStore {
 
     fn session(&self) -> Option<Session> {
         ScriptedStore::session(self)
+    }
+
+    fn link(&self) -> Option<watch::Receiver<bool>> {
+        Some(self.shared.link.subscribe())
+    }
+
+    /// A call like the others: the script's failures and delays apply to it.
+    fn probe(&self) -> super::StoreFuture<'_, ()> {
+        let fate = self.fate();
+        Box::pin(self.call(fate, || ()))
     }
 
     /// Locks and leader records (which go straight to the memory store: the scripted faults

@@ -2,11 +2,11 @@
 //! demand shared by every acquire and renewal that waits for it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use etcd_client as etcd;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::calls::lease_gone;
@@ -25,6 +25,8 @@ pub(super) struct Keeper {
     pub(super) op_timeout: Duration,
     pub(super) acked: Arc<Mutex<Instant>>,
     pub(super) ended: Ended,
+    /// The driver's link: up while keep-alives are acknowledged in time.
+    pub(super) link: Weak<watch::Sender<bool>>,
 }
 
 impl Keeper {
@@ -43,6 +45,7 @@ impl Keeper {
         loop {
             let give_up = *self.acked.lock().unwrap() + self.ttl;
             if Instant::now() >= give_up {
+                self.connected(false);
                 self.ended
                     .end("no keep-alive was acknowledged for the whole TTL")
                     .await;
@@ -64,14 +67,19 @@ impl Keeper {
                         next_beat = sent + interval;
                     }
                     Ok(Err(e)) if lease_gone(&e) => {
+                        self.connected(false);
                         self.ended.end("etcd says the lease expired").await;
                         return;
                     }
                     Ok(Err(e)) => {
                         tracing::debug!(error = %e, "etcd keep-alive stream not opened; retrying");
+                        self.connected(false);
                         reopen_at = Instant::now() + Duration::from_millis(100);
                     }
-                    Err(_) => reopen_at = Instant::now() + Duration::from_millis(100),
+                    Err(_) => {
+                        self.connected(false);
+                        reopen_at = Instant::now() + Duration::from_millis(100);
+                    }
                 }
                 continue;
             }
@@ -82,6 +90,15 @@ impl Keeper {
                 }
             };
             let mut broken = false;
+            // The oldest keep-alive unanswered for the operation timeout: the link is down
+            // (etcd paused, a partition), long before the lease is given up.
+            let overdue = pending.front().map(|(sent, _)| *sent + self.op_timeout);
+            let overdue = async {
+                match overdue {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 request = requests.recv() => {
                     let Some(beat) = request else {
@@ -110,6 +127,7 @@ impl Keeper {
                     Ok(Some(answer)) => {
                         let (sent, beats) = pending.pop_front().unwrap_or((Instant::now(), Vec::new()));
                         if answer.ttl() <= 0 {
+                            self.connected(false);
                             self.ended.end("etcd says the lease expired").await;
                             return;
                         }
@@ -124,6 +142,7 @@ impl Keeper {
                 },
                 () = tokio::time::sleep_until(give_up) => {}
                 () = tokio::time::sleep_until(reopen_at), if keeper.is_none() => {}
+                () = overdue, if self.is_connected() => self.connected(false),
             }
             // Callers asked, and no keep-alive they wait for is on its way: one goes for all.
             let awaited = pending.iter().any(|(_, beats)| !beats.is_empty());
@@ -147,6 +166,19 @@ impl Keeper {
     pub(super) fn ack(&self, sent: Instant) {
         let mut acked = self.acked.lock().unwrap();
         *acked = (*acked).max(sent);
+        drop(acked);
+        self.connected(true);
+    }
+
+    /// Says whether keep-alives are acknowledged in time, if that changed.
+    fn connected(&self, up: bool) {
+        if let Some(link) = self.link.upgrade() {
+            link.send_if_modified(|now| std::mem::replace(now, up) != up);
+        }
+    }
+
+    fn is_connected(&self) -> bool {
+        self.link.upgrade().is_some_and(|link| *link.borrow())
     }
 }
 

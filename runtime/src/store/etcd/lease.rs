@@ -36,6 +36,10 @@ pub(crate) struct Etcd {
     pub(super) contenders: Contenders<i64>,
     /// The session whose lease is being swept for orphans, if any.
     pub(super) swept: Mutex<Option<u64>>,
+    /// True while the lease's keep-alives are acknowledged ([`Store::link`](crate::store::Store::link)):
+    /// false once one is overdue (unanswered for the operation timeout), the stream cannot be
+    /// opened, or the lease ended, until one is acknowledged (or a new lease granted).
+    pub(super) link: Arc<watch::Sender<bool>>,
 }
 
 /// Asks the lease's keeper for a keep-alive sent from now on; answered once it is
@@ -114,6 +118,7 @@ impl Etcd {
             epoch,
             contenders,
             swept: Mutex::new(None),
+            link: Arc::new(watch::channel(false).0),
         };
         match store.lease().await {
             Err(LockError::Unavailable { message, .. }) if message.contains("authenticat") => {
@@ -157,6 +162,7 @@ impl Etcd {
                 ttl: self.ttl,
                 op_timeout: self.settings.op_timeout,
                 acked: acked.clone(),
+                link: Arc::downgrade(&self.link),
                 ended: Ended {
                     client: self.client.clone(),
                     id: granted.id(),
@@ -174,6 +180,7 @@ impl Etcd {
             beats,
             acked,
         });
+        self.link.send_replace(true);
         Ok((granted.id(), session))
     }
 

@@ -121,4 +121,23 @@ impl SequencedEngine for Etcd {
     fn engine(&self) -> Engine {
         Engine::Etcd
     }
+
+    fn link(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        Some(self.link.subscribe())
+    }
+
+    /// A keep-alive of the live lease (a new lease when the last ended), acknowledged.
+    async fn probe(&self) -> Result<(), LockError> {
+        let (_, session) = self.lease().await?;
+        if self.kept_alive(session).await {
+            return Ok(());
+        }
+        Err(LockError::unavailable(
+            format!(
+                "etcd at {} did not acknowledge a keep-alive within {:?}",
+                self.shown, self.settings.op_timeout
+            ),
+            None,
+        ))
+    }
 }

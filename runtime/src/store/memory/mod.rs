@@ -49,6 +49,10 @@ impl Store for MemoryStore {
         "in memory".to_owned()
     }
 
+    fn always_answers(&self) -> bool {
+        true
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(std::future::ready(Ok(MemoryStore::acquire(self, req))))
     }

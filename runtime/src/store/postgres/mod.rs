@@ -212,6 +212,18 @@ impl Store for PostgresStore {
         format!("PostgreSQL at {}", self.shared.shown)
     }
 
+    /// The listening connection: up while it listens and its health check answers.
+    fn link(&self) -> Option<watch::Receiver<bool>> {
+        Some(self.listening.clone())
+    }
+
+    /// `SELECT 1` on a pooled connection.
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        Box::pin(self.call("did not answer a probe", |conn| async move {
+            conn.client.simple_query("SELECT 1").await.map(|_| ())
+        }))
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(self.acquire_once(req))
     }

@@ -480,6 +480,14 @@ impl Store for RedisStore {
         self.current_session()
     }
 
+    /// A `PING` on the lock connection.
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let ping = redis::cmd("PING");
+            self.core.query::<redis::Value>(&ping).await.map(|_| ())
+        })
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(RedisStore::acquire(self, req))
     }

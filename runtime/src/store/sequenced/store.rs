@@ -19,6 +19,12 @@ pub(crate) trait Engine: Driver + Admin {
 
     /// Which engine it is ([`Store::engine`]).
     fn engine(&self) -> crate::store::Engine;
+
+    /// What it sees of its session's connection ([`Store::link`]).
+    fn link(&self) -> Option<tokio::sync::watch::Receiver<bool>>;
+
+    /// One round trip over its session, opening one when there is none ([`Store::probe`]).
+    fn probe(&self) -> impl Future<Output = Result<(), LockError>> + Send;
 }
 
 /// Renewals, which each engine proves its own way (ZooKeeper: the contender's session is the
@@ -41,6 +47,14 @@ where
 
     fn session(&self) -> Option<Session> {
         Some(self.current_session())
+    }
+
+    fn link(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        self.driver.link()
+    }
+
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        Box::pin(self.driver.probe())
     }
 
     fn capabilities(&self) -> Capabilities {

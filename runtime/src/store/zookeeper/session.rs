@@ -32,6 +32,10 @@ pub(crate) struct ZooKeeper {
     pub(super) epoch: Arc<watch::Sender<u64>>,
     /// The recipe's contenders: a session's are forgotten (and deleted) when it ends.
     pub(super) contenders: Contenders<zk::Client>,
+    /// True while a session is connected to a server ([`Store::link`](crate::store::Store::link)):
+    /// false from the moment it is disconnected, or ended, until it (or the next one) is
+    /// connected.
+    pub(super) link: Arc<watch::Sender<bool>>,
 }
 
 /// The client of the current session, and the count of sessions that ended.
@@ -58,6 +62,7 @@ impl ZooKeeper {
             current: Arc::default(),
             epoch,
             contenders,
+            link: Arc::new(watch::channel(false).0),
         }
     }
 
@@ -182,8 +187,10 @@ impl ZooKeeper {
                 current: Arc::downgrade(&self.current),
                 session,
             },
+            Arc::downgrade(&self.link),
             granted,
         ));
+        self.link.send_replace(true);
         *current = Some(Connection {
             client: client.clone(),
             session,
@@ -260,8 +267,14 @@ impl Ended {
 pub(super) async fn watch_session(
     mut states: zk::StateWatcher,
     ended: Ended,
+    link: Weak<watch::Sender<bool>>,
     session_timeout: Duration,
 ) {
+    let connected = |up: bool| {
+        if let Some(link) = link.upgrade() {
+            link.send_if_modified(|now| std::mem::replace(now, up) != up);
+        }
+    };
     let mut disconnected_since: Option<tokio::time::Instant> = None;
     loop {
         let give_up = async {
@@ -273,17 +286,21 @@ pub(super) async fn watch_session(
         tokio::select! {
             state = states.changed() => {
                 if state.is_terminated() {
+                    connected(false);
                     ended.end(&format!("{state:?}")).await;
                     return;
                 }
                 if state == zk::SessionState::Disconnected {
                     tracing::debug!("disconnected from zookeeper; leases are at risk");
                     disconnected_since.get_or_insert_with(tokio::time::Instant::now);
+                    connected(false);
                 } else {
                     disconnected_since = None;
+                    connected(true);
                 }
             }
             () = give_up => {
+                connected(false);
                 ended.end("disconnected for the whole session timeout").await;
                 return;
             }

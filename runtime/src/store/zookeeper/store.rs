@@ -80,4 +80,17 @@ impl SequencedEngine for ZooKeeper {
     fn engine(&self) -> Engine {
         Engine::ZooKeeper
     }
+
+    fn link(&self) -> Option<watch::Receiver<bool>> {
+        Some(self.link.subscribe())
+    }
+
+    /// Whether the root znode exists (which needs no permission on it), in the live session
+    /// (a new one when the last ended: the engine is reconnected then).
+    async fn probe(&self) -> Result<(), LockError> {
+        let (client, _) = self.client().await?;
+        self.bounded("did not answer", client.check_stat("/"))
+            .await
+            .map(|_| ())
+    }
 }

@@ -140,6 +140,19 @@ impl Store for RedLock {
         None
     }
 
+    /// A `PING` to every node: answered when a majority answers.
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let answers = join_all(self.nodes.iter().map(|node| node.probe())).await;
+            let ok = answers.iter().filter(|a| a.is_ok()).count();
+            if ok >= self.quorum() {
+                return Ok(());
+            }
+            let failures = answers.into_iter().filter_map(Result::err).collect();
+            Err(no_quorum("probe", ok, self.nodes.len(), failures))
+        })
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
         Box::pin(RedLock::acquire(self, req, LeaseKind::Exclusive))
     }
