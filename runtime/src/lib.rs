@@ -111,7 +111,7 @@ pub use locker::{
     MIN_LEASE,
 };
 pub use primitives::guard::LockGuard;
-pub use primitives::inspect::LockInfo;
+pub use primitives::inspect::{Holder, LockInfo, LockerDescription, Waiter, MAX_LISTED_WAITERS};
 pub use primitives::leader::{
     Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
 };
@@ -121,6 +121,7 @@ pub use primitives::semaphore::{
     PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS,
 };
 pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};
+pub use store::identity::{MAX_LABEL_LEN, MAX_SERVICE_LEN};
 pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 #[cfg(feature = "postgres")]
 pub use store::postgres::check as postgres;

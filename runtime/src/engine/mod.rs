@@ -3,6 +3,7 @@
 
 pub(crate) mod acquire;
 pub(crate) mod close;
+pub(crate) mod describe;
 pub(crate) mod inflight;
 pub(crate) mod lease;
 pub(crate) mod observe;

@@ -15,10 +15,13 @@ use crate::engine::observe::TraceKeys;
 use crate::engine::queue::Queues;
 use crate::engine::turns::Abandoned;
 use crate::engine::watchdog::{self, Job, Schedule};
+use crate::store::identity::Identity;
 use crate::store::Store;
 
 pub(crate) struct Inner {
     pub(crate) id: u64,
+    /// Who this locker is, as its tokens and its description in the store tell.
+    pub(crate) identity: Arc<Identity>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) prefix: String,
     pub(crate) default_lease: Duration,
@@ -57,7 +60,7 @@ impl Inner {
         let tx = match self.jobs.get() {
             Some(tx) => tx,
             None => {
-                let Some(tx) = watchdog::spawn(&self.store, &self.schedule) else {
+                let Some(tx) = self.spawn_background() else {
                     return Err(job);
                 };
                 self.jobs.get_or_init(|| tx)
@@ -69,10 +72,18 @@ impl Inner {
     /// Starts the background task if it is not running yet.
     pub(crate) fn start_background(&self) {
         if self.jobs.get().is_none() {
-            if let Some(tx) = watchdog::spawn(&self.store, &self.schedule) {
+            if let Some(tx) = self.spawn_background() {
                 let _ = self.jobs.set(tx);
             }
         }
+    }
+
+    /// The background task (and the upkeep of the locker's description beside it), on the
+    /// current runtime; `None` outside of one.
+    fn spawn_background(&self) -> Option<mpsc::UnboundedSender<Job>> {
+        let tx = watchdog::spawn(&self.store, &self.schedule)?;
+        crate::engine::describe::spawn(&self.store, &self.prefix, &self.identity, &self.closing);
+        Some(tx)
     }
 
     /// Releases (or hands over) the lease of a guard that was dropped without

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::store::identity::Identity;
 use crate::store::kind::LeaseKind;
 use crate::store::{self, Capabilities, Store};
 
@@ -99,9 +100,20 @@ impl Locker {
     }
 
     pub(crate) fn with_store(store: Arc<dyn Store>, b: LockerBuilder) -> Locker {
+        let identity = Arc::new(Identity::new(b.service_name.as_deref()));
+        Locker::with_identity(store, b, identity)
+    }
+
+    /// A locker on `store`, which was connected with `identity`'s locker id.
+    pub(crate) fn with_identity(
+        store: Arc<dyn Store>,
+        b: LockerBuilder,
+        identity: Arc<Identity>,
+    ) -> Locker {
         Locker {
             inner: Arc::new(Inner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
+                identity,
                 store,
                 prefix: b.prefix,
                 default_lease: b.default_lease,
@@ -139,6 +151,7 @@ impl Locker {
             fenced: true,
             retry_unavailable: None,
             profile: None,
+            label: None,
         }
     }
 
@@ -251,6 +264,14 @@ impl Locker {
     /// ```
     pub fn capabilities(&self) -> Capabilities {
         self.inner.store.capabilities()
+    }
+
+    /// How this locker describes itself to operators: its locker id, service name, host,
+    /// process id, start and version, as it stores them in the engine (see
+    /// [`LockerBuilder::service_name`]). Inspection shows it beside every lock it holds or
+    /// waits for.
+    pub fn description(&self) -> &crate::LockerDescription {
+        &self.inner.identity.description
     }
 }
 

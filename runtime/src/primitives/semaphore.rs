@@ -324,13 +324,16 @@ impl SemaphoreInfo {
 }
 
 /// One holder of a semaphore's permits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PermitHolder {
     /// How many permits it holds.
     pub permits: u32,
     /// Its remaining lease.
     pub remaining: Duration,
+    /// Who holds them: its locker and that locker's description, since when, its label
+    /// (see [`Holder`](crate::Holder) for what each engine can tell; in memory, nothing).
+    pub holder: crate::Holder,
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub(crate) struct Etcd {
     pub(super) contenders: Contenders<i64>,
     /// The session whose lease is being swept for orphans, if any.
     pub(super) swept: Mutex<Option<u64>>,
+    /// The lease the locker's description is attached to, if one is.
+    pub(super) described: Mutex<Option<i64>>,
 }
 
 /// Asks the lease's keeper for a keep-alive sent from now on; answered once it is
@@ -114,6 +116,7 @@ impl Etcd {
             epoch,
             contenders,
             swept: Mutex::new(None),
+            described: Mutex::new(None),
         };
         match store.lease().await {
             Err(LockError::Unavailable { message, .. }) if message.contains("authenticat") => {

@@ -32,6 +32,8 @@ pub(crate) struct ZooKeeper {
     pub(super) epoch: Arc<watch::Sender<u64>>,
     /// The recipe's contenders: a session's are forgotten (and deleted) when it ends.
     pub(super) contenders: Contenders<zk::Client>,
+    /// The session whose ephemeral znode holds the locker's description, if one does.
+    pub(super) described: std::sync::Mutex<Option<i64>>,
 }
 
 /// The client of the current session, and the count of sessions that ended.
@@ -58,6 +60,7 @@ impl ZooKeeper {
             current: Arc::default(),
             epoch,
             contenders,
+            described: std::sync::Mutex::new(None),
         }
     }
 
