@@ -87,6 +87,14 @@ impl SemaphoreRequest<'_> {
         self
     }
 
+    /// A short label operators see beside this holder of permits
+    /// ([`Locker::inspect_semaphore`](crate::Locker::inspect_semaphore)); see
+    /// [`LockRequest::label`](crate::LockRequest::label), whose rules and errors it follows.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.request = self.request.label(label);
+        self
+    }
+
     /// Uses the settings of the locker's profile `name`: its lease, wait and watchdog as
     /// [`LockRequest::profile`](crate::LockRequest::profile) says, and its `limit`, when it
     /// sets one, instead of this request's number of permits (so every caller of the
