@@ -10,6 +10,7 @@ mod config;
 mod engines;
 mod fence_clients;
 mod fenced_write;
+mod holders;
 mod hostile;
 mod inspect;
 mod leader;
