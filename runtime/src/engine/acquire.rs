@@ -234,6 +234,7 @@ impl Inner {
         loop {
             // A locker closed meanwhile takes nothing more.
             inner.closing.check()?;
+            inner.contending();
             let token = OwnerToken::new(inner.identity.id(), opts.label.as_ref());
             // Fences for the waiters that may get this lease handed over (the lock, with the
             // watchdog: without it, each holder needs a lease of its own; a lease of its own
@@ -499,6 +500,7 @@ impl Inner {
                 _ => return Ok(None),
             }
         }
+        inner.contending();
         let tokens: Vec<OwnerToken> = keys
             .iter()
             .map(|_| OwnerToken::new(inner.identity.id(), opts.label.as_ref()))

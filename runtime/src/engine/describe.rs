@@ -1,7 +1,9 @@
-//! Keeping the locker's description in the engine: written when the background task starts
-//! and again every [`DESCRIBE_EVERY`], so that where it expires it outlives the locker by at
-//! most [`DESCRIPTION_TTL`](crate::store::identity::DESCRIPTION_TTL), and where it lives with
-//! the session it is there again soon after a new session. Never on the acquire path.
+//! Keeping the locker's description in the engine: written when the locker first contends for
+//! a lease (in a task of its own, which that attempt does not wait for) and again every
+//! [`DESCRIBE_EVERY`], so that where it expires it outlives the locker by at most
+//! [`DESCRIPTION_TTL`](crate::store::identity::DESCRIPTION_TTL), and where it lives with the
+//! session it is there again soon after a new session. Never on the acquire path; a locker
+//! that never contends (an operator's) stores nothing.
 
 use std::sync::{Arc, Weak};
 

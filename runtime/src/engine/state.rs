@@ -22,6 +22,8 @@ pub(crate) struct Inner {
     pub(crate) id: u64,
     /// Who this locker is, as its tokens and its description in the store tell.
     pub(crate) identity: Arc<Identity>,
+    /// Whether the upkeep of its description started ([`Inner::contending`]).
+    pub(crate) described: std::sync::atomic::AtomicBool,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) prefix: String,
     pub(crate) default_lease: Duration,
@@ -78,12 +80,21 @@ impl Inner {
         }
     }
 
-    /// The background task (and the upkeep of the locker's description beside it), on the
-    /// current runtime; `None` outside of one.
+    /// The background task, on the current runtime; `None` outside of one.
     fn spawn_background(&self) -> Option<mpsc::UnboundedSender<Job>> {
-        let tx = watchdog::spawn(&self.store, &self.schedule)?;
-        crate::engine::describe::spawn(&self.store, &self.prefix, &self.identity, &self.closing);
-        Some(tx)
+        watchdog::spawn(&self.store, &self.schedule)
+    }
+
+    /// This locker is about to contend for a lease: the first time, starts keeping its
+    /// description in the store (in a task of its own: the attempt does not wait for it). A
+    /// locker that never contends (an operator's, which only inspects) stores nothing. One
+    /// atomic load on every later attempt.
+    pub(crate) fn contending(&self) {
+        if !self.described.load(std::sync::atomic::Ordering::Relaxed)
+            && !self.described.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            crate::engine::describe::spawn(&self.store, &self.prefix, &self.identity, &self.closing);
+        }
     }
 
     /// Releases (or hands over) the lease of a guard that was dropped without

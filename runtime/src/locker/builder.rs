@@ -513,8 +513,9 @@ impl LockerBuilder {
     /// running binary; 1 to [`MAX_SERVICE_LEN`](crate::MAX_SERVICE_LEN) bytes without
     /// control characters (the config's `service`, `LEASEHOLD_SERVICE`).
     ///
-    /// **What is stored, and who sees it.** The description is written when the locker
-    /// starts, by its background task, never on the acquire path: on Redis a key
+    /// **What is stored, and who sees it.** The description is written when the locker first
+    /// contends for a lock, by a background task of its own, never on the acquire path (a
+    /// locker that only inspects writes nothing): on Redis a key
     /// `PREFIX:locker:{ID}` that expires 30 s after the task last refreshed it (every 10 s); on
     /// PostgreSQL a row of `leasehold_lockers`, expiring the same way; on ZooKeeper an
     /// ephemeral znode, on etcd a key on the locker's lease, both gone with the session.

@@ -114,6 +114,7 @@ impl Locker {
             inner: Arc::new(Inner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
                 identity,
+                described: Default::default(),
                 store,
                 prefix: b.prefix,
                 default_lease: b.default_lease,

@@ -238,9 +238,9 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
     /// [`DESCRIPTION_TTL`](identity::DESCRIPTION_TTL) from now, where it lives with the session
     /// (ZooKeeper, etcd) until the session ends (a call in the same session then costs
-    /// nothing). Called by the locker's background task when it starts and every
-    /// [`DESCRIBE_EVERY`](identity::DESCRIBE_EVERY), never on the acquire path. Engines without
-    /// inspection store nothing.
+    /// nothing). Called by a background task of the locker from its first contention on, and
+    /// every [`DESCRIBE_EVERY`](identity::DESCRIBE_EVERY), never on the acquire path. Engines
+    /// without inspection store nothing.
     fn describe_locker<'a>(
         &'a self,
         prefix: &'a str,

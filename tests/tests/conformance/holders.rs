@@ -12,8 +12,8 @@ use leasehold_tests::harness::eventually;
 
 use super::support::{bounded, CONTENDER_WAIT, HANDOVER, LONG_LEASE, SLACK};
 
-/// How long a new locker's description may take to appear: its background task writes it
-/// when the locker starts, in one call.
+/// How long a new locker's description may take to appear: a background task writes it, in
+/// one call, when the locker first tries to take a lock.
 const DESCRIBED: Duration = Duration::from_secs(5);
 
 pub async fn shown(engine: &Engine) {

@@ -12,8 +12,8 @@ use leasehold_tests::harness::{
     eventually, EtcdServer, PgServer, ProxyMode, RedisServer, TcpProxy, ZkServer,
 };
 
-/// How long a new locker's description may take to be stored (one call of its background
-/// task, which runs when the locker is built), with slack for a loaded machine.
+/// How long a new locker's description may take to be stored (one call of a background task
+/// the locker starts at its first attempt to take a lock), with slack for a loaded machine.
 const DESCRIBED: Duration = Duration::from_secs(5);
 
 /// The bound on a description's life where it expires (Redis, PostgreSQL) once its locker
@@ -99,6 +99,9 @@ async fn redis_shows_every_holder_never_a_token_and_old_tokens_still_work() {
         ttl > 0 && ttl <= DESCRIPTION_TTL.as_millis() as i64,
         "{ttl}"
     );
+    // A locker that only inspects stores nothing.
+    let stored = srv.keys("leasehold:locker:*").await;
+    assert_eq!(stored, [format!("leasehold:locker:{{{id}}}")]);
 
     // Readers: every one shows, with its locker.
     let r1 = app.read_lock("doc").label("reader-a").acquire().await.unwrap();

@@ -689,7 +689,7 @@ $$;
 
 -- Who the lockers are, for inspection (`Locker::inspect`, `leasehold show`): each locker's
 -- description (service, host, pid, start, version, as `leasehold-locker 1` lines), by its
--- locker id, written by the locker's background task when it starts and again every 10 s,
+-- locker id, written by a background task of the locker from its first lock on, every 10 s,
 -- never on the acquire path; a row counts until `expires` (30 s after the last write), so a
 -- locker that stopped is forgotten by then. Every owner token a locker writes starts with
 -- `h1.<locker id>.<ms>.<label>.` (who, since when on its clock, the acquisition's label)

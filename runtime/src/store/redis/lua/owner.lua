@@ -7,13 +7,17 @@
 -- left it to that contender).
 --
 -- unmarked_token(value) -> boolean
---   Whether `value` is an owner token without the `+` mark: it ends with a hex digit and is
---   not a contender's name after `~`.
+--   Whether `value` is an owner token without the `+` mark: one of this format that does not
+--   end with `+`, or one of 32 characters (an earlier version's). A value another program set
+--   under the prefix is left alone.
 -- public_part(value) -> string
 --   The public part of a token (marked or not), '' when it has none (an earlier version's
 --   token, or not a token). Never the secret: inspection returns only this.
 local function unmarked_token(value)
-  return string.byte(value, 1) ~= 126 and string.find(value, '%x$') ~= nil
+  if string.sub(value, 1, 3) == 'h1.' then
+    return string.sub(value, -1) ~= '+'
+  end
+  return #value == 32
 end
 local function public_part(value)
   if string.sub(value, -1) == '+' then
