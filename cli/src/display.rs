@@ -116,7 +116,11 @@ pub(crate) fn field(name: &str, value: &str) -> String {
 
 /// The lines of `show` that say who holds a lock and who waits for it: per holder, who it is,
 /// its locker, since when and its label; per waiter, who it is and how long it has waited.
-pub(crate) fn holders_and_waiters(holders: &[Holder], waiting: &[Waiter], now: SystemTime) -> String {
+pub(crate) fn holders_and_waiters(
+    holders: &[Holder],
+    waiting: &[Waiter],
+    now: SystemTime,
+) -> String {
     let mut out = String::new();
     for h in holders {
         out.push_str(&field(

@@ -32,10 +32,7 @@ fn describe(info: &LockInfo) -> String {
         display::yes_no(info.waiters),
         info.waiting_processes,
     );
-    let who = display::holders_and_waiters(
-        &info.holders,
-        &info.waiting,
-        std::time::SystemTime::now(),
-    );
+    let who =
+        display::holders_and_waiters(&info.holders, &info.waiting, std::time::SystemTime::now());
     state + &who
 }

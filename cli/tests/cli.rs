@@ -337,14 +337,20 @@ async fn show_and_list_tell_who_holds_and_who_waits() {
         );
         let token = owner_token(&srv, "order:42").await;
         let secret = &token.trim_end_matches('+')[token.trim_end_matches('+').len() - 32..];
-        assert!(!out.stdout.contains(secret), "a token was printed: {out:#?}");
+        assert!(
+            !out.stdout.contains(secret),
+            "a token was printed: {out:#?}"
+        );
 
         let out = run(&["list", "--url", &url], None).await;
         out.assert_code(0);
         let row = out.stdout.lines().nth(1).expect("a row");
         assert!(row.contains("req-7f3a"), "{out:#?}");
         assert!(row.ends_with(&who), "{out:#?}");
-        assert!(!out.stdout.contains(secret), "a token was printed: {out:#?}");
+        assert!(
+            !out.stdout.contains(secret),
+            "a token was printed: {out:#?}"
+        );
 
         guard.release().await.unwrap();
         waiting.await.unwrap();

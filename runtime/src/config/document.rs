@@ -11,8 +11,8 @@ use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::checks::{
-    check_bound, check_fence_offset, check_lease, check_prefix, check_service, check_url, invalid, parse_drift,
-    parse_duration, redact_text, urls,
+    check_bound, check_fence_offset, check_lease, check_prefix, check_service, check_url, invalid,
+    parse_drift, parse_duration, redact_text, urls,
 };
 use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;

@@ -1,9 +1,8 @@
 //! A [`LockConfig`] read from, or overridden by, the `LEASEHOLD_*` environment variables.
 
 use super::checks::{
-    check_bound, check_fence_offset, check_lease, check_prefix, check_service, check_url, parse_bool,
-    parse_drift,
-    parse_duration, url_list,
+    check_bound, check_fence_offset, check_lease, check_prefix, check_service, check_url,
+    parse_bool, parse_drift, parse_duration, url_list,
 };
 use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;

@@ -91,9 +91,16 @@ impl Inner {
     /// atomic load on every later attempt.
     pub(crate) fn contending(&self) {
         if !self.described.load(std::sync::atomic::Ordering::Relaxed)
-            && !self.described.swap(true, std::sync::atomic::Ordering::Relaxed)
+            && !self
+                .described
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            crate::engine::describe::spawn(&self.store, &self.prefix, &self.identity, &self.closing);
+            crate::engine::describe::spawn(
+                &self.store,
+                &self.prefix,
+                &self.identity,
+                &self.closing,
+            );
         }
     }
 

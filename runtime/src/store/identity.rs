@@ -117,7 +117,8 @@ pub(crate) fn decode_all<'a>(
 
 /// A time as whole milliseconds since the Unix epoch (0 before it).
 fn now_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A fresh locker id: 64 random bits as 16 lowercase hex digits.
@@ -411,7 +412,9 @@ pub(crate) fn contender_waiter(
 ) -> Waiter {
     let h = contender_holder(stamp, description, created);
     Waiter {
-        waited: h.since.map(|since| now.duration_since(since).unwrap_or_default()),
+        waited: h
+            .since
+            .map(|since| now.duration_since(since).unwrap_or_default()),
         locker: h.locker,
         description: h.description,
         label: h.label,
@@ -503,7 +506,14 @@ mod tests {
     #[test]
     fn stamps_parse_back_whatever_the_label() {
         let at = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
-        for label in [None, Some("req-7f3a"), Some("a.b."), Some(". ."), Some("+"), Some("h1.")] {
+        for label in [
+            None,
+            Some("req-7f3a"),
+            Some("a.b."),
+            Some(". ."),
+            Some("+"),
+            Some("h1."),
+        ] {
             let label = label.map(|l| Label::new(l).unwrap());
             let public = public_part("0123456789abcdef", at, label.as_ref());
             let secret = "f".repeat(SECRET_LEN);
@@ -549,9 +559,15 @@ mod tests {
     fn waiters_name_their_locker() {
         let id = "0123456789abcdef";
         assert_eq!(locker_of_waiter(id), Some(id));
-        assert_eq!(locker_of_waiter(&format!("{id}.fedcba9876543210")), Some(id));
+        assert_eq!(
+            locker_of_waiter(&format!("{id}.fedcba9876543210")),
+            Some(id)
+        );
         // A semaphore's waiter: 32 hex digits, the locker's first, then its count.
-        assert_eq!(locker_of_waiter(&format!("{id}fedcba9876543210:3")), Some(id));
+        assert_eq!(
+            locker_of_waiter(&format!("{id}fedcba9876543210:3")),
+            Some(id)
+        );
         assert_eq!(locker_of_waiter("short"), None);
         assert_eq!(locker_of_waiter("0123456789ABCDEF"), None);
         assert_eq!(locker_of_waiter(&format!("{id}!")), None);

@@ -326,7 +326,11 @@ mod tests {
     fn the_prefix_comes_back_from_the_names() {
         for prefix in ["leasehold", "a:b", "shop:lock:x", "p"] {
             for key in ["k", "{odd}", "a:lock:{b}", "x:sem:y"] {
-                assert_eq!(LockKeys::new(prefix, key).prefix(), prefix, "{prefix} {key}");
+                assert_eq!(
+                    LockKeys::new(prefix, key).prefix(),
+                    prefix,
+                    "{prefix} {key}"
+                );
                 assert_eq!(LockKeys::semaphore(prefix, key).prefix(), prefix);
             }
         }

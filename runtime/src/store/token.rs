@@ -116,9 +116,8 @@ mod tests {
         let stamp = Stamp::of_stored(a.as_bytes()).unwrap();
         assert_eq!(stamp.locker, "0123456789abcdef");
         assert_eq!(stamp.label.as_deref(), Some("req-7f3a"));
-        let ms = |t: std::time::SystemTime| {
-            t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
-        };
+        let ms =
+            |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
         assert!(ms(stamp.since) >= ms(before) && stamp.since <= std::time::SystemTime::now());
         let shown = format!("{a:?}");
         assert!(!shown.contains(a.secret()) && !shown.contains("req-7f3a"));

@@ -71,7 +71,12 @@ async fn redis_shows_every_holder_never_a_token_and_old_tokens_still_work() {
     let mut raw = srv.conn().await;
 
     // The lock: its stored value is the token (public part, then the secret), never shown.
-    let guard = app.lock("order:42").label("req-7f3a").acquire().await.unwrap();
+    let guard = app
+        .lock("order:42")
+        .label("req-7f3a")
+        .acquire()
+        .await
+        .unwrap();
     let info = inspect_until(&ops, "order:42", |i| described_by(i, app.description())).await;
     let stored: String = redis::cmd("GET")
         .arg("leasehold:lock:{order:42}")
@@ -104,19 +109,32 @@ async fn redis_shows_every_holder_never_a_token_and_old_tokens_still_work() {
     assert_eq!(stored, [format!("leasehold:locker:{{{id}}}")]);
 
     // Readers: every one shows, with its locker.
-    let r1 = app.read_lock("doc").label("reader-a").acquire().await.unwrap();
+    let r1 = app
+        .read_lock("doc")
+        .label("reader-a")
+        .acquire()
+        .await
+        .unwrap();
     let r2 = other.read_lock("doc").acquire().await.unwrap();
     let info = inspect_until(&ops, "doc", |i| {
         described_by(i, app.description()) && described_by(i, other.description())
     })
     .await;
     assert_eq!(info.holders.len(), 2, "{info:?}");
-    assert!(info.holders.iter().any(|h| h.label.as_deref() == Some("reader-a")));
+    assert!(info
+        .holders
+        .iter()
+        .any(|h| h.label.as_deref() == Some("reader-a")));
     r1.release().await.unwrap();
     r2.release().await.unwrap();
 
     // Permits: every holder shows, with its locker and label.
-    let p1 = app.semaphore("pool", 3).label("job-1").acquire().await.unwrap();
+    let p1 = app
+        .semaphore("pool", 3)
+        .label("job-1")
+        .acquire()
+        .await
+        .unwrap();
     let p2 = other.semaphore("pool", 3).acquire_many(2).await.unwrap();
     let sem = ops.inspect_semaphore("pool").await.unwrap();
     assert_eq!(sem.in_use(), 3);
@@ -129,7 +147,10 @@ async fn redis_shows_every_holder_never_a_token_and_old_tokens_still_work() {
     assert_eq!(ours.holder.label.as_deref(), Some("job-1"));
     assert_eq!(ours.holder.description.as_ref(), Some(app.description()));
     let theirs = sem.holders.iter().find(|h| h.permits == 2).expect("theirs");
-    assert_eq!(theirs.holder.description.as_ref(), Some(other.description()));
+    assert_eq!(
+        theirs.holder.description.as_ref(),
+        Some(other.description())
+    );
     p1.release().await.unwrap();
     p2.release().await.unwrap();
 
@@ -188,7 +209,10 @@ async fn redis_a_crashed_holders_description_expires_by_its_ttl() {
     })
     .await;
     let ttl: i64 = redis::cmd("PTTL")
-        .arg(format!("leasehold:locker:{{{}}}", crashed.description().locker))
+        .arg(format!(
+            "leasehold:locker:{{{}}}",
+            crashed.description().locker
+        ))
         .query_async(&mut srv.conn().await)
         .await
         .unwrap();
@@ -211,7 +235,12 @@ async fn postgres_shows_holders_readers_permits_never_a_token() {
     let app = build("checkout").await.unwrap();
     let other = build("billing").await.unwrap();
     let ops = Locker::builder().postgres(pg.url()).build().await.unwrap();
-    let guard = app.lock("order:42").label("req-7f3a").acquire().await.unwrap();
+    let guard = app
+        .lock("order:42")
+        .label("req-7f3a")
+        .acquire()
+        .await
+        .unwrap();
     let info = inspect_until(&ops, "order:42", |i| described_by(i, app.description())).await;
     let client = pg.connect().await.unwrap();
     let row = client
@@ -257,17 +286,30 @@ async fn postgres_shows_holders_readers_permits_never_a_token() {
     waiting.await.unwrap().unwrap().release().await.unwrap();
 
     let r1 = app.read_lock("doc").acquire().await.unwrap();
-    let r2 = other.read_lock("doc").label("reader-b").acquire().await.unwrap();
+    let r2 = other
+        .read_lock("doc")
+        .label("reader-b")
+        .acquire()
+        .await
+        .unwrap();
     let info = inspect_until(&ops, "doc", |i| {
         described_by(i, app.description()) && described_by(i, other.description())
     })
     .await;
     assert_eq!(info.holders.len(), 2, "{info:?}");
-    assert!(info.holders.iter().any(|h| h.label.as_deref() == Some("reader-b")));
+    assert!(info
+        .holders
+        .iter()
+        .any(|h| h.label.as_deref() == Some("reader-b")));
     r1.release().await.unwrap();
     r2.release().await.unwrap();
 
-    let p = app.semaphore("pool", 2).label("job-1").acquire().await.unwrap();
+    let p = app
+        .semaphore("pool", 2)
+        .label("job-1")
+        .acquire()
+        .await
+        .unwrap();
     let sem = ops.inspect_semaphore("pool").await.unwrap();
     assert_eq!(sem.holders.len(), 1);
     assert_eq!(sem.holders[0].holder.label.as_deref(), Some("job-1"));
@@ -285,7 +327,10 @@ async fn zk_descriptions(zk: &ZkServer) -> Vec<String> {
         .expect("a zookeeper client");
     let children = client.list_children("/leasehold").await.unwrap_or_default();
     let mut found = Vec::new();
-    for child in children.iter().filter(|c| c.starts_with("leasehold:session:")) {
+    for child in children
+        .iter()
+        .filter(|c| c.starts_with("leasehold:session:"))
+    {
         if let Ok((data, _)) = client.get_data(&format!("/leasehold/{child}")).await {
             found.push(String::from_utf8_lossy(&data).into_owned());
         }
@@ -316,7 +361,12 @@ async fn zookeeper_a_crashed_holders_description_goes_with_its_session() {
     assert!(zk_descriptions(&zk).await.iter().any(|d| d.contains(&id)));
 
     // Permits: the holder shows with its label (its znode's data is its token).
-    let p = other.semaphore("pool", 2).label("job-1").acquire().await.unwrap();
+    let p = other
+        .semaphore("pool", 2)
+        .label("job-1")
+        .acquire()
+        .await
+        .unwrap();
     let sem = ops.inspect_semaphore("pool").await.unwrap();
     assert_eq!(sem.holders[0].holder.label.as_deref(), Some("job-1"));
     assert_eq!(
@@ -358,7 +408,12 @@ async fn etcd_a_crashed_holders_description_goes_with_its_lease() {
     assert_eq!(info.holders[0].label.as_deref(), Some("run-9"));
 
     // Permits on etcd carry their count, not their token: the holder shows through its lease.
-    let p = other.semaphore("pool", 2).label("job-1").acquire().await.unwrap();
+    let p = other
+        .semaphore("pool", 2)
+        .label("job-1")
+        .acquire()
+        .await
+        .unwrap();
     let sem = ops.inspect_semaphore("pool").await.unwrap();
     assert_eq!(
         sem.holders[0].holder.description.as_ref(),
@@ -409,7 +464,10 @@ async fn labels_are_checked_whatever_the_primitive() {
         let lock = locker.lock("k").label(bad).acquire().await;
         assert!(matches!(lock, Err(LockError::InvalidKey { .. })), "{bad:?}");
         let permits = locker.semaphore("s", 2).label(bad).acquire().await;
-        assert!(matches!(permits, Err(LockError::InvalidKey { .. })), "{bad:?}");
+        assert!(
+            matches!(permits, Err(LockError::InvalidKey { .. })),
+            "{bad:?}"
+        );
         let many = locker.lock_all(["a", "b"]).label(bad).acquire().await;
         assert!(matches!(many, Err(LockError::InvalidKey { .. })), "{bad:?}");
     }

@@ -146,7 +146,11 @@ impl Driver for Etcd {
     }
 
     /// One read of the queue, one of each lease's description.
-    async fn who(&self, keys: &LockKeys, contenders: &[Queued]) -> Result<Vec<Option<Who>>, LockError> {
+    async fn who(
+        &self,
+        keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> Result<Vec<Option<Who>>, LockError> {
         self.who_of(keys, contenders).await
     }
 

@@ -142,7 +142,11 @@ impl MemoryStore {
             .iter()
             .map(|(token, &(n, until))| {
                 let stamp = crate::store::identity::Stamp::of_stored(token.as_bytes());
-                (n, until - now, crate::store::identity::holder(stamp, |_| None))
+                (
+                    n,
+                    until - now,
+                    crate::store::identity::holder(stamp, |_| None),
+                )
             })
             .collect();
         holders.sort_by_key(|h| h.1);

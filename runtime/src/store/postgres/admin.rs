@@ -67,8 +67,7 @@ impl Admin for PostgresStore {
             let holders: Vec<String> = row.get(3);
             let names: Vec<String> = row.get(4);
             let waited: Vec<i64> = row.get(5);
-            let stamps: Vec<Option<Stamp>> =
-                holders.iter().map(|p| Stamp::of_public(p)).collect();
+            let stamps: Vec<Option<Stamp>> = holders.iter().map(|p| Stamp::of_public(p)).collect();
             let ids = stamps
                 .iter()
                 .flatten()

@@ -11,8 +11,7 @@ use super::RedisStore;
 use crate::error::LockError;
 use crate::primitives::inspect::{LockerDescription, MAX_LISTED_WAITERS};
 use crate::store::identity::{
-    decode_all, description_key, holder, locker_of_waiter, waiter, Identity, Stamp,
-    DESCRIPTION_TTL,
+    decode_all, description_key, holder, locker_of_waiter, waiter, Identity, Stamp, DESCRIPTION_TTL,
 };
 use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
@@ -30,8 +29,7 @@ impl Admin for RedisStore {
             // See inspect.lua.
             let (held, pttl, waiters, fence, queued, holders, names, waited): Inspected =
                 self.core.run(inv).await?;
-            let stamps: Vec<Option<Stamp>> =
-                holders.iter().map(|p| Stamp::of_public(p)).collect();
+            let stamps: Vec<Option<Stamp>> = holders.iter().map(|p| Stamp::of_public(p)).collect();
             let ids = stamps
                 .iter()
                 .flatten()

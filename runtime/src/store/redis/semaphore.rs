@@ -165,13 +165,17 @@ impl RedisStore {
         let Some((limit, holders)) = answer.split_first() else {
             return Err(malformed());
         };
-        let number = |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).map_err(|_| malformed());
+        let number =
+            |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).map_err(|_| malformed());
         let mut listed = Vec::with_capacity(holders.len() / 3);
         for h in holders.chunks_exact(3) {
             let public: String = redis::from_redis_value_ref(&h[2]).map_err(|_| malformed())?;
             listed.push((number(&h[0])?, number(&h[1])?, Stamp::of_public(&public)));
         }
-        let ids = listed.iter().filter_map(|h| h.2.as_ref()).map(|s| s.locker.as_str());
+        let ids = listed
+            .iter()
+            .filter_map(|h| h.2.as_ref())
+            .map(|s| s.locker.as_str());
         let described = self.descriptions(keys.prefix(), ids).await?;
         Ok(PermitState {
             limit: u32::try_from(number(limit)?).ok(),

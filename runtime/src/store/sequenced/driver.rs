@@ -6,9 +6,9 @@ use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 use super::Contender;
+use crate::error::LockError;
 use crate::primitives::inspect::LockerDescription;
 use crate::store::identity::Stamp;
-use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;

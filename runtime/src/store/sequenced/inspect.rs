@@ -13,7 +13,10 @@ use crate::store::LockState;
 
 /// The state of the lock `keys` in `driver`'s engine: held while its queue has a contender,
 /// with no TTL of its own (the session or lease of its holder's process ends it).
-pub(crate) async fn inspect<D: Driver>(driver: &D, keys: &LockKeys) -> Result<LockState, LockError> {
+pub(crate) async fn inspect<D: Driver>(
+    driver: &D,
+    keys: &LockKeys,
+) -> Result<LockState, LockError> {
     let listed = driver.list(keys).await?;
     let Some(first) = listed.first() else {
         return Ok(LockState::default());
@@ -31,7 +34,10 @@ pub(crate) async fn inspect<D: Driver>(driver: &D, keys: &LockKeys) -> Result<Lo
         remaining: None,
         waiters: waiting > 0,
         waiting_processes: waiting,
-        last_fence: who.first().and_then(|w| w.as_ref()).map(|w| slots_top(w.order)),
+        last_fence: who
+            .first()
+            .and_then(|w| w.as_ref())
+            .map(|w| slots_top(w.order)),
         holders: Vec::new(),
         waiting: Vec::new(),
     };

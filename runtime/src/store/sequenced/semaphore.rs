@@ -159,7 +159,7 @@ impl<D: Driver> Sequenced<D> {
         let (limit, holding) = holders(&listed);
         let owners: Vec<i64> = holding.iter().map(|q| q.owner).collect();
         let remaining = self.driver.remaining(&owners).await?;
-        let who = self.driver.who(keys, &holding).await?;
+        let who = self.driver.who(keys, holding).await?;
         let mut holders: Vec<(u32, Duration, Holder)> = holding
             .iter()
             .zip(remaining)

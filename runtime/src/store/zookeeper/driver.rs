@@ -12,8 +12,8 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake,
-    Who, FENCE_SLOTS,
+    standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake, Who,
+    FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -152,7 +152,11 @@ impl Driver for ZooKeeper {
     }
 
     /// One read of each contender's data and stat, one of each session's description.
-    async fn who(&self, keys: &LockKeys, contenders: &[Queued]) -> Result<Vec<Option<Who>>, LockError> {
+    async fn who(
+        &self,
+        keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> Result<Vec<Option<Who>>, LockError> {
         self.who_at(keys.prefix(), contenders.iter().map(|q| q.name.as_str()))
             .await
     }

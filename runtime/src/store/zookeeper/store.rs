@@ -10,8 +10,8 @@ use zookeeper_client as zk;
 
 use super::names::{node_of, ROOT};
 use super::{Ensemble, ZooKeeper};
-use crate::store::identity::{session_key, Identity};
 use crate::error::LockError;
+use crate::store::identity::{session_key, Identity};
 use crate::store::join_all;
 use crate::store::sequenced::{Contenders, Renews, Sequenced, SequencedEngine};
 use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
