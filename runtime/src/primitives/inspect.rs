@@ -57,9 +57,10 @@ pub const MAX_LISTED_WAITERS: usize = 32;
 /// What each engine can tell: the locker id, the time and the label come from the public
 /// part of the owner token, on every engine that keeps the token with the lock (Redis, its
 /// readers and permits, PostgreSQL, ZooKeeper's znodes, etcd's writers and readers); an etcd
-/// semaphore's permits and a lock whose data is a leader record (ZooKeeper, etcd) show the
-/// locker through their session or lease, without time or label. A lock taken by a version
-/// of leasehold that wrote no identity shows `locker: None`.
+/// semaphore's permits and an election's lock whose data is its leader record (ZooKeeper,
+/// etcd) show the locker through their session or lease, without label (on ZooKeeper with
+/// the znode's creation time). A lock taken by a version of leasehold that wrote no identity
+/// shows `locker: None`. RedLock and in-memory lockers have no inspection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Holder {

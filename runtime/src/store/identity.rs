@@ -281,7 +281,9 @@ impl std::fmt::Debug for Label {
 }
 
 /// The public part of an owner token for `locker`, sent at `now`, with `label`: what is
-/// before the secret.
+/// before the secret ([`OwnerToken::new`](super::token::OwnerToken::new) writes the same,
+/// without an allocation of its own).
+#[cfg(test)]
 pub(crate) fn public_part(locker: &str, now: SystemTime, label: Option<&Label>) -> String {
     let ms = now_ms(now);
     let label = label.map_or("", Label::as_str);

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::identity::{public_part, Label, SECRET_LEN};
+use super::identity::{Label, LOCKER_ID_LEN, MARK, MAX_LABEL_LEN, SECRET_LEN};
 
 /// The secret that proves ownership of one acquisition, after its public part (see
 /// [`identity`](super::identity)): `h1.<locker>.<ms>.<label>.` then 32 random hex digits.
@@ -23,9 +23,48 @@ impl OwnerToken {
     /// If the operating system's random source fails, which on supported platforms means the
     /// process cannot safely continue anyway.
     pub(crate) fn new(locker: &str, label: Option<&Label>) -> Self {
-        let mut token = public_part(locker, std::time::SystemTime::now(), label);
-        push_secret(&mut token);
-        OwnerToken(token.into())
+        // Written on the stack and copied once into its shared allocation: one allocation
+        // per token, on the acquire path.
+        let mut buf = [0u8; MAX_TOKEN_LEN];
+        let mut len = 0;
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut digits = [0u8; 20];
+        let mut n = digits.len();
+        let mut rest = ms;
+        loop {
+            n -= 1;
+            digits[n] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        let label = label.map_or("", Label::as_str);
+        let locker = &locker.as_bytes()[..locker.len().min(LOCKER_ID_LEN)];
+        for part in [
+            MARK.as_bytes(),
+            locker,
+            b".",
+            &digits[n..],
+            b".",
+            label.as_bytes(),
+            b".",
+        ] {
+            buf[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        let mut raw = [0u8; 16];
+        getrandom::fill(&mut raw).expect("the OS random source failed");
+        for b in raw {
+            buf[len] = HEX[(b >> 4) as usize];
+            buf[len + 1] = HEX[(b & 0xf) as usize];
+            len += 2;
+        }
+        // Printable ASCII throughout (a checked label, hex digits).
+        let text = std::str::from_utf8(&buf[..len]).expect("an owner token is ASCII");
+        OwnerToken(Arc::from(text))
     }
 
     /// A fresh token that says nothing of its holder: the secret alone, as earlier versions
@@ -47,11 +86,17 @@ impl OwnerToken {
     }
 }
 
+/// The longest owner token: the mark, a locker id, the digits of a `u64`, a label, three dots
+/// and the secret.
+const MAX_TOKEN_LEN: usize = MARK.len() + LOCKER_ID_LEN + 20 + MAX_LABEL_LEN + 3 + SECRET_LEN;
+
+/// Lowercase hex digits.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 /// Appends 16 bytes from the OS random source as 32 lowercase hex digits.
 fn push_secret(out: &mut String) {
     let mut raw = [0u8; 16];
     getrandom::fill(&mut raw).expect("the OS random source failed");
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     for b in raw {
         out.push(HEX[(b >> 4) as usize] as char);
         out.push(HEX[(b & 0xf) as usize] as char);
@@ -114,6 +159,19 @@ mod tests {
         assert!(a.secret().bytes().all(|c| c.is_ascii_hexdigit()));
         assert!(a.as_bytes().ends_with(a.secret().as_bytes()));
         let stamp = Stamp::of_stored(a.as_bytes()).unwrap();
+        let public =
+            crate::store::identity::public_part("0123456789abcdef", stamp.since, Some(&label));
+        assert!(a.as_bytes().starts_with(public.as_bytes()), "{public}");
+        let longest = Label::new(&"x".repeat(crate::store::identity::MAX_LABEL_LEN)).unwrap();
+        let long = OwnerToken::new("0123456789abcdef", Some(&longest));
+        assert_eq!(
+            Stamp::of_stored(long.as_bytes())
+                .unwrap()
+                .label
+                .unwrap()
+                .len(),
+            64
+        );
         assert_eq!(stamp.locker, "0123456789abcdef");
         assert_eq!(stamp.label.as_deref(), Some("req-7f3a"));
         let ms =
