@@ -65,7 +65,8 @@
 //! `P:fence:{K}` the fence counter, `P:queue:{K}` and `P:interest:{K}` the processes waiting
 //! for the lock, and releases are published on `P:wake:{K}`. `{`, `}` and `%` in `K` are
 //! escaped, so all of them share one Redis Cluster slot and no key can name another lock's
-//! data.
+//! data. Each locker that takes locks describes itself in `P:locker:{ID}` (see
+//! [`LockerBuilder::service_name`]).
 //!
 //! ## No process starved
 //! Waiters of one key in one process queue first-come-first-served, and a release hands the
