@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use leasehold::{Holder, LockerDescription, Waiter};
+
 /// A remaining lease as `12.3s`; under 0.1 s in milliseconds (`40ms`), so that a live lease
 /// never reads as `0.0s`.
 pub(crate) fn lease(d: Duration) -> String {
@@ -51,6 +53,99 @@ pub(crate) fn key(key: &str) -> String {
         } else {
             out.push(c);
         }
+    }
+    out
+}
+
+/// Who a holder or waiter is, in a few words: `checkout@web-3 pid 4242` from its locker's
+/// description; `locker 0123456789abcdef (not described)` when its locker stored no
+/// description (it stopped, or has not written it yet); `unknown` when nothing tells (a
+/// version of leasehold that wrote no identity). What another process stored is escaped
+/// like a key: it must not drive the terminal either.
+pub(crate) fn who(locker: Option<&str>, description: Option<&LockerDescription>) -> String {
+    match (description, locker) {
+        (Some(d), _) => format!("{}@{} pid {}", key(&d.service), key(&d.host), d.pid),
+        (None, Some(id)) => format!("locker {} (not described)", key(id)),
+        (None, None) => "unknown".to_owned(),
+    }
+}
+
+/// The rest of a locker's description, for `show`: `locker 0123456789abcdef, leasehold
+/// 0.1.0, up since 2025-01-31T12:00:00.000Z`.
+pub(crate) fn locker_details(d: &LockerDescription) -> String {
+    format!(
+        "locker {}, leasehold {}, up since {}",
+        key(&d.locker),
+        key(&d.version),
+        timestamp(d.started)
+    )
+}
+
+/// A holder in one cell of `list`: who it is, and how many others share the lock
+/// (`checkout@web-3 pid 4242 +2`, readers); `-` for none.
+pub(crate) fn holders_cell(holders: &[Holder]) -> String {
+    match holders.split_first() {
+        None => "-".to_owned(),
+        Some((first, [])) => who(first.locker.as_deref(), first.description.as_ref()),
+        Some((first, rest)) => format!(
+            "{} +{}",
+            who(first.locker.as_deref(), first.description.as_ref()),
+            rest.len()
+        ),
+    }
+}
+
+/// A label that may be absent: `-` for none.
+pub(crate) fn label(label: Option<&str>) -> String {
+    label.map_or_else(|| "-".to_owned(), key)
+}
+
+/// A point in time and how long ago it was, as `2025-01-31T12:34:56.789Z (12.3s ago)`
+/// (a time ahead of `now`, from a clock ahead of this one, reads `(just now)`).
+pub(crate) fn since(t: SystemTime, now: SystemTime) -> String {
+    match now.duration_since(t) {
+        Ok(ago) => format!("{} ({} ago)", timestamp(t), lease(ago)),
+        Err(_) => format!("{} (just now)", timestamp(t)),
+    }
+}
+
+/// A `name: value` line of `show`, the values aligned after 13 columns.
+pub(crate) fn field(name: &str, value: &str) -> String {
+    format!("{:<13}{value}\n", format!("{name}:"))
+}
+
+/// The lines of `show` that say who holds a lock and who waits for it: per holder, who it is,
+/// its locker, since when and its label; per waiter, who it is and how long it has waited.
+pub(crate) fn holders_and_waiters(
+    holders: &[Holder],
+    waiting: &[Waiter],
+    now: SystemTime,
+) -> String {
+    let mut out = String::new();
+    for h in holders {
+        out.push_str(&field(
+            "holder",
+            &who(h.locker.as_deref(), h.description.as_ref()),
+        ));
+        if let Some(d) = &h.description {
+            out.push_str(&field("  locker", &locker_details(d)));
+        }
+        if let Some(t) = h.since {
+            out.push_str(&field("  since", &since(t, now)));
+        }
+        if let Some(l) = &h.label {
+            out.push_str(&field("  label", &key(l)));
+        }
+    }
+    for w in waiting {
+        let mut line = who(w.locker.as_deref(), w.description.as_ref());
+        if let Some(waited) = w.waited {
+            let _ = write!(line, ", waiting {}", lease(waited));
+        }
+        if let Some(l) = &w.label {
+            let _ = write!(line, ", label {}", key(l));
+        }
+        out.push_str(&field("waiter", &line));
     }
     out
 }
@@ -172,6 +267,29 @@ mod tests {
         assert_eq!(key("a\u{1b}[2Jb\n"), "a\\u{1b}[2Jb\\n");
         assert_eq!(key("x\u{202e}y"), "x\\u{202e}y");
         assert_eq!(key("ключ:{7}"), "ключ:{7}");
+    }
+
+    #[test]
+    fn holders_read_in_a_few_words() {
+        assert_eq!(who(None, None), "unknown");
+        assert_eq!(
+            who(Some("0123456789abcdef"), None),
+            "locker 0123456789abcdef (not described)"
+        );
+        assert_eq!(holders_cell(&[]), "-");
+        assert_eq!(label(None), "-");
+        assert_eq!(label(Some("req 7")), "req 7");
+        let t = UNIX_EPOCH + Duration::from_millis(951_827_696_789);
+        assert_eq!(
+            since(t, t + Duration::from_millis(12_345)),
+            "2000-02-29T12:34:56.789Z (12.3s ago)"
+        );
+        assert_eq!(
+            since(t + Duration::from_secs(1), t),
+            "2000-02-29T12:34:57.789Z (just now)"
+        );
+        assert_eq!(field("holder", "x"), "holder:      x\n");
+        assert_eq!(field("  since", "x"), "  since:     x\n");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::display;
 use crate::exit::{self, Failure};
 
 /// The column titles of the table.
-const HEADER: [&str; 4] = ["KEY", "REMAINING", "FENCE", "WAITERS"];
+const HEADER: [&str; 6] = ["KEY", "REMAINING", "FENCE", "WAITERS", "LABEL", "HOLDER"];
 
 /// Lists the held locks whose keys match `pattern` (on Redis found with SCAN).
 ///
@@ -32,7 +32,8 @@ pub(crate) async fn run(locker: &Locker, target: &Target, pattern: &str) -> Resu
     Ok(exit::OK)
 }
 
-/// The table of held locks, one row each, in key order.
+/// The table of held locks, one row each, in key order: who holds each one last (its cell
+/// has spaces), its label before.
 fn table(held: &[LockInfo]) -> String {
     let rows: Vec<Vec<String>> = held
         .iter()
@@ -42,6 +43,8 @@ fn table(held: &[LockInfo]) -> String {
                 display::remaining(info.held, info.remaining),
                 display::fence(info.last_fence),
                 display::yes_no(info.waiters).to_owned(),
+                display::label(info.holder().and_then(|h| h.label.as_deref())),
+                display::holders_cell(&info.holders),
             ]
         })
         .collect();

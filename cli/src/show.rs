@@ -16,9 +16,9 @@ pub(crate) async fn run(locker: &Locker, target: &Target, key: &str) -> Result<u
     Ok(exit::OK)
 }
 
-/// The lines that `show` prints.
+/// The lines that `show` prints: the lock's state, then who holds it and who waits.
 fn describe(info: &LockInfo) -> String {
-    format!(
+    let state = format!(
         "key:         {}\n\
          state:       {}\n\
          remaining:   {}\n\
@@ -31,5 +31,8 @@ fn describe(info: &LockInfo) -> String {
         display::fence(info.last_fence),
         display::yes_no(info.waiters),
         info.waiting_processes,
-    )
+    );
+    let who =
+        display::holders_and_waiters(&info.holders, &info.waiting, std::time::SystemTime::now());
+    state + &who
 }

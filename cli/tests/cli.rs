@@ -240,7 +240,10 @@ async fn list_shows_held_locks_as_a_table() {
             .map(|l| l.split_whitespace().collect())
             .collect();
         assert_eq!(rows.len(), 3, "a header and two rows: {out:#?}");
-        assert_eq!(rows[0], ["KEY", "REMAINING", "FENCE", "WAITERS"]);
+        assert_eq!(
+            rows[0],
+            ["KEY", "REMAINING", "FENCE", "WAITERS", "LABEL", "HOLDER"]
+        );
         assert_eq!(rows[1][0], "stock:sku-7");
         assert_eq!(rows[2][0], "stock:sku-8");
         let remaining: f64 = rows[1][1].strip_suffix('s').unwrap().parse().unwrap();
@@ -277,6 +280,84 @@ async fn list_shows_held_locks_as_a_table() {
         waiting.abort();
         a.release().await.unwrap();
         b.release().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn show_and_list_tell_who_holds_and_who_waits() {
+    within(async {
+        let srv = RedisServer::start().await;
+        let url = srv.url();
+        let named = |service: &'static str| {
+            let url = url.clone();
+            async move {
+                Locker::builder()
+                    .url(url)
+                    .service_name(service)
+                    .build()
+                    .await
+                    .unwrap()
+            }
+        };
+        let app = named("checkout").await;
+        let other = named("billing").await;
+        let guard = app
+            .lock("order:42")
+            .label("req-7f3a")
+            .lease(Duration::from_secs(10))
+            .acquire()
+            .await
+            .unwrap();
+        let waiting = tokio::spawn(async move {
+            let _ = other
+                .lock("order:42")
+                .wait(Duration::from_secs(5))
+                .acquire()
+                .await;
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let d = app.description();
+        let who = format!("checkout@{} pid {}", d.host, d.pid);
+
+        let out = run(&["show", "order:42", "--url", &url], None).await;
+        out.assert_code(0);
+        let line = |name: &str| -> String {
+            out.stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("{name}:")))
+                .unwrap_or_else(|| panic!("no {name} line: {out:#?}"))[name.len() + 1..]
+                .trim()
+                .to_owned()
+        };
+        assert_eq!(line("holder"), who, "{out:#?}");
+        assert!(line("  locker").starts_with(&format!("locker {}, leasehold ", d.locker)));
+        assert!(line("  since").ends_with(" ago)"), "{out:#?}");
+        assert_eq!(line("  label"), "req-7f3a");
+        let waiter = line("waiter");
+        assert!(
+            waiter.starts_with(&format!("billing@{} pid {}, waiting ", d.host, d.pid)),
+            "{out:#?}"
+        );
+        let token = owner_token(&srv, "order:42").await;
+        let secret = &token.trim_end_matches('+')[token.trim_end_matches('+').len() - 32..];
+        assert!(
+            !out.stdout.contains(secret),
+            "a token was printed: {out:#?}"
+        );
+
+        let out = run(&["list", "--url", &url], None).await;
+        out.assert_code(0);
+        let row = out.stdout.lines().nth(1).expect("a row");
+        assert!(row.contains("req-7f3a"), "{out:#?}");
+        assert!(row.ends_with(&who), "{out:#?}");
+        assert!(
+            !out.stdout.contains(secret),
+            "a token was printed: {out:#?}"
+        );
+
+        guard.release().await.unwrap();
+        waiting.await.unwrap();
     })
     .await;
 }
@@ -799,6 +880,9 @@ const ACL: &[&str] = &[
     "+get",
     "+pttl",
     "+zcard",
+    "+zrange",
+    "+zrangebyscore",
+    "+time",
     "+del",
     "+publish",
     "+info|memory",

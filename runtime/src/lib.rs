@@ -75,6 +75,8 @@
 //! - On etcd, each contender is a key `P:lock:{K}/<tag>` attached to the locker's etcd lease.
 //! - On PostgreSQL, the lock is the row `P:lock:{K}` of the table `leasehold_locks`, and the
 //!   processes waiting for it rows of `leasehold_waiters`.
+//! - Each locker that takes locks also describes itself once (service, host, process, start
+//!   time; see [`LockerBuilder::service_name`]), and its locks point to that description.
 //!
 //! ## No process starved
 //! Waiters of one key in one process queue first-come-first-served, and a release hands the
@@ -122,7 +124,7 @@ pub use locker::{
     MIN_LEASE,
 };
 pub use primitives::guard::LockGuard;
-pub use primitives::inspect::LockInfo;
+pub use primitives::inspect::{Holder, LockInfo, LockerDescription, Waiter, MAX_LISTED_WAITERS};
 pub use primitives::leader::{
     Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
 };
@@ -132,6 +134,7 @@ pub use primitives::semaphore::{
     PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS,
 };
 pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};
+pub use store::identity::{MAX_LABEL_LEN, MAX_SERVICE_LEN};
 pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 #[cfg(feature = "postgres")]
 pub use store::postgres::check as postgres;

@@ -215,6 +215,16 @@ conformance! {
         memory => checks::close::in_process;
     }
 
+    /// 25. Inspection tells who holds a lock and who waits: the holder's locker described
+    /// (service, host, pid, start, version, id), its label and since when, the waiting
+    /// locker described with how long it waited, never an owner token.
+    holders {
+        single, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::holders::shown;
+        // Memory's locks live in one process (no operator reaches them); RedLock's nodes are
+        // inspected one by one, each with a locker of its own. Labels are still checked.
+        memory, redlock3 => checks::holders::refused_clearly;
+    }
+
     /// 22. Waiting rides out an outage: an acquire waiting through 5 s of a stalled engine
     /// takes the lock once the engine answers again; one told not to retry fails at once.
     rides_out_outages {

@@ -103,6 +103,13 @@ pub(super) fn check_prefix(field: &str, prefix: &str) -> Result<String, LockErro
     Ok(prefix.to_owned())
 }
 
+/// Checks a service name ([`LockerBuilder::service_name`](crate::LockerBuilder::service_name)).
+pub(super) fn check_service(field: &str, name: &str) -> Result<String, LockError> {
+    crate::store::identity::check_service(name)
+        .map_err(|e| LockError::config(format!("{field}: {name:?} is refused: {e}")))?;
+    Ok(name.to_owned())
+}
+
 /// Checks the scheme only (the client checks the rest when it connects), and never echoes a
 /// password.
 pub(super) fn check_url(field: &str, url: &str) -> Result<String, LockError> {

@@ -11,8 +11,8 @@ use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::checks::{
-    check_bound, check_fence_offset, check_lease, check_prefix, check_url, invalid, parse_drift,
-    parse_duration, redact_text, urls,
+    check_bound, check_fence_offset, check_lease, check_prefix, check_service, check_url, invalid,
+    parse_drift, parse_duration, redact_text, urls,
 };
 use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;
@@ -90,6 +90,8 @@ pub(super) struct RawConfig {
     fence_offset: Option<u64>,
     #[serde(default, deserialize_with = "prefix")]
     prefix: Option<String>,
+    #[serde(default, deserialize_with = "service")]
+    service: Option<String>,
     #[serde(default, deserialize_with = "lease")]
     lease: Option<Duration>,
     #[serde(default, deserialize_with = "wait")]
@@ -153,6 +155,7 @@ macro_rules! checked {
 }
 
 checked!(prefix -> String, |text| check_prefix("prefix", &text));
+checked!(service -> String, |text| check_service("service", &text));
 checked!(lease -> Duration, |text| check_lease("lease", &text, parse_duration("lease", &text)?));
 checked!(wait -> Duration, |text| parse_duration("wait", &text));
 checked!(session_timeout -> Duration, |text| parse_duration("session_timeout", &text));
@@ -283,6 +286,7 @@ impl TryFrom<RawConfig> for LockConfig {
             clock_drift: raw.clock_drift,
             fence_offset: raw.fence_offset,
             prefix: raw.prefix,
+            service: raw.service,
             lease: raw.lease,
             wait: raw.wait,
             op_timeout: raw.op_timeout,

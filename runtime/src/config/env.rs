@@ -1,14 +1,14 @@
 //! A [`LockConfig`] read from, or overridden by, the `LEASEHOLD_*` environment variables.
 
 use super::checks::{
-    check_bound, check_fence_offset, check_lease, check_prefix, check_url, parse_bool, parse_drift,
-    parse_duration, url_list,
+    check_bound, check_fence_offset, check_lease, check_prefix, check_service, check_url,
+    parse_bool, parse_drift, parse_duration, url_list,
 };
 use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;
 
 /// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
-const ENV_VARS: [(&str, &str); 19] = [
+const ENV_VARS: [(&str, &str); 20] = [
     ("LEASEHOLD_URL", "url"),
     ("LEASEHOLD_REDLOCK", "redlock"),
     ("LEASEHOLD_CLUSTER", "cluster"),
@@ -19,6 +19,7 @@ const ENV_VARS: [(&str, &str); 19] = [
     ("LEASEHOLD_POSTGRES", "postgres"),
     ("LEASEHOLD_SESSION_TIMEOUT", "session_timeout"),
     ("LEASEHOLD_PREFIX", "prefix"),
+    ("LEASEHOLD_SERVICE", "service"),
     ("LEASEHOLD_LEASE", "lease"),
     ("LEASEHOLD_WAIT", "wait"),
     ("LEASEHOLD_OP_TIMEOUT", "op_timeout"),
@@ -129,6 +130,7 @@ impl LockConfig {
             match *field {
                 "url" => self.url = Some(check_url(var, value)?),
                 "prefix" => self.prefix = Some(check_prefix(var, value)?),
+                "service" => self.service = Some(check_service(var, value)?),
                 "lease" => self.lease = Some(check_lease(var, value, duration()?)?),
                 "wait" => self.wait = Some(duration()?),
                 "op_timeout" => self.op_timeout = Some(check_bound(var, value, duration()?)?),

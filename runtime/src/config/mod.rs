@@ -32,6 +32,7 @@ use crate::web::RouteRule;
 /// ```toml
 /// url = "redis://127.0.0.1:6379"   # LEASEHOLD_URL; one Redis server (or one of the below)
 /// prefix = "shop"                  # LEASEHOLD_PREFIX; default "leasehold"
+/// service = "checkout"             # LEASEHOLD_SERVICE; who holds locks, as operators see it
 /// lease = "30s"                    # LEASEHOLD_LEASE; default lease of a lock
 /// wait = "3s"                      # LEASEHOLD_WAIT; default wait for a busy lock
 /// op_timeout = "500ms"             # LEASEHOLD_OP_TIMEOUT; bound on every call to the engine
@@ -133,6 +134,10 @@ pub struct LockConfig {
     /// The prefix of every name the locker writes in its engine; see
     /// [`LockerBuilder::prefix`](crate::LockerBuilder::prefix). Defaults to `"leasehold"`.
     pub prefix: Option<String>,
+    /// The service name the locker describes itself with, as operators see it beside the
+    /// locks it holds; see [`LockerBuilder::service_name`](crate::LockerBuilder::service_name).
+    /// Defaults to the name of the running binary.
+    pub service: Option<String>,
     /// The default lease. Defaults to 30 s.
     pub lease: Option<Duration>,
     /// The default wait for a busy lock. Defaults to 3 s.
@@ -180,6 +185,7 @@ impl std::fmt::Debug for LockConfig {
             .field("clock_drift", &self.clock_drift)
             .field("fence_offset", &self.fence_offset)
             .field("prefix", &self.prefix)
+            .field("service", &self.service)
             .field("lease", &self.lease)
             .field("wait", &self.wait)
             .field("op_timeout", &self.op_timeout)

@@ -1,7 +1,7 @@
 //! What a [`LockConfig`] sets up: the one deployment it names, a builder with its settings,
 //! and [`RouteLocks`] with its rules.
 
-use super::checks::{check_prefix, check_url, checked_urls, invalid};
+use super::checks::{check_prefix, check_service, check_url, checked_urls, invalid};
 use super::LockConfig;
 use crate::error::LockError;
 use crate::locker::Locker;
@@ -15,6 +15,9 @@ impl LockConfig {
         let mut builder = Locker::builder().deployment(config.deployment()?);
         if let Some(prefix) = &config.prefix {
             builder = builder.prefix(check_prefix("prefix", prefix).map_err(invalid)?);
+        }
+        if let Some(service) = &config.service {
+            builder = builder.service_name(check_service("service", service).map_err(invalid)?);
         }
         if let Some(lease) = config.lease {
             builder = builder.default_lease(lease);

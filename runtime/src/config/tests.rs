@@ -21,6 +21,7 @@ fn a_full_config_parses() {
         r#"
         url = "redis://127.0.0.1:6379/2"
         prefix = "shop"
+        service = "checkout"
         lease = "30s"
         wait = "1500ms"
         op_timeout = "500ms"
@@ -44,6 +45,7 @@ fn a_full_config_parses() {
     .unwrap();
     assert_eq!(config.url.as_deref(), Some("redis://127.0.0.1:6379/2"));
     assert_eq!(config.prefix.as_deref(), Some("shop"));
+    assert_eq!(config.service.as_deref(), Some("checkout"));
     assert_eq!(config.lease, Some(Duration::from_secs(30)));
     assert_eq!(config.wait, Some(Duration::from_millis(1500)));
     assert_eq!(config.op_timeout, Some(Duration::from_millis(500)));
@@ -171,6 +173,10 @@ fn errors_name_the_field_and_the_value() {
     assert!(e.contains("unknown field `leese`"), "{e}");
     let e = err(r#"prefix = "a{b}""#);
     assert!(e.contains(r#"prefix: "a{b}" is refused"#), "{e}");
+    let e = err(r#"service = "a\nb""#);
+    assert!(e.contains(r#"service: "a\nb" is refused"#), "{e}");
+    let e = err(r#"service = """#);
+    assert!(e.contains("service") && e.contains("is refused"), "{e}");
     let e = err(r#"url = "ftp://user:hunter2@cache:6379""#);
     assert!(
         e.contains("url: \"ftp://***@cache:6379\" is not a Redis URL"),
@@ -223,6 +229,7 @@ fn the_environment_overrides_and_names_the_variable() {
         ("LEASEHOLD_CONNECT_TIMEOUT", "3s"),
         ("LEASEHOLD_WATCHDOG", "off"),
         ("LEASEHOLD_PREFIX", "p"),
+        ("LEASEHOLD_SERVICE", "billing"),
         ("LEASEHOLD_REDIS_SERVER", "/usr/bin/redis-server"),
         ("PATH", "/bin"),
     ]))
@@ -234,6 +241,7 @@ fn the_environment_overrides_and_names_the_variable() {
     assert_eq!(config.connect_timeout, Some(Duration::from_secs(3)));
     assert_eq!(config.watchdog, Some(false));
     assert_eq!(config.prefix.as_deref(), Some("p"));
+    assert_eq!(config.service.as_deref(), Some("billing"));
     let e = LockConfig::default()
         .with_vars(vars(&[("LEASEHOLD_LEASE", "soon")]))
         .unwrap_err()

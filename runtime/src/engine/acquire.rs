@@ -234,7 +234,8 @@ impl Inner {
         loop {
             // A locker closed meanwhile takes nothing more.
             inner.closing.check()?;
-            let token = OwnerToken::generate();
+            inner.contending();
+            let token = OwnerToken::new(inner.identity.id(), opts.label.as_ref());
             // Fences for the waiters that may get this lease handed over (the lock, with the
             // watchdog: without it, each holder needs a lease of its own; a lease of its own
             // is never handed over).
@@ -499,7 +500,11 @@ impl Inner {
                 _ => return Ok(None),
             }
         }
-        let tokens: Vec<OwnerToken> = keys.iter().map(|_| OwnerToken::generate()).collect();
+        inner.contending();
+        let tokens: Vec<OwnerToken> = keys
+            .iter()
+            .map(|_| OwnerToken::new(inner.identity.id(), opts.label.as_ref()))
+            .collect();
         let fences: Vec<u64> = lock_keys
             .iter()
             .map(|k| {
@@ -673,7 +678,7 @@ impl Inner {
         // leaves the queue however it stops waiting without them (Busy, an error,
         // cancellation); granted, the store took it out.
         let waiter = (count > 1 && deadline > Instant::now()).then(|| PermitWaiter {
-            name: crate::store::token::waiter_name(),
+            name: crate::store::token::waiter_name(inner.identity.id()),
             until: deadline,
         });
         let turn = ActiveTurn::own(inner, &keys, opts.kind, waiter).in_line(turn);

@@ -4,6 +4,7 @@
 
 pub(crate) mod acquire;
 pub(crate) mod close;
+pub(crate) mod describe;
 pub(crate) mod health;
 pub(crate) mod inflight;
 pub(crate) mod lease;

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::store::identity::Label;
 use crate::store::kind::LeaseKind;
 
 /// The resolved options of one acquisition.
@@ -23,4 +24,6 @@ pub(crate) struct Options {
     /// A waiting acquire tries an unavailable engine again until its wait is over
     /// ([`crate::engine::outage`]).
     pub(crate) retry_unavailable: bool,
+    /// What operators see beside the holder ([`LockRequest::label`](crate::LockRequest::label)).
+    pub(crate) label: Option<Label>,
 }

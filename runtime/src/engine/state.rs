@@ -16,10 +16,15 @@ use crate::engine::observe::TraceKeys;
 use crate::engine::queue::Queues;
 use crate::engine::turns::Abandoned;
 use crate::engine::watchdog::{self, Job, Schedule};
+use crate::store::identity::Identity;
 use crate::store::Store;
 
 pub(crate) struct Inner {
     pub(crate) id: u64,
+    /// Who this locker is, as its tokens and its description in the store tell.
+    pub(crate) identity: Arc<Identity>,
+    /// Whether the upkeep of its description started ([`Inner::contending`]).
+    pub(crate) described: std::sync::atomic::AtomicBool,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) prefix: String,
     pub(crate) default_lease: Duration,
@@ -60,7 +65,7 @@ impl Inner {
         let tx = match self.jobs.get() {
             Some(tx) => tx,
             None => {
-                let Some(tx) = watchdog::spawn(&self.store, &self.schedule, &self.health) else {
+                let Some(tx) = self.spawn_background() else {
                     return Err(job);
                 };
                 self.jobs.get_or_init(|| tx)
@@ -72,9 +77,33 @@ impl Inner {
     /// Starts the background task if it is not running yet.
     pub(crate) fn start_background(&self) {
         if self.jobs.get().is_none() {
-            if let Some(tx) = watchdog::spawn(&self.store, &self.schedule, &self.health) {
+            if let Some(tx) = self.spawn_background() {
                 let _ = self.jobs.set(tx);
             }
+        }
+    }
+
+    /// The background task, on the current runtime; `None` outside of one.
+    fn spawn_background(&self) -> Option<mpsc::UnboundedSender<Job>> {
+        watchdog::spawn(&self.store, &self.schedule, &self.health)
+    }
+
+    /// This locker is about to contend for a lease: the first time, starts keeping its
+    /// description in the store (in a task of its own: the attempt does not wait for it). A
+    /// locker that never contends (an operator's, which only inspects) stores nothing. One
+    /// atomic load on every later attempt.
+    pub(crate) fn contending(&self) {
+        if !self.described.load(std::sync::atomic::Ordering::Relaxed)
+            && !self
+                .described
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            crate::engine::describe::spawn(
+                &self.store,
+                &self.prefix,
+                &self.identity,
+                &self.closing,
+            );
         }
     }
 

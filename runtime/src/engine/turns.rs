@@ -88,7 +88,7 @@ impl<'a> ActiveTurn<'a> {
 
     /// A fair request that waits in the store's queue by itself, not in the local queue.
     pub(crate) fn alone(inner: &'a Arc<Inner>, keys: &'a LockKeys) -> Self {
-        let name = crate::store::token::contender_name().into();
+        let name = crate::store::token::request_name(inner.identity.id()).into();
         Self::seated(inner, keys, LeaseKind::Exclusive, None, Place::Alone(name))
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::engine::lease::DEFAULT_DRIFT;
 use crate::engine::observe::TraceKeys;
 use crate::error::LockError;
+use crate::store::identity::Identity;
 use crate::store::keys::validate_prefix;
 use crate::store::{self, Deployment, Settings};
 
@@ -53,6 +54,8 @@ pub struct LockerBuilder {
     pub(super) drift: f64,
     pub(super) trace_keys: TraceKeys,
     pub(super) lazy_connect: bool,
+    /// What the locker calls its service in its description; `None`: the binary's name.
+    pub(super) service_name: Option<String>,
 }
 
 impl Default for LockerBuilder {
@@ -74,6 +77,7 @@ impl Default for LockerBuilder {
             drift: DEFAULT_DRIFT,
             trace_keys: TraceKeys::Plain,
             lazy_connect: false,
+            service_name: None,
         }
     }
 }
@@ -483,6 +487,9 @@ impl LockerBuilder {
             )));
         }
         validate_prefix(&self.prefix)?;
+        if let Some(service) = &self.service_name {
+            crate::store::identity::check_service(service)?;
+        }
         check_lease(self.default_lease, "default_lease")?;
         for (value, name) in [
             (self.op_timeout, "op_timeout"),
@@ -512,6 +519,46 @@ impl LockerBuilder {
             )));
         }
         Ok(())
+    }
+
+    /// The name of the service this locker works for, as operators see it: every locker
+    /// describes itself once in the engine (this name, its host name, process id, start time,
+    /// the version of leasehold and a random locker id), and every lock it takes points to
+    /// that description, so that [`Locker::inspect`](crate::Locker::inspect),
+    /// [`Locker::list_held`](crate::Locker::list_held) and `leasehold show` tell who holds a
+    /// lock and who waits for it (see [`Holder`](crate::Holder)). Defaults to the name of the
+    /// running binary; 1 to [`MAX_SERVICE_LEN`](crate::MAX_SERVICE_LEN) bytes without
+    /// control characters (the config's `service`, `LEASEHOLD_SERVICE`).
+    ///
+    /// **What is stored, and who sees it.** The description is written when the locker first
+    /// contends for a lock, by a background task of its own, never on the acquire path (a
+    /// locker that only inspects writes nothing): on Redis a key
+    /// `PREFIX:locker:{ID}` that expires 30 s after the task last refreshed it (every 10 s); on
+    /// PostgreSQL a row of `leasehold_lockers`, expiring the same way; on ZooKeeper an
+    /// ephemeral znode, on etcd a key on the locker's lease, both gone with the session.
+    /// Each lock's stored owner value carries the locker id, the time of the acquisition on
+    /// this host's clock and its [label](crate::LockRequest::label) in front of its random
+    /// secret (the secret is never shown). Anyone who can read the engine can read all of it:
+    /// host names, process ids, service names and labels. Put nothing secret in a service
+    /// name or a label. RedLock and in-memory lockers store no description (they have no
+    /// inspection).
+    ///
+    /// # Errors
+    /// [`build`](Self::build) fails with [`LockError::Config`] for an empty name, one longer
+    /// than the bound, or one with control characters.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::builder()
+    ///     .service_name("checkout")
+    ///     .build_in_memory()?;
+    /// assert_eq!(locker.description().service, "checkout");
+    /// # Ok(()) }
+    /// ```
+    pub fn service_name(mut self, name: impl Into<String>) -> Self {
+        self.service_name = Some(name.into());
+        self
     }
 
     /// Lets [`build`](Self::build) succeed while the engine is down (a service can start
@@ -544,16 +591,18 @@ impl LockerBuilder {
     async fn connect_all(self) -> Result<Locker, LockError> {
         self.check()?;
         let deployment = self.chosen_deployment()?;
+        let identity = Arc::new(Identity::new(self.service_name.as_deref()));
         let settings = Settings {
             op_timeout: self.op_timeout,
             connect_timeout: self.connect_timeout,
+            locker_id: identity.id().to_owned(),
         };
         let store: Arc<dyn store::Store> = if self.lazy_connect {
             Arc::new(store::LazyStore::start(deployment, settings))
         } else {
             deployment.connect(&settings).await?
         };
-        let locker = Locker::with_store(store, self);
+        let locker = Locker::with_identity(store, self, identity);
         locker.inner.start_background();
         super::sites::log_named(&locker);
         Ok(locker)

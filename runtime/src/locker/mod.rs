@@ -19,6 +19,7 @@ use std::time::Duration;
 use crate::engine::health::{Health, Observed};
 use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::store::identity::Identity;
 use crate::store::kind::LeaseKind;
 use crate::store::{self, Capabilities, Store};
 
@@ -104,6 +105,16 @@ impl Locker {
     }
 
     pub(crate) fn with_store(store: Arc<dyn Store>, b: LockerBuilder) -> Locker {
+        let identity = Arc::new(Identity::new(b.service_name.as_deref()));
+        Locker::with_identity(store, b, identity)
+    }
+
+    /// A locker on `store`, which was connected with `identity`'s locker id.
+    pub(crate) fn with_identity(
+        store: Arc<dyn Store>,
+        b: LockerBuilder,
+        identity: Arc<Identity>,
+    ) -> Locker {
         let health = Arc::new(Health::new(&store));
         // Every call's outcome feeds the health, but where the engine always answers.
         let store: Arc<dyn Store> = match store.always_answers() {
@@ -113,6 +124,8 @@ impl Locker {
         Locker {
             inner: Arc::new(Inner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
+                identity,
+                described: Default::default(),
                 store,
                 health,
                 prefix: b.prefix,
@@ -151,6 +164,7 @@ impl Locker {
             fenced: true,
             retry_unavailable: None,
             profile: None,
+            label: None,
         }
     }
 
@@ -266,6 +280,14 @@ impl Locker {
     /// ```
     pub fn capabilities(&self) -> Capabilities {
         self.inner.store.capabilities()
+    }
+
+    /// How this locker describes itself to operators: its locker id, service name, host,
+    /// process id, start and version, as it stores them in the engine (see
+    /// [`LockerBuilder::service_name`]). Inspection shows it beside every lock it holds or
+    /// waits for.
+    pub fn description(&self) -> &crate::LockerDescription {
+        &self.inner.identity.description
     }
 }
 

@@ -12,7 +12,12 @@ use super::Locker;
 const FENCE_CEILING_MARGIN: u64 = 1_000_000;
 
 impl Locker {
-    /// Reads the state of one lock.
+    /// Reads the state of one lock: whether it is held, for how much longer, with which last
+    /// fence, and who holds it and who waits for it ([`LockInfo::holders`],
+    /// [`LockInfo::waiting`]): each holder's and waiter's locker as it described itself
+    /// ([`LockerBuilder::service_name`](crate::LockerBuilder::service_name)), since when, and
+    /// the acquisition's label. Never an owner token. A few round trips: the lock, then the
+    /// descriptions of the lockers it names.
     ///
     /// # Errors
     /// [`LockError::Unavailable`] when the engine fails, [`LockError::InvalidKey`] for a bad key,
@@ -32,6 +37,8 @@ impl Locker {
             last_fence: state
                 .last_fence
                 .map(|fence| fence + self.inner.fence_offset),
+            holders: state.holders,
+            waiting: state.waiting,
         })
     }
 

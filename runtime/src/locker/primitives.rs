@@ -98,7 +98,11 @@ impl Locker {
             holders: state
                 .holders
                 .into_iter()
-                .map(|(permits, remaining)| PermitHolder { permits, remaining })
+                .map(|(permits, remaining, holder)| PermitHolder {
+                    permits,
+                    remaining,
+                    holder,
+                })
                 .collect(),
         })
     }

@@ -67,6 +67,13 @@ impl MultiLockRequest<'_> {
         self
     }
 
+    /// A short label operators see beside each of these locks' holder; see
+    /// [`LockRequest::label`](crate::LockRequest::label), whose rules and errors it follows.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.request = self.request.label(label);
+        self
+    }
+
     /// Uses the settings of the locker's profile `name` for every key; see
     /// [`LockRequest::profile`](crate::LockRequest::profile).
     pub fn profile(mut self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {

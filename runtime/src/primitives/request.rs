@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::engine::options::Options;
 use crate::error::LockError;
 use crate::primitives::guard::LockGuard;
+use crate::store::identity::Label;
 use crate::store::kind::LeaseKind;
 use crate::store::{self, Feature};
 
@@ -36,6 +37,8 @@ pub struct LockRequest<'a> {
     pub(crate) retry_unavailable: Option<bool>,
     /// The named profile whose settings override this request's ([`LockRequest::profile`]).
     pub(crate) profile: Option<std::borrow::Cow<'static, str>>,
+    /// What operators see beside the holder ([`LockRequest::label`]), checked at the acquire.
+    pub(crate) label: Option<String>,
 }
 
 impl<'a> LockRequest<'a> {
@@ -196,6 +199,35 @@ impl<'a> LockRequest<'a> {
         })
     }
 
+    /// A short label for this acquisition that operators see beside its holder
+    /// ([`Locker::inspect`](crate::Locker::inspect), `leasehold show`): a request id, a job
+    /// run, an order number, so that "who holds `order:42`" has an answer down to the
+    /// request. It is stored in the engine with the lock (inside the owner value every
+    /// acquire, renewal and release sends already: no extra round trip), and is visible to
+    /// anyone who can read the engine: never a secret, a token or personal data. A lease
+    /// handed to another task of the same process without a round trip keeps the label it
+    /// was taken with. Defaults to none.
+    ///
+    /// # Errors
+    /// The acquire fails with [`LockError::InvalidKey`] when the label is empty, longer than
+    /// [`MAX_LABEL_LEN`](crate::MAX_LABEL_LEN) (64) bytes, or has anything but printable ASCII
+    /// (letters, digits, punctuation, spaces): a label often comes from request data, as keys
+    /// do, and a web handler answers it as a bad request.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let guard = locker.lock("order:42").label("req-7f3a").acquire().await?;
+    /// guard.release().await?;
+    /// assert!(locker.lock("order:42").label("line\nbreak").acquire().await.is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
     /// Takes the lock, waiting up to `wait` for the current holder to release it. Waiters in
     /// one process queue in order (first come, first served) and a release hands the lock
     /// straight to the next one.
@@ -303,6 +335,7 @@ impl<'a> LockRequest<'a> {
                 ));
             }
         }
+        let label = self.label.as_deref().map(Label::new).transpose()?;
         let watchdog = self.watchdog.unwrap_or(inner.default_watchdog);
         let mut lease = self.lease.unwrap_or(inner.default_lease);
         check_lease(lease, "lease")?;
@@ -349,6 +382,7 @@ impl<'a> LockRequest<'a> {
             hold_at_least,
             fenced: self.fenced,
             retry_unavailable: self.retry_unavailable.unwrap_or(inner.retry_unavailable),
+            label,
         })
     }
 }

@@ -87,6 +87,14 @@ impl SemaphoreRequest<'_> {
         self
     }
 
+    /// A short label operators see beside this holder of permits
+    /// ([`Locker::inspect_semaphore`](crate::Locker::inspect_semaphore)); see
+    /// [`LockRequest::label`](crate::LockRequest::label), whose rules and errors it follows.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.request = self.request.label(label);
+        self
+    }
+
     /// Uses the settings of the locker's profile `name`: its lease, wait and watchdog as
     /// [`LockRequest::profile`](crate::LockRequest::profile) says, and its `limit`, when it
     /// sets one, instead of this request's number of permits (so every caller of the
@@ -324,13 +332,16 @@ impl SemaphoreInfo {
 }
 
 /// One holder of a semaphore's permits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PermitHolder {
     /// How many permits it holds.
     pub permits: u32,
     /// Its remaining lease.
     pub remaining: Duration,
+    /// Who holds them: its locker and that locker's description, since when, its label
+    /// (see [`Holder`](crate::Holder) for what each engine can tell; in memory, nothing).
+    pub holder: crate::Holder,
 }
 
 #[cfg(test)]

@@ -85,6 +85,16 @@ impl KeyNames {
         self.name(Name::Lock)
     }
 
+    /// `P`: the prefix these names were made with.
+    pub(crate) fn prefix(&self) -> &str {
+        // `P:kind:{K}`: the first `{` follows the kind (a prefix has none), and a kind has no
+        // colon.
+        let lock = self.lock();
+        let head = lock.find('{').map_or(lock, |at| &lock[..at]);
+        let head = head.strip_suffix(':').unwrap_or(head);
+        head.rfind(':').map_or(head, |at| &head[..at])
+    }
+
     /// `P:fence:{K}`: the last fencing token handed out.
     pub(crate) fn fence(&self) -> &str {
         self.name(Name::Fence)
@@ -310,6 +320,20 @@ mod tests {
         assert!(long
             .readers()
             .ends_with(&format!("{}}}", "%7B".repeat(MAX_KEY_LEN))));
+    }
+
+    #[test]
+    fn the_prefix_comes_back_from_the_names() {
+        for prefix in ["leasehold", "a:b", "shop:lock:x", "p"] {
+            for key in ["k", "{odd}", "a:lock:{b}", "x:sem:y"] {
+                assert_eq!(
+                    LockKeys::new(prefix, key).prefix(),
+                    prefix,
+                    "{prefix} {key}"
+                );
+                assert_eq!(LockKeys::semaphore(prefix, key).prefix(), prefix);
+            }
+        }
     }
 
     #[test]

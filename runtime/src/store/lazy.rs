@@ -284,6 +284,17 @@ impl Store for LazyStore {
         self.store()?.admin()
     }
 
+    fn describe_locker<'a>(
+        &'a self,
+        prefix: &'a str,
+        identity: &'a crate::store::identity::Identity,
+    ) -> StoreFuture<'a, ()> {
+        match self.store() {
+            Ok(store) => store.describe_locker(prefix, identity),
+            Err(e) => not_yet(e),
+        }
+    }
+
     /// Offered as the deployment's capabilities say, connected or not: a call before the
     /// engine answers fails with `Unavailable`, as every other call does.
     fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {

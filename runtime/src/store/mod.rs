@@ -14,6 +14,7 @@ mod capabilities;
 mod deployment;
 #[cfg(feature = "etcd")]
 mod etcd;
+pub(crate) mod identity;
 mod join;
 pub(crate) mod keys;
 pub(crate) mod kind;
@@ -39,6 +40,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::error::LockError;
+use crate::primitives::inspect::{Holder, Waiter};
+use crate::store::identity::Identity;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
@@ -256,6 +259,20 @@ pub(crate) trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Stores this locker's description (`identity`) where inspection by other lockers of
+    /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
+    /// [`DESCRIPTION_TTL`](identity::DESCRIPTION_TTL) from now, where it lives with the session
+    /// (ZooKeeper, etcd) until the session ends (a call in the same session then costs
+    /// nothing). Called by a background task of the locker from its first contention on, and
+    /// every [`DESCRIBE_EVERY`](identity::DESCRIBE_EVERY), never on the acquire path. Engines
+    /// without inspection store nothing ([`describes_nothing`]). No default: a store that
+    /// wraps another (the health's observer, the lazy connection) must pass it on.
+    fn describe_locker<'a>(
+        &'a self,
+        prefix: &'a str,
+        identity: &'a Identity,
+    ) -> StoreFuture<'a, ()>;
+
     /// The operator's part (inspection, listing, forced release), where the engine has one;
     /// otherwise a [`LockError::Config`] that says why.
     fn admin(&self) -> Result<&dyn Admin, LockError> {
@@ -472,16 +489,25 @@ pub(crate) struct LeaderRecord {
 }
 
 /// What an engine knows of one lock, for operators. Owner tokens are never part of it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LockState {
     pub(crate) held: bool,
     pub(crate) remaining: Option<Duration>,
     pub(crate) waiters: bool,
     pub(crate) waiting_processes: u64,
     pub(crate) last_fence: Option<u64>,
+    /// Who holds it (the writer, or every reader), with their lockers' descriptions.
+    pub(crate) holders: Vec<Holder>,
+    /// Who waits, in order, at most [`MAX_LISTED_WAITERS`](crate::MAX_LISTED_WAITERS).
+    pub(crate) waiting: Vec<Waiter>,
 }
 
 /// The error for a request whose limit differs from the one the semaphore's holders agreed on.
+/// [`Store::describe_locker`] of an engine without inspection: nothing is stored.
+pub(crate) fn describes_nothing<'a>() -> StoreFuture<'a, ()> {
+    Box::pin(std::future::ready(Ok(())))
+}
+
 pub(crate) fn disagreement(agreed: u32, asked: u32) -> LockError {
     LockError::config(format!(
         "this semaphore is held with a limit of {agreed} permits, and this request asked for a \
@@ -495,8 +521,8 @@ pub(crate) fn disagreement(agreed: u32, asked: u32) -> LockError {
 pub(crate) struct PermitState {
     /// The limit its holders agreed on; `None` when nobody holds a permit.
     pub(crate) limit: Option<u32>,
-    /// Each holder's permits and remaining lease, the soonest to end first.
-    pub(crate) holders: Vec<(u32, Duration)>,
+    /// Each holder's permits, remaining lease and who it is, the soonest to end first.
+    pub(crate) holders: Vec<(u32, Duration, Holder)>,
 }
 
 /// Inspection and forced release, for operators and the CLI.

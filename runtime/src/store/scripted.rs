@@ -211,6 +211,14 @@ fn take_one(count: &mut u32) -> bool {
 }
 
 impl super::Store for ScriptedStore {
+    fn describe_locker<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a crate::store::identity::Identity,
+    ) -> crate::store::StoreFuture<'a, ()> {
+        crate::store::describes_nothing()
+    }
+
     fn describe(&self) -> String {
         "scripted".to_owned()
     }

@@ -8,6 +8,9 @@ use std::time::Duration;
 pub(crate) struct Settings {
     pub(crate) op_timeout: Duration,
     pub(crate) connect_timeout: Duration,
+    /// The locker's id ([`Identity::id`](super::identity::Identity::id)): the name its
+    /// process waits under in a store's queue of waiters.
+    pub(crate) locker_id: String,
 }
 
 /// `scheme://***@host...` for a URL with credentials.

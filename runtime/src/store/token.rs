@@ -1,42 +1,119 @@
 //! Owner tokens: 128 random bits from the operating system, fresh for every acquisition, so
-//! that only the acquisition that set a lock can renew, hand over or delete it.
+//! that only the acquisition that set a lock can renew, hand over or delete it; in front of
+//! them, the public part that says who holds it ([`identity`](super::identity)).
 
 use std::fmt;
+use std::sync::Arc;
 
-/// The secret that proves ownership of one acquisition. Its `Debug` output is redacted, so
-/// it cannot leak through logs, traces or error messages.
+use super::identity::{Label, LOCKER_ID_LEN, MARK, MAX_LABEL_LEN, SECRET_LEN};
+
+/// The secret that proves ownership of one acquisition, after its public part (see
+/// [`identity`](super::identity)): `h1.<locker>.<ms>.<label>.` then 32 random hex digits.
+/// Its `Debug` output is redacted, so it cannot leak through logs, traces or error messages.
+/// A clone shares the text.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub(crate) struct OwnerToken([u8; 32]);
+pub(crate) struct OwnerToken(Arc<str>);
 
 impl OwnerToken {
-    /// A fresh token: 16 bytes from the OS random source, as 32 lowercase hex digits.
+    /// A fresh token of the locker `locker` (its id) for an acquisition sent now, with its
+    /// label: the public part, then 16 bytes from the OS random source as 32 lowercase hex
+    /// digits.
     ///
     /// # Panics
     /// If the operating system's random source fails, which on supported platforms means the
     /// process cannot safely continue anyway.
-    pub(crate) fn generate() -> Self {
+    pub(crate) fn new(locker: &str, label: Option<&Label>) -> Self {
+        // Written on the stack and copied once into its shared allocation: one allocation
+        // per token, on the acquire path.
+        let mut buf = [0u8; MAX_TOKEN_LEN];
+        let mut len = 0;
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut digits = [0u8; 20];
+        let mut n = digits.len();
+        let mut rest = ms;
+        loop {
+            n -= 1;
+            digits[n] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        let label = label.map_or("", Label::as_str);
+        let locker = &locker.as_bytes()[..locker.len().min(LOCKER_ID_LEN)];
+        for part in [
+            MARK.as_bytes(),
+            locker,
+            b".",
+            &digits[n..],
+            b".",
+            label.as_bytes(),
+            b".",
+        ] {
+            buf[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
         let mut raw = [0u8; 16];
         getrandom::fill(&mut raw).expect("the OS random source failed");
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut out = [0u8; 32];
-        for (i, b) in raw.iter().enumerate() {
-            out[2 * i] = HEX[(b >> 4) as usize];
-            out[2 * i + 1] = HEX[(b & 0xf) as usize];
+        for b in raw {
+            buf[len] = HEX[(b >> 4) as usize];
+            buf[len + 1] = HEX[(b & 0xf) as usize];
+            len += 2;
         }
-        OwnerToken(out)
+        // Printable ASCII throughout (a checked label, hex digits).
+        let text = std::str::from_utf8(&buf[..len]).expect("an owner token is ASCII");
+        OwnerToken(Arc::from(text))
     }
 
-    /// The token as it is stored in Redis.
+    /// A fresh token that says nothing of its holder: the secret alone, as earlier versions
+    /// wrote every token (a probe's name, tests).
+    pub(crate) fn generate() -> Self {
+        let mut token = String::with_capacity(SECRET_LEN);
+        push_secret(&mut token);
+        OwnerToken(token.into())
+    }
+
+    /// The token as it is stored.
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.0
+        self.0.as_bytes()
+    }
+
+    /// The random part: its last 32 hex digits.
+    pub(crate) fn secret(&self) -> &str {
+        &self.0[self.0.len() - SECRET_LEN..]
     }
 }
 
-/// A locker's name in the store's queue of waiting processes: 64 random bits as 16 hex digits
-/// (not a secret: it grants nothing but a place in line).
+/// The longest owner token: the mark, a locker id, the digits of a `u64`, a label, three dots
+/// and the secret.
+const MAX_TOKEN_LEN: usize = MARK.len() + LOCKER_ID_LEN + 20 + MAX_LABEL_LEN + 3 + SECRET_LEN;
+
+/// Lowercase hex digits.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends 16 bytes from the OS random source as 32 lowercase hex digits.
+fn push_secret(out: &mut String) {
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw).expect("the OS random source failed");
+    for b in raw {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xf) as usize] as char);
+    }
+}
+
+/// A random name of 64 bits as 16 hex digits (not a secret: it grants nothing but a place in
+/// line, or a probe's name).
 pub(crate) fn contender_name() -> String {
     let token = OwnerToken::generate();
-    String::from_utf8_lossy(&token.as_bytes()[..16]).into_owned()
+    token.secret()[..16].to_owned()
+}
+
+/// The name a fair request of the locker `locker` waits under in the store's queue, alone:
+/// the locker's id, so that inspection shows who waits, and a random part of its own.
+pub(crate) fn request_name(locker: &str) -> String {
+    format!("{locker}.{}", contender_name())
 }
 
 impl fmt::Debug for OwnerToken {
@@ -45,16 +122,20 @@ impl fmt::Debug for OwnerToken {
     }
 }
 
-/// A random name for a waiter's place in a semaphore's queue.
-pub(crate) fn waiter_name() -> u128 {
-    let mut raw = [0u8; 16];
+/// A name for a waiter's place in a semaphore's queue: the locker's id (`locker`, 16 hex
+/// digits) in its upper 64 bits, so that inspection shows who waits, and 64 random bits.
+pub(crate) fn waiter_name(locker: &str) -> u128 {
+    let mut raw = [0u8; 8];
     getrandom::fill(&mut raw).expect("the OS random source failed");
-    u128::from_le_bytes(raw)
+    let id = u64::from_str_radix(locker, 16).unwrap_or(0);
+    (u128::from(id) << 64) | u128::from(u64::from_le_bytes(raw))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::store::identity::{Label, Stamp};
 
     #[test]
     fn tokens_are_fresh_hex_and_redacted() {
@@ -65,5 +146,56 @@ mod tests {
         assert!(a.as_bytes().iter().all(|c| c.is_ascii_hexdigit()));
         let shown = format!("{a:?}");
         assert!(!shown.contains(std::str::from_utf8(a.as_bytes()).unwrap()));
+    }
+
+    #[test]
+    fn stamped_tokens_end_with_their_secret_and_say_who() {
+        let label = Label::new("req-7f3a").unwrap();
+        let before = std::time::SystemTime::now();
+        let a = OwnerToken::new("0123456789abcdef", Some(&label));
+        let b = OwnerToken::new("0123456789abcdef", Some(&label));
+        assert_ne!(a, b, "the secret is fresh");
+        assert_eq!(a.secret().len(), 32);
+        assert!(a.secret().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert!(a.as_bytes().ends_with(a.secret().as_bytes()));
+        let stamp = Stamp::of_stored(a.as_bytes()).unwrap();
+        let public =
+            crate::store::identity::public_part("0123456789abcdef", stamp.since, Some(&label));
+        assert!(a.as_bytes().starts_with(public.as_bytes()), "{public}");
+        let longest = Label::new(&"x".repeat(crate::store::identity::MAX_LABEL_LEN)).unwrap();
+        let long = OwnerToken::new("0123456789abcdef", Some(&longest));
+        assert_eq!(
+            Stamp::of_stored(long.as_bytes())
+                .unwrap()
+                .label
+                .unwrap()
+                .len(),
+            64
+        );
+        assert_eq!(stamp.locker, "0123456789abcdef");
+        assert_eq!(stamp.label.as_deref(), Some("req-7f3a"));
+        let ms =
+            |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+        assert!(ms(stamp.since) >= ms(before) && stamp.since <= std::time::SystemTime::now());
+        let shown = format!("{a:?}");
+        assert!(!shown.contains(a.secret()) && !shown.contains("req-7f3a"));
+        // The tags of the sequential engines come from the secret, not the public part.
+        assert_ne!(&a.secret()[..16], &b.secret()[..16]);
+    }
+
+    #[test]
+    fn waiter_names_carry_their_locker() {
+        let name = waiter_name("0123456789abcdef");
+        assert_eq!(name >> 64, 0x0123_4567_89ab_cdef);
+        let place = format!("{name:032x}:2");
+        assert_eq!(
+            crate::store::identity::locker_of_waiter(&place),
+            Some("0123456789abcdef")
+        );
+        let fair = request_name("0123456789abcdef");
+        assert_eq!(
+            crate::store::identity::locker_of_waiter(&fair),
+            Some("0123456789abcdef")
+        );
     }
 }

@@ -1705,15 +1705,18 @@ async fn bounded_leftovers(engine: &Engine, prefix: &str) -> Vec<String> {
 
 /// What the engine still stores under `prefix` beyond the records it keeps by design: fence
 /// counters (Redis `fence`, `semfence`, `leader:fence`, with their TTL; etcd's fence record,
-/// on its writer's lease), ZooKeeper's root and the containers it removes by itself,
-/// PostgreSQL's fence sequence and rows whose lease is over (its sweeper's). Memory keeps its
-/// state private: the end state's acquisitions judge it.
+/// on its writer's lease), the lockers' descriptions (Redis `locker`, with their TTL; etcd's
+/// `session` key on its locker's lease; ZooKeeper's ephemeral znodes, without children),
+/// ZooKeeper's root and the containers it removes by itself, PostgreSQL's fence sequence and
+/// rows whose lease is over (its sweeper's). Memory keeps its state private: the end state's
+/// acquisitions judge it.
 async fn leftovers(engine: &Engine, prefix: &str) -> Vec<String> {
     let mut left = Vec::new();
     match engine.kind() {
         EngineKind::Memory => {}
         EngineKind::Single | EngineKind::RedLock3 | EngineKind::Cluster | EngineKind::Sentinel => {
-            let kept = ["fence", "semfence", "leader:fence"].map(|k| format!("{prefix}:{k}:{{"));
+            let kept =
+                ["fence", "semfence", "leader:fence", "locker"].map(|k| format!("{prefix}:{k}:{{"));
             for addr in engine.server_addrs() {
                 let Ok(client) = redis::Client::open(format!("redis://{addr}")) else {
                     continue;
@@ -1781,7 +1784,8 @@ async fn leftovers(engine: &Engine, prefix: &str) -> Vec<String> {
             };
             for kv in got.kvs() {
                 let k = String::from_utf8_lossy(kv.key()).into_owned();
-                if !k.starts_with(&format!("{prefix}:fence:")) {
+                let kept = [format!("{prefix}:fence:"), format!("{prefix}:session:{{")];
+                if !kept.iter().any(|p| k.starts_with(p.as_str())) {
                     left.push(format!("etcd: `{k}` (lease {:x})", kv.lease()));
                 }
             }

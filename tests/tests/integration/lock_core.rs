@@ -609,6 +609,12 @@ async fn nested_acquire_in_scope_reenters_but_siblings_do_not() {
     let srv = RedisServer::start().await;
     let locker = locker(&srv.url()).await;
     let outer = locker.lock("re").acquire().await.unwrap();
+    // The locker's first lock has its description written once, in the background: let it
+    // land before counting.
+    leasehold_tests::harness::eventually("the description", Duration::from_secs(5), || async {
+        !srv.keys("leasehold:locker:*").await.is_empty()
+    })
+    .await;
     let before = srv.info_stat("total_commands_processed").await;
     outer
         .scope(async {

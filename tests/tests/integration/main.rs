@@ -13,6 +13,7 @@ mod engine_state;
 mod engines;
 mod fence_clients;
 mod fenced_write;
+mod holders;
 mod hostile;
 mod inspect;
 mod leader;

@@ -147,6 +147,15 @@ impl Store for Observed {
         self.store.refusal_reason(feature)
     }
 
+    /// In the background, unobserved like the operator's calls: not the locks' traffic.
+    fn describe_locker<'a>(
+        &'a self,
+        prefix: &'a str,
+        identity: &'a crate::store::identity::Identity,
+    ) -> StoreFuture<'a, ()> {
+        self.store.describe_locker(prefix, identity)
+    }
+
     /// The operator's calls, unobserved: they are not the locks' traffic.
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         self.store.admin()

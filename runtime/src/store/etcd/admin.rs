@@ -6,46 +6,12 @@ use etcd_client as etcd;
 use super::names::{first_by_creation, first_writer, is_reader_key, lock_of, range_of, READER};
 use super::Etcd;
 use crate::store::keys::{unescape, LockKeys};
-use crate::store::sequenced::slots_top;
+use crate::store::sequenced::inspect;
 use crate::store::{Admin, LockState, StoreFuture};
 
 impl Admin for Etcd {
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
-        Box::pin(async move {
-            let options = etcd::GetOptions::new()
-                .with_prefix()
-                .with_keys_only()
-                .with_sort(etcd::SortTarget::Create, etcd::SortOrder::Ascend);
-            let queue = self
-                .bounded("refused a read", |mut c| {
-                    let options = options.clone();
-                    async move { c.get(range_of(keys), Some(options)).await }
-                })
-                .await?;
-            let Some(first) = queue.kvs().first() else {
-                return Ok(LockState::default());
-            };
-            // The holders: the first writer, or every reader ahead of the first writer.
-            let holders = if is_reader_key(first.key()) {
-                queue
-                    .kvs()
-                    .iter()
-                    .take_while(|kv| is_reader_key(kv.key()))
-                    .count()
-            } else {
-                1
-            };
-            let waiting = (queue.kvs().len() - holders) as u64;
-            Ok(LockState {
-                held: true,
-                // The lease of the holder's process, kept alive while it runs, ends the lock;
-                // not a TTL of the lock's own.
-                remaining: None,
-                waiters: waiting > 0,
-                waiting_processes: waiting,
-                last_fence: Some(slots_top(first.create_revision())),
-            })
-        })
+        Box::pin(inspect(self, keys))
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {

@@ -11,7 +11,7 @@ use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    standing, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake,
+    standing, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake, Who,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -143,6 +143,15 @@ impl Driver for Etcd {
     /// One read of the range, values included (a permits key's value is its limit and count).
     async fn list(&self, keys: &LockKeys) -> Result<Vec<Queued>, LockError> {
         self.list_queue(keys).await
+    }
+
+    /// One read of the queue, one of each lease's description.
+    async fn who(
+        &self,
+        keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> Result<Vec<Option<Who>>, LockError> {
+        self.who_of(keys, contenders).await
     }
 
     /// The remaining TTL of each lease, one call per lease.

@@ -40,6 +40,8 @@ pub(crate) struct Etcd {
     /// false once one is overdue (unanswered for the operation timeout), the stream cannot be
     /// opened, or the lease ended, until one is acknowledged (or a new lease granted).
     pub(super) link: Arc<watch::Sender<bool>>,
+    /// The lease the locker's description is attached to, if one is.
+    pub(super) described: Mutex<Option<i64>>,
 }
 
 /// Asks the lease's keeper for a keep-alive sent from now on; answered once it is
@@ -119,6 +121,7 @@ impl Etcd {
             contenders,
             swept: Mutex::new(None),
             link: Arc::new(watch::channel(false).0),
+            described: Mutex::new(None),
         };
         match store.lease().await {
             Err(LockError::Unavailable { message, .. }) if message.contains("authenticat") => {

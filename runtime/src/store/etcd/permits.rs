@@ -2,6 +2,7 @@
 //! value, so one read of the range lists the whole weighted queue; and what else the recipe
 //! reads and writes of a queue (its listing, its first key, a contender's value).
 
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use etcd_client as etcd;
@@ -9,8 +10,10 @@ use etcd_client as etcd;
 use super::names::{first_by_creation, is_reader_key, range_of};
 use super::Etcd;
 use crate::error::LockError;
+use crate::store::identity::{decode, session_key, Identity, Stamp};
+use crate::store::join_all;
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{Contender, Head, Queued, Role};
+use crate::store::sequenced::{Contender, Head, Queued, Role, Who};
 
 /// What a permits key's value starts with: `permits:<limit>:<count>`.
 const PERMITS: &str = "permits:";
@@ -114,6 +117,87 @@ impl Etcd {
                 })
             })
             .collect())
+    }
+
+    /// Who each of `contenders` is: one read of the queue (each key's value, lease and create
+    /// revision), then each lease's locker description.
+    pub(super) async fn who_of(
+        &self,
+        keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> Result<Vec<Option<Who>>, LockError> {
+        let options = etcd::GetOptions::new().with_prefix();
+        let listed = self
+            .bounded("refused a read", |mut c| {
+                let options = options.clone();
+                async move { c.get(range_of(keys), Some(options)).await }
+            })
+            .await?;
+        let by_key: HashMap<&[u8], &etcd::KeyValue> =
+            listed.kvs().iter().map(|kv| (kv.key(), kv)).collect();
+        let found: Vec<Option<&etcd::KeyValue>> = contenders
+            .iter()
+            .map(|q| by_key.get(q.name.as_bytes()).copied())
+            .collect();
+        let leases: BTreeSet<i64> = found.iter().flatten().map(|kv| kv.lease()).collect();
+        let prefix = keys.prefix();
+        let reads = leases.iter().map(|&lease| async move {
+            let key = session_key(prefix, lease);
+            let read = self
+                .bounded("refused a read", |mut c| {
+                    let key = key.clone();
+                    async move { c.get(key, None).await }
+                })
+                .await;
+            (lease, read)
+        });
+        let mut described = HashMap::new();
+        for (lease, read) in join_all(reads).await {
+            let decoded = read?
+                .kvs()
+                .first()
+                .and_then(|kv| kv.value_str().ok())
+                .and_then(decode);
+            if let Some(d) = decoded {
+                described.insert(lease, d);
+            }
+        }
+        Ok(found
+            .into_iter()
+            .map(|kv| {
+                let kv = kv?;
+                Some(Who {
+                    stamp: Stamp::of_stored(kv.value()),
+                    description: described.get(&kv.lease()).cloned(),
+                    // etcd keeps no time with a key.
+                    created: None,
+                    order: kv.create_revision(),
+                })
+            })
+            .collect())
+    }
+
+    /// Puts the locker's description on the current lease, once per lease.
+    pub(super) async fn describe_on_lease(
+        &self,
+        prefix: &str,
+        identity: &Identity,
+    ) -> Result<(), LockError> {
+        let (lease, _) = self.lease().await?;
+        if *self.described.lock().unwrap() == Some(lease) {
+            return Ok(());
+        }
+        let key = session_key(prefix, lease);
+        self.bounded("refused a write", |mut c| {
+            let (key, value) = (key.clone(), identity.stored.clone());
+            async move {
+                c.put(key, value, Some(etcd::PutOptions::new().with_lease(lease)))
+                    .await
+            }
+        })
+        .await?;
+        *self.described.lock().unwrap() = Some(lease);
+        Ok(())
     }
 
     /// The remaining TTL of each lease (zero for one that is gone).

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use super::Etcd;
 use crate::error::LockError;
+use crate::store::identity::Identity;
 use crate::store::sequenced::{Contender, Contenders, Renews, Sequenced, SequencedEngine};
 use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
 
@@ -139,5 +140,11 @@ impl SequencedEngine for Etcd {
             ),
             None,
         ))
+    }
+
+    /// A key `P:session:{LEASE}` on the locker's lease: it goes with the lease, as the
+    /// lease's locks do. Put once per lease; a call with the same lease costs nothing.
+    async fn describe_locker(&self, prefix: &str, identity: &Identity) -> Result<(), LockError> {
+        self.describe_on_lease(prefix, identity).await
     }
 }

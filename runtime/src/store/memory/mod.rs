@@ -37,6 +37,14 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
+    fn describe_locker<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a crate::store::identity::Identity,
+    ) -> crate::store::StoreFuture<'a, ()> {
+        crate::store::describes_nothing()
+    }
+
     fn capabilities(&self) -> super::Capabilities {
         super::Engine::Memory.capabilities(Duration::ZERO)
     }

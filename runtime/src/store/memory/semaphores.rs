@@ -135,12 +135,21 @@ impl MemoryStore {
         if sem.used(now) == 0 {
             return PermitState::default();
         }
-        let mut holders: Vec<(u32, Duration)> = sem
+        // The tokens say who holds the permits (no description: the lockers are in this
+        // process, and memory stores none).
+        let mut holders: Vec<(u32, Duration, crate::Holder)> = sem
             .holders
-            .values()
-            .map(|&(n, until)| (n, until - now))
+            .iter()
+            .map(|(token, &(n, until))| {
+                let stamp = crate::store::identity::Stamp::of_stored(token.as_bytes());
+                (
+                    n,
+                    until - now,
+                    crate::store::identity::holder(stamp, |_| None),
+                )
+            })
             .collect();
-        holders.sort_by_key(|&(_, remaining)| remaining);
+        holders.sort_by_key(|h| h.1);
         PermitState {
             limit: Some(sem.limit),
             holders,

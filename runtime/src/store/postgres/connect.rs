@@ -47,7 +47,7 @@ impl PostgresStore {
             shared,
             listening: up_rx,
             listener,
-            contender: crate::store::token::contender_name().into(),
+            contender: settings.locker_id.clone().into(),
             queued: Mutex::default(),
         };
         // Every connection for lock calls now, side by side: a bad URL fails here rather than

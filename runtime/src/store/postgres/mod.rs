@@ -253,6 +253,14 @@ impl Store for PostgresStore {
         Ok(self)
     }
 
+    fn describe_locker<'a>(
+        &'a self,
+        _prefix: &'a str,
+        identity: &'a crate::store::identity::Identity,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(PostgresStore::describe_locker(self, identity))
+    }
+
     fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
         Some(self)
     }

@@ -12,13 +12,14 @@ use crate::error::LockError;
 /// functions are an older version's). Idempotent. Needs PostgreSQL 11 or later. A user that
 /// did not apply it needs SELECT, INSERT, UPDATE, DELETE on `leasehold_locks` and
 /// `leasehold_waiters` (and, for read locks, semaphores and leader election,
-/// `leasehold_readers`, `leasehold_semaphores`, `leasehold_permits` and `leasehold_leaders`),
+/// `leasehold_readers`, `leasehold_semaphores`, `leasehold_permits` and `leasehold_leaders`;
+/// for the lockers' descriptions, `leasehold_lockers`),
 /// USAGE and UPDATE on `leasehold_fences` (without UPDATE, fences still follow the clock, but
 /// a clock stepping back is no longer covered) and EXECUTE on the functions.
 pub const SCHEMA: &str = include_str!("schema.sql");
 
 /// Whether the schema is there, with this version's functions (their bodies carry the tag
-/// `leasehold schema 4`: an older database gets the new bodies); read before creating it.
+/// `leasehold schema 5`: an older database gets the new bodies); read before creating it.
 const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL \
      AND to_regclass('leasehold_fences') IS NOT NULL \
      AND to_regclass('leasehold_waiters') IS NOT NULL \
@@ -26,7 +27,8 @@ const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL 
      AND to_regclass('leasehold_semaphores') IS NOT NULL \
      AND to_regclass('leasehold_permits') IS NOT NULL \
      AND to_regclass('leasehold_leaders') IS NOT NULL \
-     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 4%' AND oid IN (\
+     AND to_regclass('leasehold_lockers') IS NOT NULL \
+     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 5%' AND oid IN (\
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint,text,bigint,boolean)'), \
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint)'), \
           to_regprocedure('leasehold_wait_in_line(text,text,bigint)'), \
@@ -41,7 +43,9 @@ const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL 
           to_regprocedure('leasehold_renew_shared(text[],text[],bigint[])'), \
           to_regprocedure('leasehold_acquire_permits(text,text,bigint,integer,integer,text,bigint)'), \
           to_regprocedure('leasehold_renew_permits(text[],text[],bigint[])'), \
-          to_regprocedure('leasehold_publish_leader(text,text,text,bigint,text,text)'))) = 15";
+          to_regprocedure('leasehold_publish_leader(text,text,text,bigint,text,text)'), \
+          to_regprocedure('leasehold_public(text)'), \
+          to_regprocedure('leasehold_describe_locker(text,text,bigint)'))) = 17";
 
 /// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
 const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
@@ -75,7 +79,7 @@ impl Shared {
                      leasehold::postgres::SCHEMA as a user that may (once), then grant this \
                      one SELECT, INSERT, UPDATE, DELETE on leasehold_locks, \
                      leasehold_waiters, leasehold_readers, leasehold_semaphores, \
-                     leasehold_permits and leasehold_leaders, USAGE, UPDATE on \
+                     leasehold_permits, leasehold_leaders and leasehold_lockers, USAGE, UPDATE on \
                      leasehold_fences and EXECUTE on the functions: {}",
                     self.shown,
                     error_text(&e)

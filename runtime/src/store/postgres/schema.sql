@@ -2,7 +2,8 @@
 -- the lease table `leasehold_locks`, the line of waiters `leasehold_waiters`, the fence
 -- sequence `leasehold_fences`, the readers of read-write locks `leasehold_readers`, the
 -- semaphores `leasehold_semaphores` and their holders `leasehold_permits`, the leader records
--- `leasehold_leaders`, and the `leasehold_*` functions every lock call runs.
+-- `leasehold_leaders`, the lockers' descriptions `leasehold_lockers`, and the `leasehold_*`
+-- functions every lock call runs.
 -- Idempotent; needs PostgreSQL 11 or later. The engine applies it itself on first use, and
 -- again over an older version's functions: each function body carries the version tag that
 -- the engine's catalog check (`SCHEMA_PRESENT` in schema.rs) looks for, so a change to any
@@ -41,7 +42,7 @@ CREATE TABLE IF NOT EXISTS leasehold_waiters (
 CREATE OR REPLACE FUNCTION leasehold_next_in_line(p_key text, p_me text)
 RETURNS text
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     next_name text;
 BEGIN
@@ -80,7 +81,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_draw_slot(p_last_slot bigint)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     drawn constant bigint := nextval('leasehold_fences');
     slot bigint;
@@ -119,7 +120,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_name text, p_wait_ms bigint, p_queued boolean,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     holder text;
@@ -180,7 +181,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE sql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 SELECT a.fence, a.remaining_ms FROM leasehold_acquire(p_key, p_owner, p_lease_ms, p_fences, '', 0, false) AS a
 $$;
 
@@ -188,7 +189,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_wait_in_line(p_key text, p_name text, p_wait_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 INSERT INTO leasehold_waiters AS w (key, name, arrived, waits_until)
 VALUES (p_key, p_name, clock_timestamp(),
         clock_timestamp() + p_wait_ms * interval '1 millisecond')
@@ -204,7 +205,7 @@ CREATE OR REPLACE FUNCTION leasehold_pass_on(
     p_key text, p_me text, p_window_ms bigint, p_wake text)
 RETURNS void
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     next_name text;
 BEGIN
@@ -232,7 +233,7 @@ CREATE OR REPLACE FUNCTION leasehold_release(
     p_key text, p_owner text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     valid boolean;
 BEGIN
@@ -255,7 +256,7 @@ CREATE OR REPLACE FUNCTION leasehold_withdraw(
     p_key text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     left_to_me boolean;
 BEGIN
@@ -288,7 +289,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     snapshot_reads constant boolean := current_setting('transaction_isolation') <> 'read committed';
@@ -377,7 +378,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_shared(
     p_key text, p_owner text, p_lease_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     lease constant interval := p_lease_ms * interval '1 millisecond';
@@ -453,7 +454,7 @@ CREATE OR REPLACE FUNCTION leasehold_release_shared(
     p_key text, p_owner text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     marked boolean;
     valid boolean;
@@ -491,7 +492,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_shared(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = ANY (p_keys) AND l.owner = 'R' AND l.expires > clock_timestamp()
@@ -550,7 +551,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_permits(
     p_place text, p_wait_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint, OUT agreed integer)
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 DECLARE
     agreed_limit integer;
     last_fence bigint;
@@ -626,7 +627,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_permits(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 BEGIN
     PERFORM 1 FROM leasehold_semaphores AS s
         WHERE s.key = ANY (p_keys)
@@ -665,7 +666,7 @@ CREATE OR REPLACE FUNCTION leasehold_publish_leader(
     p_key text, p_record text, p_owner text, p_term bigint, p_identity text, p_wake text)
 RETURNS integer
 LANGUAGE plpgsql AS $$
--- leasehold schema 4
+-- leasehold schema 5
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = p_key AND l.owner = p_owner AND l.expires > clock_timestamp();
@@ -684,4 +685,44 @@ BEGIN
     PERFORM pg_notify('leasehold_turn', 'leader ' || p_wake);
     RETURN 1;
 END
+$$;
+
+-- Who the lockers are, for inspection (`Locker::inspect`, `leasehold show`): each locker's
+-- description (service, host, pid, start, version, as `leasehold-locker 1` lines), by its
+-- locker id, written by a background task of the locker from its first lock on, every 10 s,
+-- never on the acquire path; a row counts until `expires` (30 s after the last write), so a
+-- locker that stopped is forgotten by then. Every owner token a locker writes starts with
+-- `h1.<locker id>.<ms>.<label>.` (who, since when on its clock, the acquisition's label)
+-- before its 32-hex-digit secret; leasehold_public gives that part alone. Readable by anyone
+-- who can read these tables.
+CREATE TABLE IF NOT EXISTS leasehold_lockers (
+    id          text        PRIMARY KEY,
+    description text        NOT NULL,
+    expires     timestamptz NOT NULL
+);
+
+-- The public part of an owner value: what is before the secret of a token that has one
+-- (`h1.` ...), else ''. Never the secret.
+CREATE OR REPLACE FUNCTION leasehold_public(p_owner text)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+-- leasehold schema 5
+SELECT CASE WHEN starts_with(p_owner, 'h1.') AND length(p_owner) > 32
+            THEN left(p_owner, -32) ELSE '' END
+$$;
+
+-- Writes the description of the locker `p_id` to count for `p_ttl_ms` from now, and deletes
+-- a few rows that expired a minute ago or more (lockers that stopped).
+CREATE OR REPLACE FUNCTION leasehold_describe_locker(
+    p_id text, p_description text, p_ttl_ms bigint)
+RETURNS void
+LANGUAGE sql AS $$
+-- leasehold schema 5
+DELETE FROM leasehold_lockers AS d WHERE d.id IN (
+    SELECT v.id FROM leasehold_lockers AS v
+    WHERE v.expires < clock_timestamp() - interval '1 minute' AND v.id <> p_id
+    LIMIT 100 FOR UPDATE SKIP LOCKED);
+INSERT INTO leasehold_lockers AS d (id, description, expires)
+VALUES (p_id, p_description, clock_timestamp() + p_ttl_ms * interval '1 millisecond')
+ON CONFLICT (id) DO UPDATE SET description = excluded.description, expires = excluded.expires
 $$;

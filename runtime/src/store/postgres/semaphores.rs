@@ -12,6 +12,7 @@ use super::sql::{INSPECT_PERMITS, WITHDRAW_PERMITS};
 use super::text::{db_text, token_text};
 use super::PostgresStore;
 use crate::error::LockError;
+use crate::store::identity::{holder, Stamp};
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
@@ -107,16 +108,24 @@ impl PostgresStore {
             return Ok(PermitState::default());
         };
         let limit: i32 = first.get(0);
+        let stamps: Vec<Option<Stamp>> = rows
+            .iter()
+            .map(|row| Stamp::of_public(row.get::<_, &str>(3)))
+            .collect();
+        let ids = stamps.iter().flatten().map(|s| s.locker.as_str());
+        let described = self.descriptions(ids).await?;
         Ok(PermitState {
             limit: u32::try_from(limit).ok(),
             holders: rows
                 .iter()
-                .map(|row| {
+                .zip(stamps)
+                .map(|(row, stamp)| {
                     let permits: i32 = row.get(1);
                     let remaining: i64 = row.get(2);
                     (
                         u32::try_from(permits).unwrap_or(0),
                         Duration::from_millis(u64::try_from(remaining).unwrap_or(0)),
+                        holder(stamp, |id| described.get(id).cloned()),
                     )
                 })
                 .collect(),

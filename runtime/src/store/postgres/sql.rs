@@ -35,13 +35,33 @@ pub(super) const RENEW: &str = "UPDATE leasehold_locks AS l \
      WHERE l.key = b.key AND l.owner = b.owner AND l.expires > clock_timestamp() \
      RETURNING l.key, l.owner";
 
-/// A row left to the next in line (owner `~` and its name) is not held.
+/// A row left to the next in line (owner `~` and its name) is not held. Then the public
+/// parts of the holders' tokens (the writer's, or every live reader's; never a secret), and
+/// the first `$2` waiters in line with how long each has waited (ms, server clock).
 pub(super) const INSPECT: &str = "SELECT l.fence, \
      CASE WHEN left(l.owner, 1) = '~' THEN NULL \
      ELSE ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000)::bigint END, \
      (SELECT count(*) FROM leasehold_waiters AS w \
-      WHERE w.key = $1 AND w.waits_until > clock_timestamp()) \
+      WHERE w.key = $1 AND w.waits_until > clock_timestamp()), \
+     CASE WHEN l.expires <= clock_timestamp() OR left(l.owner, 1) = '~' THEN ARRAY[]::text[] \
+     WHEN l.owner = 'R' THEN ARRAY(SELECT leasehold_public(r.owner) FROM leasehold_readers AS r \
+      WHERE r.key = $1 AND r.expires > clock_timestamp() ORDER BY r.expires) \
+     ELSE ARRAY[leasehold_public(l.owner)] END, \
+     ARRAY(SELECT w.name FROM leasehold_waiters AS w \
+      WHERE w.key = $1 AND w.waits_until > clock_timestamp() \
+      ORDER BY w.arrived, w.name LIMIT $2), \
+     ARRAY(SELECT greatest(0, floor(extract(epoch FROM clock_timestamp() - w.arrived) * 1000))::bigint \
+      FROM leasehold_waiters AS w \
+      WHERE w.key = $1 AND w.waits_until > clock_timestamp() \
+      ORDER BY w.arrived, w.name LIMIT $2) \
      FROM leasehold_locks AS l WHERE l.key = $1";
+
+/// Writes this locker's description (see `leasehold_describe_locker`).
+pub(super) const DESCRIBE_LOCKER: &str = "SELECT leasehold_describe_locker($1, $2, $3)";
+
+/// The stored descriptions of the lockers `$1`, where they still count.
+pub(super) const DESCRIPTIONS: &str = "SELECT id, description FROM leasehold_lockers \
+     WHERE id = ANY($1) AND expires > clock_timestamp()";
 
 pub(super) const LIST: &str =
     "SELECT key FROM leasehold_locks WHERE starts_with(key, $1) ORDER BY key";
@@ -96,9 +116,11 @@ pub(super) const WITHDRAW_PERMITS: &str = "WITH gone AS (\
      DELETE FROM leasehold_waiters WHERE key = $1 AND name = $2 RETURNING 1) \
      SELECT pg_notify('leasehold', $3) IS NULL FROM gone";
 
-/// The live holders of a semaphore, the soonest to end first, with the limit they agreed on.
+/// The live holders of a semaphore, the soonest to end first, with the limit they agreed on
+/// and the public part of each one's token (never the secret).
 pub(super) const INSPECT_PERMITS: &str = "SELECT s.permit_limit, p.permits, \
-     ceil(extract(epoch FROM p.expires - clock_timestamp()) * 1000)::bigint \
+     ceil(extract(epoch FROM p.expires - clock_timestamp()) * 1000)::bigint, \
+     leasehold_public(p.owner) \
      FROM leasehold_permits AS p JOIN leasehold_semaphores AS s ON s.key = p.key \
      WHERE p.key = $1 AND p.expires > clock_timestamp() \
      ORDER BY p.expires";

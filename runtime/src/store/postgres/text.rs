@@ -25,6 +25,6 @@ pub(super) fn user_key_of(stored: &str, lock_prefix: &str) -> Option<String> {
 }
 
 pub(super) fn token_text(token: &OwnerToken) -> &str {
-    // 32 lowercase hex digits.
+    // Printable ASCII: the public part, then 32 lowercase hex digits.
     std::str::from_utf8(token.as_bytes()).unwrap_or_default()
 }

@@ -3,10 +3,17 @@
 
 use std::time::Duration;
 
+use std::collections::{BTreeSet, HashMap};
+
 use super::conn::bounded;
-use super::scripts::{FORCE_RELEASE, INSPECT};
+use super::scripts::{millis, FORCE_RELEASE, INSPECT};
 use super::RedisStore;
 use crate::error::LockError;
+use crate::primitives::inspect::{LockerDescription, MAX_LISTED_WAITERS};
+use crate::store::identity::{
+    decode_all, description_key, holder, locker_of_waiter, waiter, Identity, Stamp, DESCRIPTION_TTL,
+};
+use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
 use crate::store::{Admin, LockState, StoreFuture};
 
@@ -14,16 +21,37 @@ impl Admin for RedisStore {
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
             let mut inv = INSPECT.prepare_invoke();
-            inv.key(keys.lock()).key(keys.fence()).key(keys.queue());
-            // `(held, pttl, waiters, fence, queued)`, see inspect.lua.
-            let (held, pttl, waiters, fence, queued): (i64, i64, i64, i64, i64) =
+            inv.key(keys.lock())
+                .key(keys.fence())
+                .key(keys.queue())
+                .key(keys.readers())
+                .arg(MAX_LISTED_WAITERS);
+            // See inspect.lua.
+            let (held, pttl, waiters, fence, queued, holders, names, waited): Inspected =
                 self.core.run(inv).await?;
+            let stamps: Vec<Option<Stamp>> = holders.iter().map(|p| Stamp::of_public(p)).collect();
+            let ids = stamps
+                .iter()
+                .flatten()
+                .map(|s| s.locker.as_str())
+                .chain(names.iter().filter_map(|n| locker_of_waiter(n)));
+            let described = self.descriptions(keys.prefix(), ids).await?;
+            let describe = |id: &str| described.get(id).cloned();
             Ok(LockState {
                 held: held == 1,
                 remaining: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
                 waiters: waiters == 1,
                 waiting_processes: queued.max(0) as u64,
                 last_fence: (fence >= 0).then_some(fence as u64),
+                holders: stamps.into_iter().map(|s| holder(s, describe)).collect(),
+                waiting: names
+                    .iter()
+                    .zip(waited)
+                    .map(|(name, ms)| {
+                        let waited = Duration::from_millis(ms.max(0) as u64);
+                        waiter(name, Some(waited), describe)
+                    })
+                    .collect(),
             })
         })
     }
@@ -54,7 +82,45 @@ impl Admin for RedisStore {
     }
 }
 
+/// inspect.lua's answer: `(held, pttl, waiters, fence, queued, holders, names, waited)`.
+type Inspected = (i64, i64, i64, i64, i64, Vec<String>, Vec<String>, Vec<i64>);
+
 impl RedisStore {
+    /// Stores this locker's description under `P:locker:{ID}` for [`DESCRIPTION_TTL`].
+    pub(super) async fn describe_locker(
+        &self,
+        prefix: &str,
+        identity: &Identity,
+    ) -> Result<(), LockError> {
+        let mut set = redis::cmd("SET");
+        set.arg(description_key(prefix, identity.id()))
+            .arg(&identity.stored)
+            .arg("PX")
+            .arg(millis(DESCRIPTION_TTL));
+        let _: Option<String> = self.core.query(&set).await?;
+        Ok(())
+    }
+
+    /// The stored descriptions of the lockers `ids` (each once; one `GET` each, side by side:
+    /// on a Cluster they live in slots of their own).
+    pub(super) async fn descriptions<'a>(
+        &self,
+        prefix: &str,
+        ids: impl Iterator<Item = &'a str>,
+    ) -> Result<HashMap<String, LockerDescription>, LockError> {
+        let ids: BTreeSet<&str> = ids.collect();
+        let reads = ids.iter().map(|id| {
+            let mut get = redis::cmd("GET");
+            get.arg(description_key(prefix, id));
+            async move { self.core.query::<Option<String>>(&get).await }
+        });
+        let mut found = Vec::with_capacity(ids.len());
+        for (id, stored) in ids.iter().zip(join_all(reads).await) {
+            found.push((*id, stored?));
+        }
+        Ok(decode_all(found))
+    }
+
     /// The names matching `pattern`, with `SCAN` (never `KEYS`), each call bounded.
     async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
         if self.core.conn.is_cluster() {

@@ -165,7 +165,7 @@ impl RedisStore {
                 batching,
                 acquires: Queue::default(),
                 releases: Queue::default(),
-                contender: crate::store::token::contender_name(),
+                contender: settings.locker_id.clone(),
             }),
             #[cfg(feature = "sentinel")]
             min_replicas: 0,

@@ -527,6 +527,14 @@ impl Store for RedisStore {
         Ok(self)
     }
 
+    fn describe_locker<'a>(
+        &'a self,
+        prefix: &'a str,
+        identity: &'a crate::store::identity::Identity,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(RedisStore::describe_locker(self, prefix, identity))
+    }
+
     fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
         Some(self)
     }

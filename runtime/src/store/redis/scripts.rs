@@ -9,6 +9,7 @@ pub(super) static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
         include_str!("lua/fence.lua"),
+        include_str!("lua/owner.lua"),
         include_str!("lua/acquire.lua")
     ))
 });
@@ -38,6 +39,7 @@ pub(super) static READ_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
         include_str!("lua/fence.lua"),
+        include_str!("lua/owner.lua"),
         include_str!("lua/read_acquire.lua")
     ))
 });
@@ -80,6 +82,7 @@ pub(super) static SEM_RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
 pub(super) static SEM_INSPECT: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
         include_str!("lua/clock.lua"),
+        include_str!("lua/owner.lua"),
         include_str!("lua/sem_inspect.lua")
     ))
 });
@@ -93,8 +96,13 @@ pub(super) static LEADER_READ: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/leader_read.lua")));
 pub(super) static LEADER_CLEAR: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/leader_clear.lua")));
-pub(super) static INSPECT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("lua/inspect.lua")));
+pub(super) static INSPECT: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("lua/clock.lua"),
+        include_str!("lua/owner.lua"),
+        include_str!("lua/inspect.lua")
+    ))
+});
 pub(super) static FORCE_RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("lua/force_release.lua")));
 

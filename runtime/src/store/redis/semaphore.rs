@@ -8,6 +8,7 @@ use super::scripts::{
 };
 use super::RedisStore;
 use crate::error::LockError;
+use crate::store::identity::{holder, Stamp};
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
@@ -159,21 +160,32 @@ impl RedisStore {
     pub(crate) async fn inspect_permits(&self, keys: &LockKeys) -> Result<PermitState, LockError> {
         let mut inv = SEM_INSPECT.prepare_invoke();
         inv.key(keys.lock()).key(keys.limit());
-        let answer: Vec<i64> = self.run(inv).await?;
-        let Some((&limit, holders)) = answer.split_first() else {
-            return Err(super::scripts::malformed(
-                &self.core.endpoint,
-                "sem_inspect",
-            ));
+        let answer: Vec<redis::Value> = self.run(inv).await?;
+        let malformed = || super::scripts::malformed(&self.core.endpoint, "sem_inspect");
+        let Some((limit, holders)) = answer.split_first() else {
+            return Err(malformed());
         };
+        let number =
+            |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).map_err(|_| malformed());
+        let mut listed = Vec::with_capacity(holders.len() / 3);
+        for h in holders.chunks_exact(3) {
+            let public: String = redis::from_redis_value_ref(&h[2]).map_err(|_| malformed())?;
+            listed.push((number(&h[0])?, number(&h[1])?, Stamp::of_public(&public)));
+        }
+        let ids = listed
+            .iter()
+            .filter_map(|h| h.2.as_ref())
+            .map(|s| s.locker.as_str());
+        let described = self.descriptions(keys.prefix(), ids).await?;
         Ok(PermitState {
-            limit: u32::try_from(limit).ok(),
-            holders: holders
-                .chunks_exact(2)
-                .map(|h| {
+            limit: u32::try_from(number(limit)?).ok(),
+            holders: listed
+                .into_iter()
+                .map(|(permits, left, stamp)| {
                     (
-                        u32::try_from(h[0]).unwrap_or(0),
-                        Duration::from_millis(u64::try_from(h[1]).unwrap_or(0)),
+                        u32::try_from(permits).unwrap_or(0),
+                        Duration::from_millis(u64::try_from(left).unwrap_or(0)),
+                        holder(stamp, |id| described.get(id).cloned()),
                     )
                 })
                 .collect(),

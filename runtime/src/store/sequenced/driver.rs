@@ -3,10 +3,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::Contender;
 use crate::error::LockError;
+use crate::primitives::inspect::LockerDescription;
+use crate::store::identity::Stamp;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -27,11 +29,11 @@ pub(crate) fn writer_top(order: i64, fences: u64) -> u64 {
     (order.max(0) as u64) * FENCE_SLOTS + fences
 }
 
-/// The tag of an attempt: the first 16 hex digits of its owner token. A contender's name
-/// carries it, so that an attempt cancelled before its answer arrived can still find and
+/// The tag of an attempt: the first 16 hex digits of its owner token's secret. A contender's
+/// name carries it, so that an attempt cancelled before its answer arrived can still find and
 /// delete what it created.
 pub(crate) fn tag(token: &OwnerToken) -> &str {
-    std::str::from_utf8(&token.as_bytes()[..16]).unwrap_or("")
+    &token.secret()[..16]
 }
 
 /// What a contender contends for.
@@ -56,6 +58,20 @@ pub(crate) struct Queued {
     /// Who keeps it: the etcd lease it is attached to (0 on ZooKeeper, whose listing does not
     /// tell), for [`Driver::remaining`].
     pub(crate) owner: i64,
+}
+
+/// Who a listed contender is, for inspection ([`Driver::who`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Who {
+    /// What its token says, where its data is its token (not a leader record, not etcd's
+    /// permits value): its locker, time and label.
+    pub(crate) stamp: Option<Stamp>,
+    /// The description of the locker whose session (ZooKeeper) or lease (etcd) it lives on.
+    pub(crate) description: Option<LockerDescription>,
+    /// When the server created it, where it keeps that (ZooKeeper's `ctime`).
+    pub(crate) created: Option<SystemTime>,
+    /// Its creation order ([`Head::order`]), the base of its fences.
+    pub(crate) order: i64,
 }
 
 /// The first contender of a queue, as [`Driver::head`] reads it.
@@ -163,6 +179,15 @@ pub(crate) trait Driver: Send + Sync + 'static {
         &self,
         owners: &[i64],
     ) -> impl Future<Output = Result<Vec<std::time::Duration>, LockError>> + Send;
+
+    /// Who each of `contenders` (of `keys`' queue, as [`list`](Self::list) gave them) is, for
+    /// inspection: its data and its session's description, read side by side. `None` for one
+    /// that is gone since.
+    fn who(
+        &self,
+        keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> impl Future<Output = Result<Vec<Option<Who>>, LockError>> + Send;
 
     /// The first contender of `keys`' queue and its data; `None` when the queue is empty.
     fn head(&self, keys: &LockKeys)

@@ -52,6 +52,7 @@
 
 mod contenders;
 mod driver;
+mod inspect;
 mod leader;
 mod permits;
 mod recipe;
@@ -65,8 +66,9 @@ mod tests_permits;
 
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
 pub(crate) use driver::{
-    slots_top, tag, writer_top, Driver, Head, Place, Queued, Role, Wake, FENCE_SLOTS,
+    slots_top, tag, writer_top, Driver, Head, Place, Queued, Role, Wake, Who, FENCE_SLOTS,
 };
+pub(crate) use inspect::inspect;
 pub(crate) use permits::{fits, holders, standing, Standing};
 pub(crate) use recipe::Sequenced;
 pub(crate) use store::{Engine as SequencedEngine, Renews};

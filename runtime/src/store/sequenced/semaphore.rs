@@ -8,6 +8,8 @@ use tokio::time::Instant;
 
 use super::{fits, holders, standing, writer_top, Contender, Driver, Role, Sequenced, Standing};
 use crate::error::LockError;
+use crate::primitives::inspect::Holder;
+use crate::store::identity::contender_holder;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
@@ -157,12 +159,18 @@ impl<D: Driver> Sequenced<D> {
         let (limit, holding) = holders(&listed);
         let owners: Vec<i64> = holding.iter().map(|q| q.owner).collect();
         let remaining = self.driver.remaining(&owners).await?;
-        let mut holders: Vec<(u32, Duration)> = holding
+        let who = self.driver.who(keys, holding).await?;
+        let mut holders: Vec<(u32, Duration, Holder)> = holding
             .iter()
             .zip(remaining)
-            .map(|(q, left)| match q.role {
-                Role::Permits { count, .. } => (count, left),
-                _ => (0, left),
+            .zip(who)
+            .map(|((q, left), who)| {
+                let w = who.unwrap_or_default();
+                let holder = contender_holder(w.stamp, w.description, w.created);
+                match q.role {
+                    Role::Permits { count, .. } => (count, left, holder),
+                    _ => (0, left, holder),
+                }
             })
             .collect();
         holders.sort_by_key(|h| h.1);

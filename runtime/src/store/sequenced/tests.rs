@@ -145,6 +145,26 @@ impl Driver for Fake {
             .collect())
     }
 
+    /// The data's stamp; no descriptions (the fake keeps no sessions).
+    async fn who(
+        &self,
+        _keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> Result<Vec<Option<super::Who>>, LockError> {
+        let queue = self.queue.lock().unwrap();
+        Ok(contenders
+            .iter()
+            .map(|q| {
+                let e = queue.iter().find(|e| e.0 == q.name)?;
+                Some(super::Who {
+                    stamp: crate::store::identity::Stamp::of_stored(&e.3),
+                    order: e.2,
+                    ..Default::default()
+                })
+            })
+            .collect())
+    }
+
     async fn remaining(&self, owners: &[i64]) -> Result<Vec<Duration>, LockError> {
         Ok(owners
             .iter()

@@ -1,45 +1,89 @@
 //! What operators see of a ZooKeeper lock, and how they force one free: its holders are
 //! the first writer's znode, or every reader's ahead of the first writer.
 
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, UNIX_EPOCH};
+
 use zookeeper_client as zk;
 
-use super::names::{lock_key_of, parent_of, CHILD, READER, ROOT};
+use super::names::{lock_key_of, node_of, parent_of, CHILD, READER, ROOT};
 use super::ZooKeeper;
+use crate::error::LockError;
+use crate::store::identity::{decode, session_key, Stamp};
+use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
-use crate::store::sequenced::slots_top;
+use crate::store::sequenced::{inspect, Who};
 use crate::store::{Admin, LockState, StoreFuture};
+
+impl ZooKeeper {
+    /// Who each contender at `paths` is (see [`Driver::who`](crate::store::sequenced::Driver::who)):
+    /// its data and stat read side by side, then the descriptions of their sessions.
+    pub(super) async fn who_at(
+        &self,
+        prefix: &str,
+        paths: impl Iterator<Item = &str>,
+    ) -> Result<Vec<Option<Who>>, LockError> {
+        let (client, _) = self.client().await?;
+        let client = &client;
+        let reads = paths.map(|path| async move { self.read(client, path).await });
+        let mut seen = Vec::new();
+        for read in join_all(reads).await {
+            seen.push(read?);
+        }
+        let sessions: BTreeSet<i64> = seen
+            .iter()
+            .flatten()
+            .map(|(_, stat)| stat.ephemeral_owner)
+            .collect();
+        let reads = sessions.iter().map(|&session| async move {
+            let path = node_of(&session_key(prefix, session));
+            (session, self.read(client, &path).await)
+        });
+        let mut described = HashMap::new();
+        for (session, read) in join_all(reads).await {
+            let decoded = read?
+                .and_then(|(data, _)| String::from_utf8(data).ok())
+                .and_then(|text| decode(&text));
+            if let Some(d) = decoded {
+                described.insert(session, d);
+            }
+        }
+        Ok(seen
+            .into_iter()
+            .map(|read| {
+                let (data, stat) = read?;
+                Some(Who {
+                    stamp: Stamp::of_stored(&data),
+                    description: described.get(&stat.ephemeral_owner).cloned(),
+                    created: u64::try_from(stat.ctime)
+                        .ok()
+                        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+                    order: stat.czxid,
+                })
+            })
+            .collect())
+    }
+
+    /// A znode's data and stat; `None` when it is gone.
+    async fn read(
+        &self,
+        client: &zk::Client,
+        path: &str,
+    ) -> Result<Option<(Vec<u8>, zk::Stat)>, LockError> {
+        self.bounded("refused a read", async {
+            match client.get_data(path).await {
+                Ok(found) => Ok(Some(found)),
+                Err(zk::Error::NoNode) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+    }
+}
 
 impl Admin for ZooKeeper {
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
-        Box::pin(async move {
-            let (client, _) = self.client().await?;
-            let parent = parent_of(keys);
-            let queue = self.queue(&client, &parent).await?;
-            let Some(first) = queue.first() else {
-                return Ok(LockState::default());
-            };
-            let stat = self
-                .bounded(
-                    "refused a read",
-                    client.check_stat(&format!("{parent}/{first}")),
-                )
-                .await?;
-            // The holders: the first writer, or every reader ahead of the first writer.
-            let holders = if first.starts_with(CHILD) {
-                1
-            } else {
-                queue.iter().take_while(|c| c.starts_with(READER)).count()
-            };
-            let waiting = (queue.len() - holders) as u64;
-            Ok(LockState {
-                held: true,
-                // The session, not a TTL, ends a ZooKeeper lock.
-                remaining: None,
-                waiters: waiting > 0,
-                waiting_processes: waiting,
-                last_fence: stat.map(|s| slots_top(s.czxid)),
-            })
-        })
+        Box::pin(inspect(self, keys))
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {

@@ -12,7 +12,7 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake,
+    standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake, Who,
     FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
@@ -149,6 +149,16 @@ impl Driver for ZooKeeper {
                 owner: 0,
             })
             .collect())
+    }
+
+    /// One read of each contender's data and stat, one of each session's description.
+    async fn who(
+        &self,
+        keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> Result<Vec<Option<Who>>, LockError> {
+        self.who_at(keys.prefix(), contenders.iter().map(|q| q.name.as_str()))
+            .await
     }
 
     /// ZooKeeper does not tell another client's session timeout: this locker's session

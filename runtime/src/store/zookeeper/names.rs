@@ -22,8 +22,14 @@ pub(super) const PERMITS: &str = "p-";
 /// The lock's container znode: the lock key with every byte that ZooKeeper paths do not take
 /// as they are percent-encoded (so the name is one path segment, and never `.` or `..`).
 pub(super) fn parent_of(keys: &LockKeys) -> String {
-    let mut name = String::with_capacity(keys.lock().len() + 8);
-    for b in keys.lock().bytes() {
+    node_of(keys.lock())
+}
+
+/// The znode under [`ROOT`] for a store name (a lock key, a locker's description): every byte
+/// that ZooKeeper paths do not take as they are percent-encoded.
+pub(super) fn node_of(stored: &str) -> String {
+    let mut name = String::with_capacity(stored.len() + 8);
+    for b in stored.bytes() {
         if b.is_ascii_alphanumeric() || b"-_:{}".contains(&b) {
             name.push(b as char);
         } else {

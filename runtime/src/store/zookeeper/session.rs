@@ -36,6 +36,8 @@ pub(crate) struct ZooKeeper {
     /// false from the moment it is disconnected, or ended, until it (or the next one) is
     /// connected.
     pub(super) link: Arc<watch::Sender<bool>>,
+    /// The session whose ephemeral znode holds the locker's description, if one does.
+    pub(super) described: std::sync::Mutex<Option<i64>>,
 }
 
 /// The client of the current session, and the count of sessions that ended.
@@ -63,6 +65,7 @@ impl ZooKeeper {
             epoch,
             contenders,
             link: Arc::new(watch::channel(false).0),
+            described: std::sync::Mutex::new(None),
         }
     }
 

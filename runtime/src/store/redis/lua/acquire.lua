@@ -6,7 +6,7 @@
 -- KEYS[4i - 2]  the fence key     P:fence:{K}
 -- KEYS[4i - 1]  the queue         P:queue:{K}     (sorted set: contender -> arrival, ms)
 -- KEYS[4i]      the interest set  P:interest:{K}  (sorted set: contender -> waits until, ms)
--- ARGV[6i - 2]  the new owner token (32 characters)
+-- ARGV[6i - 2]  the new owner token (its public part, then its 32-character secret: owner.lua)
 -- ARGV[6i - 1]  the lease in milliseconds
 -- ARGV[6i]      how many fencing tokens to reserve (1 + the holders this process may hand the
 --               lock to before it releases it; between 1 and 17)
@@ -60,7 +60,7 @@ local function acquire_one(i)
       end
       redis.call('SET', lock, value, 'PX', lease)
     else
-      if holder and #holder == 32 then
+      if holder and unmarked_token(holder) then
         redis.call('APPEND', lock, '+')
       elseif holder == 'R' and wait_ms > 0 then
         -- Readers hold it (read_acquire.lua): a waiting writer holds new readers back, and

@@ -7,7 +7,7 @@
 -- For the i-th lock (i = 1, 2, ...):
 -- KEYS[2i - 1]  the lock key   P:lock:{K}
 -- KEYS[2i]      the fence key  P:fence:{K}
--- ARGV[3i - 1]  the new owner token (32 characters)
+-- ARGV[3i - 1]  the new owner token (owner.lua)
 -- ARGV[3i]      the lease in milliseconds
 -- ARGV[3i + 1]  how many fencing tokens to reserve (as in acquire.lua)
 -- and for all of them:

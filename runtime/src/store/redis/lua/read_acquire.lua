@@ -5,12 +5,12 @@
 -- KEYS[2]  the readers      P:readers:{K}  (sorted set: reader token -> end of its lease, ms)
 -- KEYS[3]  the fence key    P:fence:{K}
 -- KEYS[4]  the interest set P:interest:{K} (acquire.lua: waiting writers, until when each waits)
--- ARGV[1]  the reader's token (32 characters)
+-- ARGV[1]  the reader's token (owner.lua)
 -- ARGV[2]  its lease in milliseconds
 --
 -- While readers hold the lock, its key holds `R` and lives as long as the longest reader's
 -- lease; `R+` once a writer waits (acquire.lua), and new readers then wait too. A writer's
--- key holds its 32-character token (`+` after it once someone waits: a reader appends it, so
+-- key holds its token (owner.lua; `+` after it once someone waits: a reader appends it, so
 -- that the writer's release wakes it), or `~` and a contender's name while a release lets
 -- the next process in line have it (release.lua).
 --
@@ -53,7 +53,7 @@ if holder == 'R+' then
   holder, stale = 'R', true
 end
 if holder and holder ~= 'R' then
-  if #holder == 32 then
+  if unmarked_token(holder) then
     redis.call('APPEND', lock, '+')
   end
   return {0, redis.call('PTTL', lock)}

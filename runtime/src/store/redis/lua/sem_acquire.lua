@@ -9,7 +9,7 @@
 -- KEYS[3]  the fence     P:semfence:{K}     (the fence counter of the semaphore's holders)
 -- KEYS[4]  the queue     P:semqueue:{K}     (sorted set: `name:count` -> arrival, ms)
 -- KEYS[5]  the interest  P:seminterest:{K}  (sorted set: `name:count` -> waits until, ms)
--- ARGV[1]  the holder's owner token (32 characters)
+-- ARGV[1]  the holder's owner token (owner.lua)
 -- ARGV[2]  its lease in milliseconds
 -- ARGV[3]  the limit this caller asks for
 -- ARGV[4]  how many permits it takes (1 ..= limit)

@@ -118,6 +118,14 @@ fn no_quorum(what: &str, ok: usize, of: usize, failures: Vec<LockError>) -> Lock
 }
 
 impl Store for RedLock {
+    fn describe_locker<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a crate::store::identity::Identity,
+    ) -> crate::store::StoreFuture<'a, ()> {
+        crate::store::describes_nothing()
+    }
+
     fn capabilities(&self) -> crate::store::Capabilities {
         crate::store::Engine::RedLock.capabilities(Duration::ZERO)
     }
