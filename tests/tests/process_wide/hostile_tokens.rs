@@ -76,14 +76,30 @@ fn shown(err: &LockError) -> String {
     out
 }
 
-/// The owner token currently stored for `KEY`.
+/// The secret of the owner token currently stored for `KEY`.
 async fn token(admin: &mut redis::aio::MultiplexedConnection, prefix: &str) -> String {
     let name = format!("{prefix}:lock:{{{KEY}}}");
     let t: Option<String> = admin.get(&name).await.unwrap();
     // A `+` after the token marks that a contender waited.
-    t.expect("the lock is held")
-        .trim_end_matches('+')
-        .to_owned()
+    secret_of(t.expect("the lock is held").trim_end_matches('+'))
+}
+
+/// The secret of a stored owner value: its last part, after what says who holds the lock
+/// (`h1.<locker id>.<ms>.<label>.`), which inspection shows and is not secret.
+fn secret_of(stored: &str) -> String {
+    assert!(
+        stored.starts_with("h1."),
+        "an owner value of this version: {stored}"
+    );
+    let (public, secret) = stored
+        .rsplit_once('.')
+        .expect("a public part, then the secret");
+    assert_eq!(
+        public.split('.').count(),
+        4,
+        "h1, locker, time, label: {stored}"
+    );
+    secret.to_owned()
 }
 
 #[distributed_lock(key = "customer:<who>", lease = "300ms", locker = locker, on_lost = "continue")]
@@ -258,7 +274,7 @@ async fn owner_tokens_are_fresh_128_bit_random_values() {
             .get(format!("leasehold:lock:{{{key}}}"))
             .await
             .unwrap();
-        let token = token.trim_end_matches('+').to_owned();
+        let token = secret_of(token.trim_end_matches('+'));
         guard.release().await.unwrap();
         assert_eq!(token.len(), 32, "128 bits as 32 hex digits");
         let bits = u128::from_str_radix(&token, 16).expect("lowercase hex");

@@ -30,9 +30,12 @@ impl PostgresStore {
         });
         let (mut first, driver) = shared.open(None).await?;
         let limit = settings.connect_timeout;
-        match tokio::time::timeout(limit, shared.ensure_schema(&mut first)).await {
+        // The check that the schema is there answers within the connect timeout; creating it
+        // (once per database) may take longer: see `SCHEMA_CREATION`.
+        let creating = limit.max(super::schema::SCHEMA_CREATION);
+        match tokio::time::timeout(creating, shared.ensure_schema(&mut first)).await {
             Ok(result) => result?,
-            Err(_) => return Err(shared.late(limit)),
+            Err(_) => return Err(shared.late(creating)),
         }
         drop(first);
         driver.abort();

@@ -50,20 +50,36 @@ const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL 
 /// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
 const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
 
+/// The least time given to creating the schema, once per database, whatever the connect and
+/// operation timeouts: bounded by those (a fifth of a second is a fine `op_timeout` for
+/// locks), a creation that took longer on a loaded server was cancelled and rolled back on
+/// every try, and lockers starting together on a fresh database never got one.
+pub(super) const SCHEMA_CREATION: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Shared {
     /// Creates the schema when it is missing, under an advisory lock that serializes lockers
-    /// starting together.
+    /// starting together, within [`SCHEMA_CREATION`] (or the connect timeout, if longer).
     pub(super) async fn ensure_schema(&self, client: &mut pg::Client) -> Result<(), LockError> {
         let present = |row: pg::Row| row.get::<_, bool>(0);
-        let found = client
-            .query_one(SCHEMA_PRESENT, &[])
+        let limit = self.settings.connect_timeout;
+        let found = tokio::time::timeout(limit, client.query_one(SCHEMA_PRESENT, &[]))
             .await
+            .map_err(|_| self.late(limit))?
             .map_err(|e| self.unavailable("refused a read of its catalog", e))?;
         if present(found) {
             return Ok(());
         }
+        // The session's statement and lock timeouts are the operations' (short); creating the
+        // schema, and waiting for another locker creating it, get their own bound.
+        let bound = SCHEMA_CREATION
+            .max(self.settings.connect_timeout)
+            .as_millis();
         let create = async {
             let tx = client.transaction().await?;
+            tx.batch_execute(&format!(
+                "SET LOCAL statement_timeout = {bound}; SET LOCAL lock_timeout = {bound}"
+            ))
+            .await?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
                 .await?;
             let found = tx.query_one(SCHEMA_PRESENT, &[]).await?;

@@ -69,6 +69,44 @@ async fn lockers_starting_together_make_the_schema_once() {
     assert!(guard.fence() > 0);
 }
 
+/// Creating the schema is not bounded by the operations' timeouts: with a 10 ms
+/// `op_timeout` (the session's `statement_timeout`, and 5 ms `lock_timeout`) and a 200 ms
+/// connect timeout, creating it was cancelled on every try and lockers starting together on
+/// a fresh database never connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_timeouts_do_not_keep_a_fresh_database_from_getting_its_schema() {
+    let pg = PgServer::start().await;
+    let url = pg.url();
+    let built = futures_join(
+        (0..4)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move {
+                    Locker::builder()
+                        .postgres(&url)
+                        .op_timeout(Duration::from_millis(10))
+                        .connect_timeout(Duration::from_millis(200))
+                        .build()
+                        .await
+                })
+            })
+            .collect(),
+    )
+    .await;
+    for b in &built {
+        assert!(b.is_ok(), "a locker could not make the schema: {b:?}");
+    }
+    let db = client(&url).await;
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM pg_class WHERE relname = 'leasehold_lockers'"
+        )
+        .await,
+        1
+    );
+}
+
 async fn futures_join<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();
     for h in handles {
