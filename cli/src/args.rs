@@ -722,6 +722,54 @@ mod tests {
     }
 
     #[test]
+    fn top_and_its_options() {
+        use crate::top::{Options, Sort, DEFAULT_INTERVAL};
+        assert_eq!(
+            run(&["top"]).unwrap().command,
+            Command::Top(Options {
+                pattern: "*".into(),
+                interval: DEFAULT_INTERVAL,
+                sort: Sort::Age,
+                plain: false,
+                count: None,
+            })
+        );
+        let inv = run(&[
+            "top",
+            "stock:*",
+            "--sort",
+            "waiters",
+            "--interval=250ms",
+            "--plain",
+            "--count",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(
+            inv.command,
+            Command::Top(Options {
+                pattern: "stock:*".into(),
+                interval: Duration::from_millis(250),
+                sort: Sort::Waiters,
+                plain: true,
+                count: Some(3),
+            })
+        );
+        let Command::Top(once) = run(&["top", "--once", "--sort=key"]).unwrap().command else {
+            panic!("not top");
+        };
+        assert_eq!((once.count, once.sort), (Some(1), Sort::Key));
+        let e = run(&["top", "--sort", "size"]).unwrap_err();
+        assert!(e.contains("write age, waiters or key"), "{e}");
+        let e = run(&["top", "--once", "--count", "2"]).unwrap_err();
+        assert!(e.contains("--once or --count is given twice"), "{e}");
+        let e = run(&["top", "--count", "x"]).unwrap_err();
+        assert!(e.contains("--count \"x\" is not a number"), "{e}");
+        let e = run(&["watch", "k", "--plain"]).unwrap_err();
+        assert!(e.contains("`watch` has no option --plain"), "{e}");
+    }
+
+    #[test]
     fn mistakes_say_what_would_be_right() {
         let e = run(&["release", "k"]).unwrap_err();
         assert!(e.contains("add --force"), "{e}");
@@ -757,6 +805,7 @@ mod tests {
         assert_eq!(help(&["help"]), HELP);
         assert_eq!(help(&["release", "--help"]), RELEASE_HELP);
         assert_eq!(help(&["help", "watch"]), WATCH_HELP);
+        assert_eq!(help(&["top", "-h"]), TOP_HELP);
         assert!(help(&["-h", "list"]).starts_with("leasehold list"));
         assert!(HELP.contains("Exit status:"));
     }

@@ -16,6 +16,9 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(10);
 pub(crate) struct Rates {
     /// Each lock held at the last reading.
     holds: HashMap<String, Hold>,
+    /// Locks held at an earlier reading and not since, with when that hold was last seen and
+    /// whether it had waiters: a hand-over may leave a lock free at a reading.
+    ended: HashMap<String, (Instant, bool)>,
     /// The new holds seen, oldest first, within the window of the last reading.
     acquisitions: VecDeque<Acquisition>,
     /// When the first and the last readings were taken.
@@ -37,7 +40,8 @@ struct Hold {
 struct Acquisition {
     at: Instant,
     key: String,
-    /// The lock's previous hold had waiters: someone had to wait for this one.
+    /// The lock's previous hold (seen within the window) had waiters: someone had to wait
+    /// for this one.
     contended: bool,
 }
 
@@ -88,7 +92,10 @@ impl Rates {
                 self.acquisitions.push_back(Acquisition {
                     at,
                     key: seen.key.to_owned(),
-                    contended: previous.is_some_and(|p| p.waiters),
+                    contended: match previous {
+                        Some(p) => p.waiters,
+                        None => self.ended.remove(seen.key).is_some_and(|(_, w)| w),
+                    },
                 });
             }
             let hold = Hold {
@@ -98,7 +105,11 @@ impl Rates {
             };
             holds.insert(seen.key.to_owned(), hold);
         }
-        self.holds = holds;
+        for (key, hold) in std::mem::replace(&mut self.holds, holds) {
+            self.ended.insert(key, (at, hold.waiters));
+        }
+        self.ended
+            .retain(|_, (seen, _)| at.duration_since(*seen) < WINDOW);
         self.span = Some(self.span.map_or((at, at), |(start, _)| (start, at)));
         while self
             .acquisitions
@@ -173,22 +184,39 @@ mod tests {
         assert_eq!(rates.per_second(Some("a")).unwrap().acquisitions, 0.0);
         assert_eq!(rates.first_seen("a"), Some(s(0)));
         assert_eq!(rates.first_seen("b"), Some(s(1)));
-        // `a` released, then taken again while nobody looked: a new hold.
-        rates.update(s(2), [held("b", 6, false), held("c", 9, false)]);
+        // `c` handed over to a waiter with a reading in between that found it free.
+        rates.update(
+            s(2),
+            [held("a", 1, false), held("b", 6, false), held("c", 9, true)],
+        );
+        rates.update(s(3), [held("a", 1, false), held("b", 6, false)]);
         rates.update(
             s(4),
             [
-                held("a", 2, false),
+                held("a", 1, false),
                 held("b", 6, false),
-                held("c", 9, false),
+                held("c", 10, false),
             ],
         );
-        assert_eq!(rates.per_second(None).unwrap().acquisitions, 3.0 / 4.0);
+        let c = rates.per_second(Some("c")).unwrap();
+        assert_eq!((c.acquisitions, c.contended), (2.0 / 4.0, 1.0 / 4.0));
+        // `a` released, then taken again while nobody looked: a new hold, not contended.
+        rates.update(s(5), [held("b", 6, false), held("c", 10, false)]);
+        rates.update(
+            s(6),
+            [
+                held("a", 2, false),
+                held("b", 6, false),
+                held("c", 10, false),
+            ],
+        );
+        let all = rates.per_second(None).unwrap();
+        assert_eq!((all.acquisitions, all.contended), (4.0 / 6.0, 2.0 / 6.0));
         assert_eq!(rates.first_seen("gone"), None);
         // Counts leave the window; the divisor stops growing at its length.
         rates.update(s(12), []);
         let late = rates.per_second(None).unwrap();
-        assert_eq!(late.acquisitions, 1.0 / 10.0);
+        assert_eq!(late.acquisitions, 2.0 / 10.0);
         rates.update(s(30), []);
         assert_eq!(rates.per_second(None).unwrap().acquisitions, 0.0);
     }

@@ -176,7 +176,7 @@ fn draw(frame: &mut Frame, view: &View) {
     ])
     .areas(frame.area());
 
-    let taken = view.taken().map(display::timestamp).unwrap_or_default();
+    let taken = view.taken().map(time_of_day).unwrap_or_default();
     let summary = Line::from(vec![
         Span::from("leasehold top").bold(),
         Span::from(format!("  {}  {taken}", view.summary())),
@@ -188,11 +188,11 @@ fn draw(frame: &mut Frame, view: &View) {
         Some(error) => {
             let since = view
                 .rows_taken()
-                .map(|t| format!(" (rows as of {})", display::timestamp(t)))
+                .map(|t| format!(" (rows as of {})", time_of_day(t)))
                 .unwrap_or_default();
             // One line: the message's own line breaks are spaces here.
             let error = display::key(&error.replace('\n', " "));
-            Line::from(format!("error: {error}{since}")).red()
+            Line::from(format!("error{since}: {error}")).red()
         }
         None if rows.is_empty() && view.taken().is_some() => Line::from(view.nothing_held()),
         None => Line::default(),
@@ -222,6 +222,13 @@ fn draw(frame: &mut Frame, view: &View) {
         view::rates_note()
     )));
     frame.render_widget(Paragraph::new(Line::from(keys)).dim(), footer);
+}
+
+/// The time of day of `t` in UTC, `12:34:56.789Z`: the screen shows the date nowhere else
+/// but needs none.
+fn time_of_day(t: std::time::SystemTime) -> String {
+    let stamp = display::timestamp(t);
+    stamp[stamp.find('T').map_or(0, |at| at + 1)..].to_owned()
 }
 
 /// Each column as wide as its widest cell (KEY and LABEL up to a limit); HOLDER takes the rest.

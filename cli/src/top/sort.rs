@@ -66,3 +66,40 @@ impl Sort {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(key: &str, age: Option<u64>, waiting: u64) -> Row {
+        Row {
+            key: key.to_owned(),
+            age: age.map(std::time::Duration::from_secs),
+            waiting,
+            waiters: waiting > 0,
+            cells: Default::default(),
+        }
+    }
+
+    fn keys(sort: Sort, rows: &mut [Row]) -> Vec<&str> {
+        sort.apply(rows);
+        rows.iter().map(|r| r.key.as_str()).collect()
+    }
+
+    #[test]
+    fn each_order_and_its_key() {
+        let mut rows = [
+            row("b", Some(5), 0),
+            row("a", None, 2),
+            row("c", Some(9), 2),
+            row("d", Some(5), 0),
+        ];
+        assert_eq!(keys(Sort::Age, &mut rows), ["c", "b", "d", "a"]);
+        assert_eq!(keys(Sort::Waiters, &mut rows), ["c", "a", "b", "d"]);
+        assert_eq!(keys(Sort::Key, &mut rows), ["a", "b", "c", "d"]);
+        assert_eq!(Sort::for_key('W'), Some(Sort::Waiters));
+        assert_eq!(Sort::for_key('x'), None);
+        assert_eq!(Sort::parse("key"), Some(Sort::Key));
+        assert_eq!(Sort::parse("Key"), None);
+    }
+}

@@ -92,16 +92,11 @@ impl View {
         self.last.as_ref()?.held.as_ref().err().map(String::as_str)
     }
 
-    /// The summary line: `redis 127.0.0.1:6379  prefix "leasehold"  health connected  rtt
-    /// 0.4ms  2 held  acq/s 0.3  cont/s 0.1  sort age`. Keys and the prefix are escaped.
+    /// The summary line, what matters most first (a narrow screen cuts the end): `redis
+    /// 127.0.0.1:6379  health connected  rtt 0.4ms  2 held  acq/s 0.3  cont/s 0.1  prefix
+    /// "leasehold"  sort age`. The prefix and the pattern are escaped like keys.
     pub(crate) fn summary(&self) -> String {
-        let mut parts = vec![
-            self.endpoint.clone(),
-            format!("prefix {:?}", display::key(&self.prefix)),
-        ];
-        if self.pattern != "*" {
-            parts.push(format!("pattern {:?}", display::key(&self.pattern)));
-        }
+        let mut parts = vec![self.endpoint.clone()];
         let health = match &self.last {
             None => "reading...".to_owned(),
             Some(r) if r.held.is_err() => format!("{}, reads failing", r.state.as_str()),
@@ -118,6 +113,10 @@ impl View {
         let (acquisitions, contended) = rates_cells(self.rates.per_second(None));
         parts.push(format!("acq/s {acquisitions}"));
         parts.push(format!("cont/s {contended}"));
+        parts.push(format!("prefix {:?}", display::key(&self.prefix)));
+        if self.pattern != "*" {
+            parts.push(format!("pattern {:?}", display::key(&self.pattern)));
+        }
         parts.push(format!("sort {}", self.sort.as_str()));
         parts.join("  ")
     }
