@@ -1,7 +1,7 @@
 //! What `top` shows, whichever way it is drawn: the summary line (engine, health, round trip,
 //! rates) and one row per held lock, sorted; the screen and the plain tables both print these.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use leasehold::LockInfo;
 
@@ -59,7 +59,7 @@ pub(crate) struct View {
     /// marked as old, while the engine fails.
     held: Vec<LockInfo>,
     /// When `held` was read.
-    held_at: Option<(SystemTime, std::time::Instant)>,
+    held_at: Option<(SystemTime, Instant)>,
 }
 
 impl View {
