@@ -1,4 +1,4 @@
-//! The command line: four subcommands and a handful of options, parsed by hand (options may
+//! The command line: seven subcommands and a handful of options, parsed by hand (options may
 //! come before or after the subcommand; `--` ends them), and the help texts.
 
 use std::ffi::OsString;
@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::exit;
+use crate::top::Sort;
 
 /// `leasehold --help`.
 pub(crate) const HELP: &str = "\
@@ -23,6 +24,8 @@ Commands:
   semaphore KEY          a semaphore's holders: limit, permits in use, each holder's
                          permits and remaining lease
   watch KEY              print acquisitions and releases of a lock as they happen
+  top [PATTERN]          a live view of the held locks: holder, age, lease, fence,
+                         waiters, acquisitions per second; the engine's health and round trip
   fences                 the fence ceiling: above every fence handed out so far, the
                          fence_offset for the deployment the locks move to
   help [COMMAND]         this text, or a command's
@@ -46,17 +49,18 @@ Options (before or after the command):
   -V, --version        print the version
 
 Exit status:
-  0  done; also `show` of a free lock and `list` with no match
+  0  done; also `show` of a free lock and `list` with no match, and `top` when quit
   1  `release` deleted nothing: no lock held, no confirmation, or it changed hands
   2  usage or configuration error: unknown command or option, missing or bad value,
      invalid --config file or LEASEHOLD_* variable, `release` without --force
   3  the engine unreachable or too slow, credentials or a command refused, or a bad URL
+     (`top` shows these and goes on; with --once or --count, 3 when its last reading failed)
 
 Owner tokens are never shown. Keys' control characters are printed escaped (\\n, \\u{1b}).
 ";
 
-const USAGE: &str =
-    "Usage: leasehold [OPTIONS] <COMMAND>  (list, show, release, semaphore, watch, fences, help)";
+const USAGE: &str = "Usage: leasehold [OPTIONS] <COMMAND>  (list, show, release, semaphore, \
+                     watch, top, fences, help)";
 
 /// `leasehold list --help`.
 const LIST_HELP: &str = "\
@@ -157,6 +161,53 @@ an expiry of the lock's own ends a hold, a lease shows as `no expiry` and every 
 Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
 ";
 
+/// `leasehold top --help`.
+const TOP_HELP: &str = "\
+leasehold top: a live view of the locks held now, refreshed every interval, with a line
+about the engine at the top
+
+Usage: leasehold top [OPTIONS] [PATTERN]
+
+Arguments:
+  [PATTERN]  a glob over lock keys, as for `list` [default: *]
+
+Options:
+      --interval DUR  how often to read the locks [default: 1s]
+      --sort ORDER    age (held longest first), waiters (most processes waiting first) or
+                      key [default: age]; on the screen, the keys a, w and k
+      --plain         print a table every interval instead of drawing the screen; the
+                      default when standard output is not a terminal
+      --once          print one table and exit (plain)
+      --count N       print N tables, one every interval, and exit (plain)
+
+The top line: the engine and its servers, the prefix, the health (the locker's state:
+connected, suspended, lost, reconnected; `reads failing` when the last reading failed), the
+round trip of one read of a lock, the locks held, and the rates below for all of them.
+On the screen: q, Esc or Ctrl-C quits; a, w and k sort; rows that do not fit are counted
+at the bottom.
+
+Columns:
+  KEY      the lock key (control characters escaped)
+  AGE      how long the holder has held it, from its own clock (`>12s`: no time stored,
+           at least since this view first saw the hold)
+  LEASE    the holder's remaining lease (`no expiry` on ZooKeeper and etcd)
+  FENCE    the lock's fence counter
+  WAITING  processes queued for the lock (contenders, on ZooKeeper and etcd)
+  ACQ/S    acquisitions per second over the last 10s: new holds seen from one reading to
+           the next (a new fence, or a lock that was free). No engine counts them, so this
+           is a lower bound: a hold that begins and ends between two readings is missed, and
+           so is all but the last of several
+  CONT/S   of those, contended ones per second: a new hold of a lock that had someone
+           waiting at the reading before (a hand-over to a process that waited)
+  LABEL    the holder's label
+  HOLDER   service@host pid of the holder's locker, `+N` for other readers
+
+Reading errors show in the top line and reading goes on, also while the engine cannot be
+reached at start. Every reading lists the held locks as `list` does (on Redis with SCAN).
+
+Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
+";
+
 /// What the command line asks for.
 #[derive(Debug)]
 pub(crate) enum Parsed {
@@ -225,11 +276,13 @@ pub(crate) enum Command {
         /// When to stop; `None`: at Ctrl-C.
         stop_after: Option<Duration>,
     },
+    /// `top [PATTERN] [--interval DUR] [--sort ORDER] [--plain] [--once | --count N]`.
+    Top(crate::top::Options),
     /// `fences`.
     Fences,
 }
 
-/// The default `--interval` of `watch`.
+/// The default `--interval` of `watch` (`top`'s is its own).
 const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A command line that cannot be run: what is wrong, and the usage to show with it.
@@ -280,7 +333,7 @@ Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
 ";
 
 /// The subcommands, with their help texts and usage lines.
-const COMMANDS: [(&str, &str, &str); 6] = [
+const COMMANDS: [(&str, &str, &str); 7] = [
     (
         "list",
         LIST_HELP,
@@ -298,6 +351,7 @@ const COMMANDS: [(&str, &str, &str); 6] = [
         "Usage: leasehold release [OPTIONS] KEY --force",
     ),
     ("watch", WATCH_HELP, "Usage: leasehold watch [OPTIONS] KEY"),
+    ("top", TOP_HELP, "Usage: leasehold top [OPTIONS] [PATTERN]"),
     ("fences", FENCES_HELP, "Usage: leasehold fences [OPTIONS]"),
 ];
 
@@ -309,6 +363,9 @@ struct Seen {
     yes: bool,
     interval: Option<Duration>,
     stop_after: Option<Duration>,
+    sort: Option<Sort>,
+    plain: bool,
+    count: Option<u64>,
     help: bool,
     version: bool,
     /// Command-specific options in the order given, to refuse those the command lacks.
@@ -367,6 +424,43 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, 
                 set(&mut seen.stop_after, &name, d)?;
                 seen.specific.push("--for");
             }
+            "--sort" => {
+                let order = value("ORDER")?;
+                let sort = Sort::parse(&order).ok_or_else(|| {
+                    UsageError::new(
+                        USAGE,
+                        format!(
+                            "--sort {:?} is not an order; write age, waiters or key",
+                            crate::display::key(&order)
+                        ),
+                    )
+                })?;
+                set(&mut seen.sort, &name, sort)?;
+                seen.specific.push("--sort");
+            }
+            "--plain" => {
+                seen.plain = true;
+                seen.specific.push("--plain");
+            }
+            "--once" => {
+                set(&mut seen.count, "--once or --count", 1)?;
+                seen.specific.push("--once");
+            }
+            "--count" => {
+                let text = value("N")?;
+                let count = text.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    UsageError::new(
+                        USAGE,
+                        format!(
+                            "--count {:?} is not a number of tables; write one above zero, \
+                             e.g. --count 3",
+                            crate::display::key(&text)
+                        ),
+                    )
+                })?;
+                set(&mut seen.count, "--once or --count", count)?;
+                seen.specific.push("--count");
+            }
             "--force" => {
                 seen.force = true;
                 seen.specific.push("--force");
@@ -423,6 +517,7 @@ fn command(seen: Seen, positional: Vec<String>) -> Result<Parsed, UsageError> {
     let allowed: &[&str] = match name {
         "release" => &["--force", "--yes"],
         "watch" => &["--interval", "--for"],
+        "top" => &["--interval", "--sort", "--plain", "--once", "--count"],
         _ => &[],
     };
     if let Some(option) = seen.specific.iter().find(|o| !allowed.contains(o)) {
@@ -447,6 +542,25 @@ fn command(seen: Seen, positional: Vec<String>) -> Result<Parsed, UsageError> {
             Command::List {
                 pattern: rest.into_iter().next().unwrap_or_else(|| "*".to_owned()),
             }
+        }
+        "top" => {
+            if rest.len() > 1 {
+                return Err(UsageError::new(
+                    usage,
+                    format!(
+                        "`top` takes one pattern, got {}; quote a pattern with spaces, and \
+                         write it without the prefix",
+                        rest.len()
+                    ),
+                ));
+            }
+            Command::Top(crate::top::Options {
+                pattern: rest.into_iter().next().unwrap_or_else(|| "*".to_owned()),
+                interval: seen.interval.unwrap_or(crate::top::DEFAULT_INTERVAL),
+                sort: seen.sort.unwrap_or_default(),
+                plain: seen.plain,
+                count: seen.count,
+            })
         }
         "fences" => {
             if !rest.is_empty() {
@@ -510,7 +624,7 @@ fn unknown_command(name: &str) -> UsageError {
         USAGE,
         format!(
             "unknown command {:?}; the commands are list, show, semaphore, release, watch, \
-             fences and help",
+             top, fences and help",
             crate::display::key(name)
         ),
     )
@@ -608,6 +722,54 @@ mod tests {
     }
 
     #[test]
+    fn top_and_its_options() {
+        use crate::top::{Options, Sort, DEFAULT_INTERVAL};
+        assert_eq!(
+            run(&["top"]).unwrap().command,
+            Command::Top(Options {
+                pattern: "*".into(),
+                interval: DEFAULT_INTERVAL,
+                sort: Sort::Age,
+                plain: false,
+                count: None,
+            })
+        );
+        let inv = run(&[
+            "top",
+            "stock:*",
+            "--sort",
+            "waiters",
+            "--interval=250ms",
+            "--plain",
+            "--count",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(
+            inv.command,
+            Command::Top(Options {
+                pattern: "stock:*".into(),
+                interval: Duration::from_millis(250),
+                sort: Sort::Waiters,
+                plain: true,
+                count: Some(3),
+            })
+        );
+        let Command::Top(once) = run(&["top", "--once", "--sort=key"]).unwrap().command else {
+            panic!("not top");
+        };
+        assert_eq!((once.count, once.sort), (Some(1), Sort::Key));
+        let e = run(&["top", "--sort", "size"]).unwrap_err();
+        assert!(e.contains("write age, waiters or key"), "{e}");
+        let e = run(&["top", "--once", "--count", "2"]).unwrap_err();
+        assert!(e.contains("--once or --count is given twice"), "{e}");
+        let e = run(&["top", "--count", "x"]).unwrap_err();
+        assert!(e.contains("--count \"x\" is not a number"), "{e}");
+        let e = run(&["watch", "k", "--plain"]).unwrap_err();
+        assert!(e.contains("`watch` has no option --plain"), "{e}");
+    }
+
+    #[test]
     fn mistakes_say_what_would_be_right() {
         let e = run(&["release", "k"]).unwrap_err();
         assert!(e.contains("add --force"), "{e}");
@@ -643,6 +805,7 @@ mod tests {
         assert_eq!(help(&["help"]), HELP);
         assert_eq!(help(&["release", "--help"]), RELEASE_HELP);
         assert_eq!(help(&["help", "watch"]), WATCH_HELP);
+        assert_eq!(help(&["top", "-h"]), TOP_HELP);
         assert!(help(&["-h", "list"]).starts_with("leasehold list"));
         assert!(HELP.contains("Exit status:"));
     }

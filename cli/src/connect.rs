@@ -140,6 +140,19 @@ impl Target {
     /// A [`Failure`] with exit status 3 when the URL does not parse or the server cannot be
     /// reached (or refuses the credentials) within the connect timeout.
     pub(crate) async fn connect(&self) -> Result<Locker, Failure> {
+        self.build(false).await
+    }
+
+    /// Connects in the background: the locker is returned while the server may still be
+    /// unreachable, and its calls fail until it answers (`top` shows that, and goes on).
+    ///
+    /// # Errors
+    /// A [`Failure`] with exit status 3 when the URL does not parse.
+    pub(crate) async fn connect_lazily(&self) -> Result<Locker, Failure> {
+        self.build(true).await
+    }
+
+    async fn build(&self, lazily: bool) -> Result<Locker, Failure> {
         // The library's one reading of a URL: the same engines, schemes and checks as an
         // application's `Deployment::parse`.
         let deployment =
@@ -150,6 +163,7 @@ impl Target {
             .op_timeout(self.op_timeout)
             .connect_timeout(self.connect_timeout)
             .fence_offset(self.fence_offset)
+            .lazy_connect(lazily)
             .build()
             .await
             .map_err(|e| Failure::connect(e, &self.url))

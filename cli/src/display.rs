@@ -16,6 +16,19 @@ pub(crate) fn lease(d: Duration) -> String {
     }
 }
 
+/// How long something has lasted, in the two largest units that matter: `12.3s` under a
+/// minute, then `5m03s`, `2h04m`, `3d04h`.
+pub(crate) fn age(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        // Tenths cut, not rounded: 59.96 s is not a minute yet.
+        0..=59 => format!("{secs}.{}s", d.subsec_millis() / 100),
+        60..=3_599 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3_600..=86_399 => format!("{}h{:02}m", secs / 3_600, secs / 60 % 60),
+        _ => format!("{}d{:02}h", secs / 86_400, secs / 3_600 % 24),
+    }
+}
+
 /// A remaining lease that may be absent: held keys without an expiry were set by hand.
 pub(crate) fn remaining(held: bool, remaining: Option<Duration>) -> String {
     match (held, remaining) {
@@ -256,6 +269,11 @@ mod tests {
         assert_eq!(lease(Duration::from_millis(12_345)), "12.3s");
         assert_eq!(lease(Duration::from_millis(600)), "0.6s");
         assert_eq!(lease(Duration::from_millis(40)), "40ms");
+        assert_eq!(age(Duration::from_millis(40)), "0.0s");
+        assert_eq!(age(Duration::from_millis(59_990)), "59.9s");
+        assert_eq!(age(Duration::from_secs(183)), "3m03s");
+        assert_eq!(age(Duration::from_secs(7_440)), "2h04m");
+        assert_eq!(age(Duration::from_secs(273_600)), "3d04h");
         assert_eq!(remaining(true, None), "no expiry");
         assert_eq!(remaining(false, Some(Duration::from_secs(1))), "-");
         assert_eq!(fence(None), "none");

@@ -1,5 +1,5 @@
 //! `leasehold`: looks at the locks that applications hold in Redis, ZooKeeper, etcd or
-//! PostgreSQL (list, show, semaphore, watch, fences) and deletes one by force when its holder
+//! PostgreSQL (list, show, semaphore, watch, top, fences) and deletes one by force when its holder
 //! is stuck. Built on the runtime's inspection API.
 
 #![deny(missing_docs)]
@@ -14,6 +14,7 @@ mod list;
 mod release;
 mod semaphore;
 mod show;
+mod top;
 mod watch;
 
 use std::process::ExitCode;
@@ -48,6 +49,10 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         let target = connect::Target::resolve(&invocation.global)?;
+        if let Command::Top(options) = &invocation.command {
+            // It connects on its own: it starts while the engine is down, and shows it.
+            return top::run(&target, options).await;
+        }
         let locker = target.connect().await?;
         match invocation.command {
             Command::List { pattern } => list::run(&locker, &target, &pattern).await,
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
                 interval,
                 stop_after,
             } => watch::run(&locker, &target, &key, interval, stop_after).await,
+            Command::Top(_) => unreachable!("`top` ran above"),
             Command::Fences => fences::run(&locker, &target).await,
         }
     });
