@@ -382,6 +382,23 @@ pub(crate) fn waiter(
     }
 }
 
+/// The waiters of a queue as inspection shows them, from their names and how long each has
+/// waited in milliseconds (Redis and PostgreSQL keep both).
+pub(crate) fn waiters_of_queue(
+    names: &[String],
+    waited_ms: Vec<i64>,
+    describe: impl Fn(&str) -> Option<LockerDescription>,
+) -> Vec<Waiter> {
+    names
+        .iter()
+        .zip(waited_ms)
+        .map(|(name, ms)| {
+            let waited = Duration::from_millis(ms.max(0) as u64);
+            waiter(name, Some(waited), &describe)
+        })
+        .collect()
+}
+
 /// A contender of ZooKeeper or etcd as inspection shows it as a holder: its token's stamp
 /// where its data is a token, the description of the session (or lease) it lives on, and when
 /// it was created where the engine tells (ZooKeeper's `ctime`).

@@ -10,7 +10,7 @@ use super::PostgresStore;
 use crate::error::LockError;
 use crate::primitives::inspect::{LockerDescription, MAX_LISTED_WAITERS};
 use crate::store::identity::{
-    decode_all, holder, locker_of_waiter, waiter, Identity, Stamp, DESCRIPTION_TTL,
+    decode_all, holder, locker_of_waiter, waiters_of_queue, Identity, Stamp, DESCRIPTION_TTL,
 };
 use crate::store::keys::LockKeys;
 use crate::store::{Admin, LockState, StoreFuture};
@@ -82,14 +82,7 @@ impl Admin for PostgresStore {
                 waiting_processes: waiting.max(0) as u64,
                 last_fence: (fence > 0).then_some(fence as u64),
                 holders: stamps.into_iter().map(|s| holder(s, describe)).collect(),
-                waiting: names
-                    .iter()
-                    .zip(waited)
-                    .map(|(name, ms)| {
-                        let waited = Duration::from_millis(ms.max(0) as u64);
-                        waiter(name, Some(waited), describe)
-                    })
-                    .collect(),
+                waiting: waiters_of_queue(&names, waited, describe),
             })
         })
     }

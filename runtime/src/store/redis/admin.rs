@@ -11,7 +11,8 @@ use super::RedisStore;
 use crate::error::LockError;
 use crate::primitives::inspect::{LockerDescription, MAX_LISTED_WAITERS};
 use crate::store::identity::{
-    decode_all, description_key, holder, locker_of_waiter, waiter, Identity, Stamp, DESCRIPTION_TTL,
+    decode_all, description_key, holder, locker_of_waiter, waiters_of_queue, Identity, Stamp,
+    DESCRIPTION_TTL,
 };
 use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
@@ -44,14 +45,7 @@ impl Admin for RedisStore {
                 waiting_processes: queued.max(0) as u64,
                 last_fence: (fence >= 0).then_some(fence as u64),
                 holders: stamps.into_iter().map(|s| holder(s, describe)).collect(),
-                waiting: names
-                    .iter()
-                    .zip(waited)
-                    .map(|(name, ms)| {
-                        let waited = Duration::from_millis(ms.max(0) as u64);
-                        waiter(name, Some(waited), describe)
-                    })
-                    .collect(),
+                waiting: waiters_of_queue(&names, waited, describe),
             })
         })
     }
