@@ -109,24 +109,7 @@ async fn redis_shows_every_holder_never_a_token_and_old_tokens_still_work() {
     assert_eq!(stored, [format!("leasehold:locker:{{{id}}}")]);
 
     // Readers: every one shows, with its locker.
-    let r1 = app
-        .read_lock("doc")
-        .label("reader-a")
-        .acquire()
-        .await
-        .unwrap();
-    let r2 = other.read_lock("doc").acquire().await.unwrap();
-    let info = inspect_until(&ops, "doc", |i| {
-        described_by(i, app.description()) && described_by(i, other.description())
-    })
-    .await;
-    assert_eq!(info.holders.len(), 2, "{info:?}");
-    assert!(info
-        .holders
-        .iter()
-        .any(|h| h.label.as_deref() == Some("reader-a")));
-    r1.release().await.unwrap();
-    r2.release().await.unwrap();
+    readers_show_with_their_lockers(&ops, &app, &other, "reader-a").await;
 
     // Permits: every holder shows, with its locker and label.
     let p1 = app
@@ -285,24 +268,7 @@ async fn postgres_shows_holders_readers_permits_never_a_token() {
     guard.release().await.unwrap();
     waiting.await.unwrap().unwrap().release().await.unwrap();
 
-    let r1 = app.read_lock("doc").acquire().await.unwrap();
-    let r2 = other
-        .read_lock("doc")
-        .label("reader-b")
-        .acquire()
-        .await
-        .unwrap();
-    let info = inspect_until(&ops, "doc", |i| {
-        described_by(i, app.description()) && described_by(i, other.description())
-    })
-    .await;
-    assert_eq!(info.holders.len(), 2, "{info:?}");
-    assert!(info
-        .holders
-        .iter()
-        .any(|h| h.label.as_deref() == Some("reader-b")));
-    r1.release().await.unwrap();
-    r2.release().await.unwrap();
+    readers_show_with_their_lockers(&ops, &other, &app, "reader-b").await;
 
     let p = app
         .semaphore("pool", 2)
@@ -476,4 +442,34 @@ async fn labels_are_checked_whatever_the_primitive() {
     guard.release().await.unwrap();
     let service = Locker::builder().service_name("").build_in_memory();
     assert!(matches!(service, Err(LockError::Config { .. })));
+}
+
+/// Two readers of `doc`, one of `labelled` with `label` and one of `plain`: inspection shows
+/// both, each described by its locker, and the label.
+async fn readers_show_with_their_lockers(
+    ops: &Locker,
+    labelled: &Locker,
+    plain: &Locker,
+    label: &str,
+) {
+    let r1 = labelled
+        .read_lock("doc")
+        .label(label)
+        .acquire()
+        .await
+        .unwrap();
+    let r2 = plain.read_lock("doc").acquire().await.unwrap();
+    let info = inspect_until(ops, "doc", |i| {
+        described_by(i, labelled.description()) && described_by(i, plain.description())
+    })
+    .await;
+    assert_eq!(info.holders.len(), 2, "{info:?}");
+    assert!(
+        info.holders
+            .iter()
+            .any(|h| h.label.as_deref() == Some(label)),
+        "{info:?}"
+    );
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
 }
