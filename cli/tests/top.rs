@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use leasehold::{Deployment, LockGuard, Locker};
-use leasehold_tests::harness::{PgServer, RedisServer};
+use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -112,6 +112,10 @@ struct Held {
     waiting: JoinHandle<()>,
     /// `checkout@host pid N`, as top names the holder.
     holder: String,
+    /// Whether the engine keeps a lease per lock and shows the holder's own fence (Redis,
+    /// PostgreSQL), or holds live as long as the session and fences come in blocks
+    /// (ZooKeeper, etcd).
+    per_lock: bool,
 }
 
 async fn hold_two_locks(url: &str) -> Held {
@@ -154,6 +158,7 @@ async fn hold_two_locks(url: &str) -> Held {
         busy,
         waiting,
         holder: format!("checkout@{} pid {}", d.host, d.pid),
+        per_lock: !url.starts_with("zookeeper:") && !url.starts_with("etcd:"),
     }
 }
 
@@ -161,18 +166,30 @@ impl Held {
     /// Checks the rows of `aa:busy` and `zz:old` in a table or on the screen.
     fn assert_rows(&self, busy: &[String], old: &[String]) {
         assert_eq!(busy[0], "aa:busy");
-        assert_eq!(busy[3], self.busy.fence().to_string(), "FENCE: {busy:?}");
+        // Redis and PostgreSQL show the holder's fence; ZooKeeper and etcd the top of its
+        // block of fences, at or above it.
+        let fence = |row: &[String]| row[3].parse::<u64>().unwrap();
+        if self.per_lock {
+            assert_eq!(fence(busy), self.busy.fence(), "FENCE: {busy:?}");
+            assert_eq!(fence(old), self.old.fence(), "FENCE: {old:?}");
+        } else {
+            assert!(fence(busy) >= self.busy.fence(), "FENCE: {busy:?}");
+            assert!(fence(old) >= self.old.fence(), "FENCE: {old:?}");
+        }
         assert_eq!(busy[4], "1", "WAITING: {busy:?}");
         assert_eq!(busy[7], "req-7f3a", "LABEL: {busy:?}");
         assert_eq!(busy[8], self.holder, "HOLDER: {busy:?}");
         assert_eq!(old[0], "zz:old");
-        assert_eq!(old[3], self.old.fence().to_string(), "FENCE: {old:?}");
         assert_eq!(old[4], "0", "WAITING: {old:?}");
         assert_eq!(old[7], "-", "LABEL: {old:?}");
         assert_eq!(old[8], self.holder, "HOLDER: {old:?}");
         for row in [busy, old] {
-            let lease: f64 = row[2].strip_suffix('s').unwrap().parse().unwrap();
-            assert!((0.1..=20.0).contains(&lease), "LEASE: {row:?}");
+            if self.per_lock {
+                let lease: f64 = row[2].strip_suffix('s').unwrap().parse().unwrap();
+                assert!((0.1..=20.0).contains(&lease), "LEASE: {row:?}");
+            } else {
+                assert_eq!(row[2], "session", "LEASE: {row:?}");
+            }
             assert!(row[1].ends_with('s'), "AGE: {row:?}");
         }
     }
@@ -599,6 +616,26 @@ async fn the_screen_on_postgres() {
         let pg = PgServer::start().await;
         the_screen_shows_the_locks_sorts_and_quits(&pg.url(), &format!("postgres {}", pg.addr()))
             .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screen_on_etcd() {
+    within(async {
+        let etcd = EtcdServer::start().await;
+        let url = format!("etcd://{}", etcd.addr());
+        the_screen_shows_the_locks_sorts_and_quits(&url, &format!("etcd {}", etcd.addr())).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screen_on_zookeeper() {
+    within(async {
+        let zk = ZkServer::start().await;
+        let url = format!("zookeeper://{}", zk.addr());
+        the_screen_shows_the_locks_sorts_and_quits(&url, &format!("zookeeper {}", zk.addr())).await;
     })
     .await;
 }

@@ -166,7 +166,12 @@ impl View {
                     cells: [
                         display::key(&info.key),
                         age_cell,
-                        display::remaining(info.held, info.remaining),
+                        // One word, so that the plain table splits on spaces: a hold
+                        // without an expiry lives as long as its holder's session.
+                        match (info.held, info.remaining) {
+                            (true, None) => "session".to_owned(),
+                            (held, remaining) => display::remaining(held, remaining),
+                        },
                         display::fence(info.last_fence),
                         info.waiting_processes.to_string(),
                         acquisitions,
