@@ -1,0 +1,89 @@
+# Shared by the load scripts (ab-shops, web-bench); sourced, not run. Defines:
+#   TMP, PIDS         a temporary directory and the processes started, stopped on exit (the
+#                     directory kept when KEEP_LOGS=1)
+#   free_port         a loopback port nobody listens on (the caller retries if taken first)
+#   wait_for CMD N    waits up to N seconds for CMD to succeed
+#   start_redis       a throwaway redis-server in $TMP: sets REDIS_PORT and REDIS_URL
+#   shop_binaries B.. builds the named leasehold-examples binaries (release); sets BIN[name]
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/$(basename "$0").XXXXXX")
+PIDS=()
+declare -A BIN
+
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  if [ "${KEEP_LOGS:-}" = 1 ]; then
+    echo "logs kept in $TMP" >&2
+  else
+    rm -rf "$TMP"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+  local port tries
+  for tries in $(seq 1 50); do
+    port=$((20000 + RANDOM % 30000))
+    if ! ss -Htln "sport = :$port" | grep -q .; then
+      echo "$port"
+      return 0
+    fi
+  done
+  echo "error: found no free port" >&2
+  return 1
+}
+
+wait_for() {
+  local check=$1 deadline=$((SECONDS + $2))
+  until eval "$check" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.1
+  done
+}
+
+start_redis() {
+  local attempt port pid
+  REDIS_PORT=
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port)
+    redis-server --port "$port" --bind 127.0.0.1 --dir "$TMP" --save '' --appendonly no \
+      --logfile "$TMP/redis.log" &
+    pid=$!
+    PIDS+=("$pid")
+    if wait_for "redis-cli -p $port ping | grep -q PONG" 10; then
+      REDIS_PORT=$port
+      break
+    fi
+    kill "$pid" 2>/dev/null || true
+  done
+  if [ -z "$REDIS_PORT" ]; then
+    echo "error: redis-server did not start; see $TMP/redis.log" >&2
+    KEEP_LOGS=1
+    exit 1
+  fi
+  REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+}
+
+shop_binaries() {
+  local exe name args=()
+  for name in "$@"; do
+    args+=(--bin "$name")
+  done
+  echo "building $* (release)..." >&2
+  # The executables' paths from cargo itself, wherever CARGO_TARGET_DIR puts them.
+  while read -r exe; do
+    BIN[$(basename "$exe")]=$exe
+  done < <(cargo build --release --quiet -p leasehold-examples "${args[@]}" \
+    --message-format=json-render-diagnostics |
+    grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//')
+  for name in "$@"; do
+    [ -x "${BIN[$name]:-}" ] || { echo "error: cargo did not build $name" >&2; exit 1; }
+  done
+}
