@@ -3,6 +3,8 @@
 //! and the exit statuses of mistakes and of an unreachable server; then the same commands on
 //! ZooKeeper, etcd and PostgreSQL. Every run is bounded.
 
+mod support;
+
 use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -11,32 +13,18 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
+use support::command;
 use tokio::sync::mpsc;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 /// The bound on one run of the binary.
 const RUN_LIMIT: Duration = Duration::from_secs(20);
 /// The bound on a whole test.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
-/// The variables the tool reads, removed so that the test's own environment cannot leak in.
-const VARS: [&str; 9] = [
-    "LEASEHOLD_URL",
-    "LEASEHOLD_ZOOKEEPER",
-    "LEASEHOLD_ETCD",
-    "LEASEHOLD_PREFIX",
-    "LEASEHOLD_OP_TIMEOUT",
-    "LEASEHOLD_CONNECT_TIMEOUT",
-    "LEASEHOLD_LEASE",
-    "LEASEHOLD_WAIT",
-    "LEASEHOLD_WATCHDOG",
-];
 const WARNING: &str = "the holder will NOT be told: it keeps running until its next lease \
                        renewal fails, and may write meanwhile; fenced resources reject its writes";
 
 async fn within<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_LIMIT, test)
-        .await
-        .expect("the test finished within its time limit")
+    support::within(TEST_LIMIT, test).await
 }
 
 /// How a run ended.
@@ -65,15 +53,6 @@ struct Running {
     seen: Vec<String>,
     stderr: Option<JoinHandle<String>>,
     started: Instant,
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args);
-    for var in VARS {
-        cmd.env_remove(var);
-    }
-    cmd
 }
 
 fn spawn(mut cmd: Command, stdin: Option<&str>) -> Running {

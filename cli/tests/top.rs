@@ -3,6 +3,8 @@
 //! `tmux capture-pane` on Redis and PostgreSQL: the rows, the top line, a sort key, quitting
 //! with the terminal given back. Every wait is bounded.
 
+mod support;
+
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -12,41 +14,21 @@ use std::time::{Duration, Instant, SystemTime};
 
 use leasehold::{Deployment, LockGuard, Locker};
 use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
+use support::{command, without_leasehold_env, BIN};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 /// The bound on one run of the binary, and on each wait for something to show.
 const RUN_LIMIT: Duration = Duration::from_secs(20);
 /// The bound on a whole test.
 const TEST_LIMIT: Duration = Duration::from_secs(90);
-/// The variables the tool reads, removed so that the test's own environment cannot leak in.
-const VARS: [&str; 6] = [
-    "LEASEHOLD_URL",
-    "LEASEHOLD_ZOOKEEPER",
-    "LEASEHOLD_ETCD",
-    "LEASEHOLD_POSTGRES",
-    "LEASEHOLD_PREFIX",
-    "LEASEHOLD_OP_TIMEOUT",
-];
 /// The columns of `top`, in order.
 const HEADER: [&str; 9] = [
     "KEY", "AGE", "LEASE", "FENCE", "WAITING", "ACQ/S", "CONT/S", "LABEL", "HOLDER",
 ];
 
 async fn within<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_LIMIT, test)
-        .await
-        .expect("the test finished within its time limit")
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args);
-    for var in VARS {
-        cmd.env_remove(var);
-    }
-    cmd
+    support::within(TEST_LIMIT, test).await
 }
 
 /// How a run ended.
@@ -467,9 +449,7 @@ impl Tmux {
         let mut cmd = Command::new("tmux");
         cmd.arg("-S").arg(&self.socket).arg("-f").arg(&self.config);
         cmd.args(args);
-        for var in VARS {
-            cmd.env_remove(var);
-        }
+        without_leasehold_env(&mut cmd);
         let out = cmd
             .output()
             .expect("tmux runs (scripts/ensure-tmux installs it)");
