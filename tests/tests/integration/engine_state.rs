@@ -214,21 +214,9 @@ async fn zookeeper_suspended_while_disconnected_and_lost_when_the_session_ends()
         .build()
         .await
         .unwrap();
-    assert_eq!(locker.state(), Connected);
-    let mut changes = locker.state_changes();
-
-    zk.pause();
-    until(&mut changes, Suspended, session * 3).await;
-    zk.resume();
-    until(&mut changes, Reconnected, session * 3).await;
-
-    zk.pause();
-    let seen = until(&mut changes, Lost, session * 4).await;
-    assert_eq!(seen, [Suspended, Lost]);
-    zk.resume();
-    until(&mut changes, Reconnected, session * 5).await;
-    assert!(locker.lock("k").try_acquire().await.unwrap().is_some());
-    events.assert_told(&[Suspended, Reconnected, Lost]);
+    let bounds = [session * 3, session * 3, session * 4, session * 5];
+    suspended_reconnected_lost_reconnected(&locker, &events, || zk.pause(), || zk.resume(), bounds)
+        .await;
 }
 
 /// etcd: keep-alives unacknowledged while the server is frozen (suspended, long before the
@@ -247,19 +235,41 @@ async fn etcd_suspended_while_keep_alives_fail_and_lost_past_the_ttl() {
         .build()
         .await
         .unwrap();
+    let bounds = [ttl, ttl * 3, ttl * 3, ttl * 4];
+    suspended_reconnected_lost_reconnected(
+        &locker,
+        &events,
+        || etcd.pause(),
+        || etcd.resume(),
+        bounds,
+    )
+    .await;
+}
+
+/// The course of an engine whose session tells (ZooKeeper, etcd): frozen briefly, suspended
+/// and then reconnected; frozen past the session, suspended and then lost, and reconnected in
+/// a new session once it thaws, where locks are taken again. Each step within its bound, in
+/// order; each change told once.
+async fn suspended_reconnected_lost_reconnected(
+    locker: &Locker,
+    events: &EngineEvents,
+    pause: impl Fn(),
+    resume: impl Fn(),
+    bounds: [Duration; 4],
+) {
     assert_eq!(locker.state(), Connected);
     let mut changes = locker.state_changes();
 
-    etcd.pause();
-    until(&mut changes, Suspended, ttl).await;
-    etcd.resume();
-    until(&mut changes, Reconnected, ttl * 3).await;
+    pause();
+    until(&mut changes, Suspended, bounds[0]).await;
+    resume();
+    until(&mut changes, Reconnected, bounds[1]).await;
 
-    etcd.pause();
-    let seen = until(&mut changes, Lost, ttl * 3).await;
+    pause();
+    let seen = until(&mut changes, Lost, bounds[2]).await;
     assert_eq!(seen, [Suspended, Lost]);
-    etcd.resume();
-    until(&mut changes, Reconnected, ttl * 4).await;
+    resume();
+    until(&mut changes, Reconnected, bounds[3]).await;
     assert!(locker.lock("k").try_acquire().await.unwrap().is_some());
     events.assert_told(&[Suspended, Reconnected, Lost]);
 }
