@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use leasehold::{LockError, Locker};
+use leasehold::{LockError, LockGuard, Locker};
 use leasehold_tests::harness::Sentinels;
 use tokio::time::Instant;
 
@@ -25,22 +25,7 @@ async fn locking_works_again_after_a_failover() {
         .kill_master_and_wait_failover(Duration::from_secs(20))
         .await;
     // The same locker, no restart: it asks the sentinels for the new master.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let guard = loop {
-        match locker
-            .lock("order:1")
-            .wait(Duration::from_millis(200))
-            .acquire()
-            .await
-        {
-            Ok(g) => break g,
-            Err(e) if Instant::now() < deadline => {
-                assert!(e.is_unavailable() || e.is_busy(), "{e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("no lock after the failover: {e}"),
-        }
-    };
+    let guard = lock_after_failover(&locker, "order:1").await;
     // The replica had the fence counter (or it is re-seeded from the clock): still larger.
     assert!(guard.fence() > fence_before);
     guard.release().await.unwrap();
@@ -145,22 +130,28 @@ async fn a_master_with_credentials_is_reached_with_the_master_urls_and_they_neve
     setup
         .kill_master_and_wait_failover(Duration::from_secs(20))
         .await;
+    let guard = lock_after_failover(&locker, "order:1").await;
+    assert!(guard.fence() > fence);
+    guard.release().await.unwrap();
+}
+
+/// `key` locked by `locker` once it finds the new master: within 10 s of a failover, each
+/// failure until then being the engine unreachable or the lock busy.
+async fn lock_after_failover(locker: &Locker, key: &str) -> LockGuard {
     let deadline = Instant::now() + Duration::from_secs(10);
-    let guard = loop {
+    loop {
         match locker
-            .lock("order:1")
+            .lock(key)
             .wait(Duration::from_millis(200))
             .acquire()
             .await
         {
-            Ok(g) => break g,
+            Ok(g) => return g,
             Err(e) if Instant::now() < deadline => {
                 assert!(e.is_unavailable() || e.is_busy(), "{e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(e) => panic!("no lock on the new master: {e}"),
+            Err(e) => panic!("no lock on the new master after the failover: {e}"),
         }
-    };
-    assert!(guard.fence() > fence);
-    guard.release().await.unwrap();
+    }
 }
