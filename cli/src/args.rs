@@ -155,7 +155,7 @@ Options:
 
 Changes shorter than the interval can be missed, and a hand-over between two tasks of one
 process may show as no change. On ZooKeeper and etcd, where the holder's session rather than
-an expiry of the lock's own ends a hold, a lease shows as `no expiry` and every end as
+an expiry of the lock's own ends a hold, a lease shows as `session` and every end as
 `released`. Read errors are reported on stderr and watching goes on.
 
 Global options: --url, --prefix, --config, --timeout (see `leasehold --help`).
@@ -190,7 +190,7 @@ Columns:
   KEY      the lock key (control characters escaped)
   AGE      how long the holder has held it, from its own clock (`>12s`: no time stored,
            at least since this view first saw the hold)
-  LEASE    the holder's remaining lease (`no expiry` on ZooKeeper and etcd)
+  LEASE    the holder's remaining lease (`session` on ZooKeeper and etcd)
   FENCE    the lock's fence counter
   WAITING  processes queued for the lock (contenders, on ZooKeeper and etcd)
   ACQ/S    acquisitions per second over the last 10s: new holds seen from one reading to

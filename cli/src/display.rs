@@ -29,12 +29,23 @@ pub(crate) fn age(d: Duration) -> String {
     }
 }
 
-/// A remaining lease that may be absent: held keys without an expiry were set by hand.
-pub(crate) fn remaining(held: bool, remaining: Option<Duration>) -> String {
+/// What a held lock without a remaining lease shows, in one word or two: `session` where a
+/// hold lasts as long as its holder's session (ZooKeeper, etcd: the engine's
+/// [`leases_expire`](leasehold::Capabilities::leases_expire) is false), `no expiry` where
+/// locks expire (on Redis, a key set by hand without one).
+pub(crate) fn no_lease(leases_expire: bool) -> &'static str {
+    match leases_expire {
+        true => "no expiry",
+        false => "session",
+    }
+}
+
+/// A remaining lease that may be absent (see [`no_lease`]); `-` for a free lock.
+pub(crate) fn remaining(held: bool, remaining: Option<Duration>, leases_expire: bool) -> String {
     match (held, remaining) {
         (false, _) => "-".to_owned(),
         (true, Some(d)) => lease(d),
-        (true, None) => "no expiry".to_owned(),
+        (true, None) => no_lease(leases_expire).to_owned(),
     }
 }
 
@@ -274,8 +285,9 @@ mod tests {
         assert_eq!(age(Duration::from_secs(183)), "3m03s");
         assert_eq!(age(Duration::from_secs(7_440)), "2h04m");
         assert_eq!(age(Duration::from_secs(273_600)), "3d04h");
-        assert_eq!(remaining(true, None), "no expiry");
-        assert_eq!(remaining(false, Some(Duration::from_secs(1))), "-");
+        assert_eq!(remaining(true, None, true), "no expiry");
+        assert_eq!(remaining(true, None, false), "session");
+        assert_eq!(remaining(false, Some(Duration::from_secs(1)), false), "-");
         assert_eq!(fence(None), "none");
     }
 

@@ -27,20 +27,20 @@ pub(crate) async fn run(locker: &Locker, target: &Target, pattern: &str) -> Resu
             target.endpoint()
         );
     } else {
-        print!("{}", table(&held));
+        print!("{}", table(&held, locker.capabilities().leases_expire));
     }
     Ok(exit::OK)
 }
 
 /// The table of held locks, one row each, in key order: who holds each one last (its cell
 /// has spaces), its label before.
-fn table(held: &[LockInfo]) -> String {
+fn table(held: &[LockInfo], leases_expire: bool) -> String {
     let rows: Vec<Vec<String>> = held
         .iter()
         .map(|info| {
             vec![
                 display::key(&info.key),
-                display::remaining(info.held, info.remaining),
+                display::remaining(info.held, info.remaining, leases_expire),
                 display::fence(info.last_fence),
                 display::yes_no(info.waiters).to_owned(),
                 display::label(info.holder().and_then(|h| h.label.as_deref())),

@@ -27,12 +27,13 @@ pub(crate) async fn run(
     yes: bool,
 ) -> Result<u8, Failure> {
     let shown = display::key(key);
+    let leases_expire = locker.capabilities().leases_expire;
     let before = locker.inspect(key).await.map_err(|e| target.failure(e))?;
     if !before.held {
         println!("{shown} is not held; nothing deleted");
         return Ok(exit::NOTHING_DONE);
     }
-    eprintln!("{shown} is held ({}).", state(&before));
+    eprintln!("{shown} is held ({}).", state(&before, leases_expire));
     eprintln!("{WARNING}");
     if !yes {
         match confirm(key).await {
@@ -56,7 +57,7 @@ pub(crate) async fn run(
                 "{shown} changed hands while you were confirming (now {}); nothing deleted. \
                  Run the command again to see the new holder",
                 if now.held {
-                    state(&now)
+                    state(&now, leases_expire)
                 } else {
                     "free".to_owned()
                 }
@@ -78,11 +79,11 @@ pub(crate) async fn run(
 }
 
 /// `fence 42, 8.1s left, with waiters`.
-fn state(info: &LockInfo) -> String {
+fn state(info: &LockInfo, leases_expire: bool) -> String {
     let mut s = format!(
         "fence {}, {} left",
         display::fence(info.last_fence),
-        display::remaining(info.held, info.remaining)
+        display::remaining(info.held, info.remaining, leases_expire)
     );
     if info.waiters {
         s.push_str(", with waiters");

@@ -12,12 +12,12 @@ use crate::exit::{self, Failure};
 /// A [`Failure`] when the key is invalid or the engine fails.
 pub(crate) async fn run(locker: &Locker, target: &Target, key: &str) -> Result<u8, Failure> {
     let info = locker.inspect(key).await.map_err(|e| target.failure(e))?;
-    print!("{}", describe(&info));
+    print!("{}", describe(&info, locker.capabilities().leases_expire));
     Ok(exit::OK)
 }
 
 /// The lines that `show` prints: the lock's state, then who holds it and who waits.
-fn describe(info: &LockInfo) -> String {
+fn describe(info: &LockInfo, leases_expire: bool) -> String {
     let state = format!(
         "key:         {}\n\
          state:       {}\n\
@@ -27,7 +27,7 @@ fn describe(info: &LockInfo) -> String {
          queued:      {}\n",
         display::key(&info.key),
         if info.held { "held" } else { "free" },
-        display::remaining(info.held, info.remaining),
+        display::remaining(info.held, info.remaining, leases_expire),
         display::fence(info.last_fence),
         display::yes_no(info.waiters),
         info.waiting_processes,

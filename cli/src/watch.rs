@@ -96,15 +96,18 @@ struct Reading {
 /// The fields of [`LockInfo`] that changes are made of.
 #[derive(Clone, Debug)]
 struct Seen {
+    /// Whether the engine's locks expire (see [`display::no_lease`]).
+    leases_expire: bool,
     held: bool,
     remaining: Option<Duration>,
     waiters: bool,
     last_fence: Option<u64>,
 }
 
-impl From<LockInfo> for Seen {
-    fn from(info: LockInfo) -> Self {
+impl Seen {
+    fn new(info: LockInfo, leases_expire: bool) -> Self {
         Seen {
+            leases_expire,
             held: info.held,
             remaining: info.remaining,
             waiters: info.waiters,
@@ -116,7 +119,10 @@ impl From<LockInfo> for Seen {
 /// Reads the lock once, noting when the question left and the answer came.
 async fn read(locker: &Locker, key: &str) -> Result<Reading, leasehold::LockError> {
     let sent = Instant::now();
-    let info = locker.inspect(key).await?.into();
+    let info = Seen::new(
+        locker.inspect(key).await?,
+        locker.capabilities().leases_expire,
+    );
     Ok(Reading {
         info,
         sent,
@@ -134,7 +140,7 @@ fn state(r: &Reading) -> String {
     format!(
         "held (fence {}, {} left{waiters})",
         display::fence(info.last_fence),
-        display::remaining(true, info.remaining)
+        display::remaining(true, info.remaining, info.leases_expire)
     )
 }
 
@@ -145,6 +151,8 @@ enum Change {
     Acquired {
         fence: Option<u64>,
         lease: Option<Duration>,
+        /// Whether the engine's locks expire: what a hold without a lease shows.
+        leases_expire: bool,
     },
     /// The hold ended before its lease could have run out.
     Released,
@@ -157,10 +165,14 @@ enum Change {
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Change::Acquired { fence, lease } => {
+            Change::Acquired {
+                fence,
+                lease,
+                leases_expire,
+            } => {
                 let lease = match lease {
                     Some(d) => format!("lease {}", display::lease(*d)),
-                    None => "no expiry".to_owned(),
+                    None => display::no_lease(*leases_expire).to_owned(),
                 };
                 write!(f, "acquired (fence {}, {lease})", display::fence(*fence))
             }
@@ -184,6 +196,7 @@ fn changes(prev: &Reading, next: &Reading) -> Vec<Change> {
         out.push(Change::Acquired {
             fence: now.last_fence,
             lease: now.remaining,
+            leases_expire: now.leases_expire,
         });
     }
     if now.held && now.waiters && (new_hold || !was.waiters) {
@@ -220,6 +233,7 @@ mod tests {
         let sent = t0 + Duration::from_millis(at);
         Reading {
             info: Seen {
+                leases_expire: true,
                 held,
                 remaining: held.then(|| Duration::from_millis(remaining)),
                 waiters,
@@ -239,7 +253,8 @@ mod tests {
             changes(&free, &held),
             [Change::Acquired {
                 fence: Some(2),
-                lease: Some(Duration::from_secs(10))
+                lease: Some(Duration::from_secs(10)),
+                leases_expire: true,
             }]
         );
         assert_eq!(
@@ -263,7 +278,8 @@ mod tests {
                 Change::Released,
                 Change::Acquired {
                     fence: Some(3),
-                    lease: Some(Duration::from_secs(5))
+                    lease: Some(Duration::from_secs(5)),
+                    leases_expire: true,
                 },
                 Change::WaitersAppeared
             ]
@@ -271,5 +287,16 @@ mod tests {
         let waited = reading(t0, 300, true, 2, 9_900, true);
         assert_eq!(changes(&renewed, &waited), [Change::WaitersAppeared]);
         assert!(changes(&waited, &waited).is_empty());
+    }
+
+    #[test]
+    fn a_hold_without_a_lease_says_why() {
+        let acquired = |leases_expire| Change::Acquired {
+            fence: Some(7),
+            lease: None,
+            leases_expire,
+        };
+        assert_eq!(acquired(false).to_string(), "acquired (fence 7, session)");
+        assert_eq!(acquired(true).to_string(), "acquired (fence 7, no expiry)");
     }
 }

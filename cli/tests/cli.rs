@@ -163,6 +163,16 @@ impl Drop for Running {
     }
 }
 
+/// The value of the `NAME:` line of `show`'s output.
+fn field(out: &Output, name: &str) -> String {
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} line: {out:#?}"));
+    line[name.len() + 1..].trim().to_owned()
+}
+
 /// Runs `leasehold ARGS` to the end, with `stdin` as its input (or none).
 async fn run(args: &[&str], stdin: Option<&str>) -> Output {
     spawn(command(args), stdin).finish().await
@@ -404,14 +414,6 @@ async fn show_tells_held_from_free() {
 
         let out = run(&["show", "stock:sku-7", "--url", &url], None).await;
         out.assert_code(0);
-        let field = |out: &Output, name: &str| -> String {
-            let line = out
-                .stdout
-                .lines()
-                .find(|l| l.starts_with(&format!("{name}:")))
-                .unwrap_or_else(|| panic!("no {name} line: {out:#?}"));
-            line[name.len() + 1..].trim().to_owned()
-        };
         assert_eq!(field(&out, "key"), "stock:sku-7");
         assert_eq!(field(&out, "state"), "held");
         let remaining: f64 = field(&out, "remaining")
@@ -946,10 +948,13 @@ async fn list_show_and_release_work_on_zookeeper() {
             .collect();
         assert_eq!(rows.len(), 2, "a header and one row: {out:#?}");
         assert_eq!(rows[1][0], "stock:sku-7", "{out:#?}");
+        // The hold lasts as long as the session: one word, the table splits on spaces.
+        assert_eq!(rows[1][1], "session", "{out:#?}");
 
         let out = run(&["show", "stock:sku-7", "--url", &url], None).await;
         out.assert_code(0);
         assert!(out.stdout.contains("stock:sku-7"), "{out:#?}");
+        assert_eq!(field(&out, "remaining"), "session", "{out:#?}");
 
         let out = run(
             &["release", "stock:sku-7", "--force", "--yes", "--url", &url],
@@ -1001,6 +1006,8 @@ async fn list_show_and_release_work_on_etcd() {
             .collect();
         assert_eq!(rows.len(), 2, "a header and one row: {out:#?}");
         assert_eq!(rows[1][0], "stock:sku-7", "{out:#?}");
+        // The hold lasts as long as the session: one word, the table splits on spaces.
+        assert_eq!(rows[1][1], "session", "{out:#?}");
 
         let config = etcd.dir().join("leasehold-cli.toml");
         std::fs::write(&config, format!("etcd = [\"{}\"]\n", etcd.endpoint())).unwrap();
@@ -1008,6 +1015,7 @@ async fn list_show_and_release_work_on_etcd() {
         let out = run(&["show", "stock:sku-7", "--config", config], None).await;
         out.assert_code(0);
         assert!(out.stdout.contains("stock:sku-7"), "{out:#?}");
+        assert_eq!(field(&out, "remaining"), "session", "{out:#?}");
 
         let out = run(
             &["release", "stock:sku-7", "--force", "--yes", "--url", &url],

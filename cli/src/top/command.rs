@@ -18,16 +18,15 @@ use crate::exit::Failure;
 /// A [`Failure`] when the URL is unusable or the terminal cannot be used; the engine's
 /// failures are shown instead.
 pub(crate) async fn run(target: &Target, options: &Options) -> Result<u8, Failure> {
-    let mut view = View::new(target, options);
-    let locker = match target.connect().await {
-        Ok(locker) => locker,
-        Err(unreachable) => {
-            // A bad URL fails here too, with its own message.
-            let locker = target.connect_lazily().await?;
-            view.update(Reading::failed(unreachable.message, locker.state()));
-            locker
-        }
+    let (locker, unreachable) = match target.connect().await {
+        Ok(locker) => (locker, None),
+        // A bad URL fails here too, with its own message.
+        Err(unreachable) => (target.connect_lazily().await?, Some(unreachable.message)),
     };
+    let mut view = View::new(target, options, locker.capabilities().leases_expire);
+    if let Some(message) = unreachable {
+        view.update(Reading::failed(message, locker.state()));
+    }
     if options.plain || options.count.is_some() || !std::io::stdout().is_terminal() {
         plain::run(&locker, view, options).await
     } else {

@@ -45,6 +45,9 @@ pub(crate) struct Row {
 pub(crate) struct View {
     /// The engine and its servers, without credentials.
     endpoint: String,
+    /// Whether the engine's locks expire: what a hold without a lease shows
+    /// ([`display::no_lease`]).
+    leases_expire: bool,
     /// The applications' key prefix.
     prefix: String,
     /// The glob over keys.
@@ -64,9 +67,10 @@ pub(crate) struct View {
 
 impl View {
     /// An empty view of `target`'s locks.
-    pub(crate) fn new(target: &Target, options: &Options) -> View {
+    pub(crate) fn new(target: &Target, options: &Options, leases_expire: bool) -> View {
         View {
             endpoint: target.endpoint(),
+            leases_expire,
             prefix: target.prefix.clone(),
             pattern: options.pattern.clone(),
             sort: options.sort,
@@ -166,12 +170,7 @@ impl View {
                     cells: [
                         display::key(&info.key),
                         age_cell,
-                        // One word, so that the plain table splits on spaces: a hold
-                        // without an expiry lives as long as its holder's session.
-                        match (info.held, info.remaining) {
-                            (true, None) => "session".to_owned(),
-                            (held, remaining) => display::remaining(held, remaining),
-                        },
+                        display::remaining(info.held, info.remaining, self.leases_expire),
                         display::fence(info.last_fence),
                         info.waiting_processes.to_string(),
                         acquisitions,
