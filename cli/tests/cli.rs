@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
-use support::command;
+use support::{command, Output};
 use tokio::sync::mpsc;
 
 /// The bound on one run of the binary.
@@ -25,25 +25,6 @@ const WARNING: &str = "the holder will NOT be told: it keeps running until its n
 
 async fn within<F: Future>(test: F) -> F::Output {
     support::within(TEST_LIMIT, test).await
-}
-
-/// How a run ended.
-#[derive(Debug)]
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Output {
-    fn assert_code(&self, code: i32) -> &Self {
-        assert_eq!(self.code, Some(code), "unexpected exit status: {self:#?}");
-        assert!(
-            !self.stderr.contains("panicked") && !self.stderr.contains("RUST_BACKTRACE"),
-            "the tool panicked: {self:#?}"
-        );
-        self
-    }
 }
 
 /// A running `leasehold`, its stdout read line by line as it comes.

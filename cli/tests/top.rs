@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use leasehold::{Deployment, LockGuard, Locker};
 use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
-use support::{command, without_leasehold_env, BIN};
+use support::{command, without_leasehold_env, Output, BIN};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -29,14 +29,6 @@ const HEADER: [&str; 9] = [
 
 async fn within<F: Future>(test: F) -> F::Output {
     support::within(TEST_LIMIT, test).await
-}
-
-/// How a run ended.
-#[derive(Debug)]
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
 }
 
 /// Runs `leasehold ARGS` to the end, with standard output a pipe (so plain tables).
@@ -191,7 +183,7 @@ async fn plain_tables_show_the_held_locks_and_who_holds_and_waits() {
         let held = hold_two_locks(&url).await;
 
         let out = run(&["top", "--once", "--url", &url]).await;
-        assert_eq!(out.code, Some(0), "{out:#?}");
+        out.assert_code(0);
         let lines: Vec<&str> = out.stdout.lines().collect();
         assert_eq!(lines.len(), 4, "a summary, a header and two rows: {out:#?}");
         let summary = lines[0];
@@ -239,7 +231,7 @@ async fn plain_tables_show_the_held_locks_and_who_holds_and_waits() {
         assert!(out.stdout.contains("  1 held  "), "{out:#?}");
         assert!(out.stdout.contains("  pattern \"zz:*\"  "), "{out:#?}");
         let out = run(&["top", "none:*", "--once", "--url", &url]).await;
-        assert_eq!(out.code, Some(0), "{out:#?}");
+        out.assert_code(0);
         assert!(
             out.stdout
                 .contains("\nno held locks match \"none:*\" (prefix \"leasehold\")\n"),
@@ -248,7 +240,7 @@ async fn plain_tables_show_the_held_locks_and_who_holds_and_waits() {
 
         // Two readings: the rates are known, and blocks are apart.
         let out = run(&["top", "--count", "2", "--interval", "100ms", "--url", &url]).await;
-        assert_eq!(out.code, Some(0), "{out:#?}");
+        out.assert_code(0);
         let blocks: Vec<&str> = out.stdout.split("\n\n").collect();
         assert_eq!(blocks.len(), 2, "{out:#?}");
         assert!(blocks[1].contains("  acq/s 0.0  cont/s 0.0  "), "{out:#?}");
@@ -366,7 +358,7 @@ async fn an_unreachable_engine_shows_in_the_summary_and_bad_arguments_are_usage_
         let url = format!("redis://127.0.0.1:{port}");
         // Not a crash: a reading that says why, each interval; exit 3 when the last failed.
         let out = run(&["top", "--count", "2", "--interval", "100ms", "--url", &url]).await;
-        assert_eq!(out.code, Some(3), "{out:#?}");
+        out.assert_code(3);
         let blocks: Vec<&str> = out.stdout.split("\n\n").collect();
         assert_eq!(blocks.len(), 2, "{out:#?}");
         assert!(
@@ -398,7 +390,7 @@ async fn an_unreachable_engine_shows_in_the_summary_and_bad_arguments_are_usage_
             assert!(out.stdout.is_empty(), "{args:?}: {out:#?}");
         }
         let out = run(&["top", "--help"]).await;
-        assert_eq!(out.code, Some(0));
+        out.assert_code(0);
         assert!(out.stdout.contains("lower bound"), "{out:#?}");
     })
     .await;

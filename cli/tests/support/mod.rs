@@ -20,6 +20,29 @@ pub fn without_leasehold_env(cmd: &mut Command) -> &mut Command {
     cmd
 }
 
+/// How a run of the tool ended.
+#[derive(Debug)]
+pub struct Output {
+    /// Its exit status; `None` when a signal ended it.
+    pub code: Option<i32>,
+    /// What it printed on standard output.
+    pub stdout: String,
+    /// What it printed on standard error.
+    pub stderr: String,
+}
+
+impl Output {
+    /// Checks that the tool exited with `code` and did not panic.
+    pub fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(self.code, Some(code), "unexpected exit status: {self:#?}");
+        assert!(
+            !self.stderr.contains("panicked") && !self.stderr.contains("RUST_BACKTRACE"),
+            "the tool panicked: {self:#?}"
+        );
+        self
+    }
+}
+
 /// `leasehold ARGS`, without the test's `LEASEHOLD_*` environment.
 pub fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
