@@ -4,7 +4,6 @@
 //! is bounded here.
 
 use std::future::Future;
-use std::pin::Pin;
 #[cfg(feature = "sentinel")]
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,39 +26,46 @@ pub(super) enum Conn {
 }
 
 impl Conn {
-    /// Runs a script. The future is boxed: the client's futures for clusters and sentinels
-    /// are deep types, and boxing here keeps every future above it small.
-    pub(super) fn invoke<'a, T: redis::FromRedisValue + Send + 'a>(
-        &'a self,
-        invocation: &'a redis::ScriptInvocation<'_>,
-    ) -> Pin<Box<dyn Future<Output = redis::RedisResult<T>> + Send + 'a>> {
-        Box::pin(async move {
-            match self.clone() {
-                Conn::Single(mut c) => invocation.invoke_async(&mut c).await,
-                #[cfg(feature = "cluster")]
-                Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
-                #[cfg(feature = "sentinel")]
-                Conn::Sentinel(s) => {
+    /// Runs a script. A single server's call is a small future, awaited in place (it is on
+    /// every lock's path); the Sentinel's, a deep one (finding the master), is boxed, so that
+    /// it does not make every future above it as large as itself (and copied into every box
+    /// of a [`StoreFuture`](crate::store::StoreFuture)).
+    pub(super) async fn invoke<T: redis::FromRedisValue + Send>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> redis::RedisResult<T> {
+        match self {
+            Conn::Single(c) => invocation.invoke_async(&mut c.clone()).await,
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(c) => Box::pin(invocation.invoke_async(&mut c.clone())).await,
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(s) => {
+                Box::pin(async {
                     let result = async { invocation.invoke_async(&mut s.get().await?).await };
-                    observed(&s, result.await)
-                }
+                    observed(s, result.await)
+                })
+                .await
             }
-        })
+        }
     }
 
-    /// Sends one plain command.
-    pub(super) async fn query<T: redis::FromRedisValue>(
+    /// Sends one plain command (small in place on a single server, like
+    /// [`invoke`](Self::invoke)).
+    pub(super) async fn query<T: redis::FromRedisValue + Send>(
         &self,
         cmd: &redis::Cmd,
     ) -> redis::RedisResult<T> {
-        match self.clone() {
-            Conn::Single(mut c) => cmd.query_async(&mut c).await,
+        match self {
+            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
             #[cfg(feature = "cluster")]
-            Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
+            Conn::Cluster(c) => Box::pin(cmd.query_async(&mut c.clone())).await,
             #[cfg(feature = "sentinel")]
             Conn::Sentinel(s) => {
-                let result = async { cmd.query_async(&mut s.get().await?).await };
-                observed(&s, result.await)
+                Box::pin(async {
+                    let result = async { cmd.query_async(&mut s.get().await?).await };
+                    observed(s, result.await)
+                })
+                .await
             }
         }
     }

@@ -158,7 +158,8 @@ impl RedisStore {
         #[cfg(feature = "sentinel")]
         if let Attempt::Granted { .. } = attempt {
             if self.min_replicas > 0 {
-                self.await_replicas(req).await?;
+                // Boxed: rare, and deep (it may give the lock back).
+                Box::pin(self.await_replicas(req)).await?;
             }
         }
         Ok(attempt)
