@@ -297,10 +297,27 @@ impl Inner {
             turn.settles = None;
             queued |= matches!(attempt, Attempt::Held { .. }) && !interest.is_zero();
             let remaining = match attempt {
-                Attempt::Granted { .. } if Instant::now() >= sent + validity => {
+                Attempt::Granted { top, valid_from } => {
+                    // The store may count the lease from before the request (etcd: from its
+                    // lease's last acknowledged keep-alive), never from after it.
+                    let from = valid_from.map_or(sent, |at| at.min(sent));
+                    if Instant::now() < from + validity {
+                        let sent = Sent {
+                            token,
+                            from,
+                            validity,
+                            fences,
+                            session,
+                        };
+                        let guard = self.granted(turn, user_key, keys, &opts, sent, top);
+                        // Closed while the attempt was in flight: the guard's drop gives it
+                        // back (in the background, which `close` waits for).
+                        inner.closing.check()?;
+                        return Ok(guard);
+                    }
                     // The grant came too late to count on: its validity, counted from the
-                    // send time, is over. Give it back (the turn cleans up if this is
-                    // cancelled) and try again while the wait lasts.
+                    // send time (or the store's earlier instant), is over. Give it back (the
+                    // turn cleans up if this is cancelled) and try again while the wait lasts.
                     turn.in_flight = Some(token.clone());
                     let _ = inner.store.give_back(keys, &token, kind, sent).await;
                     turn.in_flight = None;
@@ -317,20 +334,6 @@ impl Inner {
                         ));
                     }
                     continue;
-                }
-                Attempt::Granted { top } => {
-                    let sent = Sent {
-                        token,
-                        at: sent,
-                        validity,
-                        fences,
-                        session,
-                    };
-                    let guard = self.granted(turn, user_key, keys, &opts, sent, top);
-                    // Closed while the attempt was in flight: the guard's drop gives it back
-                    // (in the background, which `close` waits for).
-                    inner.closing.check()?;
-                    return Ok(guard);
                 }
                 Attempt::Held { remaining } => remaining,
             };
@@ -412,8 +415,9 @@ impl Attempted {
 /// What was sent with an acquire that the store granted.
 struct Sent {
     token: OwnerToken,
-    /// When it was sent: the lease's validity counts from here.
-    at: Instant,
+    /// When the lease's validity counts from: the request's send time, or the earlier
+    /// instant the store vouched for it from.
+    from: Instant,
     validity: Duration,
     /// The fencing tokens reserved.
     fences: u64,
@@ -445,7 +449,7 @@ impl Inner {
             opts.lease,
             sent.validity,
             opts.watchdog,
-            sent.at,
+            sent.from,
             top,
             sent.fences,
             sent.session,
@@ -573,7 +577,7 @@ impl Inner {
             let span = observe::acquire_span(inner.trace_keys, user_key, opts.lease, opts.wait);
             let sent = Sent {
                 token,
-                at: sent,
+                from: sent,
                 validity,
                 fences,
                 session,

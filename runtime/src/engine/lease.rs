@@ -33,7 +33,7 @@ pub(crate) fn validity(lease: Duration, drift: f64) -> Duration {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LeaseState {
     /// Until when the lease counts as held: send time of the last successful acquire or renew
-    /// plus [`validity`].
+    /// (or the earlier instant the store vouched for an acquire from) plus [`validity`].
     pub(crate) valid_until: Instant,
     /// The store said the lock is not ours any more.
     pub(crate) lost: bool,
@@ -97,7 +97,8 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// A lease acquired with a request sent at `sent`, with the fencing tokens
+    /// A lease whose validity counts from `from` (the send time of the request that acquired
+    /// it, or the earlier instant its store vouched for it from), with the fencing tokens
     /// `top - reserved + 1 ..= top`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -107,13 +108,13 @@ impl Lease {
         lease: Duration,
         validity: Duration,
         watchdog: bool,
-        sent: Instant,
+        from: Instant,
         top: u64,
         reserved: u64,
         session: Option<Session>,
     ) -> Self {
         let state = LeaseState {
-            valid_until: sent + validity,
+            valid_until: from + validity,
             lost: false,
         };
         Lease {

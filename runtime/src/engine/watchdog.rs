@@ -70,6 +70,8 @@ impl Schedule {
     pub(crate) fn watch(&self, lease: &Arc<Lease>) {
         // A third of the lease after the request that took (or last renewed) it was sent:
         // validity counts from then, so on a slow network the answer's arrival is too late.
+        // A lease the store vouched for from earlier (etcd) counts from there, and may be due
+        // at once: a third of it is gone already.
         let sent = lease.state.borrow().valid_until - lease.validity;
         let at = sent + lease.lease / 3;
         let mut due = self.state.lock().unwrap();

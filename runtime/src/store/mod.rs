@@ -63,10 +63,26 @@ pub(crate) fn in_memory() -> std::sync::Arc<dyn Store> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Attempt {
     /// The lock was free and is ours now; the fencing tokens `top - reserved + 1 ..= top`
-    /// are ours to hand out.
-    Granted { top: u64 },
+    /// are ours to hand out. The lease's validity counts from `valid_from` when the store
+    /// vouches for it only from before the request was sent (etcd: from the send time of its
+    /// lease's last acknowledged keep-alive), from the request's send time when `None`; never
+    /// from later (the engine takes the earlier of the two).
+    Granted {
+        top: u64,
+        valid_from: Option<tokio::time::Instant>,
+    },
     /// Someone else holds it; their remaining lease, when known.
     Held { remaining: Option<Duration> },
+}
+
+impl Attempt {
+    /// Granted, its validity counted from the request's send time (every engine but etcd).
+    pub(crate) fn granted(top: u64) -> Self {
+        Attempt::Granted {
+            top,
+            valid_from: None,
+        }
+    }
 }
 
 /// One acquire attempt.
@@ -77,7 +93,8 @@ pub(crate) struct AcquireRequest<'a> {
     /// How much of the lease the client counts on, from `sent`; RedLock refuses a quorum
     /// reached later.
     pub(crate) validity: Duration,
-    /// When the request was sent: the lease's validity counts from here.
+    /// When the request was sent: the lease's validity counts from here, or from the earlier
+    /// instant the store answers ([`Attempt::Granted`]'s `valid_from`).
     pub(crate) sent: tokio::time::Instant,
     pub(crate) fence_ttl: Duration,
     /// How many fencing tokens to reserve: one for this holder, plus one for each holder of

@@ -50,6 +50,9 @@ struct Script {
     lose_answer: u32,
     /// Renewals answered "not yours any more" for every lease in the batch.
     refuse_renewals: u32,
+    /// Every acquire from now on is granted counted from this long before its send time
+    /// (as etcd counts a lock from its lease's last acknowledged keep-alive).
+    vouched_earlier: Option<Duration>,
 }
 
 /// How one call goes, decided as it starts.
@@ -96,6 +99,12 @@ impl ScriptedStore {
         self.shared.script.lock().unwrap().delays.push((calls, by));
     }
 
+    /// Every acquire from now on is granted counted from `by` before its send time, as etcd
+    /// grants a lock counted from its lease's last acknowledged keep-alive.
+    pub(crate) fn vouch_from_earlier(&self, by: Duration) {
+        self.shared.script.lock().unwrap().vouched_earlier = Some(by);
+    }
+
     /// The next `calls` renewals find every lease of their batch gone, as if taken over.
     /// The store keeps the locks until they expire, so nobody else gets them early.
     pub(crate) fn refuse_renewals(&self, calls: u32) {
@@ -131,7 +140,15 @@ impl ScriptedStore {
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         let fate = self.fate();
-        self.call(fate, || self.shared.store.acquire(req)).await
+        let earlier = self.shared.script.lock().unwrap().vouched_earlier;
+        let attempt = self.call(fate, || self.shared.store.acquire(req)).await?;
+        Ok(match (attempt, earlier) {
+            (Attempt::Granted { top, .. }, Some(by)) => Attempt::Granted {
+                top,
+                valid_from: Some(req.sent - by),
+            },
+            (attempt, _) => attempt,
+        })
     }
 
     pub(crate) async fn release(

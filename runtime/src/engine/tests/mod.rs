@@ -10,3 +10,4 @@ mod model;
 mod outage;
 mod read_write;
 mod semaphore;
+mod vouched;

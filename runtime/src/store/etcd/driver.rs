@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::cleanup::{clean_up, Until};
 use super::names::{key_of, range_of, reader_key_of};
 use super::watch::{watch_predecessor, Target, Watcher};
@@ -39,13 +41,21 @@ impl Driver for Etcd {
         self.lease().await
     }
 
-    /// A put does not refresh an etcd lease: when its last acknowledged keep-alive is too old
-    /// to cover this lease from its send time, one goes with the request, in parallel.
-    async fn vouch(&self, session: u64, req: &AcquireRequest<'_>) -> Result<(), LockError> {
-        if !self.needs_keep_alive(session, req.sent, req.lease).await
-            || self.kept_alive(session).await
-        {
-            return Ok(());
+    /// A put does not refresh an etcd lease, and etcd keeps it at least a TTL after the last
+    /// keep-alive it acknowledged was sent: the lock counts from there (see
+    /// [`counted_from`](super::lease::counted_from)), with no round trip of its own. When that
+    /// keep-alive is too old to leave a useful lock, one goes with the request, in parallel,
+    /// and the lock counts from the request's send time.
+    async fn vouch(
+        &self,
+        session: u64,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Option<Instant>, LockError> {
+        if let Some(from) = self.vouched_from(session, req).await {
+            return Ok((from < req.sent).then_some(from));
+        }
+        if self.kept_alive(session).await {
+            return Ok(None);
         }
         Err(LockError::unavailable(
             format!(

@@ -125,15 +125,20 @@ impl Keeper {
                 }
                 answer = answer => match answer {
                     Ok(Some(answer)) => {
-                        let (sent, beats) = pending.pop_front().unwrap_or((Instant::now(), Vec::new()));
                         if answer.ttl() <= 0 {
                             self.connected(false);
                             self.ended.end("etcd says the lease expired").await;
                             return;
                         }
-                        self.ack(sent);
-                        for beat in beats {
-                            let _ = beat.send(());
+                        // etcd answers the keep-alives of one stream one by one, in the order
+                        // sent: this answer is the oldest pending one's, and vouches for its
+                        // send time. An answer to none moves nothing: the send times locks
+                        // are counted from must be of keep-alives etcd received after them.
+                        if let Some((sent, beats)) = pending.pop_front() {
+                            self.ack(sent);
+                            for beat in beats {
+                                let _ = beat.send(());
+                            }
                         }
                     }
                     // Broken (a member died, a connection dropped): open it again. Whoever
@@ -163,6 +168,8 @@ impl Keeper {
         }
     }
 
+    /// A keep-alive sent at `sent` was acknowledged: etcd keeps the lease at least a TTL from
+    /// then. Never moves back (an older send time says less).
     pub(super) fn ack(&self, sent: Instant) {
         let mut acked = self.acked.lock().unwrap();
         *acked = (*acked).max(sent);

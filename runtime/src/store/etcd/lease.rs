@@ -15,7 +15,7 @@ use super::endpoints::Endpoints;
 use super::keeper::Keeper;
 use crate::error::LockError;
 use crate::store::sequenced::{Contenders, WeakContenders};
-use crate::store::Settings;
+use crate::store::{AcquireRequest, Settings};
 
 /// The etcd driver of the recipe: the lease its keys are attached to, and the client.
 pub(crate) struct Etcd {
@@ -243,20 +243,51 @@ impl Etcd {
         )
     }
 
-    /// Whether a lock granted over `session` for `lease` from `sent` needs a fresh keep-alive:
-    /// the last acknowledged one keeps the etcd lease only until its send time plus the TTL.
-    pub(super) async fn needs_keep_alive(
+    /// The instant a lock granted over `session` for `req` counts from without a keep-alive
+    /// of its own, from the lease's last acknowledged one ([`counted_from`]); `None` when it
+    /// needs one (see there), or the session is not the live one.
+    pub(super) async fn vouched_from(
         &self,
         session: u64,
-        sent: Instant,
-        lease: Duration,
-    ) -> bool {
-        let current = self.current.lock().await;
-        match current.as_ref() {
-            Some(c) if c.session == session => *c.acked.lock().unwrap() + self.ttl < sent + lease,
-            _ => true,
-        }
+        req: &AcquireRequest<'_>,
+    ) -> Option<Instant> {
+        let acked = {
+            let current = self.current.lock().await;
+            match current.as_ref() {
+                Some(c) if c.session == session => *c.acked.lock().unwrap(),
+                _ => return None,
+            }
+        };
+        counted_from(acked, self.ttl, req.sent, req.lease, req.validity)
     }
+}
+
+/// Where a lock's validity counts from when its key is attached to an etcd lease whose last
+/// acknowledged keep-alive was sent at `acked`: etcd cannot expire that lease before `acked`
+/// plus the TTL (it restarts the countdown when the keep-alive arrives, after it was sent),
+/// and a put on it succeeds only while it lives, so the lock lasts at least that long. Of
+/// that span the client counts on the share it counts on of its own lease
+/// (`validity / lease`), so that a lease as long as the TTL counts from `acked` exactly,
+/// and a shorter one from as much later as the TTL is longer; never later than `sent`.
+///
+/// `None` when that leaves less than half the validity from `sent` (keep-alives stalled, or
+/// none acknowledged lately): too short a lock to hand out, so the acquire waits for a
+/// keep-alive sent after it instead, and counts from `sent`. With a keep-alive every third of
+/// the TTL, an acquire never waits in the steady state.
+pub(super) fn counted_from(
+    acked: Instant,
+    ttl: Duration,
+    sent: Instant,
+    lease: Duration,
+    validity: Duration,
+) -> Option<Instant> {
+    let share = if lease.is_zero() {
+        0.0
+    } else {
+        validity.as_secs_f64() / lease.as_secs_f64()
+    };
+    let from = (acked + ttl.saturating_sub(lease).mul_f64(share)).min(sent);
+    (from + validity >= sent + validity / 2).then_some(from)
 }
 
 /// What to clear when a lease ends.

@@ -29,15 +29,30 @@
 //!
 //! **Loss.** etcd expires the lease a TTL after the last keep-alive it received, so a lease is
 //! judged on this process's monotonic clock from the *send* time of the last acknowledged
-//! keep-alive, exactly as a Redis lease is from the send time of its last renewal: an acquire
-//! or renewal counts only once a keep-alive sent after it was acknowledged (sent with it, in
-//! parallel), and then is good for `lease − margin` from its send time, `lease` being at most
-//! the TTL. A put does not refresh an etcd lease; without that keep-alive a lock taken late in
-//! a keep-alive period could outlive the lease in the client's eyes. When no keep-alive was
-//! acknowledged for a whole TTL, or etcd says the lease is gone, the session ends:
-//! [`Session`](crate::store::Session) moves on (every lease granted over it reads as lost at
-//! once), the lease is revoked in the background (its keys go with it, should it still live),
-//! and the next call grants a new one.
+//! keep-alive (the keeper sends one every third of the TTL), as a Redis lease is from the send
+//! time of its last renewal. A lock granted over the lease counts from that send time, not
+//! from its own: a put attached to a lease succeeds only while the lease lives, and etcd cannot
+//! expire it before that keep-alive's send time plus the TTL (its countdown restarts when the
+//! keep-alive *arrives*, after it was sent; a new leader restarts every lease's countdown, and
+//! a member acknowledges a keep-alive only once the leader renewed the lease), so the key lives
+//! at least until then on our clock. A lock of a lease as long as the TTL is so good for
+//! `lease − margin` from `acked`, the send time of the keep-alive whose acknowledgement was
+//! received last (the keeper matches each answer to its keep-alive: etcd answers those of one
+//! stream in order; `acked` never moves back); a shorter lease counts from as much later as the
+//! TTL outlasts it, never from later than its own send time (see
+//! [`counted_from`](lease::counted_from)). No acquire waits for a keep-alive of its own, as
+//! long as that leaves at least half the validity from the request's send time: otherwise
+//! (keep-alives stalled, none acknowledged lately) the acquire sends one with its request, in
+//! parallel, and counts from its send time once etcd acknowledged it, or reports
+//! `Unavailable` when etcd does not in time. A grant that arrives after its validity so
+//! counted ran out is given back. The watchdog renews a lock a third of its lease after its
+//! validity began (at once, when that is past), and a renewal counts only once a keep-alive
+//! sent after it was acknowledged (sent with it, in parallel). A put does not refresh an etcd
+//! lease; without these rules a lock taken late in a keep-alive period could outlive the lease
+//! in the client's eyes. When no keep-alive was acknowledged for a whole TTL, or etcd says the
+//! lease is gone, the session ends: [`Session`](crate::store::Session) moves on (every lease
+//! granted over it reads as lost at once), the lease is revoked in the background (its keys go
+//! with it, should it still live), and the next call grants a new one.
 //!
 //! **Fences.** A key's create revision is the cluster's revision at its creation: global,
 //! strictly increasing with every write, and kept across restarts and leader changes. The

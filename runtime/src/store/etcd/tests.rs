@@ -1,7 +1,12 @@
-//! Unit tests of the etcd engine's pure parts: endpoints, key names, and the bookkeeping the
-//! orphan sweep relies on.
+//! Unit tests of the etcd engine's pure parts: endpoints, key names, the bookkeeping the
+//! orphan sweep relies on, and where a lock's validity counts from.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::endpoints::Endpoints;
+use super::lease::counted_from;
 use super::names::{key_of, lock_of, range_of};
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{Contender, Contenders};
@@ -77,4 +82,60 @@ fn contender_keys_name_their_lock_only() {
     // No other lock's range starts with this lock's.
     let other = LockKeys::new("leasehold", "a");
     assert!(!key.starts_with(&range_of(&other)));
+}
+
+/// The margin a locker of the default clock drift leaves off a lease.
+fn validity(lease: Duration) -> Duration {
+    crate::engine::lease::validity(lease, crate::engine::lease::DEFAULT_DRIFT)
+}
+
+/// A lock as long as the TTL counts from the last acknowledged keep-alive's send time: its
+/// validity ends at `acked + validity`, not at `sent + validity`, and the acquire waits for
+/// no keep-alive of its own while that leaves half the validity or more.
+#[tokio::test(start_paused = true)]
+async fn a_lock_as_long_as_the_ttl_counts_from_the_last_acknowledged_keep_alive() {
+    let ttl = Duration::from_secs(9);
+    let (lease, validity) = (ttl, validity(ttl));
+    let acked = Instant::now();
+    // A keep-alive period (a third of the TTL) later: the steady state's oldest.
+    tokio::time::advance(ttl / 3).await;
+    let sent = Instant::now();
+    let from = counted_from(acked, ttl, sent, lease, validity).expect("no keep-alive needed");
+    assert_eq!(from, acked);
+    // Half the validity after the keep-alive still counts; a moment later it needs one.
+    let half = acked + validity / 2;
+    assert_eq!(counted_from(acked, ttl, half, lease, validity), Some(acked));
+    let late = half + Duration::from_millis(1);
+    assert_eq!(counted_from(acked, ttl, late, lease, validity), None);
+    // A keep-alive sent after the request (acknowledged before the grant): from the send time.
+    let fresh = sent + Duration::from_millis(3);
+    assert_eq!(counted_from(fresh, ttl, sent, lease, validity), Some(sent));
+}
+
+/// A lock shorter than the TTL counts from as much later than the keep-alive as the TTL
+/// outlasts it, scaled to the share of it counted on: its validity never ends after etcd
+/// may expire the lease (`acked + TTL` less the margin of a TTL-long lease), and never
+/// starts after its own send time.
+#[tokio::test(start_paused = true)]
+async fn a_shorter_lock_counts_on_the_lease_as_far_as_the_ttl_reaches() {
+    let ttl = Duration::from_secs(10);
+    let (lease, validity) = (Duration::from_secs(2), validity(Duration::from_secs(2)));
+    let acked = Instant::now();
+    tokio::time::advance(Duration::from_millis(8500)).await;
+    let sent = Instant::now();
+    let from = counted_from(acked, ttl, sent, lease, validity).expect("half of it is left");
+    assert!(from < sent);
+    assert!(
+        from + validity <= acked + self::validity(ttl),
+        "counted on past the TTL's own validity: {:?} > {:?}",
+        from + validity - acked,
+        self::validity(ttl)
+    );
+    assert!(from + validity >= sent + validity / 2);
+    // Early in the keep-alive period the TTL reaches past the whole lease: from the send time.
+    let soon = acked + Duration::from_secs(1);
+    assert_eq!(counted_from(acked, ttl, soon, lease, validity), Some(soon));
+    // Past the TTL's reach: a keep-alive of its own is needed.
+    let stale = acked + Duration::from_secs(10);
+    assert_eq!(counted_from(acked, ttl, stale, lease, validity), None);
 }

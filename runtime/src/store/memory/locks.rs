@@ -44,9 +44,7 @@ impl MemoryStore {
                 expires: now + req.lease,
             },
         );
-        Attempt::Granted {
-            top: state.reserve_fences(req.keys.fence(), req.fences, now, req.fence_ttl),
-        }
+        Attempt::granted(state.reserve_fences(req.keys.fence(), req.fences, now, req.fence_ttl))
     }
 
     /// The process's waiting writer for `keys` left without the lock (Busy, cancelled,

@@ -30,9 +30,7 @@ impl MemoryStore {
             .entry(req.keys.lock().to_owned())
             .or_default()
             .insert(req.token.clone(), now + req.lease);
-        Attempt::Granted {
-            top: state.current_fence(req.keys.fence(), now),
-        }
+        Attempt::granted(state.current_fence(req.keys.fence(), now))
     }
 
     pub(crate) fn release_shared(&self, keys: &LockKeys, token: &OwnerToken) -> bool {

@@ -89,9 +89,12 @@ impl MemoryStore {
             .insert(req.token.clone(), (count, now + req.lease));
         // One token per holder, whatever its permits, by the writers' rule: above every token
         // of this semaphore handed out before, also after the counter expired.
-        Ok(Attempt::Granted {
-            top: state.reserve_fences(req.keys.fence(), 1, now, req.fence_ttl),
-        })
+        Ok(Attempt::granted(state.reserve_fences(
+            req.keys.fence(),
+            1,
+            now,
+            req.fence_ttl,
+        )))
     }
 
     pub(crate) fn release_permits(&self, keys: &LockKeys, token: &OwnerToken) -> bool {

@@ -34,7 +34,7 @@ async fn lease_expires_and_fences_increase_past_reservations() {
     let b = MemoryStore::new();
     let (a, c) = (OwnerToken::generate(), OwnerToken::generate());
     let k = keys("x");
-    let Attempt::Granted { top: t1 } = b.acquire(&request(&k, &a, 5)) else {
+    let Attempt::Granted { top: t1, .. } = b.acquire(&request(&k, &a, 5)) else {
         panic!("free lock not granted")
     };
     assert!(matches!(
@@ -42,7 +42,7 @@ async fn lease_expires_and_fences_increase_past_reservations() {
         Attempt::Held { remaining: Some(_) }
     ));
     tokio::time::advance(Duration::from_millis(1001)).await;
-    let Attempt::Granted { top: t2 } = b.acquire(&request(&k, &c, 1)) else {
+    let Attempt::Granted { top: t2, .. } = b.acquire(&request(&k, &c, 1)) else {
         panic!("expired lock not granted")
     };
     assert!(
@@ -58,12 +58,12 @@ async fn an_expired_counter_never_goes_back() {
     let b = MemoryStore::new();
     let a = OwnerToken::generate();
     let k = keys("x");
-    let Attempt::Granted { top: t1 } = b.acquire(&request(&k, &a, 1)) else {
+    let Attempt::Granted { top: t1, .. } = b.acquire(&request(&k, &a, 1)) else {
         panic!()
     };
     b.release(&k, &a);
     tokio::time::advance(Duration::from_secs(120)).await;
-    let Attempt::Granted { top: t2 } = b.acquire(&request(&k, &a, 1)) else {
+    let Attempt::Granted { top: t2, .. } = b.acquire(&request(&k, &a, 1)) else {
         panic!()
     };
     assert!(t2 > t1);
@@ -78,17 +78,17 @@ async fn a_reader_fence_never_goes_back_after_the_counter_expired() {
         OwnerToken::generate(),
     );
     let k = keys("x");
-    let Attempt::Granted { top: written } = b.acquire(&request(&k, &w, 1)) else {
+    let Attempt::Granted { top: written, .. } = b.acquire(&request(&k, &w, 1)) else {
         panic!("free lock not granted")
     };
     b.release(&k, &w);
     tokio::time::advance(Duration::from_secs(120)).await;
-    let Attempt::Granted { top: read } = b.acquire_shared(&request(&k, &r, 1)) else {
+    let Attempt::Granted { top: read, .. } = b.acquire_shared(&request(&k, &r, 1)) else {
         panic!("reader not admitted")
     };
     assert!(read >= written, "reader's fence {read} below {written}");
     b.release_shared(&k, &r);
-    let Attempt::Granted { top: later } = b.acquire(&request(&k, &w2, 1)) else {
+    let Attempt::Granted { top: later, .. } = b.acquire(&request(&k, &w2, 1)) else {
         panic!("free lock not granted")
     };
     assert!(

@@ -54,7 +54,7 @@ pub(super) fn attempt_of(row: &pg::Row) -> crate::store::Attempt {
     let fence: Option<i64> = row.get(0);
     let remaining: Option<i64> = row.get(1);
     match fence {
-        Some(top) => crate::store::Attempt::Granted { top: top as u64 },
+        Some(top) => crate::store::Attempt::granted(top as u64),
         None => crate::store::Attempt::Held {
             remaining: remaining.map(|ms| std::time::Duration::from_millis(ms.max(1) as u64)),
         },

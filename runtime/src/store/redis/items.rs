@@ -148,9 +148,7 @@ impl Item<Core> for AcquireItem {
         Ok(flat
             .chunks(2)
             .map(|answer| match answer {
-                [redis::Value::Int(1), redis::Value::Int(top)] => {
-                    Ok(Attempt::Granted { top: *top as u64 })
-                }
+                [redis::Value::Int(1), redis::Value::Int(top)] => Ok(Attempt::granted(*top as u64)),
                 [redis::Value::Int(0), redis::Value::Int(pttl)] => Ok(Attempt::Held {
                     remaining: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
                 }),

@@ -183,7 +183,7 @@ impl RedisStore {
             .arg("PX")
             .arg(millis(req.lease));
         let took: Option<String> = self.core.query(&set).await?;
-        Ok(took.map(|_| Attempt::Granted { top: req.fences }))
+        Ok(took.map(|_| Attempt::granted(req.fences)))
     }
 
     #[cfg(feature = "sentinel")]
@@ -329,9 +329,7 @@ impl RedisStore {
             .arg(millis(req.lease));
         let (granted, value): (i64, i64) = self.run(inv).await?;
         Ok(if granted == 1 {
-            Attempt::Granted {
-                top: value.max(1) as u64,
-            }
+            Attempt::granted(value.max(1) as u64)
         } else {
             Attempt::Held {
                 remaining: u64::try_from(value).ok().map(Duration::from_millis),

@@ -51,10 +51,10 @@ impl RedisStore {
             .arg(millis(QUEUE_TTL));
         let (answer, value): (i64, i64) = self.run(inv).await?;
         let attempt = match answer {
-            1 => Attempt::Granted {
-                top: u64::try_from(value)
+            1 => Attempt::granted(
+                u64::try_from(value)
                     .map_err(|_| super::scripts::malformed(&self.core.endpoint, "sem_acquire"))?,
-            },
+            ),
             0 => Attempt::Held {
                 remaining: u64::try_from(value).ok().map(Duration::from_millis),
             },

@@ -5,6 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
+use tokio::time::Instant;
+
 use super::Contender;
 use crate::error::LockError;
 use crate::primitives::inspect::LockerDescription;
@@ -125,13 +127,15 @@ pub(crate) trait Driver: Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<(Self::Via, u64), LockError>> + Send;
 
-    /// Whether the session can be counted on from `req.sent` for `req.lease`; run alongside
-    /// the create or look, and asked only of a contender that would hold.
+    /// Whether the session can be counted on for `req.validity`, and from when: `None` from
+    /// `req.sent`, `Some(from)` from an earlier instant (the lease is granted counted from
+    /// there, [`Attempt::Granted`](crate::store::Attempt::Granted)'s `valid_from`). Run
+    /// alongside the create or look, and its answer used only for a contender that would hold.
     fn vouch(
         &self,
         session: u64,
         req: &AcquireRequest<'_>,
-    ) -> impl Future<Output = Result<(), LockError>> + Send;
+    ) -> impl Future<Output = Result<Option<Instant>, LockError>> + Send;
 
     /// Creates the contender `name` for `req` over `session`, with what the engine records
     /// along (a writer's fences); and where it stands, if the same round trip could tell.

@@ -89,9 +89,9 @@ impl<D: Driver> Sequenced<D> {
             Place::Holds { top } => {
                 // First in line, but the session cannot be vouched for: the contender stays
                 // queued; the turn withdraws it if the caller stops.
-                vouched?;
+                let valid_from = vouched?;
                 self.contenders.hold(lock, req.token, mine);
-                Ok(Attempt::Granted { top })
+                Ok(Attempt::Granted { top, valid_from })
             }
             Place::Behind if !req.interest.is_zero() => Ok(Attempt::Held { remaining: None }),
             Place::Behind => {
@@ -154,7 +154,7 @@ impl<D: Driver> Sequenced<D> {
             None => self.driver.look(req, &mine, Role::Reader).await?,
         };
         match (place, vouched) {
-            (Place::Holds { top }, Ok(())) => Ok(Attempt::Granted { top }),
+            (Place::Holds { top }, Ok(valid_from)) => Ok(Attempt::Granted { top, valid_from }),
             (Place::Gone, _) => {
                 self.contenders.forget_held(req.token);
                 Err(self.vanished())
@@ -165,7 +165,7 @@ impl<D: Driver> Sequenced<D> {
                 self.contenders.forget_held(req.token);
                 self.leave(mine).await;
                 match (place, vouched) {
-                    (Place::Behind, _) | (_, Ok(())) => Ok(Attempt::Held { remaining: None }),
+                    (Place::Behind, _) | (_, Ok(_)) => Ok(Attempt::Held { remaining: None }),
                     (_, Err(e)) => Err(e),
                 }
             }

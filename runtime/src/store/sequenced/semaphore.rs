@@ -108,20 +108,23 @@ impl<D: Driver> Sequenced<D> {
         };
         match place {
             Standing::Holds => {
-                if let Err(e) = vouched {
-                    // A waiter's contender stays in its turn (its withdrawal deletes it if
-                    // the waiter stops); another request's leaves now.
-                    if seat.is_none() {
-                        self.forget(None, req.token);
-                        self.leave(mine).await;
+                let valid_from = match vouched {
+                    Ok(valid_from) => valid_from,
+                    Err(e) => {
+                        // A waiter's contender stays in its turn (its withdrawal deletes it if
+                        // the waiter stops); another request's leaves now.
+                        if seat.is_none() {
+                            self.forget(None, req.token);
+                            self.leave(mine).await;
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
-                }
+                };
                 let top = writer_top(mine.order, 1);
                 if let Some(seat) = seat {
                     self.contenders.hold(seat, req.token, mine);
                 }
-                Ok(Attempt::Granted { top })
+                Ok(Attempt::Granted { top, valid_from })
             }
             Standing::Behind if waits && seat.is_some() => Ok(Attempt::Held { remaining: None }),
             Standing::Behind => {

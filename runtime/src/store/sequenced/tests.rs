@@ -69,8 +69,12 @@ impl Driver for Fake {
         Ok(((), 0))
     }
 
-    async fn vouch(&self, _session: u64, _req: &AcquireRequest<'_>) -> Result<(), LockError> {
-        Ok(())
+    async fn vouch(
+        &self,
+        _session: u64,
+        _req: &AcquireRequest<'_>,
+    ) -> Result<Option<tokio::time::Instant>, LockError> {
+        Ok(None)
     }
 
     async fn create(
@@ -240,7 +244,7 @@ async fn the_first_writer_holds_and_the_next_keeps_its_place_until_then() {
     let keys = LockKeys::new("t", "k");
     let (a, b) = (OwnerToken::generate(), OwnerToken::generate());
     let first = seq.acquire_once(&request(&keys, &a, true)).await.unwrap();
-    assert_eq!(first, Attempt::Granted { top: 32 + 2 });
+    assert_eq!(first, Attempt::granted(32 + 2));
     let waits = request(&keys, &b, true);
     assert!(matches!(
         seq.acquire_once(&waits).await.unwrap(),
@@ -255,7 +259,7 @@ async fn the_first_writer_holds_and_the_next_keeps_its_place_until_then() {
     };
     assert_eq!(
         seq.acquire_once(&again).await.unwrap(),
-        Attempt::Granted { top: 2 * 32 + 2 }
+        Attempt::granted(2 * 32 + 2)
     );
     assert_eq!(seq.driver.names().len(), 1);
     assert!(seq.contenders.waiting(keys.lock()).is_none());
@@ -323,7 +327,7 @@ async fn readers_share_and_one_behind_a_writer_leaves_the_queue() {
     seq.release_once(&keys, &w, Role::Writer).await.unwrap();
     for r in [&r1, &r2] {
         let got = seq.acquire_shared_once(&request(&keys, r, false)).await;
-        assert_eq!(got.unwrap(), Attempt::Granted { top: 1 });
+        assert_eq!(got.unwrap(), Attempt::granted(1));
     }
     assert!(seq.release_once(&keys, &r1, Role::Reader).await.unwrap());
     assert_eq!(

@@ -184,12 +184,7 @@ async fn single_permits_that_do_not_fit_never_enter_and_a_waiter_keeps_its_turn(
     assert!(seq.release_permits(&keys, &a, 1).await.unwrap());
     let w2 = OwnerToken::generate();
     let again = take(&seq, &keys, &w2, (3, 2), Some(waiter(7))).await;
-    assert_eq!(
-        again.unwrap(),
-        Attempt::Granted {
-            top: writer_top(created, 1)
-        }
-    );
+    assert_eq!(again.unwrap(), Attempt::granted(writer_top(created, 1)));
     assert!(seq.contenders.held([&w2])[0].is_some());
     let state = seq.inspect_permits_once(&keys).await.unwrap();
     assert_eq!(state.limit, Some(3));
@@ -242,7 +237,7 @@ async fn the_leader_record_is_the_holders_contender_and_goes_with_it() {
     let seq = recipe();
     let keys = LockKeys::new("t:leader", "e");
     let (a, b) = (OwnerToken::generate(), OwnerToken::generate());
-    let Attempt::Granted { top } = seq.acquire_once(&request(&keys, &a, true)).await.unwrap()
+    let Attempt::Granted { top, .. } = seq.acquire_once(&request(&keys, &a, true)).await.unwrap()
     else {
         panic!("the first campaigner leads");
     };
@@ -314,7 +309,7 @@ async fn a_leader_granted_after_waiting_records_itself() {
         fences: 1,
         ..request(&keys, &b2, true)
     };
-    let Attempt::Granted { top } = seq.acquire_once(&again).await.unwrap() else {
+    let Attempt::Granted { top, .. } = seq.acquire_once(&again).await.unwrap() else {
         panic!("the waiting campaigner leads");
     };
     let leader = LeaderRecord {

@@ -47,8 +47,12 @@ impl Driver for ZooKeeper {
 
     /// Nothing to add: `open` checked that the session carries the lease, and a lost session
     /// ends the lease at once (its epoch moves on).
-    async fn vouch(&self, _session: u64, _req: &AcquireRequest<'_>) -> Result<(), LockError> {
-        Ok(())
+    async fn vouch(
+        &self,
+        _session: u64,
+        _req: &AcquireRequest<'_>,
+    ) -> Result<Option<tokio::time::Instant>, LockError> {
+        Ok(None)
     }
 
     /// One create (a writer's in one transaction with its fence record); where it stands

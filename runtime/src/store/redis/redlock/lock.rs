@@ -60,7 +60,7 @@ impl RedLock {
         let mut failures = Vec::new();
         for (node, answer) in self.nodes.iter().zip(answers) {
             match answer {
-                Ok(Attempt::Granted { top }) => granted.push((node, top)),
+                Ok(Attempt::Granted { top, .. }) => granted.push((node, top)),
                 Ok(Attempt::Held { remaining: r }) => remaining.push(r),
                 Err(e) => failures.push(e),
             }
@@ -81,7 +81,7 @@ impl RedLock {
             let raised_ok =
                 granted.len() - lagging.len() + raised.iter().filter(|r| r.is_ok()).count();
             if raised_ok >= quorum && in_time(Instant::now()) {
-                return (Ok(Attempt::Granted { top }), false);
+                return (Ok(Attempt::granted(top)), false);
             }
             tracing::debug!(raised_ok, quorum, "redlock: fence round missed the quorum");
         } else if granted.len() >= quorum {
