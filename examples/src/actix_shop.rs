@@ -11,7 +11,7 @@
 //! ```
 //!
 //! `shop-actix [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS]
-//! [--etcd ENDPOINTS] [--postgres URL] [--no-lock] [--lock-wait 30s]`: locks on `--redis-url`
+//! [--etcd ENDPOINTS] [--postgres URL] [--no-lock | --raw-lock] [--lock-wait 30s]`: locks on `--redis-url`
 //! (or on ZooKeeper with `--zookeeper`, on etcd with `--etcd`), stock and order counter on
 //! `--store-url` (the Redis at `--redis-url` by default); with `--postgres`, locks, stock and
 //! order counter all in that database.
@@ -39,6 +39,16 @@ async fn buy_without_lock(
     shop: web::Data<Shop>,
 ) -> Result<HttpResponse, ShopError> {
     let order = shop.buy(&sku, None).await?;
+    Ok(HttpResponse::Created().json(order))
+}
+
+/// The same purchase under a lock written by hand (`--raw-lock`): the web benchmark's floor.
+#[post("/orders/{sku}")]
+async fn buy_under_raw_lock(
+    sku: web::Path<String>,
+    shop: web::Data<Shop>,
+) -> Result<HttpResponse, ShopError> {
+    let order = shop.buy_under_raw_lock(&sku).await?;
     Ok(HttpResponse::Created().json(order))
 }
 
@@ -102,14 +112,14 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
             std::process::exit(1);
         }
     };
-    if !args.no_lock {
+    if !args.no_lock && !args.raw_lock {
         // The locker `#[distributed_lock]` uses when no `locker = ...` is given.
         leasehold::set_global_default(shop.locker.clone()).expect("installed once");
     }
     let locker = shop.locker.clone();
     let shop = web::Data::new(shop);
     let campaigner = shop.clone();
-    let no_lock = args.no_lock;
+    let (no_lock, raw_lock) = (args.no_lock, args.raw_lock);
     let server = HttpServer::new(move || {
         let app = App::new()
             .app_data(shop.clone())
@@ -117,6 +127,9 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
             .service(ready);
         if no_lock {
             app.service(buy_without_lock).service(restock_without_lock)
+        } else if raw_lock {
+            app.service(buy_under_raw_lock)
+                .service(restock_without_lock)
         } else {
             app.service(buy).service(restock)
         }
@@ -126,6 +139,8 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
     let addr = server.addrs()[0];
     let lock = if no_lock {
         "off (--no-lock)"
+    } else if raw_lock {
+        "by hand (--raw-lock)"
     } else {
         "leasehold"
     };

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! `shop-axum [--port 8080] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS]
-//! [--etcd ENDPOINTS] [--postgres URL] [--no-lock] [--lock-wait 30s]`: locks on `--redis-url`
+//! [--etcd ENDPOINTS] [--postgres URL] [--no-lock | --raw-lock] [--lock-wait 30s]`: locks on `--redis-url`
 //! (or on ZooKeeper with `--zookeeper`, on etcd with `--etcd`), stock and order counter on
 //! `--store-url` (the Redis at `--redis-url` by default); with `--postgres`, locks, stock and
 //! order counter all in that database.
@@ -45,6 +45,15 @@ async fn buy_without_lock(
     Path(sku): Path<String>,
 ) -> Result<(StatusCode, Json<Order>), ShopError> {
     let order = shop.buy(&sku, None).await?;
+    Ok((StatusCode::CREATED, Json(order)))
+}
+
+/// The same purchase under a lock written by hand (`--raw-lock`): the web benchmark's floor.
+async fn buy_under_raw_lock(
+    State(shop): State<Arc<Shop>>,
+    Path(sku): Path<String>,
+) -> Result<(StatusCode, Json<Order>), ShopError> {
+    let order = shop.buy_under_raw_lock(&sku).await?;
     Ok((StatusCode::CREATED, Json(order)))
 }
 
@@ -148,6 +157,10 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
         router
             .route("/stock/{sku}", put(restock_without_lock))
             .route("/orders/{sku}", post(buy_without_lock))
+    } else if args.raw_lock {
+        router
+            .route("/stock/{sku}", put(restock_without_lock))
+            .route("/orders/{sku}", post(buy_under_raw_lock))
     } else {
         router
             .route("/stock/{sku}", put(restock))
@@ -156,6 +169,8 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
     let lock = if args.no_lock {
         "off (--no-lock)"
+    } else if args.raw_lock {
+        "by hand (--raw-lock)"
     } else {
         "leasehold"
     };

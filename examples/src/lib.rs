@@ -2,7 +2,8 @@
 //!
 //! - `shop-actix` ([`actix_shop`]) and `shop-axum` ([`axum_shop`]): the same HTTP API over a
 //!   stock kept in Redis (or, with `--postgres`, in PostgreSQL next to the locks), with the
-//!   purchase handler under `#[distributed_lock]`, or without it (`--no-lock`).
+//!   purchase handler under `#[distributed_lock]`, or without it (`--no-lock`), or under a
+//!   lock written by hand ([`raw_lock`], `--raw-lock`: the floor `scripts/web-bench` measures).
 //! - `demo`: starts a throwaway Redis (and, with `--engine zookeeper` or `--engine etcd`, a
 //!   ZooKeeper or an etcd for the locks; with `--engine postgres`, a PostgreSQL for the locks
 //!   and the stock, and no Redis) and shop processes, fires concurrent purchases at them
@@ -16,5 +17,6 @@
 pub mod actix_shop;
 pub mod axum_shop;
 pub mod client;
+pub mod raw_lock;
 pub mod shop;
 pub mod store;

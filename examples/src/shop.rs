@@ -10,6 +10,7 @@ use axum::response::IntoResponse;
 use leasehold::{LockError, LockGuard, Locker, LostReason};
 use serde::{Deserialize, Serialize};
 
+use crate::raw_lock::RawLock;
 use crate::store::{Purchase, Stock, Store, StoreError};
 
 /// The state of a shop process: the stock store and the locker, on the same Redis server or on
@@ -19,8 +20,10 @@ pub struct Shop {
     /// Where the stock and the order counter live (`--store-url`, or `--postgres`).
     pub store: Store,
     /// The locker of the purchase handlers, on the lock server (`--redis-url`, `--zookeeper`,
-    /// `--etcd` or `--postgres`); in memory and unused with `--no-lock`.
+    /// `--etcd` or `--postgres`); in memory and unused with `--no-lock` and `--raw-lock`.
     pub locker: Locker,
+    /// `--raw-lock`: the hand-written lock the purchases take instead, on `--redis-url`.
+    pub raw_lock: Option<RawLock>,
 }
 
 /// `PUT /stock/{sku}`'s body.
@@ -153,7 +156,21 @@ impl Shop {
                 server(&args.store_url)
             )
         })?;
-        let locker = if args.no_lock {
+        let raw_lock = if args.raw_lock {
+            Some(
+                RawLock::connect(&args.redis_url, args.lock_wait)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "cannot reach the lock server at {} (--redis-url): {e}",
+                            server(&args.redis_url)
+                        )
+                    })?,
+            )
+        } else {
+            None
+        };
+        let locker = if args.no_lock || args.raw_lock {
             Locker::in_memory()
         } else {
             let builder = Locker::builder()
@@ -185,7 +202,11 @@ impl Shop {
                 .await
                 .map_err(|e| format!("cannot reach the lock server at {server} ({flag}): {e}"))?
         };
-        Ok(Shop { store, locker })
+        Ok(Shop {
+            store,
+            locker,
+            raw_lock,
+        })
     }
 
     /// `PUT /stock/{sku}`: the stock is `quantity`, nothing sold. `holder`: the lock's guard,
@@ -223,11 +244,38 @@ impl Shop {
     /// [`ShopError::SoldOut`], [`ShopError::UnknownSku`], [`ShopError::Store`], or
     /// `Lock(Lost)` when the write was refused for a stale fence.
     pub async fn buy(&self, sku: &str, holder: Option<&LockGuard>) -> Result<Order, ShopError> {
-        match self.store.purchase(sku, holder).await? {
+        let fence = holder.map_or(0, LockGuard::fence);
+        Self::order(sku, fence, self.store.purchase(sku, holder).await?)
+    }
+
+    /// `POST /orders/{sku}` under the hand-written lock of `--raw-lock` (on a Redis stock):
+    /// the same purchase, its write carrying that lock's fence; a lock still busy after
+    /// `--lock-wait` is 409 `lock_busy`.
+    ///
+    /// # Errors
+    /// As [`Shop::buy`]; `Lock(Busy)` when the lock stayed taken.
+    pub async fn buy_under_raw_lock(&self, sku: &str) -> Result<Order, ShopError> {
+        let (Some(raw), Store::Redis(stock)) = (&self.raw_lock, &self.store) else {
+            return Err(ShopError::Lock(LockError::Config {
+                message: "--raw-lock needs its lock on --redis-url and the stock in Redis".into(),
+                source: None,
+            }));
+        };
+        let Some(hold) = raw.lock(sku, Duration::from_secs(10)).await? else {
+            return Err(ShopError::Lock(LockError::Busy { retry_after: None }));
+        };
+        let fence = hold.fence;
+        let purchase = stock.purchase(sku, Some(fence)).await;
+        raw.unlock(hold).await?;
+        Self::order(sku, fence, purchase?)
+    }
+
+    fn order(sku: &str, fence: u64, purchase: Purchase) -> Result<Order, ShopError> {
+        match purchase {
             Purchase::Sold { order } => Ok(Order {
                 order_id: format!("ord-{order}"),
                 sku: sku.to_owned(),
-                fence: holder.map_or(0, LockGuard::fence),
+                fence,
             }),
             Purchase::SoldOut => Err(ShopError::SoldOut),
             Purchase::UnknownSku => Err(ShopError::UnknownSku),
@@ -287,6 +335,9 @@ pub struct ShopArgs {
     pub lock_server: LockServer,
     /// `--no-lock`: the same handlers without `#[distributed_lock]`, to show the oversell.
     pub no_lock: bool,
+    /// `--raw-lock`: the purchase under a lock written by hand on `--redis-url`
+    /// ([`RawLock`]) instead of the attribute: the floor `scripts/web-bench` measures.
+    pub raw_lock: bool,
     /// `--lock-wait`: how long a purchase waits for the lock before it is answered 409
     /// `lock_busy`. 30 s by default: long enough for a queue of hundreds of purchases.
     pub lock_wait: Duration,
@@ -305,7 +356,8 @@ impl ShopArgs {
     pub fn parse(name: &str, args: impl IntoIterator<Item = String>) -> Result<ShopArgs, String> {
         let usage = format!(
             "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] \
-             [--etcd ENDPOINTS] [--postgres URL] [--no-lock] [--lock-wait 30s] [--leader NAME]\n\n  \
+             [--etcd ENDPOINTS] [--postgres URL] [--no-lock | --raw-lock] [--lock-wait 30s] \
+             [--leader NAME]\n\n  \
              --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
              --redis-url URL  the lock server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
              --store-url URL  where the stock and the order counter live (default: the lock server);\n                   \
@@ -318,6 +370,8 @@ impl ShopArgs {
              (postgres://user:password@host:5432/db), fenced in the purchase's transaction;\n                   \
              no Redis is used\n  \
              --no-lock        serve the purchase handler without #[distributed_lock]: it oversells\n  \
+             --raw-lock       lock each purchase with a lock written by hand on --redis-url\n                   \
+             (SET NX PX and a fence in one script, compare-and-delete): a benchmark's floor\n  \
              --lock-wait D    how long a request waits for a busy lock (default 30s)\n  \
              --leader NAME    campaign for the leadership NAME and hold it while serving"
         );
@@ -328,6 +382,7 @@ impl ShopArgs {
             store_url: String::new(),
             lock_server: LockServer::Redis,
             no_lock: false,
+            raw_lock: false,
             lock_wait: Duration::from_secs(30),
             leader: None,
         };
@@ -368,6 +423,7 @@ impl ShopArgs {
                     };
                 }
                 "--no-lock" => parsed.no_lock = true,
+                "--raw-lock" => parsed.raw_lock = true,
                 "--leader" => parsed.leader = Some(value("--leader")?),
                 "--lock-wait" => {
                     let text = value("--lock-wait")?;
@@ -378,6 +434,12 @@ impl ShopArgs {
                 "-h" | "--help" => return Err(usage),
                 other => return Err(format!("unknown argument {other:?}\n\n{usage}")),
             }
+        }
+        if parsed.raw_lock && (parsed.no_lock || parsed.lock_server != LockServer::Redis) {
+            return Err(format!(
+                "--raw-lock locks on the Redis at --redis-url: give it without --no-lock, \
+                 --zookeeper, --etcd or --postgres\n\n{usage}"
+            ));
         }
         parsed.store_url = match (&parsed.lock_server, store_url) {
             (LockServer::Postgres(_), Some(_)) => {
@@ -486,6 +548,25 @@ mod tests {
         assert!(parse(&["--store-url"])
             .unwrap_err()
             .contains("needs a value"));
+    }
+
+    #[test]
+    fn a_lock_by_hand_is_on_redis_alone() {
+        let args = parse(&["--raw-lock", "--redis-url", "redis://h:1"]).unwrap();
+        assert!(args.raw_lock && !args.no_lock);
+        assert_eq!(args.store_url, "redis://h:1");
+        for other in [
+            &["--raw-lock", "--no-lock"][..],
+            &["--raw-lock", "--etcd", "http://e:2379"],
+            &["--zookeeper", "z:2181", "--raw-lock"],
+            &["--raw-lock", "--postgres", "postgres://p/db"],
+        ] {
+            let e = parse(other).unwrap_err();
+            assert!(
+                e.starts_with("--raw-lock locks on the Redis at --redis-url"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -347,6 +347,53 @@ async fn until_status(http: &HttpClient, url: &str, status: u16) -> Reply {
     }
 }
 
+/// `--raw-lock`, the web benchmark's floor, is a real lock: concurrent purchases of one sku
+/// never oversell, their fences increase in the order of the writes, and no key of leasehold's
+/// is used.
+#[tokio::test]
+async fn a_lock_by_hand_keeps_concurrent_purchases_from_overselling() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let http = client();
+        for binary in SHOPS {
+            let shop = Shop::start(binary, &redis.url(), &["--raw-lock"]).await;
+            let sku = format!("raw-{}", shop.name);
+            restock(&http, &shop, &sku, 5).await;
+            let mut buys = tokio::task::JoinSet::new();
+            for _ in 0..20 {
+                let (http, url) = (http.clone(), shop.url(&format!("/orders/{sku}")));
+                buys.spawn(async move { http.post(&url).await });
+            }
+            let mut fences: Vec<u64> = Vec::new();
+            let mut sold_out = 0;
+            while let Some(r) = buys.join_next().await {
+                let r = r.unwrap().unwrap();
+                match r.status {
+                    201 => fences.push(r.json()["fence"].as_u64().unwrap()),
+                    409 => {
+                        assert_error(&r, 409, "sold_out");
+                        sold_out += 1;
+                    }
+                    other => panic!("{other}: {}", r.body),
+                }
+            }
+            assert_eq!((fences.len(), sold_out), (5, 15), "fences {fences:?}");
+            assert!(fences.iter().all(|f| *f > 0));
+            let r = http.get(&shop.url(&format!("/stock/{sku}"))).await.unwrap();
+            assert_eq!(r.json(), json!({ "sku": sku, "quantity": 0, "sold": 5 }));
+            assert!(
+                redis.keys("shop:lock:*").await.is_empty(),
+                "leasehold took no lock"
+            );
+            assert!(
+                redis.keys("rawshop:lock:*").await.is_empty(),
+                "every lock by hand was given back"
+            );
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn without_the_lock_orders_carry_no_fence() {
     bounded(async {
