@@ -899,6 +899,16 @@ async fn patient_locker(endpoints: &[String], ttl: Duration) -> Locker {
         .expect("locker on etcd")
 }
 
+/// A [`patient_locker`] of `ttl` on `etcd` that took and gave back a lock (its lease is kept
+/// alive), and the moment etcd was frozen (SIGSTOP) right after.
+async fn warmed_up_then_frozen(etcd: &EtcdServer, ttl: Duration) -> (Locker, Instant) {
+    let locker = patient_locker(&[etcd.endpoint()], ttl).await;
+    let guard = locker.lock("warm-up").acquire().await.unwrap();
+    guard.release().await.unwrap();
+    etcd.pause();
+    (locker, Instant::now())
+}
+
 /// How much of a lease as long as the TTL the default locker counts on.
 fn validity_of(ttl: Duration) -> Duration {
     ttl - (ttl.mul_f64(0.01) + Duration::from_millis(2))
@@ -913,20 +923,9 @@ fn validity_of(ttl: Duration) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_while_keep_alives_stall_waits_for_one_or_fails() {
     let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
     let ttl = Duration::from_secs(9);
     let validity = validity_of(ttl);
-    let locker = patient_locker(&at, ttl).await;
-    locker
-        .lock("warm-up")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    etcd.pause();
-    let frozen = Instant::now();
+    let (locker, frozen) = warmed_up_then_frozen(&etcd, ttl).await;
     // Every acknowledged keep-alive was sent before the freeze: more than half the validity
     // ago once the acquire is sent. (The keeper gives the lease up a TTL after the last one,
     // at least 6 s into the freeze with a keep-alive every 3 s.)
@@ -980,20 +979,9 @@ async fn an_acquire_while_keep_alives_stall_waits_for_one_or_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_landing_late_is_counted_from_the_last_acknowledged_keep_alive() {
     let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
     let ttl = Duration::from_secs(9);
     let validity = validity_of(ttl);
-    let locker = patient_locker(&at, ttl).await;
-    locker
-        .lock("warm-up")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    etcd.pause();
-    let frozen = Instant::now();
+    let (locker, frozen) = warmed_up_then_frozen(&etcd, ttl).await;
     // At most a keep-alive period (3 s) and this second since the last acknowledged one:
     // under half the validity, so the acquire waits for none.
     tokio::time::sleep(Duration::from_secs(1)).await;
