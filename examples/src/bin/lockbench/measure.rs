@@ -61,6 +61,92 @@ where
     (a / rounds, b / rounds)
 }
 
+/// One contender's share of [`in_turns_costs`]: cycles per second, and per cycle the
+/// client's CPU (this process) and the server's (its process), in microseconds.
+pub(crate) struct Costs {
+    pub(crate) rate: f64,
+    pub(crate) client_us: f64,
+    /// NaN without a server process to read.
+    pub(crate) server_us: f64,
+}
+
+/// [`in_turns`], also measuring each contender's CPU per cycle over its own windows: this
+/// process's (`getrusage`) and the server process `server`'s (`/proc/PID/stat`), so that a
+/// gap in cycles/s can be told apart into the client's work and the server's.
+pub(crate) async fn in_turns_costs<F, Fut, G, Gut>(
+    tasks: usize,
+    duration: Duration,
+    first: F,
+    second: G,
+    server: Option<u32>,
+) -> (Costs, Costs)
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = ()> + Send,
+    G: Fn(usize, u64) -> Gut + Send + Sync + Clone + 'static,
+    Gut: Future<Output = ()> + Send,
+{
+    let window = duration / UNCONTENDED_ROUNDS;
+    // Per contender: the sum of rates, cycles, client and server CPU seconds.
+    let mut sums = [[0.0f64; 4]; 2];
+    let server_cpu = || server.and_then(server_cpu_seconds).unwrap_or(f64::NAN);
+    for _ in 0..UNCONTENDED_ROUNDS {
+        for (which, sum) in sums.iter_mut().enumerate() {
+            let (client, server, start) = (cpu_seconds(), server_cpu(), Instant::now());
+            let rate = if which == 0 {
+                cycles_per_sec(tasks, window, first.clone()).await
+            } else {
+                cycles_per_sec(tasks, window, second.clone()).await
+            };
+            sum[0] += rate;
+            sum[1] += rate * start.elapsed().as_secs_f64();
+            sum[2] += cpu_seconds() - client;
+            sum[3] += server_cpu() - server;
+        }
+    }
+    let rounds = f64::from(UNCONTENDED_ROUNDS);
+    let costs = |[rate, cycles, client, server]: [f64; 4]| Costs {
+        rate: rate / rounds,
+        client_us: client * 1e6 / cycles,
+        server_us: server * 1e6 / cycles,
+    };
+    (costs(sums[0]), costs(sums[1]))
+}
+
+/// CPU time (user + system) a server used so far, in seconds: the process `pid` and its
+/// children (PostgreSQL's backends, one per connection, live as long as the connection), from
+/// `/proc`; `None` when it cannot be read (the process is gone, or not Linux).
+pub(crate) fn server_cpu_seconds(pid: u32) -> Option<f64> {
+    let (_, own) = parent_and_ticks(pid)?;
+    let mut ticks = own;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let child = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok());
+        if let Some((parent, t)) = child.and_then(parent_and_ticks) {
+            if parent == pid {
+                ticks += t;
+            }
+        }
+    }
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (per_second > 0).then(|| ticks / per_second as f64)
+}
+
+/// The parent of the process `pid` and the clock ticks it ran (user + system), from
+/// `/proc/PID/stat`.
+fn parent_and_ticks(pid: u32) -> Option<(u32, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: the fields after it are counted from its
+    // closing parenthesis. The parent is field 4; utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    let parent = fields.get(1)?.parse().ok()?;
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some((parent, ticks))
+}
+
 /// The `p` quantile of `sorted` (nearest rank); NaN when empty.
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold::Locker;
 
 use crate::key_lock::KeyLock;
-use crate::measure::in_turns;
+use crate::measure::in_turns_costs;
 use crate::report::Report;
 
 /// One uncontended cycle of ours: `key` (handed over as it is) taken and released.
@@ -22,8 +22,9 @@ pub(crate) async fn baseline_cycle<L: KeyLock>(lock: L, key: String) {
 }
 
 /// Adds `{scenario} uncontended, {tasks} tasks` cycles/s rows, ours against `baseline` (named
-/// `name`). Each task cycles over 16 keys of its own: ours are `u:{task}:{k}`, the baseline's
-/// `baseline_key(task, k)`.
+/// `name`), and the client's CPU per cycle (and, given the `server` process, the server's)
+/// over the same windows: where a gap in cycles/s goes. Each task cycles over 16 keys of its
+/// own: ours are `u:{task}:{k}`, the baseline's `baseline_key(task, k)`.
 pub(crate) async fn uncontended<L: KeyLock>(
     report: &mut Report,
     scenario: &str,
@@ -31,20 +32,41 @@ pub(crate) async fn uncontended<L: KeyLock>(
     baseline_key: fn(usize, u64) -> String,
     name: &str,
     duration: Duration,
+    server: Option<u32>,
 ) {
     for tasks in [1usize, 16] {
         let ours = ours.clone();
         let ours = move |t, i| ours_cycle(ours.clone(), format!("u:{t}:{}", i % 16));
         let baseline = baseline.clone();
         let baseline = move |t, i| baseline_cycle(baseline.clone(), baseline_key(t, i % 16));
-        let (ours, theirs) = in_turns(tasks, duration, ours, baseline).await;
+        let (ours, theirs) = in_turns_costs(tasks, duration, ours, baseline, server).await;
+        let scenario = format!("{scenario} uncontended, {tasks} tasks");
         report.add(
-            &format!("{scenario} uncontended, {tasks} tasks"),
+            &scenario,
             "cycles/s",
-            ours,
-            theirs,
+            ours.rate,
+            theirs.rate,
             name,
             "cycles/s",
         );
+        report.add(
+            &scenario,
+            "client CPU per cycle",
+            ours.client_us,
+            theirs.client_us,
+            name,
+            "us",
+        );
+        // Only with a server process that could be read (NaN otherwise: not valid JSON).
+        if ours.server_us.is_finite() && theirs.server_us.is_finite() {
+            report.add(
+                &scenario,
+                "server CPU per cycle",
+                ours.server_us,
+                theirs.server_us,
+                name,
+                "us",
+            );
+        }
     }
 }

@@ -43,6 +43,7 @@ async fn uncontended(report: &mut Report, etcd: &EtcdServer, duration: Duration)
         |t, k| format!("u-{t}-{k}"),
         ETCD_LOCK_SERVICE,
         duration,
+        etcd.pid(),
     )
     .await;
 }

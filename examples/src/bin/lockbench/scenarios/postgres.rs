@@ -33,6 +33,7 @@ pub(crate) async fn scenario(
         |t, k| format!("raw-u:{t}:{k}"),
         POSTGRES_RAW,
         duration,
+        postgres.pid(),
     )
     .await;
     hot_key(report, &url, rounds).await;

@@ -71,6 +71,7 @@ async fn uncontended(report: &mut Report, zk: &ZkServer, duration: Duration, ite
         |t, k| format!("u-{t}-{k}"),
         ZOOKEEPER_RECIPE,
         duration,
+        zk.pid(),
     )
     .await;
     // What one cycle asks of the server, counted over cycles of one task.
