@@ -51,14 +51,8 @@ where
     G: Fn(usize, u64) -> Gut + Send + Sync + Clone + 'static,
     Gut: Future<Output = ()> + Send,
 {
-    let window = duration / UNCONTENDED_ROUNDS;
-    let (mut a, mut b) = (0.0, 0.0);
-    for _ in 0..UNCONTENDED_ROUNDS {
-        a += cycles_per_sec(tasks, window, first.clone()).await;
-        b += cycles_per_sec(tasks, window, second.clone()).await;
-    }
-    let rounds = f64::from(UNCONTENDED_ROUNDS);
-    (a / rounds, b / rounds)
+    let (a, b) = in_turns_costs(tasks, duration, first, second, None).await;
+    (a.rate, b.rate)
 }
 
 /// One contender's share of [`in_turns_costs`]: cycles per second, and per cycle the
