@@ -112,7 +112,10 @@ async fn bench(options: Options) {
     for scenario in Scenario::ALL.into_iter().filter(|s| chosen.contains(s)) {
         let report = &mut report;
         match scenario {
-            Scenario::Uncontended => scenarios::uncontended::scenario(report, &url, duration).await,
+            Scenario::Uncontended => {
+                let redis = servers.redis.pid();
+                scenarios::uncontended::scenario(report, &url, redis, duration).await
+            }
             Scenario::HotKey => scenarios::hot_key::scenario(report, &servers.redis, rounds).await,
             Scenario::Attribute => scenarios::attribute::scenario(report, &url, duration).await,
             Scenario::Redlock => {

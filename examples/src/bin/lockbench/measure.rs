@@ -110,23 +110,49 @@ where
 /// CPU time (user + system) a server used so far, in seconds: the process `pid` and its
 /// children (PostgreSQL's backends, one per connection, live as long as the connection), from
 /// `/proc`; `None` when it cannot be read (the process is gone, or not Linux).
+///
+/// Read in nanoseconds from each thread's `schedstat` where the kernel has it: the clock
+/// ticks of `/proc/PID/stat` (10 ms) are too coarse for a server that runs a few hundred
+/// milliseconds in a measuring window (a RedLock node).
 pub(crate) fn server_cpu_seconds(pid: u32) -> Option<f64> {
-    let (_, own) = parent_and_ticks(pid)?;
-    let mut ticks = own;
+    let mut processes = vec![pid];
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let child = entry
             .file_name()
             .to_str()
             .and_then(|n| n.parse::<u32>().ok());
-        if let Some((parent, t)) = child.and_then(parent_and_ticks) {
+        if let Some((parent, _)) = child.and_then(parent_and_ticks) {
             if parent == pid {
-                ticks += t;
+                processes.extend(child);
             }
         }
     }
+    let run_ns: Option<u64> = processes.iter().map(|&p| run_ns(p)).sum();
+    if let Some(ns) = run_ns {
+        return Some(ns as f64 / 1e9);
+    }
+    let ticks: f64 = processes
+        .iter()
+        .filter_map(|&p| parent_and_ticks(p))
+        .map(|(_, t)| t)
+        .sum();
     // SAFETY: sysconf only reads a configuration value.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     (per_second > 0).then(|| ticks / per_second as f64)
+}
+
+/// Nanoseconds the threads of process `pid` ran, from each one's `/proc/PID/task/TID/schedstat`
+/// (its first field); `None` when the kernel does not keep them.
+fn run_ns(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
 }
 
 /// The parent of the process `pid` and the clock ticks it ran (user + system), from

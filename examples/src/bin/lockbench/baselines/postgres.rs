@@ -1,6 +1,8 @@
 //! The PostgreSQL baseline: the engine's own statements sent raw by the same driver
-//! (tokio-postgres), prepared, on connections of their own: an acquire is
-//! `leasehold_acquire(...)`, a release the engine's `DELETE ... pg_notify`.
+//! (tokio-postgres), prepared, on connections of their own: an acquire is the engine's
+//! `leasehold_acquire(...)`, a release its `leasehold_release(...)` (which leaves the lock to
+//! the process that waited longest, if any, and notifies), with the same arguments the engine
+//! gives them for a contender that does not wait in line.
 //!
 //! It has no wake-ups (it would need a listening connection and a table of waiters, which is
 //! what the library is): on a busy lock it polls, sleeping 1 ms between attempts, as the Redis
@@ -15,16 +17,21 @@ use leasehold::postgres::tokio_postgres as pg;
 use super::token;
 use crate::key_lock::KeyLock;
 
-/// The engine's acquire, as its `ACQUIRE` statement sends it.
-const ACQUIRE: &str = "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4)";
+/// The engine's acquire, as its `ACQUIRE` statement (`runtime/src/store/postgres/sql.rs`)
+/// sends it.
+const ACQUIRE: &str =
+    "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4, $5, $6, $7)";
 
-/// The engine's release (its `RELEASE` statement, copied from `runtime/src/store/postgres/sql.rs`):
-/// delete the row if the owner holds it, and notify the waiters' channel in the same
-/// transaction.
-const RELEASE: &str = "WITH gone AS (\
-     DELETE FROM leasehold_locks WHERE key = $1 AND owner = $2 \
-     RETURNING expires > clock_timestamp() AS valid) \
-     SELECT valid, pg_notify('leasehold', $3) IS NULL FROM gone";
+/// The engine's release, as its `RELEASE` statement sends it: the row is deleted if the owner
+/// holds it (or left to the longest waiter of another process), and the waiters' channel is
+/// notified, in one transaction.
+const RELEASE: &str = "SELECT leasehold_release($1, $2, $3, $4, $5)";
+
+/// The raw side's name in the line of waiters (it never waits in line: it polls).
+const NAME: &str = "raw-baseline-000";
+
+/// How long a release leaves the lock to the next in line: the engine's window.
+const WINDOW_MS: i64 = 200;
 
 /// As many connections as the engine shares among its lock calls (it pipelines concurrent
 /// statements on them; so does the raw side, round robin).
@@ -34,11 +41,11 @@ const CONNECTIONS: usize = 4;
 const POLL: Duration = Duration::from_millis(1);
 
 /// The raw statements' name in the report.
-pub(crate) const POSTGRES_RAW: &str = "raw leasehold_acquire + DELETE/pg_notify (tokio-postgres)";
+pub(crate) const POSTGRES_RAW: &str = "raw leasehold_acquire + leasehold_release (tokio-postgres)";
 
 /// Their name in the hot-key rows, where the polling shows.
 pub(crate) const POSTGRES_RAW_POLLING: &str =
-    "raw leasehold_acquire + DELETE/pg_notify (tokio-postgres), polling every 1 ms when busy \
+    "raw leasehold_acquire + leasehold_release (tokio-postgres), polling every 1 ms when busy \
      (no wake-ups)";
 
 /// One raw connection with the two statements prepared.
@@ -74,11 +81,25 @@ impl PostgresRaw {
             .abort_handle();
             use pg::types::Type;
             let acquire = client
-                .prepare_typed(ACQUIRE, &[Type::TEXT, Type::TEXT, Type::INT8, Type::INT8])
+                .prepare_typed(
+                    ACQUIRE,
+                    &[
+                        Type::TEXT,
+                        Type::TEXT,
+                        Type::INT8,
+                        Type::INT8,
+                        Type::TEXT,
+                        Type::INT8,
+                        Type::BOOL,
+                    ],
+                )
                 .await
                 .expect("prepare the acquire");
             let release = client
-                .prepare_typed(RELEASE, &[Type::TEXT, Type::TEXT, Type::TEXT])
+                .prepare_typed(
+                    RELEASE,
+                    &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT],
+                )
                 .await
                 .expect("prepare the release");
             conns.push(RawConn {
@@ -104,17 +125,20 @@ impl PostgresRaw {
         let lease_ms = leasehold::DEFAULT_LEASE.as_millis() as i64;
         let row = conn
             .client
-            .query_one(&conn.acquire, &[&key, &owner, &lease_ms, &0i64])
+            .query_one(
+                &conn.acquire,
+                &[&key, &owner, &lease_ms, &0i64, &NAME, &0i64, &false],
+            )
             .await
             .expect("raw acquire");
         row.get(0)
     }
 
-    /// Deletes the row if `owner` holds it, and notifies.
+    /// Deletes the row if `owner` holds it (or leaves it to the longest waiter), and notifies.
     async fn unlock(&self, key: &str, owner: &str) {
         let conn = self.conn();
         conn.client
-            .query_opt(&conn.release, &[&key, &owner, &key])
+            .query_one(&conn.release, &[&key, &owner, &NAME, &WINDOW_MS, &key])
             .await
             .expect("raw release");
     }

@@ -1,15 +1,19 @@
 //! Scenario 4: RedLock with 3 and 5 nodes against leasehold on one node and rslock on the same
 //! nodes; and, to show what the machine allows, the raw lock and unlock commands sent to N
-//! nodes in parallel against to one node (the floor).
+//! nodes in parallel against to one node (the floor). The contenders over N nodes take turns
+//! in short blocks, and each one's client CPU and the nodes' CPU per cycle are measured over
+//! its own turns, so that a gap against rslock can be told apart into the client's work and
+//! the servers'.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use leasehold::Locker;
 use leasehold_tests::harness::RedisServer;
 
 use crate::baselines::{rslock_lock_unlock, token, Naive};
-use crate::measure::percentile;
+use crate::measure::{cpu_seconds, percentile, server_cpu_seconds, UNCONTENDED_ROUNDS};
 use crate::report::Report;
 
 /// p50 of `iterations` sequential calls of `op(i)`, in µs.
@@ -51,23 +55,25 @@ async fn join_all<F: Future<Output = ()>>(futures: Vec<F>) {
     .await
 }
 
-/// The floor of a lock over `nodes`: the raw commands of a lock and an unlock (`SET NX PX`,
+/// One lock of the floor over `nodes`: the raw commands of a lock and an unlock (`SET NX PX`,
 /// then compare-and-delete) sent to every node in parallel by the same client, as a RedLock
-/// without a library would; p50 of one lock+unlock, in µs.
+/// without a library would.
+async fn raw_fanout(nodes: &[Naive], i: usize) {
+    let key = format!("raw-rl:{}", i % 64);
+    let tok = token();
+    join_all(
+        nodes
+            .iter()
+            .map(|n| async { assert!(n.try_lock(&key, &tok).await, "raw key was taken") })
+            .collect(),
+    )
+    .await;
+    join_all(nodes.iter().map(|n| n.unlock(&key, &tok)).collect()).await;
+}
+
+/// p50 of [`raw_fanout`], in µs.
 async fn raw_fanout_us(nodes: &[Naive], iterations: usize) -> f64 {
-    latency_us(iterations, |i| async move {
-        let key = format!("raw-rl:{}", i % 64);
-        let tok = token();
-        join_all(
-            nodes
-                .iter()
-                .map(|n| async { assert!(n.try_lock(&key, &tok).await, "raw key was taken") })
-                .collect(),
-        )
-        .await;
-        join_all(nodes.iter().map(|n| n.unlock(&key, &tok)).collect()).await;
-    })
-    .await
+    latency_us(iterations, |i| raw_fanout(nodes, i)).await
 }
 
 /// p50 of one acquire and release with `locker`, in µs.
@@ -83,18 +89,55 @@ async fn lock_unlock_us(locker: &Locker, iterations: usize) -> f64 {
     .await
 }
 
-/// [`lock_unlock_us`] for unfenced locks.
-async fn unfenced_lock_unlock_us(locker: &Locker, iterations: usize) -> f64 {
-    latency_us(iterations, |i| async move {
-        let g = locker
-            .lock(format!("rlu:{}", i % 64))
-            .unfenced()
-            .acquire()
-            .await
-            .expect("acquire");
-        g.release().await.expect("release");
-    })
-    .await
+/// One contender of [`in_turns`]: one sequential operation, given its index.
+type Op<'a> = Box<dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a>;
+
+/// What [`in_turns`] measured of one contender.
+struct Latency {
+    /// Every operation's time, in µs, sorted.
+    samples: Vec<f64>,
+    /// This process's CPU per operation, in µs (`getrusage`, over the contender's turns).
+    client_us: f64,
+    /// The nodes' CPU per operation, summed over the nodes, in µs (NaN without their PIDs).
+    server_us: f64,
+}
+
+/// Runs `iterations` sequential operations of each contender of `ops`, taking turns in
+/// [`UNCONTENDED_ROUNDS`] blocks (so that a change in the machine's speed during the run
+/// falls on every contender alike), and measures each one's latency and the CPU that the
+/// client and the server processes `servers` spent on it.
+async fn in_turns(ops: &[Op<'_>], iterations: usize, servers: &[u32]) -> Vec<Latency> {
+    let per_round = (iterations / UNCONTENDED_ROUNDS as usize).max(1);
+    let server_cpu = || -> f64 {
+        servers
+            .iter()
+            .map(|&pid| server_cpu_seconds(pid).unwrap_or(f64::NAN))
+            .sum()
+    };
+    let mut out: Vec<(Vec<f64>, f64, f64)> = ops.iter().map(|_| (Vec::new(), 0.0, 0.0)).collect();
+    for round in 0..UNCONTENDED_ROUNDS as usize {
+        for (op, (samples, client, server)) in ops.iter().zip(out.iter_mut()) {
+            let (c0, s0) = (cpu_seconds(), server_cpu());
+            for i in 0..per_round {
+                let start = Instant::now();
+                op(round * per_round + i).await;
+                samples.push(start.elapsed().as_secs_f64() * 1e6);
+            }
+            *client += cpu_seconds() - c0;
+            *server += server_cpu() - s0;
+        }
+    }
+    out.into_iter()
+        .map(|(mut samples, client, server)| {
+            samples.sort_by(f64::total_cmp);
+            let n = samples.len() as f64;
+            Latency {
+                samples,
+                client_us: client * 1e6 / n,
+                server_us: server * 1e6 / n,
+            }
+        })
+        .collect()
 }
 
 /// Scenario 4: `single` is the one-node server, `nodes` (five) the RedLock's.
@@ -125,15 +168,37 @@ pub(crate) async fn scenario(
             .build()
             .await
             .expect("redlock");
-        let ours_us = lock_unlock_us(&ours, iterations).await;
-        let unfenced_us = unfenced_lock_unlock_us(&ours, iterations).await;
         let rs = rslock::LockManager::new(urls);
-        let rs_us = latency_us(iterations, |i| {
-            let rs = &rs;
-            async move { rslock_lock_unlock(rs, &format!("rs-rl:{}", i % 64)).await }
-        })
-        .await;
-        let raw_us = raw_fanout_us(&naive[..n], iterations).await;
+        let (ours, rs, naive) = (&ours, &rs, &naive[..n]);
+        let ops: [Op<'_>; 4] = [
+            Box::new(move |i| {
+                Box::pin(async move {
+                    let g = ours.lock(format!("rl:{}", i % 64)).acquire().await;
+                    g.expect("acquire").release().await.expect("release");
+                })
+            }),
+            Box::new(move |i| {
+                Box::pin(async move {
+                    let g = ours
+                        .lock(format!("rlu:{}", i % 64))
+                        .unfenced()
+                        .acquire()
+                        .await;
+                    g.expect("acquire").release().await.expect("release");
+                })
+            }),
+            Box::new(move |i| {
+                Box::pin(async move { rslock_lock_unlock(rs, &format!("rs-rl:{}", i % 64)).await })
+            }),
+            Box::new(move |i| Box::pin(raw_fanout(naive, i))),
+        ];
+        let pids: Vec<u32> = nodes[..n].iter().filter_map(RedisServer::pid).collect();
+        let [fenced, unfenced, theirs, raw] =
+            <[Latency; 4]>::try_from(in_turns(&ops, iterations, &pids).await)
+                .unwrap_or_else(|_| unreachable!("one result per contender"));
+        let p50 = |l: &Latency| percentile(&l.samples, 0.5);
+        let (ours_us, unfenced_us, rs_us, raw_us) =
+            (p50(&fenced), p50(&unfenced), p50(&theirs), p50(&raw));
         let scenario = format!("4 redlock, {n} nodes");
         let rows = [
             (
@@ -170,5 +235,22 @@ pub(crate) async fn scenario(
         for (metric, ours, baseline, name) in rows {
             report.add(&scenario, metric, ours, baseline, name, "us");
         }
+        // Where a gap against rslock goes: the client's work or the nodes' (same turns).
+        report.add(
+            &scenario,
+            "unfenced client CPU per cycle",
+            unfenced.client_us,
+            theirs.client_us,
+            "rslock (getrusage, same turns)",
+            "us",
+        );
+        report.add(
+            &scenario,
+            "unfenced nodes' CPU per cycle",
+            unfenced.server_us,
+            theirs.server_us,
+            "rslock (the N nodes' /proc/PID/stat, same turns)",
+            "us",
+        );
     }
 }

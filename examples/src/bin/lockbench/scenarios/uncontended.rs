@@ -9,7 +9,9 @@ use std::time::Duration;
 use leasehold::Locker;
 
 use crate::baselines::{rslock_lock_unlock, token, Naive};
-use crate::measure::{cpu_seconds, cycles_per_sec, in_turns, UNCONTENDED_ROUNDS};
+use crate::measure::{
+    cpu_seconds, cycles_per_sec, in_turns, server_cpu_seconds, UNCONTENDED_ROUNDS,
+};
 use crate::report::Report;
 
 /// Scenario 1's contenders that cycle one lock and unlock per call (rslock aside).
@@ -94,8 +96,14 @@ impl Cycle {
     }
 }
 
-/// Scenario 1 on the server at `url`, `duration` per task count and contender.
-pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration) {
+/// Scenario 1 on the server at `url` (its process `redis`, whose CPU is read over each
+/// contender's windows), `duration` per task count and contender.
+pub(crate) async fn scenario(
+    report: &mut Report,
+    url: &str,
+    redis: Option<u32>,
+    duration: Duration,
+) {
     let naive = Naive::new(url).await;
     let locker = Locker::builder()
         .url(url)
@@ -107,9 +115,11 @@ pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration)
     let window = duration / UNCONTENDED_ROUNDS;
     for tasks in [1usize, 16, 64] {
         // Cycles per second of each contender, summed over the rounds (equal windows), and
-        // the client CPU (getrusage: this process; Redis is another) each one used.
-        // In the order of `Cycle`: raw, fenced, ours, unfenced, safe-fenced.
+        // the client CPU (getrusage: this process; Redis is another) and Redis's CPU each one
+        // used. In the order of `Cycle`: raw, fenced, ours, unfenced, safe-fenced.
         let (mut rates, mut cpu, mut theirs) = ([0.0f64; 5], [0.0f64; 5], 0.0);
+        let mut server = [0.0f64; 5];
+        let server_cpu = || redis.and_then(server_cpu_seconds).unwrap_or(f64::NAN);
         for _ in 0..UNCONTENDED_ROUNDS {
             let cycles = [
                 Cycle::Raw,
@@ -119,9 +129,10 @@ pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration)
                 Cycle::SafeFenced,
             ];
             for (slot, cycle) in cycles.into_iter().enumerate() {
-                let start = cpu_seconds();
+                let (start, server_start) = (cpu_seconds(), server_cpu());
                 let rate = cycle.run(&naive, &locker, tasks, window).await;
                 cpu[slot] += cpu_seconds() - start;
+                server[slot] += server_cpu() - server_start;
                 rates[slot] += rate;
             }
             let r = rslock.clone();
@@ -136,6 +147,7 @@ pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration)
         // `rate` is still the sum of the rounds' rates: times one window, the cycles done.
         let per_cycle = |cpu: f64, rate: f64| cpu * 1e6 / (rate * window.as_secs_f64());
         let cpu_us: Vec<f64> = (0..5).map(|c| per_cycle(cpu[c], rates[c])).collect();
+        let server_us: Vec<f64> = (0..5).map(|c| per_cycle(server[c], rates[c])).collect();
         let [raw, fenced, ours, unfenced, safe_fenced] = rates.map(|r| r / rounds);
         let theirs = theirs / rounds;
         let scenario = format!("1 uncontended, {tasks} tasks");
@@ -170,6 +182,22 @@ pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration)
                 cpu_us[3],
                 cpu_us[0],
                 "raw (getrusage, same windows)",
+                "us",
+            ),
+            // With client and server on the same cores, cycles/s at 16 and 64 tasks follow the
+            // sum of both CPUs per cycle: these rows tell a gap apart into the two.
+            (
+                "Redis CPU per cycle vs restore-safe fence",
+                server_us[2],
+                server_us[4],
+                "raw with a restore-safe fence (/proc/PID/stat, same windows)",
+                "us",
+            ),
+            (
+                "unfenced Redis CPU per cycle",
+                server_us[3],
+                server_us[0],
+                "raw (/proc/PID/stat, same windows)",
                 "us",
             ),
         ];
