@@ -9,8 +9,8 @@ use tokio_postgres as pg;
 
 use super::errors::unavailable_at;
 use super::sql::{
-    ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, RELEASE, RELEASE_PERMITS, RELEASE_SHARED, RENEW,
-    RENEW_PERMITS, RENEW_SHARED, WARM_UP,
+    ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES, RELEASE, RELEASE_PERMITS,
+    RELEASE_SHARED, RELEASE_TYPES, RENEW, RENEW_PERMITS, RENEW_SHARED, WARM_UP,
 };
 use super::wakes::{heard, Wakes};
 use crate::error::LockError;
@@ -147,26 +147,8 @@ impl Shared {
         let limit = self.settings.connect_timeout;
         let prepare = async {
             use pg::types::Type;
-            let acquire = client
-                .prepare_typed(
-                    ACQUIRE,
-                    &[
-                        Type::TEXT,
-                        Type::TEXT,
-                        Type::INT8,
-                        Type::INT8,
-                        Type::TEXT,
-                        Type::INT8,
-                        Type::BOOL,
-                    ],
-                )
-                .await?;
-            let release = client
-                .prepare_typed(
-                    RELEASE,
-                    &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT],
-                )
-                .await?;
+            let acquire = client.prepare_typed(ACQUIRE, &ACQUIRE_TYPES).await?;
+            let release = client.prepare_typed(RELEASE, &RELEASE_TYPES).await?;
             let renew = client
                 .prepare_typed(
                     RENEW,

@@ -1,10 +1,30 @@
 //! The statements the engine sends, besides its schema: each lock call is one call of a
 //! `leasehold_*` function (see `schema.sql`); the operator's reads and the sweeps are plain SQL.
 
-pub(super) const ACQUIRE: &str =
+use tokio_postgres::types::Type;
+
+/// A lock's acquire: key, owner, lease (ms), fences to reserve, the contender's name in the
+/// line, how long it waits (ms: 0 when it does not wait in line), whether it may be in line.
+pub const ACQUIRE: &str =
     "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4, $5, $6, $7)";
 
-pub(super) const RELEASE: &str = "SELECT leasehold_release($1, $2, $3, $4, $5)";
+/// [`ACQUIRE`]'s parameter types, as the statement is prepared.
+pub const ACQUIRE_TYPES: [Type; 7] = [
+    Type::TEXT,
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::TEXT,
+    Type::INT8,
+    Type::BOOL,
+];
+
+/// A lock's release: key, owner, the releasing contender's name, how long the next in line
+/// has to take the lock (ms), the wake-up's payload.
+pub const RELEASE: &str = "SELECT leasehold_release($1, $2, $3, $4, $5)";
+
+/// [`RELEASE`]'s parameter types, as the statement is prepared.
+pub const RELEASE_TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT];
 
 pub(super) const WITHDRAW: &str = "SELECT leasehold_withdraw($1, $2, $3, $4)";
 

@@ -17,7 +17,7 @@ use crate::store::keys::LockKeys;
 /// holds its name meanwhile). Its waiter needs the notification and one round trip; a process
 /// that stopped waiting without leaving the line costs the other waiters this much, once.
 /// As on Redis.
-pub(super) const YIELD_WINDOW: Duration = Duration::from_millis(200);
+pub const YIELD_WINDOW: Duration = Duration::from_millis(200);
 
 /// The longest a waiting process stays in line without asking again. Waiters ask again at
 /// least every second (a wake-up, or `MAX_SLEEP` in acquire.rs). As on Redis.

@@ -12,26 +12,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+// The engine's own statements and their parameter types, and how long its release leaves the
+// lock to the next in line: taken from the library, so that they cannot drift apart.
+use leasehold::postgres::statements::{
+    ACQUIRE, ACQUIRE_TYPES, RELEASE, RELEASE_TYPES, YIELD_WINDOW,
+};
 use leasehold::postgres::tokio_postgres as pg;
 
 use super::token;
 use crate::key_lock::KeyLock;
 
-/// The engine's acquire, as its `ACQUIRE` statement (`runtime/src/store/postgres/sql.rs`)
-/// sends it.
-const ACQUIRE: &str =
-    "SELECT fence, remaining_ms FROM leasehold_acquire($1, $2, $3, $4, $5, $6, $7)";
-
-/// The engine's release, as its `RELEASE` statement sends it: the row is deleted if the owner
-/// holds it (or left to the longest waiter of another process), and the waiters' channel is
-/// notified, in one transaction.
-const RELEASE: &str = "SELECT leasehold_release($1, $2, $3, $4, $5)";
-
 /// The raw side's name in the line of waiters (it never waits in line: it polls).
 const NAME: &str = "raw-baseline-000";
-
-/// How long a release leaves the lock to the next in line: the engine's window.
-const WINDOW_MS: i64 = 200;
 
 /// As many connections as the engine shares among its lock calls (it pipelines concurrent
 /// statements on them; so does the raw side, round robin).
@@ -79,27 +71,12 @@ impl PostgresRaw {
                 let _ = connection.await;
             })
             .abort_handle();
-            use pg::types::Type;
             let acquire = client
-                .prepare_typed(
-                    ACQUIRE,
-                    &[
-                        Type::TEXT,
-                        Type::TEXT,
-                        Type::INT8,
-                        Type::INT8,
-                        Type::TEXT,
-                        Type::INT8,
-                        Type::BOOL,
-                    ],
-                )
+                .prepare_typed(ACQUIRE, &ACQUIRE_TYPES)
                 .await
                 .expect("prepare the acquire");
             let release = client
-                .prepare_typed(
-                    RELEASE,
-                    &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT],
-                )
+                .prepare_typed(RELEASE, &RELEASE_TYPES)
                 .await
                 .expect("prepare the release");
             conns.push(RawConn {
@@ -137,8 +114,9 @@ impl PostgresRaw {
     /// Deletes the row if `owner` holds it (or leaves it to the longest waiter), and notifies.
     async fn unlock(&self, key: &str, owner: &str) {
         let conn = self.conn();
+        let window_ms = YIELD_WINDOW.as_millis() as i64;
         conn.client
-            .query_one(&conn.release, &[&key, &owner, &NAME, &WINDOW_MS, &key])
+            .query_one(&conn.release, &[&key, &owner, &NAME, &window_ms, &key])
             .await
             .expect("raw release");
     }

@@ -139,6 +139,16 @@ mod tokio_pg;
 pub use self::fence::{check_fence, store_key, FenceClient};
 pub use super::SCHEMA;
 
+/// The statements a lock's acquire and release send, with their parameter types and the
+/// release's window: for `lockbench`'s baseline, which sends the engine's own statements raw
+/// (a copy of them drifted once). Not a stable interface: the statements change with the
+/// schema.
+#[doc(hidden)]
+pub mod statements {
+    pub use super::super::sql::{ACQUIRE, ACQUIRE_TYPES, RELEASE, RELEASE_TYPES};
+    pub use super::super::waiters::YIELD_WINDOW;
+}
+
 use crate::error::LockError;
 #[cfg(doc)]
 use crate::LockGuard;
