@@ -89,10 +89,10 @@ async fn lock_unlock_us(locker: &Locker, iterations: usize) -> f64 {
     .await
 }
 
-/// One contender of [`in_turns`]: one sequential operation, given its index.
+/// One contender of [`latencies_in_turns`]: one sequential operation, given its index.
 type Op<'a> = Box<dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a>;
 
-/// What [`in_turns`] measured of one contender.
+/// What [`latencies_in_turns`] measured of one contender.
 struct Latency {
     /// Every operation's time, in µs, sorted.
     samples: Vec<f64>,
@@ -106,7 +106,7 @@ struct Latency {
 /// [`UNCONTENDED_ROUNDS`] blocks (so that a change in the machine's speed during the run
 /// falls on every contender alike), and measures each one's latency and the CPU that the
 /// client and the server processes `servers` spent on it.
-async fn in_turns(ops: &[Op<'_>], iterations: usize, servers: &[u32]) -> Vec<Latency> {
+async fn latencies_in_turns(ops: &[Op<'_>], iterations: usize, servers: &[u32]) -> Vec<Latency> {
     let per_round = (iterations / UNCONTENDED_ROUNDS as usize).max(1);
     let server_cpu = || -> f64 {
         servers
@@ -194,7 +194,7 @@ pub(crate) async fn scenario(
         ];
         let pids: Vec<u32> = nodes[..n].iter().filter_map(RedisServer::pid).collect();
         let [fenced, unfenced, theirs, raw] =
-            <[Latency; 4]>::try_from(in_turns(&ops, iterations, &pids).await)
+            <[Latency; 4]>::try_from(latencies_in_turns(&ops, iterations, &pids).await)
                 .unwrap_or_else(|_| unreachable!("one result per contender"));
         let p50 = |l: &Latency| percentile(&l.samples, 0.5);
         let (ours_us, unfenced_us, rs_us, raw_us) =
