@@ -16,7 +16,7 @@
 //! `--store-url` (the Redis at `--redis-url` by default); with `--postgres`, locks, stock and
 //! order counter all in that database.
 
-use crate::shop::{Restock, Shop, ShopArgs, ShopError};
+use crate::shop::{PurchaseLock, Restock, Shop, ShopArgs, ShopError};
 use actix_web::{get, post, put, web, App, HttpResponse, HttpServer};
 use leasehold::distributed_lock;
 
@@ -112,39 +112,34 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
             std::process::exit(1);
         }
     };
-    if !args.no_lock && !args.raw_lock {
+    if args.lock == PurchaseLock::Leasehold {
         // The locker `#[distributed_lock]` uses when no `locker = ...` is given.
         leasehold::set_global_default(shop.locker.clone()).expect("installed once");
     }
     let locker = shop.locker.clone();
     let shop = web::Data::new(shop);
     let campaigner = shop.clone();
-    let (no_lock, raw_lock) = (args.no_lock, args.raw_lock);
+    let lock = args.lock;
     let server = HttpServer::new(move || {
         let app = App::new()
             .app_data(shop.clone())
             .service(show_stock)
             .service(ready);
-        if no_lock {
-            app.service(buy_without_lock).service(restock_without_lock)
-        } else if raw_lock {
-            app.service(buy_under_raw_lock)
-                .service(restock_without_lock)
-        } else {
-            app.service(buy).service(restock)
+        match lock {
+            PurchaseLock::Leasehold => app.service(buy).service(restock),
+            PurchaseLock::Off => app.service(buy_without_lock).service(restock_without_lock),
+            PurchaseLock::ByHand => app
+                .service(buy_under_raw_lock)
+                .service(restock_without_lock),
         }
     })
     .shutdown_timeout(1)
     .bind(("127.0.0.1", args.port))?;
     let addr = server.addrs()[0];
-    let lock = if no_lock {
-        "off (--no-lock)"
-    } else if raw_lock {
-        "by hand (--raw-lock)"
-    } else {
-        "leasehold"
-    };
-    println!("shop-actix listening on http://{addr} (lock: {lock})");
+    println!(
+        "shop-actix listening on http://{addr} (lock: {})",
+        lock.describe()
+    );
     crate::shop::campaign(&campaigner, &args, format!("shop-actix@{}", addr.port()));
     // actix-web stops gracefully on SIGTERM and Ctrl-C by itself; then every lock (and a
     // leadership) is given back before the process exits.

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use crate::shop::{Order, Restock, Shop, ShopArgs, ShopError};
+use crate::shop::{Order, PurchaseLock, Restock, Shop, ShopArgs, ShopError};
 use crate::store::Stock;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -153,30 +153,22 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
         .route("/stock/{sku}", get(stock))
         .route("/ready", get(ready))
         .route("/metrics", get(move || async move { metrics.render() }));
-    let router = if args.no_lock {
-        router
-            .route("/stock/{sku}", put(restock_without_lock))
-            .route("/orders/{sku}", post(buy_without_lock))
-    } else if args.raw_lock {
-        router
-            .route("/stock/{sku}", put(restock_without_lock))
-            .route("/orders/{sku}", post(buy_under_raw_lock))
-    } else {
-        router
+    let router = match args.lock {
+        PurchaseLock::Leasehold => router
             .route("/stock/{sku}", put(restock))
-            .route("/orders/{sku}", post(buy))
+            .route("/orders/{sku}", post(buy)),
+        PurchaseLock::Off => router
+            .route("/stock/{sku}", put(restock_without_lock))
+            .route("/orders/{sku}", post(buy_without_lock)),
+        PurchaseLock::ByHand => router
+            .route("/stock/{sku}", put(restock_without_lock))
+            .route("/orders/{sku}", post(buy_under_raw_lock)),
     };
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
-    let lock = if args.no_lock {
-        "off (--no-lock)"
-    } else if args.raw_lock {
-        "by hand (--raw-lock)"
-    } else {
-        "leasehold"
-    };
     println!(
-        "shop-axum listening on http://{} (lock: {lock})",
-        listener.local_addr()?
+        "shop-axum listening on http://{} (lock: {})",
+        listener.local_addr()?,
+        args.lock.describe()
     );
     let identity = format!("shop-axum@{}", listener.local_addr()?.port());
     crate::shop::campaign(&shop, &args, identity);

@@ -156,7 +156,7 @@ impl Shop {
                 server(&args.store_url)
             )
         })?;
-        let raw_lock = if args.raw_lock {
+        let raw_lock = if args.lock == PurchaseLock::ByHand {
             Some(
                 RawLock::connect(&args.redis_url, args.lock_wait)
                     .await
@@ -170,7 +170,7 @@ impl Shop {
         } else {
             None
         };
-        let locker = if args.no_lock || args.raw_lock {
+        let locker = if args.lock != PurchaseLock::Leasehold {
             Locker::in_memory()
         } else {
             let builder = Locker::builder()
@@ -322,6 +322,29 @@ pub enum LockServer {
     Postgres(String),
 }
 
+/// How a shop's purchases are locked (`ShopArgs::lock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PurchaseLock {
+    /// `#[distributed_lock]` on the lock server: the default.
+    Leasehold,
+    /// `--no-lock`: the same handlers without the attribute, to show the oversell.
+    Off,
+    /// `--raw-lock`: a lock written by hand on `--redis-url` ([`RawLock`]) instead of the
+    /// attribute: the floor `scripts/web-bench` measures.
+    ByHand,
+}
+
+impl PurchaseLock {
+    /// How the shop's start-up line names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PurchaseLock::Leasehold => "leasehold",
+            PurchaseLock::Off => "off (--no-lock)",
+            PurchaseLock::ByHand => "by hand (--raw-lock)",
+        }
+    }
+}
+
 /// The shops' command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShopArgs {
@@ -337,11 +360,9 @@ pub struct ShopArgs {
     /// holds only the stock (unless `--store-url` names another); `--postgres`: lock and keep
     /// the stock in that database, and Redis is not used. At most one of the three.
     pub lock_server: LockServer,
-    /// `--no-lock`: the same handlers without `#[distributed_lock]`, to show the oversell.
-    pub no_lock: bool,
-    /// `--raw-lock`: the purchase under a lock written by hand on `--redis-url`
-    /// ([`RawLock`]) instead of the attribute: the floor `scripts/web-bench` measures.
-    pub raw_lock: bool,
+    /// How the purchases are locked: `#[distributed_lock]`, not at all (`--no-lock`), or by
+    /// hand (`--raw-lock`).
+    pub lock: PurchaseLock,
     /// `--lock-wait`: how long a purchase waits for the lock before it is answered 409
     /// `lock_busy`. 30 s by default: long enough for a queue of hundreds of purchases.
     pub lock_wait: Duration,
@@ -385,12 +406,12 @@ impl ShopArgs {
                 .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
             store_url: String::new(),
             lock_server: LockServer::Redis,
-            no_lock: false,
-            raw_lock: false,
+            lock: PurchaseLock::Leasehold,
             lock_wait: Duration::from_secs(30),
             leader: None,
         };
         let mut store_url = None;
+        let (mut no_lock, mut raw_lock) = (false, false);
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let (flag, inline) = match arg.split_once('=') {
@@ -426,8 +447,8 @@ impl ShopArgs {
                         _ => LockServer::ZooKeeper(value),
                     };
                 }
-                "--no-lock" => parsed.no_lock = true,
-                "--raw-lock" => parsed.raw_lock = true,
+                "--no-lock" => no_lock = true,
+                "--raw-lock" => raw_lock = true,
                 "--leader" => parsed.leader = Some(value("--leader")?),
                 "--lock-wait" => {
                     let text = value("--lock-wait")?;
@@ -439,11 +460,16 @@ impl ShopArgs {
                 other => return Err(format!("unknown argument {other:?}\n\n{usage}")),
             }
         }
-        if parsed.raw_lock && (parsed.no_lock || parsed.lock_server != LockServer::Redis) {
+        if raw_lock && (no_lock || parsed.lock_server != LockServer::Redis) {
             return Err(format!(
                 "--raw-lock locks on the Redis at --redis-url: give it without --no-lock, \
                  --zookeeper, --etcd or --postgres\n\n{usage}"
             ));
+        }
+        if no_lock {
+            parsed.lock = PurchaseLock::Off;
+        } else if raw_lock {
+            parsed.lock = PurchaseLock::ByHand;
         }
         parsed.store_url = match (&parsed.lock_server, store_url) {
             (LockServer::Postgres(_), Some(_)) => {
@@ -541,7 +567,7 @@ mod tests {
             args.store_url, "redis://h:1",
             "the store is on the lock server"
         );
-        assert!(args.no_lock);
+        assert_eq!(args.lock, PurchaseLock::Off);
         assert_eq!(args.lock_server, LockServer::Redis);
         assert_eq!(parse(&[]).unwrap().port, 8080);
         assert!(parse(&["--port", "x"]).unwrap_err().contains("not a port"));
@@ -557,7 +583,7 @@ mod tests {
     #[test]
     fn a_lock_by_hand_is_on_redis_alone() {
         let args = parse(&["--raw-lock", "--redis-url", "redis://h:1"]).unwrap();
-        assert!(args.raw_lock && !args.no_lock);
+        assert_eq!(args.lock, PurchaseLock::ByHand);
         assert_eq!(args.store_url, "redis://h:1");
         for other in [
             &["--raw-lock", "--no-lock"][..],
@@ -634,7 +660,7 @@ mod tests {
         let args = parse(&["--postgres", url, "--no-lock"]).unwrap();
         assert_eq!(args.lock_server, LockServer::Postgres(url.to_owned()));
         assert_eq!(args.store_url, url, "the stock lives next to the locks");
-        assert!(args.no_lock);
+        assert_eq!(args.lock, PurchaseLock::Off);
         assert!(parse(&["--postgres"])
             .unwrap_err()
             .contains("needs a value"));

@@ -348,8 +348,7 @@ async fn until_status(http: &HttpClient, url: &str, status: u16) -> Reply {
 }
 
 /// `--raw-lock`, the web benchmark's floor, is a real lock: concurrent purchases of one sku
-/// never oversell, their fences increase in the order of the writes, and no key of leasehold's
-/// is used.
+/// never oversell, each sale carries a fence of its own, and no key of leasehold's is used.
 #[tokio::test]
 async fn a_lock_by_hand_keeps_concurrent_purchases_from_overselling() {
     bounded(async {
@@ -379,6 +378,10 @@ async fn a_lock_by_hand_keeps_concurrent_purchases_from_overselling() {
             }
             assert_eq!((fences.len(), sold_out), (5, 15), "fences {fences:?}");
             assert!(fences.iter().all(|f| *f > 0));
+            let mut distinct = fences.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), fences.len(), "fences {fences:?}");
             let r = http.get(&shop.url(&format!("/stock/{sku}"))).await.unwrap();
             assert_eq!(r.json(), json!({ "sku": sku, "quantity": 0, "sold": 5 }));
             assert!(
