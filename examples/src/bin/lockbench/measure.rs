@@ -83,10 +83,10 @@ where
     let window = duration / UNCONTENDED_ROUNDS;
     // Per contender: the sum of rates, cycles, client and server CPU seconds.
     let mut sums = [[0.0f64; 4]; 2];
-    let server_cpu = || server.and_then(server_cpu_seconds).unwrap_or(f64::NAN);
+    let servers: Vec<u32> = server.into_iter().collect();
     for _ in 0..UNCONTENDED_ROUNDS {
         for (which, sum) in sums.iter_mut().enumerate() {
-            let (client, server, start) = (cpu_seconds(), server_cpu(), Instant::now());
+            let (cpu, start) = (CpuWindow::open(&servers), Instant::now());
             let rate = if which == 0 {
                 cycles_per_sec(tasks, window, first.clone()).await
             } else {
@@ -94,8 +94,9 @@ where
             };
             sum[0] += rate;
             sum[1] += rate * start.elapsed().as_secs_f64();
-            sum[2] += cpu_seconds() - client;
-            sum[3] += server_cpu() - server;
+            let (client, server) = cpu.close();
+            sum[2] += client;
+            sum[3] += server;
         }
     }
     let rounds = f64::from(UNCONTENDED_ROUNDS);
@@ -107,6 +108,48 @@ where
     (costs(sums[0]), costs(sums[1]))
 }
 
+/// The CPU this process and some server processes spend over a window: opened before the
+/// work, closed after it. The one way every scenario tells a gap apart into the client's work
+/// and the servers'.
+pub(crate) struct CpuWindow<'a> {
+    servers: &'a [u32],
+    client: f64,
+    server: f64,
+}
+
+impl<'a> CpuWindow<'a> {
+    /// Reads the CPU so far of this process and of the processes `servers` (and their
+    /// children: [`server_cpu_seconds`]).
+    pub(crate) fn open(servers: &'a [u32]) -> CpuWindow<'a> {
+        CpuWindow {
+            servers,
+            client: cpu_seconds(),
+            server: servers_cpu_seconds(servers),
+        }
+    }
+
+    /// CPU seconds since [`open`](Self::open): this process's, and the servers' summed (NaN
+    /// without servers, or when one of them cannot be read).
+    pub(crate) fn close(self) -> (f64, f64) {
+        (
+            cpu_seconds() - self.client,
+            servers_cpu_seconds(self.servers) - self.server,
+        )
+    }
+}
+
+/// [`server_cpu_seconds`] summed over `servers`; NaN when there are none or one cannot be
+/// read.
+fn servers_cpu_seconds(servers: &[u32]) -> f64 {
+    if servers.is_empty() {
+        return f64::NAN;
+    }
+    servers
+        .iter()
+        .map(|&pid| server_cpu_seconds(pid).unwrap_or(f64::NAN))
+        .sum()
+}
+
 /// CPU time (user + system) a server used so far, in seconds: the process `pid` and its
 /// children (PostgreSQL's backends, one per connection, live as long as the connection), from
 /// `/proc`; `None` when it cannot be read (the process is gone, or not Linux).
@@ -114,7 +157,7 @@ where
 /// Read in nanoseconds from each thread's `schedstat` where the kernel has it: the clock
 /// ticks of `/proc/PID/stat` (10 ms) are too coarse for a server that runs a few hundred
 /// milliseconds in a measuring window (a RedLock node).
-pub(crate) fn server_cpu_seconds(pid: u32) -> Option<f64> {
+fn server_cpu_seconds(pid: u32) -> Option<f64> {
     let mut processes = vec![pid];
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let child = entry

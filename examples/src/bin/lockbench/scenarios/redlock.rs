@@ -13,7 +13,7 @@ use leasehold::Locker;
 use leasehold_tests::harness::RedisServer;
 
 use crate::baselines::{rslock_lock_unlock, token, Naive};
-use crate::measure::{cpu_seconds, percentile, server_cpu_seconds, UNCONTENDED_ROUNDS};
+use crate::measure::{percentile, CpuWindow, UNCONTENDED_ROUNDS};
 use crate::report::Report;
 
 /// p50 of `iterations` sequential calls of `op(i)`, in µs.
@@ -108,23 +108,18 @@ struct Latency {
 /// client and the server processes `servers` spent on it.
 async fn latencies_in_turns(ops: &[Op<'_>], iterations: usize, servers: &[u32]) -> Vec<Latency> {
     let per_round = (iterations / UNCONTENDED_ROUNDS as usize).max(1);
-    let server_cpu = || -> f64 {
-        servers
-            .iter()
-            .map(|&pid| server_cpu_seconds(pid).unwrap_or(f64::NAN))
-            .sum()
-    };
     let mut out: Vec<(Vec<f64>, f64, f64)> = ops.iter().map(|_| (Vec::new(), 0.0, 0.0)).collect();
     for round in 0..UNCONTENDED_ROUNDS as usize {
         for (op, (samples, client, server)) in ops.iter().zip(out.iter_mut()) {
-            let (c0, s0) = (cpu_seconds(), server_cpu());
+            let cpu = CpuWindow::open(servers);
             for i in 0..per_round {
                 let start = Instant::now();
                 op(round * per_round + i).await;
                 samples.push(start.elapsed().as_secs_f64() * 1e6);
             }
-            *client += cpu_seconds() - c0;
-            *server += server_cpu() - s0;
+            let (c, s) = cpu.close();
+            *client += c;
+            *server += s;
         }
     }
     out.into_iter()
@@ -249,7 +244,7 @@ pub(crate) async fn scenario(
             "unfenced nodes' CPU per cycle",
             unfenced.server_us,
             theirs.server_us,
-            "rslock (the N nodes' /proc/PID/stat, same turns)",
+            "rslock (the N nodes' /proc schedstat, same turns)",
             "us",
         );
     }

@@ -9,9 +9,7 @@ use std::time::Duration;
 use leasehold::Locker;
 
 use crate::baselines::{rslock_lock_unlock, token, Naive};
-use crate::measure::{
-    cpu_seconds, cycles_per_sec, in_turns, server_cpu_seconds, UNCONTENDED_ROUNDS,
-};
+use crate::measure::{cycles_per_sec, in_turns, CpuWindow, UNCONTENDED_ROUNDS};
 use crate::report::Report;
 
 /// Scenario 1's contenders that cycle one lock and unlock per call (rslock aside).
@@ -119,7 +117,7 @@ pub(crate) async fn scenario(
         // used. In the order of `Cycle`: raw, fenced, ours, unfenced, safe-fenced.
         let (mut rates, mut cpu, mut theirs) = ([0.0f64; 5], [0.0f64; 5], 0.0);
         let mut server = [0.0f64; 5];
-        let server_cpu = || redis.and_then(server_cpu_seconds).unwrap_or(f64::NAN);
+        let servers: Vec<u32> = redis.into_iter().collect();
         for _ in 0..UNCONTENDED_ROUNDS {
             let cycles = [
                 Cycle::Raw,
@@ -129,10 +127,11 @@ pub(crate) async fn scenario(
                 Cycle::SafeFenced,
             ];
             for (slot, cycle) in cycles.into_iter().enumerate() {
-                let (start, server_start) = (cpu_seconds(), server_cpu());
+                let window_cpu = CpuWindow::open(&servers);
                 let rate = cycle.run(&naive, &locker, tasks, window).await;
-                cpu[slot] += cpu_seconds() - start;
-                server[slot] += server_cpu() - server_start;
+                let (client, redis) = window_cpu.close();
+                cpu[slot] += client;
+                server[slot] += redis;
                 rates[slot] += rate;
             }
             let r = rslock.clone();
@@ -190,14 +189,14 @@ pub(crate) async fn scenario(
                 "Redis CPU per cycle vs restore-safe fence",
                 server_us[2],
                 server_us[4],
-                "raw with a restore-safe fence (/proc/PID/stat, same windows)",
+                "raw with a restore-safe fence (/proc schedstat, same windows)",
                 "us",
             ),
             (
                 "unfenced Redis CPU per cycle",
                 server_us[3],
                 server_us[0],
-                "raw (/proc/PID/stat, same windows)",
+                "raw (/proc schedstat, same windows)",
                 "us",
             ),
         ];
