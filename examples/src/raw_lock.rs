@@ -16,8 +16,9 @@ use crate::store::StoreError;
 
 /// Takes the lock `KEYS[1]` for `ARGV[1]` (the token) for `ARGV[2]` ms, and returns the next
 /// fencing token of `KEYS[2]` (at least the server clock in microseconds, the counter's TTL
-/// `ARGV[3]` ms); `false` when the lock is taken.
-const TAKE: &str = "\
+/// `ARGV[3]` ms); `false` when the lock is taken. `SET NX PX` and a fence in one script, with
+/// the fence rule leasehold keeps (its `fence.lua`): also `lockbench`'s restore-safe baseline.
+pub const TAKE: &str = "\
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
 local t = redis.call('TIME')
 local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -27,8 +28,9 @@ if tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
 end
 return redis.call('INCR', KEYS[2])";
 
-/// Deletes the lock `KEYS[1]` if it still holds the token `ARGV[1]`.
-const GIVE_BACK: &str = "\
+/// Deletes the lock `KEYS[1]` if it still holds the token `ARGV[1]` (compare-and-delete; 1 when
+/// it did): also `lockbench`'s raw release.
+pub const GIVE_BACK: &str = "\
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0";
 

@@ -5,30 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+// The hand-written lock's compare-and-delete, and its `SET NX PX` with a restore-safe fence
+// (the counter lifted to the server clock, as leasehold's `fence.lua` does): the shops'
+// `--raw-lock` sends the same scripts.
+use leasehold_examples::raw_lock::{GIVE_BACK as COMPARE_AND_DELETE, TAKE as SAFE_FENCED_SET};
+
 use super::token;
 use crate::key_lock::KeyLock;
-
-const COMPARE_AND_DELETE: &str =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 /// The same lock with a fencing token taken in the same atomic step, as ours does: a script,
 /// since Redis has no native "set if absent, then increment". Returns the token, or nil.
 const FENCED_SET: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
      return redis.call('INCR', KEYS[2]) end return false";
-
-/// [`FENCED_SET`] with the fence rule leasehold keeps (see its `fence.lua`): the counter is
-/// first lifted to the server clock in microseconds, so tokens keep increasing after Redis
-/// restarts from an old snapshot or fails over to a lagging replica, which a bare `INCR` does
-/// not. The baseline for what a restore-safe fence costs Redis by itself.
-const SAFE_FENCED_SET: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
-     local t = redis.call('TIME') \
-     local floor = tonumber(t[1]) * 1000000 + tonumber(t[2]) \
-     if tonumber(redis.call('GET', KEYS[2]) or '0') < floor then \
-       redis.call('SET', KEYS[2], string.format('%d', floor + 1), 'PX', ARGV[3]) \
-       return floor + 1 \
-     end \
-     return redis.call('INCR', KEYS[2]) \
-   end return false";
 
 /// The lock users write by hand, done right as far as it goes: random token, `SET NX PX`,
 /// compare-and-delete; waiting is a 1 ms polling loop.
