@@ -70,6 +70,25 @@ impl Report {
         self.rows.push(row);
     }
 
+    /// [`add`](Self::add) for a figure that may not have been measurable (a server's CPU when
+    /// its process cannot be read: NaN): such a row is printed as not measured and left out
+    /// of the report, whose rows all carry numbers.
+    pub(crate) fn add_if_measured(
+        &mut self,
+        scenario: &str,
+        metric: &str,
+        ours: f64,
+        baseline: f64,
+        name: &str,
+        unit: &str,
+    ) {
+        if ours.is_finite() && baseline.is_finite() {
+            self.add(scenario, metric, ours, baseline, name, unit);
+        } else {
+            println!("{scenario:<28} {metric:<34} not measured (vs {name})");
+        }
+    }
+
     /// Prints a row of a baseline whose engine does not offer ours yet (it refuses the
     /// primitive with `LockError::Config`). Not a row of the JSON report, where every row is
     /// ours against a baseline.

@@ -57,16 +57,13 @@ pub(crate) async fn uncontended<L: KeyLock>(
             name,
             "us",
         );
-        // Only with a server process that could be read (NaN otherwise: not valid JSON).
-        if ours.server_us.is_finite() && theirs.server_us.is_finite() {
-            report.add(
-                &scenario,
-                "server CPU per cycle",
-                ours.server_us,
-                theirs.server_us,
-                name,
-                "us",
-            );
-        }
+        report.add_if_measured(
+            &scenario,
+            "server CPU per cycle",
+            ours.server_us,
+            theirs.server_us,
+            name,
+            "us",
+        );
     }
 }

@@ -239,7 +239,7 @@ pub(crate) async fn scenario(
             "rslock (getrusage, same turns)",
             "us",
         );
-        report.add(
+        report.add_if_measured(
             &scenario,
             "unfenced nodes' CPU per cycle",
             unfenced.server_us,
