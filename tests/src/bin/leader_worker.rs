@@ -94,6 +94,10 @@ async fn main() {
         let until = (Instant::now() + hold).min(end);
         let writer = format!("w{id}.{term}");
         loop {
+            // Whether the hold is over is judged at the time of the belief too, so a worker
+            // paused between its belief and the end of the iteration wakes, writes blind and
+            // finds it lost, rather than resigning from a leadership it no longer has.
+            let sampled = Instant::now();
             let t = monotonic_ns();
             let held = leadership.is_leader();
             if held {
@@ -117,7 +121,7 @@ async fn main() {
                 log.now("lost", &[&term, &u8::from(told)]);
                 break;
             }
-            if Instant::now() >= until {
+            if sampled >= until {
                 log.now("resign", &[&term]);
                 match leadership.resign().await {
                     Ok(()) => log.now("rsok", &[&term]),
