@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::conn::bounded;
+use super::conn::{bounded, ScriptCall};
 use super::scripts::{millis, FORCE_RELEASE, INSPECT};
 use super::RedisStore;
 use crate::error::LockError;
@@ -21,7 +21,7 @@ use crate::store::{Admin, LockState, StoreFuture};
 impl Admin for RedisStore {
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
-            let mut inv = INSPECT.prepare_invoke();
+            let mut inv = ScriptCall::new(&INSPECT);
             inv.key(keys.lock())
                 .key(keys.fence())
                 .key(keys.queue())
@@ -66,7 +66,7 @@ impl Admin for RedisStore {
 
     fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let mut inv = FORCE_RELEASE.prepare_invoke();
+            let mut inv = ScriptCall::new(&FORCE_RELEASE);
             inv.key(keys.lock())
                 .arg(keys.wake())
                 .arg(self.core.conn.publish_command());

@@ -25,6 +25,79 @@ pub(super) enum Conn {
     Sentinel(Arc<super::sentinel::SentinelConn>),
 }
 
+/// A script call as it is built, then sent as one `EVALSHA` (and, when the server does not
+/// know the script, loaded and sent again). Its keys and its arguments are each packed into
+/// one buffer as they are added, where `redis::ScriptInvocation` allocates a vector per key
+/// and per argument. With the unfenced `SET` built at its size too, that took about ten
+/// allocations and 8–13 % of the client's CPU out of each lock cycle
+/// (`lockbench --profile unfenced 16`).
+pub(super) struct ScriptCall<'s> {
+    script: &'s redis::Script,
+    keys: redis::Cmd,
+    args: redis::Cmd,
+}
+
+impl<'s> ScriptCall<'s> {
+    /// A call of `script`, with no keys or arguments yet.
+    pub(super) fn new(script: &'s redis::Script) -> Self {
+        ScriptCall {
+            script,
+            keys: redis::Cmd::with_capacity(4, 128),
+            args: redis::Cmd::with_capacity(8, 192),
+        }
+    }
+
+    /// Adds a key (`KEYS[i]` in the script).
+    pub(super) fn key<T: redis::ToRedisArgs>(&mut self, key: T) -> &mut Self {
+        self.keys.arg(key);
+        self
+    }
+
+    /// Adds an argument (`ARGV[i]` in the script).
+    pub(super) fn arg<T: redis::ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.args.arg(arg);
+        self
+    }
+
+    /// The `EVALSHA` command, allocated once at its size.
+    fn command(&self) -> redis::Cmd {
+        // Keys and arguments are only ever added with `arg`: every part is a simple one.
+        let parts = || {
+            self.keys
+                .args_iter()
+                .chain(self.args.args_iter())
+                .filter_map(|part| match part {
+                    redis::Arg::Simple(bytes) => Some(bytes),
+                    _ => None,
+                })
+        };
+        let bytes: usize = parts().map(<[u8]>::len).sum();
+        let keys = self.keys.args_iter().len();
+        let mut cmd = redis::Cmd::with_capacity(3 + keys + self.args.args_iter().len(), bytes + 64);
+        cmd.arg("EVALSHA").arg(self.script.get_hash()).arg(keys);
+        for part in parts() {
+            cmd.arg(part);
+        }
+        cmd
+    }
+
+    /// Sends the call on `con`; a server that does not have the script (restarted, flushed, a
+    /// new replica promoted) is given it, and the call sent again: `NOSCRIPT` means nothing ran.
+    async fn invoke_async<T: redis::FromRedisValue>(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+    ) -> redis::RedisResult<T> {
+        let cmd = self.command();
+        match cmd.query_async(con).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.script.load_async(con).await?;
+                cmd.query_async(con).await
+            }
+            answer => answer,
+        }
+    }
+}
+
 impl Conn {
     /// Runs a script. A single server's call is a small future, awaited in place (it is on
     /// every lock's path); the Sentinel's, a deep one (finding the master), is boxed, so that
@@ -32,7 +105,7 @@ impl Conn {
     /// of a [`StoreFuture`](crate::store::StoreFuture)).
     pub(super) async fn invoke<T: redis::FromRedisValue + Send>(
         &self,
-        invocation: &redis::ScriptInvocation<'_>,
+        invocation: &ScriptCall<'_>,
     ) -> redis::RedisResult<T> {
         match self {
             Conn::Single(c) => invocation.invoke_async(&mut c.clone()).await,
@@ -211,5 +284,39 @@ pub(super) async fn bounded<T>(
             format!("redis at {endpoint} did not answer within {limit:?}"),
             None,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScriptCall;
+
+    #[test]
+    fn a_script_call_is_one_evalsha_with_its_keys_then_its_arguments() {
+        let script = redis::Script::new("return KEYS[1]");
+        let mut call = ScriptCall::new(&script);
+        // Keys and arguments added interleaved, of every kind the engine sends.
+        call.arg("PUBLISH")
+            .key("p:lock:{k}")
+            .arg(b"h1.token".as_slice())
+            .key("p:queue:{k}")
+            .arg(30_000_u64)
+            .arg(String::new())
+            .arg(u8::from(true));
+        let mut expected = redis::cmd("EVALSHA");
+        expected
+            .arg(script.get_hash())
+            .arg(2)
+            .arg("p:lock:{k}")
+            .arg("p:queue:{k}")
+            .arg("PUBLISH")
+            .arg("h1.token")
+            .arg("30000")
+            .arg("")
+            .arg("1");
+        assert_eq!(
+            String::from_utf8(call.command().get_packed_command()).unwrap(),
+            String::from_utf8(expected.get_packed_command()).unwrap()
+        );
     }
 }

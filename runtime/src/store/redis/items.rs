@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::batch::{self, Item, Queue};
-use super::conn::{bounded, Conn};
+use super::conn::{bounded, Conn, ScriptCall};
 use super::scripts::{
     malformed, millis, refused, ACQUIRE, MAX_INTEREST, QUEUE_TTL, RELEASE, YIELD_WINDOW,
 };
@@ -31,7 +31,7 @@ pub(super) struct Core {
 impl Core {
     pub(super) async fn run<T: redis::FromRedisValue + Send>(
         &self,
-        invocation: redis::ScriptInvocation<'_>,
+        invocation: ScriptCall<'_>,
     ) -> Result<T, LockError> {
         bounded(
             &self.endpoint,
@@ -125,7 +125,7 @@ impl Item<Core> for AcquireItem {
     }
 
     async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<Self::Out>, LockError> {
-        let mut inv = ACQUIRE.prepare_invoke();
+        let mut inv = ScriptCall::new(&ACQUIRE);
         inv.arg(items[0].fence_ttl_ms)
             .arg(&core.contender)
             .arg(millis(QUEUE_TTL));
@@ -188,7 +188,7 @@ impl Item<Core> for ReleaseItem {
     }
 
     async fn send(core: &Arc<Core>, items: &[Self]) -> Result<Vec<Self::Out>, LockError> {
-        let mut inv = RELEASE.prepare_invoke();
+        let mut inv = ScriptCall::new(&RELEASE);
         inv.arg(core.conn.publish_command())
             .arg(&core.contender)
             .arg(millis(YIELD_WINDOW));

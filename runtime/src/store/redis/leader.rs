@@ -2,6 +2,7 @@
 //! identity in `P:leader:record:{K}`, beside the election's lock, written and read by one
 //! script each so that a record counts only while its owner token holds the lock.
 
+use super::conn::ScriptCall;
 use super::scripts::{LEADER_CLEAR, LEADER_PUBLISH, LEADER_READ};
 use super::RedisStore;
 use crate::error::LockError;
@@ -18,7 +19,7 @@ impl RedisStore {
         token: &OwnerToken,
         leader: &LeaderRecord,
     ) -> Result<bool, LockError> {
-        let mut inv = LEADER_PUBLISH.prepare_invoke();
+        let mut inv = ScriptCall::new(&LEADER_PUBLISH);
         inv.key(keys.lock())
             .key(record)
             .arg(token.as_bytes())
@@ -37,7 +38,7 @@ impl RedisStore {
         record: &str,
         term: u64,
     ) -> Result<(), LockError> {
-        let mut inv = LEADER_CLEAR.prepare_invoke();
+        let mut inv = ScriptCall::new(&LEADER_CLEAR);
         inv.key(record)
             .arg(term)
             .arg(keys.wake())
@@ -52,7 +53,7 @@ impl RedisStore {
         keys: &LockKeys,
         record: &str,
     ) -> Result<Option<LeaderRecord>, LockError> {
-        let mut inv = LEADER_READ.prepare_invoke();
+        let mut inv = ScriptCall::new(&LEADER_READ);
         inv.key(keys.lock()).key(record);
         let found: Vec<Option<String>> = self.run(inv).await?;
         match found.as_slice() {

@@ -51,6 +51,7 @@ use tokio::sync::watch;
 
 #[cfg(feature = "sentinel")]
 use self::conn::bounded;
+use self::conn::ScriptCall;
 use self::items::{AcquireItem, Core, ReleaseItem};
 use self::scripts::{
     malformed, millis, refused, ACQUIRE_ALL, RAISE_FENCE, READ_ACQUIRE, READ_RELEASE, READ_RENEW,
@@ -127,7 +128,7 @@ impl RedisStore {
 
     async fn run<T: redis::FromRedisValue + Send>(
         &self,
-        invocation: redis::ScriptInvocation<'_>,
+        invocation: ScriptCall<'_>,
     ) -> Result<T, LockError> {
         self.core.run(invocation).await
     }
@@ -176,13 +177,18 @@ impl RedisStore {
         if req.fenced || req.queued || req.contender.is_some() {
             return Ok(None);
         }
-        let mut set = redis::cmd("SET");
-        set.arg(req.keys.lock())
-            .arg(req.token.as_bytes())
+        // Allocated once at its size (a command grown argument by argument reallocates its
+        // buffers several times), and its `OK` read without making a string of it
+        // (see [`ScriptCall`] for what this saves).
+        let (key, token) = (req.keys.lock(), req.token.as_bytes());
+        let mut set = redis::Cmd::with_capacity(6, key.len() + token.len() + 32);
+        set.arg("SET")
+            .arg(key)
+            .arg(token)
             .arg("NX")
             .arg("PX")
             .arg(millis(req.lease));
-        let took: Option<String> = self.core.query(&set).await?;
+        let took: Option<redis::Value> = self.core.query(&set).await?;
         Ok(took.map(|_| Attempt::granted(req.fences)))
     }
 
@@ -255,7 +261,7 @@ impl RedisStore {
 
     /// Renews read leases (read_renew.lua).
     async fn renew_shared(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
-        let mut inv = READ_RENEW.prepare_invoke();
+        let mut inv = ScriptCall::new(&READ_RENEW);
         for r in batch {
             inv.key(r.keys.lock())
                 .key(r.keys.readers())
@@ -283,7 +289,7 @@ impl RedisStore {
         batch: &[Renewal<'_>],
         lease_ms: u64,
     ) -> Result<Vec<Renewed>, LockError> {
-        let mut inv = RENEW.prepare_invoke();
+        let mut inv = ScriptCall::new(&RENEW);
         inv.arg(lease_ms);
         for r in batch {
             inv.key(r.keys.lock()).arg(r.token.as_bytes());
@@ -320,7 +326,7 @@ impl RedisStore {
         &self,
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, LockError> {
-        let mut inv = READ_ACQUIRE.prepare_invoke();
+        let mut inv = ScriptCall::new(&READ_ACQUIRE);
         inv.key(req.keys.lock())
             .key(req.keys.readers())
             .key(req.keys.fence())
@@ -343,7 +349,7 @@ impl RedisStore {
         keys: &LockKeys,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        let mut inv = READ_RELEASE.prepare_invoke();
+        let mut inv = ScriptCall::new(&READ_RELEASE);
         inv.key(keys.lock())
             .key(keys.readers())
             .key(keys.queue())
@@ -378,7 +384,7 @@ impl RedisStore {
         let Some(first) = reqs.first() else {
             return Ok(Some(Vec::new()));
         };
-        let mut inv = ACQUIRE_ALL.prepare_invoke();
+        let mut inv = ScriptCall::new(&ACQUIRE_ALL);
         inv.arg(millis(first.fence_ttl));
         for req in reqs {
             inv.key(req.keys.lock())
@@ -433,7 +439,7 @@ impl RedisStore {
         let core = self.core.clone();
         let keys = keys.clone();
         runtime.spawn(async move {
-            let mut inv = WITHDRAW.prepare_invoke();
+            let mut inv = ScriptCall::new(&WITHDRAW);
             inv.key(keys.lock())
                 .key(keys.queue())
                 .key(keys.interest())
@@ -454,7 +460,7 @@ impl RedisStore {
         top: u64,
         fence_ttl: Duration,
     ) -> Result<(), LockError> {
-        let mut inv = RAISE_FENCE.prepare_invoke();
+        let mut inv = ScriptCall::new(&RAISE_FENCE);
         inv.key(keys.fence()).arg(top).arg(millis(fence_ttl));
         let _: i64 = self.run(inv).await?;
         Ok(())

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::conn::ScriptCall;
 use super::scripts::{
     millis, QUEUE_TTL, SEM_ACQUIRE, SEM_INSPECT, SEM_RELEASE, SEM_RENEW, SEM_WITHDRAW,
 };
@@ -35,7 +36,7 @@ impl RedisStore {
             }
             None => (String::new(), 0),
         };
-        let mut inv = SEM_ACQUIRE.prepare_invoke();
+        let mut inv = ScriptCall::new(&SEM_ACQUIRE);
         inv.key(req.keys.lock())
             .key(req.keys.limit())
             .key(req.keys.fence())
@@ -109,7 +110,7 @@ impl RedisStore {
         let core = self.core.clone();
         let keys = keys.clone();
         runtime.spawn(async move {
-            let mut inv = SEM_WITHDRAW.prepare_invoke();
+            let mut inv = ScriptCall::new(&SEM_WITHDRAW);
             inv.key(keys.queue())
                 .key(keys.interest())
                 .arg(PermitWaiter::place(waiter, count))
@@ -128,7 +129,7 @@ impl RedisStore {
         token: &OwnerToken,
         count: u32,
     ) -> Result<bool, LockError> {
-        let mut inv = SEM_RELEASE.prepare_invoke();
+        let mut inv = ScriptCall::new(&SEM_RELEASE);
         inv.key(keys.lock())
             .key(keys.limit())
             .arg(token.as_bytes())
@@ -144,7 +145,7 @@ impl RedisStore {
         &self,
         batch: &[Renewal<'_>],
     ) -> Result<Vec<Renewed>, LockError> {
-        let mut inv = SEM_RENEW.prepare_invoke();
+        let mut inv = ScriptCall::new(&SEM_RENEW);
         for r in batch {
             inv.key(r.keys.lock())
                 .key(r.keys.limit())
@@ -158,7 +159,7 @@ impl RedisStore {
 
     /// The holders of a semaphore (sem_inspect.lua).
     pub(crate) async fn inspect_permits(&self, keys: &LockKeys) -> Result<PermitState, LockError> {
-        let mut inv = SEM_INSPECT.prepare_invoke();
+        let mut inv = ScriptCall::new(&SEM_INSPECT);
         inv.key(keys.lock()).key(keys.limit());
         let answer: Vec<redis::Value> = self.run(inv).await?;
         let malformed = || super::scripts::malformed(&self.core.endpoint, "sem_inspect");
