@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::probe::{self, info_field, query};
-use super::{ports, process, RedisOptions, RedisServer};
+use super::{process, RedisOptions, RedisServer};
 
 /// The environment variable naming the `redis-cli` binary; `redis-cli` on `PATH` otherwise.
 const CLI_VAR: &str = "LEASEHOLD_REDIS_CLI";
@@ -253,8 +253,6 @@ async fn start_nodes(n: usize) -> Vec<RedisServer> {
     let mut starting = tokio::task::JoinSet::new();
     for index in 0..n {
         starting.spawn(async move {
-            // The default bus port, PORT + 10000, may be beyond 65535 or taken.
-            let bus_port = ports::free_port();
             let options = RedisOptions::default().args([
                 "--cluster-enabled".to_owned(),
                 "yes".to_owned(),
@@ -263,13 +261,14 @@ async fn start_nodes(n: usize) -> Vec<RedisServer> {
                 "nodes.conf".to_owned(),
                 "--cluster-node-timeout".to_owned(),
                 "2000".to_owned(),
-                "--cluster-port".to_owned(),
-                bus_port.to_string(),
                 // A replica's first sync would otherwise wait 5 s for more replicas to join it.
                 "--repl-diskless-sync-delay".to_owned(),
                 "0".to_owned(),
             ]);
-            (index, RedisServer::start_with(options).await)
+            (
+                index,
+                RedisServer::start_with(options.cluster_bus_port()).await,
+            )
         });
     }
     let mut nodes: Vec<Option<RedisServer>> = (0..n).map(|_| None).collect();

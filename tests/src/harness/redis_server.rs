@@ -52,6 +52,7 @@ pub struct RedisOptions {
     args: Vec<OsString>,
     config_file: Option<String>,
     startup_timeout: Duration,
+    cluster_bus: bool,
 }
 
 impl Default for RedisOptions {
@@ -60,6 +61,7 @@ impl Default for RedisOptions {
             args: Vec::new(),
             config_file: None,
             startup_timeout: Duration::from_secs(10),
+            cluster_bus: false,
         }
     }
 }
@@ -93,6 +95,16 @@ impl RedisOptions {
         self
     }
 
+    /// Gives the server a cluster bus port of its own (`--cluster-port`, after the harness's
+    /// other arguments): a free port picked afresh for every start attempt, as its client port
+    /// is, and kept across restarts. Pass `--cluster-enabled yes` with [`arg`](Self::arg) too.
+    /// The default bus port, the client port + 10000, may be beyond 65535 or taken. Off by
+    /// default.
+    pub fn cluster_bus_port(mut self) -> Self {
+        self.cluster_bus = true;
+        self
+    }
+
     /// How long a start or restart may take until the server answers. Defaults to 10 s.
     pub fn startup_timeout(mut self, timeout: Duration) -> Self {
         self.startup_timeout = timeout;
@@ -119,6 +131,8 @@ impl RedisOptions {
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
+    /// The cluster bus port, with [`RedisOptions::cluster_bus_port`].
+    bus_port: Option<u16>,
     options: RedisOptions,
     process: ServerProcess,
 }
@@ -140,14 +154,25 @@ impl RedisServer {
     ///
     /// As [`start`](Self::start), within the options' startup timeout.
     pub async fn start_with(options: RedisOptions) -> Self {
+        Self::start_on(options, ports::free_port).await
+    }
+
+    /// [`start_with`](Self::start_with), taking every port it tries from `next_port`: each
+    /// attempt takes a client port, then a bus port if the options ask for one.
+    async fn start_on(options: RedisOptions, mut next_port: impl FnMut() -> u16) -> Self {
         let dir = server::fresh_dir(&std::env::temp_dir(), "redis");
         let mut server = Self {
             port: 0,
+            bus_port: None,
             options,
             process: ServerProcess::new(&REDIS, label(0), dir),
         };
         for _ in 0..PORT_ATTEMPTS {
-            server.port = ports::free_port();
+            // Whichever port was taken, the next attempt tries new ones all round, and starts
+            // from an empty directory (a cluster node saved its `nodes.conf` before it failed).
+            empty_dir_but_log(server.dir());
+            server.port = next_port();
+            server.bus_port = server.options.cluster_bus.then(&mut next_port);
             server.process.set_label(label(server.port));
             match server.launch().await {
                 Ok(()) => return server,
@@ -163,7 +188,8 @@ impl RedisServer {
             }
         }
         panic!(
-            "redis-server found each of {PORT_ATTEMPTS} free ports taken by the time it bound\n{}",
+            "redis-server found a port taken by the time it bound, {PORT_ATTEMPTS} times with \
+             new free ports\n{}",
             server.log_tail()
         );
     }
@@ -201,6 +227,12 @@ impl RedisServer {
     /// The port the server listens on; it stays the same across [`restart`](Self::restart).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The cluster bus port, given with [`RedisOptions::cluster_bus_port`]; it stays the same
+    /// across [`restart`](Self::restart).
+    pub fn bus_port(&self) -> Option<u16> {
+        self.bus_port
     }
 
     /// `127.0.0.1:PORT`, e.g. as the target of a [`TcpProxy`](super::TcpProxy).
@@ -433,8 +465,11 @@ impl RedisServer {
             // DEBUG SLEEP and friends let tests make the server slow without freezing it.
             .args(["--enable-debug-command", "yes"])
             .arg("--dir")
-            .arg(dir)
-            .args(&self.options.args)
+            .arg(dir);
+        if let Some(bus) = self.bus_port {
+            cmd.arg("--cluster-port").arg(bus.to_string());
+        }
+        cmd.args(&self.options.args)
             .current_dir(dir)
             .stdin(Stdio::null());
         self.process.log_to(&mut cmd).map_err(LaunchError::Failed)?;
@@ -539,7 +574,58 @@ fn parse_info_stat(info: &str, name: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_info_stat;
+    use super::{parse_info_stat, ports, RedisOptions, RedisServer};
+
+    /// A cluster node whose bus port is found taken is tried again on new ports, the bus port
+    /// included (CI once saw all five attempts fail on one bus port, picked once for all).
+    #[tokio::test]
+    async fn a_bus_port_found_taken_is_replaced_on_the_next_attempt() {
+        let holder = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let taken = holder.local_addr().expect("a bound address").port();
+        let mut handed_out = Vec::new();
+        let options = RedisOptions::default()
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .cluster_bus_port();
+        let server = RedisServer::start_on(options, || {
+            // The first attempt's client port is free, its bus port is not.
+            let port = if handed_out.len() == 1 {
+                taken
+            } else {
+                ports::free_port()
+            };
+            handed_out.push(port);
+            port
+        })
+        .await;
+        let log = std::fs::read_to_string(server.dir().join(super::LOG_FILE)).unwrap_or_default();
+        assert!(
+            log.contains(&format!("{taken}: bind: Address already in use")),
+            "the first attempt did not try the taken bus port {taken}; log:\n{log}"
+        );
+        assert_eq!(
+            handed_out.len(),
+            4,
+            "two attempts of two ports each: {handed_out:?}"
+        );
+        let bus = server.bus_port().expect("the options ask for a bus port");
+        assert_eq!(
+            bus, handed_out[3],
+            "the second attempt's bus port is its own"
+        );
+        tokio::net::TcpStream::connect(("127.0.0.1", bus))
+            .await
+            .unwrap_or_else(|e| panic!("the node does not listen on its bus port {bus}: {e}"));
+        assert_eq!(
+            log.matches("No cluster configuration found").count(),
+            2,
+            "each attempt starts from an empty directory, not the nodes.conf of the last; log:\n{log}"
+        );
+    }
 
     const INFO: &str = "# Stats\r\ntotal_commands_processed:42\r\nused_memory_human:1.2M\r\n\
                         # Commandstats\r\ncmdstat_set:calls=3,usec=10,usec_per_call=3.33,rejected_calls=0,failed_calls=1\r\n\
