@@ -267,7 +267,7 @@ async fn start_nodes(n: usize) -> Vec<RedisServer> {
             ]);
             (
                 index,
-                RedisServer::start_with(options.cluster_bus_port()).await,
+                RedisServer::start_with(options.port_arg("--cluster-port")).await,
             )
         });
     }

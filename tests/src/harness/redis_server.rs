@@ -52,7 +52,8 @@ pub struct RedisOptions {
     args: Vec<OsString>,
     config_file: Option<String>,
     startup_timeout: Duration,
-    cluster_bus: bool,
+    /// Options that name a port of their own (`--cluster-port`, `--tls-port`).
+    port_flags: Vec<&'static str>,
 }
 
 impl Default for RedisOptions {
@@ -61,7 +62,7 @@ impl Default for RedisOptions {
             args: Vec::new(),
             config_file: None,
             startup_timeout: Duration::from_secs(10),
-            cluster_bus: false,
+            port_flags: Vec::new(),
         }
     }
 }
@@ -95,13 +96,14 @@ impl RedisOptions {
         self
     }
 
-    /// Gives the server a cluster bus port of its own (`--cluster-port`, after the harness's
-    /// other arguments): a free port picked afresh for every start attempt, as its client port
-    /// is, and kept across restarts. Pass `--cluster-enabled yes` with [`arg`](Self::arg) too.
-    /// The default bus port, the client port + 10000, may be beyond 65535 or taken. Off by
-    /// default.
-    pub fn cluster_bus_port(mut self) -> Self {
-        self.cluster_bus = true;
+    /// Gives the server a second port of its own through the option `flag`, e.g.
+    /// `"--cluster-port"` (a cluster's bus port: the default, the client port + 10000, may be
+    /// beyond 65535 or taken) or `"--tls-port"`. The port is a free one picked afresh for every
+    /// start attempt, as the client port is, so a port found taken is not tried again; it is
+    /// kept across restarts, and [`RedisServer::port_of`] tells it. The option goes after the
+    /// harness's own arguments. None by default.
+    pub fn port_arg(mut self, flag: &'static str) -> Self {
+        self.port_flags.push(flag);
         self
     }
 
@@ -131,8 +133,8 @@ impl RedisOptions {
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
-    /// The cluster bus port, with [`RedisOptions::cluster_bus_port`].
-    bus_port: Option<u16>,
+    /// The ports of [`RedisOptions::port_arg`], flag by flag.
+    flag_ports: Vec<(&'static str, u16)>,
     options: RedisOptions,
     process: ServerProcess,
 }
@@ -158,12 +160,12 @@ impl RedisServer {
     }
 
     /// [`start_with`](Self::start_with), taking every port it tries from `next_port`: each
-    /// attempt takes a client port, then a bus port if the options ask for one.
+    /// attempt takes a client port, then one for each [`RedisOptions::port_arg`] in order.
     async fn start_on(options: RedisOptions, mut next_port: impl FnMut() -> u16) -> Self {
         let dir = server::fresh_dir(&std::env::temp_dir(), "redis");
         let mut server = Self {
             port: 0,
-            bus_port: None,
+            flag_ports: Vec::new(),
             options,
             process: ServerProcess::new(&REDIS, label(0), dir),
         };
@@ -172,7 +174,9 @@ impl RedisServer {
             // from an empty directory (a cluster node saved its `nodes.conf` before it failed).
             empty_dir_but_log(server.dir());
             server.port = next_port();
-            server.bus_port = server.options.cluster_bus.then(&mut next_port);
+            server.flag_ports = (server.options.port_flags.iter())
+                .map(|&flag| (flag, next_port()))
+                .collect();
             server.process.set_label(label(server.port));
             match server.launch().await {
                 Ok(()) => return server,
@@ -229,10 +233,12 @@ impl RedisServer {
         self.port
     }
 
-    /// The cluster bus port, given with [`RedisOptions::cluster_bus_port`]; it stays the same
+    /// The port given with the option `flag` by [`RedisOptions::port_arg`]; it stays the same
     /// across [`restart`](Self::restart).
-    pub fn bus_port(&self) -> Option<u16> {
-        self.bus_port
+    pub fn port_of(&self, flag: &str) -> Option<u16> {
+        (self.flag_ports.iter())
+            .find(|(f, _)| *f == flag)
+            .map(|&(_, port)| port)
     }
 
     /// `127.0.0.1:PORT`, e.g. as the target of a [`TcpProxy`](super::TcpProxy).
@@ -466,8 +472,8 @@ impl RedisServer {
             .args(["--enable-debug-command", "yes"])
             .arg("--dir")
             .arg(dir);
-        if let Some(bus) = self.bus_port {
-            cmd.arg("--cluster-port").arg(bus.to_string());
+        for (flag, port) in &self.flag_ports {
+            cmd.arg(flag).arg(port.to_string());
         }
         cmd.args(&self.options.args)
             .current_dir(dir)
@@ -590,7 +596,7 @@ mod tests {
                 "--cluster-config-file",
                 "nodes.conf",
             ])
-            .cluster_bus_port();
+            .port_arg("--cluster-port");
         let server = RedisServer::start_on(options, || {
             // The first attempt's client port is free, its bus port is not.
             let port = if handed_out.len() == 1 {
@@ -612,7 +618,9 @@ mod tests {
             4,
             "two attempts of two ports each: {handed_out:?}"
         );
-        let bus = server.bus_port().expect("the options ask for a bus port");
+        let bus = server
+            .port_of("--cluster-port")
+            .expect("the options ask for a bus port");
         assert_eq!(
             bus, handed_out[3],
             "the second attempt's bus port is its own"

@@ -4,7 +4,6 @@
 //! the redis client loads honours. An untrusted server is an error in bounded time, never a
 //! plaintext fallback.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
@@ -54,22 +53,13 @@ fn shown(e: &LockError) -> String {
     out
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A server with a plain port (for the harness) and a TLS port (for the client).
 async fn tls_server(dir: &Path, name: &str) -> (RedisServer, u16) {
-    let port = free_port();
     let file = |suffix: &str| dir.join(format!("{name}-{suffix}"));
     let server = RedisServer::start_with(
         RedisOptions::default()
-            .arg("--tls-port")
-            .arg(port.to_string())
+            // A free port per start attempt, as the plain port is.
+            .port_arg("--tls-port")
             .arg("--tls-cert-file")
             .arg(file("server.pem"))
             .arg("--tls-key-file")
@@ -79,6 +69,9 @@ async fn tls_server(dir: &Path, name: &str) -> (RedisServer, u16) {
             .args(["--tls-auth-clients", "no"]),
     )
     .await;
+    let port = server
+        .port_of("--tls-port")
+        .expect("the options ask for a TLS port");
     (server, port)
 }
 
