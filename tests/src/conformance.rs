@@ -140,7 +140,8 @@ enum Servers {
     Single(RedisServer),
     RedLock(Vec<RedisServer>),
     Cluster(RedisCluster),
-    Sentinel(SentinelSetup),
+    /// Boxed: a sentinel setup is three servers and more, the largest variant by far.
+    Sentinel(Box<SentinelSetup>),
     Memory(Locker),
     ZooKeeper(ZkServer),
     Etcd(EtcdServer),
@@ -202,7 +203,7 @@ impl Engine {
                 // SENTINEL_DOWN_AFTER_MS), so it needs no proxy.
                 let proxies = vec![TcpProxy::start(setup.master().addr()).await];
                 monitor_through(&setup, &proxies[0]).await;
-                Engine::new(kind, Servers::Sentinel(setup), proxies)
+                Engine::new(kind, Servers::Sentinel(Box::new(setup)), proxies)
             }
             EngineKind::Memory => {
                 let locker = options()
