@@ -429,8 +429,11 @@ impl LockerBuilder {
     }
 
     /// The bound on connecting to the engine (on Redis, connecting and loading the scripts,
-    /// together): `build()` fails with [`LockError::Unavailable`] after at most this long (on
-    /// Redis, plus `op_timeout` for the optional maxmemory check). Defaults to 2 s.
+    /// together; on PostgreSQL, opening each connection: connecting, checking the schema,
+    /// preparing the lock statements or listening, also as the server's `statement_timeout`
+    /// meanwhile): `build()` fails with [`LockError::Unavailable`] after at most this long (on
+    /// Redis, plus `op_timeout` for the optional maxmemory check; on PostgreSQL, a step at a
+    /// time, and creating the schema, once per database, gets at least 30 s). Defaults to 2 s.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self

@@ -92,7 +92,10 @@ pub(super) struct Shared {
 
 impl Shared {
     /// A new connection whose driver runs on its own task, its notifications (if any) sent
-    /// to `notices`. Bounded by the connect timeout.
+    /// to `notices`. Bounded by the connect timeout, as is the session's `statement_timeout`
+    /// until the caller sets [`operation_bounds`](Self::operation_bounds): whatever is still
+    /// part of opening it (the schema check, statements prepared, LISTEN) must not fail because the
+    /// operation timeout is short.
     pub(super) async fn open(
         &self,
         notices: Option<tokio::sync::mpsc::UnboundedSender<(String, Option<Arc<str>>)>>,
@@ -120,15 +123,8 @@ impl Shared {
             }
         })
         .abort_handle();
-        // Keep the server from working on a call after the client stopped waiting for it,
-        // and from waiting long on a row another transaction locked (a fenced write).
-        let op = self.settings.op_timeout.as_millis().max(1);
-        let setup = format!(
-            "SET statement_timeout = {op}; SET lock_timeout = {}; \
-             SET idle_in_transaction_session_timeout = {}",
-            (op / 2).max(1),
-            op * 4
-        );
+        // Set whatever the role's defaults are (a role's own short timeouts too).
+        let setup = session_bounds(limit);
         match tokio::time::timeout(limit, client.batch_execute(&setup)).await {
             Ok(Ok(())) => Ok((client, driver)),
             Ok(Err(e)) => {
@@ -140,6 +136,13 @@ impl Shared {
                 Err(self.late(limit))
             }
         }
+    }
+
+    /// The session's bounds for lock calls, once the connection is open: keep the server
+    /// from working on a call after the client stopped waiting for it, and from waiting long
+    /// on a row another transaction locked (a fenced write).
+    pub(super) fn operation_bounds(&self) -> String {
+        session_bounds(self.settings.op_timeout)
     }
 
     pub(super) async fn open_for_locks(&self) -> Result<Conn, LockError> {
@@ -184,6 +187,9 @@ impl Shared {
                 .prepare_typed(RELEASE_PERMITS, &[Type::TEXT, Type::TEXT, Type::TEXT])
                 .await?;
             let renew_permits = client.prepare_typed(RENEW_PERMITS, &batch).await?;
+            // Prepared under the connect timeout's bounds (a statement that names a table
+            // waits for a migration's lock on it): lock calls from here on, the warm-up too.
+            client.batch_execute(&self.operation_bounds()).await?;
             let _ = client.batch_execute(WARM_UP).await;
             Ok::<_, pg::Error>(Statements {
                 acquire,
@@ -213,4 +219,16 @@ impl Shared {
             }
         }
     }
+}
+
+/// The `SET`s bounding a session's statements by `bound`, its waits for locks by half of it,
+/// and a transaction left idle by four times it.
+fn session_bounds(bound: std::time::Duration) -> String {
+    let ms = bound.as_millis().max(1);
+    format!(
+        "SET statement_timeout = {ms}; SET lock_timeout = {}; \
+         SET idle_in_transaction_session_timeout = {}",
+        (ms / 2).max(1),
+        ms * 4
+    )
 }

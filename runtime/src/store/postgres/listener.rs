@@ -38,11 +38,14 @@ pub(super) async fn listen(shared: Weak<Shared>, up: watch::Sender<bool>) {
                 continue;
             }
         };
-        let listening = tokio::time::timeout(
-            op,
-            client.batch_execute("LISTEN leasehold; LISTEN leasehold_turn"),
-        )
-        .await;
+        // Still part of opening it: bounded by the connect timeout; the health checks and
+        // sweeps after it by the operation timeout.
+        let listen = format!(
+            "LISTEN leasehold; LISTEN leasehold_turn; {}",
+            store.operation_bounds()
+        );
+        let limit = store.settings.connect_timeout;
+        let listening = tokio::time::timeout(limit, client.batch_execute(&listen)).await;
         if !matches!(listening, Ok(Ok(()))) {
             driver.abort();
             drop(store);

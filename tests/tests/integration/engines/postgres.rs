@@ -107,6 +107,76 @@ async fn short_timeouts_do_not_keep_a_fresh_database_from_getting_its_schema() {
     );
 }
 
+/// Opening a connection is bounded by the connect timeout, not by the operation timeout: the
+/// statements prepared for lock calls name the locks' table, and wait for a migration's lock
+/// on it. The session's `statement_timeout` and `lock_timeout` were set from the operation
+/// timeout before they were prepared, so a locker started while a migration held the table
+/// failed to build ("refused to prepare the lock statements: ... lock timeout"), and with a
+/// 10 ms `op_timeout` on a loaded machine, a statement timeout without any migration. Once
+/// open, lock calls are bounded by the operation timeout again, on the server too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locker_started_during_a_migration_waits_for_it_within_the_connect_timeout() {
+    let pg = PgServer::start().await;
+    let _schema = locker(&pg).await;
+    let mut admin = client(&pg.url()).await;
+    let observer = client(&pg.url()).await;
+    let waiting_for_a_lock = || async {
+        count(
+            &observer,
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+        )
+        .await
+    };
+
+    let migration = admin.transaction().await.unwrap();
+    migration
+        .batch_execute("LOCK TABLE leasehold_locks IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let url = pg.url();
+    let starting = tokio::spawn(async move {
+        Locker::builder()
+            .postgres(&url)
+            .op_timeout(Duration::from_millis(20))
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .await
+    });
+    // The locker's opening waits on the migration's lock (it would have given up after
+    // 10 ms, half the operation timeout).
+    eventually(
+        "a connection of the new locker waits for the migration",
+        Duration::from_secs(5),
+        || async { starting.is_finished() || waiting_for_a_lock().await > 0 },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    migration.commit().await.unwrap();
+    let started = starting.await.expect("task");
+    let locker = started.expect("a locker started during a migration, once it committed");
+    let guard = locker.lock("k").acquire().await.expect("acquire");
+
+    // Open: a call that waits on a migration's lock gives up after the operation timeout
+    // (the lock is busy, as when a transaction holds its row), and so does the server.
+    let migration = admin.transaction().await.unwrap();
+    migration
+        .batch_execute("LOCK TABLE leasehold_locks IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(Duration::from_secs(5), locker.lock("j").try_acquire())
+        .await
+        .expect("bounded by the operation timeout");
+    assert!(matches!(refused, Ok(None)), "{refused:?}");
+    eventually(
+        "the server stops waiting for a call the client gave up on",
+        Duration::from_secs(2),
+        || async { waiting_for_a_lock().await == 0 },
+    )
+    .await;
+    migration.rollback().await.unwrap();
+    guard.release().await.expect("release");
+}
+
 async fn futures_join<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();
     for h in handles {
