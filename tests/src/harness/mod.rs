@@ -38,7 +38,7 @@ pub use cluster::RedisCluster;
 pub use etcd::{EtcdCluster, EtcdOptions, EtcdServer};
 pub use postgres::{PgOptions, PgServer};
 pub use probe::eventually;
-pub use proxy::{ConnKind, ProxyMode, TcpProxy};
+pub use proxy::{ConnKind, Held, ProxyMode, TcpProxy};
 pub use redis_server::{RedisOptions, RedisServer};
 pub use sentinel::{SentinelSetup, Sentinels};
 pub use zookeeper::{ZkEnsemble, ZkOptions, ZkServer, ZkTls};

@@ -1,9 +1,12 @@
 //! A TCP proxy between a client and one target that can delay, stall or cut the traffic, to play
 //! a slow network, a partition or a dropped link without touching the server; to all connections,
-//! or only to those of one kind (command or subscription connections).
+//! only to those of one kind (command or subscription connections), or to the one connection
+//! that sends a given request ([`TcpProxy::hold_next_sending`]: a call whose reply is late or
+//! lost, or that reaches the server after its client gave up).
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -63,6 +66,10 @@ struct Control {
     command: ProxyMode,
     subscription: ProxyMode,
     stopped: bool,
+    /// Held connections caught by traps up to this number are delivered.
+    released: u64,
+    /// Held connections caught by traps up to this number are closed.
+    cut: u64,
 }
 
 impl Control {
@@ -75,6 +82,67 @@ impl Control {
 
     fn severs(&self, kind: ConnKind) -> bool {
         self.stopped || self.mode(kind) == ProxyMode::Cut
+    }
+
+    /// Whether a connection held by trap `id` still holds the bytes of its held direction.
+    fn holds(&self, id: u64) -> bool {
+        self.released < id && self.cut < id
+    }
+}
+
+/// Which bytes of a connection caught by [`TcpProxy::hold_next_sending`] the proxy holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Held {
+    /// What the client sends, from the chunk that matched on: the request reaches the server
+    /// late (after its client gave up, when held past the client's timeout) or never (cut).
+    Requests,
+    /// What the server sends back, from the instant of the match: the request is applied at
+    /// once, and its reply is late or lost.
+    Replies,
+    /// Both directions.
+    Both,
+}
+
+impl Held {
+    fn covers(self, upstream: bool) -> bool {
+        match self {
+            Held::Requests => upstream,
+            Held::Replies => !upstream,
+            Held::Both => true,
+        }
+    }
+}
+
+/// The armed trap of a proxy, and how many connections traps caught.
+#[derive(Debug, Default)]
+struct Traps {
+    armed: Option<Trap>,
+    /// The number of the last trap armed (traps are numbered from 1).
+    last: u64,
+    caught: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Trap {
+    id: u64,
+    pattern: Arc<[u8]>,
+    held: Held,
+}
+
+impl Traps {
+    /// The armed trap, taken if `window` holds its pattern: one connection per trap.
+    fn spring(&mut self, window: &[u8]) -> Option<Trap> {
+        let trap = self.armed.as_ref()?;
+        if trap.pattern.is_empty()
+            || !window
+                .windows(trap.pattern.len())
+                .any(|w| w == &trap.pattern[..])
+        {
+            return None;
+        }
+        self.caught += 1;
+        self.armed.take()
     }
 }
 
@@ -107,6 +175,7 @@ pub struct TcpProxy {
     addr: SocketAddr,
     target: SocketAddr,
     control: watch::Sender<Control>,
+    traps: Arc<Mutex<Traps>>,
     accepting: JoinHandle<()>,
 }
 
@@ -131,12 +200,16 @@ impl TcpProxy {
             command: ProxyMode::Pass,
             subscription: ProxyMode::Pass,
             stopped: false,
+            released: 0,
+            cut: 0,
         });
-        let accepting = tokio::spawn(accept_loop(listener, target, watching));
+        let traps = Arc::new(Mutex::new(Traps::default()));
+        let accepting = tokio::spawn(accept_loop(listener, target, watching, traps.clone()));
         Self {
             addr,
             target,
             control,
+            traps,
             accepting,
         }
     }
@@ -186,6 +259,87 @@ impl TcpProxy {
         });
     }
 
+    /// Arms a trap for one connection: the next connection (open now or later) whose client
+    /// sends bytes containing `pattern` is held from that chunk on, in the direction(s)
+    /// `held` names, until [`release_held`](Self::release_held) delivers what it held, in
+    /// order, or [`cut_held`](Self::cut_held) closes it. Every other connection keeps the
+    /// proxy's modes. Replaces a trap armed before that caught nothing. The pattern is looked
+    /// for within each chunk the client sends, together with the end of the chunk before it
+    /// (up to the pattern's length), so a pattern split across two reads is found.
+    ///
+    /// A request held past its client's timeout plays a call that failed but may still be
+    /// applied ([`Held::Requests`], then release); one whose reply is held and then cut plays
+    /// a call applied whose answer never came ([`Held::Replies`], then cut).
+    ///
+    /// ```no_run
+    /// use leasehold_tests::harness::{Held, RedisServer, TcpProxy};
+    ///
+    /// # async fn demo() {
+    /// let redis = RedisServer::start().await;
+    /// let proxy = TcpProxy::start(redis.addr()).await;
+    /// proxy.hold_next_sending(b"INCR", Held::Requests);
+    /// // ... a client's INCR through the proxy times out; nothing has reached the server ...
+    /// proxy.release_held(); // now it does, after its client gave up
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    /// If `pattern` is empty.
+    pub fn hold_next_sending(&self, pattern: &[u8], held: Held) {
+        assert!(!pattern.is_empty(), "a trap needs a pattern to look for");
+        let mut traps = self.traps();
+        traps.last += 1;
+        traps.armed = Some(Trap {
+            id: traps.last,
+            pattern: pattern.into(),
+            held,
+        });
+    }
+
+    /// How many connections traps have caught since the proxy started (held now, or
+    /// released or cut since).
+    pub fn caught(&self) -> usize {
+        self.traps().caught
+    }
+
+    /// Waits until a trap caught its connection, up to `within`; whether one did.
+    pub async fn wait_caught(&self, at_least: usize, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        while self.caught() < at_least {
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        true
+    }
+
+    /// Delivers, in order, everything the connections caught so far held, and holds nothing
+    /// more of them; disarms a trap that caught nothing.
+    pub fn release_held(&self) {
+        let last = {
+            let mut traps = self.traps();
+            traps.armed = None;
+            traps.last
+        };
+        self.control.send_modify(|c| c.released = last);
+    }
+
+    /// Closes the connections caught so far, dropping what they held; disarms a trap that
+    /// caught nothing.
+    pub fn cut_held(&self) {
+        let last = {
+            let mut traps = self.traps();
+            traps.armed = None;
+            traps.last
+        };
+        self.control.send_modify(|c| c.cut = last);
+    }
+
+    fn traps(&self) -> std::sync::MutexGuard<'_, Traps> {
+        self.traps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Stops listening and closes all connections; the same as dropping the proxy.
     pub fn stop(&self) {
         self.control.send_modify(|control| control.stopped = true);
@@ -203,6 +357,7 @@ async fn accept_loop(
     listener: TcpListener,
     target: SocketAddr,
     mut control: watch::Receiver<Control>,
+    traps: Arc<Mutex<Traps>>,
 ) {
     loop {
         let accepted = tokio::select! {
@@ -220,13 +375,19 @@ async fn accept_loop(
             drop(client);
             continue;
         }
-        tokio::spawn(relay(client, target, control.clone()));
+        tokio::spawn(relay(client, target, control.clone(), traps.clone()));
     }
 }
 
-/// Carries one client connection until either side closes, its kind's mode becomes `Cut`, or
-/// the proxy stops; dropping the sockets then closes both sides.
-async fn relay(client: TcpStream, target: SocketAddr, mut control: watch::Receiver<Control>) {
+/// Carries one client connection until either side closes, its kind's mode becomes `Cut` (or,
+/// caught by a trap, it is cut), or the proxy stops; dropping the sockets then closes both
+/// sides.
+async fn relay(
+    client: TcpStream,
+    target: SocketAddr,
+    mut control: watch::Receiver<Control>,
+    traps: Arc<Mutex<Traps>>,
+) {
     let server = tokio::select! {
         biased;
         _ = control.wait_for(|c| c.severs(ConnKind::Command)) => return,
@@ -239,20 +400,23 @@ async fn relay(client: TcpStream, target: SocketAddr, mut control: watch::Receiv
     let _ = server.set_nodelay(true);
     let (from_client, to_client) = client.into_split();
     let (from_server, to_server) = server.into_split();
-    // The upstream reader sniffs the client's commands and tells everyone else the kind.
+    // The upstream reader sniffs the client's commands and tells everyone else the kind, and
+    // whether a trap caught the connection.
     let (kind_tx, kind) = watch::channel(ConnKind::Command);
+    let (caught_tx, caught) = watch::channel(None);
     let upstream = pipe(
         from_client,
         to_server,
-        Link::new(control.clone(), kind.clone(), Some(kind_tx)),
+        Link::new(control.clone(), kind.clone(), caught.clone(), true)
+            .classifying(kind_tx, caught_tx, traps),
     );
     let downstream = pipe(
         from_server,
         to_client,
-        Link::new(control.clone(), kind.clone(), None),
+        Link::new(control.clone(), kind.clone(), caught.clone(), false),
     );
     let both_ways = async { tokio::join!(upstream, downstream) };
-    let mut link = Link::new(control, kind, None);
+    let mut link = Link::new(control, kind, caught, false);
     tokio::select! {
         biased;
         _ = link.wait_severed() => {}
@@ -260,26 +424,54 @@ async fn relay(client: TcpStream, target: SocketAddr, mut control: watch::Receiv
     }
 }
 
+/// What the upstream side alone knows of: the client's commands, and the traps they spring.
+struct Classifier {
+    kind: watch::Sender<ConnKind>,
+    caught: watch::Sender<Option<Trap>>,
+    traps: Arc<Mutex<Traps>>,
+}
+
 /// One side's view of the proxy's modes and of its connection's kind.
 #[derive(Clone)]
 struct Link {
     control: watch::Receiver<Control>,
     kind: watch::Receiver<ConnKind>,
+    /// The trap that caught this connection, if one did.
+    caught: watch::Receiver<Option<Trap>>,
+    /// Client to server.
+    upstream: bool,
     /// Held by the upstream side only, which sees the client's commands.
-    classify: Option<std::sync::Arc<watch::Sender<ConnKind>>>,
+    classify: Option<Arc<Classifier>>,
 }
 
 impl Link {
     fn new(
         control: watch::Receiver<Control>,
         kind: watch::Receiver<ConnKind>,
-        classify: Option<watch::Sender<ConnKind>>,
+        caught: watch::Receiver<Option<Trap>>,
+        upstream: bool,
     ) -> Self {
         Link {
             control,
             kind,
-            classify: classify.map(std::sync::Arc::new),
+            caught,
+            upstream,
+            classify: None,
         }
+    }
+
+    fn classifying(
+        mut self,
+        kind: watch::Sender<ConnKind>,
+        caught: watch::Sender<Option<Trap>>,
+        traps: Arc<Mutex<Traps>>,
+    ) -> Self {
+        self.classify = Some(Arc::new(Classifier {
+            kind,
+            caught,
+            traps,
+        }));
+        self
     }
 
     /// The mode that applies to this connection now.
@@ -287,18 +479,38 @@ impl Link {
         self.control.borrow().mode(*self.kind.borrow())
     }
 
-    /// Returns once the connection must be closed: its kind's mode is `Cut`, or the proxy
-    /// stopped.
+    /// Whether a trap's hold keeps this side's bytes now.
+    fn trapped(&self) -> bool {
+        let caught = self.caught.borrow();
+        caught.as_ref().is_some_and(|trap| {
+            trap.held.covers(self.upstream) && self.control.borrow().holds(trap.id)
+        })
+    }
+
+    /// Whether this connection was caught by a trap that has been cut.
+    fn cut(&self) -> bool {
+        let caught = self.caught.borrow();
+        caught
+            .as_ref()
+            .is_some_and(|trap| self.control.borrow().cut >= trap.id)
+    }
+
+    /// Returns once the connection must be closed: its kind's mode is `Cut`, it was caught by a
+    /// trap that was cut, or the proxy stopped.
     async fn wait_severed(&mut self) {
         loop {
             let kind = *self.kind.borrow_and_update();
-            if self.control.borrow_and_update().severs(kind) {
+            self.caught.borrow_and_update();
+            if self.control.borrow_and_update().severs(kind) || self.cut() {
                 return;
             }
             tokio::select! {
                 changed = self.control.changed() => if changed.is_err() { return },
                 // The classifier is gone only with the connection; the control decides then.
                 changed = self.kind.changed() => if changed.is_err() {
+                    let _ = self.control.changed().await;
+                },
+                changed = self.caught.changed() => if changed.is_err() {
                     let _ = self.control.changed().await;
                 },
             }
@@ -322,13 +534,29 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: Link) {
     let read = async move {
         let mut sniffer = reading.classify.as_ref().map(|_| Sniffer::default());
         let mut buf = vec![0; 16 * 1024];
+        // The end of the last chunk and this one, for a trap's pattern split across reads.
+        let mut window: Vec<u8> = Vec::new();
         // Ok(0) is end of stream; dropping `queue` then lets the writer half-close.
         while let Ok(n @ 1..) = from.read(&mut buf).await {
             if let (Some(sniffer), Some(classify)) = (sniffer.as_mut(), &reading.classify) {
                 if sniffer.feed(&buf[..n]) {
                     // Before this chunk is queued: the SUBSCRIBE itself goes under the
                     // subscription mode.
-                    classify.send_replace(ConnKind::Subscription);
+                    classify.kind.send_replace(ConnKind::Subscription);
+                }
+            }
+            if let Some(classify) = &reading.classify {
+                if classify.caught.borrow().is_none() {
+                    window.extend_from_slice(&buf[..n]);
+                    let mut traps = classify.traps.lock().unwrap_or_else(|p| p.into_inner());
+                    let keep = traps.armed.as_ref().map_or(0, |t| t.pattern.len());
+                    if let Some(trap) = traps.spring(&window) {
+                        // Before this chunk is queued: the matching request is held too.
+                        classify.caught.send_replace(Some(trap));
+                    }
+                    drop(traps);
+                    let cut = window.len().saturating_sub(keep);
+                    window.drain(..cut);
                 }
             }
             let delay = match reading.mode() {
@@ -356,17 +584,33 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: Link) {
     tokio::join!(read, write);
 }
 
-/// Waits until `chunk` may be forwarded; an error once the proxy is gone.
+/// Waits until `chunk` may be forwarded; an error once the proxy is gone, or the connection
+/// was caught by a trap and cut.
 async fn hold(chunk: &Chunk, link: &mut Link) -> io::Result<()> {
     let gone = |_| io::Error::from(io::ErrorKind::BrokenPipe);
     loop {
         let kind = *link.kind.borrow_and_update();
         let mode = link.control.borrow_and_update().mode(kind);
-        if mode == ProxyMode::Stall {
+        link.caught.borrow_and_update();
+        if link.cut() {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        }
+        if link.trapped() {
+            tokio::select! {
+                changed = link.control.changed() => changed.map_err(gone)?,
+                changed = link.caught.changed() => if changed.is_err() {
+                    link.control.changed().await.map_err(gone)?;
+                },
+            }
+        } else if mode == ProxyMode::Stall {
             tokio::select! {
                 changed = link.control.changed() => changed.map_err(gone)?,
                 // A connection that turns into a subscription one changes mode with it.
                 changed = link.kind.changed() => if changed.is_err() {
+                    link.control.changed().await.map_err(gone)?;
+                },
+                // A trap may catch it meanwhile.
+                changed = link.caught.changed() => if changed.is_err() {
                     link.control.changed().await.map_err(gone)?;
                 },
             }

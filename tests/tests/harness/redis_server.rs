@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use leasehold_tests::harness::{
-    cargo_bin, ConnKind, ProxyMode, RedisOptions, RedisServer, TcpProxy,
+    cargo_bin, ConnKind, Held, ProxyMode, RedisOptions, RedisServer, TcpProxy,
 };
 use redis::aio::MultiplexedConnection;
 use redis::{PushInfo, PushKind};
@@ -287,6 +287,86 @@ async fn proxy_stall_holds_bytes_until_the_mode_changes() {
             .unwrap();
         assert_eq!(&reply, b"+PONG\r\n");
 
+        let mut fresh = connect(&proxy.url()).await.unwrap();
+        assert_eq!(ping(&mut fresh).await.unwrap(), "PONG");
+    })
+    .await;
+}
+
+/// The value of `key` read straight from the server, past the proxy.
+async fn read_direct(srv: &RedisServer, key: &str) -> Option<i64> {
+    let mut conn = srv.conn().await;
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_held_request_reaches_the_server_only_after_its_client_gave_up() {
+    bounded(async {
+        let srv = RedisServer::start().await;
+        let proxy = TcpProxy::start(srv.addr()).await;
+        let mut caught = connect(&proxy.url()).await.unwrap();
+        let mut other = connect(&proxy.url()).await.unwrap();
+        proxy.hold_next_sending(b"held-key", Held::Requests);
+
+        let mut incr = redis::cmd("INCR");
+        incr.arg("held-key");
+        let gave_up = timeout(
+            Duration::from_millis(300),
+            incr.query_async::<i64>(&mut caught),
+        )
+        .await;
+        assert!(gave_up.is_err(), "a held request was answered: {gave_up:?}");
+        assert_eq!(proxy.caught(), 1);
+        // Only the connection that sent it is held; the server has not seen it.
+        assert_eq!(ping(&mut other).await.unwrap(), "PONG");
+        assert_eq!(read_direct(&srv, "held-key").await, None);
+
+        proxy.release_held();
+        // Applied now, after its client gave up on it: the connection carries it still.
+        let until = Instant::now() + Duration::from_secs(5);
+        while read_direct(&srv, "held-key").await.is_none() {
+            assert!(Instant::now() < until, "the released request never landed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(read_direct(&srv, "held-key").await, Some(1));
+        // The trap caught one connection only: the next INCR passes at once.
+        let next: i64 = redis::cmd("INCR")
+            .arg("held-key")
+            .query_async(&mut other)
+            .await
+            .unwrap();
+        assert_eq!(next, 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_held_reply_is_lost_when_its_connection_is_cut_but_the_call_was_applied() {
+    bounded(async {
+        let srv = RedisServer::start().await;
+        let proxy = TcpProxy::start(srv.addr()).await;
+        let mut conn = connect(&proxy.url()).await.unwrap();
+        proxy.hold_next_sending(b"applied-key", Held::Replies);
+        let mut incr = redis::cmd("INCR");
+        incr.arg("applied-key");
+        let late = timeout(
+            Duration::from_millis(300),
+            incr.query_async::<i64>(&mut conn),
+        )
+        .await;
+        assert!(late.is_err(), "a held reply arrived: {late:?}");
+        // The server applied it: only the answer is missing.
+        assert_eq!(read_direct(&srv, "applied-key").await, Some(1));
+        proxy.cut_held();
+        let after = timeout(Duration::from_secs(2), ping(&mut conn)).await;
+        assert!(
+            matches!(after, Ok(Err(_))),
+            "a cut connection still answered: {after:?}"
+        );
         let mut fresh = connect(&proxy.url()).await.unwrap();
         assert_eq!(ping(&mut fresh).await.unwrap(), "PONG");
     })
