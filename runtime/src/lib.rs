@@ -95,6 +95,7 @@
 mod config;
 mod engine;
 mod error;
+pub mod fenced;
 mod locker;
 mod primitives;
 mod store;
@@ -138,7 +139,6 @@ pub use store::identity::{MAX_LABEL_LEN, MAX_SERVICE_LEN};
 pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 #[cfg(feature = "postgres")]
 pub use store::postgres::check as postgres;
-pub use store::redis::fenced;
 pub use store::{Capabilities, Deployment, Fairness};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,

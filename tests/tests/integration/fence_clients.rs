@@ -359,3 +359,144 @@ async fn a_guard_of_a_lazily_connected_postgres_locker_passes() {
     check_fence(&tx, &guard).await.expect("the holder's check");
     tx.commit().await.unwrap();
 }
+
+/// Two lockers on Redis, a stale holder of `stock:1` (it still believes it holds) and the
+/// holder after it: for claims on data in PostgreSQL with the locks kept elsewhere.
+async fn stale_and_new_on_redis(redis: &RedisServer) -> (LockGuard, LockGuard, [Locker; 2]) {
+    let build = || Locker::builder().url(redis.url()).build();
+    let (a, b) = (build().await.unwrap(), build().await.unwrap());
+    let old = a.lock("stock:1").acquire().await.unwrap();
+    assert!(b.force_release("stock:1").await.unwrap());
+    let new = b.lock("stock:1").acquire().await.unwrap();
+    assert!(new.fence() > old.fence());
+    assert!(old.is_held(), "the stale holder still believes it holds");
+    (old, new, [a, b])
+}
+
+/// The stock table and the claims' table, in a database that holds no locks.
+async fn stock_with_claims(pg: &PgServer) {
+    stock(pg).await;
+    pg.execute(leasehold::postgres::FENCES_SCHEMA)
+        .await
+        .expect("the claims' table");
+}
+
+/// Issue 44's window on PostgreSQL, with the locks on Redis: the older holder A claims and
+/// reads in its transaction; the newer holder B's claim waits for A's transaction (the claim
+/// row is locked), so B reads what A committed; and an A that only gets to claim after B did
+/// is refused, and its write never commits. Judged by what the server saw: B's backend
+/// waiting on a lock, and the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_keeps_an_older_holders_write_out_of_the_next_holders_read_and_write() {
+    use leasehold::postgres::claim_fence;
+
+    let pg = PgServer::start().await;
+    stock_with_claims(&pg).await;
+    let redis = RedisServer::start().await;
+    let (old, new, _lockers) = stale_and_new_on_redis(&redis).await;
+    let (mut a_db, mut b_db) = (pg.connect().await.unwrap(), pg.connect().await.unwrap());
+    const READ: &str = "SELECT left_::bigint FROM stock WHERE sku = 1";
+    const WRITE: &str = "UPDATE stock SET left_ = $1::bigint WHERE sku = 1";
+
+    // A got in first (before B's lease): it claims and reads 10, and is slow to write.
+    let a_tx = a_db.transaction().await.unwrap();
+    claim_fence(&a_tx, &old, "stock:1")
+        .await
+        .expect("A's claim");
+    let a_read: i64 = a_tx.query_one(READ, &[]).await.unwrap().get(0);
+    assert_eq!(a_read, 10);
+    // B's claim waits for A's transaction: the row A claimed is locked.
+    let b = tokio::spawn(async move {
+        let b_tx = b_db.transaction().await.unwrap();
+        claim_fence(&b_tx, &new, "stock:1")
+            .await
+            .expect("B's claim");
+        let b_read: i64 = b_tx.query_one(READ, &[]).await.unwrap().get(0);
+        b_tx.execute(WRITE, &[&(b_read - 1)]).await.unwrap();
+        b_tx.commit().await.unwrap();
+        (b_read, new)
+    });
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting = pg
+            .execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            .await
+            .unwrap();
+        if waiting[0][0].as_deref() == Some("1") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "B's claim never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    a_tx.execute(WRITE, &[&(a_read - 1)]).await.unwrap();
+    a_tx.commit().await.unwrap();
+    let (b_read, new) = b.await.unwrap();
+    assert_eq!(
+        b_read, 9,
+        "B read what A committed before B's claim got through"
+    );
+    assert_eq!(left(&pg).await, 8, "two sales, two items");
+
+    // A again, now after B's claim: refused at its claim, its write never commits.
+    let a_tx = a_db.transaction().await.unwrap();
+    let claimed = claim_fence(&a_tx, &old, "stock:1").await;
+    if claimed.is_ok() {
+        a_tx.execute(WRITE, &[&0i64]).await.unwrap();
+        a_tx.commit().await.unwrap();
+    } else {
+        drop(a_tx);
+    }
+    assert_stale(claimed, &old);
+    assert_eq!(left(&pg).await, 8, "the stale write never commits");
+    // The same holder claiming again is fine (a transaction per step of its section).
+    claim_fence(&a_db, &new, "stock:1")
+        .await
+        .expect("B claims again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_work_on_sqlx_and_a_database_without_the_table_is_a_config_error() {
+    use leasehold::postgres::claim_fence;
+
+    let pg = PgServer::start().await;
+    stock(&pg).await;
+    let redis = RedisServer::start().await;
+    let (old, new, _lockers) = stale_and_new_on_redis(&redis).await;
+    let pool = sqlx_pool(&pg.url()).await;
+
+    let mut tx = pool.begin().await.unwrap();
+    assert_config(
+        claim_fence(&mut tx, &new, "stock:1").await,
+        &["leasehold_fences", "FENCES_SCHEMA"],
+    );
+    drop(tx);
+    assert!(
+        new.is_held(),
+        "a missing table takes nothing from the guard"
+    );
+
+    sqlx::query(leasehold::postgres::FENCES_SCHEMA)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    claim_fence(&mut tx, &new, "stock:1")
+        .await
+        .expect("B's claim");
+    sqlx::query(SELL_ONE).execute(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = pool.begin().await.unwrap();
+    let claimed = claim_fence(&mut tx, &old, "stock:1").await;
+    if claimed.is_ok() {
+        sqlx::query(SELL_ONE).execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+    } else {
+        drop(tx);
+    }
+    assert_stale(claimed, &old);
+    assert_eq!(left(&pg).await, 9, "only the holder's sale");
+}

@@ -1,6 +1,9 @@
 //! `leasehold::fenced` against a real `redis-server`: a stale holder's write is refused after
-//! a newer holder wrote, the same holder may write again, and tokens compare exactly, also
-//! past 2^53 and across digit counts, where Lua numbers would not.
+//! a newer holder claimed or wrote the record, a late write of an older holder that lands
+//! between the newer holder's read and its write loses no update when the read was a claim
+//! (and does when both writes are blind: the window the claim closes), the same holder may
+//! claim and write again, and tokens compare exactly, also past 2^53 and across digit counts,
+//! where Lua numbers would not.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -63,7 +66,10 @@ async fn a_stale_holder_is_refused_after_a_newer_holder_wrote() {
     // B takes the lock once A's lease ran out, with a higher fence, and writes.
     let fresh = b.lock("stock:1").acquire().await.unwrap();
     assert!(fresh.fence() > old_fence);
-    fenced::write_guarded(&mut conn, &fresh, "stock:1", &[("value", "b")])
+    let claim = fenced::claim(&mut conn, &fresh, "stock:1").await.unwrap();
+    assert_eq!(claim.get::<String>("value").unwrap().as_deref(), Some("a1"));
+    claim
+        .write(&mut conn, &[("value", "b")])
         .await
         .expect("the current holder writes");
 
@@ -78,8 +84,10 @@ async fn a_stale_holder_is_refused_after_a_newer_holder_wrote() {
     assert_eq!(stored["value"], "b");
     assert_eq!(stored["fence"], fresh.fence().to_string());
 
-    // Through its guard, A does not even send the write: its lease is known lost.
-    let early = fenced::write_guarded(&mut conn, &stale, "stock:1", &[("value", "a3")]).await;
+    // Through its guard, A does not even send the claim: its lease is known lost.
+    let early = fenced::claim(&mut conn, &stale, "stock:1")
+        .await
+        .map(|_| ());
     assert!(
         matches!(
             early,
@@ -106,21 +114,19 @@ async fn a_holder_that_still_believes_it_holds_is_refused_by_the_record() {
         .acquire()
         .await
         .unwrap();
-    fenced::write_guarded(&mut conn, &old, "stock:2", &[("value", "a")])
-        .await
-        .unwrap();
-    // An operator frees the lock (as a failover that lost it would); B takes it and writes.
+    let old_claim = fenced::claim(&mut conn, &old, "stock:2").await.unwrap();
+    old_claim.write(&mut conn, &[("value", "a")]).await.unwrap();
+    // An operator frees the lock (as a failover that lost it would); B takes it and claims
+    // the record: from here on A's writes are refused, before B has written anything.
     assert!(b.force_release("stock:2").await.unwrap());
     let new = b.lock("stock:2").acquire().await.unwrap();
-    fenced::write_guarded(&mut conn, &new, "stock:2", &[("value", "b")])
-        .await
-        .unwrap();
+    let new_claim = fenced::claim(&mut conn, &new, "stock:2").await.unwrap();
     assert!(
         old.is_held(),
         "the stale holder still believes (as after a pause)"
     );
 
-    let refused = fenced::write_guarded(&mut conn, &old, "stock:2", &[("value", "stale")]).await;
+    let refused = old_claim.write(&mut conn, &[("value", "stale")]).await;
     assert!(
         matches!(
             refused,
@@ -134,6 +140,7 @@ async fn a_holder_that_still_believes_it_holds_is_refused_by_the_record() {
     tokio::time::timeout(Duration::from_secs(1), old.lost())
         .await
         .expect("lost() resolves");
+    new_claim.write(&mut conn, &[("value", "b")]).await.unwrap();
     let stored = record(&mut conn, "stock:2").await;
     assert_eq!(stored["value"], "b");
     assert_eq!(stored["fence"], new.fence().to_string());
@@ -155,12 +162,12 @@ async fn the_same_holder_writing_again_is_accepted() {
     );
     assert_eq!(record(&mut conn, "k").await["value"], "retry");
 
-    // A retry through a guard, as after a timeout whose write may have happened.
+    // A retry through a guard, as after a timeout whose claim or write may have happened.
     let guard = locker.lock("k2").acquire().await.unwrap();
     for value in ["once", "again"] {
-        fenced::write_guarded(&mut conn, &guard, "k2", &[("value", value)])
-            .await
-            .unwrap();
+        let claim = fenced::claim(&mut conn, &guard, "k2").await.unwrap();
+        claim.write(&mut conn, &[("value", value)]).await.unwrap();
+        claim.write(&mut conn, &[("value", value)]).await.unwrap();
     }
     let stored = record(&mut conn, "k2").await;
     assert_eq!(stored["value"], "again");
@@ -369,4 +376,141 @@ async fn tonumber_cannot_tell_tokens_past_2_pow_53_apart() {
         .await
         .unwrap();
     assert_eq!(equal, 1);
+}
+
+/// The stock of `key` as a sale sees it.
+async fn left(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    let left: Option<i64> = conn.hget(key, "left").await.unwrap();
+    left.unwrap_or(0)
+}
+
+/// Issue 44's window, by hand, with the two holders' fences: A (the older) reads 5 and sends
+/// its write of 4, which is late; B reads 5; A's write lands; B writes 4. With blind writes
+/// both are accepted and a sale is lost; with claims, B's claim comes first and A's late
+/// write is refused.
+#[tokio::test]
+async fn a_late_write_between_the_next_holders_read_and_write_loses_a_sale_unless_it_claimed() {
+    let srv = RedisServer::start().await;
+    let mut conn = srv.conn().await;
+    let (a, b) = (33, 65);
+
+    // Blind writes, as the README's recipe was: the window is open.
+    let _: () = conn.hset("blind", "left", 5).await.unwrap();
+    let a_read = left(&mut conn, "blind").await;
+    let b_read = left(&mut conn, "blind").await;
+    let a_late = fenced::write_if_newer(&mut conn, "blind", &[("left", a_read - 1)], a)
+        .await
+        .unwrap();
+    let b_write = fenced::write_if_newer(&mut conn, "blind", &[("left", b_read - 1)], b)
+        .await
+        .unwrap();
+    assert_eq!(
+        (a_late, b_write),
+        (FencedWrite::Accepted, FencedWrite::Accepted)
+    );
+    assert_eq!(
+        left(&mut conn, "blind").await,
+        4,
+        "two sales, one item sold"
+    );
+
+    // Claims: each holder's read is its claim, the first touch.
+    let _: () = conn.hset("claimed", "left", 5).await.unwrap();
+    let fenced::Claimed::Yes(a_record) = fenced::claim_with_fence(&mut conn, "claimed", a)
+        .await
+        .unwrap()
+    else {
+        panic!("A claims first");
+    };
+    let fenced::Claimed::Yes(b_record) = fenced::claim_with_fence(&mut conn, "claimed", b)
+        .await
+        .unwrap()
+    else {
+        panic!("B is newer");
+    };
+    let a_read: i64 = a_record.get("left").unwrap().unwrap();
+    let b_read: i64 = b_record.get("left").unwrap().unwrap();
+    let a_late = fenced::write_if_claimed(&mut conn, "claimed", &[("left", a_read - 1)], a)
+        .await
+        .unwrap();
+    assert_eq!(a_late, FencedWrite::Refused { newest: b });
+    let b_write = fenced::write_if_claimed(&mut conn, "claimed", &[("left", b_read - 1)], b)
+        .await
+        .unwrap();
+    assert_eq!(b_write, FencedWrite::Accepted);
+    assert_eq!(
+        left(&mut conn, "claimed").await,
+        4,
+        "one sale, one item sold"
+    );
+    // A's claim again is refused too: it comes after B's.
+    assert_eq!(
+        fenced::claim_with_fence(&mut conn, "claimed", a)
+            .await
+            .unwrap(),
+        fenced::Claimed::Refused { newest: b }
+    );
+
+    // A write of A that landed before B's claim is what B reads: nothing is lost either way.
+    let _: () = conn.hset("early", "left", 5).await.unwrap();
+    let claimed = fenced::claim_with_fence(&mut conn, "early", a)
+        .await
+        .unwrap();
+    assert!(claimed.is_claimed());
+    let early = fenced::write_if_claimed(&mut conn, "early", &[("left", 4)], a)
+        .await
+        .unwrap();
+    assert_eq!(early, FencedWrite::Accepted);
+    let fenced::Claimed::Yes(b_record) = fenced::claim_with_fence(&mut conn, "early", b)
+        .await
+        .unwrap()
+    else {
+        panic!("B is newer");
+    };
+    assert_eq!(b_record.get::<i64>("left").unwrap(), Some(4));
+}
+
+#[tokio::test]
+async fn a_claim_reads_the_record_and_its_writes_need_the_claim() {
+    let srv = RedisServer::start().await;
+    let locker = locker(&srv.url()).await;
+    let mut conn = srv.conn().await;
+
+    // A record that does not exist is created by the claim, with nothing but the claim.
+    let guard = locker.lock("fresh").acquire().await.unwrap();
+    let claim = fenced::claim(&mut conn, &guard, "fresh").await.unwrap();
+    assert!(claim.record().is_empty());
+    assert_eq!(claim.fence(), guard.fence());
+    assert_eq!(claim.key(), "fresh");
+    claim
+        .write(&mut conn, &[("left", "3"), ("by", "a")])
+        .await
+        .unwrap();
+    let again = fenced::claim(&mut conn, &guard, "fresh").await.unwrap();
+    let fields: HashMap<&str, &[u8]> = again.record().fields().collect();
+    assert_eq!(fields.len(), 2, "the claim is not a field: {fields:?}");
+    assert_eq!(again.get::<i64>("left").unwrap(), Some(3));
+    assert!(again.get::<i64>("by").is_err(), "\"a\" is not a number");
+
+    // A record deleted since its claim: the write finds no claim, and says so.
+    let _: () = conn.del("fresh").await.unwrap();
+    let err = again.write(&mut conn, &[("left", "2")]).await.unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains("claim the record again"), "{err}");
+    assert!(guard.is_held(), "no newer holder: the lease is not lost");
+    assert!(record(&mut conn, "fresh").await.is_empty());
+
+    // A write without a claim is refused the same way (nothing there carries this fence).
+    let unclaimed = fenced::write_if_claimed(&mut conn, "never", &[("left", "1")], 7)
+        .await
+        .unwrap();
+    assert_eq!(unclaimed, FencedWrite::Refused { newest: 0 });
+    // And the field that holds the claim cannot be written through a claim either.
+    let claim = fenced::claim(&mut conn, &guard, "fresh").await.unwrap();
+    let bad = claim
+        .write(&mut conn, &[("fence", "99")])
+        .await
+        .unwrap_err();
+    assert!(bad.is_unavailable(), "{bad:?}");
+    assert!(bad.to_string().contains("`fence`"), "{bad}");
 }

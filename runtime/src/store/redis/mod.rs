@@ -7,7 +7,7 @@
 //! By job: [`conn`] (the connection over every deployment), [`connect`], [`scripts`],
 //! [`items`] and [`batch`] (requests that share a round trip), [`wakes`], [`session`] (the
 //! lock connection's drops), [`sentinel`], [`admin`] (operators), [`semaphore`] (permits),
-//! [`redlock`], and [`fenced`], the public `leasehold::fenced` (fenced writes to Redis records).
+//! [`redlock`].
 //!
 //! Fences: one rule for every primitive, in `lua/fence.lua`: a token is at least the server
 //! clock in microseconds. Writers (and multi-key acquires, and leader terms, which are their
@@ -31,7 +31,6 @@ mod admin;
 mod batch;
 mod conn;
 mod connect;
-pub mod fenced;
 mod items;
 mod leader;
 mod redlock;

@@ -2,12 +2,13 @@
 //! what the function's answer (or the driver's error) means. The drivers only run the
 //! statement (`client`, `tokio_pg`, `sqlx_pg`).
 
-use super::client::{RunsFenceCheck, StatementError};
+use super::client::{RunsFenceCheck, StatementError, UNDEFINED_FUNCTION};
 use crate::error::{LockError, LostReason};
 use crate::primitives::guard::LockGuard;
 use crate::store::Engine;
 
-/// A connection or transaction that [`check_fence`] can run its statement on:
+/// A connection or transaction that [`check_fence`] and
+/// [`claim_fence`](super::claim_fence) can run their statement on:
 ///
 /// - `&` a tokio-postgres [`Client`](tokio_postgres::Client) or
 ///   [`Transaction`](tokio_postgres::Transaction) (or `&mut`), or `&` anything that derefs to
@@ -19,7 +20,7 @@ use crate::store::Engine;
 /// Implemented by leasehold only. `Via` records how the client reaches its driver's
 /// connection (directly, or through `Deref`s); the compiler infers it, callers never name it.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a PostgreSQL connection that `check_fence` can use",
+    message = "`{Self}` is not a PostgreSQL connection that `check_fence` or `claim_fence` can use",
     label = "not a tokio-postgres or sqlx connection or transaction",
     note = "pass `&` a tokio-postgres `Client` or `Transaction` (or anything that derefs to one: \
             a deadpool-postgres or bb8-postgres connection or transaction), or, with the `sqlx` \
@@ -67,9 +68,15 @@ where
     C: FenceClient<Via>,
 {
     let fence = checkable_fence(guard)?;
-    let answer = client.run_fence_check(store_key(guard), fence).await;
+    let answer = client
+        .run_fence_check(STATEMENT, store_key(guard), fence)
+        .await;
     judge(guard, answer)
 }
+
+/// The statement [`check_fence`] runs: `$1` the lock's stored key (`text`), `$2` the fence
+/// (`bigint`); one `boolean` back.
+const STATEMENT: &str = "SELECT leasehold_check_fence($1, $2)";
 
 /// The lock's name in the `leasehold_locks` table, for [`check_fence`]'s SQL when another
 /// driver runs it (`SELECT leasehold_check_fence($1, $2)`).
@@ -109,7 +116,7 @@ fn judge(guard: &LockGuard, answer: Result<bool, StatementError>) -> Result<(), 
                 reason: LostReason::StaleFence,
             })
         }
-        Err(e) if e.undefined_function => Err(LockError::Config {
+        Err(e) if e.is(UNDEFINED_FUNCTION) => Err(LockError::Config {
             message: format!(
                 "the fence check of {:?} found no leasehold schema in the transaction's \
                  database: check the fence in a transaction on the database of the guard's \

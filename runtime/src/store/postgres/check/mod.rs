@@ -1,12 +1,21 @@
-//! Fenced writes in PostgreSQL, in your own transaction (feature `postgres`).
+//! Fenced reads and writes in PostgreSQL, in your own transaction (feature `postgres`).
 //!
-//! With locks kept in the same database as the data ([`LockerBuilder::postgres`]), the fence
-//! check and the write can commit together: [`check_fence`] asks, inside your transaction,
-//! whether this guard's acquisition still holds the lock, and keeps any other holder from
-//! taking it over until the transaction ends, so none can before your writes are committed.
-//! A holder that was paused past its lease (a GC pause, a stopped VM) and woke up after
-//! another took the lock gets [`LockError::Lost`] with [`LostReason::StaleFence`] instead of
-//! a committed stale write.
+//! The rule (see [`fenced`](crate::fenced) for the window it closes): the holder's first
+//! touch of the resource carries its fence, so that no older holder's write can land between
+//! its read and its write. Two ways, both inside the transaction that **reads** and writes:
+//!
+//! - **Data in any PostgreSQL database**, the locks anywhere (Redis, ZooKeeper, etcd, here):
+//!   [`claim_fence`] is the transaction's first statement; it raises the resource's claim row
+//!   (a table of its own, [`FENCES_SCHEMA`]) to the guard's fence, refuses a holder older than
+//!   the row's, and keeps the row locked until the transaction ends.
+//! - **Locks kept in the same database as the data** ([`LockerBuilder::postgres`]):
+//!   [`check_fence`] asks, inside your transaction, whether this guard's acquisition still
+//!   holds the lock, and keeps any other holder from taking it over until the transaction
+//!   ends, so none can before your writes are committed. It needs no table of its own.
+//!
+//! A holder that was paused past its lease (a GC pause, a stopped VM) or whose statements were
+//! late in the network, and woke up after another took the lock, gets [`LockError::Lost`] with
+//! [`LostReason::StaleFence`] instead of a committed stale write.
 //!
 //! ```no_run
 //! # async fn buy(locker: leasehold::Locker, db: &mut leasehold::postgres::tokio_postgres::Client)
@@ -14,11 +23,21 @@
 //! let guard = locker.lock("stock:42").acquire().await?;
 //! let tx = db.transaction().await?;
 //! leasehold::postgres::check_fence(&tx, &guard).await?; // refuses a stale holder
-//! tx.execute("UPDATE stock SET left = left - 1 WHERE sku = 42 AND left > 0", &[]).await?;
+//! // Read and write in this transaction: the lock cannot change hands until it ends.
+//! let left: i64 = tx.query_one("SELECT left FROM stock WHERE sku = 42", &[]).await?.get(0);
+//! tx.execute("UPDATE stock SET left = $1 WHERE sku = 42", &[&(left - 1)]).await?;
 //! tx.commit().await?;
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Why no write of an older holder can come between this holder's read and its write: every
+//! older holder's write commits in a transaction that passed its own check, and the lock
+//! cannot pass to this holder while such a transaction is open; one that checks after the
+//! lock passed is refused. So a read made after the acquire sees every write of the holders
+//! before, and nothing of theirs lands later. Read inside the checked transaction all the
+//! same: it is the shape that stays right if the reads move (a read before the acquire, a
+//! cached one, sees nothing of this).
 //!
 //! The transaction holds a shared advisory lock on the lock's key (not a row lock), which only
 //! acquires look at: the watchdog keeps renewing the lease (this lock's and every other) for as
@@ -130,12 +149,14 @@
 //! [`Locker::read_lock`]: crate::Locker::read_lock
 //! [`LostReason::StaleFence`]: crate::LostReason::StaleFence
 
+mod claim;
 mod client;
 mod fence;
 #[cfg(feature = "sqlx")]
 mod sqlx_pg;
 mod tokio_pg;
 
+pub use self::claim::{claim_fence, FENCES_SCHEMA};
 pub use self::fence::{check_fence, store_key, FenceClient};
 pub use super::SCHEMA;
 

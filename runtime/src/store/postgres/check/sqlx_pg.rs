@@ -1,11 +1,16 @@
-//! The fence statement on sqlx (feature `sqlx`): a [`PgConnection`](sqlx::PgConnection) by
+//! The fence statements on sqlx (feature `sqlx`): a [`PgConnection`](sqlx::PgConnection) by
 //! `&mut`; its transactions and pool connections deref to one.
 
-use super::client::{Direct, RunsFenceCheck, StatementError, STATEMENT};
+use super::client::{Direct, RunsFenceCheck, StatementError};
 
 impl RunsFenceCheck<Direct> for &mut sqlx::PgConnection {
-    async fn run_fence_check(self, key: String, fence: i64) -> Result<bool, StatementError> {
-        sqlx::query_scalar::<_, bool>(STATEMENT)
+    async fn run_fence_check(
+        self,
+        statement: &'static str,
+        key: String,
+        fence: i64,
+    ) -> Result<bool, StatementError> {
+        sqlx::query_scalar::<_, bool>(statement)
             .bind(key)
             .bind(fence)
             .fetch_one(self)

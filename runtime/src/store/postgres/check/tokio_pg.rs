@@ -1,19 +1,24 @@
-//! The fence statement on tokio-postgres: a [`Client`](pg::Client) or a
+//! The fence statements on tokio-postgres: a [`Client`](pg::Client) or a
 //! [`Transaction`](pg::Transaction), by `&` or `&mut`.
 
 use std::future::Future;
 
 use tokio_postgres as pg;
 
-use super::client::{Direct, RunsFenceCheck, StatementError, STATEMENT};
+use super::client::{Direct, RunsFenceCheck, StatementError};
 use crate::store::postgres::errors::error_text;
 
-async fn run<C>(client: &C, key: String, fence: i64) -> Result<bool, StatementError>
+async fn run<C>(
+    client: &C,
+    statement: &'static str,
+    key: String,
+    fence: i64,
+) -> Result<bool, StatementError>
 where
     C: pg::GenericClient + Sync,
 {
     let row = client
-        .query_one(STATEMENT, &[&key, &fence])
+        .query_one(statement, &[&key, &fence])
         .await
         .map_err(failed)?;
     row.try_get(0).map_err(failed)
@@ -29,10 +34,11 @@ macro_rules! runs_on {
         impl RunsFenceCheck<Direct> for $client {
             fn run_fence_check(
                 self,
+                statement: &'static str,
                 key: String,
                 fence: i64,
             ) -> impl Future<Output = Result<bool, StatementError>> + Send {
-                run(&*self, key, fence)
+                run(&*self, statement, key, fence)
             }
         }
     )+};

@@ -1,7 +1,12 @@
--- write_if_newer: set fields of a hash only if the writer's fencing token is not older than
--- the one stored in the hash's `fence` field, and store the token there, in one step
--- (leasehold::fenced::WRITE_IF_NEWER_LUA; runs after fence_cmp.lua). An equal token is the
--- same holder writing again, and is accepted.
+-- write_if_newer: a blind fenced write (leasehold::fenced::WRITE_IF_NEWER_LUA; runs after
+-- fence_cmp.lua). Sets fields of a hash only if the writer's fencing token is not older than
+-- the one stored in the hash's `fence` field, and stores the token there, in one step. An
+-- equal token is the same holder writing again, and is accepted.
+--
+-- Blind: it cannot tell what the writer read. A value computed from a read of the record can
+-- lose an update: an older holder's write that arrives between the newer holder's read and
+-- its write is accepted (no newer token has written yet). Claim the record before reading it
+-- (claim.lua), and write with write_if_claimed.lua.
 --
 -- KEYS[1]         the hash
 -- ARGV[1]         the writer's fencing token, a canonical decimal ("0", or digits without a

@@ -1,0 +1,139 @@
+//! The first touch of a resource in any PostgreSQL database (not only the locks'): a claim row
+//! in `leasehold_fences`, raised to the holder's fence inside the caller's transaction, for
+//! tokio-postgres and sqlx alike.
+
+use super::client::{StatementError, UNDEFINED_TABLE};
+use super::fence::FenceClient;
+use crate::error::{LockError, LostReason};
+use crate::primitives::guard::LockGuard;
+
+/// The table [`claim_fence`] keeps its claims in: one row per resource, its newest fence.
+/// Create it once in the database of your data (a migration, or `client.batch_execute(..)`);
+/// `CREATE TABLE IF NOT EXISTS`, so running it again is harmless. The role that claims needs
+/// `SELECT, INSERT, UPDATE` on it.
+///
+/// ```
+/// assert!(leasehold::postgres::FENCES_SCHEMA.contains("leasehold_fences"));
+/// ```
+pub const FENCES_SCHEMA: &str = "\
+CREATE TABLE IF NOT EXISTS leasehold_fences (
+    resource text PRIMARY KEY,
+    fence bigint NOT NULL
+);
+";
+
+/// The claim: the row of `$1` raised to fence `$2` unless a newer fence is there (an equal one
+/// is the same holder claiming again), in one statement that also locks the row until the
+/// transaction ends (`ON CONFLICT DO UPDATE` locks the conflicting row whether its condition
+/// holds or not). `true` when claimed.
+const CLAIM: &str = "\
+WITH claimed AS (
+    INSERT INTO leasehold_fences (resource, fence) VALUES ($1, $2)
+    ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence
+    WHERE leasehold_fences.fence <= EXCLUDED.fence
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM claimed)";
+
+/// Claims `resource` for `guard` in the caller's transaction: the first statement of every
+/// transaction of the critical section, before it reads anything of the resource. The claim
+/// row (in [`FENCES_SCHEMA`]'s table, in the database of your data, wherever the locks live)
+/// is raised to the guard's fence, unless a newer holder's fence is there, and stays locked
+/// until the transaction ends. So:
+///
+/// - an older holder's transaction, however late it arrives, is refused at its own claim (and
+///   one that claimed before this one commits before this claim returns: this transaction then
+///   reads what it wrote);
+/// - this transaction reads and writes as if alone: no older holder commits anything to this
+///   resource between its claim and its commit, and a newer holder's claim waits for it.
+///
+/// A critical section of several transactions (read, call a payment service, write) claims at
+/// the start of each: a claim that finds a newer holder's fence refuses, and the transaction
+/// must roll back. Works with the guard of a locker on any engine; with the locks in the same
+/// database, [`check_fence`](super::check_fence) needs no table of its own.
+///
+/// ```no_run
+/// # async fn buy(locker: leasehold::Locker, db: &mut leasehold::postgres::tokio_postgres::Client)
+/// # -> Result<(), Box<dyn std::error::Error>> {
+/// // Once: db.batch_execute(leasehold::postgres::FENCES_SCHEMA).await?;
+/// let guard = locker.lock("stock:42").acquire().await?; // Redis, ZooKeeper, etcd, ...
+/// let tx = db.transaction().await?;
+/// leasehold::postgres::claim_fence(&tx, &guard, "stock:42").await?; // the first touch
+/// let left: i64 = tx.query_one("SELECT left_ FROM stock WHERE id = 42", &[]).await?.get(0);
+/// tx.execute("UPDATE stock SET left_ = $1 WHERE id = 42", &[&(left - 1)]).await?;
+/// tx.commit().await?;
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+///
+/// With sqlx: `claim_fence(&mut tx, &guard, "stock:42")` on a `sqlx::Transaction<'_,
+/// Postgres>` (see [`FenceClient`]). `resource` names what the lock protects, in your terms
+/// (the lock's key is a good choice); up to you, as long as every holder uses the same name.
+///
+/// Outside a transaction (autocommit) the claim still refuses older holders, but holds the row
+/// for that one statement only: claim inside the transaction that reads and writes.
+///
+/// A holder stalled inside its transaction (its process stopped, its network cut) keeps the
+/// claim row locked, and the next holder's claim waits for that transaction to end: give the
+/// sessions that claim an `idle_in_transaction_session_timeout` (the lease plus a few seconds),
+/// so that the server ends such a transaction, as [`check_fence`](super::check_fence) does for
+/// its own.
+///
+/// # Errors
+/// - [`LockError::Lost`] with the guard's reason when the guard no longer holds its lease on
+///   this process's clock: nothing was sent.
+/// - [`LockError::Lost`] with [`LostReason::StaleFence`] when a newer holder claimed the
+///   resource: the lease is reported lost to the guard (its `lost()` resolves); roll the
+///   transaction back.
+/// - [`LockError::Config`] when the database has no `leasehold_fences` table (run
+///   [`FENCES_SCHEMA`] first).
+/// - [`LockError::Unavailable`] when the statement failed; its source is the driver's error (a
+///   serialization failure, under `REPEATABLE READ` or `SERIALIZABLE`, means "retry the
+///   transaction").
+pub async fn claim_fence<C, Via>(
+    client: C,
+    guard: &LockGuard,
+    resource: &str,
+) -> Result<(), LockError>
+where
+    C: FenceClient<Via>,
+{
+    if !guard.is_held() {
+        return Err(guard.lost_error());
+    }
+    let fence = i64::try_from(guard.fence()).map_err(|_| {
+        LockError::config(
+            "a fence above i64::MAX cannot be claimed in PostgreSQL's bigint (leasehold's own \
+             fences stay below 2^53: is a fence offset set too high?)",
+        )
+    })?;
+    let answer = client
+        .run_fence_check(CLAIM, resource.to_owned(), fence)
+        .await;
+    judge(guard, answer)
+}
+
+/// What the claim's outcome means for the caller, and for the guard.
+fn judge(guard: &LockGuard, answer: Result<bool, StatementError>) -> Result<(), LockError> {
+    match answer {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            guard.refused_by_store("a claim found a newer holder's fence");
+            Err(LockError::Lost {
+                reason: LostReason::StaleFence,
+            })
+        }
+        Err(e) if e.is(UNDEFINED_TABLE) => Err(LockError::Config {
+            message: format!(
+                "a fence claim found no table leasehold_fences in the transaction's database \
+                 ({}): create it once with leasehold::postgres::FENCES_SCHEMA",
+                e.text
+            ),
+            source: Some(e.error),
+        }),
+        Err(e) => Err(LockError::unavailable(
+            format!("a fence claim failed: {}", e.text),
+            Some(e.error),
+        )),
+    }
+}
