@@ -651,6 +651,9 @@ pub struct LeaderObserver {
     delivered: Option<Option<Leader>>,
     /// The highest term returned: older records (a lagging replica) are not returned.
     highest: u64,
+    /// Whether the leadership of `highest` was seen to end (`None` returned after it): a
+    /// lagging server that shows that term again shows a deposed leader, not returned either.
+    highest_ended: bool,
     poll: Duration,
 }
 
@@ -665,6 +668,7 @@ impl LeaderObserver {
             subscribed: false,
             delivered: None,
             highest: 0,
+            highest_ended: false,
             poll: DEFAULT_OBSERVE_POLL,
         })
     }
@@ -685,6 +689,10 @@ impl LeaderObserver {
     /// Waits until the leadership differs from what the previous call returned (the first
     /// call returns at once), and returns it: the leader, or `None` when nobody leads.
     /// Cancel-safe: a call dropped before it returned loses nothing.
+    ///
+    /// Terms never go back: a leader whose term is older than one returned, or whose term was
+    /// returned and then seen to end (a `None` after it), is not returned again, whatever a
+    /// server that lags behind (a replica, a follower) answers; a newer term is.
     ///
     /// # Errors
     /// [`LockError::Unavailable`] when the store failed or did not answer; the observer can
@@ -713,10 +721,18 @@ impl LeaderObserver {
                 term: shown_term(&r, &inner),
                 identity: r.identity,
             });
-            let backwards = state.as_ref().is_some_and(|l| l.term < self.highest);
+            // A term older than one returned, or the one returned last once its end was seen:
+            // a server that lags behind (terms only grow, and an ended term never leads again).
+            let backwards = state.as_ref().is_some_and(|l| {
+                l.term < self.highest || (l.term == self.highest && self.highest_ended)
+            });
             if !backwards && self.delivered.as_ref() != Some(&state) {
-                if let Some(leader) = &state {
-                    self.highest = leader.term;
+                match &state {
+                    Some(leader) => {
+                        self.highest = leader.term;
+                        self.highest_ended = false;
+                    }
+                    None => self.highest_ended = self.highest > 0,
                 }
                 self.delivered = Some(state.clone());
                 return Ok(state);

@@ -53,6 +53,9 @@ struct Script {
     /// Every acquire from now on is granted counted from this long before its send time
     /// (as etcd counts a lock from its lease's last acknowledged keep-alive).
     vouched_earlier: Option<Duration>,
+    /// Leader records that the next reads return instead of the store's, one each, as a
+    /// lagging replica or follower answers.
+    stale_leader_reads: Vec<Option<super::LeaderRecord>>,
 }
 
 /// How one call goes, decided as it starts.
@@ -103,6 +106,13 @@ impl ScriptedStore {
     /// grants a lock counted from its lease's last acknowledged keep-alive.
     pub(crate) fn vouch_from_earlier(&self, by: Duration) {
         self.shared.script.lock().unwrap().vouched_earlier = Some(by);
+    }
+
+    /// The next leader-record reads return `records`, one per read, in order, whatever the
+    /// store holds: the answers of a server that lags behind.
+    pub(crate) fn serve_stale_leader_reads(&self, records: Vec<Option<super::LeaderRecord>>) {
+        let mut script = self.shared.script.lock().unwrap();
+        script.stale_leader_reads = records.into_iter().rev().collect();
     }
 
     /// The next `calls` renewals find every lease of their batch gone, as if taken over.
@@ -326,6 +336,9 @@ impl super::LeaderRecords for ScriptedStore {
         keys: &'a LockKeys,
         record: &'a str,
     ) -> super::StoreFuture<'a, Option<super::LeaderRecord>> {
+        if let Some(stale) = self.shared.script.lock().unwrap().stale_leader_reads.pop() {
+            return Box::pin(std::future::ready(Ok(stale)));
+        }
         super::LeaderRecords::read_leader(&self.shared.store, keys, record)
     }
 }

@@ -110,6 +110,60 @@ async fn observers_see_every_change_and_the_latest_state() {
     assert!(quiet.is_err(), "an unchanged leader was returned again");
 }
 
+/// Issue 45's risk: after an observer was told that nobody leads, a lagging server (a replica,
+/// a follower that missed the resignation) shows the deposed leader's record again. The
+/// observer must not bring that term back: a term seen to end is over for good. A newer term
+/// is shown as ever.
+#[tokio::test(start_paused = true)]
+async fn an_observer_never_shows_a_term_again_after_seeing_it_end() {
+    let (store, lockers) = processes(2);
+    let mut observer = lockers[1]
+        .observe_leader("scheduler")
+        .unwrap()
+        .poll_every(Duration::from_millis(50));
+    assert_eq!(observer.next().await.unwrap(), None);
+    let first = lockers[0]
+        .leader("scheduler")
+        .identity("p0")
+        .lease(LEASE)
+        .campaign()
+        .await
+        .unwrap();
+    let seen = observer.next().await.unwrap().unwrap();
+    assert_eq!(seen.term(), first.term());
+    let first_term = first.term();
+    let deposed = LeaderRecord {
+        term: first.term() - lockers[0].inner.fence_offset,
+        identity: "p0".into(),
+    };
+    first.resign().await.unwrap();
+    assert_eq!(
+        observer.next().await.unwrap(),
+        None,
+        "the resignation is seen"
+    );
+
+    // A lagging server answers the next reads with the resigned leader's record.
+    store.serve_stale_leader_reads(vec![Some(deposed.clone()); 3]);
+    let again = tokio::time::timeout(Duration::from_secs(2), observer.next()).await;
+    assert!(
+        again.is_err(),
+        "a term seen to end was shown again: {again:?}"
+    );
+
+    // A new leader, with a newer term, is shown.
+    let second = lockers[0]
+        .leader("scheduler")
+        .identity("p0-again")
+        .lease(LEASE)
+        .campaign()
+        .await
+        .unwrap();
+    assert!(second.term() > first_term);
+    let seen = observer.next().await.unwrap().unwrap();
+    assert_eq!((seen.identity(), seen.term()), ("p0-again", second.term()));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_crashed_leader_lapses_for_observers_by_polling() {
     let (store, lockers) = processes(2);
