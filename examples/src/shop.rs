@@ -213,7 +213,7 @@ impl Shop {
     }
 
     /// `PUT /stock/{sku}`: the stock is `quantity`, nothing sold. `holder`: the lock's guard,
-    /// whose fence goes with the write.
+    /// whose fence claims the stock record before the write.
     ///
     /// # Errors
     /// [`ShopError::InvalidQuantity`], [`ShopError::Store`], or `Lock(Lost)` for a stale fence.
