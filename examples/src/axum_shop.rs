@@ -27,9 +27,11 @@ use axum::{Json, Router};
 use leasehold::distributed_lock;
 
 /// The locked purchase: the lock `stock:<sku>` (through the shop's locker) is held while the
-/// body reads, checks and writes the stock, and its fencing token goes with the write, which
-/// the stock record refuses if a newer token wrote first. A purchase waits for the lock as
-/// long as the locker's default wait (`--lock-wait`, 30 s), then is answered 409 `lock_busy`.
+/// body reads, checks and writes the stock, and its fencing token goes with the read (which
+/// claims the stock record) and with the write, which the record refuses once a newer token
+/// claimed it: a purchase whose lease ended writes nothing, however late its write arrives.
+/// A purchase waits for the lock as long as the locker's default wait (`--lock-wait`, 30 s),
+/// then is answered 409 `lock_busy`.
 #[distributed_lock(key = "stock:<sku>", lease = "10s", locker = shop.locker, guard = lock)]
 async fn buy(
     State(shop): State<Arc<Shop>>,

@@ -11,7 +11,7 @@ use leasehold::{LockError, LockGuard, Locker, LostReason};
 use serde::{Deserialize, Serialize};
 
 use crate::raw_lock::RawLock;
-use crate::store::{Purchase, Stock, Store, StoreError};
+use crate::store::{Purchase, PurchaseFencing, Stock, Store, StoreError};
 
 /// The state of a shop process: the stock store and the locker, on the same Redis server or on
 /// two (`--store-url`), or the locker on ZooKeeper (`--zookeeper`) or etcd (`--etcd`), or both
@@ -146,16 +146,19 @@ impl Shop {
     /// # Errors
     /// A message saying which server could not be reached: the stock store or the lock server.
     pub async fn start(args: &ShopArgs) -> Result<Shop, String> {
-        let store = Store::connect(&args.store_url).await.map_err(|e| {
-            let flag = match args.lock_server {
-                LockServer::Postgres(_) => "--postgres",
-                _ => "--store-url, by default the lock server",
-            };
-            format!(
-                "cannot reach the stock store at {} ({flag}): {e}",
-                server(&args.store_url)
-            )
-        })?;
+        let store = Store::connect(&args.store_url).await;
+        let store = store
+            .map(|store| store.with_fencing(args.fencing))
+            .map_err(|e| {
+                let flag = match args.lock_server {
+                    LockServer::Postgres(_) => "--postgres",
+                    _ => "--store-url, by default the lock server",
+                };
+                format!(
+                    "cannot reach the stock store at {} ({flag}): {e}",
+                    server(&args.store_url)
+                )
+            })?;
         let raw_lock = if args.lock == PurchaseLock::ByHand {
             Some(
                 RawLock::connect(&args.redis_url, args.lock_wait)
@@ -210,7 +213,7 @@ impl Shop {
     }
 
     /// `PUT /stock/{sku}`: the stock is `quantity`, nothing sold. `holder`: the lock's guard,
-    /// whose fence goes with the write.
+    /// whose fence claims the stock record before the write.
     ///
     /// # Errors
     /// [`ShopError::InvalidQuantity`], [`ShopError::Store`], or `Lock(Lost)` for a stale fence.
@@ -238,19 +241,21 @@ impl Shop {
     }
 
     /// `POST /orders/{sku}`: the naive purchase of [`Store::purchase`], which the lock (when
-    /// there is one) serializes; `holder` is the lock's guard, whose fence goes with the write.
+    /// there is one) serializes; `holder` is the lock's guard, whose fence the purchase's
+    /// read carries (in Redis, the read claims the stock record) and its write is checked
+    /// against.
     ///
     /// # Errors
     /// [`ShopError::SoldOut`], [`ShopError::UnknownSku`], [`ShopError::Store`], or
-    /// `Lock(Lost)` when the write was refused for a stale fence.
+    /// `Lock(Lost)` when the claim or the write was refused for a stale fence.
     pub async fn buy(&self, sku: &str, holder: Option<&LockGuard>) -> Result<Order, ShopError> {
         let fence = holder.map_or(0, LockGuard::fence);
         Self::order(sku, fence, self.store.purchase(sku, holder).await?)
     }
 
     /// `POST /orders/{sku}` under the hand-written lock of `--raw-lock` (on a Redis stock):
-    /// the same purchase, its write carrying that lock's fence; a lock still busy after
-    /// `--lock-wait` is 409 `lock_busy`.
+    /// the same purchase, its claim and its write carrying that lock's fence; a lock still busy
+    /// after `--lock-wait` is 409 `lock_busy`.
     ///
     /// # Errors
     /// As [`Shop::buy`]; `Lock(Busy)` when the lock stayed taken.
@@ -370,6 +375,11 @@ pub struct ShopArgs {
     /// hold it while serving, as a fleet's one reporter or scheduler would; on SIGTERM the
     /// shop closes its locker, so another shop takes over at once.
     pub leader: Option<String>,
+    /// How a locked purchase fences a Redis stock: it claims the record before it reads
+    /// (the default), or, with the hidden `--fence-write-only`, only its write carries the
+    /// fence, as before issue 44. That purchase can lose a sale when a holder's write is
+    /// delayed past its lease; it is kept for the fault suite, which shows it (scenario 6).
+    pub fencing: PurchaseFencing,
 }
 
 impl ShopArgs {
@@ -409,6 +419,7 @@ impl ShopArgs {
             lock: PurchaseLock::Leasehold,
             lock_wait: Duration::from_secs(30),
             leader: None,
+            fencing: PurchaseFencing::Claim,
         };
         let mut store_url = None;
         let (mut no_lock, mut raw_lock) = (false, false);
@@ -449,6 +460,8 @@ impl ShopArgs {
                 }
                 "--no-lock" => no_lock = true,
                 "--raw-lock" => raw_lock = true,
+                // Hidden from the usage: the purchase before issue 44, for the fault suite.
+                "--fence-write-only" => parsed.fencing = PurchaseFencing::WriteOnly,
                 "--leader" => parsed.leader = Some(value("--leader")?),
                 "--lock-wait" => {
                     let text = value("--lock-wait")?;
@@ -464,6 +477,15 @@ impl ShopArgs {
             return Err(format!(
                 "--raw-lock locks on the Redis at --redis-url: give it without --no-lock, \
                  --zookeeper, --etcd or --postgres\n\n{usage}"
+            ));
+        }
+        if parsed.fencing == PurchaseFencing::WriteOnly
+            && (no_lock || matches!(parsed.lock_server, LockServer::Postgres(_)))
+        {
+            return Err(format!(
+                "--fence-write-only fences the write of a locked purchase in Redis alone: give \
+                 it without --no-lock and --postgres (whose purchase checks its lock in its \
+                 transaction, before it reads)\n\n{usage}"
             ));
         }
         if no_lock {
@@ -578,6 +600,27 @@ mod tests {
         assert!(parse(&["--store-url"])
             .unwrap_err()
             .contains("needs a value"));
+    }
+
+    #[test]
+    fn purchases_claim_the_record_unless_told_to_fence_the_write_only() {
+        assert_eq!(parse(&[]).unwrap().fencing, PurchaseFencing::Claim);
+        let old = parse(&["--fence-write-only", "--store-url", "redis://s:2"]).unwrap();
+        assert_eq!(old.fencing, PurchaseFencing::WriteOnly);
+        assert_eq!(old.lock, PurchaseLock::Leasehold);
+        let raw = parse(&["--raw-lock", "--fence-write-only"]).unwrap();
+        assert_eq!(raw.fencing, PurchaseFencing::WriteOnly);
+        for other in [
+            &["--fence-write-only", "--no-lock"][..],
+            &["--postgres", "postgres://p/db", "--fence-write-only"],
+        ] {
+            let e = parse(other).unwrap_err();
+            assert!(e.starts_with("--fence-write-only fences the write"), "{e}");
+        }
+        assert!(
+            !parse(&["--help"]).unwrap_err().contains("fence-write-only"),
+            "a test's flag, hidden"
+        );
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The store a shop was started with, Redis or PostgreSQL, behind one set of methods, so the
-//! shops' handlers never ask which: each fences a write its own way, given the lock's guard.
+//! shops' handlers never ask which: each fences a purchase its own way, from its read on,
+//! given the lock's guard.
 
 use leasehold::LockGuard;
 
-use super::{PgStock, Purchase, RedisStock, Stock, StoreError};
+use super::{PgStock, Purchase, PurchaseFencing, RedisStock, Stock, StoreError};
 
-/// The stock of every sku and the order counter, in Redis (fenced by token: the record keeps
-/// the newest fence that wrote to it) or in PostgreSQL (fenced by the lock itself: the
-/// purchase's transaction checks the lock's row, next to the stock). Cheap to clone.
+/// The stock of every sku and the order counter, in Redis (fenced by token: a purchase claims
+/// the record, which keeps the newest fence that claimed it, before it reads, and writes only
+/// under its claim) or in PostgreSQL (fenced by the lock itself: the purchase's transaction
+/// checks the lock's row, next to the stock, before it reads). Cheap to clone.
 #[derive(Clone)]
 pub enum Store {
     /// Redis hashes, `shop:stock:<sku>`, and the counter `shop:orders`.
@@ -30,13 +32,24 @@ impl Store {
         }
     }
 
+    /// The same store, its purchases under a lock fenced as `fencing` says in Redis; a
+    /// PostgreSQL store checks the lock in the purchase's transaction whatever it says.
+    #[must_use]
+    pub fn with_fencing(self, fencing: PurchaseFencing) -> Store {
+        match self {
+            Store::Redis(redis) => Store::Redis(redis.with_fencing(fencing)),
+            postgres => postgres,
+        }
+    }
+
     /// Whether `url` names a PostgreSQL database.
     pub fn is_postgres(url: &str) -> bool {
         url.starts_with("postgres://") || url.starts_with("postgresql://")
     }
 
     /// Sets the stock of `sku` to `quantity` with nothing sold. With `holder` (the lock's
-    /// guard), only while the holder's fence is current; `Ok(None)` when it is stale.
+    /// guard), only while the holder's fence is current (in Redis: the record claimed with it,
+    /// then written under the claim); `Ok(None)` when it is stale.
     ///
     /// # Errors
     /// When the store fails.
@@ -68,7 +81,9 @@ impl Store {
 
     /// Buys one item of `sku` the naive way (read, check, pay, write back the quantity read
     /// minus one), which oversells unless a lock serializes it. With `holder` (the lock's
-    /// guard), a holder whose lock was lost writes nothing: [`Purchase::Stale`].
+    /// guard), the read is fenced (in Redis it is the record's claim, in PostgreSQL it runs in
+    /// the transaction that checked the lock), so a holder whose lock was lost writes nothing
+    /// ([`Purchase::Stale`]), even when its write lands after the next holder's read.
     ///
     /// # Errors
     /// When the store fails.

@@ -1,6 +1,6 @@
 //! The shop's stock and order counter, in Redis or in PostgreSQL, with the naive
 //! read-check-write purchase that a lock must protect, and the fencing that refuses a holder
-//! whose lock was lost.
+//! whose lock was lost: from its read on, not only at its write.
 
 mod backend;
 mod postgres;
@@ -10,4 +10,4 @@ mod stock;
 pub use self::redis::{stock_key, RedisStock, ORDERS_KEY};
 pub use backend::Store;
 pub use postgres::{PgStock, STOCK_SCHEMA};
-pub use stock::{Purchase, Stock, StoreError, PAYMENT_TIME};
+pub use stock::{Purchase, PurchaseFencing, Stock, StoreError, PAYMENT_TIME};

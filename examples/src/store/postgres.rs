@@ -1,6 +1,8 @@
 //! The stock in PostgreSQL, next to the locks: a purchase is one transaction that first checks
-//! its lock with [`leasehold::postgres::check_fence`], so the fence check and the write commit
-//! together, and a holder whose lock was taken over writes nothing.
+//! its lock with [`leasehold::postgres::check_fence`], then reads and writes, so the check,
+//! the read and the write commit together. A holder whose lock was taken over writes nothing,
+//! and no older holder's write can land between this purchase's read and its write: the lock
+//! cannot change hands while the transaction is open.
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -174,9 +176,13 @@ impl PgStock {
     /// lock around it, this oversells.
     ///
     /// With `holder` (the lock's guard), the transaction first checks the holder's fence
-    /// ([`check_fence`]), which row-locks the lock until the commit: a holder whose lock was
-    /// lost gets [`Purchase::Stale`] and writes nothing, and no other holder can take the
-    /// lock over before this purchase's write is committed.
+    /// ([`check_fence`]), before the read, and that keeps the lock from changing hands until
+    /// the commit: a holder whose lock was lost gets [`Purchase::Stale`] and writes nothing,
+    /// and no other holder can take the lock over, nor write, between this purchase's read
+    /// and its write. (The stock has no fence column: with the locks in the same database,
+    /// the lock's row is the fence. With the locks elsewhere, the read would have to be
+    /// `leasehold::postgres::claim_fence`'s first touch; the shops keep the stock next to the
+    /// locks with `--postgres`, and refuse a PostgreSQL `--store-url` with the locks elsewhere.)
     ///
     /// # Errors
     /// When PostgreSQL fails or does not answer within 5 s.

@@ -32,10 +32,29 @@ pub enum Purchase {
     SoldOut,
     /// No such sku.
     UnknownSku,
-    /// The write was refused because this request's lock was lost before it wrote: in Redis,
-    /// a newer fencing token wrote to the record; in PostgreSQL, the lock's row showed another
-    /// holder, or none, in the purchase's own transaction.
+    /// Nothing was written because this request's lock was lost: in Redis, a newer fencing
+    /// token claimed the record before this purchase's claim (its read) or between its read
+    /// and its write; in PostgreSQL, the lock's row showed another holder, or none, in the
+    /// purchase's own transaction, before it read.
     Stale,
+}
+
+/// How a purchase under a lock fences the stock in Redis. (In PostgreSQL the purchase's
+/// transaction checks the lock itself before it reads, `check_fence`, which this does not
+/// change.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PurchaseFencing {
+    /// The read is the record's claim (`leasehold::fenced::claim_with_fence`), and the write
+    /// is accepted only while the claim is still the purchase's own: a stale holder's write
+    /// lands nowhere, however late. The default.
+    #[default]
+    Claim,
+    /// The purchase before issue 44, kept to show why it was replaced (the shops' hidden
+    /// `--fence-write-only`, for the fault suite): a plain read, and a write refused only if a
+    /// newer token wrote first. A holder's write delayed in the network past its lease that
+    /// lands between the next holder's read and its write is accepted, and so is the next
+    /// holder's: two sales, the stock down by one.
+    WriteOnly,
 }
 
 /// Why the stock store failed. A stale write is not an error: it is [`Purchase::Stale`] (or

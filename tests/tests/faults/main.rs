@@ -1,8 +1,8 @@
 //! The fault and history suites of RELIABILITY.md: worker processes take locks in a loop and
 //! log every step, the tests inject faults, and the history checker judges the logs.
-//! `scenarios` holds scenarios 1 to 5 and 8 to 11 on Redis, `shop` scenario 6, `soak` scenario
-//! 7; then the other engines, the other primitives (`redlock`: readers and leaders on RedLock),
-//! and fairness.
+//! `scenarios` holds scenarios 1 to 5 and 8 to 11 on Redis, `shop` and `shop_delayed_write`
+//! scenario 6, `soak` scenario 7; then the other engines, the other primitives (`redlock`:
+//! readers and leaders on RedLock), and fairness.
 
 mod etcd;
 mod fairness;
@@ -13,6 +13,7 @@ mod primitives;
 mod redlock;
 mod scenarios;
 mod shop;
+mod shop_delayed_write;
 mod shutdown;
 mod soak;
 mod zookeeper;

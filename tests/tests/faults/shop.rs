@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
 
 /// The shops' lease (`lease = "10s"` in their handlers).
-const SHOP_LEASE: Duration = Duration::from_secs(10);
+pub(crate) const SHOP_LEASE: Duration = Duration::from_secs(10);
 /// The stock every phase sells.
 const STOCK: i64 = 300;
 /// The clients buying at once, through both shops.
@@ -99,7 +99,7 @@ impl Drop for Shop {
 }
 
 /// One HTTP/1.1 request on a connection of its own: `(status, body)`.
-async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+pub(crate) async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await?;
         let request = format!(
@@ -229,7 +229,7 @@ fn spawn_load(
     tokio::spawn(async move { buy_until_sold_out(&shops, &sku, limit, sales).await })
 }
 
-async fn set_stock(shop: SocketAddr, sku: &str, quantity: i64) {
+pub(crate) async fn set_stock(shop: SocketAddr, sku: &str, quantity: i64) {
     let (status, body) = http(
         shop,
         "PUT",
@@ -314,7 +314,7 @@ impl std::fmt::Debug for Summary<'_> {
 }
 
 /// How many times the scenario repeats: `LEASEHOLD_RUNS` (default 1).
-fn runs() -> usize {
+pub(crate) fn runs() -> usize {
     std::env::var("LEASEHOLD_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
