@@ -4,9 +4,12 @@
 use redis::aio::ConnectionLike;
 use redis::{FromRedisValue, RedisResult, ToRedisArgs, Value};
 
+use super::holder::FenceHolder;
 use super::record::{unexpected, Record};
 use super::scripts::CLAIM;
-use super::write::{unavailable, write_if_claimed, FencedWrite};
+use super::write::{
+    unavailable, write_all_if_claimed, write_if_claimed, FencedWrite, FencedWrites,
+};
 use crate::error::{LockError, LostReason};
 use crate::primitives::guard::LockGuard;
 
@@ -98,12 +101,14 @@ fn claimed(reply: &Value) -> RedisResult<Claimed> {
 #[must_use = "a claim is how the holder reads and writes the record"]
 pub struct Claim<'g> {
     guard: &'g LockGuard,
+    fence: u64,
     key: String,
     record: Record,
 }
 
-/// Claims the record `key` for `guard`: its first touch in the critical section, before the
-/// holder reads anything of it. The record's fence becomes the guard's, so from this instant
+/// Claims the record `key` for `holder` (a [`LockGuard`], a [`PermitGuard`](crate::PermitGuard),
+/// a [`Leadership`](crate::Leadership): any [`FenceHolder`]): its first touch in the critical
+/// section, before the holder reads anything of it. The record's fence becomes the guard's, so from this instant
 /// no older holder's write is accepted, however late it arrives; the record is returned as it
 /// is after the claim ([`Claim::get`]), and [`Claim::write`] writes only while the record is
 /// still the guard's. Sends nothing when the guard's lease is known lost.
@@ -111,7 +116,8 @@ pub struct Claim<'g> {
 /// Works on any async connection of the `redis` crate (multiplexed, connection manager,
 /// cluster: the script touches one key), whatever engine the guard's lock lives on. With a
 /// [`MultiGuard`](crate::MultiGuard), claim each key's record with that key's guard
-/// (`multi.guard("wallet:1")`).
+/// (`multi.guard("wallet:1")`); a leader claims with its term, a permit holder with its
+/// permit's fence.
 ///
 /// ```no_run
 /// # async fn sell(
@@ -138,17 +144,20 @@ pub struct Claim<'g> {
 ///   happened or not: claiming again with the same guard is harmless), or refused the claim
 ///   (the record's `fence` field holds something else than a token); its source is the
 ///   `redis` error.
-pub async fn claim<'g, C: ConnectionLike>(
-    conn: &mut C,
-    guard: &'g LockGuard,
-    key: &str,
-) -> Result<Claim<'g>, LockError> {
+pub async fn claim<'g, C, H>(conn: &mut C, holder: &'g H, key: &str) -> Result<Claim<'g>, LockError>
+where
+    C: ConnectionLike,
+    H: FenceHolder + ?Sized,
+{
+    let guard = holder.fence_guard()?;
     if !guard.is_held() {
         return Err(guard.lost_error());
     }
-    match claim_with_fence(conn, key, guard.fence()).await {
+    let fence = holder.holder_fence();
+    match claim_with_fence(conn, key, fence).await {
         Ok(Claimed::Yes(record)) => Ok(Claim {
             guard,
+            fence,
             key: key.to_owned(),
             record,
         }),
@@ -177,9 +186,9 @@ impl<'g> Claim<'g> {
         &self.key
     }
 
-    /// The fence the record was claimed with: the guard's.
+    /// The fence the record was claimed with: the holder's.
     pub fn fence(&self) -> u64 {
-        self.guard.fence()
+        self.fence
     }
 
     /// Sets `fields` of the record while it is still claimed by this guard (its fence is the
@@ -207,20 +216,76 @@ impl<'g> Claim<'g> {
         if !self.guard.is_held() {
             return Err(self.guard.lost_error());
         }
-        let fence = self.guard.fence();
-        match write_if_claimed(conn, &self.key, fields, fence).await {
+        match write_if_claimed(conn, &self.key, fields, self.fence).await {
             Ok(FencedWrite::Accepted) => Ok(()),
-            Ok(FencedWrite::Refused { newest }) if newest > fence => {
-                Err(stale(self.guard, "a claimed write was refused"))
-            }
-            Ok(FencedWrite::Refused { .. }) => Err(LockError::config(
-                "a claimed write found the record without its claim: it was deleted, expired or \
-                 evicted since it was claimed (keep fenced records for longer than a holder may \
-                 be paused); nothing was written: claim the record again, and read it again",
-            )),
+            Ok(FencedWrite::Refused { newest }) => Err(refusal(self, newest)),
             Err(e) => Err(unavailable("write", e)),
         }
     }
+}
+
+/// Sets fields of several claimed records at once (a transfer between two wallets under a
+/// [`MultiGuard`](crate::MultiGuard), each record claimed with its key's guard): every
+/// record's fields are set only while every record is still claimed by its holder, in one
+/// script ([`WRITE_ALL_IF_CLAIMED_LUA`](super::WRITE_ALL_IF_CLAIMED_LUA)), so a holder that
+/// lost one of its leases writes none of them. On a Redis Cluster the records must share a
+/// slot (a hash tag). Sends nothing when a claim's guard is known lost.
+///
+/// ```no_run
+/// # async fn transfer(
+/// #     locker: leasehold::Locker,
+/// #     mut conn: redis::aio::MultiplexedConnection,
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
+/// use leasehold::fenced::{claim, write_all};
+///
+/// let both = locker.lock_all(["wallet:1", "wallet:2"]).acquire().await?;
+/// let from = claim(&mut conn, both.guard("wallet:1").unwrap(), "{wallets}:1").await?;
+/// let to = claim(&mut conn, both.guard("wallet:2").unwrap(), "{wallets}:2").await?;
+/// let (a, b): (i64, i64) = (from.get("balance")?.unwrap_or(0), to.get("balance")?.unwrap_or(0));
+/// write_all(&mut conn, &[(&from, &[("balance", a - 10)]), (&to, &[("balance", b + 10)])]).await?;
+/// both.release().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// As [`Claim::write`], for whichever record refused: nothing was written to any.
+pub async fn write_all<C, F, V>(
+    conn: &mut C,
+    writes: &[(&Claim<'_>, &[(F, V)])],
+) -> Result<(), LockError>
+where
+    C: ConnectionLike,
+    F: ToRedisArgs,
+    V: ToRedisArgs,
+{
+    if let Some((claim, _)) = writes.iter().find(|(c, _)| !c.guard.is_held()) {
+        return Err(claim.guard.lost_error());
+    }
+    let plan: Vec<(&str, u64, &[(F, V)])> = writes
+        .iter()
+        .map(|(claim, fields)| (claim.key.as_str(), claim.fence, *fields))
+        .collect();
+    match write_all_if_claimed(conn, &plan).await {
+        Ok(FencedWrites::Accepted) => Ok(()),
+        Ok(FencedWrites::Refused { index, newest }) => {
+            let claim = writes[index.min(writes.len() - 1)].0;
+            Err(refusal(claim, newest))
+        }
+        Err(e) => Err(unavailable("write", e)),
+    }
+}
+
+/// What a claimed write's refusal means: a newer holder (the loss it proves, told to the
+/// guard), or a record that lost its claim.
+fn refusal(claim: &Claim<'_>, newest: u64) -> LockError {
+    if newest > claim.fence {
+        return stale(claim.guard, "a claimed write was refused");
+    }
+    LockError::config(
+        "a claimed write found the record without its claim: it was deleted, expired or \
+         evicted since it was claimed (keep fenced records for longer than a holder may be \
+         paused); nothing was written: claim the record again, and read it again",
+    )
 }
 
 /// A refusal by a newer holder: the loss it proves, told to the guard.

@@ -101,13 +101,18 @@
 //! needs no fence column.
 
 mod claim;
+mod holder;
 mod record;
 mod scripts;
 mod write;
 
-pub use claim::{claim, claim_with_fence, Claim, Claimed};
+pub use claim::{claim, claim_with_fence, write_all, Claim, Claimed};
+pub use holder::FenceHolder;
 pub use record::Record;
 pub use scripts::{
-    CLAIM_LUA, FENCE_CMP_LUA, FENCE_FIELD, WRITE_IF_CLAIMED_LUA, WRITE_IF_NEWER_LUA,
+    CLAIM_LUA, FENCE_CMP_LUA, FENCE_FIELD, WRITE_ALL_IF_CLAIMED_LUA, WRITE_IF_CLAIMED_LUA,
+    WRITE_IF_NEWER_LUA,
 };
-pub use write::{write_if_claimed, write_if_newer, FencedWrite};
+pub use write::{
+    write_all_if_claimed, write_if_claimed, write_if_newer, FencedWrite, FencedWrites,
+};

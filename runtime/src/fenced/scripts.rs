@@ -88,6 +88,27 @@ pub const WRITE_IF_CLAIMED_LUA: &str = concat!(
     include_str!("lua/write_if_claimed.lua")
 );
 
+/// The Lua script of [`write_all_if_claimed`](super::write_all_if_claimed) (and so of
+/// [`write_all`](super::write_all)). It starts with [`FENCE_CMP_LUA`].
+///
+/// - `KEYS[1..n]`: the hashes (of one slot, on a Redis Cluster).
+/// - `ARGV`: for each hash in `KEYS`' order: the writer's token for it, the number of fields
+///   to set, then field, value, field, value, ...
+///
+/// Sets every field only while every hash's `fence` field holds exactly its writer's token.
+/// Returns `{1}` when written, `{0, i, stored}` when the `i`-th hash (from 1) did not (`stored`:
+/// its token, `""` when none): nothing was written. Fails, writing nothing, on a token that is
+/// not a canonical decimal, arguments that do not add up, or a field named [`FENCE_FIELD`].
+///
+/// ```
+/// let script = redis::Script::new(leasehold::fenced::WRITE_ALL_IF_CLAIMED_LUA);
+/// assert_eq!(script.get_hash().len(), 40);
+/// ```
+pub const WRITE_ALL_IF_CLAIMED_LUA: &str = concat!(
+    include_str!("lua/fence_cmp.lua"),
+    include_str!("lua/write_all_if_claimed.lua")
+);
+
 /// The Lua script of [`write_if_newer`](super::write_if_newer), the blind fenced write. It
 /// starts with [`FENCE_CMP_LUA`].
 ///
@@ -115,6 +136,9 @@ pub(super) static CLAIM: LazyLock<redis::Script> = LazyLock::new(|| redis::Scrip
 pub(super) static WRITE_IF_CLAIMED: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(WRITE_IF_CLAIMED_LUA));
 
+pub(super) static WRITE_ALL_IF_CLAIMED: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(WRITE_ALL_IF_CLAIMED_LUA));
+
 pub(super) static WRITE_IF_NEWER: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(WRITE_IF_NEWER_LUA));
 
@@ -125,12 +149,20 @@ mod tests {
     #[test]
     fn scripts_never_turn_tokens_into_lua_numbers() {
         // tonumber rounds tokens above 2^53; the integration tests show the failure itself.
-        for script in [CLAIM_LUA, WRITE_IF_CLAIMED_LUA, WRITE_IF_NEWER_LUA] {
+        // Only counts of fields may be numbers, and those lines name no token.
+        for script in [
+            CLAIM_LUA,
+            WRITE_IF_CLAIMED_LUA,
+            WRITE_ALL_IF_CLAIMED_LUA,
+            WRITE_IF_NEWER_LUA,
+        ] {
             let code = script
                 .lines()
                 .filter(|line| !line.trim_start().starts_with("--"));
             for line in code {
-                assert!(!line.contains("tonumber"), "{line}");
+                let counts = line.contains("local count = tonumber(");
+                assert!(!line.contains("tonumber") || counts, "{line}");
+                assert!(!counts || !line.contains("fence"), "{line}");
             }
             assert!(script.starts_with(FENCE_CMP_LUA));
             assert!(script.contains(&format!("'{FENCE_FIELD}'")));

@@ -1,9 +1,9 @@
 //! Fenced writes: under a claim ([`write_if_claimed`]), or blind ([`write_if_newer`]).
 
 use redis::aio::ConnectionLike;
-use redis::{ErrorKind, RedisError, ToRedisArgs};
+use redis::{ErrorKind, FromRedisValue, RedisError, ToRedisArgs};
 
-use super::scripts::{WRITE_IF_CLAIMED, WRITE_IF_NEWER};
+use super::scripts::{WRITE_ALL_IF_CLAIMED, WRITE_IF_CLAIMED, WRITE_IF_NEWER};
 use crate::error::LockError;
 
 /// The outcome of a fenced write ([`write_if_claimed`], [`write_if_newer`]): written, or
@@ -113,14 +113,23 @@ fn outcome(written: i64, stored: &str) -> Result<FencedWrite, RedisError> {
     if written == 1 {
         return Ok(FencedWrite::Accepted);
     }
-    match stored.parse() {
-        Ok(newest) => Ok(FencedWrite::Refused { newest }),
-        Err(_) => Err(RedisError::from((
+    Ok(FencedWrite::Refused {
+        newest: stored_token(stored)?,
+    })
+}
+
+/// The token a record carries, as a script answered it: `""` for none (0).
+fn stored_token(stored: &str) -> Result<u64, RedisError> {
+    if stored.is_empty() {
+        return Ok(0);
+    }
+    stored.parse().map_err(|_| {
+        RedisError::from((
             ErrorKind::UnexpectedReturnType,
             "the record's fencing token does not fit in a u64",
             format!("{} digits", stored.len()),
-        ))),
-    }
+        ))
+    })
 }
 
 /// Sets `fields` of the hash `key` only while its [`FENCE_FIELD`](super::FENCE_FIELD) holds
@@ -162,10 +171,83 @@ where
         call.arg(field).arg(value);
     }
     let (written, stored): (i64, String) = call.invoke_async(conn).await?;
-    if written != 1 && stored.is_empty() {
-        return Ok(FencedWrite::Refused { newest: 0 });
-    }
     outcome(written, &stored)
+}
+
+/// The outcome of a [`write_all_if_claimed`]: every record written, or none.
+///
+/// ```
+/// use leasehold::fenced::FencedWrites;
+///
+/// let refused = FencedWrites::Refused { index: 1, newest: 65 };
+/// assert!(!refused.is_accepted());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use = "a refused write did not happen"]
+pub enum FencedWrites {
+    /// Every record carried its writer's claim, and every field was set.
+    Accepted,
+    /// Nothing was written: the record at `index` (from 0, in the order given) carried
+    /// another token than its writer's (`newest`, 0 for none), as
+    /// [`FencedWrite::Refused`] tells for one record.
+    Refused {
+        /// Which record refused.
+        index: usize,
+        /// The token it carries (0 for none).
+        newest: u64,
+    },
+}
+
+impl FencedWrites {
+    /// True for [`FencedWrites::Accepted`].
+    pub fn is_accepted(&self) -> bool {
+        matches!(self, FencedWrites::Accepted)
+    }
+}
+
+/// Sets fields of several records at once, each `(key, fence, fields)`, only while every
+/// record's [`FENCE_FIELD`](super::FENCE_FIELD) holds exactly its `fence` (its claim), in one
+/// script ([`WRITE_ALL_IF_CLAIMED_LUA`](super::WRITE_ALL_IF_CLAIMED_LUA)): all written, or
+/// none. The guard-free form of [`write_all`](super::write_all). On a Redis Cluster the keys
+/// must share a slot (a hash tag: `{wallets}:1`, `{wallets}:2`).
+///
+/// # Errors
+/// The connection's error when Redis fails or times out (the write may then have happened
+/// or not), and a server error, with nothing written, when a field is named
+/// [`FENCE_FIELD`](super::FENCE_FIELD) or the keys do not share a Cluster slot.
+pub async fn write_all_if_claimed<C, F, V>(
+    conn: &mut C,
+    writes: &[(&str, u64, &[(F, V)])],
+) -> Result<FencedWrites, RedisError>
+where
+    C: ConnectionLike,
+    F: ToRedisArgs,
+    V: ToRedisArgs,
+{
+    let mut call = WRITE_ALL_IF_CLAIMED.prepare_invoke();
+    for (key, fence, fields) in writes {
+        call.key(*key);
+        call.arg(*fence).arg(fields.len());
+        for (field, value) in *fields {
+            call.arg(field).arg(value);
+        }
+    }
+    let reply: Vec<redis::Value> = call.invoke_async(conn).await?;
+    match reply.as_slice() {
+        [redis::Value::Int(1)] => Ok(FencedWrites::Accepted),
+        [redis::Value::Int(0), index, stored] => {
+            let index = usize::from_redis_value_ref(index)?;
+            let stored = String::from_redis_value_ref(stored)?;
+            Ok(FencedWrites::Refused {
+                index: index.saturating_sub(1),
+                newest: stored_token(&stored)?,
+            })
+        }
+        _ => Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "a fenced write of several records answered neither written nor refused",
+        ))),
+    }
 }
 
 /// A fenced call to Redis that failed: it may or may not have happened.

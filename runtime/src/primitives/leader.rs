@@ -499,6 +499,11 @@ impl Leadership {
         &self.leader.identity
     }
 
+    /// The guard of the leader's lock, until it resigned.
+    pub(crate) fn lease_guard(&self) -> Option<&LockGuard> {
+        self.guard.as_ref()
+    }
+
     /// The election's name, as given to [`Locker::leader`].
     pub fn name(&self) -> &str {
         &self.election.name

@@ -464,7 +464,7 @@ async fn claims_work_on_sqlx_and_a_database_without_the_table_is_a_config_error(
     let pg = PgServer::start().await;
     stock(&pg).await;
     let redis = RedisServer::start().await;
-    let (old, new, _lockers) = stale_and_new_on_redis(&redis).await;
+    let (old, new, lockers) = stale_and_new_on_redis(&redis).await;
     let pool = sqlx_pool(&pg.url()).await;
 
     let mut tx = pool.begin().await.unwrap();
@@ -499,4 +499,20 @@ async fn claims_work_on_sqlx_and_a_database_without_the_table_is_a_config_error(
     }
     assert_stale(claimed, &old);
     assert_eq!(left(&pg).await, 9, "only the holder's sale");
+
+    // The guard-free form, with a fence from elsewhere, and a leader claiming with its term.
+    use leasehold::postgres::claim_with_fence;
+    let mut conn = pool.acquire().await.unwrap();
+    assert!(claim_with_fence(&mut conn, "job", 50).await.unwrap());
+    assert!(
+        claim_with_fence(&mut conn, "job", 50).await.unwrap(),
+        "the same again"
+    );
+    assert!(!claim_with_fence(&mut conn, "job", 49).await.unwrap());
+    let leader = lockers[0].leader("job").campaign().await.unwrap();
+    assert!(leader.term() > 50);
+    claim_fence(&mut conn, &leader, "job")
+        .await
+        .expect("a leader claims with its term");
+    assert!(!claim_with_fence(&mut conn, "job", 50).await.unwrap());
 }

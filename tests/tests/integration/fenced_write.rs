@@ -514,3 +514,122 @@ async fn a_claim_reads_the_record_and_its_writes_need_the_claim() {
     assert!(bad.is_unavailable(), "{bad:?}");
     assert!(bad.to_string().contains("`fence`"), "{bad}");
 }
+
+/// A transfer under a claim of each record is written whole or not at all: an older holder
+/// whose claim of one record was overtaken writes neither, and says which one refused.
+#[tokio::test]
+async fn several_claimed_records_are_written_together_or_not_at_all() {
+    let srv = RedisServer::start().await;
+    let mut conn = srv.conn().await;
+    let (old, new) = (33, 65);
+    for key in ["{w}:1", "{w}:2"] {
+        let _: () = conn.hset(key, "balance", 100).await.unwrap();
+        assert!(fenced::claim_with_fence(&mut conn, key, old)
+            .await
+            .unwrap()
+            .is_claimed());
+    }
+    // A newer holder claims only the second record.
+    assert!(fenced::claim_with_fence(&mut conn, "{w}:2", new)
+        .await
+        .unwrap()
+        .is_claimed());
+    let debit = [("balance", 90)];
+    let credit = [("balance", 110)];
+    let refused = fenced::write_all_if_claimed(
+        &mut conn,
+        &[("{w}:1", old, &debit[..]), ("{w}:2", old, &credit[..])],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        refused,
+        fenced::FencedWrites::Refused {
+            index: 1,
+            newest: new
+        }
+    );
+    assert_eq!(left_field(&mut conn, "{w}:1").await, 100, "nothing written");
+    assert_eq!(left_field(&mut conn, "{w}:2").await, 100, "nothing written");
+
+    // With guards: both keys of a lock_all, claimed and written at once.
+    let locker = locker(&srv.url()).await;
+    let both = locker
+        .lock_all(["wallet:1", "wallet:2"])
+        .acquire()
+        .await
+        .unwrap();
+    let from = fenced::claim(&mut conn, both.guard("wallet:1").unwrap(), "{w}:1")
+        .await
+        .unwrap();
+    let to = fenced::claim(&mut conn, both.guard("wallet:2").unwrap(), "{w}:2")
+        .await
+        .unwrap();
+    let (a, b): (i64, i64) = (
+        from.get("balance").unwrap().unwrap(),
+        to.get("balance").unwrap().unwrap(),
+    );
+    fenced::write_all(
+        &mut conn,
+        &[
+            (&from, &[("balance", a - 10)]),
+            (&to, &[("balance", b + 10)]),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(left_field(&mut conn, "{w}:1").await, 90);
+    assert_eq!(left_field(&mut conn, "{w}:2").await, 110);
+}
+
+async fn left_field(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    let value: Option<i64> = conn.hget(key, "balance").await.unwrap();
+    value.unwrap_or(0)
+}
+
+/// Every primitive that guards a write claims the same way: a leader with its term, a permit
+/// holder with its permit's fence; a newer leader's claim refuses the deposed one's write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaders_and_permit_holders_claim_with_their_fence() {
+    let srv = RedisServer::start().await;
+    let (a, b) = (locker(&srv.url()).await, locker(&srv.url()).await);
+    let mut conn = srv.conn().await;
+
+    let permit = a.semaphore("payments", 1).acquire().await.unwrap();
+    let claim = fenced::claim(&mut conn, &permit, "payments").await.unwrap();
+    assert_eq!(claim.fence(), permit.fence());
+    claim.write(&mut conn, &[("calls", 1)]).await.unwrap();
+    permit.release().await.unwrap();
+
+    let first = a
+        .leader("jobs")
+        .lease(Duration::from_millis(300))
+        .watchdog(false)
+        .campaign()
+        .await
+        .unwrap();
+    let deposed_claim = fenced::claim(&mut conn, &first, "jobs").await.unwrap();
+    assert_eq!(deposed_claim.fence(), first.term());
+    // Its term ends (a fixed-length term); the next leader claims the record.
+    first.lost().await;
+    let second = b.leader("jobs").campaign().await.unwrap();
+    assert!(second.term() > first.term());
+    let claim = fenced::claim(&mut conn, &second, "jobs").await.unwrap();
+    let refused = deposed_claim.write(&mut conn, &[("ran", "first")]).await;
+    assert!(
+        matches!(refused, Err(LockError::Lost { .. })),
+        "{refused:?}"
+    );
+    // And by the record itself, whatever the deposed leader believes: its term is older.
+    let by_record = fenced::write_if_claimed(&mut conn, "jobs", &[("ran", "first")], first.term())
+        .await
+        .unwrap();
+    assert_eq!(
+        by_record,
+        FencedWrite::Refused {
+            newest: second.term()
+        }
+    );
+    claim.write(&mut conn, &[("ran", "second")]).await.unwrap();
+    assert_eq!(record(&mut conn, "jobs").await["ran"], "second");
+}

@@ -5,6 +5,7 @@
 use super::client::{StatementError, UNDEFINED_TABLE};
 use super::fence::FenceClient;
 use crate::error::{LockError, LostReason};
+use crate::fenced::FenceHolder;
 use crate::primitives::guard::LockGuard;
 
 /// The table [`claim_fence`] keeps its claims in: one row per resource, its newest fence.
@@ -35,7 +36,8 @@ WITH claimed AS (
 )
 SELECT EXISTS (SELECT 1 FROM claimed)";
 
-/// Claims `resource` for `guard` in the caller's transaction: the first statement of every
+/// Claims `resource` for `holder` (a [`LockGuard`], a [`PermitGuard`](crate::PermitGuard), a
+/// [`Leadership`](crate::Leadership): any [`FenceHolder`]) in the caller's transaction: the first statement of every
 /// transaction of the critical section, before it reads anything of the resource. The claim
 /// row (in [`FENCES_SCHEMA`]'s table, in the database of your data, wherever the locks live)
 /// is raised to the guard's fence, unless a newer holder's fence is there, and stays locked
@@ -90,27 +92,82 @@ SELECT EXISTS (SELECT 1 FROM claimed)";
 /// - [`LockError::Unavailable`] when the statement failed; its source is the driver's error (a
 ///   serialization failure, under `REPEATABLE READ` or `SERIALIZABLE`, means "retry the
 ///   transaction").
-pub async fn claim_fence<C, Via>(
-    client: C,
-    guard: &LockGuard,
-    resource: &str,
-) -> Result<(), LockError>
+pub async fn claim_fence<C, Via, H>(client: C, holder: &H, resource: &str) -> Result<(), LockError>
 where
     C: FenceClient<Via>,
+    H: FenceHolder + ?Sized,
 {
+    let guard = holder.fence_guard()?;
     if !guard.is_held() {
         return Err(guard.lost_error());
     }
-    let fence = i64::try_from(guard.fence()).map_err(|_| {
-        LockError::config(
-            "a fence above i64::MAX cannot be claimed in PostgreSQL's bigint (leasehold's own \
-             fences stay below 2^53: is a fence offset set too high?)",
-        )
-    })?;
+    let fence = bigint(holder.holder_fence())?;
     let answer = client
         .run_fence_check(CLAIM, resource.to_owned(), fence)
         .await;
     judge(guard, answer)
+}
+
+/// Claims `resource` for `fence` in the caller's transaction: the guard-free form of
+/// [`claim_fence`], for a holder whose fence comes from elsewhere (a lock by hand, another
+/// client). `Ok(true)` when claimed, `Ok(false)` when a newer fence holds the resource (roll
+/// the transaction back).
+///
+/// ```no_run
+/// # async fn run(db: &mut leasehold::postgres::tokio_postgres::Client)
+/// # -> Result<(), Box<dyn std::error::Error>> {
+/// let tx = db.transaction().await?;
+/// if leasehold::postgres::claim_with_fence(&tx, "stock:42", 65).await? {
+///     // read and write stock 42
+///     tx.commit().await?;
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// - [`LockError::Config`] when the database has no `leasehold_fences` table, or `fence` is
+///   above `i64::MAX`.
+/// - [`LockError::Unavailable`] when the statement failed; its source is the driver's error.
+pub async fn claim_with_fence<C, Via>(
+    client: C,
+    resource: &str,
+    fence: u64,
+) -> Result<bool, LockError>
+where
+    C: FenceClient<Via>,
+{
+    let answer = client
+        .run_fence_check(CLAIM, resource.to_owned(), bigint(fence)?)
+        .await;
+    match answer {
+        Ok(claimed) => Ok(claimed),
+        Err(e) => Err(failed(e)),
+    }
+}
+
+/// A fence as PostgreSQL's `bigint` takes it.
+fn bigint(fence: u64) -> Result<i64, LockError> {
+    i64::try_from(fence).map_err(|_| {
+        LockError::config(
+            "a fence above i64::MAX cannot be claimed in PostgreSQL's bigint (leasehold's own \
+             fences stay below 2^53: is a fence offset set too high?)",
+        )
+    })
+}
+
+/// A claim statement that failed: a missing table is the caller's to mend.
+fn failed(e: StatementError) -> LockError {
+    if e.is(UNDEFINED_TABLE) {
+        return LockError::Config {
+            message: format!(
+                "a fence claim found no table leasehold_fences in the transaction's database \
+                 ({}): create it once with leasehold::postgres::FENCES_SCHEMA",
+                e.text
+            ),
+            source: Some(e.error),
+        };
+    }
+    LockError::unavailable(format!("a fence claim failed: {}", e.text), Some(e.error))
 }
 
 /// What the claim's outcome means for the caller, and for the guard.
@@ -123,17 +180,6 @@ fn judge(guard: &LockGuard, answer: Result<bool, StatementError>) -> Result<(), 
                 reason: LostReason::StaleFence,
             })
         }
-        Err(e) if e.is(UNDEFINED_TABLE) => Err(LockError::Config {
-            message: format!(
-                "a fence claim found no table leasehold_fences in the transaction's database \
-                 ({}): create it once with leasehold::postgres::FENCES_SCHEMA",
-                e.text
-            ),
-            source: Some(e.error),
-        }),
-        Err(e) => Err(LockError::unavailable(
-            format!("a fence claim failed: {}", e.text),
-            Some(e.error),
-        )),
+        Err(e) => Err(failed(e)),
     }
 }

@@ -156,7 +156,7 @@ mod fence;
 mod sqlx_pg;
 mod tokio_pg;
 
-pub use self::claim::{claim_fence, FENCES_SCHEMA};
+pub use self::claim::{claim_fence, claim_with_fence, FENCES_SCHEMA};
 pub use self::fence::{check_fence, store_key, FenceClient};
 pub use super::SCHEMA;
 
