@@ -261,7 +261,7 @@ where
     if let Some((claim, _)) = writes.iter().find(|(c, _)| !c.guard.is_held()) {
         return Err(claim.guard.lost_error());
     }
-    let plan: Vec<(&str, u64, &[(F, V)])> = writes
+    let plan: Vec<RecordWrite<'_, F, V>> = writes
         .iter()
         .map(|(claim, fields)| (claim.key.as_str(), claim.fence, *fields))
         .collect();

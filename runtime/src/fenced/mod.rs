@@ -114,5 +114,5 @@ pub use scripts::{
     WRITE_IF_NEWER_LUA,
 };
 pub use write::{
-    write_all_if_claimed, write_if_claimed, write_if_newer, FencedWrite, FencedWrites,
+    write_all_if_claimed, write_if_claimed, write_if_newer, FencedWrite, FencedWrites, RecordWrite,
 };

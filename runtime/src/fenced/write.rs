@@ -205,6 +205,10 @@ impl FencedWrites {
     }
 }
 
+/// One record's part of a [`write_all_if_claimed`]: its key, its writer's fence (its claim),
+/// and the fields to set.
+pub type RecordWrite<'a, F, V> = (&'a str, u64, &'a [(F, V)]);
+
 /// Sets fields of several records at once, each `(key, fence, fields)`, only while every
 /// record's [`FENCE_FIELD`](super::FENCE_FIELD) holds exactly its `fence` (its claim), in one
 /// script ([`WRITE_ALL_IF_CLAIMED_LUA`](super::WRITE_ALL_IF_CLAIMED_LUA)): all written, or
@@ -217,7 +221,7 @@ impl FencedWrites {
 /// [`FENCE_FIELD`](super::FENCE_FIELD) or the keys do not share a Cluster slot.
 pub async fn write_all_if_claimed<C, F, V>(
     conn: &mut C,
-    writes: &[(&str, u64, &[(F, V)])],
+    writes: &[RecordWrite<'_, F, V>],
 ) -> Result<FencedWrites, RedisError>
 where
     C: ConnectionLike,
