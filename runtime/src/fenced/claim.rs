@@ -8,7 +8,7 @@ use super::holder::FenceHolder;
 use super::record::{unexpected, Record};
 use super::scripts::CLAIM;
 use super::write::{
-    unavailable, write_all_if_claimed, write_if_claimed, FencedWrite, FencedWrites,
+    unavailable, write_all_if_claimed, write_if_claimed, FencedWrite, FencedWrites, RecordWrite,
 };
 use crate::error::{LockError, LostReason};
 use crate::primitives::guard::LockGuard;
