@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use leasehold_tests::harness::RedisServer;
-use leasehold_tests::history::{monotonic_ns, FencedResource, History, Run, WorkerSpec};
+use leasehold_tests::history::{monotonic_ns, Fencing, History, ResourceClient, Run, WorkerSpec};
 use tokio::time::{sleep, Instant};
 
 fn ms(ns: u64) -> f64 {
@@ -93,9 +93,11 @@ const START_BALANCE: i64 = 1_000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_key_transfers_conserve_money_and_a_killed_holder_frees_its_keys() {
     let (locks, resource) = servers().await;
-    let bank = FencedResource::connect(&resource.url())
-        .await
-        .expect("resource");
+    let wallets: Vec<String> = WALLETS.iter().map(|w| (*w).to_owned()).collect();
+    let mut bank =
+        ResourceClient::connect(&resource.url(), Fencing::Claim, Duration::ZERO, &wallets)
+            .await
+            .expect("resource");
     for w in WALLETS {
         bank.set_balance(w, START_BALANCE).await.expect("SET");
     }
