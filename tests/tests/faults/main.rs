@@ -8,6 +8,7 @@ mod etcd;
 mod fairness;
 mod frozen;
 mod killed_leader;
+mod late_write;
 mod postgres;
 mod primitives;
 mod redlock;
