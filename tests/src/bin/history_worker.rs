@@ -209,13 +209,18 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
     // One connection per task: a PostgreSQL transaction needs one of its own.
     let mut resources = Vec::new();
     for _ in 0..spec.tasks {
-        let client =
-            ResourceClient::connect(&spec.resource_url, spec.fencing, spec.compute, &spec.keys)
-                .await
-                .unwrap_or_else(|e| {
-                    eprintln!("history_worker: the resource is unreachable: {e}");
-                    std::process::exit(3);
-                });
+        let client = ResourceClient::connect(
+            &spec.resource_url,
+            spec.fencing,
+            spec.compute,
+            &spec.keys,
+            spec.lease,
+        )
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("history_worker: the resource is unreachable: {e}");
+            std::process::exit(3);
+        });
         resources.push(tokio::sync::Mutex::new(client));
     }
 

@@ -5,7 +5,7 @@
 //! `CLOCK_MONOTONIC` times, which compare across processes of one machine; the test logs the
 //! faults it injects in the same clock. The resource's store (Redis or PostgreSQL) keeps a
 //! record of every write it accepted, with what the write was computed from, and
-//! [`Run::history`] reads them back. [`History::check`] then fails a run on holders whose
+//! [`Run::full_history`] reads them back with the logs. [`History::check`] then fails a run on holders whose
 //! validity windows overlap (two readers of a read-write lock may; a multi-key hold counts on
 //! each of its keys), fences out of real-time order (one rule for every primitive: writers,
 //! readers, permits, leader terms, each key of a multi-key hold), readers whose fence is not
@@ -29,7 +29,7 @@
 //!     run.spawn(&spec);
 //! }
 //! run.wait_all(Duration::from_secs(20)).await;
-//! let report = run.history().check();
+//! let report = run.full_history().check();
 //! assert!(report.violations.is_empty(), "{report}");
 //! # }
 //! ```

@@ -162,8 +162,8 @@ pub struct History {
     /// last writer's record (ZooKeeper, etcd). Off for Redis, whose readers get the fence
     /// counter lifted to the server clock (µs): only the bounds hold there.
     pub exact_reader_fences: bool,
-    /// What the resource's store holds after the run ([`Run::history`](super::Run::history)
-    /// reads it), or why it could not be read; `None` when nobody read it (a history parsed
+    /// What the resource's store holds after the run
+    /// ([`Run::full_history`](super::Run::full_history) reads it), or why it could not be read; `None` when nobody read it (a history parsed
     /// from logs alone): the lost-update rule is then not judged.
     pub resource: Option<Result<ResourceRecords, String>>,
 }

@@ -308,8 +308,9 @@ impl Run {
         }
     }
 
-    /// Reads all logs of the run, and the records of the resource the workers wrote to
-    /// ([`History::resource`]: what the store accepted, for the lost-update rule).
+    /// Reads all logs of the run: cheap enough to poll while the run goes on. The resource's
+    /// records are not read ([`History::resource`] is `None`): judge a
+    /// [`full_history`](Self::full_history).
     pub fn history(&self) -> History {
         let mut logs = Vec::new();
         for w in &self.workers {
@@ -319,6 +320,13 @@ impl Run {
         let mut history = History::parse(&logs, &faults);
         history.expect_fifo = self.expect_fifo;
         history.fifo_slack_ns = self.fifo_slack_ns;
+        history
+    }
+
+    /// The [`history`](Self::history) and the records of the resource the workers wrote to
+    /// ([`History::resource`]: what the store accepted, which the lost-update rule judges).
+    pub fn full_history(&self) -> History {
+        let mut history = self.history();
         history.resource = self.resource.as_deref().map(read_records);
         history
     }
@@ -336,7 +344,7 @@ impl Run {
         scenario: &str,
         known: &[Rule],
     ) -> (History, Report) {
-        let history = self.history();
+        let history = self.full_history();
         let report = history.check();
         report.record(scenario);
         let fatal = report.violations_except(known);

@@ -63,8 +63,11 @@ pub enum ResourceClient {
 }
 
 impl ResourceClient {
-    /// Connects to the resource at `url` (its scheme names the store); on PostgreSQL also
-    /// creates the tables if they are missing, and the rows of `keys`.
+    /// Connects to the resource at `url` (its scheme names the store) for a holder of leases
+    /// of `lease`; on PostgreSQL also creates the tables if they are missing, and the rows of
+    /// `keys`, and bounds how long a claiming transaction may wait for its client (the lease
+    /// plus 5 s, as `postgres::claim_fence` advises), so that a holder stalled inside one
+    /// does not keep the next holders' claims waiting for good.
     ///
     /// # Errors
     /// When the URL names no store, or the store cannot be reached.
@@ -73,14 +76,15 @@ impl ResourceClient {
         fencing: Fencing,
         compute: Duration,
         keys: &[String],
+        lease: Duration,
     ) -> Result<Self, String> {
         Ok(match ResourceStore::of(url)? {
             ResourceStore::Redis => {
                 ResourceClient::Redis(RedisResource::connect(url, fencing, compute).await?)
             }
-            ResourceStore::Postgres => {
-                ResourceClient::Postgres(PgResource::connect(url, fencing, compute, keys).await?)
-            }
+            ResourceStore::Postgres => ResourceClient::Postgres(
+                PgResource::connect(url, fencing, compute, keys, lease).await?,
+            ),
         })
     }
 

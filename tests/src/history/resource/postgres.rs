@@ -76,6 +76,8 @@ SELECT key, $4, $3, $5, $2 FROM updated";
 /// connection of its own).
 pub struct PgResource {
     client: Client,
+    url: String,
+    idle: Duration,
     fencing: Fencing,
     compute: Duration,
 }
@@ -94,6 +96,20 @@ async fn connect(url: &str) -> Result<Client, String> {
         .await
         .map_err(|_| format!("PostgreSQL at {url} did not answer within 10 s"))?
         .map_err(failed)
+}
+
+/// A session for a worker: one whose transaction waits for its client longer than `idle` is
+/// ended by the server.
+async fn open(url: &str, idle: Duration) -> Result<Client, String> {
+    let client = connect(url).await?;
+    client
+        .batch_execute(&format!(
+            "SET idle_in_transaction_session_timeout = '{}ms'",
+            idle.as_millis()
+        ))
+        .await
+        .map_err(failed)?;
+    Ok(client)
 }
 
 /// `(value, balance)` of each of `keys`, in their order.
@@ -126,8 +142,10 @@ impl PgResource {
         fencing: Fencing,
         compute: Duration,
         keys: &[String],
+        lease: Duration,
     ) -> Result<Self, String> {
-        let mut client = connect(url).await?;
+        let idle = lease + Duration::from_secs(5);
+        let mut client = open(url, idle).await?;
         let tx = client.transaction().await.map_err(failed)?;
         tx.batch_execute("SELECT pg_advisory_xact_lock(4404)")
             .await
@@ -143,6 +161,8 @@ impl PgResource {
         tx.commit().await.map_err(failed)?;
         Ok(PgResource {
             client,
+            url: url.to_owned(),
+            idle,
             fencing,
             compute,
         })
@@ -153,6 +173,10 @@ impl PgResource {
         update: &Update<'_>,
         on_read: impl FnOnce(&[i64]),
     ) -> Result<bool, String> {
+        if self.client.is_closed() {
+            // The server ended the session (a transaction idle past its bound): a new one.
+            self.client = open(&self.url, self.idle).await?;
+        }
         match self.fencing {
             Fencing::Claim => self.claim_and_write(update, on_read).await,
             Fencing::WriteOnly => self.read_then_write(update, on_read).await,

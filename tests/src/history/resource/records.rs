@@ -36,7 +36,7 @@ pub struct ResourceRecords {
 
 /// Reads the records of the resource at `url` (Redis or PostgreSQL, by its scheme). Blocking:
 /// it runs on a thread of its own with a runtime of its own, so that a synchronous caller
-/// inside a Tokio runtime (`Run::history`) can use it.
+/// inside a Tokio runtime (`Run::full_history`) can use it.
 ///
 /// # Errors
 /// A message when the URL names no store or the store cannot be read.
