@@ -53,7 +53,7 @@
 //! | `h` | hold | the sampler thread saw `is_held()` true (time taken before asking) |
 //! | `nh` | hold | the sampler first saw it false |
 //! | `rz` | hold | the sampler saw it true again after false: a resurrected lease |
-//! | `win` | hold fence 1/0 | an update of the resource invoked (its `n`-th, from 0, is recorded in the store as `w:hold:n`); 1 = after a true `chk`, through the guard, 0 = blind, with the stale token alone |
+//! | `win` | hold fence 1/0 | an update of the resource invoked (its `n`-th, from 0, is recorded in the store as `w:hold:n`); 1 = careful, after a true `chk` (through the lock guard's helpers where the hold has a lock guard; a permit or a leadership checks `is_held()` and claims with its token), 0 = blind, after the loss, with the stale token alone |
 //! | `rd` | hold value\[,value\] | the update's read (its claim) returned these counters, one per key written |
 //! | `wok` | hold 1/0 | the resource accepted (1) or refused (0) the write; 0 also when a claim was refused, or nothing was sent since the lease was known lost |
 //! | `werr` | hold | the update failed or timed out: it may have been applied (the store's records tell) |

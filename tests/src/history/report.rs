@@ -83,7 +83,8 @@ pub struct Report {
     pub stale_accepted: usize,
     /// Whether the resource's store was read after the run (the lost-update rule judged).
     pub store_read: bool,
-    /// Writes the store accepted, by its own records (whatever their clients were told).
+    /// Writes the store accepted, by its own records (whatever their clients were told); a
+    /// transfer counts on each of its two keys.
     pub store_writes: usize,
     /// Accepted writes computed from a value an earlier accepted write had already replaced
     /// (must be 0).

@@ -15,6 +15,11 @@
 //! the checker reports the lost update. The order is the store's, not a stopwatch's: Redis's
 //! slowlog (every command, numbered in the order it ran), PostgreSQL's numbered log of writes
 //! and its view of B's claim waiting for A's transaction.
+//!
+//! The same window from a process pause ([`Delay::Pause`], one engine): A is frozen
+//! (SIGSTOP) between its read and its write, and thawed once B has read. Under claims its
+//! `Claim::write` sends nothing (its guard knows the lease is gone), or on PostgreSQL B's
+//! claim waited for A's transaction.
 
 use std::path::Path;
 use std::time::Duration;
@@ -30,6 +35,10 @@ use tokio::time::{sleep, Instant};
 /// How long B computes between its read and its write: the window A's write is delivered
 /// in. Long enough that a loaded machine delivers it there; the store's order confirms it.
 const B_COMPUTE: Duration = Duration::from_millis(800);
+
+/// How long A computes when the test freezes it between its read and its write: time for
+/// the test to see its read and stop it there.
+const A_COMPUTE: Duration = Duration::from_millis(300);
 
 /// The key A and B lock and update.
 const KEY: &str = "late";
@@ -192,26 +201,54 @@ struct Outcome {
     b_write: StoredWrite,
 }
 
-/// The scenario on `kind` with the resource on `store`, fenced as `fencing` says.
-async fn late_write(kind: EngineKind, store: ResourceStore, fencing: Fencing) -> Outcome {
-    let name = format!("late-write-{kind}-{}-{fencing}", store.name());
+/// How A's write comes late.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delay {
+    /// Held in the network by A's resource proxy, while A's lock connections stall.
+    Network,
+    /// A's process frozen (SIGSTOP) between its read and its write, as a GC pause or a
+    /// stopped VM would, and thawed once B has read.
+    Pause,
+}
+
+/// The scenario on `kind` with the resource on `store`, fenced as `fencing` says, A's write
+/// delayed as `delay` says.
+async fn late_write(
+    kind: EngineKind,
+    store: ResourceStore,
+    fencing: Fencing,
+    delay: Delay,
+) -> Outcome {
+    let what = match delay {
+        Delay::Network => "late-write",
+        Delay::Pause => "paused-write",
+    };
+    let name = format!("{what}-{kind}-{}-{fencing}", store.name());
     let engine = Engine::start(kind).await;
     let resource = Resource::start(store).await;
     // A's own way to the resource; the engine's proxies are A's way to the locks (B's is
     // direct), so that the engine's stall cuts off A alone.
     let a_resource = TcpProxy::start(resource.addr()).await;
     let lease = lease_of(kind);
-    let a = engine
-        .worker_spec(&resource.url_through(&a_resource))
-        .expect("a server engine")
-        .fencing(fencing)
-        .keys(&[KEY])
-        .lease(lease)
-        // One hold, which writes at once and then waits for its loss; a later acquire (on
-        // the stalled connections) gives up soon.
-        .hold(Duration::from_secs(60), 1)
-        .wait(Duration::from_millis(200))
-        .duration(Duration::from_secs(2));
+    let a = match delay {
+        Delay::Network => engine
+            .worker_spec(&resource.url_through(&a_resource))
+            .expect("a server engine")
+            // One hold, which writes at once and then waits for its loss; a later acquire
+            // (on the stalled connections) gives up soon.
+            .hold(Duration::from_secs(60), 1)
+            .wait(Duration::from_millis(200))
+            .duration(Duration::from_secs(2)),
+        Delay::Pause => engine
+            .direct_worker_spec(&resource.url())
+            .expect("an engine A reaches directly")
+            // Long enough for the test to catch A between its read and its write; A goes on
+            // after its thaw, and takes the lock again (the liveness rule wants it).
+            .compute(A_COMPUTE)
+            .hold(Duration::from_millis(20), 0)
+            .duration(Duration::from_secs(4)),
+    };
+    let a = a.fencing(fencing).keys(&[KEY]).lease(lease);
     let b = engine
         .direct_worker_spec(&resource.url())
         .expect("an engine B reaches directly")
@@ -221,20 +258,39 @@ async fn late_write(kind: EngineKind, store: ResourceStore, fencing: Fencing) ->
         .wait(lease * 3 + Duration::from_secs(5))
         .compute(B_COMPUTE)
         .hold(Duration::from_millis(20), 0)
-        .duration(Duration::from_millis(1500));
+        .duration(match delay {
+            Delay::Network => Duration::from_millis(1500),
+            Delay::Pause => Duration::from_secs(4),
+        });
     let mut run = Run::new(&name);
     run.read_resource_at(&resource.url());
-    // Worker 0's first write (`w:0.0.1:0`: its reads and claims carry no write name) is held
-    // in the network.
-    a_resource.hold_next_sending(b"w:0.", Held::Requests);
-    let a_id = run.spawn(&a);
-    assert!(
-        a_resource.wait_caught(1, Duration::from_secs(20)).await,
-        "{name}: A never wrote"
-    );
-    run.fault("hold", "w0-write");
-    run.fault("stall", "w0-locks");
-    assert!(engine.stall());
+    let a_id = match delay {
+        Delay::Network => {
+            // Worker 0's first write (`w:0.0.1:0`: its reads and claims carry no write
+            // name) is held in the network.
+            a_resource.hold_next_sending(b"w:0.", Held::Requests);
+            let a_id = run.spawn(&a);
+            assert!(
+                a_resource.wait_caught(1, Duration::from_secs(20)).await,
+                "{name}: A never wrote"
+            );
+            run.fault("hold", "w0-write");
+            run.fault("stall", "w0-locks");
+            assert!(engine.stall());
+            a_id
+        }
+        Delay::Pause => {
+            let a_id = run.spawn(&a);
+            let a_log = run.workers()[a_id].log.clone();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !logged(&a_log, "rd", "0.0.1") {
+                assert!(Instant::now() < deadline, "{name}: A never read");
+                sleep(Duration::from_millis(2)).await;
+            }
+            run.pause(a_id);
+            a_id
+        }
+    };
     let b_id = run.spawn(&b);
     let b_log = run.workers()[b_id].log.clone();
     // B's first touch is done: its read (its claim) returned; or, on PostgreSQL under
@@ -258,17 +314,24 @@ async fn late_write(kind: EngineKind, store: ResourceStore, fencing: Fencing) ->
         );
         sleep(Duration::from_millis(5)).await;
     };
-    a_resource.release_held();
-    run.heal("hold", "w0-write");
-    // A's calls are bounded: it gives its hold up and ends by itself; B ends after its write.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while run.is_running(a_id) || run.is_running(b_id) {
-        assert!(Instant::now() < deadline, "{name}: A or B did not end");
-        sleep(Duration::from_millis(20)).await;
+    match delay {
+        Delay::Network => {
+            a_resource.release_held();
+            run.heal("hold", "w0-write");
+            // A's calls are bounded: it gives its hold up and ends by itself; B ends after
+            // its write. The stall heals after both: no worker owes the liveness rule a
+            // hold after it.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while run.is_running(a_id) || run.is_running(b_id) {
+                assert!(Instant::now() < deadline, "{name}: A or B did not end");
+                sleep(Duration::from_millis(20)).await;
+            }
+            engine.heal();
+            run.heal("stall", "w0-locks");
+        }
+        Delay::Pause => run.resume(a_id),
     }
-    engine.heal();
-    run.heal("stall", "w0-locks");
-    run.wait_all(Duration::from_secs(10)).await;
+    run.wait_all(Duration::from_secs(30)).await;
     let known: &[Rule] = match fencing {
         Fencing::WriteOnly => &[Rule::LostUpdate],
         Fencing::Claim => &[],
@@ -305,8 +368,6 @@ async fn late_write(kind: EngineKind, store: ResourceStore, fencing: Fencing) ->
                 .find(|(_, args, _)| args.iter().any(|a| a == id))
                 .map(|(n, _, client)| (*n, client.clone()))
         };
-        let (a_at, _) = position(&write_id("0.0.1", 0))
-            .unwrap_or_else(|| panic!("{name}: A's write never reached the store"));
         let (b_at, b_client) = position(&write_id(&b_hold, 0)).expect("B's write in the slowlog");
         let record = resource_key(KEY);
         let b_read_at = commands
@@ -315,11 +376,18 @@ async fn late_write(kind: EngineKind, store: ResourceStore, fencing: Fencing) ->
             .find(|(n, args, client)| *n < b_at && *client == b_client && args.contains(&record))
             .map(|(n, _, _)| *n)
             .expect("B's read in the slowlog");
-        assert!(
-            b_read_at < a_at && a_at < b_at,
-            "{name}: A's write (command {a_at}) did not land between B's read ({b_read_at}) and \
-             B's write ({b_at}): the schedule did not happen"
-        );
+        match position(&write_id("0.0.1", 0)) {
+            Some((a_at, _)) => assert!(
+                b_read_at < a_at && a_at < b_at,
+                "{name}: A's write (command {a_at}) did not land between B's read ({b_read_at}) \
+                 and B's write ({b_at}): the schedule did not happen"
+            ),
+            // A thawed past its lease knows it: `Claim::write` sends nothing.
+            None => assert!(
+                delay == Delay::Pause && fencing == Fencing::Claim,
+                "{name}: A's write never reached the store"
+            ),
+        }
     }
     Outcome {
         history,
@@ -331,12 +399,12 @@ async fn late_write(kind: EngineKind, store: ResourceStore, fencing: Fencing) ->
 
 /// With claims, the default: no update lost, A's late write refused (Redis) or ordered before
 /// B's read (PostgreSQL).
-async fn no_update_is_lost(kind: EngineKind, store: ResourceStore) {
+async fn no_update_is_lost(kind: EngineKind, store: ResourceStore, delay: Delay) {
     let fencing = Fencing::from_env();
     let started = Instant::now();
-    let out = late_write(kind, store, fencing).await;
+    let out = late_write(kind, store, fencing, delay).await;
     eprintln!(
-        "late write, {kind}, resource on {}: {:.1} s",
+        "{delay:?}: late write, {kind}, resource on {}: {:.1} s",
         store.name(),
         started.elapsed().as_secs_f64()
     );
@@ -372,58 +440,73 @@ async fn no_update_is_lost(kind: EngineKind, store: ResourceStore) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_single_redis() {
-    no_update_is_lost(EngineKind::Single, ResourceStore::Redis).await;
+    no_update_is_lost(EngineKind::Single, ResourceStore::Redis, Delay::Network).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_single_postgres() {
-    no_update_is_lost(EngineKind::Single, ResourceStore::Postgres).await;
+    no_update_is_lost(EngineKind::Single, ResourceStore::Postgres, Delay::Network).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_redlock_redis() {
-    no_update_is_lost(EngineKind::RedLock3, ResourceStore::Redis).await;
+    no_update_is_lost(EngineKind::RedLock3, ResourceStore::Redis, Delay::Network).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_redlock_postgres() {
-    no_update_is_lost(EngineKind::RedLock3, ResourceStore::Postgres).await;
+    no_update_is_lost(
+        EngineKind::RedLock3,
+        ResourceStore::Postgres,
+        Delay::Network,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_zookeeper_redis() {
-    no_update_is_lost(EngineKind::ZooKeeper, ResourceStore::Redis).await;
+    no_update_is_lost(EngineKind::ZooKeeper, ResourceStore::Redis, Delay::Network).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_zookeeper_postgres() {
-    no_update_is_lost(EngineKind::ZooKeeper, ResourceStore::Postgres).await;
+    no_update_is_lost(
+        EngineKind::ZooKeeper,
+        ResourceStore::Postgres,
+        Delay::Network,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_etcd_redis() {
-    no_update_is_lost(EngineKind::Etcd, ResourceStore::Redis).await;
+    no_update_is_lost(EngineKind::Etcd, ResourceStore::Redis, Delay::Network).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_etcd_postgres() {
-    no_update_is_lost(EngineKind::Etcd, ResourceStore::Postgres).await;
+    no_update_is_lost(EngineKind::Etcd, ResourceStore::Postgres, Delay::Network).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_postgres_redis() {
-    no_update_is_lost(EngineKind::Postgres, ResourceStore::Redis).await;
+    no_update_is_lost(EngineKind::Postgres, ResourceStore::Redis, Delay::Network).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_write_loses_no_update_postgres_postgres() {
-    no_update_is_lost(EngineKind::Postgres, ResourceStore::Postgres).await;
+    no_update_is_lost(
+        EngineKind::Postgres,
+        ResourceStore::Postgres,
+        Delay::Network,
+    )
+    .await;
 }
 
 /// The checker's own test: written the old way, A's late write and B's write, computed from
 /// the value A had read, are both accepted, and the checker names the lost update.
-async fn the_checker_catches_it(store: ResourceStore) {
-    let out = late_write(EngineKind::Single, store, Fencing::WriteOnly).await;
+async fn the_checker_catches_it(store: ResourceStore, delay: Delay) {
+    let out = late_write(EngineKind::Single, store, Fencing::WriteOnly, delay).await;
     let a = out.a_write.as_ref().unwrap_or_else(|| {
         panic!(
             "A's late write was refused though fenced alone\n{}",
@@ -453,10 +536,27 @@ async fn the_checker_catches_it(store: ResourceStore) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_catches_the_update_a_late_write_loses_when_fenced_alone_redis() {
-    the_checker_catches_it(ResourceStore::Redis).await;
+    the_checker_catches_it(ResourceStore::Redis, Delay::Network).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_catches_the_update_a_late_write_loses_when_fenced_alone_postgres() {
-    the_checker_catches_it(ResourceStore::Postgres).await;
+    the_checker_catches_it(ResourceStore::Postgres, Delay::Network).await;
+}
+
+/// A holder frozen between its read and its write, thawed once the next holder has read:
+/// its write comes late as a delayed packet's does, from a process that was not running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_paused_between_its_read_and_its_write_loses_no_update_redis() {
+    no_update_is_lost(EngineKind::Single, ResourceStore::Redis, Delay::Pause).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_paused_between_its_read_and_its_write_loses_no_update_postgres() {
+    no_update_is_lost(EngineKind::Single, ResourceStore::Postgres, Delay::Pause).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_catches_the_update_a_paused_holder_loses_when_fenced_alone_redis() {
+    the_checker_catches_it(ResourceStore::Redis, Delay::Pause).await;
 }
