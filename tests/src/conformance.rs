@@ -326,9 +326,37 @@ impl Engine {
             }
             Servers::Memory(_) => return None,
         };
-        let mut spec = spec.op_timeout(OP_TIMEOUT);
-        spec.prefix = PREFIX.to_owned();
-        Some(spec)
+        Some(suite_settings(spec))
+    }
+
+    /// As [`worker_spec`](Self::worker_spec), for workers that reach the lock servers
+    /// directly rather than through the proxies, so that a [`stall`](Self::stall) or
+    /// [`cut`](Self::cut) leaves them alone: a test that cuts one holder off while the others
+    /// go on. `None` for memory, and for Cluster and Sentinel, whose servers name the proxies
+    /// to their clients.
+    pub fn direct_worker_spec(&self, resource_url: &str) -> Option<WorkerSpec> {
+        let spec = match &self.servers {
+            Servers::Single(server) => WorkerSpec::new(&server.url(), resource_url),
+            Servers::RedLock(servers) => {
+                let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+                WorkerSpec::new(&urls[0], resource_url).urls(&urls)
+            }
+            Servers::ZooKeeper(server) => {
+                let hosts = server.connect_string();
+                WorkerSpec::new(&hosts, resource_url).zookeeper(&hosts, ZK_SESSION_TIMEOUT)
+            }
+            Servers::Etcd(server) => WorkerSpec::new(&server.endpoint(), resource_url)
+                .etcd(&[server.endpoint()], ETCD_LEASE_TTL),
+            Servers::Etcd3(cluster) => {
+                let endpoints = cluster.endpoints();
+                WorkerSpec::new(&endpoints[0], resource_url).etcd(&endpoints, ETCD_LEASE_TTL)
+            }
+            Servers::Postgres(server) => {
+                WorkerSpec::new(&server.url(), resource_url).postgres(&server.url())
+            }
+            Servers::Cluster(_) | Servers::Sentinel(_) | Servers::Memory(_) => return None,
+        };
+        Some(suite_settings(spec))
     }
 
     /// Stalls every lock server, as a partition would: connections stay open, nothing is
@@ -532,6 +560,13 @@ impl Engine {
         let endpoints = self.proxies.iter().map(|p| format!("http://{}", p.addr()));
         endpoints.collect()
     }
+}
+
+/// The options every worker of the suite shares ([`OP_TIMEOUT`], [`PREFIX`]).
+fn suite_settings(spec: WorkerSpec) -> WorkerSpec {
+    let mut spec = spec.op_timeout(OP_TIMEOUT);
+    spec.prefix = PREFIX.to_owned();
+    spec
 }
 
 /// The options every locker of the suite shares, before the deployment.

@@ -1,13 +1,17 @@
-//! A lock holder in a process of its own, for the fault suite: takes locks in a loop, writes
-//! to a fenced resource under them, and logs every step with CLOCK_MONOTONIC times (see
-//! `leasehold_tests::history` for the log format and the checker).
+//! A lock holder in a process of its own, for the fault suite: takes locks in a loop, updates
+//! a counter of the resource under them (read, compute, write back), and logs every step with
+//! CLOCK_MONOTONIC times (see `leasehold_tests::history` for the log format and the checker).
 //!
-//! Each hold: acquire; check `is_held()` and write at once (so a new holder's fence reaches
-//! the resource first); then `writes` more writes spread over `hold`, each after checking
-//! `is_held()`; release. A holder that notices its loss logs it, makes one blind write with
-//! its stale fence (the resource must refuse it), and releases (which must fail). A sampler
-//! thread outside the Tokio runtime asks `is_held()` every millisecond, so the checker knows
-//! when each holder believed it held the lock, even while the runtime is blocked.
+//! Each hold: acquire; check `is_held()` and update at once (so a new holder's fence reaches
+//! the resource first); then `writes` more updates spread over `hold`, each after checking
+//! `is_held()`; release. An update reads the key's counter, computes for `--compute-ms` and
+//! writes it back plus one, with its record (`leasehold_tests::history::Update`): on Redis or
+//! PostgreSQL (`--resource`'s scheme), its first touch a claim through leasehold's helpers, or
+//! (`--resource-fencing write-only`) a plain read and a write fenced alone. A holder that
+//! notices its loss logs it, makes one blind update with its stale fence (the resource must
+//! refuse it, or take it whole), and releases (which must fail). A sampler thread outside the
+//! Tokio runtime asks `is_held()` every millisecond, so the checker knows when each holder
+//! believed it held the lock, even while the runtime is blocked.
 //!
 //! Usage: `history_worker --id N --log PATH --urls URL[,URL...] --resource URL --keys K[,K...]
 //! ...` (all options: `WorkerSpec::to_args`). With `--servers redis`, one URL is a single node
@@ -20,12 +24,12 @@
 //! Each hold takes one key with `lock` (the default), `read_lock` or `write_lock`
 //! (`--read-percent`: that share of the holds read, the rest write; readers only check
 //! `is_held()`), or several keys with `lock_all` (`--multi K`: K distinct keys named in
-//! random order; each write is a transfer between the wallets of the first two, fenced on
-//! every key). It logs the hold's keys and mode when invoked, and each key's fence when
+//! random order; each update claims every key's record, then moves money between the wallets
+//! of the first two). It logs the hold's keys and mode when invoked, and each key's fence when
 //! acquired. With `--permits N` each hold takes one permit of a semaphore of N named by the
-//! key (its fence is the permit holder's); with `--leader true` it campaigns for the
-//! leadership of an election named by the key (its fence is the term, and its writes carry
-//! it). `--fence-ttl-ms` sets the locker's `fence_ttl`.
+//! key (its fence is the permit holder's; with one permit it guards the updates); with
+//! `--leader true` it campaigns for the leadership of an election named by the key (its fence
+//! is the term, and its updates carry it). `--fence-ttl-ms` sets the locker's `fence_ttl`.
 //!
 //! Every acquire runs under a timeout of its bound plus 2 s (`wait + 3 × op_timeout`, and the
 //! checker's slack of 1 s, plus 1 s): one that never returns is logged as failed (`aerr hold
@@ -38,10 +42,14 @@ use std::time::Duration;
 
 use leasehold::{Leadership, LockError, LockGuard, Locker, MultiGuard, PermitGuard};
 use leasehold_tests::history::{
-    encode_key, monotonic_ns, EventLog, FencedResource, LockServers, WorkerSpec,
+    encode_key, monotonic_ns, write_id, EventLog, FenceOf, LockServers, ResourceClient,
+    ResourceStore, Update, WorkerSpec,
 };
 
 const TWO_MS: Duration = Duration::from_millis(2);
+
+/// The bound on one update of the resource, besides its compute time (the checker's too).
+const UPDATE_LIMIT: Duration = Duration::from_secs(2);
 
 /// How often the sampler logs a true `is_held()` while it stays true.
 const HEARTBEAT_NS: u64 = 10_000_000;
@@ -113,6 +121,19 @@ impl Guard {
         }
     }
 
+    /// How the holder of `key` proves its fence to the resource when it writes while it
+    /// believes it holds: through its lock guard (the library's guard helpers), or, for a
+    /// permit or a leadership (which give the helpers no guard), with its token.
+    fn fence_of(&self, key: &str) -> FenceOf<'_> {
+        match self {
+            Guard::One(g) => FenceOf::Guard(g),
+            Guard::Many(g) => g
+                .guard(key)
+                .map_or(FenceOf::Token(self.fence(key)), FenceOf::Guard),
+            Guard::Permit(_) | Guard::Leader(_) => FenceOf::Token(self.fence(key)),
+        }
+    }
+
     /// The fence of `key`.
     fn fence(&self, key: &str) -> u64 {
         match self {
@@ -178,14 +199,30 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
     if spec.leader {
         log.now("ldr", &[]);
     }
+    let store = ResourceStore::of(&spec.resource_url).unwrap_or_else(|e| {
+        eprintln!("history_worker: {e}");
+        std::process::exit(2);
+    });
+    log.now("res", &[&store.name(), &spec.fencing, &ms(spec.compute)]);
     let deadline = tokio::time::Instant::now() + spec.duration;
     let locker = connect(&spec, deadline).await;
-    let resource = FencedResource::connect(&spec.resource_url)
+    // One connection per task: a PostgreSQL transaction needs one of its own.
+    let mut resources = Vec::new();
+    for _ in 0..spec.tasks {
+        let client = ResourceClient::connect(
+            &spec.resource_url,
+            spec.fencing,
+            spec.compute,
+            &spec.keys,
+            spec.lease,
+        )
         .await
         .unwrap_or_else(|e| {
-            eprintln!("history_worker: the resource server is unreachable: {e}");
+            eprintln!("history_worker: the resource is unreachable: {e}");
             std::process::exit(3);
         });
+        resources.push(tokio::sync::Mutex::new(client));
+    }
 
     let slots: Slots = Arc::new((0..spec.tasks).map(|_| Mutex::new(None)).collect());
     let stop = Arc::new(AtomicBool::new(false));
@@ -197,14 +234,9 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
     let spec = Arc::new(spec);
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(locker) = locker {
-        for task in 0..spec.tasks {
-            let (locker, resource, log, slots, spec) = (
-                locker.clone(),
-                resource.clone(),
-                log.clone(),
-                slots.clone(),
-                spec.clone(),
-            );
+        for (task, resource) in resources.into_iter().enumerate() {
+            let (locker, log, slots, spec) =
+                (locker.clone(), log.clone(), slots.clone(), spec.clone());
             tasks.spawn(async move {
                 let ctx = Task {
                     id,
@@ -311,7 +343,7 @@ struct Task {
     id: usize,
     task: usize,
     locker: Locker,
-    resource: FencedResource,
+    resource: tokio::sync::Mutex<ResourceClient>,
     log: Arc<EventLog>,
     slots: Slots,
     spec: Arc<WorkerSpec>,
@@ -455,6 +487,9 @@ impl Task {
             && n % self.spec.block_every == 0;
         let steps = self.spec.writes;
         let pause = self.spec.hold / steps.max(1);
+        // Readers write nothing; permit holders only where one permit makes the holder alone.
+        let writes = mode != Mode::Read && self.spec.permits <= 1;
+        let mut written = 0;
         let mut lost = false;
         for step in 0..=steps {
             if step > 0 {
@@ -476,15 +511,18 @@ impl Task {
                 lost = true;
                 break;
             }
-            if mode != Mode::Read && self.spec.permits == 0 {
-                self.write(hold, keys, fences, true, rng).await;
+            if writes {
+                self.write(hold, written, keys, fences, Some(&*guard), rng)
+                    .await;
+                written += 1;
             }
         }
         if lost {
             self.log.now("lost", &[&hold]);
-            if mode != Mode::Read && self.spec.permits == 0 {
-                // The stale holder tries anyway: the fence must make the resource refuse it.
-                self.write(hold, keys, fences, false, rng).await;
+            if writes {
+                // The stale holder tries anyway, with its token alone: the fence must make the
+                // resource refuse it, or take it whole before any newer holder touched it.
+                self.write(hold, written, keys, fences, None, rng).await;
             }
         }
         *self.slot() = None;
@@ -502,38 +540,61 @@ impl Task {
         self.log.now(outcome, &[&hold]);
     }
 
-    /// One write to the fenced resource: a fenced write of the key, or (several keys) a
-    /// transfer of 1 to 10 from the first key's wallet to the second's, fenced on all.
+    /// The `n`-th update of the hold: the counter of the key read, computed on and written
+    /// back plus one, or (several keys) every key's record claimed and a transfer of 1 to 10
+    /// from the first key's wallet to the second's. `guard` is the holder's while it believes
+    /// it holds (`careful`); `None` for the blind update of a holder that noticed its loss,
+    /// which goes with its tokens alone.
     async fn write(
         &self,
         hold: &str,
+        n: usize,
         keys: &[String],
         fences: &[u64],
-        careful: bool,
+        guard: Option<&Guard>,
         rng: &mut Rng,
     ) {
+        let careful = guard.is_some();
         self.log
             .now("win", &[&hold, &fences[0], &u8::from(careful)]);
-        let outcome = if keys.len() == 1 {
-            let write = self.resource.write(&keys[0], fences[0], hold);
-            tokio::time::timeout(Duration::from_secs(2), write).await
-        } else {
-            let amount = 1 + rng.below(10) as i64;
-            let fenced: Vec<(&str, u64)> = keys
+        let update = Update {
+            write: write_id(hold, n),
+            keys: keys
                 .iter()
-                .map(String::as_str)
-                .zip(fences.iter().copied())
-                .collect();
-            let transfer = self
-                .resource
-                .transfer(&keys[0], &keys[1], amount, &fenced, hold);
-            tokio::time::timeout(Duration::from_secs(2), transfer).await
+                .zip(fences)
+                .map(|(key, &fence)| {
+                    let proof = guard.map_or(FenceOf::Token(fence), |g| g.fence_of(key));
+                    (key.as_str(), proof)
+                })
+                .collect(),
+            amount: 1 + rng.below(10) as i64,
         };
-        match outcome {
+        // A careful holder with a token checks its lease before it sends, as the guard
+        // helpers do for a lock guard.
+        let unsure = update
+            .keys
+            .iter()
+            .any(|(_, proof)| matches!(proof, FenceOf::Token(_)));
+        if careful && unsure && !guard.is_some_and(Guard::is_held) {
+            self.log.now("wok", &[&hold, &0]);
+            return;
+        }
+        let mut resource = self.resource.lock().await;
+        let log = &self.log;
+        let read = |values: &[i64]| {
+            let values: Vec<String> = values.iter().map(i64::to_string).collect();
+            log.now("rd", &[&hold, &values.join(",")]);
+        };
+        let limit = UPDATE_LIMIT + self.spec.compute;
+        match tokio::time::timeout(limit, resource.update(&update, read)).await {
             Ok(Ok(accepted)) => {
                 self.log.now("wok", &[&hold, &u8::from(accepted)]);
             }
-            _ => {
+            Ok(Err(e)) => {
+                eprintln!("history_worker: update {}: {e}", update.write);
+                self.log.now("werr", &[&hold]);
+            }
+            Err(_) => {
                 self.log.now("werr", &[&hold]);
             }
         }

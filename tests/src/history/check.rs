@@ -1,10 +1,12 @@
 //! The checker: the rules a [`History`] must keep (no overlapping holders, fences in real-time
-//! order, no stale write accepted, calls within their bounds, ...), each broken one reported.
+//! order, no stale write accepted, no update lost, calls within their bounds, ...), each broken
+//! one reported.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::parse::{History, Hold};
 use super::report::{Report, Rule};
+use super::resource::StoredWrite;
 
 /// One hold as seen on one of its keys: the hold, and its fence of that key.
 #[derive(Clone, Copy, Debug)]
@@ -145,6 +147,7 @@ impl History {
             self.check_stale_writes(key, entries, &mut r);
             self.check_reader_fences(key, entries, &mut r);
         }
+        self.check_lost_updates(&mut r);
         self.check_fifo(&mut r);
         for ((key, permits), holds) in &by_semaphore {
             self.check_permits(key, *permits, holds, &mut r);
@@ -345,6 +348,118 @@ impl History {
         }
     }
 
+    /// No update was lost, judged by what the resource's store accepted (its own records,
+    /// read after the run: a write whose client timed out counts if the store has it). Each
+    /// accepted write of a key read the key's counter and wrote it plus one, so among the
+    /// accepted writes of a key no two may have read the same value (the later one's read
+    /// missed the earlier write: an update lost), the values read must be 0, 1, 2, ... and the
+    /// counter the number of writes accepted. The clients' view must match the store's: a
+    /// write acknowledged to its client is in the store, and one refused to it is not. Not
+    /// judged when nobody read the store ([`History::resource`] `None`).
+    fn check_lost_updates(&self, r: &mut Report) {
+        let records = match &self.resource {
+            None => return,
+            Some(Err(e)) => {
+                r.violation(
+                    Rule::Log,
+                    format!("the resource's records could not be read: {e}"),
+                );
+                return;
+            }
+            Some(Ok(records)) => records,
+        };
+        r.store_read = true;
+        r.store_writes = records.writes.len();
+        let mut by_key: BTreeMap<&str, Vec<&StoredWrite>> = BTreeMap::new();
+        for key in records.values.keys() {
+            by_key.entry(key).or_default();
+        }
+        for w in &records.writes {
+            by_key.entry(&w.key).or_default().push(w);
+        }
+        for (key, mut writes) in by_key {
+            // The first of two writes from one value is the one the store took first: its
+            // order where it numbers writes, else the older fence (a fenced store accepts the
+            // newer one after the older, never before).
+            writes.sort_by_key(|w| (w.read, w.order, w.fence));
+            for w in writes.iter().filter(|w| w.new != w.read + 1) {
+                r.violation(
+                    Rule::LostUpdate,
+                    format!(
+                        "w{} (fence {}) wrote {} to `{key}` computed from {}: not one more",
+                        w.hold, w.fence, w.new, w.read
+                    ),
+                );
+            }
+            let mut values_read = 0;
+            let mut lost = false;
+            for group in writes.chunk_by(|a, b| a.read == b.read) {
+                values_read += 1;
+                let first = group[0];
+                for later in &group[1..] {
+                    lost = true;
+                    r.lost_updates += 1;
+                    r.violation(
+                        Rule::LostUpdate,
+                        format!(
+                            "lost update on `{key}`: w{} (fence {}) wrote {} computed from {}, as w{} (fence {}) had",
+                            later.hold, later.fence, later.new, later.read, first.hold, first.fence
+                        ),
+                    );
+                }
+            }
+            let value = records.values.get(key).copied().unwrap_or(0);
+            let chained = writes
+                .chunk_by(|a, b| a.read == b.read)
+                .enumerate()
+                .all(|(i, group)| group[0].read == i as i64);
+            // After a lost update the counter is off by design: that violation says it all.
+            if !lost && (!chained || value != values_read) {
+                let reads: Vec<String> = writes.iter().map(|w| w.read.to_string()).collect();
+                r.violation(
+                    Rule::LostUpdate,
+                    format!(
+                        "the records of `{key}` do not add up: its counter is {value} after {} \
+                         accepted writes, which read {}",
+                        writes.len(),
+                        if reads.is_empty() {
+                            "nothing".to_owned()
+                        } else {
+                            reads.join(", ")
+                        }
+                    ),
+                );
+            }
+        }
+        let stored: BTreeSet<(&str, usize)> = records
+            .writes
+            .iter()
+            .map(|w| (w.hold.as_str(), w.n))
+            .collect();
+        for h in &self.holds {
+            for (n, w) in h.writes.iter().enumerate() {
+                let kept = stored.contains(&(h.id.as_str(), n));
+                match w.outcome {
+                    Some((_, Some(true))) if !kept => r.violation(
+                        Rule::LostUpdate,
+                        format!(
+                            "write {n} of w{} was acknowledged to it, but the store has no record of it",
+                            h.id
+                        ),
+                    ),
+                    Some((_, Some(false))) if kept => r.violation(
+                        Rule::LostUpdate,
+                        format!(
+                            "write {n} of w{} was refused to it, but the store applied it",
+                            h.id
+                        ),
+                    ),
+                    _ => {}
+                }
+            }
+        }
+    }
+
     /// A reader's fence is the fence of the newest writer before it. For each read hold R of
     /// a key, the writers (holds that exclude on the key) split by their `ok` time against
     /// R's: a writer whose acquire returned before R's did was granted before R (the two
@@ -516,9 +631,10 @@ impl History {
     }
 
     /// Every call returned within its bound: acquire within wait + 3 op timeouts, release
-    /// within 2 op timeouts, a resource write within 2 s, each plus 1 s of slack for a loaded
-    /// machine; calls during which the worker itself was paused or blocked are exempt.
-    /// A call that never returned from a worker that finished is a hang.
+    /// within 2 op timeouts, a resource update (read, compute, write) within 2 s plus its
+    /// compute time, each plus 1 s of slack for a loaded machine; calls during which the
+    /// worker itself was paused or blocked are exempt. A call that never returned from a
+    /// worker that finished is a hang.
     fn check_bounds(&self, r: &mut Report) {
         const SLACK: u64 = 1_000_000_000;
         let ms = 1_000_000;
@@ -580,8 +696,15 @@ impl History {
                     2 * op * ms,
                 );
             }
+            // An update's read, compute and write together: 2 s besides its compute time.
+            let compute = life.resource.as_ref().map_or(0, |(_, _, compute)| *compute);
             for w in &h.writes {
-                bound("write", w.inv, w.outcome.map(|(t, _)| t), 2_000 * ms);
+                bound(
+                    "write",
+                    w.inv,
+                    w.outcome.map(|(t, _)| t),
+                    (2_000 + compute) * ms,
+                );
             }
         }
         for f in &self.faults {

@@ -4,14 +4,17 @@
 use std::collections::HashMap;
 
 use super::log::decode_key;
+use super::resource::ResourceRecords;
 
-/// One write to the fenced resource.
+/// One update of the resource (read, compute, write back).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Write {
     /// When it was invoked.
     pub inv: u64,
     /// Made after `is_held()` said true (a careful holder), not blindly after a loss.
     pub careful: bool,
+    /// When its read returned, and the counters it read (one per key written).
+    pub read: Option<(u64, Vec<i64>)>,
     /// When it returned, and whether the resource accepted it; `None` if it never returned.
     pub outcome: Option<(u64, Option<bool>)>,
 }
@@ -109,6 +112,9 @@ pub struct WorkerLife {
     pub permits: u32,
     /// It campaigned for leader elections (`ldr`), not locks.
     pub leader: bool,
+    /// Its resource (`res`): the store (`redis`, `postgres`), the fencing (`claim`,
+    /// `write-only`) and the compute time of each update in ms; `None` in logs from before.
+    pub resource: Option<(String, String, u64)>,
 }
 
 /// A fault the test injected.
@@ -156,6 +162,10 @@ pub struct History {
     /// last writer's record (ZooKeeper, etcd). Off for Redis, whose readers get the fence
     /// counter lifted to the server clock (µs): only the bounds hold there.
     pub exact_reader_fences: bool,
+    /// What the resource's store holds after the run
+    /// ([`Run::full_history`](super::Run::full_history) reads it), or why it could not be read; `None` when nobody read it (a history parsed
+    /// from logs alone): the lost-update rule is then not judged.
+    pub resource: Option<Result<ResourceRecords, String>>,
 }
 
 impl History {
@@ -195,6 +205,13 @@ impl History {
                     "end" => life.end = Some(t),
                     "sem" => life.permits = num(2).unwrap_or(0) as u32,
                     "ldr" => life.leader = true,
+                    "res" => match (fields.get(2), fields.get(3), num(4)) {
+                        (Some(store), Some(fencing), Some(compute)) => {
+                            life.resource =
+                                Some(((*store).to_owned(), (*fencing).to_owned(), compute));
+                        }
+                        _ => history.garbage += 1,
+                    },
                     _ => {
                         let Some(&id) = fields.get(2) else {
                             history.garbage += 1;
@@ -272,8 +289,21 @@ impl History {
                             "win" => hold.writes.push(Write {
                                 inv: t,
                                 careful: fields.get(4) == Some(&"1"),
+                                read: None,
                                 outcome: None,
                             }),
+                            "rd" => {
+                                let values: Option<Vec<i64>> = fields
+                                    .get(3)
+                                    .unwrap_or(&"")
+                                    .split(',')
+                                    .map(|v| v.parse().ok())
+                                    .collect();
+                                match (hold.writes.last_mut(), values) {
+                                    (Some(w), Some(values)) => w.read = Some((t, values)),
+                                    _ => history.garbage += 1,
+                                }
+                            }
                             "wok" | "werr" => {
                                 if let Some(w) = hold.writes.last_mut() {
                                     let accepted = (event == "wok").then_some(flag);

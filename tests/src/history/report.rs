@@ -17,6 +17,11 @@ pub enum Rule {
     FenceOrder,
     /// The fenced resource accepted a write after one with a higher fence.
     StaleWrite,
+    /// The resource's store accepted two writes of a key computed from the same value (the
+    /// later writer's read missed the earlier write: an update was lost), or its records do
+    /// not add up (a counter that does not match the writes accepted, a write acknowledged to
+    /// its client that the store does not have, or one refused to its client that it has).
+    LostUpdate,
     /// A call took longer than its bound, or never returned.
     Bound,
     /// A worker did not finish in time.
@@ -76,6 +81,14 @@ pub struct Report {
     pub blind_refused: usize,
     /// Stale writes the resource accepted (must be 0).
     pub stale_accepted: usize,
+    /// Whether the resource's store was read after the run (the lost-update rule judged).
+    pub store_read: bool,
+    /// Writes the store accepted, by its own records (whatever their clients were told); a
+    /// transfer counts on each of its two keys.
+    pub store_writes: usize,
+    /// Accepted writes computed from a value an earlier accepted write had already replaced
+    /// (must be 0).
+    pub lost_updates: usize,
     /// Faults injected.
     pub faults: usize,
     /// The slowest acquire, in ns.
@@ -127,7 +140,7 @@ impl Report {
         eprintln!("{scenario}: {self}");
         if let Some(path) = std::env::var_os("LEASEHOLD_RELIABILITY_REPORT") {
             let line = format!(
-                "{scenario}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                "{scenario}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
                 self.workers,
                 self.holds,
                 self.operations(),
@@ -135,7 +148,8 @@ impl Report {
                 self.losses,
                 self.writes_refused,
                 self.stale_accepted,
-                self.violations.len()
+                self.violations.len(),
+                self.lost_updates
             );
             if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
                 let _ = f.write_all(line.as_bytes());
@@ -173,6 +187,15 @@ impl fmt::Display for Report {
                 ", read holds {}, multi-key holds {}",
                 self.read_holds, self.multi_holds
             )?;
+        }
+        if self.store_read {
+            write!(
+                f,
+                ", store kept {} writes ({} lost updates)",
+                self.store_writes, self.lost_updates
+            )?;
+        } else {
+            write!(f, ", store not read")?;
         }
         if self.fifo_grants > 0 {
             write!(

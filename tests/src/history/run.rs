@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::log::{monotonic_ns, EventLog};
 use super::parse::{History, FIFO_SLACK_NS};
 use super::report::{Report, Rule};
+use super::resource::read_records;
 use super::worker::WorkerSpec;
 
 /// One worker process. Dropping it kills it (SIGCONT first, in case it is stopped).
@@ -74,9 +75,9 @@ impl Drop for WorkerProc {
     }
 }
 
-/// One run of a scenario: a directory with the workers' logs and the fault log, and the
-/// worker processes. The directory is removed on drop unless the run was marked to keep it
-/// (as a failed check does).
+/// One run of a scenario: a directory with the workers' logs and the fault log, the worker
+/// processes, and the resource they write to, whose records the history reads. The directory
+/// is removed on drop unless the run was marked to keep it (as a failed check does).
 #[derive(Debug)]
 pub struct Run {
     name: String,
@@ -86,6 +87,10 @@ pub struct Run {
     keep: bool,
     expect_fifo: bool,
     fifo_slack_ns: u64,
+    /// Where the resource's records are read: the first worker's resource URL, or the one
+    /// [`read_resource_at`](Self::read_resource_at) named.
+    resource: Option<String>,
+    resource_named: bool,
 }
 
 impl Run {
@@ -112,7 +117,17 @@ impl Run {
             keep: false,
             expect_fifo: false,
             fifo_slack_ns: FIFO_SLACK_NS,
+            resource: None,
+            resource_named: false,
         }
+    }
+
+    /// Reads the resource's records from `url` (the store itself) rather than from the URL the
+    /// workers were given: for workers that reach one store by different ways (some through
+    /// a proxy of their own).
+    pub fn read_resource_at(&mut self, url: &str) {
+        self.resource = Some(url.to_owned());
+        self.resource_named = true;
     }
 
     /// The run's directory.
@@ -147,7 +162,18 @@ impl Run {
     ///
     /// # Panics
     /// When the worker binary cannot be run.
+    /// Every worker of a run writes to one resource: one whose URL differs from the first
+    /// worker's panics, unless [`read_resource_at`](Self::read_resource_at) named the store.
     pub fn spawn(&mut self, spec: &WorkerSpec) -> usize {
+        match &self.resource {
+            None => self.resource = Some(spec.resource_url.clone()),
+            Some(url) if *url != spec.resource_url && !self.resource_named => panic!(
+                "run {}: workers write to {url} and {}; name the store the records are read \
+                 from with Run::read_resource_at",
+                self.name, spec.resource_url
+            ),
+            Some(_) => {}
+        }
         let id = self.workers.len();
         let log = self.dir.join(format!("worker-{id}.log"));
         let out = File::create(self.dir.join(format!("worker-{id}.out")))
@@ -282,10 +308,9 @@ impl Run {
         }
     }
 
-    /// Reads all logs of the run.
-    ///
-    /// # Panics
-    /// When a log cannot be read.
+    /// Reads all logs of the run: cheap enough to poll while the run goes on. The resource's
+    /// records are not read ([`History::resource`] is `None`): judge a
+    /// [`full_history`](Self::full_history).
     pub fn history(&self) -> History {
         let mut logs = Vec::new();
         for w in &self.workers {
@@ -295,6 +320,14 @@ impl Run {
         let mut history = History::parse(&logs, &faults);
         history.expect_fifo = self.expect_fifo;
         history.fifo_slack_ns = self.fifo_slack_ns;
+        history
+    }
+
+    /// The [`history`](Self::history) and the records of the resource the workers wrote to
+    /// ([`History::resource`]: what the store accepted, which the lost-update rule judges).
+    pub fn full_history(&self) -> History {
+        let mut history = self.history();
+        history.resource = self.resource.as_deref().map(read_records);
         history
     }
 
@@ -311,7 +344,7 @@ impl Run {
         scenario: &str,
         known: &[Rule],
     ) -> (History, Report) {
-        let history = self.history();
+        let history = self.full_history();
         let report = history.check();
         report.record(scenario);
         let fatal = report.violations_except(known);

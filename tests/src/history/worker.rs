@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::log::{decode_key, encode_key};
+use super::resource::Fencing;
 
 /// The settings of one `history_worker` process; [`WorkerSpec::to_args`] and
 /// [`WorkerSpec::from_args`] carry it over the command line.
@@ -16,8 +17,14 @@ pub struct WorkerSpec {
     pub urls: Vec<String>,
     /// What `urls` are.
     pub servers: LockServers,
-    /// The Redis server that holds the fenced resource (never faulted by the tests).
+    /// The resource's store (never faulted by the tests): a Redis server (`redis://`) or a
+    /// PostgreSQL database (`postgres://`), as the scheme says.
     pub resource_url: String,
+    /// How the worker fences its read-compute-write of the resource: a claim first (the
+    /// default), or the write alone (`--resource-fencing write-only`, the old pattern).
+    pub fencing: Fencing,
+    /// How long a write computes between its read and its write.
+    pub compute: Duration,
     /// The lock keys; each acquisition picks one at random.
     pub keys: Vec<String>,
     /// The locker's key prefix.
@@ -35,7 +42,8 @@ pub struct WorkerSpec {
     pub op_timeout: Duration,
     /// How long a hold lasts (it writes `writes` times, spread over it).
     pub hold: Duration,
-    /// Writes to the fenced resource per hold, after the first one made right after acquiring.
+    /// Writes to the resource per hold (each a read, a compute and a write back), after the
+    /// first one made right after acquiring.
     pub writes: u32,
     /// The longest random pause between two holds of one task.
     pub gap: Duration,
@@ -52,15 +60,16 @@ pub struct WorkerSpec {
     /// every hold with `lock`.
     pub read_percent: Option<u32>,
     /// Multi-key mode: each hold takes `lock_all` of this many distinct keys of `keys`,
-    /// picked at random and named in random order, and its writes are transfers between the
-    /// wallets of its first two keys (see
-    /// [`FencedResource::transfer`](super::FencedResource::transfer)); 0 takes one key with
-    /// `lock`.
+    /// picked at random and named in random order, and its writes claim every key's record,
+    /// then move money between the wallets of its first two keys (see
+    /// [`Update`](super::Update)); 0 takes one key with `lock`.
     pub multi: usize,
     /// Take one permit of a semaphore of this many for each key instead of the lock; 0 for
-    /// locks. Holds then make no writes (permit holders share the resource), the checker
-    /// counts holders instead of looking for overlaps, and judges each holder's fence by the
-    /// rule of every fence (above every fence of the semaphore handed out before).
+    /// locks. The checker counts holders instead of looking for overlaps, and judges each
+    /// holder's fence by the rule of every fence (above every fence of the semaphore handed
+    /// out before). Holds of a semaphore of 1 permit write as a lock's do (the permit guards
+    /// the write, with the permit's fence); with more permits they make no writes (permit
+    /// holders share the resource).
     pub permits: u32,
     /// Campaign for the leadership of an election named by the key instead of taking the
     /// lock (`Locker::leader`); the hold's fence is the leader's term, and its writes carry
@@ -70,6 +79,10 @@ pub struct WorkerSpec {
     /// for the library's default.
     pub fence_ttl: Option<Duration>,
 }
+
+/// How long a write computes between its read and its write unless a spec says otherwise: a
+/// window, as in a real read-modify-write, for a late write to land in.
+pub const DEFAULT_COMPUTE: Duration = Duration::from_millis(2);
 
 /// What the `urls` of a [`WorkerSpec`] are: one deployment of one lock engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,12 +141,16 @@ impl LockServers {
 
 impl WorkerSpec {
     /// Defaults for a short scenario: one key, one task, lease 500 ms, wait 3 s, op timeout
-    /// 300 ms, holds of 30 ms with 2 writes, runs 5 s.
+    /// 300 ms, holds of 30 ms with 2 writes, each computing for 2 ms between its read and its
+    /// write, runs 5 s. The resource's fencing is [`Fencing::from_env`] (a claim, unless
+    /// `LEASEHOLD_RESOURCE_FENCING=write-only`).
     pub fn new(lock_url: &str, resource_url: &str) -> Self {
         WorkerSpec {
             urls: vec![lock_url.to_owned()],
             servers: LockServers::Redis,
             resource_url: resource_url.to_owned(),
+            fencing: Fencing::from_env(),
+            compute: DEFAULT_COMPUTE,
             keys: vec!["hist".to_owned()],
             prefix: "leasehold".to_owned(),
             tasks: 1,
@@ -172,6 +189,24 @@ impl WorkerSpec {
     /// Takes one permit of a semaphore of `permits` for each hold, instead of the lock.
     pub fn semaphore(mut self, permits: u32) -> Self {
         self.permits = permits;
+        self
+    }
+
+    /// Sets how the resource is fenced.
+    pub fn fencing(mut self, fencing: Fencing) -> Self {
+        self.fencing = fencing;
+        self
+    }
+
+    /// Sets how long each write computes between its read and its write.
+    pub fn compute(mut self, compute: Duration) -> Self {
+        self.compute = compute;
+        self
+    }
+
+    /// Sets the resource's store (`redis://` or `postgres://`).
+    pub fn resource(mut self, url: &str) -> Self {
+        self.resource_url = url.to_owned();
         self
     }
 
@@ -362,12 +397,17 @@ impl WorkerSpec {
             "--fence-ttl-ms".into(),
             self.fence_ttl
                 .map_or_else(|| "default".to_owned(), |d| d.as_millis().to_string()),
+            "--resource-fencing".into(),
+            self.fencing.to_string(),
+            "--compute-ms".into(),
+            ms(self.compute),
         ]
     }
 
     /// Parses what [`to_args`](Self::to_args) wrote: `(id, log path, spec)`. Command lines
-    /// from before `--read-percent`, `--multi`, `--permits`, `--leader` and `--fence-ttl-ms`
-    /// existed still parse (as `off`, 0, 0, false and the default).
+    /// from before `--read-percent`, `--multi`, `--permits`, `--leader`, `--fence-ttl-ms`,
+    /// `--resource-fencing` and `--compute-ms` existed still parse (as `off`, 0, 0, false,
+    /// the default, `claim` and [`DEFAULT_COMPUTE`]).
     ///
     /// # Errors
     /// A message naming the bad or missing option.
@@ -403,6 +443,14 @@ impl WorkerSpec {
             urls: list("urls")?,
             servers: LockServers::from_arg(&get("servers")?)?,
             resource_url: get("resource")?,
+            fencing: match map.get("resource-fencing") {
+                None => Fencing::Claim,
+                Some(f) => f.parse().map_err(|e| format!("--resource-fencing: {e}"))?,
+            },
+            compute: match map.get("compute-ms") {
+                None => DEFAULT_COMPUTE,
+                Some(_) => ms("compute-ms")?,
+            },
             keys: list("keys")?,
             prefix: get("prefix")?,
             tasks: num("tasks")? as usize,
@@ -521,8 +569,8 @@ mod tests {
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, multi);
         let too_many = multi.clone().multi(6).to_args(5, Path::new("/tmp/w.log"));
         assert!(WorkerSpec::from_args(&too_many).is_err());
-        // A command line from before --read-percent and --multi: one exclusive key.
-        let old = WorkerSpec::new("redis://a", "redis://b");
+        // A command line from before --read-percent and --multi: one exclusive key, claims.
+        let old = WorkerSpec::new("redis://a", "redis://b").fencing(Fencing::Claim);
         let mut args = old.to_args(6, Path::new("/tmp/w.log"));
         let at = args.iter().position(|a| a == "--read-percent").unwrap();
         args.truncate(at);
@@ -534,6 +582,11 @@ mod tests {
         assert_eq!(etcd.urls, ["http://127.0.0.1:1", "http://127.0.0.1:2"]);
         let args = etcd.to_args(3, Path::new("/tmp/w.log"));
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, etcd);
+        let old_way = WorkerSpec::new("redis://a", "postgres://p@h/db")
+            .fencing(Fencing::WriteOnly)
+            .compute(Duration::from_millis(700));
+        let args = old_way.to_args(9, Path::new("/tmp/w.log"));
+        assert_eq!(WorkerSpec::from_args(&args).unwrap().2, old_way);
         let leader = WorkerSpec::new("redis://a", "redis://b")
             .leader()
             .fence_ttl(Duration::from_secs(1));

@@ -2,11 +2,13 @@
 //! `etcd` does for etcd): a holder process frozen past its lease, the server
 //! restarted under load (fast shutdown and `kill -9`), and every connection cut by the proxy
 //! for longer than a lease. The checker finds any overlap of believed holdings, any fence that
-//! goes back and any stale write the fenced resource accepted.
+//! goes back, any stale write the fenced resource accepted and any update it lost. The
+//! resource is a PostgreSQL database too (another server, never faulted), claimed with
+//! `postgres::claim_fence`: with the restart, by multi-key holds as well.
 
 use std::time::Duration;
 
-use leasehold_tests::harness::{PgServer, ProxyMode, RedisServer, TcpProxy};
+use leasehold_tests::harness::{PgServer, ProxyMode, TcpProxy};
 use leasehold_tests::history::{Run, WorkerSpec};
 use tokio::time::sleep;
 
@@ -24,7 +26,7 @@ fn granted_after(history: &leasehold_tests::history::History, workers: usize, at
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_process_frozen_past_its_lease_is_deposed_and_told() {
     let pg = PgServer::start().await;
-    let resource = RedisServer::start().await;
+    let resource = PgServer::start().await;
     let lease = Duration::from_secs(1);
     let spec = WorkerSpec::new("redis://unused", &resource.url())
         .postgres(&pg.url())
@@ -35,14 +37,15 @@ async fn a_holder_process_frozen_past_its_lease_is_deposed_and_told() {
     crate::frozen::a_frozen_holder_is_deposed_and_told("postgres-pause", &spec, lease).await;
 }
 
-/// The server is restarted twice while 3 worker processes contend, once with a fast shutdown
+/// The server is restarted twice while 3 worker processes contend (one of them taking both
+/// keys with `lock_all`), once with a fast shutdown
 /// (SIGINT: sessions are ended, the data is flushed) and once killed (SIGKILL of every server
 /// process: crash recovery from the WAL). No overlap, no stale write, fences increasing across
 /// both restarts (the sequence survives them), and locks granted after each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_restarted_under_load_breaks_no_rule_of_the_history() {
     let pg = PgServer::start().await;
-    let resource = RedisServer::start().await;
+    let resource = PgServer::start().await;
     let spec = WorkerSpec::new("redis://unused", &resource.url())
         .postgres(&pg.url())
         .keys(&["a", "b"])
@@ -52,9 +55,10 @@ async fn the_server_restarted_under_load_breaks_no_rule_of_the_history() {
         .hold(Duration::from_millis(30), 2)
         .duration(Duration::from_secs(16));
     let mut run = Run::new("postgres-restart");
-    for _ in 0..3 {
-        run.spawn(&spec);
-    }
+    run.spawn(&spec);
+    run.spawn(&spec);
+    // Both keys at once: every key's claim first, then a transfer, in one transaction.
+    run.spawn(&spec.clone().multi(2));
     sleep(Duration::from_secs(3)).await;
     let fast = run.fault("restart", "postgres fast shutdown");
     pg.restart_fast().await;
@@ -83,7 +87,7 @@ async fn the_server_restarted_under_load_breaks_no_rule_of_the_history() {
 async fn connections_cut_by_the_proxy_break_no_rule_of_the_history() {
     let pg = PgServer::start().await;
     let proxy = TcpProxy::start(pg.addr()).await;
-    let resource = RedisServer::start().await;
+    let resource = PgServer::start().await;
     let url = format!("postgres://postgres@{}/postgres", proxy.addr());
     let lease = Duration::from_secs(1);
     let spec = WorkerSpec::new("redis://unused", &resource.url())

@@ -10,12 +10,15 @@
 //! - read-write: a reader killed while holding keeps writers out no longer than its lease; a
 //!   writer waits out the readers in, and readers that came after it wait for it;
 //! - fair: grants in the order the acquires were invoked, with one task per process and with
-//!   four.
+//!   four;
+//! - one permit: a semaphore of one permit guards its holders' updates of the resource as a
+//!   lock does (with the permit's fence, claimed without a lock guard), through holders paused
+//!   past their lease.
 
 use std::time::Duration;
 
 use leasehold_tests::harness::RedisServer;
-use leasehold_tests::history::{monotonic_ns, FencedResource, History, Run, WorkerSpec};
+use leasehold_tests::history::{monotonic_ns, Fencing, History, ResourceClient, Run, WorkerSpec};
 use tokio::time::{sleep, Instant};
 
 fn ms(ns: u64) -> f64 {
@@ -93,9 +96,16 @@ const START_BALANCE: i64 = 1_000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_key_transfers_conserve_money_and_a_killed_holder_frees_its_keys() {
     let (locks, resource) = servers().await;
-    let bank = FencedResource::connect(&resource.url())
-        .await
-        .expect("resource");
+    let wallets: Vec<String> = WALLETS.iter().map(|w| (*w).to_owned()).collect();
+    let mut bank = ResourceClient::connect(
+        &resource.url(),
+        Fencing::Claim,
+        Duration::ZERO,
+        &wallets,
+        Duration::ZERO,
+    )
+    .await
+    .expect("resource");
     for w in WALLETS {
         bank.set_balance(w, START_BALANCE).await.expect("SET");
     }
@@ -437,4 +447,57 @@ async fn fair_locks_grant_in_arrival_order_with_one_task_per_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_locks_grant_in_arrival_order_with_four_tasks_per_process() {
     fair_in_arrival_order(4).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A semaphore of one permit guarding writes
+// ---------------------------------------------------------------------------------------------
+
+/// Four workers take the one permit of a semaphore and update the resource under it (the
+/// permit's fence, claimed with the guard-free `claim_with_fence`: a `PermitGuard` has no lock
+/// guard for `fenced::claim`); holders are paused (SIGSTOP) past their lease, and resume to
+/// write blind with their stale fence. The checker finds no two permit holders at once, no
+/// fence out of order and no update lost; the stale holders' blind updates were refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_permit_guards_its_updates_through_holders_paused_past_their_lease() {
+    let (locks, resource) = servers().await;
+    let lease = Duration::from_millis(400);
+    let spec = WorkerSpec::new(&locks.url(), &resource.url())
+        .keys(&["one-permit"])
+        .semaphore(1)
+        .lease(lease)
+        .wait(Duration::from_secs(5))
+        .hold(Duration::from_millis(40), 2)
+        // A window between each read and its write, for a stale update to land in.
+        .compute(Duration::from_millis(10))
+        .duration(Duration::from_secs(6));
+    let mut run = Run::new("primitives-one-permit");
+    for _ in 0..4 {
+        run.spawn(&spec);
+    }
+    sleep(Duration::from_millis(800)).await;
+    let stop_at = Instant::now() + Duration::from_secs(3);
+    let mut paused = 0;
+    while Instant::now() < stop_at {
+        let Some((w, _)) = young_hold_where(&mut run, |_, _| true).await else {
+            continue;
+        };
+        run.pause(w);
+        // Well past the lease: another worker takes the permit meanwhile.
+        sleep(lease * 5 / 2).await;
+        run.resume(w);
+        paused += 1;
+        sleep(Duration::from_millis(300)).await;
+    }
+    run.wait_all(Duration::from_secs(30)).await;
+    let (_, report) = run.check_and_record("primitives-one-permit");
+    assert!(paused > 0, "no holder was paused");
+    assert!(
+        report.store_writes >= 50 && report.most_permit_holders == 1,
+        "too little happened: {report}"
+    );
+    assert!(
+        report.blind_refused > 0,
+        "no resumed holder tried its stale fence: {report}"
+    );
 }

@@ -198,7 +198,7 @@ async fn the_checker_catches_a_lock_that_does_not_exclude() {
     .await;
     run.spawn(&spec);
     run.wait_all(Duration::from_secs(20)).await;
-    let report = run.history().check();
+    let report = run.full_history().check();
     assert!(!report.violations_of(Rule::Overlap).is_empty(), "{report}");
     assert!(
         !report.violations_of(Rule::FenceOrder).is_empty(),
@@ -906,7 +906,7 @@ fn check_across_restore(
     (at, healed): (u64, u64),
     known: &[Rule],
 ) -> Report {
-    let history = run.history();
+    let history = run.full_history();
     let went_back: Vec<String> = fences_around(&history, at, healed)
         .into_iter()
         .filter(|(_, before, next)| next <= before)

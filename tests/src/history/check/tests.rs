@@ -1,7 +1,7 @@
 //! The checker fed hand-written logs: each rule caught where it is broken, and quiet on clean
 //! histories of every kind of hold.
 
-use crate::history::{History, Report, Rule};
+use crate::history::{History, Report, ResourceRecords, Rule, StoredWrite};
 
 fn history(log: &str) -> History {
     History::parse(&[(0, log.to_owned())], "")
@@ -467,5 +467,214 @@ fn fences_go_back_for_no_kind_of_hold() {
         fence_order(&back),
         ["fence out of order on `k`: reader 0.0.2 got 100 before 1.0.1 asked, which got 99"],
         "{back}"
+    );
+}
+
+/// A write as the store recorded it: `hold` read `read` and wrote one more, with `fence`.
+fn stored(key: &str, hold: &str, n: usize, fence: u64, read: i64) -> StoredWrite {
+    StoredWrite {
+        key: key.to_owned(),
+        hold: hold.to_owned(),
+        n,
+        fence,
+        read,
+        new: read + 1,
+        order: None,
+    }
+}
+
+/// A hold of `k` that updates it once: invoked at `at`, its read returning `read`, its write
+/// ending as `outcome` says (`wok 1`, `wok 0`, `werr`).
+fn updating(id: &str, at: u64, fence: u64, read: i64, outcome: &str) -> String {
+    let outcome = match outcome.split_once(' ') {
+        Some((event, flag)) => format!("{event} {id} {flag}"),
+        None => format!("{outcome} {id}"),
+    };
+    format!(
+        "{at} inv {id} k\n{} ok {id} {fence} 1000\n{} chk {id} 1\n{} win {id} {fence} 1\n\
+         {} rd {id} {read}\n{} {outcome}\n{} rel {id} 1\n{} rok {id}\n",
+        at + 1,
+        at + 2,
+        at + 3,
+        at + 4,
+        at + 5,
+        at + 6,
+        at + 7
+    )
+}
+
+fn judged(logs: &[String], records: ResourceRecords) -> Report {
+    let logs: Vec<(usize, String)> = logs.iter().cloned().enumerate().collect();
+    let mut h = History::parse(&logs, "");
+    h.resource = Some(Ok(records));
+    h.check()
+}
+
+fn records(value: i64, writes: Vec<StoredWrite>) -> ResourceRecords {
+    ResourceRecords {
+        values: [("k".to_owned(), value)].into(),
+        writes,
+    }
+}
+
+fn log_of(w: usize, holds: &[String]) -> String {
+    format!(
+        "1 start {w} 1 500 1000 300 1 0\n2 res redis claim 2\n{}999999999 end\n",
+        holds.concat()
+    )
+}
+
+#[test]
+fn updates_that_chain_pass() {
+    // Four writes, each from the value the one before left; the counter is 4.
+    let logs = [
+        log_of(
+            0,
+            &[
+                updating("0.0.1", 10, 5, 0, "wok 1"),
+                updating("0.0.2", 30, 7, 2, "wok 1"),
+            ],
+        ),
+        log_of(
+            1,
+            &[
+                updating("1.0.1", 20, 6, 1, "wok 1"),
+                updating("1.0.2", 40, 8, 3, "wok 1"),
+            ],
+        ),
+    ];
+    let writes = vec![
+        stored("k", "0.0.1", 0, 5, 0),
+        stored("k", "1.0.1", 0, 6, 1),
+        stored("k", "0.0.2", 0, 7, 2),
+        stored("k", "1.0.2", 0, 8, 3),
+    ];
+    let r = judged(&logs, records(4, writes));
+    assert!(r.violations.is_empty(), "{r}");
+    assert_eq!((r.store_read, r.store_writes, r.lost_updates), (true, 4, 0));
+    assert_eq!(r.holds, 4);
+    assert!(
+        r.to_string()
+            .contains("store kept 4 writes (0 lost updates)"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_lost_update_is_caught_and_names_both_holders_and_their_fences() {
+    // w0.0.3 (fence 33) wrote 5 from 4; w1.0.7 (fence 65) read 4 before that write landed,
+    // and its write was accepted too: the counter is 5 after 6 writes.
+    let mut writes: Vec<StoredWrite> = (0..4)
+        .map(|i| stored("k", &format!("2.0.{}", i + 1), 0, 10 + i as u64, i))
+        .collect();
+    writes.push(stored("k", "1.0.7", 0, 65, 4));
+    writes.push(stored("k", "0.0.3", 0, 33, 4));
+    let logs = [
+        log_of(0, &[updating("0.0.3", 50, 33, 4, "wok 1")]),
+        log_of(1, &[updating("1.0.7", 60, 65, 4, "wok 1")]),
+    ];
+    let r = judged(&logs, records(5, writes));
+    let lost = r.violations_of(Rule::LostUpdate);
+    assert_eq!(r.lost_updates, 1, "{r}");
+    assert_eq!(
+        lost[0].what,
+        "lost update on `k`: w1.0.7 (fence 65) wrote 5 computed from 4, as w0.0.3 (fence 33) had"
+    );
+    // The counter went up once for the two: the lost update says it all.
+    assert_eq!(lost.len(), 1, "{r}");
+    // A counter past its recorded writes: something wrote without its record.
+    let r = judged(
+        &[],
+        records(
+            3,
+            vec![stored("k", "0.0.1", 0, 5, 0), stored("k", "0.0.2", 0, 6, 1)],
+        ),
+    );
+    assert_eq!(
+        listed(&r),
+        "LostUpdate: the records of `k` do not add up: its counter is 3 after 2 accepted \
+         writes, which read 0, 1"
+    );
+    // Where the store numbers its writes, its order names who was first, not the fences.
+    let mut writes = vec![
+        stored("k", "0.0.3", 0, 33, 0),
+        stored("k", "1.0.7", 0, 65, 0),
+    ];
+    writes[0].order = Some(2);
+    writes[1].order = Some(1);
+    let r = judged(&logs, records(1, writes));
+    assert_eq!(
+        r.violations_of(Rule::LostUpdate)[0].what,
+        "lost update on `k`: w0.0.3 (fence 33) wrote 1 computed from 0, as w1.0.7 (fence 65) had"
+    );
+}
+
+#[test]
+fn a_write_its_client_saw_fail_counts_when_the_store_has_it() {
+    // 0.0.1's write timed out on its client (werr), but the store applied it: 1.0.1 read
+    // what it left, and the counter is 2. Judged by the logs alone, 1.0.1's read of 1 would
+    // have no write behind it.
+    let logs = [
+        log_of(0, &[updating("0.0.1", 10, 5, 0, "werr")]),
+        log_of(1, &[updating("1.0.1", 20, 6, 1, "wok 1")]),
+    ];
+    let applied = vec![stored("k", "0.0.1", 0, 5, 0), stored("k", "1.0.1", 0, 6, 1)];
+    let r = judged(&logs, records(2, applied));
+    assert!(r.violations.is_empty(), "{r}");
+    assert_eq!((r.store_writes, r.writes_failed), (2, 1));
+    // The same write, and a next holder that read past it: a lost update, though its
+    // client was never told the first write happened.
+    let logs = [
+        log_of(0, &[updating("0.0.1", 10, 5, 0, "werr")]),
+        log_of(1, &[updating("1.0.1", 20, 6, 0, "wok 1")]),
+    ];
+    let twice = vec![stored("k", "0.0.1", 0, 5, 0), stored("k", "1.0.1", 0, 6, 0)];
+    let r = judged(&logs, records(1, twice));
+    assert_eq!(r.lost_updates, 1, "{r}");
+    assert!(
+        r.violations_of(Rule::LostUpdate)[0].what.starts_with(
+            "lost update on `k`: w1.0.1 (fence 6) wrote 1 computed from 0, as w0.0.1 (fence 5) had"
+        ),
+        "{r}"
+    );
+}
+
+#[test]
+fn the_clients_view_must_match_the_stores() {
+    // Acknowledged, but not in the store; refused, but applied.
+    let logs = [
+        log_of(0, &[updating("0.0.1", 10, 5, 0, "wok 1")]),
+        log_of(1, &[updating("1.0.1", 20, 6, 0, "wok 0")]),
+    ];
+    let r = judged(&logs, records(1, vec![stored("k", "1.0.1", 0, 6, 0)]));
+    let all = listed(&r);
+    assert!(
+        all.contains("write 0 of w0.0.1 was acknowledged to it, but the store has no record of it"),
+        "{all}"
+    );
+    assert!(
+        all.contains("write 0 of w1.0.1 was refused to it, but the store applied it"),
+        "{all}"
+    );
+    // A store that could not be read fails the run; one nobody read is not judged.
+    let logs: Vec<(usize, String)> = vec![(0, log_of(0, &[updating("0.0.1", 10, 5, 0, "wok 1")]))];
+    let mut h = History::parse(&logs, "");
+    let r = h.check();
+    assert!(r.violations.is_empty() && !r.store_read, "{r}");
+    assert!(r.to_string().contains("store not read"), "{r}");
+    h.resource = Some(Err("connection refused".to_owned()));
+    let r = h.check();
+    assert_eq!(
+        listed(&r),
+        "Log: the resource's records could not be read: connection refused"
+    );
+    // The `rd` of a write is read back with it.
+    assert_eq!(
+        h.holds[0].writes[0].read.as_ref().map(|r| &r.1[..]),
+        Some(&[0][..])
+    );
+    assert_eq!(
+        h.workers[0].resource,
+        Some(("redis".into(), "claim".into(), 2))
     );
 }
