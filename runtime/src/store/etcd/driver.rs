@@ -139,12 +139,12 @@ impl Driver for Etcd {
 
     /// Deleted until etcd answers, and once more a little later, in case the abandoned write
     /// itself arrives after the first deletion; should it land later still, the sweep of the
-    /// lease deletes it.
+    /// lease deletes it. Never while this process knows the key as a waiter's or a holder's.
     async fn abandoned(&self, name: &str) -> Result<(), LockError> {
         clean_up(
             self.client.clone(),
             name.to_owned(),
-            Until::Twice(self.settings.op_timeout * 2),
+            Until::Twice(self.settings.op_timeout * 2, self.contenders.downgrade()),
         );
         self.sweep_orphans();
         Ok(())

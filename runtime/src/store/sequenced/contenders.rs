@@ -20,14 +20,31 @@ pub(crate) struct Contender<V> {
     pub(crate) via: V,
 }
 
+/// What became of the create of an attempt in flight, as far as this process knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Create {
+    /// Not sent (yet): the attempt created nothing.
+    Unsent,
+    /// Sent, and not answered (yet): it may have been applied, now or later.
+    Sent,
+    /// Answered: the contender it made is known here (waiting or held), or was deleted.
+    Answered,
+}
+
 struct Book<V> {
     /// The contender at the front of a lock's local queue, by lock key.
     waiting: HashMap<String, Contender<V>>,
     /// The contenders of held leases, by owner token.
     held: HashMap<OwnerToken, Contender<V>>,
     /// The names of attempts in flight ([`InFlight`]): created, or about to be, and not
-    /// recorded above yet; and of held ones under release until their delete is answered.
-    in_flight: HashSet<String>,
+    /// recorded above yet, with what became of their create; and of held ones under release
+    /// until their delete is answered.
+    in_flight: HashMap<String, Create>,
+    /// The names of attempts that ended with their create sent and never answered: what it
+    /// made, if the server applied it, is known nowhere here. The give-back of the attempt's
+    /// token cleans up after it by its name ([`Driver::abandoned`](super::Driver::abandoned)),
+    /// and nothing else does.
+    unanswered: HashSet<String>,
 }
 
 impl<V> Default for Book<V> {
@@ -35,7 +52,8 @@ impl<V> Default for Book<V> {
         Book {
             waiting: HashMap::new(),
             held: HashMap::new(),
-            in_flight: HashSet::new(),
+            in_flight: HashMap::new(),
+            unanswered: HashSet::new(),
         }
     }
 }
@@ -125,7 +143,7 @@ impl<V: Clone> Contenders<V> {
 
     /// Keeps the attempt named `name` known until the guard drops (see [`InFlight`]).
     pub(crate) fn in_flight(&self, name: String) -> InFlight<V> {
-        self.book().in_flight.insert(name.clone());
+        self.book().in_flight.insert(name.clone(), Create::Unsent);
         InFlight {
             contenders: self.clone(),
             name,
@@ -143,7 +161,7 @@ impl<V: Clone> Contenders<V> {
     ) -> Option<(Contender<V>, InFlight<V>)> {
         let mut book = self.book();
         let mine = book.held.remove(token)?;
-        book.in_flight.insert(mine.name.clone());
+        book.in_flight.insert(mine.name.clone(), Create::Answered);
         drop(book);
         let releasing = InFlight {
             contenders: self.clone(),
@@ -157,9 +175,20 @@ impl<V: Clone> Contenders<V> {
     #[cfg(feature = "etcd")]
     pub(crate) fn knows(&self, name: &str) -> bool {
         let book = self.book();
-        book.in_flight.contains(name)
-            || book.waiting.values().any(|c| c.name == name)
-            || book.held.values().any(|c| c.name == name)
+        book.in_flight.contains_key(name) || stands(&book, name)
+    }
+
+    /// Whether `name` is the contender of a waiter (a lock's waiting one, a permits waiter's
+    /// seat) or of a holder of this process: what the clean-up after an attempt whose create
+    /// went unanswered must never delete, however late it runs.
+    pub(crate) fn stands(&self, name: &str) -> bool {
+        stands(&self.book(), name)
+    }
+
+    /// Whether the attempt named `name` ended with its create sent and never answered, and
+    /// forgets it: its give-back is the one clean-up after it.
+    pub(crate) fn take_unanswered(&self, name: &str) -> bool {
+        self.book().unanswered.remove(name)
     }
 
     /// Forgets every contender of a session that ended, and returns them.
@@ -179,16 +208,43 @@ impl<V: Clone> Contenders<V> {
     }
 }
 
+fn stands<V>(book: &Book<V>, name: &str) -> bool {
+    book.waiting.values().any(|c| c.name == name) || book.held.values().any(|c| c.name == name)
+}
+
 /// The name of one attempt's contender, known from before it is created until the attempt
-/// ends (by then it is recorded as waiting or held, or deleted, or the attempt was abandoned
-/// and the contender is an orphan if it lands); or of a held one under release.
+/// ends (by then it is recorded as waiting or held, or deleted, or the attempt ended with its
+/// create unanswered and the contender is an orphan if it lands); or of a held one under
+/// release.
 pub(crate) struct InFlight<V: Clone> {
     contenders: Contenders<V>,
     name: String,
 }
 
+impl<V: Clone> InFlight<V> {
+    /// The attempt's create is about to be sent: from here on, it may be applied.
+    pub(crate) fn sending(&self) {
+        self.set(Create::Sent);
+    }
+
+    /// The attempt's create was answered: what it made is recorded as a waiter's or a
+    /// holder's before anything else runs, and belongs to them, not to this attempt.
+    pub(crate) fn answered(&self) {
+        self.set(Create::Answered);
+    }
+
+    fn set(&self, create: Create) {
+        if let Some(now) = self.contenders.book().in_flight.get_mut(&self.name) {
+            *now = create;
+        }
+    }
+}
+
 impl<V: Clone> Drop for InFlight<V> {
     fn drop(&mut self) {
-        self.contenders.book().in_flight.remove(&self.name);
+        let mut book = self.contenders.book();
+        if book.in_flight.remove(&self.name) == Some(Create::Sent) {
+            book.unanswered.insert(self.name.clone());
+        }
     }
 }

@@ -168,8 +168,13 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// session ended. Never blocks.
     fn delete_later(&self, mine: Contender<Self::Via>);
 
-    /// An attempt that created `name` (or may have: its answer never came) is not known
-    /// here: delete whatever of it is in the queue, now and should it land later.
+    /// An attempt sent the create of `name` and never had its answer: what it made, if the
+    /// server applied it, is known nowhere here. Delete whatever of it is in the queue, now
+    /// and should it land later; but never a contender this process knows as a waiter's or a
+    /// holder's ([`Contenders::stands`](super::Contenders::stands)), however late a repeat of
+    /// the clean-up runs. Only for such an attempt: the contender of an answered create
+    /// belongs to the wait or the lease it was recorded for (see
+    /// [`Sequenced::release_once`](super::Sequenced::release_once)).
     fn abandoned(&self, name: &str) -> impl Future<Output = Result<(), LockError>> + Send;
 
     /// The contenders of `keys`' queue now, in creation order.

@@ -18,9 +18,21 @@
 //! **Nothing left behind.** A contender is known from before it is created (by its name,
 //! which carries its attempt's tag) until it is deleted; one that stops waiting is forgotten
 //! and deleted in the background; a delete whose outcome is unknown is tried again until the
-//! server answers; the release of an attempt abandoned before its answer came deletes what
-//! that attempt may have created. Unlike a Redis key, a contender has no TTL of its own: left
-//! behind, it would stand first in the queue as long as its session lives.
+//! server answers. Unlike a Redis key, a contender has no TTL of its own: left behind, it
+//! would stand first in the queue as long as its session lives.
+//!
+//! **Unknown outcomes (issue 45).** A create whose answer came is recorded at once as what it
+//! is for: a waiter's turn (a lock's waiting contender, a permits waiter's seat), which belongs
+//! to the wait from then on and goes only with the wait's end (its withdrawal), or a holder's
+//! lease. The give-back of an attempt that failed or was cancelled afterwards (a listing or a
+//! look that timed out, a lease check that failed) deletes nothing: the wait's next attempt
+//! may be granted on that turn. Only an attempt whose create was sent and never answered is
+//! cleaned up after by its name ([`Driver::abandoned`]): what the server may have applied is
+//! known nowhere here. That clean-up, however late it runs or repeats, never deletes a
+//! contender this process knows as a waiter's or a holder's. Before the fix, the give-back
+//! deleted "every znode of the attempt's tag" (ZooKeeper) or "the key of the attempt's name"
+//! (etcd), at once and again later, after the next attempt had been granted on it: the
+//! holder's contender was gone while it held, and another process was granted too.
 //!
 //! **Semaphores: a weighted queue.** A permits request is a contender of the semaphore's own
 //! queue (`LockKeys::semaphore`) that carries its limit and count (in its name on ZooKeeper,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::contenders::InFlight;
 use super::{Contender, Contenders, Driver, Place, Role, FENCE_SLOTS};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -48,7 +49,7 @@ impl<D: Driver> Sequenced<D> {
         debug_assert!(req.fences < FENCE_SLOTS, "fences of one contender overflow");
         let lock = req.keys.lock();
         let name = self.driver.name(req.keys, req.token, Role::Writer);
-        let _in_flight = self.contenders.in_flight(name.clone());
+        let attempt = self.contenders.in_flight(name.clone());
         let (via, session) = self.driver.open(req.lease).await?;
         let queued = match self.contenders.waiting(lock) {
             Some(mine) if req.queued && mine.session == session => Some(mine),
@@ -78,7 +79,7 @@ impl<D: Driver> Sequenced<D> {
             Some(looked) => looked,
             None => {
                 let (entered, vouched) = tokio::join!(
-                    self.enter(&via, session, &name, req),
+                    self.enter(&attempt, &via, session, &name, req),
                     self.driver.vouch(session, req)
                 );
                 let (mine, place) = entered?;
@@ -109,19 +110,21 @@ impl<D: Driver> Sequenced<D> {
         }
     }
 
-    /// Creates a writer's contender and records it as its lock's waiting one at once: if the
-    /// attempt is cancelled from here on, the turn's withdrawal finds it and deletes it. Then
-    /// where it stands, when the create could not tell.
+    /// Creates a writer's contender and records it as its lock's waiting one at once: it is
+    /// the wait's turn from here on, not this attempt's. If the attempt fails or is cancelled
+    /// from here on, the turn's withdrawal (the wait's end) deletes it, never the give-back of
+    /// this attempt's token: the wait's next attempt may be granted on it. Then where it
+    /// stands, when the create could not tell.
     async fn enter(
         &self,
+        attempt: &InFlight<D::Via>,
         via: &D::Via,
         session: u64,
         name: &str,
         req: &AcquireRequest<'_>,
     ) -> Result<(Contender<D::Via>, Place), LockError> {
         let (mine, place) = self
-            .driver
-            .create(via, session, name, req, Role::Writer)
+            .create(attempt, via, session, name, req, Role::Writer)
             .await?;
         self.contenders.wait(req.keys.lock(), mine.clone());
         let place = match place {
@@ -139,10 +142,10 @@ impl<D: Driver> Sequenced<D> {
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, LockError> {
         let name = self.driver.name(req.keys, req.token, Role::Reader);
-        let _in_flight = self.contenders.in_flight(name.clone());
+        let attempt = self.contenders.in_flight(name.clone());
         let (via, session) = self.driver.open(req.lease).await?;
         let (created, vouched) = tokio::join!(
-            self.driver.create(&via, session, &name, req, Role::Reader),
+            self.create(&attempt, &via, session, &name, req, Role::Reader),
             self.driver.vouch(session, req)
         );
         let (mine, place) = created?;
@@ -180,10 +183,17 @@ impl<D: Driver> Sequenced<D> {
         role: Role,
     ) -> Result<bool, LockError> {
         let Some((mine, _releasing)) = self.contenders.take_for_release(token) else {
-            // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
-            // answer came. Delete what that attempt may have created (its name finds it).
+            // Not held by us: a lease lost meanwhile, or the give-back of an attempt that
+            // failed or was cancelled. Only an attempt whose create was sent and never
+            // answered may have made a contender nobody here knows: its name finds it. One
+            // whose create was answered made a contender this process knows (a waiter's turn,
+            // which the wait's next attempt may be granted on and only the wait's end
+            // withdraws; a holder's; or one the attempt deleted itself): never this
+            // give-back's to delete.
             let name = self.driver.name(keys, token, role);
-            self.driver.abandoned(&name).await?;
+            if self.contenders.take_unanswered(&name) {
+                self.driver.abandoned(&name).await?;
+            }
             return Ok(false);
         };
         if *self.epoch.borrow() != mine.session {
@@ -207,6 +217,24 @@ impl<D: Driver> Sequenced<D> {
         if let Some(mine) = self.contenders.forget_waiting(keys.lock()) {
             self.driver.delete_later(mine);
         }
+    }
+
+    /// Sends the create of `attempt`'s contender `name`: known to be sent before it goes (an
+    /// attempt that ends before its answer leaves it to the give-back of its token to clean
+    /// up after), and answered once it is.
+    pub(super) async fn create(
+        &self,
+        attempt: &InFlight<D::Via>,
+        via: &D::Via,
+        session: u64,
+        name: &str,
+        req: &AcquireRequest<'_>,
+        role: Role,
+    ) -> Result<(Contender<D::Via>, Option<Place>), LockError> {
+        attempt.sending();
+        let created = self.driver.create(via, session, name, req, role).await?;
+        attempt.answered();
+        Ok(created)
     }
 
     /// Takes a contender out of the queue now, or in the background when the engine does

@@ -45,7 +45,7 @@ impl<D: Driver> Sequenced<D> {
     ) -> Result<Attempt, LockError> {
         let role = Role::Permits { limit, count };
         let name = self.driver.name(req.keys, req.token, role);
-        let _in_flight = self.contenders.in_flight(name.clone());
+        let attempt = self.contenders.in_flight(name.clone());
         let (via, session) = self.driver.open(req.lease).await?;
         let seat = waiter.map(|w| seat_of(req.keys, w.name));
         let waits = waiter.is_some_and(|w| w.until > Instant::now());
@@ -81,12 +81,14 @@ impl<D: Driver> Sequenced<D> {
                     }
                 }
                 let (created, vouched) = tokio::join!(
-                    self.driver.create(&via, session, &name, req, role),
+                    self.create(&attempt, &via, session, &name, req, role),
                     self.driver.vouch(session, req)
                 );
                 let (mine, _) = created?;
                 // Recorded at once: if the attempt stops from here on, the waiter's withdrawal
-                // or the release of its token finds the contender and deletes it.
+                // or the release of its token finds the contender and deletes it. A waiter's
+                // is its turn from here on, not this attempt's: the give-back of this
+                // attempt's token leaves it alone (the next attempt may be granted on it).
                 let kept = match seat {
                     Some(seat) if waits => {
                         self.contenders.wait(&seat, mine.clone());

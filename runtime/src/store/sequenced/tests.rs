@@ -1,6 +1,7 @@
 //! The recipe through a fake driver: one in-memory queue, created in order, looked at as
 //! ZooKeeper does (a listing after the create), with every deletion recorded.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,9 +29,35 @@ pub(super) struct Fake {
     /// What was deleted in the background, and what abandoned attempts were cleaned up after.
     pub(super) later: Mutex<Vec<String>>,
     pub(super) abandoned: Mutex<Vec<String>>,
+    /// Calls that fail as unavailable: by name (`create`, `look`, `list`, `vouch`), after how
+    /// many more that pass. A failed `create` is applied all the same (its answer was lost).
+    fails: Mutex<HashMap<&'static str, u32>>,
 }
 
 impl Fake {
+    /// The call `call` fails once, after `passing` more of it pass.
+    pub(super) fn fail(&self, call: &'static str, passing: u32) {
+        self.fails.lock().unwrap().insert(call, passing);
+    }
+
+    fn failing(&self, call: &'static str) -> Result<(), LockError> {
+        let mut fails = self.fails.lock().unwrap();
+        match fails.get_mut(call) {
+            Some(0) => {
+                fails.remove(call);
+                Err(LockError::unavailable(
+                    format!("the fake's {call} failed"),
+                    None,
+                ))
+            }
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn names(&self) -> Vec<String> {
         self.queue
             .lock()
@@ -74,6 +101,7 @@ impl Driver for Fake {
         _session: u64,
         _req: &AcquireRequest<'_>,
     ) -> Result<Option<tokio::time::Instant>, LockError> {
+        self.failing("vouch")?;
         Ok(None)
     }
 
@@ -90,6 +118,8 @@ impl Driver for Fake {
             .lock()
             .unwrap()
             .push((name.to_owned(), role, order, Vec::new()));
+        // Applied, and then maybe the answer is lost.
+        self.failing("create")?;
         let mine = Contender {
             name: name.to_owned(),
             order,
@@ -105,6 +135,7 @@ impl Driver for Fake {
         mine: &Contender<()>,
         role: Role,
     ) -> Result<Place, LockError> {
+        self.failing("look")?;
         let queue = self.queue.lock().unwrap();
         let Some(at) = queue.iter().position(|e| e.0 == mine.name) else {
             return Ok(Place::Gone);
@@ -132,12 +163,19 @@ impl Driver for Fake {
         self.later.lock().unwrap().push(mine.name);
     }
 
+    /// As the engines did before issue 45: everything of the attempt's name goes, whatever
+    /// this process knows of it (what the recipe must never ask for a contender it knows).
     async fn abandoned(&self, name: &str) -> Result<(), LockError> {
         self.abandoned.lock().unwrap().push(name.to_owned());
+        self.queue
+            .lock()
+            .unwrap()
+            .retain(|e| !e.0.starts_with(name));
         Ok(())
     }
 
     async fn list(&self, _keys: &LockKeys) -> Result<Vec<Queued>, LockError> {
+        self.failing("list")?;
         let queue = self.queue.lock().unwrap();
         Ok(queue
             .iter()
@@ -345,15 +383,132 @@ async fn a_release_of_an_unknown_attempt_cleans_up_after_it_and_a_withdrawal_del
         OwnerToken::generate(),
         OwnerToken::generate(),
     );
+    // A reader's create applied, its answer lost: the release of its token cleans up after it.
+    seq.driver.fail("create", 0);
+    let unanswered = seq.acquire_shared_once(&request(&keys, &lost, false)).await;
+    assert!(unanswered.unwrap_err().is_unavailable());
+    assert_eq!(seq.driver.names().len(), 1);
     assert!(!seq.release_once(&keys, &lost, Role::Reader).await.unwrap());
     assert_eq!(
         *seq.driver.abandoned.lock().unwrap(),
         [seq.driver.name(&keys, &lost, Role::Reader)]
     );
+    assert!(seq.driver.names().is_empty());
+    // Once: a second give-back of the same token has nothing left to clean up after.
+    assert!(!seq.release_once(&keys, &lost, Role::Reader).await.unwrap());
+    assert_eq!(seq.driver.abandoned.lock().unwrap().len(), 1);
     seq.acquire_once(&request(&keys, &a, true)).await.unwrap();
     seq.acquire_once(&request(&keys, &b, true)).await.unwrap();
     seq.withdraw_waiting(&keys);
     let b_name = seq.driver.name(&keys, &b, Role::Writer);
     assert_eq!(*seq.driver.later.lock().unwrap(), [b_name]);
     assert_eq!(seq.driver.names().len(), 1);
+}
+
+/// Issue 45: a waiting writer's contender, made by an attempt whose look right after its create
+/// failed (here: the wait queued anew after its contender vanished, so the next attempt looks
+/// at the new one), is the wait's turn. The give-back of the failed attempt's token must leave
+/// it: the next attempt is granted on it. (Deleted by that give-back, the lock was held with no
+/// contender in the queue, and another process was granted too.)
+#[tokio::test]
+async fn a_writers_turn_made_by_a_failed_attempt_is_the_waits_not_the_give_backs() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (h, b1, b2, b3) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.acquire_once(&request(&keys, &h, true)).await.unwrap();
+    seq.acquire_once(&request(&keys, &b1, true)).await.unwrap();
+    // An operator deletes the waiting contender; the next attempt queues anew, and the look
+    // after its create fails (the look at the vanished one passes).
+    assert!(seq
+        .driver
+        .remove(&seq.driver.name(&keys, &b1, Role::Writer)));
+    seq.driver.fail("look", 1);
+    let queued = |token| AcquireRequest {
+        queued: true,
+        ..request(&keys, token, true)
+    };
+    let failed = seq.acquire_once(&queued(&b2)).await.unwrap_err();
+    assert!(failed.is_unavailable(), "{failed}");
+    let turn = seq.driver.name(&keys, &b2, Role::Writer);
+    assert_eq!(seq.contenders.waiting(keys.lock()).unwrap().name, turn);
+    // The failed attempt's give-back: its create was answered, so nothing of it is its own.
+    assert!(!seq.release_once(&keys, &b2, Role::Writer).await.unwrap());
+    assert!(
+        seq.driver.names().contains(&turn),
+        "the give-back took the turn"
+    );
+    assert!(seq.driver.abandoned.lock().unwrap().is_empty());
+    // The holder goes; the wait's next attempt is granted on its turn, which stays.
+    seq.release_once(&keys, &h, Role::Writer).await.unwrap();
+    let granted = seq.acquire_once(&queued(&b3)).await.unwrap();
+    assert!(matches!(granted, Attempt::Granted { .. }), "{granted:?}");
+    assert_eq!(seq.driver.names(), std::slice::from_ref(&turn));
+    assert_eq!(seq.contenders.held([&b3])[0].as_ref().unwrap().name, turn);
+}
+
+/// Issue 45, the same with the lease check failing on the attempt whose create would hold (an
+/// etcd writer whose keep-alive was not acknowledged in time): the contender stays the wait's
+/// turn, and the failed attempt's give-back leaves it.
+#[tokio::test]
+async fn a_writers_turn_whose_grant_could_not_be_vouched_for_stays_the_waits() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (h, b1, b2, b3) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.acquire_once(&request(&keys, &h, true)).await.unwrap();
+    seq.acquire_once(&request(&keys, &b1, true)).await.unwrap();
+    assert!(seq
+        .driver
+        .remove(&seq.driver.name(&keys, &b1, Role::Writer)));
+    seq.release_once(&keys, &h, Role::Writer).await.unwrap();
+    // The look at the vanished one's vouch passes; the new one's, which would hold, fails.
+    seq.driver.fail("vouch", 1);
+    let queued = |token| AcquireRequest {
+        queued: true,
+        ..request(&keys, token, true)
+    };
+    let failed = seq.acquire_once(&queued(&b2)).await.unwrap_err();
+    assert!(failed.is_unavailable(), "{failed}");
+    assert!(!seq.release_once(&keys, &b2, Role::Writer).await.unwrap());
+    let turn = seq.driver.name(&keys, &b2, Role::Writer);
+    assert!(
+        seq.driver.names().contains(&turn),
+        "the give-back took the turn"
+    );
+    assert!(seq.driver.abandoned.lock().unwrap().is_empty());
+    let granted = seq.acquire_once(&queued(&b3)).await.unwrap();
+    assert!(matches!(granted, Attempt::Granted { .. }), "{granted:?}");
+    assert_eq!(seq.driver.names(), [turn]);
+}
+
+/// Issue 45: a writer's create that was applied but whose answer was lost is known nowhere
+/// here; the give-back of its token is the one clean-up after it, by its name.
+#[tokio::test]
+async fn a_writers_create_whose_answer_was_lost_is_cleaned_up_by_its_give_back() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (a, b) = (OwnerToken::generate(), OwnerToken::generate());
+    seq.driver.fail("create", 0);
+    let failed = seq
+        .acquire_once(&request(&keys, &a, true))
+        .await
+        .unwrap_err();
+    assert!(failed.is_unavailable(), "{failed}");
+    assert!(seq.contenders.waiting(keys.lock()).is_none());
+    assert_eq!(seq.driver.names().len(), 1, "applied all the same");
+    assert!(!seq.release_once(&keys, &a, Role::Writer).await.unwrap());
+    let name = seq.driver.name(&keys, &a, Role::Writer);
+    assert_eq!(*seq.driver.abandoned.lock().unwrap(), [name]);
+    assert!(seq.driver.names().is_empty());
+    let next = seq.acquire_once(&request(&keys, &b, true)).await.unwrap();
+    assert!(matches!(next, Attempt::Granted { .. }));
 }

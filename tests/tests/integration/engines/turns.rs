@@ -1,0 +1,350 @@
+//! ZooKeeper and etcd: a waiter's turn (its znode, its key) across the attempts of one wait,
+//! when an attempt's outcome was unknown (issue 45). Each test judges by what the store saw:
+//! another process granted while the first still says it holds, or the first's contender
+//! missing from the queue at the server while it holds.
+
+use std::future::Future;
+use std::time::Duration;
+
+use leasehold::Locker;
+use leasehold_tests::harness::{EtcdServer, ProxyMode, TcpProxy, ZkServer};
+use tokio::time::{sleep, Instant};
+use zookeeper_client as zk;
+
+/// The lease of every holder here: renewed every lease/3, which is when a holder whose
+/// contender was deleted under it would be told.
+const LEASE: Duration = Duration::from_secs(6);
+
+/// How long another process keeps trying while the first holds: past one renewal of the
+/// first's lease, so that a loss the store saw would have been told by then.
+const WATCH: Duration = Duration::from_secs(3);
+
+async fn zk_locker(hosts: &str, op_timeout: Duration) -> Locker {
+    Locker::builder()
+        .zookeeper(hosts)
+        .session_timeout(LEASE)
+        .default_lease(LEASE)
+        .op_timeout(op_timeout)
+        .connect_timeout(Duration::from_secs(5))
+        .default_wait(Duration::from_secs(20))
+        .build()
+        .await
+        .expect("locker on zookeeper")
+}
+
+async fn etcd_locker(endpoint: &str, op_timeout: Duration) -> Locker {
+    Locker::builder()
+        .etcd([endpoint.to_owned()])
+        .session_timeout(LEASE)
+        .default_lease(LEASE)
+        .op_timeout(op_timeout)
+        .connect_timeout(Duration::from_secs(5))
+        .default_wait(Duration::from_secs(20))
+        .build()
+        .await
+        .expect("locker on etcd")
+}
+
+/// The container of a ZooKeeper semaphore or lock named `key`.
+fn zk_container(kind: &str, key: &str) -> String {
+    format!("/leasehold/leasehold:{kind}:{{{key}}}")
+}
+
+/// The contenders of a ZooKeeper container, in queue order (by sequence number).
+async fn zk_queue(client: &zk::Client, container: &str) -> Vec<String> {
+    let mut children = match client.list_children(container).await {
+        Ok(children) => children,
+        Err(zk::Error::NoNode) => Vec::new(),
+        Err(e) => panic!("listing {container}: {e}"),
+    };
+    children.sort_by_key(|c| c.rsplit('-').next().unwrap_or("").to_owned());
+    children
+}
+
+/// The contender keys of an etcd range, by create revision.
+async fn etcd_queue(client: &mut etcd_client::Client, range: &str) -> Vec<String> {
+    let options = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_sort(
+            etcd_client::SortTarget::Create,
+            etcd_client::SortOrder::Ascend,
+        )
+        .with_keys_only();
+    let listed = client.get(range, Some(options)).await.expect("etcd range");
+    listed
+        .kvs()
+        .iter()
+        .map(|kv| kv.key_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Waits until `queue` (read at the server) has `n` contenders, and returns them.
+async fn until_queued<F, Fut>(mut queue: F, n: usize) -> Vec<String>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Vec<String>>,
+{
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = queue().await;
+        if now.len() >= n {
+            return now;
+        }
+        assert!(Instant::now() < until, "never {n} contenders: {now:?}");
+        sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// While `held` (the first holder's `is_held`) says so, `other` (another process's try,
+/// released at once when granted) is tried every 50 ms for [`WATCH`]: the first grant while
+/// the first holder still says it holds is two holders. `None` when there was none.
+async fn second_holder<H, F, Fut>(held: H, mut other: F) -> Option<String>
+where
+    H: Fn() -> bool,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let until = Instant::now() + WATCH;
+    while Instant::now() < until && held() {
+        if other().await && held() {
+            return Some("another process was granted while the holder still said it holds".into());
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// A fault that falls between a create and the call right after it: the proxy delays every
+/// byte by `delay` (a call and its answer take `2 × delay`, under the op timeout), and once the
+/// create is seen at the server, `mode` (a stall or a cut) takes the link for `hold`.
+struct Fault {
+    delay: Duration,
+    mode: ProxyMode,
+    hold: Duration,
+}
+
+impl Fault {
+    /// The stall of the ZooKeeper tests: 400 ms of delay under an op timeout `op` of 2 s, then
+    /// the link held until halfway through the next attempt's call. The failed call times out
+    /// `delay + op` after the create was seen, the next attempt sends its call within a pause
+    /// of 100 ms, and that call is held until the link heals, `delay + 1.5 × op` after the
+    /// create was seen: its answer then comes after the answer to every request held before
+    /// it (a clean-up's listing among them), and before the requests those answers cause.
+    fn zookeeper_stall(op: Duration) -> Self {
+        let delay = Duration::from_millis(400);
+        Fault {
+            delay,
+            mode: ProxyMode::Stall,
+            hold: op * 3 / 2 - delay,
+        }
+    }
+
+    /// Seen at the server at `delay` after it was sent, the create is answered at `2 × delay`,
+    /// and the call sent right after it reaches the server at `3 × delay` and is answered at
+    /// `4 × delay`: the fault starts halfway between the two answers, `delay` from each.
+    async fn strike(&self, proxy: &TcpProxy) {
+        sleep(self.delay * 2).await;
+        proxy.set_mode(self.mode);
+        sleep(self.hold).await;
+        proxy.set_mode(ProxyMode::Pass);
+    }
+}
+
+/// One trial of a permits waiter whose first attempt's create is answered and whose listing
+/// right after it is not: `a` (behind `proxy`) asks for 2 of 2 permits of `key` and waits;
+/// `fault` falls between the create (seen in `queue`, read at the server) and the listing.
+/// `b` (no proxy) then tries to take 2 of 2 while A holds.
+async fn permits_waiter_through_a_fault<Q, Fut>(
+    (a, b): (&Locker, &Locker),
+    proxy: &TcpProxy,
+    key: &str,
+    fault: &Fault,
+    mut queue: Q,
+) -> Result<(), String>
+where
+    Q: FnMut() -> Fut,
+    Fut: Future<Output = Vec<String>>,
+{
+    proxy.set_mode(ProxyMode::Delay(fault.delay));
+    let waiter = {
+        let (a, key) = (a.clone(), key.to_owned());
+        tokio::spawn(async move { a.semaphore(key, 2).lease(LEASE).acquire_many(2).await })
+    };
+    until_queued(&mut queue, 1).await;
+    fault.strike(proxy).await;
+    let held = waiter
+        .await
+        .unwrap()
+        .map_err(|e| format!("A's wait failed: {e}"))?;
+    let two = second_holder(
+        || held.is_held(),
+        || {
+            let (b, key) = (b.clone(), key.to_owned());
+            async move {
+                match b.semaphore(key, 2).lease(LEASE).try_acquire_many(2).await {
+                    Ok(Some(permits)) => {
+                        let _ = permits.release().await;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        },
+    )
+    .await;
+    let left = queue().await;
+    let outcome = match (two, held.is_held()) {
+        (Some(two), _) => Err(format!(
+            "{two}: A holds 2 of 2, and the queue at the server is {left:?}"
+        )),
+        (None, false) => Err(format!("A lost its permits; the queue is {left:?}")),
+        (None, true) if left.len() != 1 => Err(format!(
+            "A holds 2 of 2 but the queue at the server is {left:?}"
+        )),
+        (None, true) => Ok(()),
+    };
+    let _ = held.release().await;
+    outcome
+}
+
+/// Issue 45, ZooKeeper: a waiter for 2 of 2 permits whose first attempt's listing timed out
+/// (see [`Fault::zookeeper_stall`]). The failed attempt's give-back deleted every znode of its
+/// tag, the waiter's turn included, after the next attempt was granted on that turn: A held 2
+/// of 2 with no znode, and B was granted too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_permits_waiter_whose_listing_timed_out_keeps_its_turn() {
+    let zk = ZkServer::start().await;
+    let proxy = TcpProxy::start(zk.addr()).await;
+    let op = Duration::from_secs(2);
+    let a = zk_locker(&proxy.addr().to_string(), op).await;
+    let b = zk_locker(&zk.connect_string(), op).await;
+    let raw = zk::Client::connect(&zk.connect_string()).await.unwrap();
+    for trial in 0..3 {
+        let key = format!("turn-{trial}");
+        let container = zk_container("sem", &key);
+        let queue = || zk_queue(&raw, &container);
+        let fault = Fault::zookeeper_stall(op);
+        let outcome = permits_waiter_through_a_fault((&a, &b), &proxy, &key, &fault, queue).await;
+        if let Err(e) = outcome {
+            panic!("trial {trial}: {e}");
+        }
+    }
+}
+
+/// The control of the test above: a hold of the link (200 ms) that leaves every call within
+/// the op timeout fails none, and nothing is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_permits_waiter_through_a_short_stall_holds_alone() {
+    let zk = ZkServer::start().await;
+    let proxy = TcpProxy::start(zk.addr()).await;
+    let op = Duration::from_secs(2);
+    let a = zk_locker(&proxy.addr().to_string(), op).await;
+    let b = zk_locker(&zk.connect_string(), op).await;
+    let raw = zk::Client::connect(&zk.connect_string()).await.unwrap();
+    let key = "turn-control";
+    let container = zk_container("sem", key);
+    let queue = || zk_queue(&raw, &container);
+    let fault = Fault {
+        hold: Duration::from_millis(200),
+        ..Fault::zookeeper_stall(op)
+    };
+    permits_waiter_through_a_fault((&a, &b), &proxy, key, &fault, queue)
+        .await
+        .unwrap();
+}
+
+/// Issue 45, etcd: a waiter for 2 of 2 permits whose first attempt's listing failed on a cut
+/// link (cut for 1 s). The failed attempt's give-back deleted its key by name, at once and
+/// again after 2 × op timeout, after the next attempt was granted on that key: A's key was
+/// gone while A held, and B was granted too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_permits_waiter_whose_listing_failed_keeps_its_turn() {
+    let etcd = EtcdServer::start().await;
+    let proxy = TcpProxy::start(etcd.addr()).await;
+    let op = Duration::from_millis(800);
+    let a = etcd_locker(&format!("http://{}", proxy.addr()), op).await;
+    let b = etcd_locker(&etcd.endpoint(), op).await;
+    let raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    for trial in 0..3 {
+        let key = format!("turn-{trial}");
+        let range = format!("leasehold:sem:{{{key}}}/");
+        let queue = || {
+            let (mut raw, range) = (raw.clone(), range.clone());
+            async move { etcd_queue(&mut raw, &range).await }
+        };
+        let fault = Fault {
+            delay: Duration::from_millis(250),
+            mode: ProxyMode::Cut,
+            hold: Duration::from_secs(1),
+        };
+        let outcome = permits_waiter_through_a_fault((&a, &b), &proxy, &key, &fault, queue).await;
+        if let Err(e) = outcome {
+            panic!("trial {trial}: {e}");
+        }
+    }
+}
+
+/// Issue 45, ZooKeeper: an operator deletes a waiting writer's znode; the waiter's next
+/// attempt finds it gone and queues anew, and that attempt's look right after its create
+/// times out (see [`Fault::zookeeper_stall`]) while the holder releases. The failed attempt's
+/// give-back deleted every znode of its tag, the new turn included, after the next attempt was
+/// granted on it: C was granted while A held. (Without the operator's delete, the wait's
+/// first attempt makes its turn, and a failed first attempt's turn is replaced, not reused.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_writer_requeued_after_an_operator_deleted_its_znode_holds_alone() {
+    let zk = ZkServer::start().await;
+    let proxy = TcpProxy::start(zk.addr()).await;
+    let hosts = zk.connect_string();
+    let op = Duration::from_secs(2);
+    let h = zk_locker(&hosts, op).await;
+    let a = zk_locker(&proxy.addr().to_string(), op).await;
+    let c = zk_locker(&hosts, op).await;
+    let raw = zk::Client::connect(&hosts).await.unwrap();
+    let fault = Fault::zookeeper_stall(op);
+    for trial in 0..3 {
+        let key = format!("deleted-{trial}");
+        let container = zk_container("lock", &key);
+        let queue = || zk_queue(&raw, &container);
+        let held = h.lock(&key).lease(LEASE).acquire().await.unwrap();
+        let waiter = {
+            let (a, key) = (a.clone(), key.clone());
+            tokio::spawn(async move { a.lock(key).lease(LEASE).acquire().await })
+        };
+        let queued = until_queued(queue, 2).await;
+        proxy.set_mode(ProxyMode::Delay(fault.delay));
+        // The operator deletes the waiter's znode; its next attempt (within a second) finds
+        // it gone and queues anew, and the look after that create fails. The holder goes
+        // meanwhile: the attempt after it finds its new znode first.
+        raw.delete(&format!("{container}/{}", queued[1]), None)
+            .await
+            .unwrap();
+        until_queued(queue, 2).await;
+        let ((), released) = tokio::join!(fault.strike(&proxy), held.release());
+        released.unwrap();
+        let holds = waiter.await.unwrap().unwrap();
+        let key2 = key.clone();
+        let two = second_holder(
+            || holds.is_held(),
+            || {
+                let (c, key) = (c.clone(), key2.clone());
+                async move {
+                    match c.lock(key).lease(LEASE).try_acquire().await {
+                        Ok(Some(g)) => {
+                            let _ = g.release().await;
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+            },
+        )
+        .await;
+        let left = queue().await;
+        assert!(two.is_none(), "trial {trial}: {two:?}; the queue: {left:?}");
+        assert!(holds.is_held(), "trial {trial}: the waiter lost the lock");
+        assert_eq!(left.len(), 1, "trial {trial}: {left:?}");
+        holds.release().await.unwrap();
+    }
+}
