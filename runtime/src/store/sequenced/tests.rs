@@ -2,7 +2,7 @@
 //! ZooKeeper does (a listing after the create), with every deletion recorded.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +26,8 @@ pub(super) struct Fake {
     /// contender's data.
     queue: Mutex<Vec<Entry>>,
     pub(super) order: AtomicI64,
+    /// The session contenders are created in now.
+    pub(super) session: AtomicU64,
     /// What was deleted in the background, and what abandoned attempts were cleaned up after.
     pub(super) later: Mutex<Vec<String>>,
     pub(super) abandoned: Mutex<Vec<String>>,
@@ -93,7 +95,7 @@ impl Driver for Fake {
     }
 
     async fn open(&self, _lease: Duration) -> Result<((), u64), LockError> {
-        Ok(((), 0))
+        Ok(((), self.session.load(Ordering::Relaxed)))
     }
 
     async fn vouch(
@@ -511,4 +513,41 @@ async fn a_writers_create_whose_answer_was_lost_is_cleaned_up_by_its_give_back()
     assert!(seq.driver.names().is_empty());
     let next = seq.acquire_once(&request(&keys, &b, true)).await.unwrap();
     assert!(matches!(next, Attempt::Granted { .. }));
+}
+
+/// Issue 45, the same for a writer whose session changed while it waited: its next attempt
+/// replaces the old session's contender with one in the new session, whose look fails. That
+/// contender is the wait's turn, and the failed attempt's give-back leaves it.
+#[tokio::test]
+async fn a_writers_turn_made_in_a_new_session_by_a_failed_attempt_stays_the_waits() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (h, b1, b2, b3) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.acquire_once(&request(&keys, &h, true)).await.unwrap();
+    seq.acquire_once(&request(&keys, &b1, true)).await.unwrap();
+    let old = seq.driver.name(&keys, &b1, Role::Writer);
+    seq.driver.session.store(1, Ordering::Relaxed);
+    seq.driver.fail("look", 0);
+    let queued = |token| AcquireRequest {
+        queued: true,
+        ..request(&keys, token, true)
+    };
+    let failed = seq.acquire_once(&queued(&b2)).await.unwrap_err();
+    assert!(failed.is_unavailable(), "{failed}");
+    assert_eq!(*seq.driver.later.lock().unwrap(), [old], "the old one goes");
+    let turn = seq.driver.name(&keys, &b2, Role::Writer);
+    assert!(!seq.release_once(&keys, &b2, Role::Writer).await.unwrap());
+    assert!(
+        seq.driver.names().contains(&turn),
+        "the give-back took the turn"
+    );
+    seq.release_once(&keys, &h, Role::Writer).await.unwrap();
+    let granted = seq.acquire_once(&queued(&b3)).await.unwrap();
+    assert!(matches!(granted, Attempt::Granted { .. }), "{granted:?}");
+    assert_eq!(seq.driver.names(), std::slice::from_ref(&turn));
 }

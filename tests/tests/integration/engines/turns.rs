@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use leasehold::Locker;
+use leasehold::{Leadership, LockError, LockGuard, Locker};
 use leasehold_tests::harness::{EtcdServer, ProxyMode, TcpProxy, ZkServer};
 use tokio::time::{sleep, Instant};
 use zookeeper_client as zk;
@@ -286,14 +286,45 @@ async fn etcd_a_permits_waiter_whose_listing_failed_keeps_its_turn() {
     }
 }
 
-/// Issue 45, ZooKeeper: an operator deletes a waiting writer's znode; the waiter's next
-/// attempt finds it gone and queues anew, and that attempt's look right after its create
-/// times out (see [`Fault::zookeeper_stall`]) while the holder releases. The failed attempt's
-/// give-back deleted every znode of its tag, the new turn included, after the next attempt was
-/// granted on it: C was granted while A held. (Without the operator's delete, the wait's
-/// first attempt makes its turn, and a failed first attempt's turn is replaced, not reused.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zookeeper_a_writer_requeued_after_an_operator_deleted_its_znode_holds_alone() {
+/// What a writer of the lock's queue holds: a lock, a leadership.
+trait Hold: Send + Sized + 'static {
+    /// Whether it still says it holds.
+    fn holds(&self) -> bool;
+    /// Gives it back.
+    fn give_up(self) -> impl Future<Output = Result<(), LockError>> + Send;
+}
+
+impl Hold for LockGuard {
+    fn holds(&self) -> bool {
+        self.is_held()
+    }
+
+    fn give_up(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        self.release()
+    }
+}
+
+impl Hold for Leadership {
+    fn holds(&self) -> bool {
+        self.is_leader()
+    }
+
+    fn give_up(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        self.resign()
+    }
+}
+
+/// How a writer takes `key` from a locker, waiting up to a while (`None`: busy).
+type Take<H> = fn(Locker, String, Duration) -> BoxFuture<Option<H>>;
+
+type BoxFuture<T> = std::pin::Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Three trials of a writer whose waiting znode an operator deleted: `H` holds, `A` (behind
+/// the proxy) waits; the operator deletes A's znode; A's next attempt finds it gone and queues
+/// anew, and the look after that create times out (see [`Fault::zookeeper_stall`]) while H
+/// gives up. A is granted on the wait's next attempt; `C` then tries while A holds. `kind` is
+/// the queue's container (`lock`, `leader:lock`).
+async fn writer_requeued_after_an_operator_deleted_its_znode<H: Hold>(kind: &str, take: Take<H>) {
     let zk = ZkServer::start().await;
     let proxy = TcpProxy::start(zk.addr()).await;
     let hosts = zk.connect_string();
@@ -305,37 +336,35 @@ async fn zookeeper_a_writer_requeued_after_an_operator_deleted_its_znode_holds_a
     let fault = Fault::zookeeper_stall(op);
     for trial in 0..3 {
         let key = format!("deleted-{trial}");
-        let container = zk_container("lock", &key);
+        let container = zk_container(kind, &key);
         let queue = || zk_queue(&raw, &container);
-        let held = h.lock(&key).lease(LEASE).acquire().await.unwrap();
-        let waiter = {
-            let (a, key) = (a.clone(), key.clone());
-            tokio::spawn(async move { a.lock(key).lease(LEASE).acquire().await })
-        };
+        let held = take(h.clone(), key.clone(), Duration::from_secs(10))
+            .await
+            .expect("the first writer holds");
+        let waiter = tokio::spawn(take(a.clone(), key.clone(), Duration::from_secs(20)));
         let queued = until_queued(queue, 2).await;
         proxy.set_mode(ProxyMode::Delay(fault.delay));
         // The operator deletes the waiter's znode; its next attempt (within a second) finds
         // it gone and queues anew, and the look after that create fails. The holder goes
-        // meanwhile: the attempt after it finds its new znode first.
+        // meanwhile: the attempt after it finds the new znode first.
         raw.delete(&format!("{container}/{}", queued[1]), None)
             .await
             .unwrap();
         until_queued(queue, 2).await;
-        let ((), released) = tokio::join!(fault.strike(&proxy), held.release());
-        released.unwrap();
-        let holds = waiter.await.unwrap().unwrap();
-        let key2 = key.clone();
+        let ((), gave_up) = tokio::join!(fault.strike(&proxy), held.give_up());
+        gave_up.unwrap();
+        let holds = waiter.await.unwrap().expect("the waiter holds");
         let two = second_holder(
-            || holds.is_held(),
+            || holds.holds(),
             || {
-                let (c, key) = (c.clone(), key2.clone());
+                let taken = take(c.clone(), key.clone(), Duration::ZERO);
                 async move {
-                    match c.lock(key).lease(LEASE).try_acquire().await {
-                        Ok(Some(g)) => {
-                            let _ = g.release().await;
+                    match taken.await {
+                        Some(other) => {
+                            let _ = other.give_up().await;
                             true
                         }
-                        _ => false,
+                        None => false,
                     }
                 }
             },
@@ -343,8 +372,38 @@ async fn zookeeper_a_writer_requeued_after_an_operator_deleted_its_znode_holds_a
         .await;
         let left = queue().await;
         assert!(two.is_none(), "trial {trial}: {two:?}; the queue: {left:?}");
-        assert!(holds.is_held(), "trial {trial}: the waiter lost the lock");
+        assert!(holds.holds(), "trial {trial}: the waiter lost its hold");
         assert_eq!(left.len(), 1, "trial {trial}: {left:?}");
-        holds.release().await.unwrap();
+        holds.give_up().await.unwrap();
     }
+}
+
+/// Issue 45, ZooKeeper: an operator deleted a waiting writer's znode, and the attempt that
+/// queued anew failed after its create (see [`writer_requeued_after_an_operator_deleted_its_znode`]).
+/// The failed attempt's give-back deleted every znode of its tag, the new turn included, after
+/// the next attempt was granted on it: C was granted while A held. (Without the operator's
+/// delete, the wait's first attempt makes its turn, and a failed first attempt's turn is
+/// replaced, not reused.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_writer_requeued_after_an_operator_deleted_its_znode_holds_alone() {
+    writer_requeued_after_an_operator_deleted_its_znode("lock", |l, key, wait| {
+        Box::pin(async move {
+            let taken = l.lock(key).lease(LEASE).wait(wait).acquire().await;
+            taken.ok()
+        })
+    })
+    .await;
+}
+
+/// The same for an election: its lock is a writer's queue like any other, and a campaigner
+/// that waited is elected on the wait's turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_campaigner_requeued_after_an_operator_deleted_its_znode_leads_alone() {
+    writer_requeued_after_an_operator_deleted_its_znode("leader:lock", |l, key, wait| {
+        Box::pin(async move {
+            let taken = l.leader(key).lease(LEASE).wait(wait).campaign().await;
+            taken.ok()
+        })
+    })
+    .await;
 }
