@@ -13,7 +13,8 @@ use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    standing, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake, Who,
+    patience, standing, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake,
+    Who,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -24,6 +25,10 @@ impl Driver for Etcd {
 
     fn describe(&self) -> String {
         format!("etcd at {}", self.shown)
+    }
+
+    fn patience(&self) -> Duration {
+        patience(&self.settings)
     }
 
     /// `P:lock:{K}/<tag>` for a writer, `P:lock:{K}/~r-<tag>` for a reader, `P:sem:{K}/<tag>`

@@ -113,6 +113,11 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// The engine and where it is, for messages: never credentials.
     fn describe(&self) -> String;
 
+    /// The longest one attempt of the recipe runs over this engine while it is polled (see
+    /// [`patience`](super::interest::patience)): one that runs longer stopped being polled,
+    /// and its wait's contender lapses.
+    fn patience(&self) -> Duration;
+
     /// The name of the contender an attempt of `token` creates, fixed before it is created:
     /// etcd's key, or the path ZooKeeper appends a sequence number to (and, for permits, their
     /// limit and count first). A permits contender's name does not depend on its limit and

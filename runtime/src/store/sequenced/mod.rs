@@ -34,6 +34,21 @@
 //! (etcd), at once and again later, after the next attempt had been granted on it: the
 //! holder's contender was gone while it held, and another process was granted too.
 //!
+//! **Interest.** A waiter's contender stands in the queue only while its wait's attempts look
+//! at it, as a waiter's turn does on every engine (Redis and PostgreSQL keep one 2 s past the
+//! last attempt): one that no attempt of its wait looked at for [`MAX_INTEREST`](interest::MAX_INTEREST)
+//! (2 s; a polled wait tries at least every second, every 2 s in an outage) is forgotten and
+//! deleted, checked every 250 ms. Otherwise a live process whose waiting future is no longer
+//! polled (held, never dropped) would keep it in the queue, first in line in the end, for its
+//! session's life, and everyone behind would wait. An attempt in progress keeps its contender
+//! for as long as a polled attempt can run (2 × connect timeout + 12 × op timeout): past that
+//! it stopped being polled midway, and its contender lapses all the same. An attempt that
+//! comes back to a contender that lapsed is never granted on it (it is being deleted): it
+//! reports the lock taken, and the wait, polled again, queues anew. Bound: a waiter that is
+//! not polled keeps others out at most 2.25 s (plus one delete) after its wait's last attempt
+//! ended, or, stopped in the middle of an attempt, 2.25 s + 2 × connect timeout + 12 × op
+//! timeout after that attempt began.
+//!
 //! **Semaphores: a weighted queue.** A permits request is a contender of the semaphore's own
 //! queue (`LockKeys::semaphore`) that carries its limit and count (in its name on ZooKeeper,
 //! its value on etcd), so one listing tells the whole queue. It holds when the permits of
@@ -65,6 +80,7 @@
 mod contenders;
 mod driver;
 mod inspect;
+mod interest;
 mod leader;
 mod permits;
 mod recipe;
@@ -81,6 +97,7 @@ pub(crate) use driver::{
     slots_top, tag, writer_top, Driver, Head, Place, Queued, Role, Wake, Who, FENCE_SLOTS,
 };
 pub(crate) use inspect::inspect;
+pub(crate) use interest::patience;
 pub(crate) use permits::{fits, holders, standing, Standing};
 pub(crate) use recipe::Sequenced;
 pub(crate) use store::{Engine as SequencedEngine, Renews};

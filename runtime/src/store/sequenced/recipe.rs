@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::interest::withdraw_lapsed;
+
 use super::contenders::InFlight;
 use super::{Contender, Contenders, Driver, Place, Role, FENCE_SLOTS};
 use crate::error::LockError;
@@ -14,19 +16,24 @@ use crate::store::{AcquireRequest, Attempt, Session};
 
 /// A lock engine made of the recipe and one driver: ZooKeeper's or etcd's.
 pub(crate) struct Sequenced<D: Driver> {
-    pub(crate) driver: D,
+    /// Shared with the task that withdraws the waiters' contenders that lapsed.
+    pub(crate) driver: Arc<D>,
     pub(crate) contenders: Contenders<D::Via>,
     /// Bumped each time a session ends: its contenders are gone or going.
     pub(super) epoch: Arc<watch::Sender<u64>>,
 }
 
 impl<D: Driver> Sequenced<D> {
-    /// The recipe over `driver`, which shares `contenders` and `epoch` with it.
+    /// The recipe over `driver`, which shares `contenders` and `epoch` with it; the waiters'
+    /// contenders whose wait lost interest are withdrawn in the background while it lives
+    /// (see `interest`).
     pub(crate) fn new(
         driver: D,
         contenders: Contenders<D::Via>,
         epoch: Arc<watch::Sender<u64>>,
     ) -> Self {
+        let driver = Arc::new(driver);
+        withdraw_lapsed(Arc::downgrade(&driver), contenders.downgrade());
         Sequenced {
             driver,
             contenders,
@@ -50,6 +57,8 @@ impl<D: Driver> Sequenced<D> {
         let lock = req.keys.lock();
         let name = self.driver.name(req.keys, req.token, Role::Writer);
         let attempt = self.contenders.in_flight(name.clone());
+        // Looked at by this attempt, the lock's waiting contender does not lapse meanwhile.
+        let _looking = self.contenders.attempt(lock);
         let (via, session) = self.driver.open(req.lease).await?;
         let queued = match self.contenders.waiting(lock) {
             Some(mine) if req.queued && mine.session == session => Some(mine),
@@ -91,7 +100,11 @@ impl<D: Driver> Sequenced<D> {
                 // First in line, but the session cannot be vouched for: the contender stays
                 // queued; the turn withdraws it if the caller stops.
                 let valid_from = vouched?;
-                self.contenders.hold(lock, req.token, mine);
+                if !self.contenders.hold(lock, req.token, mine) {
+                    // Withdrawn while this attempt was not polled (its wait lost interest):
+                    // deleted, never granted. The next attempt queues anew.
+                    return Ok(Attempt::Held { remaining: None });
+                }
                 Ok(Attempt::Granted { top, valid_from })
             }
             Place::Behind if !req.interest.is_zero() => Ok(Attempt::Held { remaining: None }),

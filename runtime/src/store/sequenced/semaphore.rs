@@ -48,6 +48,8 @@ impl<D: Driver> Sequenced<D> {
         let attempt = self.contenders.in_flight(name.clone());
         let (via, session) = self.driver.open(req.lease).await?;
         let seat = waiter.map(|w| seat_of(req.keys, w.name));
+        // Looked at by this attempt, the waiter's contender does not lapse meanwhile.
+        let _looking = seat.as_deref().map(|s| self.contenders.attempt(s));
         let waits = waiter.is_some_and(|w| w.until > Instant::now());
         let queued = match seat.as_deref().and_then(|s| self.contenders.waiting(s)) {
             Some(mine) if mine.session == session => Some(mine),
@@ -124,7 +126,11 @@ impl<D: Driver> Sequenced<D> {
                 };
                 let top = writer_top(mine.order, 1);
                 if let Some(seat) = seat {
-                    self.contenders.hold(seat, req.token, mine);
+                    if !self.contenders.hold(seat, req.token, mine) {
+                        // Withdrawn while this attempt was not polled (its wait lost
+                        // interest): deleted, never granted. The next attempt queues anew.
+                        return Ok(Attempt::Held { remaining: None });
+                    }
                 }
                 Ok(Attempt::Granted { top, valid_from })
             }

@@ -85,6 +85,10 @@ impl Driver for Fake {
         "fake".into()
     }
 
+    fn patience(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
     fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String {
         let kind = match role {
             Role::Writer => "w",
@@ -550,4 +554,101 @@ async fn a_writers_turn_made_in_a_new_session_by_a_failed_attempt_stays_the_wait
     let granted = seq.acquire_once(&queued(&b3)).await.unwrap();
     assert!(matches!(granted, Attempt::Granted { .. }), "{granted:?}");
     assert_eq!(seq.driver.names(), std::slice::from_ref(&turn));
+}
+
+/// Risk of issue 45: a waiter whose future is no longer polled (held, never dropped) kept its
+/// contender in the queue for its session's life. Now no attempt of its wait looking at it for
+/// `MAX_INTEREST` withdraws it (within one check more), and the wait, polled again, queues anew.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_contender_no_attempt_looks_at_lapses_and_its_wait_queues_anew() {
+    use super::interest::{LAPSE_CHECK, MAX_INTEREST};
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (h, b1, b2) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.acquire_once(&request(&keys, &h, true)).await.unwrap();
+    seq.acquire_once(&request(&keys, &b1, true)).await.unwrap();
+    let turn = seq.driver.name(&keys, &b1, Role::Writer);
+    // Attempts keep looking at it: it stays.
+    for _ in 0..3 {
+        tokio::time::sleep(MAX_INTEREST - LAPSE_CHECK).await;
+        let token = OwnerToken::generate();
+        let again = AcquireRequest {
+            queued: true,
+            ..request(&keys, &token, true)
+        };
+        assert!(matches!(
+            seq.acquire_once(&again).await.unwrap(),
+            Attempt::Held { .. }
+        ));
+        assert_eq!(seq.contenders.waiting(keys.lock()).unwrap().name, turn);
+    }
+    // Then none does.
+    tokio::time::sleep(MAX_INTEREST - LAPSE_CHECK).await;
+    assert!(seq.contenders.waiting(keys.lock()).is_some(), "too early");
+    tokio::time::sleep(LAPSE_CHECK * 2).await;
+    assert!(
+        seq.contenders.waiting(keys.lock()).is_none(),
+        "never lapsed"
+    );
+    assert_eq!(
+        *seq.driver.later.lock().unwrap(),
+        std::slice::from_ref(&turn)
+    );
+    assert!(!seq.driver.names().contains(&turn));
+    // Polled again, the wait queues anew, behind whoever came meanwhile.
+    let again = AcquireRequest {
+        queued: true,
+        ..request(&keys, &b2, true)
+    };
+    assert!(matches!(
+        seq.acquire_once(&again).await.unwrap(),
+        Attempt::Held { .. }
+    ));
+    let anew = seq.driver.name(&keys, &b2, Role::Writer);
+    assert_eq!(seq.contenders.waiting(keys.lock()).unwrap().name, anew);
+}
+
+/// An attempt in progress keeps its wait's contender from lapsing for as long as a polled
+/// attempt can run; one that was not polled for longer lapses all the same, and when it comes
+/// back with the contender first in line, it is not granted on it (the contender is being
+/// deleted): it reports the lock taken, and the next attempt queues anew.
+#[tokio::test]
+async fn an_attempt_that_stopped_midway_lets_its_turn_lapse_and_is_never_granted_on_it() {
+    let contenders: Contenders<()> = Contenders::default();
+    let (interest, patience) = (Duration::from_secs(2), Duration::from_secs(10));
+    let mine = Contender {
+        name: "q/w-1".into(),
+        order: 1,
+        session: 0,
+        via: (),
+    };
+    let start = Instant::now();
+    contenders.wait("q", mine.clone());
+    let looking = contenders.attempt("q");
+    let later = |secs| start + Duration::from_secs(secs);
+    assert!(contenders.lapsed(later(11), interest, patience).is_empty());
+    let gone = contenders.lapsed(later(13), interest, patience);
+    assert_eq!(gone.len(), 1);
+    // The attempt comes back, finds its contender first, and is refused the grant.
+    let token = OwnerToken::generate();
+    assert!(!contenders.hold("q", &token, mine.clone()));
+    assert!(contenders.held([&token])[0].is_none());
+    drop(looking);
+    // An attempt that ended counts as looking at its contender from its end.
+    contenders.wait("q", mine.clone());
+    drop(contenders.attempt("q"));
+    let ended = Instant::now();
+    assert!(contenders
+        .lapsed(ended + Duration::from_millis(1900), interest, patience)
+        .is_empty());
+    assert_eq!(
+        contenders
+            .lapsed(ended + interest, interest, patience)
+            .len(),
+        1
+    );
 }

@@ -375,3 +375,39 @@ async fn a_leader_granted_after_waiting_records_itself() {
     assert!(seq.publish_leader(&keys, "", &b2, &leader).await.unwrap());
     assert_eq!(seq.read_leader(&keys, "").await.unwrap(), Some(leader));
 }
+
+/// Risk of issue 45: a permits waiter whose future is no longer polled keeps its seat (its
+/// contender) no longer than `MAX_INTEREST` after its last attempt; polled again, it queues
+/// anew.
+#[tokio::test(start_paused = true)]
+async fn a_permits_waiters_seat_no_attempt_looks_at_lapses() {
+    use super::interest::{LAPSE_CHECK, MAX_INTEREST};
+    let seq = recipe();
+    let keys = LockKeys::semaphore("t", "s");
+    let (h, w1, w2) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    let held = take(&seq, &keys, &h, (2, 1), None).await;
+    assert!(matches!(held.unwrap(), Attempt::Granted { .. }));
+    let waits = take(&seq, &keys, &w1, (2, 2), Some(waiter(7))).await;
+    assert!(matches!(waits.unwrap(), Attempt::Held { .. }));
+    let seat = seq
+        .driver
+        .name(&keys, &w1, Role::Permits { limit: 2, count: 2 });
+    assert_eq!(seq.driver.names().len(), 2);
+    tokio::time::sleep(MAX_INTEREST + LAPSE_CHECK * 2).await;
+    assert_eq!(
+        *seq.driver.later.lock().unwrap(),
+        std::slice::from_ref(&seat)
+    );
+    assert_eq!(seq.driver.names().len(), 1, "only the holder is left");
+    // A single permit fits now that nobody waits ahead of it.
+    let single = take(&seq, &keys, &OwnerToken::generate(), (2, 1), None).await;
+    assert!(matches!(single.unwrap(), Attempt::Granted { .. }));
+    // Polled again, the waiter queues anew.
+    let again = take(&seq, &keys, &w2, (2, 2), Some(waiter(7))).await;
+    assert!(matches!(again.unwrap(), Attempt::Held { .. }));
+    assert_eq!(seq.driver.names().len(), 3);
+}

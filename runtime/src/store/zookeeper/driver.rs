@@ -12,8 +12,8 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake, Who,
-    FENCE_SLOTS,
+    patience, standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing,
+    Wake, Who, FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -24,6 +24,10 @@ impl Driver for ZooKeeper {
 
     fn describe(&self) -> String {
         format!("zookeeper at {}", self.hosts)
+    }
+
+    fn patience(&self) -> Duration {
+        patience(&self.settings)
     }
 
     /// `<container>/<kind><tag>-`: the server appends the sequence number (to a permits

@@ -77,9 +77,15 @@
 //!
 //! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
 //! gone); a contender that stops waiting deletes its znode (see
-//! [`Store::withdraw`](crate::store::Store::withdraw)); a crashed client's znodes vanish with
-//! its session; the znodes of a session this process gave up on are deleted all the same, in
-//! case the session comes back to life.
+//! [`Store::withdraw`](crate::store::Store::withdraw)), and so does one that no attempt of its
+//! wait looked at for 2 s (its future is no longer polled: see "Interest" in
+//! `store::sequenced`); a crashed client's znodes vanish with its session; the znodes of a
+//! session this process gave up on are deleted all the same, in case the session comes back
+//! to life. An attempt whose create was sent and never answered has every znode of its tag
+//! deleted by the give-back of its token, over the session the create went over (whose
+//! requests ZooKeeper answers in order, so the listing sees the create if it was applied),
+//! except a znode this process knows as a waiter's or a holder's: one whose create was
+//! answered belongs to the wait or the lease it was recorded for.
 
 mod access;
 mod admin;

@@ -19,13 +19,16 @@ const LEASE: Duration = Duration::from_secs(6);
 /// first's lease, so that a loss the store saw would have been told by then.
 const WATCH: Duration = Duration::from_secs(3);
 
+/// The connect timeout of every locker here.
+const CONNECT: Duration = Duration::from_secs(2);
+
 async fn zk_locker(hosts: &str, op_timeout: Duration) -> Locker {
     Locker::builder()
         .zookeeper(hosts)
         .session_timeout(LEASE)
         .default_lease(LEASE)
         .op_timeout(op_timeout)
-        .connect_timeout(Duration::from_secs(5))
+        .connect_timeout(CONNECT)
         .default_wait(Duration::from_secs(20))
         .build()
         .await
@@ -38,7 +41,7 @@ async fn etcd_locker(endpoint: &str, op_timeout: Duration) -> Locker {
         .session_timeout(LEASE)
         .default_lease(LEASE)
         .op_timeout(op_timeout)
-        .connect_timeout(Duration::from_secs(5))
+        .connect_timeout(CONNECT)
         .default_wait(Duration::from_secs(20))
         .build()
         .await
@@ -406,4 +409,106 @@ async fn zookeeper_a_campaigner_requeued_after_an_operator_deleted_its_znode_lea
         })
     })
     .await;
+}
+
+/// How long a waiter whose future is not polled keeps its contender at most: the recipe's
+/// `MAX_INTEREST` (2 s) after its wait's last attempt ended, plus one look over the waiters
+/// (250 ms) and one delete; or, if the future stopped being polled in the middle of an
+/// attempt, `MAX_INTEREST` plus the longest a polled attempt runs (2 × connect timeout + 12 ×
+/// op timeout) after that attempt began.
+fn lapse_bound(op: Duration) -> Duration {
+    Duration::from_millis(2250) + CONNECT * 2 + op * 12
+}
+
+/// Risk of issue 45: `A`'s waiting future (op timeout 500 ms), polled a while (its contender
+/// queued behind `H`'s hold), is then held and never polled again. Once H gives up, `B`'s wait must not be kept
+/// out by A's contender for longer than [`lapse_bound`] (B waits three times that, for a
+/// loaded machine; without the lapse it waited for the whole session's life). Polled again,
+/// A's wait queues anew and gets the lock after B. `queue` reads the lock's queue at the
+/// server; `lockers` are H, A and B, each a session of its own.
+async fn an_unpolled_waiter_lapses<Q, Fut>(lockers: [Locker; 3], key: &str, mut queue: Q)
+where
+    Q: FnMut() -> Fut,
+    Fut: Future<Output = Vec<String>>,
+{
+    let [h, a, b] = lockers;
+    let op = Duration::from_millis(500);
+    let held = h.lock(key).lease(LEASE).acquire().await.unwrap();
+    let mut waiting = Box::pin(
+        a.lock(key)
+            .lease(LEASE)
+            .wait(Duration::from_secs(120))
+            .acquire(),
+    );
+    // Polled until its contender is in the queue, and a little longer: then held, unpolled.
+    let polled = async {
+        until_queued(&mut queue, 2).await;
+        sleep(Duration::from_millis(1500)).await;
+    };
+    tokio::select! {
+        got = &mut waiting => panic!("A got the lock while H held it: {got:?}"),
+        () = polled => {}
+    }
+    let bound = lapse_bound(op);
+    let next = {
+        let (b, key) = (b.clone(), key.to_owned());
+        tokio::spawn(async move {
+            let asked = Instant::now();
+            let got = b.lock(key).lease(LEASE).wait(bound * 3).acquire().await;
+            (got, asked.elapsed())
+        })
+    };
+    until_queued(&mut queue, 3).await;
+    held.release().await.unwrap();
+    let (got, waited) = next.await.unwrap();
+    let left = queue().await;
+    let guard = got.unwrap_or_else(|e| {
+        panic!(
+            "B was kept out {waited:?} by a waiter that is not polled ({e}); the queue: {left:?}"
+        )
+    });
+    println!("a waiter that is not polled kept B out {waited:?} (bound {bound:?})");
+    assert_eq!(left.len(), 1, "only B's contender is left: {left:?}");
+    // Polled again, A queues anew, behind B, and gets the lock once B goes.
+    let b_goes = async {
+        until_queued(&mut queue, 2).await;
+        guard.release().await.unwrap();
+    };
+    let (got, ()) = tokio::join!(&mut waiting, b_goes);
+    let got = got.expect("A's wait, polled again, gets the lock");
+    got.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_waiter_that_is_not_polled_lapses() {
+    let zk = ZkServer::start().await;
+    let hosts = zk.connect_string();
+    let op = Duration::from_millis(500);
+    let lockers = [
+        zk_locker(&hosts, op).await,
+        zk_locker(&hosts, op).await,
+        zk_locker(&hosts, op).await,
+    ];
+    let raw = zk::Client::connect(&hosts).await.unwrap();
+    let container = zk_container("lock", "unpolled");
+    an_unpolled_waiter_lapses(lockers, "unpolled", || zk_queue(&raw, &container)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_waiter_that_is_not_polled_lapses() {
+    let etcd = EtcdServer::start().await;
+    let op = Duration::from_millis(500);
+    let lockers = [
+        etcd_locker(&etcd.endpoint(), op).await,
+        etcd_locker(&etcd.endpoint(), op).await,
+        etcd_locker(&etcd.endpoint(), op).await,
+    ];
+    let raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    let queue = || {
+        let mut raw = raw.clone();
+        async move { etcd_queue(&mut raw, "leasehold:lock:{unpolled}/").await }
+    };
+    an_unpolled_waiter_lapses(lockers, "unpolled", queue).await;
 }
