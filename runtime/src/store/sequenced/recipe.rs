@@ -212,16 +212,15 @@ impl<D: Driver> Sequenced<D> {
         if *self.epoch.borrow() != mine.session {
             return Ok(false); // its session ended: the contender is gone or going with it
         }
-        match self.driver.delete(&mine).await {
-            Ok(deleted) => Ok(deleted),
-            // Unknown outcome (a failover, a partition): the caller hears it, and the
-            // contender is deleted in the background as soon as the engine answers. It has no
-            // TTL of its own: left behind, it would hold the lock as long as its session lives.
-            Err(e) => {
-                self.driver.delete_later(mine);
-                Err(e)
-            }
-        }
+        // Unknown outcome (a failover, a partition, this release dropped before the answer):
+        // the contender is deleted in the background as soon as the engine answers, and a
+        // caller that is still there hears the error. It has no TTL of its own: left behind,
+        // it would hold the lock as long as its session lives. (Taken out of the held ones,
+        // it is not this token's any more: a later give-back of the token finds nothing.)
+        let deleting = Deleting::new(&*self.driver, mine);
+        let deleted = self.driver.delete(deleting.mine()).await?;
+        deleting.answered();
+        Ok(deleted)
     }
 
     /// The waiter at the front of this process's queue for `keys` stopped waiting: forget
@@ -253,8 +252,9 @@ impl<D: Driver> Sequenced<D> {
     /// Takes a contender out of the queue now, or in the background when the engine does
     /// not answer.
     pub(super) async fn leave(&self, mine: Contender<D::Via>) {
-        if self.driver.delete(&mine).await.is_err() {
-            self.driver.delete_later(mine);
+        let deleting = Deleting::new(&*self.driver, mine);
+        if self.driver.delete(deleting.mine()).await.is_ok() {
+            deleting.answered();
         }
     }
 
@@ -266,5 +266,39 @@ impl<D: Driver> Sequenced<D> {
             ),
             None,
         )
+    }
+}
+
+/// The delete of one of this process's contenders, forgotten already: unless its answer comes
+/// ([`Deleting::answered`]), the contender is deleted in the background when this drops, after
+/// an error as after the caller stopped waiting for it (its delete may not have been sent).
+struct Deleting<'a, D: Driver> {
+    driver: &'a D,
+    mine: Option<Contender<D::Via>>,
+}
+
+impl<'a, D: Driver> Deleting<'a, D> {
+    fn new(driver: &'a D, mine: Contender<D::Via>) -> Self {
+        Deleting {
+            driver,
+            mine: Some(mine),
+        }
+    }
+
+    fn mine(&self) -> &Contender<D::Via> {
+        self.mine.as_ref().expect("deleted once")
+    }
+
+    /// The engine answered the delete: nothing is left to settle.
+    fn answered(mut self) {
+        self.mine = None;
+    }
+}
+
+impl<D: Driver> Drop for Deleting<'_, D> {
+    fn drop(&mut self) {
+        if let Some(mine) = self.mine.take() {
+            self.driver.delete_later(mine);
+        }
     }
 }

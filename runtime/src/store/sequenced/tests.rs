@@ -2,6 +2,7 @@
 //! ZooKeeper does (a listing after the create), with every deletion recorded.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,8 +32,8 @@ pub(super) struct Fake {
     /// What was deleted in the background, and what abandoned attempts were cleaned up after.
     pub(super) later: Mutex<Vec<String>>,
     pub(super) abandoned: Mutex<Vec<String>>,
-    /// Calls that fail as unavailable: by name (`create`, `look`, `list`, `vouch`), after how
-    /// many more that pass. A failed `create` is applied all the same (its answer was lost).
+    /// Calls that fail as unavailable: by name (`create`, `look`, `list`, `vouch`, `delete`),
+    /// after how many more that pass. A failed `create` is applied all the same (its answer was lost).
     fails: Mutex<HashMap<&'static str, u32>>,
 }
 
@@ -160,7 +161,11 @@ impl Driver for Fake {
         })
     }
 
+    /// Takes a turn of the runtime first, as a call over the network does: a caller can stop
+    /// waiting for it before it is sent.
     async fn delete(&self, mine: &Contender<()>) -> Result<bool, LockError> {
+        tokio::task::yield_now().await;
+        self.failing("delete")?;
         Ok(self.remove(&mine.name))
     }
 
@@ -651,4 +656,38 @@ async fn an_attempt_that_stopped_midway_lets_its_turn_lapse_and_is_never_granted
             .len(),
         1
     );
+}
+
+/// A release whose delete failed, or that its caller stopped waiting for before the answer
+/// (here: before it was even sent), has its contender deleted in the background: taken out
+/// of the held ones, nothing else would (a later give-back of the token finds nothing held,
+/// and its create was answered). Before issue 45 that later give-back deleted it by its name.
+#[tokio::test]
+async fn a_release_that_failed_or_was_dropped_deletes_its_contender_later() {
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (a, b) = (OwnerToken::generate(), OwnerToken::generate());
+    seq.acquire_once(&request(&keys, &a, true)).await.unwrap();
+    seq.driver.fail("delete", 0);
+    let failed = seq.release_once(&keys, &a, Role::Writer).await.unwrap_err();
+    assert!(failed.is_unavailable(), "{failed}");
+    let name_a = seq.driver.name(&keys, &a, Role::Writer);
+    assert_eq!(
+        *seq.driver.later.lock().unwrap(),
+        std::slice::from_ref(&name_a)
+    );
+    // Dropped after its first poll.
+    seq.acquire_once(&request(&keys, &b, true)).await.unwrap();
+    let mut release = Box::pin(seq.release_once(&keys, &b, Role::Writer));
+    let answered =
+        std::future::poll_fn(|cx| std::task::Poll::Ready(release.as_mut().poll(cx).is_ready()))
+            .await;
+    assert!(!answered, "the release was answered at its first poll");
+    drop(release);
+    let name_b = seq.driver.name(&keys, &b, Role::Writer);
+    assert_eq!(*seq.driver.later.lock().unwrap(), [name_a, name_b]);
+    assert!(seq.driver.names().is_empty());
+    // The give-back that follows finds nothing of the token's, and deletes nothing.
+    assert!(!seq.release_once(&keys, &b, Role::Writer).await.unwrap());
+    assert!(seq.driver.abandoned.lock().unwrap().is_empty());
 }
