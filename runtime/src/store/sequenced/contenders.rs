@@ -132,22 +132,26 @@ impl<V: Clone> Contenders<V> {
         self.book().waiting.remove(lock).map(|w| w.mine)
     }
 
-    /// The waiting contender of `lock` was granted: it is `token`'s held lease now. `false`,
-    /// and nothing held, when it is not the one waiting there any more: its wait's interest
-    /// lapsed while the attempt was not polled, and it is deleted (see [`Self::lapsed`]).
-    #[must_use]
-    pub(crate) fn hold(&self, lock: &str, token: &OwnerToken, mine: Contender<V>) -> bool {
+    /// The waiting contender of `lock` was granted: it is `token`'s held lease now. Refused,
+    /// and `mine` handed back for deletion, when it is not the one waiting there any more: its
+    /// wait's interest lapsed while the attempt was not polled (see [`Self::lapsed`]).
+    pub(crate) fn hold(
+        &self,
+        lock: &str,
+        token: &OwnerToken,
+        mine: Contender<V>,
+    ) -> Result<(), Contender<V>> {
         let mut book = self.book();
         if book
             .waiting
             .get(lock)
             .is_none_or(|w| w.mine.name != mine.name)
         {
-            return false;
+            return Err(mine);
         }
         book.waiting.remove(lock);
         book.held.insert(token.clone(), mine);
-        true
+        Ok(())
     }
 
     /// An attempt of the wait seated at `seat` (a lock key, a permits waiter's seat) begins:

@@ -100,9 +100,10 @@ impl<D: Driver> Sequenced<D> {
                 // First in line, but the session cannot be vouched for: the contender stays
                 // queued; the turn withdraws it if the caller stops.
                 let valid_from = vouched?;
-                if !self.contenders.hold(lock, req.token, mine) {
+                if let Err(lapsed) = self.contenders.hold(lock, req.token, mine) {
                     // Withdrawn while this attempt was not polled (its wait lost interest):
                     // deleted, never granted. The next attempt queues anew.
+                    self.driver.delete_later(lapsed);
                     return Ok(Attempt::Held { remaining: None });
                 }
                 Ok(Attempt::Granted { top, valid_from })

@@ -126,9 +126,10 @@ impl<D: Driver> Sequenced<D> {
                 };
                 let top = writer_top(mine.order, 1);
                 if let Some(seat) = seat {
-                    if !self.contenders.hold(seat, req.token, mine) {
+                    if let Err(lapsed) = self.contenders.hold(seat, req.token, mine) {
                         // Withdrawn while this attempt was not polled (its wait lost
                         // interest): deleted, never granted. The next attempt queues anew.
+                        self.driver.delete_later(lapsed);
                         return Ok(Attempt::Held { remaining: None });
                     }
                 }

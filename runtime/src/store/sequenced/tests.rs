@@ -35,9 +35,21 @@ pub(super) struct Fake {
     /// Calls that fail as unavailable: by name (`create`, `look`, `list`, `vouch`, `delete`),
     /// after how many more that pass. A failed `create` is applied all the same (its answer was lost).
     fails: Mutex<HashMap<&'static str, u32>>,
+    /// How long the next look takes (once): an attempt whose future is not polled meanwhile.
+    pub(super) slow_look: Mutex<Option<Duration>>,
+    /// Background deletions are recorded but not applied until [`Fake::flush_later`]: their
+    /// round trip is still under way.
+    pub(super) defer_later: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
+    /// Applies the background deletions recorded so far.
+    pub(super) fn flush_later(&self) {
+        for name in self.later.lock().unwrap().iter() {
+            self.remove(name);
+        }
+    }
+
     /// The call `call` fails once, after `passing` more of it pass.
     pub(super) fn fail(&self, call: &'static str, passing: u32) {
         self.fails.lock().unwrap().insert(call, passing);
@@ -142,6 +154,10 @@ impl Driver for Fake {
         mine: &Contender<()>,
         role: Role,
     ) -> Result<Place, LockError> {
+        let slow = self.slow_look.lock().unwrap().take();
+        if let Some(slow) = slow {
+            tokio::time::sleep(slow).await;
+        }
         self.failing("look")?;
         let queue = self.queue.lock().unwrap();
         let Some(at) = queue.iter().position(|e| e.0 == mine.name) else {
@@ -170,7 +186,9 @@ impl Driver for Fake {
     }
 
     fn delete_later(&self, mine: Contender<()>) {
-        self.remove(&mine.name);
+        if !self.defer_later.load(Ordering::Relaxed) {
+            self.remove(&mine.name);
+        }
         self.later.lock().unwrap().push(mine.name);
     }
 
@@ -640,7 +658,7 @@ async fn an_attempt_that_stopped_midway_lets_its_turn_lapse_and_is_never_granted
     assert_eq!(gone.len(), 1);
     // The attempt comes back, finds its contender first, and is refused the grant.
     let token = OwnerToken::generate();
-    assert!(!contenders.hold("q", &token, mine.clone()));
+    assert!(contenders.hold("q", &token, mine.clone()).is_err());
     assert!(contenders.held([&token])[0].is_none());
     drop(looking);
     // An attempt that ended counts as looking at its contender from its end.
@@ -690,4 +708,46 @@ async fn a_release_that_failed_or_was_dropped_deletes_its_contender_later() {
     // The give-back that follows finds nothing of the token's, and deletes nothing.
     assert!(!seq.release_once(&keys, &b, Role::Writer).await.unwrap());
     assert!(seq.driver.abandoned.lock().unwrap().is_empty());
+}
+
+/// An attempt that stopped being polled in the middle (here: its look takes longer than any
+/// polled attempt runs) lets its wait's contender lapse; when it comes back and finds that
+/// contender first, it is not granted on it (it is being deleted): it reports the lock taken,
+/// and the wait's next attempt queues anew.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_back_after_its_turn_lapsed_is_not_granted_on_it() {
+    use super::interest::MAX_INTEREST;
+    let seq = recipe();
+    let keys = LockKeys::new("t", "k");
+    let (h, b1, b2, b3) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.acquire_once(&request(&keys, &h, true)).await.unwrap();
+    seq.acquire_once(&request(&keys, &b1, true)).await.unwrap();
+    let turn = seq.driver.name(&keys, &b1, Role::Writer);
+    seq.release_once(&keys, &h, Role::Writer).await.unwrap();
+    *seq.driver.slow_look.lock().unwrap() = Some(MAX_INTEREST + seq.driver.patience() * 2);
+    // The lapse's delete is still on its way when the attempt looks: its turn is first.
+    seq.driver.defer_later.store(true, Ordering::Relaxed);
+    let queued = |token| AcquireRequest {
+        queued: true,
+        ..request(&keys, token, true)
+    };
+    let back = seq.acquire_once(&queued(&b2)).await.unwrap();
+    assert!(matches!(back, Attempt::Held { .. }), "{back:?}");
+    assert!(seq.contenders.held([&b2])[0].is_none());
+    assert!(seq.driver.later.lock().unwrap().contains(&turn));
+    seq.driver.flush_later();
+    seq.driver.defer_later.store(false, Ordering::Relaxed);
+    assert!(
+        !seq.driver.names().contains(&turn),
+        "the lapsed turn is deleted"
+    );
+    let anew = seq.acquire_once(&queued(&b3)).await.unwrap();
+    assert!(matches!(anew, Attempt::Granted { .. }), "{anew:?}");
+    let held = seq.contenders.held([&b3])[0].clone().unwrap();
+    assert_ne!(held.name, turn);
 }
