@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::interest::withdraw_lapsed;
-
 use super::contenders::InFlight;
+use super::interest::withdraw_lapsed;
 use super::{Contender, Contenders, Driver, Place, Role, FENCE_SLOTS};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;

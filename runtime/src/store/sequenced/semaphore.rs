@@ -46,10 +46,10 @@ impl<D: Driver> Sequenced<D> {
         let role = Role::Permits { limit, count };
         let name = self.driver.name(req.keys, req.token, role);
         let attempt = self.contenders.in_flight(name.clone());
-        let (via, session) = self.driver.open(req.lease).await?;
         let seat = waiter.map(|w| seat_of(req.keys, w.name));
         // Looked at by this attempt, the waiter's contender does not lapse meanwhile.
         let _looking = seat.as_deref().map(|s| self.contenders.attempt(s));
+        let (via, session) = self.driver.open(req.lease).await?;
         let waits = waiter.is_some_and(|w| w.until > Instant::now());
         let queued = match seat.as_deref().and_then(|s| self.contenders.waiting(s)) {
             Some(mine) if mine.session == session => Some(mine),
