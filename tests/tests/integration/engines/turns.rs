@@ -1,7 +1,10 @@
 //! ZooKeeper and etcd: a waiter's turn (its znode, its key) across the attempts of one wait,
-//! when an attempt's outcome was unknown (issue 45). Each test judges by what the store saw:
-//! another process granted while the first still says it holds, or the first's contender
-//! missing from the queue at the server while it holds.
+//! when an attempt's outcome was unknown, and when its wait is no longer polled (issue 45).
+//! Each test judges by what the store saw: another process granted while the first still says
+//! it holds, the first's contender missing from the queue at the server while it holds, or a
+//! waiter that is not polled still in the queue when another wait ends. The faults are timed
+//! against what the server saw (a create seen there), with a margin of one proxy delay either
+//! side; a fault that misses its window weakens a trial, it cannot fail it.
 
 use std::future::Future;
 use std::time::Duration;
