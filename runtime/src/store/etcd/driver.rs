@@ -13,7 +13,8 @@ use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    standing, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake, Who,
+    patience, standing, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake,
+    Who,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -24,6 +25,10 @@ impl Driver for Etcd {
 
     fn describe(&self) -> String {
         format!("etcd at {}", self.shown)
+    }
+
+    fn patience(&self) -> Duration {
+        patience(&self.settings)
     }
 
     /// `P:lock:{K}/<tag>` for a writer, `P:lock:{K}/~r-<tag>` for a reader, `P:sem:{K}/<tag>`
@@ -139,12 +144,12 @@ impl Driver for Etcd {
 
     /// Deleted until etcd answers, and once more a little later, in case the abandoned write
     /// itself arrives after the first deletion; should it land later still, the sweep of the
-    /// lease deletes it.
+    /// lease deletes it. Never while this process knows the key as a waiter's or a holder's.
     async fn abandoned(&self, name: &str) -> Result<(), LockError> {
         clean_up(
             self.client.clone(),
             name.to_owned(),
-            Until::Twice(self.settings.op_timeout * 2),
+            Until::Twice(self.settings.op_timeout * 2, self.contenders.downgrade()),
         );
         self.sweep_orphans();
         Ok(())

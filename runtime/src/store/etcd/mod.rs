@@ -95,11 +95,15 @@
 //! **Cleanup.** A release deletes the key only while its create revision is ours (a
 //! transaction), so a lock deleted by an operator and taken by another is never touched. A
 //! contender that stops waiting deletes its key (see
-//! [`Store::withdraw`](crate::store::Store::withdraw)); an attempt abandoned before its answer
-//! came deletes the key it may have created (its tag names it); a delete whose outcome is
-//! unknown (failover, partition) is tried again in the background until etcd answers or the
-//! session ends. A key has no TTL of its own: left behind, it would stand in the queue as long
-//! as this process keeps its lease alive.
+//! [`Store::withdraw`](crate::store::Store::withdraw)); a waiting key that no attempt of its
+//! wait looked at for 2 s (its future is no longer polled) is deleted too (see "Interest" in
+//! `store::sequenced`); an attempt whose put was sent and never answered has the key it may
+//! have created deleted by the give-back of its token (its tag names it), never a key this
+//! process knows as a waiter's or a holder's (one whose put was answered belongs to the wait
+//! or the lease it was recorded for); a delete whose outcome is unknown (failover, partition)
+//! is tried again in the background until etcd answers or the session ends. A key has no TTL
+//! of its own: left behind, it would stand in the queue as long as this process keeps its
+//! lease alive.
 //!
 //! **Orphans.** The deletions of an abandoned attempt (at once, and again 2 × `op_timeout`
 //! later) cannot catch a put that lands after both, for example one held up at another member

@@ -113,6 +113,11 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// The engine and where it is, for messages: never credentials.
     fn describe(&self) -> String;
 
+    /// The longest one attempt of the recipe runs over this engine while it is polled (see
+    /// [`patience`](super::interest::patience)): one that runs longer stopped being polled,
+    /// and its wait's contender lapses.
+    fn patience(&self) -> Duration;
+
     /// The name of the contender an attempt of `token` creates, fixed before it is created:
     /// etcd's key, or the path ZooKeeper appends a sequence number to (and, for permits, their
     /// limit and count first). A permits contender's name does not depend on its limit and
@@ -168,8 +173,13 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// session ended. Never blocks.
     fn delete_later(&self, mine: Contender<Self::Via>);
 
-    /// An attempt that created `name` (or may have: its answer never came) is not known
-    /// here: delete whatever of it is in the queue, now and should it land later.
+    /// An attempt sent the create of `name` and never had its answer: what it made, if the
+    /// server applied it, is known nowhere here. Delete whatever of it is in the queue, now
+    /// and should it land later; but never a contender this process knows as a waiter's or a
+    /// holder's ([`Contenders::stands`](super::Contenders::stands)), however late a repeat of
+    /// the clean-up runs. Only for such an attempt: the contender of an answered create
+    /// belongs to the wait or the lease it was recorded for (see
+    /// [`Sequenced::release_once`](super::Sequenced::release_once)).
     fn abandoned(&self, name: &str) -> impl Future<Output = Result<(), LockError>> + Send;
 
     /// The contenders of `keys`' queue now, in creation order.

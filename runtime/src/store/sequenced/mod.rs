@@ -18,9 +18,36 @@
 //! **Nothing left behind.** A contender is known from before it is created (by its name,
 //! which carries its attempt's tag) until it is deleted; one that stops waiting is forgotten
 //! and deleted in the background; a delete whose outcome is unknown is tried again until the
-//! server answers; the release of an attempt abandoned before its answer came deletes what
-//! that attempt may have created. Unlike a Redis key, a contender has no TTL of its own: left
-//! behind, it would stand first in the queue as long as its session lives.
+//! server answers. Unlike a Redis key, a contender has no TTL of its own: left behind, it
+//! would stand first in the queue as long as its session lives.
+//!
+//! **Unknown outcomes (issue 45).** A create whose answer came is recorded at once as what it
+//! is for: a waiter's turn (a lock's waiting contender, a permits waiter's seat), which belongs
+//! to the wait from then on and goes only with the wait's end (its withdrawal), or a holder's
+//! lease. The give-back of an attempt that failed or was cancelled afterwards (a listing or a
+//! look that timed out, a lease check that failed) deletes nothing: the wait's next attempt
+//! may be granted on that turn. Only an attempt whose create was sent and never answered is
+//! cleaned up after by its name ([`Driver::abandoned`]): what the server may have applied is
+//! known nowhere here. That clean-up, however late it runs or repeats, never deletes a
+//! contender this process knows as a waiter's or a holder's. Before the fix, the give-back
+//! deleted "every znode of the attempt's tag" (ZooKeeper) or "the key of the attempt's name"
+//! (etcd), at once and again later, after the next attempt had been granted on it: the
+//! holder's contender was gone while it held, and another process was granted too.
+//!
+//! **Interest.** A waiter's contender stands in the queue only while its wait's attempts look
+//! at it, as a waiter's turn does on every engine (Redis and PostgreSQL keep one 2 s past the
+//! last attempt): one that no attempt of its wait looked at for [`MAX_INTEREST`](interest::MAX_INTEREST)
+//! (2 s; a polled wait tries at least every second, every 2 s in an outage) is forgotten and
+//! deleted, checked every 250 ms. Otherwise a live process whose waiting future is no longer
+//! polled (held, never dropped) would keep it in the queue, first in line in the end, for its
+//! session's life, and everyone behind would wait. An attempt in progress keeps its contender
+//! for as long as a polled attempt can run (2 × connect timeout + 12 × op timeout): past that
+//! it stopped being polled midway, and its contender lapses all the same. An attempt that
+//! comes back to a contender that lapsed is never granted on it (it is being deleted): it
+//! reports the lock taken, and the wait, polled again, queues anew. Bound: a waiter that is
+//! not polled keeps others out at most 2.25 s (plus one delete) after its wait's last attempt
+//! ended, or, stopped in the middle of an attempt, 2.25 s + 2 × connect timeout + 12 × op
+//! timeout after that attempt began.
 //!
 //! **Semaphores: a weighted queue.** A permits request is a contender of the semaphore's own
 //! queue (`LockKeys::semaphore`) that carries its limit and count (in its name on ZooKeeper,
@@ -53,6 +80,7 @@
 mod contenders;
 mod driver;
 mod inspect;
+mod interest;
 mod leader;
 mod permits;
 mod recipe;
@@ -69,6 +97,7 @@ pub(crate) use driver::{
     slots_top, tag, writer_top, Driver, Head, Place, Queued, Role, Wake, Who, FENCE_SLOTS,
 };
 pub(crate) use inspect::inspect;
+pub(crate) use interest::patience;
 pub(crate) use permits::{fits, holders, standing, Standing};
 pub(crate) use recipe::Sequenced;
 pub(crate) use store::{Engine as SequencedEngine, Renews};

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::contenders::InFlight;
+use super::interest::withdraw_lapsed;
 use super::{Contender, Contenders, Driver, Place, Role, FENCE_SLOTS};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -13,19 +15,24 @@ use crate::store::{AcquireRequest, Attempt, Session};
 
 /// A lock engine made of the recipe and one driver: ZooKeeper's or etcd's.
 pub(crate) struct Sequenced<D: Driver> {
-    pub(crate) driver: D,
+    /// Shared with the task that withdraws the waiters' contenders that lapsed.
+    pub(crate) driver: Arc<D>,
     pub(crate) contenders: Contenders<D::Via>,
     /// Bumped each time a session ends: its contenders are gone or going.
     pub(super) epoch: Arc<watch::Sender<u64>>,
 }
 
 impl<D: Driver> Sequenced<D> {
-    /// The recipe over `driver`, which shares `contenders` and `epoch` with it.
+    /// The recipe over `driver`, which shares `contenders` and `epoch` with it; the waiters'
+    /// contenders whose wait lost interest are withdrawn in the background while it lives
+    /// (see `interest`).
     pub(crate) fn new(
         driver: D,
         contenders: Contenders<D::Via>,
         epoch: Arc<watch::Sender<u64>>,
     ) -> Self {
+        let driver = Arc::new(driver);
+        withdraw_lapsed(Arc::downgrade(&driver), contenders.downgrade());
         Sequenced {
             driver,
             contenders,
@@ -48,7 +55,9 @@ impl<D: Driver> Sequenced<D> {
         debug_assert!(req.fences < FENCE_SLOTS, "fences of one contender overflow");
         let lock = req.keys.lock();
         let name = self.driver.name(req.keys, req.token, Role::Writer);
-        let _in_flight = self.contenders.in_flight(name.clone());
+        let attempt = self.contenders.in_flight(name.clone());
+        // Looked at by this attempt, the lock's waiting contender does not lapse meanwhile.
+        let _looking = self.contenders.attempt(lock);
         let (via, session) = self.driver.open(req.lease).await?;
         let queued = match self.contenders.waiting(lock) {
             Some(mine) if req.queued && mine.session == session => Some(mine),
@@ -78,7 +87,7 @@ impl<D: Driver> Sequenced<D> {
             Some(looked) => looked,
             None => {
                 let (entered, vouched) = tokio::join!(
-                    self.enter(&via, session, &name, req),
+                    self.enter(&attempt, &via, session, &name, req),
                     self.driver.vouch(session, req)
                 );
                 let (mine, place) = entered?;
@@ -90,7 +99,12 @@ impl<D: Driver> Sequenced<D> {
                 // First in line, but the session cannot be vouched for: the contender stays
                 // queued; the turn withdraws it if the caller stops.
                 let valid_from = vouched?;
-                self.contenders.hold(lock, req.token, mine);
+                if let Err(lapsed) = self.contenders.hold(lock, req.token, mine) {
+                    // Withdrawn while this attempt was not polled (its wait lost interest):
+                    // deleted, never granted. The next attempt queues anew.
+                    self.driver.delete_later(lapsed);
+                    return Ok(Attempt::Held { remaining: None });
+                }
                 Ok(Attempt::Granted { top, valid_from })
             }
             Place::Behind if !req.interest.is_zero() => Ok(Attempt::Held { remaining: None }),
@@ -109,19 +123,21 @@ impl<D: Driver> Sequenced<D> {
         }
     }
 
-    /// Creates a writer's contender and records it as its lock's waiting one at once: if the
-    /// attempt is cancelled from here on, the turn's withdrawal finds it and deletes it. Then
-    /// where it stands, when the create could not tell.
+    /// Creates a writer's contender and records it as its lock's waiting one at once: it is
+    /// the wait's turn from here on, not this attempt's. If the attempt fails or is cancelled
+    /// from here on, the turn's withdrawal (the wait's end) deletes it, never the give-back of
+    /// this attempt's token: the wait's next attempt may be granted on it. Then where it
+    /// stands, when the create could not tell.
     async fn enter(
         &self,
+        attempt: &InFlight<D::Via>,
         via: &D::Via,
         session: u64,
         name: &str,
         req: &AcquireRequest<'_>,
     ) -> Result<(Contender<D::Via>, Place), LockError> {
         let (mine, place) = self
-            .driver
-            .create(via, session, name, req, Role::Writer)
+            .create(attempt, via, session, name, req, Role::Writer)
             .await?;
         self.contenders.wait(req.keys.lock(), mine.clone());
         let place = match place {
@@ -139,10 +155,10 @@ impl<D: Driver> Sequenced<D> {
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, LockError> {
         let name = self.driver.name(req.keys, req.token, Role::Reader);
-        let _in_flight = self.contenders.in_flight(name.clone());
+        let attempt = self.contenders.in_flight(name.clone());
         let (via, session) = self.driver.open(req.lease).await?;
         let (created, vouched) = tokio::join!(
-            self.driver.create(&via, session, &name, req, Role::Reader),
+            self.create(&attempt, &via, session, &name, req, Role::Reader),
             self.driver.vouch(session, req)
         );
         let (mine, place) = created?;
@@ -180,25 +196,31 @@ impl<D: Driver> Sequenced<D> {
         role: Role,
     ) -> Result<bool, LockError> {
         let Some((mine, _releasing)) = self.contenders.take_for_release(token) else {
-            // Not held by us: a lease lost meanwhile, or an attempt abandoned before its
-            // answer came. Delete what that attempt may have created (its name finds it).
+            // Not held by us: a lease lost meanwhile, or the give-back of an attempt that
+            // failed or was cancelled. Only an attempt whose create was sent and never
+            // answered may have made a contender nobody here knows: its name finds it. One
+            // whose create was answered made a contender this process knows (a waiter's turn,
+            // which the wait's next attempt may be granted on and only the wait's end
+            // withdraws; a holder's; or one the attempt deleted itself): never this
+            // give-back's to delete.
             let name = self.driver.name(keys, token, role);
-            self.driver.abandoned(&name).await?;
+            if self.contenders.take_unanswered(&name) {
+                self.driver.abandoned(&name).await?;
+            }
             return Ok(false);
         };
         if *self.epoch.borrow() != mine.session {
             return Ok(false); // its session ended: the contender is gone or going with it
         }
-        match self.driver.delete(&mine).await {
-            Ok(deleted) => Ok(deleted),
-            // Unknown outcome (a failover, a partition): the caller hears it, and the
-            // contender is deleted in the background as soon as the engine answers. It has no
-            // TTL of its own: left behind, it would hold the lock as long as its session lives.
-            Err(e) => {
-                self.driver.delete_later(mine);
-                Err(e)
-            }
-        }
+        // Unknown outcome (a failover, a partition, this release dropped before the answer):
+        // the contender is deleted in the background as soon as the engine answers, and a
+        // caller that is still there hears the error. It has no TTL of its own: left behind,
+        // it would hold the lock as long as its session lives. (Taken out of the held ones,
+        // it is not this token's any more: a later give-back of the token finds nothing.)
+        let deleting = Deleting::new(&*self.driver, mine);
+        let deleted = self.driver.delete(deleting.mine()).await?;
+        deleting.answered();
+        Ok(deleted)
     }
 
     /// The waiter at the front of this process's queue for `keys` stopped waiting: forget
@@ -209,11 +231,30 @@ impl<D: Driver> Sequenced<D> {
         }
     }
 
+    /// Sends the create of `attempt`'s contender `name`: known to be sent before it goes (an
+    /// attempt that ends before its answer leaves it to the give-back of its token to clean
+    /// up after), and answered once it is.
+    pub(super) async fn create(
+        &self,
+        attempt: &InFlight<D::Via>,
+        via: &D::Via,
+        session: u64,
+        name: &str,
+        req: &AcquireRequest<'_>,
+        role: Role,
+    ) -> Result<(Contender<D::Via>, Option<Place>), LockError> {
+        attempt.sending();
+        let created = self.driver.create(via, session, name, req, role).await?;
+        attempt.answered();
+        Ok(created)
+    }
+
     /// Takes a contender out of the queue now, or in the background when the engine does
     /// not answer.
     pub(super) async fn leave(&self, mine: Contender<D::Via>) {
-        if self.driver.delete(&mine).await.is_err() {
-            self.driver.delete_later(mine);
+        let deleting = Deleting::new(&*self.driver, mine);
+        if self.driver.delete(deleting.mine()).await.is_ok() {
+            deleting.answered();
         }
     }
 
@@ -225,5 +266,39 @@ impl<D: Driver> Sequenced<D> {
             ),
             None,
         )
+    }
+}
+
+/// The delete of one of this process's contenders, forgotten already: unless its answer comes
+/// ([`Deleting::answered`]), the contender is deleted in the background when this drops, after
+/// an error as after the caller stopped waiting for it (its delete may not have been sent).
+struct Deleting<'a, D: Driver> {
+    driver: &'a D,
+    mine: Option<Contender<D::Via>>,
+}
+
+impl<'a, D: Driver> Deleting<'a, D> {
+    fn new(driver: &'a D, mine: Contender<D::Via>) -> Self {
+        Deleting {
+            driver,
+            mine: Some(mine),
+        }
+    }
+
+    fn mine(&self) -> &Contender<D::Via> {
+        self.mine.as_ref().expect("deleted once")
+    }
+
+    /// The engine answered the delete: nothing is left to settle.
+    fn answered(mut self) {
+        self.mine = None;
+    }
+}
+
+impl<D: Driver> Drop for Deleting<'_, D> {
+    fn drop(&mut self) {
+        if let Some(mine) = self.mine.take() {
+            self.driver.delete_later(mine);
+        }
     }
 }

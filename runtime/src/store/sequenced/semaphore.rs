@@ -45,9 +45,11 @@ impl<D: Driver> Sequenced<D> {
     ) -> Result<Attempt, LockError> {
         let role = Role::Permits { limit, count };
         let name = self.driver.name(req.keys, req.token, role);
-        let _in_flight = self.contenders.in_flight(name.clone());
-        let (via, session) = self.driver.open(req.lease).await?;
+        let attempt = self.contenders.in_flight(name.clone());
         let seat = waiter.map(|w| seat_of(req.keys, w.name));
+        // Looked at by this attempt, the waiter's contender does not lapse meanwhile.
+        let _looking = seat.as_deref().map(|s| self.contenders.attempt(s));
+        let (via, session) = self.driver.open(req.lease).await?;
         let waits = waiter.is_some_and(|w| w.until > Instant::now());
         let queued = match seat.as_deref().and_then(|s| self.contenders.waiting(s)) {
             Some(mine) if mine.session == session => Some(mine),
@@ -81,12 +83,14 @@ impl<D: Driver> Sequenced<D> {
                     }
                 }
                 let (created, vouched) = tokio::join!(
-                    self.driver.create(&via, session, &name, req, role),
+                    self.create(&attempt, &via, session, &name, req, role),
                     self.driver.vouch(session, req)
                 );
                 let (mine, _) = created?;
                 // Recorded at once: if the attempt stops from here on, the waiter's withdrawal
-                // or the release of its token finds the contender and deletes it.
+                // or the release of its token finds the contender and deletes it. A waiter's
+                // is its turn from here on, not this attempt's: the give-back of this
+                // attempt's token leaves it alone (the next attempt may be granted on it).
                 let kept = match seat {
                     Some(seat) if waits => {
                         self.contenders.wait(&seat, mine.clone());
@@ -122,7 +126,12 @@ impl<D: Driver> Sequenced<D> {
                 };
                 let top = writer_top(mine.order, 1);
                 if let Some(seat) = seat {
-                    self.contenders.hold(seat, req.token, mine);
+                    if let Err(lapsed) = self.contenders.hold(seat, req.token, mine) {
+                        // Withdrawn while this attempt was not polled (its wait lost
+                        // interest): deleted, never granted. The next attempt queues anew.
+                        self.driver.delete_later(lapsed);
+                        return Ok(Attempt::Held { remaining: None });
+                    }
                 }
                 Ok(Attempt::Granted { top, valid_from })
             }

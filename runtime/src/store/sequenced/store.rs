@@ -93,7 +93,7 @@ where
     }
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(&self.driver)
+        Ok(&*self.driver)
     }
 
     fn describe_locker<'a>(

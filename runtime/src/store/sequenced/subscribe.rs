@@ -53,6 +53,8 @@ impl<D: Driver> Sequenced<D> {
             });
             return Ok(WakeSubscription::new(rx, None));
         }
+        // Subscribing is part of the wait's attempts: its contender does not lapse meanwhile.
+        let _looking = self.contenders.attempt(keys.lock());
         let mine = self.contenders.waiting(keys.lock());
         // The first watch is set before this returns: a release after it is never missed.
         let first = D::watch_predecessor(&watcher, mine.as_ref())

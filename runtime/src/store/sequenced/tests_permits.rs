@@ -223,13 +223,69 @@ async fn a_waiter_that_leaves_or_disagrees_leaves_nothing_behind() {
         .contenders
         .waiting(&format!("{}#{:032x}", keys.lock(), 10))
         .is_none());
-    // The release of an attempt this process does not know cleans up after it by its tag.
-    let lost = OwnerToken::generate();
-    assert!(!seq.release_permits(&keys, &lost, 1).await.unwrap());
+    // The release of an attempt this process does not know, and whose create it never sent,
+    // has nothing to clean up after.
+    let unknown = OwnerToken::generate();
+    assert!(!seq.release_permits(&keys, &unknown, 1).await.unwrap());
+    assert!(seq.driver.abandoned.lock().unwrap().is_empty());
+}
+
+/// Issue 45: a permits waiter whose first attempt made its contender (its turn) and then
+/// failed to list the queue. The give-back of that attempt's token leaves the turn, which
+/// belongs to the wait: the next attempt is granted on it. (Deleted by that give-back after
+/// the grant, the waiter held 2 of 2 with no contender, and another process got them too.)
+#[tokio::test]
+async fn a_permits_waiters_turn_made_by_a_failed_attempt_is_the_waits_not_the_give_backs() {
+    let seq = recipe();
+    let keys = LockKeys::semaphore("t", "s");
+    let (w1, w2, other) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    seq.driver.fail("list", 0);
+    let failed = take(&seq, &keys, &w1, (2, 2), Some(waiter(7))).await;
+    assert!(failed.unwrap_err().is_unavailable());
+    let turn = seq
+        .driver
+        .name(&keys, &w1, Role::Permits { limit: 2, count: 2 });
+    assert_eq!(seq.driver.names(), std::slice::from_ref(&turn));
+    // The failed attempt's give-back: nothing of it is its own.
+    assert!(!seq.release_permits(&keys, &w1, 2).await.unwrap());
+    assert_eq!(
+        seq.driver.names(),
+        std::slice::from_ref(&turn),
+        "the give-back took the turn"
+    );
+    assert!(seq.driver.abandoned.lock().unwrap().is_empty());
+    // The wait's next attempt is granted on its turn; another request does not fit.
+    let granted = take(&seq, &keys, &w2, (2, 2), Some(waiter(7))).await;
+    assert!(matches!(granted.unwrap(), Attempt::Granted { .. }));
+    assert_eq!(seq.contenders.held([&w2])[0].as_ref().unwrap().name, turn);
+    let tried = take(&seq, &keys, &other, (2, 2), None).await;
+    assert!(matches!(tried.unwrap(), Attempt::Held { .. }));
+    assert_eq!(seq.driver.names(), [turn]);
+    assert!(seq.release_permits(&keys, &w2, 2).await.unwrap());
+    assert!(seq.driver.names().is_empty());
+}
+
+/// Issue 45: a permits request's create that was applied but whose answer was lost is known
+/// nowhere here; the give-back of its token is the one clean-up after it.
+#[tokio::test]
+async fn a_permits_create_whose_answer_was_lost_is_cleaned_up_by_its_give_back() {
+    let seq = recipe();
+    let keys = LockKeys::semaphore("t", "s");
+    let w = OwnerToken::generate();
+    seq.driver.fail("create", 0);
+    let failed = take(&seq, &keys, &w, (2, 2), Some(waiter(7))).await;
+    assert!(failed.unwrap_err().is_unavailable());
+    assert_eq!(seq.driver.names().len(), 1, "applied all the same");
+    assert!(!seq.release_permits(&keys, &w, 2).await.unwrap());
     let name = seq
         .driver
-        .name(&keys, &lost, Role::Permits { limit: 2, count: 1 });
+        .name(&keys, &w, Role::Permits { limit: 2, count: 2 });
     assert_eq!(*seq.driver.abandoned.lock().unwrap(), [name]);
+    assert!(seq.driver.names().is_empty());
 }
 
 #[tokio::test]
@@ -318,4 +374,40 @@ async fn a_leader_granted_after_waiting_records_itself() {
     };
     assert!(seq.publish_leader(&keys, "", &b2, &leader).await.unwrap());
     assert_eq!(seq.read_leader(&keys, "").await.unwrap(), Some(leader));
+}
+
+/// Risk of issue 45: a permits waiter whose future is no longer polled keeps its seat (its
+/// contender) no longer than `MAX_INTEREST` after its last attempt; polled again, it queues
+/// anew.
+#[tokio::test(start_paused = true)]
+async fn a_permits_waiters_seat_no_attempt_looks_at_lapses() {
+    use super::interest::{LAPSE_CHECK, MAX_INTEREST};
+    let seq = recipe();
+    let keys = LockKeys::semaphore("t", "s");
+    let (h, w1, w2) = (
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+        OwnerToken::generate(),
+    );
+    let held = take(&seq, &keys, &h, (2, 1), None).await;
+    assert!(matches!(held.unwrap(), Attempt::Granted { .. }));
+    let waits = take(&seq, &keys, &w1, (2, 2), Some(waiter(7))).await;
+    assert!(matches!(waits.unwrap(), Attempt::Held { .. }));
+    let seat = seq
+        .driver
+        .name(&keys, &w1, Role::Permits { limit: 2, count: 2 });
+    assert_eq!(seq.driver.names().len(), 2);
+    tokio::time::sleep(MAX_INTEREST + LAPSE_CHECK * 2).await;
+    assert_eq!(
+        *seq.driver.later.lock().unwrap(),
+        std::slice::from_ref(&seat)
+    );
+    assert_eq!(seq.driver.names().len(), 1, "only the holder is left");
+    // A single permit fits now that nobody waits ahead of it.
+    let single = take(&seq, &keys, &OwnerToken::generate(), (2, 1), None).await;
+    assert!(matches!(single.unwrap(), Attempt::Granted { .. }));
+    // Polled again, the waiter queues anew.
+    let again = take(&seq, &keys, &w2, (2, 2), Some(waiter(7))).await;
+    assert!(matches!(again.unwrap(), Attempt::Held { .. }));
+    assert_eq!(seq.driver.names().len(), 3);
 }

@@ -5,13 +5,19 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+use crate::store::sequenced::WeakContenders;
+
 /// A znode of ours to delete in the background.
 pub(super) enum Cleanup {
     Path(String),
-    /// Every child of `parent` whose name starts with `prefix` (an attempt's tag).
+    /// Every child of `parent` whose name starts with `prefix` (the tag of an attempt whose
+    /// create went unanswered), except one that `spare` knows as a waiter's or a holder's:
+    /// such a one was made by an answered create, and is not this clean-up's, however late
+    /// it runs.
     Tagged {
         parent: String,
         prefix: String,
+        spare: WeakContenders<zk::Client>,
     },
 }
 
@@ -63,13 +69,24 @@ pub(super) async fn delete_once(client: &zk::Client, what: &Cleanup) -> Result<(
     };
     match what {
         Cleanup::Path(path) => delete(path.clone()).await,
-        Cleanup::Tagged { parent, prefix } => {
+        Cleanup::Tagged {
+            parent,
+            prefix,
+            spare,
+        } => {
             let children = tokio::time::timeout(limit, client.list_children(parent))
                 .await
                 .unwrap_or(Err(zk::Error::Timeout))?;
             let mut outcome = Ok(());
             for child in children.iter().filter(|c| c.starts_with(prefix.as_str())) {
-                let result = delete(format!("{parent}/{child}")).await;
+                let path = format!("{parent}/{child}");
+                // Looked at right before its delete: a znode this process knows as a waiter's
+                // or a holder's came from an answered create, and one that is not known now
+                // never will be (its create's answer can no longer arrive).
+                if spare.upgrade().is_some_and(|known| known.stands(&path)) {
+                    continue;
+                }
+                let result = delete(path).await;
                 if !settled(&result) {
                     outcome = result;
                 }

@@ -12,8 +12,8 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake, Who,
-    FENCE_SLOTS,
+    patience, standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing,
+    Wake, Who, FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -24,6 +24,10 @@ impl Driver for ZooKeeper {
 
     fn describe(&self) -> String {
         format!("zookeeper at {}", self.hosts)
+    }
+
+    fn patience(&self) -> Duration {
+        patience(&self.settings)
     }
 
     /// `<container>/<kind><tag>-`: the server appends the sequence number (to a permits
@@ -126,8 +130,11 @@ impl Driver for ZooKeeper {
     }
 
     /// The server appended a sequence number to the name: every child of the container whose
-    /// name starts with the rest is that attempt's. Deleted until ZooKeeper answers: a znode
-    /// left behind would stand in the queue for good.
+    /// name starts with the rest is that attempt's, unless this process knows it as a
+    /// waiter's or a holder's. Deleted until ZooKeeper answers: a znode left behind would
+    /// stand in the queue for good. The listing goes over the session the create went over
+    /// (while it lives), whose requests ZooKeeper answers in order: it sees the create if the
+    /// server applied it.
     async fn abandoned(&self, name: &str) -> Result<(), LockError> {
         let (client, _) = self.client().await?;
         let (parent, prefix) = name.rsplit_once('/').unwrap_or(("", name));
@@ -136,6 +143,7 @@ impl Driver for ZooKeeper {
             Cleanup::Tagged {
                 parent: parent.to_owned(),
                 prefix: prefix.to_owned(),
+                spare: self.contenders.downgrade(),
             },
         );
         Ok(())

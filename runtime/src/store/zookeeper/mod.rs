@@ -7,6 +7,15 @@
 //! first served across processes by construction. Inside one process, waiters of a key queue
 //! locally as on every engine, and only the one at the front has a znode.
 //!
+//! **Order across the wrap.** A sequence number is the container's `cversion` (its count of
+//! child creations and deletions), a signed 32-bit number: after 2^31 changes of one container
+//! it goes negative (`n-<tag>--2147483648`), and after 2^32 back to 0. The queue is read in
+//! serial-number order (RFC 1982) over 2^32, starting after the widest gap between the live
+//! contenders' numbers (see `names::in_order`), so it stays the order of creation across both
+//! wraps. Bound: the contenders in one container at one time were created within 2^31 changes
+//! of it (one would otherwise have waited while two billion others came and went); an empty
+//! container is deleted by the server and starts again at 0.
+//!
 //! **The session is the lease.** Ephemeral znodes vanish when the ZooKeeper session expires, so
 //! a crashed holder frees its locks after the session timeout. While connected, a renewal
 //! proves the session and the znode alive; while disconnected it cannot, and the lease is
@@ -77,9 +86,15 @@
 //!
 //! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
 //! gone); a contender that stops waiting deletes its znode (see
-//! [`Store::withdraw`](crate::store::Store::withdraw)); a crashed client's znodes vanish with
-//! its session; the znodes of a session this process gave up on are deleted all the same, in
-//! case the session comes back to life.
+//! [`Store::withdraw`](crate::store::Store::withdraw)), and so does one that no attempt of its
+//! wait looked at for 2 s (its future is no longer polled: see "Interest" in
+//! `store::sequenced`); a crashed client's znodes vanish with its session; the znodes of a
+//! session this process gave up on are deleted all the same, in case the session comes back
+//! to life. An attempt whose create was sent and never answered has every znode of its tag
+//! deleted by the give-back of its token, over the session the create went over (whose
+//! requests ZooKeeper answers in order, so the listing sees the create if it was applied),
+//! except a znode this process knows as a waiter's or a holder's: one whose create was
+//! answered belongs to the wait or the lease it was recorded for.
 
 mod access;
 mod admin;

@@ -57,13 +57,46 @@ pub(super) fn lock_key_of(name: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// The sequence number the server appended to a child's name (its last ten digits).
-pub(super) fn sequence(child: &str) -> i64 {
-    child
-        .rsplit('-')
-        .next()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(i64::MAX)
+/// The sequence number the server appended to a child's name: the container's `cversion`
+/// (its count of child creations and deletions) formatted as `%010d`, a signed 32-bit number.
+/// After 2^31 changes of one container it goes negative and the name ends in `--2147483648`
+/// (the `-` of our name, then the sign), and counts up from there. `None` for a name that
+/// does not end in one.
+pub(super) fn sequence(child: &str) -> Option<i32> {
+    let digits = child.len() - child.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let magnitude: i64 = child
+        .get(digits..)
+        .filter(|d| !d.is_empty())?
+        .parse()
+        .ok()?;
+    let signed = if child[..digits].ends_with("--") {
+        -magnitude
+    } else {
+        magnitude
+    };
+    i32::try_from(signed).ok()
+}
+
+/// Where the order of a queue's sequence numbers starts, read as serial numbers (RFC 1982)
+/// on the circle of 2^32: at the one just after the widest gap between two of them. A
+/// container's live contenders span far less than 2^31 of its changes (one would have to stay
+/// in the queue while 2^31 others came and went), so that gap is the only one wider than
+/// 2^31, and the order is the order of creation, across the wrap to negative numbers and the
+/// wrap back (after 2^32 changes) alike.
+fn serial_start(sequences: &mut [u32]) -> u32 {
+    sequences.sort_unstable();
+    let (Some(&first), Some(&last)) = (sequences.first(), sequences.last()) else {
+        return 0;
+    };
+    // The gap from the last back round to the first.
+    let (mut start, mut widest) = (first, (1u64 << 32) - u64::from(last - first));
+    for pair in sequences.windows(2) {
+        let gap = u64::from(pair[1] - pair[0]);
+        if gap > widest {
+            (start, widest) = (pair[1], gap);
+        }
+    }
+    start
 }
 
 pub(super) fn child_name(path: &str) -> &str {
@@ -87,9 +120,20 @@ pub(super) fn role_of(child: &str) -> Role {
 }
 
 /// Children in queue order, writers', readers' and permits' alike: by the sequence number the
-/// server appended.
+/// server appended, in serial-number order (see [`serial_start`]), so that the order holds
+/// after the container's 2^31st change, when the numbers go negative. A name without a
+/// sequence number (nothing of ours makes one) comes last.
 pub(super) fn in_order(mut children: Vec<String>) -> Vec<String> {
     children.retain(|c| c.starts_with(CHILD) || c.starts_with(READER) || c.starts_with(PERMITS));
-    children.sort_by_key(|c| sequence(c));
+    let mut sequences: Vec<u32> = children
+        .iter()
+        .filter_map(|c| sequence(c))
+        .map(|n| n as u32)
+        .collect();
+    let start = serial_start(&mut sequences);
+    children.sort_by_cached_key(|c| match sequence(c) {
+        Some(n) => (false, (n as u32).wrapping_sub(start)),
+        None => (true, 0),
+    });
     children
 }

@@ -5,8 +5,9 @@ use zookeeper_client as zk;
 
 use super::driver::reader_fence;
 use super::ensemble::{AuthScheme, Ensemble};
-use super::names::{in_order, lock_key_of, parent_of};
+use super::names::{in_order, lock_key_of, parent_of, role_of, sequence};
 use crate::store::keys::LockKeys;
+use crate::store::sequenced::Role;
 use crate::store::sequenced::FENCE_SLOTS;
 
 #[test]
@@ -44,6 +45,85 @@ fn queue_order_is_by_sequence_not_by_name() {
         "r-00-0000000001".into(),
     ]);
     assert_eq!(q, ["r-00-0000000001", "n-ff-0000000003", "r-aa-0000000007"]);
+}
+
+/// A sequence suffix as ZooKeeper writes it: `String.format("%010d", cversion)`, the sign
+/// counted in the width.
+fn suffix(cversion: i32) -> String {
+    if cversion < 0 {
+        format!("-{:09}", cversion.unsigned_abs())
+    } else {
+        format!("{cversion:010}")
+    }
+}
+
+#[test]
+fn sequence_numbers_parse_on_both_sides_of_the_wrap() {
+    assert_eq!(suffix(7), "0000000007");
+    assert_eq!(suffix(-7), "-000000007");
+    assert_eq!(suffix(i32::MIN), "-2147483648");
+    for n in [
+        0,
+        1,
+        42,
+        i32::MAX - 1,
+        i32::MAX,
+        i32::MIN,
+        i32::MIN + 1,
+        -2,
+        -1,
+    ] {
+        for name in [
+            format!("n-00c0ffee00c0ffee-{}", suffix(n)),
+            format!("r-00c0ffee00c0ffee-{}", suffix(n)),
+            format!("p-00c0ffee00c0ffee-3-2-{}", suffix(n)),
+        ] {
+            assert_eq!(sequence(&name), Some(n), "{name}");
+        }
+        // A permits name still tells its limit and count past the wrap.
+        let permits = format!("p-00c0ffee00c0ffee-3-2-{}", suffix(n));
+        assert_eq!(role_of(&permits), Role::Permits { limit: 3, count: 2 });
+    }
+    assert_eq!(sequence("stray"), None);
+    assert_eq!(sequence("n-00c0ffee00c0ffee-"), None);
+}
+
+/// Issue 45, risk: the queue order broke after 2^31 changes of one container. The contenders
+/// created after the wrap (negative numbers) come after those created before it, and the order
+/// holds the same way at the wrap back to 0 after 2^32 changes; far from either wrap it is the
+/// plain order.
+#[test]
+fn queue_order_holds_across_the_wrap_of_the_sequence_numbers() {
+    let names = |seqs: &[i32]| -> Vec<String> {
+        seqs.iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let kind = ["n-", "r-", "p-"][i % 3];
+                let mid = if kind == "p-" { "-2-1" } else { "" };
+                format!("{kind}{i:016x}{mid}-{}", suffix(n))
+            })
+            .collect()
+    };
+    for created in [
+        // Far from a wrap, and across 0 from below (the wrap back, after 2^32 changes).
+        vec![5, 9, 1_000_000],
+        vec![-3, -2, -1, 0, 1, 2],
+        // Across the wrap to negative numbers.
+        vec![i32::MAX - 2, i32::MAX, i32::MIN, i32::MIN + 5],
+        vec![i32::MAX, i32::MIN],
+        vec![i32::MIN, i32::MIN + 1],
+        // Contenders that span much of the range, as long as less than half of it.
+        vec![i32::MAX - 1_000_000_000, i32::MAX, i32::MIN + 1_000_000_000],
+        vec![7],
+    ] {
+        let in_creation = names(&created);
+        let mut shuffled = in_creation.clone();
+        shuffled.reverse();
+        shuffled.rotate_left(1);
+        shuffled.push("stray".into());
+        assert_eq!(in_order(shuffled), in_creation, "{created:?}");
+    }
+    assert!(in_order(Vec::new()).is_empty());
 }
 
 #[test]

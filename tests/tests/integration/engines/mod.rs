@@ -9,5 +9,6 @@ mod postgres;
 mod postgres_parts;
 mod postgres_tls;
 mod redis;
+mod turns;
 mod zookeeper;
 mod zookeeper_auth;
