@@ -18,7 +18,8 @@ use crate::engine::outage::Outage;
 use crate::engine::queue::{Entry, Turn};
 use crate::engine::reentrant;
 use crate::engine::state::Inner;
-use crate::engine::turns::{ActiveTurn, QueuedTurn};
+use crate::engine::turns::{ActiveTurn, Place, QueuedTurn};
+use crate::engine::unsettled::Unsettled;
 use crate::error::LockError;
 use crate::primitives::guard::LockGuard;
 use crate::store::keys::{validate_key, LockKeys};
@@ -233,7 +234,7 @@ impl Inner {
         let mut outage: Option<Outage> = None;
         loop {
             // A locker closed meanwhile takes nothing more.
-            inner.closing.check()?;
+            turn.sending(opts.lease)?;
             inner.contending();
             let token = OwnerToken::new(inner.identity.id(), opts.label.as_ref());
             // Fences for the waiters that may get this lease handed over (the lock, with the
@@ -281,7 +282,7 @@ impl Inner {
                 Err(e) if e.is_unavailable() && opts.retry_unavailable && !opts.wait.is_zero() => {
                     turn.settles = None;
                     if let Some(token) = turn.in_flight.take() {
-                        inner.give_back_later(keys, token, kind);
+                        inner.give_back_later(keys, token, kind, opts.lease);
                     }
                     outage
                         .get_or_insert_with(Outage::new)
@@ -319,7 +320,14 @@ impl Inner {
                     // send time (or the store's earlier instant), is over. Give it back (the
                     // turn cleans up if this is cancelled) and try again while the wait lasts.
                     turn.in_flight = Some(token.clone());
-                    let _ = inner.store.give_back(keys, &token, kind, sent).await;
+                    let late = Unsettled {
+                        keys: keys.clone(),
+                        token,
+                        kind,
+                        lease: opts.lease,
+                        settles: None,
+                    };
+                    let _ = late.give_back(inner, &Place::Nowhere).await;
                     turn.in_flight = None;
                     tracing::debug!("a grant arrived after its validity; given back");
                     if Instant::now() >= deadline {
@@ -503,6 +511,9 @@ impl Inner {
                 // Held or awaited in this process: the one-by-one path queues behind it.
                 _ => return Ok(None),
             }
+        }
+        for turn in &mut turns {
+            turn.sending(opts.lease)?;
         }
         inner.contending();
         let tokens: Vec<OwnerToken> = keys
