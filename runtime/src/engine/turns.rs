@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::engine::close::Pending;
 use crate::engine::inflight::Settled;
 use crate::engine::lease::Lease;
 use crate::engine::queue::Turn;
@@ -42,6 +43,13 @@ pub(crate) struct ActiveTurn<'a> {
     /// stops polling it): the give-back waits for it. `None`: answered already, or a call
     /// whose give-back may go at once (a release).
     pub(crate) settles: Option<Settled>,
+    /// Counts a call in flight, and its answer until it is handled, among the work that
+    /// [`close`](crate::Locker::close) waits for: a lock granted to it after `close` gathered
+    /// the leases would otherwise be given back only after `close` reported everything
+    /// drained. Set before the locker's closed flag is checked for the attempt (see
+    /// [`ActiveTurn::sending`]); dropped after whatever gives its outcome back was itself
+    /// counted (this struct's drop hands an abandoned call on first).
+    pub(crate) counted: Option<Pending>,
     /// The lease its attempts ask for ([`ActiveTurn::sending`]), which bounds how long a
     /// give-back is tried.
     lease: Duration,
@@ -130,6 +138,7 @@ impl<'a> ActiveTurn<'a> {
             place,
             in_flight: None,
             settles: None,
+            counted: None,
             lease: Duration::ZERO,
             armed: true,
         }
@@ -151,10 +160,13 @@ impl<'a> ActiveTurn<'a> {
         }
     }
 
-    /// An attempt for a lease of `lease` is about to be sent: `Err(Closed)` (and nothing
-    /// sent) when the locker closed.
+    /// An attempt for a lease of `lease` is about to be sent: counted for `close` from now
+    /// until its outcome is handled; `Err(Closed)` (and nothing sent) when the locker closed.
+    /// Counted before the flag is read, and `close` sets the flag before it counts: one of
+    /// them sees the other.
     pub(crate) fn sending(&mut self, lease: Duration) -> Result<(), crate::error::LockError> {
         self.lease = lease;
+        self.counted = Some(self.inner.closing.job_started());
         self.inner.closing.check()
     }
 
