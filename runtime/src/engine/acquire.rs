@@ -18,7 +18,8 @@ use crate::engine::outage::Outage;
 use crate::engine::queue::{Entry, Turn};
 use crate::engine::reentrant;
 use crate::engine::state::Inner;
-use crate::engine::turns::{ActiveTurn, QueuedTurn};
+use crate::engine::turns::{ActiveTurn, Place, QueuedTurn};
+use crate::engine::unsettled::Unsettled;
 use crate::error::LockError;
 use crate::primitives::guard::LockGuard;
 use crate::store::keys::{validate_key, LockKeys};
@@ -232,8 +233,9 @@ impl Inner {
         // The engine's outage this wait is riding out, if it is in one.
         let mut outage: Option<Outage> = None;
         loop {
-            // A locker closed meanwhile takes nothing more.
-            inner.closing.check()?;
+            // A locker closed meanwhile takes nothing more; `close` waits for this attempt
+            // from here until its answer is handled.
+            turn.sending(opts.lease)?;
             inner.contending();
             let token = OwnerToken::new(inner.identity.id(), opts.label.as_ref());
             // Fences for the waiters that may get this lease handed over (the lock, with the
@@ -281,8 +283,10 @@ impl Inner {
                 Err(e) if e.is_unavailable() && opts.retry_unavailable && !opts.wait.is_zero() => {
                     turn.settles = None;
                     if let Some(token) = turn.in_flight.take() {
-                        inner.give_back_later(keys, token, kind);
+                        inner.give_back_later(keys, token, kind, opts.lease);
                     }
+                    // The give-back is counted for `close` on its own.
+                    turn.counted = None;
                     outage
                         .get_or_insert_with(Outage::new)
                         .pause(e, deadline)
@@ -309,18 +313,31 @@ impl Inner {
                             fences,
                             session,
                         };
+                        // Counted for `close` until the lease is registered where `close`
+                        // finds it, or given back by the guard's drop below.
+                        let counted = turn.counted.take();
                         let guard = self.granted(turn, user_key, keys, &opts, sent, top);
                         // Closed while the attempt was in flight: the guard's drop gives it
                         // back (in the background, which `close` waits for).
-                        inner.closing.check()?;
-                        return Ok(guard);
+                        let closed = inner.closing.check();
+                        let result = closed.map(|()| guard);
+                        drop(counted);
+                        return result;
                     }
                     // The grant came too late to count on: its validity, counted from the
                     // send time (or the store's earlier instant), is over. Give it back (the
                     // turn cleans up if this is cancelled) and try again while the wait lasts.
                     turn.in_flight = Some(token.clone());
-                    let _ = inner.store.give_back(keys, &token, kind, sent).await;
+                    let late = Unsettled {
+                        keys: keys.clone(),
+                        token,
+                        kind,
+                        lease: opts.lease,
+                        settles: None,
+                    };
+                    let _ = late.give_back(inner, &Place::Nowhere).await;
                     turn.in_flight = None;
+                    turn.counted = None;
                     tracing::debug!("a grant arrived after its validity; given back");
                     if Instant::now() >= deadline {
                         return Err(LockError::unavailable(
@@ -337,6 +354,7 @@ impl Inner {
                 }
                 Attempt::Held { remaining } => remaining,
             };
+            turn.counted = None;
             *waited = true;
             let now = Instant::now();
             if now >= deadline {
@@ -504,6 +522,10 @@ impl Inner {
                 _ => return Ok(None),
             }
         }
+        // Counted for `close` until the answer is handled (as a single acquire's is).
+        for turn in &mut turns {
+            turn.sending(opts.lease)?;
+        }
         inner.contending();
         let tokens: Vec<OwnerToken> = keys
             .iter()
@@ -565,6 +587,7 @@ impl Inner {
             // Too late to count on: the turns give the locks back as they drop.
             return Ok(None);
         }
+        let counted: Vec<_> = turns.iter_mut().filter_map(|t| t.counted.take()).collect();
         let mut guards = Vec::with_capacity(keys.len());
         for ((((mut turn, user_key), (token, fences)), (lock_keys, top)), session) in turns
             .into_iter()
@@ -589,9 +612,12 @@ impl Inner {
             guard.open_span();
             guards.push(guard);
         }
-        // Closed while the attempt was in flight: the guards' drops give the keys back.
-        self.closing.check()?;
-        Ok(Some(guards))
+        // Closed while the attempt was in flight: the guards' drops give the keys back (in
+        // the background, counted for `close` before the attempt stops being).
+        let closed = self.closing.check();
+        let result = closed.map(|()| Some(guards));
+        drop(counted);
+        result
     }
 }
 

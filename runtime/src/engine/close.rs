@@ -3,6 +3,11 @@
 //! that wait so that they end with [`LockError::Closed`], and waits, up to a bound, for the
 //! releases running in the background (dropped guards, abandoned attempts).
 //!
+//! An acquire whose call is in flight counts among the background work from before it checks
+//! whether the locker closed until its answer is handled (its lease registered or given
+//! back): `close` waits for it too, and reports drained only once nothing it sent can still
+//! leave a lock behind.
+//!
 //! The locker keeps a weak list of the leases it granted, pruned as it grows (dead or
 //! finished entries go), so that closing finds them without the guards' help; a guard whose
 //! lease was given back by `close` says so: `is_held()` is false, `lost()` resolves, and its
@@ -49,7 +54,9 @@ struct Live {
 impl Closing {
     /// Whether the locker was closed.
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        // Sequentially consistent with the count of jobs: an attempt counts itself, then
+        // reads this; `close` sets this, then reads the count. One sees the other.
+        self.closed.load(Ordering::SeqCst)
     }
 
     /// `Err(Closed)` once the locker was closed: checked where every request's options are
@@ -85,7 +92,7 @@ impl Closing {
 
     /// A background job starts: [`Pending`] counts it until it is dropped.
     pub(crate) fn job_started(self: &Arc<Self>) -> Pending {
-        self.pending.fetch_add(1, Ordering::AcqRel);
+        self.pending.fetch_add(1, Ordering::SeqCst);
         Pending(self.clone())
     }
 
@@ -95,11 +102,11 @@ impl Closing {
             let idle = self.idle.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if self.pending.load(Ordering::Acquire) == 0 {
+            if self.pending.load(Ordering::SeqCst) == 0 {
                 return true;
             }
             if tokio::time::timeout_at(until, idle).await.is_err() {
-                return self.pending.load(Ordering::Acquire) == 0;
+                return self.pending.load(Ordering::SeqCst) == 0;
             }
         }
     }
@@ -134,7 +141,7 @@ impl Inner {
     /// Closes this locker (see the module docs), waiting at most `timeout`.
     pub(crate) async fn close(self: &Arc<Self>, timeout: Duration) -> CloseReport {
         let until = Instant::now() + timeout;
-        let first = !self.closing.closed.swap(true, Ordering::AcqRel);
+        let first = !self.closing.closed.swap(true, Ordering::SeqCst);
         self.closing.woken.notify_waiters();
         self.health.close();
         if first {

@@ -1,6 +1,6 @@
 //! The one engine under every primitive: leases and their kinds' options, the contend loop,
-//! the local queue, re-entry, release, the watchdog, the engine's health, and the locker's
-//! shared state.
+//! the local queue, re-entry, release, undoing attempts whose outcome is unknown, the watchdog,
+//! the engine's health, and the locker's shared state.
 
 pub(crate) mod acquire;
 pub(crate) mod close;
@@ -18,4 +18,5 @@ pub(crate) mod state;
 #[cfg(test)]
 mod tests;
 pub(crate) mod turns;
+pub(crate) mod unsettled;
 pub(crate) mod watchdog;

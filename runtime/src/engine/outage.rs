@@ -9,8 +9,9 @@
 //! processes do not all come back at the same instant. An acquire that does not wait
 //! (`try_acquire`, `wait = 0`) is never retried, and neither is one whose request turned
 //! retrying off ([`LockRequest::retry_unavailable`](crate::LockRequest::retry_unavailable)).
-//! What an attempt that failed may have taken is given back before the next one is sent
-//! ([`Inner::give_back_later`]): its answer never came, so it may have landed.
+//! What an attempt that failed may have taken is given back in the background
+//! ([`Inner::give_back_later`]): its answer never came, so it may have landed, or land later;
+//! the give-back settles it against the engine first ([`crate::engine::unsettled`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,8 @@ use tokio::time::Instant;
 
 use crate::engine::release::jitter;
 use crate::engine::state::Inner;
+use crate::engine::turns::Place;
+use crate::engine::unsettled::Unsettled;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
@@ -88,19 +91,27 @@ impl Outage {
 
 impl Inner {
     /// Gives back, in the background, what an acquire of `token` whose answer was an error
-    /// may have taken (the call may have landed before the error came).
+    /// may have taken (the call may have landed before the error came, or may still land):
+    /// the one path of [`Unsettled`]. The wait goes on, so its place in the store's line
+    /// stays.
     pub(crate) fn give_back_later(
         self: &Arc<Self>,
         keys: &LockKeys,
         token: OwnerToken,
         kind: LeaseKind,
+        lease: Duration,
     ) {
-        let store = self.store.clone();
-        let keys = keys.clone();
+        let inner = self.clone();
+        let attempt = Unsettled {
+            keys: keys.clone(),
+            token,
+            kind,
+            lease,
+            settles: None,
+        };
         let job = Box::pin(async move {
-            let now = Instant::now();
-            if let Err(e) = store.give_back(&keys, &token, kind, now).await {
-                tracing::debug!(error = %e, "giving back a failed attempt failed; its lease runs out");
+            if let Err(e) = attempt.give_back(&inner, &Place::Nowhere).await {
+                tracing::debug!(error = %e, "giving back a failed attempt failed; trying again");
             }
         });
         let _ = self.in_background(job);

@@ -9,10 +9,12 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::engine::close::Pending;
 use crate::engine::inflight::Settled;
 use crate::engine::lease::Lease;
 use crate::engine::queue::Turn;
 use crate::engine::state::Inner;
+use crate::engine::unsettled::Unsettled;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
@@ -41,6 +43,16 @@ pub(crate) struct ActiveTurn<'a> {
     /// stops polling it): the give-back waits for it. `None`: answered already, or a call
     /// whose give-back may go at once (a release).
     pub(crate) settles: Option<Settled>,
+    /// Counts a call in flight, and its answer until it is handled, among the work that
+    /// [`close`](crate::Locker::close) waits for: a lock granted to it after `close` gathered
+    /// the leases would otherwise be given back only after `close` reported everything
+    /// drained. Set before the locker's closed flag is checked for the attempt (see
+    /// [`ActiveTurn::sending`]); dropped after whatever gives its outcome back was itself
+    /// counted (this struct's drop hands an abandoned call on first).
+    pub(crate) counted: Option<Pending>,
+    /// The lease its attempts ask for ([`ActiveTurn::sending`]), which bounds how long a
+    /// give-back is tried.
+    lease: Duration,
     armed: bool,
 }
 
@@ -60,7 +72,7 @@ pub(crate) enum Place {
 
 impl Place {
     /// Leaves the store's queue, where the engine keeps one for this place. Never blocks.
-    fn leave(&self, store: &dyn Store, keys: &LockKeys, kind: LeaseKind) {
+    pub(crate) fn leave(&self, store: &dyn Store, keys: &LockKeys, kind: LeaseKind) {
         match self {
             Place::ProcessFront => store.withdraw(keys),
             Place::Alone(name) => store.withdraw_request(keys, name),
@@ -126,6 +138,8 @@ impl<'a> ActiveTurn<'a> {
             place,
             in_flight: None,
             settles: None,
+            counted: None,
+            lease: Duration::ZERO,
             armed: true,
         }
     }
@@ -144,6 +158,16 @@ impl<'a> ActiveTurn<'a> {
             Place::PermitLine(waiter) => Some(*waiter),
             _ => None,
         }
+    }
+
+    /// An attempt for a lease of `lease` is about to be sent: counted for `close` from now
+    /// until its outcome is handled; `Err(Closed)` (and nothing sent) when the locker closed.
+    /// Counted before the flag is read, and `close` sets the flag before it counts: one of
+    /// them sees the other.
+    pub(crate) fn sending(&mut self, lease: Duration) -> Result<(), crate::error::LockError> {
+        self.lease = lease;
+        self.counted = Some(self.inner.closing.job_started());
+        self.inner.closing.check()
     }
 
     /// The lease was taken. The lock's turn now belongs to the lease, which passes it on
@@ -173,17 +197,21 @@ impl Drop for ActiveTurn<'_> {
             }
             return;
         };
-        // Leaving the store's queue, giving back what the call may have taken and passing the
-        // turn on all wait until the call in flight was answered: before that, the store may
-        // not have queued or granted it yet, and would find nothing to undo.
+        // Giving back what the call may have taken, leaving the store's queue and passing the
+        // turn on all wait until the call in flight can no longer land: before that, the
+        // store may not have queued or granted it yet, and would find nothing to undo.
         self.inner.abandon(Abandoned {
             inner: self.inner.clone(),
             keys: self.keys.clone(),
-            token,
-            kind: self.kind,
             turn: self.turn,
             place: self.place.clone(),
-            settles: self.settles.take(),
+            attempt: Some(Unsettled {
+                keys: self.keys.clone(),
+                token,
+                kind: self.kind,
+                lease: self.lease,
+                settles: self.settles.take(),
+            }),
         });
     }
 }
@@ -194,27 +222,19 @@ impl Drop for ActiveTurn<'_> {
 pub(crate) struct Abandoned {
     pub(crate) inner: Arc<Inner>,
     pub(crate) keys: LockKeys,
-    pub(crate) token: OwnerToken,
-    pub(crate) kind: LeaseKind,
     pub(crate) turn: Option<u64>,
     pub(crate) place: Place,
-    pub(crate) settles: Option<Settled>,
+    pub(crate) attempt: Option<Unsettled>,
 }
 
 impl Abandoned {
-    /// Waits for the call in flight, leaves the store's queue (the answered call may have
-    /// queued it), and gives back what the token holds, if anything; the turn passes on as
-    /// `self` drops.
+    /// Gives back what the call in flight may take, once it can no longer land, then leaves
+    /// the store's queue (the call may have queued it): [`Unsettled::give_back`]. The turn
+    /// passes on as `self` drops.
     pub(crate) async fn clean_up(mut self) {
-        if let Some(settles) = self.settles.take() {
-            settles.wait().await;
+        if let Some(attempt) = self.attempt.take() {
+            let _ = attempt.give_back(&self.inner, &self.place).await;
         }
-        let store = &*self.inner.store;
-        self.place.leave(store, &self.keys, self.kind);
-        let now = Instant::now();
-        let _ = store
-            .give_back(&self.keys, &self.token, self.kind, now)
-            .await;
     }
 }
 

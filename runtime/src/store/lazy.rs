@@ -280,6 +280,11 @@ impl Store for LazyStore {
         }
     }
 
+    /// Nothing was sent before the engine connected, so nothing to settle then.
+    fn settle<'a>(&'a self, token: &'a OwnerToken) -> Option<super::Settling<'a>> {
+        self.state.store.get()?.settle(token)
+    }
+
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         self.store()?.admin()
     }

@@ -141,6 +141,9 @@ pub(crate) enum Renewed {
 pub(crate) type StoreFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, LockError>> + Send + 'a>>;
 
+/// The settling of a token's calls whose outcome is unknown ([`Store::settle`]).
+pub(crate) type Settling<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 /// A lock engine. Every call is bounded by the engine's operation timeout and fails with
 /// [`LockError::Unavailable`] when the engine did not answer.
 pub(crate) trait Store: Send + Sync + 'static {
@@ -235,6 +238,20 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// chosen it. Never blocks (runs in the background where it needs a round trip).
     fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
         let _ = (keys, contender);
+    }
+
+    /// Settles against the server every call sent for `token` whose outcome this client
+    /// does not know (it timed out, its connection broke, its caller stopped waiting for
+    /// it): what it resolves to is that none of them can take effect any more, within the
+    /// engine's stated bound (past which the engine gives up, and a call that lands later
+    /// still keeps what it took for its lease at most). `None` when nothing is left to
+    /// settle: the default, for engines whose calls cannot land after a later call of the
+    /// same client (in memory; or answered in order on one connection, which every later
+    /// call of the token rides behind). `give_back` (on `dyn Store`) runs it first. A
+    /// store that wraps another must pass it on.
+    fn settle<'a>(&'a self, token: &'a OwnerToken) -> Option<Settling<'a>> {
+        let _ = token;
+        None
     }
 
     /// Extends each lease that its token still owns; one entry per renewal, in order.
@@ -474,9 +491,41 @@ impl dyn Store {
         Box::pin(std::future::ready(Err(refused)))
     }
 
-    /// Gives back a lease of `kind` whose holder counts it valid until `valid_until`;
-    /// `Ok(false)` when it was not held any more.
+    /// Gives back what the acquires for `token` hold or created, a lease of `kind` whose
+    /// holder counts it valid until `valid_until`; `Ok(false)` when nothing of it was held
+    /// any more. Every lease ends here (its release), and every attempt whose outcome the
+    /// caller cannot count on is undone here ([`Unsettled`](crate::engine::unsettled)).
+    ///
+    /// The contract, for every engine and every kind of lease:
+    /// - **settled first**: the token's calls whose outcome is unknown are settled against
+    ///   the server before anything is removed ([`Store::settle`]), so that none of them can
+    ///   land after this and take what it gives back;
+    /// - **only its own**: it removes what this token holds or created (its lease, its
+    ///   reader's share, its permits, the waiting place its attempt made), never another
+    ///   token's, nor anything of a name or tag that a later attempt may stand on;
+    /// - **bounded**: the settling by the engine's stated bound, the removal by the
+    ///   operation timeout;
+    /// - **off the hot path**: an attempt's give-back runs in the locker's background task;
+    ///   only a caller that asked for a release awaits it, and with nothing to settle it
+    ///   costs what the release costs.
     pub(crate) fn give_back<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        kind: LeaseKind,
+        valid_until: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        match self.settle(token) {
+            None => self.remove(keys, token, kind, valid_until),
+            Some(settling) => Box::pin(async move {
+                settling.await;
+                self.remove(keys, token, kind, valid_until).await
+            }),
+        }
+    }
+
+    /// What `give_back` removes, once the token's calls are settled.
+    fn remove<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,

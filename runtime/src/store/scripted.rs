@@ -1,7 +1,7 @@
 //! A lock store for tests that a script can break: the memory store's semantics (leases on the
-//! Tokio clock, owner tokens, fences, wake-ups), plus failed calls, lost answers, slow answers,
-//! refused renewals and dropped connections on demand, so that the core meets every answer
-//! Redis can give without a server (see `model_tests`).
+//! Tokio clock, owner tokens, fences, wake-ups), plus failed calls, lost answers, slow calls,
+//! late answers, refused renewals and dropped connections on demand, so that the core meets
+//! every answer Redis can give without a server (see `model_tests`).
 //!
 //! Clones share one store and one script: give one clone to each [`Locker`](crate::Locker)
 //! that stands for a process, and keep one to script faults.
@@ -43,6 +43,9 @@ struct Script {
     /// Answered late by this much: the call sleeps on the Tokio clock before it reaches the
     /// store, like a request stuck on a slow network.
     delays: Vec<(u32, Duration)>,
+    /// Reach the store at once, and their answers come this much later (slept on the Tokio
+    /// clock), like a reply stuck on a slow network: the call has taken effect meanwhile.
+    late_answers: Vec<(u32, Duration)>,
     /// Never reach the store: `Unavailable` at once.
     fail: u32,
     /// Reach the store and take effect, but the answer is lost: `Unavailable`. (A timed-out
@@ -61,6 +64,7 @@ struct Script {
 /// How one call goes, decided as it starts.
 struct Fate {
     delay: Duration,
+    answer_delay: Duration,
     fail: bool,
     lose_answer: bool,
 }
@@ -100,6 +104,20 @@ impl ScriptedStore {
             return;
         }
         self.shared.script.lock().unwrap().delays.push((calls, by));
+    }
+
+    /// The next `calls` calls take effect at once, and their answers come `by` later (slept
+    /// on the Tokio clock).
+    pub(crate) fn answer_late(&self, calls: u32, by: Duration) {
+        if calls == 0 {
+            return;
+        }
+        self.shared
+            .script
+            .lock()
+            .unwrap()
+            .late_answers
+            .push((calls, by));
     }
 
     /// Every acquire from now on is granted counted from `by` before its send time, as etcd
@@ -195,19 +213,11 @@ impl ScriptedStore {
     /// Decided when the call starts, so that faults scripted while it sleeps meet later calls.
     fn fate(&self) -> Fate {
         let mut script = self.shared.script.lock().unwrap();
-        let delay = match script.delays.first_mut() {
-            Some((calls, by)) => {
-                let by = *by;
-                *calls -= 1;
-                if *calls == 0 {
-                    script.delays.remove(0);
-                }
-                by
-            }
-            None => Duration::ZERO,
-        };
+        let delay = take_delay(&mut script.delays);
+        let answer_delay = take_delay(&mut script.late_answers);
         Fate {
             delay,
+            answer_delay,
             fail: take_one(&mut script.fail),
             lose_answer: take_one(&mut script.lose_answer),
         }
@@ -221,6 +231,9 @@ impl ScriptedStore {
             return Err(LockError::unavailable("scripted: the call failed", None));
         }
         let answer = at_store();
+        if !fate.answer_delay.is_zero() {
+            tokio::time::sleep(fate.answer_delay).await;
+        }
         if fate.lose_answer {
             return Err(LockError::unavailable(
                 "scripted: the answer was lost",
@@ -229,6 +242,20 @@ impl ScriptedStore {
         }
         Ok(answer)
     }
+}
+
+/// The delay of the first entry of `delays` (zero when there is none), counting one call
+/// off it.
+fn take_delay(delays: &mut Vec<(u32, Duration)>) -> Duration {
+    let Some((calls, by)) = delays.first_mut() else {
+        return Duration::ZERO;
+    };
+    let by = *by;
+    *calls -= 1;
+    if *calls == 0 {
+        delays.remove(0);
+    }
+    by
 }
 
 fn take_one(count: &mut u32) -> bool {

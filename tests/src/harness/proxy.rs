@@ -65,6 +65,8 @@ pub enum ConnKind {
 struct Control {
     command: ProxyMode,
     subscription: ProxyMode,
+    /// The modes leave the connections that traps caught alone ([`TcpProxy::set_mode_sparing_caught`]).
+    spare_caught: bool,
     stopped: bool,
     /// Held connections caught by traps up to this number are delivered.
     released: u64,
@@ -199,6 +201,7 @@ impl TcpProxy {
         let (control, watching) = watch::channel(Control {
             command: ProxyMode::Pass,
             subscription: ProxyMode::Pass,
+            spare_caught: false,
             stopped: false,
             released: 0,
             cut: 0,
@@ -247,6 +250,22 @@ impl TcpProxy {
         self.control.send_modify(|control| {
             control.command = mode;
             control.subscription = mode;
+            control.spare_caught = false;
+        });
+    }
+
+    /// [`set_mode`](Self::set_mode) for every connection but those a trap caught
+    /// ([`hold_next_sending`](Self::hold_next_sending)), held now or released since: they
+    /// go on as if the mode were [`ProxyMode::Pass`] (a held one is still held until
+    /// [`release_held`](Self::release_held) or [`cut_held`](Self::cut_held)), until the next
+    /// `set_mode`. A call held past its client's timeout while the rest of the network is
+    /// cut ([`ProxyMode::Cut`]): its client can reach the server by no other connection, and
+    /// the held call still reaches it when released.
+    pub fn set_mode_sparing_caught(&self, mode: ProxyMode) {
+        self.control.send_modify(|control| {
+            control.command = mode;
+            control.subscription = mode;
+            control.spare_caught = true;
         });
     }
 
@@ -476,7 +495,16 @@ impl Link {
 
     /// The mode that applies to this connection now.
     fn mode(&self) -> ProxyMode {
+        if self.spared() {
+            return ProxyMode::Pass;
+        }
         self.control.borrow().mode(*self.kind.borrow())
+    }
+
+    /// Whether the modes leave this connection alone: a trap caught it, and the modes were
+    /// set sparing such connections.
+    fn spared(&self) -> bool {
+        self.control.borrow().spare_caught && self.caught.borrow().is_some()
     }
 
     /// Whether a trap's hold keeps this side's bytes now.
@@ -495,13 +523,15 @@ impl Link {
             .is_some_and(|trap| self.control.borrow().cut >= trap.id)
     }
 
-    /// Returns once the connection must be closed: its kind's mode is `Cut`, it was caught by a
-    /// trap that was cut, or the proxy stopped.
+    /// Returns once the connection must be closed: its kind's mode is `Cut` (and does not spare
+    /// it), it was caught by a trap that was cut, or the proxy stopped.
     async fn wait_severed(&mut self) {
         loop {
             let kind = *self.kind.borrow_and_update();
             self.caught.borrow_and_update();
-            if self.control.borrow_and_update().severs(kind) || self.cut() {
+            let severs = self.control.borrow_and_update().severs(kind);
+            let stopped = self.control.borrow().stopped;
+            if (severs && (stopped || !self.spared())) || self.cut() {
                 return;
             }
             tokio::select! {
@@ -589,9 +619,10 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: Link) {
 async fn hold(chunk: &Chunk, link: &mut Link) -> io::Result<()> {
     let gone = |_| io::Error::from(io::ErrorKind::BrokenPipe);
     loop {
-        let kind = *link.kind.borrow_and_update();
-        let mode = link.control.borrow_and_update().mode(kind);
+        link.kind.borrow_and_update();
+        link.control.borrow_and_update();
         link.caught.borrow_and_update();
+        let mode = link.mode();
         if link.cut() {
             return Err(io::Error::from(io::ErrorKind::BrokenPipe));
         }

@@ -14,7 +14,7 @@ use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
     AcquireRequest, Admin, Attempt, Capabilities, Engine, Feature, LeaderRecord, LeaderRecords,
-    PermitState, PermitWaiter, ReadLocks, Renewal, Renewed, Semaphores, Session, Store,
+    PermitState, PermitWaiter, ReadLocks, Renewal, Renewed, Semaphores, Session, Settling, Store,
     StoreFuture, WakeSubscription,
 };
 
@@ -98,6 +98,12 @@ impl Store for Observed {
 
     fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
         self.store.withdraw_request(keys, contender);
+    }
+
+    /// Passed on unobserved: the engine's own calls while it settles say nothing of the
+    /// locker's.
+    fn settle<'a>(&'a self, token: &'a OwnerToken) -> Option<Settling<'a>> {
+        self.store.settle(token)
     }
 
     /// A batch answered with nothing but "could not tell" (no RedLock majority, no ZooKeeper

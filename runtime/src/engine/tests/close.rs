@@ -126,3 +126,73 @@ async fn close_waits_for_the_releases_in_the_background() {
         "released by then"
     );
 }
+
+/// An acquire in flight when the locker closes: its call has taken the lock in the store, its
+/// answer is on its way. `close` waits for that answer and gives the lock back before it
+/// reports drained: a process that exits once `close` returned leaves nothing behind. It
+/// reported drained at once, with the lock still taken, to live its lease after the exit.
+#[tokio::test(start_paused = true)]
+async fn close_waits_for_an_acquire_in_flight_and_gives_its_lock_back() {
+    let store = ScriptedStore::new();
+    let a = Locker::scripted(store.clone());
+    let lock = "leasehold:lock:{k}";
+    store.answer_late(1, Duration::from_millis(300));
+    let acquiring = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock("k").lease(LONG).acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(store.is_locked(lock), "the acquire did not reach the store");
+    let report = a.close().await;
+    assert!(report.drained, "{report:?}");
+    assert!(
+        !store.is_locked(lock),
+        "close reported drained while the lock its acquire took was still held: {report:?}"
+    );
+    let answer = acquiring.await.unwrap();
+    assert!(matches!(answer, Err(LockError::Closed)), "{answer:?}");
+}
+
+/// The same for `lock_all`: the key whose acquire is in flight is given back, and no later key
+/// is taken.
+#[tokio::test(start_paused = true)]
+async fn close_waits_for_a_lock_all_in_flight() {
+    let store = ScriptedStore::new();
+    let a = Locker::scripted(store.clone());
+    store.answer_late(1, Duration::from_millis(300));
+    let acquiring = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock_all(["x", "y"]).lease(LONG).acquire().await.map(drop) }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let report = a.close().await;
+    assert!(report.drained, "{report:?}");
+    for lock in ["leasehold:lock:{x}", "leasehold:lock:{y}"] {
+        assert!(!store.is_locked(lock), "{lock} left held: {report:?}");
+    }
+    let answer = acquiring.await.unwrap();
+    assert!(matches!(answer, Err(LockError::Closed)), "{answer:?}");
+}
+
+/// An answer later than `close`'s bound: `close` says it did not drain, rather than that it
+/// did.
+#[tokio::test(start_paused = true)]
+async fn close_does_not_report_drained_while_an_acquire_is_still_in_flight() {
+    let store = ScriptedStore::new();
+    let a = Locker::scripted(store.clone());
+    store.answer_late(1, Duration::from_secs(30));
+    let acquiring = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock("k").lease(LONG).acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let report = a.close_within(Duration::from_secs(1)).await;
+    assert!(!report.drained, "{report:?}");
+    let answer = acquiring.await.unwrap();
+    assert!(matches!(answer, Err(LockError::Closed)), "{answer:?}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(
+        !store.is_locked("leasehold:lock:{k}"),
+        "given back once answered"
+    );
+}

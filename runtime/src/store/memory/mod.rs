@@ -1,5 +1,7 @@
 //! Process memory as the lock store: the same protocol as Redis (leases that expire, owner
 //! tokens, fences seeded from the clock, wake-ups on release), for tests and one-process use.
+//! Every call takes effect and is answered in its first poll, so no outcome is ever unknown
+//! ([`Store::settle`]: nothing to settle).
 //!
 //! By job: [`state`] (what the store holds, its fences and its sweep), [`locks`] (exclusive
 //! locks, renewals, wake-ups), [`readers`], [`semaphores`], [`leader`] (leader records).

@@ -8,8 +8,9 @@ use tokio::task::AbortHandle;
 use tokio_postgres as pg;
 
 use super::errors::unavailable_at;
+use super::settle::{Backend, Settlement};
 use super::sql::{
-    ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES, RELEASE, RELEASE_PERMITS,
+    ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES, BACKEND, RELEASE, RELEASE_PERMITS,
     RELEASE_SHARED, RELEASE_TYPES, RENEW, RENEW_PERMITS, RENEW_SHARED, WARM_UP,
 };
 use super::wakes::{heard, Wakes};
@@ -34,6 +35,10 @@ pub(super) struct Conn {
     pub(super) client: pg::Client,
     pub(super) statements: Statements,
     pub(super) driver: AbortHandle,
+    /// Its backend on the server, which a settlement ends ([`super::settle`]).
+    pub(super) backend: Backend,
+    /// Started by the first call on it whose outcome became unknown, shared by the others.
+    pub(super) settlement: std::sync::OnceLock<Settlement>,
 }
 
 impl Drop for Conn {
@@ -189,9 +194,11 @@ impl Shared {
             let renew_permits = client.prepare_typed(RENEW_PERMITS, &batch).await?;
             // Prepared under the connect timeout's bounds (a statement that names a table
             // waits for a migration's lock on it): lock calls from here on, the warm-up too.
-            client.batch_execute(&self.operation_bounds()).await?;
+            // The same round trip reads the backend's identity, for a settlement to end it.
+            let bounds = format!("{}; {BACKEND}", self.operation_bounds());
+            let backend = Backend::of(&client.simple_query(&bounds).await?);
             let _ = client.batch_execute(WARM_UP).await;
-            Ok::<_, pg::Error>(Statements {
+            let statements = Statements {
                 acquire,
                 release,
                 renew,
@@ -201,14 +208,28 @@ impl Shared {
                 acquire_permits,
                 release_permits,
                 renew_permits,
-            })
+            };
+            Ok::<_, pg::Error>((statements, backend))
         };
         match tokio::time::timeout(limit, prepare).await {
-            Ok(Ok(statements)) => Ok(Conn {
+            Ok(Ok((statements, Some(backend)))) => Ok(Conn {
                 client,
                 statements,
                 driver,
+                backend,
+                settlement: std::sync::OnceLock::new(),
             }),
+            Ok(Ok((_, None))) => {
+                driver.abort();
+                Err(LockError::unavailable(
+                    format!(
+                        "PostgreSQL at {} did not show this connection's session in \
+                         pg_stat_activity",
+                        self.shown
+                    ),
+                    None,
+                ))
+            }
             Ok(Err(e)) => {
                 driver.abort();
                 Err(self.unavailable("refused to prepare the lock statements", e))

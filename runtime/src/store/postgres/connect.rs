@@ -46,6 +46,7 @@ impl PostgresStore {
                 shared: shared.clone(),
                 slots: (0..POOL).map(|_| tokio::sync::Mutex::new(None)).collect(),
                 next: AtomicUsize::new(0),
+                unsettled: Default::default(),
             }),
             shared,
             listening: up_rx,

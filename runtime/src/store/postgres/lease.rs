@@ -48,7 +48,8 @@ impl PostgresStore {
             self.queued_set().insert(req.keys.lock().to_owned());
         }
         let answer = self
-            .call("refused an acquire", |conn| {
+            .pool
+            .call_creating(owner, "refused an acquire", |conn| {
                 let (key, owner) = (key.clone(), owner);
                 async move {
                     let params: [&(dyn pg::types::ToSql + Sync); 7] = [

@@ -72,6 +72,19 @@
 //! on its next use. Every call is bounded by the operation timeout, on the client and as the
 //! server's `statement_timeout`.
 //!
+//! **Calls whose outcome is unknown.** An acquire that timed out, or whose connection broke,
+//! may still run later (its bytes in the network, or in its backend's input), after its
+//! give-back found nothing on another pooled connection: it would then hold the lock for a
+//! token nobody holds, for its whole lease. So the connection it was on is settled first: its
+//! backend, named when it opened (pid and start time, read in the round trip that sets its
+//! bounds), is ended from another connection (`pg_terminate_backend`, which a role may do to
+//! its own sessions) and confirmed gone from `pg_stat_activity`; nothing it had not run can
+//! run then, and every give-back of the token ([`Store::settle`]) waits for that. An acquire
+//! sent again after its connection closed is sent only once the first is settled. Bound: one
+//! round trip (and the backend's exit) while the server answers; while it does not, tried
+//! again every second at most for up to two minutes, past which the give-back goes ahead and a
+//! call that still lands keeps the lock for its lease at most ([`settle`]).
+//!
 //! **TLS.** Every connection of a locker (the pool's, the listening one, the one that checks
 //! the schema) is opened with the same TLS setup, built once from the URL's libpq parameters,
 //! which [`url`] reads (tokio-postgres knows only three modes): `sslmode=disable` never
@@ -140,7 +153,8 @@
 //! or the next one overwrites it: one row per election.
 //!
 //! By job: [`schema`] (`schema.sql`, created on first use), [`sql`] (the statements),
-//! [`url`], [`conn`] (one connection), [`pool`], [`connect`], [`lease`] (acquire, release,
+//! [`url`], [`conn`] (one connection), [`pool`], [`settle`] (calls whose outcome is
+//! unknown), [`connect`], [`lease`] (acquire, release,
 //! renew), [`waiters`] (the line), [`readers`], [`semaphores`], [`leaders`], [`wakes`] and
 //! [`listener`] (LISTEN/NOTIFY), [`tls`] (the connector, with the `tls` feature), [`admin`],
 //! [`text`] (keys and tokens as stored), [`errors`], and [`check`], the public
@@ -158,6 +172,7 @@ mod pool;
 mod readers;
 mod schema;
 mod semaphores;
+mod settle;
 mod sql;
 #[cfg(test)]
 mod tests;
@@ -181,7 +196,8 @@ use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Renewal, Renewed, Store, StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Renewal, Renewed, Settling, Store, StoreFuture,
+    WakeSubscription,
 };
 
 pub use self::schema::SCHEMA;
@@ -239,6 +255,17 @@ impl Store for PostgresStore {
         valid_until: tokio::time::Instant,
     ) -> StoreFuture<'a, bool> {
         Box::pin(self.release_once(keys, token, Some(valid_until)))
+    }
+
+    /// Waits until the connections that the token's acquires were on when their outcome
+    /// became unknown are settled: their backends ended from another connection ([`settle`]).
+    fn settle<'a>(&'a self, token: &'a OwnerToken) -> Option<Settling<'a>> {
+        let pending = self.pool.unsettled.take(text::token_text(token))?;
+        Some(Box::pin(async move {
+            for settlement in pending {
+                settlement.wait().await;
+            }
+        }))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio_postgres as pg;
 
 use super::conn::{Conn, Shared};
+use super::settle::{Settlement, Unsettled};
 use super::PostgresStore;
 use crate::error::LockError;
 
@@ -19,6 +20,8 @@ pub(super) struct Pool {
     pub(super) shared: Arc<Shared>,
     pub(super) slots: Vec<tokio::sync::Mutex<Option<Arc<Conn>>>>,
     pub(super) next: AtomicUsize,
+    /// The acquires whose outcome is unknown, until their give-back ([`super::settle`]).
+    pub(super) unsettled: Unsettled,
 }
 
 impl Pool {
@@ -52,7 +55,39 @@ impl Pool {
     /// Runs one call on a pooled connection within the operation timeout. A call that
     /// failed because its connection was closed (the server restarted) is sent once more on
     /// a new one: every statement here may run twice.
-    pub(super) async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, LockError>
+    pub(super) async fn call<T, F, Fut>(self: &Arc<Self>, what: &str, f: F) -> Result<T, LockError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, pg::Error>>,
+    {
+        self.call_for(None, what, f).await
+    }
+
+    /// [`call`](Self::call) of an acquire for `token`, which may create a lease or a place in
+    /// line for it. When its outcome becomes unknown (no answer within the operation timeout,
+    /// or its connection broke), the connection is settled ([`Pool::settle`]) and the token
+    /// recorded, for its give-back to wait for; a call whose connection closed is sent again
+    /// only once that settled (within the same timeout), so that the answer reported is the
+    /// last word on the token.
+    pub(super) async fn call_creating<T, F, Fut>(
+        self: &Arc<Self>,
+        token: &str,
+        what: &str,
+        f: F,
+    ) -> Result<T, LockError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, pg::Error>>,
+    {
+        self.call_for(Some(token), what, f).await
+    }
+
+    async fn call_for<T, F, Fut>(
+        self: &Arc<Self>,
+        token: Option<&str>,
+        what: &str,
+        f: F,
+    ) -> Result<T, LockError>
     where
         F: Fn(Arc<Conn>) -> Fut,
         Fut: std::future::Future<Output = Result<T, pg::Error>>,
@@ -64,6 +99,7 @@ impl Pool {
         loop {
             let conn = match tokio::time::timeout_at(deadline, self.conn(i)).await {
                 Ok(conn) => conn?,
+                // Nothing was sent: the connection was still opening.
                 Err(_) => return Err(self.shared.late(limit)),
             };
             match tokio::time::timeout_at(deadline, f(conn.clone())).await {
@@ -71,19 +107,46 @@ impl Pool {
                 Ok(Err(e)) if e.is_closed() && !retried => {
                     self.discard(i, &conn);
                     retried = true;
+                    if let Some(token) = token {
+                        // Sent again only once the first is settled: else it could land
+                        // after the answer to this one. The new connection opens meanwhile.
+                        let settlement = self.unknown(token, &conn);
+                        let (settled, _) = tokio::join!(
+                            tokio::time::timeout_at(deadline, settlement.wait()),
+                            tokio::time::timeout_at(deadline, self.conn(i)),
+                        );
+                        if settled.is_err() {
+                            return Err(self.shared.unavailable(what, e));
+                        }
+                    }
                 }
                 Ok(Err(e)) => {
                     if e.code().is_none() {
+                        // No answer from the server: the connection failed under the call.
                         self.discard(i, &conn);
+                        if let Some(token) = token {
+                            self.unknown(token, &conn);
+                        }
                     }
                     return Err(self.shared.unavailable(what, e));
                 }
                 Err(_) => {
                     self.discard(i, &conn);
+                    if let Some(token) = token {
+                        self.unknown(token, &conn);
+                    }
                     return Err(self.shared.late(limit));
                 }
             }
         }
+    }
+
+    /// A call for `token` on `conn` whose outcome is unknown: settles `conn`, and records the
+    /// token against that settlement.
+    fn unknown(self: &Arc<Self>, token: &str, conn: &Conn) -> Settlement {
+        let settlement = self.settle(conn);
+        self.unsettled.record(token, settlement.clone());
+        settlement
     }
 }
 

@@ -19,7 +19,8 @@ impl PostgresStore {
         let owner = token_text(req.token);
         let lease_ms = req.lease.as_millis().max(1) as i64;
         let answer = self
-            .call("refused a read lock", |conn| {
+            .pool
+            .call_creating(owner, "refused a read lock", |conn| {
                 let key = key.clone();
                 async move {
                     let params: [&(dyn pg::types::ToSql + Sync); 3] =

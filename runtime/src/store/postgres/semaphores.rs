@@ -48,7 +48,8 @@ impl PostgresStore {
             i32::try_from(count).unwrap_or(i32::MAX),
         );
         let answer = self
-            .call("refused a semaphore's permits", |conn| {
+            .pool
+            .call_creating(owner, "refused a semaphore's permits", |conn| {
                 let (key, place) = (key.clone(), place.as_str());
                 async move {
                     let params: [&(dyn pg::types::ToSql + Sync); 7] = [

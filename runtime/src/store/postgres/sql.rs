@@ -28,6 +28,34 @@ pub const RELEASE_TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::
 
 pub(super) const WITHDRAW: &str = "SELECT leasehold_withdraw($1, $2, $3, $4)";
 
+/// This connection's backend as the server knows it: its process id, and when it started in
+/// microseconds since the epoch (a pid alone may be reused by a later backend). Read once when
+/// a connection for lock calls opens, in the round trip that sets its bounds; every role may
+/// read both columns of its own sessions.
+pub(super) const BACKEND: &str = "SELECT a.pid, \
+     (extract(epoch FROM a.backend_start) * 1000000)::int8 \
+     FROM pg_stat_activity AS a WHERE a.pid = pg_backend_pid()";
+
+/// Ends the backend `pid` that started at `started` ([`BACKEND`]) if it is still there: one
+/// row (`t`: signalled) while it is, none once it is gone. A role may end its own backends
+/// (`pg_terminate_backend`: a member of the backend's role, and only a superuser ends a
+/// superuser's). Plain integers, sent as a simple query: one round trip, nothing prepared.
+pub(super) fn end_backend(pid: i32, started: i64) -> String {
+    format!(
+        "SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity AS a \
+         WHERE a.pid = {pid} AND (extract(epoch FROM a.backend_start) * 1000000)::int8 = {started}"
+    )
+}
+
+/// Whether the backend `pid` that started at `started` is still there (one row while it is):
+/// where the role may not end it, the settlement waits for it to end by itself.
+pub(super) fn backend_alive(pid: i32, started: i64) -> String {
+    format!(
+        "SELECT 1 FROM pg_stat_activity AS a \
+         WHERE a.pid = {pid} AND (extract(epoch FROM a.backend_start) * 1000000)::int8 = {started}"
+    )
+}
+
 /// Runs every path of the lock functions once on a new connection, in a block whose work is
 /// rolled back (the exception it raises at the end undoes it; a notification is not sent), on
 /// the keys `''` and `'~'` (no stored key is either): a server compiles a plpgsql function and plans

@@ -26,6 +26,18 @@
 //! and read_acquire.lua counts the `R+` mark only while some writer's interest is live. So a
 //! writer that left holds new readers back at most 2 s (plus the readers' next look), and a
 //! lock that a release had left to it stays idle at most [`YIELD_WINDOW`] (200 ms).
+//!
+//! Calls whose outcome is unknown ([`Store::settle`]): nothing to settle, by order. Every lock
+//! call of a store goes over its one multiplexed connection, and Redis runs one connection's
+//! commands in the order they came; a call that timed out stays on that connection (a
+//! response timeout does not drop it), so the give-back, sent later on it, runs after it
+//! whenever it runs. A connection that dropped (the server closed it, or reset it) runs
+//! nothing more: the client reconnects, and the give-back goes on the new one. Only a proxy
+//! between the two that still holds bytes of the old connection (a cut link it will deliver
+//! later) could apply a call after its give-back; the lock is then taken for that call's lease
+//! at most. RedLock: the same on each node. Cluster: the same per node; a slot that moved
+//! takes the give-back to its new master, where the late call cannot land (the old master
+//! refuses writes once it follows). Sentinel: likewise, a demoted master refuses it.
 
 mod admin;
 mod batch;

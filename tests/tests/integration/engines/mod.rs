@@ -8,6 +8,7 @@ mod memory;
 mod postgres;
 mod postgres_parts;
 mod postgres_tls;
+mod postgres_unknown;
 mod redis;
 mod turns;
 mod zookeeper;

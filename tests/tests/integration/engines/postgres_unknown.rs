@@ -1,0 +1,471 @@
+//! PostgreSQL's calls whose outcome is unknown (issue 45), against a real server through the
+//! harness's proxy: an acquire whose request reaches the server only after its client gave up
+//! on it (a `try_acquire` that timed out, an acquire whose caller was cancelled, the attempts
+//! of a wait that rode out a stall of every connection) must not take the lock after its
+//! give-back ran. Before the engine settled such a call (ending its connection's session from
+//! another connection before the give-back), the give-back ran on another pooled connection,
+//! found no row, and the late acquire then took the lock for a token nobody held: it stayed
+//! taken for the whole lease. Each case has its control, a hold shorter than the operation
+//! timeout, whose call is simply answered. The same for a reader's share and for permits, for
+//! a locker whose user is no superuser, and for a give-back that waits out an unreachable
+//! server; an acquire whose connection broke is sent again only once settled; and `close`
+//! reports drained only once an acquire in flight left nothing behind.
+//!
+//! Judged by what the store saw: another process's `try_acquire` (not through the proxy) gets
+//! the lock within [`FREE_WITHIN`], a sixth of the [`LEASE`] that a stale acquire would keep
+//! it for, and only once the held connection's session on the server has ended (it ran all
+//! the proxy delivered to it before it ended, or it was ended without running it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::postgres::tokio_postgres::{self as pg, NoTls};
+use leasehold::Locker;
+use leasehold_tests::harness::{eventually, Held, PgServer, ProxyMode, TcpProxy};
+use tokio::time::{sleep, timeout, Instant};
+
+/// The lease of every lock here: what a stale acquire keeps the lock for.
+const LEASE: Duration = Duration::from_secs(60);
+/// Far below the lease, and far above what giving back takes on a loaded machine.
+const FREE_WITHIN: Duration = Duration::from_secs(10);
+const OP_TIMEOUT: Duration = Duration::from_millis(500);
+/// The lock's key as the engine sends it (in the acquire's Bind message).
+const KEY: &[u8] = b"pgu:lock:{k}";
+
+/// A server, a locker whose connections go through a proxy, another process's locker that
+/// connects straight, and the test's own session.
+struct Setup {
+    _pg: PgServer,
+    proxy: Arc<TcpProxy>,
+    a: Locker,
+    b: Locker,
+    db: pg::Client,
+}
+
+impl Setup {
+    async fn start() -> Self {
+        Self::start_with(OP_TIMEOUT).await
+    }
+
+    /// `a`'s calls bounded by `op_timeout`.
+    async fn start_with(op_timeout: Duration) -> Self {
+        let pg = PgServer::start().await;
+        let b = builder(&pg.url()).build().await.expect("b's locker");
+        Self::with(pg, "postgres", b, op_timeout).await
+    }
+
+    /// `a` logs in as `user` (whose sessions only it and superusers may end).
+    async fn with(pg: PgServer, user: &str, b: Locker, op_timeout: Duration) -> Self {
+        let proxy = Arc::new(TcpProxy::start(pg.addr()).await);
+        let a = builder(&format!("postgres://{user}@{}/postgres", proxy.addr()))
+            .op_timeout(op_timeout)
+            .build()
+            .await
+            .expect("a's locker");
+        let (db, connection) = pg::connect(&pg.url(), NoTls).await.expect("connect");
+        tokio::spawn(connection);
+        // Connected and warm, as a service is when the fault comes.
+        let warm = a.lock("warm").acquire().await.expect("a free lock");
+        warm.release().await.expect("released");
+        Setup {
+            _pg: pg,
+            proxy,
+            a,
+            b,
+            db,
+        }
+    }
+
+    /// The sessions serving clients now, but the test's own.
+    async fn sessions(&self) -> Vec<i32> {
+        self.db
+            .query(
+                "SELECT pid FROM pg_stat_activity \
+                 WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .expect("sessions")
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    }
+
+    /// Waits until one of the sessions `before` ended: the held connection's, which ends once
+    /// it has run what the proxy delivered (its client closed it long ago), or was ended.
+    async fn held_session_ended(&self, before: &[i32]) {
+        eventually(
+            "the held connection's session ends",
+            Duration::from_secs(20),
+            || async {
+                let now = self.sessions().await;
+                before.iter().any(|pid| !now.contains(pid))
+            },
+        )
+        .await;
+    }
+
+    /// Another process takes the lock within [`FREE_WITHIN`], and gives it back.
+    async fn another_process_gets_the_lock(&self, after: &str) {
+        let started = Instant::now();
+        loop {
+            match self.b.lock("k").try_acquire().await {
+                Ok(Some(guard)) => {
+                    guard.release().await.expect("released");
+                    return;
+                }
+                Ok(None) | Err(_) if started.elapsed() < FREE_WITHIN => {
+                    sleep(Duration::from_millis(50)).await;
+                }
+                other => panic!(
+                    "{after}: another process could not take the lock within {FREE_WITHIN:?} \
+                     ({other:?}); the store holds {:?}",
+                    self.row().await
+                ),
+            }
+        }
+    }
+
+    /// The lock's row: its owner and the milliseconds left of its lease.
+    async fn row(&self) -> Option<(String, i64)> {
+        self.db
+            .query_opt(
+                "SELECT owner, \
+                 (extract(epoch FROM expires - clock_timestamp()) * 1000)::int8 \
+                 FROM leasehold_locks WHERE key = 'pgu:lock:{k}'",
+                &[],
+            )
+            .await
+            .expect("the lock's row")
+            .map(|row| (row.get(0), row.get(1)))
+    }
+
+    /// Holds the next request whose bytes hold `pattern`; the sessions before it, for
+    /// [`deliver_late`](Self::deliver_late).
+    async fn hold_next(&self, pattern: &[u8]) -> Vec<i32> {
+        // Every pooled connection of `a` open among them (one ended by an earlier case opens
+        // again on its next use): the held request goes out on one of them.
+        for _ in 0..8 {
+            let warm = self.a.lock("warm").try_acquire().await.expect("no fault");
+            warm.expect("free").release().await.expect("released");
+        }
+        let before = self.sessions().await;
+        self.proxy.hold_next_sending(pattern, Held::Requests);
+        before
+    }
+
+    /// Delivers the held request after its call's give-back had its chance (1.5 s, as in the
+    /// issue), and waits until its session ended (`before`: the sessions before the hold).
+    async fn deliver_late(&self, before: &[i32]) {
+        sleep(Duration::from_millis(1500)).await;
+        self.proxy.release_held();
+        self.held_session_ended(before).await;
+    }
+
+    /// Holds the next request naming the lock, and delivers it after `after`: resolves once
+    /// delivered.
+    fn hold_then_deliver(&self, after: Duration) -> tokio::task::JoinHandle<()> {
+        self.proxy.hold_next_sending(KEY, Held::Requests);
+        let proxy = self.proxy.clone();
+        tokio::spawn(async move {
+            sleep(after).await;
+            proxy.release_held();
+        })
+    }
+}
+
+fn builder(url: &str) -> leasehold::LockerBuilder {
+    Locker::builder()
+        .postgres(url)
+        .prefix("pgu")
+        .op_timeout(OP_TIMEOUT)
+}
+
+/// A `try_acquire` whose request is held past the operation timeout fails as unavailable; the
+/// request then reaches the server (the issue: after 1.5 s). Nothing of it may hold the lock:
+/// the give-back waits until the connection's session is ended, after which the request runs
+/// nowhere. Control: held for less than the operation timeout, it is answered and its holder
+/// gives the lock back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_acquire_that_timed_out_takes_no_lock_when_its_request_runs_late() {
+    let s = Setup::start().await;
+    try_acquire_timed_out(&s).await;
+}
+
+/// The same for a locker whose user is no superuser: a role may end its own sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_that_is_no_superuser_ends_its_own_stalled_session() {
+    let pg = PgServer::start().await;
+    let b = builder(&pg.url())
+        .build()
+        .await
+        .expect("b's locker (makes the schema)");
+    pg.execute(
+        "CREATE ROLE app LOGIN; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON leasehold_locks, leasehold_waiters TO app; \
+         GRANT USAGE ON SEQUENCE leasehold_fences TO app",
+    )
+    .await
+    .expect("role");
+    let s = Setup::with(pg, "app", b, OP_TIMEOUT).await;
+    try_acquire_timed_out(&s).await;
+}
+
+async fn try_acquire_timed_out(s: &Setup) {
+    // Control: answered within the operation timeout.
+    let delivered = s.hold_then_deliver(Duration::from_millis(100));
+    let guard = s.a.lock("k").lease(LEASE).try_acquire().await;
+    delivered.await.expect("delivered");
+    let guard = guard.expect("answered in time").expect("a free lock");
+    guard.release().await.expect("released");
+    s.another_process_gets_the_lock("control").await;
+
+    let before = s.hold_next(KEY).await;
+    let err = s.a.lock("k").lease(LEASE).try_acquire().await.unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert_eq!(
+        s.proxy.caught(),
+        2,
+        "the try_acquire's request was not held"
+    );
+    // The give-back has had its chance by then; the request reaches the server after it.
+    s.deliver_late(&before).await;
+    s.another_process_gets_the_lock("a timed-out try_acquire")
+        .await;
+}
+
+/// An acquire whose caller is cancelled while its request is held: the call goes on in the
+/// background until the operation timeout, then gives back; the request reaches the server
+/// after that. Control: the request is delivered before the operation timeout, the call is
+/// answered in the background and the lock it took given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_acquire_takes_no_lock_when_its_request_runs_late() {
+    let s = Setup::start().await;
+    let acquire = || {
+        timeout(
+            Duration::from_millis(200),
+            s.a.lock("k").lease(LEASE).acquire(),
+        )
+    };
+
+    // Control: cancelled at 200 ms, answered at about 300 ms, given back then.
+    let delivered = s.hold_then_deliver(Duration::from_millis(300));
+    assert!(acquire().await.is_err(), "cancelled");
+    assert_eq!(s.proxy.caught(), 1);
+    delivered.await.expect("delivered");
+    s.another_process_gets_the_lock("control").await;
+
+    let before = s.hold_next(KEY).await;
+    assert!(acquire().await.is_err(), "cancelled");
+    assert_eq!(s.proxy.caught(), 2, "the acquire's request was not held");
+    // Past the operation timeout of the call left in the background, and its clean-up.
+    sleep(Duration::from_millis(1500)).await;
+    s.proxy.release_held();
+    s.held_session_ended(&before).await;
+    s.another_process_gets_the_lock("a cancelled acquire").await;
+}
+
+/// A waiting acquire rides out a stall of every connection (as conformance 22 does, 3 s
+/// here): each attempt times out, its give-back is sent (and stalls too), and at the heal the
+/// proxy delivers them all at once, in no order across connections. An attempt that ran
+/// after its own give-back held the lock for a token nobody held, and the wait sat out that
+/// lease (the issue: 5 rides of 10). Several rides, each judged: the waiting acquire gets the
+/// lock within [`FREE_WITHIN`] of the heal, and gives it to another process at once. Control:
+/// a stall shorter than the operation timeout, ridden out without a failed attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_rode_out_a_stall_of_every_connection_is_not_kept_out_by_its_own_attempts() {
+    let s = Setup::start().await;
+    for (ride, stall) in [
+        Duration::from_millis(200),
+        Duration::from_secs(3),
+        Duration::from_secs(3),
+        Duration::from_secs(3),
+        Duration::from_secs(3),
+        Duration::from_secs(3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        s.proxy.set_mode(ProxyMode::Stall);
+        let waiting = tokio::spawn({
+            let a = s.a.clone();
+            async move {
+                a.lock("k")
+                    .lease(LEASE)
+                    .wait(Duration::from_secs(120))
+                    .acquire()
+                    .await
+            }
+        });
+        sleep(stall).await;
+        s.proxy.set_mode(ProxyMode::Pass);
+        let healed = Instant::now();
+        let got = timeout(FREE_WITHIN, waiting).await;
+        let guard = match got {
+            Ok(joined) => joined.expect("the task").expect("the lock after the heal"),
+            Err(_) => panic!(
+                "ride {ride} (stall {stall:?}): the waiting acquire did not get the lock \
+                 within {FREE_WITHIN:?} of the heal; the store holds {:?}",
+                s.row().await
+            ),
+        };
+        eprintln!(
+            "ride {ride} (stall {stall:?}): the lock {:?} after the heal",
+            healed.elapsed()
+        );
+        guard.release().await.expect("released");
+        s.another_process_gets_the_lock(&format!("ride {ride}"))
+            .await;
+    }
+}
+
+/// The same wait, made to fail the same way every time: its first attempt's request is held,
+/// and every other connection cut (new ones refused) for 3 s, so that the attempt times out,
+/// its give-back cannot reach the server, and the later attempts fail at once. The held
+/// request then reaches the server and takes the free lock; the rest heals. The give-back
+/// must have waited until that session ended (it keeps trying while the server is out of
+/// reach), and then give the lock back: the wait gets it within [`FREE_WITHIN`], not after
+/// the stale attempt's lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_whose_first_attempt_lands_after_an_outage_is_not_kept_out_by_it() {
+    let s = Setup::start().await;
+    let before = s.hold_next(KEY).await;
+    let waiting = tokio::spawn({
+        let a = s.a.clone();
+        async move {
+            a.lock("k")
+                .lease(LEASE)
+                .wait(Duration::from_secs(120))
+                .acquire()
+                .await
+        }
+    });
+    assert!(
+        s.proxy.wait_caught(1, Duration::from_secs(10)).await,
+        "the first attempt's request was not held"
+    );
+    s.proxy.set_mode_sparing_caught(ProxyMode::Cut);
+    sleep(Duration::from_secs(3)).await;
+    s.proxy.release_held();
+    s.held_session_ended(&before).await;
+    s.proxy.set_mode(ProxyMode::Pass);
+    let healed = Instant::now();
+    let guard = match timeout(FREE_WITHIN, waiting).await {
+        Ok(joined) => joined.expect("the task").expect("the lock after the heal"),
+        Err(_) => panic!(
+            "the waiting acquire did not get the lock within {FREE_WITHIN:?} of the heal; \
+             the store holds {:?}",
+            s.row().await
+        ),
+    };
+    eprintln!("the lock {:?} after the heal", healed.elapsed());
+    guard.release().await.expect("released");
+    s.another_process_gets_the_lock("after the outage").await;
+}
+
+/// `close` while an acquire is in flight (a risk issue 45 listed): its request took the lock
+/// on the server and its answer is held. `close` waits for the call (up to the operation
+/// timeout), has what it took given back, and only then reports drained: once it returned,
+/// nothing of the locker is left in the store. It reported drained at once, while the lock
+/// stayed taken for the lease of a process about to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_reports_drained_only_once_an_acquire_in_flight_left_nothing_behind() {
+    let s = Setup::start().await;
+    s.proxy.hold_next_sending(KEY, Held::Replies);
+    let acquiring = tokio::spawn({
+        let a = s.a.clone();
+        async move { a.lock("k").lease(LEASE).acquire().await }
+    });
+    assert!(
+        s.proxy.wait_caught(1, Duration::from_secs(10)).await,
+        "the acquire's answer was not held"
+    );
+    eventually(
+        "the acquire takes the lock on the server",
+        Duration::from_secs(10),
+        || async { s.row().await.is_some() },
+    )
+    .await;
+    let report = s.a.close().await;
+    assert!(report.drained, "{report:?}");
+    let left = s.row().await;
+    assert!(
+        left.is_none(),
+        "close reported drained ({report:?}) while the store held {left:?}"
+    );
+    s.proxy.cut_held();
+    let answer = acquiring.await.expect("the task");
+    assert!(answer.is_err(), "{answer:?}");
+    s.another_process_gets_the_lock("a closed locker").await;
+}
+
+/// The same one path for a reader's share and for permits: a `try_acquire` whose request is
+/// held past the operation timeout and then runs takes nothing (a stale reader would keep
+/// writers out, a stale holder of the one permit everyone else, for the lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_or_a_permit_holder_that_timed_out_takes_nothing_when_it_runs_late() {
+    let s = Setup::start().await;
+    let before = s.hold_next(b"pgu:lock:{r}").await;
+    let err =
+        s.a.read_lock("r")
+            .lease(LEASE)
+            .try_acquire()
+            .await
+            .unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+    s.deliver_late(&before).await;
+    eventually(
+        "a writer of another process gets the lock",
+        FREE_WITHIN,
+        || async { matches!(s.b.lock("r").try_acquire().await, Ok(Some(_))) },
+    )
+    .await;
+
+    let before = s.hold_next(b"pgu:sem:{s}").await;
+    let err =
+        s.a.semaphore("s", 1)
+            .lease(LEASE)
+            .try_acquire()
+            .await
+            .unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+    s.deliver_late(&before).await;
+    eventually(
+        "another process gets the semaphore's one permit",
+        FREE_WITHIN,
+        || async { matches!(s.b.semaphore("s", 1).try_acquire().await, Ok(Some(_))) },
+    )
+    .await;
+    assert_eq!(s.proxy.caught(), 2);
+}
+
+/// An acquire whose connection breaks after the server applied it (its answer lost) is sent
+/// again on a new connection, once the broken one's session is gone: the second answer is
+/// the last word on the token (granted: the same token's row), and its release frees the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_connection_broke_is_sent_again_once_settled() {
+    // Long enough that the connection breaks before the call times out, however loaded the
+    // machine.
+    let s = Setup::start_with(Duration::from_secs(10)).await;
+    s.proxy.hold_next_sending(KEY, Held::Replies);
+    let acquiring = tokio::spawn({
+        let a = s.a.clone();
+        async move { a.lock("k").lease(LEASE).try_acquire().await }
+    });
+    assert!(s.proxy.wait_caught(1, Duration::from_secs(10)).await);
+    eventually(
+        "the first try takes the lock on the server",
+        Duration::from_secs(10),
+        || async { s.row().await.is_some() },
+    )
+    .await;
+    s.proxy.cut_held();
+    let guard = acquiring
+        .await
+        .expect("the task")
+        .expect("sent again and answered")
+        .expect("granted: the row is the token's own");
+    guard.release().await.expect("released");
+    assert_eq!(s.row().await, None);
+    s.another_process_gets_the_lock("after the release").await;
+}
