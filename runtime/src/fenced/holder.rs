@@ -29,7 +29,7 @@ use crate::primitives::semaphore::PermitGuard;
 /// assert_eq!(fence_of(&permit), permit.fence());
 /// # Ok(()) }
 /// ```
-pub trait FenceHolder: sealed::Sealed {
+pub trait FenceHolder: sealed::Sealed + Send + Sync {
     /// The fence the resource is given: the lock's or permit's fence, the leader's term.
     fn holder_fence(&self) -> u64;
 

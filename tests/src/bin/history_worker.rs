@@ -122,15 +122,17 @@ impl Guard {
     }
 
     /// How the holder of `key` proves its fence to the resource when it writes while it
-    /// believes it holds: through its lock guard (the library's guard helpers), or, for a
-    /// permit or a leadership (which give the helpers no guard), with its token.
+    /// believes it holds: as a holder of its lease (the library's helpers take a lock's
+    /// guard, a permit and a leadership alike).
     fn fence_of(&self, key: &str) -> FenceOf<'_> {
         match self {
-            Guard::One(g) => FenceOf::Guard(g),
-            Guard::Many(g) => g
-                .guard(key)
-                .map_or(FenceOf::Token(self.fence(key)), FenceOf::Guard),
-            Guard::Permit(_) | Guard::Leader(_) => FenceOf::Token(self.fence(key)),
+            Guard::One(g) => FenceOf::Holder(g),
+            Guard::Many(g) => match g.guard(key) {
+                Some(guard) => FenceOf::Holder(guard),
+                None => FenceOf::Token(self.fence(key)),
+            },
+            Guard::Permit(p) => FenceOf::Holder(p),
+            Guard::Leader(l) => FenceOf::Holder(l),
         }
     }
 

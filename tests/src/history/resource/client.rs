@@ -3,22 +3,22 @@
 
 use std::time::Duration;
 
-use leasehold::LockGuard;
+use leasehold::fenced::FenceHolder;
 
 use super::postgres::PgResource;
 use super::redis::RedisResource;
 use super::{Fencing, ResourceStore};
 
 /// How the holder of one key proves its fence to the resource.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub enum FenceOf<'g> {
-    /// A lock guard (a lock, either side of a read-write lock, a key of `lock_all`): the
-    /// guard's helpers (`fenced::claim`, `postgres::claim_fence`), which send nothing once the
-    /// guard's lease is known lost.
-    Guard(&'g LockGuard),
-    /// A token alone: a leader's term or a permit holder's fence (which have no `LockGuard`
-    /// to give the helpers), or a stale holder that writes blind after its loss. Claimed with
-    /// the guard-free forms.
+    /// A holder of a lease (a lock, the write side of a read-write lock, a key of
+    /// `lock_all`, a permit, a leadership): the library's helpers for holders
+    /// (`fenced::claim`, `postgres::claim_fence`), which send nothing once the lease is known
+    /// lost.
+    Holder(&'g dyn FenceHolder),
+    /// A token alone: a stale holder that writes blind after its loss. Claimed with the
+    /// guard-free forms (`fenced::claim_with_fence`, `postgres::claim_with_fence`).
     Token(u64),
 }
 
@@ -26,8 +26,17 @@ impl FenceOf<'_> {
     /// The fencing token.
     pub fn fence(&self) -> u64 {
         match self {
-            FenceOf::Guard(g) => g.fence(),
+            FenceOf::Holder(h) => h.holder_fence(),
             FenceOf::Token(f) => *f,
+        }
+    }
+}
+
+impl std::fmt::Debug for FenceOf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FenceOf::Holder(h) => write!(f, "Holder({})", h.holder_fence()),
+            FenceOf::Token(t) => write!(f, "Token({t})"),
         }
     }
 }

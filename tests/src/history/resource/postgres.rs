@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold::postgres::tokio_postgres::{Client, GenericClient};
-use leasehold::postgres::{claim_fence, FENCES_SCHEMA};
+use leasehold::postgres::{claim_fence, claim_with_fence, FENCES_SCHEMA};
 use leasehold::LockError;
 
 use super::client::{FenceOf, Update};
@@ -31,20 +31,6 @@ CREATE TABLE IF NOT EXISTS resource_writes (
     new bigint NOT NULL
 );
 ";
-
-/// The claim of `postgres::claim_fence`, for a holder with a token and no `LockGuard` (a
-/// leader's term, a permit holder's fence, a stale holder writing blind): `claim_fence` takes
-/// only a guard, and has no guard-free form as `fenced::claim_with_fence` is on Redis. The same
-/// rule on the same table: raised to `$2` unless a newer fence is there, the row locked until
-/// the transaction ends.
-const CLAIM_TOKEN: &str = "
-WITH claimed AS (
-    INSERT INTO leasehold_fences (resource, fence) VALUES ($1, $2)
-    ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence
-    WHERE leasehold_fences.fence <= EXCLUDED.fence
-    RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM claimed)";
 
 /// The write under claims: each written key's counter and balance, and its record, in one
 /// statement of the claiming transaction. `$6` is the write's name (a test's trap holds the
@@ -196,16 +182,14 @@ impl PgResource {
         claims.sort_by_key(|(key, _)| *key);
         for &(key, fence) in claims {
             let claimed = match fence {
-                FenceOf::Guard(guard) => match claim_fence(&tx, guard, key).await {
+                FenceOf::Holder(holder) => match claim_fence(&tx, holder, key).await {
                     Ok(()) => true,
                     Err(LockError::Lost { .. }) => false,
                     Err(e) => return Err(e.to_string()),
                 },
-                FenceOf::Token(token) => tx
-                    .query_one(CLAIM_TOKEN, &[&key, &bigint(token)?])
+                FenceOf::Token(token) => claim_with_fence(&tx, key, token)
                     .await
-                    .map_err(failed)?
-                    .get::<_, bool>(0),
+                    .map_err(|e| e.to_string())?,
             };
             if !claimed {
                 // Dropping the transaction rolls it back.

@@ -12,34 +12,16 @@ use super::client::{entry, FenceOf, Update};
 use super::records::{ResourceRecords, StoredWrite};
 use super::{parse_write_id, resource_key, Fencing};
 
-/// A transfer under claims, in one script, as `write_if_claimed.lua` writes one record: every
-/// record of the hold must still carry the writer's claim (its fence exactly), then the first
-/// two get their new counter, balance and write record. No helper of the library writes two
-/// records at once, and a transfer half made would create or destroy money.
-const TRANSFER_IF_CLAIMED: &str = r"
--- KEYS           the records of every key of the hold (the two written first)
--- ARGV[1]        the write's name (w:<hold>:<n>)
--- ARGV[2..n+1]   the fence each record was claimed with, in KEYS' order
--- ARGV[n+2..]    for each of the first two records: value, balance, the write's record
--- Returns 1 when written, 0 when a record's claim is not the writer's any more.
-local n = #KEYS
-for i = 1, n do
-  if redis.call('HGET', KEYS[i], 'fence') ~= ARGV[1 + i] then
-    return 0
-  end
-end
-for j = 0, 1 do
-  local at = n + 2 + 3 * j
-  redis.call('HSET', KEYS[1 + j], 'value', ARGV[at], 'balance', ARGV[at + 1], ARGV[1], ARGV[at + 2])
-end
-return 1
-";
-
 /// A transfer fenced on its write only, as `write_if_newer.lua` writes one record (after the
 /// library's `FENCE_CMP_LUA`): accepted unless a record has seen a newer fence, and every
-/// record then carries the writer's.
+/// record then carries the writer's. The old way, which the library has no helper for (a
+/// transfer under claims is the library's `fenced::write_all_if_claimed`).
 const TRANSFER_IF_NEWER: &str = r"
--- KEYS, ARGV and the reply as TRANSFER_IF_CLAIMED's.
+-- KEYS           the records of every key of the hold (the two written first)
+-- ARGV[1]        the write's name (w:<hold>:<n>)
+-- ARGV[2..n+1]   the writer's fence of each record, in KEYS' order
+-- ARGV[n+2..]    for each of the first two records: value, balance, the write's record
+-- Returns 1 when written, 0 when a record had seen a newer fence.
 local n = #KEYS
 for i = 1, n do
   local stored = redis.call('HGET', KEYS[i], 'fence')
@@ -62,7 +44,6 @@ pub struct RedisResource {
     conn: MultiplexedConnection,
     fencing: Fencing,
     compute: Duration,
-    transfer_if_claimed: redis::Script,
     transfer_if_newer: redis::Script,
 }
 
@@ -102,7 +83,6 @@ impl RedisResource {
             conn,
             fencing,
             compute,
-            transfer_if_claimed: redis::Script::new(TRANSFER_IF_CLAIMED),
             transfer_if_newer: redis::Script::new(&newer),
         })
     }
@@ -168,7 +148,7 @@ impl RedisResource {
     async fn claim(&mut self, key: &str, fence: FenceOf<'_>) -> Result<Option<Record>, String> {
         let record = resource_key(key);
         match fence {
-            FenceOf::Guard(guard) => match fenced::claim(&mut self.conn, guard, &record).await {
+            FenceOf::Holder(holder) => match fenced::claim(&mut self.conn, holder, &record).await {
                 Ok(claim) => Ok(Some(claim.record().clone())),
                 Err(LockError::Lost { .. }) => Ok(None),
                 Err(e) => Err(e.to_string()),
@@ -183,8 +163,8 @@ impl RedisResource {
         }
     }
 
-    /// One key under a claim: `fenced::claim` and `Claim::write` through a guard, the
-    /// guard-free `claim_with_fence` and `write_if_claimed` for a token.
+    /// One key under a claim: `fenced::claim` and `Claim::write` for a holder, the guard-free
+    /// `claim_with_fence` and `write_if_claimed` for a token.
     async fn claim_and_write(
         &mut self,
         update: &Update<'_>,
@@ -200,8 +180,8 @@ impl RedisResource {
             ]
         };
         match fence {
-            FenceOf::Guard(guard) => {
-                let claim = match fenced::claim(&mut self.conn, guard, &record).await {
+            FenceOf::Holder(holder) => {
+                let claim = match fenced::claim(&mut self.conn, holder, &record).await {
                     Ok(claim) => claim,
                     Err(LockError::Lost { .. }) => return Ok(false),
                     Err(e) => return Err(e.to_string()),
@@ -234,13 +214,42 @@ impl RedisResource {
     }
 
     /// The atomic write of a transfer: `amount` from the first wallet to the second, each
-    /// counter plus one, under every record's claim or fenced on the write alone.
+    /// counter plus one, under every record's claim (the library's `write_all_if_claimed`:
+    /// every record of the hold must still carry its claim, the two written and the others)
+    /// or fenced on the write alone.
     async fn transfer(&mut self, update: &Update<'_>, reads: &[Read]) -> Result<bool, String> {
-        let script = match self.fencing {
-            Fencing::Claim => &self.transfer_if_claimed,
-            Fencing::WriteOnly => &self.transfer_if_newer,
-        };
-        let mut call = script.prepare_invoke();
+        let mut changes: Vec<Vec<(String, String)>> = vec![Vec::new(); update.keys.len()];
+        for (j, (read, (_, fence))) in reads.iter().zip(update.written()).enumerate() {
+            let moved = if j == 0 {
+                -update.amount
+            } else {
+                update.amount
+            };
+            changes[j] = vec![
+                ("value".to_owned(), (read.value + 1).to_string()),
+                ("balance".to_owned(), (read.balance + moved).to_string()),
+                (
+                    update.write.clone(),
+                    entry(fence.fence(), read.value, read.value + 1),
+                ),
+            ];
+        }
+        if self.fencing == Fencing::Claim {
+            let records: Vec<String> = update.keys.iter().map(|(k, _)| resource_key(k)).collect();
+            let plan: Vec<fenced::RecordWrite<'_, String, String>> = records
+                .iter()
+                .zip(&update.keys)
+                .zip(&changes)
+                .map(|((record, (_, fence)), fields)| {
+                    (record.as_str(), fence.fence(), fields.as_slice())
+                })
+                .collect();
+            let written = fenced::write_all_if_claimed(&mut self.conn, &plan)
+                .await
+                .map_err(|e| e.to_string())?;
+            return Ok(written.is_accepted());
+        }
+        let mut call = self.transfer_if_newer.prepare_invoke();
         for &(key, _) in &update.keys {
             call.key(resource_key(key));
         }
@@ -248,15 +257,10 @@ impl RedisResource {
         for (_, fence) in &update.keys {
             call.arg(fence.fence());
         }
-        for (j, (read, (_, fence))) in reads.iter().zip(update.written()).enumerate() {
-            let moved = if j == 0 {
-                -update.amount
-            } else {
-                update.amount
-            };
-            call.arg(read.value + 1)
-                .arg(read.balance + moved)
-                .arg(entry(fence.fence(), read.value, read.value + 1));
+        for fields in changes.iter().take(2) {
+            for (_, value) in fields {
+                call.arg(value);
+            }
         }
         let written: i64 = call
             .invoke_async(&mut self.conn)
