@@ -25,7 +25,7 @@ use crate::primitives::guard::LockGuard;
 use crate::store::keys::{validate_key, LockKeys};
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
-use crate::store::{AcquireRequest, Attempt, Fairness, PermitWaiter, WakeSubscription};
+use crate::store::{AcquireRequest, Attempt, Fairness, PermitWaiter, Session, WakeSubscription};
 
 /// The longest a waiter sleeps between attempts, even when the holder's lease is longer: a
 /// wake message can be lost while the subscription connection reconnects.
@@ -305,7 +305,12 @@ impl Inner {
                     // The store may count the lease from before the request (etcd: from its
                     // lease's last acknowledged keep-alive), never from after it.
                     let from = valid_from.map_or(sent, |at| at.min(sent));
-                    if Instant::now() < from + validity {
+                    // Granted over a connection that dropped while the answer was on its way
+                    // (a session that ended): the lock may be gone with it (a server restarted
+                    // empty), or held over the new one; a guard could not count on it either
+                    // way (it would be lost at once). Given back like a late grant.
+                    let intact = session.as_ref().is_none_or(Session::intact);
+                    if intact && Instant::now() < from + validity {
                         let sent = Sent {
                             token,
                             from,
@@ -324,9 +329,10 @@ impl Inner {
                         drop(counted);
                         return result;
                     }
-                    // The grant came too late to count on: its validity, counted from the
-                    // send time (or the store's earlier instant), is over. Give it back (the
-                    // turn cleans up if this is cancelled) and try again while the wait lasts.
+                    // The grant came too late to count on (its validity, counted from the
+                    // send time or the store's earlier instant, is over), or over a session
+                    // that ended. Give it back (the turn cleans up if this is cancelled) and
+                    // try again while the wait lasts.
                     turn.in_flight = Some(token.clone());
                     let late = Unsettled {
                         keys: keys.clone(),
@@ -338,7 +344,15 @@ impl Inner {
                     let _ = late.give_back(inner, &Place::Nowhere).await;
                     turn.in_flight = None;
                     turn.counted = None;
-                    tracing::debug!("a grant arrived after its validity; given back");
+                    tracing::debug!(intact, "a grant not to count on; given back");
+                    if Instant::now() >= deadline && !intact {
+                        return Err(LockError::unavailable(
+                            "the connection to the lock store dropped while the lease was \
+                             being granted, so the grant cannot be counted on (the server may \
+                             have restarted without it); it was given back: try again",
+                            None,
+                        ));
+                    }
                     if Instant::now() >= deadline {
                         return Err(LockError::unavailable(
                             format!(
@@ -583,8 +597,12 @@ impl Inner {
             }
             return Ok(None);
         };
-        if Instant::now() >= sent + validity || tops.len() != keys.len() {
-            // Too late to count on: the turns give the locks back as they drop.
+        let ended = sessions
+            .iter()
+            .any(|s| !s.as_ref().is_none_or(Session::intact));
+        if Instant::now() >= sent + validity || tops.len() != keys.len() || ended {
+            // Too late to count on, or over a session that ended: the turns give the locks
+            // back as they drop.
             return Ok(None);
         }
         let counted: Vec<_> = turns.iter_mut().filter_map(|t| t.counted.take()).collect();

@@ -120,3 +120,53 @@ async fn several_keys_ride_out_an_outage() {
         .expect("the multi-key acquire rides out the outage");
     assert!(guards.is_held());
 }
+
+/// A grant that came over a connection that dropped while the answer was on its way (the
+/// session the attempt read before sending ended) is not counted on: a guard over it would be
+/// lost at once, and the lock may be gone with the old connection. It is given back and the
+/// wait tries again: the acquire returns a guard that holds, and a `try_acquire` an
+/// `Unavailable` that says why, with nothing left taken.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_grant_over_a_connection_that_dropped_meanwhile_is_not_counted_on() {
+    let store = ScriptedStore::new();
+    let locker = Locker::scripted(store.clone());
+    // The attempt reads the session, then reaches the store 100 ms later; the connection
+    // drops in between.
+    store.delay_next(1, Duration::from_millis(100));
+    let dropping = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            store.drop_connection();
+        })
+    };
+    let guard = locker
+        .lock("k")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("the wait takes the lock over the new connection");
+    dropping.await.unwrap();
+    assert!(guard.is_held(), "the guard returned holds");
+    guard.release().await.expect("and releases cleanly");
+    assert!(!store.is_locked("leasehold:lock:{k}"));
+
+    store.delay_next(1, Duration::from_millis(100));
+    let dropping = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            store.drop_connection();
+        })
+    };
+    let tried = locker.lock("k").try_acquire().await;
+    dropping.await.unwrap();
+    let err = tried.expect_err("no guard to count on");
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(err.to_string().contains("dropped while the lease"), "{err}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(
+        !store.is_locked("leasehold:lock:{k}"),
+        "the grant was given back"
+    );
+}

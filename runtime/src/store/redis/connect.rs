@@ -15,7 +15,7 @@ use super::items::Core;
 use super::scripts::{ACQUIRE, RAISE_FENCE, RELEASE, RENEW};
 #[cfg(feature = "sentinel")]
 use super::sentinel::SentinelConn;
-use super::session::watch_lock_conn;
+use super::session::{watch_lock_conn, DropSender};
 use super::wakes::{dispatch_wakes, Wakes};
 use super::RedisStore;
 use crate::error::{Endpoint, LockError};
@@ -64,9 +64,14 @@ impl RedisStore {
                 .set_protocol(ProtocolVersion::RESP3),
         );
         let (drops_tx, drops_rx) = mpsc::unbounded_channel();
+        let epoch = Arc::new(watch::channel(0u64).0);
+        let drops = DropSender {
+            epoch: epoch.clone(),
+            forward: drops_tx,
+        };
         let client = Client::open(resp3.clone())
             .map_err(|e| unavailable(&endpoint, settings.connect_timeout, e))?;
-        let conn = Conn::Single(lazy(client, config.clone().set_push_sender(drops_tx))?);
+        let conn = Conn::Single(lazy(client, config.clone().set_push_sender(drops))?);
         let down_at_connect = match preload(&conn, &endpoint, settings).await {
             Ok(()) => None,
             Err(e) if allow_down => {
@@ -87,9 +92,7 @@ impl RedisStore {
         let mut backend =
             RedisStore::assemble(conn, sub_conn, push_rx, endpoint, settings, down_at_connect);
         // Drops that came before this point wait in the channel.
-        let epoch = Arc::new(watch::channel(0u64).0);
         tokio::spawn(watch_lock_conn(
-            Arc::downgrade(&epoch),
             Arc::downgrade(&backend.core),
             drops_rx,
             down,

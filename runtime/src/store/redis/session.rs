@@ -2,6 +2,9 @@
 //! and with it every lease granted over it (the server may have restarted without them).
 //! The connection is brought back as soon as the server answers again.
 
+use std::sync::Arc;
+
+use redis::aio::{AsyncPushSender, SendError};
 use redis::{PushInfo, PushKind};
 use tokio::sync::{mpsc, watch};
 
@@ -18,10 +21,28 @@ impl RedisStore {
     }
 }
 
-/// Ends the lock connection's session each time it drops, and brings the connection back as
-/// soon as the server answers again (see [`Revival`]).
+/// What the lock connection's client tells of its pushes: a drop ends the session at once,
+/// in the client's own call, before the connection it reconnects with can carry a request (the
+/// client starts reconnecting, then tells); the pushes go on to [`watch_lock_conn`]. Ended by
+/// a task that reads the pushes instead, the session could end late: after an acquire granted
+/// over the new connection had read the old session, which then counted that lease lost.
+pub(super) struct DropSender {
+    pub(super) epoch: Arc<watch::Sender<u64>>,
+    pub(super) forward: mpsc::UnboundedSender<PushInfo>,
+}
+
+impl AsyncPushSender for DropSender {
+    fn send(&self, info: PushInfo) -> Result<(), SendError> {
+        if info.kind == PushKind::Disconnection {
+            self.epoch.send_modify(|n| *n += 1);
+        }
+        self.forward.send(info).map_err(|_| SendError)
+    }
+}
+
+/// Brings the lock connection back as soon as the server answers again after each drop (see
+/// [`Revival`]); the drop itself ended the session already ([`DropSender`]).
 pub(super) async fn watch_lock_conn(
-    epoch: std::sync::Weak<watch::Sender<u64>>,
     core: std::sync::Weak<Core>,
     mut drops: mpsc::UnboundedReceiver<PushInfo>,
     down_at_connect: bool,
@@ -37,8 +58,6 @@ pub(super) async fn watch_lock_conn(
                 if push.kind != PushKind::Disconnection {
                     continue;
                 }
-                let Some(epoch) = epoch.upgrade() else { return };
-                epoch.send_modify(|n| *n += 1);
                 tracing::warn!(
                     "the connection to redis dropped: leases granted over it count as lost \
                      (the server may have restarted without them)"

@@ -27,7 +27,8 @@
 -- (release.lua): only that contender may take it then, and it expires after a short window.
 --
 -- Returns a flat list with two entries per lock:
---   1, top   when the lock was free (or left to us) and is now ours; the fencing tokens
+--   1, top   when the lock was free (or left to us, or this token took it already: the same
+--            request sent twice) and is now ours; the fencing tokens
 --            top - reserved + 1 .. top are ours to hand out, in increasing order;
 --   0, pttl  when someone else holds it, with its remaining lease in milliseconds
 --            (-1 when the key has no expiry, set by hand outside this library);
@@ -51,7 +52,17 @@ local function acquire_one(i)
     end
   else
     local holder = redis.call('GET', lock)
-    if holder == '~' .. me then
+    if holder == token or holder == token .. '+' then
+      -- This very request, sent again by a client that lost the first answer (the cluster
+      -- client re-sends a request whose connection dropped): the first one took the lock
+      -- for this token, so it holds. Its lease counts from now, and it gets fences of its
+      -- own (the first ones are skipped: fences only need to increase).
+      redis.call('PEXPIRE', lock, lease)
+      if queued == '1' then
+        redis.call('ZREM', queue, me)
+        redis.call('ZREM', interest, me)
+      end
+    elseif holder == '~' .. me then
       -- Left to us by the last release (which took us out of the queue). The processes
       -- still in line must hear our release.
       local value = token
