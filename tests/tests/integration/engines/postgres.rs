@@ -116,6 +116,7 @@ async fn short_timeouts_do_not_keep_a_fresh_database_from_getting_its_schema() {
 /// open, lock calls are bounded by the operation timeout again, on the server too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_locker_started_during_a_migration_waits_for_it_within_the_connect_timeout() {
+    const OP: Duration = Duration::from_millis(400);
     let pg = PgServer::start().await;
     let _schema = locker(&pg).await;
     let mut admin = client(&pg.url()).await;
@@ -137,27 +138,30 @@ async fn a_locker_started_during_a_migration_waits_for_it_within_the_connect_tim
     let starting = tokio::spawn(async move {
         Locker::builder()
             .postgres(&url)
-            .op_timeout(Duration::from_millis(20))
+            .op_timeout(OP)
             .connect_timeout(Duration::from_secs(10))
             .build()
             .await
     });
-    // The locker's opening waits on the migration's lock (it would have given up after
-    // 10 ms, half the operation timeout).
+    // The locker's opening waits on the migration's lock, for longer than the operation
+    // timeout (it would have given up after half of it, the session's `lock_timeout`).
     eventually(
         "a connection of the new locker waits for the migration",
         Duration::from_secs(5),
         || async { starting.is_finished() || waiting_for_a_lock().await > 0 },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(OP + OP / 2).await;
     migration.commit().await.unwrap();
     let started = starting.await.expect("task");
     let locker = started.expect("a locker started during a migration, once it committed");
     let guard = locker.lock("k").acquire().await.expect("acquire");
 
     // Open: a call that waits on a migration's lock gives up after the operation timeout
-    // (the lock is busy, as when a transaction holds its row), and so does the server.
+    // (the lock is busy, as when a transaction holds its row), and so does the server: its
+    // `lock_timeout` (half the operation timeout) answers "busy" before the client gives up,
+    // with half the operation timeout to spare for a loaded machine (20 ms were not enough
+    // beside the rest of the suite: the client's timeout came first, as `Unavailable`).
     let migration = admin.transaction().await.unwrap();
     migration
         .batch_execute("LOCK TABLE leasehold_locks IN ACCESS EXCLUSIVE MODE")
