@@ -117,7 +117,7 @@ impl Resource {
         let rows = pg
             .execute(
                 "SELECT count(*) FROM pg_stat_activity \
-                 WHERE wait_event_type = 'Lock' AND query LIKE '%leasehold_fences%'",
+                 WHERE wait_event_type = 'Lock' AND query LIKE '%leasehold_claims%'",
             )
             .await
             .expect("pg_stat_activity");

@@ -376,7 +376,7 @@ async fn stale_and_new_on_redis(redis: &RedisServer) -> (LockGuard, LockGuard, [
 /// The stock table and the claims' table, in a database that holds no locks.
 async fn stock_with_claims(pg: &PgServer) {
     stock(pg).await;
-    pg.execute(leasehold::postgres::FENCES_SCHEMA)
+    pg.execute(leasehold::postgres::CLAIMS_SCHEMA)
         .await
         .expect("the claims' table");
 }
@@ -470,7 +470,7 @@ async fn claims_work_on_sqlx_and_a_database_without_the_table_is_a_config_error(
     let mut tx = pool.begin().await.unwrap();
     assert_config(
         claim_fence(&mut tx, &new, "stock:1").await,
-        &["leasehold_fences", "FENCES_SCHEMA"],
+        &["leasehold_claims", "CLAIMS_SCHEMA"],
     );
     drop(tx);
     assert!(
@@ -478,7 +478,7 @@ async fn claims_work_on_sqlx_and_a_database_without_the_table_is_a_config_error(
         "a missing table takes nothing from the guard"
     );
 
-    sqlx::query(leasehold::postgres::FENCES_SCHEMA)
+    sqlx::query(leasehold::postgres::CLAIMS_SCHEMA)
         .execute(&pool)
         .await
         .unwrap();
@@ -515,4 +515,25 @@ async fn claims_work_on_sqlx_and_a_database_without_the_table_is_a_config_error(
         .await
         .expect("a leader claims with its term");
     assert!(!claim_with_fence(&mut conn, "job", 50).await.unwrap());
+}
+
+/// The claims' table lives beside the locks' schema when the data and the locks share a
+/// database: its name is not one the lock schema takes (a table named like the fence sequence
+/// was refused as "already exists", and every claim then failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_work_in_the_database_that_holds_the_locks() {
+    use leasehold::postgres::claim_fence;
+
+    let pg = PgServer::start().await;
+    let locker = pg_locker(&pg).await; // the lock schema first
+    stock_with_claims(&pg).await;
+    let guard = locker.lock("stock:1").acquire().await.unwrap();
+    let mut db = pg.connect().await.unwrap();
+    let tx = db.transaction().await.unwrap();
+    claim_fence(&tx, &guard, "stock:1")
+        .await
+        .expect("a claim beside the lock schema");
+    tx.execute(SELL_ONE, &[]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(left(&pg).await, 9);
 }

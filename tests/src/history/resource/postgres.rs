@@ -1,12 +1,12 @@
 //! The resource on PostgreSQL: a row per key in `resource_counters` (counter, balance, and the
 //! `fence` column of the old fenced write), a row per accepted write in `resource_writes`
-//! (its id the store's order), and the library's `leasehold_fences` for claims.
+//! (its id the store's order), and the library's `leasehold_claims` for claims.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold::postgres::tokio_postgres::{Client, GenericClient};
-use leasehold::postgres::{claim_fence, claim_with_fence, FENCES_SCHEMA};
+use leasehold::postgres::{claim_fence, claim_with_fence, CLAIMS_SCHEMA};
 use leasehold::LockError;
 
 use super::client::{FenceOf, Update};
@@ -137,7 +137,7 @@ impl PgResource {
             .await
             .map_err(failed)?;
         tx.batch_execute(SCHEMA).await.map_err(failed)?;
-        tx.batch_execute(FENCES_SCHEMA).await.map_err(failed)?;
+        tx.batch_execute(CLAIMS_SCHEMA).await.map_err(failed)?;
         tx.execute(
             "INSERT INTO resource_counters (key) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING",
             &[&keys],

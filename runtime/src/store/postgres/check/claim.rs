@@ -1,5 +1,5 @@
 //! The first touch of a resource in any PostgreSQL database (not only the locks'): a claim row
-//! in `leasehold_fences`, raised to the holder's fence inside the caller's transaction, for
+//! in `leasehold_claims`, raised to the holder's fence inside the caller's transaction, for
 //! tokio-postgres and sqlx alike.
 
 use super::client::{StatementError, UNDEFINED_TABLE};
@@ -14,10 +14,10 @@ use crate::primitives::guard::LockGuard;
 /// `SELECT, INSERT, UPDATE` on it.
 ///
 /// ```
-/// assert!(leasehold::postgres::FENCES_SCHEMA.contains("leasehold_fences"));
+/// assert!(leasehold::postgres::CLAIMS_SCHEMA.contains("leasehold_claims"));
 /// ```
-pub const FENCES_SCHEMA: &str = "\
-CREATE TABLE IF NOT EXISTS leasehold_fences (
+pub const CLAIMS_SCHEMA: &str = "\
+CREATE TABLE IF NOT EXISTS leasehold_claims (
     resource text PRIMARY KEY,
     fence bigint NOT NULL
 );
@@ -29,9 +29,9 @@ CREATE TABLE IF NOT EXISTS leasehold_fences (
 /// holds or not). `true` when claimed.
 const CLAIM: &str = "\
 WITH claimed AS (
-    INSERT INTO leasehold_fences (resource, fence) VALUES ($1, $2)
+    INSERT INTO leasehold_claims (resource, fence) VALUES ($1, $2)
     ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence
-    WHERE leasehold_fences.fence <= EXCLUDED.fence
+    WHERE leasehold_claims.fence <= EXCLUDED.fence
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM claimed)";
@@ -39,7 +39,7 @@ SELECT EXISTS (SELECT 1 FROM claimed)";
 /// Claims `resource` for `holder` (a [`LockGuard`], a [`PermitGuard`](crate::PermitGuard), a
 /// [`Leadership`](crate::Leadership): any [`FenceHolder`]) in the caller's transaction: the first statement of every
 /// transaction of the critical section, before it reads anything of the resource. The claim
-/// row (in [`FENCES_SCHEMA`]'s table, in the database of your data, wherever the locks live)
+/// row (in [`CLAIMS_SCHEMA`]'s table, in the database of your data, wherever the locks live)
 /// is raised to the guard's fence, unless a newer holder's fence is there, and stays locked
 /// until the transaction ends. So:
 ///
@@ -57,7 +57,7 @@ SELECT EXISTS (SELECT 1 FROM claimed)";
 /// ```no_run
 /// # async fn buy(locker: leasehold::Locker, db: &mut leasehold::postgres::tokio_postgres::Client)
 /// # -> Result<(), Box<dyn std::error::Error>> {
-/// // Once: db.batch_execute(leasehold::postgres::FENCES_SCHEMA).await?;
+/// // Once: db.batch_execute(leasehold::postgres::CLAIMS_SCHEMA).await?;
 /// let guard = locker.lock("stock:42").acquire().await?; // Redis, ZooKeeper, etcd, ...
 /// let tx = db.transaction().await?;
 /// leasehold::postgres::claim_fence(&tx, &guard, "stock:42").await?; // the first touch
@@ -87,8 +87,8 @@ SELECT EXISTS (SELECT 1 FROM claimed)";
 /// - [`LockError::Lost`] with [`LostReason::StaleFence`] when a newer holder claimed the
 ///   resource: the lease is reported lost to the guard (its `lost()` resolves); roll the
 ///   transaction back.
-/// - [`LockError::Config`] when the database has no `leasehold_fences` table (run
-///   [`FENCES_SCHEMA`] first).
+/// - [`LockError::Config`] when the database has no `leasehold_claims` table (run
+///   [`CLAIMS_SCHEMA`] first).
 /// - [`LockError::Unavailable`] when the statement failed; its source is the driver's error (a
 ///   serialization failure, under `REPEATABLE READ` or `SERIALIZABLE`, means "retry the
 ///   transaction").
@@ -125,7 +125,7 @@ where
 /// ```
 ///
 /// # Errors
-/// - [`LockError::Config`] when the database has no `leasehold_fences` table, or `fence` is
+/// - [`LockError::Config`] when the database has no `leasehold_claims` table, or `fence` is
 ///   above `i64::MAX`.
 /// - [`LockError::Unavailable`] when the statement failed; its source is the driver's error.
 pub async fn claim_with_fence<C, Via>(
@@ -160,8 +160,8 @@ fn failed(e: StatementError) -> LockError {
     if e.is(UNDEFINED_TABLE) {
         return LockError::Config {
             message: format!(
-                "a fence claim found no table leasehold_fences in the transaction's database \
-                 ({}): create it once with leasehold::postgres::FENCES_SCHEMA",
+                "a fence claim found no table leasehold_claims in the transaction's database \
+                 ({}): create it once with leasehold::postgres::CLAIMS_SCHEMA",
                 e.text
             ),
             source: Some(e.error),

@@ -15,7 +15,7 @@ use crate::error::BoxError;
 /// SQLSTATE `undefined_function`: the transaction's database has no `leasehold_check_fence`.
 pub(super) const UNDEFINED_FUNCTION: &str = "42883";
 
-/// SQLSTATE `undefined_table`: the database has no `leasehold_fences`.
+/// SQLSTATE `undefined_table`: the database has no `leasehold_claims`.
 pub(super) const UNDEFINED_TABLE: &str = "42P01";
 
 /// A driver's connection or transaction, taken as it is.

@@ -6,7 +6,7 @@
 //!
 //! - **Data in any PostgreSQL database**, the locks anywhere (Redis, ZooKeeper, etcd, here):
 //!   [`claim_fence`] is the transaction's first statement; it raises the resource's claim row
-//!   (a table of its own, [`FENCES_SCHEMA`]) to the guard's fence, refuses a holder older than
+//!   (a table of its own, [`CLAIMS_SCHEMA`]) to the guard's fence, refuses a holder older than
 //!   the row's, and keeps the row locked until the transaction ends.
 //! - **Locks kept in the same database as the data** ([`LockerBuilder::postgres`]):
 //!   [`check_fence`] asks, inside your transaction, whether this guard's acquisition still
@@ -156,7 +156,7 @@ mod fence;
 mod sqlx_pg;
 mod tokio_pg;
 
-pub use self::claim::{claim_fence, claim_with_fence, FENCES_SCHEMA};
+pub use self::claim::{claim_fence, claim_with_fence, CLAIMS_SCHEMA};
 pub use self::fence::{check_fence, store_key, FenceClient};
 pub use super::SCHEMA;
 
