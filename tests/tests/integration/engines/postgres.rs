@@ -360,6 +360,7 @@ async fn no_one_takes_the_lock_between_a_fence_check_and_its_commit() {
     let pg = PgServer::start().await;
     let (a, b) = (locker(&pg).await, locker(&pg).await);
     let mut db = client(&pg.url()).await;
+    let observer = client(&pg.url()).await;
     let lease = Duration::from_millis(600);
     let old = a
         .lock("slow")
@@ -377,18 +378,32 @@ async fn no_one_takes_the_lock_between_a_fence_check_and_its_commit() {
             .acquire()
             .await
             .expect("the contender gets the lock after the commit");
-        (Instant::now(), guard.fence())
+        guard.fence()
     });
-    // Past the lease, with the transaction still open.
+    // Past the lease, with the transaction still open: the store must still show the old
+    // holder's row, and the contender still waiting. Judged by the store's row (its fence),
+    // not by when the commit's reply was read: a grant that comes between the server's commit
+    // and the client reading its reply is right.
     tokio::time::sleep(lease * 2).await;
-    tx.commit().await.unwrap();
-    let committed = Instant::now();
-    let (granted, fence) = contender.await.unwrap();
-    assert!(
-        granted >= committed,
-        "the lock was taken {:?} before the fenced transaction committed",
-        committed - granted
+    let stored: i64 = observer
+        .query_one(
+            "SELECT fence FROM leasehold_locks WHERE key = 'pgt:lock:{slow}'",
+            &[],
+        )
+        .await
+        .expect("the old holder's row is still there")
+        .get(0);
+    assert_eq!(
+        stored as u64,
+        old.fence(),
+        "another holder took the lock while the fenced transaction was open"
     );
+    assert!(
+        !contender.is_finished(),
+        "the contender was granted while the fenced transaction was open"
+    );
+    tx.commit().await.unwrap();
+    let fence = contender.await.unwrap();
     assert!(fence > old.fence());
 }
 
