@@ -370,7 +370,8 @@ impl Task {
                 .collect::<Vec<_>>()
                 .join(",");
             self.log.now("inv", &[&hold, &named, &mode.tag()]);
-            match tokio::time::timeout(self.acquire_limit(), self.acquire(&keys, mode)).await {
+            match tokio::time::timeout(self.acquire_limit(), self.acquire(&hold, &keys, mode)).await
+            {
                 Err(_) => {
                     self.log.now("aerr", &[&hold, &"hung"]);
                 }
@@ -426,7 +427,7 @@ impl Task {
             .collect()
     }
 
-    async fn acquire(&self, keys: &[String], mode: Mode) -> Result<Guard, LockError> {
+    async fn acquire(&self, hold: &str, keys: &[String], mode: Mode) -> Result<Guard, LockError> {
         if self.spec.permits > 0 {
             let permits = self.locker.semaphore(keys[0].as_str(), self.spec.permits);
             return permits.acquire().await.map(Guard::Permit);
@@ -455,7 +456,14 @@ impl Task {
             Mode::Read => self.locker.read_lock(key),
             Mode::Write => self.locker.write_lock(key),
         };
-        request.fair(self.spec.fair).acquire().await.map(Guard::One)
+        // The hold's id in its owner token, so that a test can tell whose grant the store
+        // recorded (`history::store_order`).
+        request
+            .label(leasehold_tests::history::holder_label(hold))
+            .fair(self.spec.fair)
+            .acquire()
+            .await
+            .map(Guard::One)
     }
 
     /// How long an acquire may run before it counts as hung: past the checker's bound

@@ -74,6 +74,7 @@ mod parse;
 mod report;
 mod resource;
 mod run;
+mod store_order;
 mod worker;
 
 pub use log::{decode_key, encode_key, monotonic_ns, EventLog};
@@ -84,4 +85,7 @@ pub use resource::{
     ResourceRecords, ResourceStore, StoredWrite, Update,
 };
 pub use run::{rss_kib, Run, WorkerProc};
+pub use store_order::{
+    holder_label, judge_fifo, record_store_order, store_order, FifoJudged, StoreEvent,
+};
 pub use worker::{LockServers, WorkerSpec, DEFAULT_COMPUTE};

@@ -180,3 +180,61 @@ async fn one_failing_lock_in_a_batch_fails_only_its_caller() {
         }
     }
 }
+
+/// The Redis acquire script as the engine ships it (the files it is concatenated from).
+fn shipped_acquire_script() -> redis::Script {
+    redis::Script::new(concat!(
+        include_str!("../../../runtime/src/store/redis/lua/clock.lua"),
+        include_str!("../../../runtime/src/store/redis/lua/fence.lua"),
+        include_str!("../../../runtime/src/store/redis/lua/owner.lua"),
+        include_str!("../../../runtime/src/store/redis/lua/acquire.lua")
+    ))
+}
+
+/// An acquire sent twice — the Cluster client re-sends a request whose connection dropped
+/// after Redis ran it, the reply lost — is granted the second time too, with fences above the
+/// first's: the lock holds its own token. Before (issue 45), the second answer was "held", the
+/// request failed or waited, and the lock stayed taken by a token nobody held for its lease.
+/// Another token is still refused.
+#[tokio::test]
+async fn an_acquire_sent_twice_is_granted_to_its_own_token() {
+    let srv = RedisServer::start().await;
+    let client = redis::Client::open(srv.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let script = shipped_acquire_script();
+    let token = format!("h1.locker.1700000000000.resend.{}", "a".repeat(32));
+    let other = format!("h1.other.1700000000000.resend.{}", "b".repeat(32));
+    let send = |token: String| {
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key("t:lock:{k}")
+            .key("t:fence:{k}")
+            .key("t:queue:{k}")
+            .key("t:interest:{k}")
+            .arg(86_400_000) // fence counter's life
+            .arg("process000000001")
+            .arg(60_000) // queue keys' life
+            .arg(token)
+            .arg(30_000) // lease
+            .arg(1) // fences reserved
+            .arg(0) // does not wait
+            .arg(0) // not queued
+            .arg("");
+        invocation
+    };
+    let first: (i64, i64) = send(token.clone()).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(first.0, 1, "the free lock is granted: {first:?}");
+    let again: (i64, i64) = send(token.clone()).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(
+        again.0, 1,
+        "the same request sent again is granted: {again:?}"
+    );
+    assert!(
+        again.1 > first.1,
+        "fences increase: {again:?} after {first:?}"
+    );
+    let stored: String = conn.get("t:lock:{k}").await.unwrap();
+    assert_eq!(stored, token);
+    let refused: (i64, i64) = send(other).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(refused.0, 0, "another token is refused: {refused:?}");
+}

@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS leasehold_waiters (
 CREATE OR REPLACE FUNCTION leasehold_next_in_line(p_key text, p_me text)
 RETURNS text
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     next_name text;
 BEGIN
@@ -81,7 +81,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_draw_slot(p_last_slot bigint)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     drawn constant bigint := nextval('leasehold_fences');
     slot bigint;
@@ -120,7 +120,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_name text, p_wait_ms bigint, p_queued boolean,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     holder text;
@@ -128,10 +128,16 @@ DECLARE
     slot bigint;
 BEGIN
     IF NOT pg_try_advisory_xact_lock((h >> 32)::int, (h << 32 >> 32)::int) THEN
+        -- The row first, as every other change of the line does (FOR NO KEY UPDATE: a fenced
+        -- transaction's key-share lock does not hold it up): a release choosing the next in
+        -- line either sees this join or has finished before it. A lock that is free or whose
+        -- lease ended has no line to join: a release that freed it chose no one, and a waiter
+        -- joining now would be passed by whoever takes it next; ask again soon instead.
         SELECT l.owner,
                greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
             INTO holder, remaining_ms
-            FROM leasehold_locks AS l WHERE l.key = p_key AND l.expires > clock_timestamp();
+            FROM leasehold_locks AS l WHERE l.key = p_key AND l.expires > clock_timestamp()
+            FOR NO KEY UPDATE;
         IF p_name <> '' AND holder = '~' || p_name THEN
             -- A release left the lock to us, and another acquire of it runs this instant (the
             -- others wake on the same notification): ask again at once, within the window
@@ -142,7 +148,7 @@ BEGIN
             -- acquire runs): ask again soon.
             remaining_ms := greatest(coalesce(remaining_ms, 0), 50);
         END IF;
-        IF p_wait_ms > 0 THEN
+        IF p_wait_ms > 0 AND holder IS NOT NULL THEN
             PERFORM leasehold_wait_in_line(p_key, p_name, p_wait_ms);
         END IF;
         RETURN;
@@ -181,7 +187,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE sql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 SELECT a.fence, a.remaining_ms FROM leasehold_acquire(p_key, p_owner, p_lease_ms, p_fences, '', 0, false) AS a
 $$;
 
@@ -189,7 +195,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_wait_in_line(p_key text, p_name text, p_wait_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 INSERT INTO leasehold_waiters AS w (key, name, arrived, waits_until)
 VALUES (p_key, p_name, clock_timestamp(),
         clock_timestamp() + p_wait_ms * interval '1 millisecond')
@@ -205,7 +211,7 @@ CREATE OR REPLACE FUNCTION leasehold_pass_on(
     p_key text, p_me text, p_window_ms bigint, p_wake text)
 RETURNS void
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     next_name text;
 BEGIN
@@ -233,7 +239,7 @@ CREATE OR REPLACE FUNCTION leasehold_release(
     p_key text, p_owner text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     valid boolean;
 BEGIN
@@ -256,7 +262,7 @@ CREATE OR REPLACE FUNCTION leasehold_withdraw(
     p_key text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     left_to_me boolean;
 BEGIN
@@ -289,7 +295,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     snapshot_reads constant boolean := current_setting('transaction_isolation') <> 'read committed';
@@ -378,7 +384,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_shared(
     p_key text, p_owner text, p_lease_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     lease constant interval := p_lease_ms * interval '1 millisecond';
@@ -454,7 +460,7 @@ CREATE OR REPLACE FUNCTION leasehold_release_shared(
     p_key text, p_owner text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     marked boolean;
     valid boolean;
@@ -492,7 +498,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_shared(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = ANY (p_keys) AND l.owner = 'R' AND l.expires > clock_timestamp()
@@ -551,7 +557,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_permits(
     p_place text, p_wait_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint, OUT agreed integer)
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DECLARE
     agreed_limit integer;
     last_fence bigint;
@@ -627,7 +633,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_permits(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 BEGIN
     PERFORM 1 FROM leasehold_semaphores AS s
         WHERE s.key = ANY (p_keys)
@@ -666,7 +672,7 @@ CREATE OR REPLACE FUNCTION leasehold_publish_leader(
     p_key text, p_record text, p_owner text, p_term bigint, p_identity text, p_wake text)
 RETURNS integer
 LANGUAGE plpgsql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = p_key AND l.owner = p_owner AND l.expires > clock_timestamp();
@@ -706,7 +712,7 @@ CREATE TABLE IF NOT EXISTS leasehold_lockers (
 CREATE OR REPLACE FUNCTION leasehold_public(p_owner text)
 RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
--- leasehold schema 5
+-- leasehold schema 6
 SELECT CASE WHEN starts_with(p_owner, 'h1.') AND length(p_owner) > 32
             THEN left(p_owner, -32) ELSE '' END
 $$;
@@ -717,7 +723,7 @@ CREATE OR REPLACE FUNCTION leasehold_describe_locker(
     p_id text, p_description text, p_ttl_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 5
+-- leasehold schema 6
 DELETE FROM leasehold_lockers AS d WHERE d.id IN (
     SELECT v.id FROM leasehold_lockers AS v
     WHERE v.expires < clock_timestamp() - interval '1 minute' AND v.id <> p_id
