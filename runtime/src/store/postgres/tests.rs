@@ -92,3 +92,21 @@ proptest::proptest! {
         })?;
     }
 }
+
+/// The builder refuses such a prefix for PostgreSQL before it connects (the server here does
+/// not exist), and keeps it for the engines that store NUL apart.
+#[tokio::test]
+async fn the_builder_refuses_a_prefix_with_nul_for_postgres_only() {
+    let err = crate::Locker::builder()
+        .postgres("postgres://u@127.0.0.1:9/db")
+        .prefix("a\0b")
+        .build()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::LockError::Config { .. }), "{err}");
+    assert!(err.to_string().contains("NUL"), "{err}");
+    assert!(crate::Locker::builder()
+        .prefix("a\0b")
+        .build_in_memory()
+        .is_ok());
+}
