@@ -1,5 +1,5 @@
-//! 9. Any valid key is a lock of its own; invalid ones are refused. 26. No prefix makes a
-//! lock of an election.
+//! Conformance 9, any valid key is a lock of its own and invalid ones are refused; and 26, no
+//! prefix makes a lock of an election.
 
 use std::time::Duration;
 
@@ -96,7 +96,7 @@ pub async fn lock_and_exclude(engine: &Engine) {
     }
 }
 
-/// 26. Issue 46: the election `N` of the prefix `P` was stored as the lock `N` of the prefix
+/// Conformance 26 (issue 46): the election `N` of the prefix `P` was stored as the lock `N` of the prefix
 /// `P:leader`, which a locker could take: while `svc` held its election `jobs`, the lock `jobs`
 /// of a locker with the prefix `svc:leader` was busy, and they shared one fence counter. A
 /// prefix an election's could be is refused now (`Config`), on every engine; an engine that

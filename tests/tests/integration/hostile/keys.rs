@@ -396,9 +396,7 @@ fn property_any_key_or_prefix_is_a_lock_or_an_error_never_a_panic() {
                 let valid_prefix = !prefix.is_empty()
                     && prefix.len() <= MAX_PREFIX_LEN
                     && !prefix.contains(['{', '}'])
-                    && !prefix
-                        .strip_suffix(":leader")
-                        .is_some_and(|base| !base.is_empty());
+                    && prefix.strip_suffix(":leader").is_none_or(str::is_empty);
                 let built = Locker::builder()
                     .url(srv.url())
                     .prefix(prefix.as_str())

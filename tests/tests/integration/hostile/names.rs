@@ -4,7 +4,7 @@
 //! primitives — locks, read locks, semaphores, elections, under any prefixes — touch one name
 //! (issue 46: the lock `jobs` of the prefix `svc:leader` was the election `jobs` of `svc`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -47,7 +47,7 @@ const OWN_EVENTS: &[&[u8]] = &[b"expired", b"evicted"];
 struct Seen {
     rx: mpsc::Receiver<Vec<u8>>,
     stop: Arc<AtomicBool>,
-    barriers: u64,
+    barriers: Cell<u64>,
 }
 
 impl Seen {
@@ -96,15 +96,15 @@ impl Seen {
         Seen {
             rx,
             stop,
-            barriers: 0,
+            barriers: Cell::new(0),
         }
     }
 
     /// The names seen since the last call: everything before a barrier published now, which
     /// Redis sends the subscriber after every notification of the commands that came before.
-    async fn since_last(&mut self, srv: &RedisServer) -> BTreeSet<Vec<u8>> {
-        self.barriers += 1;
-        let barrier = format!("{BARRIER}{}", self.barriers).into_bytes();
+    async fn since_last(&self, srv: &RedisServer) -> BTreeSet<Vec<u8>> {
+        self.barriers.set(self.barriers.get() + 1);
+        let barrier = format!("{BARRIER}{}", self.barriers.get()).into_bytes();
         let mut conn = srv.conn().await;
         let _: i64 = redis::cmd("PUBLISH")
             .arg(&barrier)
@@ -242,7 +242,7 @@ fn imitates_an_election(prefix: &str) -> bool {
 fn property_all_names_of_a_primitive_share_a_slot_and_no_two_primitives_share_a_name() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let srv = rt.block_on(RedisServer::start());
-    let seen = RefCell::new(rt.block_on(Seen::start(&srv)));
+    let seen = rt.block_on(Seen::start(&srv));
     // The runner takes an `Fn`: state shared across cases lives in cells. Two lockers per
     // prefix, and the descriptions they write in the background (not a primitive's names).
     let lockers: RefCell<HashMap<String, Option<(Locker, Locker)>>> = RefCell::default();
@@ -294,12 +294,11 @@ fn property_all_names_of_a_primitive_share_a_slot_and_no_two_primitives_share_a_
                         *refused.borrow_mut() += 1;
                         return Ok(());
                     };
-                    seen.borrow_mut().since_last(&srv).await;
+                    seen.since_last(&srv).await;
                     if !take_and_give_back(what, &a, &b, &name).await? {
                         return Ok(());
                     }
                     let touched: Vec<Vec<u8>> = seen
-                        .borrow_mut()
                         .since_last(&srv)
                         .await
                         .into_iter()
