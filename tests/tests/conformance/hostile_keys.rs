@@ -105,8 +105,9 @@ pub async fn lock_and_exclude(engine: &Engine) {
 /// campaign wins while the lock is held, and the store's record of the lock's fences
 /// (inspection, where the engine has it) holds none of the election's terms.
 ///
-/// Memory: every locker of another prefix has a store of its own here, so only the refusal
-/// says something; one store under several prefixes is the runtime's unit test
+/// Memory: every locker of another prefix has a store of its own here, where no two prefixes
+/// can meet, so the refusal itself is the property (an accepted `svc:leader` fails the cell);
+/// one store under several prefixes is the runtime's unit test
 /// (`engine::tests::leader::an_election_and_a_lock_of_any_prefix_stay_apart`).
 pub async fn elections_and_locks_stay_apart(engine: &Engine) {
     let kind = engine.kind();
@@ -123,6 +124,11 @@ pub async fn elections_and_locks_stay_apart(engine: &Engine) {
         Err(e @ LockError::Config { .. }) => {
             assert!(e.to_string().contains(":leader"), "{kind}: {e}");
         }
+        Ok(_) if memory => panic!(
+            "{kind}: the prefix {imitation:?} was accepted, where the elections of {base:?} \
+             live (lockers of other prefixes have stores of their own here: only the refusal \
+             is checked)"
+        ),
         Ok(locker) => apart(engine, &elections, &locker).await,
         Err(e) => panic!("{kind}: the prefix {imitation:?}: {e}"),
     }
