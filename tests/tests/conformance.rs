@@ -225,6 +225,13 @@ conformance! {
         memory, redlock3 => checks::holders::refused_clearly;
     }
 
+    /// 26. Namespaces (issue 46): the election `jobs` of a prefix and the lock `jobs` of the
+    /// prefix its data lives under (`svc:leader`: refused) or of the one next to it
+    /// (`svc:leaders`) never exclude each other, nor count fences together.
+    hostile_prefixes {
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::hostile_keys::elections_and_locks_stay_apart;
+    }
+
     /// 22. Waiting rides out an outage: an acquire waiting through 5 s of a stalled engine
     /// takes the lock once the engine answers again; one told not to retry fails at once.
     rides_out_outages {

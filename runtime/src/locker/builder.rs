@@ -373,8 +373,19 @@ impl LockerBuilder {
     /// The prefix of every name the locker writes in its engine: `PREFIX:lock:{key}` (a Redis
     /// or etcd key, a ZooKeeper container znode under `/leasehold`, a PostgreSQL row's key).
     /// Lockers that share locks must use the same prefix; services that share an engine keep
-    /// apart with different ones. Defaults to `"leasehold"`. Must be non-empty, without `{`
-    /// or `}`.
+    /// apart with different ones. Defaults to `"leasehold"`. Must be 1 to 128 bytes, without
+    /// `{` or `}`, and not end in `:leader` (the elections of the locker with the prefix
+    /// before it live there: `svc:leader:lock:{jobs}` is the election `jobs` of `svc`); on
+    /// PostgreSQL, without NUL (stored as `%00`, it would be another prefix's).
+    ///
+    /// # Errors
+    /// [`build`](Self::build) fails with [`LockError::Config`] for a prefix it refuses.
+    ///
+    /// ```
+    /// let refused = leasehold::Locker::builder().prefix("svc:leader").build_in_memory();
+    /// assert!(matches!(refused, Err(leasehold::LockError::Config { .. })));
+    /// assert!(leasehold::Locker::builder().prefix("svc:leaders").build_in_memory().is_ok());
+    /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -594,6 +605,7 @@ impl LockerBuilder {
     async fn connect_all(self) -> Result<Locker, LockError> {
         self.check()?;
         let deployment = self.chosen_deployment()?;
+        deployment.check_prefix(&self.prefix)?;
         let identity = Arc::new(Identity::new(self.service_name.as_deref()));
         let settings = Settings {
             op_timeout: self.op_timeout,

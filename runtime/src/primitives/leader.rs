@@ -4,7 +4,8 @@
 //!
 //! Store layout, for an election `N` under prefix `P` (Redis; the other engines mirror it):
 //! the lock `P:leader:lock:{N}` with its fence counter and wake channel (the lock keys under
-//! the prefix `P:leader`, so that no lock key and no other election can name them), and the
+//! the prefix `P:leader`, so that no lock key and no other election can name them, and which
+//! no locker's prefix may be: see `store::keys::validate_prefix`), and the
 //! record `P:leader:record:{N}` (term, identity, owner token). The record counts only while
 //! its owner token holds the lock: it lapses with the lease and is renewed with it, free.
 //!
@@ -26,7 +27,7 @@ use crate::error::LockError;
 use crate::locker::Locker;
 use crate::primitives::guard::LockGuard;
 use crate::primitives::request::LockRequest;
-use crate::store::keys::{escape, validate_key, LockKeys};
+use crate::store::keys::{leader_record, validate_key, LockKeys};
 use crate::store::{self, Feature, LeaderRecord, WakeSubscription};
 
 /// The longest identity a leader may campaign with, in bytes. An identity names an instance
@@ -77,8 +78,8 @@ impl Election {
         store::require(Feature::LeaderElection, &caps, &*inner.store)?;
         Ok(Election {
             name: name.to_owned(),
-            keys: LockKeys::new(&format!("{}:leader", inner.prefix), name),
-            record: format!("{}:leader:record:{{{}}}", inner.prefix, escape(name)),
+            keys: LockKeys::election(&inner.prefix, name),
+            record: leader_record(&inner.prefix, name),
         })
     }
 }

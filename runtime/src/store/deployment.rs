@@ -256,6 +256,23 @@ impl Deployment {
         }
     }
 
+    /// Checks a locker's prefix against what this engine can store apart (after
+    /// [`validate_prefix`](super::keys::validate_prefix), which every engine needs): each
+    /// engine owns the form its names are stored in.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] saying what is wrong.
+    pub(crate) fn check_prefix(&self, prefix: &str) -> Result<(), LockError> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Deployment::Postgres(_) => super::postgres::check_prefix(prefix),
+            _ => {
+                let _ = prefix;
+                Ok(())
+            }
+        }
+    }
+
     /// Connects the engine (after [`validate`](Self::validate)).
     pub(crate) async fn connect(&self, settings: &Settings) -> Result<Arc<dyn Store>, LockError> {
         self.validate()?;

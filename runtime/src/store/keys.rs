@@ -127,8 +127,25 @@ impl KeyNames {
     }
 }
 
-/// Checks a prefix: non-empty, at most [`MAX_PREFIX_LEN`] bytes, and without `{` or `}`
-/// (a brace in the prefix would move the cluster hash tag away from the key).
+/// The segment that elections add to their locker's prefix: the election `N` under the
+/// prefix `P` is the lock `N` of the prefix `P:leader` (`P:leader:lock:{N}`, its fence
+/// counter, wake channel, queue) with its record `P:leader:record:{N}` ([`LockKeys::election`],
+/// [`leader_record`]). So no user prefix may end in `:leader` ([`validate_prefix`]): its locks
+/// would be the elections of the shorter prefix.
+pub(crate) const ELECTIONS: &str = "leader";
+
+/// Checks a prefix: non-empty, at most [`MAX_PREFIX_LEN`] bytes, without `{` or `}` (a brace
+/// in the prefix would move the cluster hash tag away from the key), and not ending in
+/// `:leader` (the elections' part of the shorter prefix, see [`ELECTIONS`]).
+///
+/// Every name of every primitive is then `{prefix}:{kind}:{{escaped}}` with a prefix that has
+/// no brace, a kind that has no colon and an escaped name that has no brace, so the name
+/// tells all three back (the first `{` ends the kind, the last colon before it starts it): two
+/// primitives share a name only if they share prefix, kind and name, and the kinds of
+/// locks, semaphores, elections and lockers' descriptions differ, or their prefixes do (an
+/// election's is its locker's with `:leader` added, which no locker's prefix is). Engines
+/// that store the names in other forms keep them apart their own way (ZooKeeper's paths,
+/// PostgreSQL's text, see their `names` and `text` modules).
 pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
     if prefix.is_empty() {
         return Err(LockError::config(
@@ -146,6 +163,18 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
             "the lock prefix contains `{` or `}`; braces would break the Redis Cluster hash tag \
              that keeps all keys of one lock in one slot, so remove them",
         ));
+    }
+    if let Some(base) = prefix
+        .strip_suffix(ELECTIONS)
+        .and_then(|head| head.strip_suffix(':'))
+        .filter(|base| !base.is_empty())
+    {
+        return Err(LockError::config(format!(
+            "the lock prefix ends in `:{ELECTIONS}`, where the leader elections of the prefix \
+             {base:?} are stored: its locks would be those elections (the lock \"jobs\" would \
+             be the election \"jobs\", with one fence counter), so use another, e.g. {:?}",
+            format!("{prefix}s")
+        )));
     }
     Ok(())
 }
@@ -243,6 +272,22 @@ impl LockKeys {
             ],
         ))
     }
+}
+
+impl LockKeys {
+    /// The names of the election `name` under `prefix` (both validated): the lock `name` of
+    /// the prefix `P:leader` ([`ELECTIONS`]), `P:leader:lock:{N}`, `P:leader:fence:{N}` and
+    /// the rest, which no locker's prefix can name ([`validate_prefix`]).
+    pub(crate) fn election(prefix: &str, name: &str) -> Self {
+        LockKeys::new(&format!("{prefix}:{ELECTIONS}"), name)
+    }
+}
+
+/// Where the leader of the election `name` under `prefix` is recorded (Redis, PostgreSQL):
+/// `P:leader:record:{N}`, beside the election's lock ([`LockKeys::election`]); no kind of any
+/// other primitive is `record`.
+pub(crate) fn leader_record(prefix: &str, name: &str) -> String {
+    format!("{prefix}:{ELECTIONS}:record:{{{}}}", escape(name))
 }
 
 impl From<KeyNames> for LockKeys {
@@ -374,6 +419,10 @@ mod tests {
         assert!(validate_prefix("a{b").is_err());
         assert!(validate_prefix("a}b").is_err());
         assert!(validate_prefix("svc:locks").is_ok());
+        // Where the elections of `svc` live (issue 46).
+        let election = validate_prefix("svc:leader").unwrap_err();
+        assert!(election.to_string().contains("elections"), "{election}");
+        assert!(validate_prefix("svc:leaders").is_ok());
     }
 
     fn prefix_strategy() -> impl Strategy<Value = String> {

@@ -10,6 +10,8 @@
 //! waiters), and a public trait would freeze it. The in-memory store is the smallest
 //! complete engine, and the one to read first.
 
+#[cfg(test)]
+pub(crate) mod apart;
 mod capabilities;
 mod deployment;
 #[cfg(feature = "etcd")]

@@ -438,3 +438,62 @@ async fn lead_forever_lets_its_thread_run_and_ends_when_the_locker_closes() {
         .unwrap();
     assert!(matches!(ended, Err(LockError::Closed)), "{ended:?}");
 }
+
+/// Issue 46, on one in-memory store: the election `jobs` of `svc` was the lock `jobs` of a
+/// locker with the prefix `svc:leader`. Such a prefix is refused at build now; were it not,
+/// its lock would have to stay apart from the election, as the lock `jobs` of the prefix next
+/// to it (`svc:leaders`) does: free while the election is held, and no obstacle to a campaign
+/// while it is held.
+#[tokio::test(start_paused = true)]
+async fn an_election_and_a_lock_of_any_prefix_stay_apart() {
+    let store = ScriptedStore::new();
+    // The builder's checks of the prefix, then a locker of it on the one store.
+    let of = |prefix: &str| -> Result<Locker, LockError> {
+        crate::LockerBuilder::default()
+            .prefix(prefix)
+            .build_in_memory()?;
+        Ok(Locker::with_store(
+            Arc::new(store.clone()),
+            crate::LockerBuilder::default().prefix(prefix),
+        ))
+    };
+    let elections = of("svc").unwrap();
+    async fn apart(elections: &Locker, other: &Locker) {
+        let first = elections
+            .leader("jobs")
+            .wait(Duration::ZERO)
+            .campaign()
+            .await
+            .expect("elected");
+        let first_term = first.term();
+        let lock = other
+            .lock("jobs")
+            .try_acquire()
+            .await
+            .unwrap()
+            .unwrap_or_else(|| {
+                panic!(
+                    "the lock `jobs` of {:?} is busy while the election `jobs` is held",
+                    other.prefix()
+                )
+            });
+        first.resign().await.unwrap();
+        let second = elections
+            .leader("jobs")
+            .wait(Duration::ZERO)
+            .campaign()
+            .await
+            .expect("elected while the lock is held");
+        assert!(second.term() > first_term);
+        second.resign().await.unwrap();
+        lock.release().await.unwrap();
+    }
+    match of("svc:leader") {
+        Err(e @ LockError::Config { .. }) => {
+            assert!(e.to_string().contains("svc:leaders"), "{e}");
+        }
+        Ok(imitation) => apart(&elections, &imitation).await,
+        Err(e) => panic!("{e}"),
+    }
+    apart(&elections, &of("svc:leaders").unwrap()).await;
+}

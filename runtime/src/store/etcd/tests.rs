@@ -139,3 +139,26 @@ async fn a_shorter_lock_counts_on_the_lease_as_far_as_the_ttl_reaches() {
     let stale = acked + Duration::from_secs(10);
     assert_eq!(counted_from(acked, ttl, stale, lease, validity), None);
 }
+
+/// etcd's names of an owner: a primitive's range of contenders' keys (an election's leader
+/// record is the value of its holder's), a locker's description key on its lease. Fences are
+/// create revisions, with no key of their own.
+fn etcd_names(owner: &crate::store::apart::Owner) -> Vec<String> {
+    use crate::store::apart::Owner;
+    match owner {
+        Owner::Locker {
+            prefix, session, ..
+        } => vec![crate::store::identity::session_key(prefix, *session)],
+        _ => vec![range_of(&owner.keys().expect("a primitive"))],
+    }
+}
+
+proptest::proptest! {
+    /// Every stored name of every primitive is its own on etcd (issue 46), and, as a lock's
+    /// contenders are read as a range, no owner's name starts another's.
+    #[test]
+    fn etcd_names_are_apart(owners in crate::store::apart::owners()) {
+        use crate::store::apart::{check_apart, Clash, Owner};
+        check_apart(&owners, etcd_names, Clash::Prefixes, Owner::accepted)?;
+    }
+}

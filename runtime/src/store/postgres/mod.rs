@@ -201,6 +201,7 @@ use crate::store::{
 };
 
 pub use self::schema::SCHEMA;
+pub(crate) use self::text::check_prefix;
 pub(crate) use self::url::validate;
 
 pub(crate) struct PostgresStore {

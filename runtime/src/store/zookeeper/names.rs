@@ -137,3 +137,42 @@ pub(super) fn in_order(mut children: Vec<String>) -> Vec<String> {
     });
     children
 }
+
+/// Every stored name of every primitive is its own on ZooKeeper (issue 46): the property of
+/// `store::apart` over this engine's names.
+#[cfg(test)]
+mod apart {
+    use proptest::prelude::*;
+
+    use super::{node_of, parent_of, ROOT};
+    use crate::store::apart::{check_apart, owners, Clash, Owner};
+    use crate::store::identity::session_key;
+
+    /// ZooKeeper's names of an owner: a primitive's container znode (its contenders are its
+    /// children, an election's leader record the data of its holder's), a locker's session
+    /// znode. Fences are creation orders, with no name of their own.
+    fn zookeeper_names(owner: &Owner) -> Vec<String> {
+        match owner {
+            Owner::Locker {
+                prefix, session, ..
+            } => vec![node_of(&session_key(prefix, *session))],
+            _ => vec![parent_of(&owner.keys().expect("a primitive"))],
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn zookeeper_names_are_apart(owners in owners()) {
+            for owner in &owners {
+                for name in zookeeper_names(owner) {
+                    let segment = name.strip_prefix(&format!("{ROOT}/"));
+                    prop_assert!(
+                        segment.is_some_and(|s| !s.contains('/') && s != "." && s != ".."),
+                        "{name:?} is not one znode under the root"
+                    );
+                }
+            }
+            check_apart(&owners, zookeeper_names, Clash::Equal, Owner::accepted)?;
+        }
+    }
+}
