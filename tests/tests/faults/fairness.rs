@@ -338,10 +338,14 @@ async fn fair_requests_are_served_in_arrival_order_across_tasks() {
         locker().await,
         locker().await,
     );
+    let conn = srv.conn().await;
     let held = holder.lock("fifo").fair(true).acquire().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
-    for (name, locker) in [("a1", &a), ("a2", &a), ("a3", &a), ("b", &b), ("c", &c)] {
+    for (n, (name, locker)) in [("a1", &a), ("a2", &a), ("a3", &a), ("b", &b), ("c", &c)]
+        .into_iter()
+        .enumerate()
+    {
         let (locker, order) = (locker.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
             let guard = locker.lock("fifo").fair(true).acquire().await.unwrap();
@@ -349,8 +353,9 @@ async fn fair_requests_are_served_in_arrival_order_across_tasks() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             guard.release().await.unwrap();
         }));
-        // Far more than the round trip that queues it: the arrival order is this order.
-        tokio::time::sleep(Duration::from_millis(60)).await;
+        // The arrival order is this order: each request is in the store's queue (each fair
+        // request under a name of its own) before the next one is sent.
+        queue_holds(&conn, "leasehold:queue:{fifo}", n + 1).await;
     }
     held.release().await.unwrap();
     for task in tasks {
@@ -444,7 +449,7 @@ async fn queue_holds(conn: &redis::aio::MultiplexedConnection, queue: &str, n: u
     use redis::AsyncCommands;
     leasehold_tests::harness::eventually(
         &format!("{n} waiters in the queue"),
-        Duration::from_secs(2),
+        Duration::from_secs(10),
         || {
             let mut conn = conn.clone();
             async move { conn.zcard::<_, usize>(queue).await.unwrap_or(0) == n }
