@@ -86,6 +86,7 @@ pub use resource::{
 };
 pub use run::{rss_kib, Run, WorkerProc};
 pub use store_order::{
-    holder_label, judge_fifo, record_store_order, store_order, FifoJudged, StoreEvent,
+    holder_label, judge_fifo, record_redis_order, record_store_order, redis_events, store_order,
+    FifoJudged, RedisOrder, StoreEvent,
 };
 pub use worker::{LockServers, WorkerSpec, DEFAULT_COMPUTE};

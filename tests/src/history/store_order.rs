@@ -12,9 +12,24 @@
 //! before the chosen one did; a request granted without waiting in the line while others wait
 //! there overtook them all. A waiter that left the line without its grant (it stopped
 //! waiting, or did not take a turn left to it in time and went to the back) keeps no place.
+//! A grant over a turn left to `~<name>` counts as that waiter's: a turn whose window lapsed
+//! and that a newcomer took (the engine's documented cost of a waiter too slow to take its
+//! turn) is not told apart.
+//!
+//! The same events come from a Redis lock store's own order through `MONITOR`, which shows
+//! every command a script runs, in the order the server ran them
+//! ([`record_redis_order`]): a `ZADD NX` to a lock's queue is a join, a `ZREM` from it a leave,
+//! a `SET` of the lock key a grant (a `SET NX` that the same script follows with a `GET` of the
+//! key did not take it), each script run one transaction.
 
 use std::collections::{BTreeMap, HashMap};
 
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 
 /// The label a hold's acquire carries in its owner token: its id, dots made dashes (the
@@ -118,6 +133,200 @@ pub async fn store_order(url: &str) -> Result<Vec<StoreEvent>, String> {
             prev: r.get(5),
         })
         .collect())
+}
+
+/// The lines a Redis server's `MONITOR` showed, recorded from [`record_redis_order`] on.
+pub struct RedisOrder {
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: JoinHandle<()>,
+}
+
+/// Records the order a Redis server at `addr` runs its commands in, scripts' own commands
+/// included, from the time this returns.
+///
+/// # Errors
+/// When the server cannot be reached or refuses `MONITOR`.
+pub async fn record_redis_order(addr: SocketAddr) -> Result<RedisOrder, String> {
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    stream
+        .write_all(b"*1\r\n$7\r\nMONITOR\r\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(stream);
+    let mut first = String::new();
+    reader
+        .read_line(&mut first)
+        .await
+        .map_err(|e| e.to_string())?;
+    if first.trim_end() != "+OK" {
+        return Err(format!("MONITOR answered {first:?}"));
+    }
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let kept = lines.clone();
+    let reader = tokio::spawn(async move {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if let Some(text) = line.trim_end().strip_prefix('+') {
+                        kept.lock()
+                            .expect("the monitor's lines")
+                            .push(text.to_owned());
+                    }
+                }
+            }
+        }
+    });
+    Ok(RedisOrder { lines, reader })
+}
+
+impl RedisOrder {
+    /// Stops recording; the events of the lock keys the server saw, in its order.
+    pub fn events(self) -> Vec<StoreEvent> {
+        self.reader.abort();
+        let lines = self.lines.lock().expect("the monitor's lines");
+        redis_events(&lines)
+    }
+}
+
+/// The arguments of one `MONITOR` line (`<time> [<db> <source>] "cmd" "arg" ...`), and
+/// whether a script ran it.
+fn monitor_args(line: &str) -> Option<(bool, Vec<String>)> {
+    let open = line.find('[')?;
+    let close = open + line[open..].find(']')?;
+    let scripted = line[open..close].ends_with(" lua");
+    let mut args = Vec::new();
+    let mut chars = line[close + 1..].chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        let mut arg = String::new();
+        loop {
+            match chars.next()? {
+                '"' => break,
+                '\\' => match chars.next()? {
+                    'x' => {
+                        let hex: String = [chars.next()?, chars.next()?].iter().collect();
+                        arg.push(char::from(u8::from_str_radix(&hex, 16).ok()?));
+                    }
+                    'n' => arg.push('\n'),
+                    'r' => arg.push('\r'),
+                    't' => arg.push('\t'),
+                    other => arg.push(other),
+                },
+                other => arg.push(other),
+            }
+        }
+        args.push(arg);
+    }
+    Some((scripted, args))
+}
+
+/// A lock's key of the Redis engine (`<prefix>:<kind>:{<name>}`): its kind and the lock it
+/// belongs to (the prefix and name).
+fn redis_key(key: &str) -> Option<(&str, String)> {
+    let (head, name) = key.rsplit_once(":{")?;
+    let (prefix, kind) = head.rsplit_once(':')?;
+    Some((kind, format!("{prefix}:{{{name}")))
+}
+
+/// The store's events in the lines of a Redis server's `MONITOR` (see the module docs).
+pub fn redis_events(lines: &[String]) -> Vec<StoreEvent> {
+    let mut events = Vec::new();
+    let mut tx = 0_i64;
+    let mut line_of: HashMap<String, std::collections::BTreeSet<String>> = HashMap::new();
+    let mut owner: HashMap<String, String> = HashMap::new();
+    // A `SET NX` of this transaction not yet known to have taken its lock.
+    let mut pending: Option<(String, String)> = None;
+    let push = |events: &mut Vec<StoreEvent>,
+                tx: i64,
+                event: &str,
+                key: &str,
+                who: &str,
+                prev: Option<String>| {
+        events.push(StoreEvent {
+            seq: i64::try_from(events.len()).unwrap_or(i64::MAX) + 1,
+            tx,
+            event: event.to_owned(),
+            key: key.to_owned(),
+            who: who.to_owned(),
+            prev,
+        });
+    };
+    let settle = |events: &mut Vec<StoreEvent>,
+                  owner: &mut HashMap<String, String>,
+                  pending: &mut Option<(String, String)>,
+                  tx: i64| {
+        if let Some((key, value)) = pending.take() {
+            owner.insert(key.clone(), value.clone());
+            push(events, tx, "grant", &key, &value, None);
+        }
+    };
+    for line in lines {
+        let Some((scripted, args)) = monitor_args(line) else {
+            continue;
+        };
+        if !scripted {
+            settle(&mut events, &mut owner, &mut pending, tx);
+            tx += 1;
+            continue;
+        }
+        let Some(command) = args.first().map(|c| c.to_ascii_lowercase()) else {
+            continue;
+        };
+        let Some((kind, key)) = args.get(1).and_then(|k| redis_key(k)) else {
+            continue;
+        };
+        match (command.as_str(), kind) {
+            ("get", "lock") => {
+                // A `SET NX` followed by a look at what the key holds did not take it.
+                if pending.as_ref().is_some_and(|(k, _)| *k == key) {
+                    pending = None;
+                }
+            }
+            ("set", "lock") => {
+                settle(&mut events, &mut owner, &mut pending, tx);
+                let value = args.get(2).cloned().unwrap_or_default();
+                if args.iter().any(|a| a.eq_ignore_ascii_case("nx")) {
+                    pending = Some((key, value));
+                } else {
+                    let prev = owner.insert(key.clone(), value.clone());
+                    push(&mut events, tx, "grant", &key, &value, prev);
+                }
+            }
+            ("append", "lock") => {
+                if let Some(value) = owner.get_mut(&key) {
+                    value.push('+');
+                }
+            }
+            ("del", "lock") => {
+                settle(&mut events, &mut owner, &mut pending, tx);
+                owner.remove(&key);
+            }
+            ("zadd", "queue") => {
+                let nx = args.iter().any(|a| a.eq_ignore_ascii_case("nx"));
+                if let (true, Some(name)) = (nx, args.last()) {
+                    if line_of.entry(key.clone()).or_default().insert(name.clone()) {
+                        push(&mut events, tx, "join", &key, name, None);
+                    }
+                }
+            }
+            ("zrem", "queue") => {
+                settle(&mut events, &mut owner, &mut pending, tx);
+                for name in &args[2..] {
+                    if line_of.entry(key.clone()).or_default().remove(name) {
+                        push(&mut events, tx, "leave", &key, name, None);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    settle(&mut events, &mut owner, &mut pending, tx);
+    events
 }
 
 /// The label in an owner token (`h1.<locker>.<ms>.<label>.<32 hex digits>`), if it has one.
@@ -266,6 +475,54 @@ mod tests {
 
     const A: &str = "h1.0123456789abcdef.1700000000000.0-1-3.0123456789abcdef0123456789abcdef";
     const B: &str = "h1.0123456789abcdef.1700000000000.1-0-7.0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_redis_monitor_shows_joins_leaves_and_grants_in_the_servers_order() {
+        let lines: Vec<String> = [
+            // a takes the free lock.
+            r#"1.1 [0 127.0.0.1:1] "evalsha" "x""#.to_owned(),
+            format!(r#"1.2 [0 lua] "SET" "p:lock:{{k}}" "{A}" "NX" "PX" "2000""#),
+            r#"1.3 [0 lua] "INCRBY" "p:fence:{k}" "1""#.to_owned(),
+            // b finds it taken and joins the line.
+            r#"1.4 [0 127.0.0.1:2] "evalsha" "x""#.to_owned(),
+            format!(r#"1.5 [0 lua] "SET" "p:lock:{{k}}" "{B}" "NX" "PX" "2000""#),
+            r#"1.6 [0 lua] "GET" "p:lock:{k}""#.to_owned(),
+            r#"1.7 [0 lua] "APPEND" "p:lock:{k}" "+""#.to_owned(),
+            r#"1.8 [0 lua] "ZADD" "p:queue:{k}" "NX" "17" "b\x2dname""#.to_owned(),
+            // a's release leaves the lock to b.
+            r#"1.9 [0 127.0.0.1:1] "evalsha" "y""#.to_owned(),
+            r#"2.0 [0 lua] "ZREM" "p:queue:{k}" "a-proc""#.to_owned(),
+            r#"2.1 [0 lua] "ZREM" "p:queue:{k}" "b-name""#.to_owned(),
+            r#"2.2 [0 lua] "SET" "p:lock:{k}" "~b-name" "PX" "200""#.to_owned(),
+            // b takes its turn.
+            r#"2.3 [0 127.0.0.1:2] "evalsha" "x""#.to_owned(),
+            format!(r#"2.4 [0 lua] "SET" "p:lock:{{k}}" "{B}" "NX" "PX" "2000""#),
+            r#"2.5 [0 lua] "GET" "p:lock:{k}""#.to_owned(),
+            format!(r#"2.6 [0 lua] "SET" "p:lock:{{k}}" "{B}" "PX" "2000""#),
+        ]
+        .into();
+        let events = redis_events(&lines);
+        let shown: Vec<(i64, &str, &str, Option<&str>)> = events
+            .iter()
+            .map(|e| (e.tx, e.event.as_str(), e.who.as_str(), e.prev.as_deref()))
+            .collect();
+        let plus = format!("{A}+");
+        assert_eq!(
+            shown,
+            [
+                (1, "grant", A, None),
+                (2, "join", "b-name", None),
+                (3, "leave", "b-name", None),
+                (3, "grant", "~b-name", Some(plus.as_str())),
+                (4, "grant", B, Some("~b-name")),
+            ]
+        );
+        assert!(events.iter().all(|e| e.key == "p:{k}"));
+        let judged = judge_fifo(&events);
+        assert!(judged.violations.is_empty(), "{:?}", judged.violations);
+        // a's grant of the free lock, and the release's choice of b.
+        assert_eq!(judged.judged, 2);
+    }
 
     #[test]
     fn labels_come_out_of_owner_tokens() {

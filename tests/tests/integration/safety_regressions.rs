@@ -191,6 +191,33 @@ fn shipped_acquire_script() -> redis::Script {
     ))
 }
 
+/// One acquire of the lock `{k}` (prefix `t`) by the shipped script: `wait_ms` 0 does not
+/// wait (and is not queued); `name`, when not empty, waits alone under that name (a fair
+/// request).
+fn acquire_invocation<'a>(
+    script: &'a redis::Script,
+    token: String,
+    wait_ms: u64,
+    name: &str,
+) -> redis::ScriptInvocation<'a> {
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key("t:lock:{k}")
+        .key("t:fence:{k}")
+        .key("t:queue:{k}")
+        .key("t:interest:{k}")
+        .arg(86_400_000) // fence counter's life
+        .arg("process000000001")
+        .arg(60_000) // queue keys' life
+        .arg(token)
+        .arg(30_000) // lease
+        .arg(1) // fences reserved
+        .arg(wait_ms)
+        .arg(0) // not queued yet
+        .arg(name);
+    invocation
+}
+
 /// An acquire sent twice — the Cluster client re-sends a request whose connection dropped
 /// after Redis ran it, the reply lost — is granted the second time too, with fences above the
 /// first's: the lock holds its own token. Before (issue 45), the second answer was "held", the
@@ -204,24 +231,7 @@ async fn an_acquire_sent_twice_is_granted_to_its_own_token() {
     let script = shipped_acquire_script();
     let token = format!("h1.locker.1700000000000.resend.{}", "a".repeat(32));
     let other = format!("h1.other.1700000000000.resend.{}", "b".repeat(32));
-    let send = |token: String| {
-        let mut invocation = script.prepare_invoke();
-        invocation
-            .key("t:lock:{k}")
-            .key("t:fence:{k}")
-            .key("t:queue:{k}")
-            .key("t:interest:{k}")
-            .arg(86_400_000) // fence counter's life
-            .arg("process000000001")
-            .arg(60_000) // queue keys' life
-            .arg(token)
-            .arg(30_000) // lease
-            .arg(1) // fences reserved
-            .arg(0) // does not wait
-            .arg(0) // not queued
-            .arg("");
-        invocation
-    };
+    let send = |token: String| acquire_invocation(&script, token, 0, "");
     let first: (i64, i64) = send(token.clone()).invoke_async(&mut conn).await.unwrap();
     assert_eq!(first.0, 1, "the free lock is granted: {first:?}");
     let again: (i64, i64) = send(token.clone()).invoke_async(&mut conn).await.unwrap();
@@ -237,4 +247,38 @@ async fn an_acquire_sent_twice_is_granted_to_its_own_token() {
     assert_eq!(stored, token);
     let refused: (i64, i64) = send(other).invoke_async(&mut conn).await.unwrap();
     assert_eq!(refused.0, 0, "another token is refused: {refused:?}");
+}
+
+/// A waiter that joins a lock's queue after another is behind it, even within one millisecond
+/// of the server's clock: the queue is ordered by arrival score, and with equal scores Redis
+/// orders by name, so two fair requests arriving in one millisecond were served in their
+/// names' order (the fair-lock test judged by the server's own order: 158 to 333 waiters
+/// overtaken in 4 of 4 runs). Shown here with the earlier waiter's score a little ahead of the
+/// clock (as an arrival in the same millisecond, or before a small clock step back, leaves it).
+#[tokio::test]
+async fn a_later_waiter_queues_behind_an_earlier_one_in_the_same_millisecond() {
+    let srv = RedisServer::start().await;
+    let client = redis::Client::open(srv.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let script = shipped_acquire_script();
+    let holder = format!("h1.holder.1700000000000.q.{}", "a".repeat(32));
+    let _: () = conn.set("t:lock:{k}", &holder).await.unwrap();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let now_ms = secs * 1000 + micros / 1000;
+    let _: () = conn
+        .zadd("t:queue:{k}", "zzz-earlier", now_ms + 5)
+        .await
+        .unwrap();
+    let token = format!("h1.later.1700000000000.q.{}", "b".repeat(32));
+    let answer: (i64, i64) = acquire_invocation(&script, token, 30_000, "aaa-later")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(answer.0, 0, "the lock is held: {answer:?}");
+    let queue: Vec<String> = conn.zrange("t:queue:{k}", 0, -1).await.unwrap();
+    assert_eq!(
+        queue,
+        ["zzz-earlier", "aaa-later"],
+        "the later waiter went ahead of the earlier one"
+    );
 }

@@ -81,7 +81,7 @@ local function acquire_one(i)
       if wait_ms > 0 then
         -- In line (keeping the first arrival), and for how long we still wait.
         local now = clock_ms()
-        redis.call('ZADD', queue, 'NX', now, me)
+        redis.call('ZADD', queue, 'NX', arrival(queue), me)
         redis.call('ZADD', interest, now + wait_ms, me)
         redis.call('PEXPIRE', queue, queue_ttl)
         redis.call('PEXPIRE', interest, queue_ttl)

@@ -14,3 +14,17 @@ end
 local function clock_ms()
   return math.floor(clock_us() / 1000)
 end
+--
+-- arrival(queue) -> number
+--   The score of a contender joining `queue` (a sorted set of waiters by arrival): the clock
+--   in milliseconds, or a 1024th of one above the latest arrival in the queue when that is not
+--   below it (several arrivals in one millisecond). The queue's order is then the order the
+--   server saw its waiters join; with equal scores it was their names' order.
+local function arrival(queue)
+  local now = clock_ms()
+  local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+  if last and tonumber(last) >= now then
+    return tonumber(last) + 1 / 1024
+  end
+  return now
+end

@@ -65,7 +65,7 @@ for _, waiter in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
 end
 if used + count + ahead > limit then
   if me ~= '' and wait_ms > 0 then
-    redis.call('ZADD', queue, 'NX', now, me)
+    redis.call('ZADD', queue, 'NX', arrival(queue), me)
     redis.call('ZADD', interest, now + wait_ms, me)
     redis.call('PEXPIRE', queue, queue_ttl)
     redis.call('PEXPIRE', interest, queue_ttl)
