@@ -281,11 +281,9 @@ pub fn redis_events(lines: &[String]) -> Vec<StoreEvent> {
             continue;
         };
         match (command.as_str(), kind) {
-            ("get", "lock") => {
-                // A `SET NX` followed by a look at what the key holds did not take it.
-                if pending.as_ref().is_some_and(|(k, _)| *k == key) {
-                    pending = None;
-                }
+            // A `SET NX` followed by a look at what the key holds did not take it.
+            ("get", "lock") if pending.as_ref().is_some_and(|(k, _)| *k == key) => {
+                pending = None;
             }
             ("set", "lock") => {
                 settle(&mut events, &mut owner, &mut pending, tx);
