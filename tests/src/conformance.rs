@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
-use leasehold::{Locker, LockerBuilder};
+use leasehold::{Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT};
 
 use crate::harness::{
     eventually, EtcdCluster, EtcdServer, PgServer, ProxyMode, RedisCluster, RedisServer,
@@ -59,6 +59,25 @@ pub const ZK_SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 /// does, for the same reasons the same 4 s as [`ZK_SESSION_TIMEOUT`] (a whole number of
 /// seconds, as etcd counts).
 pub const ETCD_LEASE_TTL: Duration = Duration::from_secs(4);
+
+/// What a locker's health promises on one engine when every lock server stops answering, for
+/// the suite's settings ([`OP_TIMEOUT`], [`ZK_SESSION_TIMEOUT`], [`ETCD_LEASE_TTL`]): the table
+/// of `EngineState`'s docs, read for this deployment. Bounds count from the moment the servers
+/// stopped answering (or answered again), before any slack for a loaded machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HealthBounds {
+    /// How soon a locker with no traffic and no lease is suspended; `None` where it hears of
+    /// nothing before its next call (a Redis server, RedLock, memory).
+    pub idle_suspended: Option<Duration>,
+    /// How soon a locker that holds no lease is lost: its session ended; `None` where locks are
+    /// no session's (only a lease that ran out makes them lost).
+    pub session_lost: Option<Duration>,
+    /// The longest a waiting acquire sleeps between attempts: its next one is sent within it.
+    pub nap: Duration,
+    /// How soon a locker that was suspended or lost sends the probe that finds the engine back,
+    /// once it answers again (the probe's own round trip comes on top).
+    pub reconnected: Duration,
+}
 
 /// How long a Cluster may take to announce its proxies' ports on every node.
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -255,6 +274,34 @@ impl Engine {
     /// The bound on one call to a lock server ([`OP_TIMEOUT`]).
     pub fn op_timeout(&self) -> Duration {
         OP_TIMEOUT
+    }
+
+    /// What the locker's health promises on this engine ([`HealthBounds`]).
+    pub fn health_bounds(&self) -> HealthBounds {
+        let (idle_suspended, session_lost) = match self.kind {
+            // The client calls its connection lost after its connection timeout without an
+            // answer (the connect timeout, at most 3/5 of the session timeout here), checked
+            // every eighth of it; the session ends once it stayed disconnected for the whole
+            // session timeout.
+            EngineKind::ZooKeeper => {
+                let disconnected = DEFAULT_CONNECT_TIMEOUT * 9 / 8;
+                (Some(disconnected), Some(disconnected + ZK_SESSION_TIMEOUT))
+            }
+            // A keep-alive every third of the TTL, overdue after the op timeout; the lease is
+            // given up a TTL after the last acknowledged one.
+            EngineKind::Etcd | EngineKind::Etcd3 => {
+                (Some(ETCD_LEASE_TTL / 3 + OP_TIMEOUT), Some(ETCD_LEASE_TTL))
+            }
+            // The listening connection's health check, every 2 s, bounded by the op timeout.
+            EngineKind::Postgres => (Some(Duration::from_secs(2) + OP_TIMEOUT), None),
+            _ => (None, None),
+        };
+        HealthBounds {
+            idle_suspended,
+            session_lost,
+            nap: Duration::from_secs(1),
+            reconnected: Duration::from_secs(1),
+        }
     }
 
     /// The longest an acquire with `wait` may take by the library's promise: `wait + 3 ×

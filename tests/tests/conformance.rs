@@ -239,6 +239,15 @@ conformance! {
         // Memory has no connection to lose: its waits are checked against a held lock.
         memory => checks::bounded::when_held;
     }
+
+    /// 27. The health course: an idle, a waiting and a holding locker through a freeze of every
+    /// lock server and its thaw: suspended and lost within the engine's bounds, never connected
+    /// while no server answers, reconnected within the bound of the thaw.
+    health_course {
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::health::follows_the_server;
+        // Memory has no server to freeze: its state stays connected.
+        memory => checks::health::in_process;
+    }
 }
 
 async fn start(name: &str) -> Engine {

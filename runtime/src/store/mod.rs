@@ -16,6 +16,7 @@ mod capabilities;
 mod deployment;
 #[cfg(feature = "etcd")]
 mod etcd;
+pub(crate) mod heard;
 pub(crate) mod identity;
 mod join;
 pub(crate) mod keys;

@@ -51,6 +51,9 @@ struct Script {
     /// Reach the store and take effect, but the answer is lost: `Unavailable`. (A timed-out
     /// acquire may have taken the lock.)
     lose_answer: u32,
+    /// Reach the store, and their answers are the store's own, not its server's
+    /// ([`heard`](super::heard)): a give-back of nothing, a renewal over a session gone.
+    alone: u32,
     /// Renewals answered "not yours any more" for every lease in the batch.
     refuse_renewals: u32,
     /// Every acquire from now on is granted counted from this long before its send time
@@ -67,6 +70,7 @@ struct Fate {
     answer_delay: Duration,
     fail: bool,
     lose_answer: bool,
+    alone: bool,
 }
 
 impl ScriptedStore {
@@ -96,6 +100,11 @@ impl ScriptedStore {
     /// The next `calls` calls take effect, but their answers are lost (`Unavailable`).
     pub(crate) fn lose_answers(&self, calls: u32) {
         self.shared.script.lock().unwrap().lose_answer += calls;
+    }
+
+    /// The next `calls` calls are answered by the store alone, without its server.
+    pub(crate) fn answer_alone(&self, calls: u32) {
+        self.shared.script.lock().unwrap().alone += calls;
     }
 
     /// The next `calls` calls reach the store `by` later (slept on the Tokio clock).
@@ -220,6 +229,7 @@ impl ScriptedStore {
             answer_delay,
             fail: take_one(&mut script.fail),
             lose_answer: take_one(&mut script.lose_answer),
+            alone: take_one(&mut script.alone),
         }
     }
 
@@ -231,6 +241,9 @@ impl ScriptedStore {
             return Err(LockError::unavailable("scripted: the call failed", None));
         }
         let answer = at_store();
+        if fate.alone {
+            super::heard::answered_alone();
+        }
         if !fate.answer_delay.is_zero() {
             tokio::time::sleep(fate.answer_delay).await;
         }

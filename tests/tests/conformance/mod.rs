@@ -9,6 +9,7 @@ pub mod close;
 pub mod exclusion;
 pub mod fences;
 pub mod forced;
+pub mod health;
 pub mod holders;
 pub mod hostile_keys;
 pub mod job;

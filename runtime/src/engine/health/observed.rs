@@ -1,7 +1,9 @@
 //! The outcomes of a locker's calls, fed to its [`Health`]: [`Observed`] stands between the
 //! locker and its store, forwards every call, and reports each one's send time and outcome
 //! (answered, or [`LockError::Unavailable`]). Written once for every engine; a call dropped
-//! before its answer reports nothing.
+//! before its answer reports nothing, and so does one the store answered alone
+//! ([`heard`](crate::store::heard)): only the server's answer moves the state towards
+//! connected.
 
 use std::sync::Arc;
 
@@ -10,6 +12,7 @@ use tokio::time::Instant;
 
 use super::Health;
 use crate::error::LockError;
+use crate::store::heard::heard;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{
@@ -33,9 +36,11 @@ impl Observed {
     fn watch<'a, T: Send + 'a>(&'a self, call: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
         let sent = Instant::now();
         Box::pin(async move {
-            let outcome = call.await;
+            let (outcome, heard) = heard(call).await;
             match &outcome {
                 Err(e) if e.is_unavailable() => self.health.unanswered(sent, e),
+                // The store's own answer (nothing held, a session that ended): no news.
+                _ if !heard => {}
                 _ => self.health.answered(sent),
             }
             outcome
@@ -112,7 +117,7 @@ impl Store for Observed {
         let sent = Instant::now();
         let call = self.store.renew(batch);
         Box::pin(async move {
-            let outcome = call.await;
+            let (outcome, heard) = heard(call).await;
             match &outcome {
                 Err(e) if e.is_unavailable() => self.health.unanswered(sent, e),
                 Ok(renewed)
@@ -121,6 +126,7 @@ impl Store for Observed {
                     let why = format!("{} could not tell whether it renewed", self.describe());
                     self.health.unanswered(sent, &why);
                 }
+                _ if !heard => {}
                 _ => self.health.answered(sent),
             }
             outcome

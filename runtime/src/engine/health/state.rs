@@ -42,9 +42,12 @@ use tokio::sync::watch;
 /// notices a stalled engine only with its next call; ZooKeeper, etcd and PostgreSQL notice
 /// by themselves (their sessions, keep-alives and listening connection keep talking).
 ///
-/// There is no debounce: one call that finds the engine unreachable suspends it (the calls
-/// of that moment fail; a probe that hides it would send traffic there), and one answered
-/// call sent after it reconnects it. Outcomes are ordered by when their calls were *sent*,
+/// Only an answer from the server moves the state towards connected, on every engine: what
+/// a store answers from its own knowledge (the give-back of an attempt that held nothing, a
+/// renewal over a session that is gone) is no news of the server, and leaves a suspended or
+/// lost state where it is. There is no debounce: one call that finds the engine unreachable
+/// suspends it (the calls of that moment fail; a probe that hides it would send traffic
+/// there), and one call sent after it and answered by the server reconnects it. Outcomes are ordered by when their calls were *sent*,
 /// not by when they came back: a slow call sent before a failure does not count as the
 /// engine answering after it, and a failure of a call sent before an answered one does not
 /// suspend it. Debounce a readiness probe in the orchestrator (Kubernetes'

@@ -81,6 +81,44 @@ async fn an_answered_call_ends_a_suspension_before_the_probe() {
 
 /// A call sent before the failure that suspended the engine, and answered after it, does
 /// not count as the engine answering again.
+/// Issue 46: only the server's answer reconnects. While every call is answered by the store
+/// alone (etcd and ZooKeeper: the give-back of an attempt that held nothing, whose clean-up
+/// goes on in the background; renewals over a session that is gone), the locker stays
+/// suspended, probes and all; the first answer of the server reconnects it. (The give-back
+/// reconnected it at once, the server frozen.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn answers_the_store_gave_alone_do_not_reconnect() {
+    let (store, locker, mut changes) = locker();
+    store.fail_next(1);
+    store.answer_alone(u32::MAX);
+    assert!(locker.lock("a").try_acquire().await.is_err());
+    assert_eq!(next(&mut changes).await, Some(Suspended));
+    quiet_for(&mut changes, PROBE * 5).await;
+    store.heal();
+    let healed = Instant::now();
+    assert_eq!(next(&mut changes).await, Some(Reconnected));
+    assert!(healed.elapsed() <= PROBE);
+}
+
+/// The same on a lost session: probes answered by the store alone leave it lost (etcd: it
+/// answered its renewals "not renewed" without a call once the session was gone, and the
+/// state went from lost back to reconnected, etcd still frozen).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn answers_the_store_gave_alone_leave_a_lost_session_lost() {
+    let (store, locker, mut changes) = locker();
+    store.keep_locks_for_the_session();
+    let guard = locker.lock("a").acquire().await.unwrap();
+    store.answer_alone(u32::MAX);
+    store.drop_connection();
+    assert_eq!(next(&mut changes).await, Some(Lost));
+    quiet_for(&mut changes, PROBE * 5).await;
+    assert!(!guard.is_held());
+    store.heal();
+    let healed = Instant::now();
+    assert_eq!(next(&mut changes).await, Some(Reconnected));
+    assert!(healed.elapsed() <= PROBE);
+}
+
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_slow_answer_sent_before_the_failure_does_not_reconnect() {
     let (store, locker, mut changes) = locker();

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use super::Etcd;
 use crate::error::LockError;
+use crate::store::heard;
 use crate::store::identity::Identity;
 use crate::store::sequenced::{Contender, Contenders, Renews, Sequenced, SequencedEngine};
 use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
@@ -59,6 +60,8 @@ impl Renews for Sequenced<Etcd> {
             .map(|c| c.filter(|c| Some(c.session) == session))
             .collect();
         let Some(session) = session else {
+            // The session is gone, and every lease with it: told without asking etcd.
+            heard::answered_alone();
             return Ok(vec![Renewed::No; batch.len()]);
         };
         let present: Vec<&Contender<i64>> = mine.iter().flatten().collect();
@@ -98,6 +101,10 @@ impl Renews for Sequenced<Etcd> {
         };
         let (found, alive) = tokio::join!(reads, self.driver.kept_alive(session));
         let found = found?;
+        if present.is_empty() && !alive {
+            // No read was sent and no keep-alive acknowledged: etcd said nothing.
+            heard::answered_alone();
+        }
         let mut found = found.into_iter();
         Ok(mine
             .iter()

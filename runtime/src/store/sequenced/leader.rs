@@ -3,6 +3,7 @@
 //! as long as that contender holds, and goes with it (a release, a session that ended).
 
 use super::{tag, Driver, Head, Role, Sequenced, FENCE_SLOTS};
+use crate::store::heard;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{LeaderRecord, LeaderRecords, StoreFuture};
@@ -49,6 +50,7 @@ impl<D: Driver> LeaderRecords for Sequenced<D> {
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let Some(mine) = self.contenders.held([token]).into_iter().flatten().next() else {
+                heard::answered_alone();
                 return Ok(false);
             };
             // The contender may have been created by an earlier attempt of the same wait
@@ -60,6 +62,7 @@ impl<D: Driver> LeaderRecords for Sequenced<D> {
                 || mine.session != *self.epoch.borrow()
                 || !is_fence_of(leader.term, mine.order)
             {
+                heard::answered_alone();
                 return Ok(false);
             }
             self.driver.write(&mine, &encode(leader)).await
@@ -76,8 +79,11 @@ impl<D: Driver> LeaderRecords for Sequenced<D> {
         term: u64,
     ) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            if let Some(mine) = self.contenders.find_held(|c| is_fence_of(term, c.order)) {
-                self.driver.write(&mine, b"").await?;
+            match self.contenders.find_held(|c| is_fence_of(term, c.order)) {
+                Some(mine) => {
+                    self.driver.write(&mine, b"").await?;
+                }
+                None => heard::answered_alone(),
             }
             Ok(())
         })

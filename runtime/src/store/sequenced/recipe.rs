@@ -9,6 +9,7 @@ use super::contenders::InFlight;
 use super::interest::withdraw_lapsed;
 use super::{Contender, Contenders, Driver, Place, Role, FENCE_SLOTS};
 use crate::error::LockError;
+use crate::store::heard;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{AcquireRequest, Attempt, Session};
@@ -207,10 +208,15 @@ impl<D: Driver> Sequenced<D> {
             if self.contenders.take_unanswered(&name) {
                 self.driver.abandoned(&name).await?;
             }
+            // Told without the server: the clean-up of an abandoned create (both engines
+            // start it in the background) answers nothing of its own.
+            heard::answered_alone();
             return Ok(false);
         };
         if *self.epoch.borrow() != mine.session {
-            return Ok(false); // its session ended: the contender is gone or going with it
+            // Its session ended: the contender is gone or going with it.
+            heard::answered_alone();
+            return Ok(false);
         }
         // Unknown outcome (a failover, a partition, this release dropped before the answer):
         // the contender is deleted in the background as soon as the engine answers, and a

@@ -11,6 +11,7 @@ use zookeeper_client as zk;
 use super::names::{node_of, ROOT};
 use super::{Ensemble, ZooKeeper};
 use crate::error::LockError;
+use crate::store::heard;
 use crate::store::identity::{session_key, Identity};
 use crate::store::join_all;
 use crate::store::sequenced::{Contenders, Renews, Sequenced, SequencedEngine};
@@ -54,21 +55,33 @@ impl Renews for Sequenced<ZooKeeper> {
         let checks = nodes.iter().map(|node| {
             let client = &client;
             async move {
+                // Each renewal, and whether the server answered its check.
                 let Some(node) = node else {
-                    return Renewed::No;
+                    return (Renewed::No, false);
                 };
                 if node.session != session {
-                    return Renewed::No;
+                    return (Renewed::No, false);
                 }
                 match tokio::time::timeout(limit, client.check_stat(&node.name)).await {
-                    Ok(Ok(Some(stat))) if stat.ephemeral_owner == session_id => Renewed::Yes,
-                    Ok(Ok(_)) => Renewed::No,
-                    Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed)) => Renewed::No,
-                    Ok(Err(_)) | Err(_) => Renewed::Unknown,
+                    Ok(Ok(Some(stat))) if stat.ephemeral_owner == session_id => {
+                        (Renewed::Yes, true)
+                    }
+                    Ok(Ok(_)) => (Renewed::No, true),
+                    Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed)) => {
+                        (Renewed::No, false)
+                    }
+                    Ok(Err(_)) | Err(_) => (Renewed::Unknown, false),
                 }
             }
         });
-        Ok(join_all(checks).await)
+        let (renewed, answered): (Vec<Renewed>, Vec<bool>) =
+            join_all(checks).await.into_iter().unzip();
+        if !answered.contains(&true) {
+            // Every lease is told from this process's own knowledge (none in the live
+            // session, or its client gave the session up): the server said nothing.
+            heard::answered_alone();
+        }
+        Ok(renewed)
     }
 }
 
