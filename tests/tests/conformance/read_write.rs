@@ -108,7 +108,81 @@ pub async fn readers_share_writers_exclude(engine: &Engine) {
     w.release().await.unwrap();
 
     writers_that_left_hold_no_reader_back(engine, &lockers).await;
+    readers_see_the_fences_handed_over_before_them(engine, &lockers).await;
     mixed_load(engine, &lockers).await;
+}
+
+/// A reader's fence is at or above every fence a writer had been given before it, those a
+/// writer that waited handed on to its own process's tasks included (issue 46). Locker B's
+/// writer queues in the store behind A's while no other task of B waits (the attempt that
+/// queues it reserves one fence); two more tasks of B then queue behind it in B, so the
+/// attempt that is granted once A leaves reserves three, and B's three tasks get them one
+/// after the other. On ZooKeeper the reader after them got the first of the three (writers
+/// 321, 322, 323, the reader 321): the waiting znode's fence record, written by the attempt
+/// that created it, was never raised.
+async fn readers_see_the_fences_handed_over_before_them(
+    engine: &Engine,
+    lockers: &[leasehold::Locker; 3],
+) {
+    let key = "rw:handed-over";
+    let first = lockers[0].write_lock(key).acquire().await.unwrap();
+    let mut given = vec![first.fence()];
+    let front = tokio::spawn(write_once(lockers[1].clone(), key));
+    // In the store's queue before anything else of B waits: as the store shows it.
+    queued_in_the_store(&lockers[2], key).await;
+    // Behind it in B: a task takes its place in its locker's queue on its first poll.
+    let mut second = Box::pin(write_once(lockers[1].clone(), key));
+    let mut third = Box::pin(write_once(lockers[1].clone(), key));
+    assert!(poll_once(&mut second).await.is_pending());
+    assert!(poll_once(&mut third).await.is_pending());
+    let (second, third, ()) = tokio::join!(second, third, async {
+        first.release().await.unwrap();
+    });
+    given.extend([front.await.unwrap(), second, third]);
+    let reader = lockers[2]
+        .read_lock(key)
+        .wait(LONG)
+        .acquire()
+        .await
+        .unwrap();
+    let highest = given.iter().copied().max().unwrap();
+    assert!(
+        reader.fence() >= highest,
+        "on {}, writers were given the fences {given:?}, and a reader after them {}",
+        engine.kind(),
+        reader.fence()
+    );
+    reader.release().await.unwrap();
+}
+
+/// Takes the write lock of `key` through `locker`, and gives it back at once: its fence.
+async fn write_once(locker: leasehold::Locker, key: &'static str) -> u64 {
+    let guard = locker.write_lock(key).wait(LONG).acquire().await.unwrap();
+    let fence = guard.fence();
+    guard.release().await.unwrap();
+    fence
+}
+
+/// Returns once the store shows a process waiting for `key`; at once where the engine cannot
+/// be inspected through a locker (memory, RedLock).
+async fn queued_in_the_store(locker: &leasehold::Locker, key: &str) {
+    let until = Instant::now() + LONG;
+    loop {
+        match locker.inspect(key).await {
+            Ok(info) if info.waiting_processes > 0 => return,
+            Ok(_) => {}
+            Err(LockError::Config { .. }) => return,
+            Err(e) => panic!("inspect: {e}"),
+        }
+        assert!(Instant::now() < until, "no waiter of {key} in the store");
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `future` once.
+async fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *future).poll(cx)))
+        .await
 }
 
 /// A writer waiting for a reader leaves without the lock, by its wait running out (`Busy`)

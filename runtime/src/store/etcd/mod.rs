@@ -74,10 +74,11 @@
 //! judged the same way, and deleted by its release or by the locker giving a lapsed lease
 //! back. A writer given the lock records the top of its fences in `P:fence:{K}`, attached to
 //! its locker's lease, in the transaction that finds its key first (the put when the lock is
-//! free, the look of a queued writer otherwise): no extra round trip. A reader's fence is that
-//! record, or, with none (the lease of the locker that wrote it ended), its own key's
-//! `create revision × 32`: at or above every fence of the writers before it, below every
-//! fence of the writers after.
+//! free, the look of a queued writer otherwise): no extra round trip. A reader's fence is the
+//! top of the fence slots of the writer that record names (`create revision × 32 + 31`, not
+//! the recorded top, which a late look whose answer was lost could lower), or, with no record
+//! (the lease of the locker that wrote it ended), its own key's `create revision × 32`: at or
+//! above every fence of the writers before it, below every fence of the writers after.
 //!
 //! **Semaphores.** A semaphore `K` is the key range `P:sem:{K}/`; each permits request puts
 //! `P:sem:{K}/<tag>` on the locker's lease with the value `permits:<limit>:<count>`, so that

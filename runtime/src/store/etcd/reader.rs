@@ -7,7 +7,7 @@ use super::names::{first_writer, range_of};
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{Contender, Place, FENCE_SLOTS};
+use crate::store::sequenced::{slots_top, Contender, Place, FENCE_SLOTS};
 use crate::store::AcquireRequest;
 
 impl Etcd {
@@ -111,9 +111,10 @@ fn read(
 }
 
 /// Where a reader stands: behind a writer whose key is older than its own, or holding the lock
-/// with the last writer's recorded fence, or, with no record (the lease of the locker that
-/// wrote it ended), its own key's `create revision × 32`: at or above every fence of the
-/// writers before it, below every fence of the writers after.
+/// with the top of the fence slots of the last writer given the lock, from its record
+/// ([`recorded_writer`]), or, with no record (the lease of the locker that wrote it ended), its
+/// own key's `create revision × 32`: at or above every fence of the writers before it, below
+/// every fence of the writers after.
 fn reader_place(
     mine: &Contender<i64>,
     writer: Option<etcd::KeyValue>,
@@ -124,19 +125,27 @@ fn reader_place(
     }
     let top = record
         .as_ref()
-        .and_then(fence_record)
+        .and_then(recorded_writer)
+        .map(slots_top)
         .unwrap_or((mine.order as u64) * FENCE_SLOTS)
         .max(1);
     Place::Holds { top }
 }
 
-/// The top of the fences of the last writer given the lock, from its record (`P:fence:{K}`):
-/// `n` as it is, or `+n` for `n` above the fences' base of the record's own revision (written
-/// with the writer's key, in one transaction, when the lock was free).
-pub(super) fn fence_record(kv: &etcd::KeyValue) -> Option<u64> {
+/// The creation order (create revision) of the last writer given the lock, from its record
+/// (`P:fence:{K}`): `n`, the top of its fences (`order × 32 + fences`), or `+n`, written with
+/// the writer's key in one transaction when the lock was free, whose own revision is the
+/// order. A reader takes the top of that writer's slots ([`slots_top`]), not the recorded top:
+/// a record rewritten by a look whose answer was lost may land after a later look's, with
+/// fewer fences than the writer handed out, while the slots' top is above all of them and
+/// below every later writer's.
+pub(super) fn recorded_writer(kv: &etcd::KeyValue) -> Option<i64> {
     let text = kv.value_str().ok()?;
     match text.strip_prefix('+') {
-        Some(n) => Some((kv.mod_revision() as u64) * FENCE_SLOTS + n.parse::<u64>().ok()?),
-        None => text.parse().ok(),
+        Some(n) => {
+            n.parse::<u64>().ok()?;
+            Some(kv.mod_revision())
+        }
+        None => i64::try_from(text.parse::<u64>().ok()? / FENCE_SLOTS).ok(),
     }
 }

@@ -14,7 +14,7 @@ impl Etcd {
     /// Puts a writer's key `key`, reading the lock's first key in the same transaction. When
     /// the lock's range is empty (the key will be first), the same transaction records the
     /// fences this writer is about to be given (see
-    /// [`fence_record`](super::reader::fence_record)).
+    /// [`recorded_writer`](super::reader::recorded_writer)).
     pub(super) async fn put_writer(
         &self,
         lease: i64,
@@ -81,7 +81,7 @@ impl Etcd {
 
     /// Where a waiting writer's key stands: gone, first, or behind. When it is first, the
     /// same transaction records the fences this writer is about to be given (see
-    /// [`fence_record`](super::reader::fence_record)).
+    /// [`recorded_writer`](super::reader::recorded_writer)).
     pub(super) async fn look_writer(
         &self,
         keys: &LockKeys,

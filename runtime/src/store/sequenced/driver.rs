@@ -19,8 +19,9 @@ use crate::store::AcquireRequest;
 pub(crate) const FENCE_SLOTS: u64 = 32;
 
 /// The top of the fence slots of the contender created at `order`: at or above every fence
-/// it (or any contender created before it) handed out or reserved, for inspection's
-/// `last_fence`.
+/// it (or any contender created before it) handed out or reserved, and below every fence of a
+/// contender created after it: inspection's `last_fence`, and the fence of a reader after the
+/// writer created at `order`.
 pub(crate) fn slots_top(order: i64) -> u64 {
     order.max(0) as u64 * FENCE_SLOTS + (FENCE_SLOTS - 1)
 }

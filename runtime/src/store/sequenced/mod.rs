@@ -13,7 +13,12 @@
 //!
 //! **Fences.** A contender's creation order (ZooKeeper's `czxid`, etcd's create revision) is
 //! global and strictly increasing: the fences of a writer are `order × 32 + n`, where `n`
-//! numbers the holders of this process the lease is handed to in a row.
+//! numbers the holders of this process the lease is handed to in a row. A reader's fence is
+//! the top of the last earlier writer's slots, `order × 32 + 31` ([`slots_top`]): how many
+//! fences that writer handed out is decided by the attempt that is granted (one per waiter of
+//! its process queued by then), which may come long after the attempt that queued it, and a
+//! record of that number could be lowered by a rewrite whose answer was lost and landed late;
+//! the slots' top depends on the writer's order alone (issue 46).
 //!
 //! **Nothing left behind.** A contender is known from before it is created (by its name,
 //! which carries its attempt's tag) until it is deleted; one that stops waiting is forgotten

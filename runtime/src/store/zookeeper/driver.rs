@@ -12,8 +12,8 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    patience, standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing,
-    Wake, Who, FENCE_SLOTS,
+    patience, slots_top, standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role,
+    Standing, Wake, Who, FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -280,14 +280,19 @@ impl ZooKeeper {
 
 /// A reader's fence, from the container's data and stat read once the reader's znode (created
 /// at `mine`) was in. Every writer's znode is created in one transaction with `+n` in the
-/// container's data, so the record's `mzxid` is that writer's `czxid` and its fences top is
-/// `mzxid × 32 + n`. When the record is older than the reader's znode, it is the last writer
-/// that came before the reader: the reader got in, so that writer held the lock and left (or
-/// gave up waiting, or its session ended) and its top is the fence the reader sees. When a
-/// writer came after the reader and overwrote the record, or there is none, the reader's fence
-/// is `mine × 32` (or, with no record at all, the container's `czxid × 32`, the same for
-/// every reader): either way at or above every fence of the writers before the reader, below
-/// every fence of the writers after.
+/// container's data, so the record's `mzxid` is that writer's `czxid`. When the record is older
+/// than the reader's znode, it is the last writer that came before the reader: the reader got
+/// in, so that writer held the lock and left (or gave up waiting, or its session ended), and
+/// the reader's fence is the top of that writer's fence slots, `mzxid × 32 + 31`
+/// ([`slots_top`]). Not `mzxid × 32 + n`: `n` is what the attempt that created the znode
+/// reserved, and a writer that waited is granted by a later attempt, which reserves one fence
+/// per waiter of its process queued by then and hands them out without rewriting the record
+/// (a rewrite whose answer was lost could land after a later one, and lower it). The slots'
+/// top is at or above every fence that writer handed out, however many, and below every fence
+/// of a writer created after it. When a writer came after the reader and overwrote the record,
+/// or there is none, the reader's fence is `mine × 32` (or, with no record at all, the
+/// container's `czxid × 32`, the same for every reader): either way at or above every fence of
+/// the writers before the reader, below every fence of the writers after.
 pub(super) fn reader_fence(record: Option<(Vec<u8>, zk::Stat)>, mine: i64) -> u64 {
     let mine_floor = (mine.max(0) as u64) * FENCE_SLOTS;
     let Some((data, stat)) = record else {
@@ -297,7 +302,7 @@ pub(super) fn reader_fence(record: Option<(Vec<u8>, zk::Stat)>, mine: i64) -> u6
         .ok()
         .and_then(|text| text.strip_prefix('+')?.parse::<u64>().ok());
     let top = match recorded {
-        Some(n) if stat.mzxid < mine => (stat.mzxid.max(0) as u64) * FENCE_SLOTS + n,
+        Some(_) if stat.mzxid < mine => slots_top(stat.mzxid),
         Some(_) => mine_floor,
         None => (stat.czxid.max(0) as u64) * FENCE_SLOTS,
     };

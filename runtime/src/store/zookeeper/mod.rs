@@ -49,9 +49,11 @@
 //! stops waiting leaves nothing behind. Each reader's znode is its own lease: it goes with its
 //! release, with the locker giving a lapsed lease back, or with the session. Each writer's
 //! znode is created in one transaction with a record of its fences in the container's data; a
-//! reader's fence is the top of the fences of the last writer before it, taken from that record
-//! (see [`reader_fence`](driver::reader_fence) for when it is not): at or above every fence a
-//! writer of the key was given before the reader, below every fence of the writers after.
+//! reader's fence is the top of the fence slots of the last writer before it (`czxid × 32 +
+//! 31`), the writer that record names (see [`reader_fence`](driver::reader_fence) for when it
+//! is not): at or above every fence a writer of the key was given before the reader, also
+//! those a writer that waited handed to its process's holders, and below every fence of the
+//! writers after.
 //!
 //! **Semaphores.** A semaphore `K` is the container of `P:sem:{K}`; each permits request
 //! creates `p-<tag>-<limit>-<count>-<sequence>`, so that one listing of the children is the

@@ -127,7 +127,7 @@ fn queue_order_holds_across_the_wrap_of_the_sequence_numbers() {
 }
 
 #[test]
-fn readers_take_the_last_earlier_writers_fence_or_a_floor_between_writers() {
+fn readers_take_the_top_of_the_last_earlier_writers_slots_or_a_floor_between_writers() {
     let stat = |czxid, mzxid| zk::Stat {
         czxid,
         mzxid,
@@ -141,9 +141,14 @@ fn readers_take_the_last_earlier_writers_fence_or_a_floor_between_writers() {
         data_length: 2,
         num_children: 1,
     };
-    // The last writer before the reader (its znode and the record share a zxid).
-    let record = Some((b"+3".to_vec(), stat(5, 40)));
-    assert_eq!(reader_fence(record, 50), 40 * FENCE_SLOTS + 3);
+    // The last writer before the reader (its znode and the record share a zxid): the top of
+    // its slots, whatever its creating attempt reserved. It queued with one fence (`+1`) and
+    // was granted by a later attempt that reserved three for its process's waiters (issue
+    // 46: the reader got `40 × 32 + 1`, below the fences +2 and +3 handed over before it).
+    let record = Some((b"+1".to_vec(), stat(5, 40)));
+    assert_eq!(reader_fence(record, 50), 40 * FENCE_SLOTS + 31);
+    assert!(reader_fence(Some((b"+1".to_vec(), stat(5, 40))), 50) >= 40 * FENCE_SLOTS + 3);
+    assert!(reader_fence(Some((b"+1".to_vec(), stat(5, 40))), 50) < 41 * FENCE_SLOTS);
     // A writer that came after the reader overwrote it: the reader's own floor.
     let record = Some((b"+1".to_vec(), stat(5, 60)));
     assert_eq!(reader_fence(record, 50), 50 * FENCE_SLOTS);
