@@ -26,8 +26,9 @@ Commands:
   watch KEY              print acquisitions and releases of a lock as they happen
   top [PATTERN]          a live view of the held locks: holder, age, lease, fence,
                          waiters, acquisitions per second; the engine's health and round trip
-  fences                 the fence ceiling: above every fence handed out so far, the
-                         fence_offset for the deployment the locks move to
+  fences [--above N]     the fence ceiling: above every fence handed out so far; with
+                         --above, the fence_offset that puts this deployment's fences
+                         above another's ceiling N (for moving locks between engines)
   help [COMMAND]         this text, or a command's
 
 Options (before or after the command):
@@ -278,8 +279,12 @@ pub(crate) enum Command {
     },
     /// `top [PATTERN] [--interval DUR] [--sort ORDER] [--plain] [--once | --count N]`.
     Top(crate::top::Options),
-    /// `fences`.
-    Fences,
+    /// `fences [--above CEILING]`.
+    Fences {
+        /// The ceiling of the deployment the locks move from: print the offset that puts
+        /// this deployment's fences above it, instead of this deployment's ceiling.
+        above: Option<u64>,
+    },
 }
 
 /// The default `--interval` of `watch` (`top`'s is its own).
@@ -317,14 +322,22 @@ const FENCES_HELP: &str = "\
 leasehold fences: the fence ceiling of this deployment, a number above every fence and
 leader term it handed out so far, on every key; printed alone on stdout
 
-Usage: leasehold fences [OPTIONS]
+Usage: leasehold fences [--above CEILING] [OPTIONS]
 
 Moving locks to another engine (say from Redis to etcd, whose fences are on another
 scale): stop the old deployment's lock holders, run this against the old deployment (with
-its --config, so that its own fence_offset counts), then give every process of the new one
-fence_offset = <the number> (LEASEHOLD_FENCE_OFFSET). Without it, fenced storage that saw the
-old fences refuses the new holders' writes until the new fences pass them: for good, from
+its --config, so that its own fence_offset counts), then run it again against the new
+deployment with --above <the number>, and give every process of the new one fence_offset =
+<the second number> (LEASEHOLD_FENCE_OFFSET). Without it, fenced storage that saw the old
+fences refuses the new holders' writes until the new fences pass them: for good, from
 Redis or PostgreSQL (clock microseconds) to ZooKeeper or etcd (transaction counts).
+
+Options:
+      --above CEILING  print the fence_offset that puts every fence this deployment hands
+                       out from now on above CEILING (the old deployment's ceiling): the
+                       ceiling less what this engine hands out now, plus a margin; 0 when
+                       it hands out more already. Unlike the ceiling itself as the offset,
+                       it does not grow by a clock's worth on every move.
 
 It takes and releases a lock of its own (leasehold:fence-ceiling:...) to read the engine's
 fence rule: exact on PostgreSQL, ZooKeeper and etcd, the server clock plus a margin on Redis.
@@ -352,7 +365,11 @@ const COMMANDS: [(&str, &str, &str); 7] = [
     ),
     ("watch", WATCH_HELP, "Usage: leasehold watch [OPTIONS] KEY"),
     ("top", TOP_HELP, "Usage: leasehold top [OPTIONS] [PATTERN]"),
-    ("fences", FENCES_HELP, "Usage: leasehold fences [OPTIONS]"),
+    (
+        "fences",
+        FENCES_HELP,
+        "Usage: leasehold fences [--above CEILING] [OPTIONS]",
+    ),
 ];
 
 /// Options seen on the command line, before the subcommand is known to check them against.
@@ -366,6 +383,7 @@ struct Seen {
     sort: Option<Sort>,
     plain: bool,
     count: Option<u64>,
+    above: Option<u64>,
     help: bool,
     version: bool,
     /// Command-specific options in the order given, to refuse those the command lacks.
@@ -461,6 +479,21 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, 
                 set(&mut seen.count, "--once or --count", count)?;
                 seen.specific.push("--count");
             }
+            "--above" => {
+                let text = value("CEILING")?;
+                let ceiling = text.parse::<u64>().map_err(|_| {
+                    UsageError::new(
+                        USAGE,
+                        format!(
+                            "--above {:?} is not a fence ceiling; give the number `leasehold \
+                             fences` printed for the deployment the locks move from",
+                            crate::display::key(&text)
+                        ),
+                    )
+                })?;
+                set(&mut seen.above, &name, ceiling)?;
+                seen.specific.push("--above");
+            }
             "--force" => {
                 seen.force = true;
                 seen.specific.push("--force");
@@ -518,6 +551,7 @@ fn command(seen: Seen, positional: Vec<String>) -> Result<Parsed, UsageError> {
         "release" => &["--force", "--yes"],
         "watch" => &["--interval", "--for"],
         "top" => &["--interval", "--sort", "--plain", "--once", "--count"],
+        "fences" => &["--above"],
         _ => &[],
     };
     if let Some(option) = seen.specific.iter().find(|o| !allowed.contains(o)) {
@@ -569,7 +603,7 @@ fn command(seen: Seen, positional: Vec<String>) -> Result<Parsed, UsageError> {
                     format!("`fences` takes no argument, got {}", rest.len()),
                 ));
             }
-            Command::Fences
+            Command::Fences { above: seen.above }
         }
         _ => {
             let key = one_key(name, usage, rest)?;
@@ -719,6 +753,29 @@ mod tests {
             run(&["--timeout", "500ms", "list"]).unwrap().global.timeout,
             Some(Duration::from_millis(500))
         );
+    }
+
+    #[test]
+    fn fences_and_the_offset_above_a_ceiling() {
+        assert_eq!(
+            run(&["fences"]).unwrap().command,
+            Command::Fences { above: None }
+        );
+        assert_eq!(
+            run(&["fences", "--above", "1790000000000000"])
+                .unwrap()
+                .command,
+            Command::Fences {
+                above: Some(1_790_000_000_000_000)
+            }
+        );
+        let e = run(&["fences", "--above", "-3"]).unwrap_err();
+        assert!(
+            e.contains("--above") && e.contains("not a fence ceiling"),
+            "{e}"
+        );
+        let e = run(&["show", "k", "--above", "3"]).unwrap_err();
+        assert!(e.contains("has no option --above"), "{e}");
     }
 
     #[test]

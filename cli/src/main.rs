@@ -65,7 +65,7 @@ fn main() -> ExitCode {
                 stop_after,
             } => watch::run(&locker, &target, &key, interval, stop_after).await,
             Command::Top(_) => unreachable!("`top` ran above"),
-            Command::Fences => fences::run(&locker, &target).await,
+            Command::Fences { above } => fences::run(&locker, &target, above).await,
         }
     });
     match outcome {

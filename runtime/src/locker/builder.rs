@@ -464,12 +464,16 @@ impl LockerBuilder {
     /// fences keep increasing past the old one's. Every engine has its own fence scale (Redis
     /// and PostgreSQL follow their server's clock in µs, about 1.8 × 10¹⁵ today; ZooKeeper and
     /// etcd count transactions, far below that), and storage that refuses writes with an
-    /// older fence refuses every write of a holder on a smaller scale, for good. Give the new
-    /// deployment the old one's [`Locker::fence_ceiling`](crate::Locker::fence_ceiling)
-    /// (`leasehold fences ceiling` in the CLI), in every process of it, and never lower it:
-    /// see the README's "Moving to another engine". Lockers of one deployment with different
-    /// offsets are unsafe (one's late writes could pass another's newer fences). Defaults to
-    /// 0; at most [`MAX_FENCE_OFFSET`].
+    /// older fence refuses every write of a holder on a smaller scale, for good. Read the old
+    /// deployment's [`Locker::fence_ceiling`](crate::Locker::fence_ceiling) (`leasehold
+    /// fences`), turn it into the new deployment's offset with
+    /// [`Locker::fence_offset_above`](crate::Locker::fence_offset_above) (`leasehold fences
+    /// --above CEILING`, run against the new deployment), give that to every process of it,
+    /// and never lower it: see the README's "Moving to another engine". The ceiling itself
+    /// works as an offset too, but grows by a server clock's worth on every move, and passes
+    /// [`MAX_FENCE_OFFSET`] after two moves. Lockers of one deployment with different offsets
+    /// are unsafe (one's late writes could pass another's newer fences). Defaults to 0; at
+    /// most [`MAX_FENCE_OFFSET`].
     pub fn fence_offset(mut self, offset: u64) -> Self {
         self.fence_offset = offset;
         self

@@ -9,6 +9,8 @@ use super::Locker;
 
 /// What [`Locker::fence_ceiling`] adds to its probe's fence: a second of reservations at the
 /// rate (10⁶ per second) above which a Redis fence counter runs ahead of the server clock.
+/// [`Locker::fence_offset_above`] adds it too: a second of the server clock that Redis and
+/// PostgreSQL fences follow, should it step back after the probe.
 const FENCE_CEILING_MARGIN: u64 = 1_000_000;
 
 impl Locker {
@@ -67,15 +69,15 @@ impl Locker {
     }
 
     /// A number above every fence and leader term this locker's deployment has handed out
-    /// so far, on every key: the [`fence_offset`](crate::LockerBuilder::fence_offset) to give
-    /// the deployment the locks move to, so that its fences keep increasing past these
-    /// (`leasehold fences` in the CLI). It takes a lock of a key of its own (under
-    /// `leasehold:fence-ceiling:`), reads its fence and releases it: the engines' fence
-    /// rules put that fence above every earlier one of every key (PostgreSQL's one sequence,
-    /// ZooKeeper's zxids, etcd's revisions), or, where fences follow the server's clock (Redis),
-    /// at the clock; the answer adds a margin of 10⁶ for counters that ran ahead of it (a
-    /// second of reservations at the rate where that can happen). Works on every engine,
-    /// including RedLock and in memory.
+    /// so far, on every key: what the deployment the locks move to must stay above, so that
+    /// its fences keep increasing past these (`leasehold fences` in the CLI); the new
+    /// deployment turns it into its offset with [`fence_offset_above`](Self::fence_offset_above).
+    /// It takes a lock of a key of its own (under `leasehold:fence-ceiling:`), reads its fence
+    /// and releases it: the engines' fence rules put that fence above every earlier one of
+    /// every key (PostgreSQL's one sequence, ZooKeeper's zxids, etcd's revisions), or, where
+    /// fences follow the server's clock (Redis), at the clock; the answer adds a margin of 10⁶
+    /// for counters that ran ahead of it (a second of reservations at the rate where that can
+    /// happen). Works on every engine, including RedLock and in memory.
     ///
     /// # Errors
     /// As [`LockRequest::acquire`](crate::LockRequest::acquire).
@@ -86,12 +88,61 @@ impl Locker {
     /// let old = leasehold::Locker::in_memory();
     /// let last = old.lock("stock:1").acquire().await?.fence();
     /// let ceiling = old.fence_ceiling().await?;
-    /// // The new deployment, with the old one's ceiling as its offset:
-    /// let new = leasehold::Locker::builder().fence_offset(ceiling).build_in_memory()?;
+    /// // The new deployment, with the offset that puts its fences above the ceiling:
+    /// let probe = leasehold::Locker::in_memory();
+    /// let offset = probe.fence_offset_above(ceiling).await?;
+    /// let new = leasehold::Locker::builder().fence_offset(offset).build_in_memory()?;
     /// assert!(new.lock("stock:1").acquire().await?.fence() > last);
     /// # Ok(()) }
     /// ```
     pub async fn fence_ceiling(&self) -> Result<u64, LockError> {
+        let fence = self.probe_fence().await?;
+        Ok(fence + self.inner.fence_offset + FENCE_CEILING_MARGIN)
+    }
+
+    /// The [`fence_offset`](crate::LockerBuilder::fence_offset) that puts every fence and
+    /// leader term this locker's deployment hands out from now on above `ceiling`, the
+    /// [`fence_ceiling`](Self::fence_ceiling) of the deployment the locks move from
+    /// (`leasehold fences --above CEILING` in the CLI): the ceiling less what this engine
+    /// hands out now (its own fences without any offset), plus a margin of 10⁶ (a second of
+    /// the clock that Redis and PostgreSQL fences follow, should it step back), and 0 when
+    /// the engine hands out more than that already. Give it to every process of this
+    /// deployment before they take locks.
+    ///
+    /// Not the ceiling itself: an offset adds to the engine's own fences, which on Redis and
+    /// PostgreSQL are the server clock in µs (about 1.8 × 10¹⁵), so a ceiling taken for the
+    /// offset on every move grows by a clock's worth each time, and passes
+    /// [`MAX_FENCE_OFFSET`](crate::MAX_FENCE_OFFSET) after two moves. This offset stays
+    /// within a clock's worth of fences (plus what ZooKeeper's and etcd's counters add),
+    /// however many times the locks move.
+    ///
+    /// It takes a lock of a key of its own, as [`fence_ceiling`](Self::fence_ceiling) does,
+    /// to read the engine's fence rule; this locker's own offset does not count.
+    ///
+    /// # Errors
+    /// As [`LockRequest::acquire`](crate::LockRequest::acquire); [`LockError::Config`] when
+    /// the offset would be above [`MAX_FENCE_OFFSET`](crate::MAX_FENCE_OFFSET) (a ceiling
+    /// within 2⁵² of the largest fence).
+    pub async fn fence_offset_above(&self, ceiling: u64) -> Result<u64, LockError> {
+        let fence = self.probe_fence().await?;
+        // Every fence this engine hands out from now on is above `fence`, or, where fences
+        // follow a server clock, above `fence` less the margin (a clock stepped back).
+        let offset = ceiling
+            .saturating_add(FENCE_CEILING_MARGIN)
+            .saturating_sub(fence);
+        if offset > crate::locker::MAX_FENCE_OFFSET {
+            return Err(LockError::config(format!(
+                "the fence offset above {ceiling} would be {offset}, above the largest fence \
+                 offset, {} (2^52): fences must stay below 2^53, which doubles hold exactly",
+                crate::locker::MAX_FENCE_OFFSET
+            )));
+        }
+        Ok(offset)
+    }
+
+    /// The fence the store hands out now (without this locker's offset), from a lock of a key
+    /// of its own, taken and released.
+    async fn probe_fence(&self) -> Result<u64, LockError> {
         let probe = format!(
             "leasehold:fence-ceiling:{}",
             crate::store::token::contender_name()
@@ -102,9 +153,9 @@ impl Locker {
             .wait(std::time::Duration::from_secs(5))
             .acquire()
             .await?;
-        let fence = guard.fence();
+        let fence = guard.fence() - self.inner.fence_offset;
         let _ = guard.release().await;
-        Ok(fence + FENCE_CEILING_MARGIN)
+        Ok(fence)
     }
 
     /// Deletes a lock whoever holds it, and wakes its waiters; true when there was one.

@@ -181,6 +181,123 @@ async fn with_an_offset_postgres_fenced_transactions_check_the_engines_own_fence
     guard.release().await.unwrap();
 }
 
+/// An engine the locks of [`locks_move_between_engines_any_number_of_times`] move to.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Redis,
+    Postgres,
+    Etcd,
+}
+
+/// The servers those engines run on: the same ones each time the locks come back.
+struct Servers {
+    redis: RedisServer,
+    pg: PgServer,
+    etcd: EtcdServer,
+}
+
+impl Servers {
+    async fn locker(&self, target: Target, offset: u64) -> Result<Locker, leasehold::LockError> {
+        let builder = Locker::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .fence_offset(offset);
+        match target {
+            Target::Redis => builder.url(self.redis.url()),
+            Target::Postgres => builder.postgres(self.pg.url()),
+            Target::Etcd => builder.etcd([self.etcd.endpoint()]),
+        }
+        .build()
+        .await
+    }
+}
+
+/// The offset that puts `target`'s fences above `ceiling`, the deployment's before the move
+/// (`leasehold fences --above CEILING` against the new deployment): read by a locker of the
+/// new deployment, whose own offset does not count.
+async fn offset_above(servers: &Servers, target: Target, ceiling: u64) -> u64 {
+    let probe = servers.locker(target, 0).await.unwrap();
+    probe.fence_offset_above(ceiling).await.unwrap()
+}
+
+/// The move between engines works any number of times (issue 46). The locks go from Redis to
+/// PostgreSQL, etcd and back, eleven moves; each new deployment's offset puts its fences above
+/// the old deployment's ceiling, as the README's move says: every holder's write to a record
+/// that refuses older fences is accepted, fences increase across every move, and the offset
+/// stays within a clock's worth of fences. With the ceiling itself as the offset (the move as
+/// it was), offsets grew by a server clock's worth (about 1.8 × 10¹⁵) on every move from Redis
+/// or PostgreSQL, and the third move needed one above 2⁵², which no locker takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_move_between_engines_any_number_of_times() {
+    let servers = Servers {
+        redis: RedisServer::start().await,
+        pg: PgServer::start().await,
+        etcd: EtcdServer::start().await,
+    };
+    let records = RedisServer::start().await;
+    let mut deployment = servers.locker(Target::Redis, 0).await.unwrap();
+    let mut last = {
+        let guard = deployment.lock("stock:1").acquire().await.unwrap();
+        assert!(write(&records, guard.fence()).await.is_accepted());
+        let fence = guard.fence();
+        guard.release().await.unwrap();
+        fence
+    };
+    let route = [
+        Target::Postgres,
+        Target::Redis,
+        Target::Postgres,
+        Target::Etcd,
+        Target::Redis,
+        Target::Etcd,
+        Target::Postgres,
+        Target::Etcd,
+        Target::Redis,
+        Target::Postgres,
+        Target::Redis,
+    ];
+    let mut offsets = Vec::new();
+    for (moved, target) in route.into_iter().enumerate() {
+        let ceiling = deployment.fence_ceiling().await.unwrap();
+        assert!(ceiling > last);
+        let offset = offset_above(&servers, target, ceiling).await;
+        offsets.push(offset);
+        deployment = servers.locker(target, offset).await.unwrap_or_else(|e| {
+            panic!(
+                "move {} (to {target:?}), offsets {offsets:?}: {e}",
+                moved + 1
+            )
+        });
+        for _ in 0..2 {
+            let guard = deployment.lock("stock:1").acquire().await.unwrap();
+            assert!(
+                guard.fence() > ceiling && guard.fence() > last,
+                "move {} (to {target:?}): fence {} after {last} (ceiling {ceiling})",
+                moved + 1,
+                guard.fence()
+            );
+            assert!(
+                write(&records, guard.fence()).await.is_accepted(),
+                "move {} (to {target:?}): the record refused fence {}",
+                moved + 1,
+                guard.fence()
+            );
+            last = guard.fence();
+            guard.release().await.unwrap();
+        }
+    }
+    // Every offset stays within a clock's worth of fences (plus etcd's counts and the margins),
+    // however many moves came before.
+    let clock_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    assert!(
+        offsets.iter().all(|&o| o < clock_now + 100_000_000),
+        "{offsets:?}"
+    );
+    assert!(last < clock_now * 2, "{last}");
+}
+
 #[tokio::test]
 async fn offsets_are_bounded_and_read_from_config_and_environment() {
     let err = Locker::builder()
