@@ -180,6 +180,13 @@ impl Lease {
         })
     }
 
+    /// The store gave the lease's next holder `fence`, the first of a new reservation (an
+    /// engine that takes part in handovers, see `Store::hand_over`): the fences reserved
+    /// before are not handed out any more.
+    pub(crate) fn restart_fences(&self, fence: u64) {
+        *self.fences.lock().unwrap() = (fence, fence);
+    }
+
     /// True while the lease is still trusted: not lost, not past its validity, not released.
     pub(crate) fn is_held(&self) -> bool {
         let s = self.state.borrow();

@@ -218,6 +218,34 @@ impl Queues {
         1 + queued.min(MAX_HANDOFFS_IN_ROW as usize) as u64
     }
 
+    /// Whether [`hand_over`](Self::hand_over) would find a waiter to take `lease` over now,
+    /// reserved fences aside: for an engine that must take part in a handover, before it is
+    /// asked to.
+    pub(crate) fn would_hand_over(&self, lease: &Arc<Lease>) -> bool {
+        if !lease.watchdog || !lease.is_held() {
+            return false;
+        }
+        let queues = self.map.lock().unwrap();
+        let Some(q) = queues.get(lease.keys.lock()) else {
+            return false;
+        };
+        if !q.holder.as_ref().is_some_and(|h| Arc::ptr_eq(h, lease))
+            || q.handoffs_in_row >= MAX_HANDOFFS_IN_ROW
+        {
+            return false;
+        }
+        q.waiters
+            .iter()
+            .find(|w| !w.tx.is_closed())
+            .is_some_and(|w| {
+                w.watchdog
+                    && !w.fair
+                    && !w.own
+                    && w.lease == lease.lease
+                    && (!w.fenced || lease.fenced)
+            })
+    }
+
     /// Hands `lease` to the next waiter of this process, without a round trip, when that
     /// waiter asked for the same lease with the watchdog on (so it can take over the lease
     /// as it is) and a reserved fencing token is left. False when the lease must go back

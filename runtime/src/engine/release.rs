@@ -116,7 +116,7 @@ impl Inner {
             self.schedule.unwatch(&lease);
             return outcome(self.delete(&lease).await);
         };
-        if self.queues.hand_over(&lease) {
+        if self.handover_allowed(&lease).await && self.queues.hand_over(&lease) {
             return ("handed_over", Ok(()));
         }
         if !lease.finish() {
@@ -130,6 +130,34 @@ impl Inner {
         turn.in_flight = None;
         drop(turn);
         outcome(released)
+    }
+
+    /// Whether `lease` may go to a waiter of this process without the store. Where the engine
+    /// takes part in handovers (PostgreSQL, `Store::hand_over`), a fenced lease goes through it
+    /// first: a transaction that checked an earlier holder's fence may still be open, and the
+    /// lease's fences all pass a check. The store gives the next holder a fence of its own once
+    /// no such transaction is open, and the lease's reservation starts anew there; while one
+    /// is (or the call fails, whatever it did), the lease is released instead, and the next
+    /// holder takes the lock in the store like any contender, once that transaction ended.
+    async fn handover_allowed(&self, lease: &Arc<Lease>) -> bool {
+        if !lease.fenced || !self.queues.would_hand_over(lease) {
+            // Unfenced: no fence to check. Nobody to take it: `hand_over` says so itself.
+            return true;
+        }
+        let Some(call) = self.store.hand_over(&lease.keys, &lease.token) else {
+            return true;
+        };
+        match call.await {
+            Ok(Some(fence)) => {
+                lease.restart_fences(fence + self.fence_offset);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::debug!(error = %e, "a handover through the store failed; released");
+                false
+            }
+        }
     }
 
     /// Ends one holder's use of a lease whose lock must stay taken until `until` (a hold

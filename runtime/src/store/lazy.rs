@@ -274,6 +274,15 @@ impl Store for LazyStore {
         }
     }
 
+    /// A lease to hand over was granted by the engine, so it is connected.
+    fn hand_over<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> Option<StoreFuture<'a, Option<u64>>> {
+        self.state.store.get()?.hand_over(keys, token)
+    }
+
     fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
         if let Some(store) = self.state.store.get() {
             store.withdraw_request(keys, contender);

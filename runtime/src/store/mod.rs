@@ -236,6 +236,24 @@ pub(crate) trait Store: Send + Sync + 'static {
         self.release(keys, token)
     }
 
+    /// Hands the lock `token` holds on to another holder of this process, where the engine
+    /// must take part. `None`, the default: it need not, and the next holder takes the next
+    /// of the fences reserved with the lease, without a round trip. Otherwise the call's
+    /// answer: `Some(fence)`, the next holder's fence (as the store hands it out), the first
+    /// of a reservation that starts anew there; `None`, the lock cannot pass now (PostgreSQL:
+    /// a fenced transaction of an earlier holder is still open; or `token` no longer holds
+    /// it), and is released instead. A call whose answer was lost counts as `None`, so it
+    /// must change nothing if it lands after that release, or is sent again. A store that
+    /// wraps another must pass it on.
+    fn hand_over<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> Option<StoreFuture<'a, Option<u64>>> {
+        let _ = (keys, token);
+        None
+    }
+
     /// A request that waited under its own `contender` name stopped waiting without the lock:
     /// leave the store's queue, and give the lock on to the others if a release had just
     /// chosen it. Never blocks (runs in the background where it needs a round trip).

@@ -101,6 +101,15 @@ impl Store for Observed {
         self.watch(self.store.release_held(keys, token, valid_until))
     }
 
+    fn hand_over<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> Option<StoreFuture<'a, Option<u64>>> {
+        let call = self.store.hand_over(keys, token)?;
+        Some(self.watch(call))
+    }
+
     fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
         self.store.withdraw_request(keys, contender);
     }

@@ -10,8 +10,8 @@ use tokio_postgres as pg;
 use super::errors::unavailable_at;
 use super::settle::{Backend, Settlement};
 use super::sql::{
-    ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES, BACKEND, RELEASE, RELEASE_PERMITS,
-    RELEASE_SHARED, RELEASE_TYPES, RENEW, RENEW_PERMITS, RENEW_SHARED, WARM_UP,
+    ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES, BACKEND, HAND_OVER, RELEASE,
+    RELEASE_PERMITS, RELEASE_SHARED, RELEASE_TYPES, RENEW, RENEW_PERMITS, RENEW_SHARED, WARM_UP,
 };
 use super::wakes::{heard, Wakes};
 use crate::error::LockError;
@@ -22,6 +22,7 @@ pub(super) struct Statements {
     pub(super) acquire: pg::Statement,
     pub(super) release: pg::Statement,
     pub(super) renew: pg::Statement,
+    pub(super) hand_over: pg::Statement,
     pub(super) acquire_shared: pg::Statement,
     pub(super) release_shared: pg::Statement,
     pub(super) renew_shared: pg::Statement,
@@ -163,6 +164,9 @@ impl Shared {
                     &[Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::INT8_ARRAY],
                 )
                 .await?;
+            let hand_over = client
+                .prepare_typed(HAND_OVER, &[Type::TEXT, Type::TEXT])
+                .await?;
             let batch = [Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::INT8_ARRAY];
             let acquire_shared = client
                 .prepare_typed(ACQUIRE_SHARED, &[Type::TEXT, Type::TEXT, Type::INT8])
@@ -202,6 +206,7 @@ impl Shared {
                 acquire,
                 release,
                 renew,
+                hand_over,
                 acquire_shared,
                 release_shared,
                 renew_shared,

@@ -119,6 +119,34 @@ impl PostgresStore {
         })
     }
 
+    /// Hands the lock `token` holds on to another holder of this process ([`HAND_OVER`]):
+    /// the next holder's fence, or `None` while a fenced transaction of the lock is open (the
+    /// lock must then go back and be taken anew once that transaction ended) or once `token`
+    /// no longer holds it.
+    ///
+    /// [`HAND_OVER`]: super::sql::HAND_OVER
+    pub(super) async fn hand_over_once(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<Option<u64>, LockError> {
+        let key = db_text(keys.lock());
+        let owner = token_text(token);
+        let row = self
+            .call("refused a handover", |conn| {
+                let key = key.clone();
+                async move {
+                    let params: [&(dyn pg::types::ToSql + Sync); 2] = [&key.as_ref(), &owner];
+                    conn.client
+                        .query_one(&conn.statements.hand_over, &params)
+                        .await
+                }
+            })
+            .await?;
+        let fence: Option<i64> = row.get(1);
+        Ok(fence.and_then(|f| u64::try_from(f).ok()))
+    }
+
     pub(super) async fn renew_all(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
         let mut out = Vec::with_capacity(batch.len());
         for chunk in batch.chunks(RENEW_CHUNK) {

@@ -37,7 +37,10 @@
 //! `pg_try_advisory_xact_lock` and answers "held" when it cannot. So nobody takes the lock
 //! over while a transaction that checked its fence is open, renewals and releases (which never
 //! touch that lock) are never blocked by it, and acquires never wait for it (hash collisions
-//! only cost a spurious "held"). The check also sets the transaction's
+//! only cost a spurious "held"). An in-process handover of a fenced lease takes it the same way
+//! ([`HAND_OVER`](sql::HAND_OVER)): the next task of the holder's process gets a fence of its
+//! own, and only once no checked transaction is open; else the lock goes back to the table.
+//! The check also sets the transaction's
 //! `idle_in_transaction_session_timeout` to the lease left plus
 //! [`FENCED_IDLE_MARGIN`](crate::postgres::FENCED_IDLE_MARGIN) (5 s), so a holder stalled inside
 //! its transaction frees the lock at most that long after its lease ended.
@@ -256,6 +259,18 @@ impl Store for PostgresStore {
         valid_until: tokio::time::Instant,
     ) -> StoreFuture<'a, bool> {
         Box::pin(self.release_once(keys, token, Some(valid_until)))
+    }
+
+    /// Through the store: a transaction that checked an earlier holder's fence
+    /// (`check_fence`) may still be open, and the lease's fences all pass a check; the next
+    /// holder gets a fence of a slot of its own once no such transaction is open
+    /// ([`HAND_OVER`](sql::HAND_OVER)).
+    fn hand_over<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+    ) -> Option<StoreFuture<'a, Option<u64>>> {
+        Some(Box::pin(self.hand_over_once(keys, token)))
     }
 
     /// Waits until the connections that the token's acquires were on when their outcome

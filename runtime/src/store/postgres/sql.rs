@@ -28,6 +28,28 @@ pub const RELEASE_TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::
 
 pub(super) const WITHDRAW: &str = "SELECT leasehold_withdraw($1, $2, $3, $4)";
 
+/// A lock handed over to another holder of its owner's process: key, owner. Only while no
+/// fenced transaction of the key is open (its advisory lock, which `leasehold_check_fence`
+/// holds shared until such a transaction ends, is free for this statement) and the owner
+/// still holds the lock, the row gets a fence of a new slot, `slot × 32 + 1` (drawn with the
+/// row locked, as `leasehold_acquire` draws): the next holder's, above every fence of the
+/// lease before it, so a check with an earlier holder's fence is refused from now on. One
+/// row: whether the advisory lock was free, and the new fence (`NULL` when nothing was drawn).
+/// An update, never an insert: sent again, or landing late after the lock was released or
+/// taken over, it changes nothing.
+pub(super) const HAND_OVER: &str = "WITH free AS (\
+     SELECT pg_try_advisory_xact_lock((k.h >> 32)::int, (k.h << 32 >> 32)::int) AS yes \
+     FROM (SELECT hashtextextended($1, 0) AS h) AS k), \
+     mine AS (\
+     SELECT l.key, l.fence FROM leasehold_locks AS l \
+     WHERE (SELECT yes FROM free) AND l.key = $1 AND l.owner = $2 \
+     AND l.expires > clock_timestamp() \
+     FOR UPDATE), \
+     drawn AS (\
+     UPDATE leasehold_locks AS l SET fence = leasehold_draw_slot(mine.fence / 32) * 32 + 1 \
+     FROM mine WHERE l.key = mine.key RETURNING l.fence) \
+     SELECT (SELECT yes FROM free), (SELECT fence FROM drawn)";
+
 /// This connection's backend as the server knows it: its process id, and when it started in
 /// microseconds since the epoch (a pid alone may be reused by a later backend). Read once when
 /// a connection for lock calls opens, in the round trip that sets its bounds; every role may

@@ -4,7 +4,8 @@
 //! transaction held open blocks no renewal and keeps writers out, the periodic sweep cleans
 //! the rows of readers, permit holders and idle semaphores, and worker processes taking read
 //! and write locks, permits or leaderships, one of them killed, break no rule of the history
-//! checker.
+//! checker; an in-process handover waits for the holder's fenced transaction and refuses the
+//! earlier holder's fence afterwards.
 
 use std::time::Duration;
 
@@ -287,6 +288,174 @@ async fn a_fence_check_refuses_a_reader_that_an_operator_deposed() {
         .expect("the writer's check passes");
     tx.commit().await.unwrap();
     writer.release().await.unwrap();
+}
+
+/// Polls `future` once: a task asking for a lock takes its place in its locker's queue on
+/// its first poll.
+async fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *future).poll(cx)))
+        .await
+}
+
+/// A task that wants a lock, as it runs in its own task once it waits.
+type Task<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// The lock `key` held through `a`, by a lease that has a fence reserved for `next`, a task of
+/// `a` queued behind the holder (so that a release hands the lease over in `a`), and `next`
+/// running. Another locker holds the lock while the holder queues in the database and `next`
+/// queues behind it in `a`; the attempt that takes the lock once that locker leaves reserves a
+/// fence for `next`.
+async fn hold_with_a_task_queued_behind<T: Send + 'static>(
+    pg: &PgServer,
+    a: &Locker,
+    key: &'static str,
+    mut next: Task<T>,
+) -> (leasehold::LockGuard, tokio::task::JoinHandle<T>) {
+    let gate_keeper = locker(pg).await;
+    let gate = gate_keeper.lock(key).acquire().await.unwrap();
+    let mut holder = Box::pin({
+        let a = a.clone();
+        async move { a.lock(key).lease(LONG).wait(LONG).acquire().await }
+    });
+    assert!(poll_once(&mut holder).await.is_pending());
+    assert!(poll_once(&mut next).await.is_pending());
+    let holder = tokio::spawn(holder);
+    eventually("the holder waits in the database", LONG, || async {
+        gate_keeper.inspect(key).await.unwrap().waiting_processes > 0
+    })
+    .await;
+    gate.release().await.unwrap();
+    let holder = holder.await.unwrap().expect("the holder gets the lock");
+    (holder, tokio::spawn(next))
+}
+
+/// Long enough for anything here to happen by a release, never by a lease's end.
+const LONG: Duration = Duration::from_secs(10);
+
+/// A holder that releases its guard before its fenced transaction commits lets nobody in
+/// before that commit, its own process's tasks included (issue 46): `check_fence` keeps
+/// other processes out with an advisory lock, and an in-process handover gave the lease to the
+/// next task of the holder's locker without it. The holder reads a counter in its checked
+/// transaction and releases; the next task, queued behind it in the same locker, increments
+/// the counter in a checked transaction of its own. With its transaction still open, the
+/// holder waits for whichever comes first: the next task's read (it got the lock, and read the
+/// value the holder is about to replace), or the lock's row gone from the table (the lease
+/// was not handed over: it went back to the store, where only an acquire can take it, and
+/// none can while the transaction holds the advisory lock; a handed-over lease keeps the row).
+/// Judged by the store and by that order alone, with no clock; then by the counter the
+/// database kept (2 of 2 increments).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handover_in_the_process_waits_for_the_holders_fenced_transaction() {
+    let pg = PgServer::start().await;
+    let a = locker(&pg).await;
+    let mut db = client(&pg.url()).await;
+    db.batch_execute(
+        "CREATE TABLE handover_stock (id int PRIMARY KEY, n bigint NOT NULL); \
+         INSERT INTO handover_stock VALUES (1, 0)",
+    )
+    .await
+    .unwrap();
+    let (read_tx, read_rx) = tokio::sync::oneshot::channel();
+    let next: Task<Result<i64, LockError>> = Box::pin({
+        let (a, url) = (a.clone(), pg.url());
+        async move {
+            let guard = a.lock("handover").lease(LONG).wait(LONG).acquire().await?;
+            let mut db = client(&url).await;
+            let tx = db.transaction().await.unwrap();
+            leasehold::postgres::check_fence(&tx, &guard).await?;
+            let n: i64 = tx
+                .query_one("SELECT n FROM handover_stock WHERE id = 1", &[])
+                .await
+                .unwrap()
+                .get(0);
+            let _ = read_tx.send(n);
+            tx.execute("UPDATE handover_stock SET n = $1 WHERE id = 1", &[&(n + 1)])
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            guard.release().await?;
+            Ok(n)
+        }
+    });
+    let (holder, next) = hold_with_a_task_queued_behind(&pg, &a, "handover", next).await;
+
+    let tx = db.transaction().await.unwrap();
+    leasehold::postgres::check_fence(&tx, &holder)
+        .await
+        .expect("the holder's check");
+    let n: i64 = tx
+        .query_one("SELECT n FROM handover_stock WHERE id = 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    holder.release().await.expect("the holder releases");
+    let observer = client(&pg.url()).await;
+    let read_early = tokio::select! {
+        read = read_rx => Some(read.expect("the next task reads or fails")),
+        () = eventually("the lock is back in the table, held by nobody", LONG, || async {
+            count(
+                &observer,
+                "SELECT count(*) FROM leasehold_locks WHERE key = 'pgp:lock:{handover}'",
+            )
+            .await
+                == 0
+        }) => None,
+    };
+    tx.execute("UPDATE handover_stock SET n = $1 WHERE id = 1", &[&(n + 1)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let read_by_next = next
+        .await
+        .unwrap()
+        .expect("the next task gets the lock once the transaction ended");
+    let counted = count(&db, "SELECT n FROM handover_stock WHERE id = 1").await;
+    assert_eq!(
+        read_early, None,
+        "the next task of the holder's process got the lock and read {read_by_next} while the \
+         holder's fenced transaction was open; the database counted {counted} of 2 increments"
+    );
+    assert_eq!(counted, 2, "the increments the database kept");
+}
+
+/// After an in-process handover on PostgreSQL the lock's row gives the next holder a fence
+/// of its own, so a check with the earlier holder's fence is refused (issue 46): before, the
+/// row kept the lease's reserved fences, every one of which passed `leasehold_check_fence`,
+/// so a late check of the earlier holder (another driver, or a statement that arrived late)
+/// passed beside the next holder's. The next holder's own check passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_handover_in_the_process_the_earlier_holders_fence_is_refused() {
+    let pg = PgServer::start().await;
+    let a = locker(&pg).await;
+    let db = client(&pg.url()).await;
+    let next: Task<_> = Box::pin({
+        let a = a.clone();
+        async move { a.lock("handed").lease(LONG).wait(LONG).acquire().await }
+    });
+    let (holder, next) = hold_with_a_task_queued_behind(&pg, &a, "handed", next).await;
+    let (key, earlier) = (leasehold::postgres::store_key(&holder), holder.fence());
+    holder.release().await.unwrap();
+    let next = next.await.unwrap().expect("handed over");
+    assert!(next.fence() > earlier);
+    let check = |fence: u64| {
+        let (db, key) = (&db, key.clone());
+        async move {
+            db.query_one(
+                "SELECT leasehold_check_fence($1, $2)",
+                &[&key, &i64::try_from(fence).unwrap()],
+            )
+            .await
+            .unwrap()
+            .get::<_, bool>(0)
+        }
+    };
+    assert!(
+        !check(earlier).await,
+        "the earlier holder's fence {earlier} passed a check after the lock went to {}",
+        next.fence()
+    );
+    assert!(check(next.fence()).await, "the next holder's check");
+    next.release().await.unwrap();
 }
 
 /// One locker holds a lock, two readers and permits at once, with short leases: its watchdog
