@@ -194,6 +194,17 @@ conformance! {
         memory, redlock3 => checks::forced::refused_clearly;
     }
 
+    /// 27. A forced release is seen by every task of the holder's process as soon as by
+    /// another process: after an operator releases a lock, a lock of `lock_all`, a write, an
+    /// unfenced or a read lock by force, a `try_acquire` of the holder's own locker gets in
+    /// (not "busy" until the holder's next renewal), and the holder counts its lease lost;
+    /// with its own locker as the operator, at once (Redisson's `testForceUnlock`).
+    forced_release_everywhere {
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::forced::seen_by_every_task_at_once;
+        // Memory's locks live in one process: no operator reaches them.
+        memory => checks::forced::refused_clearly;
+    }
+
     /// 21. What `Locker::capabilities` says is what the engine does: every feature it
     /// claims works, every one it denies is refused at the request with a `Config` error.
     capabilities {

@@ -180,9 +180,25 @@ impl Inner {
         deadline: Instant,
         waited: &mut bool,
     ) -> Result<InLine, LockError> {
-        let rx = match self.queues.enter(keys, opts, !opts.wait.is_zero()) {
+        let mut entry = self.queues.enter(keys, opts, !opts.wait.is_zero());
+        if let Entry::HeldHere(lease) = &entry {
+            // Held by a lease of this process: busy only if the store still has it (an
+            // operator may have released it by force), as another process would find.
+            self.verify(lease).await;
+            if !lease.is_held() {
+                self.queues.forfeit(lease);
+                entry = self.queues.enter(keys, opts, false);
+            }
+        }
+        let rx = match entry {
             Entry::Active(turn) => return Ok(InLine::Front(turn)),
             Entry::Busy => return Err(LockError::Busy { retry_after: None }),
+            Entry::HeldHere(lease) => {
+                let valid_until = lease.state.borrow().valid_until;
+                return Err(LockError::Busy {
+                    retry_after: Some(valid_until.saturating_duration_since(Instant::now())),
+                });
+            }
             Entry::Queued(rx) => rx,
         };
         *waited = true;

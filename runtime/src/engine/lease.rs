@@ -90,6 +90,9 @@ pub(crate) struct Lease {
     /// [`Lease::join_downgrade`]): their number, and [`WRITER_GONE`] once the write guard was
     /// released while they held on.
     downgrades: AtomicU32,
+    /// Where the verifications of this lease by other tasks of its process stand (see
+    /// [`crate::engine::verify`]).
+    pub(crate) verifying: crate::engine::verify::Verifying,
     /// Its fencing tokens come from the store. False for an unfenced lease
     /// ([`LockRequest::unfenced`](crate::LockRequest::unfenced)), whose tokens are only local
     /// numbers that tell its holders apart: never handed to a fenced waiter.
@@ -136,6 +139,7 @@ impl Lease {
             kind: LeaseKind::Exclusive,
             fenced: true,
             downgrades: AtomicU32::new(0),
+            verifying: Default::default(),
         }
     }
 
@@ -185,6 +189,14 @@ impl Lease {
     /// before are not handed out any more.
     pub(crate) fn restart_fences(&self, fence: u64) {
         *self.fences.lock().unwrap() = (fence, fence);
+    }
+
+    /// How long the store keeps the lock from now if nothing renews it: the lease from the
+    /// send time of the last acquire or renewal that counted (the validity ends earlier, by
+    /// the drift margin).
+    pub(crate) fn left_in_store(&self) -> Duration {
+        let counted_from = self.state.borrow().valid_until - self.validity;
+        (counted_from + self.lease).saturating_duration_since(Instant::now())
     }
 
     /// True while the lease is still trusted: not lost, not past its validity, not released.

@@ -19,4 +19,5 @@ pub(crate) mod state;
 mod tests;
 pub(crate) mod turns;
 pub(crate) mod unsettled;
+pub(crate) mod verify;
 pub(crate) mod watchdog;

@@ -113,6 +113,10 @@ pub(crate) enum Entry {
     Queued(oneshot::Receiver<Turn>),
     /// Another task holds the turn and this one may not wait.
     Busy,
+    /// This lease of another task holds the lock, nobody of this process waits for it, and
+    /// this task may not wait: busy, unless the store no longer has the lease (see
+    /// [`crate::engine::verify`]).
+    HeldHere(Arc<Lease>),
 }
 
 impl Queues {
@@ -140,6 +144,10 @@ impl Queues {
                 q.turn = next_turn();
                 Entry::Active(q.turn)
             }
+            Some(q) if !wait && q.waiters.is_empty() => match &q.holder {
+                Some(lease) => Entry::HeldHere(lease.clone()),
+                None => Entry::Busy,
+            },
             Some(_) if !wait => Entry::Busy,
             Some(q) => {
                 let (tx, rx) = oneshot::channel();

@@ -266,10 +266,11 @@ impl<'a> QueuedTurn<'a> {
     }
 
     /// Waits for this task's turn until `deadline`. A holder whose lease is lost meanwhile
-    /// forfeits the turn, so the queue moves on. A release heard in the store while a lease
-    /// of this process holds the lock (an operator forced it, or the store ended the lease)
-    /// has that lease verified at once: if the store no longer has it, it is lost now, not at
-    /// its next renewal.
+    /// forfeits the turn, so the queue moves on. A lease of this process that holds the lock
+    /// is verified in the store as this task arrives, again once this task listens for the
+    /// lock's releases, and on every release it hears (an operator forced it, or the store
+    /// ended the lease): if the store no longer has it, it is lost now, not at its next
+    /// renewal (see [`crate::engine::verify`]).
     pub(crate) async fn wait(&mut self, deadline: Instant) -> Option<Turn> {
         let lock_key = self.keys.lock();
         // Heard in the store, the releases of this lock; subscribed once this task has
@@ -283,6 +284,9 @@ impl<'a> QueuedTurn<'a> {
         };
         tokio::pin!(subscribing);
         let mut subscribed = false;
+        if let Some(lease) = self.inner.queues.turn_holder(lock_key) {
+            self.inner.verify_soon(&lease, false);
+        }
         loop {
             let holder = self.inner.queues.turn_holder(lock_key);
             let rx = self.rx.as_mut()?;
@@ -317,10 +321,14 @@ impl<'a> QueuedTurn<'a> {
                     subscribed = true;
                     // Without a subscription, the renewals alone tell.
                     wakes = sub.ok();
+                    // A release before the subscription was not heard.
+                    if let (Some(lease), Some(_)) = (&holder, &wakes) {
+                        self.inner.verify_soon(lease, false);
+                    }
                 }
                 () = released => {
                     if let Some(lease) = &holder {
-                        self.inner.schedule.verify_now(lease);
+                        self.inner.verify_soon(lease, true);
                     }
                 }
             }

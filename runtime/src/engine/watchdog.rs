@@ -93,15 +93,6 @@ impl Schedule {
         }
     }
 
-    /// Renew `lease` now, if the watchdog renews it: a release was heard for a lock it holds
-    /// (an operator's forced release, or the engine's own end of the lease), and the renewal
-    /// tells at once whether the store still has it, instead of a third of the lease later.
-    pub(crate) fn verify_now(&self, lease: &Arc<Lease>) {
-        if lease.watchdog {
-            self.reschedule(lease, Some(Instant::now()));
-        }
-    }
-
     /// Stop renewing `lease`.
     pub(crate) fn unwatch(&self, lease: &Lease) {
         self.state.lock().unwrap().remove(lease.id);
@@ -267,6 +258,17 @@ fn lost(health: &Weak<Health>, why: &str) {
     if let Some(health) = health.upgrade() {
         health.lost(why);
     }
+}
+
+/// Renews `lease` now, alone, as its scheduled renewal would: for a task of its process that
+/// asks whether the store still has it ([`Inner::verify`](crate::engine::state::Inner)).
+pub(crate) async fn renew_now(
+    store: Arc<dyn Store>,
+    schedule: Arc<Schedule>,
+    health: Weak<Health>,
+    lease: Arc<Lease>,
+) {
+    renew(store, schedule, health, vec![lease]).await;
 }
 
 /// Renews a batch and puts each lease back on the schedule (or takes it off).

@@ -160,15 +160,24 @@ impl Locker {
 
     /// Deletes a lock whoever holds it, and wakes its waiters; true when there was one.
     ///
-    /// The holder is not told: it goes on until its next renewal finds the lock gone (its
-    /// guard then reports it lost), and may write meanwhile. Fencing tokens still protect
-    /// resources that check them: the next holder's token is larger.
+    /// The holder's process learns of it as soon as another process could take the lock:
+    /// when one of its own tasks asks for the lock (a `try_acquire` has the holding lease
+    /// verified in the store first; a waiting task has it verified as it queues and on the
+    /// release it hears), or, with this locker as the holder's, before this returns. Until
+    /// then (or its next renewal, a third of the lease later, when none of its tasks asks)
+    /// the holder itself is not told, and may write: fencing tokens still protect resources
+    /// that check them, since the next holder's token is larger.
     ///
     /// # Errors
     /// As [`inspect`](Self::inspect).
     pub async fn force_release(&self, key: &str) -> Result<bool, LockError> {
         validate_key(key)?;
         let keys = LockKeys::new(&self.inner.prefix, key);
-        self.inner.store.admin()?.force_release(&keys).await
+        let released = self.inner.store.admin()?.force_release(&keys).await?;
+        if let Some(lease) = self.inner.queues.turn_holder(keys.lock()) {
+            // This locker's own lease, as Redisson's `forceUnlock` from the holder's client.
+            self.inner.verify(&lease).await;
+        }
+        Ok(released)
     }
 }
