@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::calls::lease_gone;
-use super::lease::{Beat, Ended};
+use super::session::{Beat, Ended};
 
 /// The task that keeps one lease alive: a keep-alive every third of the TTL, and one on demand
 /// for the acquires and renewals that need it. One keep-alive on demand is on its way at a

@@ -131,6 +131,7 @@ mod lease;
 mod names;
 mod permits;
 mod reader;
+mod session;
 mod store;
 mod sweep;
 #[cfg(test)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use etcd_client as etcd;
 
-use super::lease::LeaseSession;
 use super::names::lock_of;
+use super::session::LeaseSession;
 use super::Etcd;
 use crate::store::sequenced::WeakContenders;
 

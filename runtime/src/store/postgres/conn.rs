@@ -7,8 +7,8 @@ use std::sync::Arc;
 use tokio::task::AbortHandle;
 use tokio_postgres as pg;
 
+use super::backend::{Backend, Settlement};
 use super::errors::unavailable_at;
-use super::settle::{Backend, Settlement};
 use super::sql::{
     ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES, BACKEND, HAND_OVER, RELEASE,
     RELEASE_PERMITS, RELEASE_SHARED, RELEASE_TYPES, RENEW, RENEW_PERMITS, RENEW_SHARED, WARM_UP,
@@ -257,4 +257,20 @@ fn session_bounds(bound: std::time::Duration) -> String {
         (ms / 2).max(1),
         ms * 4
     )
+}
+
+impl Shared {
+    pub(super) fn unavailable(&self, what: &str, e: pg::Error) -> LockError {
+        unavailable_at(&self.shown, what, e)
+    }
+
+    pub(super) fn late(&self, limit: std::time::Duration) -> LockError {
+        LockError::unavailable(
+            format!(
+                "PostgreSQL at {} did not answer within {limit:?}",
+                self.shown
+            ),
+            None,
+        )
+    }
 }

@@ -1,11 +1,8 @@
 //! What a driver error means for a lock call: a refusal that retrying will not mend
 //! ([`LockError::Config`]), or a server that did not answer ([`LockError::Unavailable`]).
 
-use std::time::Duration;
-
 use tokio_postgres as pg;
 
-use super::conn::Shared;
 use crate::error::LockError;
 
 /// A driver error with its causes: tokio-postgres shows only its kind ("db error", "error
@@ -179,20 +176,4 @@ fn rustls_refusal(e: &rustls::Error) -> Option<&'static str> {
         }
         _ => return None,
     })
-}
-
-impl Shared {
-    pub(super) fn unavailable(&self, what: &str, e: pg::Error) -> LockError {
-        unavailable_at(&self.shown, what, e)
-    }
-
-    pub(super) fn late(&self, limit: Duration) -> LockError {
-        LockError::unavailable(
-            format!(
-                "PostgreSQL at {} did not answer within {limit:?}",
-                self.shown
-            ),
-            None,
-        )
-    }
 }

@@ -164,6 +164,7 @@
 //! `leasehold::postgres` (fenced writes in the caller's own transaction).
 
 mod admin;
+mod backend;
 pub mod check;
 mod conn;
 mod connect;

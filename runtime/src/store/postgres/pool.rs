@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use tokio_postgres as pg;
 
+use super::backend::{Settlement, Unsettled};
 use super::conn::{Conn, Shared};
-use super::settle::{Settlement, Unsettled};
 use super::PostgresStore;
 use crate::error::LockError;
 
