@@ -6,7 +6,7 @@
 //! Clones share one store and one script: give one clone to each [`Locker`](crate::Locker)
 //! that stands for a process, and keep one to script faults.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +34,8 @@ struct Shared {
     session_locks: AtomicBool,
     /// The engine's own view of its connection ([`Store::link`](super::Store::link)).
     link: watch::Sender<bool>,
+    /// How many lock acquires reached the store, from every locker on it.
+    acquires: AtomicU32,
 }
 
 /// What the next calls will meet. Each count is of calls (acquire, release, renew or
@@ -82,6 +84,7 @@ impl ScriptedStore {
                 epoch: watch::channel(0).0,
                 session_locks: AtomicBool::new(false),
                 link: watch::channel(true).0,
+                acquires: AtomicU32::new(0),
             }),
         }
     }
@@ -171,6 +174,12 @@ impl ScriptedStore {
         *self.shared.script.lock().unwrap() = Script::default();
     }
 
+    /// How many lock acquires reached the store so far (a lease handed over inside a
+    /// process makes none).
+    pub(crate) fn acquires(&self) -> u32 {
+        self.shared.acquires.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn session(&self) -> Option<Session> {
         Some(Session::current(&self.shared.epoch))
     }
@@ -178,7 +187,12 @@ impl ScriptedStore {
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
         let fate = self.fate();
         let earlier = self.shared.script.lock().unwrap().vouched_earlier;
-        let attempt = self.call(fate, || self.shared.store.acquire(req)).await?;
+        let attempt = self
+            .call(fate, || {
+                self.shared.acquires.fetch_add(1, Ordering::Relaxed);
+                self.shared.store.acquire(req)
+            })
+            .await?;
         Ok(match (attempt, earlier) {
             (Attempt::Granted { top, .. }, Some(by)) => Attempt::Granted {
                 top,
@@ -304,12 +318,11 @@ impl super::Store for ScriptedStore {
         Box::pin(self.call(fate, || ()))
     }
 
-    /// Locks and leader records (which go straight to the memory store: the scripted faults
-    /// are the lock calls'); locks that expire, or that live as long as the session.
+    /// Locks, and read locks, semaphores and leader records (which go straight to the memory
+    /// store: the scripted faults are the lock calls'); locks that expire, or that live as
+    /// long as the session.
     fn capabilities(&self) -> super::Capabilities {
         super::Capabilities {
-            read_locks: false,
-            semaphores: false,
             leases_expire: !self.shared.session_locks.load(Ordering::Relaxed),
             ..super::Engine::Memory.capabilities(Duration::ZERO)
         }
@@ -344,6 +357,18 @@ impl super::Store for ScriptedStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> super::StoreFuture<'a, WakeSubscription> {
         Box::pin(ScriptedStore::subscribe(self, keys))
+    }
+
+    fn withdraw(&self, keys: &LockKeys) {
+        super::Store::withdraw(&self.shared.store, keys);
+    }
+
+    fn read_locks(&self) -> Option<&dyn super::ReadLocks> {
+        super::Store::read_locks(&self.shared.store)
+    }
+
+    fn semaphores(&self) -> Option<&dyn super::Semaphores> {
+        super::Store::semaphores(&self.shared.store)
     }
 
     fn leader_records(&self) -> Option<&dyn super::LeaderRecords> {
