@@ -88,18 +88,21 @@ impl Inner {
     /// held read or write is granted by the holding; so is a write inside a write, and
     /// permits inside a holder of at least as many. A write inside a read, or more permits
     /// than the scope holds, would wait for itself, and a fenced request inside an unfenced
-    /// hold has no token to get: all are refused.
+    /// hold has no token to get: all are refused. What the scope holds is what its guard
+    /// holds, not the lease's kind: a downgraded read holds the write's lease as a read, and
+    /// so does a write scope once its guard was released while a downgraded read holds on.
     pub(crate) fn reenter(
         self: &Arc<Self>,
         user_key: &str,
         keys: &LockKeys,
         opts: &Options,
     ) -> Option<Result<LockGuard, LockError>> {
-        let (lease, fence) = reentrant::held(self.id, keys.lock())?;
+        let held = reentrant::held(self.id, keys.lock())?;
+        let (lease, fence, held_kind) = (held.lease.clone(), held.fence, held.kind_now());
         if !lease.holding(fence) {
             return None;
         }
-        match (lease.kind, opts.kind) {
+        match (held_kind, opts.kind) {
             (LeaseKind::Read, LeaseKind::Exclusive) => {
                 return Some(Err(LockError::config(format!(
                     "a write lock on {user_key:?} was asked for inside a read lock of the same \
@@ -129,11 +132,16 @@ impl Inner {
                 reason: lease.loss_reason(),
             }));
         }
-        if (lease.kind, opts.kind) == (LeaseKind::Exclusive, LeaseKind::Read) {
+        if (held_kind, opts.kind) == (LeaseKind::Exclusive, LeaseKind::Read) {
             // A downgrade: the read holds the lock on after the write is released.
             return Some(Ok(LockGuard::downgraded(self.clone(), lease, fence)));
         }
-        Some(Ok(LockGuard::reentered(self.clone(), lease, fence)))
+        Some(Ok(LockGuard::reentered(
+            self.clone(),
+            lease,
+            fence,
+            held_kind,
+        )))
     }
 
     async fn acquire_traced(

@@ -93,6 +93,10 @@ pub(crate) struct Lease {
     /// Where the verifications of this lease by other tasks of its process stand (see
     /// [`crate::engine::verify`]).
     pub(crate) verifying: crate::engine::verify::Verifying,
+    /// The latest end of a hold ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least))
+    /// among the guards of a downgrade that were done before the last of them: the last one
+    /// keeps the lock taken until then too.
+    hold_of_the_done: Mutex<Option<Instant>>,
     /// Its fencing tokens come from the store. False for an unfenced lease
     /// ([`LockRequest::unfenced`](crate::LockRequest::unfenced)), whose tokens are only local
     /// numbers that tell its holders apart: never handed to a fenced waiter.
@@ -140,6 +144,7 @@ impl Lease {
             fenced: true,
             downgrades: AtomicU32::new(0),
             verifying: Default::default(),
+            hold_of_the_done: Mutex::new(None),
         }
     }
 
@@ -277,6 +282,25 @@ impl Lease {
     pub(crate) fn leave_downgrade(&self) -> bool {
         let before = self.downgrades.fetch_sub(1, Ordering::AcqRel);
         before == WRITER_GONE | 1
+    }
+
+    /// Whether the write guard of a downgrade was released while downgraded reads hold on:
+    /// what is held of the lease since then is only those reads.
+    pub(crate) fn writer_gone(&self) -> bool {
+        self.downgrades.load(Ordering::Acquire) & WRITER_GONE != 0
+    }
+
+    /// A guard of a downgrade is done before the others, with a hold until `until`: the
+    /// last of them keeps the lock taken until then too.
+    pub(crate) fn keep_hold(&self, until: Option<Instant>) {
+        let mut kept = self.hold_of_the_done.lock().unwrap();
+        *kept = (*kept).max(until);
+    }
+
+    /// The last guard of a downgrade ends the lease: its own hold, or a later one kept by a
+    /// guard done before it ([`Lease::keep_hold`]), whichever ends last.
+    pub(crate) fn last_hold(&self, own: Option<Instant>) -> Option<Instant> {
+        self.hold_of_the_done.lock().unwrap().take().max(own)
     }
 
     /// Why this lease counts as lost (when it does).

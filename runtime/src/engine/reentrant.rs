@@ -6,22 +6,49 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::engine::lease::Lease;
+use crate::store::kind::LeaseKind;
 
-/// A lock held by an enclosing scope: which locker, the lease, and the holder's fence.
-pub(crate) type Held = (u64, Arc<Lease>, u64);
+/// A lock held by an enclosing scope.
+#[derive(Clone)]
+pub(crate) struct Held {
+    /// The locker that holds it.
+    pub(crate) locker: u64,
+    pub(crate) lease: Arc<Lease>,
+    /// The holder's fence.
+    pub(crate) fence: u64,
+    /// What the scope holds of the lease: its kind, except for a downgrade, which holds the
+    /// write's lease as a read (a write inside it would wait for itself).
+    pub(crate) kind: LeaseKind,
+}
+
+impl Held {
+    /// What the scope holds now: a write whose guard was released while a downgraded read
+    /// holds the lease on is only that read any more.
+    pub(crate) fn kind_now(&self) -> LeaseKind {
+        match self.kind {
+            LeaseKind::Exclusive if self.lease.writer_gone() => LeaseKind::Read,
+            kind => kind,
+        }
+    }
+}
 
 tokio::task_local! {
     static HELD: Vec<Held>;
 }
 
-/// The lease (and fence) of `lock_key` held by an enclosing scope of this future, for locker
-/// `locker_id`.
-pub(crate) fn held(locker_id: u64, lock_key: &str) -> Option<(Arc<Lease>, u64)> {
+/// The hold of `lock_key` by an enclosing scope of this future, for locker `locker_id`: the
+/// innermost one that still holds a write, else the innermost (a read taken inside a held
+/// write does not hide the write from the scopes inside it).
+pub(crate) fn held(locker_id: u64, lock_key: &str) -> Option<Held> {
     HELD.try_with(|held| {
-        held.iter()
+        let mut of_key = held
+            .iter()
             .rev()
-            .find(|(id, lease, _)| *id == locker_id && lease.keys.lock() == lock_key)
-            .map(|(_, lease, fence)| (lease.clone(), *fence))
+            .filter(|h| h.locker == locker_id && h.lease.keys.lock() == lock_key);
+        let innermost = of_key.clone().next()?;
+        let write =
+            of_key.find(|h| h.kind_now() == LeaseKind::Exclusive && h.lease.holding(h.fence));
+        Some(write.unwrap_or(innermost).clone())
     })
     .ok()
     .flatten()
@@ -34,14 +61,7 @@ pub(crate) fn scope_many<F: Future>(entries: Vec<Held>, fut: F) -> impl Future<O
     HELD.scope(held, fut)
 }
 
-/// Runs `fut` with `lease` added to the enclosing scope's held locks.
-pub(crate) fn scope<F: Future>(
-    locker_id: u64,
-    lease: Arc<Lease>,
-    fence: u64,
-    fut: F,
-) -> impl Future<Output = F::Output> {
-    let mut held = HELD.try_with(|h| h.clone()).unwrap_or_default();
-    held.push((locker_id, lease, fence));
-    HELD.scope(held, fut)
+/// Runs `fut` with `entry` added to the enclosing scope's held locks.
+pub(crate) fn scope<F: Future>(entry: Held, fut: F) -> impl Future<Output = F::Output> {
+    scope_many(vec![entry], fut)
 }

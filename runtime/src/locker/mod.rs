@@ -192,7 +192,11 @@ impl Locker {
     /// new readers, until then. (A downgrade that let other readers in at once would need
     /// every engine to turn its writer into a reader in one step; on ZooKeeper and etcd a
     /// writer queued behind the holder would then get in beside the downgraded reader.)
-    /// Whichever of the two guards ends last, by release or drop, ends the lease.
+    /// Whichever of the two guards ends last, by release or drop, ends the lease, and keeps
+    /// the [`hold_at_least`](LockRequest::hold_at_least) of both: the lock stays taken until
+    /// the later of their holds ends. The read's scope holds a read: a write inside it is
+    /// refused as inside any read (and so is a write inside the write's scope once its guard
+    /// was released and only the read holds on).
     ///
     /// On every engine whose [`Capabilities::read_locks`](crate::Capabilities::read_locks)
     /// says so; the others refuse it with [`LockError::Config`].

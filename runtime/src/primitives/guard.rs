@@ -14,6 +14,7 @@ use crate::engine::observe;
 use crate::engine::reentrant;
 use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::store::kind::LeaseKind;
 
 /// A held lock. While it lives (and its lease is not lost) no other owner holds the same key.
 ///
@@ -51,6 +52,10 @@ pub struct LockGuard {
     /// A read lock taken inside the write lock of the same key (a downgrade): it holds the
     /// lease on with the write guard, and the last of the two to be done ends it.
     downgraded: bool,
+    /// What this guard holds, as its scope tells re-entry: the lease's kind for a holder, a
+    /// read for a downgrade (the write's lease, held as a read), and for a re-entered guard
+    /// what the scope it re-entered holds.
+    kind: LeaseKind,
     released: bool,
     /// The lock stays taken until then, even if released sooner
     /// ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least)).
@@ -61,6 +66,7 @@ impl LockGuard {
     /// A guard for a lease that this holder got (acquired, or handed over); keeps the
     /// lease on the renewal schedule.
     pub(crate) fn new(inner: Arc<Inner>, lease: Arc<Lease>, fence: u64) -> Self {
+        let kind = lease.kind;
         lease.begin_holding(fence);
         if lease.watchdog {
             inner.start_background();
@@ -79,6 +85,7 @@ impl LockGuard {
             since: Instant::now(),
             owner: true,
             downgraded: false,
+            kind,
             released: false,
             hold_until: None,
         }
@@ -99,8 +106,13 @@ impl LockGuard {
         };
     }
 
-    /// A guard for a lock that the surrounding scope already holds.
-    pub(crate) fn reentered(inner: Arc<Inner>, lease: Arc<Lease>, fence: u64) -> Self {
+    /// A guard for a lock that the surrounding scope already holds (as `kind`).
+    pub(crate) fn reentered(
+        inner: Arc<Inner>,
+        lease: Arc<Lease>,
+        fence: u64,
+        kind: LeaseKind,
+    ) -> Self {
         LockGuard {
             inner,
             lease,
@@ -109,6 +121,7 @@ impl LockGuard {
             since: Instant::now(),
             owner: false,
             downgraded: false,
+            kind,
             released: false,
             hold_until: None,
         }
@@ -117,18 +130,21 @@ impl LockGuard {
     /// A read lock taken inside a held write lock of the same key: a downgrade. It shares
     /// the write's lease (and fence), and keeps the lock when the write guard is released:
     /// the lease ends once both are done, so reading goes on with no gap and no writer gets
-    /// in meanwhile.
+    /// in meanwhile. Its scope holds a read: a write inside it is refused, as inside any
+    /// read.
     pub(crate) fn downgraded(inner: Arc<Inner>, lease: Arc<Lease>, fence: u64) -> Self {
         lease.join_downgrade();
-        let mut guard = LockGuard::reentered(inner, lease, fence);
+        let mut guard = LockGuard::reentered(inner, lease, fence, LeaseKind::Read);
         guard.downgraded = true;
         guard
     }
 
     /// Keeps the lock taken for at least `hold` from now, whenever this guard is released.
-    /// A re-entered guard releases nothing, so it holds nothing either.
+    /// A re-entered guard releases nothing, so it holds nothing either; the guards of a
+    /// downgrade (the write, its reads) each keep their hold, whichever of them ends the
+    /// lease.
     pub(crate) fn hold_at_least(&mut self, hold: Duration) {
-        if self.owner {
+        if self.owner || self.downgraded {
             self.hold_until = Some(Instant::now() + hold);
         }
     }
@@ -144,8 +160,13 @@ impl LockGuard {
     }
 
     /// This guard as a lock held by an enclosing scope (see [`LockGuard::scope`]).
-    pub(crate) fn held_entry(&self) -> crate::engine::reentrant::Held {
-        (self.inner.id, self.lease.clone(), self.fence)
+    pub(crate) fn held_entry(&self) -> reentrant::Held {
+        reentrant::Held {
+            locker: self.inner.id,
+            lease: self.lease.clone(),
+            fence: self.fence,
+            kind: self.kind,
+        }
     }
 
     /// The lock's name in the store (`P:lock:{K}`), for fence checks made in the store.
@@ -285,7 +306,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
-        reentrant::scope(self.inner.id, self.lease.clone(), self.fence, fut)
+        reentrant::scope(self.held_entry(), fut)
     }
 
     /// Gives the lock back: to the next waiter of this process if there is one (no round
@@ -308,11 +329,14 @@ impl LockGuard {
             (false, false) => return Ok(()),
         };
         if !last {
+            // The guard that ends the lease keeps this one's hold too.
+            self.lease.keep_hold(self.hold_until);
             return match self.lease.is_held_by(self.fence) {
                 true => Ok(()),
                 false => Err(self.lost_error()),
             };
         }
+        let hold_until = self.lease.last_hold(self.hold_until);
         observe::hold_ended(self.since.elapsed());
         // A holder that was told its lease is lost hears it again here, whatever the store
         // answers (it may not answer at all): its work ran unprotected. The lock is still
@@ -321,7 +345,7 @@ impl LockGuard {
         // Boxed for the same reason as `LockRequest::acquire`.
         let release = self
             .inner
-            .release_lease(self.lease.clone(), self.fence, self.hold_until);
+            .release_lease(self.lease.clone(), self.fence, hold_until);
         let mut result = Box::pin(release).await;
         if lost_before && !matches!(result, Err(LockError::Lost { .. })) {
             result = Err(LockError::Lost {
@@ -343,18 +367,20 @@ impl Drop for LockGuard {
         let last = match (self.owner, self.downgraded) {
             (true, _) => self.lease.writer_done(),
             (false, true) => self.lease.leave_downgrade(),
-            (false, false) => false,
+            (false, false) => return,
         };
         if !last {
+            self.lease.keep_hold(self.hold_until);
             return;
         }
+        let hold_until = self.lease.last_hold(self.hold_until);
         // At once, not when the background release runs: guards re-entered under this one
         // stop counting as held now.
         self.lease.end_holding(self.fence);
         observe::hold_ended(self.since.elapsed());
         if !self
             .inner
-            .release_in_background(self.lease.clone(), self.fence, self.hold_until)
+            .release_in_background(self.lease.clone(), self.fence, hold_until)
         {
             tracing::debug!(
                 fence = self.fence,

@@ -48,11 +48,11 @@ pub struct HeldLock {
 impl HeldLock {
     #[cfg_attr(not(any(feature = "actix", feature = "axum")), allow(dead_code))]
     pub(crate) fn of(guard: &LockGuard) -> HeldLock {
-        let (_, lease, fence) = guard.held_entry();
+        let held = guard.held_entry();
         HeldLock {
             key: Arc::from(guard.key()),
-            fence,
-            lease,
+            fence: held.fence,
+            lease: held.lease,
         }
     }
 

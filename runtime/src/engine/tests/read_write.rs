@@ -289,3 +289,175 @@ async fn a_downgrade_ends_with_the_last_of_its_guards() {
     drop(r);
     assert!(free(locker.clone()).await, "freed by the read's end");
 }
+
+/// Issue 46, item 2: a write guard with `hold_at_least`, downgraded, lost its hold. The write
+/// guard's release left the lease to the downgraded read without its hold, and the read (no
+/// hold of its own) then ended the lease at once: with a 5 s hold the lock was free 0.3 s
+/// after the read's release. The last guard of a downgrade now keeps every guard's hold,
+/// whichever order they end in and whether they are released or dropped, where locks expire
+/// and where they live with the session.
+#[tokio::test(start_paused = true)]
+async fn a_downgrade_keeps_the_writes_hold_at_least() {
+    const HOLD: Duration = Duration::from_secs(5);
+    const TICK: Duration = Duration::from_millis(5);
+    for (session_locks, drop_them) in [(false, false), (false, true), (true, false), (true, true)] {
+        let store = crate::store::scripted::ScriptedStore::new();
+        if session_locks {
+            store.keep_locks_for_the_session();
+        }
+        let (a, b) = (
+            Locker::scripted(store.clone()),
+            Locker::scripted(store.clone()),
+        );
+        let start = tokio::time::Instant::now();
+        let w = a
+            .write_lock("doc")
+            .hold_at_least(HOLD)
+            .acquire()
+            .await
+            .unwrap();
+        let r = w
+            .scope(async { a.read_lock("doc").acquire().await.unwrap() })
+            .await;
+        if drop_them {
+            drop(w);
+        } else {
+            w.release().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if drop_them {
+            drop(r);
+        } else {
+            r.release().await.unwrap();
+        }
+        let case = format!("session locks {session_locks}, dropped {drop_them}");
+        tokio::time::sleep(TICK).await;
+        assert!(
+            b.write_lock("doc").try_acquire().await.unwrap().is_none(),
+            "{case}: the lock was free {:?} after it was taken, right after the downgraded \
+             read's release, within the write's hold of {HOLD:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep_until(start + HOLD - TICK).await;
+        assert!(
+            b.write_lock("doc").try_acquire().await.unwrap().is_none(),
+            "{case}: the lock was free {:?} after it was taken, within the write's hold of \
+             {HOLD:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep_until(start + HOLD + TICK).await;
+        let next = b.write_lock("doc").try_acquire().await.unwrap();
+        assert!(next.is_some(), "{case}: still taken after the hold");
+    }
+}
+
+/// The read of a downgrade keeps a hold of its own too (it may be the guard that ends the
+/// lease), and a write released last keeps the read's hold.
+#[tokio::test(start_paused = true)]
+async fn a_downgraded_read_keeps_its_own_hold_at_least() {
+    const HOLD: Duration = Duration::from_secs(5);
+    const TICK: Duration = Duration::from_millis(5);
+    for write_last in [false, true] {
+        let store = crate::store::scripted::ScriptedStore::new();
+        let (a, b) = (
+            Locker::scripted(store.clone()),
+            Locker::scripted(store.clone()),
+        );
+        let w = a.write_lock("doc").acquire().await.unwrap();
+        let start = tokio::time::Instant::now();
+        let r = w
+            .scope(async { a.read_lock("doc").hold_at_least(HOLD).acquire().await })
+            .await
+            .unwrap();
+        if write_last {
+            r.release().await.unwrap();
+            w.release().await.unwrap();
+        } else {
+            w.release().await.unwrap();
+            r.release().await.unwrap();
+        }
+        tokio::time::sleep_until(start + HOLD - TICK).await;
+        assert!(
+            b.write_lock("doc").try_acquire().await.unwrap().is_none(),
+            "write released last: {write_last}; free within the read's hold"
+        );
+        tokio::time::sleep_until(start + HOLD + TICK).await;
+        assert!(b.write_lock("doc").try_acquire().await.unwrap().is_some());
+    }
+}
+
+/// Issue 46, item 2: re-entry read the lease's kind, which stays exclusive through a
+/// downgrade, so a downgraded read's scope re-entered a write (the port of Redisson's
+/// `testWriteReadReentrancy` saw a write `tryLock` granted after the downgrade), and so did
+/// the write's own scope once its guard was released while the read held on. A write inside
+/// a held read is refused (the README's promise), and a read there still re-enters.
+#[tokio::test(start_paused = true)]
+async fn a_downgraded_reads_scope_refuses_a_write() {
+    let locker = Locker::in_memory();
+    let refused = |e: LockError| {
+        assert!(matches!(e, LockError::Config { .. }), "{e:?}");
+        assert!(e.to_string().contains("inside a read lock"), "{e}");
+    };
+    // The read's own scope, before and after the write's release.
+    let w = locker.write_lock("doc").acquire().await.unwrap();
+    let r = w
+        .scope(async { locker.read_lock("doc").acquire().await.unwrap() })
+        .await;
+    let before = r
+        .scope(async { locker.write_lock("doc").try_acquire().await })
+        .await;
+    refused(before.unwrap_err());
+    // Inside the write's scope too, the write is held: a write there re-enters.
+    let nested = w
+        .scope(async {
+            r.scope(async { locker.write_lock("doc").try_acquire().await })
+                .await
+        })
+        .await;
+    assert!(nested.unwrap().unwrap().is_reentrant());
+    w.release().await.unwrap();
+    let (write, read) = r
+        .scope(async {
+            (
+                locker.write_lock("doc").try_acquire().await,
+                locker.read_lock("doc").try_acquire().await,
+            )
+        })
+        .await;
+    refused(write.unwrap_err());
+    let again = read.unwrap().expect("a read inside the read re-enters");
+    assert!(again.is_reentrant());
+    drop(again);
+    assert!(r.is_held());
+    drop(r);
+
+    // The write's scope, whose guard is released (from outside it) while the downgraded
+    // read taken in it holds on: a write there is refused; before the release it re-enters.
+    let w = locker.write_lock("doc").acquire().await.unwrap();
+    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
+    let (read_tx, read_rx) = tokio::sync::oneshot::channel::<()>();
+    let body = w.scope(async {
+        let r = locker.read_lock("doc").acquire().await.unwrap();
+        let inside = locker.write_lock("doc").try_acquire().await;
+        assert!(inside.unwrap().unwrap().is_reentrant(), "the write holds");
+        read_tx.send(()).unwrap();
+        released_rx.await.unwrap();
+        let after = locker.write_lock("doc").try_acquire().await;
+        (r, after)
+    });
+    let release = async {
+        read_rx.await.unwrap();
+        w.release().await.unwrap();
+        released_tx.send(()).unwrap();
+    };
+    let ((r, after), ()) = tokio::join!(body, release);
+    refused(after.unwrap_err());
+    assert!(r.is_held());
+    r.release().await.unwrap();
+    assert!(locker
+        .write_lock("doc")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_some());
+}
