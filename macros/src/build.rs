@@ -18,6 +18,14 @@ pub(crate) fn settle(args: &mut Args) {
              supported; lock them one by one, or drop `mode` for exclusive locks",
         ));
     }
+    if let (Some(span), true) = (args.read_span, args.fair) {
+        args.errors.push(syn::Error::new(
+            span,
+            "`mode = \"read\"` cannot be combined with `fair = true`: readers have no fair \
+             mode (they never queue in the process, and are let in by the writers-first \
+             rule); drop `fair`, or drop `mode` where the order of requests matters",
+        ));
+    }
     let given = args.given.clone();
     job::settle(args, &given);
     if let Some(span) = args.permits_span {

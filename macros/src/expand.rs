@@ -792,6 +792,23 @@ mod tests {
     }
 
     #[test]
+    fn reads_refuse_fair() {
+        let item = "async fn show() -> Result<(), E> { Ok(()) }";
+        let out = expand_str("key = \"a\", mode = \"read\", fair = true", item);
+        assert!(
+            out.contains("`mode = \\\"read\\\"` cannot be combined with `fair = true`"),
+            "{out}"
+        );
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        for args in [
+            "key = \"a\", mode = \"read\", fair = false",
+            "key = \"a\", mode = \"write\", fair = true",
+        ] {
+            assert!(!expand_str(args, item).contains("compile_error"), "{args}");
+        }
+    }
+
+    #[test]
     fn unfenced_locks_refuse_keys_permits_and_reads() {
         let item = "async fn job() -> Result<(), E> { Ok(()) }";
         for (args, message) in [

@@ -61,7 +61,7 @@ mod template;
 /// | `key` | template string; this or `keys` | — |
 /// | `keys` | list of template strings: lock them all at once | — |
 /// | `mode` | `"read"` (shared with other readers) or `"write"` | `"write"` (exclusive) |
-/// | `fair` | `true`: no handover inside the process, processes take turns | `false` |
+/// | `fair` | `true`: no handover inside the process, processes take turns (with `keys`, for each key; not with `mode = "read"` or `permits`) | `false` |
 /// | `fencing` | `false`: no fencing token, the guard has no `fence()`; on Redis a free lock is one native `SET NX PX` | `true` |
 /// | `permits` | whole number from 1 to 10000: one permit of a semaphore of that many, instead of a lock | a lock |
 /// | `lease` | duration string, at least `"10ms"` | the locker's default lease (30 s) |
@@ -131,6 +131,10 @@ mod template;
 /// [`Locker::read_lock`](../leasehold/struct.Locker.html#method.read_lock)): any number of
 /// readers hold it together, no writer while they do, and a waiting writer holds new readers
 /// back. `mode = "write"` (the default) is the exclusive lock, which excludes readers too.
+/// Readers have no fair mode: `fair = true` with `mode = "read"` is a compile error, and a
+/// profile's `fair` is left out. A read inside a `mode = "write"` body of the same key is
+/// a downgrade (see `Locker::read_lock`): it holds the lock on, with the write's
+/// `hold_at_least` and its own.
 ///
 /// ## `fencing`: locks without a fencing token
 /// `fencing = false` takes the lock without a fencing token (see

@@ -176,9 +176,13 @@ pub trait Acquire: Holding {
     fn shown(locker: &Locker, keys: &Self::Keys) -> String;
 }
 
-/// The request the attribute's options describe.
+/// The request the attribute's options describe. `fair` first: the profile's settings
+/// override the attribute's (`fair` among them).
 fn request<'a>(locker: &'a Locker, key: String, spec: &Spec) -> LockRequest<'a> {
     let mut request = locker.lock(key).of_kind(spec.kind);
+    if spec.fair {
+        request = request.fair(true);
+    }
     if let Some(lease) = spec.lease {
         request = request.lease(lease);
     }
@@ -194,7 +198,7 @@ fn request<'a>(locker: &'a Locker, key: String, spec: &Spec) -> LockRequest<'a> 
     if let Some(profile) = &spec.profile {
         request = request.profile(profile.clone());
     }
-    request.fair(spec.fair)
+    request
 }
 
 /// Whether a call site's options resolve against `locker` as its acquires would resolve them
@@ -293,6 +297,9 @@ fn semaphore<'a>(
 /// The request of `keys = [...]` for the attribute.
 fn request_all<'a>(locker: &'a Locker, keys: Vec<String>, spec: &Spec) -> MultiLockRequest<'a> {
     let mut request = locker.lock_all(keys);
+    if spec.fair {
+        request = request.fair(true);
+    }
     if let Some(lease) = spec.lease {
         request = request.lease(lease);
     }

@@ -243,6 +243,13 @@ conformance! {
         single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::hostile_keys::elections_and_locks_stay_apart;
     }
 
+    /// 28. Options kept by the engine's own means (the rest of the options × primitives
+    /// matrix runs on the core): `hold_at_least` keeps a lock, a read, a write and a downgrade
+    /// (the write's hold, the read's own) taken after an early release until the hold ends.
+    options {
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::options::holds_on_every_primitive;
+    }
+
     /// 22. Waiting rides out an outage: an acquire waiting through 5 s of a stalled engine
     /// takes the lock once the engine answers again; one told not to retry fails at once.
     rides_out_outages {

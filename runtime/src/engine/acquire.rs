@@ -120,6 +120,13 @@ impl Inner {
             }
             _ => {}
         }
+        if opts.fenced && !lease.fenced && opts.kind == LeaseKind::Read {
+            return Some(Err(LockError::config(format!(
+                "a read lock on {user_key:?} was asked for inside an unfenced write of the same \
+                 key: a downgrade is a read with a fencing token, which an unfenced hold has none \
+                 of to give; take the write lock fenced (drop `unfenced()`) to downgrade it"
+            ))));
+        }
         if opts.fenced && !lease.fenced {
             return Some(Err(LockError::config(format!(
                 "a fenced lock on {user_key:?} was asked for inside an unfenced hold of the \

@@ -160,6 +160,7 @@ impl Locker {
             watchdog: None,
             kind: LeaseKind::Exclusive,
             fair: false,
+            fair_of_profile: false,
             hold_at_least: None,
             fenced: true,
             retry_unavailable: None,
@@ -197,6 +198,12 @@ impl Locker {
     /// the later of their holds ends. The read's scope holds a read: a write inside it is
     /// refused as inside any read (and so is a write inside the write's scope once its guard
     /// was released and only the read holds on).
+    ///
+    /// A read lock has no fair mode and no unfenced one: [`fair(true)`](LockRequest::fair)
+    /// and [`unfenced()`](LockRequest::unfenced) on it are refused with
+    /// [`LockError::Config`] (a [profile](LockRequest::profile)'s `fair` is left out).
+    /// [`hold_at_least`](LockRequest::hold_at_least) keeps the reader's share, writers
+    /// out, until the hold ends.
     ///
     /// On every engine whose [`Capabilities::read_locks`](crate::Capabilities::read_locks)
     /// says so; the others refuse it with [`LockError::Config`].

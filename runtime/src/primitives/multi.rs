@@ -67,6 +67,25 @@ impl MultiLockRequest<'_> {
         self
     }
 
+    /// Whether every key is taken first come, first served across processes, as
+    /// [`LockRequest::fair`](crate::LockRequest::fair) says for one key: the keys are then
+    /// taken one by one (never in one round trip), each released key goes back to the store
+    /// (never handed to another task of the process), and each key's waiters are served in
+    /// order. Defaults to off.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let both = locker.lock_all(["wallet:1", "wallet:2"]).fair(true).acquire().await?;
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fair(mut self, on: bool) -> Self {
+        self.request = self.request.fair(on);
+        self
+    }
+
     /// A short label operators see beside each of these locks' holder; see
     /// [`LockRequest::label`](crate::LockRequest::label), whose rules and errors it follows.
     pub fn label(mut self, label: impl Into<String>) -> Self {

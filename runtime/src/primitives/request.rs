@@ -28,6 +28,9 @@ pub struct LockRequest<'a> {
     pub(crate) kind: LeaseKind,
     /// First come, first served across processes ([`LockRequest::fair`]).
     pub(crate) fair: bool,
+    /// `fair` is the named profile's, not asked for by the caller: read locks and permits,
+    /// which have no fair mode, leave it out rather than refuse it.
+    pub(crate) fair_of_profile: bool,
     /// Keep the lock at least this long after it was taken ([`LockRequest::hold_at_least`]).
     pub(crate) hold_at_least: Option<Duration>,
     /// Takes a fencing token; false once [`unfenced`](LockRequest::unfenced) was called.
@@ -102,8 +105,19 @@ impl<'a> LockRequest<'a> {
     /// turns in the order they started waiting.
     ///
     /// A fair release costs a round trip to the store every time.
+    ///
+    /// For the lock, the write side of a read-write lock and [`lock_all`](Locker::lock_all)
+    /// (each key), and always on for leader election.
+    ///
+    /// # Errors
+    /// [`acquire`](Self::acquire) fails with [`LockError::Config`] for a read lock: readers
+    /// never queue in the process and are let in by the writers-first rule (see
+    /// [`Locker::read_lock`]), so their order is not first come, first served. (A
+    /// [profile](Self::profile)'s `fair` does not apply to read locks or semaphores, which
+    /// have no fair mode.)
     pub fn fair(mut self, on: bool) -> Self {
         self.fair = on;
+        self.fair_of_profile = false;
         self
     }
 
@@ -144,6 +158,12 @@ impl<'a> LockRequest<'a> {
     /// The local waiters of the key are not handed the lock meanwhile: they wait in the
     /// store like anyone else. `#[distributed_lock(hold_at_least = "30s")]` is this.
     ///
+    /// On a read lock, the reader's share stays (writers stay out) until the end of the hold.
+    /// Through a downgrade (a read taken inside the held write, see [`Locker::read_lock`])
+    /// the hold of the write and the read's own both count: the lock stays taken until the
+    /// later of them ends, whichever guard ends the lease. A re-entered acquire (inside a
+    /// scope that holds the key already) releases nothing, and keeps no hold of its own.
+    ///
     /// # Errors
     /// [`acquire`](Self::acquire) fails with [`LockError::Config`] when `hold` is longer than
     /// a lease that is not renewed (`.watchdog(false)`): the lock would end before the hold.
@@ -183,6 +203,12 @@ impl<'a> LockRequest<'a> {
     /// unfenced hold, a fenced acquire of the same key fails with [`LockError::Config`]
     /// rather than re-enter without a token; a fenced waiter of the process is never handed
     /// an unfenced lease. `#[distributed_lock(fencing = false)]` is this.
+    ///
+    /// # Errors
+    /// The acquire fails with [`LockError::Config`] for a read lock: unfenced reads are not
+    /// offered (every reader's fence orders it among the writers, and the store takes it
+    /// anyway), so neither is the downgrade of an unfenced write (its read would need a
+    /// fence the unfenced hold does not have).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -281,7 +307,9 @@ impl<'a> LockRequest<'a> {
     /// (lease, wait, watchdog, fairness) replaces what this request set before, and the
     /// request keeps its own settings for what the profile leaves unset. Settings given after
     /// `.profile(...)` override the profile's. A profile's `limit` is for semaphores
-    /// ([`SemaphoreRequest::profile`](crate::SemaphoreRequest::profile)).
+    /// ([`SemaphoreRequest::profile`](crate::SemaphoreRequest::profile)); its `fair` is for
+    /// locks, writes and [`lock_all`](Locker::lock_all), and a read lock leaves it out (see
+    /// [`fair`](Self::fair)).
     ///
     /// # Errors
     /// The acquire fails with [`LockError::Config`] when the locker has no such profile, or
@@ -309,7 +337,10 @@ impl<'a> LockRequest<'a> {
             self.lease = profile.lease.or(self.lease);
             self.wait = profile.wait.or(self.wait);
             self.watchdog = profile.watchdog.or(self.watchdog);
-            self.fair = profile.fair.unwrap_or(self.fair);
+            if let Some(fair) = profile.fair {
+                self.fair = fair;
+                self.fair_of_profile = true;
+            }
             if let (Some(limit), LeaseKind::Permits { limit: asked, .. }) =
                 (profile.limit, &mut self.kind)
             {
@@ -363,6 +394,20 @@ impl<'a> LockRequest<'a> {
         if let Some(feature) = needs {
             store::require(feature, &caps, &*inner.store)?;
         }
+        let fair = match self.kind {
+            LeaseKind::Exclusive => self.fair,
+            kind if self.fair && !self.fair_of_profile => return Err(fair_not_offered(kind)),
+            // A profile's fairness is for the locks it also serves.
+            _ => false,
+        };
+        if !self.fenced && self.kind != LeaseKind::Exclusive {
+            return Err(LockError::config(
+                "unfenced reads are not offered: every reader gets a fencing token that orders \
+                 it among the writers (the store keeps the readers' fences in step with the \
+                 writers'); drop unfenced(), or take an unfenced lock (lock(key).unfenced()) \
+                 where nobody reads beside it",
+            ));
+        }
         let hold_at_least = self.hold_at_least.filter(|hold| !hold.is_zero());
         if let Some(hold) = hold_at_least {
             if !watchdog && hold > lease {
@@ -377,7 +422,7 @@ impl<'a> LockRequest<'a> {
             lease,
             wait: self.wait.unwrap_or(inner.default_wait),
             watchdog,
-            fair: self.fair,
+            fair,
             kind: self.kind,
             hold_at_least,
             fenced: self.fenced,
@@ -385,4 +430,23 @@ impl<'a> LockRequest<'a> {
             label,
         })
     }
+}
+
+/// The refusal of `fair` for a kind of lease that has no fair mode.
+fn fair_not_offered(kind: LeaseKind) -> LockError {
+    LockError::config(match kind {
+        LeaseKind::Read => {
+            "fair read locks are not offered: readers never queue in the process and are let \
+             in by the writers-first rule (a new reader waits for every writer that holds or \
+             waits for the lock, so it may wait as long as writers keep coming); drop fair \
+             from the read lock (a profile's fair is left out by read locks), or take the \
+             write lock where the order of requests matters"
+        }
+        _ => {
+            "fair semaphores are not offered: a semaphore's waiters queue first come, first \
+             served in their process, and a request for several permits takes its turn across \
+             processes (see Locker::semaphore); drop fair (a profile's fair is left out by \
+             semaphores)"
+        }
+    })
 }

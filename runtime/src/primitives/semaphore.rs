@@ -99,7 +99,8 @@ impl SemaphoreRequest<'_> {
     /// [`LockRequest::profile`](crate::LockRequest::profile) says, and its `limit`, when it
     /// sets one, instead of this request's number of permits (so every caller of the
     /// semaphore can take its limit from the one configuration). Settings given after
-    /// `.profile(...)` override the profile's.
+    /// `.profile(...)` override the profile's. A profile's `fair` is left out: a semaphore
+    /// has no fair mode (its waiters queue first come, first served in their process).
     ///
     /// # Errors
     /// The acquire fails with [`LockError::Config`] when the locker has no such profile.

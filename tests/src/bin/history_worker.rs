@@ -452,15 +452,15 @@ impl Task {
         }
         let key = keys[0].as_str();
         let request = match mode {
-            Mode::Exclusive => self.locker.lock(key),
+            Mode::Exclusive => self.locker.lock(key).fair(self.spec.fair),
+            // Readers have no fair mode (a fair read is refused): the writers' order is.
             Mode::Read => self.locker.read_lock(key),
-            Mode::Write => self.locker.write_lock(key),
+            Mode::Write => self.locker.write_lock(key).fair(self.spec.fair),
         };
         // The hold's id in its owner token, so that a test can tell whose grant the store
         // recorded (`history::store_order`).
         request
             .label(leasehold_tests::history::holder_label(hold))
-            .fair(self.spec.fair)
             .acquire()
             .await
             .map(Guard::One)

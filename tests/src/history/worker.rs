@@ -53,7 +53,8 @@ pub struct WorkerSpec {
     pub block_every: u32,
     /// Run on a current-thread runtime (a block then stops everything, watchdog included).
     pub current_thread: bool,
-    /// Take the locks with `fair(true)` (single-key holds; `lock_all` has no fair mode).
+    /// Take the locks with `fair(true)` (single-key locks and writes; readers have no fair
+    /// mode, and multi-key holds take none here).
     pub fair: bool,
     /// Read-write mode: `Some(p)` takes `p` % of the holds with `read_lock` (readers only
     /// check `is_held()`, they do not write) and the rest with `write_lock`; `None` takes

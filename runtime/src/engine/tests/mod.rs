@@ -6,6 +6,7 @@ mod close;
 mod health;
 mod job;
 mod leader;
+mod matrix;
 mod model;
 mod outage;
 mod read_write;

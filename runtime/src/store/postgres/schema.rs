@@ -19,7 +19,7 @@ use crate::error::LockError;
 pub const SCHEMA: &str = include_str!("schema.sql");
 
 /// Whether the schema is there, with this version's functions (their bodies carry the tag
-/// `leasehold schema 6`: an older database gets the new bodies); read before creating it.
+/// `leasehold schema 7`: an older database gets the new bodies); read before creating it.
 const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL \
      AND to_regclass('leasehold_fences') IS NOT NULL \
      AND to_regclass('leasehold_waiters') IS NOT NULL \
@@ -28,7 +28,7 @@ const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL 
      AND to_regclass('leasehold_permits') IS NOT NULL \
      AND to_regclass('leasehold_leaders') IS NOT NULL \
      AND to_regclass('leasehold_lockers') IS NOT NULL \
-     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 6%' AND oid IN (\
+     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 7%' AND oid IN (\
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint,text,bigint,boolean)'), \
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint)'), \
           to_regprocedure('leasehold_wait_in_line(text,text,bigint)'), \

@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS leasehold_waiters (
 CREATE OR REPLACE FUNCTION leasehold_next_in_line(p_key text, p_me text)
 RETURNS text
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     next_name text;
 BEGIN
@@ -81,7 +81,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_draw_slot(p_last_slot bigint)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     drawn constant bigint := nextval('leasehold_fences');
     slot bigint;
@@ -120,7 +120,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_name text, p_wait_ms bigint, p_queued boolean,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     holder text;
@@ -187,7 +187,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE sql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 SELECT a.fence, a.remaining_ms FROM leasehold_acquire(p_key, p_owner, p_lease_ms, p_fences, '', 0, false) AS a
 $$;
 
@@ -195,7 +195,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_wait_in_line(p_key text, p_name text, p_wait_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 INSERT INTO leasehold_waiters AS w (key, name, arrived, waits_until)
 VALUES (p_key, p_name, clock_timestamp(),
         clock_timestamp() + p_wait_ms * interval '1 millisecond')
@@ -211,7 +211,7 @@ CREATE OR REPLACE FUNCTION leasehold_pass_on(
     p_key text, p_me text, p_window_ms bigint, p_wake text)
 RETURNS void
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     next_name text;
 BEGIN
@@ -239,7 +239,7 @@ CREATE OR REPLACE FUNCTION leasehold_release(
     p_key text, p_owner text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     valid boolean;
 BEGIN
@@ -262,7 +262,7 @@ CREATE OR REPLACE FUNCTION leasehold_withdraw(
     p_key text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     left_to_me boolean;
 BEGIN
@@ -295,7 +295,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     snapshot_reads constant boolean := current_setting('transaction_isolation') <> 'read committed';
@@ -384,7 +384,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_shared(
     p_key text, p_owner text, p_lease_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     lease constant interval := p_lease_ms * interval '1 millisecond';
@@ -460,7 +460,7 @@ CREATE OR REPLACE FUNCTION leasehold_release_shared(
     p_key text, p_owner text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     marked boolean;
     valid boolean;
@@ -490,15 +490,18 @@ END
 $$;
 
 -- Extends every read lease of the batch that is still running while its lock is its readers'
--- (one entry per lease: the lock key, the owner, the lease in ms), and the lock's row to the
--- longest of them. The rows of the locks first, in key order (as acquires and releases lock
--- them), then the readers: so a writer never takes a row over between a reader's renewal
--- and the row's extension. Returns the leases extended.
+-- (one entry per lease: the lock key, the owner, the lease in ms), and sets the lock's row to
+-- the longest lease of its live readers. A renewal may shorten a lease (the end of a hold,
+-- set as a renewal with the time left): the row then ends with the longest remaining lease,
+-- as a release leaves it (leasehold_release_shared), not with the longest it ever had. The
+-- rows of the locks first, in key order (as acquires and releases lock them), then the
+-- readers: so a writer never takes a row over between a reader's renewal and the row's
+-- extension. Returns the leases extended.
 CREATE OR REPLACE FUNCTION leasehold_renew_shared(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = ANY (p_keys) AND l.owner = 'R' AND l.expires > clock_timestamp()
@@ -515,8 +518,14 @@ BEGIN
                             AND l.expires > clock_timestamp())
             RETURNING r.key, r.owner, r.expires
     ), marked AS (
+        -- The other live readers as they were before this statement (the batch's rows are
+        -- in `done`, with their new ends).
         UPDATE leasehold_locks AS l
-            SET expires = greatest(l.expires, d.last_end)
+            SET expires = greatest(d.last_end, (
+                SELECT max(r.expires) FROM leasehold_readers AS r
+                WHERE r.key = l.key AND r.expires > clock_timestamp()
+                  AND NOT EXISTS (SELECT 1 FROM done AS x
+                                  WHERE x.key = r.key AND x.owner = r.owner)))
             FROM (SELECT d.key, max(d.expires) AS last_end FROM done AS d GROUP BY d.key) AS d
             WHERE l.key = d.key AND l.owner = 'R'
     )
@@ -557,7 +566,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_permits(
     p_place text, p_wait_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint, OUT agreed integer)
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DECLARE
     agreed_limit integer;
     last_fence bigint;
@@ -633,7 +642,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_permits(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 BEGIN
     PERFORM 1 FROM leasehold_semaphores AS s
         WHERE s.key = ANY (p_keys)
@@ -672,7 +681,7 @@ CREATE OR REPLACE FUNCTION leasehold_publish_leader(
     p_key text, p_record text, p_owner text, p_term bigint, p_identity text, p_wake text)
 RETURNS integer
 LANGUAGE plpgsql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = p_key AND l.owner = p_owner AND l.expires > clock_timestamp();
@@ -712,7 +721,7 @@ CREATE TABLE IF NOT EXISTS leasehold_lockers (
 CREATE OR REPLACE FUNCTION leasehold_public(p_owner text)
 RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
--- leasehold schema 6
+-- leasehold schema 7
 SELECT CASE WHEN starts_with(p_owner, 'h1.') AND length(p_owner) > 32
             THEN left(p_owner, -32) ELSE '' END
 $$;
@@ -723,7 +732,7 @@ CREATE OR REPLACE FUNCTION leasehold_describe_locker(
     p_id text, p_description text, p_ttl_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 6
+-- leasehold schema 7
 DELETE FROM leasehold_lockers AS d WHERE d.id IN (
     SELECT v.id FROM leasehold_lockers AS v
     WHERE v.expires < clock_timestamp() - interval '1 minute' AND v.id <> p_id

@@ -5,6 +5,11 @@
 -- ARGV[2i - 1]  the reader's token
 -- ARGV[2i]      its new lease in milliseconds
 --
+-- A renewal may also shorten a reader's lease (the end of a hold, LockRequest::hold_at_least,
+-- is set as a renewal with the time left): the lock key and the readers then live as long as
+-- the longest remaining lease, as a release leaves them (read_release.lua), not as long as the
+-- longest lease they ever had (a writer would wait for that).
+--
 -- Returns one entry per reader: 1 when its lease was valid and is extended, 0 when it was not
 -- (nothing changed), an error message when a command failed for this reader.
 local now = clock_ms()
@@ -20,12 +25,10 @@ local function renew_one(i)
     return 0
   end
   redis.call('ZADD', readers, 'XX', now + lease, token)
-  if redis.call('PTTL', lock) < lease then
-    redis.call('PEXPIRE', lock, lease)
-  end
-  if redis.call('PTTL', readers) < lease then
-    redis.call('PEXPIRE', readers, lease)
-  end
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  local ttl = math.max(1, tonumber(last[2]) - now)
+  redis.call('PEXPIRE', lock, ttl)
+  redis.call('PEXPIRE', readers, ttl)
   return 1
 end
 return each(#KEYS / 2, renew_one)
