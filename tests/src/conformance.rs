@@ -27,7 +27,7 @@ use std::time::Duration;
 use leasehold::{Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT};
 
 use crate::harness::{
-    eventually, EtcdCluster, EtcdServer, PgServer, ProxyMode, RedisCluster, RedisServer,
+    eventually, EtcdCluster, EtcdServer, Held, PgServer, ProxyMode, RedisCluster, RedisServer,
     SentinelSetup, Sentinels, TcpProxy, ZkServer,
 };
 use crate::history::WorkerSpec;
@@ -452,6 +452,58 @@ impl Engine {
     #[must_use = "false means the engine has no server to cut off"]
     pub fn cut(&self) -> bool {
         self.set_mode(ProxyMode::Cut)
+    }
+
+    /// Arms every lock server's proxy to hold the next connection whose client sends bytes
+    /// containing `pattern` (a lock key's name: every engine's requests carry it), in the
+    /// direction(s) `held` names, until [`release_held`](Self::release_held) delivers what it
+    /// held or [`cut_held`](Self::cut_held) closes it ([`TcpProxy::hold_next_sending`]): a call
+    /// whose outcome its client cannot know, and every later call on that connection. On a
+    /// deployment of several servers each proxy catches a connection of its own (RedLock's
+    /// call to each node, the Cluster node that serves the key). False (and nothing done) for
+    /// memory.
+    #[must_use = "false means the engine has no connection to hold"]
+    pub fn hold_next_sending(&self, pattern: &[u8], held: Held) -> bool {
+        self.hold_nth_sending(pattern, 1, held)
+    }
+
+    /// As [`hold_next_sending`](Self::hold_next_sending), but each proxy lets the first
+    /// `nth - 1` chunks with `pattern` in them through ([`TcpProxy::hold_nth_sending`]).
+    #[must_use = "false means the engine has no connection to hold"]
+    pub fn hold_nth_sending(&self, pattern: &[u8], nth: usize, held: Held) -> bool {
+        for proxy in &self.proxies {
+            proxy.hold_nth_sending(pattern, nth, held);
+        }
+        !self.proxies.is_empty()
+    }
+
+    /// How many connections [`hold_next_sending`](Self::hold_next_sending) caught since the
+    /// engine started, over every proxy.
+    pub fn caught(&self) -> usize {
+        self.proxies.iter().map(TcpProxy::caught).sum()
+    }
+
+    /// Waits until the traps caught `at_least` connections in all (see
+    /// [`caught`](Self::caught)), up to `within`; whether they did.
+    pub async fn wait_caught(&self, at_least: usize, within: Duration) -> bool {
+        let until = tokio::time::Instant::now() + within;
+        while self.caught() < at_least {
+            if tokio::time::Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        true
+    }
+
+    /// Delivers what the caught connections held, in order, and disarms the traps.
+    pub fn release_held(&self) {
+        self.proxies.iter().for_each(TcpProxy::release_held);
+    }
+
+    /// Closes the caught connections, dropping what they held, and disarms the traps.
+    pub fn cut_held(&self) {
+        self.proxies.iter().for_each(TcpProxy::cut_held);
     }
 
     /// What [`restart`](Self::restart) can do on this engine: `(empty, from_data)`. A Redis

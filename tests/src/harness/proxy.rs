@@ -130,17 +130,24 @@ struct Trap {
     id: u64,
     pattern: Arc<[u8]>,
     held: Held,
+    /// Chunks holding the pattern still to let through before the one that springs it.
+    skip: usize,
 }
 
 impl Traps {
-    /// The armed trap, taken if `window` holds its pattern: one connection per trap.
+    /// The armed trap, taken if `window` holds its pattern and no more such chunks are to be
+    /// let through: one connection per trap.
     fn spring(&mut self, window: &[u8]) -> Option<Trap> {
-        let trap = self.armed.as_ref()?;
+        let trap = self.armed.as_mut()?;
         if trap.pattern.is_empty()
             || !window
                 .windows(trap.pattern.len())
                 .any(|w| w == &trap.pattern[..])
         {
+            return None;
+        }
+        if trap.skip > 0 {
+            trap.skip -= 1;
             return None;
         }
         self.caught += 1;
@@ -278,13 +285,16 @@ impl TcpProxy {
         });
     }
 
-    /// Arms a trap for one connection: the next connection (open now or later) whose client
-    /// sends bytes containing `pattern` is held from that chunk on, in the direction(s)
-    /// `held` names, until [`release_held`](Self::release_held) delivers what it held, in
-    /// order, or [`cut_held`](Self::cut_held) closes it. Every other connection keeps the
-    /// proxy's modes. Replaces a trap armed before that caught nothing. The pattern is looked
-    /// for within each chunk the client sends, together with the end of the chunk before it
-    /// (up to the pattern's length), so a pattern split across two reads is found.
+    /// Arms a trap for one connection: the next connection (open now or later, and not held
+    /// by an earlier trap now) whose client sends bytes containing `pattern` is held from
+    /// that chunk on, in the direction(s) `held` names, until
+    /// [`release_held`](Self::release_held) delivers what it held, in order, or
+    /// [`cut_held`](Self::cut_held) closes it. Every other connection keeps the proxy's
+    /// modes; a connection whose held bytes were delivered can be caught again. Replaces a
+    /// trap armed before that caught nothing. The pattern is looked for within each chunk the
+    /// client sends, together with the end of the chunk before it (one byte less than the
+    /// pattern), so a pattern split across two reads is found, and one found in a chunk is
+    /// not found again in the next.
     ///
     /// A request held past its client's timeout plays a call that failed but may still be
     /// applied ([`Held::Requests`], then release); one whose reply is held and then cut plays
@@ -305,6 +315,18 @@ impl TcpProxy {
     /// # Panics
     /// If `pattern` is empty.
     pub fn hold_next_sending(&self, pattern: &[u8], held: Held) {
+        self.hold_nth_sending(pattern, 1, held);
+    }
+
+    /// As [`hold_next_sending`](Self::hold_next_sending), but lets the first `nth - 1` chunks
+    /// that clients send with `pattern` in them through (on any connection), and holds the
+    /// connection that sends the `nth`: a call that comes after others of the same lock (a
+    /// contender's look at the queue after it entered it), where the first such call would
+    /// be the wrong one. `nth` 0 counts as 1.
+    ///
+    /// # Panics
+    /// If `pattern` is empty.
+    pub fn hold_nth_sending(&self, pattern: &[u8], nth: usize, held: Held) {
         assert!(!pattern.is_empty(), "a trap needs a pattern to look for");
         let mut traps = self.traps();
         traps.last += 1;
@@ -312,6 +334,7 @@ impl TcpProxy {
             id: traps.last,
             pattern: pattern.into(),
             held,
+            skip: nth.saturating_sub(1),
         });
     }
 
@@ -576,10 +599,23 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: Link) {
                 }
             }
             if let Some(classify) = &reading.classify {
-                if classify.caught.borrow().is_none() {
+                // A connection whose held bytes were delivered may be caught again by a
+                // later trap (another call of the same client); one that holds, or was cut,
+                // may not.
+                let catchable = classify
+                    .caught
+                    .borrow()
+                    .as_ref()
+                    .is_none_or(|trap| !reading.control.borrow().holds(trap.id));
+                if catchable {
                     window.extend_from_slice(&buf[..n]);
                     let mut traps = classify.traps.lock().unwrap_or_else(|p| p.into_inner());
-                    let keep = traps.armed.as_ref().map_or(0, |t| t.pattern.len());
+                    // A pattern split across two reads needs at most all but one of its bytes
+                    // from the first: keeping a whole one would find it again in the next.
+                    let keep = traps
+                        .armed
+                        .as_ref()
+                        .map_or(0, |t| t.pattern.len().saturating_sub(1));
                     if let Some(trap) = traps.spring(&window) {
                         // Before this chunk is queued: the matching request is held too.
                         classify.caught.send_replace(Some(trap));
@@ -763,7 +799,34 @@ fn number(digits: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::Sniffer;
+    use super::{Held, Sniffer, Trap, Traps};
+
+    #[test]
+    fn a_trap_for_the_nth_chunk_lets_the_ones_before_through() {
+        let mut traps = Traps {
+            armed: Some(Trap {
+                id: 1,
+                pattern: b"{k0}".as_slice().into(),
+                held: Held::Requests,
+                skip: 1,
+            }),
+            ..Traps::default()
+        };
+        assert!(traps.spring(b"GET other").is_none());
+        assert!(
+            traps.spring(b"GET lock:{k0}").is_none(),
+            "the first is let through"
+        );
+        assert!(
+            traps.spring(b"DEL lock:{k0}").is_some(),
+            "the second springs it"
+        );
+        assert_eq!(traps.caught, 1);
+        assert!(
+            traps.spring(b"GET lock:{k0}").is_none(),
+            "one connection per trap"
+        );
+    }
 
     #[test]
     fn a_subscribe_is_found_across_chunks_and_after_other_commands() {

@@ -2,7 +2,8 @@
 //! judged by one model of what a lock does.
 //!
 //! A [`Schedule`] is a few processes (separate `Locker`s, each with its own connections and
-//! local queue; in memory, clones of one locker, sharing its local queue) with two tasks each,
+//! local queue; in memory, clones of one locker, sharing its local queue) with two tasks each
+//! (and one more per episode of an unknown-outcome schedule),
 //! and operations drawn from every primitive: `acquire` and `try_acquire` of exclusive,
 //! unfenced, fair, read and write
 //! locks, `lock_all`, semaphore permits (1 to 3 of 3), leader campaigns, singleton jobs
@@ -11,10 +12,17 @@
 //! acquire cancelled after N polls); a wait that runs out gives `Busy`. Between the
 //! operations come faults where the engine has them: every connection stalled or cut through
 //! the harness's proxies, a snapshot, the lock server restarted empty or from its data, a
-//! failover (the etcd cluster's leader restarted, so that another member leads).
-//! Schedules come in [`Family`]s: the general mix, and three bent towards the interplay that
+//! failover (the etcd cluster's leader restarted, so that another member leads); and calls
+//! whose outcome the client cannot know ([`Fault::Late`], [`Fault::LateReply`],
+//! [`Fault::LostReply`], [`Fault::LostRequest`]): the one connection that sends the first,
+//! second or third call naming a key, a semaphore or an election after a given moment is
+//! held past the operation timeout (with every call it carries after it), then delivered
+//! (applied after its client gave up, or its reply late) or cut (its reply lost, or the
+//! call never applied).
+//! Schedules come in [`Family`]s: the general mix, and four bent towards the interplay that
 //! hides bugs (readers and writers of one key, cancelled acquires with long leases, holds
-//! around restarts), so that a bug needing one coincidence turns up in tens of schedules.
+//! around restarts, calls of unknown outcome), so that a bug needing one coincidence turns up
+//! in tens of schedules.
 //!
 //! Each run is judged three ways:
 //! - **safety**, by the history checker (`leasehold_tests::history`): no two exclusive holders,
@@ -32,7 +40,14 @@
 //!   (for the operation timeout). So nobody waits behind a holder that has left, whatever
 //!   the scheduling noise: the model judges the times the engine really produced, and [`GAP`]
 //!   is the stated tolerance for a handover. Waits that overlap a fault (plus [`RECOVERY`])
-//!   are not judged;
+//!   are not judged, but for the faults of unknown outcome: there the model accepts either
+//!   outcome for every call the held connection may have carried (a call in flight while it
+//!   was held may have taken what it asked for, from its invocation), and excuses everyone
+//!   while it was held, until [`SETTLE`] after it was released or cut; from then on nobody
+//!   may be kept out by such a call (it was settled, given back or never applied), and the
+//!   waits are judged as anywhere else. Safety is judged throughout, and a lease that
+//!   outlives the held connection (see `outlives_hold`) must not be lost by it (but to a cut
+//!   under its holder, which a client may take for a restarted server);
 //! - **the end state**: once the last lease and `hold_at_least` of the run is over, every key,
 //!   semaphore and election is free at once to a new process.
 //!
@@ -41,11 +56,19 @@
 //! engine offers the primitive, the same schedules cover it. In memory (the reference) nothing
 //! is refused.
 //!
-//! A failing schedule is shrunk by proptest and printed as a short program; paste it into
-//! [`regressions`] to replay it. `DIFF_CASES=N` schedules per engine (default
-//! [`DEFAULT_CASES`]), `DIFF_SEED=S` for another or the same sequence of schedules (every
-//! engine runs the same schedules, in the same order), `DIFF_SHRINK=N` shrink steps at most
-//! (default 24).
+//! In memory there is no connection to hold: its calls are answered in the caller's own
+//! process, and the only call whose answer a caller can miss is one it stops polling, which
+//! every family's `Exit::Cancel` covers. It runs the unknown-outcome schedules without their
+//! faults, as the reference that the model finds nothing wrong with them.
+//!
+//! A run has two phases per engine: `DIFF_CASES=N` schedules of every family (default
+//! [`DEFAULT_CASES`]), then `DIFF_UNKNOWN_CASES=N` of the unknown-outcome family alone
+//! (default [`UNKNOWN_CASES`]), so that every engine meets calls of unknown outcome on every
+//! run. A failing schedule is shrunk by proptest and printed as a short program; paste it
+//! into [`regressions`] to replay it. `DIFF_SEED=S` for another or the same sequence of
+//! schedules (every engine runs the same schedules, in the same order), `DIFF_SHRINK=N`
+//! shrink steps at most (default 24), `DIFF_SURVEY=1` to run every schedule and print each
+//! that fails, unshrunk (how often a bug turns up), `DIFF_TRACE=1` for each run's table.
 //!
 //! `cargo test -p leasehold-tests --all-features --test conformance -- differential::` (one
 //! test per engine: `-- differential::single`, `-- differential::zookeeper`, ...).
@@ -60,7 +83,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{LockError, Locker};
-use leasehold_tests::conformance::{Engine, EngineKind, OP_TIMEOUT};
+use leasehold_tests::conformance::{Engine, EngineKind, OP_TIMEOUT, ZK_SESSION_TIMEOUT};
+// The proxy's directions; `Held` here is a held guard.
+use leasehold_tests::harness::Held as HeldBytes;
 use leasehold_tests::history::{encode_key, monotonic_ns, History, Rule};
 use leasehold_tests::polls::for_polls;
 use proptest::prelude::*;
@@ -89,6 +114,23 @@ const RELEASE_SLACK: Duration = Duration::from_millis(300);
 /// ZooKeeper session or an etcd lease proved alive again, leases of a rolled-back snapshot
 /// running out): waits overlapping it are not judged.
 const RECOVERY: Duration = Duration::from_secs(6);
+
+/// How long after a held connection was released or cut a call of unknown outcome may still
+/// keep others out: its late answer or the cut reaches the client, what it may have taken is
+/// given back (a round trip), and a waiting acquire of the held process that was riding it
+/// out comes back from its pause (at most three attempts fail in a hold of 1.5 s: a pause of
+/// at most 800 ms) and tries again within the operation timeout. Far below the leases of the
+/// unknown-outcome schedules (5 s and 8 s): a lock that a late call left to nobody for its
+/// lease is blamed, a prompt give-back is not. [`GAP`] comes on top, as everywhere.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// How long a fault of unknown outcome waits for a call to name its target before it gives
+/// up (the schedule's operations on it may all be over).
+const ARMED_FOR: Duration = Duration::from_millis(1500);
+
+/// Schedules of the unknown-outcome family per engine in a default run, after
+/// [`DEFAULT_CASES`] of every family (the run's summary prints the time of each phase).
+const UNKNOWN_CASES: u32 = 4;
 
 /// The semaphores' limit.
 const LIMIT: u32 = 3;
@@ -220,6 +262,60 @@ enum Fault {
     /// A failover where the engine has one ([`Engine::failover`]: a leader change of the
     /// etcd cluster).
     Failover,
+    /// The `nth` call from now that names `on` (the ones before it go through) is held on
+    /// its connection, with every call that connection carries after it, for `ms`, then
+    /// delivered: a call that reaches the server after its client gave up (`ms` is beyond
+    /// the operation timeout). The second call is the interesting one where the first
+    /// enters a queue and the second looks at it.
+    Late { on: On, nth: u8, ms: u64 },
+    /// The `nth` call from now that names `on` reaches the server at once, but its reply
+    /// (with every later reply on its connection) is held for `ms`, then delivered: a call
+    /// applied whose answer came after its client gave up.
+    LateReply { on: On, nth: u8, ms: u64 },
+    /// As [`LateReply`](Self::LateReply), but the connection is then cut: a call applied
+    /// whose answer never came.
+    LostReply { on: On, nth: u8, ms: u64 },
+    /// The `nth` call from now that names `on` and its connection go silent (nothing goes
+    /// through either way) for `ms`, then the connection is cut: a call never applied whose
+    /// client cannot know that, and the calls it sends meanwhile (a give-back) lost with it.
+    LostRequest { on: On, nth: u8, ms: u64 },
+}
+
+/// What a fault of unknown outcome aims at: a name that every engine's requests about it
+/// carry on the wire, the user key between braces (Redis's keys `P:lock:{k0}`,
+/// `P:sem:{s0}`, `P:leader:lock:{e0}`; ZooKeeper's paths and etcd's keys made from them;
+/// PostgreSQL's parameters).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum On {
+    /// Lock key `k` (every lock kind, `lock_all`, jobs).
+    Key(u8),
+    /// Semaphore `s`.
+    Semaphore(u8),
+    /// Election `e`.
+    Election(u8),
+}
+
+impl On {
+    /// The bytes the proxy looks for.
+    fn pattern(self) -> String {
+        let name = match self {
+            On::Key(k) => key(k),
+            On::Semaphore(s) => semaphore(s),
+            On::Election(e) => election(e),
+        };
+        format!("{{{name}}}")
+    }
+}
+
+// Printed as the expression that builds it, for the schedule's program.
+impl fmt::Debug for On {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            On::Key(k) => write!(f, "On::Key({k})"),
+            On::Semaphore(s) => write!(f, "On::Semaphore({s})"),
+            On::Election(e) => write!(f, "On::Election({e})"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -317,7 +413,9 @@ impl fmt::Display for Schedule {
                 op.proc, op.task, op.at, op.prim, op.how, op.lease, op.watchdog, op.hold, op.exit
             )?;
         }
-        for fault in &self.faults {
+        let mut faults: Vec<&FaultAt> = self.faults.iter().collect();
+        faults.sort_by_key(|fault| fault.at);
+        for fault in faults {
             writeln!(f, "    .fault({}, Fault::{:?})", fault.at, fault.fault)?;
         }
         Ok(())
@@ -341,12 +439,19 @@ enum Family {
     /// Short holds of every fenced kind around one or two restarts (empty or from a
     /// snapshot), stalls and cuts: fences across a restart, holders told of their loss.
     Restarts,
+    /// Episodes of calls of unknown outcome, one after another (see [`episode`]): a fault
+    /// aimed at a waiter's call, with `try_acquire`s that time out, acquires cancelled,
+    /// waiters for several permits, waits long enough to ride out the held connection, and
+    /// long leases (5 s, 8 s), so that a lock that a late call left to nobody for its lease
+    /// stands out from a give-back within [`SETTLE`].
+    UnknownOutcomes,
 }
 
 /// The strategies one family draws an operation's parts from.
 struct Mix {
     request: BoxedStrategy<(Prim, How)>,
     lease: BoxedStrategy<u64>,
+    watchdog: BoxedStrategy<bool>,
     hold: BoxedStrategy<u64>,
     exit: BoxedStrategy<Exit>,
 }
@@ -384,6 +489,7 @@ impl Mix {
                 )
                     .boxed(),
                 lease: prop_oneof![Just(500u64), Just(1500), Just(3000)].boxed(),
+                watchdog: any::<bool>().boxed(),
                 hold: prop_oneof![
                     1 => Just(0u64),
                     2 => Just(100),
@@ -411,6 +517,7 @@ impl Mix {
                 ]
                 .boxed(),
                 lease: prop_oneof![Just(1500u64), Just(3000)].boxed(),
+                watchdog: any::<bool>().boxed(),
                 hold: prop_oneof![
                     1 => Just(100u64),
                     1 => Just(400),
@@ -440,10 +547,49 @@ impl Mix {
                 )
                     .boxed(),
                 lease: prop_oneof![1 => Just(1500u64), 3 => Just(3000)].boxed(),
+                watchdog: any::<bool>().boxed(),
                 hold: prop_oneof![Just(100u64), Just(400), Just(1200)].boxed(),
                 exit: prop_oneof![
                     2 => Just(Exit::Release),
                     3 => (1u8..=5).prop_map(Exit::Cancel),
+                ]
+                .boxed(),
+            },
+            // The operations beside the episodes (see `unknown_outcomes_strategy`): on key 0
+            // (and 1 for `lock_all`), semaphore 0 and election 0, which the first episode may
+            // aim at too.
+            Family::UnknownOutcomes => Mix {
+                request: (
+                    prop_oneof![
+                        3 => Just(Prim::Lock(0)),
+                        1 => Just(Prim::Fair(0)),
+                        1 => Just(Prim::Unfenced(0)),
+                        2 => Just(Prim::Read(0)),
+                        2 => Just(Prim::Write(0)),
+                        1 => Just(Prim::All(vec![0, 1])),
+                        1 => Just(Prim::Job(0, 1200)),
+                        // Mostly for two of the three permits: a waiter for several, and
+                        // another that does not fit beside it.
+                        6 => prop_oneof![1 => Just(1u32), 3 => Just(2), 1 => Just(3)]
+                            .prop_map(|n| Prim::Permits(0, n)),
+                        2 => Just(Prim::Leader(0)),
+                    ],
+                    prop_oneof![
+                        3 => Just(How::Try),
+                        2 => Just(How::Acquire(800)),
+                        2 => Just(How::Acquire(2500)),
+                        3 => Just(How::Acquire(4000)),
+                    ],
+                )
+                    .boxed(),
+                lease: prop_oneof![Just(5000u64), Just(8000)].boxed(),
+                // ZooKeeper and etcd refuse a lease beyond their 4 s session without it.
+                watchdog: Just(true).boxed(),
+                hold: prop_oneof![Just(100u64), Just(400), Just(1200)].boxed(),
+                exit: prop_oneof![
+                    3 => Just(Exit::Release),
+                    1 => Just(Exit::Drop),
+                    2 => (1u8..=5).prop_map(Exit::Cancel),
                 ]
                 .boxed(),
             },
@@ -461,6 +607,7 @@ impl Mix {
                 )
                     .boxed(),
                 lease: prop_oneof![Just(500u64), Just(1500), Just(3000)].boxed(),
+                watchdog: any::<bool>().boxed(),
                 hold: prop_oneof![Just(0u64), Just(100), Just(400)].boxed(),
                 exit: prop_oneof![
                     4 => Just(Exit::Release),
@@ -473,11 +620,12 @@ impl Mix {
     }
 }
 
-fn op_strategy(procs: usize, mix: Mix) -> impl Strategy<Value = Op> {
+/// Operations of `procs` processes, starting at 100 ms steps in `steps`.
+fn op_strategy(procs: usize, steps: RangeInclusive<u64>, mix: Mix) -> impl Strategy<Value = Op> {
     (
-        (0..procs, 0..TASKS, (0u64..=15).prop_map(|t| t * 100)),
+        (0..procs, 0..TASKS, steps.prop_map(|t| t * 100)),
         mix.request,
-        (mix.lease, any::<bool>()),
+        (mix.lease, mix.watchdog),
         mix.hold,
         mix.exit,
     )
@@ -506,13 +654,52 @@ fn fault_strategy(steps: RangeInclusive<u64>, restarts: u32) -> impl Strategy<Va
             1 => Just(Fault::Snapshot),
             restarts => any::<bool>().prop_map(|from_data| Fault::Restart { from_data }),
             1 => Just(Fault::Failover),
+            2 => unknown_outcome(),
         ],
     )
         .prop_map(|(at, fault)| FaultAt { at, fault })
 }
 
+/// A call of unknown outcome, aimed mostly at key 0 and semaphore 0: the first, second or
+/// third call that names it, held for 800 ms or 1.5 s: beyond the 500 ms operation timeout,
+/// the longer one long enough for a waiter's attempts after the failed one to queue behind
+/// it (its give-back's clean-up then comes after them), and short enough that a 5 s lease
+/// outlives it on every engine (see `outlives_hold`).
+fn unknown_outcome() -> impl Strategy<Value = Fault> {
+    unknown_outcome_on(prop_oneof![
+        4 => Just(On::Key(0)),
+        1 => Just(On::Key(1)),
+        4 => Just(On::Semaphore(0)),
+        1 => Just(On::Election(0)),
+    ])
+}
+
+/// A call of unknown outcome aimed at what `on` draws.
+fn unknown_outcome_on(on: impl Strategy<Value = On>) -> impl Strategy<Value = Fault> {
+    (
+        on,
+        prop_oneof![2 => Just(1u8), 2 => Just(2), 1 => Just(3)],
+        prop_oneof![Just(800u64), Just(1500)],
+        prop_oneof![3 => Just(0u8), 1 => Just(1), 1 => Just(2), 2 => Just(3)],
+    )
+        .prop_map(|(on, nth, ms, how)| unknown_fault(how, on, nth, ms))
+}
+
+/// Fault `how` of the four of unknown outcome (late, late reply, lost reply, lost request).
+fn unknown_fault(how: u8, on: On, nth: u8, ms: u64) -> Fault {
+    match how {
+        0 => Fault::Late { on, nth, ms },
+        1 => Fault::LateReply { on, nth, ms },
+        2 => Fault::LostReply { on, nth, ms },
+        _ => Fault::LostRequest { on, nth, ms },
+    }
+}
+
 /// One family's schedules.
 fn family_strategy(family: Family) -> BoxedStrategy<Schedule> {
+    if family == Family::UnknownOutcomes {
+        return unknown_outcomes_strategy();
+    }
     (2usize..=3)
         .prop_flat_map(move |procs| {
             // Fewer operations where the interplay is narrow: a key busy all along hides it.
@@ -520,7 +707,7 @@ fn family_strategy(family: Family) -> BoxedStrategy<Schedule> {
                 Family::ReadersAndWriters => 6..=14,
                 _ => 8..=20,
             };
-            let ops = proptest::collection::vec(op_strategy(procs, Mix::of(family)), count);
+            let ops = proptest::collection::vec(op_strategy(procs, 0..=15, Mix::of(family)), count);
             let faults = match family {
                 // Two in three schedules without faults: those judge liveness all along.
                 Family::Mixed => prop_oneof![
@@ -543,15 +730,229 @@ fn family_strategy(family: Family) -> BoxedStrategy<Schedule> {
         .boxed()
 }
 
+/// How far apart the episodes of an unknown-outcome schedule start: after the one before
+/// has had its fault (armed within 300 ms, caught within [`ARMED_FOR`] or given up, held at
+/// most 1.5 s), as faults come one after the other.
+const EPISODE_MS: u64 = 2000;
+
+/// Episodes per unknown-outcome schedule.
+const EPISODES: u8 = 3;
+
+/// The unknown-outcome family's schedules: [`EPISODES`] episodes, [`EPISODE_MS`] apart, each
+/// of which meets a held call with what depends on its outcome (see [`episode`]), and a few
+/// operations of every kind beside them.
+fn unknown_outcomes_strategy() -> BoxedStrategy<Schedule> {
+    (2usize..=3)
+        .prop_flat_map(|procs| {
+            let episodes: Vec<BoxedStrategy<(Vec<Op>, FaultAt)>> =
+                (0..EPISODES).map(|n| episode(procs, n)).collect();
+            let others = proptest::collection::vec(
+                op_strategy(procs, 0..=60, Mix::of(Family::UnknownOutcomes)),
+                0..=3,
+            );
+            (episodes, others).prop_map(move |(episodes, others)| {
+                let (ops, faults): (Vec<Vec<Op>>, Vec<FaultAt>) = episodes.into_iter().unzip();
+                let mut ops: Vec<Op> = ops.into_iter().flatten().chain(others).collect();
+                ops.sort_by_key(|op| (op.at, op.proc, op.task));
+                Schedule { procs, ops, faults }
+            })
+        })
+        .boxed()
+}
+
+/// Episode `n` of an unknown-outcome schedule, starting `n` × [`EPISODE_MS`] in, on a target
+/// of its own (key `n`, semaphore `n` or election `n`), its operations in a task of their own
+/// in each process (task `TASKS + n`: an episode's waiter never queues behind another's
+/// operation): a holder (process `n`); a waiter of the next process that comes while it
+/// holds; a fault aimed at the waiter, armed as it is invoked so that the fault's `nth` call
+/// is the waiter's (if no other call names the target meanwhile); one or two contenders after
+/// the held connection was let go. The waiter is one of two kinds, and the target and the
+/// call held follow from it:
+/// - one in line: a long wait (riding out the held connection), mostly for permits of a
+///   semaphore, more than the holder leaves (a waiter for several permits keeps its turn
+///   across its attempts); the fault holds mostly its second call, its look at the queue
+///   it entered with the first;
+/// - one that gives up: a `try_acquire` (that times out) or an acquire cancelled while its
+///   call is held; the fault holds its first call, which may land after the give-back, on
+///   a target its holder has left.
+///
+/// The holder is mostly gone before the held connection is let go, so that what depends on
+/// the held call then runs (a waiter's next attempt, a late call's landing); the faults are
+/// mostly calls held and then delivered, the ones that land after their client gave up.
+fn episode(procs: usize, n: u8) -> BoxedStrategy<(Vec<Op>, FaultAt)> {
+    let offset = u64::from(n) * EPISODE_MS;
+    let task = TASKS + usize::from(n);
+    let holder_proc = usize::from(n) % procs;
+    let in_line = prop_oneof![7 => Just(true), 3 => Just(false)];
+    in_line
+        .prop_flat_map(move |in_line| {
+            let target = if in_line {
+                prop_oneof![
+                    8 => Just(On::Semaphore(n)),
+                    1 => Just(On::Key(n)),
+                    1 => Just(On::Election(n)),
+                ]
+                .boxed()
+            } else {
+                prop_oneof![
+                    2 => Just(On::Semaphore(n)),
+                    2 => Just(On::Key(n)),
+                    1 => Just(On::Election(n)),
+                ]
+                .boxed()
+            };
+            // For a semaphore, the holder's permits and the waiter's, which do not fit
+            // together.
+            let counts =
+                (1u32..=LIMIT).prop_flat_map(|held| (Just(held), (LIMIT + 1 - held)..=LIMIT));
+            (target, counts)
+                .prop_flat_map(move |(on, (held, wanted))| {
+                    episode_on(procs, offset, task, holder_proc, in_line, on, held, wanted)
+                })
+                .boxed()
+        })
+        .boxed()
+}
+
+/// [`episode`]'s operations and fault on `on`, once its kind and counts are drawn.
+#[allow(clippy::too_many_arguments)]
+fn episode_on(
+    procs: usize,
+    offset: u64,
+    task: usize,
+    holder_proc: usize,
+    in_line: bool,
+    on: On,
+    held: u32,
+    wanted: u32,
+) -> BoxedStrategy<(Vec<Op>, FaultAt)> {
+    // The next process: the fault of the next episode, which holds its waiter's process,
+    // never holds this episode's waiter (whose release tells a lease lost).
+    let waiter_proc = (holder_proc + 1) % procs;
+    let takes = move |permits: Option<u32>| -> BoxedStrategy<Prim> {
+        match on {
+            On::Key(k) => prop_oneof![
+                3 => Just(Prim::Lock(k)),
+                2 => Just(Prim::Write(k)),
+                2 => Just(Prim::Read(k)),
+                1 => Just(Prim::Fair(k)),
+                1 => Just(Prim::Unfenced(k)),
+                1 => Just(Prim::All(vec![k, k + 1])),
+                1 => Just(Prim::Job(k, 1200)),
+            ]
+            .boxed(),
+            On::Semaphore(s) => match permits {
+                Some(count) => Just(Prim::Permits(s, count)).boxed(),
+                None => (1u32..=LIMIT)
+                    .prop_map(move |count| Prim::Permits(s, count))
+                    .boxed(),
+            },
+            On::Election(e) => Just(Prim::Leader(e)).boxed(),
+        }
+    };
+    let op = move |proc: usize, at: u64, prim: Prim, how: How, hold: u64, exit: Exit| Op {
+        proc,
+        task,
+        at,
+        prim,
+        how,
+        lease: 5000,
+        watchdog: true,
+        hold,
+        exit,
+    };
+    let leases = || prop_oneof![Just(5000u64), Just(8000)];
+    let holder = (
+        takes(Some(held)),
+        prop_oneof![Just(How::Acquire(800)), Just(How::Try)],
+        prop_oneof![9 => Just(400u64), 1 => Just(1200)],
+        prop_oneof![3 => Just(Exit::Release), 1 => Just(Exit::Drop)],
+        leases(),
+    )
+        .prop_map(move |(prim, how, hold, exit, lease)| Op {
+            lease,
+            ..op(holder_proc, offset, prim, how, hold, exit)
+        });
+    // Released, so that a lease it lost meanwhile is told.
+    let asks: BoxedStrategy<(How, Exit)> = if in_line {
+        prop_oneof![Just(How::Acquire(2500)), Just(How::Acquire(6000))]
+            .prop_map(|how| (how, Exit::Release))
+            .boxed()
+    } else {
+        prop_oneof![
+            Just((How::Try, Exit::Release)),
+            (1u8..=3).prop_map(|polls| (How::Acquire(2500), Exit::Cancel(polls))),
+        ]
+        .boxed()
+    };
+    let waiter = (
+        takes(Some(wanted)),
+        asks,
+        (2u64..=3).prop_map(|t| t * 100),
+        prop_oneof![1 => Just(400u64), 2 => Just(1200)],
+        leases(),
+    )
+        .prop_map(move |(prim, (how, exit), at, hold, lease)| Op {
+            lease,
+            ..op(waiter_proc, offset + at, prim, how, hold, exit)
+        });
+    let nth = if in_line {
+        prop_oneof![1 => Just(1u8), 8 => Just(2), 1 => Just(3)].boxed()
+    } else {
+        Just(1u8).boxed()
+    };
+    let fault = (
+        nth,
+        prop_oneof![Just(800u64), Just(1500)],
+        prop_oneof![9 => Just(0u8), 2 => Just(1), 1 => Just(2), 1 => Just(3)],
+    );
+    // From 100 ms to 2.5 s after the held connection was let go (counted from the waiter's
+    // invocation).
+    let later = proptest::collection::vec(
+        (
+            0..procs,
+            (1u64..=25).prop_map(|t| t * 100),
+            takes(None),
+            prop_oneof![
+                3 => Just(How::Try),
+                1 => Just(How::Acquire(800)),
+                1 => Just(How::Acquire(2500)),
+            ],
+            prop_oneof![Just(100u64), Just(400)],
+            prop_oneof![3 => Just(Exit::Release), 1 => (1u8..=5).prop_map(Exit::Cancel)],
+        ),
+        1..=2,
+    );
+    (holder, waiter, fault, later)
+        .prop_map(move |(holder, waiter, (nth, ms, how), later)| {
+            let fault = FaultAt {
+                at: waiter.at,
+                fault: unknown_fault(how, on, nth, ms),
+            };
+            let later: Vec<Op> = later
+                .into_iter()
+                .map(|(proc, after, prim, how, hold, exit)| {
+                    op(proc, waiter.at + ms + after, prim, how, hold, exit)
+                })
+                .collect();
+            let mut ops = vec![holder, waiter];
+            ops.extend(later);
+            (ops, fault)
+        })
+        .boxed()
+}
+
 /// Every family's schedules, the same for every engine: an engine without a fault (memory
 /// has none) skips it, and runs the rest of the schedule as it is.
-fn schedule_strategy() -> impl Strategy<Value = Schedule> {
+fn schedule_strategy() -> BoxedStrategy<Schedule> {
     proptest::strategy::Union::new_weighted(vec![
         (3, family_strategy(Family::Mixed)),
         (3, family_strategy(Family::ReadersAndWriters)),
         (2, family_strategy(Family::Cancellations)),
         (2, family_strategy(Family::Restarts)),
+        (2, family_strategy(Family::UnknownOutcomes)),
     ])
+    .boxed()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -632,6 +1033,8 @@ struct Record {
     let_go: Option<u64>,
     /// The release's answer, for `Exit::Release`.
     released: Option<Result<(), String>>,
+    /// The release said the lease was lost (not merely that the engine did not answer).
+    release_lost: bool,
     /// When `is_held()` was first seen false while holding (before letting go).
     saw_loss: Option<u64>,
 }
@@ -908,6 +1311,7 @@ async fn run_op(locker: Locker, op: Op, index: usize, logs: Arc<Logs>) -> Record
                 Err(_) => "rerr",
             };
             logs.at(worker, done, event, &[&hold_id]);
+            record.release_lost = released.as_ref().is_err_and(LockError::is_lost);
             record.released = Some(released.map_err(|e| e.to_string()));
             record.let_go = Some(done);
         }
@@ -1039,6 +1443,12 @@ async fn run(engine: &Engine, schedule: &Schedule) -> Judged {
         }
     };
     judged.figures.ops = records.len();
+    let held: Vec<&Window> = windows.iter().filter(|w| w.unknown).collect();
+    judged.figures.held = held.len();
+    judged.figures.hit = records
+        .iter()
+        .filter(|r| held.iter().any(|w| hit_by(r, w)))
+        .count();
     if std::env::var_os("DIFF_TRACE").is_some() {
         let t0 = records.iter().map(|r| r.inv).min().unwrap_or(0);
         let faults: Vec<String> = windows
@@ -1103,8 +1513,32 @@ struct Window {
     start: u64,
     end: u64,
     loses_locks: bool,
+    /// One connection held (from the call that sprang the trap to its release or cut): the
+    /// calls it carried have an unknown outcome until [`SETTLE`] after `end`, and waits are
+    /// judged from then on, not [`RECOVERY`] later.
+    unknown: bool,
+    /// The held connection was cut at `end` (not delivered).
+    cut: bool,
     /// What it was, for the trace.
     kind: &'static str,
+}
+
+impl Window {
+    fn new(start: u64, end: u64, kind: &'static str) -> Self {
+        Window {
+            start,
+            end,
+            loses_locks: false,
+            unknown: false,
+            cut: false,
+            kind,
+        }
+    }
+
+    /// Until when what happened in it may keep others out.
+    fn settled_by(&self) -> u64 {
+        self.end + ns(if self.unknown { SETTLE } else { RECOVERY })
+    }
 }
 
 /// Injects `fault` where the engine has it; the window it covered, `None` if skipped.
@@ -1122,11 +1556,40 @@ async fn inject(engine: &Engine, fault: Fault, logs: &Logs) -> Option<Window> {
             sleep(Duration::from_millis(ms)).await;
             engine.heal();
             let end = logs.fault("heal", name);
+            Some(Window::new(start, end, name))
+        }
+        Fault::Late { on, nth, ms }
+        | Fault::LateReply { on, nth, ms }
+        | Fault::LostReply { on, nth, ms }
+        | Fault::LostRequest { on, nth, ms } => {
+            let (name, held) = match fault {
+                Fault::Late { .. } => ("late", HeldBytes::Requests),
+                Fault::LateReply { .. } => ("late_reply", HeldBytes::Replies),
+                Fault::LostReply { .. } => ("lost_reply", HeldBytes::Replies),
+                _ => ("lost_request", HeldBytes::Both),
+            };
+            let before = engine.caught();
+            if !engine.hold_nth_sending(on.pattern().as_bytes(), usize::from(nth), held) {
+                return None;
+            }
+            // From the moment a call sprang the trap (the proxy catches it within the 2 ms
+            // it polls at; a call in flight before counts from its invocation anyway).
+            if !engine.wait_caught(before + 1, ARMED_FOR).await {
+                // Nothing named it: nothing held (a call caught in between is let go now).
+                engine.release_held();
+                return None;
+            }
+            let start = logs.fault("fault", name);
+            sleep(Duration::from_millis(ms)).await;
+            match fault {
+                Fault::LostReply { .. } | Fault::LostRequest { .. } => engine.cut_held(),
+                _ => engine.release_held(),
+            }
+            let end = logs.fault("heal", name);
             Some(Window {
-                start,
-                end,
-                loses_locks: false,
-                kind: name,
+                unknown: true,
+                cut: matches!(fault, Fault::LostReply { .. } | Fault::LostRequest { .. }),
+                ..Window::new(start, end, name)
             })
         }
         Fault::Snapshot => {
@@ -1140,12 +1603,7 @@ async fn inject(engine: &Engine, fault: Fault, logs: &Logs) -> Option<Window> {
             let start = logs.fault("fault", "failover");
             engine.failover().await;
             let end = logs.fault("heal", "failover");
-            Some(Window {
-                start,
-                end,
-                loses_locks: false,
-                kind: "failover",
-            })
+            Some(Window::new(start, end, "failover"))
         }
         Fault::Restart { from_data } => {
             let (empty, data) = engine.restarts();
@@ -1161,10 +1619,8 @@ async fn inject(engine: &Engine, fault: Fault, logs: &Logs) -> Option<Window> {
             engine.restart(from_data).await;
             let end = logs.fault("heal", name);
             Some(Window {
-                start,
-                end,
                 loses_locks: engine.restart_loses_locks(from_data),
-                kind: name,
+                ..Window::new(start, end, name)
             })
         }
     }
@@ -1190,6 +1646,25 @@ struct Figures {
     judged_waits: usize,
     /// The longest stretch of a judged wait with nothing in the way (ms).
     longest_gap_ms: u64,
+    /// Faults of unknown outcome that caught a connection.
+    held: usize,
+    /// Operations in flight while such a connection was held.
+    hit: usize,
+}
+
+impl Figures {
+    fn add(&mut self, run: &Figures) {
+        self.ops += run.ops;
+        self.granted += run.granted;
+        self.busy += run.busy;
+        self.cancelled += run.cancelled;
+        self.failed += run.failed;
+        self.judged_waits += run.judged_waits;
+        self.longest_gap_ms = self.longest_gap_ms.max(run.longest_gap_ms);
+        self.refused.extend(run.refused.iter().copied());
+        self.held += run.held;
+        self.hit += run.hit;
+    }
 }
 
 /// `d` in nanoseconds, the unit of the trace's times.
@@ -1286,10 +1761,14 @@ fn judge(
         }
     }
 
-    let near_fault = |from: u64, to: u64| {
+    // Near a fault that may leave the engine out for a while (until RECOVERY after it), waits
+    // are not judged, and leases may be lost; near a held connection they are judged, with
+    // what it held among the reasons (see `reasons_for`) and the leases it may take.
+    let near_outage = |from: u64, to: u64| {
         windows
             .iter()
-            .any(|w| from <= w.end + ns(RECOVERY) && to + ns(GAP) >= w.start)
+            .filter(|w| !w.unknown)
+            .any(|w| from <= w.settled_by() && to + ns(GAP) >= w.start)
     };
 
     // Safety, by the history checker. Locks that a restart may have lost (Redis restarted
@@ -1314,20 +1793,45 @@ fn judge(
         judged.failures.push(format!("safety: {v}"));
     }
 
-    // No lease lost, and every release went through, without a fault: the engine agrees with
-    // the model that a renewed lease, or one that outlasts its hold, stays held.
+    // No lease lost, and every release went through, without a fault that could explain it:
+    // the engine agrees with the model that a renewed lease, or one that outlasts its hold,
+    // stays held. A held connection takes no lease that outlives it (see `outlives_hold`),
+    // and fails only the releases sent while it held or settled.
     for r in records.iter().filter(|r| r.outcome == Outcome::Granted) {
         let op = &ops[r.op];
         let let_go = r.let_go.unwrap_or(r.answered);
-        if near_fault(r.inv, let_go) {
+        if near_outage(r.inv, let_go) {
             continue;
         }
+        let held: Vec<&Window> = windows
+            .iter()
+            .filter(|w| w.unknown && r.inv <= w.settled_by() && let_go + ns(GAP) >= w.start)
+            .collect();
+        // A connection cut under a holder may tell it its lease is lost: to a client, a
+        // dropped connection may be a server that restarted without its locks (Redis).
+        let cut_under = |w: &&Window| w.cut && r.inv <= w.end && let_go >= w.end;
+        if held
+            .iter()
+            .any(|w| !outlives_hold(op.lease, w) || cut_under(w))
+        {
+            continue;
+        }
+        // A release sent while the connection was held, or before it settled, may find the
+        // engine silent, not the lease gone.
+        let release_held = held
+            .iter()
+            .any(|w| let_go >= w.start && let_go <= w.settled_by() + 2 * ns(OP_TIMEOUT));
+        let no_fault = if held.is_empty() {
+            "with no fault"
+        } else {
+            "with no fault that could take it (a connection held shorter than the lease)"
+        };
         let outlasts = op.watchdog || op.hold + 300 < op.lease;
         if outlasts && op.lease >= 1500 {
             if let Some(t) = r.saw_loss {
                 judged.failures.push(format!(
                     "op {} ({:?}, lease {} ms, watchdog {}) saw its lease lost {} ms into a \
-                     {} ms hold, with no fault",
+                     {} ms hold, {no_fault}",
                     r.op,
                     op.prim,
                     op.lease,
@@ -1336,11 +1840,13 @@ fn judge(
                     op.hold
                 ));
             }
-            if let Some(Err(e)) = &r.released {
-                judged.failures.push(format!(
-                    "op {} ({:?}) release failed with no fault: {e}",
+            match &r.released {
+                Some(Err(_)) if release_held && !r.release_lost => {}
+                Some(Err(e)) => judged.failures.push(format!(
+                    "op {} ({:?}) release failed {no_fault}: {e}",
                     r.op, op.prim
-                ));
+                )),
+                _ => {}
             }
         }
     }
@@ -1355,10 +1861,10 @@ fn judge(
             How::Acquire(wait) => (x.inv + 50_000_000, x.inv + wait * 1_000_000),
             How::Try => (x.inv, x.answered),
         };
-        if near_fault(x.inv, x.answered) {
+        if near_outage(x.inv, x.answered) {
             continue;
         }
-        let reasons = reasons_for(ops, records, x, memory);
+        let reasons = reasons_for(ops, records, x, memory, windows);
         let gap = longest_gap(op, &reasons, from, to);
         judged.figures.judged_waits += 1;
         let allowed = match op.how {
@@ -1383,13 +1889,13 @@ fn judge(
     }
 }
 
-/// Something that may keep an operation out: from, until, the op it comes from, the permits
-/// it takes (semaphores).
+/// Something that may keep an operation out: from, until, the op it comes from (none: a
+/// held connection, which may have held anyone), the permits it takes (semaphores).
 #[derive(Clone, Copy, Debug)]
 struct Reason {
     from: u64,
     until: u64,
-    op: usize,
+    op: Option<usize>,
     permits: u32,
 }
 
@@ -1399,11 +1905,13 @@ fn describe_reasons(ops: &[Op], reasons: &[Reason], t0: u64) -> String {
     }
     let mut text = String::from("; what the model saw in its way:");
     for r in reasons {
+        let what = match r.op {
+            Some(op) => format!("op {op} ({:?})", ops[op].prim),
+            None => "a held connection, until settled".to_owned(),
+        };
         let _ = write!(
             text,
-            " op {} ({:?}) {}..{} ms;",
-            r.op,
-            ops[r.op].prim,
+            " {what} {}..{} ms;",
             r.from as i64 / 1_000_000 - t0 as i64 / 1_000_000,
             r.until as i64 / 1_000_000 - t0 as i64 / 1_000_000
         );
@@ -1452,11 +1960,44 @@ fn same_local_line(a: &Op, b: &Op, one_process: bool) -> bool {
     (one_process || a.proc == b.proc) && queues(&a.prim) && queues(&b.prim)
 }
 
+/// Whether a lease of `lease_ms` outlives connection `w` held: its last renewal (a ZooKeeper
+/// ping, an etcd keep-alive) was answered at most a third of the lease before the hold, the
+/// next one within an operation timeout after it, and the lease is judged with 10 % to
+/// spare (drift, a loaded client). ZooKeeper's and etcd's sessions of 4 s bound every lease
+/// there, so that bound is taken everywhere: a 5 s lease outlives a hold of 1.5 s.
+fn outlives_hold(lease_ms: u64, w: &Window) -> bool {
+    let lease = ns(Duration::from_millis(lease_ms).min(ZK_SESSION_TIMEOUT));
+    lease / 3 + (w.end - w.start) + ns(OP_TIMEOUT) < lease * 9 / 10
+}
+
+/// Whether `r`'s calls may have gone over the connection `w` held: it asked before the
+/// connection was let go, and was answered after it was caught.
+fn hit_by(r: &Record, w: &Window) -> bool {
+    w.unknown && r.inv <= w.end && r.answered >= w.start
+}
+
 /// Everything in the way of the Busy operation `x`, from the trace. `one_process`: see
-/// [`same_local_line`].
-fn reasons_for(ops: &[Op], records: &[Record], x: &Record, one_process: bool) -> Vec<Reason> {
+/// [`same_local_line`]. `windows`: the faults, of which those of unknown outcome are reasons
+/// (see [`Window::unknown`]).
+fn reasons_for(
+    ops: &[Op],
+    records: &[Record],
+    x: &Record,
+    one_process: bool,
+    windows: &[Window],
+) -> Vec<Reason> {
     let a = &ops[x.op];
     let mut reasons = Vec::new();
+    for w in windows.iter().filter(|w| w.unknown) {
+        // The waiters of the held process could not be served, whatever was free, until the
+        // held calls were settled.
+        reasons.push(Reason {
+            from: w.start,
+            until: w.settled_by(),
+            op: None,
+            permits: LIMIT + 1,
+        });
+    }
     for y in records.iter().filter(|y| y.op != x.op) {
         let b = &ops[y.op];
         let (holding, waiting) = contends(&a.prim, &b.prim);
@@ -1468,13 +2009,24 @@ fn reasons_for(ops: &[Op], records: &[Record], x: &Record, one_process: bool) ->
             Prim::Permits(_, n) => n,
             _ => LIMIT + 1,
         };
+        // Either outcome of a call the held connection may have carried: it may have taken
+        // what it asked for from its invocation until it was settled (whatever its caller was
+        // told: granted, busy, failed, cancelled).
+        for w in windows.iter().filter(|w| hit_by(y, w)) {
+            reasons.push(Reason {
+                from: y.inv,
+                until: y.answered.max(w.end) + ns(SETTLE),
+                op: Some(y.op),
+                permits,
+            });
+        }
         match &y.outcome {
             Outcome::Granted => {
                 let from = y.inv.max(y.answered.saturating_sub(ns(GRANT_LEAD)));
                 reasons.push(Reason {
                     from,
                     until: free_by(b, y),
-                    op: y.op,
+                    op: Some(y.op),
                     permits,
                 });
                 // In line until its call was answered (a request in flight is ahead of a
@@ -1483,7 +2035,7 @@ fn reasons_for(ops: &[Op], records: &[Record], x: &Record, one_process: bool) ->
                     reasons.push(Reason {
                         from: y.inv,
                         until: y.answered,
-                        op: y.op,
+                        op: Some(y.op),
                         permits: LIMIT + 1,
                     });
                 }
@@ -1492,13 +2044,13 @@ fn reasons_for(ops: &[Op], records: &[Record], x: &Record, one_process: bool) ->
             Outcome::Cancelled | Outcome::Failed(_) => reasons.push(Reason {
                 from: y.inv,
                 until: y.answered + ns(OP_TIMEOUT) + ns(RELEASE_SLACK),
-                op: y.op,
+                op: Some(y.op),
                 permits,
             }),
             Outcome::Busy if waiting && waits_ahead(a, x, b, y) => reasons.push(Reason {
                 from: y.inv,
                 until: y.answered + 50_000_000,
-                op: y.op,
+                op: Some(y.op),
                 permits: LIMIT + 1,
             }),
             _ => {}
@@ -1604,8 +2156,13 @@ async fn end_state(
     }
     for w in windows {
         // Leases restored from a snapshot run out; sessions and leases of the old connections
-        // (4 s on ZooKeeper and etcd) end.
-        settle = settle.max(w.end + ns(RECOVERY));
+        // (4 s on ZooKeeper and etcd) end. What a held connection carried is settled within
+        // SETTLE of its release or of its caller's answer: a late call left to nobody for its
+        // lease is still there.
+        settle = settle.max(w.settled_by());
+        for r in records.iter().filter(|r| hit_by(r, w)) {
+            settle = settle.max(r.answered + ns(SETTLE));
+        }
     }
     let now = monotonic_ns();
     if settle > now {
@@ -1843,11 +2400,12 @@ fn seed() -> (u64, [u8; 32]) {
     (seed, bytes)
 }
 
-/// Runs the generated schedules on one engine; panics with the shrunk schedule on a failure.
+/// Runs the generated schedules on one engine, in two phases (every family, then the
+/// unknown-outcome family alone); panics with the shrunk schedule on a failure.
 fn differential(kind: EngineKind) {
     quiet_planned_panics();
     let cases = env_number("DIFF_CASES").map_or(DEFAULT_CASES, |n| n as u32);
-    let shrink = env_number("DIFF_SHRINK").map_or(24, |n| n as u32);
+    let unknown_cases = env_number("DIFF_UNKNOWN_CASES").map_or(UNKNOWN_CASES, |n| n as u32);
     let (seed, bytes) = seed();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -1856,6 +2414,44 @@ fn differential(kind: EngineKind) {
         .expect("a runtime");
     let started = std::time::Instant::now();
     let engine = rt.block_on(Engine::start(kind));
+    eprintln!(
+        "differential {kind}: engine started in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    // The second phase draws from a seed of its own, so that its schedules do not depend on
+    // how many the first drew.
+    let mut unknown_bytes = bytes;
+    unknown_bytes[8] = 1;
+    let phases = [
+        ("every family", schedule_strategy(), cases, bytes),
+        (
+            "unknown outcomes",
+            family_strategy(Family::UnknownOutcomes),
+            unknown_cases,
+            unknown_bytes,
+        ),
+    ];
+    for (phase, strategy, cases, bytes) in phases {
+        if cases > 0 {
+            run_phase(&rt, &engine, phase, &strategy, cases, seed, bytes);
+        }
+    }
+}
+
+/// Runs `cases` schedules of `strategy` on `engine`, prints the phase's figures, and panics
+/// with the shrunk schedule on a failure.
+fn run_phase(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    phase: &str,
+    strategy: &BoxedStrategy<Schedule>,
+    cases: u32,
+    seed: u64,
+    bytes: [u8; 32],
+) {
+    let kind = engine.kind();
+    let shrink = env_number("DIFF_SHRINK").map_or(24, |n| n as u32);
+    let started = std::time::Instant::now();
     let config = Config {
         cases,
         max_shrink_iters: shrink,
@@ -1868,18 +2464,23 @@ fn differential(kind: EngineKind) {
     let runs = AtomicUsize::new(0);
     let first_failure = AtomicUsize::new(0);
     let first_why = Mutex::new(String::new());
-    let result = runner.run(&schedule_strategy(), |schedule| {
+    let survey = std::env::var_os("DIFF_SURVEY").is_some();
+    let surveyed = Mutex::new(Vec::new());
+    let result = runner.run(strategy, |schedule| {
         let run_no = runs.fetch_add(1, Ordering::Relaxed) + 1;
-        let judged = rt.block_on(run(&engine, &schedule));
-        let mut t = totals.lock().unwrap();
-        t.ops += judged.figures.ops;
-        t.granted += judged.figures.granted;
-        t.busy += judged.figures.busy;
-        t.cancelled += judged.figures.cancelled;
-        t.failed += judged.figures.failed;
-        t.judged_waits += judged.figures.judged_waits;
-        t.longest_gap_ms = t.longest_gap_ms.max(judged.figures.longest_gap_ms);
-        t.refused.extend(judged.figures.refused.iter().copied());
+        let judged = rt.block_on(run(engine, &schedule));
+        totals.lock().unwrap().add(&judged.figures);
+        if survey {
+            // Every schedule runs, and each failure is printed as it was found.
+            if !judged.failures.is_empty() {
+                eprintln!(
+                    "differential {kind}, {phase}: schedule {run_no} failed with:\n{}\n\n{schedule}",
+                    judged.failures.join("\n")
+                );
+                surveyed.lock().unwrap().push(run_no);
+            }
+            return Ok(());
+        }
         if judged.failures.is_empty() {
             Ok(())
         } else {
@@ -1895,9 +2496,10 @@ fn differential(kind: EngineKind) {
     });
     let t = totals.into_inner().unwrap();
     eprintln!(
-        "differential {kind}: seed {seed}, {cases} schedules ({} runs with shrinking) in {:.0} s: \
-         {} ops, {} granted, {} busy, {} cancelled, {} failed; {} waits judged, longest \
-         unexplained stretch {} ms (tolerance {} ms); refused: {:?}",
+        "differential {kind}, {phase}: seed {seed}, {cases} schedules ({} runs with shrinking) \
+         in {:.0} s: {} ops, {} granted, {} busy, {} cancelled, {} failed; {} calls of unknown \
+         outcome held ({} ops in flight over them); {} waits judged, longest unexplained \
+         stretch {} ms (tolerance {} ms); refused: {:?}",
         runs.load(Ordering::Relaxed),
         started.elapsed().as_secs_f64(),
         t.ops,
@@ -1905,15 +2507,26 @@ fn differential(kind: EngineKind) {
         t.busy,
         t.cancelled,
         t.failed,
+        t.held,
+        t.hit,
         t.judged_waits,
         t.longest_gap_ms,
         GAP.as_millis(),
         t.refused
     );
+    let surveyed = surveyed.into_inner().unwrap();
+    if survey {
+        eprintln!(
+            "differential {kind}, {phase}: {} of {cases} schedules failed: {surveyed:?}",
+            surveyed.len()
+        );
+        assert!(surveyed.is_empty(), "the {kind} engine failed schedules {surveyed:?} of the {phase} phase (DIFF_SEED={seed}): see above");
+    }
     match result {
         Ok(()) => {}
         Err(TestError::Fail(why, schedule)) => panic!(
-            "the {kind} engine failed schedule {} of the run (DIFF_SEED={seed}) with:\n\
+            "the {kind} engine failed schedule {} of the {phase} phase (DIFF_SEED={seed}) \
+             with:\n\
              {}\n\n\
              shrunk, it fails with:\n\
              {why}\n\nreplay it (paste into `regressions`):\n\n{schedule}",
@@ -2051,6 +2664,7 @@ mod model {
             outcome: Outcome::Granted,
             let_go: Some(let_go_ms * 1_000_000),
             released: Some(Ok(())),
+            release_lost: false,
             saw_loss: None,
         }
     }
@@ -2073,12 +2687,12 @@ mod model {
         ];
         let holder = granted(0, 0, 5, 1005);
         let waiter = busy(1, 100, 900);
-        let reasons = reasons_for(&ops, &[holder.clone(), waiter.clone()], &waiter, false);
+        let reasons = reasons_for(&ops, &[holder.clone(), waiter.clone()], &waiter, false, &[]);
         let gap = longest_gap(&ops[1], &reasons, waiter.inv + 50_000_000, 900_000_000);
         assert_eq!(gap.0, 0, "the holder was there all along");
         // The holder let go at 300 ms: 600 ms of nothing in the way.
         let holder = granted(0, 0, 5, 300);
-        let reasons = reasons_for(&ops, &[holder, waiter.clone()], &waiter, false);
+        let reasons = reasons_for(&ops, &[holder, waiter.clone()], &waiter, false, &[]);
         let gap = longest_gap(&ops[1], &reasons, waiter.inv + 50_000_000, 900_000_000);
         assert_eq!(gap.0 / 1_000_000, 600);
     }
@@ -2091,7 +2705,7 @@ mod model {
             on(2, 0, 100).take(Prim::Read(0)).how(How::Acquire(2000)),
         ];
         let records = [granted(0, 0, 5, 2000), busy(1, 10, 210), busy(2, 100, 2100)];
-        let reasons = reasons_for(&ops, &records, &records[2], false);
+        let reasons = reasons_for(&ops, &records, &records[2], false, &[]);
         // The other reader is no reason; the writer is, until it gave up (+50 ms).
         let gap = longest_gap(&ops[2], &reasons, 150_000_000, 2_100_000_000);
         assert_eq!(gap.1 / 1_000_000, 260);
@@ -2115,7 +2729,7 @@ mod model {
             busy(2, 500, 501),
         ];
         let gap = |x: usize, one_process: bool| {
-            let reasons = reasons_for(&ops, &records, &records[x], one_process);
+            let reasons = reasons_for(&ops, &records, &records[x], one_process, &[]);
             longest_gap(&ops[x], &reasons, records[x].inv, records[x].answered).0
         };
         assert_eq!(gap(1, false), 0, "its own process's waiter is in the way");
@@ -2142,12 +2756,12 @@ mod model {
             busy(3, 150, 950),
         ];
         // One permit is free from 300 ms: enough for op 2, not for op 3.
-        let r2 = reasons_for(&ops, &records, &records[2], false);
+        let r2 = reasons_for(&ops, &records, &records[2], false, &[]);
         assert_eq!(
             longest_gap(&ops[2], &r2, 150_000_000, 900_000_000).0 / 1_000_000,
             600
         );
-        let r3 = reasons_for(&ops, &records, &records[3], false);
+        let r3 = reasons_for(&ops, &records, &records[3], false, &[]);
         assert_eq!(longest_gap(&ops[3], &r3, 150_000_000, 900_000_000).0, 0);
     }
 
@@ -2170,5 +2784,78 @@ mod model {
             text.contains(".fault(700, Fault::Restart { from_data: true })"),
             "{text}"
         );
+        let text = Schedule::new(2)
+            .fault(
+                200,
+                Fault::Late {
+                    on: On::Semaphore(1),
+                    nth: 2,
+                    ms: 1500,
+                },
+            )
+            .to_string();
+        assert!(
+            text.contains(".fault(200, Fault::Late { on: On::Semaphore(1), nth: 2, ms: 1500 })"),
+            "{text}"
+        );
+    }
+
+    fn held(start_ms: u64, end_ms: u64) -> Window {
+        Window {
+            unknown: true,
+            ..Window::new(start_ms * 1_000_000, end_ms * 1_000_000, "late")
+        }
+    }
+
+    fn failed(op: usize, inv_ms: u64, answered_ms: u64) -> Record {
+        Record {
+            op,
+            inv: inv_ms * 1_000_000,
+            answered: answered_ms * 1_000_000,
+            outcome: Outcome::Failed("lock_unavailable".to_owned()),
+            ..Record::default()
+        }
+    }
+
+    /// A call the held connection may have carried counts as holding what it asked for from
+    /// its invocation until SETTLE after the connection was let go, whatever its caller was
+    /// told; the connection excuses everyone until then. From then on, a wait with nothing
+    /// in its way is blamed: a late call that left the lock to nobody for its lease.
+    #[test]
+    fn a_held_call_keeps_others_out_until_it_settles_and_not_after() {
+        let ops = vec![
+            on(0, 0, 0)
+                .take(Prim::Lock(0))
+                .how(How::Try)
+                .lease(5000, true),
+            on(1, 0, 100)
+                .take(Prim::Lock(0))
+                .how(How::Acquire(6000))
+                .lease(5000, true),
+        ];
+        // The try timed out at 500 ms; its connection was held from 0 to 1500 ms.
+        let records = [failed(0, 0, 500), busy(1, 100, 6100)];
+        let windows = [held(0, 1500)];
+        assert!(hit_by(&records[0], &windows[0]));
+        let reasons = reasons_for(&ops, &records, &records[1], false, &windows);
+        let gap = longest_gap(&ops[1], &reasons, 150_000_000, 6_100_000_000);
+        let settled = 1500 + SETTLE.as_millis() as u64;
+        assert_eq!(gap.1 / 1_000_000, settled, "excused until settled");
+        assert_eq!(gap.0 / 1_000_000, 6100 - settled, "blamed from then on");
+        // A call that ended before the connection was caught is no such call.
+        assert!(!hit_by(&failed(0, 0, 500), &held(600, 1500)));
+    }
+
+    /// A held connection takes no lease that outlives it: the leases the unknown-outcome
+    /// schedules use (5 s and 8 s, bounded by the 4 s sessions of ZooKeeper and etcd) outlive
+    /// the longest hold (1.5 s); the general mix's 1.5 s lease does not.
+    #[test]
+    fn long_leases_outlive_a_held_connection_and_short_ones_may_not() {
+        let longest = held(0, 1520);
+        assert!(outlives_hold(5000, &longest));
+        assert!(outlives_hold(8000, &longest));
+        assert!(!outlives_hold(1500, &longest));
+        assert!(!outlives_hold(3000, &longest));
+        assert!(outlives_hold(3000, &held(0, 800)));
     }
 }

@@ -345,6 +345,53 @@ async fn a_held_request_reaches_the_server_only_after_its_client_gave_up() {
 }
 
 #[tokio::test]
+async fn a_trap_for_the_second_request_lets_the_first_through_and_a_released_connection_is_caught_again(
+) {
+    bounded(async {
+        let srv = RedisServer::start().await;
+        let proxy = TcpProxy::start(srv.addr()).await;
+        let mut conn = connect(&proxy.url()).await.unwrap();
+        proxy.hold_nth_sending(b"nth-key", 2, Held::Requests);
+        let first: i64 = redis::cmd("INCR")
+            .arg("nth-key")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!((first, proxy.caught()), (1, 0));
+        let mut incr = redis::cmd("INCR");
+        incr.arg("nth-key");
+        let held = timeout(
+            Duration::from_millis(300),
+            incr.query_async::<i64>(&mut conn),
+        )
+        .await;
+        assert!(held.is_err(), "the second request was answered: {held:?}");
+        assert_eq!(proxy.caught(), 1);
+        assert_eq!(read_direct(&srv, "nth-key").await, Some(1));
+        proxy.release_held();
+        // Delivered, the connection can be caught again by the next trap.
+        let until = Instant::now() + Duration::from_secs(5);
+        while read_direct(&srv, "nth-key").await != Some(2) {
+            assert!(Instant::now() < until, "the released request never landed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        proxy.hold_next_sending(b"nth-key", Held::Requests);
+        let mut incr = redis::cmd("INCR");
+        incr.arg("nth-key");
+        let held = timeout(
+            Duration::from_millis(300),
+            incr.query_async::<i64>(&mut conn),
+        )
+        .await;
+        assert!(held.is_err(), "the third request was answered: {held:?}");
+        assert_eq!(proxy.caught(), 2);
+        assert_eq!(read_direct(&srv, "nth-key").await, Some(2));
+        proxy.release_held();
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_held_reply_is_lost_when_its_connection_is_cut_but_the_call_was_applied() {
     bounded(async {
         let srv = RedisServer::start().await;
