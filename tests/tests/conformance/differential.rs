@@ -2624,6 +2624,42 @@ mod regressions {
         replay(EngineKind::Single, &schedule);
     }
 
+    /// Found by the unknown-outcome phase on Sentinel (the first schedules of `DIFF_SEED=2811`,
+    /// reduced by hand): a read lock's `try_acquire`, while another process reads, whose
+    /// request was held past the operation timeout and then delivered. The Sentinel
+    /// connection forgot its master on the timeout and sent the give-back on a new
+    /// connection, which the late request then overtook: the lock stayed taken for a reader
+    /// nobody was ("end state: lock `k1` is still taken", 3 runs of 3 without the fix). A
+    /// timeout now keeps the connection while the Sentinels name the same master.
+    #[test]
+    fn a_late_read_lock_on_sentinel_is_given_back_after_it_lands() {
+        let schedule = Schedule::new(2)
+            .op(on(1, 0, 0)
+                .take(Prim::Read(1))
+                .how(How::Acquire(800))
+                .lease(8000, true)
+                .hold(1500))
+            .op(on(0, 0, 300)
+                .take(Prim::Read(1))
+                .how(How::Try)
+                .lease(5000, true)
+                .hold(400))
+            .op(on(1, 1, 4000)
+                .take(Prim::Write(1))
+                .how(How::Try)
+                .lease(5000, true)
+                .hold(100))
+            .fault(
+                200,
+                Fault::Late {
+                    on: On::Key(1),
+                    nth: 1,
+                    ms: 1500,
+                },
+            );
+        replay(EngineKind::Sentinel, &schedule);
+    }
+
     /// Not a regression: holders and waiters of every kind the 3-member etcd cluster offers,
     /// across a leader change (its leader restarted from its data): nothing lost, nobody
     /// left waiting, fences in order.

@@ -37,7 +37,8 @@
 //! later) could apply a call after its give-back; the lock is then taken for that call's lease
 //! at most. RedLock: the same on each node. Cluster: the same per node; a slot that moved
 //! takes the give-back to its new master, where the late call cannot land (the old master
-//! refuses writes once it follows). Sentinel: likewise, a demoted master refuses it.
+//! refuses writes once it follows). Sentinel: likewise, a demoted master refuses it; a call
+//! that timed out keeps its connection while the Sentinels name the same master.
 
 mod admin;
 mod batch;

@@ -1,14 +1,16 @@
 //! A connection to whichever server the Sentinels currently call the master. A plain
 //! auto-reconnecting connection would reconnect to the old address after a failover (and
 //! find a replica, or nothing); this one asks the Sentinels again whenever the master it
-//! knows fails, refuses writes (`READONLY`) or disappears.
+//! knows fails, refuses writes (`READONLY`) or disappears. A call that timed out asks the
+//! Sentinels too, but keeps the connection while they name the same master: a call whose
+//! outcome is unknown stays on it, so the give-back, sent later on it, runs after it.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{ProtocolVersion, RedisConnectionInfo, RedisError, ServerErrorKind};
+use redis::{ConnectionAddr, ProtocolVersion, RedisConnectionInfo, RedisError, ServerErrorKind};
 
 use crate::store::settings::percent_decode;
 
@@ -126,7 +128,16 @@ pub(crate) struct SentinelConn {
     sentinels: tokio::sync::Mutex<SentinelClient>,
     config: ConnectionManagerConfig,
     connect_timeout: Duration,
-    current: Mutex<Option<ConnectionManager>>,
+    current: Mutex<Option<Current>>,
+}
+
+/// The connection to the master the Sentinels last named, and that master's address.
+#[derive(Clone)]
+struct Current {
+    conn: ConnectionManager,
+    addr: ConnectionAddr,
+    /// A call timed out on it: the next call asks the Sentinels whether the master moved.
+    recheck: bool,
 }
 
 impl SentinelConn {
@@ -164,43 +175,86 @@ impl SentinelConn {
 
     /// The connection to the current master, asking the Sentinels first if needed.
     pub(crate) async fn get(&self) -> redis::RedisResult<ConnectionManager> {
-        if let Some(conn) = self.current.lock().unwrap().clone() {
-            return Ok(conn);
+        if let Some(known) = self.known() {
+            return Ok(known);
         }
         let mut sentinels = self.sentinels.lock().await;
         // Another caller may have resolved it while this one waited.
-        if let Some(conn) = self.current.lock().unwrap().clone() {
-            return Ok(conn);
+        if let Some(known) = self.known() {
+            return Ok(known);
         }
-        let client = sentinels.async_get_client().await?;
+        let kept = self.current.lock().unwrap().clone();
+        let asked = tokio::time::timeout(self.connect_timeout, sentinels.async_get_client()).await;
+        let client = match (asked, &kept) {
+            (Ok(Ok(client)), _) => client,
+            // A call timed out, and the Sentinels cannot say whether the master moved: the
+            // connection it timed out on is kept, so that what follows runs after it.
+            (_, Some(kept)) => return Ok(kept.conn.clone()),
+            (Ok(Err(e)), None) => return Err(e),
+            (Err(_), None) => return Err(timed_out("the sentinels did not answer")),
+        };
+        let addr = client.get_connection_info().addr().clone();
+        if let Some(kept) = kept.filter(|kept| kept.addr == addr) {
+            // The same master: the call that timed out may still run there, and every later
+            // call must come behind it on the same connection (Redis runs one connection's
+            // commands in order); a new connection would let a give-back overtake it.
+            if let Some(current) = self.current.lock().unwrap().as_mut() {
+                current.recheck = false;
+            }
+            return Ok(kept.conn);
+        }
         let connect = ConnectionManager::new_with_config(client, self.config.clone());
         let conn = match tokio::time::timeout(self.connect_timeout, connect).await {
             Ok(conn) => conn?,
             Err(_) => {
-                return Err(RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
+                return Err(timed_out(
                     "the master named by the sentinels did not answer",
-                )))
+                ))
             }
         };
-        *self.current.lock().unwrap() = Some(conn.clone());
+        *self.current.lock().unwrap() = Some(Current {
+            conn: conn.clone(),
+            addr,
+            recheck: false,
+        });
         Ok(conn)
+    }
+
+    /// The current connection, unless a call timed out on it since the Sentinels were asked.
+    fn known(&self) -> Option<ConnectionManager> {
+        let current = self.current.lock().unwrap();
+        current
+            .as_ref()
+            .filter(|current| !current.recheck)
+            .map(|current| current.conn.clone())
     }
 
     /// Looks at a failed call: when it suggests the master moved, forget the connection so
     /// the next call asks the Sentinels again.
     pub(crate) fn observe(&self, error: &RedisError) {
-        let moved = error.is_io_error()
+        // A timeout is an I/O error too, but says nothing of where the master is: the
+        // connection stays until the Sentinels name another master (see `get`).
+        let moved = (error.is_io_error() && !error.is_timeout())
             || error.is_connection_dropped()
             || error.is_connection_refusal()
-            || error.is_timeout()
             || matches!(
                 error.kind(),
                 redis::ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
             );
+        let mut current = self.current.lock().unwrap();
         if moved {
             tracing::debug!(error = %error, "asking the sentinels for the master again");
-            *self.current.lock().unwrap() = None;
+            *current = None;
+        } else if error.is_timeout() {
+            tracing::debug!(error = %error, "asking the sentinels whether the master moved");
+            if let Some(current) = current.as_mut() {
+                current.recheck = true;
+            }
         }
     }
+}
+
+/// A timeout as the client reports one.
+fn timed_out(what: &'static str) -> RedisError {
+    RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
 }
