@@ -122,7 +122,7 @@ pub use locker::profile::Profile;
 pub use locker::{
     Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
     DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_SESSION_TIMEOUT, DEFAULT_WAIT, MAX_FENCE_OFFSET,
-    MIN_LEASE,
+    MAX_PERMITS, MIN_LEASE,
 };
 pub use primitives::guard::LockGuard;
 pub use primitives::inspect::{Holder, LockInfo, LockerDescription, Waiter, MAX_LISTED_WAITERS};
@@ -131,9 +131,7 @@ pub use primitives::leader::{
 };
 pub use primitives::multi::{MultiGuard, MultiLockRequest};
 pub use primitives::request::LockRequest;
-pub use primitives::semaphore::{
-    PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest, MAX_PERMITS,
-};
+pub use primitives::semaphore::{PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest};
 pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};
 pub use store::identity::{MAX_LABEL_LEN, MAX_SERVICE_LEN};
 pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};

@@ -92,7 +92,7 @@ pub(crate) struct Lease {
     downgrades: AtomicU32,
     /// Where the verifications of this lease by other tasks of its process stand (see
     /// [`crate::engine::verify`]).
-    pub(crate) verifying: crate::engine::verify::Verifying,
+    pub(crate) verifying: crate::engine::verifying::Verifying,
     /// The latest end of a hold ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least))
     /// among the guards of a downgrade that were done before the last of them: the last one
     /// keeps the lock taken until then too.

@@ -3,7 +3,9 @@
 //! the engine's health, and the locker's shared state.
 
 pub(crate) mod acquire;
+pub(crate) mod backoff;
 pub(crate) mod close;
+pub(crate) mod closing;
 pub(crate) mod describe;
 pub(crate) mod health;
 pub(crate) mod inflight;
@@ -11,6 +13,7 @@ pub(crate) mod lease;
 pub(crate) mod observe;
 pub(crate) mod options;
 pub(crate) mod outage;
+pub(crate) mod place;
 pub(crate) mod queue;
 pub(crate) mod reentrant;
 pub(crate) mod release;
@@ -20,4 +23,5 @@ mod tests;
 pub(crate) mod turns;
 pub(crate) mod unsettled;
 pub(crate) mod verify;
+pub(crate) mod verifying;
 pub(crate) mod watchdog;

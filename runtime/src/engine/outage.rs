@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::release::jitter;
+use crate::engine::backoff::jitter;
+use crate::engine::place::Place;
 use crate::engine::state::Inner;
-use crate::engine::turns::Place;
 use crate::engine::unsettled::Unsettled;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::engine::backoff::jitter;
 use crate::engine::lease::Lease;
 use crate::engine::observe;
 use crate::engine::state::Inner;
@@ -307,13 +308,6 @@ async fn retry_delete(locker: Weak<Inner>, lease: &Lease, fence: u64) {
             Err(_) => return,
         }
     }
-}
-
-/// A random pause between half of `pause` and all of it, so that the releases of many
-/// guards dropped in the same outage do not all come back at once.
-pub(crate) fn jitter(pause: Duration) -> Duration {
-    let random = f64::from(getrandom::u32().unwrap_or(u32::MAX)) / f64::from(u32::MAX);
-    pause / 2 + (pause / 2).mul_f64(random)
 }
 
 /// The outcome name of a release in the store, for the release span.

@@ -9,12 +9,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::engine::close::Closing;
+use crate::engine::closing::Closing;
 use crate::engine::health::Health;
 use crate::engine::lease::Lease;
 use crate::engine::observe::TraceKeys;
 use crate::engine::queue::Queues;
-use crate::engine::turns::Abandoned;
 use crate::engine::watchdog::{self, Job, Schedule};
 use crate::store::identity::Identity;
 use crate::store::Store;
@@ -125,13 +124,5 @@ impl Inner {
     /// (no runtime here, or the runtime it ran on is gone).
     pub(crate) fn in_background(&self, job: Job) -> Result<(), Job> {
         self.send_job(job)
-    }
-
-    /// An acquire or release was abandoned while its answer was outstanding: cleans up after
-    /// it in the background ([`Abandoned::clean_up`]). Without a background task (its runtime
-    /// is gone) nothing can reach the store and the lease will expire; the local turn is
-    /// still passed on, as `left` is dropped.
-    pub(crate) fn abandon(&self, left: Abandoned) {
-        let _ = self.send_job(Box::pin(left.clean_up()));
     }
 }

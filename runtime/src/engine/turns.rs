@@ -9,16 +9,17 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::engine::close::Pending;
+use crate::engine::closing::Pending;
 use crate::engine::inflight::Settled;
 use crate::engine::lease::Lease;
+use crate::engine::place::Place;
 use crate::engine::queue::Turn;
 use crate::engine::state::Inner;
 use crate::engine::unsettled::Unsettled;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
-use crate::store::{PermitWaiter, Store, WakeSubscription};
+use crate::store::{PermitWaiter, WakeSubscription};
 
 /// How often a queued task looks again at who holds the turn, while a contender holds it.
 const HOLDER_RECHECK: Duration = Duration::from_millis(250);
@@ -54,36 +55,6 @@ pub(crate) struct ActiveTurn<'a> {
     /// give-back is tried.
     lease: Duration,
     armed: bool,
-}
-
-/// Where a contender waits in the store.
-#[derive(Clone, Debug)]
-pub(crate) enum Place {
-    /// As the front of the process's local queue (the store queues processes).
-    ProcessFront,
-    /// Alone, under a name of its own: a fair request on an engine whose fairness is per
-    /// request.
-    Alone(Box<str>),
-    /// In a semaphore's queue of waiters for several permits.
-    PermitLine(PermitWaiter),
-    /// Nowhere: a reader, or a request for one permit.
-    Nowhere,
-}
-
-impl Place {
-    /// Leaves the store's queue, where the engine keeps one for this place. Never blocks.
-    pub(crate) fn leave(&self, store: &dyn Store, keys: &LockKeys, kind: LeaseKind) {
-        match self {
-            Place::ProcessFront => store.withdraw(keys),
-            Place::Alone(name) => store.withdraw_request(keys, name),
-            Place::PermitLine(waiter) => {
-                if let Some(part) = store.semaphores() {
-                    part.withdraw_permits(keys, waiter.name, kind.permits());
-                }
-            }
-            Place::Nowhere => {}
-        }
-    }
 }
 
 impl<'a> ActiveTurn<'a> {
@@ -235,6 +206,16 @@ impl Abandoned {
         if let Some(attempt) = self.attempt.take() {
             let _ = attempt.give_back(&self.inner, &self.place).await;
         }
+    }
+}
+
+impl Inner {
+    /// An acquire or release was abandoned while its answer was outstanding: cleans up after
+    /// it in the background ([`Abandoned::clean_up`]). Without a background task (its runtime
+    /// is gone) nothing can reach the store and the lease will expire; the local turn is
+    /// still passed on, as `left` is dropped.
+    pub(crate) fn abandon(&self, left: Abandoned) {
+        let _ = self.in_background(Box::pin(left.clean_up()));
     }
 }
 

@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::engine::backoff::jitter;
 use crate::engine::health::EngineState::Closed;
 use crate::engine::inflight::Settled;
-use crate::engine::release::jitter;
+use crate::engine::place::Place;
 use crate::engine::state::Inner;
-use crate::engine::turns::Place;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;

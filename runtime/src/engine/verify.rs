@@ -6,14 +6,15 @@
 //! A task that will not wait (`try_acquire`) has the lease verified before it is told the lock
 //! is busy: one round trip, what a `try_acquire` of another process costs. A task that waits
 //! behind the lease has it verified as it arrives and again once it listens for the lock's
-//! releases (one made meanwhile was not heard), at most one every [`MIN_GAP`], so that a hot
-//! key whose tasks keep queueing behind its lease costs the store at most four a second; and at
-//! once on every release it hears (as many as the store makes). In the background, one
+//! releases (one made meanwhile was not heard), at most one every
+//! [`MIN_GAP`](crate::engine::verifying::MIN_GAP), so that a hot key whose tasks keep queueing
+//! behind its lease costs the store at most four a second; and at once on every release it
+//! hears (as many as the store makes). In the background, one
 //! verification of a lease at a time, the asks that come meanwhile joined into the next. A
 //! verification is a renewal of the lease alone; for a lease without the watchdog, of the time
 //! its lock has left in the store, so that nothing is extended.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -22,43 +23,6 @@ use crate::engine::lease::Lease;
 use crate::engine::state::Inner;
 use crate::engine::watchdog;
 use crate::store::{Renewal, Renewed};
-
-/// The shortest time between two verifications of one lease in the background.
-pub(crate) const MIN_GAP: Duration = Duration::from_millis(250);
-
-/// Where a lease's verifications stand.
-#[derive(Default)]
-pub(crate) struct Verifying {
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    /// A verification in the background runs, or waits for its turn.
-    running: bool,
-    /// Asked for while one ran: one more, sent after the ask, follows it.
-    again: bool,
-    /// One of those asks heard a release: the next one goes at once.
-    urgent: bool,
-    /// When the last verification was sent.
-    last_sent: Option<Instant>,
-}
-
-impl Verifying {
-    fn sent(&self, at: Instant) {
-        self.state.lock().unwrap().last_sent = Some(at);
-    }
-}
-
-impl State {
-    /// When the next verification may be sent: at once after a heard release.
-    fn next_after(&self, heard: bool) -> Option<Instant> {
-        match heard {
-            true => None,
-            false => self.last_sent.map(|at| at + MIN_GAP),
-        }
-    }
-}
 
 impl Inner {
     /// Asks the store now whether `lease` still holds its lock, and takes the answer as the
@@ -101,8 +65,9 @@ impl Inner {
     }
 
     /// [`verify`](Self::verify) in the background, soon: at once when `heard` (a release of
-    /// the lock was heard) or nothing was sent yet, else [`MIN_GAP`] after the last
-    /// verification of `lease` was sent; joined to the next one when one runs.
+    /// the lock was heard) or nothing was sent yet, else
+    /// [`MIN_GAP`](crate::engine::verifying::MIN_GAP) after the last verification of `lease`
+    /// was sent; joined to the next one when one runs.
     pub(crate) fn verify_soon(self: &Arc<Self>, lease: &Arc<Lease>, heard: bool) {
         let first = {
             let mut state = lease.verifying.state.lock().unwrap();

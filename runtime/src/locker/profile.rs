@@ -98,7 +98,7 @@ impl Profile {
             crate::locker::defaults::check_lease(lease, &format!("profile {name:?}: lease"))?;
         }
         if let Some(limit) = self.limit {
-            crate::primitives::semaphore::check_permits(limit, 1)
+            crate::locker::defaults::check_permits(limit, 1)
                 .map_err(|e| LockError::config(format!("profile {name:?}: limit: {e}")))?;
         }
         Ok(())

@@ -1,0 +1,36 @@
+//! Where a contender waits in the store (its [`ActiveTurn`](crate::engine::turns::ActiveTurn)'s
+//! place), and how it leaves: the same for every kind of lease.
+
+use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
+use crate::store::{PermitWaiter, Store};
+
+/// Where a contender waits in the store.
+#[derive(Clone, Debug)]
+pub(crate) enum Place {
+    /// As the front of the process's local queue (the store queues processes).
+    ProcessFront,
+    /// Alone, under a name of its own: a fair request on an engine whose fairness is per
+    /// request.
+    Alone(Box<str>),
+    /// In a semaphore's queue of waiters for several permits.
+    PermitLine(PermitWaiter),
+    /// Nowhere: a reader, or a request for one permit.
+    Nowhere,
+}
+
+impl Place {
+    /// Leaves the store's queue, where the engine keeps one for this place. Never blocks.
+    pub(crate) fn leave(&self, store: &dyn Store, keys: &LockKeys, kind: LeaseKind) {
+        match self {
+            Place::ProcessFront => store.withdraw(keys),
+            Place::Alone(name) => store.withdraw_request(keys, name),
+            Place::PermitLine(waiter) => {
+                if let Some(part) = store.semaphores() {
+                    part.withdraw_permits(keys, waiter.name, kind.permits());
+                }
+            }
+            Place::Nowhere => {}
+        }
+    }
+}
