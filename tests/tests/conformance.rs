@@ -194,7 +194,7 @@ conformance! {
         memory, redlock3 => checks::forced::refused_clearly;
     }
 
-    /// 27. A forced release is seen by every task of the holder's process as soon as by
+    /// 29. A forced release is seen by every task of the holder's process as soon as by
     /// another process: after an operator releases a lock, a lock of `lock_all`, a write, an
     /// unfenced or a read lock by force, a `try_acquire` of the holder's own locker gets in
     /// (not "busy" until the holder's next renewal), and the holder counts its lease lost;
