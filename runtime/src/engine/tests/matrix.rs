@@ -336,32 +336,51 @@ impl Default for Opts {
     }
 }
 
+/// Sets the options every request builder offers (`lease`, `wait`, `watchdog`) on `$request`
+/// from `$opts`; the builders share no trait, so a macro. A profile is set last, by
+/// `with_profile!`: its values win over those set before it.
+macro_rules! with_common {
+    ($request:expr, $opts:expr) => {{
+        let (mut r, o) = ($request, $opts);
+        if let Some(lease) = o.lease {
+            r = r.lease(lease);
+        }
+        if let Some(wait) = o.wait {
+            r = r.wait(wait);
+        }
+        if let Some(on) = o.watchdog {
+            r = r.watchdog(on);
+        }
+        r
+    }};
+}
+
+/// Sets `$opts`'s profile, if any, on `$request`.
+macro_rules! with_profile {
+    ($request:expr, $opts:expr) => {{
+        let (r, o) = ($request, $opts);
+        match o.profile {
+            Some(profile) => r.profile(profile),
+            None => r,
+        }
+    }};
+}
+
 impl Opts {
     fn waiting(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
     }
 
-    fn lock<'a>(&self, mut r: LockRequest<'a>) -> LockRequest<'a> {
-        if let Some(lease) = self.lease {
-            r = r.lease(lease);
-        }
-        if let Some(wait) = self.wait {
-            r = r.wait(wait);
-        }
-        if let Some(on) = self.watchdog {
-            r = r.watchdog(on);
-        }
+    fn lock<'a>(&self, r: LockRequest<'a>) -> LockRequest<'a> {
+        let mut r = with_common!(r, self);
         if let Some(hold) = self.hold_at_least {
             r = r.hold_at_least(hold);
         }
         if self.fair {
             r = r.fair(true);
         }
-        if let Some(profile) = self.profile {
-            r = r.profile(profile);
-        }
-        r
+        with_profile!(r, self)
     }
 
     /// What the attribute's expansion passes for these options (`hold_at_most` is its lease
@@ -500,22 +519,11 @@ async fn take(l: &Locker, prim: Prim, o: &Opts, via: Via) -> Result<Taken, LockE
             Ok(read)
         }
         (Prim::lock_all, Via::Api) => {
-            let mut r = l.lock_all(KEYS);
-            if let Some(lease) = o.lease {
-                r = r.lease(lease);
-            }
-            if let Some(wait) = o.wait {
-                r = r.wait(wait);
-            }
-            if let Some(on) = o.watchdog {
-                r = r.watchdog(on);
-            }
+            let mut r = with_common!(l.lock_all(KEYS), o);
             if o.fair {
                 r = r.fair(true);
             }
-            if let Some(profile) = o.profile {
-                r = r.profile(profile);
-            }
+            let r = with_profile!(r, o);
             assert!(o.hold_at_least.is_none() && !o.unfenced, "not offered");
             r.acquire().await.map(Taken::All)
         }
@@ -527,19 +535,7 @@ async fn take(l: &Locker, prim: Prim, o: &Opts, via: Via) -> Result<Taken, LockE
                 .map(Taken::All)
         }
         (Prim::permits, Via::Api) => {
-            let mut r = l.semaphore(KEY, o.limit);
-            if let Some(lease) = o.lease {
-                r = r.lease(lease);
-            }
-            if let Some(wait) = o.wait {
-                r = r.wait(wait);
-            }
-            if let Some(on) = o.watchdog {
-                r = r.watchdog(on);
-            }
-            if let Some(profile) = o.profile {
-                r = r.profile(profile);
-            }
+            let r = with_profile!(with_common!(l.semaphore(KEY, o.limit), o), o);
             r.acquire().await.map(Taken::Permit)
         }
         (Prim::permits, Via::Attribute) => {
@@ -549,19 +545,7 @@ async fn take(l: &Locker, prim: Prim, o: &Opts, via: Via) -> Result<Taken, LockE
                 .map(Taken::Permit)
         }
         (Prim::leader, Via::Api) => {
-            let mut r = l.leader(KEY);
-            if let Some(lease) = o.lease {
-                r = r.lease(lease);
-            }
-            if let Some(wait) = o.wait {
-                r = r.wait(wait);
-            }
-            if let Some(on) = o.watchdog {
-                r = r.watchdog(on);
-            }
-            if let Some(profile) = o.profile {
-                r = r.profile(profile);
-            }
+            let r = with_profile!(with_common!(l.leader(KEY), o), o);
             r.campaign().await.map(Taken::Leader)
         }
         (Prim::leader, Via::Attribute) => unreachable!("no attribute for elections"),

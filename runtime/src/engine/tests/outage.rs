@@ -121,6 +121,17 @@ async fn several_keys_ride_out_an_outage() {
     assert!(guards.is_held());
 }
 
+/// Delays the store's next call by 100 ms and drops its connection 50 ms into it (on the
+/// paused clock): the attempt read the session before the drop and is answered after it.
+fn drop_connection_during_next_call(store: &ScriptedStore) -> tokio::task::JoinHandle<()> {
+    store.delay_next(1, Duration::from_millis(100));
+    let store = store.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        store.drop_connection();
+    })
+}
+
 /// A grant that came over a connection that dropped while the answer was on its way (the
 /// session the attempt read before sending ended) is not counted on: a guard over it would be
 /// lost at once, and the lock may be gone with the old connection. It is given back and the
@@ -132,14 +143,7 @@ async fn a_grant_over_a_connection_that_dropped_meanwhile_is_not_counted_on() {
     let locker = Locker::scripted(store.clone());
     // The attempt reads the session, then reaches the store 100 ms later; the connection
     // drops in between.
-    store.delay_next(1, Duration::from_millis(100));
-    let dropping = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            store.drop_connection();
-        })
-    };
+    let dropping = drop_connection_during_next_call(&store);
     let guard = locker
         .lock("k")
         .wait(Duration::from_secs(5))
@@ -151,14 +155,7 @@ async fn a_grant_over_a_connection_that_dropped_meanwhile_is_not_counted_on() {
     guard.release().await.expect("and releases cleanly");
     assert!(!store.is_locked("leasehold:lock:{k}"));
 
-    store.delay_next(1, Duration::from_millis(100));
-    let dropping = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            store.drop_connection();
-        })
-    };
+    let dropping = drop_connection_during_next_call(&store);
     let tried = locker.lock("k").try_acquire().await;
     dropping.await.unwrap();
     let err = tried.expect_err("no guard to count on");
