@@ -60,7 +60,7 @@
 //! [`Locker::capabilities`], and a request for something it lacks is refused at once with
 //! [`LockError::Config`] naming the engines that have it.
 //!
-//! Inside, every primitive is a thin type over one engine: one kind of lease decided per
+//! Inside, every primitive is a thin type over one core: one kind of lease decided per
 //! request, one contend loop, one local queue of waiters, one watchdog; each store implements
 //! a small boundary, and ZooKeeper and etcd share one sequential-contender recipe.
 //!
@@ -93,9 +93,9 @@
 
 #[cfg(feature = "serde")]
 mod config;
-mod engine;
 mod error;
 pub mod fenced;
+mod kernel;
 mod locker;
 mod primitives;
 mod store;
@@ -112,10 +112,10 @@ pub struct ReadmeDoctests;
 
 #[cfg(feature = "serde")]
 pub use config::{LockConfig, SentinelConfig};
-pub use engine::close::{CloseReport, DEFAULT_CLOSE_TIMEOUT};
-pub use engine::health::{EngineState, EngineStates};
-pub use engine::observe::TraceKeys;
 pub use error::{BoxError, LockError, LostReason};
+pub use kernel::close::{CloseReport, DEFAULT_CLOSE_TIMEOUT};
+pub use kernel::health::{EngineState, EngineStates};
+pub use kernel::observe::TraceKeys;
 pub use leasehold_macros::distributed_lock;
 pub use locker::global::{global_default, set_global_default};
 pub use locker::profile::Profile;

@@ -147,7 +147,7 @@ pub async fn try_acquire<G: Acquire>(
         let shown = G::shown(locker, &keys);
         let guard = G::try_acquire(locker, keys, spec).await?;
         if guard.is_none() {
-            crate::engine::observe::skipped(&shown);
+            crate::kernel::observe::skipped(&shown);
         }
         Ok(guard)
     };

@@ -5,9 +5,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::lease::DEFAULT_DRIFT;
-use crate::engine::observe::TraceKeys;
 use crate::error::LockError;
+use crate::kernel::lease::DEFAULT_DRIFT;
+use crate::kernel::observe::TraceKeys;
 use crate::store::identity::Identity;
 use crate::store::keys::validate_prefix;
 use crate::store::{self, Deployment, Settings};

@@ -3,7 +3,7 @@
 use std::future::IntoFuture;
 use std::time::Duration;
 
-use crate::engine::close::{CloseReport, DEFAULT_CLOSE_TIMEOUT};
+use crate::kernel::close::{CloseReport, DEFAULT_CLOSE_TIMEOUT};
 use crate::locker::Locker;
 
 impl Locker {

@@ -1,7 +1,7 @@
 //! [`Locker::state`] and [`Locker::state_changes`]: how the lock engine is doing, for
 //! readiness probes and alerts.
 
-use crate::engine::health::{EngineState, EngineStates};
+use crate::kernel::health::{EngineState, EngineStates};
 use crate::locker::Locker;
 
 impl Locker {

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::engine::health::{Health, Observed};
-use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::kernel::health::{Health, Observed};
+use crate::kernel::state::Inner;
 use crate::store::identity::Identity;
 use crate::store::kind::LeaseKind;
 use crate::store::{self, Capabilities, Store};

@@ -9,11 +9,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Span;
 
-use crate::engine::lease::Lease;
-use crate::engine::observe;
-use crate::engine::reentrant;
-use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::kernel::lease::Lease;
+use crate::kernel::observe;
+use crate::kernel::reentrant;
+use crate::kernel::state::Inner;
 use crate::store::kind::LeaseKind;
 
 /// A held lock. While it lives (and its lease is not lost) no other owner holds the same key.

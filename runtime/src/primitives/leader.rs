@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::kernel::state::Inner;
 use crate::locker::Locker;
 use crate::primitives::guard::LockGuard;
 use crate::primitives::request::LockRequest;

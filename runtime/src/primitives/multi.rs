@@ -262,7 +262,7 @@ impl MultiGuard {
     /// [`LockGuard::scope`]): inside it, acquiring any of the keys re-enters.
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
         let held: Vec<_> = self.guards.iter().map(LockGuard::held_entry).collect();
-        crate::engine::reentrant::scope_many(held, fut)
+        crate::kernel::reentrant::scope_many(held, fut)
     }
 
     /// Releases every key, all of them even when one fails.

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::engine::options::Options;
 use crate::error::LockError;
+use crate::kernel::options::Options;
 use crate::primitives::guard::LockGuard;
 use crate::store::identity::Label;
 use crate::store::kind::LeaseKind;

@@ -515,7 +515,7 @@ impl dyn Store {
     /// Gives back what the acquires for `token` hold or created, a lease of `kind` whose
     /// holder counts it valid until `valid_until`; `Ok(false)` when nothing of it was held
     /// any more. Every lease ends here (its release), and every attempt whose outcome the
-    /// caller cannot count on is undone here ([`Unsettled`](crate::engine::unsettled)).
+    /// caller cannot count on is undone here ([`Unsettled`](crate::kernel::unsettled)).
     ///
     /// The contract, for every engine and every kind of lease:
     /// - **settled first**: the token's calls whose outcome is unknown are settled against

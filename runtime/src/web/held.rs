@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::engine::lease::Lease;
+use crate::kernel::lease::Lease;
 use crate::primitives::guard::LockGuard;
 
 /// The lock that [`RouteLocks`](crate::RouteLocks) holds for the current request: its key,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::response::{LockErrorResponse, StatusCodes};
 use super::route::{HeaderLookup, PathParams, RequestInfo, RouteRule};
-use crate::engine::observe::{self, TraceKeys};
 use crate::error::LockError;
+use crate::kernel::observe::{self, TraceKeys};
 use crate::locker::Locker;
 use crate::primitives::guard::LockGuard;
 

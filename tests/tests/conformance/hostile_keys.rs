@@ -108,7 +108,7 @@ pub async fn lock_and_exclude(engine: &Engine) {
 /// Memory: every locker of another prefix has a store of its own here, where no two prefixes
 /// can meet, so the refusal itself is the property (an accepted `svc:leader` fails the cell);
 /// one store under several prefixes is the runtime's unit test
-/// (`engine::tests::leader::an_election_and_a_lock_of_any_prefix_stay_apart`).
+/// (`kernel::tests::leader::an_election_and_a_lock_of_any_prefix_stay_apart`).
 pub async fn elections_and_locks_stay_apart(engine: &Engine) {
     let kind = engine.kind();
     let memory = kind == EngineKind::Memory;

@@ -1,5 +1,5 @@
 //! Property 28, the options whose meaning depends on the engine (the options × primitives
-//! matrix runs whole on the core, `leasehold::engine::tests::matrix`; these cells are the ones
+//! matrix runs whole on the core, `leasehold::kernel::tests::matrix`; these cells are the ones
 //! an engine keeps by its own means): `hold_at_least` keeps a lock, a read, a write and a
 //! downgrade (the write's hold, and the read's own) taken after an early release, until the
 //! hold ends, by an expiry where locks expire and by a release from the locker where they live

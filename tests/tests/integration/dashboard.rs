@@ -22,7 +22,7 @@ use metrics_util::MetricKind;
 const DASHBOARD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ops/grafana/leasehold.json");
 const OBSERVE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../runtime/src/engine/observe.rs"
+    "/../runtime/src/kernel/observe.rs"
 );
 
 /// PromQL's functions are told by the `(` after them; these come without one, or with

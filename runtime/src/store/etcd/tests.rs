@@ -86,7 +86,7 @@ fn contender_keys_name_their_lock_only() {
 
 /// The margin a locker of the default clock drift leaves off a lease.
 fn validity(lease: Duration) -> Duration {
-    crate::engine::lease::validity(lease, crate::engine::lease::DEFAULT_DRIFT)
+    crate::kernel::lease::validity(lease, crate::kernel::lease::DEFAULT_DRIFT)
 }
 
 /// A lock as long as the TTL counts from the last acknowledged keep-alive's send time: its

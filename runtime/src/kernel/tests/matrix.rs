@@ -177,7 +177,7 @@ matrix! {
         downgrade => Means,
         lock_all => Means,
         permits => Means,
-        leader => NotOffered("an attribute option only, and no attribute for elections: run_while_leader always cancels the task when the leadership is lost (engine::tests::leader)"),
+        leader => NotOffered("an attribute option only, and no attribute for elections: run_while_leader always cancels the task when the leadership is lost (kernel::tests::leader)"),
     }
     watchdog_off {
         lock => Means,

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Weak};
 
-use crate::engine::closing::Closing;
+use crate::kernel::closing::Closing;
 use crate::store::identity::{Identity, DESCRIBE_EVERY, DESCRIBE_RETRY};
 use crate::store::Store;
 

@@ -1,4 +1,4 @@
-//! Closing a locker (`engine::close`), on the in-memory and scripted stores with Tokio's paused
+//! Closing a locker (`kernel::close`), on the in-memory and scripted stores with Tokio's paused
 //! clock: what it gives back, what it refuses, and the waiters and guards it reaches.
 
 use std::time::Duration;

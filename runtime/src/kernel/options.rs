@@ -22,7 +22,7 @@ pub(crate) struct Options {
     /// `SET NX PX`, and a guard with no fence to read.
     pub(crate) fenced: bool,
     /// A waiting acquire tries an unavailable engine again until its wait is over
-    /// ([`crate::engine::outage`]).
+    /// ([`crate::kernel::outage`]).
     pub(crate) retry_unavailable: bool,
     /// What operators see beside the holder ([`LockRequest::label`](crate::LockRequest::label)).
     pub(crate) label: Option<Label>,

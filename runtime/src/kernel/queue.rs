@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::engine::lease::Lease;
-use crate::engine::options::Options;
+use crate::kernel::lease::Lease;
+use crate::kernel::options::Options;
 use crate::store::keys::LockKeys;
 
 /// After this many handovers in a row inside one process, a release goes through the store
@@ -115,7 +115,7 @@ pub(crate) enum Entry {
     Busy,
     /// This lease of another task holds the lock, nobody of this process waits for it, and
     /// this task may not wait: busy, unless the store no longer has the lease (see
-    /// [`crate::engine::verify`]).
+    /// [`crate::kernel::verify`]).
     HeldHere(Arc<Lease>),
 }
 

@@ -26,8 +26,8 @@ use std::time::Duration;
 use tracing::field::Empty;
 use tracing::Span;
 
-use crate::engine::health::EngineState;
 use crate::error::LockError;
+use crate::kernel::health::EngineState;
 
 /// How lock keys appear in traces. Keys name resources and may carry user data (an e-mail
 /// address, an account number), so they can be hashed or left out.

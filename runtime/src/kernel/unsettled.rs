@@ -8,21 +8,21 @@
 //! ([`Store::settle`](crate::store::Store::settle)) and removes only what that token holds or
 //! created; and only then does the attempt leave its place in the store's line, which the
 //! late call may have taken. Three callers, one path: the retry of a wait riding out an
-//! outage ([`Inner::give_back_later`](crate::engine::state::Inner::give_back_later)), a
+//! outage ([`Inner::give_back_later`](crate::kernel::state::Inner::give_back_later)), a
 //! contender that stopped with its call in flight
-//! ([`Abandoned`](crate::engine::turns::Abandoned)), and a grant that came too late.
+//! ([`Abandoned`](crate::kernel::turns::Abandoned)), and a grant that came too late.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::backoff::jitter;
-use crate::engine::health::EngineState::Closed;
-use crate::engine::inflight::Settled;
-use crate::engine::place::Place;
-use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::kernel::backoff::jitter;
+use crate::kernel::health::EngineState::Closed;
+use crate::kernel::inflight::Settled;
+use crate::kernel::place::Place;
+use crate::kernel::state::Inner;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;

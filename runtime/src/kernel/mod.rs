@@ -1,6 +1,7 @@
-//! The one engine under every primitive: leases and their kinds' options, the contend loop,
-//! the local queue, re-entry, release, undoing attempts whose outcome is unknown, the watchdog,
-//! the engine's health, and the locker's shared state.
+//! The core under every primitive: leases and their kinds' options, the contend loop, the
+//! local queue, re-entry, release, undoing attempts whose outcome is unknown, the watchdog, the
+//! engine's health, and the locker's shared state. ("Engine", everywhere in this crate, is a
+//! backend the store talks to: Redis, ZooKeeper, etcd, PostgreSQL, memory.)
 
 pub(crate) mod acquire;
 pub(crate) mod backoff;

@@ -2,7 +2,7 @@
 //! of its length, in batches, and performs the releases that cannot be awaited where they
 //! happen (a guard dropped, an acquire cancelled mid-flight). Each such job runs in a task of
 //! its own, so a slow one (a release retried while the store is unreachable, see
-//! [`crate::engine::release`]) holds up neither the renewals nor the other jobs.
+//! [`crate::kernel::release`]) holds up neither the renewals nor the other jobs.
 //!
 //! Leases are put on the renewal schedule under a mutex rather than through a message, so
 //! that taking a lock does not wake the task: most locks are released long before their first
@@ -17,9 +17,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use crate::engine::health::{self, Health};
-use crate::engine::lease::Lease;
-use crate::engine::observe;
+use crate::kernel::health::{self, Health};
+use crate::kernel::lease::Lease;
+use crate::kernel::observe;
 use crate::store::{Renewal, Renewed, Store};
 
 /// How long the background task sleeps at most, even with no renewal due before then.
@@ -261,7 +261,7 @@ fn lost(health: &Weak<Health>, why: &str) {
 }
 
 /// Renews `lease` now, alone, as its scheduled renewal would: for a task of its process that
-/// asks whether the store still has it ([`Inner::verify`](crate::engine::state::Inner)).
+/// asks whether the store still has it ([`Inner::verify`](crate::kernel::state::Inner)).
 pub(crate) async fn renew_now(
     store: Arc<dyn Store>,
     schedule: Arc<Schedule>,

@@ -1,4 +1,4 @@
-//! The two tickets of a task in its key's local queue ([`crate::engine::queue`]): the turn of the task
+//! The two tickets of a task in its key's local queue ([`crate::kernel::queue`]): the turn of the task
 //! that contends in the store, and the place of a task waiting behind it. Each passes the
 //! turn on however the task leaves (success, error, timeout, cancellation), so the queue can
 //! never stall.
@@ -9,13 +9,13 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::engine::closing::Pending;
-use crate::engine::inflight::Settled;
-use crate::engine::lease::Lease;
-use crate::engine::place::Place;
-use crate::engine::queue::Turn;
-use crate::engine::state::Inner;
-use crate::engine::unsettled::Unsettled;
+use crate::kernel::closing::Pending;
+use crate::kernel::inflight::Settled;
+use crate::kernel::lease::Lease;
+use crate::kernel::place::Place;
+use crate::kernel::queue::Turn;
+use crate::kernel::state::Inner;
+use crate::kernel::unsettled::Unsettled;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
@@ -251,7 +251,7 @@ impl<'a> QueuedTurn<'a> {
     /// is verified in the store as this task arrives, again once this task listens for the
     /// lock's releases, and on every release it hears (an operator forced it, or the store
     /// ended the lease): if the store no longer has it, it is lost now, not at its next
-    /// renewal (see [`crate::engine::verify`]).
+    /// renewal (see [`crate::kernel::verify`]).
     pub(crate) async fn wait(&mut self, deadline: Instant) -> Option<Turn> {
         let lock_key = self.keys.lock();
         // Heard in the store, the releases of this lock; subscribed once this task has

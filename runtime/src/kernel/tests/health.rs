@@ -1,4 +1,4 @@
-//! The engine's health (`engine::health`) on the scripted store and Tokio's paused clock:
+//! The engine's health (`kernel::health`) on the scripted store and Tokio's paused clock:
 //! what moves a locker's state where, the order of outcomes (by send time), the monitor's
 //! probes and the engine's own reports, losses, and closing.
 
@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::health::EngineState::{self, *};
-use crate::engine::health::EngineStates;
+use crate::kernel::health::EngineState::{self, *};
+use crate::kernel::health::EngineStates;
 use crate::store::scripted::ScriptedStore;
 use crate::Locker;
 

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::lease::Lease;
-use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::kernel::lease::Lease;
+use crate::kernel::state::Inner;
 use crate::store::join_all;
 
 /// How long [`Locker::close`](crate::Locker::close) waits, at most, for the releases it sends

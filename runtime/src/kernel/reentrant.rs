@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::engine::lease::Lease;
+use crate::kernel::lease::Lease;
 use crate::store::kind::LeaseKind;
 
 /// A lock held by an enclosing scope.

@@ -14,8 +14,8 @@ use std::task::{Context, Poll};
 
 use tokio::sync::watch;
 
-use crate::engine::state::Inner;
 use crate::error::LockError;
+use crate::kernel::state::Inner;
 
 /// A store call that owns what it borrows.
 pub(crate) type Call<T> = Pin<Box<dyn Future<Output = Result<T, LockError>> + Send>>;

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::machine::{Event, Machine};
 use super::state::{EngineState, EngineStates, StateLog};
-use crate::engine::observe;
+use crate::kernel::observe;
 use crate::store::Store;
 
 pub(crate) struct Health {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::lease::{validity, DEFAULT_DRIFT};
+use crate::kernel::lease::{validity, DEFAULT_DRIFT};
 use crate::store::keys::LockKeys;
 use crate::store::scripted::ScriptedStore;
 use crate::{LockError, Locker};

@@ -1,4 +1,4 @@
-//! Riding out an outage (`engine::outage`), on the scripted store and Tokio's paused clock: a
+//! Riding out an outage (`kernel::outage`), on the scripted store and Tokio's paused clock: a
 //! waiting acquire tries an unavailable engine again until its wait is over, gives back what
 //! a failed attempt may have taken, and fails at once when it does not wait or was told not
 //! to retry.

@@ -7,7 +7,7 @@
 //! is busy: one round trip, what a `try_acquire` of another process costs. A task that waits
 //! behind the lease has it verified as it arrives and again once it listens for the lock's
 //! releases (one made meanwhile was not heard), at most one every
-//! [`MIN_GAP`](crate::engine::verifying::MIN_GAP), so that a hot key whose tasks keep queueing
+//! [`MIN_GAP`](crate::kernel::verifying::MIN_GAP), so that a hot key whose tasks keep queueing
 //! behind its lease costs the store at most four a second; and at once on every release it
 //! hears (as many as the store makes). In the background, one
 //! verification of a lease at a time, the asks that come meanwhile joined into the next. A
@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::lease::Lease;
-use crate::engine::state::Inner;
-use crate::engine::watchdog;
+use crate::kernel::lease::Lease;
+use crate::kernel::state::Inner;
+use crate::kernel::watchdog;
 use crate::store::{Renewal, Renewed};
 
 impl Inner {
@@ -66,7 +66,7 @@ impl Inner {
 
     /// [`verify`](Self::verify) in the background, soon: at once when `heard` (a release of
     /// the lock was heard) or nothing was sent yet, else
-    /// [`MIN_GAP`](crate::engine::verifying::MIN_GAP) after the last verification of `lease`
+    /// [`MIN_GAP`](crate::kernel::verifying::MIN_GAP) after the last verification of `lease`
     /// was sent; joined to the next one when one runs.
     pub(crate) fn verify_soon(self: &Arc<Self>, lease: &Arc<Lease>, heard: bool) {
         let first = {

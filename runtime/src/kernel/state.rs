@@ -9,12 +9,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::engine::closing::Closing;
-use crate::engine::health::Health;
-use crate::engine::lease::Lease;
-use crate::engine::observe::TraceKeys;
-use crate::engine::queue::Queues;
-use crate::engine::watchdog::{self, Job, Schedule};
+use crate::kernel::closing::Closing;
+use crate::kernel::health::Health;
+use crate::kernel::lease::Lease;
+use crate::kernel::observe::TraceKeys;
+use crate::kernel::queue::Queues;
+use crate::kernel::watchdog::{self, Job, Schedule};
 use crate::store::identity::Identity;
 use crate::store::Store;
 
@@ -45,7 +45,7 @@ pub(crate) struct Inner {
     pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
     /// What closing the locker reaches: its leases, its waiters, its background jobs.
     pub(crate) closing: Arc<Closing>,
-    /// How the engine is doing, fed by the calls through `store` (see [`crate::engine::health`]).
+    /// How the engine is doing, fed by the calls through `store` (see [`crate::kernel::health`]).
     pub(crate) health: Arc<Health>,
     /// The named profiles requests may use ([`LockRequest::profile`](crate::LockRequest::profile)).
     pub(crate) profiles: crate::locker::profile::Profiles,
@@ -97,7 +97,7 @@ impl Inner {
                 .described
                 .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            crate::engine::describe::spawn(
+            crate::kernel::describe::spawn(
                 &self.store,
                 &self.prefix,
                 &self.identity,

@@ -24,12 +24,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::backoff::jitter;
-use crate::engine::lease::Lease;
-use crate::engine::observe;
-use crate::engine::state::Inner;
-use crate::engine::turns::ActiveTurn;
 use crate::error::{LockError, LostReason};
+use crate::kernel::backoff::jitter;
+use crate::kernel::lease::Lease;
+use crate::kernel::observe;
+use crate::kernel::state::Inner;
+use crate::kernel::turns::ActiveTurn;
 use crate::store::{Renewal, Renewed};
 use tracing::Instrument;
 
@@ -231,7 +231,7 @@ impl Inner {
     /// them.
     fn release_at(self: &Arc<Self>, lease: Arc<Lease>, until: Instant) {
         let locker = Arc::downgrade(self);
-        let job: crate::engine::watchdog::Job = Box::pin(async move {
+        let job: crate::kernel::watchdog::Job = Box::pin(async move {
             tokio::time::sleep_until(until).await;
             let Some(inner) = locker.upgrade() else {
                 return;

@@ -91,8 +91,8 @@ pub(crate) struct Lease {
     /// released while they held on.
     downgrades: AtomicU32,
     /// Where the verifications of this lease by other tasks of its process stand (see
-    /// [`crate::engine::verify`]).
-    pub(crate) verifying: crate::engine::verifying::Verifying,
+    /// [`crate::kernel::verify`]).
+    pub(crate) verifying: crate::kernel::verifying::Verifying,
     /// The latest end of a hold ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least))
     /// among the guards of a downgrade that were done before the last of them: the last one
     /// keeps the lock taken until then too.
@@ -373,7 +373,7 @@ impl Lease {
     pub(crate) fn report_lost(&self, why: &'static str) {
         if !self.lost_reported.swap(true, Ordering::AcqRel) {
             let fence = self.fences.lock().unwrap().0.saturating_sub(1);
-            crate::engine::observe::lost(fence, why);
+            crate::kernel::observe::lost(fence, why);
         }
     }
 

@@ -11,18 +11,18 @@
 //! retrying off ([`LockRequest::retry_unavailable`](crate::LockRequest::retry_unavailable)).
 //! What an attempt that failed may have taken is given back in the background
 //! ([`Inner::give_back_later`]): its answer never came, so it may have landed, or land later;
-//! the give-back settles it against the engine first ([`crate::engine::unsettled`]).
+//! the give-back settles it against the engine first ([`crate::kernel::unsettled`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::backoff::jitter;
-use crate::engine::place::Place;
-use crate::engine::state::Inner;
-use crate::engine::unsettled::Unsettled;
 use crate::error::LockError;
+use crate::kernel::backoff::jitter;
+use crate::kernel::place::Place;
+use crate::kernel::state::Inner;
+use crate::kernel::unsettled::Unsettled;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;

@@ -1,4 +1,4 @@
-//! Where a contender waits in the store (its [`ActiveTurn`](crate::engine::turns::ActiveTurn)'s
+//! Where a contender waits in the store (its [`ActiveTurn`](crate::kernel::turns::ActiveTurn)'s
 //! place), and how it leaves: the same for every kind of lease.
 
 use crate::store::keys::LockKeys;

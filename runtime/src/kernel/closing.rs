@@ -1,4 +1,4 @@
-//! What a locker keeps for its closing ([`crate::engine::close`]): whether it closed, the
+//! What a locker keeps for its closing ([`crate::kernel::close`]): whether it closed, the
 //! leases it granted, the background jobs not finished yet.
 
 use std::collections::HashMap;
@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::engine::lease::Lease;
 use crate::error::LockError;
+use crate::kernel::lease::Lease;
 
 /// A locker's record of what closing it must reach.
 #[derive(Default)]

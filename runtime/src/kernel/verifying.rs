@@ -1,4 +1,4 @@
-//! Where the verifications of one lease stand ([`crate::engine::verify`]): what a lease
+//! Where the verifications of one lease stand ([`crate::kernel::verify`]): what a lease
 //! holds of them, apart from the verifying itself, which needs the locker.
 
 use std::sync::Mutex;

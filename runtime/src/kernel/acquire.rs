@@ -10,18 +10,18 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::engine::inflight::{Call, InFlight};
-use crate::engine::lease::{validity, Lease};
-use crate::engine::observe;
-use crate::engine::options::Options;
-use crate::engine::outage::Outage;
-use crate::engine::place::Place;
-use crate::engine::queue::{Entry, Turn};
-use crate::engine::reentrant;
-use crate::engine::state::Inner;
-use crate::engine::turns::{ActiveTurn, QueuedTurn};
-use crate::engine::unsettled::Unsettled;
 use crate::error::LockError;
+use crate::kernel::inflight::{Call, InFlight};
+use crate::kernel::lease::{validity, Lease};
+use crate::kernel::observe;
+use crate::kernel::options::Options;
+use crate::kernel::outage::Outage;
+use crate::kernel::place::Place;
+use crate::kernel::queue::{Entry, Turn};
+use crate::kernel::reentrant;
+use crate::kernel::state::Inner;
+use crate::kernel::turns::{ActiveTurn, QueuedTurn};
+use crate::kernel::unsettled::Unsettled;
 use crate::primitives::guard::LockGuard;
 use crate::store::keys::{validate_key, LockKeys};
 use crate::store::kind::LeaseKind;
@@ -310,7 +310,7 @@ impl Inner {
             turn.settles = Some(settles);
             let attempt = match call.await {
                 Ok(attempt) => attempt,
-                // A waiting acquire rides out an outage (see `engine::outage`): what the
+                // A waiting acquire rides out an outage (see `kernel::outage`): what the
                 // failed call may have taken goes back, and it tries again after a pause.
                 Err(e) if e.is_unavailable() && opts.retry_unavailable && !opts.wait.is_zero() => {
                     turn.settles = None;
@@ -451,7 +451,7 @@ impl Attempted {
     /// lease, permits, where `waiter` takes its turn).
     fn send(
         self,
-        inner: &Arc<crate::engine::state::Inner>,
+        inner: &Arc<crate::kernel::state::Inner>,
         kind: LeaseKind,
         waiter: Option<PermitWaiter>,
     ) -> Call<Attempt> {
