@@ -305,7 +305,7 @@ impl LockGuard {
     ///     .await?;
     /// # Ok(()) }
     /// ```
-    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> + use<F> {
         reentrant::scope(self.held_entry(), fut)
     }
 

@@ -260,7 +260,7 @@ impl MultiGuard {
 
     /// Runs `fut` with every key marked as held by the enclosing scope (see
     /// [`LockGuard::scope`]): inside it, acquiring any of the keys re-enters.
-    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> + use<F> {
         let held: Vec<_> = self.guards.iter().map(LockGuard::held_entry).collect();
         crate::kernel::reentrant::scope_many(held, fut)
     }

@@ -247,7 +247,7 @@ impl PermitGuard {
     /// Runs `fut` with these permits marked as held by the enclosing scope: inside it, a
     /// request for the same semaphore through the same locker re-enters instead of taking
     /// (or waiting for) more permits.
-    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> + use<F> {
         self.guard.scope(fut)
     }
 

@@ -125,7 +125,7 @@ impl UnfencedGuard {
     /// As [`LockGuard::scope`]: inside `fut`, acquiring the same key unfenced through the
     /// same locker re-enters. A fenced acquire of the key there fails with
     /// [`LockError::Config`] (this hold has no fencing token to give it).
-    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> + use<F> {
         self.guard.scope(fut)
     }
 
