@@ -1,4 +1,4 @@
-//! The engines of the conformance suite (`tests/tests/conformance.rs`): [`Engine::start`] runs
+//! The engines of the conformance suite (`tests/tests/conformance/main.rs`): [`Engine::start`] runs
 //! one deployment of a lock engine, every lock server behind a [`TcpProxy`] so the suite can
 //! stall it, and is the only place in the suite that knows how an engine is deployed.
 //!

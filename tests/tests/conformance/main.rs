@@ -6,6 +6,8 @@
 //! `cargo test --test conformance -- single` runs one engine, `-- watchdog::` one property.
 //! The differential test (`differential::<engine>`) runs the same generated schedules on every
 //! engine and judges them by one model: `-- differential::` alone.
+//! This file lists the properties, in their numbers' order; `checks/` holds each property's
+//! check, `differential/` the differential test.
 //! Time bounds here tell a release from a lease's expiry, and a bounded call from a hung one;
 //! they carry generous slack and never judge speed.
 
@@ -13,9 +15,7 @@ use std::collections::BTreeSet;
 
 use leasehold_tests::conformance::{Engine, EngineKind};
 
-#[path = "conformance/mod.rs"]
 mod checks;
-#[path = "conformance/differential.rs"]
 mod differential;
 
 /// Expands each property into one test per engine it lists. Every engine of [`EngineKind::ALL`]
@@ -139,13 +139,6 @@ conformance! {
         single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::leader::one_leader_terms_increase_followers_observe;
     }
 
-    /// 15. Singleton jobs: of three lockers triggering a job at once exactly one runs it;
-    /// `hold_at_least` keeps the lock taken after the job ended early, so a trigger a moment
-    /// later skips; after the hold the next trigger runs with a greater fence.
-    singleton_job {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::job::runs_once_and_holds;
-    }
-
     /// 14. Semaphores: three lockers never hold more than the limit's permits at once, a
     /// crashed holder's permit comes back after its lease, a waiter wakes on a release,
     /// callers that disagree on the limit are refused, inspection shows the holders.
@@ -154,6 +147,13 @@ conformance! {
         // Never on RedLock: permits counted per master and granted by a majority admit more
         // holders than the limit (limit 2 on 3 masters admits 3); it takes consensus.
         redlock3 => checks::semaphore::refused_clearly;
+    }
+
+    /// 15. Singleton jobs: of three lockers triggering a job at once exactly one runs it;
+    /// `hold_at_least` keeps the lock taken after the job ended early, so a trigger a moment
+    /// later skips; after the hold the next trigger runs with a greater fence.
+    singleton_job {
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::job::runs_once_and_holds;
     }
 
     /// 16. Cancellation at every await point: an acquire, a `try_acquire`, a waiting acquire
@@ -194,21 +194,18 @@ conformance! {
         memory, redlock3 => checks::forced::refused_clearly;
     }
 
-    /// 29. A forced release is seen by every task of the holder's process as soon as by
-    /// another process: after an operator releases a lock, a lock of `lock_all`, a write, an
-    /// unfenced or a read lock by force, a `try_acquire` of the holder's own locker gets in
-    /// (not "busy" until the holder's next renewal), and the holder counts its lease lost;
-    /// with its own locker as the operator, at once (Redisson's `testForceUnlock`).
-    forced_release_everywhere {
-        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::forced::seen_by_every_task_at_once;
-        // Memory's locks live in one process: no operator reaches them.
-        memory => checks::forced::refused_clearly;
-    }
-
     /// 21. What `Locker::capabilities` says is what the engine does: every feature it
     /// claims works, every one it denies is refused at the request with a `Config` error.
     capabilities {
         single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres, memory => checks::capabilities::tell_the_truth;
+    }
+
+    /// 22. Waiting rides out an outage: an acquire waiting through 5 s of a stalled engine
+    /// takes the lock once the engine answers again; one told not to retry fails at once.
+    rides_out_outages {
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::outage::ridden_out;
+        // Memory has no connection to lose: its waits are checked against a held lock.
+        memory => checks::bounded::when_held;
     }
 
     /// 23. Downgrading: a read taken inside a held write keeps the lock after the write's
@@ -243,21 +240,6 @@ conformance! {
         single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::hostile_keys::elections_and_locks_stay_apart;
     }
 
-    /// 28. Options kept by the engine's own means (the rest of the options × primitives
-    /// matrix runs on the core): `hold_at_least` keeps a lock, a read, a write and a downgrade
-    /// (the write's hold, the read's own) taken after an early release until the hold ends.
-    options {
-        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::options::holds_on_every_primitive;
-    }
-
-    /// 22. Waiting rides out an outage: an acquire waiting through 5 s of a stalled engine
-    /// takes the lock once the engine answers again; one told not to retry fails at once.
-    rides_out_outages {
-        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::outage::ridden_out;
-        // Memory has no connection to lose: its waits are checked against a held lock.
-        memory => checks::bounded::when_held;
-    }
-
     /// 27. The health course: an idle, a waiting and a holding locker through a freeze of every
     /// lock server and its thaw: suspended and lost within the engine's bounds, never connected
     /// while no server answers, reconnected within the bound of the thaw.
@@ -265,6 +247,24 @@ conformance! {
         single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::health::follows_the_server;
         // Memory has no server to freeze: its state stays connected.
         memory => checks::health::in_process;
+    }
+
+    /// 28. Options kept by the engine's own means (the rest of the options × primitives
+    /// matrix runs on the core): `hold_at_least` keeps a lock, a read, a write and a downgrade
+    /// (the write's hold, the read's own) taken after an early release until the hold ends.
+    options {
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres => checks::options::holds_on_every_primitive;
+    }
+
+    /// 29. A forced release is seen by every task of the holder's process as soon as by
+    /// another process: after an operator releases a lock, a lock of `lock_all`, a write, an
+    /// unfenced or a read lock by force, a `try_acquire` of the holder's own locker gets in
+    /// (not "busy" until the holder's next renewal), and the holder counts its lease lost;
+    /// with its own locker as the operator, at once (Redisson's `testForceUnlock`).
+    forced_release_everywhere {
+        single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres => checks::forced::seen_by_every_task_at_once;
+        // Memory's locks live in one process: no operator reaches them.
+        memory => checks::forced::refused_clearly;
     }
 }
 

@@ -9,7 +9,7 @@ use leasehold_tests::conformance::{Engine, EngineKind};
 /// The README's table of primitives × engines, as `Locker::capabilities()` of a live locker
 /// of `kind` must read it: the column of its engine, row by row.
 fn assert_readme_lists(kind: EngineKind, caps: &Capabilities) {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../../README.md");
     let header = readme
         .lines()
         .find(|l| l.starts_with("| | one Redis, Sentinel, Cluster |"))
