@@ -12,6 +12,24 @@ use super::fault::Window;
 use super::run::{Logs, Outcome, Record};
 use super::schedule::{Exit, How, Op, Prim, Schedule, LIMIT};
 
+/// The longest stretch of a wait during which the model found nothing in the way, before the
+/// engine is blamed for a `Busy`: the handover's tolerance (a waiter woken by a release or a
+/// lease's end, scheduling noise on two loaded cores).
+pub const GAP: Duration = Duration::from_millis(600);
+
+/// How long a grant may precede the `ok` logged for it (the reply's trip back, a loaded
+/// client): a hold counts as a reason from `ok - GRANT_LEAD` (never before its invocation).
+pub const GRANT_LEAD: Duration = Duration::from_millis(150);
+
+/// How long after a guard was dropped (or its task panicked) its release may still be on the
+/// way: the release runs in the background.
+pub const RELEASE_SLACK: Duration = Duration::from_millis(300);
+
+/// How long after a fault ended the engine may take to serve as before (reconnections, a
+/// ZooKeeper session or an etcd lease proved alive again, leases of a rolled-back snapshot
+/// running out): waits overlapping it are not judged.
+pub const RECOVERY: Duration = Duration::from_secs(6);
+
 /// How long after a held connection was released or cut a call of unknown outcome may still
 /// keep others out: its late answer or the cut reaches the client, what it may have taken is
 /// given back (a round trip), and a waiting acquire of the held process that was riding it
@@ -20,24 +38,6 @@ use super::schedule::{Exit, How, Op, Prim, Schedule, LIMIT};
 /// unknown-outcome schedules (5 s and 8 s): a lock that a late call left to nobody for its
 /// lease is blamed, a prompt give-back is not. [`GAP`] comes on top, as everywhere.
 pub const SETTLE: Duration = Duration::from_secs(2);
-
-/// How long after a fault ended the engine may take to serve as before (reconnections, a
-/// ZooKeeper session or an etcd lease proved alive again, leases of a rolled-back snapshot
-/// running out): waits overlapping it are not judged.
-pub const RECOVERY: Duration = Duration::from_secs(6);
-
-/// How long after a guard was dropped (or its task panicked) its release may still be on the
-/// way: the release runs in the background.
-pub const RELEASE_SLACK: Duration = Duration::from_millis(300);
-
-/// How long a grant may precede the `ok` logged for it (the reply's trip back, a loaded
-/// client): a hold counts as a reason from `ok - GRANT_LEAD` (never before its invocation).
-pub const GRANT_LEAD: Duration = Duration::from_millis(150);
-
-/// The longest stretch of a wait during which the model found nothing in the way, before the
-/// engine is blamed for a `Busy`: the handover's tolerance (a waiter woken by a release or a
-/// lease's end, scheduling noise on two loaded cores).
-pub const GAP: Duration = Duration::from_millis(600);
 
 /// What a run found, and its figures.
 #[derive(Debug, Default)]

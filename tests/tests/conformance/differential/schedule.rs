@@ -6,11 +6,11 @@ use std::fmt;
 
 use super::fault::{Fault, FaultAt};
 
-/// Tasks per process.
-pub const TASKS: usize = 2;
-
 /// The semaphores' limit.
 pub const LIMIT: u32 = 3;
+
+/// Tasks per process.
+pub const TASKS: usize = 2;
 
 /// What an operation takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
