@@ -12,10 +12,7 @@ use super::watch::{watch_predecessor, Target, Watcher};
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{
-    patience, standing, writer_top, Contender, Driver, Head, Place, Queued, Role, Standing, Wake,
-    Who,
-};
+use crate::store::sequenced::{Awaited, Contender, Driver, Head, Place, Queued, Role, Wake, Who};
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
 
@@ -25,10 +22,6 @@ impl Driver for Etcd {
 
     fn describe(&self) -> String {
         format!("etcd at {}", self.shown)
-    }
-
-    fn patience(&self) -> Duration {
-        patience(&self.settings)
     }
 
     /// `P:lock:{K}/<tag>` for a writer, `P:lock:{K}/~r-<tag>` for a reader, `P:sem:{K}/<tag>`
@@ -99,20 +92,10 @@ impl Driver for Etcd {
         mine: &Contender<i64>,
         role: Role,
     ) -> Result<Place, LockError> {
-        match role {
-            Role::Writer => self.look_writer(req.keys, mine, req.fences).await,
-            Role::Reader => self.look_reader(req.keys, mine).await,
-            Role::Permits { limit, count } => {
-                let listed = self.list_queue(req.keys).await?;
-                Ok(match standing(&listed, &mine.name, limit, count) {
-                    Standing::Holds => Place::Holds {
-                        top: writer_top(mine.order, 1),
-                    },
-                    Standing::Gone => Place::Gone,
-                    _ => Place::Behind,
-                })
-            }
+        if role == Role::Reader {
+            return self.look_reader(req.keys, mine).await;
         }
+        self.look_writer(req.keys, mine, req.fences).await
     }
 
     /// Only while its create revision is ours (a transaction), so a key deleted by an operator
@@ -191,23 +174,17 @@ impl Driver for Etcd {
         })
     }
 
-    /// From the revision the queue was read at: a release after the read is never missed.
-    async fn watch_predecessor(
-        watcher: &Watcher,
-        mine: Option<&Contender<i64>>,
-    ) -> Result<Option<Wake>, String> {
-        let target = mine.map_or(Target::Writers, |c| Target::Predecessor(c.order));
+    /// A predecessor's watch from the revision the queue was read at: a release after the
+    /// read is never missed.
+    async fn watch(watcher: &Watcher, awaited: Awaited<'_, i64>) -> Result<Option<Wake>, String> {
+        let target = match awaited {
+            Awaited::Predecessor(mine) => Target::Predecessor(mine.order),
+            Awaited::Writers => Target::Writers,
+            Awaited::Deletions => Target::Deletions,
+        };
         let watched =
             watch_predecessor(&watcher.client, &watcher.range, target, watcher.limit).await?;
         Ok(watched
             .map(|mut watching| -> Wake { Box::pin(async move { watching.deleted().await }) }))
-    }
-
-    async fn watch_queue(watcher: &Watcher) -> Result<Wake, String> {
-        let target = Target::Deletions;
-        let watched =
-            watch_predecessor(&watcher.client, &watcher.range, target, watcher.limit).await?;
-        let mut watching = watched.ok_or("a watch of the whole range was not set")?;
-        Ok(Box::pin(async move { watching.deleted().await }))
     }
 }

@@ -11,7 +11,9 @@ use super::Etcd;
 use crate::error::LockError;
 use crate::store::heard;
 use crate::store::identity::Identity;
-use crate::store::sequenced::{Contender, Contenders, Renews, Sequenced, SequencedEngine};
+use crate::store::sequenced::{
+    patience, Contender, Contenders, Renews, Sequenced, SequencedEngine,
+};
 use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
 
 /// How many reads one renewal transaction carries (etcd refuses more than 128 by default).
@@ -38,7 +40,12 @@ impl Sequenced<Etcd> {
             epoch.clone(),
         )
         .await?;
-        Ok(Sequenced::new(driver, contenders, epoch))
+        Ok(Sequenced::new(
+            driver,
+            contenders,
+            epoch,
+            patience(settings),
+        ))
     }
 }
 

@@ -98,8 +98,23 @@ pub(crate) enum Place {
     Gone,
 }
 
-/// Resolves when the watched predecessor went (or the watch broke: the waiter then looks).
+/// Resolves when what a waiter waits for went (or the watch broke: the waiter then looks).
 pub(crate) type Wake = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What a subscription waits for in its queue ([`Driver::watch`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Awaited<'a, V> {
+    /// The deletion of the contender just ahead of this process's own.
+    Predecessor(&'a Contender<V>),
+    /// The deletion of any writer's contender, or a change of the data of the first one (a
+    /// leader record written or cleared, [`Driver::write`]): what a waiter without a
+    /// contender waits for (a reader, an election's observer). Readers' contenders coming and
+    /// going, and new writers', do not wake it.
+    Writers,
+    /// The deletion of any contender of the queue: a semaphore's waiters may fit once any
+    /// contender ahead of them goes, not only the one just ahead. Creations do not wake it.
+    Deletions,
+}
 
 /// What one engine does for the recipe, with its own client. Every call is bounded by the
 /// engine's operation timeout and fails with [`LockError::Unavailable`] when the engine did
@@ -113,11 +128,6 @@ pub(crate) trait Driver: Send + Sync + 'static {
 
     /// The engine and where it is, for messages: never credentials.
     fn describe(&self) -> String;
-
-    /// The longest one attempt of the recipe runs over this engine while it is polled (see
-    /// [`patience`](super::interest::patience)): one that runs longer stopped being polled,
-    /// and its wait's contender lapses.
-    fn patience(&self) -> Duration;
 
     /// The name of the contender an attempt of `token` creates, fixed before it is created:
     /// etcd's key, or the path ZooKeeper appends a sequence number to (and, for permits, their
@@ -154,8 +164,10 @@ pub(crate) trait Driver: Send + Sync + 'static {
         role: Role,
     ) -> impl Future<Output = Result<(Contender<Self::Via>, Option<Place>), LockError>> + Send;
 
-    /// Where `mine` stands in its lock's queue now; a writer that holds has its fences
-    /// recorded if the engine records them here.
+    /// Where `mine`, a writer's or a reader's contender (`role`), stands in its lock's queue
+    /// now; a writer that holds has its fences recorded if the engine records them here. Never
+    /// asked of a permits contender: where one stands, the recipe reads from a listing
+    /// ([`standing`](super::standing)).
     fn look(
         &self,
         req: &AcquireRequest<'_>,
@@ -222,20 +234,11 @@ pub(crate) trait Driver: Send + Sync + 'static {
         keys: &LockKeys,
     ) -> impl Future<Output = Result<Self::Watcher, LockError>> + Send;
 
-    /// Sets a watch on what `mine` waits for: its predecessor; with no contender here (a
-    /// reader waits without one), the writers' contenders, so that readers coming and going
-    /// do not wake it. `None` when there is nothing to wait for (it is first, or gone).
-    ///
-    /// With no contender here, the data of the first writer's contender is watched too: a
-    /// leader record written or cleared there ([`write`](Self::write)) wakes the election's
-    /// observers at once.
-    fn watch_predecessor(
+    /// Sets a watch on what a waiter of `watcher`'s queue waits for ([`Awaited`]). `None`
+    /// when there is nothing to wait for (the contender is first, or gone). Armed before this
+    /// returns: what goes after it is never missed.
+    fn watch(
         watcher: &Self::Watcher,
-        mine: Option<&Contender<Self::Via>>,
+        awaited: Awaited<'_, Self::Via>,
     ) -> impl Future<Output = Result<Option<Wake>, String>> + Send;
-
-    /// Sets a watch on the deletion of any contender of the queue (a semaphore's waiters may
-    /// fit once any contender ahead of them goes, not only the one just ahead); creations do
-    /// not wake it. Armed before this returns.
-    fn watch_queue(watcher: &Self::Watcher) -> impl Future<Output = Result<Wake, String>> + Send;
 }

@@ -34,8 +34,13 @@ pub(crate) fn patience(settings: &Settings) -> Duration {
 /// Withdraws, every [`LAPSE_CHECK`] while the store lives, the waiting contenders whose wait
 /// lost interest ([`Contenders::lapsed`](super::Contenders::lapsed)): each is forgotten at
 /// once (an attempt that comes back to it finds it gone, and is never granted on it) and
-/// deleted in the background.
-pub(super) fn withdraw_lapsed<D: Driver>(driver: Weak<D>, contenders: WeakContenders<D::Via>) {
+/// deleted in the background. An attempt in progress keeps its contender for `patience`
+/// (see [`patience`]).
+pub(super) fn withdraw_lapsed<D: Driver>(
+    driver: Weak<D>,
+    contenders: WeakContenders<D::Via>,
+    patience: Duration,
+) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return; // no runtime: no attempts either
     };
@@ -45,7 +50,7 @@ pub(super) fn withdraw_lapsed<D: Driver>(driver: Weak<D>, contenders: WeakConten
             let (Some(driver), Some(contenders)) = (driver.upgrade(), contenders.upgrade()) else {
                 return; // the store is gone, and its session with it
             };
-            for mine in contenders.lapsed(Instant::now(), MAX_INTEREST, driver.patience()) {
+            for mine in contenders.lapsed(Instant::now(), MAX_INTEREST, patience) {
                 tracing::debug!(
                     contender = %mine.name,
                     "withdrew a waiter's contender that no attempt of its wait looked at for \

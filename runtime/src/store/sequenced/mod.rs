@@ -99,7 +99,7 @@ mod tests_permits;
 
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
 pub(crate) use driver::{
-    slots_top, tag, writer_top, Driver, Head, Place, Queued, Role, Wake, Who, FENCE_SLOTS,
+    slots_top, tag, writer_top, Awaited, Driver, Head, Place, Queued, Role, Wake, Who, FENCE_SLOTS,
 };
 pub(crate) use inspect::inspect;
 pub(crate) use interest::patience;

@@ -2,6 +2,7 @@
 //! reader's, a release, and a waiter that stops waiting.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -24,16 +25,18 @@ pub(crate) struct Sequenced<D: Driver> {
 }
 
 impl<D: Driver> Sequenced<D> {
-    /// The recipe over `driver`, which shares `contenders` and `epoch` with it; the waiters'
+    /// The recipe over `driver`, which shares `contenders` and `epoch` with it, its attempts
+    /// bounded by `patience` (the engine's [`patience`](super::patience)); the waiters'
     /// contenders whose wait lost interest are withdrawn in the background while it lives
     /// (see `interest`).
     pub(crate) fn new(
         driver: D,
         contenders: Contenders<D::Via>,
         epoch: Arc<watch::Sender<u64>>,
+        patience: Duration,
     ) -> Self {
         let driver = Arc::new(driver);
-        withdraw_lapsed(Arc::downgrade(&driver), contenders.downgrade());
+        withdraw_lapsed(Arc::downgrade(&driver), contenders.downgrade(), patience);
         Sequenced {
             driver,
             contenders,

@@ -4,7 +4,7 @@
 
 use tokio::sync::watch;
 
-use super::{Driver, Sequenced};
+use super::{Awaited, Contender, Driver, Sequenced, Wake};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::WakeSubscription;
@@ -12,6 +12,19 @@ use crate::store::WakeSubscription;
 /// Whether `keys` name a semaphore: only a semaphore's names have its agreed limit.
 fn is_semaphore(keys: &LockKeys) -> bool {
     !keys.limit().is_empty()
+}
+
+/// What a waiter of a lock waits for: the predecessor of its contender, or, with none here (a
+/// reader waits without one, an election's observer has none), the writers'.
+fn awaited<V>(mine: Option<&Contender<V>>) -> Awaited<'_, V> {
+    mine.map_or(Awaited::Writers, Awaited::Predecessor)
+}
+
+/// Sets a watch on the deletion of any contender of a semaphore's queue.
+async fn watch_queue<D: Driver>(watcher: &D::Watcher) -> Result<Wake, String> {
+    D::watch(watcher, Awaited::Deletions)
+        .await?
+        .ok_or_else(|| "a watch of the whole range was not set".to_owned())
 }
 
 impl<D: Driver> Sequenced<D> {
@@ -32,7 +45,7 @@ impl<D: Driver> Sequenced<D> {
         let (tx, rx) = watch::channel(0u64);
         if is_semaphore(keys) {
             // The first watch is set before this returns: a deletion after it is never missed.
-            let first = D::watch_queue(&watcher).await.map_err(refused)?;
+            let first = watch_queue::<D>(&watcher).await.map_err(refused)?;
             tokio::spawn(async move {
                 let mut next = first;
                 loop {
@@ -42,7 +55,7 @@ impl<D: Driver> Sequenced<D> {
                     }
                     // Armed again before the waiters are told: a deletion after they looked
                     // is never missed.
-                    let again = D::watch_queue(&watcher).await;
+                    let again = watch_queue::<D>(&watcher).await;
                     tx.send_modify(|n| *n += 1);
                     match again {
                         Ok(wake) if !tx.is_closed() => next = wake,
@@ -57,7 +70,7 @@ impl<D: Driver> Sequenced<D> {
         let _looking = self.contenders.attempt(keys.lock());
         let mine = self.contenders.waiting(keys.lock());
         // The first watch is set before this returns: a release after it is never missed.
-        let first = D::watch_predecessor(&watcher, mine.as_ref())
+        let first = D::watch(&watcher, awaited(mine.as_ref()))
             .await
             .map_err(refused)?;
         tokio::spawn(async move {
@@ -81,7 +94,7 @@ impl<D: Driver> Sequenced<D> {
                         return;
                     }
                 }
-                next = match D::watch_predecessor(&watcher, mine.as_ref()).await {
+                next = match D::watch(&watcher, awaited(mine.as_ref())).await {
                     Ok(Some(wake)) => Some(wake),
                     // This process's contender is first or gone: a reader of this process
                     // that subscribed alongside it still waits, now for the writers'.
@@ -91,7 +104,7 @@ impl<D: Driver> Sequenced<D> {
                         // wake-up may have found it still there.
                         tx.send_modify(|n| *n += 1);
                         mine = None;
-                        match D::watch_predecessor(&watcher, None).await {
+                        match D::watch(&watcher, Awaited::Writers).await {
                             Ok(Some(wake)) => Some(wake),
                             _ => return,
                         }

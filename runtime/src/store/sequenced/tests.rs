@@ -11,7 +11,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    tag, writer_top, Contender, Contenders, Driver, Head, Place, Queued, Role, Sequenced, Wake,
+    tag, writer_top, Awaited, Contender, Contenders, Driver, Head, Place, Queued, Role, Sequenced,
+    Wake,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -96,10 +97,6 @@ impl Driver for Fake {
 
     fn describe(&self) -> String {
         "fake".into()
-    }
-
-    fn patience(&self) -> Duration {
-        Duration::from_secs(10)
     }
 
     fn name(&self, keys: &LockKeys, token: &OwnerToken, role: Role) -> String {
@@ -264,21 +261,25 @@ impl Driver for Fake {
         Ok(())
     }
 
-    async fn watch_predecessor(
-        _watcher: &(),
-        _mine: Option<&Contender<()>>,
-    ) -> Result<Option<Wake>, String> {
-        Ok(None)
-    }
-
-    async fn watch_queue(_watcher: &()) -> Result<Wake, String> {
-        Ok(Box::pin(std::future::pending()))
+    async fn watch(_watcher: &(), awaited: Awaited<'_, ()>) -> Result<Option<Wake>, String> {
+        Ok(match awaited {
+            Awaited::Deletions => Some(Box::pin(std::future::pending())),
+            _ => None,
+        })
     }
 }
 
+/// The fake engine's bound of one attempt that is polled.
+const PATIENCE: Duration = Duration::from_secs(10);
+
 pub(super) fn recipe() -> Sequenced<Fake> {
     let contenders = Contenders::default();
-    Sequenced::new(Fake::default(), contenders, Arc::new(watch::channel(0).0))
+    Sequenced::new(
+        Fake::default(),
+        contenders,
+        Arc::new(watch::channel(0).0),
+        PATIENCE,
+    )
 }
 
 pub(super) fn request<'a>(
@@ -729,7 +730,7 @@ async fn an_attempt_back_after_its_turn_lapsed_is_not_granted_on_it() {
     seq.acquire_once(&request(&keys, &b1, true)).await.unwrap();
     let turn = seq.driver.name(&keys, &b1, Role::Writer);
     seq.release_once(&keys, &h, Role::Writer).await.unwrap();
-    *seq.driver.slow_look.lock().unwrap() = Some(MAX_INTEREST + seq.driver.patience() * 2);
+    *seq.driver.slow_look.lock().unwrap() = Some(MAX_INTEREST + PATIENCE * 2);
     // The lapse's delete is still on its way when the attempt looks: its turn is first.
     seq.driver.defer_later.store(true, Ordering::Relaxed);
     let queued = |token| AcquireRequest {

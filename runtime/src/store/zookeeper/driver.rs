@@ -12,8 +12,8 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    patience, slots_top, standing, tag, writer_top, Contender, Driver, Head, Place, Queued, Role,
-    Standing, Wake, Who, FENCE_SLOTS,
+    slots_top, tag, writer_top, Awaited, Contender, Driver, Head, Place, Queued, Role, Wake, Who,
+    FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -24,10 +24,6 @@ impl Driver for ZooKeeper {
 
     fn describe(&self) -> String {
         format!("zookeeper at {}", self.hosts)
-    }
-
-    fn patience(&self) -> Duration {
-        patience(&self.settings)
     }
 
     /// `<container>/<kind><tag>-`: the server appends the sequence number (to a permits
@@ -90,19 +86,8 @@ impl Driver for ZooKeeper {
         role: Role,
     ) -> Result<Place, LockError> {
         let parent = parent_of(req.keys);
-        match role {
-            Role::Reader => return self.look_reader(&parent, mine).await,
-            Role::Permits { limit, count } => {
-                let listed = self.list(req.keys).await?;
-                return Ok(match standing(&listed, &mine.name, limit, count) {
-                    Standing::Holds => Place::Holds {
-                        top: writer_top(mine.order, 1),
-                    },
-                    Standing::Gone => Place::Gone,
-                    _ => Place::Behind,
-                });
-            }
-            Role::Writer => {}
+        if role == Role::Reader {
+            return self.look_reader(&parent, mine).await;
         }
         let queue = self.queue(&mine.via, &parent).await?;
         let name = child_name(&mine.name);
@@ -226,20 +211,22 @@ impl Driver for ZooKeeper {
         })
     }
 
-    async fn watch_predecessor(
+    async fn watch(
         watcher: &Watcher,
-        mine: Option<&Contender<zk::Client>>,
+        awaited: Awaited<'_, zk::Client>,
     ) -> Result<Option<Wake>, String> {
-        let mine = mine.map(|c| child_name(&c.name));
+        let mine = match awaited {
+            Awaited::Predecessor(mine) => Some(child_name(&mine.name)),
+            Awaited::Writers => None,
+            Awaited::Deletions => {
+                let (client, parent) = (watcher.client.clone(), watcher.parent.clone());
+                let deleted = watch_deletions(client, parent, watcher.limit).await?;
+                return Ok(Some(Box::pin(deleted)));
+            }
+        };
         let watched =
             watch_predecessor(&watcher.client, &watcher.parent, mine, watcher.limit).await?;
         Ok(watched.map(|w| -> Wake { Box::pin(any_of(w)) }))
-    }
-
-    async fn watch_queue(watcher: &Watcher) -> Result<Wake, String> {
-        let (client, parent) = (watcher.client.clone(), watcher.parent.clone());
-        let deleted = watch_deletions(client, parent, watcher.limit).await?;
-        Ok(Box::pin(deleted))
     }
 }
 

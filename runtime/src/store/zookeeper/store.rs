@@ -14,7 +14,7 @@ use crate::error::LockError;
 use crate::store::heard;
 use crate::store::identity::{session_key, Identity};
 use crate::store::join_all;
-use crate::store::sequenced::{Contenders, Renews, Sequenced, SequencedEngine};
+use crate::store::sequenced::{patience, Contenders, Renews, Sequenced, SequencedEngine};
 use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
 
 /// The ZooKeeper engine: the sequential-contender recipe over ZooKeeper's driver.
@@ -40,7 +40,12 @@ impl Sequenced<ZooKeeper> {
             epoch.clone(),
         );
         driver.client().await?;
-        Ok(Sequenced::new(driver, contenders, epoch))
+        Ok(Sequenced::new(
+            driver,
+            contenders,
+            epoch,
+            patience(settings),
+        ))
     }
 }
 
