@@ -102,7 +102,7 @@ pub(crate) enum Place {
 pub(crate) type Wake = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What a subscription waits for in its queue ([`Driver::watch`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub(crate) enum Awaited<'a, V> {
     /// The deletion of the contender just ahead of this process's own.
     Predecessor(&'a Contender<V>),
