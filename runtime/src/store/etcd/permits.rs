@@ -2,7 +2,7 @@
 //! value, so one read of the range lists the whole weighted queue; and what else the recipe
 //! reads and writes of a queue (its listing, its first key, a contender's value).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use etcd_client as etcd;
@@ -10,10 +10,9 @@ use etcd_client as etcd;
 use super::names::{first_by_creation, is_reader_key, range_of};
 use super::Etcd;
 use crate::error::LockError;
-use crate::store::identity::{decode, session_key, Identity, Stamp};
-use crate::store::join_all;
+use crate::store::identity::{session_key, Identity};
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{Contender, Head, Queued, Role, Who};
+use crate::store::sequenced::{who, Contender, Head, Queued, Role, Seen, Who};
 
 /// What a permits key's value starts with: `permits:<limit>:<count>`.
 const PERMITS: &str = "permits:";
@@ -120,7 +119,7 @@ impl Etcd {
     }
 
     /// Who each of `contenders` is: one read of the queue (each key's value, lease and create
-    /// revision), then each lease's locker description.
+    /// revision), then each lease's locker description ([`who`]).
     pub(super) async fn who_of(
         &self,
         keys: &LockKeys,
@@ -135,46 +134,31 @@ impl Etcd {
             .await?;
         let by_key: HashMap<&[u8], &etcd::KeyValue> =
             listed.kvs().iter().map(|kv| (kv.key(), kv)).collect();
-        let found: Vec<Option<&etcd::KeyValue>> = contenders
-            .iter()
-            .map(|q| by_key.get(q.name.as_bytes()).copied())
-            .collect();
-        let leases: BTreeSet<i64> = found.iter().flatten().map(|kv| kv.lease()).collect();
+        let seen = contenders.iter().map(|q| {
+            by_key.get(q.name.as_bytes()).map(|kv| Seen {
+                data: kv.value().to_vec(),
+                owner: kv.lease(),
+                // etcd keeps no time with a key.
+                created: None,
+                order: kv.create_revision(),
+            })
+        });
         let prefix = keys.prefix();
-        let reads = leases.iter().map(|&lease| async move {
+        who(seen.collect(), |lease| async move {
             let key = session_key(prefix, lease);
             let read = self
                 .bounded("refused a read", |mut c| {
                     let key = key.clone();
                     async move { c.get(key, None).await }
                 })
-                .await;
-            (lease, read)
-        });
-        let mut described = HashMap::new();
-        for (lease, read) in join_all(reads).await {
-            let decoded = read?
+                .await?;
+            Ok(read
                 .kvs()
                 .first()
                 .and_then(|kv| kv.value_str().ok())
-                .and_then(decode);
-            if let Some(d) = decoded {
-                described.insert(lease, d);
-            }
-        }
-        Ok(found
-            .into_iter()
-            .map(|kv| {
-                let kv = kv?;
-                Some(Who {
-                    stamp: Stamp::of_stored(kv.value()),
-                    description: described.get(&kv.lease()).cloned(),
-                    // etcd keeps no time with a key.
-                    created: None,
-                    order: kv.create_revision(),
-                })
-            })
-            .collect())
+                .map(str::to_owned))
+        })
+        .await
     }
 
     /// Puts the locker's description on the current lease, once per lease.

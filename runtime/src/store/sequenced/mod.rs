@@ -101,7 +101,7 @@ pub(crate) use contenders::{Contender, Contenders, WeakContenders};
 pub(crate) use driver::{
     slots_top, tag, writer_top, Awaited, Driver, Head, Place, Queued, Role, Wake, Who, FENCE_SLOTS,
 };
-pub(crate) use inspect::inspect;
+pub(crate) use inspect::{inspect, who, Seen};
 pub(crate) use interest::patience;
 pub(crate) use permits::{fits, holders, standing, Standing};
 pub(crate) use recipe::Sequenced;

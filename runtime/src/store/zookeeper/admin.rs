@@ -1,7 +1,6 @@
 //! What operators see of a ZooKeeper lock, and how they force one free: its holders are
 //! the first writer's znode, or every reader's ahead of the first writer.
 
-use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, UNIX_EPOCH};
 
 use zookeeper_client as zk;
@@ -9,15 +8,15 @@ use zookeeper_client as zk;
 use super::names::{lock_key_of, node_of, parent_of, CHILD, READER, ROOT};
 use super::ZooKeeper;
 use crate::error::LockError;
-use crate::store::identity::{decode, session_key, Stamp};
+use crate::store::identity::session_key;
 use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
-use crate::store::sequenced::{inspect, Who};
+use crate::store::sequenced::{inspect, who, Seen, Who};
 use crate::store::{Admin, LockState, StoreFuture};
 
 impl ZooKeeper {
     /// Who each contender at `paths` is (see [`Driver::who`](crate::store::sequenced::Driver::who)):
-    /// its data and stat read side by side, then the descriptions of their sessions.
+    /// its data and stat read side by side, then the descriptions of their sessions ([`who`]).
     pub(super) async fn who_at(
         &self,
         prefix: &str,
@@ -28,40 +27,23 @@ impl ZooKeeper {
         let reads = paths.map(|path| async move { self.read(client, path).await });
         let mut seen = Vec::new();
         for read in join_all(reads).await {
-            seen.push(read?);
-        }
-        let sessions: BTreeSet<i64> = seen
-            .iter()
-            .flatten()
-            .map(|(_, stat)| stat.ephemeral_owner)
-            .collect();
-        let reads = sessions.iter().map(|&session| async move {
-            let path = node_of(&session_key(prefix, session));
-            (session, self.read(client, &path).await)
-        });
-        let mut described = HashMap::new();
-        for (session, read) in join_all(reads).await {
-            let decoded = read?
-                .and_then(|(data, _)| String::from_utf8(data).ok())
-                .and_then(|text| decode(&text));
-            if let Some(d) = decoded {
-                described.insert(session, d);
-            }
-        }
-        Ok(seen
-            .into_iter()
-            .map(|read| {
-                let (data, stat) = read?;
-                Some(Who {
-                    stamp: Stamp::of_stored(&data),
-                    description: described.get(&stat.ephemeral_owner).cloned(),
+            seen.push(read?.map(|(data, stat)| {
+                Seen {
+                    data,
+                    owner: stat.ephemeral_owner,
                     created: u64::try_from(stat.ctime)
                         .ok()
                         .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
                     order: stat.czxid,
-                })
-            })
-            .collect())
+                }
+            }));
+        }
+        who(seen, |session| async move {
+            let path = node_of(&session_key(prefix, session));
+            let read = self.read(client, &path).await?;
+            Ok(read.and_then(|(data, _)| String::from_utf8(data).ok()))
+        })
+        .await
     }
 
     /// A znode's data and stat; `None` when it is gone.
