@@ -1,8 +1,9 @@
 //! The etcd engine against real servers: a single member, and a 3-member cluster for a leader
 //! failover and a whole-cluster restart. Each locker has an etcd lease of its own, as a process
-//! would.
+//! would. What ZooKeeper does alike runs from `consensus`; how a lock is counted from the
+//! lease's keep-alives is `keep_alive`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,6 +11,10 @@ use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{EtcdCluster, EtcdOptions, EtcdServer, ProxyMode, TcpProxy};
 use leasehold_tests::partition::{cut_off, CutOff};
 use tokio::time::Instant;
+
+use super::consensus::{shared_tests, slot_top, wait_for_queue, SessionEngine};
+
+mod keep_alive;
 
 async fn locker(endpoints: &[String], ttl: Duration) -> Locker {
     Locker::builder()
@@ -23,30 +28,77 @@ async fn locker(endpoints: &[String], ttl: Duration) -> Locker {
         .expect("locker on etcd")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lockers_exclude_each_other_and_fences_increase() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let a = locker(&at, Duration::from_secs(4)).await;
-    let b = locker(&at, Duration::from_secs(4)).await;
-    let first = a.lock("order:1").acquire().await.unwrap();
-    assert!(b.lock("order:1").try_acquire().await.unwrap().is_none());
-    let err = b
-        .lock("order:1")
-        .wait(Duration::from_millis(200))
-        .acquire()
-        .await
-        .unwrap_err();
-    assert!(matches!(err, LockError::Busy { .. }), "{err}");
-    let fence = first.fence();
-    first.release().await.unwrap();
-    let second = b.lock("order:1").acquire().await.unwrap();
-    assert!(second.fence() > fence, "{} after {fence}", second.fence());
-    // Another key is another lock.
-    let other = a.lock("order:2").try_acquire().await.unwrap();
-    assert!(other.is_some());
-    second.release().await.unwrap();
+/// etcd as the shared tests drive it: each locker keeps an etcd lease, its session.
+struct Etcd;
+
+impl SessionEngine for Etcd {
+    type Server = EtcdServer;
+    type Cluster = EtcdCluster;
+    const SESSION: &'static str = "TTL";
+    const HEALED_WAIT: Duration = Duration::from_secs(20);
+    const RELEASE_MAY_GO_UNANSWERED_AFTER_A_RESTART: bool = false;
+
+    async fn start() -> EtcdServer {
+        EtcdServer::start().await
+    }
+
+    async fn start_cluster(members: usize) -> EtcdCluster {
+        EtcdCluster::start(members).await
+    }
+
+    fn endpoints(server: &EtcdServer) -> Vec<String> {
+        vec![server.endpoint()]
+    }
+
+    fn cluster_endpoints(cluster: &EtcdCluster) -> Vec<String> {
+        cluster.endpoints()
+    }
+
+    fn proxied(proxy: SocketAddr) -> Vec<String> {
+        vec![format!("http://{proxy}")]
+    }
+
+    fn addr(server: &EtcdServer) -> SocketAddr {
+        server.addr()
+    }
+
+    fn pause(server: &EtcdServer) {
+        server.pause();
+    }
+
+    fn resume(server: &EtcdServer) {
+        server.resume();
+    }
+
+    async fn kill_and_restart(server: &EtcdServer) {
+        server.kill9();
+        server.restart().await;
+    }
+
+    async fn kill_the_leader(cluster: &EtcdCluster) {
+        let leader = cluster.leader().await;
+        cluster.member(leader).kill9();
+    }
+
+    async fn locker(endpoints: &[String], ttl: Duration) -> Locker {
+        locker(endpoints, ttl).await
+    }
 }
+
+shared_tests!(Etcd {
+    lockers_exclude_each_other_and_fences_increase => exclude_each_other_and_fences_increase,
+    a_waiter_wakes_on_release_not_on_the_ttl => a_waiter_wakes_on_release,
+    waiters_of_different_lockers_are_served_in_arrival_order => waiters_are_served_in_arrival_order,
+    a_waiter_that_gives_up_or_is_cancelled_leaves_the_queue => a_waiter_that_gives_up_or_is_cancelled_leaves_the_queue,
+    inspection_listing_and_forced_release => inspection_listing_and_forced_release,
+    a_frozen_server_past_the_ttl_loses_the_lease_and_fences_move_on => a_frozen_server_loses_the_lease_and_fences_move_on,
+    a_client_partitioned_past_the_ttl_loses_its_lock_to_the_next => a_client_partitioned_loses_its_lock_to_the_next,
+    a_server_restart_with_data_keeps_exclusion_and_fences => a_server_restart_with_data_keeps_exclusion_and_fences,
+    a_leader_failover_under_load_keeps_exclusion => a_leader_failover_under_load_keeps_exclusion,
+    a_reader_cut_off_past_the_ttl_frees_its_share => a_reader_cut_off_frees_its_share,
+    a_reader_waiting_beside_its_lockers_writer_wakes_on_that_writers_release => a_reader_beside_its_lockers_writer_wakes_on_its_release,
+    inspection_and_forced_release_with_readers => inspection_and_forced_release_with_readers,
+});
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_lock_outlives_many_ttls_while_renewed() {
@@ -60,237 +112,6 @@ async fn a_held_lock_outlives_many_ttls_while_renewed() {
     assert!(g.is_held(), "the watchdog let the lease lapse");
     assert!(b.lock("long").try_acquire().await.unwrap().is_none());
     g.release().await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_wakes_on_release_not_on_the_ttl() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let a = locker(&at, Duration::from_secs(20)).await;
-    let b = locker(&at, Duration::from_secs(20)).await;
-    let held = a.lock("k").acquire().await.unwrap();
-    let waiter = tokio::spawn(async move {
-        let guard = b.lock("k").acquire().await.unwrap();
-        (Instant::now(), guard.fence())
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let released_at = Instant::now();
-    let fence = held.fence();
-    held.release().await.unwrap();
-    let (got_at, next) = waiter.await.unwrap();
-    assert!(next > fence);
-    // The watch on the predecessor wakes it: far below the 1 s safety poll and the TTL.
-    let after = got_at - released_at;
-    assert!(
-        after < Duration::from_millis(900),
-        "woken {after:?} after the release"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiters_of_different_lockers_are_served_in_arrival_order() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let holder = locker(&at, Duration::from_secs(10)).await;
-    let held = holder.lock("fifo").acquire().await.unwrap();
-    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for i in 0..4 {
-        let l = locker(&at, Duration::from_secs(10)).await;
-        let order = order.clone();
-        tasks.push(tokio::spawn(async move {
-            let g = l.lock("fifo").acquire().await.unwrap();
-            order.lock().unwrap().push(i);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            g.release().await.unwrap();
-        }));
-        // Each is queued (its key put) before the next arrives.
-        wait_for_queue(&holder, "fifo", i + 1).await;
-    }
-    held.release().await.unwrap();
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
-}
-
-async fn wait_for_queue(locker: &Locker, key: &str, waiting: u64) {
-    let until = Instant::now() + Duration::from_secs(5);
-    loop {
-        let info = locker.inspect(key).await.unwrap();
-        if info.waiting_processes == waiting {
-            return;
-        }
-        assert!(
-            Instant::now() < until,
-            "{waiting} waiters never queued: {info:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_that_gives_up_or_is_cancelled_leaves_the_queue() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let a = locker(&at, Duration::from_secs(10)).await;
-    let b = locker(&at, Duration::from_secs(10)).await;
-    let held = a.lock("q").acquire().await.unwrap();
-    // Gives up after its wait.
-    let err = b
-        .lock("q")
-        .wait(Duration::from_millis(300))
-        .acquire()
-        .await
-        .unwrap_err();
-    assert!(matches!(err, LockError::Busy { .. }));
-    wait_for_queue(&a, "q", 0).await;
-    // Cancelled in the middle of its wait.
-    let c = b.clone();
-    let waiting = tokio::spawn(async move { c.lock("q").acquire().await });
-    wait_for_queue(&a, "q", 1).await;
-    waiting.abort();
-    let _ = waiting.await;
-    wait_for_queue(&a, "q", 0).await;
-    // Nothing stands between the holder's release and the next contender.
-    held.release().await.unwrap();
-    let next = b.lock("q").try_acquire().await.unwrap();
-    assert!(next.is_some(), "a withdrawn waiter still blocks the lock");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inspection_listing_and_forced_release() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let a = locker(&at, Duration::from_secs(10)).await;
-    let b = locker(&at, Duration::from_secs(10)).await;
-    let g = a.lock("inv/7 {x}").acquire().await.unwrap();
-    let info = b.inspect("inv/7 {x}").await.unwrap();
-    assert!(info.held);
-    // The highest fence handed out or reserved so far, as on every engine: at or above
-    // the holder's.
-    assert!(info.last_fence.is_some_and(|f| f >= g.fence()), "{info:?}");
-    let held = b.list_held("inv*").await.unwrap();
-    assert_eq!(held.len(), 1);
-    assert_eq!(held[0].key, "inv/7 {x}");
-    assert!(b.force_release("inv/7 {x}").await.unwrap());
-    let next = b.lock("inv/7 {x}").try_acquire().await.unwrap();
-    assert!(next.is_some_and(|n| n.fence() > g.fence()));
-    // The old holder finds out at its next renewal, or at release.
-    assert!(g.release().await.is_err());
-}
-
-/// The holder's lease cannot be kept alive while its server is frozen past the TTL: the holder
-/// reports the loss on its own clock within the TTL, and after the server is back the next
-/// holder gets the lock with a higher fence.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_server_past_the_ttl_loses_the_lease_and_fences_move_on() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let ttl = Duration::from_secs(2);
-    let a = locker(&at, ttl).await;
-    let g = a.lock("paused").acquire().await.unwrap();
-    let fence = g.fence();
-    etcd.pause();
-    let paused_at = Instant::now();
-    tokio::time::timeout(ttl * 3, g.lost())
-        .await
-        .expect("the lease was never reported lost");
-    let lost_after = paused_at.elapsed();
-    assert!(
-        lost_after <= ttl + Duration::from_millis(500),
-        "trusted for {lost_after:?} with a {ttl:?} TTL"
-    );
-    assert!(!g.is_held());
-    etcd.resume();
-    let b = locker(&at, ttl).await;
-    let next = tokio::time::timeout(Duration::from_secs(15), b.lock("paused").acquire())
-        .await
-        .expect("the lock never came free after the lease ended")
-        .unwrap();
-    assert!(next.fence() > fence);
-    // The first locker works again with a new lease.
-    drop(g);
-    next.release().await.unwrap();
-    let again = a
-        .lock("paused")
-        .wait(Duration::from_secs(10))
-        .acquire()
-        .await
-        .unwrap();
-    assert!(again.fence() > fence);
-}
-
-/// One client is cut off (its proxy stalls every byte) past the TTL while the server keeps
-/// running: the holder reports the loss on its own clock within the TTL, etcd expires its
-/// lease, the next holder gets the lock with a higher fence, and when the partition heals the
-/// first client works again (a new lease).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_partitioned_past_the_ttl_loses_its_lock_to_the_next() {
-    let etcd = EtcdServer::start().await;
-    let proxy = TcpProxy::start(etcd.addr()).await;
-    let ttl = Duration::from_secs(2);
-    let cut = locker(&[format!("http://{}", proxy.addr())], ttl).await;
-    let other = locker(&[etcd.endpoint()], ttl).await;
-    let g = cut.lock("part").acquire().await.unwrap();
-    let fence = g.fence();
-    proxy.set_mode(ProxyMode::Stall);
-    let at = Instant::now();
-    tokio::time::timeout(ttl * 3, g.lost())
-        .await
-        .expect("the partitioned holder never noticed");
-    let noticed = at.elapsed();
-    assert!(
-        noticed <= ttl + Duration::from_millis(500),
-        "trusted {noticed:?} into a partition with a {ttl:?} TTL"
-    );
-    // etcd expires the partitioned lease; its key goes, the waiter gets the lock.
-    let next = other
-        .lock("part")
-        .wait(Duration::from_secs(10))
-        .acquire()
-        .await
-        .expect("the lock never came free while its holder was cut off");
-    assert!(next.fence() > fence);
-    assert!(matches!(g.release().await, Err(LockError::Lost { .. })));
-    next.release().await.unwrap();
-    proxy.set_mode(ProxyMode::Pass);
-    let again = cut
-        .lock("part")
-        .wait(Duration::from_secs(20))
-        .acquire()
-        .await
-        .expect("the healed client did not lock again");
-    assert!(again.fence() > fence);
-}
-
-/// A server restart with its data kept: the lease survives a short outage, and the lock still
-/// excludes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_restart_with_data_keeps_exclusion_and_fences() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let a = locker(&at, Duration::from_secs(8)).await;
-    let b = locker(&at, Duration::from_secs(8)).await;
-    let g = a.lock("r").acquire().await.unwrap();
-    etcd.kill9();
-    etcd.restart().await;
-    // The other locker cannot take it while the holder's lease lives.
-    let tried = b.lock("r").wait(Duration::from_millis(500)).acquire().await;
-    assert!(tried.is_err(), "two holders after a restart");
-    let fence = g.fence();
-    if g.is_held() {
-        g.release().await.unwrap();
-    } else {
-        drop(g);
-    }
-    let next = b
-        .lock("r")
-        .wait(Duration::from_secs(10))
-        .acquire()
-        .await
-        .unwrap();
-    assert!(next.fence() > fence);
 }
 
 /// Every member of a 3-member cluster killed and started again from its data: the revision
@@ -337,79 +158,6 @@ async fn a_whole_cluster_restarted_with_its_data_keeps_exclusion_and_fences() {
         .expect("no lock after the cluster restarted");
     assert!(next.fence() > fence, "{} after {fence}", next.fence());
     next.release().await.unwrap();
-}
-
-/// The leader of a 3-member cluster is killed under load: never two holders, fences always
-/// increasing, and locks keep being granted after the election.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_failover_under_load_keeps_exclusion() {
-    let etcd = EtcdCluster::start(3).await;
-    let at = etcd.endpoints();
-    let inside = Arc::new(AtomicBool::new(false));
-    let overlaps = Arc::new(AtomicU64::new(0));
-    let last_fence = Arc::new(AtomicU64::new(0));
-    let regressions = Arc::new(AtomicU64::new(0));
-    let granted = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for _ in 0..3 {
-        let l = locker(&at, Duration::from_secs(6)).await;
-        let (inside, overlaps, last_fence, regressions, granted, stop) = (
-            inside.clone(),
-            overlaps.clone(),
-            last_fence.clone(),
-            regressions.clone(),
-            granted.clone(),
-            stop.clone(),
-        );
-        workers.push(tokio::spawn(async move {
-            while !stop.load(Ordering::SeqCst) {
-                let Ok(g) = l.lock("hot").wait(Duration::from_secs(2)).acquire().await else {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
-                };
-                if inside.swap(true, Ordering::SeqCst) {
-                    overlaps.fetch_add(1, Ordering::SeqCst);
-                }
-                if last_fence.fetch_max(g.fence(), Ordering::SeqCst) >= g.fence() {
-                    regressions.fetch_add(1, Ordering::SeqCst);
-                }
-                granted.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                inside.store(false, Ordering::SeqCst);
-                let _ = g.release().await;
-            }
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = granted.load(Ordering::SeqCst);
-    assert!(before > 0, "no lock granted before the failover");
-    let leader = etcd.leader().await;
-    etcd.member(leader).kill9();
-    let killed = granted.load(Ordering::SeqCst);
-    // Liveness after the election: a generous bound, which detects a hang.
-    let until = Instant::now() + Duration::from_secs(30);
-    while granted.load(Ordering::SeqCst) < killed + 10 && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Who stands in the queue, for the message should grants not have resumed.
-    let queue = locker(&at, Duration::from_secs(6))
-        .await
-        .inspect("hot")
-        .await;
-    stop.store(true, Ordering::SeqCst);
-    for w in workers {
-        tokio::time::timeout(Duration::from_secs(20), w)
-            .await
-            .expect("a worker hung")
-            .unwrap();
-    }
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
-    assert_eq!(regressions.load(Ordering::SeqCst), 0, "a fence went back");
-    assert!(
-        granted.load(Ordering::SeqCst) >= killed + 10,
-        "grants did not resume within 30 s of the leader's death: {queue:?}"
-    );
 }
 
 /// With authentication on, the right password locks and a wrong one is a configuration error
@@ -718,360 +466,6 @@ async fn readers_see_the_last_writers_fence_and_stay_between_writers() {
     drop(w3);
 }
 
-/// A reader cut off from etcd past the TTL reports its loss on its own clock, and its share
-/// goes with its lease: a writer of another locker gets the lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reader_cut_off_past_the_ttl_frees_its_share() {
-    let etcd = EtcdServer::start().await;
-    let proxy = TcpProxy::start(etcd.addr()).await;
-    let ttl = Duration::from_secs(2);
-    let cut = locker(&[format!("http://{}", proxy.addr())], ttl).await;
-    let other = locker(&[etcd.endpoint()], ttl).await;
-    let reader = cut.read_lock("shared").acquire().await.unwrap();
-    let also = other.read_lock("shared").acquire().await.unwrap();
-    also.release().await.unwrap();
-    proxy.set_mode(ProxyMode::Stall);
-    let at = Instant::now();
-    tokio::time::timeout(ttl * 3, reader.lost())
-        .await
-        .expect("the partitioned reader never noticed");
-    assert!(
-        at.elapsed() <= ttl + Duration::from_millis(500),
-        "a reader trusted {:?} into a partition with a {ttl:?} TTL",
-        at.elapsed()
-    );
-    let writer = other
-        .write_lock("shared")
-        .wait(Duration::from_secs(10))
-        .acquire()
-        .await
-        .expect("the cut-off reader's share was never freed");
-    assert!(matches!(
-        reader.release().await,
-        Err(LockError::Lost { .. })
-    ));
-    writer.release().await.unwrap();
-}
-
-/// A reader waiting beside a writer of its own locker (whose key waits in the queue for the
-/// locker) wakes when that writer lets go, not at its next poll a second later. (Before the
-/// fix its wake-ups stopped once the locker's writer got the lock.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reader_waiting_beside_its_lockers_writer_wakes_on_that_writers_release() {
-    let etcd = EtcdServer::start().await;
-    let a = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
-    let b = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
-    let held = a.write_lock("page").acquire().await.unwrap();
-    let released = Arc::new(std::sync::Mutex::new(None::<Instant>));
-    let writer = {
-        let (b, released) = (b.clone(), released.clone());
-        tokio::spawn(async move {
-            let w = b.write_lock("page").acquire().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            *released.lock().unwrap() = Some(Instant::now());
-            w.release().await.unwrap();
-        })
-    };
-    wait_for_queue(&a, "page", 1).await;
-    let reader = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            let r = b.read_lock("page").acquire().await.unwrap();
-            let at = Instant::now();
-            r.release().await.unwrap();
-            at
-        })
-    };
-    // The reader tried and subscribed; it holds no place in the queue while it waits.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(a.inspect("page").await.unwrap().waiting_processes, 1);
-    held.release().await.unwrap();
-    writer.await.unwrap();
-    let got = reader.await.unwrap();
-    let after = got - released.lock().unwrap().expect("the writer released");
-    assert!(
-        after < Duration::from_millis(500),
-        "the reader got in {after:?} after its locker's writer let go"
-    );
-}
-
-/// Readers holding a lock are its holders, not waiting processes, for inspection; a forced
-/// release frees every one of them, and the writer waiting behind them gets the lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inspection_and_forced_release_with_readers() {
-    let etcd = EtcdServer::start().await;
-    let a = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
-    let b = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
-    let r1 = a.read_lock("doc").acquire().await.unwrap();
-    let r2 = b.read_lock("doc").acquire().await.unwrap();
-    let info = a.inspect("doc").await.unwrap();
-    assert!(info.held && info.waiting_processes == 0, "{info:?}");
-    let writer = {
-        let b = b.clone();
-        tokio::spawn(async move { b.write_lock("doc").acquire().await })
-    };
-    wait_for_queue(&a, "doc", 1).await;
-    assert!(a.force_release("doc").await.unwrap());
-    let w = writer
-        .await
-        .unwrap()
-        .expect("the writer behind the forced-out readers");
-    assert!(r1.release().await.is_err());
-    assert!(r2.release().await.is_err());
-    w.release().await.unwrap();
-}
-
-/// The keep-alives etcd has received, from its `/metrics`.
-async fn keep_alives_received(etcd: &EtcdServer) -> u64 {
-    let metrics = etcd
-        .http("GET", "/metrics", "")
-        .await
-        .expect("etcd metrics");
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("grpc_server_msg_received_total"))
-        .filter(|l| l.contains("grpc_method=\"LeaseKeepAlive\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
-/// Issue 32: an acquire counts its lock from the send time of the lease's last acknowledged
-/// keep-alive, so in the steady state (a keep-alive every third of the TTL) acquires send no
-/// keep-alive of their own: rounds of concurrent acquires cost etcd only the keeper's periodic
-/// ones. (Before, every acquire of a lock as long as the TTL waited for one sent after it:
-/// at least one per round.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acquires_with_a_fresh_keep_alive_send_none_of_their_own() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let ttl = Duration::from_secs(9);
-    let locker = locker(&at, ttl).await;
-    // The session exists (its lease granted, its keep-alive stream open) before counting.
-    locker
-        .lock("warm-up")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    let before = keep_alives_received(&etcd).await;
-    let started = Instant::now();
-    const TASKS: usize = 16;
-    const ROUNDS: usize = 6;
-    for round in 0..ROUNDS {
-        let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|i| {
-                let (locker, barrier) = (locker.clone(), barrier.clone());
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    // As long as the TTL (a longer one is shortened to it).
-                    let guard = locker
-                        .lock(format!("fresh-beat-{round}-{i}"))
-                        .lease(Duration::from_secs(30))
-                        .acquire()
-                        .await
-                        .unwrap();
-                    assert!(guard.is_held());
-                    guard.release().await.unwrap();
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-    }
-    let elapsed = started.elapsed();
-    let sent = keep_alives_received(&etcd).await - before;
-    // The keeper's own, one every third of the TTL.
-    let periodic = (elapsed.as_secs_f64() / (ttl / 3).as_secs_f64()).floor() as u64 + 1;
-    assert!(
-        sent <= periodic,
-        "{sent} keep-alives for {ROUNDS} rounds of {TASKS} acquires in {elapsed:?}, where the \
-         keeper sends {periodic}"
-    );
-}
-
-/// A locker of `ttl` whose calls may wait out a short freeze of etcd.
-async fn patient_locker(endpoints: &[String], ttl: Duration) -> Locker {
-    Locker::builder()
-        .etcd(endpoints.iter().cloned())
-        .session_timeout(ttl)
-        .op_timeout(Duration::from_secs(3))
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .await
-        .expect("locker on etcd")
-}
-
-/// A [`patient_locker`] of `ttl` on `etcd` that took and gave back a lock (its lease is kept
-/// alive), and the moment etcd was frozen (SIGSTOP) right after.
-async fn warmed_up_then_frozen(etcd: &EtcdServer, ttl: Duration) -> (Locker, Instant) {
-    let locker = patient_locker(&[etcd.endpoint()], ttl).await;
-    let guard = locker.lock("warm-up").acquire().await.unwrap();
-    guard.release().await.unwrap();
-    etcd.pause();
-    (locker, Instant::now())
-}
-
-/// How much of a lease as long as the TTL the default locker counts on.
-fn validity_of(ttl: Duration) -> Duration {
-    ttl - (ttl.mul_f64(0.01) + Duration::from_millis(2))
-}
-
-/// Issue 32: keep-alives stalled (etcd frozen) for longer than half the validity when an
-/// acquire is sent. Its lock must not count from the last acknowledged keep-alive (that would
-/// leave less than half of it): it waits for a keep-alive sent after it, in parallel with its
-/// put, and counts from its own send time, or reports `Unavailable`. Either way its validity
-/// never ends after `acked + validity` for the last keep-alive acknowledged before the grant
-/// (here: before the grant returned, since a keep-alive after the request was awaited).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_acquire_while_keep_alives_stall_waits_for_one_or_fails() {
-    let etcd = EtcdServer::start().await;
-    let ttl = Duration::from_secs(9);
-    let validity = validity_of(ttl);
-    let (locker, frozen) = warmed_up_then_frozen(&etcd, ttl).await;
-    // Every acknowledged keep-alive was sent before the freeze: more than half the validity
-    // ago once the acquire is sent. (The keeper gives the lease up a TTL after the last one,
-    // at least 6 s into the freeze with a keep-alive every 3 s.)
-    tokio::time::sleep(validity / 2 + Duration::from_millis(150)).await;
-    let sent = Instant::now();
-    let acquire = tokio::spawn({
-        let locker = locker.clone();
-        async move {
-            let got = locker
-                .lock("stalled")
-                .lease(ttl)
-                .watchdog(false)
-                .wait(Duration::ZERO)
-                .acquire()
-                .await;
-            (got, Instant::now())
-        }
-    });
-    tokio::time::sleep_until(frozen + Duration::from_millis(5000)).await;
-    etcd.resume();
-    let (got, returned) = acquire.await.unwrap();
-    let guard = match got {
-        Ok(guard) => guard,
-        Err(e) => {
-            assert!(matches!(e, LockError::Unavailable { .. }), "{e:?}");
-            return;
-        }
-    };
-    tokio::time::timeout(validity + Duration::from_secs(2), guard.lost())
-        .await
-        .expect("a lease without the watchdog never ran out");
-    let ended = Instant::now();
-    assert!(
-        ended >= sent + validity / 2,
-        "a uselessly short lock: it ended {:?} after the acquire was sent, of a {validity:?} \
-         validity (counted from a keep-alive sent before the freeze)",
-        ended - sent
-    );
-    assert!(
-        ended <= returned + validity + Duration::from_millis(200),
-        "trusted past every acknowledged keep-alive: {:?} after the grant",
-        ended - returned
-    );
-}
-
-/// Issue 32: a put that lands late in the lease's life (etcd frozen with it in flight) is
-/// counted from the last keep-alive acknowledged before it was sent, not from its own send
-/// time: the lock is reported lost by `acked + validity`, every acknowledged keep-alive having
-/// been sent before the freeze. (Counted from the put's send time, it would be trusted a
-/// second longer.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_put_landing_late_is_counted_from_the_last_acknowledged_keep_alive() {
-    let etcd = EtcdServer::start().await;
-    let ttl = Duration::from_secs(9);
-    let validity = validity_of(ttl);
-    let (locker, frozen) = warmed_up_then_frozen(&etcd, ttl).await;
-    // At most a keep-alive period (3 s) and this second since the last acknowledged one:
-    // under half the validity, so the acquire waits for none.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let acquire = tokio::spawn({
-        let locker = locker.clone();
-        async move {
-            locker
-                .lock("late-put")
-                .lease(ttl)
-                .watchdog(false)
-                .wait(Duration::ZERO)
-                .acquire()
-                .await
-        }
-    });
-    tokio::time::sleep_until(frozen + Duration::from_millis(2500)).await;
-    etcd.resume();
-    let guard = acquire.await.unwrap().expect("granted once etcd is back");
-    tokio::time::timeout(validity, guard.lost())
-        .await
-        .expect("a lease without the watchdog never ran out");
-    let ended = frozen.elapsed();
-    assert!(
-        ended <= validity + Duration::from_millis(300),
-        "trusted {ended:?} after the freeze, with every acknowledged keep-alive sent before \
-         it and a {validity:?} validity"
-    );
-}
-
-/// Issue 32: the leader of a 3-member cluster dies between the keep-alive a lock is counted
-/// from and the lock's put, which lands on the next leader. etcd's new leader restarts every
-/// lease's countdown when elected (after that keep-alive was sent), so the lease outlives the
-/// lock's validity: another locker gets the lock only once the first stopped trusting it,
-/// never two holders.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_put_after_a_leader_change_is_never_held_twice() {
-    let etcd = EtcdCluster::start(3).await;
-    let at = etcd.endpoints();
-    let ttl = Duration::from_secs(9);
-    let validity = validity_of(ttl);
-    let a = patient_locker(&at, ttl).await;
-    let b = patient_locker(&at, ttl).await;
-    a.lock("warm-up")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    let leader = etcd.leader().await;
-    etcd.member(leader).kill9();
-    let killed = Instant::now();
-    let first = a
-        .lock("failover")
-        .lease(ttl)
-        .watchdog(false)
-        .wait(Duration::from_secs(15))
-        .acquire()
-        .await
-        .expect("no lock after the leader died");
-    let granted = Instant::now();
-    let first = Arc::new(first);
-    let watched = first.clone();
-    let lost = tokio::spawn(async move {
-        watched.lost().await;
-        Instant::now()
-    });
-    let next = b
-        .lock("failover")
-        .wait(validity + Duration::from_secs(15))
-        .acquire()
-        .await
-        .expect("the lock never came free after its lease ran out");
-    assert!(
-        !first.is_held(),
-        "two holders: the lock taken {:?} after the leader died is still trusted",
-        granted - killed
-    );
-    assert!(next.fence() > first.fence());
-    let lost = lost.await.unwrap();
-    assert!(lost <= granted + validity + Duration::from_millis(200));
-    next.release().await.unwrap();
-}
-
 /// Issue 27 (risk): the put of an abandoned attempt that lands after both of the attempt's
 /// cleanup deletes (at once, and 2 × `op_timeout` later) — held up at another member, say —
 /// is attached to the locker's lease: it stood first in the queue for as long as that locker
@@ -1274,9 +668,4 @@ async fn releases_under_way_while_the_orphan_sweep_looks_succeed() {
         lost.len(),
         lost[0]
     );
-}
-
-/// The top of the fence slot `fence` is in: a writer's fences are `order × 32 + n`.
-fn slot_top(fence: u64) -> u64 {
-    fence / 32 * 32 + 31
 }

@@ -1,0 +1,42 @@
+//! The PostgreSQL engine against real servers, beyond the conformance suite: the schema made
+//! on first use (by lockers racing to make it, or by an operator for a user that may not),
+//! fenced writes in the caller's own transaction (a stale holder's write refused, also from a
+//! serializable transaction racing the takeover), fences across crash restarts, rows of
+//! crashed holders taken over and swept, and configuration errors.
+
+use std::time::Duration;
+
+use leasehold::postgres::tokio_postgres::{self as pg, NoTls};
+use leasehold::Locker;
+use leasehold_tests::harness::PgServer;
+
+mod fenced;
+mod fences;
+mod line;
+mod recovery;
+mod setup;
+
+fn builder(url: &str) -> leasehold::LockerBuilder {
+    Locker::builder()
+        .postgres(url)
+        .prefix("pgt")
+        .op_timeout(Duration::from_millis(500))
+}
+
+async fn locker(pg: &PgServer) -> Locker {
+    builder(&pg.url())
+        .build()
+        .await
+        .expect("locker on PostgreSQL")
+}
+
+/// A client of the test's own, as the user's application would have.
+async fn client(url: &str) -> pg::Client {
+    let (client, connection) = pg::connect(url, NoTls).await.expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+async fn count(client: &pg::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.expect(sql).get(0)
+}
