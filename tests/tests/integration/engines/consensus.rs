@@ -1,6 +1,6 @@
 //! What etcd and ZooKeeper share, written once: locks queued in the store and kept for as long
 //! as the client's session (etcd: its lease) lives. Each engine's file runs every test here
-//! under its own name for it ([`shared_tests!`]) and keeps what only it does.
+//! under its own name for it (`shared_tests!`) and keeps what only it does.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,15 +51,20 @@ pub(super) trait SessionEngine {
 }
 
 /// One `#[tokio::test]` per shared test run on `$engine`, under the engine's own name for it:
-/// `name => test` runs [`test`](self) as `name`.
+/// `name => test` runs the function `test` of this module on `$engine` as the test `name`, and
+/// a bare `test` runs it under its own name.
 macro_rules! shared_tests {
-    ($engine:ty { $($name:ident => $test:ident),+ $(,)? }) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::consensus::$test::<$engine>().await;
-            }
-        )+
+    ($engine:ty { $($name:ident $(=> $test:ident)?),+ $(,)? }) => {
+        $(shared_tests!(@one $engine, $name $(, $test)?);)+
+    };
+    (@one $engine:ty, $test:ident) => {
+        shared_tests!(@one $engine, $test, $test);
+    };
+    (@one $engine:ty, $name:ident, $test:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            super::consensus::$test::<$engine>().await;
+        }
     };
 }
 pub(super) use shared_tests;

@@ -89,15 +89,18 @@ shared_tests!(Etcd {
     lockers_exclude_each_other_and_fences_increase => exclude_each_other_and_fences_increase,
     a_waiter_wakes_on_release_not_on_the_ttl => a_waiter_wakes_on_release,
     waiters_of_different_lockers_are_served_in_arrival_order => waiters_are_served_in_arrival_order,
-    a_waiter_that_gives_up_or_is_cancelled_leaves_the_queue => a_waiter_that_gives_up_or_is_cancelled_leaves_the_queue,
-    inspection_listing_and_forced_release => inspection_listing_and_forced_release,
-    a_frozen_server_past_the_ttl_loses_the_lease_and_fences_move_on => a_frozen_server_loses_the_lease_and_fences_move_on,
-    a_client_partitioned_past_the_ttl_loses_its_lock_to_the_next => a_client_partitioned_loses_its_lock_to_the_next,
-    a_server_restart_with_data_keeps_exclusion_and_fences => a_server_restart_with_data_keeps_exclusion_and_fences,
-    a_leader_failover_under_load_keeps_exclusion => a_leader_failover_under_load_keeps_exclusion,
+    a_waiter_that_gives_up_or_is_cancelled_leaves_the_queue,
+    inspection_listing_and_forced_release,
+    a_frozen_server_past_the_ttl_loses_the_lease_and_fences_move_on
+        => a_frozen_server_loses_the_lease_and_fences_move_on,
+    a_client_partitioned_past_the_ttl_loses_its_lock_to_the_next
+        => a_client_partitioned_loses_its_lock_to_the_next,
+    a_server_restart_with_data_keeps_exclusion_and_fences,
+    a_leader_failover_under_load_keeps_exclusion,
     a_reader_cut_off_past_the_ttl_frees_its_share => a_reader_cut_off_frees_its_share,
-    a_reader_waiting_beside_its_lockers_writer_wakes_on_that_writers_release => a_reader_beside_its_lockers_writer_wakes_on_its_release,
-    inspection_and_forced_release_with_readers => inspection_and_forced_release_with_readers,
+    a_reader_waiting_beside_its_lockers_writer_wakes_on_that_writers_release
+        => a_reader_beside_its_lockers_writer_wakes_on_its_release,
+    inspection_and_forced_release_with_readers,
 });
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
