@@ -50,7 +50,8 @@ impl Locker {
     /// [`LockError::Config`] listing every call site at fault: its function, file and line,
     /// key template, and what is wrong.
     ///
-    /// ```
+    /// ```standalone_crate
+    /// // A program of its own: the check sees every call site of the program it runs in.
     /// use leasehold::{distributed_lock, LockError, Locker};
     ///
     /// #[distributed_lock(key = "partner-api", permits = 3, profile = "partner")]

@@ -21,7 +21,7 @@ async fn call_partner(locker: &Locker) -> Result<u32, LockError> {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+pub(crate) async fn main() {
     let locker = Locker::in_memory();
     assert_eq!(call_partner(&locker).await.unwrap(), 12);
 }

@@ -16,7 +16,7 @@ async fn both(locker: &Locker, id: u8) -> Result<u8, LockError> {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+pub(crate) async fn main() {
     let bare = Locker::in_memory();
     let err = bare.check_call_sites().unwrap_err().to_string();
     assert!(err.contains("call_partner") && err.contains("both"), "{err}");

@@ -74,7 +74,7 @@ async fn boxed_error(s: &str) -> Result<u8, Box<dyn std::error::Error + Send + S
 /// Builds the future without running it: the runtime is not needed to type-check.
 fn built<F: std::future::Future>(_: F) {}
 
-fn main() {
+pub(crate) fn main() {
     built(question_mark("1".into()));
     built(early_return(true));
     built(unit_body());

@@ -68,7 +68,7 @@ impl Inventory for Shop {
 fn assert_send<T: Send>(_: T) {}
 
 #[allow(unreachable_code, unused_variables, clippy::diverging_sub_expression)]
-fn main() {
+pub(crate) fn main() {
     if false {
         let mut shop: Shop = unimplemented!();
         assert_send(shop.stock("a"));

@@ -40,7 +40,7 @@ async fn bounded(locker: &Locker) -> Result<u8, LockError> {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+pub(crate) async fn main() {
     let locker = Locker::in_memory();
     cleanup(&locker).await.unwrap();
     cleanup(&locker).await.unwrap(); // skipped: held for 30 s

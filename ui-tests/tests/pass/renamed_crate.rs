@@ -2,7 +2,8 @@
 
 #![deny(warnings)]
 
-extern crate leasehold as lh;
+// `::lh` is the binary's root `extern crate leasehold as lh;` (an `extern crate` in a module
+// does not reach the extern prelude).
 
 mod reexport {
     pub use lh::*;
@@ -13,7 +14,7 @@ async fn renamed(id: u8) -> Result<u8, lh::LockError> {
     Ok(id)
 }
 
-#[reexport::distributed_lock(key = "module:<id>", crate = "crate::reexport")]
+#[reexport::distributed_lock(key = "module:<id>", crate = "crate::renamed_crate::reexport")]
 async fn through_module(id: u8) -> Result<u8, reexport::LockError> {
     Ok(id)
 }
@@ -21,7 +22,7 @@ async fn through_module(id: u8) -> Result<u8, reexport::LockError> {
 /// Builds the future without running it: the runtime is not needed to type-check.
 fn built<F: std::future::Future>(_: F) {}
 
-fn main() {
+pub(crate) fn main() {
     built(renamed(1));
     built(through_module(1));
 }

@@ -68,7 +68,7 @@ async fn unit_ok() -> Result<(), LockError> {
 
 fn assert_send<T: Send>(_: T) {}
 
-fn main() {
+pub(crate) fn main() {
     assert_send(place_order(1));
     assert_send(every_option("sku".into()));
     assert_send(fixed_key());

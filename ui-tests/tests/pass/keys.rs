@@ -36,7 +36,7 @@ fn app(locker: Arc<Locker>) -> Router {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+pub(crate) async fn main() {
     let locker = Locker::in_memory();
     let fences = transfer(&locker, Transfer { from: 2, to: 1 }).await.unwrap();
     assert_eq!(fences.len(), 2);

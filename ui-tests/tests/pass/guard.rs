@@ -25,7 +25,7 @@ async fn watch_lost() -> Result<(), LockError> {
 
 fn assert_send<T: Send>(_: T) {}
 
-fn main() {
+pub(crate) fn main() {
     assert_send(fenced(1));
     assert_send(watch_lost());
 }

@@ -50,7 +50,7 @@ pub async fn mine(id: u8) -> Result<u8, MyError> {
 
 fn built<F: std::future::Future>(_: F) {}
 
-fn main() {
+pub(crate) fn main() {
     let locker = Locker::in_memory();
     built(strict(&locker, 1));
     built(unit());

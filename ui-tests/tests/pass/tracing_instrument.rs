@@ -43,7 +43,7 @@ impl Shop {
 fn is_send<T: Future + Send>(_: T) {}
 
 #[allow(unreachable_code, unused_variables, clippy::diverging_sub_expression)]
-fn main() {
+pub(crate) fn main() {
     if false {
         let locker: Locker = unimplemented!();
         is_send(above(&locker, 1));

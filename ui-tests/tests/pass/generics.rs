@@ -56,7 +56,7 @@ impl<T: Display + Sync> Wrapper<T> {
 
 fn assert_send<T: Send>(_: T) {}
 
-fn main() {
+pub(crate) fn main() {
     assert_send(generic::<_, LockError>(5));
     assert_send(lifetimes("a", "b"));
     assert_send(impl_args("x", 3u8));

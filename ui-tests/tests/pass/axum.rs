@@ -65,7 +65,7 @@ where
 {
 }
 
-fn main() {
+pub(crate) fn main() {
     is_send(buy);
     is_send(stock);
     let _router: Router<Arc<AppState>> = Router::new()

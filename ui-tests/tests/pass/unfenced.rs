@@ -33,7 +33,7 @@ async fn fenced(locker: &Locker, id: u64) -> Result<u64, LockError> {
 fn assert_send<T: Send>(_: T) {}
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+pub(crate) async fn main() {
     let locker = Locker::in_memory();
     assert_send(rebuild(&locker, 1));
     assert_eq!(rebuild(&locker, 7).await.unwrap(), "cache:7");

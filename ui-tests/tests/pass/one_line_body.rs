@@ -13,7 +13,7 @@ async fn one_line(locker: &Locker, n: u64) -> Result<u64, LockError> { Ok(n) }
 async fn with_guard(locker: &Locker, n: u64) -> Result<u64, LockError> { Ok(n + g.fence()) }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+pub(crate) async fn main() {
     let locker = Locker::in_memory();
     assert_eq!(one_line(&locker, 4).await.unwrap(), 4);
     assert!(with_guard(&locker, 4).await.unwrap() > 4);

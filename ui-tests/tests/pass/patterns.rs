@@ -51,7 +51,7 @@ async fn raw_ident(r#type: &str) -> Result<(), LockError> {
 /// Builds the future without running it: the runtime is not needed to type-check.
 fn built<F: std::future::Future>(_: F) {}
 
-fn main() {
+pub(crate) fn main() {
     built(tuple_struct(Path(1)));
     built(nested(Path(("a".into(), "b".into()))));
     let order = Order {

@@ -51,7 +51,7 @@ async fn block_expr(state: &AppState) -> Result<(), LockError> {
 fn assert_send<T: Send>(_: T) {}
 
 #[allow(unreachable_code, unused_variables, clippy::diverging_sub_expression)]
-fn main() {
+pub(crate) fn main() {
     if false {
         let state: Arc<AppState> = unimplemented!();
         assert_send(field(&state, 1));

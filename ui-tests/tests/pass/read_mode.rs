@@ -27,7 +27,7 @@ async fn fair(locker: &Locker, id: u64) -> Result<u64, LockError> {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+pub(crate) async fn main() {
     let locker = Locker::in_memory();
     assert!(read(&locker, 1).await.unwrap() >= 1);
     write(&locker, 1).await.unwrap();

@@ -61,7 +61,7 @@ async fn registered_by_hand(id: web::Path<u64>) -> Result<String, ShopError> {
     Ok(id.to_string())
 }
 
-fn main() {
+pub(crate) fn main() {
     let _app = App::new()
         .service(buy)
         .service(stock)
