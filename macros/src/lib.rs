@@ -192,7 +192,8 @@ mod template;
 /// checks every attribute of the program (by function, file, line and key). A call that
 /// still meets a configuration error logs it at `error`, once per attribute.
 ///
-/// ```
+/// ```standalone_crate
+/// # // A program of its own: the global default locker checks every call site of the program.
 /// # use leasehold::{distributed_lock, LockError, Locker, Profile};
 /// #[distributed_lock(key = "payout:<id>", lease = "30s", profile = "payments")]
 /// async fn payout(id: u64) -> Result<u64, LockError> {
