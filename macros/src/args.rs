@@ -1,5 +1,5 @@
-//! The options inside `#[distributed_lock(...)]`: parsed by hand (one `custom_keyword!` per
-//! option) and checked here, so a bad lease or a typo'd option fails the build at its token.
+//! The options inside `#[distributed_lock(...)]`: parsed by hand (an option's name, then its
+//! value) and checked here, so a bad lease or a typo'd option fails the build at its token.
 
 use std::time::Duration;
 
@@ -8,25 +8,6 @@ use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token};
-
-mod kw {
-    syn::custom_keyword!(key);
-    syn::custom_keyword!(keys);
-    syn::custom_keyword!(lease);
-    syn::custom_keyword!(wait);
-    syn::custom_keyword!(watchdog);
-    syn::custom_keyword!(locker);
-    syn::custom_keyword!(guard);
-    syn::custom_keyword!(on_lost);
-    syn::custom_keyword!(mode);
-    syn::custom_keyword!(fair);
-    syn::custom_keyword!(fencing);
-    syn::custom_keyword!(on_busy);
-    syn::custom_keyword!(hold_at_least);
-    syn::custom_keyword!(hold_at_most);
-    syn::custom_keyword!(permits);
-    syn::custom_keyword!(profile);
-}
 
 pub(crate) mod job;
 pub(crate) use job::Job;
@@ -86,12 +67,30 @@ pub(crate) struct Args {
     pub errors: Vec<syn::Error>,
 }
 
+/// Every option's name, as written and as [`Seen`] records it.
+const NAMES: [&str; 17] = [
+    "key",
+    "keys",
+    "mode",
+    "fair",
+    "fencing",
+    "permits",
+    "lease",
+    "wait",
+    "watchdog",
+    "profile",
+    "locker",
+    "guard",
+    "on_lost",
+    "on_busy",
+    "hold_at_least",
+    "hold_at_most",
+    "crate",
+];
+
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut seen = Seen::default();
-        let mut read_span = None;
-        let mut permits_span = None;
-        let mut unfenced_span = None;
         let mut args = Args {
             key: None,
             keys: None,
@@ -115,142 +114,28 @@ impl Parse for Args {
             errors: Vec::new(),
         };
         while !input.is_empty() {
-            let lookahead = input.lookahead1();
-            if lookahead.peek(kw::keys) {
-                let kw: kw::keys = input.parse()?;
-                let value = value(input)?;
-                if seen.first("keys", kw.span, &mut args.errors)
-                    && seen.exclusive("keys", "key", kw.span, &mut args.errors)
-                {
-                    args.keys = args.errors.keep(keys(&value));
-                }
-            } else if lookahead.peek(kw::key) {
-                let kw: kw::key = input.parse()?;
-                let value = value(input)?;
-                if seen.first("key", kw.span, &mut args.errors)
-                    && seen.exclusive("key", "keys", kw.span, &mut args.errors)
-                {
-                    args.key = args.errors.keep(string(&value, "key", "\"order:<id>\""));
-                }
-            } else if lookahead.peek(kw::lease) {
-                let kw: kw::lease = input.parse()?;
-                let value = value(input)?;
-                if seen.first("lease", kw.span, &mut args.errors) {
-                    args.lease = args.errors.keep(lease(&value));
-                }
-            } else if lookahead.peek(kw::wait) {
-                let kw: kw::wait = input.parse()?;
-                let value = value(input)?;
-                if seen.first("wait", kw.span, &mut args.errors) {
-                    args.wait = args.errors.keep(wait(&value));
-                }
-            } else if lookahead.peek(kw::watchdog) {
-                let kw: kw::watchdog = input.parse()?;
-                let value = value(input)?;
-                if seen.first("watchdog", kw.span, &mut args.errors) {
-                    args.watchdog = args.errors.keep(watchdog(&value));
-                }
-            } else if lookahead.peek(kw::locker) {
-                let kw: kw::locker = input.parse()?;
-                let value = value(input)?;
-                if seen.first("locker", kw.span, &mut args.errors) {
-                    args.locker = Some(value);
-                }
-            } else if lookahead.peek(kw::guard) {
-                let kw: kw::guard = input.parse()?;
-                let value = value(input)?;
-                if seen.first("guard", kw.span, &mut args.errors) {
-                    args.guard = args.errors.keep(guard(&value));
-                }
-            } else if lookahead.peek(kw::on_lost) {
-                let kw: kw::on_lost = input.parse()?;
-                let value = value(input)?;
-                if seen.first("on_lost", kw.span, &mut args.errors) {
-                    if let Some(on_lost) = args.errors.keep(on_lost(&value)) {
-                        args.on_lost = on_lost;
+            if !input.peek(Ident::peek_any) {
+                return Err(input.error(format!("expected an option: {OPTIONS}")));
+            }
+            // `crate` is a keyword, hence `parse_any`.
+            let name = input.call(Ident::parse_any)?;
+            match NAMES.iter().find(|known| name == **known) {
+                Some(&option) => {
+                    let value = value(input)?;
+                    if seen.first(option, name.span(), &mut args.errors) {
+                        args.set(option, &value, name.span(), &seen);
                     }
                 }
-            } else if lookahead.peek(kw::mode) {
-                let kw: kw::mode = input.parse()?;
-                let value = value(input)?;
-                if seen.first("mode", kw.span, &mut args.errors) {
-                    if let Some(read) = args.errors.keep(mode(&value)) {
-                        args.read = read;
-                        if read {
-                            read_span = Some(value.span());
-                        }
+                None => {
+                    args.errors.push(syn::Error::new(
+                        name.span(),
+                        format!("unknown option `{name}`; the options are: {OPTIONS}"),
+                    ));
+                    // Skip its value, whatever it is, to go on checking the options after it.
+                    if input.parse::<Option<Token![=]>>()?.is_some() {
+                        input.parse::<Expr>()?;
                     }
                 }
-            } else if lookahead.peek(kw::fair) {
-                let kw: kw::fair = input.parse()?;
-                let value = value(input)?;
-                if seen.first("fair", kw.span, &mut args.errors) {
-                    if let Some(fair) = args.errors.keep(boolean(&value, "fair")) {
-                        args.fair = fair;
-                    }
-                }
-            } else if lookahead.peek(kw::fencing) {
-                let kw: kw::fencing = input.parse()?;
-                let value = value(input)?;
-                if seen.first("fencing", kw.span, &mut args.errors) {
-                    if let Some(fencing) = args.errors.keep(boolean(&value, "fencing")) {
-                        args.fencing = fencing;
-                        if !fencing {
-                            unfenced_span = Some(value.span());
-                        }
-                    }
-                }
-            } else if lookahead.peek(kw::on_busy) {
-                let kw: kw::on_busy = input.parse()?;
-                let value = value(input)?;
-                if seen.first("on_busy", kw.span, &mut args.errors) {
-                    args.job.on_busy = args.errors.keep(job::on_busy(&value));
-                }
-            } else if lookahead.peek(kw::hold_at_least) {
-                let kw: kw::hold_at_least = input.parse()?;
-                let value = value(input)?;
-                if seen.first("hold_at_least", kw.span, &mut args.errors) {
-                    args.job.hold_at_least = args.errors.keep(job::hold_at_least(&value));
-                }
-            } else if lookahead.peek(kw::hold_at_most) {
-                let kw: kw::hold_at_most = input.parse()?;
-                let value = value(input)?;
-                if seen.first("hold_at_most", kw.span, &mut args.errors) {
-                    args.job.hold_at_most = args.errors.keep(job::hold_at_most(&value));
-                }
-            } else if lookahead.peek(kw::permits) {
-                let kw: kw::permits = input.parse()?;
-                let value = value(input)?;
-                if seen.first("permits", kw.span, &mut args.errors) {
-                    args.permits = args.errors.keep(permits(&value));
-                    permits_span = Some(value.span());
-                }
-            } else if lookahead.peek(kw::profile) {
-                let kw: kw::profile = input.parse()?;
-                let value = value(input)?;
-                if seen.first("profile", kw.span, &mut args.errors) {
-                    args.profile = args.errors.keep(profile(&value));
-                }
-            } else if lookahead.peek(Token![crate]) {
-                let kw: Token![crate] = input.parse()?;
-                let value = value(input)?;
-                if seen.first("crate", kw.span, &mut args.errors) {
-                    if let Some(krate) = args.errors.keep(krate(&value)) {
-                        args.krate = krate;
-                    }
-                }
-            } else if input.peek(Ident::peek_any) {
-                let name = input.call(Ident::parse_any)?;
-                args.errors.push(syn::Error::new(
-                    name.span(),
-                    format!("unknown option `{name}`; the options are: {OPTIONS}"),
-                ));
-                // Skip its value, whatever it is, to go on checking the options after it.
-                if input.parse::<Option<Token![=]>>()?.is_some() {
-                    input.parse::<Expr>()?;
-                }
-            } else {
-                return Err(lookahead.error());
             }
             if input.is_empty() {
                 break;
@@ -258,10 +143,72 @@ impl Parse for Args {
             input.parse::<Token![,]>()?;
         }
         args.given = seen.0;
-        args.read_span = read_span;
-        args.permits_span = permits_span;
-        args.unfenced_span = unfenced_span;
         Ok(args)
+    }
+}
+
+impl Args {
+    /// Checks `value` as the value of `option` (written at `span`, given for the first time)
+    /// and keeps it, or records its error and leaves the option at its default.
+    fn set(&mut self, option: &'static str, value: &Expr, span: Span, seen: &Seen) {
+        let errors = &mut self.errors;
+        match option {
+            "keys" => {
+                if seen.exclusive("keys", "key", span, errors) {
+                    self.keys = errors.keep(keys(value));
+                }
+            }
+            "key" => {
+                if seen.exclusive("key", "keys", span, errors) {
+                    self.key = errors.keep(string(value, "key", "\"order:<id>\""));
+                }
+            }
+            "lease" => self.lease = errors.keep(lease(value)),
+            "wait" => self.wait = errors.keep(wait(value)),
+            "watchdog" => self.watchdog = errors.keep(watchdog(value)),
+            "locker" => self.locker = Some(value.clone()),
+            "guard" => self.guard = errors.keep(guard(value)),
+            "on_lost" => {
+                if let Some(on_lost) = errors.keep(on_lost(value)) {
+                    self.on_lost = on_lost;
+                }
+            }
+            "mode" => {
+                if let Some(read) = errors.keep(mode(value)) {
+                    self.read = read;
+                    if read {
+                        self.read_span = Some(value.span());
+                    }
+                }
+            }
+            "fair" => {
+                if let Some(fair) = errors.keep(boolean(value, "fair")) {
+                    self.fair = fair;
+                }
+            }
+            "fencing" => {
+                if let Some(fencing) = errors.keep(boolean(value, "fencing")) {
+                    self.fencing = fencing;
+                    if !fencing {
+                        self.unfenced_span = Some(value.span());
+                    }
+                }
+            }
+            "on_busy" => self.job.on_busy = errors.keep(job::on_busy(value)),
+            "hold_at_least" => self.job.hold_at_least = errors.keep(job::hold_at_least(value)),
+            "hold_at_most" => self.job.hold_at_most = errors.keep(job::hold_at_most(value)),
+            "permits" => {
+                self.permits = errors.keep(permits(value));
+                self.permits_span = Some(value.span());
+            }
+            "profile" => self.profile = errors.keep(profile(value)),
+            "crate" => {
+                if let Some(krate) = errors.keep(krate(value)) {
+                    self.krate = krate;
+                }
+            }
+            _ => unreachable!("`{option}` is in NAMES but has no arm here"),
+        }
     }
 }
 

@@ -110,6 +110,69 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         .iter()
         .filter(|a| matches!(a.style, AttrStyle::Inner(_)));
 
+    // The one decision of what is taken: what the lease holds and the guard that holds it.
+    let take = Take::of(args);
+    let guard_type = take.guard(krate);
+    let spec = spec(args, &take, &private, &sig.ident);
+    // A missing `From<LockError>` is reported at the error type, where the fix goes.
+    let err_span = error_type_span(returned);
+    // One conversion for both a failed acquire and a loss under the body: a missing `From`
+    // is one obligation at one place, so the compiler reports it once.
+    let convert = quote_spanned! {err_span=>
+        // `From::from` is the identity when `E` is `LockError` itself.
+        #[allow(clippy::useless_conversion)]
+        let __leasehold_convert = |__leasehold_error: #krate::LockError| {
+            ::core::convert::From::from(__leasehold_error)
+        };
+    };
+    let failed = quote_spanned! {err_span=>
+        ::core::result::Result::Err(__leasehold_convert(__leasehold_error))
+    };
+    let bail = quote!(return #failed);
+    let guard = args
+        .guard
+        .as_ref()
+        .map(|g| quote!(let #g: &#guard_type = &__leasehold_guard;));
+    let (acquire, taken) = acquisition(args, returned, key, &guard_type, &private);
+    let fake_return = fake_return(returned);
+    // The body's statements, not its block: a block nested as the async block's value is
+    // what `unused_braces` flags (in the user's code, where `cargo fix` would then break it).
+    let body = &block.stmts;
+    let finish = quote! {
+        match #private::finish(__leasehold_guard, __leasehold_out).await {
+            ::core::result::Result::Ok(__leasehold_result) => __leasehold_result,
+            ::core::result::Result::Err(__leasehold_error) => #failed,
+        }
+    };
+
+    quote! {
+        #(#outer)*
+        #vis #sig {
+            #(#inner)*
+            #spec
+            #convert
+            let __leasehold_guard = {
+                match #acquire {
+                    #taken
+                    ::core::result::Result::Err(__leasehold_error) => #bail,
+                }
+            };
+            let __leasehold_out = {
+                #guard
+                #private::hold(&__leasehold_guard, &__LEASEHOLD_SPEC, async move {
+                    #fake_return
+                    #(#body)*
+                })
+                .await
+            };
+            #finish
+        }
+    }
+}
+
+/// The attribute's settings as the runtime reads them, `static __LEASEHOLD_SPEC`, and its
+/// entry in the registry of every call site.
+fn spec(args: &Args, take: &Take, private: &TokenStream, function: &Ident) -> TokenStream {
     let duration = |d: Option<std::time::Duration>| match d {
         Some(d) => {
             let secs = Literal::u64_suffixed(d.as_secs());
@@ -130,52 +193,80 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
         OnLost::Cancel => quote!(Cancel),
         OnLost::Continue => quote!(Continue),
     };
-
-    // The locker is borrowed inside the `match` scrutinee, so a temporary it creates
-    // (`locker = make_locker()`) lives until the acquire is done. The call is spanned from the
-    // expression's first token to its last, so a wrong type is reported at the expression.
-    let locker = match &args.locker {
-        Some(expr) => {
-            let (first, last) = first_and_last_span(expr);
-            let path = respan(quote!(#private::locker_of), first);
-            let amp = quote_spanned!(first=> &);
-            // Parentheses only where `&` would otherwise bind tighter than the expression's own
-            // operators: the compiler underlines an unparenthesized expression whole.
-            let inner = if binds_tighter_than_ref(expr) {
-                expr.to_token_stream()
-            } else {
-                let mut group = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
-                group.set_span(last);
-                group.into_token_stream()
-            };
-            let mut args = Group::new(Delimiter::Parenthesis, quote!(#amp #inner));
-            args.set_span(last);
-            quote!(#path #args)
-        }
-        None => quote!(#private::default_locker()),
+    let kind = take.kind();
+    let profile = match &args.profile {
+        Some(name) => quote!(::core::option::Option::Some(::std::borrow::Cow::Borrowed(#name))),
+        None => quote!(::core::option::Option::None),
     };
-    // A missing `From<LockError>` is reported at the error type, where the fix goes.
-    let err_span = error_type_span(returned);
-    // One conversion for both a failed acquire and a loss under the body: a missing `From`
-    // is one obligation at one place, so the compiler reports it once.
-    let convert = quote_spanned! {err_span=>
-        // `From::from` is the identity when `E` is `LockError` itself.
-        #[allow(clippy::useless_conversion)]
-        let __leasehold_convert = |__leasehold_error: #krate::LockError| {
-            ::core::convert::From::from(__leasehold_error)
+    let site = site(args, private, function);
+    quote! {
+        static __LEASEHOLD_SPEC: #private::Spec = #private::Spec {
+            lease: #lease,
+            wait: #wait,
+            watchdog: #watchdog,
+            on_lost: #private::OnLost::#on_lost,
+            kind: #private::LeaseKind::#kind,
+            fair: #fair,
+            hold_at_least: #hold_at_least,
+            profile: #profile,
+            site: ::core::option::Option::Some(#site),
         };
+        // Every call site in one registry, gathered by the linker: a locker checks them
+        // all at start-up (`Locker::check_call_sites`).
+        #[#private::linkme::distributed_slice(#private::CALL_SITES)]
+        #[linkme(crate = #private::linkme)]
+        static __LEASEHOLD_SITE: &#private::Spec = &__LEASEHOLD_SPEC;
+    }
+}
+
+/// Where the attribute is, for the start-up check of every call site and the one log line of
+/// a call site's configuration error.
+fn site(args: &Args, private: &TokenStream, function: &Ident) -> TokenStream {
+    let function = LitStr::new(&format!("::{function}"), Span::call_site());
+    let (key_text, several) = match (&args.key, &args.keys) {
+        (Some(lit), _) => (format!("{:?}", lit.value()), false),
+        (None, Some(lits)) => (
+            format!(
+                "[{}]",
+                lits.iter()
+                    .map(|lit| format!("{:?}", lit.value()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            true,
+        ),
+        (None, None) => (String::new(), false),
     };
-    let failed = quote_spanned! {err_span=>
-        ::core::result::Result::Err(__leasehold_convert(__leasehold_error))
+    let key_text = LitStr::new(&key_text, Span::call_site());
+    let locker_text = match &args.locker {
+        Some(expr) => {
+            let text = LitStr::new(&expr_text(expr), Span::call_site());
+            quote!(::core::option::Option::Some(#text))
+        }
+        None => quote!(::core::option::Option::None),
     };
-    let bail = quote!(return #failed);
-    // The one decision of what is taken: what the lease holds and the guard that holds it.
-    let take = Take::of(args);
-    let (kind, guard_type) = (take.kind(), take.guard(krate));
-    let guard = args
-        .guard
-        .as_ref()
-        .map(|g| quote!(let #g: &#guard_type = &__leasehold_guard;));
+    quote! {
+        #private::Site {
+            function: ::core::concat!(::core::module_path!(), #function),
+            file: ::core::file!(),
+            line: ::core::line!(),
+            key: #key_text,
+            keys: #several,
+            locker: #locker_text,
+        }
+    }
+}
+
+/// The acquire call (the locker, the keys, the spec) and the `match` arms that take its guard
+/// or, with `on_busy = "skip"`, return at once when the lock is taken.
+fn acquisition(
+    args: &Args,
+    returned: &Type,
+    key: &Keys,
+    guard_type: &TokenStream,
+    private: &TokenStream,
+) -> (TokenStream, TokenStream) {
+    let locker = locker(args, private);
     // With `on_busy = "skip"` the lock is only tried, and a taken lock returns at once.
     let skips = args.job.skips();
     let acquire = if skips {
@@ -206,91 +297,33 @@ fn locked_fn(args: &Args, func: &ItemFn, returned: &Type, key: &Keys) -> TokenSt
             ::core::result::Result::Ok(__leasehold_guard) => __leasehold_guard,
         }
     };
-    let fake_return = fake_return(returned);
-    // The body's statements, not its block: a block nested as the async block's value is
-    // what `unused_braces` flags (in the user's code, where `cargo fix` would then break it).
-    let body = &block.stmts;
-    let finish = quote! {
-        match #private::finish(__leasehold_guard, __leasehold_out).await {
-            ::core::result::Result::Ok(__leasehold_result) => __leasehold_result,
-            ::core::result::Result::Err(__leasehold_error) => #failed,
-        }
-    };
+    (acquire, taken)
+}
 
-    let profile = match &args.profile {
-        Some(name) => quote!(::core::option::Option::Some(::std::borrow::Cow::Borrowed(#name))),
-        None => quote!(::core::option::Option::None),
-    };
-    // Where the attribute is, for the start-up check of every call site and the one log
-    // line of a call site's configuration error.
-    let function = LitStr::new(&format!("::{}", sig.ident), Span::call_site());
-    let (key_text, several) = match (&args.key, &args.keys) {
-        (Some(lit), _) => (format!("{:?}", lit.value()), false),
-        (None, Some(lits)) => (
-            format!(
-                "[{}]",
-                lits.iter()
-                    .map(|lit| format!("{:?}", lit.value()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            true,
-        ),
-        (None, None) => (String::new(), false),
-    };
-    let key_text = LitStr::new(&key_text, Span::call_site());
-    let locker_text = match &args.locker {
+/// The locker expression. It is borrowed inside the `match` scrutinee, so a temporary it
+/// creates (`locker = make_locker()`) lives until the acquire is done. The call is spanned
+/// from the expression's first token to its last, so a wrong type is reported at the
+/// expression.
+fn locker(args: &Args, private: &TokenStream) -> TokenStream {
+    match &args.locker {
         Some(expr) => {
-            let text = LitStr::new(&expr_text(expr), Span::call_site());
-            quote!(::core::option::Option::Some(#text))
+            let (first, last) = first_and_last_span(expr);
+            let path = respan(quote!(#private::locker_of), first);
+            let amp = quote_spanned!(first=> &);
+            // Parentheses only where `&` would otherwise bind tighter than the expression's own
+            // operators: the compiler underlines an unparenthesized expression whole.
+            let inner = if binds_tighter_than_ref(expr) {
+                expr.to_token_stream()
+            } else {
+                let mut group = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
+                group.set_span(last);
+                group.into_token_stream()
+            };
+            let mut args = Group::new(Delimiter::Parenthesis, quote!(#amp #inner));
+            args.set_span(last);
+            quote!(#path #args)
         }
-        None => quote!(::core::option::Option::None),
-    };
-
-    quote! {
-        #(#outer)*
-        #vis #sig {
-            #(#inner)*
-            static __LEASEHOLD_SPEC: #private::Spec = #private::Spec {
-                lease: #lease,
-                wait: #wait,
-                watchdog: #watchdog,
-                on_lost: #private::OnLost::#on_lost,
-                kind: #private::LeaseKind::#kind,
-                fair: #fair,
-                hold_at_least: #hold_at_least,
-                profile: #profile,
-                site: ::core::option::Option::Some(#private::Site {
-                    function: ::core::concat!(::core::module_path!(), #function),
-                    file: ::core::file!(),
-                    line: ::core::line!(),
-                    key: #key_text,
-                    keys: #several,
-                    locker: #locker_text,
-                }),
-            };
-            // Every call site in one registry, gathered by the linker: a locker checks them
-            // all at start-up (`Locker::check_call_sites`).
-            #[#private::linkme::distributed_slice(#private::CALL_SITES)]
-            #[linkme(crate = #private::linkme)]
-            static __LEASEHOLD_SITE: &#private::Spec = &__LEASEHOLD_SPEC;
-            #convert
-            let __leasehold_guard = {
-                match #acquire {
-                    #taken
-                    ::core::result::Result::Err(__leasehold_error) => #bail,
-                }
-            };
-            let __leasehold_out = {
-                #guard
-                #private::hold(&__leasehold_guard, &__LEASEHOLD_SPEC, async move {
-                    #fake_return
-                    #(#body)*
-                })
-                .await
-            };
-            #finish
-        }
+        None => quote!(#private::default_locker()),
     }
 }
 

@@ -1,6 +1,10 @@
-//! What `#[distributed_lock]` expands to call. Not public API: the names here may change in
-//! any release, and only the attribute's expansion may use them. All the logic of the
-//! attribute lives here, as ordinary tested code; the expansion only wires it up.
+//! What `#[distributed_lock]` expands to call: the attribute's settings (`Spec`, `Site`), the
+//! acquire they describe and the body held under the lease. All the logic of the attribute
+//! lives here, as ordinary tested code; the expansion only wires it up. Inside this crate the
+//! route middleware (`web::middleware`, `web::route`) takes its locks through the same
+//! functions, and the start-up check of call sites (`locker/sites.rs`) reads the `Site`s the
+//! expansion registers. Not public API: the names here may change in any release, and outside
+//! this crate only the attribute's expansion may use them.
 
 pub use core::time::Duration;
 use std::borrow::Cow;
