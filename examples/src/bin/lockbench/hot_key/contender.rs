@@ -151,6 +151,5 @@ async fn contend<L: KeyLock>(lock: L, key: &str, tasks: usize, load: Load) -> Ve
     for h in handles {
         h.await.expect("task");
     }
-    let out = samples.lock().unwrap().clone();
-    out
+    samples.lock().unwrap().clone()
 }
