@@ -456,10 +456,10 @@ impl Attempted {
         waiter: Option<PermitWaiter>,
     ) -> Call<Attempt> {
         let store = inner.store.clone();
-        Box::pin(async move { store.take(&self.request(), kind, waiter).await })
+        Box::pin(async move { store.acquire(&self.request(kind, waiter)).await })
     }
 
-    fn request(&self) -> AcquireRequest<'_> {
+    fn request(&self, kind: LeaseKind, waiter: Option<PermitWaiter>) -> AcquireRequest<'_> {
         AcquireRequest {
             keys: &self.keys,
             token: &self.token,
@@ -472,6 +472,8 @@ impl Attempted {
             queued: self.queued,
             contender: self.contender.as_deref(),
             fenced: self.fenced,
+            kind,
+            waiter,
         }
     }
 }
@@ -614,7 +616,10 @@ impl Inner {
             .collect();
         let store = inner.store.clone();
         let call: Call<Option<Vec<u64>>> = Box::pin(async move {
-            let requests: Vec<AcquireRequest<'_>> = owned.iter().map(Attempted::request).collect();
+            let requests: Vec<AcquireRequest<'_>> = owned
+                .iter()
+                .map(|a| a.request(LeaseKind::Exclusive, None))
+                .collect();
             store.acquire_all(&requests).await
         });
         let (call, settles) = InFlight::new(inner, call);

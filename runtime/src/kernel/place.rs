@@ -3,7 +3,7 @@
 
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
-use crate::store::{PermitWaiter, Store};
+use crate::store::{Leave, PermitWaiter, Store};
 
 /// Where a contender waits in the store.
 #[derive(Clone, Debug)]
@@ -22,15 +22,15 @@ pub(crate) enum Place {
 impl Place {
     /// Leaves the store's queue, where the engine keeps one for this place. Never blocks.
     pub(crate) fn leave(&self, store: &dyn Store, keys: &LockKeys, kind: LeaseKind) {
-        match self {
-            Place::ProcessFront => store.withdraw(keys),
-            Place::Alone(name) => store.withdraw_request(keys, name),
-            Place::PermitLine(waiter) => {
-                if let Some(part) = store.semaphores() {
-                    part.withdraw_permits(keys, waiter.name, kind.permits());
-                }
-            }
-            Place::Nowhere => {}
-        }
+        let place = match self {
+            Place::ProcessFront => Leave::ProcessFront,
+            Place::Alone(name) => Leave::Alone(name),
+            Place::PermitLine(waiter) => Leave::PermitLine {
+                waiter: waiter.name,
+                count: kind.permits(),
+            },
+            Place::Nowhere => return,
+        };
+        store.leave(keys, place);
     }
 }

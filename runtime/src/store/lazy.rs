@@ -14,11 +14,11 @@ use tokio::sync::watch;
 
 use super::{
     AcquireRequest, Admin, Attempt, Capabilities, Deployment, Feature, LeaderRecord, LeaderRecords,
-    PermitState, ReadLocks, Renewal, Renewed, Semaphores, Settings, Store, StoreFuture,
-    WakeSubscription,
+    Leave, PermitState, Renewal, Renewed, Settings, Store, StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::Session;
 
@@ -56,24 +56,8 @@ impl LazyStore {
         LazyStore { state }
     }
 
-    /// The connected engine's read locks, refused as its capabilities say; or why there is
-    /// no engine yet.
-    fn read_part(&self) -> Result<&dyn ReadLocks, LockError> {
-        let store = self.store()?;
-        store
-            .read_locks()
-            .ok_or_else(|| store.refusal_of(Feature::ReadLocks))
-    }
-
-    /// The connected engine's semaphores, as [`read_part`](Self::read_part).
-    fn semaphore_part(&self) -> Result<&dyn Semaphores, LockError> {
-        let store = self.store()?;
-        store
-            .semaphores()
-            .ok_or_else(|| store.refusal_of(Feature::Semaphores))
-    }
-
-    /// The connected engine's leader records, as [`read_part`](Self::read_part).
+    /// The connected engine's leader records, refused as its capabilities say; or why there
+    /// is no engine yet.
     fn leader_part(&self) -> Result<&dyn LeaderRecords, LockError> {
         let store = self.store()?;
         store
@@ -218,21 +202,15 @@ impl Store for LazyStore {
         }
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        match self.store() {
-            Ok(store) => store.release(keys, token),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn release_held<'a>(
+    fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
+        kind: LeaseKind,
         valid_until: tokio::time::Instant,
     ) -> StoreFuture<'a, bool> {
         match self.store() {
-            Ok(store) => store.release_held(keys, token, valid_until),
+            Ok(store) => store.release(keys, token, kind, valid_until),
             Err(e) => not_yet(e),
         }
     }
@@ -251,9 +229,17 @@ impl Store for LazyStore {
         }
     }
 
-    fn withdraw(&self, keys: &LockKeys) {
+    /// Nothing waited before the engine connected, so nothing to leave then.
+    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
         if let Some(store) = self.state.store.get() {
-            store.withdraw(keys);
+            store.leave(keys, place);
+        }
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        match self.store() {
+            Ok(store) => store.inspect_permits(keys),
+            Err(e) => not_yet(e),
         }
     }
 
@@ -283,12 +269,6 @@ impl Store for LazyStore {
         self.state.store.get()?.hand_over(keys, token)
     }
 
-    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
-        if let Some(store) = self.state.store.get() {
-            store.withdraw_request(keys, contender);
-        }
-    }
-
     /// Nothing was sent before the engine connected, so nothing to settle then.
     fn settle<'a>(&'a self, token: &'a OwnerToken) -> Option<super::Settling<'a>> {
         self.state.store.get()?.settle(token)
@@ -311,76 +291,8 @@ impl Store for LazyStore {
 
     /// Offered as the deployment's capabilities say, connected or not: a call before the
     /// engine answers fails with `Unavailable`, as every other call does.
-    fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
-        self.capabilities().read_locks.then_some(self)
-    }
-
-    fn semaphores(&self) -> Option<&dyn crate::store::Semaphores> {
-        self.capabilities().semaphores.then_some(self)
-    }
-
     fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
         self.capabilities().leader_election.then_some(self)
-    }
-}
-
-impl crate::store::ReadLocks for LazyStore {
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        match self.read_part() {
-            Ok(part) => part.acquire_shared(req),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        match self.read_part() {
-            Ok(part) => part.release_shared(keys, token),
-            Err(e) => not_yet(e),
-        }
-    }
-}
-
-impl crate::store::Semaphores for LazyStore {
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<super::PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        match self.semaphore_part() {
-            Ok(part) => part.acquire_permits(req, limit, count, waiter),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
-        if let Some(part) = self.state.store.get().and_then(|s| s.semaphores()) {
-            part.withdraw_permits(keys, waiter, count);
-        }
-    }
-
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool> {
-        match self.semaphore_part() {
-            Ok(part) => part.release_permits(keys, token, count),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        match self.semaphore_part() {
-            Ok(part) => part.inspect_permits(keys),
-            Err(e) => not_yet(e),
-        }
     }
 }
 

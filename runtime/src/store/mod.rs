@@ -116,6 +116,12 @@ pub(crate) struct AcquireRequest<'a> {
     /// a store may take the lock without reserving any, and answer `top` = `fences` (the
     /// tokens are then only local numbers that tell the holders of the lease apart).
     pub(crate) fenced: bool,
+    /// What the lease would hold: the lock, a reader's share, or permits. An engine asked
+    /// for a kind it lacks answers with the refusal of its capabilities ([`lacks`]).
+    pub(crate) kind: LeaseKind,
+    /// For permits: a request for several that waits takes its turn in the semaphore's
+    /// queue ([`PermitWaiter`]); `None` for every other request.
+    pub(crate) waiter: Option<PermitWaiter>,
 }
 
 /// One lease to renew in a watchdog batch.
@@ -197,7 +203,30 @@ pub(crate) trait Store: Send + Sync + 'static {
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     fn engine(&self) -> Engine;
 
-    /// Takes the lock if it is free, reserving `req.fences` fencing tokens. One round trip.
+    /// Takes a lease of `req.kind` if it is free, in one round trip:
+    /// - **the lock** ([`LeaseKind::Exclusive`]): reserving `req.fences` fencing tokens;
+    /// - **a reader's share** ([`LeaseKind::Read`]) if no writer holds the lock or waits for
+    ///   it: the lease is this reader's own, and `Granted { top }` carries its fence: at or
+    ///   above every fence handed out for the key before, below every later writer's (at
+    ///   least 1). `req.fences` and `req.interest` are not used;
+    /// - **permits** ([`LeaseKind::Permits`]): `count` permits of the semaphore `req.keys`
+    ///   ([`LockKeys::semaphore`]) if that many are free among `limit`: each permit is a
+    ///   holder of its own under `req.token`, with its own lease. `Granted { top }` when
+    ///   taken, `top` the holder's one fencing token (whatever `count`), reserved from the
+    ///   semaphore's fence counter by the rule the engine's writers use; `Held { remaining }`,
+    ///   the time until the first holder's lease ends, when too few are free. Fails with
+    ///   [`LockError::Config`] when the semaphore's current holders agreed on another limit.
+    ///   `req.fences`, `req.interest` and `req.contender` are not used.
+    ///
+    ///   Turns: a `req.waiter` (a request for several permits that waits) that finds too few
+    ///   free joins the semaphore's queue of waiters, by arrival, for [`PERMIT_INTEREST`] at
+    ///   most (asked again, it stays in its place). Every request, queued or not, is granted
+    ///   only if the permits free after it still cover every queued waiter ahead of it (all
+    ///   of them for a request that is not queued): so single permits that come free are
+    ///   kept for the oldest waiter instead of being taken again at once. A granted waiter
+    ///   leaves the queue.
+    ///
+    /// A kind the engine lacks is refused as its capabilities say ([`lacks`]).
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
 
     /// Whether [`acquire_all`](Self::acquire_all) can take all of `keys` in one round trip
@@ -219,22 +248,20 @@ pub(crate) trait Store: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(None)))
     }
 
-    /// Deletes the lock if `token` still owns it and wakes its waiters. `Ok(false)` when it
-    /// was not ours any more.
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool>;
-
-    /// [`release`](Self::release) of an exclusive lease its holder counts as valid until
-    /// `valid_until`: an engine that sends a release again when it cannot tell whether the
-    /// first one took effect (PostgreSQL) uses it to tell its own earlier delete from a loss.
-    fn release_held<'a>(
+    /// Ends the lease of `kind` that `token` holds, if it still does, and wakes the lock's
+    /// waiters (a reader's: when it was the last reader; permits: the semaphore's waiters,
+    /// who may fit now). `Ok(false)` when it was not held any more (nothing of it is left
+    /// either way). `valid_until` is when its holder counts the lease valid until: an engine
+    /// that sends a release again when it cannot tell whether the first one took effect
+    /// (PostgreSQL) uses it to tell its own earlier delete of a lock from a loss. Called
+    /// through `give_back` (on `dyn Store`), which settles the token's calls first.
+    fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
+        kind: LeaseKind,
         valid_until: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool> {
-        let _ = valid_until;
-        self.release(keys, token)
-    }
+    ) -> StoreFuture<'a, bool>;
 
     /// Hands the lock `token` holds on to another holder of this process, where the engine
     /// must take part. `None`, the default: it need not, and the next holder takes the next
@@ -254,11 +281,15 @@ pub(crate) trait Store: Send + Sync + 'static {
         None
     }
 
-    /// A request that waited under its own `contender` name stopped waiting without the lock:
-    /// leave the store's queue, and give the lock on to the others if a release had just
-    /// chosen it. Never blocks (runs in the background where it needs a round trip).
-    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
-        let _ = (keys, contender);
+    /// A contender stopped waiting without its lease (gave up, timed out, was cancelled):
+    /// it leaves the place `place` says it had in the store's queue, so that it holds nobody
+    /// back (a writer's wait holds new readers back; a waiter for permits keeps single
+    /// permits from others), and a lock that a release had just chosen it for goes on to the
+    /// others. Never blocks (runs in the background where it needs a round trip); a place
+    /// that cannot be left so lapses by itself. The default leaves nothing: for engines that
+    /// keep no waiting contenders.
+    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
+        let _ = (keys, place);
     }
 
     /// Settles against the server every call sent for `token` whose outcome this client
@@ -282,23 +313,12 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// so a release that happens after it resolved is never missed.
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription>;
 
-    /// The contender at the front of this process's queue for `keys` stopped contending
-    /// without the lock (gave up, timed out, was cancelled): an engine that keeps waiting
-    /// contenders (ZooKeeper's znodes, the queue and interest set of Redis, the waiting
-    /// writers in memory) lets go of this one now, so that it holds nobody back (a writer's
-    /// wait holds new readers back). Never blocks.
-    fn withdraw(&self, keys: &LockKeys) {
+    /// The holders of the semaphore `keys` now, for operators (never their tokens), where
+    /// the engine has semaphores (what [`Capabilities::semaphores`] says); the default
+    /// refuses ([`lacks`]).
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
         let _ = keys;
-    }
-
-    /// Read locks, where the engine has them (what [`Capabilities::read_locks`] says).
-    fn read_locks(&self) -> Option<&dyn ReadLocks> {
-        None
-    }
-
-    /// Semaphores, where the engine has them (what [`Capabilities::semaphores`] says).
-    fn semaphores(&self) -> Option<&dyn Semaphores> {
-        None
+        lacks(self, Feature::Semaphores)
     }
 
     /// Leader records, where the engine keeps them (what
@@ -338,68 +358,6 @@ pub(crate) trait Store: Send + Sync + 'static {
     }
 }
 
-/// The read side of read-write locks, an optional part of an engine ([`Store::read_locks`]):
-/// readers hold leases of their own beside the lock's one writer.
-pub(crate) trait ReadLocks: Send + Sync {
-    /// Takes a read (shared) lock if no writer holds the lock or waits for it: the lease is
-    /// this reader's own, and `Granted { top }` carries its fence: at or above every fence
-    /// handed out for the key before, below every later writer's (at least 1). `req.fences`
-    /// and `req.interest` are not used.
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
-
-    /// Ends a read lease if `token` still holds it, waking the lock's waiters when it was
-    /// the last reader. `Ok(false)` when it was not held any more.
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool>;
-}
-
-/// Semaphores, an optional part of an engine ([`Store::semaphores`]): each holder of permits
-/// has a lease of its own under the semaphore's key.
-pub(crate) trait Semaphores: Send + Sync {
-    /// Takes `count` permits of the semaphore `req.keys` ([`LockKeys::semaphore`]) if that
-    /// many are free among `limit`: each permit is a holder of its own under `req.token`,
-    /// with its own lease. `Granted { top }` when taken, `top` the holder's one fencing token
-    /// (whatever `count`), reserved from the semaphore's fence counter by the rule the
-    /// engine's writers use; `Held { remaining }`, the time until the first holder's lease
-    /// ends, when too few are free. Fails with [`LockError::Config`] when the semaphore's
-    /// current holders agreed on another limit.
-    /// `req.fences`, `req.interest` and `req.contender` are not used.
-    ///
-    /// Turns: a `waiter` (a request for several permits that waits) that finds too few free
-    /// joins the semaphore's queue of waiters, by arrival, for [`PERMIT_INTEREST`] at most
-    /// (asked again, it stays in its place). Every request, queued or not, is granted only if
-    /// the permits free after it still cover every queued waiter ahead of it (all of them for
-    /// a request that is not queued): so single permits that come free are kept for the
-    /// oldest waiter instead of being taken again at once. A granted waiter leaves the queue.
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt>;
-
-    /// A [`PermitWaiter`] stopped waiting without its permits: leave the semaphore's queue and
-    /// wake the others, who may fit now. Never blocks (runs in the background where it needs a
-    /// round trip); a waiter that cannot leave so lapses after [`PERMIT_INTEREST`].
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32);
-
-    /// Gives back the `count` permits of `token`, waking the semaphore's waiters. `Ok(false)`
-    /// when their lease was over already (nothing of them is left either way).
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool>;
-
-    /// The holders of a semaphore now, for operators (never their tokens).
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState>;
-}
-
 /// Leader records, an optional part of an engine ([`Store::leader_records`]): who leads an
 /// election, recorded beside its lock and valid only while that lock is held.
 pub(crate) trait LeaderRecords: Send + Sync {
@@ -434,7 +392,7 @@ pub(crate) trait LeaderRecords: Send + Sync {
 }
 
 /// A request for several permits that waits, and so takes its turn in the semaphore's queue
-/// ([`Store::acquire_permits`]): under steady load single permits never all come free at
+/// ([`Store::acquire`] of permits): under steady load single permits never all come free at
 /// once, and without a turn such a request would wait for as long as the load lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PermitWaiter {
@@ -465,51 +423,45 @@ impl PermitWaiter {
 /// killed process) holds the others back for this long at most.
 pub(crate) const PERMIT_INTEREST: Duration = Duration::from_secs(2);
 
-impl dyn Store {
-    /// Takes a lease of `kind`: the lock ([`Store::acquire`]), a reader's share
-    /// ([`Store::acquire_shared`]) or permits ([`Store::acquire_permits`], where `waiter`
-    /// takes its turn).
-    pub(crate) fn take<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        kind: LeaseKind,
-        waiter: Option<PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        match kind {
-            LeaseKind::Exclusive => self.acquire(req),
-            LeaseKind::Read => match self.read_locks() {
-                Some(part) => part.acquire_shared(req),
-                None => self.refuse(Feature::ReadLocks),
-            },
-            LeaseKind::Permits { limit, count } => match self.semaphores() {
-                Some(part) => part.acquire_permits(req, limit, count, waiter),
-                None => self.refuse(Feature::Semaphores),
-            },
-        }
-    }
+/// The place in a store's queue that a contender leaves when it stops waiting without its
+/// lease ([`Store::leave`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Leave<'a> {
+    /// The front of this process's queue for the lock: an engine that keeps waiting
+    /// contenders (ZooKeeper's znodes, the queue and interest set of Redis, the waiting
+    /// writers in memory) lets go of this one.
+    ProcessFront,
+    /// A request that waited under its own contender name (a fair request on an engine
+    /// whose [`Fairness`] is per request).
+    Alone(&'a str),
+    /// A [`PermitWaiter`] (named `waiter`, waiting for `count` permits) in a semaphore's
+    /// queue; it wakes the others, who may fit now.
+    PermitLine { waiter: u128, count: u32 },
+}
 
+/// The answer of an engine asked for something it lacks (a lease of a kind it does not
+/// offer, a semaphore to inspect): the refusal its capabilities call for, with the engine's
+/// reason where it has one. The requests are refused before, where their options are
+/// resolved; this keeps the engine's answer the same if one gets this far.
+pub(crate) fn lacks<'a, T: Send + 'a, S: Store + ?Sized>(
+    store: &S,
+    feature: Feature,
+) -> StoreFuture<'a, T> {
+    let refused = refusal(feature, &store.describe(), store.refusal_reason(feature));
+    Box::pin(std::future::ready(Err(refused)))
+}
+
+impl dyn Store {
     /// The error for a request that needs `feature`, which the engine lacks: the engines
     /// that have it, and the engine's reason where it has one.
     pub(crate) fn refusal_of(&self, feature: Feature) -> LockError {
         refusal(feature, &self.describe(), self.refusal_reason(feature))
     }
 
-    /// The engine's semaphores, or the refusal its capabilities call for.
-    pub(crate) fn semaphores_or_refusal(&self) -> Result<&dyn Semaphores, LockError> {
-        self.semaphores()
-            .ok_or_else(|| self.refusal_of(Feature::Semaphores))
-    }
-
     /// The engine's leader records, or the refusal its capabilities call for.
     pub(crate) fn leader_records_or_refusal(&self) -> Result<&dyn LeaderRecords, LockError> {
         self.leader_records()
             .ok_or_else(|| self.refusal_of(Feature::LeaderElection))
-    }
-
-    /// A call for an optional part the engine lacks, refused as the capabilities table says.
-    pub(crate) fn refuse<'a, T: Send + 'a>(&self, feature: Feature) -> StoreFuture<'a, T> {
-        let refused = self.refusal_of(feature);
-        Box::pin(std::future::ready(Err(refused)))
     }
 
     /// Gives back what the acquires for `token` hold or created, a lease of `kind` whose
@@ -537,32 +489,11 @@ impl dyn Store {
         valid_until: tokio::time::Instant,
     ) -> StoreFuture<'a, bool> {
         match self.settle(token) {
-            None => self.remove(keys, token, kind, valid_until),
+            None => self.release(keys, token, kind, valid_until),
             Some(settling) => Box::pin(async move {
                 settling.await;
-                self.remove(keys, token, kind, valid_until).await
+                self.release(keys, token, kind, valid_until).await
             }),
-        }
-    }
-
-    /// What `give_back` removes, once the token's calls are settled.
-    fn remove<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        kind: LeaseKind,
-        valid_until: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool> {
-        match kind {
-            LeaseKind::Exclusive => self.release_held(keys, token, valid_until),
-            LeaseKind::Read => match self.read_locks() {
-                Some(part) => part.release_shared(keys, token),
-                None => self.refuse(Feature::ReadLocks),
-            },
-            LeaseKind::Permits { count, .. } => match self.semaphores() {
-                Some(part) => part.release_permits(keys, token, count),
-                None => self.refuse(Feature::Semaphores),
-            },
         }
     }
 }
@@ -758,8 +689,6 @@ mod tests {
         for store in stores {
             let caps = store.capabilities();
             let name = store.describe();
-            assert_eq!(caps.read_locks, store.read_locks().is_some(), "{name}");
-            assert_eq!(caps.semaphores, store.semaphores().is_some(), "{name}");
             assert_eq!(
                 caps.leader_election,
                 store.leader_records().is_some(),

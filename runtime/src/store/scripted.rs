@@ -16,6 +16,7 @@ use super::memory::MemoryStore;
 use super::{AcquireRequest, Attempt, Renewal, WakeSubscription};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::Session;
 
@@ -332,16 +333,26 @@ impl super::Store for ScriptedStore {
         super::Engine::Memory
     }
 
+    /// Locks under the script; readers' shares and permits straight in the memory store.
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> super::StoreFuture<'a, Attempt> {
-        Box::pin(ScriptedStore::acquire(self, req))
+        match req.kind {
+            LeaseKind::Exclusive => Box::pin(ScriptedStore::acquire(self, req)),
+            _ => super::Store::acquire(&self.shared.store, req),
+        }
     }
 
+    /// Locks under the script; readers' shares and permits straight in the memory store.
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
+        kind: LeaseKind,
+        valid_until: tokio::time::Instant,
     ) -> super::StoreFuture<'a, bool> {
-        Box::pin(ScriptedStore::release(self, keys, token))
+        match kind {
+            LeaseKind::Exclusive => Box::pin(ScriptedStore::release(self, keys, token)),
+            _ => super::Store::release(&self.shared.store, keys, token, kind, valid_until),
+        }
     }
 
     fn renew<'a>(
@@ -359,16 +370,15 @@ impl super::Store for ScriptedStore {
         Box::pin(ScriptedStore::subscribe(self, keys))
     }
 
-    fn withdraw(&self, keys: &LockKeys) {
-        super::Store::withdraw(&self.shared.store, keys);
+    fn leave(&self, keys: &LockKeys, place: super::Leave<'_>) {
+        super::Store::leave(&self.shared.store, keys, place);
     }
 
-    fn read_locks(&self) -> Option<&dyn super::ReadLocks> {
-        super::Store::read_locks(&self.shared.store)
-    }
-
-    fn semaphores(&self) -> Option<&dyn super::Semaphores> {
-        super::Store::semaphores(&self.shared.store)
+    fn inspect_permits<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+    ) -> super::StoreFuture<'a, super::PermitState> {
+        super::Store::inspect_permits(&self.shared.store, keys)
     }
 
     fn leader_records(&self) -> Option<&dyn super::LeaderRecords> {

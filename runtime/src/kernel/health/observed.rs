@@ -14,11 +14,12 @@ use super::Health;
 use crate::error::LockError;
 use crate::store::heard::heard;
 use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Capabilities, Engine, Feature, LeaderRecord, LeaderRecords,
-    PermitState, PermitWaiter, ReadLocks, Renewal, Renewed, Semaphores, Session, Settling, Store,
-    StoreFuture, WakeSubscription,
+    lacks, AcquireRequest, Admin, Attempt, Capabilities, Engine, Feature, LeaderRecord,
+    LeaderRecords, Leave, PermitState, Renewal, Renewed, Session, Settling, Store, StoreFuture,
+    WakeSubscription,
 };
 
 /// A store whose calls' outcomes feed a locker's health.
@@ -88,17 +89,14 @@ impl Store for Observed {
         self.watch(self.store.acquire_all(reqs))
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        self.watch(self.store.release(keys, token))
-    }
-
-    fn release_held<'a>(
+    fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
+        kind: LeaseKind,
         valid_until: Instant,
     ) -> StoreFuture<'a, bool> {
-        self.watch(self.store.release_held(keys, token, valid_until))
+        self.watch(self.store.release(keys, token, kind, valid_until))
     }
 
     fn hand_over<'a>(
@@ -110,8 +108,8 @@ impl Store for Observed {
         Some(self.watch(call))
     }
 
-    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
-        self.store.withdraw_request(keys, contender);
+    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
+        self.store.leave(keys, place);
     }
 
     /// Passed on unobserved: the engine's own calls while it settles say nothing of the
@@ -146,16 +144,8 @@ impl Store for Observed {
         self.watch(self.store.subscribe(keys))
     }
 
-    fn withdraw(&self, keys: &LockKeys) {
-        self.store.withdraw(keys);
-    }
-
-    fn read_locks(&self) -> Option<&dyn ReadLocks> {
-        self.store.read_locks().map(|_| self as &dyn ReadLocks)
-    }
-
-    fn semaphores(&self) -> Option<&dyn Semaphores> {
-        self.store.semaphores().map(|_| self as &dyn Semaphores)
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        self.watch(self.store.inspect_permits(keys))
     }
 
     fn leader_records(&self) -> Option<&dyn LeaderRecords> {
@@ -183,66 +173,6 @@ impl Store for Observed {
     }
 }
 
-impl ReadLocks for Observed {
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        match self.store.read_locks() {
-            Some(part) => self.watch(part.acquire_shared(req)),
-            None => self.store.refuse(Feature::ReadLocks),
-        }
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        match self.store.read_locks() {
-            Some(part) => self.watch(part.release_shared(keys, token)),
-            None => self.store.refuse(Feature::ReadLocks),
-        }
-    }
-}
-
-impl Semaphores for Observed {
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        match self.store.semaphores() {
-            Some(part) => self.watch(part.acquire_permits(req, limit, count, waiter)),
-            None => self.store.refuse(Feature::Semaphores),
-        }
-    }
-
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
-        if let Some(part) = self.store.semaphores() {
-            part.withdraw_permits(keys, waiter, count);
-        }
-    }
-
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool> {
-        match self.store.semaphores() {
-            Some(part) => self.watch(part.release_permits(keys, token, count)),
-            None => self.store.refuse(Feature::Semaphores),
-        }
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        match self.store.semaphores() {
-            Some(part) => self.watch(part.inspect_permits(keys)),
-            None => self.store.refuse(Feature::Semaphores),
-        }
-    }
-}
-
 impl LeaderRecords for Observed {
     fn publish_leader<'a>(
         &'a self,
@@ -253,7 +183,7 @@ impl LeaderRecords for Observed {
     ) -> StoreFuture<'a, bool> {
         match self.store.leader_records() {
             Some(part) => self.watch(part.publish_leader(keys, record, token, leader)),
-            None => self.store.refuse(Feature::LeaderElection),
+            None => lacks(&*self.store, Feature::LeaderElection),
         }
     }
 
@@ -265,7 +195,7 @@ impl LeaderRecords for Observed {
     ) -> StoreFuture<'a, ()> {
         match self.store.leader_records() {
             Some(part) => self.watch(part.clear_leader(keys, record, term)),
-            None => self.store.refuse(Feature::LeaderElection),
+            None => lacks(&*self.store, Feature::LeaderElection),
         }
     }
 
@@ -276,7 +206,7 @@ impl LeaderRecords for Observed {
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
         match self.store.leader_records() {
             Some(part) => self.watch(part.read_leader(keys, record)),
-            None => self.store.refuse(Feature::LeaderElection),
+            None => lacks(&*self.store, Feature::LeaderElection),
         }
     }
 }

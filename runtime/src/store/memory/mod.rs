@@ -19,11 +19,12 @@ use std::time::Duration;
 
 use self::state::State;
 use super::{
-    AcquireRequest, Attempt, LeaderRecord, PermitState, PermitWaiter, Renewal, Renewed, Store,
+    AcquireRequest, Attempt, LeaderRecord, Leave, PermitState, Renewal, Renewed, Store,
     StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 
 pub(crate) struct MemoryStore {
@@ -64,13 +65,29 @@ impl Store for MemoryStore {
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(std::future::ready(Ok(MemoryStore::acquire(self, req))))
+        let attempt = match req.kind {
+            LeaseKind::Exclusive => Ok(MemoryStore::acquire(self, req)),
+            LeaseKind::Read => Ok(MemoryStore::acquire_shared(self, req)),
+            LeaseKind::Permits { limit, count } => {
+                MemoryStore::acquire_permits(self, req, limit, count, req.waiter)
+            }
+        };
+        Box::pin(std::future::ready(attempt))
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(MemoryStore::release(
-            self, keys, token,
-        ))))
+    fn release<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        kind: LeaseKind,
+        _: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        let released = match kind {
+            LeaseKind::Exclusive => MemoryStore::release(self, keys, token),
+            LeaseKind::Read => MemoryStore::release_shared(self, keys, token),
+            LeaseKind::Permits { .. } => MemoryStore::release_permits(self, keys, token),
+        };
+        Box::pin(std::future::ready(Ok(released)))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -83,8 +100,19 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
     }
 
-    fn withdraw(&self, keys: &LockKeys) {
-        MemoryStore::withdraw(self, keys);
+    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
+        match place {
+            Leave::ProcessFront => MemoryStore::withdraw(self, keys),
+            Leave::PermitLine { waiter, .. } => MemoryStore::withdraw_permits(self, keys, waiter),
+            // Fair per process: no request waits alone.
+            Leave::Alone(_) => {}
+        }
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(std::future::ready(Ok(MemoryStore::inspect_permits(
+            self, keys,
+        ))))
     }
 
     fn admin(&self) -> Result<&dyn super::Admin, LockError> {
@@ -92,14 +120,6 @@ impl Store for MemoryStore {
             "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
              are visible to its own process only",
         ))
-    }
-
-    fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
-        Some(self)
-    }
-
-    fn semaphores(&self) -> Option<&dyn crate::store::Semaphores> {
-        Some(self)
     }
 
     fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
@@ -113,59 +133,6 @@ pub(crate) fn yes_no(flags: Vec<bool>) -> Vec<Renewed> {
         .into_iter()
         .map(|ok| if ok { Renewed::Yes } else { Renewed::No })
         .collect()
-}
-
-impl crate::store::ReadLocks for MemoryStore {
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(std::future::ready(Ok(MemoryStore::acquire_shared(
-            self, req,
-        ))))
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(MemoryStore::release_shared(
-            self, keys, token,
-        ))))
-    }
-}
-
-impl crate::store::Semaphores for MemoryStore {
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        Box::pin(std::future::ready(MemoryStore::acquire_permits(
-            self, req, limit, count, waiter,
-        )))
-    }
-
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, _count: u32) {
-        MemoryStore::withdraw_permits(self, keys, waiter);
-    }
-
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        _count: u32,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(MemoryStore::release_permits(
-            self, keys, token,
-        ))))
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(std::future::ready(Ok(MemoryStore::inspect_permits(
-            self, keys,
-        ))))
-    }
 }
 
 impl crate::store::LeaderRecords for MemoryStore {

@@ -26,6 +26,8 @@ fn request<'a>(keys: &'a LockKeys, token: &'a OwnerToken, fences: u64) -> Acquir
         queued: false,
         contender: None,
         fenced: true,
+        kind: crate::store::kind::LeaseKind::Exclusive,
+        waiter: None,
     }
 }
 

@@ -198,10 +198,11 @@ use self::conn::Shared;
 use self::pool::Pool;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Renewal, Renewed, Settling, Store, StoreFuture,
-    WakeSubscription,
+    AcquireRequest, Admin, Attempt, Leave, PermitState, Renewal, Renewed, Settling, Store,
+    StoreFuture, WakeSubscription,
 };
 
 pub use self::schema::SCHEMA;
@@ -246,20 +247,29 @@ impl Store for PostgresStore {
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_once(req))
+        match req.kind {
+            LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
+            LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),
+            LeaseKind::Permits { limit, count } => {
+                Box::pin(self.acquire_permits_once(req, limit, count, req.waiter))
+            }
+        }
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, None))
-    }
-
-    fn release_held<'a>(
+    /// A lock's release knows when its holder counts it valid until; a holder's row of
+    /// permits carries their count.
+    fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
+        kind: LeaseKind,
         valid_until: tokio::time::Instant,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, Some(valid_until)))
+        match kind {
+            LeaseKind::Exclusive => Box::pin(self.release_once(keys, token, Some(valid_until))),
+            LeaseKind::Read => Box::pin(self.release_shared_once(keys, token)),
+            LeaseKind::Permits { .. } => Box::pin(self.release_permits_once(keys, token)),
+        }
     }
 
     /// Through the store: a transaction that checked an earlier holder's fence
@@ -305,14 +315,6 @@ impl Store for PostgresStore {
         Box::pin(PostgresStore::describe_locker(self, identity))
     }
 
-    fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
-        Some(self)
-    }
-
-    fn semaphores(&self) -> Option<&dyn crate::store::Semaphores> {
-        Some(self)
-    }
-
     fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
         Some(self)
     }
@@ -327,11 +329,15 @@ impl Store for PostgresStore {
         super::Engine::Postgres
     }
 
-    fn withdraw(&self, keys: &LockKeys) {
-        self.withdraw_process(keys);
+    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
+        match place {
+            Leave::ProcessFront => self.withdraw_process(keys),
+            Leave::Alone(contender) => self.withdraw_in_background(keys, contender.into()),
+            Leave::PermitLine { waiter, count } => self.withdraw_permits(keys, waiter, count),
+        }
     }
 
-    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
-        self.withdraw_in_background(keys, contender.into());
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(self.inspect_permits_once(keys))
     }
 }

@@ -11,10 +11,13 @@ use super::PostgresStore;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{AcquireRequest, Attempt, ReadLocks, StoreFuture};
+use crate::store::{AcquireRequest, Attempt};
 
 impl PostgresStore {
-    async fn acquire_shared_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt, LockError> {
+    pub(super) async fn acquire_shared_once(
+        &self,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Attempt, LockError> {
         let key = db_text(req.keys.lock());
         let owner = token_text(req.token);
         let lease_ms = req.lease.as_millis().max(1) as i64;
@@ -37,7 +40,7 @@ impl PostgresStore {
         Ok(attempt_of(&row))
     }
 
-    async fn release_shared_once(
+    pub(super) async fn release_shared_once(
         &self,
         keys: &LockKeys,
         token: &OwnerToken,
@@ -59,19 +62,5 @@ impl PostgresStore {
             })
             .await?;
         Ok(row.get::<_, Option<bool>>(0).unwrap_or(false))
-    }
-}
-
-impl ReadLocks for PostgresStore {
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_shared_once(req))
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_shared_once(keys, token))
     }
 }

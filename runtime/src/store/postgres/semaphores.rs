@@ -15,12 +15,10 @@ use crate::error::LockError;
 use crate::store::identity::{holder, Stamp};
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{
-    disagreement, AcquireRequest, Attempt, PermitState, PermitWaiter, Semaphores, StoreFuture,
-};
+use crate::store::{disagreement, AcquireRequest, Attempt, PermitState, PermitWaiter};
 
 impl PostgresStore {
-    async fn acquire_permits_once(
+    pub(super) async fn acquire_permits_once(
         &self,
         req: &AcquireRequest<'_>,
         limit: u32,
@@ -77,7 +75,7 @@ impl PostgresStore {
         Ok(attempt_of(&row))
     }
 
-    async fn release_permits_once(
+    pub(super) async fn release_permits_once(
         &self,
         keys: &LockKeys,
         token: &OwnerToken,
@@ -100,7 +98,10 @@ impl PostgresStore {
         Ok(rows.first().is_some_and(|row| row.get::<_, bool>(0)))
     }
 
-    async fn inspect_permits_once(&self, keys: &LockKeys) -> Result<PermitState, LockError> {
+    pub(super) async fn inspect_permits_once(
+        &self,
+        keys: &LockKeys,
+    ) -> Result<PermitState, LockError> {
         let key = db_text(keys.lock()).into_owned();
         let rows = self
             .query("refused a read of a semaphore", INSPECT_PERMITS, &[&key])
@@ -134,20 +135,10 @@ impl PostgresStore {
     }
 }
 
-impl Semaphores for PostgresStore {
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_permits_once(req, limit, count, waiter))
-    }
-
+impl PostgresStore {
     /// Leaves the queue in the background; without a runtime, or with the server unreachable,
     /// the place lapses by itself within [`PERMIT_INTEREST`].
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
+    pub(super) fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -167,19 +158,5 @@ impl Semaphores for PostgresStore {
                 tracing::debug!(error = %e, "withdrawing a permit waiter failed; it lapses");
             }
         });
-    }
-
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool> {
-        let _ = count; // a holder's row carries its permits
-        Box::pin(self.release_permits_once(keys, token))
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(self.inspect_permits_once(keys))
     }
 }

@@ -76,8 +76,8 @@ use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::Session;
 use crate::store::{
-    join_all, AcquireRequest, Admin, Attempt, LeaderRecord, PermitState, Renewal, Renewed, Store,
-    StoreFuture, WakeSubscription,
+    join_all, AcquireRequest, Admin, Attempt, LeaderRecord, Leave, PermitState, Renewal, Renewed,
+    Store, StoreFuture, WakeSubscription,
 };
 
 pub(crate) use self::redlock::RedLock;
@@ -506,11 +506,29 @@ impl Store for RedisStore {
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(RedisStore::acquire(self, req))
+        match req.kind {
+            LeaseKind::Exclusive => Box::pin(RedisStore::acquire(self, req)),
+            LeaseKind::Read => Box::pin(RedisStore::acquire_shared(self, req)),
+            LeaseKind::Permits { limit, count } => Box::pin(RedisStore::acquire_permits(
+                self, req, limit, count, req.waiter,
+            )),
+        }
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(RedisStore::release(self, keys, token))
+    fn release<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        kind: LeaseKind,
+        _: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        match kind {
+            LeaseKind::Exclusive => Box::pin(RedisStore::release(self, keys, token)),
+            LeaseKind::Read => Box::pin(RedisStore::release_shared(self, keys, token)),
+            LeaseKind::Permits { count, .. } => {
+                Box::pin(RedisStore::release_permits(self, keys, token, count))
+            }
+        }
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -532,12 +550,18 @@ impl Store for RedisStore {
         Box::pin(RedisStore::acquire_all(self, reqs))
     }
 
-    fn withdraw_request(&self, keys: &LockKeys, contender: &str) {
-        RedisStore::withdraw_request(self, keys, contender);
+    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
+        match place {
+            Leave::ProcessFront => RedisStore::withdraw(self, keys),
+            Leave::Alone(contender) => RedisStore::withdraw_request(self, keys, contender),
+            Leave::PermitLine { waiter, count } => {
+                RedisStore::withdraw_permits(self, keys, waiter, count)
+            }
+        }
     }
 
-    fn withdraw(&self, keys: &LockKeys) {
-        RedisStore::withdraw(self, keys);
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(RedisStore::inspect_permits(self, keys))
     }
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {
@@ -552,59 +576,8 @@ impl Store for RedisStore {
         Box::pin(RedisStore::describe_locker(self, prefix, identity))
     }
 
-    fn read_locks(&self) -> Option<&dyn crate::store::ReadLocks> {
-        Some(self)
-    }
-
-    fn semaphores(&self) -> Option<&dyn crate::store::Semaphores> {
-        Some(self)
-    }
-
     fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
         Some(self)
-    }
-}
-
-impl crate::store::ReadLocks for RedisStore {
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(RedisStore::acquire_shared(self, req))
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(RedisStore::release_shared(self, keys, token))
-    }
-}
-
-impl crate::store::Semaphores for RedisStore {
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<crate::store::PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        Box::pin(RedisStore::acquire_permits(self, req, limit, count, waiter))
-    }
-
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, count: u32) {
-        RedisStore::withdraw_permits(self, keys, waiter, count);
-    }
-
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(RedisStore::release_permits(self, keys, token, count))
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(RedisStore::inspect_permits(self, keys))
     }
 }
 

@@ -12,9 +12,7 @@ use crate::primitives::inspect::Holder;
 use crate::store::identity::contender_holder;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{
-    disagreement, AcquireRequest, Attempt, PermitState, PermitWaiter, Semaphores, StoreFuture,
-};
+use crate::store::{disagreement, AcquireRequest, Attempt, PermitState, PermitWaiter};
 
 /// Where an attempt's contender is recorded, and so who deletes it if the attempt stops.
 enum Kept {
@@ -190,38 +188,12 @@ impl<D: Driver> Sequenced<D> {
     }
 }
 
-/// Permits are the recipe's weighted queue.
-impl<D: Driver> Semaphores for Sequenced<D> {
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a AcquireRequest<'_>,
-        limit: u32,
-        count: u32,
-        waiter: Option<PermitWaiter>,
-    ) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_permits_once(req, limit, count, waiter))
-    }
-
+impl<D: Driver> Sequenced<D> {
     /// Forgets the waiter's contender and deletes it in the background: its deletion wakes
     /// the waiters behind it.
-    fn withdraw_permits(&self, keys: &LockKeys, waiter: u128, _count: u32) {
+    pub(crate) fn withdraw_permits(&self, keys: &LockKeys, waiter: u128) {
         if let Some(mine) = self.contenders.forget_waiting(&seat_of(keys, waiter)) {
             self.driver.delete_later(mine);
         }
-    }
-
-    fn release_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        count: u32,
-    ) -> StoreFuture<'a, bool> {
-        // The name of a permits contender does not depend on its limit (see `Driver::name`).
-        let role = Role::Permits { limit: 0, count };
-        Box::pin(self.release_once(keys, token, role))
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(self.inspect_permits_once(keys))
     }
 }

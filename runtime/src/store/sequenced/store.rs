@@ -7,10 +7,11 @@ use super::{Driver, Role, Sequenced};
 use crate::error::LockError;
 use crate::store::identity::Identity;
 use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Capabilities, LeaderRecords, ReadLocks, Renewal, Renewed,
-    Semaphores, Session, Store, StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Capabilities, LeaderRecords, Leave, PermitState, Renewal,
+    Renewed, Session, Store, StoreFuture, WakeSubscription,
 };
 
 /// What a sequential-contender engine answers itself, beside its [`Driver`].
@@ -72,12 +73,32 @@ where
         self.driver.engine()
     }
 
+    /// Readers contend as the recipe's readers (a contender of their own, first among
+    /// writers), permits in its weighted queue.
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_once(req))
+        match req.kind {
+            LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
+            LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),
+            LeaseKind::Permits { limit, count } => {
+                Box::pin(self.acquire_permits_once(req, limit, count, req.waiter))
+            }
+        }
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, Role::Writer))
+    fn release<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        kind: LeaseKind,
+        _: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        let role = match kind {
+            LeaseKind::Exclusive => Role::Writer,
+            LeaseKind::Read => Role::Reader,
+            // The name of a permits contender does not depend on its limit (see `Driver::name`).
+            LeaseKind::Permits { count, .. } => Role::Permits { limit: 0, count },
+        };
+        Box::pin(self.release_once(keys, token, role))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -88,8 +109,17 @@ where
         Box::pin(self.subscribe_once(keys))
     }
 
-    fn withdraw(&self, keys: &LockKeys) {
-        self.withdraw_waiting(keys);
+    /// Fair per process: no request waits alone.
+    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
+        match place {
+            Leave::ProcessFront => self.withdraw_waiting(keys),
+            Leave::PermitLine { waiter, .. } => self.withdraw_permits(keys, waiter),
+            Leave::Alone(_) => {}
+        }
+    }
+
+    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(self.inspect_permits_once(keys))
     }
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {
@@ -104,33 +134,7 @@ where
         Box::pin(self.driver.describe_locker(prefix, identity))
     }
 
-    fn read_locks(&self) -> Option<&dyn ReadLocks> {
-        Some(self)
-    }
-
-    fn semaphores(&self) -> Option<&dyn Semaphores> {
-        Some(self)
-    }
-
     fn leader_records(&self) -> Option<&dyn LeaderRecords> {
         Some(self)
-    }
-}
-
-/// Readers contend as the recipe's readers: a contender of their own, first among writers.
-impl<D: Engine> ReadLocks for Sequenced<D>
-where
-    Sequenced<D>: Renews,
-{
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(self.acquire_shared_once(req))
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(self.release_once(keys, token, Role::Reader))
     }
 }

@@ -303,6 +303,8 @@ pub(super) fn request<'a>(
         queued: false,
         contender: None,
         fenced: true,
+        kind: crate::store::kind::LeaseKind::Exclusive,
+        waiter: None,
     }
 }
 

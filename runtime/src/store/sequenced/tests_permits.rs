@@ -13,7 +13,7 @@ use super::{fits, holders, standing, writer_top, Driver, Head, Queued, Role, Sta
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{Attempt, LeaderRecord, LeaderRecords, PermitWaiter, Semaphores};
+use crate::store::{Attempt, LeaderRecord, LeaderRecords, PermitWaiter};
 
 fn permits(name: &str, limit: u32, count: u32) -> Queued {
     Queued {
@@ -181,7 +181,10 @@ async fn single_permits_that_do_not_fit_never_enter_and_a_waiter_keeps_its_turn(
     assert!(matches!(single.unwrap(), Attempt::Held { .. }));
     assert_eq!(seq.driver.order.load(Ordering::Relaxed), created);
     // One holder goes: the waiter, asked again with a new token, holds with its own fence.
-    assert!(seq.release_permits(&keys, &a, 1).await.unwrap());
+    assert!(seq
+        .release_once(&keys, &a, Role::Permits { limit: 0, count: 1 })
+        .await
+        .unwrap());
     let w2 = OwnerToken::generate();
     let again = take(&seq, &keys, &w2, (3, 2), Some(waiter(7))).await;
     assert_eq!(again.unwrap(), Attempt::granted(writer_top(created, 1)));
@@ -191,8 +194,14 @@ async fn single_permits_that_do_not_fit_never_enter_and_a_waiter_keeps_its_turn(
     let mut counts: Vec<u32> = state.holders.iter().map(|h| h.0).collect();
     counts.sort_unstable();
     assert_eq!(counts, [1, 2]);
-    assert!(seq.release_permits(&keys, &w2, 2).await.unwrap());
-    assert!(seq.release_permits(&keys, &b, 1).await.unwrap());
+    assert!(seq
+        .release_once(&keys, &w2, Role::Permits { limit: 0, count: 2 })
+        .await
+        .unwrap());
+    assert!(seq
+        .release_once(&keys, &b, Role::Permits { limit: 0, count: 1 })
+        .await
+        .unwrap());
     assert!(seq.driver.names().is_empty());
 }
 
@@ -209,7 +218,7 @@ async fn a_waiter_that_leaves_or_disagrees_leaves_nothing_behind() {
     assert!(matches!(held.unwrap(), Attempt::Granted { .. }));
     let waits = take(&seq, &keys, &w, (2, 2), Some(waiter(9))).await;
     assert!(matches!(waits.unwrap(), Attempt::Held { .. }));
-    seq.withdraw_permits(&keys, 9, 2);
+    seq.withdraw_permits(&keys, 9);
     assert_eq!(seq.driver.later.lock().unwrap().len(), 1);
     assert_eq!(seq.driver.names().len(), 1);
     // Another limit, waiting: it enters, finds the holder's limit ahead, and leaves.
@@ -226,7 +235,10 @@ async fn a_waiter_that_leaves_or_disagrees_leaves_nothing_behind() {
     // The release of an attempt this process does not know, and whose create it never sent,
     // has nothing to clean up after.
     let unknown = OwnerToken::generate();
-    assert!(!seq.release_permits(&keys, &unknown, 1).await.unwrap());
+    assert!(!seq
+        .release_once(&keys, &unknown, Role::Permits { limit: 0, count: 1 })
+        .await
+        .unwrap());
     assert!(seq.driver.abandoned.lock().unwrap().is_empty());
 }
 
@@ -251,7 +263,10 @@ async fn a_permits_waiters_turn_made_by_a_failed_attempt_is_the_waits_not_the_gi
         .name(&keys, &w1, Role::Permits { limit: 2, count: 2 });
     assert_eq!(seq.driver.names(), std::slice::from_ref(&turn));
     // The failed attempt's give-back: nothing of it is its own.
-    assert!(!seq.release_permits(&keys, &w1, 2).await.unwrap());
+    assert!(!seq
+        .release_once(&keys, &w1, Role::Permits { limit: 0, count: 2 })
+        .await
+        .unwrap());
     assert_eq!(
         seq.driver.names(),
         std::slice::from_ref(&turn),
@@ -265,7 +280,10 @@ async fn a_permits_waiters_turn_made_by_a_failed_attempt_is_the_waits_not_the_gi
     let tried = take(&seq, &keys, &other, (2, 2), None).await;
     assert!(matches!(tried.unwrap(), Attempt::Held { .. }));
     assert_eq!(seq.driver.names(), [turn]);
-    assert!(seq.release_permits(&keys, &w2, 2).await.unwrap());
+    assert!(seq
+        .release_once(&keys, &w2, Role::Permits { limit: 0, count: 2 })
+        .await
+        .unwrap());
     assert!(seq.driver.names().is_empty());
 }
 
@@ -280,7 +298,10 @@ async fn a_permits_create_whose_answer_was_lost_is_cleaned_up_by_its_give_back()
     let failed = take(&seq, &keys, &w, (2, 2), Some(waiter(7))).await;
     assert!(failed.unwrap_err().is_unavailable());
     assert_eq!(seq.driver.names().len(), 1, "applied all the same");
-    assert!(!seq.release_permits(&keys, &w, 2).await.unwrap());
+    assert!(!seq
+        .release_once(&keys, &w, Role::Permits { limit: 0, count: 2 })
+        .await
+        .unwrap());
     let name = seq
         .driver
         .name(&keys, &w, Role::Permits { limit: 2, count: 2 });

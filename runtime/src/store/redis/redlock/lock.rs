@@ -26,6 +26,10 @@ impl RedLock {
         kind: LeaseKind,
     ) -> Result<Attempt, LockError> {
         debug_assert!(!matches!(kind, LeaseKind::Permits { .. }), "refused above");
+        debug_assert_eq!(
+            req.kind, kind,
+            "every node takes the lease the request names"
+        );
         let mut split_retries = SPLIT_RETRIES;
         loop {
             let (attempt, split) = self.acquire_once(req, kind).await;
@@ -40,7 +44,7 @@ impl RedLock {
 
     /// One round of [`acquire`](Self::acquire); true with it when the nodes were split.
     ///
-    /// Each node takes the lease by its own rule (`take`: acquire.lua for the lock,
+    /// Each node takes the lease by its own rule (`acquire`: acquire.lua for the lock,
     /// read_acquire.lua for a reader) and answers its fence: a writer's reserved top, a
     /// reader's current fence. The fence round is the same for both: the token is the highest
     /// answer, and the granting nodes below it are raised to it.
@@ -52,7 +56,7 @@ impl RedLock {
         let start = req.sent;
         let answers = join_all(self.nodes.iter().map(|n| {
             let node: &dyn Store = n;
-            node.take(req, kind, None)
+            node.acquire(req)
         }))
         .await;
         let mut granted = Vec::new();

@@ -38,7 +38,7 @@ use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    join_all, AcquireRequest, Attempt, Feature, LeaderRecords, ReadLocks, Renewal, Renewed,
+    join_all, lacks, AcquireRequest, Attempt, Feature, LeaderRecords, Leave, Renewal, Renewed,
     Session, Settings, Store, StoreFuture, WakeSubscription,
 };
 
@@ -161,12 +161,25 @@ impl Store for RedLock {
         })
     }
 
+    /// Locks and readers' shares; no semaphores ([`Engine::why_not`](crate::store::Engine::why_not)).
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(RedLock::acquire(self, req, LeaseKind::Exclusive))
+        match req.kind {
+            LeaseKind::Permits { .. } => lacks(self, Feature::Semaphores),
+            kind => Box::pin(RedLock::acquire(self, req, kind)),
+        }
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a OwnerToken) -> StoreFuture<'a, bool> {
-        Box::pin(RedLock::release(self, keys, token, LeaseKind::Exclusive))
+    fn release<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a OwnerToken,
+        kind: LeaseKind,
+        _: tokio::time::Instant,
+    ) -> StoreFuture<'a, bool> {
+        match kind {
+            LeaseKind::Permits { .. } => lacks(self, Feature::Semaphores),
+            kind => Box::pin(RedLock::release(self, keys, token, kind)),
+        }
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -177,15 +190,14 @@ impl Store for RedLock {
         Box::pin(RedLock::subscribe(self, keys))
     }
 
-    /// Every node's queue: the process may be in line on any of them.
-    fn withdraw(&self, keys: &LockKeys) {
-        for node in &self.nodes {
-            node.withdraw(keys);
+    /// Every node's queue: the process may be in line on any of them. Fair per process: no
+    /// request waits alone, and no waiter for permits.
+    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
+        if place == Leave::ProcessFront {
+            for node in &self.nodes {
+                node.withdraw(keys);
+            }
         }
-    }
-
-    fn read_locks(&self) -> Option<&dyn ReadLocks> {
-        Some(self)
     }
 
     fn leader_records(&self) -> Option<&dyn LeaderRecords> {

@@ -32,23 +32,3 @@
 //! held a bare majority does not, a writer can get in before the reader's next renewal
 //! reports the loss (within a third of the lease), and only fences order them then. Hence
 //! RedLock's rule for restarts: a node without persistence stays down longer than a lease.
-
-use super::RedLock;
-use crate::store::keys::LockKeys;
-use crate::store::kind::LeaseKind;
-use crate::store::token::OwnerToken;
-use crate::store::{AcquireRequest, Attempt, ReadLocks, StoreFuture};
-
-impl ReadLocks for RedLock {
-    fn acquire_shared<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        Box::pin(RedLock::acquire(self, req, LeaseKind::Read))
-    }
-
-    fn release_shared<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(RedLock::release(self, keys, token, LeaseKind::Read))
-    }
-}
