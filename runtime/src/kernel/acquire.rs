@@ -283,7 +283,7 @@ impl Inner {
             let sent = Instant::now();
             let validity = validity(opts.lease, inner.drift);
             // Only the lock queues its process in the store for the rest of the wait; readers
-            // and permits take their turns by other rules (see `Store::acquire_permits`).
+            // and permits take their turns by other rules (see `Store::acquire` of permits).
             let interest = match kind {
                 LeaseKind::Exclusive => deadline.saturating_duration_since(sent),
                 _ => Duration::ZERO,
@@ -759,7 +759,7 @@ impl Inner {
             InLine::HandedOver(guard) => return Ok(guard),
         };
         // A request for several permits that waits takes its turn in the store (see
-        // `Store::acquire_permits`): single permits that come free are kept for it. Its seat
+        // `Store::acquire` of permits): single permits that come free are kept for it. Its seat
         // leaves the queue however it stops waiting without them (Busy, an error,
         // cancellation); granted, the store took it out.
         let waiter = (count > 1 && deadline > Instant::now()).then(|| PermitWaiter {

@@ -28,7 +28,7 @@ impl Locker {
     pub async fn inspect(&self, key: &str) -> Result<LockInfo, LockError> {
         validate_key(key)?;
         let keys = LockKeys::new(&self.inner.prefix, key);
-        let state = self.inner.store.admin()?.inspect(&keys).await?;
+        let state = self.inner.store.admin_or_refusal()?.inspect(&keys).await?;
         Ok(LockInfo {
             key: key.to_owned(),
             held: state.held,
@@ -52,7 +52,12 @@ impl Locker {
     /// # Errors
     /// As [`inspect`](Self::inspect).
     pub async fn list_held(&self, pattern: &str) -> Result<Vec<LockInfo>, LockError> {
-        let mut keys = self.inner.store.admin()?.list(&self.inner.prefix).await?;
+        let mut keys = self
+            .inner
+            .store
+            .admin_or_refusal()?
+            .list(&self.inner.prefix)
+            .await?;
         keys.sort();
         keys.dedup();
         let mut found = Vec::new();
@@ -173,7 +178,12 @@ impl Locker {
     pub async fn force_release(&self, key: &str) -> Result<bool, LockError> {
         validate_key(key)?;
         let keys = LockKeys::new(&self.inner.prefix, key);
-        let released = self.inner.store.admin()?.force_release(&keys).await?;
+        let released = self
+            .inner
+            .store
+            .admin_or_refusal()?
+            .force_release(&keys)
+            .await?;
         if let Some(lease) = self.inner.queues.turn_holder(keys.lock()) {
             // This locker's own lease, as Redisson's `forceUnlock` from the holder's client.
             self.inner.verify(&lease).await;

@@ -178,6 +178,24 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Why the engine offers no inspection, where it says more than that it has none: its
+    /// refusal to an operator says it.
+    pub(crate) fn why_not_inspect(self) -> Option<&'static str> {
+        match self {
+            Engine::Memory => Some(
+                "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
+                 are visible to its own process only",
+            ),
+            Engine::RedLock => Some(
+                "inspecting locks needs a locker on one Redis server, a Sentinel master or a \
+                 cluster; for RedLock, inspect each node with a locker of its own",
+            ),
+            _ => None,
+        }
+    }
+}
+
 /// Something a request needs that an engine may lack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Feature {

@@ -253,7 +253,7 @@ impl LockKeys {
     /// writers' rule, fence.lua), and `wake` is `P:semwake:{K}`, where releases are
     /// published. `queue` (`P:semqueue:{K}`) and `interest` (`P:seminterest:{K}`) are its
     /// waiters for several permits, by arrival and by how long each still waits (see
-    /// `Store::acquire_permits`). The fixed segments differ from a lock's, so a semaphore and
+    /// `Store::acquire` of permits). The fixed segments differ from a lock's, so a semaphore and
     /// a lock of the same name are independent, and no key can name another one's data. The
     /// reader name is not used (left empty).
     pub(crate) fn semaphore(prefix: &str, key: &str) -> Self {

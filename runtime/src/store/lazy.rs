@@ -13,8 +13,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::{
-    AcquireRequest, Admin, Attempt, Capabilities, Deployment, Feature, LeaderRecord, LeaderRecords,
-    Leave, PermitState, Renewal, Renewed, Settings, Store, StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Deployment, Info, LeaderRecord, LeaderRecords, Leave,
+    PermitState, Renewal, Renewed, Settings, Store, StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -59,10 +59,7 @@ impl LazyStore {
     /// The connected engine's leader records, refused as its capabilities say; or why there
     /// is no engine yet.
     fn leader_part(&self) -> Result<&dyn LeaderRecords, LockError> {
-        let store = self.store()?;
-        store
-            .leader_records()
-            .ok_or_else(|| store.refusal_of(Feature::LeaderElection))
+        self.store()?.leader_records_or_refusal()
     }
 
     fn store(&self) -> Result<&Arc<dyn Store>, LockError> {
@@ -150,10 +147,19 @@ fn not_yet<'a, T: Send + 'a>(e: LockError) -> StoreFuture<'a, T> {
 }
 
 impl Store for LazyStore {
-    fn describe(&self) -> String {
+    /// The engine's once connected (a lease bound can change with its sessions); before,
+    /// the deployment's, which are the same table's.
+    fn info(&self) -> Info {
         match self.state.store.get() {
-            Some(store) => store.describe(),
-            None => format!("{:?} (not connected yet)", self.state.deployment),
+            Some(store) => store.info(),
+            None => {
+                let deployment = &self.state.deployment;
+                Info::of(
+                    deployment.engine(),
+                    deployment.capabilities(),
+                    format!("{deployment:?} (not connected yet)"),
+                )
+            }
         }
     }
 
@@ -169,29 +175,6 @@ impl Store for LazyStore {
         match self.store() {
             Ok(store) => store.probe(),
             Err(e) => not_yet(e),
-        }
-    }
-
-    /// The engine's once connected (a lease bound can change with its sessions); before,
-    /// the deployment's, which are the same table's.
-    fn capabilities(&self) -> Capabilities {
-        match self.state.store.get() {
-            Some(store) => store.capabilities(),
-            None => self.state.deployment.capabilities(),
-        }
-    }
-
-    fn engine(&self) -> super::Engine {
-        match self.state.store.get() {
-            Some(store) => store.engine(),
-            None => self.state.deployment.engine(),
-        }
-    }
-
-    fn refusal_reason(&self, feature: Feature) -> Option<&'static str> {
-        match self.state.store.get() {
-            Some(store) => store.refusal_reason(feature),
-            None => self.state.deployment.engine().why_not(feature),
         }
     }
 
@@ -291,8 +274,8 @@ impl Store for LazyStore {
 
     /// Offered as the deployment's capabilities say, connected or not: a call before the
     /// engine answers fails with `Unavailable`, as every other call does.
-    fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
-        self.capabilities().leader_election.then_some(self)
+    fn leader_records(&self) -> &dyn LeaderRecords {
+        self
     }
 }
 

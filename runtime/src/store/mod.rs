@@ -156,8 +156,10 @@ pub(crate) type Settling<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 /// A lock engine. Every call is bounded by the engine's operation timeout and fails with
 /// [`LockError::Unavailable`] when the engine did not answer.
 pub(crate) trait Store: Send + Sync + 'static {
-    /// Where the locks are, for `Debug` and messages: never credentials.
-    fn describe(&self) -> String;
+    /// What the engine is and offers ([`Info`]): asked where a request's options are
+    /// resolved; cheap, and current (a lease bound can change with a new session). Its
+    /// refusals derive from it (`refusal_of` on `dyn Store`, [`lacks`]).
+    fn info(&self) -> Info;
 
     /// The session leases are granted over, for engines where its end can mean lost locks
     /// (a single server that may restart empty). `None`: only the clock and renewals tell.
@@ -183,25 +185,6 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn probe(&self) -> StoreFuture<'_, ()> {
         Box::pin(std::future::ready(Ok(())))
     }
-
-    /// Whether every call is answered at once, whatever happens: the store is this process's
-    /// memory. The locker then watches nothing of its health (its state stays connected).
-    fn always_answers(&self) -> bool {
-        false
-    }
-
-    /// What the engine offers (read locks, semaphores, leader election, how fair locks
-    /// queue, the longest lease it honours, whether locks expire in the store). Asked where
-    /// a request's options are resolved; cheap, and current (a lease bound can change with
-    /// a new session).
-    fn capabilities(&self) -> Capabilities;
-
-    /// Which engine this is (one Redis server, Sentinel and Cluster all answer
-    /// [`Engine::Redis`], the family they share), for the few calls only one engine can
-    /// serve: a PostgreSQL fence check in the caller's transaction refuses another engine's
-    /// guard before it runs any SQL.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    fn engine(&self) -> Engine;
 
     /// Takes a lease of `req.kind` if it is free, in one round trip:
     /// - **the lock** ([`LeaseKind::Exclusive`]): reserving `req.fences` fencing tokens;
@@ -321,18 +304,9 @@ pub(crate) trait Store: Send + Sync + 'static {
         lacks(self, Feature::Semaphores)
     }
 
-    /// Leader records, where the engine keeps them (what
-    /// [`Capabilities::leader_election`] says).
-    fn leader_records(&self) -> Option<&dyn LeaderRecords> {
-        None
-    }
-
-    /// Why the engine lacks `feature`, where that is in its design ([`Engine::why_not`]):
-    /// its refusals say it. `None`: the refusal only names the engines that have it.
-    fn refusal_reason(&self, feature: Feature) -> Option<&'static str> {
-        let _ = feature;
-        None
-    }
+    /// The engine's leader records. Reached only where [`Capabilities::leader_election`]
+    /// says the engine keeps them (`leader_records_or_refusal` on `dyn Store`).
+    fn leader_records(&self) -> &dyn LeaderRecords;
 
     /// Stores this locker's description (`identity`) where inspection by other lockers of
     /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
@@ -348,13 +322,71 @@ pub(crate) trait Store: Send + Sync + 'static {
         identity: &'a Identity,
     ) -> StoreFuture<'a, ()>;
 
-    /// The operator's part (inspection, listing, forced release), where the engine has one;
-    /// otherwise a [`LockError::Config`] that says why.
+    /// The operator's part (inspection, listing, forced release). Reached only where
+    /// [`Capabilities::inspection`] says the engine has one (`admin_or_refusal` on
+    /// `dyn Store`); the default is for engines without it, and refuses every call. An
+    /// error: the engine cannot be asked now (a lazily connected store before it connects).
     fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Err(LockError::config(format!(
-            "inspecting locks is not supported on {}",
-            self.describe()
-        )))
+        Ok(&NoAdmin)
+    }
+}
+
+/// What an engine is and offers, in one answer ([`Store::info`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Info {
+    /// Which engine this is (one Redis server, Sentinel and Cluster all answer
+    /// [`Engine::Redis`], the family they share): the reasons of its refusals
+    /// ([`Engine::why_not`]), and the few calls only one engine can serve (a PostgreSQL
+    /// fence check in the caller's transaction refuses another engine's guard before it runs
+    /// any SQL).
+    pub(crate) engine: Engine,
+    /// What the engine offers (read locks, semaphores, leader election, inspection, how fair
+    /// locks queue, the longest lease it honours, whether locks expire in the store): the
+    /// one truth for which leases it takes and which optional parts it has.
+    pub(crate) capabilities: Capabilities,
+    /// Whether every call is answered at once, whatever happens: the store is this
+    /// process's memory. The locker then watches nothing of its health (its state stays
+    /// connected).
+    pub(crate) always_answers: bool,
+    /// Where the locks are, for `Debug` and messages: never credentials.
+    pub(crate) description: String,
+}
+
+impl Info {
+    /// An engine's answer: its own row of the capabilities table, for engines whose calls
+    /// go to a server.
+    pub(crate) fn of(engine: Engine, capabilities: Capabilities, description: String) -> Self {
+        Info {
+            engine,
+            capabilities,
+            always_answers: false,
+            description,
+        }
+    }
+}
+
+/// The operator's part of an engine without one: never reached, since the locker asks the
+/// engine's capabilities first ([`Store::admin`]); every call is refused.
+struct NoAdmin;
+
+impl NoAdmin {
+    fn refuse<'a, T: Send + 'a>() -> StoreFuture<'a, T> {
+        let refused = LockError::config("inspecting locks is not supported on this engine");
+        Box::pin(std::future::ready(Err(refused)))
+    }
+}
+
+impl Admin for NoAdmin {
+    fn inspect<'a>(&'a self, _: &'a LockKeys) -> StoreFuture<'a, LockState> {
+        NoAdmin::refuse()
+    }
+
+    fn list<'a>(&'a self, _: &'a str) -> StoreFuture<'a, Vec<String>> {
+        NoAdmin::refuse()
+    }
+
+    fn force_release<'a>(&'a self, _: &'a LockKeys) -> StoreFuture<'a, bool> {
+        NoAdmin::refuse()
     }
 }
 
@@ -447,21 +479,63 @@ pub(crate) fn lacks<'a, T: Send + 'a, S: Store + ?Sized>(
     store: &S,
     feature: Feature,
 ) -> StoreFuture<'a, T> {
-    let refused = refusal(feature, &store.describe(), store.refusal_reason(feature));
+    let refused = refusal_by(&store.info(), feature);
     Box::pin(std::future::ready(Err(refused)))
 }
 
+/// The error for a request that needs `feature` on the engine `info` describes, which lacks
+/// it: the engines that have it, and the engine's reason where it has one.
+fn refusal_by(info: &Info, feature: Feature) -> LockError {
+    refusal(feature, &info.description, info.engine.why_not(feature))
+}
+
 impl dyn Store {
+    /// Where the locks are, for `Debug` and messages ([`Info::description`]).
+    pub(crate) fn describe(&self) -> String {
+        self.info().description
+    }
+
+    /// What the engine offers ([`Info::capabilities`]).
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        self.info().capabilities
+    }
+
+    /// Which engine this is ([`Info::engine`]).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn engine(&self) -> Engine {
+        self.info().engine
+    }
+
+    /// Whether every call is answered at once ([`Info::always_answers`]).
+    pub(crate) fn always_answers(&self) -> bool {
+        self.info().always_answers
+    }
+
     /// The error for a request that needs `feature`, which the engine lacks: the engines
     /// that have it, and the engine's reason where it has one.
     pub(crate) fn refusal_of(&self, feature: Feature) -> LockError {
-        refusal(feature, &self.describe(), self.refusal_reason(feature))
+        refusal_by(&self.info(), feature)
     }
 
     /// The engine's leader records, or the refusal its capabilities call for.
     pub(crate) fn leader_records_or_refusal(&self) -> Result<&dyn LeaderRecords, LockError> {
-        self.leader_records()
-            .ok_or_else(|| self.refusal_of(Feature::LeaderElection))
+        match self.capabilities().leader_election {
+            true => Ok(self.leader_records()),
+            false => Err(self.refusal_of(Feature::LeaderElection)),
+        }
+    }
+
+    /// The engine's operator part, or the refusal its capabilities call for (with the
+    /// engine's reason where it has one, [`Engine::why_not_inspect`]).
+    pub(crate) fn admin_or_refusal(&self) -> Result<&dyn Admin, LockError> {
+        let info = self.info();
+        match info.capabilities.inspection {
+            true => self.admin(),
+            false => Err(LockError::config(match info.engine.why_not_inspect() {
+                Some(why) => why.to_owned(),
+                None => format!("inspecting locks is not supported on {}", info.description),
+            })),
+        }
     }
 
     /// Gives back what the acquires for `token` hold or created, a lease of `kind` whose
@@ -681,20 +755,32 @@ mod tests {
         sub.released_for(None).await;
     }
 
-    /// An engine offers an optional part exactly where its capabilities say so.
+    /// An engine's optional parts are reached exactly where its capabilities say so, and
+    /// refused otherwise with the engine's reason.
     #[test]
     fn the_parts_an_engine_offers_are_its_capabilities() {
-        let scripted = scripted::ScriptedStore::new();
-        let stores: [&dyn Store; 2] = [&memory::MemoryStore::new(), &scripted];
-        for store in stores {
+        let memory: std::sync::Arc<dyn Store> = std::sync::Arc::new(memory::MemoryStore::new());
+        let scripted: std::sync::Arc<dyn Store> =
+            std::sync::Arc::new(scripted::ScriptedStore::new());
+        for store in [memory, scripted] {
             let caps = store.capabilities();
             let name = store.describe();
             assert_eq!(
                 caps.leader_election,
-                store.leader_records().is_some(),
+                store.leader_records_or_refusal().is_ok(),
                 "{name}"
             );
-            assert_eq!(caps.inspection, store.admin().is_ok(), "{name}");
+            assert_eq!(caps.inspection, store.admin_or_refusal().is_ok(), "{name}");
+            let refused = store
+                .admin_or_refusal()
+                .err()
+                .expect("no inspection in memory");
+            assert!(
+                refused
+                    .to_string()
+                    .contains("visible to its own process only"),
+                "{name}: {refused}"
+            );
         }
     }
 

@@ -301,10 +301,6 @@ impl super::Store for ScriptedStore {
         crate::store::describes_nothing()
     }
 
-    fn describe(&self) -> String {
-        "scripted".to_owned()
-    }
-
     fn session(&self) -> Option<Session> {
         ScriptedStore::session(self)
     }
@@ -322,15 +318,12 @@ impl super::Store for ScriptedStore {
     /// Locks, and read locks, semaphores and leader records (which go straight to the memory
     /// store: the scripted faults are the lock calls'); locks that expire, or that live as
     /// long as the session.
-    fn capabilities(&self) -> super::Capabilities {
-        super::Capabilities {
+    fn info(&self) -> super::Info {
+        let capabilities = super::Capabilities {
             leases_expire: !self.shared.session_locks.load(Ordering::Relaxed),
             ..super::Engine::Memory.capabilities(Duration::ZERO)
-        }
-    }
-
-    fn engine(&self) -> super::Engine {
-        super::Engine::Memory
+        };
+        super::Info::of(super::Engine::Memory, capabilities, "scripted".to_owned())
     }
 
     /// Locks under the script; readers' shares and permits straight in the memory store.
@@ -381,8 +374,8 @@ impl super::Store for ScriptedStore {
         super::Store::inspect_permits(&self.shared.store, keys)
     }
 
-    fn leader_records(&self) -> Option<&dyn super::LeaderRecords> {
-        Some(self)
+    fn leader_records(&self) -> &dyn super::LeaderRecords {
+        self
     }
 }
 

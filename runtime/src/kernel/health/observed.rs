@@ -17,9 +17,8 @@ use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    lacks, AcquireRequest, Admin, Attempt, Capabilities, Engine, Feature, LeaderRecord,
-    LeaderRecords, Leave, PermitState, Renewal, Renewed, Session, Settling, Store, StoreFuture,
-    WakeSubscription,
+    AcquireRequest, Admin, Attempt, Info, LeaderRecord, LeaderRecords, Leave, PermitState, Renewal,
+    Renewed, Session, Settling, Store, StoreFuture, WakeSubscription,
 };
 
 /// A store whose calls' outcomes feed a locker's health.
@@ -50,8 +49,8 @@ impl Observed {
 }
 
 impl Store for Observed {
-    fn describe(&self) -> String {
-        self.store.describe()
+    fn info(&self) -> Info {
+        self.store.info()
     }
 
     fn session(&self) -> Option<Session> {
@@ -64,14 +63,6 @@ impl Store for Observed {
 
     fn probe(&self) -> StoreFuture<'_, ()> {
         self.watch(self.store.probe())
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.store.capabilities()
-    }
-
-    fn engine(&self) -> Engine {
-        self.store.engine()
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
@@ -130,7 +121,10 @@ impl Store for Observed {
                 Ok(renewed)
                     if !renewed.is_empty() && renewed.iter().all(|r| *r == Renewed::Unknown) =>
                 {
-                    let why = format!("{} could not tell whether it renewed", self.describe());
+                    let why = format!(
+                        "{} could not tell whether it renewed",
+                        self.store.describe()
+                    );
                     self.health.unanswered(sent, &why);
                 }
                 _ if !heard => {}
@@ -148,14 +142,8 @@ impl Store for Observed {
         self.watch(self.store.inspect_permits(keys))
     }
 
-    fn leader_records(&self) -> Option<&dyn LeaderRecords> {
-        self.store
-            .leader_records()
-            .map(|_| self as &dyn LeaderRecords)
-    }
-
-    fn refusal_reason(&self, feature: Feature) -> Option<&'static str> {
-        self.store.refusal_reason(feature)
+    fn leader_records(&self) -> &dyn LeaderRecords {
+        self
     }
 
     /// In the background, unobserved like the operator's calls: not the locks' traffic.
@@ -181,10 +169,11 @@ impl LeaderRecords for Observed {
         token: &'a OwnerToken,
         leader: &'a LeaderRecord,
     ) -> StoreFuture<'a, bool> {
-        match self.store.leader_records() {
-            Some(part) => self.watch(part.publish_leader(keys, record, token, leader)),
-            None => lacks(&*self.store, Feature::LeaderElection),
-        }
+        self.watch(
+            self.store
+                .leader_records()
+                .publish_leader(keys, record, token, leader),
+        )
     }
 
     fn clear_leader<'a>(
@@ -193,10 +182,7 @@ impl LeaderRecords for Observed {
         record: &'a str,
         term: u64,
     ) -> StoreFuture<'a, ()> {
-        match self.store.leader_records() {
-            Some(part) => self.watch(part.clear_leader(keys, record, term)),
-            None => lacks(&*self.store, Feature::LeaderElection),
-        }
+        self.watch(self.store.leader_records().clear_leader(keys, record, term))
     }
 
     fn read_leader<'a>(
@@ -204,9 +190,6 @@ impl LeaderRecords for Observed {
         keys: &'a LockKeys,
         record: &'a str,
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        match self.store.leader_records() {
-            Some(part) => self.watch(part.read_leader(keys, record)),
-            None => lacks(&*self.store, Feature::LeaderElection),
-        }
+        self.watch(self.store.leader_records().read_leader(keys, record))
     }
 }

@@ -273,7 +273,7 @@ async fn a_leadership_is_never_handed_over_inside_the_process() {
     let store = locker
         .inner
         .store
-        .leader_records()
+        .leader_records_or_refusal()
         .expect("memory keeps leader records");
     let forged = LeaderRecord {
         term: b.term() + 1,

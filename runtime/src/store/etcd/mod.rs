@@ -96,7 +96,7 @@
 //! **Cleanup.** A release deletes the key only while its create revision is ours (a
 //! transaction), so a lock deleted by an operator and taken by another is never touched. A
 //! contender that stops waiting deletes its key (see
-//! [`Store::withdraw`](crate::store::Store::withdraw)); a waiting key that no attempt of its
+//! [`Store::leave`](crate::store::Store::leave)); a waiting key that no attempt of its
 //! wait looked at for 2 s (its future is no longer polled) is deleted too (see "Interest" in
 //! `store::sequenced`); an attempt whose put was sent and never answered has the key it may
 //! have created deleted by the give-back of its token (its tag names it), never a key this

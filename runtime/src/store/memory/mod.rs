@@ -19,10 +19,9 @@ use std::time::Duration;
 
 use self::state::State;
 use super::{
-    AcquireRequest, Attempt, LeaderRecord, Leave, PermitState, Renewal, Renewed, Store,
-    StoreFuture, WakeSubscription,
+    AcquireRequest, Attempt, Engine, Info, LeaderRecord, Leave, PermitState, Renewal, Renewed,
+    Store, StoreFuture, WakeSubscription,
 };
-use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
@@ -48,20 +47,16 @@ impl Store for MemoryStore {
         crate::store::describes_nothing()
     }
 
-    fn capabilities(&self) -> super::Capabilities {
-        super::Engine::Memory.capabilities(Duration::ZERO)
-    }
-
-    fn engine(&self) -> super::Engine {
-        super::Engine::Memory
-    }
-
-    fn describe(&self) -> String {
-        "in memory".to_owned()
-    }
-
-    fn always_answers(&self) -> bool {
-        true
+    /// Every call is answered at once.
+    fn info(&self) -> Info {
+        Info {
+            always_answers: true,
+            ..Info::of(
+                Engine::Memory,
+                Engine::Memory.capabilities(Duration::ZERO),
+                "in memory".to_owned(),
+            )
+        }
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
@@ -115,15 +110,8 @@ impl Store for MemoryStore {
         ))))
     }
 
-    fn admin(&self) -> Result<&dyn super::Admin, LockError> {
-        Err(LockError::config(
-            "inspecting locks needs a locker on a shared engine; an in-memory locker's locks \
-             are visible to its own process only",
-        ))
-    }
-
-    fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
-        Some(self)
+    fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
+        self
     }
 }
 

@@ -62,7 +62,7 @@ impl MemoryStore {
         } else if sem.limit != limit {
             return Err(crate::store::disagreement(sem.limit, limit));
         }
-        // Turns (see `Store::acquire_permits`): the permits the waiters ahead of this request
+        // Turns (see `Store::acquire` of permits): the permits the waiters ahead of this request
         // need are kept for them.
         let me = waiter.map(|w| w.name);
         let ahead: u64 = sem

@@ -219,7 +219,7 @@ pub(crate) struct PostgresStore {
     contender: Arc<str>,
     /// The lock keys whose line this process may be in under its own name: an acquire that
     /// would wait was sent for them, and neither a grant nor a withdrawal came since. Only
-    /// these cost a round trip when their waiter leaves ([`Store::withdraw`]).
+    /// these cost a round trip when their waiter leaves ([`Store::leave`]).
     queued: Mutex<HashSet<String>>,
 }
 
@@ -230,8 +230,15 @@ impl Drop for PostgresStore {
 }
 
 impl Store for PostgresStore {
-    fn describe(&self) -> String {
-        format!("PostgreSQL at {}", self.shared.shown)
+    /// Fair per request: a fair request waits in leasehold_waiters under its own name, and
+    /// the release that leaves the lock to it says so on `leasehold_turn`.
+    fn info(&self) -> super::Info {
+        let postgres = super::Engine::Postgres;
+        super::Info::of(
+            postgres,
+            postgres.capabilities(Duration::ZERO),
+            format!("PostgreSQL at {}", self.shared.shown),
+        )
     }
 
     /// The listening connection: up while it listens and its health check answers.
@@ -315,18 +322,8 @@ impl Store for PostgresStore {
         Box::pin(PostgresStore::describe_locker(self, identity))
     }
 
-    fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
-        Some(self)
-    }
-
-    /// Fair per request: a fair request waits in leasehold_waiters under its own name, and
-    /// the release that leaves the lock to it says so on `leasehold_turn`.
-    fn capabilities(&self) -> super::Capabilities {
-        super::Engine::Postgres.capabilities(Duration::ZERO)
-    }
-
-    fn engine(&self) -> super::Engine {
-        super::Engine::Postgres
+    fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
+        self
     }
 
     fn leave(&self, keys: &LockKeys, place: Leave<'_>) {

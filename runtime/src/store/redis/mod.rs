@@ -20,7 +20,7 @@
 //! writer that waits for readers also marks the key `R+`, which holds new readers back. When
 //! its waiter leaves without the lock (its wait ran out, it was cancelled or panicked, its
 //! future was dropped), the process withdraws at once, in the background
-//! ([`Store::withdraw`], `lua/withdraw.lua`), and readers come in. If it cannot (the process
+//! ([`Store::leave`], `lua/withdraw.lua`), and readers come in. If it cannot (the process
 //! died, Redis was unreachable), its interest lapses by itself: it waits at most until its
 //! wait's end and at most [`MAX_INTEREST`](scripts::MAX_INTEREST) (2 s) past its last attempt,
 //! and read_acquire.lua counts the `R+` mark only while some writer's interest is live. So a
@@ -128,7 +128,7 @@ pub(crate) struct RedisStore {
     epoch: Option<Arc<watch::Sender<u64>>>,
     /// The lock keys whose queue this process may be in under its own name: an acquire that
     /// would wait was sent for them, and neither a grant nor a withdrawal came since. Only
-    /// these cost a round trip when their waiter leaves ([`Store::withdraw`]).
+    /// these cost a round trip when their waiter leaves ([`Store::leave`]).
     queued: Mutex<HashSet<String>>,
 }
 
@@ -480,17 +480,14 @@ impl RedisStore {
 }
 
 impl Store for RedisStore {
-    fn capabilities(&self) -> crate::store::Capabilities {
-        // One server, Sentinel and Cluster offer the same.
-        crate::store::Engine::Redis.capabilities(Duration::ZERO)
-    }
-
-    fn engine(&self) -> crate::store::Engine {
-        crate::store::Engine::Redis
-    }
-
-    fn describe(&self) -> String {
-        format!("redis at {}", self.core.endpoint)
+    /// One server, Sentinel and Cluster offer the same.
+    fn info(&self) -> crate::store::Info {
+        let redis = crate::store::Engine::Redis;
+        crate::store::Info::of(
+            redis,
+            redis.capabilities(Duration::ZERO),
+            format!("redis at {}", self.core.endpoint),
+        )
     }
 
     fn session(&self) -> Option<Session> {
@@ -576,8 +573,8 @@ impl Store for RedisStore {
         Box::pin(RedisStore::describe_locker(self, prefix, identity))
     }
 
-    fn leader_records(&self) -> Option<&dyn crate::store::LeaderRecords> {
-        Some(self)
+    fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
+        self
     }
 }
 

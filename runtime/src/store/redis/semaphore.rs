@@ -18,7 +18,7 @@ use crate::store::{
 
 impl RedisStore {
     /// Takes `count` permits among `limit` (sem_acquire.lua), queuing a `waiter` for its turn
-    /// (see `Store::acquire_permits`); the holder's fencing token comes from the semaphore's
+    /// (see `Store::acquire` of permits); the holder's fencing token comes from the semaphore's
     /// fence counter by the writers' rule (fence.lua).
     pub(crate) async fn acquire_permits(
         &self,

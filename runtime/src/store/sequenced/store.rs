@@ -49,8 +49,12 @@ impl<D: Engine> Store for Sequenced<D>
 where
     Sequenced<D>: Renews,
 {
-    fn describe(&self) -> String {
-        self.driver.describe()
+    fn info(&self) -> crate::store::Info {
+        crate::store::Info::of(
+            self.driver.engine(),
+            self.driver.capabilities(),
+            self.driver.describe(),
+        )
     }
 
     fn session(&self) -> Option<Session> {
@@ -63,14 +67,6 @@ where
 
     fn probe(&self) -> StoreFuture<'_, ()> {
         Box::pin(self.driver.probe())
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.driver.capabilities()
-    }
-
-    fn engine(&self) -> crate::store::Engine {
-        self.driver.engine()
     }
 
     /// Readers contend as the recipe's readers (a contender of their own, first among
@@ -134,7 +130,7 @@ where
         Box::pin(self.driver.describe_locker(prefix, identity))
     }
 
-    fn leader_records(&self) -> Option<&dyn LeaderRecords> {
-        Some(self)
+    fn leader_records(&self) -> &dyn LeaderRecords {
+        self
     }
 }

@@ -88,7 +88,7 @@
 //!
 //! **Cleanup.** Lock znodes are containers (the server deletes them once their last child is
 //! gone); a contender that stops waiting deletes its znode (see
-//! [`Store::withdraw`](crate::store::Store::withdraw)), and so does one that no attempt of its
+//! [`Store::leave`](crate::store::Store::leave)), and so does one that no attempt of its
 //! wait looked at for 2 s (its future is no longer polled: see "Interest" in
 //! `store::sequenced`); a crashed client's znodes vanish with its session; the znodes of a
 //! session this process gave up on are deleted all the same, in case the session comes back

@@ -1,6 +1,6 @@
 -- withdraw: a contender stopped waiting without the lock (it gave up, timed out, was
 -- cancelled or panicked): a request that waited under a name of its own (a fair request), or
--- a process whose front waiter left (Store::withdraw). It leaves the queue and the interest
+-- a process whose front waiter left (Store::leave). It leaves the queue and the interest
 -- set; if a release had just left the lock to it (the key holds `~` and its name), the lock
 -- goes on to the next in line at once, or is freed, and the waiters hear it, instead of
 -- everyone waiting out the window; and if it was the last writer waiting for readers (the key

@@ -126,21 +126,18 @@ impl Store for RedLock {
         crate::store::describes_nothing()
     }
 
-    fn capabilities(&self) -> crate::store::Capabilities {
-        crate::store::Engine::RedLock.capabilities(Duration::ZERO)
-    }
-
-    fn engine(&self) -> crate::store::Engine {
-        crate::store::Engine::RedLock
-    }
-
-    fn describe(&self) -> String {
+    fn info(&self) -> crate::store::Info {
         let nodes: Vec<String> = self
             .nodes
             .iter()
             .map(|n| n.endpoint().to_string())
             .collect();
-        format!("redlock over {}", nodes.join(", "))
+        let redlock = crate::store::Engine::RedLock;
+        crate::store::Info::of(
+            redlock,
+            redlock.capabilities(Duration::ZERO),
+            format!("redlock over {}", nodes.join(", ")),
+        )
     }
 
     /// None: RedLock tolerates a minority of nodes losing their data.
@@ -200,18 +197,7 @@ impl Store for RedLock {
         }
     }
 
-    fn leader_records(&self) -> Option<&dyn LeaderRecords> {
-        Some(self)
-    }
-
-    fn refusal_reason(&self, feature: Feature) -> Option<&'static str> {
-        crate::store::Engine::RedLock.why_not(feature)
-    }
-
-    fn admin(&self) -> Result<&dyn crate::store::Admin, LockError> {
-        Err(LockError::config(
-            "inspecting locks needs a locker on one Redis server, a Sentinel master or a \
-             cluster; for RedLock, inspect each node with a locker of its own",
-        ))
+    fn leader_records(&self) -> &dyn LeaderRecords {
+        self
     }
 }
