@@ -13,8 +13,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::{
-    AcquireRequest, Admin, Attempt, Deployment, Info, LeaderRecord, LeaderRecords, Leave,
-    PermitState, Renewal, Renewed, Settings, Store, StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Deployment, Info, LeaderRecords, Leave, PermitState, Renewal,
+    Renewed, Settings, Store, StoreFuture, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -54,12 +54,6 @@ impl LazyStore {
         });
         tokio::spawn(connect(Arc::downgrade(&state), settings));
         LazyStore { state }
-    }
-
-    /// The connected engine's leader records, refused as its capabilities say; or why there
-    /// is no engine yet.
-    fn leader_part(&self) -> Result<&dyn LeaderRecords, LockError> {
-        self.store()?.leader_records_or_refusal()
     }
 
     fn store(&self) -> Result<&Arc<dyn Store>, LockError> {
@@ -272,47 +266,7 @@ impl Store for LazyStore {
         }
     }
 
-    /// Offered as the deployment's capabilities say, connected or not: a call before the
-    /// engine answers fails with `Unavailable`, as every other call does.
-    fn leader_records(&self) -> &dyn LeaderRecords {
-        self
-    }
-}
-
-impl crate::store::LeaderRecords for LazyStore {
-    fn publish_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        token: &'a OwnerToken,
-        leader: &'a LeaderRecord,
-    ) -> StoreFuture<'a, bool> {
-        match self.leader_part() {
-            Ok(part) => part.publish_leader(keys, record, token, leader),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn clear_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        term: u64,
-    ) -> StoreFuture<'a, ()> {
-        match self.leader_part() {
-            Ok(part) => part.clear_leader(keys, record, term),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn read_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-    ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        match self.leader_part() {
-            Ok(part) => part.read_leader(keys, record),
-            Err(e) => not_yet(e),
-        }
+    fn leader_records(&self) -> Result<&dyn LeaderRecords, LockError> {
+        self.store()?.leader_records()
     }
 }

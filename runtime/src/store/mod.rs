@@ -305,8 +305,9 @@ pub(crate) trait Store: Send + Sync + 'static {
     }
 
     /// The engine's leader records. Reached only where [`Capabilities::leader_election`]
-    /// says the engine keeps them (`leader_records_or_refusal` on `dyn Store`).
-    fn leader_records(&self) -> &dyn LeaderRecords;
+    /// says the engine keeps them (`leader_records_or_refusal` on `dyn Store`). An error: the
+    /// engine cannot be asked now (a lazily connected store before it connects).
+    fn leader_records(&self) -> Result<&dyn LeaderRecords, LockError>;
 
     /// Stores this locker's description (`identity`) where inspection by other lockers of
     /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
@@ -520,7 +521,7 @@ impl dyn Store {
     /// The engine's leader records, or the refusal its capabilities call for.
     pub(crate) fn leader_records_or_refusal(&self) -> Result<&dyn LeaderRecords, LockError> {
         match self.capabilities().leader_election {
-            true => Ok(self.leader_records()),
+            true => self.leader_records(),
             false => Err(self.refusal_of(Feature::LeaderElection)),
         }
     }

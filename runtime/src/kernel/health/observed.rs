@@ -142,8 +142,10 @@ impl Store for Observed {
         self.watch(self.store.inspect_permits(keys))
     }
 
-    fn leader_records(&self) -> &dyn LeaderRecords {
-        self
+    /// Watched like the lock calls, and so is a store's refusal to be asked now (a lazily
+    /// connected store before it connects).
+    fn leader_records(&self) -> Result<&dyn LeaderRecords, LockError> {
+        Ok(self)
     }
 
     /// In the background, unobserved like the operator's calls: not the locks' traffic.
@@ -169,11 +171,10 @@ impl LeaderRecords for Observed {
         token: &'a OwnerToken,
         leader: &'a LeaderRecord,
     ) -> StoreFuture<'a, bool> {
-        self.watch(
-            self.store
-                .leader_records()
-                .publish_leader(keys, record, token, leader),
-        )
+        self.watch(match self.store.leader_records() {
+            Ok(part) => part.publish_leader(keys, record, token, leader),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        })
     }
 
     fn clear_leader<'a>(
@@ -182,7 +183,10 @@ impl LeaderRecords for Observed {
         record: &'a str,
         term: u64,
     ) -> StoreFuture<'a, ()> {
-        self.watch(self.store.leader_records().clear_leader(keys, record, term))
+        self.watch(match self.store.leader_records() {
+            Ok(part) => part.clear_leader(keys, record, term),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        })
     }
 
     fn read_leader<'a>(
@@ -190,6 +194,9 @@ impl LeaderRecords for Observed {
         keys: &'a LockKeys,
         record: &'a str,
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        self.watch(self.store.leader_records().read_leader(keys, record))
+        self.watch(match self.store.leader_records() {
+            Ok(part) => part.read_leader(keys, record),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        })
     }
 }
