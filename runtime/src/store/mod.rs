@@ -36,6 +36,7 @@ pub(crate) mod token;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -349,19 +350,24 @@ pub(crate) struct Info {
     /// process's memory. The locker then watches nothing of its health (its state stays
     /// connected).
     pub(crate) always_answers: bool,
-    /// Where the locks are, for `Debug` and messages: never credentials.
-    pub(crate) description: String,
+    /// Where the locks are, for `Debug` and messages: never credentials. Borrowed where it
+    /// never changes, so that asking what an in-memory store offers costs no allocation.
+    pub(crate) description: Cow<'static, str>,
 }
 
 impl Info {
     /// An engine's answer: its own row of the capabilities table, for engines whose calls
     /// go to a server.
-    pub(crate) fn of(engine: Engine, capabilities: Capabilities, description: String) -> Self {
+    pub(crate) fn of(
+        engine: Engine,
+        capabilities: Capabilities,
+        description: impl Into<Cow<'static, str>>,
+    ) -> Self {
         Info {
             engine,
             capabilities,
             always_answers: false,
-            description,
+            description: description.into(),
         }
     }
 }
@@ -493,7 +499,7 @@ fn refusal_by(info: &Info, feature: Feature) -> LockError {
 impl dyn Store {
     /// Where the locks are, for `Debug` and messages ([`Info::description`]).
     pub(crate) fn describe(&self) -> String {
-        self.info().description
+        self.info().description.into_owned()
     }
 
     /// What the engine offers ([`Info::capabilities`]).

@@ -323,7 +323,7 @@ impl super::Store for ScriptedStore {
             leases_expire: !self.shared.session_locks.load(Ordering::Relaxed),
             ..super::Engine::Memory.capabilities(Duration::ZERO)
         };
-        super::Info::of(super::Engine::Memory, capabilities, "scripted".to_owned())
+        super::Info::of(super::Engine::Memory, capabilities, "scripted")
     }
 
     /// Locks under the script; readers' shares and permits straight in the memory store.

@@ -54,7 +54,7 @@ impl Store for MemoryStore {
             ..Info::of(
                 Engine::Memory,
                 Engine::Memory.capabilities(Duration::ZERO),
-                "in memory".to_owned(),
+                "in memory",
             )
         }
     }
