@@ -616,12 +616,12 @@ impl LockerBuilder {
             connect_timeout: self.connect_timeout,
             locker_id: identity.id().to_owned(),
         };
-        let store: Arc<dyn store::Store> = if self.lazy_connect {
-            Arc::new(store::LazyStore::start(deployment, settings))
+        let engine = if self.lazy_connect {
+            store::Connection::Lazy(store::LazyStore::start(deployment, settings))
         } else {
-            deployment.connect(&settings).await?
+            store::Connection::Ready(deployment.connect(&settings).await?)
         };
-        let locker = Locker::with_identity(store, self, identity);
+        let locker = Locker::with_identity(engine, self, identity);
         locker.inner.start_background();
         super::sites::log_named(&locker);
         Ok(locker)

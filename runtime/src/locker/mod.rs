@@ -21,7 +21,7 @@ use crate::kernel::health::{Health, Observed};
 use crate::kernel::state::Inner;
 use crate::store::identity::Identity;
 use crate::store::kind::LeaseKind;
-use crate::store::{self, Capabilities, Store};
+use crate::store::{self, Capabilities, Connection, Store};
 
 pub(crate) use crate::primitives::request::LockRequest;
 pub use builder::LockerBuilder;
@@ -106,20 +106,31 @@ impl Locker {
 
     pub(crate) fn with_store(store: Arc<dyn Store>, b: LockerBuilder) -> Locker {
         let identity = Arc::new(Identity::new(b.service_name.as_deref()));
-        Locker::with_identity(store, b, identity)
+        Locker::with_identity(Connection::Ready(store), b, identity)
     }
 
-    /// A locker on `store`, which was connected with `identity`'s locker id.
+    /// A locker on `engine`, which was connected (or is being connected) with `identity`'s
+    /// locker id.
     pub(crate) fn with_identity(
-        store: Arc<dyn Store>,
+        engine: Connection,
         b: LockerBuilder,
         identity: Arc<Identity>,
     ) -> Locker {
-        let health = Arc::new(Health::new(&store));
         // Every call's outcome feeds the health, but where the engine always answers.
-        let store: Arc<dyn Store> = match store.always_answers() {
-            true => store,
-            false => Arc::new(Observed::new(store, health.clone())),
+        let (store, health): (Arc<dyn Store>, Arc<Health>) = match engine {
+            Connection::Ready(store) if store.always_answers() => {
+                let health = Health::new(&Connection::Ready(store.clone()), Arc::downgrade(&store));
+                (store, Arc::new(health))
+            }
+            engine => {
+                let mut health = None;
+                let observed = Arc::new_cyclic(|me: &std::sync::Weak<Observed>| {
+                    let made = Arc::new(Health::new(&engine, me.clone()));
+                    health = Some(made.clone());
+                    Observed::new(engine, made)
+                });
+                (observed, health.expect("made with the observer"))
+            }
         };
         Locker {
             inner: Arc::new(Inner {

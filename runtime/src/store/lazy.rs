@@ -1,10 +1,10 @@
-//! Starting without the engine: a [`LazyStore`] stands in for an engine that is not
-//! connected yet. It connects in the background, from the moment the locker is built, and
-//! tries again with backoff until the engine answers; meanwhile every call fails at once with
-//! [`LockError::Unavailable`] (503 over HTTP) saying why (an acquire that waits tries again
-//! until its wait ends, as in any outage), and the first success is logged.
-//! Once connected it only forwards: one atomic read per call. Its link
-//! ([`Store::link`]) is down until then, and the engine's own once connected, so that the
+//! Starting without the engine: a [`LazyStore`] connects the engine in the background, from
+//! the moment the locker is built, and tries again with backoff until the engine answers,
+//! then hands out the connected store; meanwhile it says why there is none
+//! ([`LockError::Unavailable`], 503 over HTTP; an acquire that waits tries again until its
+//! wait ends, as in any outage), and the first success is logged. It is a connector, not a
+//! store: the locker asks its [`Connection`] for the engine at each call (one atomic read once
+//! connected). Its link is down until then, and the engine's own once connected, so that the
 //! locker's state is suspended until the first connection.
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -12,15 +12,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{
-    AcquireRequest, Admin, Attempt, Deployment, Info, LeaderRecords, Leave, PermitState, Renewal,
-    Renewed, Settings, Store, StoreFuture, WakeSubscription,
-};
+use super::{Deployment, Info, Settings, Store};
 use crate::error::LockError;
-use crate::store::keys::LockKeys;
-use crate::store::kind::LeaseKind;
-use crate::store::token::OwnerToken;
-use crate::store::Session;
 
 /// The first pause between connection attempts, and the longest.
 const RETRY_FIRST: Duration = Duration::from_millis(100);
@@ -38,8 +31,68 @@ struct State {
     link: watch::Sender<bool>,
 }
 
+/// An engine connected in the background ([`start`](Self::start)).
 pub(crate) struct LazyStore {
     state: Arc<State>,
+}
+
+/// The engine of a locker: connected when it was built, or connecting in the background.
+pub(crate) enum Connection {
+    /// Connected.
+    Ready(Arc<dyn Store>),
+    /// Connecting, or connected since.
+    Lazy(LazyStore),
+}
+
+impl Connection {
+    /// The engine, once connected.
+    pub(crate) fn connected(&self) -> Option<&Arc<dyn Store>> {
+        match self {
+            Connection::Ready(store) => Some(store),
+            Connection::Lazy(lazy) => lazy.state.store.get(),
+        }
+    }
+
+    /// The engine, or why there is none yet: [`LockError::Unavailable`] saying why the last
+    /// attempt failed, or the [`LockError::Config`] refusal that retrying will not mend.
+    pub(crate) fn store(&self) -> Result<&Arc<dyn Store>, LockError> {
+        match self {
+            Connection::Ready(store) => Ok(store),
+            Connection::Lazy(lazy) => lazy.store(),
+        }
+    }
+
+    /// The engine's, once connected (a lease bound can change with its sessions); before,
+    /// the deployment's, which are the same table's. A lazily connected engine never
+    /// answers alone: its connection is watched.
+    pub(crate) fn info(&self) -> Info {
+        match self {
+            Connection::Ready(store) => store.info(),
+            Connection::Lazy(lazy) => match lazy.state.store.get() {
+                Some(store) => Info {
+                    always_answers: false,
+                    ..store.info()
+                },
+                None => {
+                    let deployment = &lazy.state.deployment;
+                    Info::of(
+                        deployment.engine(),
+                        deployment.capabilities(),
+                        format!("{deployment:?} (not connected yet)"),
+                    )
+                }
+            },
+        }
+    }
+
+    /// What the engine's own background work sees of its connection ([`Store::link`]); a
+    /// lazily connected engine's is down until it connects, and the engine's own then.
+    pub(crate) fn link(&self) -> Option<watch::Receiver<bool>> {
+        match self {
+            Connection::Ready(store) => store.link(),
+            Connection::Lazy(lazy) => Some(lazy.state.link.subscribe()),
+        }
+    }
 }
 
 impl LazyStore {
@@ -56,6 +109,7 @@ impl LazyStore {
         LazyStore { state }
     }
 
+    /// The connected engine, or why there is none yet.
     fn store(&self) -> Result<&Arc<dyn Store>, LockError> {
         if let Some(store) = self.state.store.get() {
             return Ok(store);
@@ -133,140 +187,5 @@ async fn forward_link(state: Weak<State>, mut link: watch::Receiver<bool>) {
         if link.changed().await.is_err() {
             return;
         }
-    }
-}
-
-fn not_yet<'a, T: Send + 'a>(e: LockError) -> StoreFuture<'a, T> {
-    Box::pin(std::future::ready(Err(e)))
-}
-
-impl Store for LazyStore {
-    /// The engine's once connected (a lease bound can change with its sessions); before,
-    /// the deployment's, which are the same table's.
-    fn info(&self) -> Info {
-        match self.state.store.get() {
-            Some(store) => store.info(),
-            None => {
-                let deployment = &self.state.deployment;
-                Info::of(
-                    deployment.engine(),
-                    deployment.capabilities(),
-                    format!("{deployment:?} (not connected yet)"),
-                )
-            }
-        }
-    }
-
-    fn session(&self) -> Option<Session> {
-        self.state.store.get().and_then(|s| s.session())
-    }
-
-    fn link(&self) -> Option<watch::Receiver<bool>> {
-        Some(self.state.link.subscribe())
-    }
-
-    fn probe(&self) -> StoreFuture<'_, ()> {
-        match self.store() {
-            Ok(store) => store.probe(),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        match self.store() {
-            Ok(store) => store.acquire(req),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn release<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-        kind: LeaseKind,
-        valid_until: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool> {
-        match self.store() {
-            Ok(store) => store.release(keys, token, kind, valid_until),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
-        match self.store() {
-            Ok(store) => store.renew(batch),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
-        match self.store() {
-            Ok(store) => store.subscribe(keys),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    /// Nothing waited before the engine connected, so nothing to leave then.
-    fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
-        if let Some(store) = self.state.store.get() {
-            store.leave(keys, place);
-        }
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        match self.store() {
-            Ok(store) => store.inspect_permits(keys),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
-        self.state
-            .store
-            .get()
-            .is_some_and(|s| s.takes_all_at_once(keys))
-    }
-
-    fn acquire_all<'a>(
-        &'a self,
-        reqs: &'a [AcquireRequest<'_>],
-    ) -> StoreFuture<'a, Option<Vec<u64>>> {
-        match self.store() {
-            Ok(store) => store.acquire_all(reqs),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        }
-    }
-
-    /// A lease to hand over was granted by the engine, so it is connected.
-    fn hand_over<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> Option<StoreFuture<'a, Option<u64>>> {
-        self.state.store.get()?.hand_over(keys, token)
-    }
-
-    /// Nothing was sent before the engine connected, so nothing to settle then.
-    fn settle<'a>(&'a self, token: &'a OwnerToken) -> Option<super::Settling<'a>> {
-        self.state.store.get()?.settle(token)
-    }
-
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        self.store()?.admin()
-    }
-
-    fn describe_locker<'a>(
-        &'a self,
-        prefix: &'a str,
-        identity: &'a crate::store::identity::Identity,
-    ) -> StoreFuture<'a, ()> {
-        match self.store() {
-            Ok(store) => store.describe_locker(prefix, identity),
-            Err(e) => not_yet(e),
-        }
-    }
-
-    fn leader_records(&self) -> Result<&dyn LeaderRecords, LockError> {
-        self.store()?.leader_records()
     }
 }

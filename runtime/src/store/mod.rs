@@ -54,7 +54,7 @@ pub(crate) use capabilities::{refusal, require, Engine, Feature};
 pub use capabilities::{Capabilities, Fairness};
 pub use deployment::Deployment;
 pub(crate) use join::join_all;
-pub(crate) use lazy::LazyStore;
+pub(crate) use lazy::{Connection, LazyStore};
 pub(crate) use session::Session;
 pub(crate) use settings::Settings;
 

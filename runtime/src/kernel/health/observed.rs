@@ -1,9 +1,10 @@
 //! The outcomes of a locker's calls, fed to its [`Health`]: [`Observed`] stands between the
-//! locker and its store, forwards every call, and reports each one's send time and outcome
-//! (answered, or [`LockError::Unavailable`]). Written once for every engine; a call dropped
-//! before its answer reports nothing, and so does one the store answered alone
-//! ([`heard`](crate::store::heard)): only the server's answer moves the state towards
-//! connected.
+//! locker and its engine's [`Connection`], takes the engine from it at each call (connected,
+//! or why not yet), and reports each call's send time and outcome (answered, or
+//! [`LockError::Unavailable`], a call refused because the engine is not connected yet among
+//! them). Written once for every engine; a call dropped before its answer reports nothing,
+//! and so does one the store answered alone ([`heard`](crate::store::heard)): only the
+//! server's answer moves the state towards connected.
 
 use std::sync::Arc;
 
@@ -17,23 +18,28 @@ use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Info, LeaderRecord, LeaderRecords, Leave, PermitState, Renewal,
-    Renewed, Session, Settling, Store, StoreFuture, WakeSubscription,
+    AcquireRequest, Admin, Attempt, Connection, Info, LeaderRecord, LeaderRecords, Leave,
+    PermitState, Renewal, Renewed, Session, Settling, Store, StoreFuture, WakeSubscription,
 };
 
 /// A store whose calls' outcomes feed a locker's health.
 pub(crate) struct Observed {
-    store: Arc<dyn Store>,
+    engine: Connection,
     health: Arc<Health>,
 }
 
 impl Observed {
-    pub(crate) fn new(store: Arc<dyn Store>, health: Arc<Health>) -> Self {
-        Observed { store, health }
+    pub(crate) fn new(engine: Connection, health: Arc<Health>) -> Self {
+        Observed { engine, health }
     }
 
-    /// `call`, sent now, with its outcome reported when it comes.
-    fn watch<'a, T: Send + 'a>(&'a self, call: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+    /// The call `send` makes to the engine, sent now, with its outcome reported when it
+    /// comes; an engine not connected yet fails it at once, and that is reported too.
+    fn watch<'a, T: Send + 'a>(
+        &'a self,
+        send: impl FnOnce(&'a Arc<dyn Store>) -> StoreFuture<'a, T>,
+    ) -> StoreFuture<'a, T> {
+        let call = self.send(send);
         let sent = Instant::now();
         Box::pin(async move {
             let (outcome, heard) = heard(call).await;
@@ -46,38 +52,64 @@ impl Observed {
             outcome
         })
     }
+
+    /// The call `send` makes to the engine, or the engine's reason why it cannot be made
+    /// yet; unobserved.
+    fn send<'a, T: Send + 'a>(
+        &'a self,
+        send: impl FnOnce(&'a Arc<dyn Store>) -> StoreFuture<'a, T>,
+    ) -> StoreFuture<'a, T> {
+        match self.engine.store() {
+            Ok(store) => send(store),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    /// A leader record call, observed like the lock calls: the records are the election's
+    /// traffic.
+    fn leader<'a, T: Send + 'a>(
+        &'a self,
+        send: impl FnOnce(&'a dyn LeaderRecords) -> StoreFuture<'a, T>,
+    ) -> StoreFuture<'a, T> {
+        self.watch(|store| match store.leader_records() {
+            Ok(part) => send(part),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        })
+    }
 }
 
 impl Store for Observed {
     fn info(&self) -> Info {
-        self.store.info()
+        self.engine.info()
     }
 
     fn session(&self) -> Option<Session> {
-        self.store.session()
+        self.engine.connected()?.session()
     }
 
     fn link(&self) -> Option<watch::Receiver<bool>> {
-        self.store.link()
+        self.engine.link()
     }
 
     fn probe(&self) -> StoreFuture<'_, ()> {
-        self.watch(self.store.probe())
+        self.watch(|store| store.probe())
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        self.watch(self.store.acquire(req))
+        self.watch(|store| store.acquire(req))
     }
 
     fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
-        self.store.takes_all_at_once(keys)
+        self.engine
+            .connected()
+            .is_some_and(|store| store.takes_all_at_once(keys))
     }
 
     fn acquire_all<'a>(
         &'a self,
         reqs: &'a [AcquireRequest<'_>],
     ) -> StoreFuture<'a, Option<Vec<u64>>> {
-        self.watch(self.store.acquire_all(reqs))
+        self.watch(|store| store.acquire_all(reqs))
     }
 
     fn release<'a>(
@@ -87,33 +119,37 @@ impl Store for Observed {
         kind: LeaseKind,
         valid_until: Instant,
     ) -> StoreFuture<'a, bool> {
-        self.watch(self.store.release(keys, token, kind, valid_until))
+        self.watch(|store| store.release(keys, token, kind, valid_until))
     }
 
+    /// A lease to hand over was granted by the engine, so it is connected.
     fn hand_over<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
     ) -> Option<StoreFuture<'a, Option<u64>>> {
-        let call = self.store.hand_over(keys, token)?;
-        Some(self.watch(call))
+        let call = self.engine.connected()?.hand_over(keys, token)?;
+        Some(self.watch(|_| call))
     }
 
+    /// Nothing waited before the engine connected, so nothing to leave then.
     fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
-        self.store.leave(keys, place);
+        if let Some(store) = self.engine.connected() {
+            store.leave(keys, place);
+        }
     }
 
     /// Passed on unobserved: the engine's own calls while it settles say nothing of the
-    /// locker's.
+    /// locker's. Nothing was sent before the engine connected, so nothing to settle then.
     fn settle<'a>(&'a self, token: &'a OwnerToken) -> Option<Settling<'a>> {
-        self.store.settle(token)
+        self.engine.connected()?.settle(token)
     }
 
     /// A batch answered with nothing but "could not tell" (no RedLock majority, no ZooKeeper
     /// server answering its checks) is an unanswered call.
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+        let call = self.send(|store| store.renew(batch));
         let sent = Instant::now();
-        let call = self.store.renew(batch);
         Box::pin(async move {
             let (outcome, heard) = heard(call).await;
             match &outcome {
@@ -123,7 +159,7 @@ impl Store for Observed {
                 {
                     let why = format!(
                         "{} could not tell whether it renewed",
-                        self.store.describe()
+                        self.engine.info().description
                     );
                     self.health.unanswered(sent, &why);
                 }
@@ -135,15 +171,15 @@ impl Store for Observed {
     }
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
-        self.watch(self.store.subscribe(keys))
+        self.watch(|store| store.subscribe(keys))
     }
 
     fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        self.watch(self.store.inspect_permits(keys))
+        self.watch(|store| store.inspect_permits(keys))
     }
 
-    /// Watched like the lock calls, and so is a store's refusal to be asked now (a lazily
-    /// connected store before it connects).
+    /// Offered whether the engine is connected or not: a call before it connects fails with
+    /// `Unavailable`, as every other call does, and is observed as they are.
     fn leader_records(&self) -> Result<&dyn LeaderRecords, LockError> {
         Ok(self)
     }
@@ -154,12 +190,12 @@ impl Store for Observed {
         prefix: &'a str,
         identity: &'a crate::store::identity::Identity,
     ) -> StoreFuture<'a, ()> {
-        self.store.describe_locker(prefix, identity)
+        self.send(|store| store.describe_locker(prefix, identity))
     }
 
     /// The operator's calls, unobserved: they are not the locks' traffic.
     fn admin(&self) -> Result<&dyn Admin, LockError> {
-        self.store.admin()
+        self.engine.store()?.admin()
     }
 }
 
@@ -171,10 +207,7 @@ impl LeaderRecords for Observed {
         token: &'a OwnerToken,
         leader: &'a LeaderRecord,
     ) -> StoreFuture<'a, bool> {
-        self.watch(match self.store.leader_records() {
-            Ok(part) => part.publish_leader(keys, record, token, leader),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        })
+        self.leader(|part| part.publish_leader(keys, record, token, leader))
     }
 
     fn clear_leader<'a>(
@@ -183,10 +216,7 @@ impl LeaderRecords for Observed {
         record: &'a str,
         term: u64,
     ) -> StoreFuture<'a, ()> {
-        self.watch(match self.store.leader_records() {
-            Ok(part) => part.clear_leader(keys, record, term),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        })
+        self.leader(|part| part.clear_leader(keys, record, term))
     }
 
     fn read_leader<'a>(
@@ -194,9 +224,6 @@ impl LeaderRecords for Observed {
         keys: &'a LockKeys,
         record: &'a str,
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        self.watch(match self.store.leader_records() {
-            Ok(part) => part.read_leader(keys, record),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        })
+        self.leader(|part| part.read_leader(keys, record))
     }
 }

@@ -9,7 +9,7 @@
 //! two always sees the other: an answer that raced a failure is never skipped.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Mutex, Weak};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::machine::{Event, Machine};
 use super::state::{EngineState, EngineStates, StateLog};
 use crate::kernel::observe;
-use crate::store::Store;
+use crate::store::{Connection, Store};
 
 pub(crate) struct Health {
     /// The state now ([`EngineState::code`]).
@@ -42,14 +42,15 @@ impl Health {
     /// The health of a locker on `store`: suspended when the engine says its connection is
     /// down (a lazily connected store that is not connected yet), else connected (`build`
     /// connected it).
-    pub(crate) fn new(store: &Arc<dyn Store>) -> Health {
-        let down = store.link().is_some_and(|link| !*link.borrow());
+    /// `store` is the locker's store, on `engine`.
+    pub(crate) fn new(engine: &Connection, store: Weak<dyn Store>) -> Health {
+        let down = engine.link().is_some_and(|link| !*link.borrow());
         let state = match down {
             true => EngineState::Suspended,
             false => EngineState::Connected,
         };
         let now = Instant::now();
-        let engine = store.engine().label();
+        let engine = engine.info().engine.label();
         observe::engine_state_started(engine, state);
         Health {
             now: AtomicU8::new(state.code()),
@@ -58,7 +59,7 @@ impl Health {
             base: now,
             machine: Mutex::new(Machine::new(state, now)),
             log: watch::channel(StateLog::new(state)).0,
-            store: Arc::downgrade(store),
+            store,
             engine,
         }
     }
