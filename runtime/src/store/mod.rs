@@ -306,9 +306,8 @@ pub(crate) trait Store: Send + Sync + 'static {
     }
 
     /// The engine's leader records. Reached only where [`Capabilities::leader_election`]
-    /// says the engine keeps them (`leader_records_or_refusal` on `dyn Store`). An error: the
-    /// engine cannot be asked now (a lazily connected store before it connects).
-    fn leader_records(&self) -> Result<&dyn LeaderRecords, LockError>;
+    /// says the engine keeps them (`leader_records_or_refusal` on `dyn Store`).
+    fn leader_records(&self) -> &dyn LeaderRecords;
 
     /// Stores this locker's description (`identity`) where inspection by other lockers of
     /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
@@ -317,7 +316,7 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// nothing). Called by a background task of the locker from its first contention on, and
     /// every [`DESCRIBE_EVERY`](identity::DESCRIBE_EVERY), never on the acquire path. Engines
     /// without inspection store nothing ([`describes_nothing`]). No default: a store that
-    /// wraps another (the health's observer, the lazy connection) must pass it on.
+    /// wraps another (the health's observer) must pass it on.
     fn describe_locker<'a>(
         &'a self,
         prefix: &'a str,
@@ -327,7 +326,8 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// The operator's part (inspection, listing, forced release). Reached only where
     /// [`Capabilities::inspection`] says the engine has one (`admin_or_refusal` on
     /// `dyn Store`); the default is for engines without it, and refuses every call. An
-    /// error: the engine cannot be asked now (a lazily connected store before it connects).
+    /// error: the engine cannot be asked now (the health's observer, before a lazily
+    /// connected engine connects).
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         Ok(&NoAdmin)
     }
@@ -527,7 +527,7 @@ impl dyn Store {
     /// The engine's leader records, or the refusal its capabilities call for.
     pub(crate) fn leader_records_or_refusal(&self) -> Result<&dyn LeaderRecords, LockError> {
         match self.capabilities().leader_election {
-            true => self.leader_records(),
+            true => Ok(self.leader_records()),
             false => Err(self.refusal_of(Feature::LeaderElection)),
         }
     }

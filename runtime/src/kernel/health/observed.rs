@@ -71,10 +71,7 @@ impl Observed {
         &'a self,
         send: impl FnOnce(&'a dyn LeaderRecords) -> StoreFuture<'a, T>,
     ) -> StoreFuture<'a, T> {
-        self.watch(|store| match store.leader_records() {
-            Ok(part) => send(part),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        })
+        self.watch(|store| send(store.leader_records()))
     }
 }
 
@@ -180,8 +177,8 @@ impl Store for Observed {
 
     /// Offered whether the engine is connected or not: a call before it connects fails with
     /// `Unavailable`, as every other call does, and is observed as they are.
-    fn leader_records(&self) -> Result<&dyn LeaderRecords, LockError> {
-        Ok(self)
+    fn leader_records(&self) -> &dyn LeaderRecords {
+        self
     }
 
     /// In the background, unobserved like the operator's calls: not the locks' traffic.

@@ -32,7 +32,8 @@ pub(crate) struct Health {
     machine: Mutex<Machine>,
     log: watch::Sender<StateLog>,
     /// The engine as it describes itself in events, read at each change (a lazily connected
-    /// store describes itself anew once connected). Weak: the store's wrapper holds this.
+    /// engine describes itself anew once connected). Weak: the locker's store (its health's
+    /// observer, where there is one) holds this.
     store: Weak<dyn Store>,
     /// The engine's name in metrics.
     engine: &'static str,

@@ -110,8 +110,8 @@ impl Store for MemoryStore {
         ))))
     }
 
-    fn leader_records(&self) -> Result<&dyn crate::store::LeaderRecords, crate::error::LockError> {
-        Ok(self)
+    fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
+        self
     }
 }
 

@@ -322,8 +322,8 @@ impl Store for PostgresStore {
         Box::pin(PostgresStore::describe_locker(self, identity))
     }
 
-    fn leader_records(&self) -> Result<&dyn crate::store::LeaderRecords, LockError> {
-        Ok(self)
+    fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
+        self
     }
 
     fn leave(&self, keys: &LockKeys, place: Leave<'_>) {

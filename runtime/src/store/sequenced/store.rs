@@ -130,7 +130,7 @@ where
         Box::pin(self.driver.describe_locker(prefix, identity))
     }
 
-    fn leader_records(&self) -> Result<&dyn LeaderRecords, LockError> {
-        Ok(self)
+    fn leader_records(&self) -> &dyn LeaderRecords {
+        self
     }
 }
