@@ -481,13 +481,17 @@ pub(crate) enum Leave<'a> {
 /// The answer of an engine asked for something it lacks (a lease of a kind it does not
 /// offer, a semaphore to inspect): the refusal its capabilities call for, with the engine's
 /// reason where it has one. The requests are refused before, where their options are
-/// resolved; this keeps the engine's answer the same if one gets this far.
+/// resolved; this keeps the engine's answer the same if one gets this far. Answered alone
+/// ([`heard`]): the locker's health takes it for no news of the server.
 pub(crate) fn lacks<'a, T: Send + 'a, S: Store + ?Sized>(
     store: &S,
     feature: Feature,
 ) -> StoreFuture<'a, T> {
     let refused = refusal_by(&store.info(), feature);
-    Box::pin(std::future::ready(Err(refused)))
+    Box::pin(async move {
+        heard::answered_alone();
+        Err(refused)
+    })
 }
 
 /// The error for a request that needs `feature` on the engine `info` describes, which lacks
@@ -789,6 +793,19 @@ mod tests {
                 "{name}: {refused}"
             );
         }
+    }
+
+    /// A refusal for what the engine lacks is the store's own answer: no news of the server
+    /// for the locker's health.
+    #[tokio::test]
+    async fn what_an_engine_lacks_is_refused_without_the_server() {
+        let store = memory::MemoryStore::new();
+        let (refused, heard) = heard::heard(lacks::<(), _>(&store, Feature::Semaphores)).await;
+        assert!(
+            matches!(refused, Err(LockError::Config { .. })),
+            "{refused:?}"
+        );
+        assert!(!heard, "a refusal counted as the server's answer");
     }
 
     #[test]
