@@ -381,16 +381,16 @@ pub trait Holding: Sized + Send + Sync {
 
 impl Holding for LockGuard {
     fn hold_scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
-        self.scope(fut).instrument(self.span().clone())
+        self.scope(fut).instrument(self.hold().span().clone())
     }
     fn when_lost(&self) -> impl Future<Output = ()> + Send + '_ {
         self.lost()
     }
     fn tell_lost(&self, why: &'static str) {
-        self.report_lost(why);
+        self.hold().report_lost(why);
     }
     fn loss(&self) -> LockError {
-        self.lost_error()
+        self.hold().lost_error()
     }
     fn give_back(self) -> impl Future<Output = Result<(), LockError>> + Send {
         self.release()
@@ -436,7 +436,7 @@ impl Holding for PermitGuard {
 impl Holding for MultiGuard {
     fn hold_scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
         // The first key's hold span: one span per body, as for a single lock.
-        let span = self.guards()[0].span().clone();
+        let span = self.guards()[0].hold().span().clone();
         self.scope(fut).instrument(span)
     }
     fn when_lost(&self) -> impl Future<Output = ()> + Send + '_ {

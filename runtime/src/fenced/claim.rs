@@ -151,7 +151,7 @@ where
 {
     let guard = holder.fence_guard()?;
     if !guard.is_held() {
-        return Err(guard.lost_error());
+        return Err(guard.hold().lost_error());
     }
     let fence = holder.holder_fence();
     match claim_with_fence(conn, key, fence).await {
@@ -214,7 +214,7 @@ impl<'g> Claim<'g> {
         V: ToRedisArgs,
     {
         if !self.guard.is_held() {
-            return Err(self.guard.lost_error());
+            return Err(self.guard.hold().lost_error());
         }
         match write_if_claimed(conn, &self.key, fields, self.fence).await {
             Ok(FencedWrite::Accepted) => Ok(()),
@@ -259,7 +259,7 @@ where
     V: ToRedisArgs,
 {
     if let Some((claim, _)) = writes.iter().find(|(c, _)| !c.guard.is_held()) {
-        return Err(claim.guard.lost_error());
+        return Err(claim.guard.hold().lost_error());
     }
     let plan: Vec<RecordWrite<'_, F, V>> = writes
         .iter()
@@ -290,7 +290,7 @@ fn refusal(claim: &Claim<'_>, newest: u64) -> LockError {
 
 /// A refusal by a newer holder: the loss it proves, told to the guard.
 fn stale(guard: &LockGuard, why: &'static str) -> LockError {
-    guard.refused_by_store(why);
+    guard.hold().refused_by_store(why);
     LockError::Lost {
         reason: LostReason::StaleFence,
     }

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::LockError;
+use crate::kernel::hold::Hold;
 use crate::kernel::inflight::{Call, InFlight};
 use crate::kernel::lease::{validity, Lease};
 use crate::kernel::observe;
@@ -22,7 +23,6 @@ use crate::kernel::reentrant;
 use crate::kernel::state::Inner;
 use crate::kernel::turns::{ActiveTurn, QueuedTurn};
 use crate::kernel::unsettled::Unsettled;
-use crate::primitives::guard::LockGuard;
 use crate::store::keys::{validate_key, LockKeys};
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
@@ -39,7 +39,7 @@ impl Inner {
         self: &Arc<Self>,
         user_key: String,
         opts: Options,
-    ) -> Result<LockGuard, LockError> {
+    ) -> Result<Hold, LockError> {
         self.acquire_as(user_key, None, opts).await
     }
 
@@ -50,7 +50,7 @@ impl Inner {
         user_key: String,
         keys: Option<LockKeys>,
         opts: Options,
-    ) -> Result<LockGuard, LockError> {
+    ) -> Result<Hold, LockError> {
         let span = observe::acquire_span(self.trace_keys, &user_key, opts.lease, opts.wait);
         let start = Instant::now();
         let mut waited = false;
@@ -74,7 +74,7 @@ impl Inner {
         if let (Ok(guard), Some(hold)) = (&mut result, opts.hold_at_least) {
             guard.hold_at_least(hold);
         }
-        let outcome = result.as_ref().map(LockGuard::traced_fence);
+        let outcome = result.as_ref().map(Hold::traced_fence);
         observe::acquire_ended(&span, outcome, start.elapsed(), waited);
         drop(span);
         if let Ok(guard) = &mut result {
@@ -97,7 +97,7 @@ impl Inner {
         user_key: &str,
         keys: &LockKeys,
         opts: &Options,
-    ) -> Option<Result<LockGuard, LockError>> {
+    ) -> Option<Result<Hold, LockError>> {
         let held = reentrant::held(self.id, keys.lock())?;
         let (lease, fence, held_kind) = (held.lease.clone(), held.fence, held.kind_now());
         if !lease.holding(fence) {
@@ -142,14 +142,9 @@ impl Inner {
         }
         if (held_kind, opts.kind) == (LeaseKind::Exclusive, LeaseKind::Read) {
             // A downgrade: the read holds the lock on after the write is released.
-            return Some(Ok(LockGuard::downgraded(self.clone(), lease, fence)));
+            return Some(Ok(Hold::downgraded(self.clone(), lease, fence)));
         }
-        Some(Ok(LockGuard::reentered(
-            self.clone(),
-            lease,
-            fence,
-            held_kind,
-        )))
+        Some(Ok(Hold::reentered(self.clone(), lease, fence, held_kind)))
     }
 
     async fn acquire_traced(
@@ -158,7 +153,7 @@ impl Inner {
         keys: Option<LockKeys>,
         opts: Options,
         waited: &mut bool,
-    ) -> Result<LockGuard, LockError> {
+    ) -> Result<Hold, LockError> {
         validate_key(&user_key)?;
         let inner = self;
         let keys = keys.unwrap_or_else(|| LockKeys::new(&inner.prefix, &user_key));
@@ -233,11 +228,9 @@ impl Inner {
                 self.release_in_background(lease, fence, None);
                 Err(LockError::Closed)
             }
-            Some(Turn::Granted(lease, fence)) => Ok(InLine::HandedOver(LockGuard::new(
-                self.clone(),
-                lease,
-                fence,
-            ))),
+            Some(Turn::Granted(lease, fence)) => {
+                Ok(InLine::HandedOver(Hold::new(self.clone(), lease, fence)))
+            }
             Some(Turn::Contend(turn)) => Ok(InLine::Front(turn)),
         }
     }
@@ -255,7 +248,7 @@ impl Inner {
         deadline: Instant,
         mut turn: ActiveTurn<'_>,
         waited: &mut bool,
-    ) -> Result<LockGuard, LockError> {
+    ) -> Result<Hold, LockError> {
         let inner = self;
         let kind = turn.kind;
         let mut wakes: Option<WakeSubscription> = None;
@@ -501,13 +494,13 @@ impl Inner {
         opts: &Options,
         sent: Sent,
         top: u64,
-    ) -> LockGuard {
+    ) -> Hold {
         let kind = turn.kind;
         // A lease of its own holds one fence, at least 1 (a reader's is the last writer's).
         let top = if kind.is_own() { top.max(1) } else { top };
         // From here on every fence is the deployment's: the store's plus the locker's offset
         // (taken off again only where a fence goes back to the store).
-        let top = top + self.fence_offset;
+        let top = self.deployment_fence(top);
         let lease = Lease::new(
             user_key,
             keys.clone(),
@@ -531,7 +524,7 @@ impl Inner {
         // `close` or given back by its caller (or both: it ends once).
         self.closing.register(&lease);
         turn.keep(&lease);
-        LockGuard::new(self.clone(), lease, fence)
+        Hold::new(self.clone(), lease, fence)
     }
 }
 
@@ -544,7 +537,7 @@ impl Inner {
         self: &Arc<Self>,
         keys: &[String],
         opts: Options,
-    ) -> Result<Option<Vec<LockGuard>>, LockError> {
+    ) -> Result<Option<Vec<Hold>>, LockError> {
         let inner = self;
         if keys.len() < 2 || opts.fair || opts.kind != LeaseKind::Exclusive {
             return Ok(None);
@@ -684,7 +677,7 @@ impl Inner {
         user_key: String,
         opts: Options,
         waited: &mut bool,
-    ) -> Result<LockGuard, LockError> {
+    ) -> Result<Hold, LockError> {
         validate_key(&user_key)?;
         let inner = self;
         let keys = LockKeys::new(&inner.prefix, &user_key);
@@ -742,7 +735,7 @@ impl Inner {
         user_key: String,
         opts: Options,
         waited: &mut bool,
-    ) -> Result<LockGuard, LockError> {
+    ) -> Result<Hold, LockError> {
         validate_key(&user_key)?;
         let count = opts.kind.permits();
         let inner = self;
@@ -777,5 +770,5 @@ enum InLine {
     /// At the front of the local queue, holding this turn: it contends in the store.
     Front(u64),
     /// The holder before it handed its lease over.
-    HandedOver(LockGuard),
+    HandedOver(Hold),
 }

@@ -9,6 +9,7 @@ pub(crate) mod close;
 pub(crate) mod closing;
 pub(crate) mod describe;
 pub(crate) mod health;
+pub(crate) mod hold;
 pub(crate) mod inflight;
 pub(crate) mod lease;
 pub(crate) mod observe;

@@ -52,6 +52,19 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// A fence as the deployment sees it: `store_fence`, as the store handed it out, plus
+    /// this locker's [`fence_offset`](crate::LockerBuilder::fence_offset).
+    pub(crate) fn deployment_fence(&self, store_fence: u64) -> u64 {
+        store_fence + self.fence_offset
+    }
+
+    /// A fence as the store knows it: `fence`, as this locker handed it out, less the
+    /// locker's offset ([`Inner::deployment_fence`] undone), where a fence goes back to the
+    /// store.
+    pub(crate) fn store_fence(&self, fence: u64) -> u64 {
+        fence - self.fence_offset
+    }
+
     /// Hands work to this locker's background task, starting it on first use. Gives the job
     /// back when that is impossible (no Tokio runtime here, or the runtime it ran on is gone).
     fn send_job(&self, job: Job) -> Result<(), Job> {

@@ -287,7 +287,7 @@ impl LeaderRequest<'_> {
                 .await?;
             if written && guard.is_held() {
                 return Ok(Leadership {
-                    guard: Some(guard),
+                    guard: Some(guard.into()),
                     inner: inner.clone(),
                     election,
                     leader: Leader {
@@ -519,7 +519,7 @@ impl Leadership {
     /// shares it).
     #[cfg(test)]
     pub(crate) fn owner_token(&self) -> Option<crate::store::token::OwnerToken> {
-        self.guard.as_ref().map(|g| g.owner_token().clone())
+        self.guard.as_ref().map(|g| g.hold().owner_token().clone())
     }
 
     /// Where the election lives in the store: its lock keys and record key (for tests).

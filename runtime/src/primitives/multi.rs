@@ -124,7 +124,10 @@ impl MultiLockRequest<'_> {
         let first = self.request.for_key(keys[0].clone()).wait(wait);
         let opts = first.options()?;
         match locker.inner.acquire_all_at_once(&keys, opts).await {
-            Ok(Some(guards)) => return Ok(MultiGuard { guards }),
+            Ok(Some(holds)) => {
+                let guards = holds.into_iter().map(LockGuard::from).collect();
+                return Ok(MultiGuard { guards });
+            }
             Ok(None) => {}
             // Key by key, each acquire rides out the outage while the wait lasts.
             Err(e) if e.is_unavailable() && opts.retry_unavailable && !wait.is_zero() => {}
@@ -261,7 +264,7 @@ impl MultiGuard {
     /// Runs `fut` with every key marked as held by the enclosing scope (see
     /// [`LockGuard::scope`]): inside it, acquiring any of the keys re-enters.
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> + use<F> {
-        let held: Vec<_> = self.guards.iter().map(LockGuard::held_entry).collect();
+        let held: Vec<_> = self.guards.iter().map(|g| g.hold().held_entry()).collect();
         crate::kernel::reentrant::scope_many(held, fut)
     }
 
@@ -288,13 +291,14 @@ impl MultiGuard {
             .iter()
             .find(|g| !g.is_held())
             .unwrap_or(&self.guards[0])
+            .hold()
             .lost_error()
     }
 
     /// Reports the loss on every key's lease that was lost.
     pub(crate) fn report_lost(&self, why: &'static str) {
         for guard in self.guards.iter().filter(|g| !g.is_held()) {
-            guard.report_lost(why);
+            guard.hold().report_lost(why);
         }
     }
 }

@@ -286,7 +286,11 @@ impl<'a> LockRequest<'a> {
     /// ```
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
         let opts = self.options()?;
-        self.locker.inner.acquire_with(self.key, opts).await
+        self.locker
+            .inner
+            .acquire_with(self.key, opts)
+            .await
+            .map(LockGuard::from)
     }
 
     /// Takes the lock if it is free right now; `Ok(None)` when it is not. Never waits.

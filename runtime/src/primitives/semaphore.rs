@@ -143,7 +143,7 @@ impl SemaphoreRequest<'_> {
         let opts = request.options()?;
         let guard = request.locker.inner.acquire_with(request.key, opts).await?;
         Ok(PermitGuard {
-            guard,
+            guard: guard.into(),
             limit,
             count: n,
         })

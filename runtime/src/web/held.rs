@@ -48,7 +48,7 @@ pub struct HeldLock {
 impl HeldLock {
     #[cfg_attr(not(any(feature = "actix", feature = "axum")), allow(dead_code))]
     pub(crate) fn of(guard: &LockGuard) -> HeldLock {
-        let held = guard.held_entry();
+        let held = guard.hold().held_entry();
         HeldLock {
             key: Arc::from(guard.key()),
             fence: held.fence,

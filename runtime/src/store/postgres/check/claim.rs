@@ -99,7 +99,7 @@ where
 {
     let guard = holder.fence_guard()?;
     if !guard.is_held() {
-        return Err(guard.lost_error());
+        return Err(guard.hold().lost_error());
     }
     let fence = bigint(holder.holder_fence())?;
     let answer = client
@@ -175,7 +175,9 @@ fn judge(guard: &LockGuard, answer: Result<bool, StatementError>) -> Result<(), 
     match answer {
         Ok(true) => Ok(()),
         Ok(false) => {
-            guard.refused_by_store("a claim found a newer holder's fence");
+            guard
+                .hold()
+                .refused_by_store("a claim found a newer holder's fence");
             Err(LockError::Lost {
                 reason: LostReason::StaleFence,
             })

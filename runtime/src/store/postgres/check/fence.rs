@@ -81,13 +81,13 @@ const STATEMENT: &str = "SELECT leasehold_check_fence($1, $2)";
 /// The lock's name in the `leasehold_locks` table, for [`check_fence`]'s SQL when another
 /// driver runs it (`SELECT leasehold_check_fence($1, $2)`).
 pub fn store_key(guard: &LockGuard) -> String {
-    crate::store::postgres::text::db_text(guard.store_key()).into_owned()
+    crate::store::postgres::text::db_text(guard.hold().store_key()).into_owned()
 }
 
 /// The guard's fence as the statement takes it, or why no statement may run: a guard of
 /// another engine, or one that is not held any more.
 fn checkable_fence(guard: &LockGuard) -> Result<i64, LockError> {
-    let store = guard.store();
+    let store = guard.hold().store();
     if store.engine() != Engine::Postgres {
         return Err(LockError::config(format!(
             "leasehold::postgres::check_fence takes the guard of a PostgreSQL locker \
@@ -99,9 +99,9 @@ fn checkable_fence(guard: &LockGuard) -> Result<i64, LockError> {
         )));
     }
     if !guard.is_held() {
-        return Err(guard.lost_error());
+        return Err(guard.hold().lost_error());
     }
-    i64::try_from(guard.store_fence()).map_err(|_| LockError::Lost {
+    i64::try_from(guard.hold().store_fence()).map_err(|_| LockError::Lost {
         reason: LostReason::StaleFence,
     })
 }
@@ -111,7 +111,9 @@ fn judge(guard: &LockGuard, answer: Result<bool, StatementError>) -> Result<(), 
     match answer {
         Ok(true) => Ok(()),
         Ok(false) => {
-            guard.refused_by_store("the database showed another holder at a fence check");
+            guard
+                .hold()
+                .refused_by_store("the database showed another holder at a fence check");
             Err(LockError::Lost {
                 reason: LostReason::StaleFence,
             })
@@ -122,7 +124,7 @@ fn judge(guard: &LockGuard, answer: Result<bool, StatementError>) -> Result<(), 
                  database: check the fence in a transaction on the database of the guard's \
                  locker ({}), with a search_path that reaches the schema the locker made ({})",
                 guard.key(),
-                guard.store().describe(),
+                guard.hold().store().describe(),
                 e.text
             ),
             source: Some(e.error),
