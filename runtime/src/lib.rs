@@ -118,7 +118,6 @@ pub use kernel::health::{EngineState, EngineStates};
 pub use kernel::observe::TraceKeys;
 pub use leasehold_macros::distributed_lock;
 pub use locker::global::{global_default, set_global_default};
-pub use locker::profile::Profile;
 pub use locker::{
     Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_TTL, DEFAULT_LEASE,
     DEFAULT_OP_TIMEOUT, DEFAULT_PREFIX, DEFAULT_SESSION_TIMEOUT, DEFAULT_WAIT, MAX_FENCE_OFFSET,
@@ -130,6 +129,7 @@ pub use primitives::leader::{
     Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
 };
 pub use primitives::multi::{MultiGuard, MultiLockRequest};
+pub use primitives::profile::Profile;
 pub use primitives::request::LockRequest;
 pub use primitives::semaphore::{PermitGuard, PermitHolder, SemaphoreInfo, SemaphoreRequest};
 pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};

@@ -16,8 +16,8 @@ use super::checks::{
 };
 use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;
-use crate::locker::profile::Profile;
 use crate::primitives::guard::OnLost;
+use crate::primitives::profile::Profile;
 use crate::web::RouteRule;
 
 impl LockConfig {

@@ -47,8 +47,6 @@ pub(crate) struct Inner {
     pub(crate) closing: Arc<Closing>,
     /// How the engine is doing, fed by the calls through `store` (see [`crate::kernel::health`]).
     pub(crate) health: Arc<Health>,
-    /// The named profiles requests may use ([`LockRequest::profile`](crate::LockRequest::profile)).
-    pub(crate) profiles: crate::locker::profile::Profiles,
 }
 
 impl Inner {

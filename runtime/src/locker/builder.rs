@@ -45,7 +45,7 @@ pub struct LockerBuilder {
     pub(super) default_lease: Duration,
     pub(super) default_wait: Duration,
     pub(super) default_watchdog: bool,
-    pub(super) profiles: super::profile::Profiles,
+    pub(super) profiles: crate::primitives::profile::Profiles,
     pub(super) retry_unavailable: bool,
     pub(super) op_timeout: Duration,
     pub(super) connect_timeout: Duration,
@@ -406,7 +406,11 @@ impl LockerBuilder {
     /// Adds (or replaces) the named profile `name`: settings that requests, attributes
     /// (`profile = "..."`) and route rules naming it use instead of their own; see
     /// [`Profile`](crate::Profile). Usually read from the config's `[profiles.NAME]` tables.
-    pub fn profile(mut self, name: impl Into<String>, profile: super::profile::Profile) -> Self {
+    pub fn profile(
+        mut self,
+        name: impl Into<String>,
+        profile: crate::primitives::profile::Profile,
+    ) -> Self {
         self.profiles.insert(name.into(), profile);
         self
     }

@@ -8,7 +8,6 @@ pub(crate) mod global;
 mod health;
 mod operators;
 mod primitives;
-pub(crate) mod profile;
 pub(crate) mod sites;
 
 use std::fmt;
@@ -19,6 +18,7 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::kernel::health::{Health, Observed};
 use crate::kernel::state::Inner;
+use crate::primitives::profile::Profiles;
 use crate::store::identity::Identity;
 use crate::store::kind::LeaseKind;
 use crate::store::{self, Capabilities, Connection, Store};
@@ -53,6 +53,9 @@ static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
 #[derive(Clone)]
 pub struct Locker {
     pub(crate) inner: Arc<Inner>,
+    /// The named profiles its requests may use
+    /// ([`LockRequest::profile`](crate::LockRequest::profile)).
+    pub(crate) profiles: Arc<Profiles>,
 }
 
 impl Locker {
@@ -152,8 +155,8 @@ impl Locker {
                 schedule: Arc::default(),
                 jobs: OnceLock::new(),
                 closing: Arc::default(),
-                profiles: b.profiles,
             }),
+            profiles: Arc::new(b.profiles),
         }
     }
 
@@ -163,21 +166,7 @@ impl Locker {
     /// Any non-empty string up to [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes is a key; braces,
     /// colons and other bytes are escaped, so a key can never name another lock's data.
     pub fn lock(&self, key: impl Into<String>) -> LockRequest<'_> {
-        LockRequest {
-            locker: self,
-            key: key.into(),
-            lease: None,
-            wait: None,
-            watchdog: None,
-            kind: LeaseKind::Exclusive,
-            fair: false,
-            fair_of_profile: false,
-            hold_at_least: None,
-            fenced: true,
-            retry_unavailable: None,
-            profile: None,
-            label: None,
-        }
+        LockRequest::new(&self.inner, &self.profiles, key.into())
     }
 
     /// Describes one acquisition of the read side of a read-write lock on `key`: any number
@@ -230,10 +219,7 @@ impl Locker {
     /// # Ok(()) }
     /// ```
     pub fn read_lock(&self, key: impl Into<String>) -> LockRequest<'_> {
-        LockRequest {
-            kind: LeaseKind::Read,
-            ..self.lock(key)
-        }
+        self.lock(key).of_kind(LeaseKind::Read)
     }
 
     /// Describes one acquisition of the write side of a read-write lock on `key`: the same

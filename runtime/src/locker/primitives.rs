@@ -31,7 +31,10 @@ impl Locker {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        MultiLockRequest::new(self, keys.into_iter().map(Into::into).collect())
+        MultiLockRequest::new(
+            self.lock(String::new()),
+            keys.into_iter().map(Into::into).collect(),
+        )
     }
 
     /// Describes taking permits of the semaphore `key`, which lets at most `permits` holders
@@ -124,7 +127,8 @@ impl Locker {
     /// # Ok(()) }
     /// ```
     pub fn leader(&self, name: impl Into<String>) -> LeaderRequest<'_> {
-        LeaderRequest::new(self, name.into())
+        let name = name.into();
+        LeaderRequest::new(self.lock(name.clone()), name)
     }
 
     /// Watches the leadership of `name`, for followers: each

@@ -24,7 +24,6 @@ use tokio::time::Instant;
 
 use crate::error::LockError;
 use crate::kernel::state::Inner;
-use crate::locker::Locker;
 use crate::primitives::guard::LockGuard;
 use crate::primitives::request::LockRequest;
 use crate::store::keys::{leader_record, validate_key, LockKeys};
@@ -158,10 +157,11 @@ pub struct LeaderRequest<'a> {
 }
 
 impl<'a> LeaderRequest<'a> {
-    /// A campaign for the election `name`, with the locker's defaults.
-    pub(crate) fn new(locker: &'a Locker, name: String) -> Self {
+    /// A campaign for the election `name`, with the options of `request` (the locker's
+    /// defaults for the lock on `name`).
+    pub(crate) fn new(request: LockRequest<'a>, name: String) -> Self {
         LeaderRequest {
-            request: locker.lock(name.clone()).fair(true),
+            request: request.fair(true),
             name,
             identity: None,
         }
@@ -249,7 +249,7 @@ impl LeaderRequest<'_> {
     }
 
     async fn campaign_once(&self) -> Result<Leadership, LockError> {
-        let inner = &self.request.locker.inner;
+        let inner = self.request.inner;
         let election = Arc::new(Election::new(inner, &self.name)?);
         let identity = match &self.identity {
             Some(identity) => identity.clone(),

@@ -5,6 +5,7 @@ pub(crate) mod guard;
 pub(crate) mod inspect;
 pub(crate) mod leader;
 pub(crate) mod multi;
+pub(crate) mod profile;
 pub(crate) mod request;
 pub(crate) mod semaphore;
 pub(crate) mod unfenced;

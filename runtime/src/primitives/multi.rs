@@ -22,12 +22,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
-use crate::locker::Locker;
 use crate::primitives::guard::LockGuard;
 use crate::primitives::request::LockRequest;
 use crate::store::keys::validate_key;
 
-/// Several keys to lock together. Made by [`Locker::lock_all`].
+/// Several keys to lock together. Made by [`Locker::lock_all`](crate::Locker::lock_all).
 #[derive(Debug)]
 #[must_use = "a lock request does nothing until .acquire().await or .try_acquire().await"]
 pub struct MultiLockRequest<'a> {
@@ -37,12 +36,10 @@ pub struct MultiLockRequest<'a> {
 }
 
 impl<'a> MultiLockRequest<'a> {
-    /// A request for all of `keys`, with the locker's defaults.
-    pub(crate) fn new(locker: &'a Locker, keys: Vec<String>) -> Self {
-        MultiLockRequest {
-            request: locker.lock(String::new()),
-            keys,
-        }
+    /// A request for all of `keys`, with the options of `request` (the locker's defaults,
+    /// for no key).
+    pub(crate) fn new(request: LockRequest<'a>, keys: Vec<String>) -> Self {
+        MultiLockRequest { request, keys }
     }
 }
 
@@ -116,14 +113,14 @@ impl MultiLockRequest<'_> {
     /// no key stays locked.
     pub async fn acquire(self) -> Result<MultiGuard, LockError> {
         let keys = ordered(self.keys)?;
-        let locker = self.request.locker;
+        let inner = self.request.inner;
         // The wait as resolved (a profile may set it), for the whole acquisition.
         let wait = self.request.options()?.wait;
         let deadline = Instant::now() + wait;
         // All free: one round trip where the store can (one Redis server, one Cluster slot).
         let first = self.request.for_key(keys[0].clone()).wait(wait);
         let opts = first.options()?;
-        match locker.inner.acquire_all_at_once(&keys, opts).await {
+        match inner.acquire_all_at_once(&keys, opts).await {
             Ok(Some(holds)) => {
                 let guards = holds.into_iter().map(LockGuard::from).collect();
                 return Ok(MultiGuard { guards });
@@ -322,6 +319,7 @@ impl std::fmt::Debug for MultiGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Locker;
 
     #[test]
     fn keys_are_sorted_deduplicated_and_checked() {

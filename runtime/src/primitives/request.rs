@@ -1,29 +1,33 @@
 //! [`LockRequest`], the description of one acquisition of a lock or a reader's share: its
 //! options are resolved against the locker's defaults and its engine's capabilities here, once.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::kernel::options::Options;
+use crate::kernel::options::{check_lease, Options};
+use crate::kernel::state::Inner;
 use crate::primitives::guard::LockGuard;
+use crate::primitives::profile::{self, Profiles};
 use crate::store::identity::Label;
 use crate::store::kind::LeaseKind;
 use crate::store::{self, Feature};
 
-use crate::locker::defaults::check_lease;
-use crate::locker::Locker;
-
 /// One acquisition being described: key, lease, wait and watchdog. Made by
-/// [`Locker::lock`].
-#[derive(Clone, Debug)]
+/// [`Locker::lock`](crate::Locker::lock).
+#[derive(Clone)]
 #[must_use = "a lock request does nothing until .acquire().await or .try_acquire().await"]
 pub struct LockRequest<'a> {
-    pub(crate) locker: &'a Locker,
+    /// The core of the locker that made it.
+    pub(crate) inner: &'a Arc<Inner>,
+    /// The locker's named profiles.
+    pub(crate) profiles: &'a Profiles,
     pub(crate) key: String,
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: Option<Duration>,
     pub(crate) watchdog: Option<bool>,
-    /// The lock, or the read side of a read-write lock ([`Locker::read_lock`]); a
+    /// The lock, or the read side of a read-write lock ([`Locker::read_lock`](crate::Locker::read_lock)); a
     /// semaphore's request sets its permits.
     pub(crate) kind: LeaseKind,
     /// First come, first served across processes ([`LockRequest::fair`]).
@@ -45,6 +49,26 @@ pub struct LockRequest<'a> {
 }
 
 impl<'a> LockRequest<'a> {
+    /// A request for the lock on `key`, with the locker's defaults.
+    pub(crate) fn new(inner: &'a Arc<Inner>, profiles: &'a Profiles, key: String) -> Self {
+        LockRequest {
+            inner,
+            profiles,
+            key,
+            lease: None,
+            wait: None,
+            watchdog: None,
+            kind: LeaseKind::Exclusive,
+            fair: false,
+            fair_of_profile: false,
+            hold_at_least: None,
+            fenced: true,
+            retry_unavailable: None,
+            profile: None,
+            label: None,
+        }
+    }
+
     /// The same options for another key: the requests of every primitive keep their lease,
     /// wait and watchdog in a `LockRequest`, resolved in one place ([`Self::options`]).
     pub(crate) fn for_key(&self, key: String) -> Self {
@@ -106,13 +130,13 @@ impl<'a> LockRequest<'a> {
     ///
     /// A fair release costs a round trip to the store every time.
     ///
-    /// For the lock, the write side of a read-write lock and [`lock_all`](Locker::lock_all)
+    /// For the lock, the write side of a read-write lock and [`lock_all`](crate::Locker::lock_all)
     /// (each key), and always on for leader election.
     ///
     /// # Errors
     /// [`acquire`](Self::acquire) fails with [`LockError::Config`] for a read lock: readers
     /// never queue in the process and are let in by the writers-first rule (see
-    /// [`Locker::read_lock`]), so their order is not first come, first served. (A
+    /// [`Locker::read_lock`](crate::Locker::read_lock)), so their order is not first come, first served. (A
     /// [profile](Self::profile)'s `fair` does not apply to read locks or semaphores, which
     /// have no fair mode.)
     pub fn fair(mut self, on: bool) -> Self {
@@ -159,7 +183,7 @@ impl<'a> LockRequest<'a> {
     /// store like anyone else. `#[distributed_lock(hold_at_least = "30s")]` is this.
     ///
     /// On a read lock, the reader's share stays (writers stay out) until the end of the hold.
-    /// Through a downgrade (a read taken inside the held write, see [`Locker::read_lock`])
+    /// Through a downgrade (a read taken inside the held write, see [`Locker::read_lock`](crate::Locker::read_lock))
     /// the hold of the write and the read's own both count: the lock stays taken until the
     /// later of them ends, whichever guard ends the lease. A re-entered acquire (inside a
     /// scope that holds the key already) releases nothing, and keeps no hold of its own.
@@ -286,8 +310,7 @@ impl<'a> LockRequest<'a> {
     /// ```
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
         let opts = self.options()?;
-        self.locker
-            .inner
+        self.inner
             .acquire_with(self.key, opts)
             .await
             .map(LockGuard::from)
@@ -312,7 +335,7 @@ impl<'a> LockRequest<'a> {
     /// request keeps its own settings for what the profile leaves unset. Settings given after
     /// `.profile(...)` override the profile's. A profile's `limit` is for semaphores
     /// ([`SemaphoreRequest::profile`](crate::SemaphoreRequest::profile)); its `fair` is for
-    /// locks, writes and [`lock_all`](Locker::lock_all), and a read lock leaves it out (see
+    /// locks, writes and [`lock_all`](crate::Locker::lock_all), and a read lock leaves it out (see
     /// [`fair`](Self::fair)).
     ///
     /// # Errors
@@ -337,7 +360,7 @@ impl<'a> LockRequest<'a> {
     /// ```
     pub fn profile(mut self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
         let name = name.into();
-        if let Some(profile) = self.locker.inner.profiles.get(&*name) {
+        if let Some(profile) = self.profiles.get(&*name) {
             self.lease = profile.lease.or(self.lease);
             self.wait = profile.wait.or(self.wait);
             self.watchdog = profile.watchdog.or(self.watchdog);
@@ -356,18 +379,16 @@ impl<'a> LockRequest<'a> {
     }
 
     pub(crate) fn options(&self) -> Result<Options, LockError> {
-        let inner = &self.locker.inner;
+        let inner = self.inner;
         inner.closing.check()?;
         // The profile's settings were applied when it was named; here it is checked, once,
         // for every primitive.
         if let Some(name) = &self.profile {
-            let profile = crate::locker::profile::find(&inner.profiles, name)?;
+            let profile = profile::find(self.profiles, name)?;
             if let (Some(limit), LeaseKind::Exclusive | LeaseKind::Read) =
                 (profile.limit, self.kind)
             {
-                return Err(crate::locker::profile::limit_on_a_lock(
-                    name, limit, self.kind,
-                ));
+                return Err(profile::limit_on_a_lock(name, limit, self.kind));
             }
         }
         let label = self.label.as_deref().map(Label::new).transpose()?;
@@ -433,6 +454,25 @@ impl<'a> LockRequest<'a> {
             retry_unavailable: self.retry_unavailable.unwrap_or(inner.retry_unavailable),
             label,
         })
+    }
+}
+
+impl fmt::Debug for LockRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockRequest")
+            .field("store", &self.inner.store.describe())
+            .field("key", &self.key)
+            .field("lease", &self.lease)
+            .field("wait", &self.wait)
+            .field("watchdog", &self.watchdog)
+            .field("kind", &self.kind)
+            .field("fair", &self.fair)
+            .field("hold_at_least", &self.hold_at_least)
+            .field("fenced", &self.fenced)
+            .field("retry_unavailable", &self.retry_unavailable)
+            .field("profile", &self.profile)
+            .field("label", &self.label)
+            .finish()
     }
 }
 

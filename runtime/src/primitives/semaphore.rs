@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::locker::defaults::check_permits;
+use crate::kernel::options::check_permits;
 use crate::primitives::guard::LockGuard;
 use crate::primitives::request::LockRequest;
 use crate::store::kind::LeaseKind;
@@ -88,8 +88,6 @@ impl SemaphoreRequest<'_> {
         let name = name.into();
         if let Some(limit) = self
             .request
-            .locker
-            .inner
             .profiles
             .get(&*name)
             .and_then(|profile| profile.limit)
@@ -141,7 +139,7 @@ impl SemaphoreRequest<'_> {
         check_permits(limit, n)?;
         let request = self.request.of_kind(LeaseKind::Permits { limit, count: n });
         let opts = request.options()?;
-        let guard = request.locker.inner.acquire_with(request.key, opts).await?;
+        let guard = request.inner.acquire_with(request.key, opts).await?;
         Ok(PermitGuard {
             guard: guard.into(),
             limit,

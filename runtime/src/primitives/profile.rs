@@ -95,10 +95,10 @@ impl Profile {
             )));
         }
         if let Some(lease) = self.lease {
-            crate::locker::defaults::check_lease(lease, &format!("profile {name:?}: lease"))?;
+            crate::kernel::options::check_lease(lease, &format!("profile {name:?}: lease"))?;
         }
         if let Some(limit) = self.limit {
-            crate::locker::defaults::check_permits(limit, 1)
+            crate::kernel::options::check_permits(limit, 1)
                 .map_err(|e| LockError::config(format!("profile {name:?}: limit: {e}")))?;
         }
         Ok(())
