@@ -91,10 +91,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
+mod checks;
 #[cfg(feature = "serde")]
 mod config;
 mod error;
 pub mod fenced;
+mod inspect;
 mod kernel;
 mod locker;
 mod primitives;
@@ -110,9 +112,12 @@ pub mod __private;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+#[cfg(feature = "postgres")]
+pub use checks::postgres;
 #[cfg(feature = "serde")]
 pub use config::{LockConfig, SentinelConfig};
 pub use error::{BoxError, LockError, LostReason};
+pub use inspect::{Holder, LockInfo, LockerDescription, Waiter, MAX_LISTED_WAITERS};
 pub use kernel::close::{CloseReport, DEFAULT_CLOSE_TIMEOUT};
 pub use kernel::health::{EngineState, EngineStates};
 pub use kernel::observe::TraceKeys;
@@ -124,7 +129,6 @@ pub use locker::{
     MAX_PERMITS, MIN_LEASE,
 };
 pub use primitives::guard::LockGuard;
-pub use primitives::inspect::{Holder, LockInfo, LockerDescription, Waiter, MAX_LISTED_WAITERS};
 pub use primitives::leader::{
     Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
 };
@@ -135,8 +139,6 @@ pub use primitives::semaphore::{PermitGuard, PermitHolder, SemaphoreInfo, Semaph
 pub use primitives::unfenced::{UnfencedGuard, UnfencedRequest};
 pub use store::identity::{MAX_LABEL_LEN, MAX_SERVICE_LEN};
 pub use store::keys::{MAX_KEY_LEN, MAX_PREFIX_LEN};
-#[cfg(feature = "postgres")]
-pub use store::postgres::check as postgres;
 pub use store::{Capabilities, Deployment, Fairness};
 pub use web::{
     HeaderLookup, HeldLock, LockErrorResponse, MissingRouteLock, OnLost, PathParams, RequestInfo,

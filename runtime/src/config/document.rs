@@ -177,7 +177,7 @@ checked!(on_lost -> OnLost, |text| match text.as_str() {
 fn limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     let limit: Option<u32> = Option::deserialize(d)?;
     if let Some(limit) = limit {
-        crate::locker::defaults::check_permits(limit, 1).map_err(|e| {
+        crate::kernel::options::check_permits(limit, 1).map_err(|e| {
             at_value(LockError::config(format!(
                 "limit: {}",
                 match e {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::kernel::lease::DEFAULT_DRIFT;
 use crate::kernel::observe::TraceKeys;
+use crate::kernel::options::check_lease;
 use crate::store::identity::Identity;
 use crate::store::keys::validate_prefix;
 use crate::store::{self, Deployment, Settings};

@@ -21,5 +21,4 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// 2^53, which doubles (Lua, JavaScript) hold exactly, while the clocks that Redis and
 /// PostgreSQL fences follow stay below 2^52 µs (until the year 2112).
 pub const MAX_FENCE_OFFSET: u64 = 1 << 52;
-pub(crate) use crate::kernel::options::{check_lease, check_permits};
 pub use crate::kernel::options::{MAX_PERMITS, MIN_LEASE};

@@ -2,7 +2,7 @@
 //! pattern, and a forced release.
 
 use crate::error::LockError;
-use crate::primitives::inspect::{glob, LockInfo};
+use crate::inspect::{glob, LockInfo};
 use crate::store::keys::{validate_key, LockKeys};
 
 use super::Locker;

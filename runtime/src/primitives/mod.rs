@@ -1,8 +1,8 @@
-//! The public request and guard types, each a thin type over the engine: locks and their
-//! guards, unfenced locks, multi-key locks, semaphores, leader election and inspection.
+//! The public request and guard types, each a thin type over the core: locks and their
+//! guards, unfenced locks, multi-key locks, semaphores, leader election, and the named
+//! profiles requests may use.
 
 pub(crate) mod guard;
-pub(crate) mod inspect;
 pub(crate) mod leader;
 pub(crate) mod multi;
 pub(crate) mod profile;

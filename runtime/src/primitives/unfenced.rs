@@ -8,8 +8,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::locker::LockRequest;
 use crate::primitives::guard::LockGuard;
+use crate::primitives::request::LockRequest;
 
 /// A request for a lock without a fencing token: [`LockRequest::unfenced`]. The same options
 /// as a [`LockRequest`]; [`acquire`](Self::acquire) gives an [`UnfencedGuard`].

@@ -44,7 +44,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::error::LockError;
-use crate::primitives::inspect::{Holder, Waiter};
+use crate::inspect::{Holder, Waiter};
 use crate::store::identity::Identity;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;

@@ -8,7 +8,7 @@ use super::sql::{DESCRIBE_LOCKER, DESCRIPTIONS, FORCE_RELEASE, INSPECT, LIST};
 use super::text::{db_text, user_key_of};
 use super::PostgresStore;
 use crate::error::LockError;
-use crate::primitives::inspect::{LockerDescription, MAX_LISTED_WAITERS};
+use crate::inspect::{LockerDescription, MAX_LISTED_WAITERS};
 use crate::store::identity::{
     decode_all, holder, locker_of_waiter, waiters_of_queue, Identity, Stamp, DESCRIPTION_TTL,
 };

@@ -71,7 +71,7 @@ pub(super) fn connector(settings: &super::url::TlsSettings) -> Result<Tls, LockE
 
 /// A client of the caller's own ([`connect`](crate::postgres::connect)): the locker's URL
 /// rules and TLS, its connection driven by a task of its own.
-pub(super) async fn connect_client(url: &str) -> Result<pg::Client, LockError> {
+pub(crate) async fn connect_client(url: &str) -> Result<pg::Client, LockError> {
     let target = super::url::parse(url)?;
     let tls = connector(&target.tls)?;
     let (client, connection) = target

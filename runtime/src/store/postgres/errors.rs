@@ -7,7 +7,7 @@ use crate::error::LockError;
 
 /// A driver error with its causes: tokio-postgres shows only its kind ("db error", "error
 /// connecting to server") and keeps the server's message or the OS error as the source.
-pub(super) fn error_text(e: &pg::Error) -> String {
+pub(crate) fn error_text(e: &pg::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {

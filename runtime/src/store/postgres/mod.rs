@@ -125,7 +125,7 @@
 //! no holder and takes no advisory lock; one that takes the row over takes it without waiting,
 //! as writers do. The last reader to leave passes the lock to the writer that waited longest
 //! (as a writer's release does) or deletes it, and the waiters hear it. A reader's
-//! `check_fence` (see [`check`]) holds the advisory lock shared: no writer takes the lock
+//! `check_fence` (see [`crate::postgres`]) holds the advisory lock shared: no writer takes the lock
 //! until that transaction ends, while readers still come and go.
 //!
 //! **Semaphores.** One row per semaphore in `leasehold_semaphores` (the limit its holders
@@ -160,15 +160,14 @@
 //! unknown), [`connect`], [`lease`] (acquire, release,
 //! renew), [`waiters`] (the line), [`readers`], [`semaphores`], [`leaders`], [`wakes`] and
 //! [`listener`] (LISTEN/NOTIFY), [`tls`] (the connector, with the `tls` feature), [`admin`],
-//! [`text`] (keys and tokens as stored), [`errors`], and [`check`], the public
-//! `leasehold::postgres` (fenced writes in the caller's own transaction).
+//! [`text`] (keys and tokens as stored), and [`errors`]. The public `leasehold::postgres`
+//! (fenced writes in the caller's own transaction) stands on them from outside the store.
 
 mod admin;
 mod backend;
-pub mod check;
-mod conn;
+pub(crate) mod conn;
 mod connect;
-mod errors;
+pub(crate) mod errors;
 mod leaders;
 mod lease;
 mod listener;
@@ -177,14 +176,14 @@ mod readers;
 mod schema;
 mod semaphores;
 mod settle;
-mod sql;
+pub(crate) mod sql;
 #[cfg(test)]
 mod tests;
-mod text;
+pub(crate) mod text;
 #[cfg(feature = "tls")]
 mod tls;
 mod url;
-mod waiters;
+pub(crate) mod waiters;
 mod wakes;
 
 use std::collections::HashSet;

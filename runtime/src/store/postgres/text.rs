@@ -20,7 +20,7 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), LockError> {
 /// Text as PostgreSQL stores it: `text` cannot hold NUL, which lock keys may contain. Every
 /// `%` of a stored key already starts an escape (`%25`, `%7B`, `%7D`), so `%00` is free; a
 /// prefix has no NUL ([`check_prefix`]), so a `%00` of its own is never read as one.
-pub(super) fn db_text(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn db_text(text: &str) -> std::borrow::Cow<'_, str> {
     if text.contains('\0') {
         text.replace('\0', "%00").into()
     } else {

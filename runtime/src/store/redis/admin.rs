@@ -9,7 +9,7 @@ use super::conn::{bounded, ScriptCall};
 use super::scripts::{millis, FORCE_RELEASE, INSPECT};
 use super::RedisStore;
 use crate::error::LockError;
-use crate::primitives::inspect::{LockerDescription, MAX_LISTED_WAITERS};
+use crate::inspect::{LockerDescription, MAX_LISTED_WAITERS};
 use crate::store::identity::{
     decode_all, description_key, holder, locker_of_waiter, waiters_of_queue, Identity, Stamp,
     DESCRIPTION_TTL,

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::Contender;
 use crate::error::LockError;
-use crate::primitives::inspect::LockerDescription;
+use crate::inspect::LockerDescription;
 use crate::store::identity::Stamp;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;

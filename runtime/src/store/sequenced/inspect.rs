@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use super::{slots_top, Driver, Role, Who};
 use crate::error::LockError;
-use crate::primitives::inspect::MAX_LISTED_WAITERS;
+use crate::inspect::MAX_LISTED_WAITERS;
 use crate::store::identity::{contender_holder, contender_waiter, decode, Stamp};
 use crate::store::join_all;
 use crate::store::keys::LockKeys;

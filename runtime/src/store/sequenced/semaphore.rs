@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::{fits, holders, standing, writer_top, Contender, Driver, Role, Sequenced, Standing};
 use crate::error::LockError;
-use crate::primitives::inspect::Holder;
+use crate::inspect::Holder;
 use crate::store::identity::contender_holder;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;

@@ -158,7 +158,7 @@ mod tokio_pg;
 
 pub use self::claim::{claim_fence, claim_with_fence, CLAIMS_SCHEMA};
 pub use self::fence::{check_fence, store_key, FenceClient};
-pub use super::SCHEMA;
+pub use crate::store::postgres::SCHEMA;
 
 /// The statements a lock's acquire and release send, with their parameter types and the
 /// release's window: for `lockbench`'s baseline, which sends the engine's own statements raw
@@ -166,8 +166,8 @@ pub use super::SCHEMA;
 /// schema.
 #[doc(hidden)]
 pub mod statements {
-    pub use super::super::sql::{ACQUIRE, ACQUIRE_TYPES, RELEASE, RELEASE_TYPES};
-    pub use super::super::waiters::YIELD_WINDOW;
+    pub use crate::store::postgres::sql::{ACQUIRE, ACQUIRE_TYPES, RELEASE, RELEASE_TYPES};
+    pub use crate::store::postgres::waiters::YIELD_WINDOW;
 }
 
 use crate::error::LockError;
@@ -204,5 +204,5 @@ pub use tokio_postgres;
 /// # Panics
 /// Outside a Tokio runtime.
 pub async fn connect(url: &str) -> Result<tokio_postgres::Client, LockError> {
-    super::conn::connect_client(url).await
+    crate::store::postgres::conn::connect_client(url).await
 }
