@@ -80,7 +80,7 @@ pub(crate) fn check_permits(limit: u32, count: u32) -> Result<(), crate::error::
 #[cfg(test)]
 mod tests {
     use super::{check_permits, MAX_PERMITS};
-    use crate::LockError;
+    use crate::error::LockError;
 
     #[test]
     fn hostile_limits_are_config_errors() {

@@ -145,7 +145,7 @@ impl fmt::Display for Leader {
 }
 
 /// One campaign being described: the election's name, this instance's identity, the lease
-/// and the watchdog. Made by [`Locker::leader`].
+/// and the watchdog. Made by [`Locker::leader`](crate::Locker::leader).
 #[derive(Debug)]
 #[must_use = "a campaign does nothing until .campaign().await or .run_while_leader(..).await"]
 pub struct LeaderRequest<'a> {
@@ -505,7 +505,7 @@ impl Leadership {
         self.guard.as_ref()
     }
 
-    /// The election's name, as given to [`Locker::leader`].
+    /// The election's name, as given to [`Locker::leader`](crate::Locker::leader).
     pub fn name(&self) -> &str {
         &self.election.name
     }
@@ -625,7 +625,8 @@ impl fmt::Debug for Leadership {
     }
 }
 
-/// Follows the leadership of one election: made by [`Locker::observe_leader`].
+/// Follows the leadership of one election: made by
+/// [`Locker::observe_leader`](crate::Locker::observe_leader).
 ///
 /// [`next`](Self::next) returns the current state (a [`Leader`], or `None` when nobody
 /// leads) whenever it differs from the last one returned: the first call at once, later

@@ -215,40 +215,6 @@ impl<'a> LockRequest<'a> {
         self
     }
 
-    /// The same lock without a fencing token: for callers that never pass a token to the
-    /// resource they protect (a cache rebuild, a job whose effects are idempotent), and want
-    /// the cheapest lock the store offers. On Redis (one server, Sentinel, Cluster, RedLock)
-    /// a free lock is taken with a native `SET NX PX`, one command and no script; a taken one
-    /// goes the usual way (the script that queues waiters). Renewal, release, re-entry,
-    /// waiting and handover inside the process are the same.
-    ///
-    /// The guard is an [`UnfencedGuard`](crate::UnfencedGuard), which has no `fence()`: the
-    /// absence of a token is a type, not a zero that could be stored as one. Inside an
-    /// unfenced hold, a fenced acquire of the same key fails with [`LockError::Config`]
-    /// rather than re-enter without a token; a fenced waiter of the process is never handed
-    /// an unfenced lease. `#[distributed_lock(fencing = false)]` is this.
-    ///
-    /// # Errors
-    /// The acquire fails with [`LockError::Config`] for a read lock: unfenced reads are not
-    /// offered (every reader's fence orders it among the writers, and the store takes it
-    /// anyway), so neither is the downgrade of an unfenced write (its read would need a
-    /// fence the unfenced hold does not have).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), leasehold::LockError> {
-    /// let locker = leasehold::Locker::in_memory();
-    /// let guard = locker.lock("cache:rebuild").unfenced().acquire().await?;
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn unfenced(self) -> crate::UnfencedRequest<'a> {
-        crate::UnfencedRequest::new(LockRequest {
-            fenced: false,
-            ..self
-        })
-    }
-
     /// A short label for this acquisition that operators see beside its holder
     /// ([`Locker::inspect`](crate::Locker::inspect), `leasehold show`): a request id, a job
     /// run, an order number, so that "who holds `order:42`" has an answer down to the

@@ -6,7 +6,7 @@ use super::client::{StatementError, UNDEFINED_TABLE};
 use super::fence::FenceClient;
 use crate::error::{LockError, LostReason};
 use crate::fenced::FenceHolder;
-use crate::LockGuard;
+use crate::primitives::guard::LockGuard;
 
 /// The table [`claim_fence`] keeps its claims in: one row per resource, its newest fence.
 /// Create it once in the database of your data (a migration, or `client.batch_execute(..)`);

@@ -4,8 +4,8 @@
 
 use super::client::{RunsFenceCheck, StatementError, UNDEFINED_FUNCTION};
 use crate::error::{LockError, LostReason};
+use crate::primitives::guard::LockGuard;
 use crate::store::Engine;
-use crate::LockGuard;
 
 /// A connection or transaction that [`check_fence`] and
 /// [`claim_fence`](super::claim_fence) can run their statement on:

@@ -172,7 +172,7 @@ pub mod statements {
 
 use crate::error::LockError;
 #[cfg(doc)]
-use crate::LockGuard;
+use crate::primitives::guard::LockGuard;
 
 /// How long past its lock's remaining lease a transaction that checked its fence may wait for
 /// its client between two statements before the server ends it (see the module docs): also
