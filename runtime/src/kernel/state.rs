@@ -3,6 +3,7 @@
 //! task. Everything that runs on behalf of a locker (acquiring, releasing, the background
 //! task's jobs) holds this, not the public handle.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -10,13 +11,30 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::kernel::closing::Closing;
-use crate::kernel::health::Health;
+use crate::kernel::health::{Health, Observed};
 use crate::kernel::lease::Lease;
 use crate::kernel::observe::TraceKeys;
 use crate::kernel::queue::Queues;
 use crate::kernel::watchdog::{self, Job, Schedule};
 use crate::store::identity::Identity;
-use crate::store::Store;
+use crate::store::{Connection, Store};
+
+static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What a locker's owner chose for its core: the defaults of its requests and how its
+/// leases, fences and traces are kept (see [`LockerBuilder`](crate::LockerBuilder), where
+/// each is described).
+pub(crate) struct LockerSettings {
+    pub(crate) prefix: String,
+    pub(crate) default_lease: Duration,
+    pub(crate) default_wait: Duration,
+    pub(crate) default_watchdog: bool,
+    pub(crate) retry_unavailable: bool,
+    pub(crate) fence_ttl: Duration,
+    pub(crate) fence_offset: u64,
+    pub(crate) drift: f64,
+    pub(crate) trace_keys: TraceKeys,
+}
 
 pub(crate) struct Inner {
     pub(crate) id: u64,
@@ -50,6 +68,62 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The core of a new locker on `engine`, which was connected (or is being connected)
+    /// with `identity`'s locker id. Every call's outcome feeds the locker's health, but where
+    /// the engine always answers.
+    pub(crate) fn new(
+        engine: Connection,
+        identity: Arc<Identity>,
+        settings: LockerSettings,
+    ) -> Arc<Inner> {
+        let (store, health): (Arc<dyn Store>, Arc<Health>) = match engine {
+            Connection::Ready(store) if store.always_answers() => {
+                let health = Health::new(&Connection::Ready(store.clone()), Arc::downgrade(&store));
+                (store, Arc::new(health))
+            }
+            engine => {
+                let mut health = None;
+                let observed = Arc::new_cyclic(|me: &std::sync::Weak<Observed>| {
+                    let made = Arc::new(Health::new(&engine, me.clone()));
+                    health = Some(made.clone());
+                    Observed::new(engine, made)
+                });
+                (observed, health.expect("made with the observer"))
+            }
+        };
+        let LockerSettings {
+            prefix,
+            default_lease,
+            default_wait,
+            default_watchdog,
+            retry_unavailable,
+            fence_ttl,
+            fence_offset,
+            drift,
+            trace_keys,
+        } = settings;
+        Arc::new(Inner {
+            id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
+            identity,
+            described: Default::default(),
+            store,
+            health,
+            prefix,
+            default_lease,
+            default_wait,
+            default_watchdog,
+            retry_unavailable,
+            fence_ttl,
+            fence_offset,
+            drift,
+            trace_keys,
+            queues: Default::default(),
+            schedule: Arc::default(),
+            jobs: OnceLock::new(),
+            closing: Arc::default(),
+        })
+    }
+
     /// A fence as the deployment sees it: `store_fence`, as the store handed it out, plus
     /// this locker's [`fence_offset`](crate::LockerBuilder::fence_offset).
     pub(crate) fn deployment_fence(&self, store_fence: u64) -> u64 {

@@ -11,13 +11,11 @@ mod primitives;
 pub(crate) mod sites;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::kernel::health::{Health, Observed};
-use crate::kernel::state::Inner;
+use crate::kernel::state::{Inner, LockerSettings};
 use crate::primitives::profile::Profiles;
 use crate::store::identity::Identity;
 use crate::store::kind::LeaseKind;
@@ -26,8 +24,6 @@ use crate::store::{self, Capabilities, Connection, Store};
 pub(crate) use crate::primitives::request::LockRequest;
 pub use builder::LockerBuilder;
 pub use defaults::*;
-
-static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A handle to a lock store (one of the engines: Redis, RedLock, Redis Cluster, Sentinel,
 /// ZooKeeper, etcd, PostgreSQL, or process memory) with default lock options.
@@ -119,43 +115,19 @@ impl Locker {
         b: LockerBuilder,
         identity: Arc<Identity>,
     ) -> Locker {
-        // Every call's outcome feeds the health, but where the engine always answers.
-        let (store, health): (Arc<dyn Store>, Arc<Health>) = match engine {
-            Connection::Ready(store) if store.always_answers() => {
-                let health = Health::new(&Connection::Ready(store.clone()), Arc::downgrade(&store));
-                (store, Arc::new(health))
-            }
-            engine => {
-                let mut health = None;
-                let observed = Arc::new_cyclic(|me: &std::sync::Weak<Observed>| {
-                    let made = Arc::new(Health::new(&engine, me.clone()));
-                    health = Some(made.clone());
-                    Observed::new(engine, made)
-                });
-                (observed, health.expect("made with the observer"))
-            }
+        let settings = LockerSettings {
+            prefix: b.prefix,
+            default_lease: b.default_lease,
+            default_wait: b.default_wait,
+            default_watchdog: b.default_watchdog,
+            retry_unavailable: b.retry_unavailable,
+            fence_ttl: b.fence_ttl,
+            fence_offset: b.fence_offset,
+            drift: b.drift,
+            trace_keys: b.trace_keys,
         };
         Locker {
-            inner: Arc::new(Inner {
-                id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
-                identity,
-                described: Default::default(),
-                store,
-                health,
-                prefix: b.prefix,
-                default_lease: b.default_lease,
-                default_wait: b.default_wait,
-                default_watchdog: b.default_watchdog,
-                retry_unavailable: b.retry_unavailable,
-                fence_ttl: b.fence_ttl,
-                fence_offset: b.fence_offset,
-                drift: b.drift,
-                trace_keys: b.trace_keys,
-                queues: Default::default(),
-                schedule: Arc::default(),
-                jobs: OnceLock::new(),
-                closing: Arc::default(),
-            }),
+            inner: Inner::new(engine, identity, settings),
             profiles: Arc::new(b.profiles),
         }
     }
