@@ -150,7 +150,7 @@ impl Inner {
         };
         match call.await {
             Ok(Some(fence)) => {
-                lease.restart_fences(fence + self.fence_offset);
+                lease.restart_fences(self.deployment_fence(fence));
                 true
             }
             Ok(None) => false,

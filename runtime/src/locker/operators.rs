@@ -38,7 +38,7 @@ impl Locker {
             // The deployment's fences: the store's plus the locker's offset.
             last_fence: state
                 .last_fence
-                .map(|fence| fence + self.inner.fence_offset),
+                .map(|fence| self.inner.deployment_fence(fence)),
             holders: state.holders,
             waiting: state.waiting,
         })
@@ -102,7 +102,7 @@ impl Locker {
     /// ```
     pub async fn fence_ceiling(&self) -> Result<u64, LockError> {
         let fence = self.probe_fence().await?;
-        Ok(fence + self.inner.fence_offset + FENCE_CEILING_MARGIN)
+        Ok(self.inner.deployment_fence(fence) + FENCE_CEILING_MARGIN)
     }
 
     /// The [`fence_offset`](crate::LockerBuilder::fence_offset) that puts every fence and
@@ -158,7 +158,7 @@ impl Locker {
             .wait(std::time::Duration::from_secs(5))
             .acquire()
             .await?;
-        let fence = guard.fence() - self.inner.fence_offset;
+        let fence = self.inner.store_fence(guard.fence());
         let _ = guard.release().await;
         Ok(fence)
     }

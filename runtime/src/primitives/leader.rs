@@ -272,7 +272,7 @@ impl LeaderRequest<'_> {
             };
             // The store keeps its own fences: the locker's offset stays out of the record.
             let record = LeaderRecord {
-                term: guard.fence() - inner.fence_offset,
+                term: inner.store_fence(guard.fence()),
                 identity: identity.clone(),
             };
             let written = inner
@@ -448,7 +448,7 @@ impl LeaderRequest<'_> {
 /// A recorded term as the deployment shows it: the store's fence plus the locker's offset
 /// ([`LockerBuilder::fence_offset`](crate::LockerBuilder::fence_offset)).
 fn shown_term(record: &LeaderRecord, inner: &Inner) -> u64 {
-    record.term + inner.fence_offset
+    inner.deployment_fence(record.term)
 }
 
 /// Being the leader of one election. While it lives (and is not lost) no other campaigner
@@ -578,7 +578,7 @@ impl Leadership {
                     .clear_leader(
                         &self.election.keys,
                         &self.election.record,
-                        self.term() - self.inner.fence_offset,
+                        self.inner.store_fence(self.term()),
                     )
                     .await
             }
@@ -602,7 +602,7 @@ impl Drop for Leadership {
             drop(guard); // the record counts for nobody once the lease ends
             return;
         };
-        let term = self.term() - self.inner.fence_offset;
+        let term = self.inner.store_fence(self.term());
         let (inner, election) = (self.inner.clone(), self.election.clone());
         runtime.spawn(async move {
             if let Ok(records) = inner.store.leader_records_or_refusal() {
