@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::LockError;
+use crate::kernel::backoff::random_up_to;
 use crate::kernel::hold::Hold;
 use crate::kernel::inflight::{Call, InFlight};
 use crate::kernel::lease::{validity, Lease};
@@ -31,6 +32,9 @@ use crate::store::{AcquireRequest, Attempt, Fairness, PermitWaiter, Session, Wak
 /// The longest a waiter sleeps between attempts, even when the holder's lease is longer: a
 /// wake message can be lost while the subscription connection reconnects.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
+/// The most added to a subscribed waiter's sleep, so that waiters of different processes
+/// sleeping on the same hint do not all retry at the same instant.
+const NAP_SPREAD: Duration = Duration::from_millis(2);
 /// How often to retry when no wake channel could be subscribed.
 const POLL_WITHOUT_WAKES: Duration = Duration::from_millis(50);
 
@@ -56,20 +60,10 @@ impl Inner {
         let mut waited = false;
         // Boxed: the future of a whole acquisition is deep (queue, contention loop, backend),
         // and callers' futures (handlers, spawned tasks) stay small and quick to compile.
-        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = match opts.kind {
-            LeaseKind::Permits { .. } => Box::pin(
-                self.acquire_permits_traced(user_key, opts, &mut waited)
-                    .instrument(span.clone()),
-            ),
-            LeaseKind::Read => Box::pin(
-                self.acquire_shared_traced(user_key, opts, &mut waited)
-                    .instrument(span.clone()),
-            ),
-            LeaseKind::Exclusive => Box::pin(
-                self.acquire_traced(user_key, keys, opts, &mut waited)
-                    .instrument(span.clone()),
-            ),
-        };
+        let acquisition: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(
+            self.acquire_traced(user_key, keys, opts, &mut waited)
+                .instrument(span.clone()),
+        );
         let mut result = acquisition.await;
         if let (Ok(guard), Some(hold)) = (&mut result, opts.hold_at_least) {
             guard.hold_at_least(hold);
@@ -147,6 +141,9 @@ impl Inner {
         Some(Ok(Hold::reentered(self.clone(), lease, fence, held_kind)))
     }
 
+    /// Every acquire's way in, for every kind of lease: re-enter if the surrounding scope
+    /// holds the lease, else take a seat (the front of the local queue, or a place of its
+    /// own) and contend in the store.
     async fn acquire_traced(
         self: &Arc<Self>,
         user_key: String,
@@ -155,26 +152,48 @@ impl Inner {
         waited: &mut bool,
     ) -> Result<Hold, LockError> {
         validate_key(&user_key)?;
-        let inner = self;
-        let keys = keys.unwrap_or_else(|| LockKeys::new(&inner.prefix, &user_key));
-
+        let keys = keys.unwrap_or_else(|| match opts.kind {
+            LeaseKind::Permits { .. } => LockKeys::semaphore(&self.prefix, &user_key),
+            _ => LockKeys::new(&self.prefix, &user_key),
+        });
         if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
             return reentered;
         }
-
         let deadline = Instant::now() + opts.wait;
-        if opts.fair && inner.store.capabilities().fairness == Fairness::PerRequest {
-            // First come, first served across every task of every process: the request waits
-            // in the store's queue under a name of its own, not behind this process's other
-            // tasks, and only a release that chose it wakes it.
-            let turn = ActiveTurn::alone(inner, &keys);
-            return self
-                .contend(user_key, &keys, opts, deadline, turn, waited)
-                .await;
-        }
-        let turn = match self.line_up(&keys, &opts, deadline, waited).await? {
-            InLine::Front(turn) => ActiveTurn::new(inner, &keys, turn),
-            InLine::HandedOver(guard) => return Ok(guard),
+        let turn = match opts.kind {
+            // Readers do not queue in the process (they do not exclude one another).
+            LeaseKind::Read => ActiveTurn::own(self, &keys, LeaseKind::Read, None),
+            LeaseKind::Exclusive
+                if opts.fair && self.store.capabilities().fairness == Fairness::PerRequest =>
+            {
+                // First come, first served across every task of every process: the request
+                // waits in the store's queue under a name of its own, not behind this
+                // process's other tasks, and only a release that chose it wakes it.
+                ActiveTurn::alone(self, &keys)
+            }
+            LeaseKind::Exclusive => match self.line_up(&keys, &opts, deadline, waited).await? {
+                InLine::Front(turn) => ActiveTurn::new(self, &keys, turn),
+                InLine::HandedOver(hold) => return Ok(hold),
+            },
+            LeaseKind::Permits { count, .. } => {
+                // First come, first served in the process, in the same local queue as a
+                // lock's waiters: only the front contends in the store, and the turn passes
+                // on as soon as it got its permits or gave up (permits are never handed
+                // over).
+                let turn = match self.line_up(&keys, &opts, deadline, waited).await? {
+                    InLine::Front(turn) => turn,
+                    InLine::HandedOver(hold) => return Ok(hold),
+                };
+                // A request for several permits that waits takes its turn in the store (see
+                // `Store::acquire` of permits): single permits that come free are kept for it.
+                // Its seat leaves the queue however it stops waiting without them (Busy, an
+                // error, cancellation); granted, the store took it out.
+                let waiter = (count > 1 && deadline > Instant::now()).then(|| PermitWaiter {
+                    name: crate::store::token::waiter_name(self.identity.id()),
+                    until: deadline,
+                });
+                ActiveTurn::own(self, &keys, opts.kind, waiter).in_line(turn)
+            }
         };
         self.contend(user_key, &keys, opts, deadline, turn, waited)
             .await
@@ -282,18 +301,12 @@ impl Inner {
                 _ => Duration::ZERO,
             };
             let call = Attempted {
-                keys: keys.clone(),
-                token: token.clone(),
-                lease: opts.lease,
-                validity,
-                sent,
-                fence_ttl: inner.fence_ttl,
-                fences,
                 interest,
                 queued,
                 contender: turn.contender().map(Into::into),
                 // A lease of its own always carries its fence.
                 fenced: opts.fenced || kind.is_own(),
+                ..Attempted::new(inner, keys, &token, opts.lease, sent, fences)
             }
             .send(inner, kind, turn.permit_waiter());
             let (call, settles) = InFlight::new(inner, call);
@@ -440,11 +453,36 @@ struct Attempted {
 }
 
 impl Attempted {
+    /// A fenced request for the lock on `keys`, sent at `sent`, that queues nobody: what a
+    /// lease of another kind, a fair request or a wait changes, the caller sets.
+    fn new(
+        inner: &Inner,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        lease: Duration,
+        sent: Instant,
+        fences: u64,
+    ) -> Self {
+        Attempted {
+            keys: keys.clone(),
+            token: token.clone(),
+            lease,
+            validity: validity(lease, inner.drift),
+            sent,
+            fence_ttl: inner.fence_ttl,
+            fences,
+            interest: Duration::ZERO,
+            queued: false,
+            contender: None,
+            fenced: true,
+        }
+    }
+
     /// The store's acquire of this request: of the lock, or of a lease of its own (a read
     /// lease, permits, where `waiter` takes its turn).
     fn send(
         self,
-        inner: &Arc<crate::kernel::state::Inner>,
+        inner: &Arc<Inner>,
         kind: LeaseKind,
         waiter: Option<PermitWaiter>,
     ) -> Call<Attempt> {
@@ -593,18 +631,8 @@ impl Inner {
             .iter()
             .zip(&tokens)
             .zip(&fences)
-            .map(|((keys, token), &fences)| Attempted {
-                keys: keys.clone(),
-                token: token.clone(),
-                lease: opts.lease,
-                validity,
-                sent,
-                fence_ttl: inner.fence_ttl,
-                fences,
-                interest: Duration::ZERO,
-                queued: false,
-                contender: None,
-                fenced: true,
+            .map(|((keys, token), &fences)| {
+                Attempted::new(inner, keys, token, opts.lease, sent, fences)
             })
             .collect();
         let store = inner.store.clone();
@@ -669,28 +697,6 @@ impl Inner {
     }
 }
 
-impl Inner {
-    /// Readers do not queue in the process (they do not exclude one another): each tries,
-    /// subscribes, and sleeps until a release, the holder's remaining lease or the deadline.
-    async fn acquire_shared_traced(
-        self: &Arc<Self>,
-        user_key: String,
-        opts: Options,
-        waited: &mut bool,
-    ) -> Result<Hold, LockError> {
-        validate_key(&user_key)?;
-        let inner = self;
-        let keys = LockKeys::new(&inner.prefix, &user_key);
-        if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
-            return reentered;
-        }
-        let deadline = Instant::now() + opts.wait;
-        let turn = ActiveTurn::own(inner, &keys, LeaseKind::Read, None);
-        self.contend(user_key, &keys, opts, deadline, turn, waited)
-            .await
-    }
-}
-
 /// Sleeps until a release (when subscribed), the holder's remaining lease (at most
 /// [`MAX_SLEEP`]) or the deadline, whichever comes first; without a subscription, polls. A
 /// request queued under its own name (`me`) sleeps through releases that chose another.
@@ -702,7 +708,7 @@ async fn nap(
     deadline: Instant,
 ) {
     let nap = match &wakes {
-        Some(_) => remaining.unwrap_or(MAX_SLEEP).min(MAX_SLEEP) + jitter(),
+        Some(_) => remaining.unwrap_or(MAX_SLEEP).min(MAX_SLEEP) + random_up_to(NAP_SPREAD),
         None => POLL_WITHOUT_WAKES.min(remaining.unwrap_or(POLL_WITHOUT_WAKES)),
     };
     let until = (now + nap).min(deadline);
@@ -714,54 +720,6 @@ async fn nap(
             }
         }
         None => tokio::time::sleep_until(until).await,
-    }
-}
-
-/// Up to 2 ms, so that waiters of different processes sleeping on the same hint do not all
-/// retry at the same instant.
-fn jitter() -> Duration {
-    let mut b = [0u8; 2];
-    if getrandom::fill(&mut b).is_err() {
-        return Duration::ZERO;
-    }
-    Duration::from_micros(u64::from(u16::from_le_bytes(b)) % 2000)
-}
-
-impl Inner {
-    /// Re-enter a held permit of the scope, else queue in the process, then contend in the
-    /// store.
-    pub(crate) async fn acquire_permits_traced(
-        self: &Arc<Self>,
-        user_key: String,
-        opts: Options,
-        waited: &mut bool,
-    ) -> Result<Hold, LockError> {
-        validate_key(&user_key)?;
-        let count = opts.kind.permits();
-        let inner = self;
-        let keys = LockKeys::semaphore(&inner.prefix, &user_key);
-        if let Some(reentered) = self.reenter(&user_key, &keys, &opts) {
-            return reentered;
-        }
-        let deadline = Instant::now() + opts.wait;
-        // First come, first served in the process, in the same local queue as a lock's
-        // waiters: only the front contends in the store, and the turn passes on as soon as
-        // it got its permits or gave up (permits are never handed over).
-        let turn = match self.line_up(&keys, &opts, deadline, waited).await? {
-            InLine::Front(turn) => turn,
-            InLine::HandedOver(guard) => return Ok(guard),
-        };
-        // A request for several permits that waits takes its turn in the store (see
-        // `Store::acquire` of permits): single permits that come free are kept for it. Its seat
-        // leaves the queue however it stops waiting without them (Busy, an error,
-        // cancellation); granted, the store took it out.
-        let waiter = (count > 1 && deadline > Instant::now()).then(|| PermitWaiter {
-            name: crate::store::token::waiter_name(inner.identity.id()),
-            until: deadline,
-        });
-        let turn = ActiveTurn::own(inner, &keys, opts.kind, waiter).in_line(turn);
-        self.contend(user_key, &keys, opts, deadline, turn, waited)
-            .await
     }
 }
 
