@@ -14,7 +14,7 @@ use crate::error::LockError;
 use crate::kernel::backoff::random_up_to;
 use crate::kernel::hold::Hold;
 use crate::kernel::inflight::{Call, InFlight};
-use crate::kernel::lease::{validity, Lease};
+use crate::kernel::lease::{validity, Lease, LeaseTerms};
 use crate::kernel::observe;
 use crate::kernel::options::Options;
 use crate::kernel::outage::Outage;
@@ -321,7 +321,7 @@ impl Inner {
                 Err(e) if e.is_unavailable() && opts.retry_unavailable && !opts.wait.is_zero() => {
                     turn.settles = None;
                     if let Some(token) = turn.in_flight.take() {
-                        inner.give_back_later(keys, token, kind, opts.lease);
+                        inner.undo_later(keys, token, kind, opts.lease);
                     }
                     // The give-back is counted for `close` on its own.
                     turn.counted = None;
@@ -379,7 +379,7 @@ impl Inner {
                         lease: opts.lease,
                         settles: None,
                     };
-                    let _ = late.give_back(inner, &Place::Nowhere).await;
+                    let _ = late.undo(inner, &Place::Nowhere).await;
                     turn.in_flight = None;
                     turn.counted = None;
                     tracing::debug!(intact, "a grant not to count on; given back");
@@ -539,18 +539,18 @@ impl Inner {
         // From here on every fence is the deployment's: the store's plus the locker's offset
         // (taken off again only where a fence goes back to the store).
         let top = self.deployment_fence(top);
-        let lease = Lease::new(
+        let lease = Lease::new(LeaseTerms {
             user_key,
-            keys.clone(),
-            sent.token,
-            opts.lease,
-            sent.validity,
-            opts.watchdog,
-            sent.from,
+            keys: keys.clone(),
+            token: sent.token,
+            lease: opts.lease,
+            validity: sent.validity,
+            watchdog: opts.watchdog,
+            from: sent.from,
             top,
-            sent.fences,
-            sent.session,
-        )
+            reserved: sent.fences,
+            session: sent.session,
+        })
         .of_kind(kind);
         let lease = Arc::new(if opts.fenced || kind.is_own() {
             lease

@@ -66,12 +66,11 @@ impl Inner {
                 let inner = self.clone();
                 tokio::spawn(async move {
                     lease.close();
-                    if !lease.finish() {
+                    if !inner.ends(&lease) {
                         return Ok(false); // released meanwhile
                     }
-                    inner.schedule.unwatch(&lease);
                     inner.queues.forfeit(&lease);
-                    lease.end(&*inner.store).await.map(|_| true)
+                    lease.give_back(&*inner.store).await.map(|_| true)
                 })
             })
             .collect();

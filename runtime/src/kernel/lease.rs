@@ -103,23 +103,42 @@ pub(crate) struct Lease {
     pub(crate) fenced: bool,
 }
 
+/// What a granted acquire made a [`Lease`] of.
+pub(crate) struct LeaseTerms {
+    /// The key as the caller named it.
+    pub(crate) user_key: String,
+    pub(crate) keys: LockKeys,
+    pub(crate) token: OwnerToken,
+    pub(crate) lease: Duration,
+    /// How long the holder may count on it from `from`: the lease less the drift allowance.
+    pub(crate) validity: Duration,
+    pub(crate) watchdog: bool,
+    /// The send time of the request that acquired it, or the earlier instant its store
+    /// vouched for it from.
+    pub(crate) from: Instant,
+    /// The highest fencing token reserved; `reserved` of them end with it.
+    pub(crate) top: u64,
+    pub(crate) reserved: u64,
+    /// The store's session it was granted over, where the lock lives with one.
+    pub(crate) session: Option<Session>,
+}
+
 impl Lease {
-    /// A lease whose validity counts from `from` (the send time of the request that acquired
-    /// it, or the earlier instant its store vouched for it from), with the fencing tokens
+    /// A lease on `terms`: valid from `from` for `validity`, with the fencing tokens
     /// `top - reserved + 1 ..= top`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        user_key: String,
-        keys: LockKeys,
-        token: OwnerToken,
-        lease: Duration,
-        validity: Duration,
-        watchdog: bool,
-        from: Instant,
-        top: u64,
-        reserved: u64,
-        session: Option<Session>,
-    ) -> Self {
+    pub(crate) fn new(terms: LeaseTerms) -> Self {
+        let LeaseTerms {
+            user_key,
+            keys,
+            token,
+            lease,
+            validity,
+            watchdog,
+            from,
+            top,
+            reserved,
+            session,
+        } = terms;
         let state = LeaseState {
             valid_until: from + validity,
             lost: false,
@@ -163,7 +182,7 @@ impl Lease {
     /// Ends this lease in the store, by its kind: a read lease leaves the readers, permits go
     /// back to the semaphore, an exclusive lease deletes the lock; `Ok(false)` when it was not
     /// held any more.
-    pub(crate) async fn end(&self, store: &dyn Store) -> Result<bool, LockError> {
+    pub(crate) async fn give_back(&self, store: &dyn Store) -> Result<bool, LockError> {
         let state = self.state.borrow();
         // A lease known lost gives no validity to count on.
         let valid_until = match state.lost {
@@ -327,7 +346,7 @@ impl Lease {
     }
 
     /// Marks the lease released; true for the first caller only.
-    pub(crate) fn finish(&self) -> bool {
+    pub(crate) fn mark_released(&self) -> bool {
         !self.done.swap(true, Ordering::AcqRel)
     }
 
@@ -453,18 +472,18 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn lost_fires_at_validity_end_unless_renewed() {
         let start = Instant::now();
-        let lease = Lease::new(
-            "k".into(),
-            LockKeys::new("p", "k"),
-            OwnerToken::generate(),
-            Duration::from_secs(1),
-            validity(Duration::from_secs(1), DEFAULT_DRIFT),
-            true,
-            start,
-            10,
-            3,
-            None,
-        );
+        let lease = Lease::new(LeaseTerms {
+            user_key: "k".into(),
+            keys: LockKeys::new("p", "k"),
+            token: OwnerToken::generate(),
+            lease: Duration::from_secs(1),
+            validity: validity(Duration::from_secs(1), DEFAULT_DRIFT),
+            watchdog: true,
+            from: start,
+            top: 10,
+            reserved: 3,
+            session: None,
+        });
         assert_eq!(lease.next_fence(), Some(8));
         assert_eq!(lease.next_fence(), Some(9));
         assert_eq!(lease.next_fence(), Some(10));

@@ -10,7 +10,7 @@
 //! (`try_acquire`, `wait = 0`) is never retried, and neither is one whose request turned
 //! retrying off ([`LockRequest::retry_unavailable`](crate::LockRequest::retry_unavailable)).
 //! What an attempt that failed may have taken is given back in the background
-//! ([`Inner::give_back_later`]): its answer never came, so it may have landed, or land later;
+//! ([`Inner::undo_later`]): its answer never came, so it may have landed, or land later;
 //! the give-back settles it against the engine first ([`crate::kernel::unsettled`]).
 
 use std::sync::Arc;
@@ -94,7 +94,7 @@ impl Inner {
     /// may have taken (the call may have landed before the error came, or may still land):
     /// the one path of [`Unsettled`]. The wait goes on, so its place in the store's line
     /// stays.
-    pub(crate) fn give_back_later(
+    pub(crate) fn undo_later(
         self: &Arc<Self>,
         keys: &LockKeys,
         token: OwnerToken,
@@ -110,7 +110,7 @@ impl Inner {
             settles: None,
         };
         let job = Box::pin(async move {
-            if let Err(e) = attempt.give_back(&inner, &Place::Nowhere).await {
+            if let Err(e) = attempt.undo(&inner, &Place::Nowhere).await {
                 tracing::debug!(error = %e, "giving back a failed attempt failed; trying again");
             }
         });

@@ -100,30 +100,26 @@ impl Inner {
         fence: u64,
     ) -> (&'static str, Result<(), LockError>) {
         lease.end_holding(fence);
-        if lease.kind.is_own() {
-            // A reader or a semaphore's permits: no local queue, nothing handed over.
-            if !lease.finish() {
+        // A reader or a semaphore's permits have no local queue: nothing is handed over.
+        // Without a local turn, the lease was lost and forfeited it (the queue moved on
+        // without it), or never had one (a fair request that waited in the store's queue
+        // alone).
+        let turn = match lease.kind.is_own() {
+            true => None,
+            false => self.queues.held_turn(&lease),
+        };
+        let Some(turn) = turn else {
+            if !self.ends(&lease) {
                 return ("released", Ok(()));
             }
-            self.schedule.unwatch(&lease);
-            return outcome(self.delete(&lease).await);
-        }
-        let Some(turn) = self.queues.held_turn(&lease) else {
-            // No local turn: the lease was lost and forfeited it (the queue moved on without
-            // it), or never had one (a fair request that waited in the store's queue alone).
-            if !lease.finish() {
-                return ("released", Ok(()));
-            }
-            self.schedule.unwatch(&lease);
             return outcome(self.delete(&lease).await);
         };
         if self.handover_allowed(&lease).await && self.queues.hand_over(&lease) {
             return ("handed_over", Ok(()));
         }
-        if !lease.finish() {
+        if !self.ends(&lease) {
             return ("released", Ok(()));
         }
-        self.schedule.unwatch(&lease);
         // Dropped mid-flight, the turn still deletes the lock and passes itself on.
         let mut turn = ActiveTurn::new(self, &lease.keys, turn);
         turn.in_flight = Some(lease.token.clone());
@@ -181,10 +177,9 @@ impl Inner {
         lease.end_holding(fence);
         let turn = self.queues.held_turn(&lease);
         let result = if self.store.capabilities().leases_expire {
-            if !lease.finish() {
+            if !self.ends(&lease) {
                 return ("released", Ok(()));
             }
-            self.schedule.unwatch(&lease);
             let left = until.saturating_duration_since(Instant::now());
             self.expire_after(&lease, left).await
         } else {
@@ -236,10 +231,9 @@ impl Inner {
             let Some(inner) = locker.upgrade() else {
                 return;
             };
-            if !lease.finish() {
+            if !inner.ends(&lease) {
                 return;
             }
-            inner.schedule.unwatch(&lease);
             if let Err(e) = inner.delete(&lease).await {
                 tracing::debug!(error = %e, "release at the end of the hold failed");
             }
@@ -250,9 +244,20 @@ impl Inner {
         }
     }
 
+    /// Whether this caller is the one that ends `lease`: marks it released and takes it off
+    /// the renewal schedule. False when another path (a release, a drop, `close`) ended it
+    /// first, and there is nothing left to do.
+    pub(crate) fn ends(&self, lease: &Lease) -> bool {
+        if !lease.mark_released() {
+            return false;
+        }
+        self.schedule.unwatch(lease);
+        true
+    }
+
     /// Deletes the lock in the store if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
-        match lease.end(&*self.store).await {
+        match lease.give_back(&*self.store).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LockError::Lost {
                 reason: LostReason::Refused,

@@ -200,11 +200,11 @@ pub(crate) struct Abandoned {
 
 impl Abandoned {
     /// Gives back what the call in flight may take, once it can no longer land, then leaves
-    /// the store's queue (the call may have queued it): [`Unsettled::give_back`]. The turn
+    /// the store's queue (the call may have queued it): [`Unsettled::undo`]. The turn
     /// passes on as `self` drops.
     pub(crate) async fn clean_up(mut self) {
         if let Some(attempt) = self.attempt.take() {
-            let _ = attempt.give_back(&self.inner, &self.place).await;
+            let _ = attempt.undo(&self.inner, &self.place).await;
         }
     }
 }

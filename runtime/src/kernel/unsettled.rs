@@ -8,7 +8,7 @@
 //! ([`Store::settle`](crate::store::Store::settle)) and removes only what that token holds or
 //! created; and only then does the attempt leave its place in the store's line, which the
 //! late call may have taken. Three callers, one path: the retry of a wait riding out an
-//! outage ([`Inner::give_back_later`](crate::kernel::state::Inner::give_back_later)), a
+//! outage ([`Inner::undo_later`](crate::kernel::state::Inner::undo_later)), a
 //! contender that stopped with its call in flight
 //! ([`Abandoned`](crate::kernel::turns::Abandoned)), and a grant that came too late.
 
@@ -55,11 +55,7 @@ impl Unsettled {
     /// pass on) does not wait for those. Bounded: by the operation timeout while the call is
     /// answered, by the engine's stated bound while it settles, by the operation timeout while
     /// it removes.
-    pub(crate) async fn give_back(
-        self,
-        inner: &Arc<Inner>,
-        place: &Place,
-    ) -> Result<bool, LockError> {
+    pub(crate) async fn undo(self, inner: &Arc<Inner>, place: &Place) -> Result<bool, LockError> {
         if let Some(settles) = &self.settles {
             settles.clone().wait().await;
         }

@@ -202,7 +202,7 @@ async fn run(
         if !batch.is_empty() || !lapsed.is_empty() {
             let Some(store) = store.upgrade() else { return };
             for lease in lapsed {
-                give_back(&store, lease);
+                delete_lapsed(&store, lease);
             }
             if !batch.is_empty() {
                 tokio::spawn(renew(store, schedule.clone(), health.clone(), batch));
@@ -225,14 +225,14 @@ async fn run(
 /// (ZooKeeper, etcd) retry a delete whose outcome is unknown themselves until they get an
 /// answer. Without it, a session that survived a pause would keep a lock its holder already
 /// gave up.
-fn give_back(store: &Arc<dyn Store>, lease: Arc<Lease>) {
+fn delete_lapsed(store: &Arc<dyn Store>, lease: Arc<Lease>) {
     // Nobody may believe in the lease once its lock can go: a holder that still counted on
     // it (its validity not quite over) would overlap with the next one.
     lease.mark_lost();
     let store = Arc::downgrade(store);
     tokio::spawn(async move {
         if let Some(store) = store.upgrade() {
-            let _ = lease.end(&*store).await;
+            let _ = lease.give_back(&*store).await;
         }
     });
 }
@@ -247,7 +247,7 @@ fn retry(store: &Arc<dyn Store>, schedule: &Schedule, health: &Weak<Health>, lea
     } else {
         lease.report_lost("renewals failed until the lease ran out");
         schedule.reschedule(lease, None);
-        give_back(store, lease.clone());
+        delete_lapsed(store, lease.clone());
         // Once the lease counts as lost: whoever sees the state lost finds it so.
         lost(health, "a lease ran out while its renewals failed");
     }
@@ -315,7 +315,7 @@ async fn renew(
                             let ran_out = lease.state.borrow().valid_until <= Instant::now();
                             lease.report_lost("its validity ran out before a renewal answered");
                             schedule.reschedule(lease, None);
-                            give_back(&store, lease.clone());
+                            delete_lapsed(&store, lease.clone());
                             if ran_out {
                                 lost(&health, "a lease ran out before its renewal was answered");
                             }

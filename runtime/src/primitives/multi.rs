@@ -140,7 +140,7 @@ impl MultiLockRequest<'_> {
                 match request.acquire().await {
                     Ok(guard) => guards.push(guard),
                     Err(e) => {
-                        give_back(guards).await;
+                        release_newest_first(guards).await;
                         return Err(e);
                     }
                 }
@@ -152,7 +152,7 @@ impl MultiLockRequest<'_> {
             if guards.iter().all(LockGuard::is_held) {
                 return Ok(MultiGuard { guards });
             }
-            give_back(guards).await;
+            release_newest_first(guards).await;
             if Instant::now() >= deadline {
                 return Err(LockError::Busy { retry_after: None });
             }
@@ -178,7 +178,7 @@ impl MultiLockRequest<'_> {
 
 /// Releases the keys taken so far, newest first, so that a waiter of an earlier key does not
 /// get it only to wait on a later one this call still holds.
-async fn give_back(guards: Vec<LockGuard>) {
+async fn release_newest_first(guards: Vec<LockGuard>) {
     for guard in guards.into_iter().rev() {
         let _ = guard.release().await;
     }
