@@ -15,8 +15,7 @@ pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default lifetime of an unused fence counter (Redis and in memory): 7 days.
 pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
-/// The default session timeout of ZooKeeper sessions and etcd leases: 10 s.
-pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::store::DEFAULT_SESSION_TIMEOUT;
 /// The largest [`fence_offset`](crate::LockerBuilder::fence_offset): 2^52. Fences stay below
 /// 2^53, which doubles (Lua, JavaScript) hold exactly, while the clocks that Redis and
 /// PostgreSQL fences follow stay below 2^52 µs (until the year 2112).

@@ -266,7 +266,7 @@ impl Locker {
     /// process id, start and version, as it stores them in the engine (see
     /// [`LockerBuilder::service_name`]). Inspection shows it beside every lock it holds or
     /// waits for.
-    pub fn description(&self) -> &crate::LockerDescription {
+    pub fn description(&self) -> &crate::inspect::LockerDescription {
         &self.inner.identity.description
     }
 }

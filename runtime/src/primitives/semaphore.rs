@@ -307,5 +307,5 @@ pub struct PermitHolder {
     pub remaining: Duration,
     /// Who holds them: its locker and that locker's description, since when, its label
     /// (see [`Holder`](crate::Holder) for what each engine can tell; in memory, nothing).
-    pub holder: crate::Holder,
+    pub holder: crate::inspect::Holder,
 }

@@ -92,7 +92,7 @@ impl Deployment {
     /// pass its checks (an empty host list, a build without the engine's feature).
     pub fn parse(url: &str) -> Result<Deployment, LockError> {
         let url = url.trim();
-        let session_timeout = crate::DEFAULT_SESSION_TIMEOUT;
+        let session_timeout = crate::store::settings::DEFAULT_SESSION_TIMEOUT;
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         let deployment = match scheme {
             "redis" | "rediss" | "redis+unix" => Deployment::Redis(url.to_owned()),

@@ -57,6 +57,7 @@ pub(crate) use join::join_all;
 pub(crate) use lazy::{Connection, LazyStore};
 pub(crate) use session::Session;
 pub(crate) use settings::Settings;
+pub use settings::DEFAULT_SESSION_TIMEOUT;
 
 /// A store in this process's memory, with the semantics of the others.
 pub(crate) fn in_memory() -> std::sync::Arc<dyn Store> {

@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+/// The default session timeout of ZooKeeper sessions and etcd leases: 10 s.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How every engine connects and how long each call may take.
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {

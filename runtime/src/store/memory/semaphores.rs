@@ -140,7 +140,7 @@ impl MemoryStore {
         }
         // The tokens say who holds the permits (no description: the lockers are in this
         // process, and memory stores none).
-        let mut holders: Vec<(u32, Duration, crate::Holder)> = sem
+        let mut holders: Vec<(u32, Duration, crate::inspect::Holder)> = sem
             .holders
             .iter()
             .map(|(token, &(n, until))| {
