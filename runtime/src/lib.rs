@@ -64,6 +64,28 @@
 //! request, one contend loop, one local queue of waiters, one watchdog; each store implements
 //! a small boundary, and ZooKeeper and etcd share one sequential-contender recipe.
 //!
+//! ## The source tree
+//! From the top down; each layer imports only the layers below it.
+//! - `web/`: the actix-web and axum middleware, route rules and their HTTP responses.
+//! - `config/` (feature `serde`): lockers and profiles from a configuration file or the
+//!   environment.
+//! - `private.rs`: what `#[distributed_lock]` expands to call (and the middleware with it).
+//! - `locker/`: [`Locker`], its builder, defaults, operators' calls, closing and the start-up
+//!   check of call sites.
+//! - `primitives/`: the public requests and guards (locks, read-write, unfenced, multi-key,
+//!   semaphores, leader election, profiles), thin types over the core.
+//! - `fenced/` and `checks/`: the resource's side of fencing, claims and fenced writes on
+//!   Redis ([`fenced`]), fence checks in the caller's own PostgreSQL transaction
+//!   (`leasehold::postgres`).
+//! - `kernel/`: the core: leases and their one kind, the one contend loop, the local queue,
+//!   re-entry, release, settling attempts whose outcome is unknown, the watchdog, the
+//!   engine's health, and the state a locker's clones share.
+//! - `store/`: the boundary every engine implements (`Store`), the engines' `Capabilities`
+//!   and `Deployment`, keys and identities; one folder per engine: `memory/`, `redis/` (with
+//!   `redlock/` and its Lua scripts), `sequenced/` (the recipe ZooKeeper and etcd share) with
+//!   `zookeeper/` and `etcd/`, `postgres/` (with its SQL).
+//! - `inspect.rs` and `error.rs`: what inspection reports and [`LockError`], used by all.
+//!
 //! ## What the engines store
 //! For a key `K` and prefix `P` (default `leasehold`), every engine names a lock `P:lock:{K}`;
 //! `{`, `}` and `%` in `K` are escaped, so no key can name another lock's data.
