@@ -198,8 +198,10 @@ impl Shared {
             let renew_permits = client.prepare_typed(RENEW_PERMITS, &batch).await?;
             // Prepared under the connect timeout's bounds (a statement that names a table
             // waits for a migration's lock on it): lock calls from here on, the warm-up too.
-            // The same round trip reads the backend's identity, for a settlement to end it.
-            let bounds = format!("{}; {BACKEND}", self.operation_bounds());
+            // The same round trip reads the backend's identity, for a settlement to end it,
+            // first: still under the connect timeout's bounds (after the `SET`s a 10 ms
+            // operation timeout cancelled that read on a loaded machine).
+            let bounds = format!("{BACKEND}; {}", self.operation_bounds());
             let backend = Backend::of(&client.simple_query(&bounds).await?);
             let _ = client.batch_execute(WARM_UP).await;
             let statements = Statements {
