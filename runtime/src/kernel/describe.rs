@@ -45,7 +45,11 @@ async fn keep(
             return;
         }
         let Some(store) = store.upgrade() else { return };
-        let pause = match store.describe_locker(&prefix, &identity).await {
+        let described = match store.admin_or_refusal() {
+            Ok(admin) => admin.describe_locker(&prefix, &identity).await,
+            Err(e) => Err(e),
+        };
+        let pause = match described {
             Ok(()) => DESCRIBE_EVERY,
             Err(e) => {
                 tracing::debug!(error = %e, "could not store the locker's description; trying again");

@@ -310,20 +310,6 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// says the engine keeps them (`leader_records_or_refusal` on `dyn Store`).
     fn leader_records(&self) -> &dyn LeaderRecords;
 
-    /// Stores this locker's description (`identity`) where inspection by other lockers of
-    /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
-    /// [`DESCRIPTION_TTL`](identity::DESCRIPTION_TTL) from now, where it lives with the session
-    /// (ZooKeeper, etcd) until the session ends (a call in the same session then costs
-    /// nothing). Called by a background task of the locker from its first contention on, and
-    /// every [`DESCRIBE_EVERY`](identity::DESCRIBE_EVERY), never on the acquire path. Engines
-    /// without inspection store nothing ([`describes_nothing`]). No default: a store that
-    /// wraps another (the health's observer) must pass it on.
-    fn describe_locker<'a>(
-        &'a self,
-        prefix: &'a str,
-        identity: &'a Identity,
-    ) -> StoreFuture<'a, ()>;
-
     /// The operator's part (inspection, listing, forced release). Reached only where
     /// [`Capabilities::inspection`] says the engine has one (`admin_or_refusal` on
     /// `dyn Store`); the default is for engines without it, and refuses every call. An
@@ -394,6 +380,10 @@ impl Admin for NoAdmin {
     }
 
     fn force_release<'a>(&'a self, _: &'a LockKeys) -> StoreFuture<'a, bool> {
+        NoAdmin::refuse()
+    }
+
+    fn describe_locker<'a>(&'a self, _: &'a str, _: &'a Identity) -> StoreFuture<'a, ()> {
         NoAdmin::refuse()
     }
 }
@@ -607,11 +597,6 @@ pub(crate) struct LockState {
 }
 
 /// The error for a request whose limit differs from the one the semaphore's holders agreed on.
-/// [`Store::describe_locker`] of an engine without inspection: nothing is stored.
-pub(crate) fn describes_nothing<'a>() -> StoreFuture<'a, ()> {
-    Box::pin(std::future::ready(Ok(())))
-}
-
 pub(crate) fn disagreement(agreed: u32, asked: u32) -> LockError {
     LockError::config(format!(
         "this semaphore is held with a limit of {agreed} permits, and this request asked for a \
@@ -640,6 +625,19 @@ pub(crate) trait Admin: Send + Sync {
 
     /// Deletes a lock whoever holds it, and wakes its waiters; true when there was one.
     fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool>;
+
+    /// Stores this locker's description (`identity`) where inspection by other lockers of
+    /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
+    /// [`DESCRIPTION_TTL`](identity::DESCRIPTION_TTL) from now, where it lives with the session
+    /// (ZooKeeper, etcd) until the session ends (a call in the same session then costs
+    /// nothing). Called by a background task of the locker from its first contention on, and
+    /// every [`DESCRIBE_EVERY`](identity::DESCRIBE_EVERY), never on the acquire path; only
+    /// where the engine has inspection, so engines without it store nothing.
+    fn describe_locker<'a>(
+        &'a self,
+        prefix: &'a str,
+        identity: &'a Identity,
+    ) -> StoreFuture<'a, ()>;
 }
 
 /// A live subscription to one lock's releases. Dropping it ends the interest; the backend

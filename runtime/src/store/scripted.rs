@@ -293,14 +293,6 @@ fn take_one(count: &mut u32) -> bool {
 }
 
 impl super::Store for ScriptedStore {
-    fn describe_locker<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a crate::store::identity::Identity,
-    ) -> crate::store::StoreFuture<'a, ()> {
-        crate::store::describes_nothing()
-    }
-
     fn session(&self) -> Option<Session> {
         ScriptedStore::session(self)
     }

@@ -181,16 +181,8 @@ impl Store for Observed {
         self
     }
 
-    /// In the background, unobserved like the operator's calls: not the locks' traffic.
-    fn describe_locker<'a>(
-        &'a self,
-        prefix: &'a str,
-        identity: &'a crate::store::identity::Identity,
-    ) -> StoreFuture<'a, ()> {
-        self.send(|store| store.describe_locker(prefix, identity))
-    }
-
-    /// The operator's calls, unobserved: they are not the locks' traffic.
+    /// The operator's calls and the locker's description, unobserved: they are not the
+    /// locks' traffic.
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         self.engine.store()?.admin()
     }

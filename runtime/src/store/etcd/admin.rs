@@ -5,6 +5,7 @@ use etcd_client as etcd;
 
 use super::names::{first_by_creation, first_writer, is_reader_key, lock_of, range_of, READER};
 use super::Etcd;
+use crate::store::identity::Identity;
 use crate::store::keys::{unescape, LockKeys};
 use crate::store::sequenced::inspect;
 use crate::store::{Admin, LockState, StoreFuture};
@@ -91,5 +92,15 @@ impl Admin for Etcd {
             }
             Ok(deleted)
         })
+    }
+
+    /// A key `P:session:{LEASE}` on the locker's lease: it goes with the lease, as the
+    /// lease's locks do. Put once per lease; a call with the same lease costs nothing.
+    fn describe_locker<'a>(
+        &'a self,
+        prefix: &'a str,
+        identity: &'a Identity,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.describe_on_lease(prefix, identity))
     }
 }

@@ -10,7 +10,6 @@ use tokio::sync::watch;
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::heard;
-use crate::store::identity::Identity;
 use crate::store::sequenced::{
     patience, Contender, Contenders, Renews, Sequenced, SequencedEngine,
 };
@@ -154,11 +153,5 @@ impl SequencedEngine for Etcd {
             ),
             None,
         ))
-    }
-
-    /// A key `P:session:{LEASE}` on the locker's lease: it goes with the lease, as the
-    /// lease's locks do. Put once per lease; a call with the same lease costs nothing.
-    async fn describe_locker(&self, prefix: &str, identity: &Identity) -> Result<(), LockError> {
-        self.describe_on_lease(prefix, identity).await
     }
 }

@@ -39,14 +39,6 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    fn describe_locker<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a crate::store::identity::Identity,
-    ) -> crate::store::StoreFuture<'a, ()> {
-        crate::store::describes_nothing()
-    }
-
     /// Every call is answered at once.
     fn info(&self) -> Info {
         Info {

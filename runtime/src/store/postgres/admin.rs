@@ -108,4 +108,12 @@ impl Admin for PostgresStore {
             Ok(rows.first().is_some_and(|row| row.get::<_, bool>(0)))
         })
     }
+
+    fn describe_locker<'a>(
+        &'a self,
+        _prefix: &'a str,
+        identity: &'a Identity,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(PostgresStore::describe_locker(self, identity))
+    }
 }

@@ -313,14 +313,6 @@ impl Store for PostgresStore {
         Ok(self)
     }
 
-    fn describe_locker<'a>(
-        &'a self,
-        _prefix: &'a str,
-        identity: &'a crate::store::identity::Identity,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(PostgresStore::describe_locker(self, identity))
-    }
-
     fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
         self
     }

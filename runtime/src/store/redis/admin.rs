@@ -74,6 +74,15 @@ impl Admin for RedisStore {
             Ok(deleted == 1)
         })
     }
+
+    /// Under `P:locker:{ID}`, for [`DESCRIPTION_TTL`].
+    fn describe_locker<'a>(
+        &'a self,
+        prefix: &'a str,
+        identity: &'a Identity,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(RedisStore::describe_locker(self, prefix, identity))
+    }
 }
 
 /// inspect.lua's answer: `(held, pttl, waiters, fence, queued, holders, names, waited)`.

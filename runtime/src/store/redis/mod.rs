@@ -565,14 +565,6 @@ impl Store for RedisStore {
         Ok(self)
     }
 
-    fn describe_locker<'a>(
-        &'a self,
-        prefix: &'a str,
-        identity: &'a crate::store::identity::Identity,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(RedisStore::describe_locker(self, prefix, identity))
-    }
-
     fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
         self
     }

@@ -5,7 +5,6 @@ use std::future::Future;
 
 use super::{Driver, Role, Sequenced};
 use crate::error::LockError;
-use crate::store::identity::Identity;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
@@ -27,12 +26,6 @@ pub(crate) trait Engine: Driver + Admin {
 
     /// One round trip over its session, opening one when there is none ([`Store::probe`]).
     fn probe(&self) -> impl Future<Output = Result<(), LockError>> + Send;
-    /// Stores the locker's description with its current session ([`Store::describe_locker`]).
-    fn describe_locker(
-        &self,
-        prefix: &str,
-        identity: &Identity,
-    ) -> impl Future<Output = Result<(), LockError>> + Send;
 }
 
 /// Renewals, which each engine proves its own way (ZooKeeper: the contender's session is the
@@ -120,14 +113,6 @@ where
 
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         Ok(&*self.driver)
-    }
-
-    fn describe_locker<'a>(
-        &'a self,
-        prefix: &'a str,
-        identity: &'a Identity,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(self.driver.describe_locker(prefix, identity))
     }
 
     fn leader_records(&self) -> &dyn LeaderRecords {

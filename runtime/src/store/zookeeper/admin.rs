@@ -8,13 +8,48 @@ use zookeeper_client as zk;
 use super::names::{lock_key_of, node_of, parent_of, CHILD, READER, ROOT};
 use super::ZooKeeper;
 use crate::error::LockError;
-use crate::store::identity::session_key;
+use crate::store::identity::{session_key, Identity};
 use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
 use crate::store::sequenced::{inspect, who, Seen, Who};
 use crate::store::{Admin, LockState, StoreFuture};
 
 impl ZooKeeper {
+    /// An ephemeral znode of the current session, `P:session:{ID}` under the root (the
+    /// session's id): it goes with the session, as the session's locks do. Created once per
+    /// session; a call in a session that has it costs nothing.
+    async fn describe_in_session(
+        &self,
+        prefix: &str,
+        identity: &Identity,
+    ) -> Result<(), LockError> {
+        let (client, _) = self.client().await?;
+        let session = client.session_id().0;
+        if *self.described.lock().unwrap() == Some(session) {
+            return Ok(());
+        }
+        self.ensure(&client, ROOT, zk::CreateMode::Persistent)
+            .await?;
+        let path = node_of(&session_key(prefix, session));
+        let options = zk::CreateMode::Ephemeral.with_acls(self.acls());
+        let data = identity.stored.as_bytes();
+        match self
+            .bounded("refused a create", async {
+                match client.create(&path, data, &options).await {
+                    Err(zk::Error::NodeExists) => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            })
+            .await
+        {
+            Ok(()) => {
+                *self.described.lock().unwrap() = Some(session);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Who each contender at `paths` is (see [`Driver::who`](crate::store::sequenced::Driver::who)):
     /// its data and stat read side by side, then the descriptions of their sessions ([`who`]).
     pub(super) async fn who_at(
@@ -117,5 +152,13 @@ impl Admin for ZooKeeper {
             }
             Ok(deleted)
         })
+    }
+
+    fn describe_locker<'a>(
+        &'a self,
+        prefix: &'a str,
+        identity: &'a Identity,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.describe_in_session(prefix, identity))
     }
 }

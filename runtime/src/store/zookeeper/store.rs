@@ -8,11 +8,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use zookeeper_client as zk;
 
-use super::names::{node_of, ROOT};
 use super::{Ensemble, ZooKeeper};
 use crate::error::LockError;
 use crate::store::heard;
-use crate::store::identity::{session_key, Identity};
 use crate::store::join_all;
 use crate::store::sequenced::{patience, Contenders, Renews, Sequenced, SequencedEngine};
 use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
@@ -112,36 +110,5 @@ impl SequencedEngine for ZooKeeper {
         self.bounded("did not answer", client.check_stat("/"))
             .await
             .map(|_| ())
-    }
-
-    /// An ephemeral znode of the current session, `P:session:{ID}` under the root (the
-    /// session's id): it goes with the session, as the session's locks do. Created once per
-    /// session; a call in a session that has it costs nothing.
-    async fn describe_locker(&self, prefix: &str, identity: &Identity) -> Result<(), LockError> {
-        let (client, _) = self.client().await?;
-        let session = client.session_id().0;
-        if *self.described.lock().unwrap() == Some(session) {
-            return Ok(());
-        }
-        self.ensure(&client, ROOT, zk::CreateMode::Persistent)
-            .await?;
-        let path = node_of(&session_key(prefix, session));
-        let options = zk::CreateMode::Ephemeral.with_acls(self.acls());
-        let data = identity.stored.as_bytes();
-        match self
-            .bounded("refused a create", async {
-                match client.create(&path, data, &options).await {
-                    Err(zk::Error::NodeExists) => Ok(()),
-                    other => other.map(|_| ()),
-                }
-            })
-            .await
-        {
-            Ok(()) => {
-                *self.described.lock().unwrap() = Some(session);
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
     }
 }

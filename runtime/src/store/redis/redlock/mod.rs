@@ -118,14 +118,6 @@ fn no_quorum(what: &str, ok: usize, of: usize, failures: Vec<LockError>) -> Lock
 }
 
 impl Store for RedLock {
-    fn describe_locker<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a crate::store::identity::Identity,
-    ) -> crate::store::StoreFuture<'a, ()> {
-        crate::store::describes_nothing()
-    }
-
     fn info(&self) -> crate::store::Info {
         let nodes: Vec<String> = self
             .nodes
