@@ -214,17 +214,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// A kind the engine lacks is refused as its capabilities say ([`lacks`]).
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
 
-    /// Whether [`acquire_all`](Self::acquire_all) can take all of `keys` in one round trip
-    /// (they live on one server, or in one Cluster slot).
-    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
-        let _ = keys;
-        false
-    }
-
     /// Takes every lock of `reqs` if all are free right now, in one round trip: the top
     /// fence of each, in order; `None` when any is taken (nothing changed then). Nothing is
-    /// queued: the caller waits for busy locks one by one. Only called when
-    /// [`takes_all_at_once`](Self::takes_all_at_once) said yes.
+    /// queued: the caller waits for busy locks one by one. Only called for keys that the
+    /// engine's [`Info::at_once`] covers (`takes_all_at_once` on `dyn Store`).
     fn acquire_all<'a>(
         &'a self,
         reqs: &'a [AcquireRequest<'_>],
@@ -340,6 +333,33 @@ pub(crate) struct Info {
     /// Where the locks are, for `Debug` and messages: never credentials. Borrowed where it
     /// never changes, so that asking what an in-memory store offers costs no allocation.
     pub(crate) description: Cow<'static, str>,
+    /// Which locks [`Store::acquire_all`] can take together in one round trip.
+    pub(crate) at_once: AtOnce,
+}
+
+/// Which locks an engine can take together in one round trip ([`Store::acquire_all`]); the
+/// others are taken one by one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtOnce {
+    /// None: every lock is taken on its own.
+    Never,
+    /// Any locks: they all live on one server.
+    Always,
+    /// Locks whose keys share a hash slot (a Redis Cluster routes each slot to one node).
+    SameSlot,
+}
+
+impl AtOnce {
+    /// Whether the locks `keys` can be taken together.
+    fn covers(self, keys: &[&LockKeys]) -> bool {
+        match self {
+            AtOnce::Never => false,
+            AtOnce::Always => true,
+            AtOnce::SameSlot => keys
+                .windows(2)
+                .all(|w| keys::slot(w[0].lock()) == keys::slot(w[1].lock())),
+        }
+    }
 }
 
 impl Info {
@@ -355,6 +375,7 @@ impl Info {
             capabilities,
             always_answers: false,
             description: description.into(),
+            at_once: AtOnce::Never,
         }
     }
 }
@@ -506,6 +527,12 @@ impl dyn Store {
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn engine(&self) -> Engine {
         self.info().engine
+    }
+
+    /// Whether [`Store::acquire_all`] can take all of `keys` in one round trip
+    /// ([`Info::at_once`]).
+    pub(crate) fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
+        self.info().at_once.covers(keys)
     }
 
     /// Whether every call is answered at once ([`Info::always_answers`]).

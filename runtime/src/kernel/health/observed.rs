@@ -96,12 +96,6 @@ impl Store for Observed {
         self.watch(|store| store.acquire(req))
     }
 
-    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
-        self.engine
-            .connected()
-            .is_some_and(|store| store.takes_all_at_once(keys))
-    }
-
     fn acquire_all<'a>(
         &'a self,
         reqs: &'a [AcquireRequest<'_>],

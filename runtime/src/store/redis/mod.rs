@@ -76,8 +76,8 @@ use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::Session;
 use crate::store::{
-    join_all, AcquireRequest, Admin, Attempt, LeaderRecord, Leave, PermitState, Renewal, Renewed,
-    Store, StoreFuture, WakeSubscription,
+    join_all, AcquireRequest, Admin, AtOnce, Attempt, LeaderRecord, Leave, PermitState, Renewal,
+    Renewed, Store, StoreFuture, WakeSubscription,
 };
 
 pub(crate) use self::redlock::RedLock;
@@ -374,18 +374,18 @@ impl RedisStore {
         Ok(released == 1)
     }
 
-    /// Whether all of `keys` can be taken by one script: on one server always, on a cluster
-    /// when they share a slot; not where acquires wait for replicas (Sentinel's
-    /// `min_replicas`), which takes its own round trip per lock.
-    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
+    /// Which locks one script can take together: any on one server, those that share a
+    /// slot on a cluster; none where acquires wait for replicas (Sentinel's `min_replicas`),
+    /// which takes its own round trip per lock.
+    fn at_once(&self) -> AtOnce {
         #[cfg(feature = "sentinel")]
         if self.min_replicas > 0 {
-            return false;
+            return AtOnce::Never;
         }
-        !self.core.conn.is_cluster()
-            || keys.windows(2).all(|w| {
-                crate::store::keys::slot(w[0].lock()) == crate::store::keys::slot(w[1].lock())
-            })
+        match self.core.conn.is_cluster() {
+            true => AtOnce::SameSlot,
+            false => AtOnce::Always,
+        }
     }
 
     /// Takes every lock of `reqs` if all are free (acquire_all.lua), in one round trip.
@@ -483,11 +483,14 @@ impl Store for RedisStore {
     /// One server, Sentinel and Cluster offer the same.
     fn info(&self) -> crate::store::Info {
         let redis = crate::store::Engine::Redis;
-        crate::store::Info::of(
-            redis,
-            redis.capabilities(Duration::ZERO),
-            format!("redis at {}", self.core.endpoint),
-        )
+        crate::store::Info {
+            at_once: self.at_once(),
+            ..crate::store::Info::of(
+                redis,
+                redis.capabilities(Duration::ZERO),
+                format!("redis at {}", self.core.endpoint),
+            )
+        }
     }
 
     fn session(&self) -> Option<Session> {
@@ -534,10 +537,6 @@ impl Store for RedisStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
         Box::pin(RedisStore::subscribe(self, keys))
-    }
-
-    fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
-        RedisStore::takes_all_at_once(self, keys)
     }
 
     fn acquire_all<'a>(
