@@ -68,30 +68,30 @@ impl Connection {
     pub(crate) fn info(&self) -> Info {
         match self {
             Connection::Ready(store) => store.info(),
-            Connection::Lazy(lazy) => match lazy.state.store.get() {
-                Some(store) => Info {
-                    always_answers: false,
-                    ..store.info()
-                },
-                None => {
-                    let deployment = &lazy.state.deployment;
-                    Info::of(
-                        deployment.engine(),
-                        deployment.capabilities(),
-                        format!("{deployment:?} (not connected yet)"),
-                    )
+            Connection::Lazy(lazy) => Info {
+                link: Some(lazy.state.link.subscribe()),
+                ..match lazy.state.store.get() {
+                    Some(store) => Info {
+                        always_answers: false,
+                        ..store.info()
+                    },
+                    None => {
+                        let deployment = &lazy.state.deployment;
+                        Info::of(
+                            deployment.engine(),
+                            deployment.capabilities(),
+                            format!("{deployment:?} (not connected yet)"),
+                        )
+                    }
                 }
             },
         }
     }
 
-    /// What the engine's own background work sees of its connection ([`Store::link`]); a
+    /// What the engine's own background work sees of its connection ([`Info::link`]); a
     /// lazily connected engine's is down until it connects, and the engine's own then.
     pub(crate) fn link(&self) -> Option<watch::Receiver<bool>> {
-        match self {
-            Connection::Ready(store) => store.link(),
-            Connection::Lazy(lazy) => Some(lazy.state.link.subscribe()),
-        }
+        self.info().link
     }
 }
 
@@ -142,7 +142,7 @@ async fn connect(state: Weak<State>, settings: Settings) {
         match attempt {
             Ok(Ok(store)) => {
                 tracing::info!(engine = %store.describe(), "connected to the lock engine");
-                let link = store.link();
+                let link = store.info().link;
                 let _ = live.store.set(store);
                 match link {
                     Some(link) => {

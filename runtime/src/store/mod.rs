@@ -165,17 +165,8 @@ pub(crate) trait Store: Send + Sync + 'static {
 
     /// The session leases are granted over, for engines where its end can mean lost locks
     /// (a single server that may restart empty). `None`: only the clock and renewals tell.
+    /// (What the engine sees of its connection meanwhile is in [`Info::link`].)
     fn session(&self) -> Option<Session> {
-        None
-    }
-
-    /// What the engine's own background work sees of its connection, beside the outcomes of
-    /// the locker's calls: true while it works. ZooKeeper's session events (disconnected,
-    /// connected again), etcd's keep-alives (acknowledged, or overdue), PostgreSQL's
-    /// listening connection (listening, or its health check failed), a lazily connected
-    /// store's first connection. `None`: only the calls tell (the locker's health then
-    /// learns of an outage from a call that fails).
-    fn link(&self) -> Option<watch::Receiver<bool>> {
         None
     }
 
@@ -335,6 +326,13 @@ pub(crate) struct Info {
     pub(crate) description: Cow<'static, str>,
     /// Which locks [`Store::acquire_all`] can take together in one round trip.
     pub(crate) at_once: AtOnce,
+    /// What the engine's own background work sees of its connection, beside the outcomes of
+    /// the locker's calls: true while it works. ZooKeeper's session events (disconnected,
+    /// connected again), etcd's keep-alives (acknowledged, or overdue), PostgreSQL's
+    /// listening connection (listening, or its health check failed), a lazily connected
+    /// store's first connection. `None`: only the calls tell (the locker's health then
+    /// learns of an outage from a call that fails, and probes it with [`Store::probe`]).
+    pub(crate) link: Option<watch::Receiver<bool>>,
 }
 
 /// Which locks an engine can take together in one round trip ([`Store::acquire_all`]); the
@@ -376,6 +374,7 @@ impl Info {
             always_answers: false,
             description: description.into(),
             at_once: AtOnce::Never,
+            link: None,
         }
     }
 }

@@ -297,10 +297,6 @@ impl super::Store for ScriptedStore {
         ScriptedStore::session(self)
     }
 
-    fn link(&self) -> Option<watch::Receiver<bool>> {
-        Some(self.shared.link.subscribe())
-    }
-
     /// A call like the others: the script's failures and delays apply to it.
     fn probe(&self) -> super::StoreFuture<'_, ()> {
         let fate = self.fate();
@@ -315,7 +311,10 @@ impl super::Store for ScriptedStore {
             leases_expire: !self.shared.session_locks.load(Ordering::Relaxed),
             ..super::Engine::Memory.capabilities(Duration::ZERO)
         };
-        super::Info::of(super::Engine::Memory, capabilities, "scripted")
+        super::Info {
+            link: Some(self.shared.link.subscribe()),
+            ..super::Info::of(super::Engine::Memory, capabilities, "scripted")
+        }
     }
 
     /// Locks under the script; readers' shares and permits straight in the memory store.

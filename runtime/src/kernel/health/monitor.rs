@@ -33,7 +33,7 @@ pub(crate) fn spawn(
     }
     // Subscribed now, not when the task first runs: nothing that happens in between is missed.
     let log = health.log();
-    let mut link = store.link();
+    let mut link = store.info().link;
     // A link down already (a lazily connected store's, until it connects) suspends it now;
     // one that is up tells nothing new.
     if link.as_mut().is_some_and(|l| !*l.borrow_and_update()) {

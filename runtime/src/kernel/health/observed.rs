@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Health;
@@ -82,10 +81,6 @@ impl Store for Observed {
 
     fn session(&self) -> Option<Session> {
         self.engine.connected()?.session()
-    }
-
-    fn link(&self) -> Option<watch::Receiver<bool>> {
-        self.engine.link()
     }
 
     fn probe(&self) -> StoreFuture<'_, ()> {

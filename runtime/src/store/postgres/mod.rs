@@ -233,16 +233,15 @@ impl Store for PostgresStore {
     /// the release that leaves the lock to it says so on `leasehold_turn`.
     fn info(&self) -> super::Info {
         let postgres = super::Engine::Postgres;
-        super::Info::of(
-            postgres,
-            postgres.capabilities(Duration::ZERO),
-            format!("PostgreSQL at {}", self.shared.shown),
-        )
-    }
-
-    /// The listening connection: up while it listens and its health check answers.
-    fn link(&self) -> Option<watch::Receiver<bool>> {
-        Some(self.listening.clone())
+        super::Info {
+            // The listening connection: up while it listens and its health check answers.
+            link: Some(self.listening.clone()),
+            ..super::Info::of(
+                postgres,
+                postgres.capabilities(Duration::ZERO),
+                format!("PostgreSQL at {}", self.shared.shown),
+            )
+        }
     }
 
     /// `SELECT 1` on a pooled connection.

@@ -21,7 +21,7 @@ pub(crate) trait Engine: Driver + Admin {
     /// Which engine it is ([`Store::engine`]).
     fn engine(&self) -> crate::store::Engine;
 
-    /// What it sees of its session's connection ([`Store::link`]).
+    /// What it sees of its session's connection ([`Info::link`](crate::store::Info::link)).
     fn link(&self) -> Option<tokio::sync::watch::Receiver<bool>>;
 
     /// One round trip over its session, opening one when there is none ([`Store::probe`]).
@@ -43,19 +43,18 @@ where
     Sequenced<D>: Renews,
 {
     fn info(&self) -> crate::store::Info {
-        crate::store::Info::of(
-            self.driver.engine(),
-            self.driver.capabilities(),
-            self.driver.describe(),
-        )
+        crate::store::Info {
+            link: self.driver.link(),
+            ..crate::store::Info::of(
+                self.driver.engine(),
+                self.driver.capabilities(),
+                self.driver.describe(),
+            )
+        }
     }
 
     fn session(&self) -> Option<Session> {
         Some(self.current_session())
-    }
-
-    fn link(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
-        self.driver.link()
     }
 
     fn probe(&self) -> StoreFuture<'_, ()> {
