@@ -294,11 +294,11 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// says the engine keeps them (`leader_records_or_refusal` on `dyn Store`).
     fn leader_records(&self) -> &dyn LeaderRecords;
 
-    /// The operator's part (inspection, listing, forced release). Reached only where
-    /// [`Capabilities::inspection`] says the engine has one (`admin_or_refusal` on
-    /// `dyn Store`); the default is for engines without it, and refuses every call. An
-    /// error: the engine cannot be asked now (the health's observer, before a lazily
-    /// connected engine connects).
+    /// The operator's part (inspection, listing, forced release, the locker's description).
+    /// Reached only where [`Capabilities::inspection`] says the engine has one
+    /// (`admin_or_refusal` on `dyn Store`); the default is for engines without it, and
+    /// refuses every call. An error: the engine cannot be asked now (the health's observer,
+    /// before a lazily connected engine connects).
     fn admin(&self) -> Result<&dyn Admin, LockError> {
         Ok(&NoAdmin)
     }
@@ -640,7 +640,8 @@ pub(crate) struct PermitState {
     pub(crate) holders: Vec<(u32, Duration, Holder)>,
 }
 
-/// Inspection and forced release, for operators and the CLI.
+/// Inspection and forced release, for operators and the CLI, and the locker's description
+/// that inspection shows to them.
 pub(crate) trait Admin: Send + Sync {
     /// The state of one lock.
     fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState>;

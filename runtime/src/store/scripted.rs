@@ -33,7 +33,7 @@ struct Shared {
     /// Report locks as living with the session (`Store::locks_expire` false), as ZooKeeper
     /// and etcd do; the memory store underneath still expires what nobody renews.
     session_locks: AtomicBool,
-    /// The engine's own view of its connection ([`Store::link`](super::Store::link)).
+    /// The engine's own view of its connection ([`Info::link`](super::Info::link)).
     link: watch::Sender<bool>,
     /// How many lock acquires reached the store, from every locker on it.
     acquires: AtomicU32,

@@ -1,7 +1,8 @@
 //! The health monitor of a locker: a task beside its watchdog that feeds its [`Health`] what
 //! no call brings: the end of a session (its epoch moves on: lost), the engine's own reports
-//! of its connection ([`Store::link`]), and, while the engine is suspended or lost, one probe
-//! a second ([`Store::probe`]), so that a locker without traffic notices the engine come back.
+//! of its connection ([`Info::link`](crate::store::Info::link)), and, while the engine is
+//! suspended or lost, one probe a second ([`Store::probe`]), so that a locker without traffic
+//! notices the engine come back.
 //! It ends with the locker (it holds the store and the health only weakly) or when the locker
 //! is closed.
 

@@ -36,7 +36,7 @@ pub(crate) struct Etcd {
     pub(super) contenders: Contenders<i64>,
     /// The session whose lease is being swept for orphans, if any.
     pub(super) swept: Mutex<Option<u64>>,
-    /// True while the lease's keep-alives are acknowledged ([`Store::link`](crate::store::Store::link)):
+    /// True while the lease's keep-alives are acknowledged ([`Info::link`](crate::store::Info::link)):
     /// false once one is overdue (unanswered for the operation timeout), the stream cannot be
     /// opened, or the lease ended, until one is acknowledged (or a new lease granted).
     pub(super) link: Arc<watch::Sender<bool>>,

@@ -32,7 +32,7 @@ pub(crate) struct ZooKeeper {
     pub(super) epoch: Arc<watch::Sender<u64>>,
     /// The recipe's contenders: a session's are forgotten (and deleted) when it ends.
     pub(super) contenders: Contenders<zk::Client>,
-    /// True while a session is connected to a server ([`Store::link`](crate::store::Store::link)):
+    /// True while a session is connected to a server ([`Info::link`](crate::store::Info::link)):
     /// false from the moment it is disconnected, or ended, until it (or the next one) is
     /// connected.
     pub(super) link: Arc<watch::Sender<bool>>,
