@@ -124,6 +124,8 @@ pub(super) fn check_url(field: &str, url: &str) -> Result<String, LockError> {
             "a PostgreSQL URL",
             "postgres = \"...\" (LEASEHOLD_POSTGRES)",
         ))
+    } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
+        Some(("a MySQL URL", "mysql = \"...\" (LEASEHOLD_MYSQL)"))
     } else if lower.starts_with("http://") || lower.starts_with("https://") {
         Some(("an etcd endpoint", "etcd = [\"...\"] (LEASEHOLD_ETCD)"))
     } else if lower.starts_with("zk://") || lower.starts_with("zookeeper://") {
@@ -143,7 +145,7 @@ pub(super) fn check_url(field: &str, url: &str) -> Result<String, LockError> {
     }
     Err(LockError::config(format!(
         "{field}: {:?} is not a Redis URL; write redis://host:port, rediss://host:port (TLS) \
-         or redis+unix:///path/to/socket; for another engine use postgres, etcd or zookeeper \
+         or redis+unix:///path/to/socket; for another engine use postgres, mysql, etcd or zookeeper \
          instead of {field}",
         redact(url)
     )))

@@ -82,6 +82,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     etcd: Vec<String>,
     postgres: Option<String>,
+    mysql: Option<String>,
     #[serde(default, deserialize_with = "session_timeout")]
     session_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "clock_drift")]
@@ -282,6 +283,7 @@ impl TryFrom<RawConfig> for LockConfig {
             zookeeper: raw.zookeeper,
             etcd: raw.etcd,
             postgres: raw.postgres,
+            mysql: raw.mysql,
             session_timeout: raw.session_timeout,
             clock_drift: raw.clock_drift,
             fence_offset: raw.fence_offset,

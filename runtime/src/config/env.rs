@@ -17,6 +17,7 @@ const ENV_VARS: [(&str, &str); 20] = [
     ("LEASEHOLD_ZOOKEEPER", "zookeeper"),
     ("LEASEHOLD_ETCD", "etcd"),
     ("LEASEHOLD_POSTGRES", "postgres"),
+    ("LEASEHOLD_MYSQL", "mysql"),
     ("LEASEHOLD_SESSION_TIMEOUT", "session_timeout"),
     ("LEASEHOLD_PREFIX", "prefix"),
     ("LEASEHOLD_SERVICE", "service"),
@@ -44,6 +45,7 @@ impl LockConfig {
     /// | `LEASEHOLD_ZOOKEEPER` | `zookeeper` |
     /// | `LEASEHOLD_ETCD` | `etcd` (comma-separated endpoints) |
     /// | `LEASEHOLD_POSTGRES` | `postgres` |
+    /// | `LEASEHOLD_MYSQL` | `mysql` |
     /// | `LEASEHOLD_SESSION_TIMEOUT` | `session_timeout` (ZooKeeper, etcd) |
     /// | `LEASEHOLD_PREFIX` | `prefix` |
     /// | `LEASEHOLD_LEASE` | `lease` |
@@ -164,6 +166,7 @@ impl LockConfig {
                 }
                 "zookeeper" => self.zookeeper = Some(value.to_owned()),
                 "postgres" => self.postgres = Some(value.to_owned()),
+                "mysql" => self.mysql = Some(value.to_owned()),
                 "etcd" => {
                     self.etcd = value
                         .split(',')
@@ -190,6 +193,7 @@ fn deployment_of(field: &str) -> Option<&'static str> {
         "zookeeper" => Some("zookeeper"),
         "etcd" => Some("etcd"),
         "postgres" => Some("postgres"),
+        "mysql" => Some("mysql"),
         _ => None,
     }
 }
@@ -218,6 +222,9 @@ impl LockConfig {
         }
         if !keep("postgres") {
             self.postgres = None;
+        }
+        if !keep("mysql") {
+            self.mysql = None;
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::web::RouteRule;
 ///
 /// Every field is optional, but [`Locker::from_config`](crate::Locker::from_config) needs the
 /// config to name exactly one deployment: `url` (one Redis server), `redlock`, `cluster`,
-/// `[sentinel]`, `zookeeper`, `etcd` or `postgres`. Unset fields keep the builder's defaults.
+/// `[sentinel]`, `zookeeper`, `etcd`, `postgres` or `mysql`. Unset fields keep the builder's defaults.
 /// Unknown fields are errors, and every error names the field and the bad value.
 ///
 /// ```toml
@@ -52,6 +52,7 @@ use crate::web::RouteRule;
 /// # etcd = ["http://user:password@etcd1:2379", "http://etcd2:2379"]    # LEASEHOLD_ETCD
 /// # session_timeout = "10s"       # LEASEHOLD_SESSION_TIMEOUT; with zookeeper or etcd
 /// # postgres = "postgres://user:password@db:5432/app"                   # LEASEHOLD_POSTGRES
+/// # mysql = "mysql://user:password@db:3306/app"                         # LEASEHOLD_MYSQL
 /// clock_drift = 0.01               # LEASEHOLD_CLOCK_DRIFT
 /// fence_offset = 0                 # LEASEHOLD_FENCE_OFFSET; after a move from another engine
 ///
@@ -100,7 +101,7 @@ pub struct LockConfig {
     /// One Redis server, `redis://[user:password@]host:port[/db]` (`rediss://` for TLS,
     /// `redis+unix://` for a socket). [`Locker::from_config`](crate::Locker::from_config)
     /// needs exactly one deployment: this, or one of `redlock`, `cluster`, `sentinel`,
-    /// `zookeeper`, `etcd`, `postgres`. Only Redis URLs go here; the other engines have
+    /// `zookeeper`, `etcd`, `postgres`, `mysql`. Only Redis URLs go here; the other engines have
     /// fields of their own.
     pub url: Option<String>,
     /// RedLock over these independent masters (an odd number, at least 3) instead of `url`;
@@ -123,6 +124,11 @@ pub struct LockConfig {
     /// (feature `postgres`); see [`LockerBuilder::postgres`](crate::LockerBuilder). The
     /// password never shows in this config's `Debug`.
     pub postgres: Option<String>,
+    /// A MySQL 8 or MariaDB database, `mysql://user:password@host:port/database` (or
+    /// `mariadb://`), instead of `url` (feature `mysql`); see
+    /// [`LockerBuilder::mysql`](crate::LockerBuilder). The password never shows in this
+    /// config's `Debug`.
+    pub mysql: Option<String>,
     /// With `zookeeper`: the session timeout; with `etcd`: the TTL of the locker's etcd lease.
     /// Defaults to 10 s; see [`LockerBuilder::session_timeout`](crate::LockerBuilder).
     pub session_timeout: Option<Duration>,
@@ -181,6 +187,7 @@ impl std::fmt::Debug for LockConfig {
             .field("zookeeper", &self.zookeeper.as_deref().map(redact))
             .field("etcd", &list(&self.etcd))
             .field("postgres", &self.postgres.as_deref().map(redact))
+            .field("mysql", &self.mysql.as_deref().map(redact))
             .field("session_timeout", &self.session_timeout)
             .field("clock_drift", &self.clock_drift)
             .field("fence_offset", &self.fence_offset)

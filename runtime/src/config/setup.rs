@@ -67,7 +67,7 @@ impl RouteLocks {
 
 impl LockConfig {
     /// The one deployment the config names (`url`, `redlock`, `cluster`, `[sentinel]`,
-    /// `zookeeper`, `etcd` or `postgres`), checked as `build` would check it (where the
+    /// `zookeeper`, `etcd`, `postgres` or `mysql`), checked as `build` would check it (where the
     /// builder's is, [`Deployment::validate`], so both say the same).
     ///
     /// # Errors
@@ -81,6 +81,7 @@ impl LockConfig {
             ("zookeeper", self.zookeeper.is_some()),
             ("etcd", !self.etcd.is_empty()),
             ("postgres", self.postgres.is_some()),
+            ("mysql", self.mysql.is_some()),
         ]
         .iter()
         .filter(|(_, set)| *set)
@@ -91,9 +92,10 @@ impl LockConfig {
                 return Err(LockError::config(
                     "invalid leasehold config: no deployment named; set one of url = \
                      \"redis://127.0.0.1:6379\" (one Redis server), redlock, cluster, [sentinel], \
-                     zookeeper, etcd or postgres in the config, or its variable in the \
+                     zookeeper, etcd, postgres or mysql in the config, or its variable in the \
                      environment (LEASEHOLD_URL, LEASEHOLD_REDLOCK, LEASEHOLD_CLUSTER, \
-                     LEASEHOLD_SENTINEL, LEASEHOLD_ZOOKEEPER, LEASEHOLD_ETCD, LEASEHOLD_POSTGRES)",
+                     LEASEHOLD_SENTINEL, LEASEHOLD_ZOOKEEPER, LEASEHOLD_ETCD, LEASEHOLD_POSTGRES, \
+                     LEASEHOLD_MYSQL)",
                 ))
             }
             ["url"] => {
@@ -115,6 +117,7 @@ impl LockConfig {
                     .unwrap_or(crate::DEFAULT_SESSION_TIMEOUT),
             },
             ["postgres"] => Deployment::Postgres(self.postgres.clone().expect("given")),
+            ["mysql"] => Deployment::Mysql(self.mysql.clone().expect("given")),
             ["sentinel"] => {
                 let sentinel = self.sentinel.as_ref().expect("given");
                 Deployment::Sentinel {

@@ -348,6 +348,41 @@ impl LockerBuilder {
         self
     }
 
+    /// Lock in a MySQL 8 or MariaDB database, `mysql://user:password@host:3306/database`
+    /// (`mariadb://` too): each lock is a row of the InnoDB table `leasehold_locks` (created on
+    /// first use with its companion tables and routines, or applied by an operator from
+    /// [`mysql::SCHEMA`](crate::mysql::SCHEMA)), its lease expiring on the database server's
+    /// clock and judged lost on this process's monotonic clock, as on PostgreSQL. Fencing
+    /// tokens follow the server's clock in 32 µs units and a per-key floor, so they never go
+    /// back, also after a restore from an older backup or a failover to a replica;
+    /// [`mysql::check_fence`](crate::mysql::check_fence) checks one inside your own
+    /// transaction, so that the write and the fence check commit together. MySQL has no
+    /// `LISTEN`/`NOTIFY`: releases are written to a wake log that one task per locker reads
+    /// while somebody waits. Instead of [`url`](Self::url). Needs the `mysql` feature.
+    ///
+    /// The password never appears in `Debug`, logs or errors. TLS (with the `tls` feature)
+    /// follows the URL's `ssl-mode`, as [`crate::mysql`] describes.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) fails with [`LockError::Config`](crate::LockError::Config) for
+    /// a URL it cannot read or that asks for TLS without the `tls` feature, and with
+    /// [`LockError::Unavailable`](crate::LockError::Unavailable) when the server cannot be
+    /// reached.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::builder()
+    ///     .mysql("mysql://shop:secret@db.internal:3306/shop")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "mysql")]
+    pub fn mysql(mut self, url: impl Into<String>) -> Self {
+        self.deployments.push(Deployment::Mysql(url.into()));
+        self
+    }
+
     /// With [`zookeeper`](Self::zookeeper): the session timeout; with [`etcd`](Self::etcd):
     /// the TTL of the locker's etcd lease (rounded up to whole seconds, as etcd counts; at least
     /// 1 s). Either way, how long a holder that crashed or was cut off keeps its locks. Leases
@@ -638,7 +673,7 @@ impl LockerBuilder {
             [] => Err(LockError::config(
                 "no engine named: call one of .url(\"redis://127.0.0.1:6379\"), \
                  .redlock([...]), .cluster([...]), .sentinel(...), .zookeeper(...), \
-                 .etcd([...]), .postgres(...) or .deployment(...) on the builder, or use \
+                 .etcd([...]), .postgres(...), .mysql(...) or .deployment(...) on the builder, or use \
                  Locker::in_memory() for a process-local store",
             )),
             [one] => {
@@ -658,7 +693,7 @@ impl LockerBuilder {
             }
             _ => Err(LockError::config(
                 "more than one of .url(...), .redlock([...]), .cluster([...]), .sentinel(...), \
-                 .zookeeper(...), .etcd([...]) and .postgres(...) was given; use one of them",
+                 .zookeeper(...), .etcd([...]), .postgres(...) and .mysql(...) was given; use one of them",
             )),
         }
     }

@@ -68,12 +68,13 @@ pub(crate) enum Engine {
     ZooKeeper,
     Etcd,
     Postgres,
+    Mysql,
     Memory,
 }
 
 impl Engine {
     /// Every engine, in the order the README's table lists them.
-    pub(crate) const ALL: [Engine; 8] = [
+    pub(crate) const ALL: [Engine; 9] = [
         Engine::Redis,
         Engine::Sentinel,
         Engine::Cluster,
@@ -81,6 +82,7 @@ impl Engine {
         Engine::ZooKeeper,
         Engine::Etcd,
         Engine::Postgres,
+        Engine::Mysql,
         Engine::Memory,
     ];
 
@@ -94,6 +96,7 @@ impl Engine {
             Engine::ZooKeeper => "zookeeper",
             Engine::Etcd => "etcd",
             Engine::Postgres => "postgres",
+            Engine::Mysql => "mysql",
             Engine::Memory => "memory",
         }
     }
@@ -108,6 +111,7 @@ impl Engine {
             Engine::ZooKeeper => "ZooKeeper",
             Engine::Etcd => "etcd",
             Engine::Postgres => "PostgreSQL",
+            Engine::Mysql => "MySQL",
             Engine::Memory => "in memory",
         }
     }
@@ -152,6 +156,8 @@ impl Engine {
             Engine::ZooKeeper | Engine::Etcd => sessions,
             // Read locks, semaphores and leader records in tables of their own.
             Engine::Postgres => redis,
+            // As PostgreSQL: the same tables and rules, on InnoDB.
+            Engine::Mysql => redis,
             // One process: its local queue orders every request.
             Engine::Memory => Capabilities {
                 fairness: Fairness::PerProcess,
@@ -329,7 +335,8 @@ mod tests {
         assert!(
             e.contains(
                 "semaphores are not supported on etcd at a:2379; they are on one Redis \
-                 server, Sentinel, Redis Cluster, ZooKeeper, etcd, PostgreSQL and in memory"
+                 server, Sentinel, Redis Cluster, ZooKeeper, etcd, PostgreSQL, MySQL and in \
+                 memory"
             ),
             "{e}"
         );

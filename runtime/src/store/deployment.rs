@@ -18,7 +18,7 @@ use crate::error::LockError;
 /// `.redlock(...)`, `.zookeeper(...)` and friends are shorthands for it.
 ///
 /// Its `Debug` hides every credential. Which engines a build can connect depends on its
-/// features (`cluster`, `sentinel`, `zookeeper`, `etcd`, `postgres`): one whose feature is
+/// features (`cluster`, `sentinel`, `zookeeper`, `etcd`, `postgres`, `mysql`): one whose feature is
 /// off is refused at `build` with [`LockError::Config`] naming the feature.
 ///
 /// ```
@@ -63,6 +63,9 @@ pub enum Deployment {
     /// A PostgreSQL database (`postgres://user:password@host:port/database`), its locks rows
     /// of a lease table.
     Postgres(String),
+    /// A MySQL 8 or MariaDB database (`mysql://user:password@host:port/database`, or
+    /// `mariadb://`), its locks rows of a lease table.
+    Mysql(String),
     /// The master that these Sentinels monitor under `master`.
     Sentinel {
         /// The Sentinels' URLs.
@@ -82,7 +85,8 @@ impl Deployment {
     /// server), `zookeeper://[user:password@]host:port,host:port[/chroot][?tls&ca=...]` (an
     /// ensemble, its connect string as `LockerBuilder::zookeeper` takes it), `etcd://e1,e2`
     /// (each endpoint as `LockerBuilder::etcd` takes it), or
-    /// `postgres://` / `postgresql://` (a database). Session timeouts are the default
+    /// `postgres://` / `postgresql://` (a PostgreSQL database), or `mysql://` / `mariadb://`
+    /// (a MySQL or MariaDB database). Session timeouts are the default
     /// ([`DEFAULT_SESSION_TIMEOUT`](crate::DEFAULT_SESSION_TIMEOUT)); RedLock, Cluster and
     /// Sentinel take several URLs and have no one-URL form. The deployment is checked as
     /// `build` would check it, without connecting.
@@ -105,11 +109,13 @@ impl Deployment {
                 session_timeout,
             },
             "postgres" | "postgresql" => Deployment::Postgres(url.to_owned()),
+            "mysql" | "mariadb" => Deployment::Mysql(url.to_owned()),
             _ => {
                 return Err(LockError::config(format!(
                     "{:?} names no engine: give redis://host:port (or rediss://, \
-                     redis+unix://), zookeeper://host:port,host:port, etcd://host:port,host:port \
-                     or postgres://user:password@host:port/database",
+                     redis+unix://), zookeeper://host:port,host:port, etcd://host:port,host:port, \
+                     postgres://user:password@host:port/database or \
+                     mysql://user:password@host:port/database",
                     redact(url)
                 )))
             }
@@ -127,6 +133,7 @@ impl Deployment {
             Deployment::ZooKeeper { .. } => Engine::ZooKeeper,
             Deployment::Etcd { .. } => Engine::Etcd,
             Deployment::Postgres(_) => Engine::Postgres,
+            Deployment::Mysql(_) => Engine::Mysql,
             Deployment::Sentinel { .. } => Engine::Sentinel,
         }
     }
@@ -235,6 +242,18 @@ impl Deployment {
                 let _ = url;
                 Ok(())
             }
+            Deployment::Mysql(url) => {
+                if !cfg!(feature = "mysql") {
+                    return Err(LockError::config(
+                        "mysql: this build of leasehold has no MySQL support; enable its \
+                         `mysql` feature",
+                    ));
+                }
+                #[cfg(feature = "mysql")]
+                super::mysql::validate(url)?;
+                let _ = url;
+                Ok(())
+            }
             Deployment::Sentinel {
                 sentinels, master, ..
             } => {
@@ -266,6 +285,8 @@ impl Deployment {
         match self {
             #[cfg(feature = "postgres")]
             Deployment::Postgres(_) => super::postgres::check_prefix(prefix),
+            #[cfg(feature = "mysql")]
+            Deployment::Mysql(_) => super::mysql::check_prefix(prefix),
             _ => {
                 let _ = prefix;
                 Ok(())
@@ -297,6 +318,10 @@ impl Deployment {
             #[cfg(feature = "postgres")]
             Deployment::Postgres(url) => {
                 Arc::new(super::postgres::PostgresStore::connect(url, settings).await?)
+            }
+            #[cfg(feature = "mysql")]
+            Deployment::Mysql(url) => {
+                Arc::new(super::mysql::MysqlStore::connect(url, settings).await?)
             }
             #[cfg(feature = "cluster")]
             Deployment::Cluster(urls) => {
@@ -341,6 +366,7 @@ impl fmt::Debug for Deployment {
                 .field("session_timeout", session_timeout)
                 .finish(),
             Deployment::Postgres(url) => f.debug_tuple("Postgres").field(&redact(url)).finish(),
+            Deployment::Mysql(url) => f.debug_tuple("Mysql").field(&redact(url)).finish(),
             Deployment::Sentinel {
                 sentinels,
                 master,
@@ -412,6 +438,13 @@ mod tests {
         for url in ["postgres://u@h/db", "postgresql://u@h/db"] {
             assert!(
                 matches!(Deployment::parse(url).unwrap(), Deployment::Postgres(_)),
+                "{url}"
+            );
+        }
+        #[cfg(feature = "mysql")]
+        for url in ["mysql://u@h/db", "mariadb://u@h/db"] {
+            assert!(
+                matches!(Deployment::parse(url).unwrap(), Deployment::Mysql(_)),
                 "{url}"
             );
         }

@@ -23,6 +23,8 @@ pub(crate) mod keys;
 pub(crate) mod kind;
 mod lazy;
 pub(crate) mod memory;
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 pub(crate) mod redis;
