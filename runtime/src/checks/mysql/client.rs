@@ -12,9 +12,10 @@ use std::ops::DerefMut;
 
 use crate::error::BoxError;
 
-/// MySQL's error number when a stored function does not exist (`ER_SP_DOES_NOT_EXIST`): the
-/// transaction's database has no `leasehold_check_fence`.
-pub(super) const NO_SUCH_FUNCTION: u16 = 1305;
+/// MySQL's error numbers when the transaction's database has no leasehold schema: no such
+/// procedure (`ER_SP_DOES_NOT_EXIST`, no `leasehold_check_fence`), no such table
+/// (`ER_NO_SUCH_TABLE`), no database selected (`ER_NO_DB_ERROR`).
+pub(super) const NO_SCHEMA: [u16; 3] = [1305, 1146, 1046];
 
 /// A driver's connection or transaction, taken as it is.
 pub struct Direct;
@@ -41,8 +42,8 @@ impl StatementError {
 /// Runs the fence statement; implemented by each driver adapter for its connection types,
 /// and below for `&mut` whatever derefs to one.
 pub trait RunsFenceCheck<Via>: Sized {
-    /// Runs `statement` (`?` the stored key as bytes, `?` the fence as a `BIGINT`; one
-    /// integer back, `NULL` read as `None`): what it answered, or why it failed.
+    /// Runs `statement` (`?` the stored key as bytes, `?` the fence as a `BIGINT`; one row of
+    /// one integer back, `NULL` or no row read as `None`): what it answered, or why it failed.
     fn run_fence_check(
         self,
         statement: &'static str,

@@ -1,8 +1,8 @@
 //! The fence check, written once for every driver: what is refused before any SQL runs, and
-//! what the function's answer (or the driver's error) means. The drivers only run the
+//! what the procedure's answer (or the driver's error) means. The drivers only run the
 //! statement (`client`, `mysql_async_conn`, `sqlx_my`).
 
-use super::client::{RunsFenceCheck, StatementError, NO_SUCH_FUNCTION};
+use super::client::{RunsFenceCheck, StatementError, NO_SCHEMA};
 use crate::error::{LockError, LostReason};
 use crate::primitives::guard::LockGuard;
 use crate::store::Engine;
@@ -75,13 +75,16 @@ where
 }
 
 /// The statement [`check_fence`] runs: the lock's stored key (bytes), then the fence
-/// (`BIGINT`); one integer back, 1 when the guard still holds the lock.
-const STATEMENT: &str = "SELECT leasehold_check_fence(?, ?)";
+/// (`BIGINT`); one row of one column back, `holds`: 1 when the guard still holds the lock,
+/// else 0. A procedure, not a function: with binary logging on, creating a function needs
+/// privileges a procedure does not (see [`SCHEMA`](super::SCHEMA)).
+const STATEMENT: &str = "CALL leasehold_check_fence(?, ?)";
 
 /// The lock's key as the engine stores it (`VARBINARY`, byte for byte), for [`check_fence`]'s
-/// SQL when another driver runs it (`SELECT leasehold_check_fence(?, ?)` with these bytes
-/// and the guard's [`fence`](LockGuard::fence) as a `BIGINT`; 1 means "still the holder",
-/// anything else means the write must not happen).
+/// SQL when another driver runs it (`CALL leasehold_check_fence(?, ?)` with these bytes and
+/// the guard's [`fence`](LockGuard::fence) as a `BIGINT`, as the transaction's first
+/// statement; its one row's `holds` is 1 for "still the holder", and anything else means the
+/// write must not happen).
 pub fn store_key(guard: &LockGuard) -> Vec<u8> {
     crate::store::mysql::text::key_text(guard.hold().store_key()).to_vec()
 }
@@ -112,7 +115,7 @@ fn checkable_fence(guard: &LockGuard) -> Result<i64, LockError> {
 fn judge(guard: &LockGuard, answer: Result<Option<i64>, StatementError>) -> Result<(), LockError> {
     match answer {
         Ok(Some(1)) => Ok(()),
-        // 0: another holder, or none; NULL: no such lock at all.
+        // 0: another holder, or none.
         Ok(_) => {
             guard
                 .hold()
@@ -121,7 +124,7 @@ fn judge(guard: &LockGuard, answer: Result<Option<i64>, StatementError>) -> Resu
                 reason: LostReason::StaleFence,
             })
         }
-        Err(e) if e.code == Some(NO_SUCH_FUNCTION) => Err(LockError::Config {
+        Err(e) if e.code.is_some_and(|code| NO_SCHEMA.contains(&code)) => Err(LockError::Config {
             message: format!(
                 "the fence check of {:?} found no leasehold schema in the transaction's \
                  database: check the fence in a transaction on the database of the guard's \

@@ -2,8 +2,8 @@
 //!
 //! **How the locks are stored.** A locker built with [`LockerBuilder::mysql`] keeps each lock
 //! as a row of a lease table in the database of its URL (`leasehold_locks` and its siblings,
-//! InnoDB; [`SCHEMA`] is their SQL, which the locker applies on first use unless an operator
-//! did), on the database's clock: a lease ends when the server's time passes it, whatever the
+//! InnoDB, and the `leasehold_*` procedures every call runs; [`SCHEMA`] is their SQL, which
+//! the locker applies on first use unless an operator did), on the database's clock: a lease ends when the server's time passes it, whatever the
 //! clocks of the processes say. Keys and owner tokens are stored as bytes (`VARBINARY`), so
 //! no collation folds case or trims spaces. Every lock key in use also has a **guard row**
 //! (`leasehold_guards`), which a fenced transaction reads and only a change of holder writes.
@@ -60,7 +60,8 @@
 //! MariaDB's `idle_transaction_timeout`, MySQL 8's `wait_timeout` (MySQL has no idle bound
 //! for transactions alone). The server then ends the session of a transaction that waits
 //! for its client longer than that, the transaction rolls back and its shared lock goes, and
-//! the lock is free at most the lease plus 5 s after the holder stalled. A transaction busy
+//! the lock is free at most the lease plus 5 s after the holder stalled (MariaDB counts the
+//! bound in whole seconds, rounded up). A transaction busy
 //! in a statement is not ended (a stalled holder's statement ends by itself, and the idle
 //! bound starts then); while its holder is alive its watchdog keeps the lease, and if the
 //! lease is lost, the guard's loss tells the holder. So do not wait between statements of a
@@ -75,10 +76,16 @@
 //! lock. It takes the same shared lock, so no writer takes the lock until the transaction
 //! ends, even if every reader leaves meanwhile, while other readers still come and go.
 //!
-//! The check works under every isolation level: its read is a locking read, which reads the
-//! latest committed row whatever the transaction's snapshot. A lock wait timeout or a
-//! deadlock (an acquire never waits on the guard row, but your own statements may) is a
-//! [`LockError::Unavailable`] whose source is the driver's error: roll back and retry.
+//! **Make the check the transaction's first statement**, before it reads anything. The
+//! guard row is read with a locking read (the newest version, whatever the transaction's
+//! snapshot), but the lease's row is read as the transaction sees it: under `REPEATABLE READ`
+//! (InnoDB's default) from the snapshot of its first read. A check after an earlier read
+//! could then see an older state of the lock and answer [`LostReason::StaleFence`] to a
+//! holder that did acquire it (never the other way round: a stale holder is refused
+//! whatever the snapshot). Under `READ COMMITTED` the order does not matter. A lock wait
+//! timeout or a deadlock (an acquire never waits on the guard row, but your own statements
+//! may) is a [`LockError::Unavailable`] whose source is the driver's error: roll back and
+//! retry.
 //!
 //! **Clients.** [`check_fence`] takes `&mut` the connection or transaction your write runs
 //! in:
@@ -116,10 +123,10 @@
 //! before any SQL runs, since a MySQL transaction cannot check a lock kept elsewhere; and a
 //! transaction on a database without the leasehold schema.
 //!
-//! Another driver does the same with one statement in its transaction:
-//! `SELECT leasehold_check_fence(?, ?)` with [`store_key`] and the guard's
-//! [`fence`](LockGuard::fence) as a `BIGINT`; anything but 1 means the write must not
-//! happen.
+//! Another driver does the same with one statement, the first of its transaction:
+//! `CALL leasehold_check_fence(?, ?)` with [`store_key`] and the guard's
+//! [`fence`](LockGuard::fence) as a `BIGINT`; its one row's `holds` is 1 when the guard
+//! still holds the lock, and anything else means the write must not happen.
 //!
 //! **Grants and TLS.** The lockers' user and the application's user need different
 //! privileges, and the URL says how connections are encrypted (`ssl-mode`, `ssl-ca`,

@@ -103,3 +103,45 @@ fn native_roots() -> Result<Vec<Vec<u8>>, String> {
         .map(|cert| cert.as_ref().to_vec())
         .collect())
 }
+
+/// Why the handshake failed, if a certificate or the TLS negotiation is the cause (the rustls
+/// error that tokio-rustls wraps in an `io::Error`, or that the driver wraps in its own).
+pub(super) fn refusal(e: &mysql_async::Error) -> Option<&'static str> {
+    use rustls::{CertificateError, Error};
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cause {
+        let found = err.downcast_ref::<Error>().or_else(|| {
+            err.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .and_then(|inner| inner.downcast_ref::<Error>())
+        });
+        if let Some(e) = found {
+            return Some(match e {
+                Error::InvalidCertificate(
+                    CertificateError::NotValidForName
+                    | CertificateError::NotValidForNameContext { .. },
+                ) => {
+                    "presented a certificate for another host name (ssl-mode=VERIFY_IDENTITY \
+                     checks the URL's host against it, and with this driver VERIFY_CA does \
+                     too): connect by a name the certificate holds"
+                }
+                Error::InvalidCertificate(_) => {
+                    "presented a certificate this client does not accept (checked against \
+                     ssl-ca, or without it the operating system's roots and SSL_CERT_FILE): \
+                     name the CA that signed it with ssl-ca=/path/ca.pem"
+                }
+                Error::AlertReceived(_) | Error::NoCertificatesPresented => {
+                    "refused the TLS handshake (does it want a client certificate this client \
+                     did not give or it does not accept? see ssl-cert and ssl-key)"
+                }
+                Error::PeerIncompatible(_) => {
+                    "could not agree on TLS with this client (TLS 1.2 or 1.3, with the ring \
+                     provider's cipher suites)"
+                }
+                _ => return None,
+            });
+        }
+        cause = err.source();
+    }
+    None
+}

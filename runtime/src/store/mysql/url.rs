@@ -60,7 +60,9 @@ pub(crate) enum SslMode {
     /// TLS or no connection; the certificate unchecked (checked as by `VerifyCa` when
     /// `ssl-ca` is given, as MySQL's clients do).
     Required,
-    /// TLS, the certificate's chain checked against the roots, not its host name.
+    /// TLS, the certificate's chain checked against the roots, not its host name. mysql_async
+    /// 0.37 cannot skip the name alone with the rustls of this build (it looks for the
+    /// words of an older rustls error), so the name is checked too: stricter, never weaker.
     VerifyCa,
     /// TLS, the certificate's chain and its host name checked.
     VerifyIdentity,
@@ -395,6 +397,35 @@ fn with_tls(
     }
     #[cfg(not(feature = "tls"))]
     unreachable!("check_tls refuses TLS without the `tls` feature")
+}
+
+/// Why a connection's TLS cannot work with this server and these settings, if that is what
+/// `e` says: for the engine's connect to answer [`LockError::Config`] (retrying will not mend
+/// it) with a message naming the fix.
+pub(crate) fn tls_refusal(e: &mysql_async::Error) -> Option<&'static str> {
+    match e {
+        mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer) => {
+            return Some(
+                "does not offer TLS (no certificate configured: ssl_cert and ssl_key in the \
+                 server's configuration), which this URL's ssl-mode requires: configure TLS \
+                 in the server, or connect with ssl-mode=DISABLED",
+            );
+        }
+        mysql_async::Error::Server(server) if server.message.contains("insecure transport") => {
+            return Some(
+                "accepts only encrypted connections (require_secure_transport), and this one \
+                 was not: connect with ssl-mode=VERIFY_IDENTITY (or REQUIRED), which needs \
+                 leasehold's `tls` feature",
+            );
+        }
+        _ => {}
+    }
+    #[cfg(feature = "tls")]
+    {
+        super::tls::refusal(e)
+    }
+    #[cfg(not(feature = "tls"))]
+    None
 }
 
 #[cfg(test)]
