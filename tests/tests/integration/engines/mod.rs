@@ -6,6 +6,7 @@ mod etcd;
 mod fence_migration;
 mod lazy_connect;
 mod memory;
+mod mysql_fenced;
 mod postgres;
 mod postgres_parts;
 mod postgres_tls;
