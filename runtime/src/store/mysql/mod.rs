@@ -4,6 +4,8 @@
 #![allow(dead_code)] // The skeleton: its parts are used as the store is built.
 
 pub(crate) mod text;
+#[cfg(feature = "tls")]
+mod tls;
 pub(crate) mod url;
 
 use crate::error::LockError;

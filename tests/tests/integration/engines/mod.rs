@@ -7,6 +7,8 @@ mod fence_migration;
 mod lazy_connect;
 mod memory;
 mod mysql;
+mod mysql_fenced;
+mod mysql_tls;
 mod postgres;
 mod postgres_parts;
 mod postgres_tls;

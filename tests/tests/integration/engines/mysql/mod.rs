@@ -9,6 +9,7 @@ use leasehold::Locker;
 use leasehold_tests::harness::MysqlServer;
 
 mod fences;
+mod operator;
 mod recovery;
 mod setup;
 
