@@ -8,7 +8,7 @@ use super::{LockConfig, SentinelConfig};
 use crate::error::LockError;
 
 /// The names of the environment variables [`LockConfig::from_env`] reads, with their fields.
-const ENV_VARS: [(&str, &str); 20] = [
+const ENV_VARS: [(&str, &str); 21] = [
     ("LEASEHOLD_URL", "url"),
     ("LEASEHOLD_REDLOCK", "redlock"),
     ("LEASEHOLD_CLUSTER", "cluster"),
