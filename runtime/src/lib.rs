@@ -134,6 +134,8 @@ pub mod __private;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+#[cfg(feature = "mysql")]
+pub use checks::mysql;
 #[cfg(feature = "postgres")]
 pub use checks::postgres;
 #[cfg(feature = "serde")]

@@ -27,8 +27,8 @@ use std::time::Duration;
 use leasehold::{Locker, LockerBuilder, DEFAULT_CONNECT_TIMEOUT};
 
 use crate::harness::{
-    eventually, EtcdCluster, EtcdServer, Held, PgServer, ProxyMode, RedisCluster, RedisServer,
-    SentinelSetup, Sentinels, TcpProxy, ZkServer,
+    eventually, EtcdCluster, EtcdServer, Held, MysqlServer, PgServer, ProxyMode, RedisCluster,
+    RedisServer, SentinelSetup, Sentinels, TcpProxy, ZkServer,
 };
 use crate::history::WorkerSpec;
 
@@ -104,11 +104,14 @@ pub enum EngineKind {
     Etcd3,
     /// One PostgreSQL server (behind a proxy), its locks rows of a lease table.
     Postgres,
+    /// One MariaDB server (behind a proxy), its locks rows of a lease table, reached as the
+    /// harness's least-privilege user.
+    Mysql,
 }
 
 impl EngineKind {
     /// Every engine the suite runs against.
-    pub const ALL: [EngineKind; 9] = [
+    pub const ALL: [EngineKind; 10] = [
         EngineKind::Single,
         EngineKind::RedLock3,
         EngineKind::Cluster,
@@ -118,10 +121,11 @@ impl EngineKind {
         EngineKind::Etcd,
         EngineKind::Etcd3,
         EngineKind::Postgres,
+        EngineKind::Mysql,
     ];
 
     /// The engine's name in test names: `single`, `redlock3`, `cluster`, `sentinel`, `memory`,
-    /// `zookeeper`, `etcd`, `etcd3`, `postgres`.
+    /// `zookeeper`, `etcd`, `etcd3`, `postgres`, `mysql`.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Single => "single",
@@ -133,6 +137,7 @@ impl EngineKind {
             EngineKind::Etcd => "etcd",
             EngineKind::Etcd3 => "etcd3",
             EngineKind::Postgres => "postgres",
+            EngineKind::Mysql => "mysql",
         }
     }
 
@@ -166,6 +171,7 @@ enum Servers {
     Etcd(EtcdServer),
     Etcd3(EtcdCluster),
     Postgres(PgServer),
+    Mysql(MysqlServer),
 }
 
 /// A running engine: its servers, a proxy in front of each lock server, and how to reach,
@@ -255,6 +261,11 @@ impl Engine {
                 let proxies = vec![TcpProxy::start(server.addr()).await];
                 Engine::new(kind, Servers::Postgres(server), proxies)
             }
+            EngineKind::Mysql => {
+                let server = MysqlServer::start().await;
+                let proxies = vec![TcpProxy::start(server.addr()).await];
+                Engine::new(kind, Servers::Mysql(server), proxies)
+            }
         }
     }
 
@@ -294,6 +305,8 @@ impl Engine {
             }
             // The listening connection's health check, every 2 s, bounded by the op timeout.
             EngineKind::Postgres => (Some(Duration::from_secs(2) + OP_TIMEOUT), None),
+            // The wake log's reader asks the server every 2 s, bounded by the op timeout.
+            EngineKind::Mysql => (Some(Duration::from_secs(2) + OP_TIMEOUT), None),
             _ => (None, None),
         };
         HealthBounds {
@@ -330,6 +343,7 @@ impl Engine {
                 .etcd(self.etcd_endpoints())
                 .session_timeout(ETCD_LEASE_TTL),
             Servers::Postgres(_) => options().postgres(self.postgres_url()),
+            Servers::Mysql(server) => options().mysql(server.url_at(self.proxies[0].addr())),
         }
     }
 
@@ -371,6 +385,10 @@ impl Engine {
             Servers::Postgres(_) => {
                 WorkerSpec::new(&urls[0], resource_url).postgres(&self.postgres_url())
             }
+            Servers::Mysql(server) => {
+                let url = server.url_at(self.proxies[0].addr());
+                WorkerSpec::new(&urls[0], resource_url).mysql(&url)
+            }
             Servers::Memory(_) => return None,
         };
         Some(suite_settings(spec))
@@ -400,6 +418,9 @@ impl Engine {
             }
             Servers::Postgres(server) => {
                 WorkerSpec::new(&server.url(), resource_url).postgres(&server.url())
+            }
+            Servers::Mysql(server) => {
+                WorkerSpec::new(&server.url(), resource_url).mysql(&server.url())
             }
             Servers::Cluster(_) | Servers::Sentinel(_) | Servers::Memory(_) => return None,
         };
@@ -442,6 +463,7 @@ impl Engine {
             Servers::Etcd(server) => server.kill9(),
             Servers::Etcd3(cluster) => cluster.members().iter().for_each(EtcdServer::kill9),
             Servers::Postgres(server) => server.kill9(),
+            Servers::Mysql(server) => server.kill9(),
             Servers::Memory(_) => return false,
         }
         true
@@ -508,14 +530,16 @@ impl Engine {
 
     /// What [`restart`](Self::restart) can do on this engine: `(empty, from_data)`. A Redis
     /// server restarts either way (from its last [`snapshot`](Self::snapshot)); ZooKeeper,
-    /// etcd and PostgreSQL keep their data by design and restart only from it; a Redis
+    /// etcd, PostgreSQL and MariaDB keep their data by design and restart only from it; a Redis
     /// Cluster node, whose cluster state lives beside its data, and memory do not restart.
     pub fn restarts(&self) -> (bool, bool) {
         match &self.servers {
             Servers::Single(_) | Servers::RedLock(_) | Servers::Sentinel(_) => (true, true),
-            Servers::ZooKeeper(_) | Servers::Etcd(_) | Servers::Etcd3(_) | Servers::Postgres(_) => {
-                (false, true)
-            }
+            Servers::ZooKeeper(_)
+            | Servers::Etcd(_)
+            | Servers::Etcd3(_)
+            | Servers::Postgres(_)
+            | Servers::Mysql(_) => (false, true),
             Servers::Cluster(_) | Servers::Memory(_) => (false, false),
         }
     }
@@ -600,6 +624,7 @@ impl Engine {
             Servers::Etcd(server) => server.restart().await,
             Servers::Etcd3(cluster) => cluster.members()[0].restart().await,
             Servers::Postgres(server) => server.restart().await,
+            Servers::Mysql(server) => server.restart().await,
             Servers::Cluster(_) | Servers::Memory(_) => return false,
         }
         true
@@ -635,6 +660,7 @@ impl Engine {
             Servers::Etcd(server) => vec![server.addr()],
             Servers::Etcd3(cluster) => cluster.members().iter().map(EtcdServer::addr).collect(),
             Servers::Postgres(server) => vec![server.addr()],
+            Servers::Mysql(server) => vec![server.addr()],
             Servers::Memory(_) => Vec::new(),
         }
     }

@@ -279,8 +279,9 @@ async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Lo
                 .session_timeout(*session),
             (LockServers::Etcd(ttl), _) => Locker::builder().etcd(urls).session_timeout(*ttl),
             (LockServers::Postgres, [url]) => Locker::builder().postgres(url.as_str()),
-            (LockServers::Postgres, _) => {
-                eprintln!("history_worker: --servers postgres takes one URL");
+            (LockServers::Mysql, [url]) => Locker::builder().mysql(url.as_str()),
+            (LockServers::Postgres | LockServers::Mysql, _) => {
+                eprintln!("history_worker: --servers postgres and mysql take one URL");
                 return None;
             }
         };

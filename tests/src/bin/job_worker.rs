@@ -40,8 +40,9 @@ async fn connect(engine: &str, addresses: &[String]) -> Result<Locker, LockError
             .etcd(urls.iter().cloned())
             .session_timeout(session),
         ("postgres", [url]) => Locker::builder().postgres(url.as_str()),
+        ("mysql", [url]) => Locker::builder().mysql(url.as_str()),
         _ => {
-            eprintln!("usage: job_worker redis|cluster|zookeeper|etcd|postgres ADDRESS...");
+            eprintln!("usage: job_worker redis|cluster|zookeeper|etcd|postgres|mysql ADDRESS...");
             std::process::exit(2);
         }
     };

@@ -1,5 +1,5 @@
 //! Throwaway `redis-server` processes (single servers, a [`RedisCluster`], a Sentinel deployment),
-//! ZooKeeper, etcd and PostgreSQL servers,
+//! ZooKeeper, etcd, PostgreSQL and MariaDB servers,
 //! a fault-injecting TCP proxy, and lookup of sibling binaries.
 //!
 //! Every call is bounded in time and panics with a message that says what did not happen; no
@@ -22,6 +22,7 @@
 mod cargo_bin;
 mod cluster;
 mod etcd;
+mod mysql;
 mod ports;
 mod postgres;
 mod probe;
@@ -36,6 +37,9 @@ mod zookeeper;
 pub use cargo_bin::cargo_bin;
 pub use cluster::RedisCluster;
 pub use etcd::{EtcdCluster, EtcdOptions, EtcdServer};
+pub use mysql::{
+    MysqlOptions, MysqlServer, MYSQL_DATABASE, MYSQL_GRANTS, MYSQL_PASSWORD, MYSQL_USER,
+};
 pub use postgres::{PgOptions, PgServer};
 pub use probe::eventually;
 pub use proxy::{ConnKind, Held, ProxyMode, TcpProxy};

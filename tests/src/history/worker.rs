@@ -100,11 +100,13 @@ pub enum LockServers {
     Etcd(Duration),
     /// One PostgreSQL database (`postgres://user@host:port/db`).
     Postgres,
+    /// One MySQL or MariaDB database (`mysql://user:password@host:port/db`).
+    Mysql,
 }
 
 impl LockServers {
-    /// `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS`, `etcd:MS` or `postgres`, as on
-    /// the command line.
+    /// `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS`, `etcd:MS`, `postgres` or `mysql`,
+    /// as on the command line.
     fn to_arg(&self) -> String {
         match self {
             LockServers::Redis => "redis".to_owned(),
@@ -113,6 +115,7 @@ impl LockServers {
             LockServers::ZooKeeper(session) => format!("zookeeper:{}", session.as_millis()),
             LockServers::Etcd(ttl) => format!("etcd:{}", ttl.as_millis()),
             LockServers::Postgres => "postgres".to_owned(),
+            LockServers::Mysql => "mysql".to_owned(),
         }
     }
 
@@ -121,6 +124,7 @@ impl LockServers {
             None if arg == "redis" => Ok(LockServers::Redis),
             None if arg == "cluster" => Ok(LockServers::Cluster),
             None if arg == "postgres" => Ok(LockServers::Postgres),
+            None if arg == "mysql" => Ok(LockServers::Mysql),
             Some(("sentinel", master)) if !master.is_empty() => {
                 Ok(LockServers::Sentinel(master.to_owned()))
             }
@@ -133,8 +137,8 @@ impl LockServers {
                 .map(|ms| LockServers::Etcd(Duration::from_millis(ms)))
                 .map_err(|_| format!("--servers etcd:MS needs a whole number, not `{ms}`")),
             _ => Err(format!(
-                "--servers is `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS`, `etcd:MS` or \
-                 `postgres`, not `{arg}`"
+                "--servers is `redis`, `sentinel:NAME`, `cluster`, `zookeeper:MS`, `etcd:MS`, \
+                 `postgres` or `mysql`, not `{arg}`"
             )),
         }
     }
@@ -252,6 +256,13 @@ impl WorkerSpec {
     pub fn postgres(mut self, url: &str) -> Self {
         self.urls = vec![url.to_owned()];
         self.servers = LockServers::Postgres;
+        self
+    }
+
+    /// Takes the locks in the MySQL or MariaDB database at `url`.
+    pub fn mysql(mut self, url: &str) -> Self {
+        self.urls = vec![url.to_owned()];
+        self.servers = LockServers::Mysql;
         self
     }
 

@@ -507,6 +507,16 @@ async fn a_late_write_loses_no_update_postgres_postgres() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_write_loses_no_update_mysql_redis() {
+    no_update_is_lost(EngineKind::Mysql, ResourceStore::Redis, Delay::Network).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_write_loses_no_update_mysql_postgres() {
+    no_update_is_lost(EngineKind::Mysql, ResourceStore::Postgres, Delay::Network).await;
+}
+
 /// The checker's own test: written the old way, A's late write and B's write, computed from
 /// the value A had read, are both accepted, and the checker names the lost update.
 async fn the_checker_catches_it(store: ResourceStore, delay: Delay) {

@@ -11,6 +11,7 @@ mod fairness;
 mod frozen;
 mod killed_leader;
 mod late_write;
+mod mysql;
 mod postgres;
 mod primitives;
 mod redlock;

@@ -3,6 +3,7 @@
 //! the fault-injecting proxy and `cargo_bin`.
 
 mod cluster;
+mod mysql;
 mod postgres;
 mod redis_server;
 mod sentinel;

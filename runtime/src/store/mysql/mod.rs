@@ -194,6 +194,8 @@ pub(crate) mod sql;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text;
+#[cfg(feature = "tls")]
+mod tls;
 pub(crate) mod url;
 pub(crate) mod waiters;
 mod wakes;

@@ -22,6 +22,7 @@ fn assert_readme_lists(kind: EngineKind, caps: &Capabilities) {
         EngineKind::ZooKeeper => "ZooKeeper",
         EngineKind::Etcd | EngineKind::Etcd3 => "etcd",
         EngineKind::Postgres => "PostgreSQL",
+        EngineKind::Mysql => "MySQL",
         EngineKind::Memory => "in memory",
         other => panic!("no README column for {other:?}"),
     };

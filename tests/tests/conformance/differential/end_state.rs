@@ -148,7 +148,7 @@ pub async fn bounded_leftovers(engine: &Engine, prefix: &str) -> Vec<String> {
 /// on its writer's lease), the lockers' descriptions (Redis `locker`, with their TTL; etcd's
 /// `session` key on its locker's lease; ZooKeeper's ephemeral znodes, without children),
 /// ZooKeeper's root and the containers it removes by itself, PostgreSQL's fence sequence and
-/// rows whose lease is over (its sweeper's). Memory keeps its state private: the end state's
+/// rows whose lease is over (its sweeper's), and MySQL's likewise. Memory keeps its state private: the end state's
 /// acquisitions judge it.
 pub async fn leftovers(engine: &Engine, prefix: &str) -> Vec<String> {
     let mut left = Vec::new();
@@ -255,7 +255,36 @@ pub async fn leftovers(engine: &Engine, prefix: &str) -> Vec<String> {
                 }
             }
         }
+        EngineKind::Mysql => left.extend(mysql_leftovers(engine, prefix).await),
         _ => {}
     }
     left
+}
+
+/// The MySQL engine's locks under `prefix` whose lease is not over on the server's clock
+/// (microseconds since the epoch, as the engine stores them). Waiters are stored by the hash of
+/// their key, so only their expiry (checked by the end state's acquisitions) judges them.
+async fn mysql_leftovers(engine: &Engine, prefix: &str) -> Vec<String> {
+    use leasehold_tests::harness::{MYSQL_DATABASE, MYSQL_PASSWORD, MYSQL_USER};
+    use mysql_async::prelude::Queryable;
+    let addr = engine.server_addrs()[0];
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname(addr.ip().to_string())
+        .tcp_port(addr.port())
+        .user(Some(MYSQL_USER))
+        .pass(Some(MYSQL_PASSWORD))
+        .db_name(Some(MYSQL_DATABASE))
+        .prefer_socket(false);
+    let Ok(mut conn) = mysql_async::Conn::new(opts).await else {
+        return vec![format!("mysql {addr} did not answer")];
+    };
+    let sql = "SELECT CAST(lock_key AS CHAR) FROM leasehold_locks WHERE lock_key LIKE ? \
+               AND expires > CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
+    let rows: Vec<String> = conn
+        .exec(sql, (format!("{prefix}:%"),))
+        .await
+        .unwrap_or_default();
+    rows.into_iter()
+        .map(|k| format!("mysql leasehold_locks: `{k}` (still live)"))
+        .collect()
 }

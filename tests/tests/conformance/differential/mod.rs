@@ -316,7 +316,7 @@ macro_rules! engines {
     )+};
 }
 
-engines!(memory, single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres);
+engines!(memory, single, redlock3, cluster, sentinel, zookeeper, etcd, etcd3, postgres, mysql);
 
 #[test]
 fn every_engine_has_a_test() {
@@ -330,6 +330,7 @@ fn every_engine_has_a_test() {
         "etcd",
         "etcd3",
         "postgres",
+        "mysql",
     ];
     for kind in EngineKind::ALL {
         assert!(

@@ -18,6 +18,6 @@ mod s2_killed_holder;
 mod s3_restarted_empty;
 mod s4_stalled;
 mod s5_blocked_runtime;
-mod s8_restored;
+pub(crate) mod s8_restored;
 mod s9_failover;
 mod support;
