@@ -763,7 +763,10 @@ mod tests {
         let stock_only = parse(&["--store-url", url]).unwrap_err();
         assert!(stock_only.contains("give --mysql URL"), "{stock_only}");
         let both = parse(&["--mysql", url, "--postgres", "postgres://p/db"]).unwrap_err();
-        assert!(both.starts_with("--zookeeper, --etcd, --postgres and --mysql"), "{both}");
+        assert!(
+            both.starts_with("--zookeeper, --etcd, --postgres and --mysql"),
+            "{both}"
+        );
         assert!(parse(&["--mysql", url, "--fence-write-only"]).is_err());
         assert_eq!(server(url), "127.0.0.1:3306/shop", "never the password");
     }

@@ -188,7 +188,8 @@ impl MyStock {
                         // Removed meanwhile.
                         Purchase::UnknownSku
                     } else {
-                        tx.query_drop("INSERT INTO shop_orders () VALUES ()").await?;
+                        tx.query_drop("INSERT INTO shop_orders () VALUES ()")
+                            .await?;
                         Purchase::Sold {
                             order: tx.last_insert_id().unwrap_or(0),
                         }

@@ -590,7 +590,10 @@ mod tests {
         assert!(USAGE.contains("redis|zookeeper|etcd|postgres|mysql"));
         let mysql = parse(&["--engine", "mysql"]).unwrap();
         assert_eq!(mysql.engine, Engine::Mysql);
-        assert!(mysql.engine.label().contains("fenced in the same transaction"));
+        assert!(mysql
+            .engine
+            .label()
+            .contains("fenced in the same transaction"));
         let unknown = parse(&["--engine", "consul"]).unwrap_err();
         assert!(
             unknown.starts_with(

@@ -63,9 +63,13 @@ pub(super) fn unavailable_at(shown: &str, what: &str, e: MyError) -> LockError {
     LockError::unavailable(format!("MySQL at {shown} {what}: {e}"), Some(Box::new(e)))
 }
 
-/// The errors that retrying will not mend: credentials, a database that is not there,
+/// The errors that retrying will not mend: TLS that cannot work with this server
+/// ([`tls_refusal`](super::url::tls_refusal)), credentials, a database that is not there,
 /// privileges, missing tables or routines.
 fn config_hint(e: &MyError) -> Option<&'static str> {
+    if let Some(tls) = super::url::tls_refusal(e) {
+        return Some(tls);
+    }
     Some(match code(e)? {
         // ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR, ER_NOT_SUPPORTED_AUTH_MODE
         1045 | 1044 | 1251 => "refused the user name, password or database",
