@@ -1,5 +1,6 @@
 //! The MySQL baseline: the engine's own procedure calls sent raw by the same driver
-//! (mysql_async), prepared, on a pool of connections of their own as large as the engine's:
+//! (mysql_async), prepared, on as many connections of their own as the engine's pool holds,
+//! their sessions set up as the engine's are (READ COMMITTED), used in turn:
 //! an acquire is the engine's `CALL leasehold_acquire(...)`, a release its
 //! `CALL leasehold_release(...)` (which leaves the lock to the process that waited longest, if
 //! any, and appends to the wake log), with the arguments the engine gives them for a contender
@@ -9,10 +10,13 @@
 //! what the library is): on a busy lock it polls, sleeping 1 ms between attempts, as the
 //! PostgreSQL baseline does.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
+use mysql_async::{Conn, Opts, OptsBuilder};
+use tokio::sync::Mutex;
 
 use super::token;
 use crate::key_lock::KeyLock;
@@ -36,53 +40,74 @@ const CONNECTIONS: usize = 8;
 const POLL: Duration = Duration::from_millis(1);
 
 /// The raw statements' name in the report.
-pub(crate) const MYSQL_RAW: &str =
-    "raw CALL leasehold_acquire + leasehold_release (mysql_async)";
+pub(crate) const MYSQL_RAW: &str = "raw CALL leasehold_acquire + leasehold_release (mysql_async)";
 
 /// Their name in the hot-key rows, where the polling shows.
 pub(crate) const MYSQL_RAW_POLLING: &str =
     "raw CALL leasehold_acquire + leasehold_release (mysql_async), polling every 1 ms when busy \
      (no wake-ups)";
 
-/// The raw lock: a pool of [`CONNECTIONS`] connections of its own.
+/// The raw lock: [`CONNECTIONS`] connections of its own, one call on each at a time (a MySQL
+/// connection runs one statement at a time), taken in turn.
 #[derive(Clone)]
 pub(crate) struct MysqlRaw {
-    pool: Pool,
+    conns: Arc<Vec<Mutex<Conn>>>,
+    next: Arc<AtomicUsize>,
 }
 
 impl MysqlRaw {
     /// Connects; the schema must exist (a leasehold locker on the same database made it).
     pub(crate) async fn connect(url: &str) -> MysqlRaw {
         let opts = Opts::from_url(url).expect("a mysql:// URL");
-        let constraints = PoolConstraints::new(0, CONNECTIONS).expect("0 <= 8");
         let opts = OptsBuilder::from_opts(opts)
+            // The address given, as the engine connects (never the server's socket).
             .prefer_socket(false)
-            .pool_opts(PoolOpts::default().with_constraints(constraints));
-        let raw = MysqlRaw {
-            pool: Pool::new(opts),
-        };
-        // One connection opened now, so the first measured cycle does not pay for it.
-        drop(raw.pool.get_conn().await.expect("raw connection"));
-        raw
+            .init(vec![
+                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            ]);
+        let mut conns = Vec::new();
+        for _ in 0..CONNECTIONS {
+            let conn = Conn::new(opts.clone()).await.expect("raw connection");
+            conns.push(Mutex::new(conn));
+        }
+        MysqlRaw {
+            conns: Arc::new(conns),
+            next: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The next connection in turn, once its call before ended.
+    async fn conn(&self) -> tokio::sync::MutexGuard<'_, Conn> {
+        let at = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+        self.conns[at].lock().await
     }
 
     /// One attempt, with the library's default lease; the fence when granted.
     async fn try_lock(&self, key: &str, owner: &str) -> Option<i64> {
         let lease_ms = leasehold::DEFAULT_LEASE.as_millis() as i64;
-        let mut conn = self.pool.get_conn().await.expect("raw connection");
-        let row: Option<(Option<i64>, Option<i64>)> = conn
-            .exec_first(ACQUIRE, (key, owner, lease_ms, 0i64, NAME, 0i64, false))
+        let answer = self
+            .conn()
             .await
-            .expect("raw acquire");
-        row.and_then(|(fence, _)| fence)
+            .exec_first::<(Option<i64>, Option<i64>), _, _>(
+                ACQUIRE,
+                (key, owner, lease_ms, 0i64, NAME, 0i64, false),
+            )
+            .await;
+        match answer {
+            Ok(row) => row.and_then(|(fence, _)| fence),
+            // A lock wait or deadlock on the lock's rows: held, as the engine reads it.
+            Err(mysql_async::Error::Server(e)) if [1205, 3572, 1213].contains(&e.code) => None,
+            Err(e) => panic!("raw acquire: {e}"),
+        }
     }
 
     /// Deletes the row if `owner` holds it (or leaves it to the longest waiter), and logs the
     /// wake-up.
     async fn unlock(&self, key: &str, owner: &str) {
         let window_ms = YIELD_WINDOW.as_millis() as i64;
-        let mut conn = self.pool.get_conn().await.expect("raw connection");
-        let _: Option<(Option<i64>,)> = conn
+        let _: Option<(Option<i64>,)> = self
+            .conn()
+            .await
             .exec_first(RELEASE, (key, owner, NAME, window_ms, key))
             .await
             .expect("raw release");

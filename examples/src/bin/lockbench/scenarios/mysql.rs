@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use leasehold_tests::harness::MysqlServer;
 
-use crate::baselines::{MYSQL_RAW, MYSQL_RAW_POLLING, MysqlRaw};
+use crate::baselines::{MysqlRaw, MYSQL_RAW, MYSQL_RAW_POLLING};
 use crate::engine::Engine;
 use crate::hot_key::{
-    ENGINE_SHAPES, ROUNDS_AT_16_TASKS, handover_p50, report_against, run_each, Contender,
+    handover_p50, report_against, run_each, Contender, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
 use crate::report::Report;
 use crate::versus;
