@@ -1,6 +1,7 @@
 //! The oversell demo, small: it must run end to end on its own (throwaway Redis, shop
 //! processes of both frameworks, and a throwaway ZooKeeper or etcd with `--engine zookeeper` or
-//! `--engine etcd`, or a throwaway PostgreSQL for locks and stock with `--engine postgres`),
+//! `--engine etcd`, or a throwaway PostgreSQL or MariaDB for locks and stock with `--engine
+//! postgres` or `--engine mysql`),
 //! print the table, and sell exactly the stock with the lock.
 
 use std::io::Read;
@@ -30,6 +31,15 @@ fn a_small_demo_run_with_locks_and_stock_in_postgres_sells_exactly_the_stock() {
     let stdout = small_demo(&["--engine", "postgres"]);
     assert!(
         stdout.contains("locks in PostgreSQL, stock in PostgreSQL, fenced in the same transaction"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_small_demo_run_with_locks_and_stock_in_mysql_sells_exactly_the_stock() {
+    let stdout = small_demo(&["--engine", "mysql"]);
+    assert!(
+        stdout.contains("locks in MySQL (MariaDB), stock in MySQL, fenced in the same transaction"),
         "{stdout}"
     );
 }

@@ -30,6 +30,7 @@ fn lockbench_smoke_run_writes_a_valid_report() {
         "8 postgres",
         "9 semaphore",
         "10 held",
+        "13 mysql",
     ] {
         assert!(
             rows.iter()
