@@ -267,8 +267,7 @@ async fn a_tls_only_server_refuses_plain_tcp_across_restarts() {
             let e = db
                 .connect_as_user()
                 .await
-                .err()
-                .expect("plain TCP is refused");
+                .expect_err("plain TCP is refused");
             // MariaDB answers a plain client of a TLS-only server as a bad login (1045); the
             // same user over TLS gets in below.
             let e = format!("{e}");
