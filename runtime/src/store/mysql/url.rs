@@ -204,6 +204,26 @@ fn read(url: &str) -> Result<(Read, TlsSettings), LockError> {
     let (theirs, ours) = split_params(query).map_err(fail)?;
     let tls = tls_settings(&ours).map_err(fail)?;
     check_tls(&tls, &theirs).map_err(fail)?;
+    // mysql_async keeps at least 10 connections (`pool_min`) unless told otherwise, and refuses
+    // a `pool_max` below that: a `pool_max` alone lowers the minimum with it.
+    let value_of = |name: &str| {
+        theirs
+            .iter()
+            .rev()
+            .find_map(|param| param.strip_prefix(name)?.strip_prefix('='))
+    };
+    let implied_min = match (value_of("pool_min"), value_of("pool_max")) {
+        (None, Some(max)) => max
+            .parse::<usize>()
+            .ok()
+            .filter(|max| *max < mysql_async::DEFAULT_POOL_CONSTRAINTS.min())
+            .map(|max| format!("pool_min={max}")),
+        _ => None,
+    };
+    let mut theirs: Vec<&str> = theirs;
+    if let Some(min) = &implied_min {
+        theirs.push(min);
+    }
     let mut theirs_url = format!("mysql://{base}");
     if !theirs.is_empty() {
         theirs_url.push('?');
@@ -223,9 +243,12 @@ fn url_error(e: &mysql_async::UrlError) -> String {
     }
 }
 
+/// A URL's parameters, decoded, in order.
+type Params = Vec<(String, String)>;
+
 /// The parameters mysql_async reads (raw, as written), and ours (decoded, in order). Anything
 /// else is refused.
-fn split_params(query: &str) -> Result<(Vec<&str>, Vec<(String, String)>), String> {
+fn split_params(query: &str) -> Result<(Vec<&str>, Params), String> {
     let mut theirs = Vec::new();
     let mut ours = Vec::new();
     for param in query.split('&').filter(|param| !param.is_empty()) {

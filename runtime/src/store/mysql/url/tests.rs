@@ -175,6 +175,12 @@ fn the_driver_s_parameters_reach_it_and_its_complaints_are_config_errors() {
         t.opts.tcp_keepalive(),
         Some(std::time::Duration::from_secs(5))
     );
+    // A pool_max alone below the driver's default minimum (10) lowers the minimum with it.
+    let t = read_ok("mysql://u:s3cret@db/shop?pool_max=4");
+    assert_eq!(t.opts.pool_opts().constraints().min(), 4);
+    assert_eq!(t.opts.pool_opts().constraints().max(), 4);
+    let t = read_ok("mysql://u:s3cret@db/shop?pool_max=40");
+    assert_eq!(t.opts.pool_opts().constraints().max(), 40);
     let t = read_ok("mysql://u@localhost/shop?socket=%2Frun%2Fmysqld%2Fmysqld.sock");
     assert_eq!(t.opts.socket(), Some("/run/mysqld/mysqld.sock"));
     for bad in [
