@@ -50,6 +50,7 @@ fn without_ssl_mode_the_connection_is_preferred_which_is_plain_text_here() {
     assert!(t.opts.ssl_opts().is_none());
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn every_mode_is_read_in_any_case_and_spelling_and_says_what_it_checks() {
     for (written, expected, verify) in [
@@ -74,6 +75,7 @@ fn every_mode_is_read_in_any_case_and_spelling_and_says_what_it_checks() {
     }
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn mysql_async_s_own_tls_flags_mean_the_modes_they_match() {
     for (params, expected) in [
@@ -106,6 +108,7 @@ fn mysql_async_s_own_tls_flags_mean_the_modes_they_match() {
     }
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn a_ca_without_a_mode_checks_the_chain_and_required_with_a_ca_too() {
     let tls = tls_settings_of("mysql://u@db/shop?ssl-ca=%2Fetc%2Fshop%2Fca.pem").unwrap();
