@@ -12,7 +12,7 @@ use crate::top::Sort;
 /// `leasehold --help`.
 pub(crate) const HELP: &str = "\
 leasehold: inspect and manage the locks that leasehold applications hold in Redis,
-ZooKeeper, etcd or PostgreSQL
+ZooKeeper, etcd, PostgreSQL or MySQL
 
 Usage: leasehold [OPTIONS] <COMMAND>
 
@@ -34,13 +34,15 @@ Commands:
 Options (before or after the command):
       --url URL        where the locks are: a Redis server as redis://host:port, a
                        ZooKeeper ensemble as zookeeper://host:port,host:port, an etcd
-                       cluster as etcd://host:port,host:port, or a PostgreSQL database as
-                       postgres://user:password@host:port/db [env: LEASEHOLD_URL]
+                       cluster as etcd://host:port,host:port, a PostgreSQL database as
+                       postgres://user:password@host:port/db, or a MySQL (MariaDB)
+                       database as mysql://user:password@host:port/db
+                       [env: LEASEHOLD_URL]
                        [default: redis://127.0.0.1:6379]
       --prefix PREFIX  the key prefix the applications use [env: LEASEHOLD_PREFIX]
                        [default: leasehold]
       --config FILE    a leasehold TOML config (leasehold::LockConfig): its url (or
-                       zookeeper, etcd or postgres; redlock, cluster or [sentinel] are
+                       zookeeper, etcd, postgres or mysql; redlock, cluster or [sentinel] are
                        refused: give one server's --url),
                        prefix, op_timeout, connect_timeout, fence_offset; the environment
                        and options win

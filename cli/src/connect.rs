@@ -29,7 +29,7 @@ pub(crate) const ETCD_SCHEME: &str = "etcd://";
 /// The resolved settings: one engine's URL, one prefix, two bounds, the fence offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Target {
-    /// The engine's URL (`redis://`, `zookeeper://`, `etcd://`, `postgres://`), credentials
+    /// The engine's URL (`redis://`, `zookeeper://`, `etcd://`, `postgres://`, `mysql://`), credentials
     /// included (never printed as is).
     pub(crate) url: String,
     /// The key prefix of the applications' locks.
@@ -114,6 +114,7 @@ impl Target {
                 .or((!config.etcd.is_empty())
                     .then(|| format!("{ETCD_SCHEME}{}", config.etcd.join(","))))
                 .or(config.postgres)
+                .or(config.mysql)
                 .unwrap_or_else(|| DEFAULT_URL.to_owned()),
             prefix: global
                 .prefix
@@ -175,7 +176,7 @@ impl Target {
     }
 
     /// The engine and its servers, for messages: `redis 127.0.0.1:6379`,
-    /// `postgres db:5432`, ...
+    /// `postgres db:5432`, `mysql db:3306`, ...
     pub(crate) fn endpoint(&self) -> String {
         exit::endpoint(&self.url)
     }

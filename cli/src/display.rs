@@ -341,6 +341,10 @@ mod tests {
             redact_url("postgres://u@db/shop?password=pw&sslmode=bogus"),
             "postgres://***@db/shop?password=***&sslmode=bogus"
         );
+        assert_eq!(
+            redact_url("mysql://locks:pw@db:3306/shop?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem"),
+            "mysql://***@db:3306/shop?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem"
+        );
         // Each etcd endpoint may carry credentials, not only the first.
         assert_eq!(
             redact_url("etcd://e1:2379,http://root:pw@e2:2379,https://u:pw@e3:2379"),

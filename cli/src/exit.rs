@@ -14,7 +14,7 @@ pub(crate) const NOTHING_DONE: u8 = 1;
 /// A usage or configuration error: unknown command or option, a missing or bad value, an
 /// invalid `--config` file or `LEASEHOLD_*` variable, `release` without `--force`.
 pub(crate) const USAGE: u8 = 2;
-/// The engine could not be used (Redis, ZooKeeper, etcd or PostgreSQL): unreachable, too slow,
+/// The engine could not be used (Redis, ZooKeeper, etcd, PostgreSQL or MySQL): unreachable, too slow,
 /// refused the credentials or a command, or its URL does not parse.
 pub(crate) const ENGINE: u8 = 3;
 
@@ -87,7 +87,7 @@ impl Failure {
 }
 
 /// How the runtime's messages name each engine: "<name> at <servers> <what happened>".
-const ENGINE_NAMES: [&str; 4] = ["redis", "zookeeper", "etcd", "PostgreSQL"];
+const ENGINE_NAMES: [&str; 5] = ["redis", "zookeeper", "etcd", "PostgreSQL", "MySQL"];
 
 /// What the runtime says of servers it could not reach, after "<name> at <servers> ".
 const UNREACHED: [&str; 3] = [
@@ -136,7 +136,7 @@ fn unreachable_message(
 
 /// The engine and its servers, for messages, never with credentials: `redis 127.0.0.1:6379`
 /// (`redis h:6380 (TLS)`, `redis /run/redis.sock`), `zookeeper h1:2181,h2:2181/chroot`,
-/// `etcd h1:2379,h2:2379`, `postgres h:5432`.
+/// `etcd h1:2379,h2:2379`, `postgres h:5432`, `mysql h:3306`.
 pub(crate) fn endpoint(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
     if scheme == "zookeeper" {
@@ -149,6 +149,11 @@ pub(crate) fn endpoint(url: &str) -> String {
         let authority = rest.split(['/', '?']).next().unwrap_or(rest);
         let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
         return format!("postgres {host_port}");
+    }
+    if scheme == "mysql" || scheme == "mariadb" {
+        let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        return format!("mysql {host_port}");
     }
     if scheme == "etcd" {
         // Each endpoint may carry its own scheme and credentials; only host:port is shown.
@@ -211,6 +216,14 @@ mod tests {
         assert_eq!(
             endpoint("postgres://u:s3cret@127.0.0.1:55432/db?sslmode=disable"),
             "postgres 127.0.0.1:55432"
+        );
+        assert_eq!(
+            endpoint("mysql://u:s3cret@127.0.0.1:3307/db?ssl-mode=REQUIRED"),
+            "mysql 127.0.0.1:3307"
+        );
+        assert_eq!(
+            endpoint("mariadb://u@db.internal/shop"),
+            "mysql db.internal"
         );
     }
 

@@ -1,5 +1,5 @@
-//! `leasehold`: looks at the locks that applications hold in Redis, ZooKeeper, etcd or
-//! PostgreSQL (list, show, semaphore, watch, top, fences) and deletes one by force when its holder
+//! `leasehold`: looks at the locks that applications hold in Redis, ZooKeeper, etcd,
+//! PostgreSQL or MySQL (list, show, semaphore, watch, top, fences) and deletes one by force when its holder
 //! is stuck. Built on the runtime's inspection API.
 
 #![deny(missing_docs)]

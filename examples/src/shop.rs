@@ -152,6 +152,7 @@ impl Shop {
             .map_err(|e| {
                 let flag = match args.lock_server {
                     LockServer::Postgres(_) => "--postgres",
+                    LockServer::Mysql(_) => "--mysql",
                     _ => "--store-url, by default the lock server",
                 };
                 format!(
@@ -194,6 +195,7 @@ impl Shop {
                 LockServer::Postgres(url) => {
                     (builder.postgres(url.as_str()), server(url), "--postgres")
                 }
+                LockServer::Mysql(url) => (builder.mysql(url.as_str()), server(url), "--mysql"),
                 LockServer::Redis => (
                     builder.url(args.redis_url.as_str()),
                     server(&args.redis_url),
@@ -307,6 +309,9 @@ fn server(url: &str) -> String {
     if Store::is_postgres(url) {
         return crate::store::PgStock::server(url);
     }
+    if Store::is_mysql(url) {
+        return crate::store::MyStock::server(url);
+    }
     url.into_connection_info().map_or_else(
         |_| "an invalid URL".to_owned(),
         |info| info.addr().to_string(),
@@ -325,6 +330,9 @@ pub enum LockServer {
     /// `--postgres`: a PostgreSQL database, `postgres://user:password@host:port/database`,
     /// which then holds the stock too, so the fence check and the write commit together.
     Postgres(String),
+    /// `--mysql`: a MySQL (or MariaDB) database, `mysql://user:password@host:port/database`,
+    /// which then holds the stock too, as with `--postgres`.
+    Mysql(String),
 }
 
 /// How a shop's purchases are locked (`ShopArgs::lock`).
@@ -391,7 +399,7 @@ impl ShopArgs {
     pub fn parse(name: &str, args: impl IntoIterator<Item = String>) -> Result<ShopArgs, String> {
         let usage = format!(
             "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] \
-             [--etcd ENDPOINTS] [--postgres URL] [--no-lock | --raw-lock] [--lock-wait 30s] \
+             [--etcd ENDPOINTS] [--postgres URL] [--mysql URL] [--no-lock | --raw-lock] [--lock-wait 30s] \
              [--leader NAME]\n\n  \
              --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
              --redis-url URL  the lock server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
@@ -404,6 +412,8 @@ impl ShopArgs {
              --postgres URL   lock and keep the stock in the PostgreSQL database URL\n                   \
              (postgres://user:password@host:5432/db), fenced in the purchase's transaction;\n                   \
              no Redis is used\n  \
+             --mysql URL      the same in the MySQL or MariaDB database URL\n                   \
+             (mysql://user:password@host:3306/db)\n  \
              --no-lock        serve the purchase handler without #[distributed_lock]: it oversells\n  \
              --raw-lock       lock each purchase with a lock written by hand on --redis-url\n                   \
              (SET NX PX and a fence in one script, compare-and-delete): a benchmark's floor\n  \
@@ -444,17 +454,18 @@ impl ShopArgs {
                 }
                 "--redis-url" => parsed.redis_url = value("--redis-url")?,
                 "--store-url" => store_url = Some(value("--store-url")?),
-                "--zookeeper" | "--etcd" | "--postgres" => {
+                "--zookeeper" | "--etcd" | "--postgres" | "--mysql" => {
                     let value = value(&flag)?;
                     if parsed.lock_server != LockServer::Redis {
                         return Err(format!(
-                            "--zookeeper, --etcd and --postgres: the locks live in one place, \
-                             give one\n\n{usage}"
+                            "--zookeeper, --etcd, --postgres and --mysql: the locks live in one \
+                             place, give one\n\n{usage}"
                         ));
                     }
                     parsed.lock_server = match flag.as_str() {
                         "--etcd" => LockServer::Etcd(value),
                         "--postgres" => LockServer::Postgres(value),
+                        "--mysql" => LockServer::Mysql(value),
                         _ => LockServer::ZooKeeper(value),
                     };
                 }
@@ -476,11 +487,15 @@ impl ShopArgs {
         if raw_lock && (no_lock || parsed.lock_server != LockServer::Redis) {
             return Err(format!(
                 "--raw-lock locks on the Redis at --redis-url: give it without --no-lock, \
-                 --zookeeper, --etcd or --postgres\n\n{usage}"
+                 --zookeeper, --etcd, --postgres or --mysql\n\n{usage}"
             ));
         }
         if parsed.fencing == PurchaseFencing::WriteOnly
-            && (no_lock || matches!(parsed.lock_server, LockServer::Postgres(_)))
+            && (no_lock
+                || matches!(
+                    parsed.lock_server,
+                    LockServer::Postgres(_) | LockServer::Mysql(_)
+                ))
         {
             return Err(format!(
                 "--fence-write-only fences the write of a locked purchase in Redis alone: give \
@@ -501,7 +516,19 @@ impl ShopArgs {
                      together; drop --store-url\n\n{usage}"
                 ))
             }
-            (LockServer::Postgres(url), None) => url.clone(),
+            (LockServer::Mysql(_), Some(_)) => {
+                return Err(format!(
+                    "--store-url and --mysql: with --mysql the stock lives in that database, \
+                     next to its locks; drop --store-url\n\n{usage}"
+                ))
+            }
+            (LockServer::Postgres(url) | LockServer::Mysql(url), None) => url.clone(),
+            (_, Some(url)) if Store::is_mysql(&url) => {
+                return Err(format!(
+                    "--store-url takes a Redis URL; to keep the stock in MySQL, give --mysql \
+                     URL (the locks then live there too)\n\n{usage}"
+                ))
+            }
             (_, Some(url)) if Store::is_postgres(&url) => {
                 return Err(format!(
                     "--store-url takes a Redis URL; to keep the stock in PostgreSQL, give \
@@ -692,7 +719,7 @@ mod tests {
         assert!(parse(&["--etcd"]).unwrap_err().contains("needs a value"));
         let both = parse(&["--etcd", "h:1", "--zookeeper", "h:2"]).unwrap_err();
         assert!(
-            both.starts_with("--zookeeper, --etcd and --postgres"),
+            both.starts_with("--zookeeper, --etcd, --postgres and --mysql"),
             "{both}"
         );
     }
@@ -709,7 +736,7 @@ mod tests {
             .contains("needs a value"));
         let both = parse(&["--postgres", url, "--etcd", "h:1"]).unwrap_err();
         assert!(
-            both.starts_with("--zookeeper, --etcd and --postgres"),
+            both.starts_with("--zookeeper, --etcd, --postgres and --mysql"),
             "{both}"
         );
         for args in [
@@ -723,5 +750,24 @@ mod tests {
         assert!(stock_only.contains("give --postgres URL"), "{stock_only}");
         assert!(parse(&["--help"]).unwrap_err().contains("--postgres URL"));
         assert_eq!(server(url), "127.0.0.1:5432/shop", "never the password");
+    }
+
+    #[test]
+    fn locks_and_stock_can_live_in_mysql() {
+        let url = "mysql://u:pw@127.0.0.1:3306/shop";
+        let args = parse(&["--mysql", url]).unwrap();
+        assert_eq!(args.lock_server, LockServer::Mysql(url.to_owned()));
+        assert_eq!(args.store_url, url, "the stock lives next to the locks");
+        let apart = parse(&["--mysql", url, "--store-url", "redis://s:2"]).unwrap_err();
+        assert!(apart.starts_with("--store-url and --mysql"), "{apart}");
+        let stock_only = parse(&["--store-url", url]).unwrap_err();
+        assert!(stock_only.contains("give --mysql URL"), "{stock_only}");
+        let both = parse(&["--mysql", url, "--postgres", "postgres://p/db"]).unwrap_err();
+        assert!(
+            both.starts_with("--zookeeper, --etcd, --postgres and --mysql"),
+            "{both}"
+        );
+        assert!(parse(&["--mysql", url, "--fence-write-only"]).is_err());
+        assert_eq!(server(url), "127.0.0.1:3306/shop", "never the password");
     }
 }

@@ -1,10 +1,10 @@
-//! The store a shop was started with, Redis or PostgreSQL, behind one set of methods, so the
+//! The store a shop was started with, Redis, PostgreSQL or MySQL, behind one set of methods, so the
 //! shops' handlers never ask which: each fences a purchase its own way, from its read on,
 //! given the lock's guard.
 
 use leasehold::LockGuard;
 
-use super::{PgStock, Purchase, PurchaseFencing, RedisStock, Stock, StoreError};
+use super::{MyStock, PgStock, Purchase, PurchaseFencing, RedisStock, Stock, StoreError};
 
 /// The stock of every sku and the order counter, in Redis (fenced by token: a purchase claims
 /// the record, which keeps the newest fence that claimed it, before it reads, and writes only
@@ -16,6 +16,9 @@ pub enum Store {
     Redis(RedisStock),
     /// The table `shop_stock` and the sequence `shop_orders`, in the database of the locks.
     Postgres(PgStock),
+    /// The tables `shop_stock` and `shop_orders`, in the MySQL database of the locks (fenced
+    /// by the lock, as PostgreSQL's).
+    Mysql(MyStock),
 }
 
 impl Store {
@@ -27,6 +30,8 @@ impl Store {
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
         if Store::is_postgres(url) {
             PgStock::connect(url).await.map(Store::Postgres)
+        } else if Store::is_mysql(url) {
+            MyStock::connect(url).await.map(Store::Mysql)
         } else {
             RedisStock::connect(url).await.map(Store::Redis)
         }
@@ -40,6 +45,11 @@ impl Store {
             Store::Redis(redis) => Store::Redis(redis.with_fencing(fencing)),
             postgres => postgres,
         }
+    }
+
+    /// Whether `url` names a MySQL (or MariaDB) database.
+    pub fn is_mysql(url: &str) -> bool {
+        url.starts_with("mysql://") || url.starts_with("mariadb://")
     }
 
     /// Whether `url` names a PostgreSQL database.
@@ -65,6 +75,7 @@ impl Store {
                 redis.restock(sku, quantity, fence).await
             }
             Store::Postgres(postgres) => postgres.restock(sku, quantity, holder).await,
+            Store::Mysql(mysql) => mysql.restock(sku, quantity, holder).await,
         }
     }
 
@@ -76,6 +87,7 @@ impl Store {
         match self {
             Store::Redis(redis) => redis.stock(sku).await,
             Store::Postgres(postgres) => postgres.stock(sku).await,
+            Store::Mysql(mysql) => mysql.stock(sku).await,
         }
     }
 
@@ -95,6 +107,7 @@ impl Store {
         match self {
             Store::Redis(redis) => redis.purchase(sku, holder.map(LockGuard::fence)).await,
             Store::Postgres(postgres) => postgres.purchase(sku, holder).await,
+            Store::Mysql(mysql) => mysql.purchase(sku, holder).await,
         }
     }
 
@@ -106,6 +119,7 @@ impl Store {
         match self {
             Store::Redis(redis) => redis.remove(sku).await,
             Store::Postgres(postgres) => postgres.remove(sku).await,
+            Store::Mysql(mysql) => mysql.remove(sku).await,
         }
     }
 }

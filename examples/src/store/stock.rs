@@ -63,6 +63,13 @@ pub enum PurchaseFencing {
 pub enum StoreError {
     /// Redis failed or did not answer in time.
     Redis(::redis::RedisError),
+    /// MySQL failed, refused a statement, or did not answer in time.
+    Mysql {
+        /// What failed, with the server (never its password).
+        message: String,
+        /// The driver's or the lock's error, when there is one.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// PostgreSQL failed, refused a statement, or did not answer in time.
     Postgres {
         /// What failed, with the server (never its password), e.g. "PostgreSQL at
@@ -77,7 +84,9 @@ impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreError::Redis(e) => write!(f, "redis: {e}"),
-            StoreError::Postgres { message, .. } => f.write_str(message),
+            StoreError::Postgres { message, .. } | StoreError::Mysql { message, .. } => {
+                f.write_str(message)
+            }
         }
     }
 }
@@ -86,7 +95,7 @@ impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             StoreError::Redis(e) => Some(e),
-            StoreError::Postgres { source, .. } => source
+            StoreError::Postgres { source, .. } | StoreError::Mysql { source, .. } => source
                 .as_deref()
                 .map(|e| e as &(dyn std::error::Error + 'static)),
         }

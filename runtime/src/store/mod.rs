@@ -16,6 +16,8 @@ mod capabilities;
 mod deployment;
 #[cfg(feature = "etcd")]
 mod etcd;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod halving;
 pub(crate) mod heard;
 pub(crate) mod identity;
 mod join;
@@ -34,6 +36,8 @@ pub(crate) mod scripted;
 mod sequenced;
 mod session;
 mod settings;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) mod settling;
 pub(crate) mod token;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
@@ -55,6 +59,8 @@ use crate::store::token::OwnerToken;
 pub(crate) use capabilities::{refusal, require, Engine, Feature};
 pub use capabilities::{Capabilities, Fairness};
 pub use deployment::Deployment;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) use halving::renew_halving;
 pub(crate) use join::join_all;
 pub(crate) use lazy::{Connection, LazyStore};
 pub(crate) use session::Session;

@@ -1,16 +1,18 @@
 //! The oversell demo, from nothing to a result table: a throwaway `redis-server` (unless
-//! `REDIS_URL` is set, or the engine is PostgreSQL), shop processes of both frameworks (separate processes, as separate
+//! `REDIS_URL` is set, or the engine is PostgreSQL or MySQL), shop processes of both frameworks (separate processes, as separate
 //! machines would be), a stock of 100, and 2,000 concurrent purchases spread across them,
 //! first with the handlers' `--no-lock` twin, then with `#[distributed_lock]`.
 //!
 //! `demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]
-//! [--engine redis|zookeeper|etcd|postgres]`
+//! [--engine redis|zookeeper|etcd|postgres|mysql]`
 //!
 //! With `--engine zookeeper` the locks live in a throwaway ZooKeeper server the demo starts
 //! (the harness's `ZkServer`), with `--engine etcd` in a throwaway etcd (`EtcdServer`); the
 //! stock stays in Redis, the shop's data store. With `--engine postgres` the locks and the
 //! stock both live in a throwaway PostgreSQL (`PgServer`), each purchase checking its fence in
-//! its own transaction, and no Redis is started.
+//! its own transaction, and no Redis is started; with `--engine mysql` the same in a throwaway
+//! MariaDB (`MysqlServer`), each purchase checking its fence with
+//! `leasehold::mysql::check_fence` in its transaction.
 //!
 //! Exits non-zero if the locked round sold anything but exactly the stock. Everything it
 //! started is stopped when it ends, also on Ctrl-C.
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_examples::client::HttpClient;
 use leasehold_examples::shop::ShopArgs;
-use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, MysqlServer, PgServer, RedisServer, ZkServer};
 
 use fleet::Fleet;
 use report::{Outcome, Round};
@@ -53,6 +55,8 @@ enum Engine {
     Etcd,
     /// A throwaway PostgreSQL server of the demo's own, for the locks and the stock.
     Postgres,
+    /// A throwaway MariaDB server of the demo's own, for the locks and the stock.
+    Mysql,
 }
 
 impl Engine {
@@ -62,8 +66,9 @@ impl Engine {
             "zookeeper" => Ok(Engine::ZooKeeper),
             "etcd" => Ok(Engine::Etcd),
             "postgres" => Ok(Engine::Postgres),
+            "mysql" => Ok(Engine::Mysql),
             other => Err(format!(
-                "--engine {other:?}: expected redis, zookeeper, etcd or postgres\n\n{USAGE}"
+                "--engine {other:?}: expected redis, zookeeper, etcd, postgres or mysql\n\n{USAGE}"
             )),
         }
     }
@@ -75,13 +80,14 @@ impl Engine {
             Engine::ZooKeeper => "ZooKeeper, stock in Redis",
             Engine::Etcd => "etcd, stock in Redis",
             Engine::Postgres => "PostgreSQL, stock in PostgreSQL, fenced in the same transaction",
+            Engine::Mysql => "MySQL (MariaDB), stock in MySQL, fenced in the same transaction",
         }
     }
 }
 
 const USAGE: &str = "\
 usage: demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--redis-url URL]
-            [--engine redis|zookeeper|etcd|postgres]
+            [--engine redis|zookeeper|etcd|postgres|mysql]
 
   --purchases N    purchases per round (default 2000)
   --stock N        the stock they compete for (default 100)
@@ -89,8 +95,9 @@ usage: demo [--purchases 2000] [--stock 100] [--concurrency 200] [--shops 2] [--
   --shops N        shop processes per round, alternating actix-web and axum (default 2)
   --redis-url URL  use this Redis (default: $REDIS_URL, else a throwaway redis-server)
   --engine E       where the locks live: redis (default), or zookeeper or etcd, a
-                   throwaway server of that kind (the stock stays in Redis), or postgres,
-                   a throwaway PostgreSQL holding the locks and the stock (no Redis)";
+                   throwaway server of that kind (the stock stays in Redis), or postgres
+                   or mysql, a throwaway PostgreSQL or MariaDB holding the locks and the
+                   stock (no Redis)";
 
 impl Args {
     fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
@@ -301,6 +308,21 @@ struct Servers {
 async fn start_servers(args: &Args) -> Result<Servers, String> {
     let mut running: Vec<Box<dyn std::any::Any>> = Vec::new();
     let mut shop_args = Vec::new();
+    if args.engine == Engine::Mysql {
+        let mysql = start_mysql().await?;
+        let url = mysql.url();
+        eprintln!(
+            "started a throwaway MariaDB on {} for the locks and the stock",
+            mysql.addr()
+        );
+        running.push(Box::new(mysql));
+        shop_args.extend(["--mysql".to_owned(), url.clone()]);
+        return Ok(Servers {
+            _running: running,
+            shop_args,
+            store_url: url,
+        });
+    }
     if args.engine == Engine::Postgres {
         let postgres = start_postgres().await?;
         let url = postgres.url();
@@ -332,7 +354,7 @@ async fn start_servers(args: &Args) -> Result<Servers, String> {
     };
     shop_args.extend(["--redis-url".to_owned(), redis_url.clone()]);
     match args.engine {
-        Engine::Redis | Engine::Postgres => {}
+        Engine::Redis | Engine::Postgres | Engine::Mysql => {}
         Engine::ZooKeeper => {
             let zookeeper = start_zookeeper().await?;
             let hosts = zookeeper.connect_string();
@@ -497,6 +519,17 @@ async fn start_postgres() -> Result<PgServer, String> {
     })
 }
 
+/// A throwaway MariaDB server from the harness; the error says what to do when it cannot
+/// start (the harness's own reason, from its panic, is printed above it).
+async fn start_mysql() -> Result<MysqlServer, String> {
+    tokio::spawn(MysqlServer::start()).await.map_err(|_| {
+        "error: could not start a throwaway MariaDB (the reason is above).\n\
+         Install it (Debian/Ubuntu: scripts/ensure-mysql, or run scripts/demo --engine mysql, \
+         which does), or run the demo with --engine redis"
+            .to_owned()
+    })
+}
+
 /// Whether `redis-server` can be run: `LEASEHOLD_REDIS_SERVER`, or on `PATH`.
 fn redis_server_installed() -> Result<(), String> {
     if let Some(path) = std::env::var_os("LEASEHOLD_REDIS_SERVER") {
@@ -554,10 +587,18 @@ mod tests {
             .engine
             .label()
             .contains("fenced in the same transaction"));
-        assert!(USAGE.contains("redis|zookeeper|etcd|postgres"));
+        assert!(USAGE.contains("redis|zookeeper|etcd|postgres|mysql"));
+        let mysql = parse(&["--engine", "mysql"]).unwrap();
+        assert_eq!(mysql.engine, Engine::Mysql);
+        assert!(mysql
+            .engine
+            .label()
+            .contains("fenced in the same transaction"));
         let unknown = parse(&["--engine", "consul"]).unwrap_err();
         assert!(
-            unknown.starts_with("--engine \"consul\": expected redis, zookeeper, etcd or postgres"),
+            unknown.starts_with(
+                "--engine \"consul\": expected redis, zookeeper, etcd, postgres or mysql"
+            ),
             "{unknown}"
         );
         assert!(unknown.contains("usage: demo"), "{unknown}");

@@ -155,27 +155,15 @@ impl PostgresStore {
         Ok(out)
     }
 
-    /// Renews `batch` in one statement. When the server refuses that statement (an error with
-    /// an SQLSTATE: a row waited on past `lock_timeout`, anything about one of its leases),
-    /// each half is renewed on its own, down to single leases, and a single lease refused
-    /// reads [`Renewed::Unknown`] (the watchdog retries it): one lease that cannot be renewed
-    /// now never fails the others. A connection that failed or timed out still fails the whole
-    /// batch: every lease on it is as much in doubt.
+    /// Renews `batch` in one statement, halved while the server refuses it (an error with an
+    /// SQLSTATE: a row waited on past `lock_timeout`, anything about one of its leases):
+    /// [`renew_halving`](crate::store::renew_halving).
     fn renew_split<'a>(&'a self, batch: &'a [Renewal<'a>]) -> StoreFuture<'a, Vec<Renewed>> {
-        Box::pin(async move {
-            match self.renew_statement(batch).await {
-                Err(e) if sql_state(&e).is_some() => {
-                    if batch.len() == 1 {
-                        return Ok(vec![Renewed::Unknown]);
-                    }
-                    let (first, second) = batch.split_at(batch.len() / 2);
-                    let mut out = self.renew_split(first).await?;
-                    out.extend(self.renew_split(second).await?);
-                    Ok(out)
-                }
-                other => other,
-            }
-        })
+        Box::pin(crate::store::renew_halving(
+            batch,
+            move |part| self.renew_statement(part),
+            |e| sql_state(e).is_some(),
+        ))
     }
 
     /// One renewal statement for every lease of `batch` of each kind present (the locks'

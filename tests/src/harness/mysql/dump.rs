@@ -55,6 +55,24 @@ impl MysqlServer {
         self.run_client(cmd, "mariadb").await;
     }
 
+    /// Runs `sql` with the `mariadb` command-line client as `root` in [`MYSQL_DATABASE`], as an
+    /// operator applies a schema file (the client reads `DELIMITER` lines, which a driver's
+    /// query does not).
+    ///
+    /// # Panics
+    ///
+    /// If the client cannot be run, a statement fails, or it takes more than 60 s.
+    pub async fn apply_with_client(&self, sql: &str) {
+        let path = self.dir().join("applied.sql");
+        std::fs::write(&path, sql)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        let file = std::fs::File::open(&path)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+        let mut cmd = self.client("mariadb");
+        cmd.arg(format!("--database={MYSQL_DATABASE}")).stdin(file);
+        self.run_client(cmd, "mariadb").await;
+    }
+
     /// A client program of Debian's `mariadb-client` connecting as `root` over the socket.
     fn client(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);

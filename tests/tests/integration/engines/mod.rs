@@ -6,6 +6,7 @@ mod etcd;
 mod fence_migration;
 mod lazy_connect;
 mod memory;
+mod mysql;
 mod mysql_fenced;
 mod mysql_tls;
 mod postgres;
