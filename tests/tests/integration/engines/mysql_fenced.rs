@@ -426,8 +426,12 @@ async fn the_wrong_guard_or_database_is_a_config_error_with_either_client() {
     )
     .await
     .unwrap();
-    let other = db.url().replace("/leasehold", "/other");
-    assert!(other.ends_with("/other"), "{other}");
+    let other = format!(
+        "{}/other",
+        db.url()
+            .strip_suffix("/leasehold")
+            .expect("the URL's database")
+    );
     let in_memory = Locker::in_memory();
     let foreign = in_memory.lock("stock:1").acquire().await.unwrap();
     let ours = on_mysql.lock("stock:1").acquire().await.unwrap();
@@ -458,7 +462,18 @@ async fn the_wrong_guard_or_database_is_a_config_error_with_either_client() {
         "no leasehold schema in the transaction's database",
         "leasehold_check_fence",
     ];
+    // A user without EXECUTE there: the server does not say whether the procedure exists.
     let pool = pool(&other);
+    let mut conn = pool.get_conn().await.unwrap();
+    let mut tx = conn.start_transaction(TxOpts::default()).await.unwrap();
+    assert_config(
+        check_fence(&mut tx, &ours).await,
+        &["may not run leasehold_check_fence", "grant", "EXECUTE"],
+    );
+    drop(tx);
+    db.execute("GRANT EXECUTE ON other.* TO 'leasehold'@'127.0.0.1'")
+        .await
+        .unwrap();
     let mut conn = pool.get_conn().await.unwrap();
     let mut tx = conn.start_transaction(TxOpts::default()).await.unwrap();
     let checked = check_fence(&mut tx, &ours).await;
