@@ -220,6 +220,7 @@ fn read(url: &str) -> Result<(Read, TlsSettings), LockError> {
             .map(|max| format!("pool_min={max}")),
         _ => None,
     };
+    let socket_asked = value_of("prefer_socket").is_some();
     let mut theirs: Vec<&str> = theirs;
     if let Some(min) = &implied_min {
         theirs.push(min);
@@ -229,8 +230,16 @@ fn read(url: &str) -> Result<(Read, TlsSettings), LockError> {
         theirs_url.push('?');
         theirs_url.push_str(&theirs.join("&"));
     }
-    let opts = mysql_async::Opts::from_url(&theirs_url)
+    let mut opts = mysql_async::Opts::from_url(&theirs_url)
         .map_err(|e| fail(format!("the URL cannot be read: {}", url_error(&e))))?;
+    // The driver's default moves a connection to 127.0.0.1 or localhost onto the server's Unix
+    // socket once connected, past whatever the URL's address leads through (a proxy, a
+    // tunnel) and out of TLS: connections go where the URL says, unless it asks for that.
+    if !socket_asked {
+        opts = mysql_async::OptsBuilder::from_opts(opts)
+            .prefer_socket(false)
+            .into();
+    }
     Ok((Read { opts, shown }, tls))
 }
 

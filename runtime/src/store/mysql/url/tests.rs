@@ -184,6 +184,11 @@ fn the_driver_s_parameters_reach_it_and_its_complaints_are_config_errors() {
     assert_eq!(t.opts.pool_opts().constraints().max(), 4);
     let t = read_ok("mysql://u:s3cret@db/shop?pool_max=40");
     assert_eq!(t.opts.pool_opts().constraints().max(), 40);
+    // Connections go where the URL says, unless it asks for the driver's switch to the socket.
+    assert!(!read_ok("mysql://u@localhost/shop").opts.prefer_socket());
+    assert!(read_ok("mysql://u@localhost/shop?prefer_socket=true")
+        .opts
+        .prefer_socket());
     let t = read_ok("mysql://u@localhost/shop?socket=%2Frun%2Fmysqld%2Fmysqld.sock");
     assert_eq!(t.opts.socket(), Some("/run/mysqld/mysqld.sock"));
     for bad in [
