@@ -133,11 +133,13 @@ impl MyStock {
         let row: Option<(i64, i64)> = self
             .bounded("reading the stock", async {
                 let mut conn = self.pool.get_conn().await?;
-                conn.exec_first(
-                    "SELECT quantity, sold FROM shop_stock WHERE sku = ?",
-                    (sku,),
-                )
-                .await
+                let row = conn
+                    .exec_first(
+                        "SELECT quantity, sold FROM shop_stock WHERE sku = ?",
+                        (sku,),
+                    )
+                    .await?;
+                Ok(row)
             })
             .await?;
         Ok(row.map(|(quantity, sold)| Stock {
@@ -213,7 +215,8 @@ impl MyStock {
         self.bounded("removing a stock record", async {
             let mut conn = self.pool.get_conn().await?;
             conn.exec_drop("DELETE FROM shop_stock WHERE sku = ?", (sku,))
-                .await
+                .await?;
+            Ok(())
         })
         .await
     }

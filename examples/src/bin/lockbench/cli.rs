@@ -95,10 +95,11 @@ pub(crate) enum Scenario {
     Held,
     Leader,
     Permits,
+    Mysql,
 }
 
 impl Scenario {
-    pub(crate) const ALL: [Scenario; 12] = [
+    pub(crate) const ALL: [Scenario; 13] = [
         Scenario::Uncontended,
         Scenario::HotKey,
         Scenario::Attribute,
@@ -111,6 +112,7 @@ impl Scenario {
         Scenario::Held,
         Scenario::Leader,
         Scenario::Permits,
+        Scenario::Mysql,
     ];
 
     fn parse(s: &str) -> Scenario {
@@ -127,11 +129,12 @@ impl Scenario {
             "10" | "held" => Scenario::Held,
             "11" | "leader" => Scenario::Leader,
             "12" | "semaphores" => Scenario::Permits,
+            "13" | "mysql" => Scenario::Mysql,
             other => {
                 eprintln!(
                     "unknown scenario {other:?}: --only takes a comma-separated list of \
                      uncontended, hot-key, attribute, redlock, fairness, zookeeper, etcd, \
-                     postgres, semaphore, held, leader, semaphores (or 1 to 12)"
+                     postgres, semaphore, held, leader, semaphores, mysql (or 1 to 13)"
                 );
                 std::process::exit(2)
             }

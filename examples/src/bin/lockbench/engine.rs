@@ -16,10 +16,11 @@ pub(crate) enum Engine {
     ZooKeeper,
     Etcd,
     Postgres,
+    Mysql,
 }
 
 impl Engine {
-    /// leasehold on this engine at `address` (a Redis or PostgreSQL URL, ZooKeeper hosts, an
+    /// leasehold on this engine at `address` (a Redis, PostgreSQL or MySQL URL, ZooKeeper hosts, an
     /// etcd endpoint), with the prefix `bench` and a 120 s wait, so that no waiter of a hot key
     /// gives up.
     pub(crate) async fn locker(self, address: &str) -> Locker {
@@ -55,6 +56,13 @@ impl Engine {
                 .build()
                 .await
                 .expect("leasehold on PostgreSQL"),
+            Engine::Mysql => Locker::builder()
+                .mysql(address)
+                .prefix("bench")
+                .default_wait(wait)
+                .build()
+                .await
+                .expect("leasehold on MySQL"),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release -p leasehold-examples --bin lockbench [-- --quick | --smoke] [--out FILE]
 //!     [--only uncontended,hot-key,attribute,redlock,fairness,zookeeper,etcd,postgres,semaphore,held,
-//!             leader,semaphores]
+//!             leader,semaphores,mysql]
 //!     [--engines redis,memory,redlock,zookeeper,etcd,postgres]
 //! ```
 //!
@@ -62,8 +62,12 @@
 //!     on each (`baselines/permits/`). Our side on an engine that refuses the primitive
 //!     (`LockError::Config`) is printed as "not available on this engine yet"; the baseline
 //!     still runs.
+//! 13. leasehold on MySQL (MariaDB) vs the same procedure calls sent raw by the same driver
+//!     (mysql_async; `CALL leasehold_acquire(...)`, then `CALL leasehold_release(...)`), on
+//!     connections of their own to the same server: uncontended cycles (1, 16 tasks), and one
+//!     hot key, 4 processes x 4 tasks, where the raw side polls every 1 ms on a busy lock.
 //!
-//! Scenarios 2 and 5 to 8 share one hot-key harness (`hot_key/`): every engine's contenders,
+//! Scenarios 2, 5 to 8 and 13 share one hot-key harness (`hot_key/`): every engine's contenders,
 //! ours and the baselines (`baselines/`), run the same loop, in this process or in workers.
 
 mod allocations;
@@ -139,6 +143,11 @@ async fn bench(options: Options) {
                 }
             }
             Scenario::Semaphore => scenarios::semaphore::scenario(report, &url, duration).await,
+            Scenario::Mysql => {
+                if let Some(mysql) = servers.mysql().await {
+                    scenarios::mysql::scenario(report, mysql, duration, rounds).await
+                }
+            }
             Scenario::Held => {
                 held_run = Some(held::scenario(report, held::Plan::new(length)).await);
             }

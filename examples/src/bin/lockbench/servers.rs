@@ -1,9 +1,9 @@
 //! The throwaway servers a run needs, started once for all its scenarios: Redis at once (and
 //! RedLock's five nodes when scenario 4 or a RedLock row of 11 runs), ZooKeeper, etcd and
-//! PostgreSQL in the background while the Redis scenarios run; a scenario whose server did
+//! PostgreSQL and MariaDB in the background while the Redis scenarios run; a scenario whose server did
 //! not start is skipped, saying why.
 
-use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, MysqlServer, PgServer, RedisServer, ZkServer};
 use tokio::task::JoinHandle;
 
 use crate::cli::Scenario;
@@ -18,6 +18,7 @@ pub(crate) struct Servers {
     zookeeper: Starting<ZkServer>,
     etcd: Starting<EtcdServer>,
     postgres: Starting<PgServer>,
+    mysql: Starting<MysqlServer>,
 }
 
 /// A server started in the background: awaited once by the first scenario that needs it,
@@ -82,6 +83,8 @@ impl Servers {
             runs(Scenario::Postgres) || on(Target::Postgres),
             PgServer::start(),
         );
+        // And MariaDB (its install, then the server), a second or two.
+        let mysql = Starting::new(runs(Scenario::Mysql), MysqlServer::start());
         let redis = RedisServer::start().await;
         let redlock = runs(Scenario::Leader) && targets.contains(&Target::RedLock);
         let redlock_nodes = if runs(Scenario::Redlock) || redlock {
@@ -95,6 +98,7 @@ impl Servers {
             zookeeper,
             etcd,
             postgres,
+            mysql,
         }
     }
 
@@ -124,6 +128,16 @@ impl Servers {
             .get(
                 "postgres: skipped, the throwaway PostgreSQL did not start (the reason is above; \
                  scripts/ensure-postgres installs it)",
+            )
+            .await
+    }
+
+    /// The throwaway MariaDB, once it has started; `None`, said, if it did not.
+    pub(crate) async fn mysql(&mut self) -> Option<&MysqlServer> {
+        self.mysql
+            .get(
+                "mysql: skipped, the throwaway MariaDB did not start (the reason is above; \
+                 scripts/ensure-mysql installs it)",
             )
             .await
     }

@@ -9,6 +9,7 @@ mod memory;
 mod mysql;
 mod mysql_fenced;
 mod mysql_tls;
+mod mysql_unknown;
 mod postgres;
 mod postgres_parts;
 mod postgres_tls;

@@ -3,6 +3,7 @@
 
 mod etcd;
 pub(crate) mod leader;
+mod mysql;
 pub(crate) mod permits;
 mod postgres;
 mod redis;
@@ -10,6 +11,7 @@ mod token;
 mod zookeeper;
 
 pub(crate) use etcd::{EtcdLockService, ETCD_LOCK_SERVICE};
+pub(crate) use mysql::{MysqlRaw, MYSQL_RAW, MYSQL_RAW_POLLING};
 pub(crate) use postgres::{PgConnection, PostgresRaw, POSTGRES_RAW, POSTGRES_RAW_POLLING};
 pub(crate) use redis::{rslock_lock_unlock, Naive, Rslock};
 pub(crate) use token::token;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::{Load, Sample};
-use crate::baselines::{EtcdLockService, Naive, PostgresRaw, Rslock, ZooKeeperRecipe};
+use crate::baselines::{EtcdLockService, MysqlRaw, Naive, PostgresRaw, Rslock, ZooKeeperRecipe};
 use crate::engine::Engine;
 use crate::key_lock::{KeyLock, Ours};
 use crate::measure::monotonic_ns;
@@ -28,10 +28,12 @@ pub(crate) enum Contender {
     EtcdLockService,
     /// The PostgreSQL engine's statements sent raw, 1 ms polling.
     PostgresRaw,
+    /// The MySQL engine's procedure calls sent raw, 1 ms polling.
+    MysqlRaw,
 }
 
 /// Each contender's name: on a worker's command line, and in its hot key's name.
-const NAMES: [(Contender, &str); 10] = [
+const NAMES: [(Contender, &str); 12] = [
     (Contender::Ours(Engine::Redis), "ours"),
     (Contender::OursFair, "ours-fair"),
     (Contender::PollingLoop, "naive"),
@@ -42,6 +44,8 @@ const NAMES: [(Contender, &str); 10] = [
     (Contender::EtcdLockService, "etcd-raw"),
     (Contender::Ours(Engine::Postgres), "postgres-ours"),
     (Contender::PostgresRaw, "postgres-raw"),
+    (Contender::Ours(Engine::Mysql), "mysql-ours"),
+    (Contender::MysqlRaw, "mysql-raw"),
 ];
 
 impl Contender {
@@ -69,6 +73,7 @@ impl Contender {
             Contender::ZooKeeperRecipe => Engine::ZooKeeper,
             Contender::EtcdLockService => Engine::Etcd,
             Contender::PostgresRaw => Engine::Postgres,
+            Contender::MysqlRaw => Engine::Mysql,
         }
     }
 
@@ -113,6 +118,10 @@ impl Contender {
             }
             Contender::PostgresRaw => {
                 let raw = PostgresRaw::connect(address).await;
+                contend(raw, key, tasks, load).await
+            }
+            Contender::MysqlRaw => {
+                let raw = MysqlRaw::connect(address).await;
                 contend(raw, key, tasks, load).await
             }
         }

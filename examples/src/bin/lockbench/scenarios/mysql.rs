@@ -1,0 +1,60 @@
+//! Scenario 13: leasehold on MySQL (MariaDB) against the same procedure calls sent raw by the
+//! same driver (mysql_async), on connections of their own, to the same throwaway server, in
+//! the same run: uncontended cycles, and one hot key across four processes, where the raw side
+//! polls every 1 ms on a busy lock (it has no wake-ups).
+
+use std::time::Duration;
+
+use leasehold_tests::harness::MysqlServer;
+
+use crate::baselines::{MysqlRaw, MYSQL_RAW, MYSQL_RAW_POLLING};
+use crate::engine::Engine;
+use crate::hot_key::{
+    handover_p50, report_against, run_each, Contender, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
+};
+use crate::report::Report;
+use crate::versus;
+
+/// Scenario 13: uncontended cycles at 1 and 16 tasks, then one hot key across four processes.
+pub(crate) async fn scenario(
+    report: &mut Report,
+    mysql: &MysqlServer,
+    duration: Duration,
+    rounds: usize,
+) {
+    let url = mysql.url();
+    // Ours first: connecting creates the schema the raw side uses too.
+    let locker = Engine::Mysql.locker(&url).await;
+    let raw = MysqlRaw::connect(&url).await;
+    versus::uncontended(
+        report,
+        "13 mysql",
+        (&locker, &raw),
+        |t, k| format!("raw-u:{t}:{k}"),
+        MYSQL_RAW,
+        duration,
+        mysql.pid(),
+    )
+    .await;
+    hot_key(report, &url, rounds).await;
+}
+
+/// One hot key, 4 processes x 4 tasks: a handover between processes goes through the server
+/// (ours wakes the next process through the wake log; the raw side finds the lock free on a
+/// poll).
+async fn hot_key(report: &mut Report, url: &str, rounds: usize) {
+    let rounds = ROUNDS_AT_16_TASKS * rounds;
+    let shape = ENGINE_SHAPES[1];
+    let contenders = [Contender::Ours(Engine::Mysql), Contender::MysqlRaw];
+    let measured = run_each(url, shape, rounds, &contenders, &()).await;
+    let [(ours, ()), (raw, ())] = &measured[..] else {
+        unreachable!("two contenders")
+    };
+    report_against(
+        report,
+        &format!("13 mysql hot key, {}", shape.label()),
+        (ours, raw),
+        MYSQL_RAW_POLLING,
+        &[handover_p50(ours, raw)],
+    );
+}

@@ -1,0 +1,195 @@
+//! MySQL's calls whose outcome is unknown, against a real MariaDB through the harness's proxy,
+//! as `postgres_unknown.rs` does for PostgreSQL: an acquire whose request reaches the server
+//! only after its client gave up on it (a `try_acquire` that timed out, an acquire whose caller
+//! was cancelled) must not take the lock after its give-back ran. Each case has its control, a
+//! hold shorter than the operation timeout, whose call is simply answered.
+//!
+//! Judged by what the store saw: another process's `try_acquire` (not through the proxy) gets
+//! the lock within [`FREE_WITHIN`], a sixth of the [`LEASE`] that a stale acquire would keep
+//! it for, and only once the held connection's session on the server has ended.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::Locker;
+use leasehold_tests::harness::{eventually, Held, MysqlServer, TcpProxy};
+use tokio::time::{sleep, timeout, Instant};
+
+/// The lease of every lock here: what a stale acquire keeps the lock for.
+const LEASE: Duration = Duration::from_secs(60);
+/// Far below the lease, and far above what giving back takes on a loaded machine.
+const FREE_WITHIN: Duration = Duration::from_secs(10);
+const OP_TIMEOUT: Duration = Duration::from_millis(500);
+/// The lock's key as the engine sends it (a parameter of its `CALL leasehold_acquire`).
+const KEY: &[u8] = b"myu:lock:{k}";
+
+/// A server, a locker whose connections go through a proxy, and another process's locker
+/// that connects straight.
+struct Setup {
+    db: MysqlServer,
+    proxy: Arc<TcpProxy>,
+    a: Locker,
+    b: Locker,
+}
+
+impl Setup {
+    async fn start() -> Self {
+        let db = MysqlServer::start().await;
+        let b = builder(&db.url()).build().await.expect("b's locker");
+        let proxy = Arc::new(TcpProxy::start(db.addr()).await);
+        let a = builder(&db.url_at(proxy.addr()))
+            .build()
+            .await
+            .expect("a's locker");
+        // Connected and warm, as a service is when the fault comes.
+        let warm = a.lock("warm").acquire().await.expect("a free lock");
+        warm.release().await.expect("released");
+        Setup { db, proxy, a, b }
+    }
+
+    /// The sessions of the lockers' user now.
+    async fn sessions(&self) -> Vec<String> {
+        let rows = self
+            .db
+            .execute(
+                "SELECT id FROM information_schema.processlist \
+                 WHERE user = 'leasehold' AND id <> CONNECTION_ID()",
+            )
+            .await
+            .expect("sessions");
+        rows.into_iter().flatten().flatten().collect()
+    }
+
+    /// Waits until one of the sessions `before` ended: the held connection's, which ends once
+    /// it has run what the proxy delivered (its client closed it long ago), or was ended.
+    async fn held_session_ended(&self, before: &[String]) {
+        eventually(
+            "the held connection's session ends",
+            Duration::from_secs(20),
+            || async {
+                let now = self.sessions().await;
+                before.iter().any(|id| !now.contains(id))
+            },
+        )
+        .await;
+    }
+
+    /// Another process takes the lock within [`FREE_WITHIN`], and gives it back.
+    async fn another_process_gets_the_lock(&self, after: &str) {
+        let started = Instant::now();
+        loop {
+            match self.b.lock("k").try_acquire().await {
+                Ok(Some(guard)) => {
+                    guard.release().await.expect("released");
+                    return;
+                }
+                Ok(None) | Err(_) if started.elapsed() < FREE_WITHIN => {
+                    sleep(Duration::from_millis(50)).await;
+                }
+                other => panic!(
+                    "{after}: another process could not take the lock within {FREE_WITHIN:?} \
+                     ({other:?}); the store holds {:?}",
+                    self.row().await
+                ),
+            }
+        }
+    }
+
+    /// The lock's row: its owner and its expiry (microseconds since the epoch).
+    async fn row(&self) -> Vec<Vec<Option<String>>> {
+        self.db
+            .execute(
+                "SELECT CAST(owner AS CHAR), expires FROM leasehold_locks \
+                 WHERE lock_key = 'myu:lock:{k}'",
+            )
+            .await
+            .expect("the lock's row")
+    }
+
+    /// Holds the next request whose bytes hold `pattern`; the sessions before it.
+    async fn hold_next(&self, pattern: &[u8]) -> Vec<String> {
+        // Every pooled connection of `a` open (one ended by an earlier case opens again on its
+        // next use): the held request goes out on one of them.
+        for _ in 0..8 {
+            let warm = self.a.lock("warm").try_acquire().await.expect("no fault");
+            warm.expect("free").release().await.expect("released");
+        }
+        let before = self.sessions().await;
+        self.proxy.hold_next_sending(pattern, Held::Requests);
+        before
+    }
+
+    /// Holds the next request naming the lock, and delivers it after `after`.
+    fn hold_then_deliver(&self, after: Duration) -> tokio::task::JoinHandle<()> {
+        self.proxy.hold_next_sending(KEY, Held::Requests);
+        let proxy = self.proxy.clone();
+        tokio::spawn(async move {
+            sleep(after).await;
+            proxy.release_held();
+        })
+    }
+}
+
+fn builder(url: &str) -> leasehold::LockerBuilder {
+    Locker::builder()
+        .mysql(url)
+        .prefix("myu")
+        .op_timeout(OP_TIMEOUT)
+}
+
+/// A `try_acquire` whose request is held past the operation timeout fails as unavailable; the
+/// request then reaches the server. Nothing of it may hold the lock. Control: held for less
+/// than the operation timeout, it is answered and its holder gives the lock back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_acquire_that_timed_out_takes_no_lock_when_its_request_runs_late() {
+    let s = Setup::start().await;
+    let delivered = s.hold_then_deliver(Duration::from_millis(100));
+    let guard = s.a.lock("k").lease(LEASE).try_acquire().await;
+    delivered.await.expect("delivered");
+    let guard = guard.expect("answered in time").expect("a free lock");
+    guard.release().await.expect("released");
+    s.another_process_gets_the_lock("control").await;
+
+    let before = s.hold_next(KEY).await;
+    let err = s.a.lock("k").lease(LEASE).try_acquire().await.unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert_eq!(
+        s.proxy.caught(),
+        2,
+        "the try_acquire's request was not held"
+    );
+    // The give-back has had its chance by then; the request reaches the server after it.
+    sleep(Duration::from_millis(1500)).await;
+    s.proxy.release_held();
+    s.held_session_ended(&before).await;
+    s.another_process_gets_the_lock("a timed-out try_acquire")
+        .await;
+}
+
+/// An acquire whose caller is cancelled while its request is held: the call goes on in the
+/// background until the operation timeout, then gives back; the request reaches the server
+/// after that. Control: delivered before the operation timeout, the call is answered in the
+/// background and the lock it took given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_acquire_takes_no_lock_when_its_request_runs_late() {
+    let s = Setup::start().await;
+    let acquire = || {
+        timeout(
+            Duration::from_millis(200),
+            s.a.lock("k").lease(LEASE).acquire(),
+        )
+    };
+    let delivered = s.hold_then_deliver(Duration::from_millis(300));
+    assert!(acquire().await.is_err(), "cancelled");
+    assert_eq!(s.proxy.caught(), 1);
+    delivered.await.expect("delivered");
+    s.another_process_gets_the_lock("control").await;
+
+    let before = s.hold_next(KEY).await;
+    assert!(acquire().await.is_err(), "cancelled");
+    assert_eq!(s.proxy.caught(), 2, "the acquire's request was not held");
+    sleep(Duration::from_millis(1500)).await;
+    s.proxy.release_held();
+    s.held_session_ended(&before).await;
+    s.another_process_gets_the_lock("a cancelled acquire").await;
+}
