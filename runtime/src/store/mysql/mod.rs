@@ -252,17 +252,10 @@ impl MysqlStore {
     /// timeout, with `Config` when it refuses the credentials, the database or the schema.
     pub(crate) async fn connect(url: &str, settings: &Settings) -> Result<Self, LockError> {
         let target = url::parse(url)?;
-        // The driver's default moves a connection to 127.0.0.1 or localhost onto the server's
-        // Unix socket once connected, past whatever the URL's address leads through (a proxy,
-        // a tunnel): the engine connects where the URL says, unless it asks for that itself.
-        let opts = match url.contains("prefer_socket") {
-            true => target.opts,
-            false => mysql_async::OptsBuilder::from_opts(target.opts)
-                .prefer_socket(false)
-                .into(),
-        };
         let shared = Arc::new(Shared {
-            opts,
+            // Where the URL says: `url` keeps the driver from moving a connection onto the
+            // server's Unix socket unless the URL asks for it.
+            opts: target.opts,
             shown: target.shown,
             settings: settings.clone(),
             wakes: Default::default(),
