@@ -75,11 +75,12 @@ where
     judge(guard, answer)
 }
 
-/// The statement [`check_fence`] runs: the lock's stored key (bytes), then the fence
-/// (`BIGINT`); one row of one column back, `holds`: 1 when the guard still holds the lock,
-/// else 0. A procedure, not a function: with binary logging on, creating a function needs
-/// privileges a procedure does not (see [`SCHEMA`](super::SCHEMA)).
-const STATEMENT: &str = "CALL leasehold_check_fence(?, ?)";
+/// The statement [`check_fence`] runs (`CALL leasehold_check_fence(?, ?)`, the engine's): the
+/// lock's stored key (bytes), then the fence (`BIGINT`); one row of one column back, `holds`:
+/// 1 when the guard still holds the lock, else 0. A procedure, not a function: with binary
+/// logging on, creating a function needs privileges a procedure does not (see
+/// [`SCHEMA`](super::SCHEMA)).
+const STATEMENT: &str = crate::store::mysql::sql::CHECK_FENCE;
 
 /// The lock's key as the engine stores it (`VARBINARY`, byte for byte), for [`check_fence`]'s
 /// SQL when another driver runs it (`CALL leasehold_check_fence(?, ?)` with these bytes and
