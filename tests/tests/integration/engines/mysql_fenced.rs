@@ -322,7 +322,7 @@ async fn stalled_holder_is_bounded(db: &MysqlServer, client: &str) {
     let bound = lease + FENCED_IDLE_MARGIN;
     // MariaDB counts the bound in whole seconds (rounded up), and the contender asks again
     // on its own schedule.
-    let slack = Duration::from_secs(4);
+    let slack = Duration::from_secs(5);
     let taken = b
         .lock("stall")
         .wait(bound + slack)
