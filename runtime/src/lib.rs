@@ -75,8 +75,8 @@
 //! - `primitives/`: the public requests and guards (locks, read-write, unfenced, multi-key,
 //!   semaphores, leader election, profiles), thin types over the core.
 //! - `fenced/` and `checks/`: the resource's side of fencing, claims and fenced writes on
-//!   Redis ([`fenced`]), fence checks in the caller's own PostgreSQL transaction
-//!   (`leasehold::postgres`).
+//!   Redis ([`fenced`]), fence checks in the caller's own PostgreSQL or MySQL transaction
+//!   (`leasehold::postgres`, `leasehold::mysql`).
 //! - `kernel/`: the core: leases and their one kind, the one contend loop, the local queue,
 //!   re-entry, release, settling attempts whose outcome is unknown, the watchdog, the
 //!   engine's health, and the state a locker's clones share.

@@ -277,7 +277,7 @@ mod tests {
     #[test]
     fn the_readme_lists_what_each_engine_offers() {
         let readme = include_str!("../../../README.md");
-        let header = "| | one Redis, Sentinel, Cluster | RedLock | ZooKeeper | etcd | PostgreSQL | in memory |";
+        let header = "| | one Redis, Sentinel, Cluster | RedLock | ZooKeeper | etcd | PostgreSQL | MySQL | in memory |";
         assert!(readme.contains(header), "the README's engine table moved");
         let columns = [
             Engine::Redis,
@@ -285,6 +285,7 @@ mod tests {
             Engine::ZooKeeper,
             Engine::Etcd,
             Engine::Postgres,
+            Engine::Mysql,
             Engine::Memory,
         ];
         for same in [Engine::Sentinel, Engine::Cluster] {

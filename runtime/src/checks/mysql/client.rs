@@ -17,6 +17,11 @@ use crate::error::BoxError;
 /// (`ER_NO_SUCH_TABLE`), no database selected (`ER_NO_DB_ERROR`).
 pub(super) const NO_SCHEMA: [u16; 3] = [1305, 1146, 1046];
 
+/// MySQL's error number when the user may not run a routine (`ER_PROCACCESS_DENIED_ERROR`),
+/// which the server also answers for a routine that does not exist where the user has no
+/// `EXECUTE` at all.
+pub(super) const NO_EXECUTE: u16 = 1370;
+
 /// A driver's connection or transaction, taken as it is.
 pub struct Direct;
 

@@ -2,7 +2,7 @@
 //! what the procedure's answer (or the driver's error) means. The drivers only run the
 //! statement (`client`, `mysql_async_conn`, `sqlx_my`).
 
-use super::client::{RunsFenceCheck, StatementError, NO_SCHEMA};
+use super::client::{RunsFenceCheck, StatementError, NO_EXECUTE, NO_SCHEMA};
 use crate::error::{LockError, LostReason};
 use crate::primitives::guard::LockGuard;
 use crate::store::Engine;
@@ -55,8 +55,9 @@ impl<C: RunsFenceCheck<Via>, Via> FenceClient<Via> for C {}
 ///
 /// # Errors
 /// - [`LockError::Config`] when `guard` comes from a locker on another engine (nothing is
-///   sent then), or when the transaction's database has no leasehold schema (it is not the
-///   locker's database).
+///   sent then), when the transaction's database has no leasehold schema (it is not the
+///   locker's database), or when its user may not run `leasehold_check_fence` (grant it
+///   `EXECUTE` on that procedure).
 /// - [`LockError::Lost`] when the guard is no longer held on this process's clock, or the
 ///   database shows another holder or none ([`LostReason::StaleFence`](crate::LostReason));
 ///   the lease is then reported lost to the guard (its `lost()` resolves).
@@ -74,11 +75,12 @@ where
     judge(guard, answer)
 }
 
-/// The statement [`check_fence`] runs: the lock's stored key (bytes), then the fence
-/// (`BIGINT`); one row of one column back, `holds`: 1 when the guard still holds the lock,
-/// else 0. A procedure, not a function: with binary logging on, creating a function needs
-/// privileges a procedure does not (see [`SCHEMA`](super::SCHEMA)).
-const STATEMENT: &str = "CALL leasehold_check_fence(?, ?)";
+/// The statement [`check_fence`] runs (`CALL leasehold_check_fence(?, ?)`, the engine's): the
+/// lock's stored key (bytes), then the fence (`BIGINT`); one row of one column back, `holds`:
+/// 1 when the guard still holds the lock, else 0. A procedure, not a function: with binary
+/// logging on, creating a function needs privileges a procedure does not (see
+/// [`SCHEMA`](super::SCHEMA)).
+const STATEMENT: &str = crate::store::mysql::sql::CHECK_FENCE;
 
 /// The lock's key as the engine stores it (`VARBINARY`, byte for byte), for [`check_fence`]'s
 /// SQL when another driver runs it (`CALL leasehold_check_fence(?, ?)` with these bytes and
@@ -129,6 +131,18 @@ fn judge(guard: &LockGuard, answer: Result<Option<i64>, StatementError>) -> Resu
                 "the fence check of {:?} found no leasehold schema in the transaction's \
                  database: check the fence in a transaction on the database of the guard's \
                  locker ({}) ({})",
+                guard.key(),
+                guard.hold().store().describe(),
+                e.text
+            ),
+            source: Some(e.error),
+        }),
+        Err(e) if e.code == Some(NO_EXECUTE) => Err(LockError::Config {
+            message: format!(
+                "the fence check of {:?} may not run leasehold_check_fence in the \
+                 transaction's database: grant the application's user EXECUTE ON PROCEDURE \
+                 leasehold_check_fence in the database of the guard's locker ({}), and check \
+                 the fence there ({})",
                 guard.key(),
                 guard.hold().store().describe(),
                 e.text

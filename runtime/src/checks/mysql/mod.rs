@@ -167,6 +167,16 @@ use crate::primitives::guard::LockGuard;
 /// lock. The same 5 s are written in [`SCHEMA`]'s `leasehold_check_fence`.
 pub const FENCED_IDLE_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
+#[cfg(test)]
+#[test]
+fn the_margin_is_the_one_the_schema_writes() {
+    assert_eq!(
+        FENCED_IDLE_MARGIN,
+        crate::store::mysql::sql::FENCED_IDLE_MARGIN
+    );
+    assert!(SCHEMA.contains("+ 5000 * 1000"));
+}
+
 /// The driver [`check_fence`] takes a connection or transaction of (re-exported, so versions
 /// match).
 pub use mysql_async;

@@ -142,6 +142,12 @@ async fn read(shared: &Weak<Shared>, conn: &mut mysql_async::Conn) -> bool {
                     Ok(Ok(())) => {}
                     Ok(Err(mysql_async::Error::Server(e))) => {
                         tracing::debug!(error = %e, "the sweep of dead lock rows failed");
+                        // Stopped midway (the server's statement bound), it may have left its
+                        // transaction open, holding a guard row: end it.
+                        let ended = tokio::time::timeout(op, conn.query_drop("ROLLBACK")).await;
+                        if !matches!(ended, Ok(Ok(()))) {
+                            return false;
+                        }
                     }
                     _ => return false,
                 }

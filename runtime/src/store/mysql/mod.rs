@@ -92,7 +92,9 @@
 //! never delivers a row twice.
 //!
 //! Figures: a waiter wakes at most 25 ms (12.5 ms on average) after the release committed, plus
-//! one round trip of the reader and the waiter's next attempt; N waiters in one process (on any
+//! one round trip of the reader and the waiter's next attempt. Measured from the release call
+//! to the waiter's grant in another locker (60 hand-offs, MariaDB 10.11 on the same 2-core
+//! machine, busy compiling meanwhile): p50 17 ms, p90 29 ms, p99 33 ms. N waiters in one process (on any
 //! number of locks) cost the server one indexed read per 25 ms (40 per second) while they wait,
 //! not N: an idle process reads nothing (a `SELECT 1` every 2 s proves its connection), so a
 //! fleet of P processes with waiters costs 40 P reads per second, each a primary-key range scan
@@ -253,6 +255,8 @@ impl MysqlStore {
     pub(crate) async fn connect(url: &str, settings: &Settings) -> Result<Self, LockError> {
         let target = url::parse(url)?;
         let shared = Arc::new(Shared {
+            // Where the URL says: `url` keeps the driver from moving a connection onto the
+            // server's Unix socket unless the URL asks for it.
             opts: target.opts,
             shown: target.shown,
             settings: settings.clone(),

@@ -269,7 +269,8 @@ BEGIN
     SELECT l.owner, l.fence, l.expires INTO v_owner, v_fence, v_expires
         FROM leasehold_locks AS l WHERE l.id = v_id FOR UPDATE;
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
-    SET v_mine = v_owner = p_owner OR (p_name <> '' AND v_owner = CONCAT('~', p_name));
+    SET v_mine = COALESCE(v_owner = p_owner OR (p_name <> '' AND v_owner = CONCAT('~', p_name)),
+                          FALSE);
     IF v_owner IS NOT NULL AND v_expires > v_now AND NOT v_mine THEN
         SET v_remaining = GREATEST(1, CEIL((v_expires - v_now) / 1000));
         IF p_wait_ms > 0 THEN
@@ -277,7 +278,21 @@ BEGIN
         END IF;
     ELSE
         CALL leasehold_take_guard(v_id, v_guard);
-        IF v_guard IS NULL THEN
+        IF v_guard IS NOT NULL AND v_owner IS NULL THEN
+            -- No row was there to lock: another acquire may have inserted it and committed
+            -- before this one took the guard. Looked at again now that nobody else may take it.
+            SELECT l.owner, l.fence, l.expires INTO v_owner, v_fence, v_expires
+                FROM leasehold_locks AS l WHERE l.id = v_id FOR UPDATE;
+            SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
+            SET v_mine = COALESCE(v_owner = p_owner OR (p_name <> '' AND v_owner = CONCAT('~', p_name)),
+                          FALSE);
+        END IF;
+        IF v_guard IS NOT NULL AND v_owner IS NOT NULL AND v_expires > v_now AND NOT v_mine THEN
+            SET v_remaining = GREATEST(1, CEIL((v_expires - v_now) / 1000));
+            IF p_wait_ms > 0 THEN
+                CALL leasehold_wait_in_line(v_id, p_name, p_wait_ms, v_now);
+            END IF;
+        ELSEIF v_guard IS NULL THEN
             IF v_mine AND LEFT(v_owner, 1) = '~' THEN
                 -- Left to us, and another acquire of it runs this instant: ask again at once.
                 SET v_remaining = 5;
@@ -506,7 +521,7 @@ BEGIN
     SELECT l.owner, l.fence, l.expires INTO v_owner, v_fence, v_expires
         FROM leasehold_locks AS l WHERE l.id = v_id FOR UPDATE;
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
-    SET v_joining = v_owner = 'R' AND v_expires > v_now;
+    SET v_joining = COALESCE(v_owner = 'R' AND v_expires > v_now, FALSE);
     IF v_owner IS NOT NULL AND NOT v_joining AND v_expires > v_now THEN
         -- A writer holds it, or a release left it to the next in line.
         SET v_remaining = GREATEST(1, CEIL((v_expires - v_now) / 1000));
@@ -522,9 +537,25 @@ BEGIN
                 SET v_guard = COALESCE(v_guard, 0);
             ELSE
                 CALL leasehold_take_guard(v_id, v_guard);
+                IF v_guard IS NOT NULL AND v_owner IS NULL THEN
+                    -- As in leasehold_acquire: a row inserted meanwhile is looked at again.
+                    SELECT l.owner, l.fence, l.expires INTO v_owner, v_fence, v_expires
+                        FROM leasehold_locks AS l WHERE l.id = v_id FOR UPDATE;
+                    SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00',
+                                              UTC_TIMESTAMP(6));
+                    SET v_joining = COALESCE(v_owner = 'R' AND v_expires > v_now, FALSE);
+                    IF v_owner IS NOT NULL THEN
+                        -- Taken this instant (by readers too: join them on the next try).
+                        SET v_guard = NULL;
+                    END IF;
+                END IF;
             END IF;
             IF v_guard IS NULL THEN
-                SET v_remaining = 50;
+                SET v_remaining = IF(v_owner IS NOT NULL AND v_expires > v_now,
+                    GREATEST(1, CEIL((v_expires - v_now) / 1000)), 50);
+                IF v_joining THEN
+                    SET v_remaining = 5;
+                END IF;
             ELSE
                 CALL leasehold_draw_slot(GREATEST(v_guard, COALESCE(v_fence, 0) DIV 32), v_now,
                                          v_slot);

@@ -204,13 +204,42 @@ fn read(url: &str) -> Result<(Read, TlsSettings), LockError> {
     let (theirs, ours) = split_params(query).map_err(fail)?;
     let tls = tls_settings(&ours).map_err(fail)?;
     check_tls(&tls, &theirs).map_err(fail)?;
+    // mysql_async keeps at least 10 connections (`pool_min`) unless told otherwise, and refuses
+    // a `pool_max` below that: a `pool_max` alone lowers the minimum with it.
+    let value_of = |name: &str| {
+        theirs
+            .iter()
+            .rev()
+            .find_map(|param| param.strip_prefix(name)?.strip_prefix('='))
+    };
+    let implied_min = match (value_of("pool_min"), value_of("pool_max")) {
+        (None, Some(max)) => max
+            .parse::<usize>()
+            .ok()
+            .filter(|max| *max < mysql_async::DEFAULT_POOL_CONSTRAINTS.min())
+            .map(|max| format!("pool_min={max}")),
+        _ => None,
+    };
+    let socket_asked = value_of("prefer_socket").is_some();
+    let mut theirs: Vec<&str> = theirs;
+    if let Some(min) = &implied_min {
+        theirs.push(min);
+    }
     let mut theirs_url = format!("mysql://{base}");
     if !theirs.is_empty() {
         theirs_url.push('?');
         theirs_url.push_str(&theirs.join("&"));
     }
-    let opts = mysql_async::Opts::from_url(&theirs_url)
+    let mut opts = mysql_async::Opts::from_url(&theirs_url)
         .map_err(|e| fail(format!("the URL cannot be read: {}", url_error(&e))))?;
+    // The driver's default moves a connection to 127.0.0.1 or localhost onto the server's Unix
+    // socket once connected, past whatever the URL's address leads through (a proxy, a
+    // tunnel) and out of TLS: connections go where the URL says, unless it asks for that.
+    if !socket_asked {
+        opts = mysql_async::OptsBuilder::from_opts(opts)
+            .prefer_socket(false)
+            .into();
+    }
     Ok((Read { opts, shown }, tls))
 }
 
@@ -223,9 +252,12 @@ fn url_error(e: &mysql_async::UrlError) -> String {
     }
 }
 
+/// A URL's parameters, decoded, in order.
+type Params = Vec<(String, String)>;
+
 /// The parameters mysql_async reads (raw, as written), and ours (decoded, in order). Anything
 /// else is refused.
-fn split_params(query: &str) -> Result<(Vec<&str>, Vec<(String, String)>), String> {
+fn split_params(query: &str) -> Result<(Vec<&str>, Params), String> {
     let mut theirs = Vec::new();
     let mut ours = Vec::new();
     for param in query.split('&').filter(|param| !param.is_empty()) {

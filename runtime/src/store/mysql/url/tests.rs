@@ -50,6 +50,7 @@ fn without_ssl_mode_the_connection_is_preferred_which_is_plain_text_here() {
     assert!(t.opts.ssl_opts().is_none());
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn every_mode_is_read_in_any_case_and_spelling_and_says_what_it_checks() {
     for (written, expected, verify) in [
@@ -74,6 +75,7 @@ fn every_mode_is_read_in_any_case_and_spelling_and_says_what_it_checks() {
     }
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn mysql_async_s_own_tls_flags_mean_the_modes_they_match() {
     for (params, expected) in [
@@ -106,6 +108,7 @@ fn mysql_async_s_own_tls_flags_mean_the_modes_they_match() {
     }
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn a_ca_without_a_mode_checks_the_chain_and_required_with_a_ca_too() {
     let tls = tls_settings_of("mysql://u@db/shop?ssl-ca=%2Fetc%2Fshop%2Fca.pem").unwrap();
@@ -175,6 +178,17 @@ fn the_driver_s_parameters_reach_it_and_its_complaints_are_config_errors() {
         t.opts.tcp_keepalive(),
         Some(std::time::Duration::from_secs(5))
     );
+    // A pool_max alone below the driver's default minimum (10) lowers the minimum with it.
+    let t = read_ok("mysql://u:s3cret@db/shop?pool_max=4");
+    assert_eq!(t.opts.pool_opts().constraints().min(), 4);
+    assert_eq!(t.opts.pool_opts().constraints().max(), 4);
+    let t = read_ok("mysql://u:s3cret@db/shop?pool_max=40");
+    assert_eq!(t.opts.pool_opts().constraints().max(), 40);
+    // Connections go where the URL says, unless it asks for the driver's switch to the socket.
+    assert!(!read_ok("mysql://u@localhost/shop").opts.prefer_socket());
+    assert!(read_ok("mysql://u@localhost/shop?prefer_socket=true")
+        .opts
+        .prefer_socket());
     let t = read_ok("mysql://u@localhost/shop?socket=%2Frun%2Fmysqld%2Fmysqld.sock");
     assert_eq!(t.opts.socket(), Some("/run/mysqld/mysqld.sock"));
     for bad in [
