@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{EngineState, EngineStates, Locker};
-use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer, ZkServer};
+use leasehold_tests::harness::{EtcdServer, MysqlServer, PgServer, RedisServer, ZkServer};
 use tracing::field::{Field, Visit};
 
 use crate::support::{tap, Tap};
@@ -307,6 +307,44 @@ async fn postgres_suspended_while_frozen_and_lost_past_a_lease() {
     assert_eq!(seen, [Suspended, Lost]);
     assert!(!guard.is_held());
     pg.resume();
+    until(&mut changes, Reconnected, Duration::from_secs(15)).await;
+    drop(guard);
+    events.assert_told(&[Suspended, Reconnected, Lost]);
+}
+
+/// MySQL: the wake log's reader asks the server on a schedule and fails while the server is
+/// frozen (suspended, with no call), and succeeds again once it thaws (reconnected); frozen
+/// past the lease of a held lock, the watchdog cannot renew it in time (lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_suspended_while_frozen_and_lost_past_a_lease() {
+    let db = MysqlServer::start().await;
+    let (events, _tap) = EngineEvents::capture(format!(":{}", db.port()));
+    let locker = Locker::builder()
+        .mysql(db.url())
+        .prefix("state")
+        .op_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(locker.state(), Connected);
+    let mut changes = locker.state_changes();
+
+    db.pause();
+    until(&mut changes, Suspended, Duration::from_secs(10)).await;
+    db.resume();
+    until(&mut changes, Reconnected, Duration::from_secs(15)).await;
+
+    let guard = locker
+        .lock("held")
+        .lease(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    db.pause();
+    let seen = until(&mut changes, Lost, Duration::from_secs(15)).await;
+    assert_eq!(seen, [Suspended, Lost]);
+    assert!(!guard.is_held());
+    db.resume();
     until(&mut changes, Reconnected, Duration::from_secs(15)).await;
     drop(guard);
     events.assert_told(&[Suspended, Reconnected, Lost]);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leasehold::{LockError, Locker, LockerBuilder};
 use leasehold_tests::harness::{
-    eventually, EtcdServer, PgServer, ProxyMode, RedisServer, TcpProxy,
+    eventually, EtcdServer, MysqlServer, PgServer, ProxyMode, RedisServer, TcpProxy,
 };
 use tokio::time::Instant;
 
@@ -120,6 +120,13 @@ async fn postgres_starts_down_then_locks() {
     let proxy = TcpProxy::start(pg.addr()).await;
     let url = format!("postgres://postgres@{}/postgres", proxy.addr());
     starts_down_then_locks(&proxy, Locker::builder().postgres(url)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_starts_down_then_locks() {
+    let db = MysqlServer::start().await;
+    let proxy = TcpProxy::start(db.addr()).await;
+    starts_down_then_locks(&proxy, Locker::builder().mysql(db.url_at(proxy.addr()))).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
