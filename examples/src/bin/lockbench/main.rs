@@ -9,10 +9,10 @@
 //! ```
 //!
 //! Starts its own `redis-server`s and, for scenario 6, a throwaway ZooKeeper server, for
-//! scenario 7 a throwaway etcd, and for scenario 8 a throwaway PostgreSQL (the tests' harness;
-//! each scenario is skipped, saying why, when its server cannot start:
-//! `scripts/ensure-zookeeper`, `scripts/ensure-etcd` and `scripts/ensure-postgres` install
-//! them), prints a table and writes `target/lockbench.json`: a list of
+//! scenario 7 a throwaway etcd, for scenario 8 a throwaway PostgreSQL and for scenario 13 a
+//! throwaway MariaDB (the tests' harness; each scenario is skipped, saying why, when its server
+//! cannot start: `scripts/ensure-zookeeper`, `scripts/ensure-etcd`, `scripts/ensure-postgres`
+//! and `scripts/ensure-mysql` install them), prints a table and writes `target/lockbench.json`: a list of
 //! `{"scenario", "metric", "ours", "baseline", "baseline_name", "ratio", "unit"}`, and next to
 //! it `target/lockbench.svg` (the same name as `--out`, with `.svg`): the ratios against their
 //! targets and scenario 10's curves (see `svg.rs`).

@@ -94,7 +94,7 @@ impl MysqlServer {
         cmd.stderr(log);
         let mut child = process::spawn(cmd, self.dir().to_owned()).unwrap_or_else(|e| {
             panic!(
-                "cannot run {program} for {}: {e} (install mariadb-client)",
+                "cannot run {program} for {}: {e} (run scripts/ensure-mysql)",
                 self.describe()
             )
         });

@@ -51,7 +51,7 @@ fn find_binaries() -> Result<Binaries, String> {
         (Some(install_db), Some(server)) => Ok(Binaries { install_db, server }),
         _ => Err(format!(
             "no mariadb-install-db and mariadbd in {BIN_VAR}, on PATH or in /usr/sbin: install \
-             Debian's mariadb-server (.ci/run does), or name their directory in {BIN_VAR}"
+             run scripts/ensure-mysql, or name their directory in {BIN_VAR}"
         )),
     }
 }
@@ -108,7 +108,7 @@ impl MysqlServer {
         self.prepare(&mut cmd);
         let mut child = process::spawn(cmd, self.dir().to_owned()).unwrap_or_else(|e| {
             panic!(
-                "cannot run {} for {}: {e} (install mariadb-server, or name the directory in \
+                "cannot run {} for {}: {e} (run scripts/ensure-mysql, or name the directory in \
                  {BIN_VAR})",
                 binaries.install_db.display(),
                 self.describe()
@@ -160,7 +160,7 @@ impl MysqlServer {
         self.prepare(&mut cmd);
         if let Err(e) = self.process.spawn(cmd) {
             panic!(
-                "cannot run {} for {}: {e} (install mariadb-server, or name the directory in \
+                "cannot run {} for {}: {e} (run scripts/ensure-mysql, or name the directory in \
                  {BIN_VAR})",
                 server.display(),
                 self.describe()

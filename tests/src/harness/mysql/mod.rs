@@ -2,7 +2,8 @@
 //! harness owns, with a data directory of its own made by `mariadb-install-db` in a fresh
 //! directory, so tests can kill, freeze, restart, dump and restore it.
 //!
-//! The binaries come from Debian's `mariadb-server` package (CI installs it), found through
+//! The binaries come from Debian's `mariadb-server` package (`scripts/ensure-mysql` installs it,
+//! with `mariadb-client` for dumps), found through
 //! `LEASEHOLD_MYSQL_BIN` (a directory holding `mariadbd` and `mariadb-install-db`), `PATH` or
 //! `/usr/sbin`. Every server starts with `--no-defaults`: no configuration file of the machine
 //! applies, and its socket, pid file and temporary files stay in its directory. A root test
