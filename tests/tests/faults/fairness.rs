@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use leasehold_tests::harness::{PgServer, RedisServer};
+use leasehold_tests::harness::{MysqlServer, PgServer, RedisServer};
 use leasehold_tests::history::{
     judge_fifo, record_redis_order, record_store_order, store_order, History, Run, WorkerSpec,
 };
@@ -81,6 +81,9 @@ enum Locks {
     Redis(usize),
     /// One PostgreSQL server.
     Postgres,
+    /// One MariaDB server (default locks only: the store's order of a fair line is recorded
+    /// on Redis and PostgreSQL).
+    Mysql,
 }
 
 /// Fair locks: first come, first served across every task of every process, so while a
@@ -101,22 +104,37 @@ async fn fair_locks_let_no_task_overtake_a_waiting_one_twice_postgres() {
 async fn take_turns(processes: usize, locks: Locks, fair: bool) {
     let redis_nodes = match locks {
         Locks::Redis(nodes) => nodes,
-        Locks::Postgres => 0,
+        Locks::Postgres | Locks::Mysql => 0,
+    };
+    let mysql = match locks {
+        Locks::Mysql => {
+            assert!(
+                !fair,
+                "no recorder of the store's order on MySQL: judge default locks"
+            );
+            Some(MysqlServer::start().await)
+        }
+        _ => None,
     };
     let mut servers = RedisServer::start_many(redis_nodes + 1).await;
     let resource = servers.pop().expect("started");
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     let pg = match locks {
         Locks::Postgres => Some(PgServer::start().await),
-        Locks::Redis(_) => None,
+        _ => None,
     };
-    let (spec, nodes, engine) = match &pg {
-        Some(pg) => (
+    let (spec, nodes, engine) = match (&pg, &mysql) {
+        (Some(pg), _) => (
             WorkerSpec::new("redis://unused", &resource.url()).postgres(&pg.url()),
             1,
             "postgres",
         ),
-        None => (
+        (None, Some(mysql)) => (
+            WorkerSpec::new("redis://unused", &resource.url()).mysql(&mysql.url()),
+            1,
+            "mysql",
+        ),
+        (None, None) => (
             WorkerSpec::new(&urls[0], &resource.url()).urls(&urls),
             redis_nodes,
             "redis",
@@ -240,6 +258,18 @@ async fn two_processes_under_continuous_load_take_turns_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_under_continuous_load_take_turns_postgres() {
     take_turns(4, Locks::Postgres, false).await;
+}
+
+/// MySQL keeps the same queue of waiting processes in its table `leasehold_waiters`: a
+/// release after a streak leaves the lock to the process that waited longest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_under_continuous_load_take_turns_mysql() {
+    take_turns(2, Locks::Mysql, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_under_continuous_load_take_turns_mysql() {
+    take_turns(4, Locks::Mysql, false).await;
 }
 
 /// On a RedLock each master keeps its own queue; the waiters register on all of them in
