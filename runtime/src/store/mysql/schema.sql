@@ -919,6 +919,7 @@ BEGIN
     DECLARE v_slot BIGINT;
     DECLARE v_end BOOLEAN DEFAULT FALSE;
     DECLARE v_round INT DEFAULT 0;
+    DECLARE v_deleted BIGINT;
     DECLARE v_old CURSOR FOR
         SELECT g.id FROM leasehold_guards AS g
         WHERE g.used < v_now - 600000000
@@ -938,8 +939,9 @@ BEGIN
     -- The wake log grows with the release rate: trimmed in rounds of 10000, 20 at most.
     REPEAT
         DELETE FROM leasehold_wakes WHERE at < v_now - p_wakes_ms * 1000 ORDER BY seq LIMIT 10000;
+        SET v_deleted = ROW_COUNT();
         SET v_round = v_round + 1;
-    UNTIL ROW_COUNT() < 10000 OR v_round >= 20 END REPEAT;
+    UNTIL v_deleted < 10000 OR v_round >= 20 END REPEAT;
     UPDATE leasehold_floor SET slot = GREATEST(slot, v_now DIV 32) WHERE one = 1;
     OPEN v_old;
     sweep_guards: LOOP
