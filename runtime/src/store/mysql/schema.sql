@@ -427,14 +427,14 @@ BEGIN
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
     UPDATE leasehold_locks AS l
         JOIN JSON_TABLE(p_batch, '$[*]' COLUMNS (
-            i INT PATH '$[0]', k LONGTEXT PATH '$[1]', o VARCHAR(600) PATH '$[2]',
+            i INT PATH '$[0]', k VARCHAR(8000) PATH '$[1]', o VARCHAR(600) PATH '$[2]',
             ms BIGINT PATH '$[3]')) AS b
           ON l.id = UNHEX(SHA2(UNHEX(b.k), 256)) AND l.owner = UNHEX(b.o)
         SET l.expires = v_now + b.ms * 1000
         WHERE l.expires > v_now;
     COMMIT;
     SELECT b.i FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
-            i INT PATH '$[0]', k LONGTEXT PATH '$[1]', o VARCHAR(600) PATH '$[2]',
+            i INT PATH '$[0]', k VARCHAR(8000) PATH '$[1]', o VARCHAR(600) PATH '$[2]',
             ms BIGINT PATH '$[3]')) AS b
         JOIN leasehold_locks AS l
           ON l.id = UNHEX(SHA2(UNHEX(b.k), 256)) AND l.owner = UNHEX(b.o)
@@ -481,7 +481,13 @@ BEGIN
     IF v_expires IS NOT NULL THEN
         SET v_idle = CEIL((GREATEST(v_expires - v_now, 1000) + 5000 * 1000) / 1000000);
         IF VERSION() LIKE '%MariaDB%' THEN
-            SET v_set = @@session.idle_transaction_timeout;
+            -- Read and set through prepared statements: MySQL 8 would refuse to create the
+            -- procedure over a variable it does not have.
+            PREPARE leasehold_bound FROM
+                'SELECT @@session.idle_transaction_timeout INTO @leasehold_idle';
+            EXECUTE leasehold_bound;
+            DEALLOCATE PREPARE leasehold_bound;
+            SET v_set = @leasehold_idle;
             IF v_set = 0 OR v_set > v_idle THEN
                 SET @leasehold_bound = CONCAT('SET SESSION idle_transaction_timeout = ', v_idle);
                 PREPARE leasehold_bound FROM @leasehold_bound;
@@ -627,12 +633,12 @@ BEGIN
     SELECT COUNT(*) INTO v_rows FROM leasehold_locks AS l
         WHERE l.owner = 'R' AND l.id IN (
             SELECT UNHEX(SHA2(UNHEX(b.k), 256)) FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
-                k LONGTEXT PATH '$[1]')) AS b)
+                k VARCHAR(8000) PATH '$[1]')) AS b)
         FOR UPDATE;
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
     UPDATE leasehold_readers AS r
         JOIN JSON_TABLE(p_batch, '$[*]' COLUMNS (
-            i INT PATH '$[0]', k LONGTEXT PATH '$[1]', o VARCHAR(600) PATH '$[2]',
+            i INT PATH '$[0]', k VARCHAR(8000) PATH '$[1]', o VARCHAR(600) PATH '$[2]',
             ms BIGINT PATH '$[3]')) AS b
           ON r.id = UNHEX(SHA2(UNHEX(b.k), 256)) AND r.owner = UNHEX(b.o)
         JOIN leasehold_locks AS l ON l.id = r.id AND l.owner = 'R' AND l.expires > v_now
@@ -643,10 +649,10 @@ BEGIN
                          WHERE r.id = l.id AND r.expires > v_now)
         WHERE l.owner = 'R' AND l.expires > v_now AND l.id IN (
             SELECT UNHEX(SHA2(UNHEX(b.k), 256)) FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
-                k LONGTEXT PATH '$[1]')) AS b);
+                k VARCHAR(8000) PATH '$[1]')) AS b);
     COMMIT;
     SELECT b.i FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
-            i INT PATH '$[0]', k LONGTEXT PATH '$[1]', o VARCHAR(600) PATH '$[2]',
+            i INT PATH '$[0]', k VARCHAR(8000) PATH '$[1]', o VARCHAR(600) PATH '$[2]',
             ms BIGINT PATH '$[3]')) AS b
         JOIN leasehold_readers AS r
           ON r.id = UNHEX(SHA2(UNHEX(b.k), 256)) AND r.owner = UNHEX(b.o)
@@ -789,19 +795,19 @@ BEGIN
     SELECT COUNT(*) INTO v_rows FROM leasehold_semaphores AS s
         WHERE s.id IN (
             SELECT UNHEX(SHA2(UNHEX(b.k), 256)) FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
-                k LONGTEXT PATH '$[1]')) AS b)
+                k VARCHAR(8000) PATH '$[1]')) AS b)
         LOCK IN SHARE MODE;
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
     UPDATE leasehold_permits AS p
         JOIN JSON_TABLE(p_batch, '$[*]' COLUMNS (
-            i INT PATH '$[0]', k LONGTEXT PATH '$[1]', o VARCHAR(600) PATH '$[2]',
+            i INT PATH '$[0]', k VARCHAR(8000) PATH '$[1]', o VARCHAR(600) PATH '$[2]',
             ms BIGINT PATH '$[3]')) AS b
           ON p.id = UNHEX(SHA2(UNHEX(b.k), 256)) AND p.owner = UNHEX(b.o)
         SET p.expires = v_now + b.ms * 1000
         WHERE p.expires > v_now;
     COMMIT;
     SELECT b.i FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
-            i INT PATH '$[0]', k LONGTEXT PATH '$[1]', o VARCHAR(600) PATH '$[2]',
+            i INT PATH '$[0]', k VARCHAR(8000) PATH '$[1]', o VARCHAR(600) PATH '$[2]',
             ms BIGINT PATH '$[3]')) AS b
         JOIN leasehold_permits AS p
           ON p.id = UNHEX(SHA2(UNHEX(b.k), 256)) AND p.owner = UNHEX(b.o)
@@ -913,6 +919,7 @@ BEGIN
     DECLARE v_slot BIGINT;
     DECLARE v_end BOOLEAN DEFAULT FALSE;
     DECLARE v_round INT DEFAULT 0;
+    DECLARE v_deleted BIGINT;
     DECLARE v_old CURSOR FOR
         SELECT g.id FROM leasehold_guards AS g
         WHERE g.used < v_now - 600000000
@@ -932,8 +939,9 @@ BEGIN
     -- The wake log grows with the release rate: trimmed in rounds of 10000, 20 at most.
     REPEAT
         DELETE FROM leasehold_wakes WHERE at < v_now - p_wakes_ms * 1000 ORDER BY seq LIMIT 10000;
+        SET v_deleted = ROW_COUNT();
         SET v_round = v_round + 1;
-    UNTIL ROW_COUNT() < 10000 OR v_round >= 20 END REPEAT;
+    UNTIL v_deleted < 10000 OR v_round >= 20 END REPEAT;
     UPDATE leasehold_floor SET slot = GREATEST(slot, v_now DIV 32) WHERE one = 1;
     OPEN v_old;
     sweep_guards: LOOP

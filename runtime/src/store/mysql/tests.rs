@@ -585,3 +585,48 @@ fn settings() -> crate::store::Settings {
         locker_id: "test".into(),
     }
 }
+
+/// The sweep deletes what nobody holds (leases that ended, guard rows of keys unused for ten
+/// minutes, raising the floor to their slots), keeps what is held, and trims the wake log in
+/// rounds until it is done (more rows than one round deletes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_deletes_what_nobody_holds() {
+    let url = server().database();
+    let a = locker(&url).await;
+    let held = a.lock("kept").acquire().await.unwrap();
+    let mut conn = client(&url).await;
+    let now = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+    conn.query_drop(format!(
+        "INSERT INTO leasehold_locks VALUES \
+         (UNHEX(SHA2('gone1', 256)), 'gone1', 'o', 32, {now} - 10000000), \
+         (UNHEX(SHA2('gone2', 256)), 'gone2', 'o', 32, {now} - 10000000); \
+         INSERT INTO leasehold_guards VALUES (UNHEX(SHA2('old', 256)), 1000000000000000, 0); \
+         UPDATE leasehold_guards SET used = 0 WHERE id = UNHEX(SHA2('myt:lock:{{kept}}', 256)); \
+         INSERT INTO leasehold_wakes (wake, to_name, at) SELECT 'w', NULL, 0 \
+         FROM information_schema.COLUMNS AS a, information_schema.COLUMNS AS b LIMIT 25000"
+    ))
+    .await
+    .unwrap();
+    conn.exec_drop(super::sql::SWEEP, (60_000i64,))
+        .await
+        .unwrap();
+    let counts: (i64, i64, i64, i64, i64) = conn
+        .query_first(
+            "SELECT (SELECT COUNT(*) FROM leasehold_locks), \
+             (SELECT COUNT(*) FROM leasehold_wakes), \
+             (SELECT COUNT(*) FROM leasehold_guards WHERE slot = 1000000000000000), \
+             (SELECT COUNT(*) FROM leasehold_guards), \
+             (SELECT slot FROM leasehold_floor)",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let (locks, wakes, old_guards, guards, floor) = counts;
+    assert_eq!((locks, wakes, old_guards), (1, 0, 0));
+    assert_eq!(guards, 1, "the held key's guard");
+    assert!(floor >= 1_000_000_000_000_000, "{floor}");
+    assert!(held.is_held());
+    // Fences drawn from now on are above the deleted guard's slot.
+    let other = a.lock("old-key").acquire().await.unwrap();
+    assert!(other.fence() > 1_000_000_000_000_000 * 32);
+}
