@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use leasehold::{LockConfig, LockError, Locker, RouteLocks};
-use leasehold_tests::harness::RedisServer;
+use leasehold_tests::harness::{MysqlServer, RedisServer};
 
 async fn bounded<F: Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(30), f)
@@ -224,4 +224,39 @@ async fn a_config_file_switches_the_deployment_to_redlock() {
     .unwrap();
     let e = config_error(Locker::from_config(&both).await);
     assert!(e.contains("url, redlock are all set"), "{e}");
+}
+
+/// A MySQL database named by the config's `mysql` key, or by `LEASEHOLD_MYSQL`, is where the
+/// locker's locks live: a lock taken through one is held for the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mysql_key_and_variable_name_a_mysql_database() {
+    let db = MysqlServer::start().await;
+    let from_file =
+        LockConfig::from_toml_str(&format!("mysql = \"{}\"\n", db.url())).expect("a mysql config");
+    let a = Locker::from_config(&from_file)
+        .await
+        .expect("a locker on MySQL");
+    let from_env = LockConfig::default()
+        .with_vars([("LEASEHOLD_MYSQL".to_owned(), db.url())])
+        .expect("LEASEHOLD_MYSQL");
+    let b = Locker::from_config(&from_env)
+        .await
+        .expect("a locker on MySQL");
+    let guard = a.lock("cfg").acquire().await.expect("acquire");
+    assert!(
+        matches!(b.lock("cfg").try_acquire().await, Ok(None)),
+        "one database"
+    );
+    guard.release().await.expect("release");
+    assert!(b.lock("cfg").try_acquire().await.unwrap().is_some());
+    // A URL there that is no MySQL URL is a configuration error, without its password.
+    let bad = LockConfig::default()
+        .with_vars([(
+            "LEASEHOLD_MYSQL".to_owned(),
+            "redis://u:s3cret@h:1".to_owned(),
+        )])
+        .expect("read as given; checked when a locker is built");
+    let e = Locker::from_config(&bad).await.map(|_| ()).unwrap_err();
+    assert!(matches!(e, LockError::Config { .. }), "{e:?}");
+    assert!(!e.to_string().contains("s3cret"), "{e}");
 }

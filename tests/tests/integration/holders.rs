@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use leasehold::{LockError, LockInfo, Locker, LockerDescription};
 use leasehold_tests::harness::{
-    eventually, EtcdServer, PgServer, ProxyMode, RedisServer, TcpProxy, ZkServer,
+    eventually, EtcdServer, MysqlServer, PgServer, ProxyMode, RedisServer, TcpProxy, ZkServer,
 };
 
 /// How long a new locker's description may take to be stored (one call of a background task
@@ -246,6 +246,75 @@ async fn postgres_shows_holders_readers_permits_never_a_token() {
         .await
         .unwrap();
     assert!(row.get::<_, bool>(0) && row.get::<_, bool>(1));
+
+    // A waiter of another locker, in line with how long it waited.
+    let waiting = {
+        let other = other.clone();
+        tokio::spawn(async move {
+            other
+                .lock("order:42")
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await
+        })
+    };
+    let info = inspect_until(&ops, "order:42", |i| {
+        i.waiting
+            .iter()
+            .any(|w| w.description.as_ref() == Some(other.description()))
+    })
+    .await;
+    assert!(info.waiting[0].waited.is_some(), "{info:?}");
+    guard.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+
+    readers_show_with_their_lockers(&ops, &other, &app, "reader-b").await;
+
+    let p = app
+        .semaphore("pool", 2)
+        .label("job-1")
+        .acquire()
+        .await
+        .unwrap();
+    let sem = ops.inspect_semaphore("pool").await.unwrap();
+    assert_eq!(sem.holders.len(), 1);
+    assert_eq!(sem.holders[0].holder.label.as_deref(), Some("job-1"));
+    assert_eq!(
+        sem.holders[0].holder.description.as_ref(),
+        Some(app.description())
+    );
+    p.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_shows_holders_readers_permits_never_a_token() {
+    let db = MysqlServer::start().await;
+    let build = |service: &'static str| {
+        Locker::builder()
+            .mysql(db.url())
+            .service_name(service)
+            .build()
+    };
+    let app = build("checkout").await.unwrap();
+    let other = build("billing").await.unwrap();
+    let ops = Locker::builder().mysql(db.url()).build().await.unwrap();
+    let guard = app
+        .lock("order:42")
+        .label("req-7f3a")
+        .acquire()
+        .await
+        .unwrap();
+    let info = inspect_until(&ops, "order:42", |i| described_by(i, app.description())).await;
+    let rows = db
+        .execute(
+            "SELECT CAST(owner AS CHAR) FROM leasehold_locks \
+             WHERE lock_key = 'leasehold:lock:{order:42}'",
+        )
+        .await
+        .unwrap();
+    let stored = rows[0][0].clone().expect("the holder's token is stored");
+    assert_token_not_shown(&info, &stored);
+    assert_eq!(info.holders[0].label.as_deref(), Some("req-7f3a"));
 
     // A waiter of another locker, in line with how long it waited.
     let waiting = {
