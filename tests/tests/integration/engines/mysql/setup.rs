@@ -125,3 +125,27 @@ async fn configuration_errors_are_clear_and_never_show_the_password() {
         started.elapsed()
     );
 }
+
+/// MariaDB's `ed25519` authentication: the driver signs the server's challenge (without its
+/// `client_ed25519` part it panicked in its connection task, and the locker never answered
+/// with an error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_of_mariadbs_ed25519_plugin_locks() {
+    let db = MysqlServer::start().await;
+    let plugin = db.execute("INSTALL SONAME 'auth_ed25519'").await;
+    plugin.unwrap_or_else(|e| panic!("MariaDB's ed25519 plugin: {e}"));
+    for sql in [
+        "CREATE USER 'signer'@'127.0.0.1' IDENTIFIED VIA ed25519 USING PASSWORD('s1gned')"
+            .to_owned(),
+        format!("GRANT ALL ON {MYSQL_DATABASE}.* TO 'signer'@'127.0.0.1'"),
+    ] {
+        db.execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let url = format!("mysql://signer:s1gned@{}/{MYSQL_DATABASE}", db.addr());
+    let locker = builder(&url).build().await.expect("a locker as the ed25519 user");
+    let guard = locker.lock("signed").acquire().await.expect("acquire");
+    guard.release().await.expect("release");
+    let wrong = format!("mysql://signer:wrong@{}/{MYSQL_DATABASE}", db.addr());
+    let e = builder(&wrong).build().await.unwrap_err();
+    assert!(matches!(e, LockError::Config { .. }), "{e:?}");
+}
