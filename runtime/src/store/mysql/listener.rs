@@ -110,9 +110,14 @@ async fn read(shared: &Weak<Shared>, conn: &mut mysql_async::Conn) -> bool {
                 store.wakes.wanted.notified().await
             }
         };
+        // A subscription waiting for the starting point is served at once.
+        let pause = match cursor {
+            Some(_) => READ_EVERY,
+            None => Duration::ZERO,
+        };
         tokio::select! {
             _ = wanted, if !reading => continue,
-            _ = tokio::time::sleep(READ_EVERY), if reading => {
+            _ = tokio::time::sleep(pause), if reading => {
                 let Some(store) = shared.upgrade() else { return true };
                 let read = match cursor.as_mut() {
                     None => start(conn, op).await.map(|c| {
