@@ -83,7 +83,7 @@ impl MysqlRaw {
     }
 
     /// One attempt, with the library's default lease; the fence when granted.
-    async fn try_lock(&self, key: &str, owner: &str) -> Option<i64> {
+    pub(crate) async fn try_lock(&self, key: &str, owner: &str) -> Option<i64> {
         let lease_ms = leasehold::DEFAULT_LEASE.as_millis() as i64;
         let answer = self
             .conn()
@@ -103,7 +103,7 @@ impl MysqlRaw {
 
     /// Deletes the row if `owner` holds it (or leaves it to the longest waiter), and logs the
     /// wake-up.
-    async fn unlock(&self, key: &str, owner: &str) {
+    pub(crate) async fn unlock(&self, key: &str, owner: &str) {
         let window_ms = YIELD_WINDOW.as_millis() as i64;
         let _: Option<(Option<i64>,)> = self
             .conn()

@@ -7,6 +7,7 @@ pub(crate) mod held;
 pub(crate) mod hot_key;
 pub(crate) mod leader;
 pub(crate) mod mysql;
+pub(crate) mod mysql_waiting;
 pub(crate) mod permits;
 pub(crate) mod postgres;
 pub(crate) mod redlock;

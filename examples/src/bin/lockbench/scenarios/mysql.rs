@@ -1,7 +1,8 @@
 //! Scenario 13: leasehold on MySQL (MariaDB) against the same procedure calls sent raw by the
 //! same driver (mysql_async), on connections of their own, to the same throwaway server, in
 //! the same run: uncontended cycles, and one hot key across four processes, where the raw side
-//! polls every 1 ms on a busy lock (it has no wake-ups).
+//! polls every 1 ms on a busy lock (it has no wake-ups); then how soon a waiter hears a release
+//! and what waiting costs the server ([`mysql_waiting`](super::mysql_waiting)).
 
 use std::time::Duration;
 
@@ -15,7 +16,8 @@ use crate::hot_key::{
 use crate::report::Report;
 use crate::versus;
 
-/// Scenario 13: uncontended cycles at 1 and 16 tasks, then one hot key across four processes.
+/// Scenario 13: uncontended cycles at 1 and 16 tasks, one hot key across four processes, and
+/// waiting.
 pub(crate) async fn scenario(
     report: &mut Report,
     mysql: &MysqlServer,
@@ -37,6 +39,7 @@ pub(crate) async fn scenario(
     )
     .await;
     hot_key(report, &url, rounds).await;
+    super::mysql_waiting::scenario(report, &url, rounds).await;
 }
 
 /// One hot key, 4 processes x 4 tasks: a handover between processes goes through the server

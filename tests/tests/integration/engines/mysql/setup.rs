@@ -139,10 +139,15 @@ async fn a_user_of_mariadbs_ed25519_plugin_locks() {
             .to_owned(),
         format!("GRANT ALL ON {MYSQL_DATABASE}.* TO 'signer'@'127.0.0.1'"),
     ] {
-        db.execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        db.execute(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
     let url = format!("mysql://signer:s1gned@{}/{MYSQL_DATABASE}", db.addr());
-    let locker = builder(&url).build().await.expect("a locker as the ed25519 user");
+    let locker = builder(&url)
+        .build()
+        .await
+        .expect("a locker as the ed25519 user");
     let guard = locker.lock("signed").acquire().await.expect("acquire");
     guard.release().await.expect("release");
     let wrong = format!("mysql://signer:wrong@{}/{MYSQL_DATABASE}", db.addr());
