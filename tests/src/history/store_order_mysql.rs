@@ -17,17 +17,20 @@
 //! appends, come after it. So of two transactions that change one lock's line or owner, the
 //! second appends only after the first committed: their events do not interleave, and their
 //! numbers follow their commits. Where there is no row to lock:
-//! - an acquire of a lock without a row locks the key's guard row (`leasehold_take_guard`),
-//!   which every other acquire of the key must also take, then inserts the row, which it then
-//!   holds locked, and only then appends (its grant, then its own leave): the same argument
-//!   from the insert on;
-//! - a withdrawal from the line of a lock without a row, and the sweep's deletion of waiters
-//!   whose wait ended more than a second before, delete a waiter without it: a waiter that
-//!   stopped waiting, which no choice of the store is made from (a release's choice that
-//!   reads it deletes it too, and waits for the other deletion to end first). Such a leave is
-//!   numbered when the deletion ran, which may be a few numbers before its commit: the judge
-//!   then sees that waiter gone from the point where it had already stopped waiting. Joins
-//!   and grants never happen without the lock's row (or, as above, the guard row) locked.
+//! - an acquire that finds no row locks the key's guard row (`leasehold_take_guard`), which
+//!   any other acquire that finds no row must take too, looks again, inserts the row, which
+//!   it then holds locked, and only then appends (its grant, then its own leave): the same
+//!   argument from the insert on (nothing else changes a lock that has no row but the two
+//!   below, and a join needs the row);
+//! - a withdrawal from the line of a lock that has no row, and the sweep's deletion of waiters
+//!   whose wait ended more than a second before, delete a waiter without the lock's row: a
+//!   waiter that stopped waiting. Its leave is numbered when the deletion ran, which may come
+//!   before that deletion commits, so the judge stops counting the waiter in the line from
+//!   the moment it stopped waiting. A release that chooses it meanwhile (from a read of the
+//!   line that still shows it) waits for that deletion to end before its own deletion of the
+//!   chosen waiter, and the lock goes to `~` and that name, as the judge reads it.
+//!
+//! Joins and grants never happen without the lock's row (or, as above, the guard row) locked.
 //!
 //! The transaction of an event: the log table is versioned by transaction
 //! (`WITH SYSTEM VERSIONING`, `ROW START` a `BIGINT UNSIGNED`), so each row carries the id of
