@@ -75,6 +75,7 @@ mod report;
 mod resource;
 mod run;
 mod store_order;
+mod store_order_mysql;
 mod worker;
 
 pub use log::{decode_key, encode_key, monotonic_ns, EventLog};
@@ -88,5 +89,8 @@ pub use run::{rss_kib, Run, WorkerProc};
 pub use store_order::{
     holder_label, judge_fifo, record_redis_order, record_store_order, redis_events, store_order,
     FifoJudged, RedisOrder, StoreEvent,
+};
+pub use store_order_mysql::{
+    mysql_events, mysql_store_order, record_mysql_store_order, MysqlLogRow,
 };
 pub use worker::{LockServers, WorkerSpec, DEFAULT_COMPUTE};

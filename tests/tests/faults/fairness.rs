@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use leasehold_tests::harness::{MysqlServer, PgServer, RedisServer};
 use leasehold_tests::history::{
-    judge_fifo, record_redis_order, record_store_order, store_order, History, Run, WorkerSpec,
+    judge_fifo, mysql_store_order, record_mysql_store_order, record_redis_order,
+    record_store_order, store_order, History, Run, WorkerSpec,
 };
 
 /// Holds one process may take in a row before the next process in line gets the lock:
@@ -81,8 +82,7 @@ enum Locks {
     Redis(usize),
     /// One PostgreSQL server.
     Postgres,
-    /// One MariaDB server (default locks only: the store's order of a fair line is recorded
-    /// on Redis and PostgreSQL).
+    /// One MariaDB server.
     Mysql,
 }
 
@@ -101,19 +101,20 @@ async fn fair_locks_let_no_task_overtake_a_waiting_one_twice_postgres() {
     take_turns(4, Locks::Postgres, true).await;
 }
 
+/// The same on MySQL: a fair request waits in `leasehold_waiters` under its own name, and the
+/// release that leaves the lock to it names it in the lock's row (`~` and the name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_locks_let_no_task_overtake_a_waiting_one_twice_mysql() {
+    take_turns(4, Locks::Mysql, true).await;
+}
+
 async fn take_turns(processes: usize, locks: Locks, fair: bool) {
     let redis_nodes = match locks {
         Locks::Redis(nodes) => nodes,
         Locks::Postgres | Locks::Mysql => 0,
     };
     let mysql = match locks {
-        Locks::Mysql => {
-            assert!(
-                !fair,
-                "no recorder of the store's order on MySQL: judge default locks"
-            );
-            Some(MysqlServer::start().await)
-        }
+        Locks::Mysql => Some(MysqlServer::start().await),
         _ => None,
     };
     let mut servers = RedisServer::start_many(redis_nodes + 1).await;
@@ -153,21 +154,22 @@ async fn take_turns(processes: usize, locks: Locks, fair: bool) {
     let mut run = Run::new(&format!("fairness_{engine}_{processes}_{nodes}_{fair}"));
     // Fair locks: strict first come, first served across every task, judged by the store's
     // own order of its line and its grants (`history::judge_fifo`), on Redis as its `MONITOR`
-    // shows the scripts' commands, on PostgreSQL as triggers log its tables' changes. Not by
+    // shows the scripts' commands, on PostgreSQL and MySQL as triggers log its tables'
+    // changes. Not by
     // invocation times: a first attempt on PostgreSQL reached the server 28 ms, and once
     // 67 ms, after its invocation was logged on a loaded machine, and no slack on a client's
     // clock is sound.
     let mut redis_order = None;
     if fair {
-        match &pg {
-            None => {
+        match (&pg, &mysql) {
+            (None, None) => {
                 redis_order = Some(
                     record_redis_order(servers[0].addr())
                         .await
                         .expect("record the store's order"),
                 );
             }
-            Some(pg) => {
+            (Some(pg), _) => {
                 // The engine's schema first (a locker makes it), then the store's recorder.
                 let schema = leasehold::Locker::builder()
                     .postgres(pg.url())
@@ -175,6 +177,18 @@ async fn take_turns(processes: usize, locks: Locks, fair: bool) {
                     .await;
                 drop(schema.expect("the lock schema"));
                 record_store_order(&pg.url())
+                    .await
+                    .expect("record the store's order");
+            }
+            (None, Some(mysql)) => {
+                // As on PostgreSQL; the triggers made by the superuser.
+                let schema = leasehold::Locker::builder()
+                    .mysql(mysql.url())
+                    .build()
+                    .await;
+                drop(schema.expect("the lock schema"));
+                let mut conn = mysql.connect().await.expect("connect");
+                record_mysql_store_order(&mut conn)
                     .await
                     .expect("record the store's order");
             }
@@ -189,10 +203,16 @@ async fn take_turns(processes: usize, locks: Locks, fair: bool) {
     ));
     assert!(report.violations.is_empty(), "{report}");
     if fair {
-        let events = match (&pg, redis_order) {
-            (Some(pg), _) => store_order(&pg.url()).await.expect("the store's order"),
-            (None, Some(order)) => order.events(),
-            (None, None) => unreachable!("a recorder was started"),
+        let events = match (&pg, &mysql, redis_order) {
+            (Some(pg), _, _) => store_order(&pg.url()).await.expect("the store's order"),
+            (None, Some(mysql), _) => {
+                let mut conn = mysql.connect().await.expect("connect");
+                mysql_store_order(&mut conn)
+                    .await
+                    .expect("the store's order")
+            }
+            (None, None, Some(order)) => order.events(),
+            (None, None, None) => unreachable!("a recorder was started"),
         };
         let judged = judge_fifo(&events);
         eprintln!(
