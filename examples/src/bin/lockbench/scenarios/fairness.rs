@@ -75,6 +75,18 @@ fn median_of(rounds: &[FairRound], key: impl Fn(&FairRound) -> f64) -> f64 {
 /// critical section, in turns over a few rounds of `duration` in all per run; whether any
 /// process is starved, against the one-process run (issue 21).
 pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration) {
+    on(report, Engine::Redis, "5", url, duration).await;
+}
+
+/// Scenario 5's runs and rows on `engine` at `url`, its rows' scenario named from `label`
+/// (MySQL's run is part of scenario 13).
+pub(crate) async fn on(
+    report: &mut Report,
+    engine: Engine,
+    label: &str,
+    url: &str,
+    duration: Duration,
+) {
     let window = duration / FAIRNESS_ROUNDS as u32;
     // runs[hold][process count][round]
     let mut runs: Vec<Vec<Vec<FairRound>>> = FAIRNESS_HOLDS
@@ -86,7 +98,7 @@ pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration)
             for (run, processes) in by_count.iter_mut().zip(FAIRNESS_PROCESSES) {
                 let key = format!("fair-{}-{processes}-{round}", hold.as_micros());
                 let load = Load::Continuous { run: window, hold };
-                let ours = Contender::Ours(Engine::Redis);
+                let ours = Contender::Ours(engine);
                 let per_process =
                     in_processes(ours, url, &key, processes, FAIRNESS_TASKS, load).await;
                 run.push(FairRound::new(&per_process));
@@ -94,20 +106,20 @@ pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration)
         }
     }
     for (by_count, (_, held)) in runs.iter().zip(FAIRNESS_HOLDS) {
-        report_fairness(report, held, by_count);
+        report_fairness(report, label, held, by_count);
     }
 }
 
 /// Scenario 5's rows for one critical section: `runs[i]` are the rounds of
 /// `FAIRNESS_PROCESSES[i]` processes.
-fn report_fairness(report: &mut Report, held: &str, runs: &[Vec<FairRound>]) {
+fn report_fairness(report: &mut Report, label: &str, held: &str, runs: &[Vec<FairRound>]) {
     let one = &runs[0];
     let vs_one = format!("1 process x {FAIRNESS_TASKS} tasks, same run");
     let whole_run_max =
         |rounds: &[FairRound]| rounds.iter().map(|r| r.all.wait_max_ms).fold(0.0, f64::max);
     for (rounds, processes) in runs.iter().zip(FAIRNESS_PROCESSES).skip(1) {
         let scenario =
-            format!("5 no starving, {processes} processes x {FAIRNESS_TASKS} tasks, {held}");
+            format!("{label} no starving, {processes} processes x {FAIRNESS_TASKS} tasks, {held}");
         let s = scenario.as_str();
         let medians: [(&str, &str, Figure); 3] = [
             ("wait max", "ms", |r| r.all.wait_max_ms),

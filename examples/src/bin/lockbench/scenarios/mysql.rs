@@ -2,7 +2,8 @@
 //! same driver (mysql_async), on connections of their own, to the same throwaway server, in
 //! the same run: uncontended cycles, and one hot key across four processes, where the raw side
 //! polls every 1 ms on a busy lock (it has no wake-ups); then how soon a waiter hears a release
-//! and what waiting costs the server ([`mysql_waiting`](super::mysql_waiting)).
+//! and what waiting costs the server ([`mysql_waiting`](super::mysql_waiting)), and scenario 5
+//! (no process starved) on MySQL.
 
 use std::time::Duration;
 
@@ -39,7 +40,9 @@ pub(crate) async fn scenario(
     )
     .await;
     hot_key(report, &url, rounds).await;
-    super::mysql_waiting::scenario(report, &url, rounds).await;
+    super::mysql_waiting::scenario(report, &url, duration, rounds).await;
+    // Scenario 5 on MySQL: no process starved.
+    super::fairness::on(report, Engine::Mysql, "13 mysql", &url, duration).await;
 }
 
 /// One hot key, 4 processes x 4 tasks: a handover between processes goes through the server

@@ -10,6 +10,7 @@
 //!   one read of the wake log per locker and interval, plus each waiter's refresh of its place in
 //!   line; a poller costs one call per waiter and interval.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,18 +25,20 @@ use crate::report::Report;
 
 /// The engine's wake log reader's interval, the poller's too.
 const INTERVAL: Duration = Duration::from_millis(25);
-/// How long the cost of waiting is counted, once the waiters are waiting.
+/// The longest the cost of waiting is counted, once the waiters are waiting (a full run's).
 const WINDOW: Duration = Duration::from_secs(4);
 /// The lockers (processes) the waiters are spread over.
 const LOCKERS: usize = 4;
 const POLLER: &str = "a waiter polling the lock's row every 25 ms (raw CALL leasehold_acquire)";
 
-/// Wake-up p50/p99 over `rounds` × 20 hand-offs, and the cost of 1, 16 and 64 waiters.
-pub(crate) async fn scenario(report: &mut Report, url: &str, rounds: usize) {
+/// Wake-up p50/p99 over `rounds` × 5 hand-offs, and the cost of 1, 16 and 64 waiters, each
+/// counted for twice the run length `duration` (at most [`WINDOW`]).
+pub(crate) async fn scenario(report: &mut Report, url: &str, duration: Duration, rounds: usize) {
+    let window = (duration * 2).clamp(Duration::from_millis(200), WINDOW);
     let holder = Engine::Mysql.locker(url).await;
     let waiter = Engine::Mysql.locker(url).await;
     let raw = Arc::new(MysqlRaw::connect(url).await);
-    let handoffs = 20 * rounds.max(1);
+    let handoffs = 5 * rounds.max(1);
     let mut ours = wake_ups(&holder, &waiter, handoffs).await;
     let mut polled = polled_wake_ups(&raw, handoffs).await;
     for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
@@ -54,8 +57,8 @@ pub(crate) async fn scenario(report: &mut Report, url: &str, rounds: usize) {
     }
     let mut counter = counter(url).await;
     for waiters in [1, 16, 64] {
-        let ours = cost_of_waiting(&lockers, waiters, &mut counter).await;
-        let polled = cost_of_polling(&raw, waiters, &mut counter).await;
+        let ours = cost_of_waiting(&lockers, waiters, &mut counter, window).await;
+        let polled = cost_of_polling(&raw, waiters, &mut counter, window).await;
         report.add(
             "13 mysql waiting",
             &format!("statements/s, {waiters} waiting"),
@@ -125,7 +128,12 @@ async fn polled_wake_ups(raw: &Arc<MysqlRaw>, handoffs: usize) -> Vec<f64> {
 
 /// Statements per second the server received while `waiters` waiters of the lockers (taken in
 /// turn) waited for one lock held all along.
-async fn cost_of_waiting(lockers: &[Locker], waiters: usize, counter: &mut Conn) -> f64 {
+async fn cost_of_waiting(
+    lockers: &[Locker],
+    waiters: usize,
+    counter: &mut Conn,
+    window: Duration,
+) -> f64 {
     let key = format!("cost:{waiters}");
     let held = lockers[0].lock(&key).acquire().await.expect("holder");
     let tasks: Vec<_> = (0..waiters)
@@ -139,7 +147,7 @@ async fn cost_of_waiting(lockers: &[Locker], waiters: usize, counter: &mut Conn)
         .collect();
     // Past the first attempts: every waiter is in line and subscribed.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let rate = statements_per_second(counter).await;
+    let rate = statements_per_second(counter, window).await;
     for task in &tasks {
         task.abort();
     }
@@ -150,17 +158,23 @@ async fn cost_of_waiting(lockers: &[Locker], waiters: usize, counter: &mut Conn)
     rate
 }
 
-/// The same with `waiters` raw pollers.
-async fn cost_of_polling(raw: &Arc<MysqlRaw>, waiters: usize, counter: &mut Conn) -> f64 {
+/// The same with `waiters` raw pollers. They stop between calls when told (aborting one in a
+/// call would leave its shared connection in the middle of a reply).
+async fn cost_of_polling(
+    raw: &Arc<MysqlRaw>,
+    waiters: usize,
+    counter: &mut Conn,
+    window: Duration,
+) -> f64 {
     let key = format!("bench:polled-cost:{waiters}");
     raw.try_lock(&key, "holder").await.expect("free");
+    let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = (0..waiters)
         .map(|i| {
-            let raw = raw.clone();
-            let key = key.clone();
+            let (raw, key, stop) = (raw.clone(), key.clone(), stop.clone());
             tokio::spawn(async move {
                 let me = format!("p{i}");
-                loop {
+                while !stop.load(Ordering::Relaxed) {
                     if raw.try_lock(&key, &me).await.is_some() {
                         raw.unlock(&key, &me).await;
                     }
@@ -170,20 +184,21 @@ async fn cost_of_polling(raw: &Arc<MysqlRaw>, waiters: usize, counter: &mut Conn
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let rate = statements_per_second(counter).await;
+    let rate = statements_per_second(counter, window).await;
+    stop.store(true, Ordering::Relaxed);
     for task in tasks {
-        task.abort();
+        task.await.expect("a poller");
     }
     raw.unlock(&key, "holder").await;
     rate
 }
 
-/// The server's `Questions` over [`WINDOW`], per second, less the two reads of the counter.
-async fn statements_per_second(counter: &mut Conn) -> f64 {
+/// The server's `Questions` over `window`, per second, less the counter's own read.
+async fn statements_per_second(counter: &mut Conn, window: Duration) -> f64 {
     let before = questions(counter).await;
-    tokio::time::sleep(WINDOW).await;
+    tokio::time::sleep(window).await;
     let after = questions(counter).await;
-    (after.saturating_sub(before).saturating_sub(1)) as f64 / WINDOW.as_secs_f64()
+    (after.saturating_sub(before).saturating_sub(1)) as f64 / window.as_secs_f64()
 }
 
 async fn questions(conn: &mut Conn) -> u64 {
