@@ -5,3 +5,5 @@
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod verdict;

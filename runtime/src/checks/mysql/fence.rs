@@ -3,7 +3,8 @@
 //! statement (`client`, `mysql_async_conn`, `sqlx_my`).
 
 use super::client::{RunsFenceCheck, StatementError, NO_EXECUTE, NO_SCHEMA};
-use crate::error::{LockError, LostReason};
+use crate::checks::verdict::{checkable_fence, not_the_holder};
+use crate::error::LockError;
 use crate::primitives::guard::LockGuard;
 use crate::store::Engine;
 
@@ -68,7 +69,12 @@ pub async fn check_fence<C, Via>(client: C, guard: &LockGuard) -> Result<(), Loc
 where
     C: FenceClient<Via>,
 {
-    let fence = checkable_fence(guard)?;
+    let fence = checkable_fence(
+        guard,
+        Engine::Mysql,
+        "leasehold::mysql::check_fence",
+        "mysql",
+    )?;
     let answer = client
         .run_fence_check(STATEMENT, store_key(guard), fence)
         .await;
@@ -91,41 +97,12 @@ pub fn store_key(guard: &LockGuard) -> Vec<u8> {
     crate::store::mysql::text::key_text(guard.hold().store_key()).to_vec()
 }
 
-/// The guard's fence as the statement takes it, or why no statement may run: a guard of
-/// another engine, or one that is not held any more.
-fn checkable_fence(guard: &LockGuard) -> Result<i64, LockError> {
-    let store = guard.hold().store();
-    if store.engine() != Engine::Mysql {
-        return Err(LockError::config(format!(
-            "leasehold::mysql::check_fence takes the guard of a MySQL locker \
-             (LockerBuilder::mysql), and the guard of {:?} comes from a locker on another \
-             engine ({}): a MySQL transaction cannot check a lock kept elsewhere; give the \
-             guard's fence to the resource you write instead",
-            guard.key(),
-            store.describe()
-        )));
-    }
-    if !guard.is_held() {
-        return Err(guard.hold().lost_error());
-    }
-    i64::try_from(guard.hold().store_fence()).map_err(|_| LockError::Lost {
-        reason: LostReason::StaleFence,
-    })
-}
-
 /// What the statement's outcome means for the caller, and for the guard.
 fn judge(guard: &LockGuard, answer: Result<Option<i64>, StatementError>) -> Result<(), LockError> {
     match answer {
         Ok(Some(1)) => Ok(()),
         // 0: another holder, or none.
-        Ok(_) => {
-            guard
-                .hold()
-                .refused_by_store("the database showed another holder at a fence check");
-            Err(LockError::Lost {
-                reason: LostReason::StaleFence,
-            })
-        }
+        Ok(_) => Err(not_the_holder(guard)),
         Err(e) if e.code.is_some_and(|code| NO_SCHEMA.contains(&code)) => Err(LockError::Config {
             message: format!(
                 "the fence check of {:?} found no leasehold schema in the transaction's \

@@ -3,7 +3,8 @@
 //! statement (`client`, `tokio_pg`, `sqlx_pg`).
 
 use super::client::{RunsFenceCheck, StatementError, UNDEFINED_FUNCTION};
-use crate::error::{LockError, LostReason};
+use crate::checks::verdict::{checkable_fence, not_the_holder};
+use crate::error::LockError;
 use crate::primitives::guard::LockGuard;
 use crate::store::Engine;
 
@@ -67,7 +68,12 @@ pub async fn check_fence<C, Via>(client: C, guard: &LockGuard) -> Result<(), Loc
 where
     C: FenceClient<Via>,
 {
-    let fence = checkable_fence(guard)?;
+    let fence = checkable_fence(
+        guard,
+        Engine::Postgres,
+        "leasehold::postgres::check_fence",
+        "postgres",
+    )?;
     let answer = client
         .run_fence_check(STATEMENT, store_key(guard), fence)
         .await;
@@ -84,40 +90,11 @@ pub fn store_key(guard: &LockGuard) -> String {
     crate::store::postgres::text::db_text(guard.hold().store_key()).into_owned()
 }
 
-/// The guard's fence as the statement takes it, or why no statement may run: a guard of
-/// another engine, or one that is not held any more.
-fn checkable_fence(guard: &LockGuard) -> Result<i64, LockError> {
-    let store = guard.hold().store();
-    if store.engine() != Engine::Postgres {
-        return Err(LockError::config(format!(
-            "leasehold::postgres::check_fence takes the guard of a PostgreSQL locker \
-             (LockerBuilder::postgres), and the guard of {:?} comes from a locker on another \
-             engine ({}): a PostgreSQL transaction cannot check a lock kept elsewhere; give \
-             the guard's fence to the resource you write instead",
-            guard.key(),
-            store.describe()
-        )));
-    }
-    if !guard.is_held() {
-        return Err(guard.hold().lost_error());
-    }
-    i64::try_from(guard.hold().store_fence()).map_err(|_| LockError::Lost {
-        reason: LostReason::StaleFence,
-    })
-}
-
 /// What the statement's outcome means for the caller, and for the guard.
 fn judge(guard: &LockGuard, answer: Result<bool, StatementError>) -> Result<(), LockError> {
     match answer {
         Ok(true) => Ok(()),
-        Ok(false) => {
-            guard
-                .hold()
-                .refused_by_store("the database showed another holder at a fence check");
-            Err(LockError::Lost {
-                reason: LostReason::StaleFence,
-            })
-        }
+        Ok(false) => Err(not_the_holder(guard)),
         Err(e) if e.is(UNDEFINED_FUNCTION) => Err(LockError::Config {
             message: format!(
                 "the fence check of {:?} found no leasehold schema in the transaction's \

@@ -154,3 +154,37 @@ async fn a_user_of_mariadbs_ed25519_plugin_locks() {
     let e = builder(&wrong).build().await.unwrap_err();
     assert!(matches!(e, LockError::Config { .. }), "{e:?}");
 }
+
+/// The version tag `leasehold_acquire` carries as its comment.
+async fn acquire_tag(db: &MysqlServer) -> String {
+    scalar(
+        db,
+        &format!(
+            "SELECT ROUTINE_COMMENT FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = \
+             '{MYSQL_DATABASE}' AND ROUTINE_NAME = 'leasehold_acquire'"
+        ),
+    )
+    .await
+}
+
+/// A database whose procedures are (partly) an older version's gets this version's on the next
+/// locker's first use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_versions_procedures_are_brought_up_to_date_on_first_use() {
+    let db = MysqlServer::start().await;
+    drop(locker(&db).await);
+    let current = acquire_tag(&db).await;
+    assert!(current.starts_with("leasehold schema "), "{current:?}");
+    let older =
+        format!("ALTER PROCEDURE {MYSQL_DATABASE}.leasehold_acquire COMMENT 'leasehold schema 0'");
+    db.execute(&older).await.expect("an older version's tag");
+    assert_eq!(acquire_tag(&db).await, "leasehold schema 0");
+    let locker = locker(&db).await;
+    assert_eq!(
+        acquire_tag(&db).await,
+        current,
+        "the procedure was not replaced"
+    );
+    let guard = locker.lock("upgraded").acquire().await.expect("acquire");
+    guard.release().await.expect("release");
+}
