@@ -196,6 +196,7 @@ mod schema;
 mod semaphores;
 mod settle;
 pub(crate) mod sql;
+mod ssl;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text;

@@ -12,7 +12,7 @@ use mysql_async::{ClientIdentity, SslOpts};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::url::{TlsSettings, Verify};
+use super::ssl::{TlsSettings, Verify};
 
 /// The driver's TLS options for `settings` (whose mode needs TLS).
 pub(super) fn ssl_opts(settings: &TlsSettings) -> Result<SslOpts, String> {
