@@ -630,3 +630,37 @@ async fn the_sweep_deletes_what_nobody_holds() {
     let other = a.lock("old-key").acquire().await.unwrap();
     assert!(other.fence() > 1_000_000_000_000_000 * 32);
 }
+
+/// A call whose caller stopped polling it while its statement ran (a dropped `inspect`, say)
+/// leaves its connection in the middle of a reply: the pool never hands that connection to
+/// another call, which would read the first one's answer as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_mid_statement_leaves_no_connection_mid_reply() {
+    use mysql_async::prelude::Queryable;
+    let url = server().database();
+    let store = super::MysqlStore::connect(&url, &settings()).await.unwrap();
+    let slow = store.pool.call("a slow call", |conn| {
+        Box::pin(async move {
+            conn.exec_first::<i64, _, _>("SELECT ? + SLEEP(2)", (99,))
+                .await
+        })
+    });
+    // Dropped once the statement is on its way (the pool's connections are open already).
+    assert!(tokio::time::timeout(Duration::from_millis(300), slow)
+        .await
+        .is_err());
+    // Every slot in turn: each answers its own statement.
+    for n in 0..2 * super::pool::POOL as i64 {
+        let got = store
+            .pool
+            .call("a quick call", move |conn| {
+                Box::pin(async move { conn.exec_first::<i64, _, _>("SELECT ?", (n,)).await })
+            })
+            .await;
+        assert_eq!(
+            got.ok().flatten(),
+            Some(n),
+            "call {n} read another call's answer"
+        );
+    }
+}
