@@ -1,8 +1,8 @@
 //! The outcomes of a locker's calls, fed to its [`Health`]: [`Observed`] stands between the
 //! locker and its engine's [`Connection`], takes the engine from it at each call (connected,
 //! or why not yet), and reports each call's send time and outcome (answered, or
-//! [`LockError::Unavailable`](crate::error::LockError::Unavailable), a call refused because
-//! the engine is not connected yet among them). Written once for every engine; a call dropped before its answer reports nothing,
+//! [`LockError::Unavailable`], a call refused because the engine is not connected yet among
+//! them). Written once for every engine; a call dropped before its answer reports nothing,
 //! and so does one the store answered alone ([`heard`](crate::store::heard)): only the
 //! server's answer moves the state towards connected.
 
