@@ -129,10 +129,9 @@ pub mod web;
 #[path = "private.rs"]
 pub mod __private;
 
-/// The README's examples, compiled as doc tests so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
+// The front page's and the guide's examples as doc tests, and a check of their links.
+#[cfg(any(test, doctest))]
+mod guide;
 
 #[cfg(feature = "mysql")]
 pub use checks::mysql;
