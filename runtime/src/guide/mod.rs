@@ -5,7 +5,8 @@
 //! rustdoc treats them anywhere; blocks in other languages (`toml`, `sh`, `sql`, `text`) are
 //! not Rust. The doc tests are merged into one binary (edition 2024), so a chapter costs no
 //! binary of its own. `testing.md` and `local-servers.md` are about the testkit, whose crate
-//! tests their examples.
+//! tests their examples. The security pages of `docs/` are doc tests too, each with the feature
+//! of its engine.
 
 #[cfg(test)]
 mod links;
@@ -124,3 +125,28 @@ pub struct Web;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/guide/zookeeper.md")]
 pub struct Zookeeper;
+
+/// `docs/security-etcd.md`.
+#[cfg(all(doctest, feature = "etcd"))]
+#[doc = include_str!("../../../docs/security-etcd.md")]
+pub struct SecurityEtcd;
+
+/// `docs/security-mysql.md`.
+#[cfg(all(doctest, feature = "mysql"))]
+#[doc = include_str!("../../../docs/security-mysql.md")]
+pub struct SecurityMysql;
+
+/// `docs/security-postgres.md`.
+#[cfg(all(doctest, feature = "postgres"))]
+#[doc = include_str!("../../../docs/security-postgres.md")]
+pub struct SecurityPostgres;
+
+/// `docs/security-redis.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/security-redis.md")]
+pub struct SecurityRedis;
+
+/// `docs/security-zookeeper.md`.
+#[cfg(all(doctest, feature = "zookeeper"))]
+#[doc = include_str!("../../../docs/security-zookeeper.md")]
+pub struct SecurityZookeeper;
