@@ -1,6 +1,6 @@
-//! Every relative link of the repository's Markdown (the front page, the guide, `docs/`, the other
-//! pages) leads to a file that exists, and a link with a `#heading` to a heading of that file; every chapter of the guide is a doc test and is
-//! linked from the front page.
+//! Every relative link of the repository's Markdown (the front page, the guide, `docs/`, the
+//! other pages) leads to a file that exists, and a link with a `#heading` to a heading of that
+//! file; every chapter of the guide is a doc test and is linked from the front page.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -215,11 +215,16 @@ fn the_link_check_reports_missing_files_and_headings() {
     let files: BTreeMap<PathBuf, &str> = [
         (
             "README.md",
-            "# Top\n\nSee [a](docs/a.md#the-rule-one-write), [b](docs/b.md), [c](docs/a.md#gone),\n\
-             [up](../outside.md), [here](#top), [`code`](docs/a.md), [web](https://example.com/x#y).\n\
-             `[not a link](docs/none.md)` and\n```rust\nlet x = [1](nothing.md);\n```\n",
+            "# Top\n\n\
+             See [a](docs/a.md#the-rule-one-write), [b](docs/b.md), [c](docs/a.md#gone),\n\
+             [up](../outside.md), [here](#top), [`code`](docs/a.md),\n\
+             [web](https://example.com/x#y). `[not a link](docs/none.md)` and\n\
+             ```rust\nlet x = [1](nothing.md);\n```\n",
         ),
-        ("docs/a.md", "# A\n\n## The rule: one write!\n\n```text\n# not a heading\n```\n"),
+        (
+            "docs/a.md",
+            "# A\n\n## The rule: one write!\n\n```text\n# not a heading\n```\n",
+        ),
     ]
     .into_iter()
     .map(|(path, text)| (PathBuf::from(path), text))
