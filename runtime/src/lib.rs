@@ -36,6 +36,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The repository's front page (`README.md`) and its guide (`docs/guide/`: fencing, each
+//! primitive, each engine, configuration, the web frameworks, operations, security) explain all
+//! of it at length; their examples are doc tests of this crate.
+//!
 //! ## What you get
 //! - **Mutual exclusion across processes**, with a lease so that a crashed holder frees the
 //!   lock, and a watchdog that renews the lease of live holders (every lease/3).
