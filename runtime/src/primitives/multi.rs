@@ -212,6 +212,24 @@ impl MultiGuard {
         self.guards.iter().map(LockGuard::key)
     }
 
+    /// Every key held with the fencing token of its acquisition, in key order: what to pass
+    /// along with the writes each key protects.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let seats = locker.lock_all(["seat:14B", "seat:14A"]).acquire().await?;
+    /// for (key, fence) in seats.fences() {
+    ///     // UPDATE seats SET holder = $1, fence = $fence WHERE key = $key AND fence < $fence
+    ///     assert!(key.starts_with("seat:") && fence > 0);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn fences(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.guards.iter().map(|g| (g.key(), g.fence()))
+    }
+
     /// The fencing token of `key`'s acquisition (see [`LockGuard::fence`]); `None` when the
     /// key is not one of this guard's.
     pub fn fence(&self, key: &str) -> Option<u64> {
@@ -381,6 +399,14 @@ mod tests {
             .unwrap();
         assert_eq!(one.guards().len(), 1);
         drop(one);
+
+        let two = locker.lock_all(["y", "x"]).acquire().await.unwrap();
+        let fences: Vec<(&str, u64)> = two.fences().collect();
+        assert_eq!(fences.len(), 2);
+        assert_eq!((fences[0].0, fences[1].0), ("x", "y"));
+        assert_eq!(fences[0].1, two.guard("x").unwrap().fence());
+        assert_eq!(fences[1].1, two.guard("y").unwrap().fence());
+        drop(two);
 
         let both = locker
             .lock_all(["a", "b"])
