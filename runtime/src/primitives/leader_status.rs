@@ -30,10 +30,10 @@ use crate::primitives::leader::Leader;
 /// assert!(!status.is_leader());
 /// let seen = status.clone();
 /// let term = campaign
-///     .run_while_leader(|leader| async move {
-///         assert!(seen.is_leader());
+///     .run_while_leader(move |leader| {
+///         assert!(seen.is_leader()); // e.g. a status endpoint, elsewhere
 ///         assert_eq!(seen.term(), Some(leader.term()));
-///         leader.term()
+///         async move { leader.term() }
 ///     })
 ///     .await?;
 /// assert!(term > 0);
@@ -155,7 +155,10 @@ mod tests {
         assert!(second > first);
         assert_eq!(status.term(), Some(second));
         let _ = locker.close().await;
-        assert!(matches!(leading.await.unwrap(), Err(crate::LockError::Closed)));
+        assert!(matches!(
+            leading.await.unwrap(),
+            Err(crate::LockError::Closed)
+        ));
         assert!(!status.is_leader());
         assert_eq!((status.term(), status.leader()), (None, None));
     }

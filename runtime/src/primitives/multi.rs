@@ -587,8 +587,18 @@ mod tests {
             .await
             .unwrap()
             .expect("readers of the venue share");
-        assert!(locker.write_lock("venue").try_acquire().await.unwrap().is_none());
-        assert!(locker.read_lock("seat:1").try_acquire().await.unwrap().is_none());
+        assert!(locker
+            .write_lock("venue")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none());
+        assert!(locker
+            .read_lock("seat:1")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none());
         // A busy seat gives the venue's share back.
         assert!(locker
             .lock_all(["seat:1"])
@@ -608,10 +618,20 @@ mod tests {
             .unwrap();
         assert_eq!(both.keys().collect::<Vec<_>>(), ["seat:1", "venue"]);
         assert!(
-            locker.read_lock("venue").try_acquire().await.unwrap().is_none(),
+            locker
+                .read_lock("venue")
+                .try_acquire()
+                .await
+                .unwrap()
+                .is_none(),
             "named for reading and writing: written"
         );
-        assert!(locker.read_lock("seat:1").try_acquire().await.unwrap().is_some());
+        assert!(locker
+            .read_lock("seat:1")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some());
         drop(both);
     }
 
@@ -639,7 +659,10 @@ mod tests {
                     .await
                     .unwrap();
                 assert_eq!(state[w].swap(-1, Ordering::SeqCst), 0, "a writer overlaps");
-                assert!(state[r].fetch_add(1, Ordering::SeqCst) >= 0, "read while written");
+                assert!(
+                    state[r].fetch_add(1, Ordering::SeqCst) >= 0,
+                    "read while written"
+                );
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 state[w].store(0, Ordering::SeqCst);
                 state[r].fetch_sub(1, Ordering::SeqCst);

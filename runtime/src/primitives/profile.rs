@@ -272,10 +272,7 @@ mod tests {
     #[test]
     fn close_matches_are_a_typo_away_closest_first() {
         let known = ["expiry-worker", "payments", "partner-api", "export"];
-        assert_eq!(
-            close_matches("expiry_worker", known),
-            ["expiry-worker"]
-        );
+        assert_eq!(close_matches("expiry_worker", known), ["expiry-worker"]);
         assert_eq!(close_matches("Payments", known), ["payments"]);
         assert_eq!(close_matches("payment", known), ["payments"]);
         assert!(close_matches("scheduler", known).is_empty());
@@ -289,23 +286,34 @@ mod tests {
     #[tokio::test]
     async fn check_profiles_names_every_missing_one_with_its_close_matches() {
         let locker = Locker::builder()
-            .profile("expiry-worker", Profile::new().lease(Duration::from_secs(10)))
+            .profile(
+                "expiry-worker",
+                Profile::new().lease(Duration::from_secs(10)),
+            )
             .profile("payments", Profile::new().wait(Duration::ZERO))
             .build_in_memory()
             .unwrap();
-        locker.check_profiles(["payments", "expiry-worker"]).unwrap();
+        locker
+            .check_profiles(["payments", "expiry-worker"])
+            .unwrap();
         locker.check_profiles(Vec::<String>::new()).unwrap();
         let err = locker
             .check_profiles(["expiry_worker", "payments", "scheduler", "scheduler"])
             .unwrap_err();
         assert!(matches!(err, LockError::Config { .. }), "{err:?}");
         let text = err.to_string();
-        assert!(text.contains("2 profiles the program names are not defined"), "{text}");
+        assert!(
+            text.contains("2 profiles the program names are not defined"),
+            "{text}"
+        );
         assert!(
             text.contains("profile \"expiry_worker\" is not defined for this locker (it has [\"expiry-worker\", \"payments\"]); did you mean \"expiry-worker\"?"),
             "{text}"
         );
-        assert!(text.contains("profile \"scheduler\" is not defined"), "{text}");
+        assert!(
+            text.contains("profile \"scheduler\" is not defined"),
+            "{text}"
+        );
         assert_eq!(text.matches("\"scheduler\" is not").count(), 1, "{text}");
         assert!(!text.contains("\"payments\" is not"), "{text}");
 

@@ -41,11 +41,21 @@ pub async fn reads_and_writes_together(engine: &Engine) {
         .unwrap()
         .expect("readers of the venue in two lockers share it");
     assert!(
-        lockers[2].write_lock(VENUES[0]).try_acquire().await.unwrap().is_none(),
+        lockers[2]
+            .write_lock(VENUES[0])
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
         "a writer of the venue while bookings read it"
     );
     assert!(
-        lockers[2].read_lock(SEATS[0]).try_acquire().await.unwrap().is_none(),
+        lockers[2]
+            .read_lock(SEATS[0])
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
         "a reader of a seat being written"
     );
     // A seat taken elsewhere: nothing stays taken, the venue's share included.
