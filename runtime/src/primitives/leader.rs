@@ -463,7 +463,11 @@ impl LeaderRequest<'_> {
     /// # Errors
     /// Only the errors that retrying cannot mend: [`LockError::Config`],
     /// [`LockError::InvalidKey`], and [`LockError::Closed`] when the locker is closed (the
-    /// way to stop it from outside, besides dropping the future).
+    /// way to stop it from outside, besides dropping the future). A `Config` or `InvalidKey`
+    /// error (a profile the locker lacks, a bad name) is also logged at `error` (target
+    /// `leasehold::config`): a worker spawned and never awaited does not stop silently.
+    /// [`Locker::check_profiles`](crate::Locker::check_profiles) finds a missing profile at
+    /// start-up.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -505,7 +509,21 @@ impl LeaderRequest<'_> {
                 identity: self.identity.clone(),
                 status: self.status.clone(),
             };
-            request.run_while_leader(&mut task).await?;
+            if let Err(e) = request.run_while_leader(&mut task).await {
+                if let LockError::Config { .. } | LockError::InvalidKey { .. } = e {
+                    // A leader-only worker that can never run: often spawned and not awaited,
+                    // so its error must reach the operator here too.
+                    tracing::error!(
+                        target: "leasehold::config",
+                        election = %self.name,
+                        error = %e,
+                        "lead_forever stops: this campaign can never lead (check the election's \
+                         name, identity and profile; Locker::check_profiles finds a missing \
+                         profile at start-up)"
+                    );
+                }
+                return Err(e);
+            }
             // A term whose task ended at once, on an engine that answers without waiting (in
             // memory), would otherwise never let the other tasks of its thread run.
             tokio::task::yield_now().await;
