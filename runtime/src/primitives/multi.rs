@@ -66,6 +66,11 @@ impl MultiLockRequest<'_> {
     /// same lease, wait and watchdog; the [`MultiGuard`] gives it as any key. A reader has no
     /// fair mode: [`fair`](Self::fair) applies to the written keys only.
     ///
+    /// When every key is free, the written and the read keys are taken together in one round
+    /// trip where the engine can (one script call on one Redis server or Sentinel's master,
+    /// and on a Redis Cluster for keys of one hash slot); elsewhere, and when a key is busy,
+    /// one by one in the same global order.
+    ///
     /// # Errors
     /// The acquire fails with [`LockError::Config`] on an engine without read locks
     /// ([`Capabilities::read_locks`](crate::Capabilities::read_locks)).
@@ -189,17 +194,7 @@ impl MultiLockRequest<'_> {
         // All free: one round trip where the store can (one Redis server, one Cluster slot).
         let first = self.request.for_key(keys[0].0.clone()).wait(wait);
         let opts = first.options()?;
-        let written: Vec<String> = keys
-            .iter()
-            .filter(|(_, kind)| *kind == LeaseKind::Exclusive)
-            .map(|(key, _)| key.clone())
-            .collect();
-        let at_once = if written.len() == keys.len() {
-            inner.acquire_all_at_once(&written, opts).await
-        } else {
-            Ok(None)
-        };
-        match at_once {
+        match inner.acquire_at_once(&keys, opts).await {
             Ok(Some(holds)) => {
                 let guards = holds.into_iter().map(LockGuard::from).collect();
                 return Ok(MultiGuard { guards });

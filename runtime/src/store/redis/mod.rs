@@ -52,9 +52,9 @@ mod scripts;
 mod semaphore;
 #[cfg(feature = "sentinel")]
 mod sentinel;
+mod session;
 #[cfg(test)]
 mod tests;
-mod session;
 mod wakes;
 
 use std::collections::HashSet;

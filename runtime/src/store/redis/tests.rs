@@ -100,7 +100,10 @@ fn request<'a>(keys: &'a LockKeys, token: &'a OwnerToken, kind: LeaseKind) -> Ac
 /// One lease of `kind` on `keys` for a new token, taken alone: its attempt and the token.
 async fn one(store: &dyn Store, keys: &LockKeys, kind: LeaseKind) -> (Attempt, OwnerToken) {
     let token = OwnerToken::generate();
-    let attempt = store.acquire_one(&request(keys, &token, kind)).await.unwrap();
+    let attempt = store
+        .acquire_one(&request(keys, &token, kind))
+        .await
+        .unwrap();
     (attempt, token)
 }
 
@@ -121,7 +124,10 @@ async fn a_batch_takes_a_readers_share_beside_a_lock_in_one_script_call() {
     let store: &dyn Store = &redis;
     let (w, r) = (LockKeys::new("rb1", "w"), LockKeys::new("rb1", "r"));
     let kinds = [(&w, LeaseKind::Exclusive), (&r, LeaseKind::Read)];
-    assert!(store.takes_all_at_once(&kinds), "one server takes both at once");
+    assert!(
+        store.takes_all_at_once(&kinds),
+        "one server takes both at once"
+    );
     let permits = LeaseKind::Permits { limit: 2, count: 1 };
     assert!(!store.takes_all_at_once(&[(&w, LeaseKind::Exclusive), (&r, permits)]));
     // The script loaded once.
@@ -163,7 +169,11 @@ async fn a_batch_takes_a_readers_share_beside_a_lock_in_one_script_call() {
     }
     let (writer, _) = one(store, &r, LeaseKind::Exclusive).await;
     let writer_fence = granted(&writer).expect("free once the readers left");
-    assert!(writer_fence > tops[1], "{writer_fence} after reader {}", tops[1]);
+    assert!(
+        writer_fence > tops[1],
+        "{writer_fence} after reader {}",
+        tops[1]
+    );
 }
 
 /// A batch in which one lease is not free takes nothing: a read key held by a writer, or
@@ -216,7 +226,10 @@ async fn a_batch_with_a_busy_lease_takes_nothing() {
         assert_eq!(attempts.len(), 2);
         // Nothing of the batch was taken.
         let (alone, token) = one(store, &free, LeaseKind::Exclusive).await;
-        assert!(granted(&alone).is_some(), "{busy:?}: the free key stayed free");
+        assert!(
+            granted(&alone).is_some(),
+            "{busy:?}: the free key stayed free"
+        );
         let ending = Ending::Release {
             kind: LeaseKind::Exclusive,
             valid_until: tokio::time::Instant::now() + Duration::from_secs(10),
@@ -224,5 +237,8 @@ async fn a_batch_with_a_busy_lease_takes_nothing() {
         store.release(&free, &token, ending).await.unwrap();
     }
     // A reader alone is refused at the awaited key too, as in the batch.
-    assert_eq!(granted(&one(store, &awaited, LeaseKind::Read).await.0), None);
+    assert_eq!(
+        granted(&one(store, &awaited, LeaseKind::Read).await.0),
+        None
+    );
 }
