@@ -242,3 +242,58 @@ async fn a_batch_with_a_busy_lease_takes_nothing() {
         None
     );
 }
+
+/// Through the locker's kernel: a lock and a read lock taken at once are guards like those
+/// taken one by one (the read guard shares its key with other readers and keeps writers out;
+/// the lock keeps everyone out), from one script call, and their releases free both keys.
+#[tokio::test]
+async fn the_kernel_takes_a_read_lock_beside_a_lock_at_once() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let url = format!("redis://127.0.0.1:{}", port());
+    let build = || {
+        crate::Locker::builder()
+            .url(url.clone())
+            .prefix("rb3")
+            .build()
+    };
+    let (a, b) = (build().await.unwrap(), build().await.unwrap());
+    // The script loaded once.
+    let opts = a.lock("warm").options().unwrap();
+    let warm = [
+        ("warm1".to_owned(), LeaseKind::Exclusive),
+        ("warm2".to_owned(), LeaseKind::Read),
+    ];
+    let warmed = a.inner.acquire_at_once(&warm, opts).await.unwrap();
+    drop(warmed.expect("free keys at once"));
+
+    let before = script_calls().await;
+    let batch = [
+        ("books".to_owned(), LeaseKind::Exclusive),
+        ("prices".to_owned(), LeaseKind::Read),
+    ];
+    let holds = a.inner.acquire_at_once(&batch, opts).await.unwrap();
+    assert_eq!(script_calls().await - before, 1, "one script call for both");
+    let guards: Vec<crate::LockGuard> = holds
+        .expect("free keys at once")
+        .into_iter()
+        .map(crate::LockGuard::from)
+        .collect();
+    assert!(guards.iter().all(|g| g.is_held() && g.fence() > 0));
+
+    assert!(b.read_lock("books").try_acquire().await.unwrap().is_none());
+    assert!(b.lock("prices").try_acquire().await.unwrap().is_none());
+    let reader = b.read_lock("prices").try_acquire().await.unwrap();
+    assert!(reader.is_some(), "a read lock shares its key with readers");
+    drop(reader);
+
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    let writer = b
+        .lock("prices")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await;
+    assert!(writer.is_ok(), "the read lock was released: {writer:?}");
+    assert!(b.lock("books").try_acquire().await.unwrap().is_some());
+}
