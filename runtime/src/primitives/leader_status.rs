@@ -17,9 +17,10 @@ use crate::primitives::leader::Leader;
 /// [`Leadership`](crate::Leadership).
 ///
 /// [`is_leader`](Self::is_leader) answers as [`Leadership::is_leader`](crate::Leadership::is_leader)
-/// does, from the leadership's lease: false as soon as the leadership is resigned, lost, or
-/// past its validity on this process's monotonic clock, even before the leading task has
-/// noticed. It costs a lock of a mutex and no call to the engine. Clones share the state.
+/// does, from the leadership's lease: false as soon as this process knows the leadership is
+/// gone (resigned, found lost by a renewal, or past its lease's validity on this process's
+/// monotonic clock), even before the leading task has noticed. It costs a lock of a mutex and
+/// no call to the engine. Clones share the state.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

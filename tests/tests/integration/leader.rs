@@ -542,16 +542,28 @@ async fn leader_status_follows_the_engine_not_the_task() {
     assert_eq!(keys.len(), 1, "{keys:?}");
     let _: () = redis.conn().await.del(&keys[0]).await.expect("DEL");
 
-    // Whichever instance leads next (the deposed one campaigns again at once), the old term
-    // shows nowhere and the new one in its leader's status alone.
+    // Whichever instance leads next (the deposed one campaigns again once its watchdog finds
+    // the lock gone), the new term shows in its leader's status; the old term stops showing
+    // once the deposed instance learns of its loss (its next renewal, or its lease's end on
+    // its own clock at the latest), never to show again.
     let (next, next_term) = timeout(Duration::from_secs(10), terms.recv())
         .await
         .unwrap()
         .unwrap();
     assert!(next_term > first_term);
     assert_eq!(statuses[next].term(), Some(next_term));
+    let statuses_now = statuses.clone();
+    leasehold_tests::harness::eventually(
+        "the deposed term stops showing",
+        LEASE * 3,
+        || {
+            let statuses = statuses_now.clone();
+            async move { statuses.iter().all(|s| s.term() != Some(first_term)) }
+        },
+    )
+    .await;
+    assert_eq!(statuses[next].term(), Some(next_term));
     assert!(!statuses[1 - next].is_leader());
-    assert!(statuses.iter().all(|s| s.term() != Some(first_term)));
     for locker in &lockers {
         let _ = locker.close().await;
     }
