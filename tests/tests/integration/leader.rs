@@ -553,14 +553,10 @@ async fn leader_status_follows_the_engine_not_the_task() {
     assert!(next_term > first_term);
     assert_eq!(statuses[next].term(), Some(next_term));
     let statuses_now = statuses.clone();
-    leasehold_tests::harness::eventually(
-        "the deposed term stops showing",
-        LEASE * 3,
-        || {
-            let statuses = statuses_now.clone();
-            async move { statuses.iter().all(|s| s.term() != Some(first_term)) }
-        },
-    )
+    leasehold_tests::harness::eventually("the deposed term stops showing", LEASE * 3, || {
+        let statuses = statuses_now.clone();
+        async move { statuses.iter().all(|s| s.term() != Some(first_term)) }
+    })
     .await;
     assert_eq!(statuses[next].term(), Some(next_term));
     assert!(!statuses[1 - next].is_leader());
