@@ -146,7 +146,8 @@ mod template;
 /// `fence()`: there is no token to read, so none can be stored by mistake (`g.fence()` does
 /// not compile). Inside the body the key re-enters unfenced; a fenced acquire of it there
 /// fails with `LockError::Config`. Only with one `key`, not with `keys` (each key has its own
-/// fence), `permits` (a permit has no fence) or `mode = "read"` (a reader's fence places it
+/// fence), `permits` (every permit holder gets a fence of its own, `PermitGuard::fence()`:
+/// unfenced permits are not offered) or `mode = "read"` (a reader's fence places it
 /// among the writers). A resource that must refuse the late writes of a holder that paused
 /// past its lease needs the fenced lock, the default (`fencing = true`).
 ///
@@ -168,7 +169,8 @@ mod template;
 /// `permits = N` holds one permit of the semaphore of `N` permits named by `key` (see
 /// [`Locker::semaphore`](../leasehold/struct.Locker.html#method.semaphore)): up to `N` bodies
 /// run at once across every process, each permit with a lease of its own, renewed while its
-/// body runs. `guard = g` binds a `&PermitGuard`. Only with one `key`, not with `keys`,
+/// body runs. `guard = g` binds a `&PermitGuard`, whose `g.fence()` is the permit's fencing
+/// token (every holder gets its own, as a lock's holder does). Only with one `key`, not with `keys`,
 /// `mode`, `fair`, `fencing = false`, `on_busy` or `hold_at_*`.
 ///
 /// ```
@@ -190,7 +192,10 @@ mod template;
 /// attribute without `locker = ...` cannot use, and
 /// [`Locker::check_call_sites`](../leasehold/struct.Locker.html#method.check_call_sites)
 /// checks every attribute of the program (by function, file, line and key). A call that
-/// still meets a configuration error logs it at `error`, once per attribute.
+/// still meets a configuration error logs it at `error`, once per attribute. The profiles
+/// that plain requests name (`locker.leader("expiry").profile("expiry-worker")`) are checked
+/// at start-up with
+/// [`Locker::check_profiles`](../leasehold/struct.Locker.html#method.check_profiles).
 ///
 /// ```standalone_crate
 /// # // A program of its own: the global default locker checks every call site of the program.

@@ -111,20 +111,6 @@ pub(super) struct RawConfig {
     rules: Vec<RouteRule>,
 }
 
-/// One `[profiles.NAME]` table as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawProfile {
-    #[serde(default, deserialize_with = "lease")]
-    lease: Option<Duration>,
-    #[serde(default, deserialize_with = "wait")]
-    wait: Option<Duration>,
-    watchdog: Option<bool>,
-    fair: Option<bool>,
-    #[serde(default, deserialize_with = "limit")]
-    limit: Option<u32>,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRule {
@@ -239,13 +225,7 @@ fn profiles<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Profile>
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut profiles = BTreeMap::new();
             while let Some(name) = map.next_key::<String>()? {
-                let raw: RawProfile = map.next_value()?;
-                let mut profile = Profile::new();
-                profile.lease = raw.lease;
-                profile.wait = raw.wait;
-                profile.watchdog = raw.watchdog;
-                profile.fair = raw.fair;
-                profile.limit = raw.limit;
+                let profile = map.next_value_seed(OneProfile { name: &name })?;
                 profile.check(&name).map_err(at_value)?;
                 profiles.insert(name, profile);
             }
@@ -253,6 +233,120 @@ fn profiles<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Profile>
         }
     }
     d.deserialize_map(Profiles)
+}
+
+/// The settings a `[profiles.NAME]` table takes.
+const PROFILE_SETTINGS: [&str; 5] = ["lease", "wait", "watchdog", "fair", "limit"];
+
+/// The settings of the config's top level (the fields of [`RawConfig`]), which a profile's
+/// table swallows when they are written after its header.
+pub(super) const TOP_LEVEL_SETTINGS: [&str; 23] = [
+    "url",
+    "redlock",
+    "cluster",
+    "sentinel",
+    "zookeeper",
+    "etcd",
+    "postgres",
+    "mysql",
+    "session_timeout",
+    "clock_drift",
+    "fence_offset",
+    "prefix",
+    "service",
+    "lease",
+    "wait",
+    "op_timeout",
+    "connect_timeout",
+    "watchdog",
+    "lazy_connect",
+    "retry_unavailable",
+    "status_codes",
+    "profiles",
+    "rules",
+];
+
+/// One `[profiles.NAME]` table, read setting by setting: an unknown key is reported with
+/// the table's name, and a top-level setting written after the table's header (where TOML
+/// puts it in the table) with the fix.
+struct OneProfile<'n> {
+    name: &'n str,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for OneProfile<'_> {
+    type Value = Profile;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Profile, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OneProfile<'_> {
+    type Value = Profile;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the table [profiles.{}] with lease, wait, watchdog, fair, limit",
+            self.name
+        )
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Profile, A::Error> {
+        let mut profile = Profile::new();
+        let mut seen: Vec<String> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if seen.contains(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "`{key}` is set twice in the table [profiles.{}]",
+                    self.name
+                )));
+            }
+            match key.as_str() {
+                "lease" => profile.lease = map.next_value::<LeaseValue>()?.0,
+                "wait" => profile.wait = map.next_value::<WaitValue>()?.0,
+                "watchdog" => profile.watchdog = Some(map.next_value()?),
+                "fair" => profile.fair = Some(map.next_value()?),
+                "limit" => profile.limit = map.next_value::<LimitValue>()?.0,
+                other => {
+                    return Err(serde::de::Error::custom(not_a_profile_setting(
+                        self.name, other,
+                    )))
+                }
+            }
+            seen.push(key);
+        }
+        Ok(profile)
+    }
+}
+
+/// A profile's values, each checked as the top level's are.
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct LeaseValue(#[serde(deserialize_with = "lease")] Option<Duration>);
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct WaitValue(#[serde(deserialize_with = "wait")] Option<Duration>);
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct LimitValue(#[serde(deserialize_with = "limit")] Option<u32>);
+
+/// What is wrong with the key `key` in the table of the profile `name`, and the fix.
+fn not_a_profile_setting(name: &str, key: &str) -> String {
+    let takes = PROFILE_SETTINGS.join(", ");
+    if TOP_LEVEL_SETTINGS.contains(&key) {
+        return format!(
+            "`{key}` is in the table [profiles.{name}], which takes only {takes}; `{key}` is a \
+             setting of the whole config: in TOML every key written after a table's header \
+             belongs to that table, so move `{key} = ...` above the first [table] header \
+             (before [profiles.{name}])"
+        );
+    }
+    let close = crate::primitives::profile::close_matches(key, PROFILE_SETTINGS);
+    format!(
+        "unknown setting `{key}` in the table [profiles.{name}], which takes {takes}{}",
+        match close.first() {
+            Some(close) => format!("; did you mean `{close}`?"),
+            None => String::new(),
+        }
+    )
 }
 
 /// A check's message as a serde error, which the format places at the value being read.

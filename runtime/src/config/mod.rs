@@ -35,7 +35,7 @@ use crate::web::RouteRule;
 /// service = "checkout"             # LEASEHOLD_SERVICE; who holds locks, as operators see it
 /// lease = "30s"                    # LEASEHOLD_LEASE; default lease of a lock
 /// wait = "3s"                      # LEASEHOLD_WAIT; default wait for a busy lock
-/// op_timeout = "500ms"             # LEASEHOLD_OP_TIMEOUT; bound on every call to the engine
+/// op_timeout = "2s"                # LEASEHOLD_OP_TIMEOUT; bound on every call to the engine
 /// connect_timeout = "2s"           # LEASEHOLD_CONNECT_TIMEOUT
 /// watchdog = true                  # LEASEHOLD_WATCHDOG; renew leases in the background
 /// lazy_connect = false             # LEASEHOLD_LAZY_CONNECT; start while the engine is down
@@ -149,7 +149,7 @@ pub struct LockConfig {
     /// The default wait for a busy lock. Defaults to 3 s.
     pub wait: Option<Duration>,
     /// The bound on every call to the engine; see
-    /// [`LockerBuilder::op_timeout`](crate::LockerBuilder::op_timeout). Defaults to 1 s.
+    /// [`LockerBuilder::op_timeout`](crate::LockerBuilder::op_timeout). Defaults to 2 s.
     pub op_timeout: Option<Duration>,
     /// The bound on connecting to the engine. Defaults to 2 s.
     pub connect_timeout: Option<Duration>,

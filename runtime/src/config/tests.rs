@@ -380,3 +380,65 @@ fn quoted_lines_hide_credentials() {
     let e = err("postgres = \"postgres://app:s3cret@db/app\"\nlease = ");
     assert!(!e.contains("s3cret"), "{e}");
 }
+
+/// A top-level key written after a `[profiles.NAME]` header lands in that table (TOML's
+/// rule): the error names the table and says to move the key up.
+#[test]
+fn a_top_level_key_after_a_profile_table_is_reported_with_the_table_and_the_fix() {
+    let e = err(r#"
+url = "redis://127.0.0.1:6379"
+
+[profiles.expiry-worker]
+lease = "10s"
+
+op_timeout = "2s"
+"#);
+    assert!(
+        e.contains("`op_timeout` is in the table [profiles.expiry-worker]")
+            && e.contains("move `op_timeout = ...` above the first [table] header"),
+        "{e}"
+    );
+    let e = err("[profiles.fast]\nleese = \"1s\"\n");
+    assert!(
+        e.contains("unknown setting `leese` in the table [profiles.fast]")
+            && e.contains("did you mean `lease`?"),
+        "{e}"
+    );
+    // The profile's own values are still checked at the value.
+    let e = err("[profiles.fast]\nlease = \"1x\"\n");
+    assert!(e.contains(r#"lease: "1x" is not a duration"#), "{e}");
+    let e = err("[profiles.fast]\nlimit = 0\n");
+    assert!(e.contains("limit"), "{e}");
+    let config = LockConfig::from_toml_str(
+        "[profiles.fast]\nlease = \"1s\"\nwait = \"0s\"\nwatchdog = false\nfair = true\n\
+         [profiles.api]\nlimit = 3\n",
+    )
+    .unwrap();
+    let fast = &config.profiles["fast"];
+    assert_eq!(
+        (fast.lease, fast.wait, fast.watchdog, fast.fair, fast.limit),
+        (
+            Some(Duration::from_secs(1)),
+            Some(Duration::ZERO),
+            Some(false),
+            Some(true),
+            None
+        )
+    );
+    assert_eq!(config.profiles["api"].limit, Some(3));
+}
+
+/// The list of top-level settings the profile error knows is the config's own.
+#[test]
+fn the_top_level_settings_the_profile_error_names_are_the_configs() {
+    for name in super::document::TOP_LEVEL_SETTINGS {
+        // A value of a wrong type: an error about the value, never an unknown field.
+        let e = match LockConfig::from_toml_str(&format!("{name} = -1.5")) {
+            Err(e) => e.to_string(),
+            Ok(_) => continue,
+        };
+        assert!(!e.contains("unknown field"), "{name}: {e}");
+    }
+    let e = err("nonsense = -1.5");
+    assert!(e.contains("unknown field"), "{e}");
+}

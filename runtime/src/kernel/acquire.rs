@@ -567,20 +567,6 @@ impl Inner {
 }
 
 impl Inner {
-    /// Takes all of `keys` (distinct, valid) in one round trip, when the store can and every
-    /// key is free here (no local holder, waiter or enclosing hold) and in the store; `None`
-    /// otherwise, with nothing taken: the caller then takes them one by one. Each key is
-    /// taken with `opts.kind` (the lock or a reader's share); see
-    /// [`acquire_at_once`](Self::acquire_at_once).
-    pub(crate) async fn acquire_all_at_once(
-        self: &Arc<Self>,
-        keys: &[String],
-        opts: Options,
-    ) -> Result<Option<Vec<Hold>>, LockError> {
-        let batch: Vec<(String, LeaseKind)> = keys.iter().map(|k| (k.clone(), opts.kind)).collect();
-        self.acquire_at_once(&batch, opts).await
-    }
-
     /// Takes the leases `batch` asks for (distinct, valid keys, each with its kind: the lock
     /// or a reader's share) in one round trip, when the store can take them together
     /// ([`Info::at_once`](crate::store::Info::at_once)) and every key is free here (no local

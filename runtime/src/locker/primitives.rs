@@ -14,7 +14,8 @@ impl Locker {
     /// watchdog for each. Duplicates collapse (a transfer from a wallet to itself takes one
     /// lock and does not wait on itself), and the keys are taken in one global order (by
     /// their bytes), whatever order they are named in, so callers locking overlapping sets
-    /// never deadlock one another.
+    /// never deadlock one another. Keys to read beside them go in the same acquisition and
+    /// the same order: [`read_keys`](MultiLockRequest::read_keys).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::kernel::state::Inner;
 use crate::primitives::guard::LockGuard;
+use crate::primitives::leader_status::LeaderStatus;
 use crate::primitives::request::LockRequest;
 use crate::store::keys::{leader_record, validate_key, LockKeys};
 use crate::store::{self, Feature, LeaderRecord, WakeSubscription};
@@ -154,6 +155,8 @@ pub struct LeaderRequest<'a> {
     request: LockRequest<'a>,
     name: String,
     identity: Option<String>,
+    /// Whether this campaign leads now, for whoever asks ([`LeaderRequest::status`]).
+    status: LeaderStatus,
 }
 
 impl<'a> LeaderRequest<'a> {
@@ -164,6 +167,7 @@ impl<'a> LeaderRequest<'a> {
             request: request.fair(true),
             name,
             identity: None,
+            status: LeaderStatus::new(),
         }
     }
 }
@@ -173,6 +177,66 @@ impl LeaderRequest<'_> {
     /// [`MAX_IDENTITY_LEN`] bytes, printable. Defaults to 16 random hex digits.
     pub fn identity(mut self, identity: impl Into<String>) -> Self {
         self.identity = Some(identity.into());
+        self
+    }
+
+    /// The handle that tells, from anywhere and at any time, whether this campaign leads now
+    /// and in which term (see [`LeaderStatus`]): every term of
+    /// [`lead_forever`](Self::lead_forever) and [`run_while_leader`](Self::run_while_leader)
+    /// shows in it, and so does the [`Leadership`] [`campaign`](Self::campaign) returns.
+    /// Cheap to clone. For a campaign that runs in a task of its own, make the status first
+    /// and give it to the campaign with [`with_status`](Self::with_status).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let campaign = locker.leader("expiry-worker");
+    /// let status = campaign.status();
+    /// let leadership = campaign.campaign().await?;
+    /// assert_eq!(status.term(), Some(leadership.term()));
+    /// leadership.resign().await?;
+    /// assert!(!status.is_leader());
+    /// # Ok(()) }
+    /// ```
+    pub fn status(&self) -> LeaderStatus {
+        self.status.clone()
+    }
+
+    /// Shows this campaign's leadership in `status` (a clone of one made with
+    /// [`LeaderStatus::new`]): for a campaign that runs in a task of its own, while the rest
+    /// of the program (a status endpoint, a handler only the leader serves) keeps the status.
+    /// A status shows one campaign at a time: give each campaign a status of its own.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// use leasehold::{LeaderStatus, Locker};
+    /// let locker = Locker::in_memory();
+    /// let status = LeaderStatus::new();
+    /// let worker = tokio::spawn({
+    ///     let (locker, status) = (locker.clone(), status.clone());
+    ///     async move {
+    ///         locker
+    ///             .leader("expiry-worker")
+    ///             .with_status(status)
+    ///             .lead_forever(|_leader| async {
+    ///                 // expire reservations, then wait for the next round
+    ///                 std::future::pending::<()>().await
+    ///             })
+    ///             .await
+    ///     }
+    /// });
+    /// // GET /status: {"leader": status.is_leader(), "term": status.term()}
+    /// while !status.is_leader() {
+    ///     tokio::task::yield_now().await;
+    /// }
+    /// assert!(status.term().is_some());
+    /// worker.abort();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_status(mut self, status: LeaderStatus) -> Self {
+        self.status = status;
         self
     }
 
@@ -286,14 +350,17 @@ impl LeaderRequest<'_> {
                 )
                 .await?;
             if written && guard.is_held() {
+                let leader = Leader {
+                    identity,
+                    term: shown_term(&record, inner),
+                };
+                self.status.elected(leader.clone(), guard.held_entry());
                 return Ok(Leadership {
                     guard: Some(guard.into()),
                     inner: inner.clone(),
                     election,
-                    leader: Leader {
-                        identity,
-                        term: shown_term(&record, inner),
-                    },
+                    leader,
+                    status: self.status.clone(),
                 });
             }
             // The lease ended before the record was written: not elected after all.
@@ -396,7 +463,11 @@ impl LeaderRequest<'_> {
     /// # Errors
     /// Only the errors that retrying cannot mend: [`LockError::Config`],
     /// [`LockError::InvalidKey`], and [`LockError::Closed`] when the locker is closed (the
-    /// way to stop it from outside, besides dropping the future).
+    /// way to stop it from outside, besides dropping the future). A `Config` or `InvalidKey`
+    /// error (a profile the locker lacks, a bad name) is also logged at `error` (target
+    /// `leasehold::config`): a worker spawned and never awaited does not stop silently.
+    /// [`Locker::check_profiles`](crate::Locker::check_profiles) finds a missing profile at
+    /// start-up.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -436,8 +507,23 @@ impl LeaderRequest<'_> {
                 request: self.request.clone(),
                 name: self.name.clone(),
                 identity: self.identity.clone(),
+                status: self.status.clone(),
             };
-            request.run_while_leader(&mut task).await?;
+            if let Err(e) = request.run_while_leader(&mut task).await {
+                if let LockError::Config { .. } | LockError::InvalidKey { .. } = e {
+                    // A leader-only worker that can never run: often spawned and not awaited,
+                    // so its error must reach the operator here too.
+                    tracing::error!(
+                        target: "leasehold::config",
+                        election = %self.name,
+                        error = %e,
+                        "lead_forever stops: this campaign can never lead (check the election's \
+                         name, identity and profile; Locker::check_profiles finds a missing \
+                         profile at start-up)"
+                    );
+                }
+                return Err(e);
+            }
             // A term whose task ended at once, on an engine that answers without waiting (in
             // memory), would otherwise never let the other tasks of its thread run.
             tokio::task::yield_now().await;
@@ -485,6 +571,8 @@ pub struct Leadership {
     inner: Arc<Inner>,
     election: Arc<Election>,
     leader: Leader,
+    /// Shows this leadership to whoever asks, until it ends.
+    status: LeaderStatus,
 }
 
 impl Leadership {
@@ -513,6 +601,12 @@ impl Leadership {
     /// This leader as followers see it.
     pub fn leader(&self) -> &Leader {
         &self.leader
+    }
+
+    /// A cheap, cloneable handle that tells, from anywhere, whether this leadership still
+    /// holds and its term; see [`LeaderStatus`].
+    pub fn status(&self) -> LeaderStatus {
+        self.status.clone()
     }
 
     /// The owner token of the leadership's lease (tests check that a new leader never
@@ -572,6 +666,7 @@ impl Leadership {
         let Some(guard) = self.guard.take() else {
             return Ok(());
         };
+        self.status.ended(self.term());
         let cleared = match self.inner.store.leader_records_or_refusal() {
             Ok(records) => {
                 records
@@ -596,6 +691,7 @@ impl Drop for Leadership {
         let Some(guard) = self.guard.take() else {
             return;
         };
+        self.status.ended(self.term());
         // Record first, lock second, as `resign` does: followers see no leader at once, and
         // never the record of a lock that another task holds.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

@@ -4,6 +4,7 @@
 
 pub(crate) mod guard;
 pub(crate) mod leader;
+pub(crate) mod leader_status;
 pub(crate) mod multi;
 pub(crate) mod profile;
 pub(crate) mod request;

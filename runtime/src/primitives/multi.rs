@@ -1,10 +1,12 @@
-//! Locks on several keys at once: all or nothing, in one global order, so that callers that
-//! name the same keys in any order never deadlock one another.
+//! Locks on several keys at once, write locks and read locks together: all or nothing, in one
+//! global order, so that callers that name the same keys in any order never deadlock one
+//! another.
 //!
-//! A [`MultiLockRequest`] sorts its keys (by their bytes) and drops duplicates. When every key
-//! is free and the store can take them together (one Redis server, or one Cluster slot), one
-//! script takes them all in one round trip. Otherwise it takes them one after another with the
-//! single-key machinery of the locker: each key waits (and
+//! A [`MultiLockRequest`] sorts its keys (by their bytes, whatever their kind) and drops
+//! duplicates (a key named for reading and for writing is written). When every key is free
+//! and the store can take them together, one call takes them all in one round trip.
+//! Otherwise it takes them one after another with the single-key machinery of the locker,
+//! each key as a lone lock or a lone reader would: each key waits (and
 //! wakes on its own release) as a lone lock would, and every process takes any two keys in
 //! the same order, so no cycle of waits can form. `wait` bounds the whole acquisition; when a
 //! key cannot be had in time, or the call is cancelled, the keys taken so far are released at
@@ -25,25 +27,82 @@ use crate::error::LockError;
 use crate::primitives::guard::LockGuard;
 use crate::primitives::request::LockRequest;
 use crate::store::keys::validate_key;
+use crate::store::kind::LeaseKind;
 
 /// Several keys to lock together. Made by [`Locker::lock_all`](crate::Locker::lock_all).
 #[derive(Debug)]
 #[must_use = "a lock request does nothing until .acquire().await or .try_acquire().await"]
 pub struct MultiLockRequest<'a> {
-    /// The options every key shares (its key is not used).
+    /// The options every key shares (its key and kind are not used).
     request: LockRequest<'a>,
-    keys: Vec<String>,
+    /// Each key as named, with what it takes: the write lock ([`LeaseKind::Exclusive`]) or
+    /// a reader's share ([`LeaseKind::Read`]).
+    keys: Vec<(String, LeaseKind)>,
 }
 
 impl<'a> MultiLockRequest<'a> {
-    /// A request for all of `keys`, with the options of `request` (the locker's defaults,
-    /// for no key).
+    /// A request for the write locks of `keys`, with the options of `request` (the locker's
+    /// defaults, for no key).
     pub(crate) fn new(request: LockRequest<'a>, keys: Vec<String>) -> Self {
-        MultiLockRequest { request, keys }
+        MultiLockRequest {
+            request,
+            keys: keys
+                .into_iter()
+                .map(|key| (key, LeaseKind::Exclusive))
+                .collect(),
+        }
     }
 }
 
 impl MultiLockRequest<'_> {
+    /// Adds the read side of each of `keys` (see [`Locker::read_lock`](crate::Locker::read_lock))
+    /// to this acquisition: "read the venue, write these seats" taken all or nothing, every
+    /// key, read or written, in the one global order (by the key's bytes), so that readers
+    /// and writers of overlapping sets never deadlock one another. A key named both for
+    /// reading and for writing is written (the write lock lets its holder read too).
+    ///
+    /// Each read key is a reader's share, with its own fence among the key's writers (see
+    /// [`Locker::read_lock`](crate::Locker::read_lock)), held beside the others under the
+    /// same lease, wait and watchdog; the [`MultiGuard`] gives it as any key. A reader has no
+    /// fair mode: [`fair`](Self::fair) applies to the written keys only.
+    ///
+    /// When every key is free, the written and the read keys are taken together in one round
+    /// trip where the engine can (one script call on one Redis server or Sentinel's master,
+    /// and on a Redis Cluster for keys of one hash slot); elsewhere, and when a key is busy,
+    /// one by one in the same global order.
+    ///
+    /// # Errors
+    /// The acquire fails with [`LockError::Config`] on an engine without read locks
+    /// ([`Capabilities::read_locks`](crate::Capabilities::read_locks)).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let booking = locker
+    ///     .lock_all(["seat:14B", "seat:14A"])
+    ///     .read_keys(["venue:9"])
+    ///     .acquire()
+    ///     .await?;
+    /// assert_eq!(booking.keys().collect::<Vec<_>>(), ["seat:14A", "seat:14B", "venue:9"]);
+    /// // Other readers of the venue get in; its writers wait.
+    /// let reader = locker.read_lock("venue:9").try_acquire().await?;
+    /// assert!(reader.is_some());
+    /// assert!(locker.write_lock("venue:9").try_acquire().await?.is_none());
+    /// # drop(reader);
+    /// booking.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read_keys<I, S>(mut self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.keys
+            .extend(keys.into_iter().map(|key| (key.into(), LeaseKind::Read)));
+        self
+    }
+
     /// The lease of each key; see [`LockRequest::lease`](crate::LockRequest::lease).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.request = self.request.lease(lease);
@@ -99,7 +158,21 @@ impl MultiLockRequest<'_> {
 
     /// Whether the options resolve against the locker (no key is looked at).
     pub(crate) fn check(&self) -> Result<(), LockError> {
-        self.request.options().map(drop)
+        self.request.options()?;
+        if self.keys.iter().any(|(_, kind)| *kind == LeaseKind::Read) {
+            self.for_key(String::new(), LeaseKind::Read).options()?;
+        }
+        Ok(())
+    }
+
+    /// The request of one key of this acquisition, with the options every key shares.
+    fn for_key(&self, key: String, kind: LeaseKind) -> LockRequest<'_> {
+        let mut request = self.request.for_key(key).of_kind(kind);
+        if kind == LeaseKind::Read {
+            // A reader has no fair mode: the acquisition's `fair` is for its written keys.
+            request.fair = false;
+        }
+        request
     }
 
     /// Takes every key, waiting up to `wait` in all. Dropping the returned future at any
@@ -111,16 +184,17 @@ impl MultiLockRequest<'_> {
     /// [`LockError::InvalidKey`] for an empty list or a bad key (before any key is taken),
     /// and otherwise as [`LockRequest::acquire`](crate::LockRequest::acquire); on any error
     /// no key stays locked.
-    pub async fn acquire(self) -> Result<MultiGuard, LockError> {
-        let keys = ordered(self.keys)?;
+    pub async fn acquire(mut self) -> Result<MultiGuard, LockError> {
+        let keys = ordered(std::mem::take(&mut self.keys))?;
+        self.check()?;
         let inner = self.request.inner;
         // The wait as resolved (a profile may set it), for the whole acquisition.
         let wait = self.request.options()?.wait;
         let deadline = Instant::now() + wait;
         // All free: one round trip where the store can (one Redis server, one Cluster slot).
-        let first = self.request.for_key(keys[0].clone()).wait(wait);
+        let first = self.request.for_key(keys[0].0.clone()).wait(wait);
         let opts = first.options()?;
-        match inner.acquire_all_at_once(&keys, opts).await {
+        match inner.acquire_at_once(&keys, opts).await {
             Ok(Some(holds)) => {
                 let guards = holds.into_iter().map(LockGuard::from).collect();
                 return Ok(MultiGuard { guards });
@@ -132,10 +206,9 @@ impl MultiLockRequest<'_> {
         }
         loop {
             let mut guards: Vec<LockGuard> = Vec::with_capacity(keys.len());
-            for key in &keys {
+            for (key, kind) in &keys {
                 let request = self
-                    .request
-                    .for_key(key.clone())
+                    .for_key(key.clone(), *kind)
                     .wait(deadline.saturating_duration_since(Instant::now()));
                 match request.acquire().await {
                     Ok(guard) => guards.push(guard),
@@ -184,18 +257,23 @@ async fn release_newest_first(guards: Vec<LockGuard>) {
     }
 }
 
-/// Checks, sorts and dedups the keys of one multi-lock.
-fn ordered(mut keys: Vec<String>) -> Result<Vec<String>, LockError> {
+/// Checks, sorts and dedups the keys of one multi-lock: one global order by the keys' bytes,
+/// whatever their kind, and a key named for reading and for writing is written.
+fn ordered(mut keys: Vec<(String, LeaseKind)>) -> Result<Vec<(String, LeaseKind)>, LockError> {
     if keys.is_empty() {
         return Err(LockError::invalid_key(
             "lock_all was given no key; name at least one",
         ));
     }
-    for key in &keys {
+    for (key, _) in &keys {
         validate_key(key)?;
     }
-    keys.sort_unstable();
-    keys.dedup();
+    // Written before read, so that the written one stays when duplicates collapse.
+    keys.sort_unstable_by(|(a, ka), (b, kb)| {
+        a.cmp(b)
+            .then_with(|| (*ka == LeaseKind::Read).cmp(&(*kb == LeaseKind::Read)))
+    });
+    keys.dedup_by(|later, earlier| later.0 == earlier.0);
     Ok(keys)
 }
 
@@ -210,6 +288,24 @@ impl MultiGuard {
     /// The keys held, in the order they were taken (sorted, without duplicates).
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.guards.iter().map(LockGuard::key)
+    }
+
+    /// Every key held with the fencing token of its acquisition, in key order: what to pass
+    /// along with the writes each key protects.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasehold::LockError> {
+    /// let locker = leasehold::Locker::in_memory();
+    /// let seats = locker.lock_all(["seat:14B", "seat:14A"]).acquire().await?;
+    /// for (key, fence) in seats.fences() {
+    ///     // UPDATE seats SET holder = $1, fence = $fence WHERE key = $key AND fence < $fence
+    ///     assert!(key.starts_with("seat:") && fence > 0);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn fences(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.guards.iter().map(|g| (g.key(), g.fence()))
     }
 
     /// The fencing token of `key`'s acquisition (see [`LockGuard::fence`]); `None` when the
@@ -323,12 +419,21 @@ mod tests {
 
     #[test]
     fn keys_are_sorted_deduplicated_and_checked() {
+        use LeaseKind::{Exclusive as W, Read as R};
+        let keys = |k: &[(&str, LeaseKind)]| -> Vec<(String, LeaseKind)> {
+            k.iter().map(|(k, kind)| (k.to_string(), *kind)).collect()
+        };
         assert_eq!(
-            ordered(vec!["b".into(), "a".into(), "b".into()]).unwrap(),
-            ["a", "b"]
+            ordered(keys(&[("b", W), ("a", W), ("b", W)])).unwrap(),
+            keys(&[("a", W), ("b", W)])
+        );
+        // One order for reads and writes; a key both read and written is written.
+        assert_eq!(
+            ordered(keys(&[("c", R), ("b", W), ("a", R), ("c", W), ("a", R)])).unwrap(),
+            keys(&[("a", R), ("b", W), ("c", W)])
         );
         assert!(ordered(Vec::new()).is_err());
-        assert!(ordered(vec!["a".into(), String::new()]).is_err());
+        assert!(ordered(keys(&[("a", W), ("", R)])).is_err());
     }
 
     #[tokio::test(start_paused = true)]
@@ -381,6 +486,14 @@ mod tests {
             .unwrap();
         assert_eq!(one.guards().len(), 1);
         drop(one);
+
+        let two = locker.lock_all(["y", "x"]).acquire().await.unwrap();
+        let fences: Vec<(&str, u64)> = two.fences().collect();
+        assert_eq!(fences.len(), 2);
+        assert_eq!((fences[0].0, fences[1].0), ("x", "y"));
+        assert_eq!(fences[0].1, two.guard("x").unwrap().fence());
+        assert_eq!(fences[1].1, two.guard("y").unwrap().fence());
+        drop(two);
 
         let both = locker
             .lock_all(["a", "b"])
@@ -445,5 +558,119 @@ mod tests {
             "the key taken before the cancel was given back"
         );
         drop(blocker);
+    }
+
+    /// "Read the venue, write these seats": the venue's readers share, its writers wait, the
+    /// seats exclude; a key both read and written is written.
+    #[tokio::test(start_paused = true)]
+    async fn read_keys_share_with_readers_and_exclude_writers() {
+        let locker = Locker::in_memory();
+        let first = locker
+            .lock_all(["seat:2", "seat:1"])
+            .read_keys(["venue"])
+            .acquire()
+            .await
+            .unwrap();
+        assert_eq!(
+            first.keys().collect::<Vec<_>>(),
+            ["seat:1", "seat:2", "venue"]
+        );
+        let second = locker
+            .lock_all(["seat:3"])
+            .read_keys(["venue"])
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("readers of the venue share");
+        assert!(locker
+            .write_lock("venue")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none());
+        assert!(locker
+            .read_lock("seat:1")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none());
+        // A busy seat gives the venue's share back.
+        assert!(locker
+            .lock_all(["seat:1"])
+            .read_keys(["venue"])
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none());
+        drop((first, second));
+        tokio::task::yield_now().await;
+
+        let both = locker
+            .lock_all(["venue"])
+            .read_keys(["venue", "seat:1"])
+            .acquire()
+            .await
+            .unwrap();
+        assert_eq!(both.keys().collect::<Vec<_>>(), ["seat:1", "venue"]);
+        assert!(
+            locker
+                .read_lock("venue")
+                .try_acquire()
+                .await
+                .unwrap()
+                .is_none(),
+            "named for reading and writing: written"
+        );
+        assert!(locker
+            .read_lock("seat:1")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some());
+        drop(both);
+    }
+
+    /// Readers and writers of overlapping sets, in opposite orders, with writers of the read
+    /// keys among them (whose waiting holds new readers back): nobody deadlocks, and no
+    /// writer of a key overlaps a holder of it.
+    #[tokio::test(start_paused = true)]
+    async fn reads_and_writes_in_opposite_orders_never_deadlock() {
+        use std::sync::atomic::{AtomicI32, Ordering};
+        use std::sync::Arc;
+        let locker = Locker::in_memory();
+        // Per key: -1 written, n > 0 read by n.
+        let state: Arc<[AtomicI32; 3]> = Arc::new(Default::default());
+        let names = ["k0", "k1", "k2"];
+        let mut tasks = Vec::new();
+        for i in 0..24usize {
+            let (locker, state) = (locker.clone(), state.clone());
+            tasks.push(tokio::spawn(async move {
+                let (w, r) = (i % 3, (i + 1 + i / 3 % 2) % 3);
+                let guard = locker
+                    .lock_all([names[w]])
+                    .read_keys([names[r]])
+                    .wait(Duration::from_secs(600))
+                    .acquire()
+                    .await
+                    .unwrap();
+                assert_eq!(state[w].swap(-1, Ordering::SeqCst), 0, "a writer overlaps");
+                assert!(
+                    state[r].fetch_add(1, Ordering::SeqCst) >= 0,
+                    "read while written"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                state[w].store(0, Ordering::SeqCst);
+                state[r].fetch_sub(1, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            }));
+        }
+        let all = async {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(300), all)
+            .await
+            .expect("a deadlock");
     }
 }

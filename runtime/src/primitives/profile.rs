@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::error::LockError;
+use crate::locker::Locker;
 use crate::store::kind::LeaseKind;
 
 /// The settings of a named profile (see [`LockerBuilder::profile`](crate::LockerBuilder::profile)
@@ -105,20 +106,150 @@ impl Profile {
     }
 }
 
-/// The profile `name` of `profiles`, or the `Config` error that names the ones there are.
+/// The profile `name` of `profiles`, or the `Config` error that names the ones there are
+/// and the close matches among them.
 pub(crate) fn find<'p>(profiles: &'p Profiles, name: &str) -> Result<&'p Profile, LockError> {
-    profiles.get(name).ok_or_else(|| {
-        let known: Vec<&str> = profiles.keys().map(String::as_str).collect();
-        LockError::config(format!(
-            "profile {name:?} is not defined for this locker (it has {}); add \
-             [profiles.{name}] to the config, or LockerBuilder::profile({name:?}, ...)",
-            if known.is_empty() {
-                "none".to_owned()
-            } else {
-                format!("{known:?}")
+    profiles
+        .get(name)
+        .ok_or_else(|| LockError::config(undefined(profiles, name)))
+}
+
+/// What is wrong with naming the profile `name`, which `profiles` lacks, and what to do.
+fn undefined(profiles: &Profiles, name: &str) -> String {
+    let known: Vec<&str> = profiles.keys().map(String::as_str).collect();
+    let close = close_matches(name, known.iter().copied());
+    format!(
+        "profile {name:?} is not defined for this locker (it has {}); {}add [profiles.{name}] \
+         to the config, or LockerBuilder::profile({name:?}, ...)",
+        if known.is_empty() {
+            "none".to_owned()
+        } else {
+            format!("{known:?}")
+        },
+        match close.as_slice() {
+            [] => String::new(),
+            [one] => format!("did you mean {one:?}? or "),
+            several => format!("did you mean one of {several:?}? or "),
+        }
+    )
+}
+
+/// The names among `candidates` close to `name` (a typo away: a few letters added, dropped,
+/// changed or case changed), closest first.
+pub(crate) fn close_matches<'c>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Vec<&'c str> {
+    let name_lower = name.to_lowercase();
+    // A third of the name's letters, at least one and at most three.
+    let bound = (name.chars().count() / 3).clamp(1, 3);
+    let mut close: Vec<(usize, &str)> = candidates
+        .into_iter()
+        .filter_map(|candidate| {
+            let d = edit_distance(&name_lower, &candidate.to_lowercase());
+            (d <= bound).then_some((d, candidate))
+        })
+        .collect();
+    close.sort();
+    close.into_iter().map(|(_, c)| c).collect()
+}
+
+/// The number of single-letter insertions, deletions and substitutions that turn `a` into
+/// `b` (Levenshtein's distance), by the two-row table.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        current[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()]
+}
+
+impl Locker {
+    /// The locker's named profiles, by name in alphabetical order: those of the builder
+    /// ([`LockerBuilder::profile`](crate::LockerBuilder::profile)) and of the config's
+    /// `[profiles.NAME]` tables. For a start-up log line or a status page.
+    ///
+    /// ```
+    /// use leasehold::{Locker, Profile};
+    /// use std::time::Duration;
+    ///
+    /// let locker = Locker::builder()
+    ///     .profile("payments", Profile::new().wait(Duration::ZERO))
+    ///     .profile("expiry-worker", Profile::new().lease(Duration::from_secs(10)))
+    ///     .build_in_memory()?;
+    /// let names: Vec<&str> = locker.profiles().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["expiry-worker", "payments"]);
+    /// assert_eq!(locker.profile("payments").unwrap().wait, Some(Duration::ZERO));
+    /// # Ok::<(), leasehold::LockError>(())
+    /// ```
+    pub fn profiles(&self) -> impl Iterator<Item = (&str, &Profile)> {
+        self.profiles.iter().map(|(name, p)| (name.as_str(), p))
+    }
+
+    /// The profile `name`, if the locker defines it.
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.profiles.get(name)
+    }
+
+    /// Checks, at start-up, that the locker defines every profile the program names in its
+    /// plain requests ([`LockRequest::profile`](crate::LockRequest::profile), a semaphore's,
+    /// a campaign's, [`lock_all`](crate::Locker::lock_all)'s): a profile name misspelt in
+    /// code or missing from the config is then an error before the first request, as an
+    /// attribute's is ([`check_call_sites`](Self::check_call_sites)), instead of a request
+    /// that fails every time (or a leader-only worker that never runs). Name every profile
+    /// your code passes to `.profile(...)`.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] naming every profile the locker lacks, each with the profiles
+    /// it has and the close matches among them (`did you mean "expiry-worker"?`).
+    ///
+    /// ```
+    /// use leasehold::{Locker, Profile};
+    /// use std::time::Duration;
+    ///
+    /// const EXPIRY_WORKER: &str = "expiry-worker";
+    /// let locker = Locker::builder()
+    ///     .profile("expiry-worker", Profile::new().lease(Duration::from_secs(10)))
+    ///     .build_in_memory()?;
+    /// locker.check_profiles([EXPIRY_WORKER])?;
+    ///
+    /// let err = locker.check_profiles(["expiry_worker"]).unwrap_err().to_string();
+    /// assert!(err.contains("did you mean \"expiry-worker\"?"), "{err}");
+    /// # Ok::<(), leasehold::LockError>(())
+    /// ```
+    pub fn check_profiles<I, S>(&self, names: I) -> Result<(), LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut missing: Vec<String> = Vec::new();
+        for name in names {
+            let name = name.as_ref();
+            if !self.profiles.contains_key(name) {
+                let line = format!("  - {}", undefined(&self.profiles, name));
+                if !missing.contains(&line) {
+                    missing.push(line);
+                }
             }
-        ))
-    })
+        }
+        match missing.len() {
+            0 => Ok(()),
+            n => Err(LockError::config(format!(
+                "{n} profile{} the program names {} not defined for this locker ({}):\n{}",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "is" } else { "are" },
+                self.inner.store.describe(),
+                missing.join("\n")
+            ))),
+        }
+    }
 }
 
 /// The error for a profile that sets a semaphore's limit, named by a request for a lease of
@@ -132,4 +263,81 @@ pub(crate) fn limit_on_a_lock(name: &str, limit: u32, kind: LeaseKind) -> LockEr
         "profile {name:?} sets limit = {limit}, a semaphore's number of permits, but is used \
          for {what}; remove limit from the profile, or use the profile with a semaphore"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_matches_are_a_typo_away_closest_first() {
+        let known = ["expiry-worker", "payments", "partner-api", "export"];
+        assert_eq!(close_matches("expiry_worker", known), ["expiry-worker"]);
+        assert_eq!(close_matches("Payments", known), ["payments"]);
+        assert_eq!(close_matches("payment", known), ["payments"]);
+        assert!(close_matches("scheduler", known).is_empty());
+        // Short names allow one letter only.
+        assert_eq!(close_matches("expor", known), ["export"]);
+        assert!(close_matches("ab", ["xy"]).is_empty());
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[tokio::test]
+    async fn check_profiles_names_every_missing_one_with_its_close_matches() {
+        let locker = Locker::builder()
+            .profile(
+                "expiry-worker",
+                Profile::new().lease(Duration::from_secs(10)),
+            )
+            .profile("payments", Profile::new().wait(Duration::ZERO))
+            .build_in_memory()
+            .unwrap();
+        locker
+            .check_profiles(["payments", "expiry-worker"])
+            .unwrap();
+        locker.check_profiles(Vec::<String>::new()).unwrap();
+        let err = locker
+            .check_profiles(["expiry_worker", "payments", "scheduler", "scheduler"])
+            .unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("2 profiles the program names are not defined"),
+            "{text}"
+        );
+        assert!(
+            text.contains("profile \"expiry_worker\" is not defined for this locker (it has [\"expiry-worker\", \"payments\"]); did you mean \"expiry-worker\"?"),
+            "{text}"
+        );
+        assert!(
+            text.contains("profile \"scheduler\" is not defined"),
+            "{text}"
+        );
+        assert_eq!(text.matches("\"scheduler\" is not").count(), 1, "{text}");
+        assert!(!text.contains("\"payments\" is not"), "{text}");
+
+        let names: Vec<&str> = locker.profiles().map(|(n, _)| n).collect();
+        assert_eq!(names, ["expiry-worker", "payments"]);
+        assert!(locker.profile("scheduler").is_none());
+    }
+
+    /// The error a request meets at run time names the close matches too.
+    #[tokio::test]
+    async fn a_request_naming_a_misspelt_profile_is_told_the_close_match() {
+        let locker = Locker::builder()
+            .profile("expiry-worker", Profile::new())
+            .build_in_memory()
+            .unwrap();
+        let err = locker
+            .leader("expiry")
+            .profile("expiry-wroker")
+            .campaign()
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("did you mean \"expiry-worker\"?"),
+            "{err}"
+        );
+    }
 }

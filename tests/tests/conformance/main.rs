@@ -124,6 +124,14 @@ conformance! {
         single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres, mysql => checks::multi::transfers_conserve_money;
     }
 
+    /// 11b. Multi-key locks with read keys: readers of a key share across lockers and hold
+    /// its writers out, a busy key gives back what was taken (a read share too), and bookings
+    /// (seats written, a venue read) beside venue changes (the venue written, a seat read) of
+    /// three lockers never overlap a writer and never hang.
+    multi_key_read_write {
+        single, redlock3, cluster, sentinel, memory, zookeeper, etcd, etcd3, postgres, mysql => checks::multi_read::reads_and_writes_together;
+    }
+
     /// 12. Read-write locks: readers share across lockers, writers exclude everyone, a
     /// waiting writer holds new readers back (one that left, none), readers' fences are at
     /// least the last writer's, a crashed reader frees its share after its lease, a mixed

@@ -489,3 +489,82 @@ async fn lead_forever_takes_turns_with_rising_terms_and_ends_when_the_locker_clo
         );
     }
 }
+
+/// Issue 51: `LeaderStatus`, the handle a status endpoint keeps, on a real Redis. It shows
+/// the term `lead_forever`'s task runs in, and nothing in the other instance's; once the
+/// leadership's lock is deleted behind its back (the watchdog finds it gone), the old term
+/// shows nowhere and the next, larger one in its leader's status alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_status_follows_the_engine_not_the_task() {
+    use leasehold::LeaderStatus;
+    use redis::AsyncCommands;
+
+    let redis = RedisServer::start().await;
+    let mut statuses = Vec::new();
+    let (terms_tx, mut terms) = tokio::sync::mpsc::unbounded_channel();
+    let mut loops = Vec::new();
+    let mut lockers = Vec::new();
+    for id in 0..2 {
+        let locker = Locker::connect(&redis.url()).await.unwrap();
+        let status = LeaderStatus::new();
+        let (campaign_locker, task_status, terms_tx) =
+            (locker.clone(), status.clone(), terms_tx.clone());
+        loops.push(tokio::spawn(async move {
+            campaign_locker
+                .leader("status")
+                .identity(format!("pod-{id}"))
+                .lease(LEASE)
+                .with_status(task_status)
+                .lead_forever(move |leader: Leader| {
+                    let terms_tx = terms_tx.clone();
+                    async move {
+                        let _ = terms_tx.send((id, leader.term()));
+                        std::future::pending::<()>().await
+                    }
+                })
+                .await
+        }));
+        statuses.push(status);
+        lockers.push(locker);
+    }
+    let (first, first_term) = timeout(Duration::from_secs(10), terms.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(statuses[first].term(), Some(first_term));
+    assert_eq!(
+        statuses[first].leader().unwrap().identity(),
+        format!("pod-{first}")
+    );
+    assert!(!statuses[1 - first].is_leader());
+
+    let keys = redis.keys("leasehold:leader:lock:*").await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let _: () = redis.conn().await.del(&keys[0]).await.expect("DEL");
+
+    // Whichever instance leads next (the deposed one campaigns again once its watchdog finds
+    // the lock gone), the new term shows in its leader's status; the old term stops showing
+    // once the deposed instance learns of its loss (its next renewal, or its lease's end on
+    // its own clock at the latest), never to show again.
+    let (next, next_term) = timeout(Duration::from_secs(10), terms.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(next_term > first_term);
+    assert_eq!(statuses[next].term(), Some(next_term));
+    let statuses_now = statuses.clone();
+    leasehold_tests::harness::eventually("the deposed term stops showing", LEASE * 3, || {
+        let statuses = statuses_now.clone();
+        async move { statuses.iter().all(|s| s.term() != Some(first_term)) }
+    })
+    .await;
+    assert_eq!(statuses[next].term(), Some(next_term));
+    assert!(!statuses[1 - next].is_leader());
+    for locker in &lockers {
+        let _ = locker.close().await;
+    }
+    for handle in loops {
+        let _ = timeout(Duration::from_secs(10), handle).await;
+    }
+    assert!(statuses.iter().all(|s| !s.is_leader()));
+}

@@ -95,3 +95,71 @@ async fn load_scripts(locker: &Locker) {
         .unwrap();
     both.release().await.unwrap();
 }
+
+/// Issue 51: read keys beside written ones ("read the venue, write these seats") are taken
+/// in the same one script call on one server, and the readers' shares are real: another
+/// locker's reader shares the venue, its writer waits; a busy key falls back to taking them
+/// in order, still all or nothing.
+#[tokio::test]
+async fn lock_all_takes_read_and_write_keys_in_one_round_trip() {
+    let srv = RedisServer::start().await;
+    let a = locker(&srv.url()).await;
+    let b = locker(&srv.url()).await;
+    load_scripts(&a).await;
+    let before = script_calls(&srv).await;
+    let booking = a
+        .lock_all(["seat:14B", "seat:14A"])
+        .read_keys(["venue:9"])
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(
+        script_calls(&srv).await - before,
+        1,
+        "two seats written and a venue read, one script call"
+    );
+    let fences: Vec<(String, u64)> = booking
+        .fences()
+        .map(|(key, fence)| (key.to_owned(), fence))
+        .collect();
+    assert_eq!(fences.len(), 3);
+    assert!(fences.iter().all(|(_, f)| *f > 0), "{fences:?}");
+    let reader = b.read_lock("venue:9").try_acquire().await.unwrap();
+    assert!(reader.is_some(), "another locker's reader shares the venue");
+    drop(reader);
+    assert!(b
+        .write_lock("venue:9")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    assert!(b
+        .read_lock("seat:14A")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    booking.release().await.unwrap();
+    eventually("everything given back", Duration::from_secs(5), || async {
+        lock_keys(&srv).await.is_empty()
+    })
+    .await;
+
+    // The venue being written elsewhere: nothing at once, the call waits, then holds all.
+    let writer = b.write_lock("venue:9").acquire().await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let all = a
+            .lock_all(["seat:14A"])
+            .read_keys(["venue:9"])
+            .acquire()
+            .await
+            .unwrap();
+        let keys: Vec<String> = all.keys().map(str::to_owned).collect();
+        all.release().await.unwrap();
+        keys
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished());
+    writer.release().await.unwrap();
+    assert_eq!(waiting.await.unwrap(), ["seat:14A", "venue:9"]);
+}

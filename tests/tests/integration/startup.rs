@@ -338,3 +338,74 @@ async fn profiles_from_the_config_file_override_the_attributes_literals() {
         .to_string();
     assert!(err.contains("wiat"), "{err}");
 }
+
+/// Issue 51: a profile named by a plain request (a campaign's, here) is checked at start-up on
+/// the locker the config built, naming the close match; and a `lead_forever` that can never
+/// lead says so at `error`, not only in an `Err` nobody awaits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_profiles_plain_requests_name_are_checked_at_start_up() {
+    #[derive(Default)]
+    struct Logged {
+        message: String,
+        election: String,
+    }
+    impl Visit for Logged {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            match field.name() {
+                "message" => self.message = format!("{value:?}"),
+                "election" => self.election = format!("{value:?}"),
+                _ => {}
+            }
+        }
+    }
+    let etcd = EtcdServer::start().await;
+    let config = LockConfig::from_toml_str(&format!(
+        "etcd = [\"{}\"]\n\n[profiles.expiry-worker]\nlease = \"10s\"\n",
+        etcd.endpoint()
+    ))
+    .unwrap();
+    let locker = Locker::from_config(&config).await.unwrap();
+    locker.check_profiles(["expiry-worker"]).unwrap();
+    let names: Vec<&str> = locker.profiles().map(|(name, _)| name).collect();
+    assert_eq!(names, ["expiry-worker"]);
+    let err = locker
+        .check_profiles(["expiry-worker", "expiry_worker"])
+        .unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("1 profile the program names is not defined for this locker (etcd")
+            && text.contains("profile \"expiry_worker\" is not defined")
+            && text.contains("did you mean \"expiry-worker\"?"),
+        "{text}"
+    );
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let into = seen.clone();
+    let _tap = crate::support::tap(move |event| {
+        let meta = event.metadata();
+        if meta.target() != "leasehold::config" {
+            return;
+        }
+        let mut logged = Logged::default();
+        event.record(&mut logged);
+        if logged.election == "startup-expiry" {
+            into.lock().unwrap().push((*meta.level(), logged.message));
+        }
+    });
+    let err = locker
+        .leader("startup-expiry")
+        .profile("expiry_worker")
+        .lead_forever(|_leader| async {})
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("did you mean \"expiry-worker\"?"),
+        "{err}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, tracing::Level::ERROR);
+    assert!(seen[0].1.contains("can never lead"), "{seen:?}");
+    let _ = locker.close().await;
+}

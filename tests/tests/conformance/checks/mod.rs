@@ -17,6 +17,7 @@ pub mod leader;
 pub mod leave;
 pub mod loss;
 pub mod multi;
+pub mod multi_read;
 pub mod options;
 pub mod outage;
 pub mod read_write;
