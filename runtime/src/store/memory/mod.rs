@@ -6,6 +6,8 @@
 //! By job: [`state`] (what the store holds, its fences and its sweep), [`locks`] (exclusive
 //! locks, renewals, wake-ups), [`readers`], [`semaphores`], [`leader`] (leader records).
 
+#[cfg(feature = "testkit")]
+pub(crate) mod faults;
 mod leader;
 mod locks;
 mod readers;
@@ -28,12 +30,37 @@ use crate::store::token::OwnerToken;
 
 pub(crate) struct MemoryStore {
     state: Mutex<State>,
+    /// The faults a test kit injects (feature `testkit`).
+    #[cfg(feature = "testkit")]
+    faults: faults::Faults,
 }
 
 impl MemoryStore {
     pub(crate) fn new() -> Self {
         MemoryStore {
             state: Mutex::new(State::default()),
+            #[cfg(feature = "testkit")]
+            faults: faults::Faults::default(),
+        }
+    }
+
+    /// The refusal of every call while a test kit holds the engine out; `None` otherwise.
+    fn outage<'a, T: Send + 'a>(&self) -> Option<StoreFuture<'a, T>> {
+        #[cfg(feature = "testkit")]
+        if let Some(err) = self.faults.outage() {
+            return Some(Box::pin(std::future::ready(Err(err))));
+        }
+        None
+    }
+
+    /// Whether a test kit paused `token`'s holder: its renewals go unanswered.
+    fn paused(&self, token: &OwnerToken) -> bool {
+        #[cfg(feature = "testkit")]
+        return self.faults.is_paused(token);
+        #[cfg(not(feature = "testkit"))]
+        {
+            let _ = token;
+            false
         }
     }
 }
@@ -51,7 +78,15 @@ impl Store for MemoryStore {
         }
     }
 
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        self.outage()
+            .unwrap_or_else(|| Box::pin(std::future::ready(Ok(()))))
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         let attempt = match req.kind {
             LeaseKind::Exclusive => Ok(MemoryStore::acquire(self, req)),
             LeaseKind::Read => Ok(MemoryStore::acquire_shared(self, req)),
@@ -69,6 +104,9 @@ impl Store for MemoryStore {
         kind: LeaseKind,
         _: tokio::time::Instant,
     ) -> StoreFuture<'a, bool> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         let released = match kind {
             LeaseKind::Exclusive => MemoryStore::release(self, keys, token),
             LeaseKind::Read => MemoryStore::release_shared(self, keys, token),
@@ -78,12 +116,22 @@ impl Store for MemoryStore {
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
-        Box::pin(std::future::ready(Ok(yes_no(MemoryStore::renew(
-            self, batch,
-        )))))
+        if let Some(out) = self.outage() {
+            return out;
+        }
+        let mut renewed = yes_no(MemoryStore::renew(self, batch));
+        for (answer, r) in renewed.iter_mut().zip(batch) {
+            if self.paused(r.token) {
+                *answer = Renewed::Unknown;
+            }
+        }
+        Box::pin(std::future::ready(Ok(renewed)))
     }
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
     }
 
@@ -97,6 +145,9 @@ impl Store for MemoryStore {
     }
 
     fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         Box::pin(std::future::ready(Ok(MemoryStore::inspect_permits(
             self, keys,
         ))))
@@ -123,6 +174,9 @@ impl crate::store::LeaderRecords for MemoryStore {
         token: &'a OwnerToken,
         leader: &'a LeaderRecord,
     ) -> StoreFuture<'a, bool> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         let written = MemoryStore::publish_leader(self, keys, token, leader);
         Box::pin(std::future::ready(Ok(written)))
     }
@@ -133,6 +187,9 @@ impl crate::store::LeaderRecords for MemoryStore {
         _record: &'a str,
         term: u64,
     ) -> StoreFuture<'a, ()> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         MemoryStore::clear_leader(self, keys, term);
         Box::pin(std::future::ready(Ok(())))
     }
@@ -142,6 +199,9 @@ impl crate::store::LeaderRecords for MemoryStore {
         keys: &'a LockKeys,
         _record: &'a str,
     ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         Box::pin(std::future::ready(Ok(MemoryStore::read_leader(self, keys))))
     }
 }
