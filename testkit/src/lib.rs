@@ -9,6 +9,9 @@
 //!   `Locker::in_memory()`, and [`Faults`], the handle that injects each fault on demand.
 //!   Deterministic under Tokio's paused clock (`#[tokio::test(start_paused = true)]`).
 //! - [`assert_held!`] inside a body, and a [`Witness`] that a function ran under a lock.
+//! - `servers` (feature `servers`): throwaway Redis, ZooKeeper, etcd, PostgreSQL and MariaDB
+//!   servers and a fault-injecting TCP proxy, for integration tests against real engines; and
+//!   the `leasehold-servers` command, which starts them for local work.
 //! - [`History`]: record your holders' reads of your own resource, and their writes with the
 //!   fence they carried; [`History::check`] reports overlaps, stale writes accepted and lost
 //!   updates, naming the holders.
@@ -42,6 +45,15 @@
 mod assert;
 mod history;
 mod locker;
+#[cfg(feature = "servers")]
+#[cfg_attr(docsrs, doc(cfg(feature = "servers")))]
+pub mod servers;
+
+/// The guide's chapter on testing (`docs/guide/testing.md`), whose examples are this crate's
+/// doc tests.
+#[cfg(all(doctest, feature = "servers"))]
+#[doc = include_str!("../../docs/guide/testing.md")]
+pub struct GuideTesting;
 
 #[doc(hidden)]
 pub use assert::__private;

@@ -9,7 +9,7 @@
 //! server, no fsync, and container znodes checked for deletion every 500 ms.
 //!
 //! ```no_run
-//! use leasehold_tests::harness::{ZkEnsemble, ZkServer};
+//! use leasehold_testkit::servers::{ZkEnsemble, ZkServer};
 //!
 //! # async fn demo() {
 //! let zk = ZkServer::start().await;
@@ -114,7 +114,7 @@ static ZOOKEEPER: ServerKind = ServerKind {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use leasehold_tests::harness::{ZkOptions, ZkServer};
+/// use leasehold_testkit::servers::{ZkOptions, ZkServer};
 ///
 /// # async fn demo() {
 /// // A client asking for an 8 s session gets 2 s.
