@@ -487,7 +487,7 @@ impl Attempted {
         waiter: Option<PermitWaiter>,
     ) -> Call<Attempt> {
         let store = inner.store.clone();
-        Box::pin(async move { store.acquire(&self.request(kind, waiter)).await })
+        Box::pin(async move { store.acquire_one(&self.request(kind, waiter)).await })
     }
 
     fn request(&self, kind: LeaseKind, waiter: Option<PermitWaiter>) -> AcquireRequest<'_> {
@@ -584,8 +584,11 @@ impl Inner {
             .iter()
             .map(|k| LockKeys::new(&inner.prefix, k))
             .collect();
-        let refs: Vec<&LockKeys> = lock_keys.iter().collect();
-        if !inner.store.takes_all_at_once(&refs)
+        let batch: Vec<(&LockKeys, LeaseKind)> = lock_keys
+            .iter()
+            .map(|k| (k, LeaseKind::Exclusive))
+            .collect();
+        if !inner.store.takes_all_at_once(&batch)
             || lock_keys
                 .iter()
                 .any(|k| reentrant::held(inner.id, k.lock()).is_some())
@@ -636,12 +639,12 @@ impl Inner {
             })
             .collect();
         let store = inner.store.clone();
-        let call: Call<Option<Vec<u64>>> = Box::pin(async move {
+        let call: Call<Vec<Attempt>> = Box::pin(async move {
             let requests: Vec<AcquireRequest<'_>> = owned
                 .iter()
                 .map(|a| a.request(LeaseKind::Exclusive, None))
                 .collect();
-            store.acquire_all(&requests).await
+            store.acquire(&requests).await
         });
         let (call, settles) = InFlight::new(inner, call);
         for turn in &mut turns {
@@ -649,12 +652,23 @@ impl Inner {
         }
         drop(settles);
         // An error leaves the tokens in flight: the turns give back what may have been taken.
-        let Some(tops) = call.await? else {
+        let attempts = call.await?;
+        let granted = |a: &Attempt| matches!(a, Attempt::Granted { .. });
+        if attempts.len() == keys.len() && !attempts.iter().any(granted) {
+            // Nothing taken.
             for turn in &mut turns {
                 turn.in_flight = None;
             }
             return Ok(None);
-        };
+        }
+        // All granted; or (an engine's fault) only some, which the turns give back.
+        let tops: Vec<u64> = attempts
+            .iter()
+            .filter_map(|a| match a {
+                Attempt::Granted { top, .. } => Some(*top),
+                Attempt::Held { .. } => None,
+            })
+            .collect();
         let ended = sessions
             .iter()
             .any(|s| !s.as_ref().is_none_or(Session::intact));

@@ -11,14 +11,12 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::Health;
-use crate::error::LockError;
 use crate::store::heard::heard;
 use crate::store::keys::LockKeys;
-use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Connection, Info, LeaderRecord, LeaderRecords, Leave,
-    PermitState, Renewal, Renewed, Session, Settling, Store, StoreFuture, WakeSubscription,
+    AcquireRequest, AdminAnswer, AdminOp, Attempt, Connection, Ended, Ending, Info, LeaderAnswer,
+    LeaderOp, Leave, Renewal, Renewed, Session, Settling, Store, StoreFuture, WakeSubscription,
 };
 
 /// A store whose calls' outcomes feed a locker's health.
@@ -63,15 +61,6 @@ impl Observed {
             Err(e) => Box::pin(std::future::ready(Err(e))),
         }
     }
-
-    /// A leader record call, observed like the lock calls: the records are the election's
-    /// traffic.
-    fn leader<'a, T: Send + 'a>(
-        &'a self,
-        send: impl FnOnce(&'a dyn LeaderRecords) -> StoreFuture<'a, T>,
-    ) -> StoreFuture<'a, T> {
-        self.watch(|store| send(store.leader_records()))
-    }
 }
 
 impl Store for Observed {
@@ -87,35 +76,19 @@ impl Store for Observed {
         self.watch(|store| store.probe())
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        self.watch(|store| store.acquire(req))
+    fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        self.watch(|store| store.acquire(batch))
     }
 
-    fn acquire_all<'a>(
-        &'a self,
-        reqs: &'a [AcquireRequest<'_>],
-    ) -> StoreFuture<'a, Option<Vec<u64>>> {
-        self.watch(|store| store.acquire_all(reqs))
-    }
-
+    /// A handover that the engine need not take part in is answered by it alone, and so
+    /// observed as nothing (as before, when no call was made for it).
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        kind: LeaseKind,
-        valid_until: Instant,
-    ) -> StoreFuture<'a, bool> {
-        self.watch(|store| store.release(keys, token, kind, valid_until))
-    }
-
-    /// A lease to hand over was granted by the engine, so it is connected.
-    fn hand_over<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> Option<StoreFuture<'a, Option<u64>>> {
-        let call = self.engine.connected()?.hand_over(keys, token)?;
-        Some(self.watch(|_| call))
+        ending: Ending,
+    ) -> StoreFuture<'a, Ended> {
+        self.watch(|store| store.release(keys, token, ending))
     }
 
     /// Nothing waited before the engine connected, so nothing to leave then.
@@ -160,48 +133,23 @@ impl Store for Observed {
         self.watch(|store| store.subscribe(keys))
     }
 
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        self.watch(|store| store.inspect_permits(keys))
-    }
-
-    /// Offered whether the engine is connected or not: a call before it connects fails with
-    /// `Unavailable`, as every other call does, and is observed as they are.
-    fn leader_records(&self) -> &dyn LeaderRecords {
-        self
-    }
-
-    /// The operator's calls and the locker's description, unobserved: they are not the
-    /// locks' traffic.
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        self.engine.store()?.admin()
-    }
-}
-
-impl LeaderRecords for Observed {
-    fn publish_leader<'a>(
+    /// Observed like the lock calls: the records are the election's traffic. A call before
+    /// the engine connects fails with `Unavailable`, as every other call does.
+    fn leader<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,
-        token: &'a OwnerToken,
-        leader: &'a LeaderRecord,
-    ) -> StoreFuture<'a, bool> {
-        self.leader(|part| part.publish_leader(keys, record, token, leader))
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        self.watch(|store| store.leader(keys, record, op))
     }
 
-    fn clear_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        term: u64,
-    ) -> StoreFuture<'a, ()> {
-        self.leader(|part| part.clear_leader(keys, record, term))
-    }
-
-    fn read_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-    ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        self.leader(|part| part.read_leader(keys, record))
+    /// A semaphore's holders observed like the lock calls; the operator's other calls and
+    /// the locker's description unobserved: they are not the locks' traffic.
+    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        match op {
+            AdminOp::Permits(_) => self.watch(|store| store.admin(op)),
+            op => self.send(|store| store.admin(op)),
+        }
     }
 }

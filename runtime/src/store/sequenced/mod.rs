@@ -71,7 +71,7 @@
 //! whose lease lapsed without the watchdog is given back by the locker.
 //!
 //! **Leader records on the holder's contender.** An election is a lock; its leader's term and
-//! identity are written into the data of the contender that holds it (`LeaderRecords`), only
+//! identity are written into the data of the contender that holds it ([`Store::leader`](crate::store::Store::leader)), only
 //! while that contender is this process's held one in the current session and the term is one
 //! of its own fences. Read back, a record counts only from the queue's first contender and
 //! with a term of that contender's fences; it goes with the contender (release, session end).
