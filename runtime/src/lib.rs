@@ -36,6 +36,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The repository's front page (`README.md`) and its guide (`docs/guide/`: fencing, each
+//! primitive, each engine, configuration, the web frameworks, operations, security) explain all
+//! of it at length; their examples are doc tests of this crate.
+//!
 //! ## What you get
 //! - **Mutual exclusion across processes**, with a lease so that a crashed holder frees the
 //!   lock, and a watchdog that renews the lease of live holders (every lease/3).
@@ -131,10 +135,9 @@ pub mod web;
 #[path = "private.rs"]
 pub mod __private;
 
-/// The README's examples, compiled as doc tests so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
+// The front page's and the guide's examples as doc tests, and a check of their links.
+#[cfg(any(test, doctest))]
+mod guide;
 
 #[cfg(feature = "mysql")]
 pub use checks::mysql;

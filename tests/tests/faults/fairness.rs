@@ -2,9 +2,10 @@
 //! one hot key, under continuous load from every side. Each process hands the lock to its own
 //! waiters up to 16 times in a row; after that, a release lets the process that waited longest
 //! in the store's queue have it. So while a process waits, the others get at most
-//! `MAX_HANDOFFS_IN_ROW + 1` = 17 holds each before it (the bound stated in the README). Read
-//! from the history: the longest run of holds granted to other processes while one of this
-//! process's acquires was pending, and the exclusion checker stays green.
+//! `MAX_HANDOFFS_IN_ROW + 1` = 17 holds each before it (the bound stated in
+//! docs/guide/how-it-works.md). Read from the history: the longest run of holds granted to
+//! other processes while one of this process's acquires was pending, and the exclusion checker
+//! stays green.
 
 use std::time::Duration;
 

@@ -390,7 +390,8 @@ async fn a_downgraded_read_keeps_its_own_hold_at_least() {
 /// downgrade, so a downgraded read's scope re-entered a write (the port of Redisson's
 /// `testWriteReadReentrancy` saw a write `tryLock` granted after the downgrade), and so did
 /// the write's own scope once its guard was released while the read held on. A write inside
-/// a held read is refused (the README's promise), and a read there still re-enters.
+/// a held read is refused (the promise of docs/guide/read-write.md), and a read there still
+/// re-enters.
 #[tokio::test(start_paused = true)]
 async fn a_downgraded_reads_scope_refuses_a_write() {
     let locker = Locker::in_memory();

@@ -221,11 +221,12 @@ async fn offset_above(servers: &Servers, target: Target, ceiling: u64) -> u64 {
 
 /// The move between engines works any number of times (issue 46). The locks go from Redis to
 /// PostgreSQL, etcd and back, eleven moves; each new deployment's offset puts its fences above
-/// the old deployment's ceiling, as the README's move says: every holder's write to a record
-/// that refuses older fences is accepted, fences increase across every move, and the offset
-/// stays within a clock's worth of fences. With the ceiling itself as the offset (the move as
-/// it was), offsets grew by a server clock's worth (about 1.8 × 10¹⁵) on every move from Redis
-/// or PostgreSQL, and the third move needed one above 2⁵², which no locker takes.
+/// the old deployment's ceiling, as the guide's move says (docs/guide/engines.md): every
+/// holder's write to a record that refuses older fences is accepted, fences increase across
+/// every move, and the offset stays within a clock's worth of fences. With the ceiling itself
+/// as the offset (the move as it was), offsets grew by a server clock's worth (about
+/// 1.8 × 10¹⁵) on every move from Redis or PostgreSQL, and the third move needed one above
+/// 2⁵², which no locker takes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_move_between_engines_any_number_of_times() {
     let servers = Servers {
