@@ -178,7 +178,9 @@ impl History {
                             });
                         }
                     }
-                    if let Some(&(read_at, value)) = last_read.get(&(holder.as_str(), resource.as_str())) {
+                    if let Some(&(read_at, value)) =
+                        last_read.get(&(holder.as_str(), resource.as_str()))
+                    {
                         let unseen = accepted
                             .get(resource.as_str())
                             .into_iter()
@@ -199,7 +201,10 @@ impl History {
                     if *fence >= top.1 {
                         *top = (holder, *fence);
                     }
-                    accepted.entry(resource).or_default().push((i, holder, *fence));
+                    accepted
+                        .entry(resource)
+                        .or_default()
+                        .push((i, holder, *fence));
                 }
                 Step::Write { .. } => {}
             }
@@ -395,7 +400,9 @@ mod tests {
                 other_fence: 1,
             }]
         );
-        assert!(report.to_string().contains("`b` (fence 2) acquired it while `a`"));
+        assert!(report
+            .to_string()
+            .contains("`b` (fence 2) acquired it while `a`"));
     }
 
     #[test]
@@ -424,7 +431,10 @@ mod tests {
         h.write("a", "r", 1, true);
         h.write("b", "r", 2, true);
         let report = h.check();
-        assert!(report.has_lost_update() && !report.has_stale_write(), "{report}");
+        assert!(
+            report.has_lost_update() && !report.has_stale_write(),
+            "{report}"
+        );
     }
 
     #[test]

@@ -16,7 +16,12 @@ async fn a_lost_lease_fires_lost_and_frees_the_key() {
     let guard = locker.lock("k").lease(LEASE).acquire().await.unwrap();
     assert!(faults.lose("k"));
     assert!(!faults.is_locked("k"));
-    let next = other.lock("k").try_acquire().await.unwrap().expect("the key is free");
+    let next = other
+        .lock("k")
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("the key is free");
     assert!(next.fence() > guard.fence());
     guard.lost().await;
     assert!(!guard.is_held());
@@ -45,16 +50,27 @@ async fn an_outage_refuses_calls_and_a_wait_rides_it_out() {
     let (locker, faults) = faulty();
     faults.engine_down();
     let refused = locker.lock("k").try_acquire().await;
-    assert!(matches!(refused, Err(LockError::Unavailable { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(LockError::Unavailable { .. })),
+        "{refused:?}"
+    );
     faults.engine_up();
     // What the refused attempt may have taken is given back in the background first, as
     // after a real outage: a wait (not a try) gets the key.
-    let guard = locker.lock("k").wait(Duration::from_secs(10)).acquire().await.unwrap();
+    let guard = locker
+        .lock("k")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
     guard.release().await.unwrap();
 
     faults.engine_down_for(Duration::from_secs(5));
     let refused = locker.lock("k").try_acquire().await;
-    assert!(matches!(refused, Err(LockError::Unavailable { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(LockError::Unavailable { .. })),
+        "{refused:?}"
+    );
     let rode_out = locker
         .lock("k")
         .wait(Duration::from_secs(30))
@@ -71,8 +87,18 @@ async fn a_failover_forgets_leases_and_fences_continue() {
     let a = locker.lock("a").lease(LEASE).acquire().await.unwrap();
     let b = locker.lock("b").lease(LEASE).acquire().await.unwrap();
     faults.fail_over();
-    let a2 = other.lock("a").try_acquire().await.unwrap().expect("forgotten");
-    let b2 = other.lock("b").try_acquire().await.unwrap().expect("forgotten");
+    let a2 = other
+        .lock("a")
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("forgotten");
+    let b2 = other
+        .lock("b")
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("forgotten");
     assert!(a2.fence() > a.fence() && b2.fence() > b.fence());
     a.lost().await;
     b.lost().await;
@@ -81,10 +107,25 @@ async fn a_failover_forgets_leases_and_fences_continue() {
 #[tokio::test(start_paused = true)]
 async fn an_expired_permit_is_lost_and_free_again() {
     let (locker, faults) = faulty();
-    let first = locker.semaphore("pool", 2).lease(LEASE).acquire().await.unwrap();
+    let first = locker
+        .semaphore("pool", 2)
+        .lease(LEASE)
+        .acquire()
+        .await
+        .unwrap();
     tokio::time::advance(Duration::from_secs(1)).await;
-    let second = locker.semaphore("pool", 2).lease(LEASE).acquire().await.unwrap();
-    assert!(locker.semaphore("pool", 2).try_acquire().await.unwrap().is_none());
+    let second = locker
+        .semaphore("pool", 2)
+        .lease(LEASE)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(locker
+        .semaphore("pool", 2)
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
     assert!(faults.expire_permit("pool"));
     // The permit whose lease ends first: both were renewed alike, so the one taken first.
     let third = locker.semaphore("pool", 2).try_acquire().await.unwrap();
@@ -112,8 +153,13 @@ async fn a_forced_release_wakes_the_waiters_at_once() {
     let (locker, faults) = faulty_with(Locker::builder().default_lease(LEASE)).unwrap();
     let other = faults.locker();
     let holder = locker.lock("k").acquire().await.unwrap();
-    let waiter =
-        tokio::spawn(async move { other.lock("k").wait(Duration::from_secs(3600)).acquire().await });
+    let waiter = tokio::spawn(async move {
+        other
+            .lock("k")
+            .wait(Duration::from_secs(3600))
+            .acquire()
+            .await
+    });
     // On the paused clock: the waiter has found the key taken and waits for its release (the
     // holder's first renewal is due at a third of the lease, later).
     tokio::time::sleep(Duration::from_secs(1)).await;

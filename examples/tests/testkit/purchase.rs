@@ -108,7 +108,12 @@ async fn two_purchases(fencing: Fencing) -> (u64, u64, Report) {
     let b = tokio::spawn({
         let (stock, b_read, a_wrote) = (stock.clone(), b_read.clone(), a_wrote.clone());
         async move {
-            let b = shop_b.lock("sku:42").wait(LEASE * 2).acquire().await.unwrap();
+            let b = shop_b
+                .lock("sku:42")
+                .wait(LEASE * 2)
+                .acquire()
+                .await
+                .unwrap();
             purchase(&stock, "b", &b, fencing, async {
                 b_read.notify_one();
                 a_wrote.notified().await;
@@ -118,9 +123,7 @@ async fn two_purchases(fencing: Fencing) -> (u64, u64, Report) {
     });
     // a's payment: a is paused past its lease, b takes the key and reads; a's write lands.
     purchase(&stock, "a", &a, fencing, async {
-        faults
-            .delay_past_lease("sku:42", b_read.notified())
-            .await;
+        faults.delay_past_lease("sku:42", b_read.notified()).await;
     })
     .await;
     a_wrote.notify_one();

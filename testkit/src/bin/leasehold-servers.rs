@@ -129,9 +129,15 @@ mod tests {
     #[test]
     fn engines_are_named_in_a_fixed_order() {
         assert_eq!(engines(&args(&[])).unwrap(), ["redis"]);
-        assert_eq!(engines(&args(&["etcd", "redis"])).unwrap(), ["redis", "etcd"]);
+        assert_eq!(
+            engines(&args(&["etcd", "redis"])).unwrap(),
+            ["redis", "etcd"]
+        );
         assert_eq!(engines(&args(&["all"])).unwrap().len(), 5);
         let e = engines(&args(&["reddis"])).unwrap_err();
-        assert!(e.contains("unknown engine `reddis`") && e.contains("redis, zookeeper"), "{e}");
+        assert!(
+            e.contains("unknown engine `reddis`") && e.contains("redis, zookeeper"),
+            "{e}"
+        );
     }
 }
