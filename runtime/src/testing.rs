@@ -208,5 +208,5 @@ impl Faults {
 pub fn held_here(locker: &Locker, key: &str) -> Option<u64> {
     let keys = LockKeys::new(&locker.inner.prefix, key);
     let held = crate::kernel::reentrant::held(locker.inner.id, keys.lock())?;
-    held.lease.holding(held.fence).then_some(held.fence)
+    held.lease.is_held_by(held.fence).then_some(held.fence)
 }
