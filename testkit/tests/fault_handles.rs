@@ -1,8 +1,7 @@
-//! (Not named `faults`: the tests package's fault suite is, and `--test faults` would run both.)
-//!
 //! Each fault handle of the kit, under Tokio's paused clock: what the holders see, and what
 //! the store hands out next. Order is judged by what the store and the guards report, never
-//! by a stopwatch.
+//! by a stopwatch. (Not named `faults`: the tests package's fault suite is, and
+//! `--test faults` would run both.)
 
 use std::time::Duration;
 
