@@ -49,6 +49,11 @@ mod locker;
 #[cfg_attr(docsrs, doc(cfg(feature = "servers")))]
 pub mod servers;
 
+/// The crate's README, whose example is compiled as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The guide's chapter on testing (`docs/guide/testing.md`), whose examples are this crate's
 /// doc tests.
 #[cfg(all(doctest, feature = "servers"))]
