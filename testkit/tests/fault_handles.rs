@@ -192,3 +192,34 @@ async fn a_delayed_write_lands_while_the_next_holder_holds_the_key() {
     assert!(fence > first.fence());
     assert!(g.is_held());
 }
+
+/// A body under `#[distributed_lock]` that waits forever, on `locker`.
+#[leasehold::distributed_lock(key = "job:<id>", lease = "9s", locker = locker)]
+async fn endless_job(
+    locker: &Locker,
+    id: u32,
+    started: &tokio::sync::Notify,
+) -> Result<(), LockError> {
+    started.notify_one();
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_lease_cancels_the_attributes_body() {
+    let (locker, faults) = faulty();
+    let started = tokio::sync::Notify::new();
+    let job = endless_job(&locker, 7, &started);
+    let lose = async {
+        started.notified().await;
+        assert!(faults.lose("job:7"));
+    };
+    // Bounded, so that a body the loss did not cancel fails the test (an hour of the paused
+    // clock passes at once).
+    let both = tokio::time::timeout(Duration::from_secs(3600), async { tokio::join!(job, lose) });
+    let (outcome, ()) = both.await.expect("the loss cancelled the body");
+    assert!(
+        matches!(outcome, Err(LockError::Lost { .. })),
+        "{outcome:?}"
+    );
+}
