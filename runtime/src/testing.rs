@@ -91,8 +91,9 @@ impl Faults {
     /// Ends every lease on `key` now (the writer's and each reader's), as an expiry would:
     /// each holder's next renewal finds it gone, and its guard's
     /// [`lost`](crate::LockGuard::lost) fires then (within a third of the lease with the
-    /// default watchdog). Waiters are not woken: they retry when they would have. Whether
-    /// anyone held `key`.
+    /// default watchdog), and a [`distributed_lock`](crate::distributed_lock) body is
+    /// cancelled as its `on_lost` says. Waiters are not woken: they retry when they would
+    /// have. Whether anyone held `key`.
     pub fn lose(&self, key: &str) -> bool {
         self.store.end_leases(&self.keys(key))
     }
