@@ -53,6 +53,8 @@ mod semaphore;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 mod session;
+#[cfg(test)]
+mod tests;
 mod wakes;
 
 use std::collections::HashSet;
@@ -375,9 +377,9 @@ impl RedisStore {
         Ok(released == 1)
     }
 
-    /// Which locks one script can take together: any on one server, those that share a
-    /// slot on a cluster; none where acquires wait for replicas (Sentinel's `min_replicas`),
-    /// which takes its own round trip per lock.
+    /// Which leases one script can take together (acquire_all.lua): locks and readers'
+    /// shares, any on one server, those that share a slot on a cluster; none where acquires
+    /// wait for replicas (Sentinel's `min_replicas`), which takes its own round trip per lock.
     fn at_once(&self) -> AtOnce {
         #[cfg(feature = "sentinel")]
         if self.min_replicas > 0 {
@@ -387,11 +389,11 @@ impl RedisStore {
             true => Together::SameSlot,
             false => Together::Always,
         };
-        AtOnce { keys, reads: false }
+        AtOnce { keys, reads: true }
     }
 
-    /// Takes every lock of `reqs` if all are free (acquire_all.lua), in one round trip: all
-    /// granted, or all held and nothing taken.
+    /// Takes every lease of `reqs` (locks and readers' shares) if all are free
+    /// (acquire_all.lua), in one round trip: all granted, or all held and nothing taken.
     async fn acquire_all(&self, reqs: &[AcquireRequest<'_>]) -> Result<Vec<Attempt>, LockError> {
         let Some(first) = reqs.first() else {
             return Ok(Vec::new());
@@ -399,17 +401,36 @@ impl RedisStore {
         let mut inv = ScriptCall::new(&ACQUIRE_ALL);
         inv.arg(millis(first.fence_ttl));
         for req in reqs {
+            let kind = match req.kind {
+                LeaseKind::Exclusive => "w",
+                LeaseKind::Read => "r",
+                // Never sent: `AtOnce` covers no permits.
+                LeaseKind::Permits { .. } => {
+                    return Err(LockError::config(
+                        "permits cannot be taken in a batch with other leases",
+                    ))
+                }
+            };
             inv.key(req.keys.lock())
                 .key(req.keys.fence())
+                .key(req.keys.readers())
+                .key(req.keys.interest())
+                .arg(kind)
                 .arg(req.token.as_bytes())
                 .arg(millis(req.lease))
                 .arg(req.fences);
         }
         let answer: Vec<i64> = self.run(inv).await?;
         match answer.split_first() {
-            Some((1, tops)) if tops.len() == reqs.len() => {
-                Ok(tops.iter().map(|&t| Attempt::granted(t as u64)).collect())
-            }
+            Some((1, tops)) if tops.len() == reqs.len() => Ok(tops
+                .iter()
+                .zip(reqs)
+                .map(|(&top, req)| match req.kind {
+                    // A reader's fence is at least 1, as a single reader's.
+                    LeaseKind::Read => Attempt::granted(top.max(1) as u64),
+                    _ => Attempt::granted(top as u64),
+                })
+                .collect()),
             Some((0, _)) => Ok(vec![Attempt::Held { remaining: None }; reqs.len()]),
             _ => Err(malformed(&self.core.endpoint, "acquire_all")),
         }

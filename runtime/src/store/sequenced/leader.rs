@@ -2,7 +2,7 @@
 //! the data of the contender that holds the election's lock, so the record counts exactly
 //! as long as that contender holds, and goes with it (a release, a session that ended).
 
-use super::{tag, Driver, Head, Role, Sequenced, FENCE_SLOTS};
+use super::{tag, Head, Records, Role, Sequenced, FENCE_SLOTS};
 use crate::error::LockError;
 use crate::store::heard;
 use crate::store::keys::LockKeys;
@@ -38,7 +38,7 @@ pub(crate) fn is_fence_of(term: u64, order: i64) -> bool {
 
 /// The record lives on the holder's contender, not under a key of its own: the `record`
 /// name the store boundary passes (Redis's key of the record) is not used.
-impl<D: Driver> Sequenced<D> {
+impl<D: Records> Sequenced<D> {
     /// One call on an election's leader records ([`Store::leader`](crate::store::Store::leader)).
     pub(crate) fn leader_op<'a>(
         &'a self,

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use super::{Driver, Role, Sequenced};
+use super::{Inspection, Records, Role, Sequenced};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
@@ -14,8 +14,9 @@ use crate::store::{
     WakeSubscription,
 };
 
-/// What a sequential-contender engine answers itself, beside its [`Driver`].
-pub(crate) trait Engine: Driver {
+/// What a sequential-contender engine answers itself, beside its [`Driver`](super::Driver)
+/// and that driver's [`Inspection`] and [`Records`].
+pub(crate) trait Engine: Inspection + Records {
     /// What it offers; the lease bound is its session's.
     fn capabilities(&self) -> Capabilities;
 

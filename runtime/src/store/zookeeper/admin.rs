@@ -50,7 +50,7 @@ impl ZooKeeper {
         }
     }
 
-    /// Who each contender at `paths` is (see [`Driver::who`](crate::store::sequenced::Driver::who)):
+    /// Who each contender at `paths` is (see [`Inspection::who`](crate::store::sequenced::Inspection::who)):
     /// its data and stat read side by side, then the descriptions of their sessions ([`who`]).
     pub(super) async fn who_at(
         &self,
