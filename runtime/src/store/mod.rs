@@ -333,6 +333,20 @@ pub(crate) enum Ended {
     HandedOver(Option<u64>),
 }
 
+impl Ended {
+    /// The answer to a release: whether the lease was still held. An answer of a handover
+    /// here is the engine's fault.
+    fn released(self, description: &str) -> Result<bool, LockError> {
+        match self {
+            Ended::Released(held) => Ok(held),
+            _ => Err(LockError::unavailable(
+                format!("{description} answered a release as a handover"),
+                None,
+            )),
+        }
+    }
+}
+
 /// One call on an election's leader records ([`Store::leader`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum LeaderOp<'a> {
@@ -754,10 +768,8 @@ impl dyn Store {
             if let Some(settling) = settling {
                 settling.await;
             }
-            match self.release(keys, token, ending).await? {
-                Ended::Released(held) => Ok(held),
-                _ => Err(self.malformed("a release")),
-            }
+            let ended = self.release(keys, token, ending).await?;
+            ended.released(&self.describe())
         })
     }
 }
