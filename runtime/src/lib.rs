@@ -127,6 +127,8 @@ mod kernel;
 mod locker;
 mod primitives;
 mod store;
+#[cfg(feature = "testkit")]
+pub mod testing;
 pub mod web;
 
 #[doc(hidden)]

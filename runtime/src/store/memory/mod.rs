@@ -6,6 +6,8 @@
 //! By job: [`state`] (what the store holds, its fences and its sweep), [`locks`] (exclusive
 //! locks, renewals, wake-ups), [`readers`], [`semaphores`], [`leader`] (leader records).
 
+#[cfg(feature = "testkit")]
+pub(crate) mod faults;
 mod leader;
 mod locks;
 mod readers;
@@ -29,12 +31,37 @@ use crate::store::token::OwnerToken;
 
 pub(crate) struct MemoryStore {
     state: Mutex<State>,
+    /// The faults a test kit injects (feature `testkit`).
+    #[cfg(feature = "testkit")]
+    faults: faults::Faults,
 }
 
 impl MemoryStore {
     pub(crate) fn new() -> Self {
         MemoryStore {
             state: Mutex::new(State::default()),
+            #[cfg(feature = "testkit")]
+            faults: faults::Faults::default(),
+        }
+    }
+
+    /// The refusal of every call while a test kit holds the engine out; `None` otherwise.
+    fn outage<'a, T: Send + 'a>(&self) -> Option<StoreFuture<'a, T>> {
+        #[cfg(feature = "testkit")]
+        if let Some(err) = self.faults.outage() {
+            return Some(Box::pin(std::future::ready(Err(err))));
+        }
+        None
+    }
+
+    /// Whether a test kit paused `token`'s holder: its renewals go unanswered.
+    fn paused(&self, token: &OwnerToken) -> bool {
+        #[cfg(feature = "testkit")]
+        return self.faults.is_paused(token);
+        #[cfg(not(feature = "testkit"))]
+        {
+            let _ = token;
+            false
         }
     }
 }
@@ -52,8 +79,16 @@ impl Store for MemoryStore {
         }
     }
 
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        self.outage()
+            .unwrap_or_else(|| Box::pin(std::future::ready(Ok(()))))
+    }
+
     /// One lease at a time.
     fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         one_at_a_time(batch, |req| {
             let attempt = match req.kind {
                 LeaseKind::Exclusive => Ok(MemoryStore::acquire(self, req)),
@@ -75,22 +110,37 @@ impl Store for MemoryStore {
     ) -> StoreFuture<'a, Ended> {
         let ended = match ending {
             Ending::HandOver => return super::kept(),
-            Ending::Release { kind, .. } => Ended::Released(match kind {
-                LeaseKind::Exclusive => MemoryStore::release(self, keys, token),
-                LeaseKind::Read => MemoryStore::release_shared(self, keys, token),
-                LeaseKind::Permits { .. } => MemoryStore::release_permits(self, keys, token),
-            }),
+            Ending::Release { kind, .. } => {
+                if let Some(out) = self.outage() {
+                    return out;
+                }
+                Ended::Released(match kind {
+                    LeaseKind::Exclusive => MemoryStore::release(self, keys, token),
+                    LeaseKind::Read => MemoryStore::release_shared(self, keys, token),
+                    LeaseKind::Permits { .. } => MemoryStore::release_permits(self, keys, token),
+                })
+            }
         };
         Box::pin(std::future::ready(Ok(ended)))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
-        Box::pin(std::future::ready(Ok(yes_no(MemoryStore::renew(
-            self, batch,
-        )))))
+        if let Some(out) = self.outage() {
+            return out;
+        }
+        let mut renewed = yes_no(MemoryStore::renew(self, batch));
+        for (answer, r) in renewed.iter_mut().zip(batch) {
+            if self.paused(r.token) {
+                *answer = Renewed::Unknown;
+            }
+        }
+        Box::pin(std::future::ready(Ok(renewed)))
     }
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         Box::pin(std::future::ready(Ok(MemoryStore::subscribe(self, keys))))
     }
 
@@ -111,6 +161,9 @@ impl Store for MemoryStore {
         _record: &'a str,
         op: LeaderOp<'a>,
     ) -> StoreFuture<'a, LeaderAnswer> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         let answer = match op {
             LeaderOp::Publish { token, leader } => {
                 LeaderAnswer::Published(MemoryStore::publish_leader(self, keys, token, leader))
@@ -127,6 +180,9 @@ impl Store for MemoryStore {
     /// Semaphores, but no inspection of locks (they are visible to this process only): a
     /// semaphore's holders are answered, the rest refused.
     fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        if let Some(out) = self.outage() {
+            return out;
+        }
         match op {
             AdminOp::Permits(keys) => Box::pin(std::future::ready(Ok(AdminAnswer::Permits(
                 MemoryStore::inspect_permits(self, keys),

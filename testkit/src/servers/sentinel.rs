@@ -118,7 +118,7 @@ impl Sentinels {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use leasehold_tests::harness::Sentinels;
+/// use leasehold_testkit::servers::Sentinels;
 ///
 /// # async fn demo() {
 /// let setup = Sentinels::start().await;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use crate::harness::process;
+use crate::servers::process;
 
 use super::*;
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
-use crate::harness::process;
-use crate::harness::server::{Answer, LaunchError};
+use crate::servers::process;
+use crate::servers::server::{Answer, LaunchError};
 
 use super::*;
 

@@ -14,7 +14,7 @@
 //! harness's own sessions are `root`'s, over the server's Unix socket.
 //!
 //! ```no_run
-//! use leasehold_tests::harness::MysqlServer;
+//! use leasehold_testkit::servers::MysqlServer;
 //!
 //! # async fn demo() {
 //! let db = MysqlServer::start().await;

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 
 use mysql_async::prelude::Queryable;
 
-use crate::harness::process;
-use crate::harness::server::{Answer, LaunchError};
+use crate::servers::process;
+use crate::servers::server::{Answer, LaunchError};
 
 use super::*;
 

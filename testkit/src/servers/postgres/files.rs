@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::harness::server;
+use crate::servers::server;
 
 use super::*;
 

@@ -9,7 +9,7 @@
 //! as `postgres`.
 //!
 //! ```no_run
-//! use leasehold_tests::harness::PgServer;
+//! use leasehold_testkit::servers::PgServer;
 //!
 //! # async fn demo() {
 //! let pg = PgServer::start().await;

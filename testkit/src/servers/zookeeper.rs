@@ -9,15 +9,11 @@
 //! server, no fsync, and container znodes checked for deletion every 500 ms.
 //!
 //! ```no_run
-//! use leasehold_tests::harness::{ZkEnsemble, ZkServer};
+//! use leasehold_testkit::servers::{ZkEnsemble, ZkServer};
 //!
 //! # async fn demo() {
 //! let zk = ZkServer::start().await;
-//! let client = zookeeper_client::Client::connector()
-//!     .with_session_timeout(std::time::Duration::from_secs(2))
-//!     .connect(&zk.connect_string())
-//!     .await
-//!     .unwrap();
+//! let connect_string = zk.connect_string(); // 127.0.0.1:PORT, for any ZooKeeper client
 //! zk.pause(); // SIGSTOP: the process is alive but frozen
 //! zk.resume();
 //! zk.kill9();
@@ -26,7 +22,7 @@
 //! let ensemble = ZkEnsemble::start(3).await;
 //! let leader = ensemble.leader().await;
 //! ensemble.member(leader).kill9(); // the others elect a new leader
-//! # drop(client);
+//! # drop(connect_string);
 //! # }
 //! ```
 
@@ -114,7 +110,7 @@ static ZOOKEEPER: ServerKind = ServerKind {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use leasehold_tests::harness::{ZkOptions, ZkServer};
+/// use leasehold_testkit::servers::{ZkOptions, ZkServer};
 ///
 /// # async fn demo() {
 /// // A client asking for an 8 s session gets 2 s.

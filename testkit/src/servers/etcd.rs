@@ -9,7 +9,7 @@
 //! `/metrics`).
 //!
 //! ```no_run
-//! use leasehold_tests::harness::{EtcdCluster, EtcdServer};
+//! use leasehold_testkit::servers::{EtcdCluster, EtcdServer};
 //!
 //! # async fn demo() {
 //! let etcd = EtcdServer::start().await;
@@ -87,7 +87,7 @@ pub struct EtcdServer {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use leasehold_tests::harness::{EtcdOptions, EtcdServer};
+/// use leasehold_testkit::servers::{EtcdOptions, EtcdServer};
 ///
 /// # async fn demo() {
 /// // Leases of less than 5 s are granted 5 s.

@@ -10,7 +10,7 @@ use super::*;
 /// How a [`MysqlServer`] starts: plain (the default), or with TLS.
 ///
 /// ```no_run
-/// use leasehold_tests::harness::{MysqlOptions, MysqlServer};
+/// use leasehold_testkit::servers::{MysqlOptions, MysqlServer};
 ///
 /// # async fn demo(cert: std::path::PathBuf, key: std::path::PathBuf) {
 /// // TLS only: a TCP client without it is refused (`require_secure_transport`).

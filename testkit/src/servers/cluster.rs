@@ -26,7 +26,7 @@ const SLOTS: u32 = 16384;
 /// Dropping it kills every node and removes their directories, also while a test panics.
 ///
 /// ```no_run
-/// use leasehold_tests::harness::RedisCluster;
+/// use leasehold_testkit::servers::RedisCluster;
 ///
 /// # async fn demo() {
 /// let cluster = RedisCluster::start(3).await;

@@ -10,7 +10,7 @@ use super::*;
 /// How a [`PgServer`] starts: plain (the default), or with TLS.
 ///
 /// ```no_run
-/// use leasehold_tests::harness::{PgOptions, PgServer};
+/// use leasehold_testkit::servers::{PgOptions, PgServer};
 ///
 /// # async fn demo(cert: std::path::PathBuf, key: std::path::PathBuf) {
 /// // TLS only: a client without it is refused by pg_hba.conf.

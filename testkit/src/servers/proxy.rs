@@ -162,7 +162,7 @@ impl Traps {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use leasehold_tests::harness::{ConnKind, ProxyMode, RedisServer, TcpProxy};
+/// use leasehold_testkit::servers::{ConnKind, ProxyMode, RedisServer, TcpProxy};
 ///
 /// # async fn demo() {
 /// let redis = RedisServer::start().await;
@@ -301,7 +301,7 @@ impl TcpProxy {
     /// a call applied whose answer never came ([`Held::Replies`], then cut).
     ///
     /// ```no_run
-    /// use leasehold_tests::harness::{Held, RedisServer, TcpProxy};
+    /// use leasehold_testkit::servers::{Held, RedisServer, TcpProxy};
     ///
     /// # async fn demo() {
     /// let redis = RedisServer::start().await;

@@ -36,7 +36,7 @@ static REDIS: ServerKind = ServerKind {
 /// Extra settings for [`RedisServer::start_with`].
 ///
 /// ```no_run
-/// use leasehold_tests::harness::{RedisOptions, RedisServer};
+/// use leasehold_testkit::servers::{RedisOptions, RedisServer};
 ///
 /// # async fn demo() {
 /// let redis = RedisServer::start_with(
@@ -120,7 +120,7 @@ impl RedisOptions {
 /// All methods take `&self`, so a server can be shared (`Arc`) with a task that injects faults.
 ///
 /// ```no_run
-/// use leasehold_tests::harness::RedisServer;
+/// use leasehold_testkit::servers::RedisServer;
 ///
 /// # async fn demo() {
 /// let redis = RedisServer::start().await;
