@@ -159,9 +159,9 @@ pub use locker::{
 };
 pub use primitives::guard::LockGuard;
 pub use primitives::leader::{
-    Leader, LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
+    LeaderObserver, LeaderRequest, Leadership, DEFAULT_OBSERVE_POLL, MAX_IDENTITY_LEN,
 };
-pub use primitives::leader_status::LeaderStatus;
+pub use primitives::leader_status::{Leader, LeaderStatus};
 pub use primitives::multi::{MultiGuard, MultiLockRequest};
 pub use primitives::profile::Profile;
 pub use primitives::request::LockRequest;

@@ -8,6 +8,7 @@ pub(crate) mod global;
 mod health;
 mod operators;
 mod primitives;
+mod profiles;
 pub(crate) mod sites;
 
 use std::fmt;

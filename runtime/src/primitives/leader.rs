@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::kernel::state::Inner;
 use crate::primitives::guard::LockGuard;
-use crate::primitives::leader_status::LeaderStatus;
+use crate::primitives::leader_status::{Leader, LeaderStatus};
 use crate::primitives::request::LockRequest;
 use crate::store::keys::{leader_record, validate_key, LockKeys};
 use crate::store::{self, Feature, LeaderRecord, WakeSubscription};
@@ -107,42 +107,6 @@ fn validate_identity(identity: &str) -> Result<(), LockError> {
         ));
     }
     Ok(())
-}
-
-/// A leader as followers see it: who, and in which term.
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), leasehold::LockError> {
-/// let locker = leasehold::Locker::in_memory();
-/// let leadership = locker.leader("scheduler").identity("pod-7").campaign().await?;
-/// let mut followers = locker.observe_leader("scheduler")?;
-/// let leader = followers.next().await?.expect("a leader");
-/// assert_eq!((leader.identity(), leader.term()), ("pod-7", leadership.term()));
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Leader {
-    identity: String,
-    term: u64,
-}
-
-impl Leader {
-    /// The identity the leader campaigned with.
-    pub fn identity(&self) -> &str {
-        &self.identity
-    }
-
-    /// Its term: the fence of its leadership, strictly greater than every earlier leader's.
-    pub fn term(&self) -> u64 {
-        self.term
-    }
-}
-
-impl fmt::Display for Leader {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (term {})", self.identity, self.term)
-    }
 }
 
 /// One campaign being described: the election's name, this instance's identity, the lease

@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use crate::kernel::reentrant::Held;
-use crate::primitives::leader::Leader;
 
 /// Whether this instance leads an election now, and in which term: a cheap, cloneable handle
 /// for the code that does not run the leader's task (a status or readiness endpoint, a
@@ -113,6 +112,42 @@ impl fmt::Debug for LeaderStatus {
         f.debug_struct("LeaderStatus")
             .field("leader", &self.leader())
             .finish()
+    }
+}
+
+/// A leader as followers see it: who, and in which term.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), leasehold::LockError> {
+/// let locker = leasehold::Locker::in_memory();
+/// let leadership = locker.leader("scheduler").identity("pod-7").campaign().await?;
+/// let mut followers = locker.observe_leader("scheduler")?;
+/// let leader = followers.next().await?.expect("a leader");
+/// assert_eq!((leader.identity(), leader.term()), ("pod-7", leadership.term()));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Leader {
+    pub(crate) identity: String,
+    pub(crate) term: u64,
+}
+
+impl Leader {
+    /// The identity the leader campaigned with.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Its term: the fence of its leadership, strictly greater than every earlier leader's.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+}
+
+impl fmt::Display for Leader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (term {})", self.identity, self.term)
     }
 }
 
