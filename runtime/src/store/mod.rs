@@ -329,7 +329,8 @@ pub(crate) enum Ended {
     /// [`Ending::HandOver`] on an engine that need not take part: nothing was sent.
     Kept,
     /// [`Ending::HandOver`] through the store: the next holder's fence, or `None` when the
-    /// lock cannot pass now.
+    /// lock cannot pass now. (Only the SQL engines take part; without them nothing builds it.)
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
     HandedOver(Option<u64>),
 }
 
