@@ -4,18 +4,20 @@
 //! task's jobs) holds this, not the public handle.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::kernel::background::Background;
+use crate::kernel::close::{self, CloseReport};
 use crate::kernel::closing::Closing;
 use crate::kernel::health::{Health, Observed};
 use crate::kernel::lease::Lease;
 use crate::kernel::observe::TraceKeys;
 use crate::kernel::queue::Queues;
-use crate::kernel::watchdog::{self, Job, Schedule};
+use crate::kernel::turns::{Holders, Seating};
+use crate::kernel::watchdog::{Job, Schedule};
 use crate::store::identity::Identity;
 use crate::store::{Connection, Store};
 
@@ -57,10 +59,11 @@ pub(crate) struct Inner {
     pub(crate) drift: f64,
     /// How keys appear in traces.
     pub(crate) trace_keys: TraceKeys,
-    pub(crate) queues: Queues,
+    pub(crate) queues: Arc<Queues>,
     /// The renewal schedule of the watchdog.
     pub(crate) schedule: Arc<Schedule>,
-    pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
+    /// Where work goes that outlives its caller.
+    pub(crate) background: Arc<Background>,
     /// What closing the locker reaches: its leases, its waiters, its background jobs.
     pub(crate) closing: Arc<Closing>,
     /// How the engine is doing, fed by the calls through `store` (see [`crate::kernel::health`]).
@@ -102,6 +105,14 @@ impl Inner {
             drift,
             trace_keys,
         } = settings;
+        let schedule = Arc::<Schedule>::default();
+        let closing = Arc::<Closing>::default();
+        let background = Background::new(
+            store.clone(),
+            schedule.clone(),
+            health.clone(),
+            closing.clone(),
+        );
         Arc::new(Inner {
             id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
             identity,
@@ -118,9 +129,9 @@ impl Inner {
             drift,
             trace_keys,
             queues: Default::default(),
-            schedule: Arc::default(),
-            jobs: OnceLock::new(),
-            closing: Arc::default(),
+            schedule,
+            background: Arc::new(background),
+            closing,
         })
     }
 
@@ -137,39 +148,32 @@ impl Inner {
         fence - self.fence_offset
     }
 
-    /// Hands work to this locker's background task, starting it on first use. Gives the job
-    /// back when that is impossible (no Tokio runtime here, or the runtime it ran on is gone).
-    fn send_job(&self, job: Job) -> Result<(), Job> {
-        // Counted until it ends, for `close` to wait on.
-        let pending = self.closing.job_started();
-        let job: Job = Box::pin(async move {
-            job.await;
-            drop(pending);
-        });
-        let tx = match self.jobs.get() {
-            Some(tx) => tx,
-            None => {
-                let Some(tx) = self.spawn_background() else {
-                    return Err(job);
-                };
-                self.jobs.get_or_init(|| tx)
-            }
-        };
-        tx.send(job).map_err(|e| e.0)
-    }
-
     /// Starts the background task if it is not running yet.
     pub(crate) fn start_background(&self) {
-        if self.jobs.get().is_none() {
-            if let Some(tx) = self.spawn_background() {
-                let _ = self.jobs.set(tx);
-            }
+        self.background.start();
+    }
+
+    /// What a contender's seat in the local queue and the store uses of this locker.
+    pub(crate) fn seating(&self) -> Seating<'_> {
+        Seating {
+            store: &self.store,
+            health: &self.health,
+            queues: &self.queues,
+            background: &self.background,
         }
     }
 
-    /// The background task, on the current runtime; `None` outside of one.
-    fn spawn_background(&self) -> Option<mpsc::UnboundedSender<Job>> {
-        watchdog::spawn(&self.store, &self.schedule, &self.health)
+    /// Closes this locker (see [`crate::kernel::close`]), waiting at most `timeout`.
+    pub(crate) async fn close(&self, timeout: Duration) -> CloseReport {
+        close::close(
+            &self.closing,
+            &self.health,
+            &self.store,
+            &self.queues,
+            &self.schedule,
+            timeout,
+        )
+        .await
     }
 
     /// This locker is about to contend for a lease: the first time, starts keeping its
@@ -201,13 +205,24 @@ impl Inner {
         hold_until: Option<Instant>,
     ) -> bool {
         let inner = self.clone();
-        self.send_job(Box::pin(inner.release_dropped(lease, fence, hold_until)))
+        self.in_background(Box::pin(inner.release_dropped(lease, fence, hold_until)))
             .is_ok()
     }
 
     /// Runs `job` in the background task; gives it back when no background task can run
     /// (no runtime here, or the runtime it ran on is gone).
     pub(crate) fn in_background(&self, job: Job) -> Result<(), Job> {
-        self.send_job(job)
+        self.background.run(job)
+    }
+}
+
+/// A queued task's requests about the leases of this locker that hold its turn.
+impl Holders for Arc<Inner> {
+    fn verify_soon(&self, lease: &Arc<Lease>, heard: bool) {
+        Inner::verify_soon(self, lease, heard);
+    }
+
+    fn release_in_background(&self, lease: Arc<Lease>, fence: u64) {
+        Inner::release_in_background(self, lease, fence, None);
     }
 }

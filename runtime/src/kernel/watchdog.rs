@@ -98,6 +98,17 @@ impl Schedule {
         self.state.lock().unwrap().remove(lease.id);
     }
 
+    /// Whether this caller is the one that ends `lease`: marks it released and takes it off
+    /// the schedule. False when another path (a release, a drop, `close`) ended it first,
+    /// and there is nothing left to do.
+    pub(crate) fn ends(&self, lease: &Lease) -> bool {
+        if !lease.mark_released() {
+            return false;
+        }
+        self.unwatch(lease);
+        true
+    }
+
     fn reschedule(&self, lease: &Arc<Lease>, at: Option<Instant>) {
         let mut due = self.state.lock().unwrap();
         // Only leases still on the schedule: a release may have removed it meanwhile.
