@@ -381,12 +381,7 @@ impl Inner {
                         settles: None,
                     };
                     let _ = late
-                        .undo(
-                            &inner.store,
-                            &inner.health,
-                            &inner.background,
-                            &Place::Nowhere,
-                        )
+                        .undo(&inner.store, &inner.background, &Place::Nowhere)
                         .await;
                     turn.in_flight = None;
                     turn.counted = None;
@@ -428,7 +423,7 @@ impl Inner {
                 subscribed = true;
                 // Bounded by the deadline too: however the subscription connection behaves,
                 // the wait ends on time (with one more attempt, bounded by the op timeout).
-                let subscribe = inner.store.subscribe(keys);
+                let subscribe = inner.store.call(|store| store.subscribe(keys));
                 match tokio::time::timeout_at(deadline, subscribe).await {
                     Ok(Ok(sub)) => wakes = Some(sub),
                     Ok(Err(e)) => tracing::debug!(error = %e, "no wake-ups for this wait; polling"),
@@ -495,7 +490,10 @@ impl Attempted {
         waiter: Option<PermitWaiter>,
     ) -> Call<Attempt> {
         let store = inner.store.clone();
-        Box::pin(async move { store.acquire(&self.request(kind, waiter)).await })
+        Box::pin(async move {
+            let req = self.request(kind, waiter);
+            store.call(|store| store.acquire(&req)).await
+        })
     }
 
     fn request(&self, kind: LeaseKind, waiter: Option<PermitWaiter>) -> AcquireRequest<'_> {
@@ -649,7 +647,7 @@ impl Inner {
                 .iter()
                 .map(|a| a.request(LeaseKind::Exclusive, None))
                 .collect();
-            store.acquire_all(&requests).await
+            store.call(|store| store.acquire_all(&requests)).await
         });
         let (call, settles) = InFlight::new(&inner.background, call);
         for turn in &mut turns {

@@ -6,36 +6,28 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::mpsc;
 
+use crate::kernel::calls::Calls;
 use crate::kernel::closing::Closing;
-use crate::kernel::health::Health;
 use crate::kernel::watchdog::{self, Job, Schedule};
-use crate::store::Store;
 
 /// A locker's background task, as its parts hand it work.
 pub(crate) struct Background {
     jobs: OnceLock<mpsc::UnboundedSender<Job>>,
     /// Counts the jobs not finished yet, for `close` to wait on.
     closing: Arc<Closing>,
-    /// What the task works on: the watchdog renews the leases on `schedule` in `store`, and
-    /// the health monitor beside it feeds `health`. The task holds them only weakly.
-    store: Arc<dyn Store>,
+    /// What the task works on: the watchdog renews the leases on `schedule` through `calls`,
+    /// and the health monitor beside it feeds their health. The task holds them only weakly.
+    calls: Arc<Calls>,
     schedule: Arc<Schedule>,
-    health: Arc<Health>,
 }
 
 impl Background {
-    pub(crate) fn new(
-        store: Arc<dyn Store>,
-        schedule: Arc<Schedule>,
-        health: Arc<Health>,
-        closing: Arc<Closing>,
-    ) -> Self {
+    pub(crate) fn new(calls: Arc<Calls>, schedule: Arc<Schedule>, closing: Arc<Closing>) -> Self {
         Background {
             jobs: OnceLock::new(),
             closing,
-            store,
+            calls,
             schedule,
-            health,
         }
     }
 
@@ -76,6 +68,6 @@ impl Background {
 
     /// The background task, on the current runtime; `None` outside of one.
     fn spawn(&self) -> Option<mpsc::UnboundedSender<Job>> {
-        watchdog::spawn(&self.store, &self.schedule, &self.health)
+        watchdog::spawn(&self.calls, &self.schedule, self.calls.health())
     }
 }

@@ -20,12 +20,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
+use crate::kernel::calls::Calls;
 use crate::kernel::closing::Closing;
 use crate::kernel::health::Health;
 use crate::kernel::lease::Lease;
 use crate::kernel::queue::Queues;
 use crate::kernel::watchdog::Schedule;
-use crate::store::{join_all, Store};
+use crate::store::join_all;
 
 /// How long [`Locker::close`](crate::Locker::close) waits, at most, for the releases it sends
 /// and those running in the background.
@@ -51,7 +52,7 @@ pub struct CloseReport {
 pub(crate) async fn close(
     closing: &Closing,
     health: &Health,
-    store: &Arc<dyn Store>,
+    store: &Arc<Calls>,
     queues: &Arc<Queues>,
     schedule: &Arc<Schedule>,
     timeout: Duration,
@@ -82,7 +83,7 @@ pub(crate) async fn close(
                     return Ok(false); // released meanwhile
                 }
                 queues.forfeit(&lease);
-                lease.give_back(&*store).await.map(|_| true)
+                lease.give_back(&store).await.map(|_| true)
             })
         })
         .collect();

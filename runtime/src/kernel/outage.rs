@@ -99,11 +99,7 @@ pub(crate) fn undo_later(
     kind: LeaseKind,
     lease: Duration,
 ) {
-    let (store, health, background) = (
-        seating.store.clone(),
-        seating.health.clone(),
-        seating.background.clone(),
-    );
+    let (store, background) = (seating.store.clone(), seating.background.clone());
     let attempt = Unsettled {
         keys: keys.clone(),
         token,
@@ -112,9 +108,7 @@ pub(crate) fn undo_later(
         settles: None,
     };
     let job = Box::pin(async move {
-        let undone = attempt
-            .undo(&store, &health, &background, &Place::Nowhere)
-            .await;
+        let undone = attempt.undo(&store, &background, &Place::Nowhere).await;
         if let Err(e) = undone {
             tracing::debug!(error = %e, "giving back a failed attempt failed; trying again");
         }

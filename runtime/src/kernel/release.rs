@@ -253,7 +253,7 @@ impl Inner {
 
     /// Deletes the lock in the store if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
-        match lease.give_back(&*self.store).await {
+        match lease.give_back(&self.store).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LockError::Lost {
                 reason: LostReason::Refused,

@@ -10,16 +10,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::kernel::background::Background;
+use crate::kernel::calls::Calls;
 use crate::kernel::close::{self, CloseReport};
 use crate::kernel::closing::Closing;
-use crate::kernel::health::{Health, Observed};
+use crate::kernel::health::Health;
 use crate::kernel::lease::Lease;
 use crate::kernel::observe::TraceKeys;
 use crate::kernel::queue::Queues;
 use crate::kernel::turns::{Holders, Seating};
 use crate::kernel::watchdog::{Job, Schedule};
 use crate::store::identity::Identity;
-use crate::store::{Connection, Store};
+use crate::store::Connection;
 
 static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -44,7 +45,8 @@ pub(crate) struct Inner {
     pub(crate) identity: Arc<Identity>,
     /// Whether the upkeep of its description started ([`Inner::contending`]).
     pub(crate) described: std::sync::atomic::AtomicBool,
-    pub(crate) store: Arc<dyn Store>,
+    /// Its calls to the engine, each observed by `health`.
+    pub(crate) store: Arc<Calls>,
     pub(crate) prefix: String,
     pub(crate) default_lease: Duration,
     pub(crate) default_wait: Duration,
@@ -66,34 +68,21 @@ pub(crate) struct Inner {
     pub(crate) background: Arc<Background>,
     /// What closing the locker reaches: its leases, its waiters, its background jobs.
     pub(crate) closing: Arc<Closing>,
-    /// How the engine is doing, fed by the calls through `store` (see [`crate::kernel::health`]).
+    /// How the engine is doing, fed by the calls through `store` (see [`crate::kernel::calls`]).
     pub(crate) health: Arc<Health>,
 }
 
 impl Inner {
     /// The core of a new locker on `engine`, which was connected (or is being connected)
     /// with `identity`'s locker id. Every call's outcome feeds the locker's health, but where
-    /// the engine always answers.
+    /// the engine always answers ([`Calls`]).
     pub(crate) fn new(
         engine: Connection,
         identity: Arc<Identity>,
         settings: LockerSettings,
     ) -> Arc<Inner> {
-        let (store, health): (Arc<dyn Store>, Arc<Health>) = match engine {
-            Connection::Ready(store) if store.always_answers() => {
-                let health = Health::new(&Connection::Ready(store.clone()), Arc::downgrade(&store));
-                (store, Arc::new(health))
-            }
-            engine => {
-                let mut health = None;
-                let observed = Arc::new_cyclic(|me: &std::sync::Weak<Observed>| {
-                    let made = Arc::new(Health::new(&engine, me.clone()));
-                    health = Some(made.clone());
-                    Observed::new(engine, made)
-                });
-                (observed, health.expect("made with the observer"))
-            }
-        };
+        let store = Calls::new(engine);
+        let health = store.health().clone();
         let LockerSettings {
             prefix,
             default_lease,
@@ -107,12 +96,7 @@ impl Inner {
         } = settings;
         let schedule = Arc::<Schedule>::default();
         let closing = Arc::<Closing>::default();
-        let background = Background::new(
-            store.clone(),
-            schedule.clone(),
-            health.clone(),
-            closing.clone(),
-        );
+        let background = Background::new(store.clone(), schedule.clone(), closing.clone());
         Arc::new(Inner {
             id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
             identity,
@@ -157,7 +141,6 @@ impl Inner {
     pub(crate) fn seating(&self) -> Seating<'_> {
         Seating {
             store: &self.store,
-            health: &self.health,
             queues: &self.queues,
             background: &self.background,
         }

@@ -10,8 +10,8 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::kernel::background::Background;
+use crate::kernel::calls::Calls;
 use crate::kernel::closing::Pending;
-use crate::kernel::health::Health;
 use crate::kernel::inflight::Settled;
 use crate::kernel::lease::Lease;
 use crate::kernel::place::Place;
@@ -20,19 +20,17 @@ use crate::kernel::unsettled::Unsettled;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
-use crate::store::{PermitWaiter, Store, WakeSubscription};
+use crate::store::{PermitWaiter, WakeSubscription};
 
 /// How often a queued task looks again at who holds the turn, while a contender holds it.
 const HOLDER_RECHECK: Duration = Duration::from_millis(250);
 
-/// What a contender's seat uses of its locker: the store where it waits (and gives back what
-/// its attempt may have taken), the health that tells a failed give-back when to try again,
-/// the local queues whose turn it holds, and the background task (with the closing registry
-/// that counts its work) that cleans up after it.
+/// What a contender's seat uses of its locker: the calls to the store where it waits (and
+/// gives back what its attempt may have taken), the local queues whose turn it holds, and the
+/// background task (with the closing registry that counts its work) that cleans up after it.
 #[derive(Clone, Copy)]
 pub(crate) struct Seating<'a> {
-    pub(crate) store: &'a Arc<dyn Store>,
-    pub(crate) health: &'a Arc<Health>,
+    pub(crate) store: &'a Arc<Calls>,
     pub(crate) queues: &'a Arc<Queues>,
     pub(crate) background: &'a Arc<Background>,
 }
@@ -193,7 +191,7 @@ impl Drop for ActiveTurn<'_> {
         }
         let seating = self.seating;
         let Some(token) = self.in_flight.take() else {
-            self.place.leave(&**seating.store, self.keys, self.kind);
+            self.place.leave(seating.store, self.keys, self.kind);
             if let Some(turn) = self.turn {
                 seating.queues.pass_turn(self.keys.lock(), turn);
             }
@@ -206,7 +204,6 @@ impl Drop for ActiveTurn<'_> {
         // lease will expire; the local turn is still passed on, as the job is dropped.
         let left = Abandoned {
             store: seating.store.clone(),
-            health: seating.health.clone(),
             queues: seating.queues.clone(),
             background: seating.background.clone(),
             keys: self.keys.clone(),
@@ -228,8 +225,7 @@ impl Drop for ActiveTurn<'_> {
 /// Its local turn passes on when it is dropped: after the clean-up, or at once if the clean-up
 /// never runs (no runtime left).
 struct Abandoned {
-    store: Arc<dyn Store>,
-    health: Arc<Health>,
+    store: Arc<Calls>,
     queues: Arc<Queues>,
     background: Arc<Background>,
     keys: LockKeys,
@@ -245,7 +241,7 @@ impl Abandoned {
     async fn clean_up(mut self) {
         if let Some(attempt) = self.attempt.take() {
             let _ = attempt
-                .undo(&self.store, &self.health, &self.background, &self.place)
+                .undo(&self.store, &self.background, &self.place)
                 .await;
         }
     }
@@ -262,7 +258,7 @@ impl Drop for Abandoned {
 /// The place of a task waiting behind another in its key's local queue.
 pub(crate) struct QueuedTurn<'a> {
     /// Where the releases of the lock are heard.
-    store: &'a Arc<dyn Store>,
+    store: &'a Calls,
     queues: &'a Queues,
     holders: &'a dyn Holders,
     keys: &'a LockKeys,
@@ -302,7 +298,7 @@ impl<'a> QueuedTurn<'a> {
         let mut wakes: Option<WakeSubscription> = None;
         let subscribing = async {
             tokio::time::sleep(HOLDER_RECHECK).await;
-            self.store.subscribe(self.keys).await
+            self.store.call(|store| store.subscribe(self.keys)).await
         };
         tokio::pin!(subscribing);
         let mut subscribed = false;

@@ -20,14 +20,13 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::kernel::background::Background;
 use crate::kernel::backoff::jitter;
+use crate::kernel::calls::Calls;
 use crate::kernel::health::EngineState::Closed;
-use crate::kernel::health::Health;
 use crate::kernel::inflight::Settled;
 use crate::kernel::place::Place;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
-use crate::store::Store;
 
 /// The first pause before a give-back that found the engine unavailable is tried again, and
 /// the longest.
@@ -53,15 +52,14 @@ impl Unsettled {
     /// when the wait goes on and its next attempt stands there). The first try's answer:
     /// `Ok(false)` when nothing was held. A give-back that found the engine unavailable is
     /// tried again in `background`, with backoff, for the attempt's lease at most (what it
-    /// took ends by then) or until the locker (its `store` and `health`) is dropped, each try
-    /// once `health` says the engine answers: the caller (a local turn waiting to
+    /// took ends by then) or until the locker (its `store`) is dropped, each try once the
+    /// locker's health says the engine answers: the caller (a local turn waiting to
     /// pass on) does not wait for those. Bounded: by the operation timeout while the call is
     /// answered, by the engine's stated bound while it settles, by the operation timeout while
     /// it removes.
     pub(crate) async fn undo(
         self,
-        store: &Arc<dyn Store>,
-        health: &Arc<Health>,
+        store: &Arc<Calls>,
         background: &Background,
         place: &Place,
     ) -> Result<bool, LockError> {
@@ -72,19 +70,19 @@ impl Unsettled {
         let given = store
             .give_back(&self.keys, &self.token, self.kind, Instant::now())
             .await;
-        place.leave(&**store, &self.keys, self.kind);
+        place.leave(store, &self.keys, self.kind);
         if matches!(given, Err(LockError::Unavailable { .. })) {
-            let retry = self.retry(Arc::downgrade(store), Arc::downgrade(health));
+            let retry = self.retry(Arc::downgrade(store));
             let _ = background.run(Box::pin(retry));
         }
         given
     }
 
     /// Tries the give-back again while the engine is unavailable, for the attempt's lease at
-    /// most, holding the locker's store and health only weakly. Each try waits until the
-    /// health says the engine answers (its monitor probes meanwhile): a give-back is no probe
-    /// of its own.
-    async fn retry(self, store: Weak<dyn Store>, health: Weak<Health>) {
+    /// most, holding the locker's calls only weakly. Each try waits until the locker's health
+    /// says the engine answers (its monitor probes meanwhile): a give-back is no probe of its
+    /// own.
+    async fn retry(self, store: Weak<Calls>) {
         let until = Instant::now() + self.lease;
         let mut pause = RETRY_FIRST;
         loop {
@@ -94,7 +92,7 @@ impl Unsettled {
                 return;
             }
             tokio::time::sleep_until(at).await;
-            let Some(mut log) = health.upgrade().map(|health| health.log()) else {
+            let Some(mut log) = store.upgrade().map(|calls| calls.health().log()) else {
                 return;
             };
             let answers = log.wait_for(|log| log.now.is_connected() || log.now == Closed);

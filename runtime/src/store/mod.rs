@@ -357,7 +357,7 @@ pub(crate) enum AtOnce {
 
 impl AtOnce {
     /// Whether the locks `keys` can be taken together.
-    fn covers(self, keys: &[&LockKeys]) -> bool {
+    pub(crate) fn covers(self, keys: &[&LockKeys]) -> bool {
         match self {
             AtOnce::Never => false,
             AtOnce::Always => true,
@@ -523,42 +523,6 @@ impl dyn Store {
     /// Where the locks are, for `Debug` and messages ([`Info::description`]).
     pub(crate) fn describe(&self) -> String {
         self.info().description.into_owned()
-    }
-
-    /// What the engine offers ([`Info::capabilities`]).
-    pub(crate) fn capabilities(&self) -> Capabilities {
-        self.info().capabilities
-    }
-
-    /// Which engine this is ([`Info::engine`]).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn engine(&self) -> Engine {
-        self.info().engine
-    }
-
-    /// Whether [`Store::acquire_all`] can take all of `keys` in one round trip
-    /// ([`Info::at_once`]).
-    pub(crate) fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
-        self.info().at_once.covers(keys)
-    }
-
-    /// Whether every call is answered at once ([`Info::always_answers`]).
-    pub(crate) fn always_answers(&self) -> bool {
-        self.info().always_answers
-    }
-
-    /// The error for a request that needs `feature`, which the engine lacks: the engines
-    /// that have it, and the engine's reason where it has one.
-    pub(crate) fn refusal_of(&self, feature: Feature) -> LockError {
-        refusal_by(&self.info(), feature)
-    }
-
-    /// The engine's leader records, or the refusal its capabilities call for.
-    pub(crate) fn leader_records_or_refusal(&self) -> Result<&dyn LeaderRecords, LockError> {
-        match self.capabilities().leader_election {
-            true => Ok(self.leader_records()),
-            false => Err(self.refusal_of(Feature::LeaderElection)),
-        }
     }
 
     /// The engine's operator part, or the refusal its capabilities call for (with the
@@ -808,13 +772,9 @@ mod tests {
         let scripted: std::sync::Arc<dyn Store> =
             std::sync::Arc::new(scripted::ScriptedStore::new());
         for store in [memory, scripted] {
-            let caps = store.capabilities();
+            // The leader records' gate is the locker's (`Calls::leader`), tested there.
+            let caps = store.info().capabilities;
             let name = store.describe();
-            assert_eq!(
-                caps.leader_election,
-                store.leader_records_or_refusal().is_ok(),
-                "{name}"
-            );
             assert_eq!(caps.inspection, store.admin_or_refusal().is_ok(), "{name}");
             let refused = store
                 .admin_or_refusal()

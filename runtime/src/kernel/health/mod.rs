@@ -4,11 +4,9 @@
 
 mod machine;
 mod monitor;
-mod observed;
 mod shared;
 mod state;
 
 pub(crate) use monitor::spawn;
-pub(crate) use observed::Observed;
 pub(crate) use shared::Health;
 pub use state::{EngineState, EngineStates};

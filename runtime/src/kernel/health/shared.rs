@@ -16,8 +16,9 @@ use tokio::time::Instant;
 
 use super::machine::{Event, Machine};
 use super::state::{EngineState, EngineStates, StateLog};
+use crate::kernel::calls::Calls;
 use crate::kernel::observe;
-use crate::store::{Connection, Store};
+use crate::store::Connection;
 
 pub(crate) struct Health {
     /// The state now ([`EngineState::code`]).
@@ -32,9 +33,9 @@ pub(crate) struct Health {
     machine: Mutex<Machine>,
     log: watch::Sender<StateLog>,
     /// The engine as it describes itself in events, read at each change (a lazily connected
-    /// engine describes itself anew once connected). Weak: the locker's store (its health's
-    /// observer, where there is one) holds this.
-    store: Weak<dyn Store>,
+    /// engine describes itself anew once connected). Weak: the locker's calls, which this
+    /// health observes, hold this.
+    calls: Weak<Calls>,
     /// The engine's name in metrics.
     engine: &'static str,
 }
@@ -43,8 +44,8 @@ impl Health {
     /// The health of a locker on `store`: suspended when the engine says its connection is
     /// down (a lazily connected store that is not connected yet), else connected (`build`
     /// connected it).
-    /// `store` is the locker's store, on `engine`.
-    pub(crate) fn new(engine: &Connection, store: Weak<dyn Store>) -> Health {
+    /// `calls` are the locker's calls to `engine`.
+    pub(crate) fn new(engine: &Connection, calls: Weak<Calls>) -> Health {
         let down = engine.link().is_some_and(|link| !*link.borrow());
         let state = match down {
             true => EngineState::Suspended,
@@ -60,7 +61,7 @@ impl Health {
             base: now,
             machine: Mutex::new(Machine::new(state, now)),
             log: watch::channel(StateLog::new(state)).0,
-            store,
+            calls,
             engine,
         }
     }
@@ -126,7 +127,7 @@ impl Health {
         if let Some(to) = changed {
             // Told first: whoever sees the new state finds its event and metrics there.
             let engine = self
-                .store
+                .calls
                 .upgrade()
                 .map_or_else(|| "a dropped engine".to_owned(), |s| s.describe());
             observe::engine_state_changed(self.engine, &engine, from, to, why);
