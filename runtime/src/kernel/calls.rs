@@ -259,4 +259,84 @@ mod tests {
         assert!(refused.is_unavailable(), "{refused:?}");
         assert!(refused.to_string().contains("not connected"), "{refused}");
     }
+
+    /// A memory store whose calls are observed, and whose settling of a token takes
+    /// [`SETTLING`]: the engine's own calls while it settles.
+    struct SettlesSlowly(MemoryStore);
+
+    const SETTLING: std::time::Duration = std::time::Duration::from_secs(1);
+
+    impl Store for SettlesSlowly {
+        fn info(&self) -> Info {
+            Info {
+                always_answers: false,
+                ..Store::info(&self.0)
+            }
+        }
+
+        fn acquire<'a>(
+            &'a self,
+            req: &'a crate::store::AcquireRequest<'_>,
+        ) -> StoreFuture<'a, crate::store::Attempt> {
+            Store::acquire(&self.0, req)
+        }
+
+        fn release<'a>(
+            &'a self,
+            keys: &'a LockKeys,
+            token: &'a OwnerToken,
+            kind: LeaseKind,
+            valid_until: Instant,
+        ) -> StoreFuture<'a, bool> {
+            Store::release(&self.0, keys, token, kind, valid_until)
+        }
+
+        fn settle<'a>(&'a self, _: &'a OwnerToken) -> Option<crate::store::Settling<'a>> {
+            Some(Box::pin(tokio::time::sleep(SETTLING)))
+        }
+
+        fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
+            Store::renew(&self.0, batch)
+        }
+
+        fn subscribe<'a>(
+            &'a self,
+            keys: &'a LockKeys,
+        ) -> StoreFuture<'a, crate::store::WakeSubscription> {
+            Store::subscribe(&self.0, keys)
+        }
+
+        fn leader_records(&self) -> &dyn LeaderRecords {
+            Store::leader_records(&self.0)
+        }
+    }
+
+    /// A give-back's settling is the engine's own business: the health observes the release
+    /// sent after it, from its send time. So a call that failed while the settling ran is
+    /// older than the release's answer, which ends the suspension it caused; counted from
+    /// the settling's start, the answer would be older than the failure, and the locker
+    /// would stay suspended although the engine answered.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_give_back_is_observed_from_its_release_not_its_settling() {
+        let calls = Calls::new(Connection::Ready(Arc::new(SettlesSlowly(
+            MemoryStore::new(),
+        ))));
+        let keys = LockKeys::new("leasehold", "k");
+        let token = OwnerToken::new("locker", None);
+        let give_back = calls.give_back(&keys, &token, LeaseKind::Exclusive, Instant::now());
+        tokio::pin!(give_back);
+        // Settling, half-way: another call fails.
+        let failed = async {
+            tokio::time::sleep(SETTLING / 2).await;
+            calls.health().unanswered(Instant::now(), &"no answer");
+            assert!(!calls.health().state().is_connected());
+        };
+        let (given, ()) = tokio::join!(&mut give_back, failed);
+        assert!(!given.unwrap(), "the token held nothing");
+        assert!(
+            calls.health().state().is_connected(),
+            "{:?}: the release's answer came after the failure",
+            calls.health().state()
+        );
+    }
 }
