@@ -492,7 +492,7 @@ impl Attempted {
         let store = inner.store.clone();
         Box::pin(async move {
             let req = self.request(kind, waiter);
-            store.call(|store| store.acquire(&req)).await
+            store.call(|store| store.acquire_one(&req)).await
         })
     }
 
@@ -575,23 +575,45 @@ impl Inner {
 impl Inner {
     /// Takes all of `keys` (distinct, valid) in one round trip, when the store can and every
     /// key is free here (no local holder, waiter or enclosing hold) and in the store; `None`
-    /// otherwise, with nothing taken: the caller then takes them one by one. A drop while the
-    /// answer is outstanding gives back whatever the store granted, as a single acquire does.
+    /// otherwise, with nothing taken: the caller then takes them one by one. Each key is
+    /// taken with `opts.kind` (the lock or a reader's share); see
+    /// [`acquire_at_once`](Self::acquire_at_once).
     pub(crate) async fn acquire_all_at_once(
         self: &Arc<Self>,
         keys: &[String],
         opts: Options,
     ) -> Result<Option<Vec<Hold>>, LockError> {
+        let batch: Vec<(String, LeaseKind)> = keys.iter().map(|k| (k.clone(), opts.kind)).collect();
+        self.acquire_at_once(&batch, opts).await
+    }
+
+    /// Takes the leases `batch` asks for (distinct, valid keys, each with its kind: the lock
+    /// or a reader's share) in one round trip, when the store can take them together
+    /// ([`Info::at_once`](crate::store::Info::at_once)) and every key is free here (no local
+    /// holder, waiter or enclosing hold) and in the store; `None` otherwise, with nothing
+    /// taken: the caller then takes them one by one. The guards come in `batch`'s order, each
+    /// with `opts` but its own kind (`opts.kind` is not used). Permits, a fair request and a
+    /// batch of fewer than two are never taken at once. A drop while the answer is
+    /// outstanding gives back whatever the store granted, as a single acquire does.
+    pub(crate) async fn acquire_at_once(
+        self: &Arc<Self>,
+        batch: &[(String, LeaseKind)],
+        opts: Options,
+    ) -> Result<Option<Vec<Hold>>, LockError> {
         let inner = self;
-        if keys.len() < 2 || opts.fair || opts.kind != LeaseKind::Exclusive {
+        let together = |kind: &LeaseKind| matches!(kind, LeaseKind::Exclusive | LeaseKind::Read);
+        if batch.len() < 2 || opts.fair || !batch.iter().all(|(_, kind)| together(kind)) {
             return Ok(None);
         }
+        let keys: Vec<&String> = batch.iter().map(|(k, _)| k).collect();
+        let kinds: Vec<LeaseKind> = batch.iter().map(|(_, kind)| *kind).collect();
         let lock_keys: Vec<LockKeys> = keys
             .iter()
             .map(|k| LockKeys::new(&inner.prefix, k))
             .collect();
-        let refs: Vec<&LockKeys> = lock_keys.iter().collect();
-        if !inner.store.takes_all_at_once(&refs)
+        let asked: Vec<(&LockKeys, LeaseKind)> =
+            lock_keys.iter().zip(kinds.iter().copied()).collect();
+        if !inner.store.takes_all_at_once(&asked)
             || lock_keys
                 .iter()
                 .any(|k| reentrant::held(inner.id, k.lock()).is_some())
@@ -600,11 +622,18 @@ impl Inner {
         }
         let start = Instant::now();
         let mut turns = Vec::with_capacity(keys.len());
-        for k in &lock_keys {
-            match inner.queues.enter(k, &opts, false) {
-                Entry::Active(turn) => turns.push(ActiveTurn::new(inner.seating(), k, turn)),
-                // Held or awaited in this process: the one-by-one path queues behind it.
-                _ => return Ok(None),
+        for (k, &kind) in lock_keys.iter().zip(&kinds) {
+            let opts = Options { kind, ..opts };
+            match kind {
+                // Readers do not queue in the process (as a single reader).
+                LeaseKind::Read => {
+                    turns.push(ActiveTurn::own(inner.seating(), k, LeaseKind::Read, None))
+                }
+                _ => match inner.queues.enter(k, &opts, false) {
+                    Entry::Active(turn) => turns.push(ActiveTurn::new(inner.seating(), k, turn)),
+                    // Held or awaited in this process: the one-by-one path queues behind it.
+                    _ => return Ok(None),
+                },
             }
         }
         // Counted for `close` until the answer is handled (as a single acquire's is).
@@ -618,8 +647,9 @@ impl Inner {
             .collect();
         let fences: Vec<u64> = lock_keys
             .iter()
-            .map(|k| {
-                if opts.watchdog {
+            .zip(&kinds)
+            .map(|(k, kind)| {
+                if opts.watchdog && *kind == LeaseKind::Exclusive {
                     inner.queues.fences_to_reserve(k.lock())
                 } else {
                     1
@@ -633,21 +663,27 @@ impl Inner {
         let sessions: Vec<_> = keys.iter().map(|_| inner.store.session()).collect();
         let sent = Instant::now();
         let validity = validity(opts.lease, inner.drift);
-        let owned: Vec<Attempted> = lock_keys
+        let owned: Vec<(Attempted, LeaseKind)> = lock_keys
             .iter()
             .zip(&tokens)
             .zip(&fences)
-            .map(|((keys, token), &fences)| {
-                Attempted::new(inner, keys, token, opts.lease, sent, fences)
+            .zip(&kinds)
+            .map(|(((keys, token), &fences), &kind)| {
+                let attempted = Attempted {
+                    // A lease of its own always carries its fence (as a single one's).
+                    fenced: opts.fenced || kind.is_own(),
+                    ..Attempted::new(inner, keys, token, opts.lease, sent, fences)
+                };
+                (attempted, kind)
             })
             .collect();
         let store = inner.store.clone();
-        let call: Call<Option<Vec<u64>>> = Box::pin(async move {
+        let call: Call<Vec<Attempt>> = Box::pin(async move {
             let requests: Vec<AcquireRequest<'_>> = owned
                 .iter()
-                .map(|a| a.request(LeaseKind::Exclusive, None))
+                .map(|(a, kind)| a.request(*kind, None))
                 .collect();
-            store.call(|store| store.acquire_all(&requests)).await
+            store.call(|store| store.acquire(&requests)).await
         });
         let (call, settles) = InFlight::new(&inner.background, call);
         for turn in &mut turns {
@@ -655,17 +691,31 @@ impl Inner {
         }
         drop(settles);
         // An error leaves the tokens in flight: the turns give back what may have been taken.
-        let Some(tops) = call.await? else {
+        let attempts = call.await?;
+        let granted = |a: &Attempt| matches!(a, Attempt::Granted { .. });
+        if attempts.len() == keys.len() && !attempts.iter().any(granted) {
+            // Nothing taken.
             for turn in &mut turns {
                 turn.in_flight = None;
             }
             return Ok(None);
-        };
+        }
+        // All granted; or (an engine's fault) only some, which the turns give back.
+        let mut tops = Vec::with_capacity(attempts.len());
+        // The leases count from the send time, or from the earliest instant the store
+        // vouched for one of them from (never later).
+        let mut from = sent;
+        for attempt in &attempts {
+            if let Attempt::Granted { top, valid_from } = attempt {
+                tops.push(*top);
+                from = valid_from.map_or(from, |at| at.min(from));
+            }
+        }
         let ended = sessions
             .iter()
             .any(|s| !s.as_ref().is_none_or(Session::intact));
-        if Instant::now() >= sent + validity || tops.len() != keys.len() || ended {
-            // Too late to count on, or over a session that ended: the turns give the locks
+        if Instant::now() >= from + validity || tops.len() != keys.len() || ended {
+            // Too late to count on, or over a session that ended: the turns give the leases
             // back as they drop.
             return Ok(None);
         }
@@ -682,10 +732,14 @@ impl Inner {
             let span = observe::acquire_span(inner.trace_keys, user_key, opts.lease, opts.wait);
             let sent = Sent {
                 token,
-                from: sent,
+                from,
                 validity,
                 fences,
                 session,
+            };
+            let opts = Options {
+                kind: turn.kind,
+                ..opts
             };
             let mut guard = self.granted(turn, user_key.clone(), lock_keys, &opts, sent, top);
             let fence = guard.fence();

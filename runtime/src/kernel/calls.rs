@@ -12,6 +12,7 @@
 //! and observed, and what needs no server (leaving a place, settling, a handover the engine
 //! takes no part in) is not sent before the engine connected.
 
+use std::future::Future;
 use std::sync::{Arc, Weak};
 
 use tokio::time::Instant;
@@ -23,8 +24,8 @@ use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    refusal, Admin, Capabilities, Connection, Engine, Feature, Info, LeaderRecords, Leave, Renewal,
-    Renewed, Session, Store, StoreFuture,
+    refusal, Admin, Capabilities, Connection, Ending, Engine, Feature, Info, LeaderRecords, Leave,
+    Renewal, Renewed, Session, Store, StoreFuture,
 };
 
 /// A locker's way to its engine, each call observed by its health.
@@ -71,9 +72,10 @@ impl Calls {
         !self.observed
     }
 
-    /// Whether the engine can take all of `keys` in one round trip ([`Info::at_once`]).
-    pub(crate) fn takes_all_at_once(&self, keys: &[&LockKeys]) -> bool {
-        self.info().at_once.covers(keys)
+    /// Whether a batch of several ([`Store::acquire`]) can take the leases `batch` asks for
+    /// (each key with its kind) in one round trip ([`Info::at_once`]).
+    pub(crate) fn takes_all_at_once(&self, batch: &[(&LockKeys, LeaseKind)]) -> bool {
+        self.info().at_once.covers(batch)
     }
 
     /// The error for a request that needs `feature`, which the engine lacks.
@@ -95,7 +97,7 @@ impl Calls {
 
     /// The engine's operator part, unobserved (its calls are not the locks' traffic), or the
     /// refusal its capabilities call for, connected or not.
-    pub(crate) fn admin_or_refusal(&self) -> Result<&dyn Admin, LockError> {
+    pub(crate) fn admin_or_refusal(&self) -> Result<Admin<'_>, LockError> {
         match self.engine.store() {
             Ok(store) => store.admin_or_refusal(),
             Err(not_yet) if self.capabilities().inspection => Err(not_yet),
@@ -122,15 +124,21 @@ impl Calls {
 
     /// A call on the engine's leader records, observed like the lock calls (the records are
     /// the election's traffic); refused at once, unobserved, where the engine keeps none.
-    pub(crate) fn leader<'a, T: Send + 'a>(
+    pub(crate) fn leader<'a, T: Send + 'a, F>(
         &'a self,
-        send: impl FnOnce(&'a dyn LeaderRecords) -> StoreFuture<'a, T>,
-    ) -> StoreFuture<'a, T> {
+        send: impl FnOnce(LeaderRecords<'a>) -> F,
+    ) -> StoreFuture<'a, T>
+    where
+        F: Future<Output = Result<T, LockError>> + Send + 'a,
+    {
         if !self.capabilities().leader_election {
             let refused = self.refusal_of(Feature::LeaderElection);
             return Box::pin(std::future::ready(Err(refused)));
         }
-        self.call(|store| send(store.leader_records()))
+        self.call(|store| match store.leader_records_or_refusal() {
+            Ok(records) => Box::pin(send(records)),
+            Err(refused) => Box::pin(std::future::ready(Err(refused))),
+        })
     }
 
     /// Renews `batch`, observed; a batch answered with nothing but "could not tell" (no
@@ -162,21 +170,30 @@ impl Calls {
             if let Some(settling) = settling {
                 settling.await;
             }
-            self.call(|store| store.release(keys, token, kind, valid_until))
-                .await
+            let ending = Ending::Release { kind, valid_until };
+            let ended = self
+                .call(|store| store.release(keys, token, ending))
+                .await?;
+            ended.released(&self.describe())
         })
     }
 
-    /// Hands the lock `token` holds on, through the engine where it takes part
-    /// ([`Store::hand_over`]), observed. A lease to hand over was granted by the engine, so
-    /// it is connected.
-    pub(crate) fn hand_over<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> Option<StoreFuture<'a, Option<u64>>> {
-        let call = self.engine.connected()?.hand_over(keys, token)?;
-        Some(self.observe(call, |_| None))
+    /// Hands the lock `token` holds on to another holder of this process
+    /// ([`Ending::HandOver`]), observed: `None` when the engine need not take part (nothing
+    /// was sent, and it answered alone: nothing observed); otherwise the engine's answer, the
+    /// next holder's fence or `None`.
+    pub(crate) async fn hand_over(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Option<Result<Option<u64>, LockError>> {
+        match self
+            .call(|store| store.release(keys, token, Ending::HandOver))
+            .await
+        {
+            Ok(ended) => ended.handed_over(&self.describe()),
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// Leaves `place` in the store's queue ([`Store::leave`]). Nothing waited before the
@@ -276,19 +293,18 @@ mod tests {
 
         fn acquire<'a>(
             &'a self,
-            req: &'a crate::store::AcquireRequest<'_>,
-        ) -> StoreFuture<'a, crate::store::Attempt> {
-            Store::acquire(&self.0, req)
+            batch: &'a [crate::store::AcquireRequest<'_>],
+        ) -> StoreFuture<'a, Vec<crate::store::Attempt>> {
+            Store::acquire(&self.0, batch)
         }
 
         fn release<'a>(
             &'a self,
             keys: &'a LockKeys,
             token: &'a OwnerToken,
-            kind: LeaseKind,
-            valid_until: Instant,
-        ) -> StoreFuture<'a, bool> {
-            Store::release(&self.0, keys, token, kind, valid_until)
+            ending: Ending,
+        ) -> StoreFuture<'a, crate::store::Ended> {
+            Store::release(&self.0, keys, token, ending)
         }
 
         fn settle<'a>(&'a self, _: &'a OwnerToken) -> Option<crate::store::Settling<'a>> {
@@ -304,10 +320,6 @@ mod tests {
             keys: &'a LockKeys,
         ) -> StoreFuture<'a, crate::store::WakeSubscription> {
             Store::subscribe(&self.0, keys)
-        }
-
-        fn leader_records(&self) -> &dyn LeaderRecords {
-            Store::leader_records(&self.0)
         }
     }
 

@@ -210,7 +210,7 @@ impl Lease {
     }
 
     /// The store gave the lease's next holder `fence`, the first of a new reservation (an
-    /// engine that takes part in handovers, see `Store::hand_over`): the fences reserved
+    /// engine that takes part in handovers, see `Ending::HandOver`): the fences reserved
     /// before are not handed out any more.
     pub(crate) fn restart_fences(&self, fence: u64) {
         *self.fences.lock().unwrap() = (fence, fence);

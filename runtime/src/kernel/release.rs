@@ -130,7 +130,7 @@ impl Inner {
     }
 
     /// Whether `lease` may go to a waiter of this process without the store. Where the engine
-    /// takes part in handovers (PostgreSQL, `Store::hand_over`), a fenced lease goes through it
+    /// takes part in handovers (PostgreSQL, `Ending::HandOver`), a fenced lease goes through it
     /// first: a transaction that checked an earlier holder's fence may still be open, and the
     /// lease's fences all pass a check. The store gives the next holder a fence of its own once
     /// no such transaction is open, and the lease's reservation starts anew there; while one
@@ -141,10 +141,10 @@ impl Inner {
             // Unfenced: no fence to check. Nobody to take it: `hand_over` says so itself.
             return true;
         }
-        let Some(call) = self.store.hand_over(&lease.keys, &lease.token) else {
+        let Some(answer) = self.store.hand_over(&lease.keys, &lease.token).await else {
             return true;
         };
-        match call.await {
+        match answer {
             Ok(Some(fence)) => {
                 lease.restart_fences(self.deployment_fence(fence));
                 true

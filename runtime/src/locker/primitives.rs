@@ -92,7 +92,7 @@ impl Locker {
         let state = self
             .inner
             .store
-            .call(|store| store.inspect_permits(&keys))
+            .call(|store| Box::pin(store.inspect_permits(&keys)))
             .await?;
         Ok(SemaphoreInfo {
             key: key.to_owned(),

@@ -13,8 +13,8 @@ tokio::task_local! {
 /// The call in progress is answered without the server: nothing was sent, or nothing sent
 /// was answered. Outside [`heard`] it does nothing.
 // Redis and PostgreSQL send every call to their servers: only the recipe of ZooKeeper and
-// etcd (and the scripted store of the tests) answers alone, and every engine's refusal of
-// what it lacks (`lacks`).
+// etcd (and the scripted store of the tests) answers alone, every engine's refusal of what
+// it lacks (`lacks`), and a handover that needs nothing of the engine (`kept`).
 pub(crate) fn answered_alone() {
     let _ = ALONE.try_with(|alone| alone.set(true));
 }

@@ -165,6 +165,11 @@ pub(crate) type Settling<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// A lock engine. Every call is bounded by the engine's operation timeout and fails with
 /// [`LockError::Unavailable`] when the engine did not answer.
+///
+/// Eleven methods, and what varies is data: the kind of a lease ([`LeaseKind`]), how a lease
+/// ends ([`Ending`]), the place a contender leaves ([`Leave`]), and the calls of the two
+/// optional parts ([`LeaderOp`], [`AdminOp`]), each one method that the engines without the
+/// part leave to its default refusal.
 pub(crate) trait Store: Send + Sync + 'static {
     /// What the engine is and offers ([`Info`]): asked where a request's options are
     /// resolved; cheap, and current (a lease bound can change with a new session). Its
@@ -187,7 +192,9 @@ pub(crate) trait Store: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    /// Takes a lease of `req.kind` if it is free, in one round trip:
+    /// Takes the leases `batch` asks for, one [`Attempt`] per request, in order.
+    ///
+    /// **A batch of one** takes a lease of `req.kind` if it is free, in one round trip:
     /// - **the lock** ([`LeaseKind::Exclusive`]): reserving `req.fences` fencing tokens;
     /// - **a reader's share** ([`LeaseKind::Read`]) if no writer holds the lock or waits for
     ///   it: the lease is this reader's own, and `Granted { top }` carries its fence: at or
@@ -210,53 +217,25 @@ pub(crate) trait Store: Send + Sync + 'static {
     ///   kept for the oldest waiter instead of being taken again at once. A granted waiter
     ///   leaves the queue.
     ///
+    /// **A batch of several** (distinct keys, none queued: each request's `interest` is
+    /// zero) is all or nothing, in one round trip: every answer is `Granted` when all were
+    /// free and are taken now, or every answer is `Held` (`remaining` where known) and
+    /// nothing changed. Only sent for keys and kinds that the engine's [`Info::at_once`]
+    /// covers (`takes_all_at_once` on `dyn Store`); an engine that takes nothing at once
+    /// answers a batch of several with every answer `Held` ([`one_at_a_time`]).
+    ///
     /// A kind the engine lacks is refused as its capabilities say ([`lacks`]).
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>;
+    fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>>;
 
-    /// Takes every lock of `reqs` if all are free right now, in one round trip: the top
-    /// fence of each, in order; `None` when any is taken (nothing changed then). Nothing is
-    /// queued: the caller waits for busy locks one by one. Only called for keys that the
-    /// engine's [`Info::at_once`] covers (`takes_all_at_once` on `dyn Store`).
-    fn acquire_all<'a>(
-        &'a self,
-        reqs: &'a [AcquireRequest<'_>],
-    ) -> StoreFuture<'a, Option<Vec<u64>>> {
-        let _ = reqs;
-        Box::pin(std::future::ready(Ok(None)))
-    }
-
-    /// Ends the lease of `kind` that `token` holds, if it still does, and wakes the lock's
-    /// waiters (a reader's: when it was the last reader; permits: the semaphore's waiters,
-    /// who may fit now). `Ok(false)` when it was not held any more (nothing of it is left
-    /// either way). `valid_until` is when its holder counts the lease valid until: an engine
-    /// that sends a release again when it cannot tell whether the first one took effect
-    /// (PostgreSQL) uses it to tell its own earlier delete of a lock from a loss. Called
-    /// through `give_back` (on `dyn Store`), which settles the token's calls first.
+    /// Ends what `token` holds of the lock `keys` as `ending` says ([`Ending`]): releases
+    /// its lease, or hands the lock on to another holder of this process. A release is
+    /// called through `give_back` (on `dyn Store`), which settles the token's calls first.
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        kind: LeaseKind,
-        valid_until: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool>;
-
-    /// Hands the lock `token` holds on to another holder of this process, where the engine
-    /// must take part. `None`, the default: it need not, and the next holder takes the next
-    /// of the fences reserved with the lease, without a round trip. Otherwise the call's
-    /// answer: `Some(fence)`, the next holder's fence (as the store hands it out), the first
-    /// of a reservation that starts anew there; `None`, the lock cannot pass now (PostgreSQL:
-    /// a fenced transaction of an earlier holder is still open; or `token` no longer holds
-    /// it), and is released instead. A call whose answer was lost counts as `None`, so it
-    /// must change nothing if it lands after that release, or is sent again. A store that
-    /// wraps another must pass it on.
-    fn hand_over<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> Option<StoreFuture<'a, Option<u64>>> {
-        let _ = (keys, token);
-        None
-    }
+        ending: Ending,
+    ) -> StoreFuture<'a, Ended>;
 
     /// A contender stopped waiting without its lease (gave up, timed out, was cancelled):
     /// it leaves the place `place` says it had in the store's queue, so that it holds nobody
@@ -290,25 +269,215 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// so a release that happens after it resolved is never missed.
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription>;
 
-    /// The holders of the semaphore `keys` now, for operators (never their tokens), where
-    /// the engine has semaphores (what [`Capabilities::semaphores`] says); the default
-    /// refuses ([`lacks`]).
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        let _ = keys;
-        lacks(self, Feature::Semaphores)
+    /// One call on the leader records of the election whose lock is `keys` ([`LeaderOp`]):
+    /// who leads it, recorded beside its lock and valid only while that lock is held. `record`
+    /// names the record where the engine keeps it under a key of its own. Reached only where
+    /// [`Capabilities::leader_election`] says the engine keeps them
+    /// (`leader_records_or_refusal` on `dyn Store`); the default refuses ([`lacks`]).
+    fn leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        let _ = (keys, record, op);
+        lacks(self, Feature::LeaderElection)
     }
 
-    /// The engine's leader records. Reached only where [`Capabilities::leader_election`]
-    /// says the engine keeps them (`leader_records_or_refusal` on `dyn Store`).
-    fn leader_records(&self) -> &dyn LeaderRecords;
+    /// One call of the operator's part ([`AdminOp`]: inspection, listing, forced release,
+    /// the locker's description, a semaphore's holders). Inspecting a semaphore is reached
+    /// where [`Capabilities::semaphores`] says the engine has them, the rest only where
+    /// [`Capabilities::inspection`] says the engine has an operator's part
+    /// (`admin_or_refusal` on `dyn Store`). The default refuses every call: for engines
+    /// without either.
+    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        refuse_admin(self, op)
+    }
+}
 
-    /// The operator's part (inspection, listing, forced release, the locker's description).
-    /// Reached only where [`Capabilities::inspection`] says the engine has one
-    /// (`admin_or_refusal` on `dyn Store`); the default is for engines without it, and
-    /// refuses every call. An error: the engine cannot be asked now (the health's observer,
-    /// before a lazily connected engine connects).
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(&NoAdmin)
+/// How a [`Store::release`] ends what a token holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Ends the lease of `kind` that the token holds, if it still does, and wakes the
+    /// lock's waiters (a reader's: when it was the last reader; permits: the semaphore's
+    /// waiters, who may fit now). Answered [`Ended::Released`]. `valid_until` is when its
+    /// holder counts the lease valid until: an engine that sends a release again when it
+    /// cannot tell whether the first one took effect (PostgreSQL) uses it to tell its own
+    /// earlier delete of a lock from a loss.
+    Release {
+        kind: LeaseKind,
+        valid_until: tokio::time::Instant,
+    },
+    /// Hands the lock the token holds on to another holder of this process. An engine that
+    /// need not take part answers [`Ended::Kept`] at once, without a round trip: the next
+    /// holder takes the next of the fences reserved with the lease. Otherwise
+    /// [`Ended::HandedOver`]: `Some(fence)`, the next holder's fence (as the store hands it
+    /// out), the first of a reservation that starts anew there; `None`, the lock cannot pass
+    /// now (PostgreSQL: a fenced transaction of an earlier holder is still open; or the
+    /// token no longer holds it), and is released instead. A call whose answer was lost
+    /// counts as `None`, so it must change nothing if it lands after that release, or is
+    /// sent again. A store that wraps another must pass it on.
+    HandOver,
+}
+
+/// What a [`Store::release`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// [`Ending::Release`]: whether the lease was still held (nothing of it is left either
+    /// way).
+    Released(bool),
+    /// [`Ending::HandOver`] on an engine that need not take part: nothing was sent.
+    Kept,
+    /// [`Ending::HandOver`] through the store: the next holder's fence, or `None` when the
+    /// lock cannot pass now.
+    HandedOver(Option<u64>),
+}
+
+impl Ended {
+    /// The answer to a release: whether the lease was still held. An answer of a handover
+    /// here is the engine's fault.
+    pub(crate) fn released(self, description: &str) -> Result<bool, LockError> {
+        match self {
+            Ended::Released(held) => Ok(held),
+            _ => Err(LockError::unavailable(
+                format!("{description} answered a release as a handover"),
+                None,
+            )),
+        }
+    }
+
+    /// The answer to a handover: `None` when the engine need not take part (nothing was
+    /// sent); otherwise the engine's answer, the next holder's fence or `None`. An answer of
+    /// a release here is the engine's fault.
+    pub(crate) fn handed_over(self, description: &str) -> Option<Result<Option<u64>, LockError>> {
+        match self {
+            Ended::Kept => None,
+            Ended::HandedOver(fence) => Some(Ok(fence)),
+            Ended::Released(_) => Some(Err(LockError::unavailable(
+                format!("{description} answered a handover as a release"),
+                None,
+            ))),
+        }
+    }
+}
+
+/// One call on an election's leader records ([`Store::leader`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LeaderOp<'a> {
+    /// Records `leader` as the election's leader if `token` holds its lock and no newer term
+    /// is recorded there; then wakes the lock's subscribers (observers). Answered
+    /// [`LeaderAnswer::Published`]: `false` when not written (the lock is not ours any more,
+    /// or a newer leader recorded itself). The record counts only while its owner token
+    /// holds the lock, so it lapses with the lease and lives as long as the renewals do.
+    Publish {
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    },
+    /// Deletes the leader record if it still holds `term` (a resigning leader), and wakes the
+    /// lock's subscribers. A newer term's record is left alone. Answered
+    /// [`LeaderAnswer::Cleared`].
+    Clear { term: u64 },
+    /// The current leader: the record, if its owner token still holds the lock. Answered
+    /// [`LeaderAnswer::Read`].
+    Read,
+}
+
+/// The answer to a [`LeaderOp`], the variant named after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LeaderAnswer {
+    Published(bool),
+    Cleared,
+    Read(Option<LeaderRecord>),
+}
+
+/// One call of an engine's operator part ([`Store::admin`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AdminOp<'a> {
+    /// The state of one lock: [`AdminAnswer::Lock`].
+    Inspect(&'a LockKeys),
+    /// The holders of the semaphore `keys` now (never their tokens): [`AdminAnswer::Permits`].
+    Permits(&'a LockKeys),
+    /// The keys (as users gave them) of the locks stored under `prefix`, held or recently
+    /// held; the caller filters and inspects them: [`AdminAnswer::Keys`].
+    List(&'a str),
+    /// Deletes a lock whoever holds it, and wakes its waiters: [`AdminAnswer::Forced`], true
+    /// when there was one.
+    ForceRelease(&'a LockKeys),
+    /// Stores this locker's description (`identity`) where inspection by other lockers of
+    /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
+    /// [`DESCRIPTION_TTL`](identity::DESCRIPTION_TTL) from now, where it lives with the session
+    /// (ZooKeeper, etcd) until the session ends (a call in the same session then costs
+    /// nothing). Called by a background task of the locker from its first contention on, and
+    /// every [`DESCRIBE_EVERY`](identity::DESCRIBE_EVERY), never on the acquire path; only
+    /// where the engine has inspection, so engines without it store nothing:
+    /// [`AdminAnswer::Described`].
+    Describe {
+        prefix: &'a str,
+        identity: &'a Identity,
+    },
+}
+
+/// The answer to an [`AdminOp`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum AdminAnswer {
+    Lock(LockState),
+    Permits(PermitState),
+    Keys(Vec<String>),
+    Forced(bool),
+    Described,
+}
+
+/// The future of an answer of one of an optional part's calls, from the future of what the
+/// engine found.
+pub(crate) fn answer<'a, T: 'a, A: 'a>(
+    call: impl Future<Output = Result<T, LockError>> + Send + 'a,
+    wrap: fn(T) -> A,
+) -> StoreFuture<'a, A> {
+    Box::pin(async move { call.await.map(wrap) })
+}
+
+/// The default [`Store::admin`]: a semaphore's holders are refused as the capabilities say
+/// ([`lacks`]), the rest as an engine without inspection refuses it.
+pub(crate) fn refuse_admin<'a, S: Store + ?Sized>(
+    store: &S,
+    op: AdminOp<'_>,
+) -> StoreFuture<'a, AdminAnswer> {
+    match op {
+        AdminOp::Permits(_) => lacks(store, Feature::Semaphores),
+        _ => {
+            let refused = LockError::config("inspecting locks is not supported on this engine");
+            Box::pin(std::future::ready(Err(refused)))
+        }
+    }
+}
+
+/// [`Ending::HandOver`] on an engine that need not take part: answered alone ([`heard`]),
+/// without a round trip.
+pub(crate) fn kept<'a>() -> StoreFuture<'a, Ended> {
+    Box::pin(async {
+        heard::answered_alone();
+        Ok(Ended::Kept)
+    })
+}
+
+/// [`Store::acquire`] for an engine that takes one lease per round trip: a batch of one goes
+/// to `one`; a batch of several is answered `Held` throughout, nothing taken (the caller then
+/// takes the leases one by one).
+pub(crate) fn one_at_a_time<'a>(
+    batch: &'a [AcquireRequest<'_>],
+    one: impl FnOnce(&'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt>,
+) -> StoreFuture<'a, Vec<Attempt>> {
+    match batch {
+        [req] => {
+            let call = one(req);
+            Box::pin(async move { call.await.map(|attempt| vec![attempt]) })
+        }
+        _ => Box::pin(std::future::ready(Ok(vec![
+            Attempt::Held {
+                remaining: None
+            };
+            batch.len()
+        ]))),
     }
 }
 
@@ -332,7 +501,8 @@ pub(crate) struct Info {
     /// Where the locks are, for `Debug` and messages: never credentials. Borrowed where it
     /// never changes, so that asking what an in-memory store offers costs no allocation.
     pub(crate) description: Cow<'static, str>,
-    /// Which locks [`Store::acquire_all`] can take together in one round trip.
+    /// Which leases a batch of several ([`Store::acquire`]) can take together in one round
+    /// trip.
     pub(crate) at_once: AtOnce,
     /// What the engine's own background work sees of its connection, beside the outcomes of
     /// the locker's calls: true while it works. ZooKeeper's session events (disconnected,
@@ -343,28 +513,50 @@ pub(crate) struct Info {
     pub(crate) link: Option<watch::Receiver<bool>>,
 }
 
-/// Which locks an engine can take together in one round trip ([`Store::acquire_all`]); the
-/// others are taken one by one.
+/// Which leases an engine can take together in one round trip (a batch of several,
+/// [`Store::acquire`]); the others are taken one by one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AtOnce {
-    /// None: every lock is taken on its own.
+pub(crate) struct AtOnce {
+    /// Which keys can go together.
+    pub(crate) keys: Together,
+    /// Whether readers' shares ([`LeaseKind::Read`]) go in a batch beside locks. Locks
+    /// always do where any keys go together; permits never do.
+    pub(crate) reads: bool,
+}
+
+/// Which keys an engine can take leases on together ([`AtOnce`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Together {
+    /// None: every lease is taken on its own.
     Never,
-    /// Any locks: they all live on one server.
+    /// Any keys: they all live on one server.
     Always,
-    /// Locks whose keys share a hash slot (a Redis Cluster routes each slot to one node).
+    /// Keys that share a hash slot (a Redis Cluster routes each slot to one node).
     SameSlot,
 }
 
 impl AtOnce {
-    /// Whether the locks `keys` can be taken together.
-    pub(crate) fn covers(self, keys: &[&LockKeys]) -> bool {
-        match self {
-            AtOnce::Never => false,
-            AtOnce::Always => true,
-            AtOnce::SameSlot => keys
-                .windows(2)
-                .all(|w| keys::slot(w[0].lock()) == keys::slot(w[1].lock())),
-        }
+    /// Nothing at once: every lease is taken on its own.
+    pub(crate) const NEVER: AtOnce = AtOnce {
+        keys: Together::Never,
+        reads: false,
+    };
+
+    /// Whether the leases `batch` asks for (each key with its kind) can be taken together.
+    pub(crate) fn covers(self, batch: &[(&LockKeys, LeaseKind)]) -> bool {
+        let kinds = batch.iter().all(|(_, kind)| match kind {
+            LeaseKind::Exclusive => true,
+            LeaseKind::Read => self.reads,
+            LeaseKind::Permits { .. } => false,
+        });
+        kinds
+            && match self.keys {
+                Together::Never => false,
+                Together::Always => true,
+                Together::SameSlot => batch
+                    .windows(2)
+                    .all(|w| keys::slot(w[0].0.lock()) == keys::slot(w[1].0.lock())),
+            }
     }
 }
 
@@ -381,72 +573,10 @@ impl Info {
             capabilities,
             always_answers: false,
             description: description.into(),
-            at_once: AtOnce::Never,
+            at_once: AtOnce::NEVER,
             link: None,
         }
     }
-}
-
-/// The operator's part of an engine without one: never reached, since the locker asks the
-/// engine's capabilities first ([`Store::admin`]); every call is refused.
-struct NoAdmin;
-
-impl NoAdmin {
-    fn refuse<'a, T: Send + 'a>() -> StoreFuture<'a, T> {
-        let refused = LockError::config("inspecting locks is not supported on this engine");
-        Box::pin(std::future::ready(Err(refused)))
-    }
-}
-
-impl Admin for NoAdmin {
-    fn inspect<'a>(&'a self, _: &'a LockKeys) -> StoreFuture<'a, LockState> {
-        NoAdmin::refuse()
-    }
-
-    fn list<'a>(&'a self, _: &'a str) -> StoreFuture<'a, Vec<String>> {
-        NoAdmin::refuse()
-    }
-
-    fn force_release<'a>(&'a self, _: &'a LockKeys) -> StoreFuture<'a, bool> {
-        NoAdmin::refuse()
-    }
-
-    fn describe_locker<'a>(&'a self, _: &'a str, _: &'a Identity) -> StoreFuture<'a, ()> {
-        NoAdmin::refuse()
-    }
-}
-
-/// Leader records, an optional part of an engine ([`Store::leader_records`]): who leads an
-/// election, recorded beside its lock and valid only while that lock is held.
-pub(crate) trait LeaderRecords: Send + Sync {
-    /// Records `leader` as the leader of the election whose lock is `keys`, in `record`, if
-    /// `token` holds that lock and no newer term is recorded there; then wakes the lock's
-    /// subscribers (observers). `Ok(false)`: not written (the lock is not ours any more, or
-    /// a newer leader recorded itself). The record counts only while its owner token holds
-    /// the lock, so it lapses with the lease and lives as long as the renewals do.
-    fn publish_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        token: &'a OwnerToken,
-        leader: &'a LeaderRecord,
-    ) -> StoreFuture<'a, bool>;
-
-    /// Deletes the leader record if it still holds `term` (a resigning leader), and wakes the
-    /// lock's subscribers. A newer term's record is left alone.
-    fn clear_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        term: u64,
-    ) -> StoreFuture<'a, ()>;
-
-    /// The current leader: the record, if its owner token still holds the lock.
-    fn read_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-    ) -> StoreFuture<'a, Option<LeaderRecord>>;
 }
 
 /// A request for several permits that waits, and so takes its turn in the semaphore's queue
@@ -525,12 +655,63 @@ impl dyn Store {
         self.info().description.into_owned()
     }
 
+    /// What the engine offers ([`Info::capabilities`]).
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        self.info().capabilities
+    }
+
+    /// Takes the lease `req` asks for: [`Store::acquire`] of a batch of one.
+    pub(crate) fn acquire_one<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'_>,
+    ) -> StoreFuture<'a, Attempt> {
+        let call = self.acquire(std::slice::from_ref(req));
+        Box::pin(async move {
+            match call.await?.pop() {
+                Some(attempt) => Ok(attempt),
+                None => Err(self.malformed("an acquire")),
+            }
+        })
+    }
+
+    /// The holders of the semaphore `keys` now, for operators (never their tokens), where
+    /// the engine has semaphores (what [`Capabilities::semaphores`] says); refused elsewhere
+    /// ([`lacks`]).
+    pub(crate) async fn inspect_permits(&self, keys: &LockKeys) -> Result<PermitState, LockError> {
+        match self.admin(AdminOp::Permits(keys)).await? {
+            AdminAnswer::Permits(state) => Ok(state),
+            _ => Err(self.malformed("a semaphore's inspection")),
+        }
+    }
+
+    /// The error for an answer of another call than the one asked (an engine's fault).
+    fn malformed(&self, what: &str) -> LockError {
+        LockError::unavailable(
+            format!("{} answered {what} with a malformed reply", self.describe()),
+            None,
+        )
+    }
+
+    /// The error for a request that needs `feature`, which the engine lacks: the engines
+    /// that have it, and the engine's reason where it has one.
+    pub(crate) fn refusal_of(&self, feature: Feature) -> LockError {
+        refusal_by(&self.info(), feature)
+    }
+
+    /// The engine's leader records, or the refusal its capabilities call for.
+    pub(crate) fn leader_records_or_refusal(&self) -> Result<LeaderRecords<'_>, LockError> {
+        match self.capabilities().leader_election {
+            true => Ok(LeaderRecords { store: self }),
+            false => Err(self.refusal_of(Feature::LeaderElection)),
+        }
+    }
+
     /// The engine's operator part, or the refusal its capabilities call for (with the
     /// engine's reason where it has one, [`Engine::why_not_inspect`]).
-    pub(crate) fn admin_or_refusal(&self) -> Result<&dyn Admin, LockError> {
+    pub(crate) fn admin_or_refusal(&self) -> Result<Admin<'_>, LockError> {
         let info = self.info();
         match info.capabilities.inspection {
-            true => self.admin(),
+            true => Ok(Admin { store: self }),
             false => Err(LockError::config(match info.engine.why_not_inspect() {
                 Some(why) => why.to_owned(),
                 None => format!("inspecting locks is not supported on {}", info.description),
@@ -562,12 +743,116 @@ impl dyn Store {
         kind: LeaseKind,
         valid_until: tokio::time::Instant,
     ) -> StoreFuture<'a, bool> {
-        match self.settle(token) {
-            None => self.release(keys, token, kind, valid_until),
-            Some(settling) => Box::pin(async move {
+        let ending = Ending::Release { kind, valid_until };
+        let settling = self.settle(token);
+        Box::pin(async move {
+            if let Some(settling) = settling {
                 settling.await;
-                self.release(keys, token, kind, valid_until).await
-            }),
+            }
+            let ended = self.release(keys, token, ending).await?;
+            ended.released(&self.describe())
+        })
+    }
+}
+
+/// An engine's leader records ([`Store::leader`]), reached where its capabilities say it
+/// keeps them (`leader_records_or_refusal` on `dyn Store`): one method per [`LeaderOp`].
+#[derive(Clone, Copy)]
+pub(crate) struct LeaderRecords<'a> {
+    store: &'a dyn Store,
+}
+
+impl<'a> LeaderRecords<'a> {
+    /// [`LeaderOp::Publish`]: whether `leader` was recorded.
+    pub(crate) async fn publish_leader(
+        self,
+        keys: &LockKeys,
+        record: &str,
+        token: &OwnerToken,
+        leader: &LeaderRecord,
+    ) -> Result<bool, LockError> {
+        let op = LeaderOp::Publish { token, leader };
+        match self.store.leader(keys, record, op).await? {
+            LeaderAnswer::Published(written) => Ok(written),
+            _ => Err(self.store.malformed("a leader record's write")),
+        }
+    }
+
+    /// [`LeaderOp::Clear`].
+    pub(crate) async fn clear_leader(
+        self,
+        keys: &LockKeys,
+        record: &str,
+        term: u64,
+    ) -> Result<(), LockError> {
+        match self
+            .store
+            .leader(keys, record, LeaderOp::Clear { term })
+            .await?
+        {
+            LeaderAnswer::Cleared => Ok(()),
+            _ => Err(self.store.malformed("a leader record's deletion")),
+        }
+    }
+
+    /// [`LeaderOp::Read`]: the current leader.
+    pub(crate) async fn read_leader(
+        self,
+        keys: &LockKeys,
+        record: &str,
+    ) -> Result<Option<LeaderRecord>, LockError> {
+        match self.store.leader(keys, record, LeaderOp::Read).await? {
+            LeaderAnswer::Read(leader) => Ok(leader),
+            _ => Err(self.store.malformed("a leader record's read")),
+        }
+    }
+}
+
+/// An engine's operator part ([`Store::admin`]), reached where its capabilities say it has
+/// one (`admin_or_refusal` on `dyn Store`): one method per [`AdminOp`].
+#[derive(Clone, Copy)]
+pub(crate) struct Admin<'a> {
+    store: &'a dyn Store,
+}
+
+impl<'a> Admin<'a> {
+    /// [`AdminOp::Inspect`]: the state of one lock.
+    pub(crate) async fn inspect(self, keys: &LockKeys) -> Result<LockState, LockError> {
+        match self.store.admin(AdminOp::Inspect(keys)).await? {
+            AdminAnswer::Lock(state) => Ok(state),
+            _ => Err(self.store.malformed("an inspection")),
+        }
+    }
+
+    /// [`AdminOp::List`]: the keys of the locks stored under `prefix`.
+    pub(crate) async fn list(self, prefix: &str) -> Result<Vec<String>, LockError> {
+        match self.store.admin(AdminOp::List(prefix)).await? {
+            AdminAnswer::Keys(keys) => Ok(keys),
+            _ => Err(self.store.malformed("a listing")),
+        }
+    }
+
+    /// [`AdminOp::ForceRelease`]: true when there was a lock.
+    pub(crate) async fn force_release(self, keys: &LockKeys) -> Result<bool, LockError> {
+        match self.store.admin(AdminOp::ForceRelease(keys)).await? {
+            AdminAnswer::Forced(deleted) => Ok(deleted),
+            _ => Err(self.store.malformed("a forced release")),
+        }
+    }
+
+    /// [`AdminOp::Describe`]: stores this locker's description.
+    pub(crate) async fn describe_locker(
+        self,
+        prefix: &str,
+        identity: &Identity,
+    ) -> Result<(), LockError> {
+        match self
+            .store
+            .admin(AdminOp::Describe { prefix, identity })
+            .await?
+        {
+            AdminAnswer::Described => Ok(()),
+            _ => Err(self.store.malformed("a locker's description")),
         }
     }
 }
@@ -610,33 +895,6 @@ pub(crate) struct PermitState {
     pub(crate) limit: Option<u32>,
     /// Each holder's permits, remaining lease and who it is, the soonest to end first.
     pub(crate) holders: Vec<(u32, Duration, Holder)>,
-}
-
-/// Inspection and forced release, for operators and the CLI, and the locker's description
-/// that inspection shows to them.
-pub(crate) trait Admin: Send + Sync {
-    /// The state of one lock.
-    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState>;
-
-    /// The keys (as users gave them) of the locks stored under `prefix`, held or recently
-    /// held; the caller filters and inspects them.
-    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>>;
-
-    /// Deletes a lock whoever holds it, and wakes its waiters; true when there was one.
-    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool>;
-
-    /// Stores this locker's description (`identity`) where inspection by other lockers of
-    /// the same `prefix` finds it, for a while: where it expires (Redis, PostgreSQL) for
-    /// [`DESCRIPTION_TTL`](identity::DESCRIPTION_TTL) from now, where it lives with the session
-    /// (ZooKeeper, etcd) until the session ends (a call in the same session then costs
-    /// nothing). Called by a background task of the locker from its first contention on, and
-    /// every [`DESCRIBE_EVERY`](identity::DESCRIBE_EVERY), never on the acquire path; only
-    /// where the engine has inspection, so engines without it store nothing.
-    fn describe_locker<'a>(
-        &'a self,
-        prefix: &'a str,
-        identity: &'a Identity,
-    ) -> StoreFuture<'a, ()>;
 }
 
 /// A live subscription to one lock's releases. Dropping it ends the interest; the backend

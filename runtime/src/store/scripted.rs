@@ -318,24 +318,35 @@ impl super::Store for ScriptedStore {
     }
 
     /// Locks under the script; readers' shares and permits straight in the memory store.
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> super::StoreFuture<'a, Attempt> {
-        match req.kind {
+    /// One lease at a time.
+    fn acquire<'a>(
+        &'a self,
+        batch: &'a [AcquireRequest<'_>],
+    ) -> super::StoreFuture<'a, Vec<Attempt>> {
+        super::one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(ScriptedStore::acquire(self, req)),
-            _ => super::Store::acquire(&self.shared.store, req),
-        }
+            _ => (&self.shared.store as &dyn super::Store).acquire_one(req),
+        })
     }
 
-    /// Locks under the script; readers' shares and permits straight in the memory store.
+    /// Locks under the script; readers' shares and permits straight in the memory store,
+    /// and so are handovers (which need nothing of it).
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        kind: LeaseKind,
-        valid_until: tokio::time::Instant,
-    ) -> super::StoreFuture<'a, bool> {
-        match kind {
-            LeaseKind::Exclusive => Box::pin(ScriptedStore::release(self, keys, token)),
-            _ => super::Store::release(&self.shared.store, keys, token, kind, valid_until),
+        ending: super::Ending,
+    ) -> super::StoreFuture<'a, super::Ended> {
+        match ending {
+            super::Ending::Release {
+                kind: LeaseKind::Exclusive,
+                ..
+            } => Box::pin(async move {
+                ScriptedStore::release(self, keys, token)
+                    .await
+                    .map(super::Ended::Released)
+            }),
+            _ => super::Store::release(&self.shared.store, keys, token, ending),
         }
     }
 
@@ -358,46 +369,23 @@ impl super::Store for ScriptedStore {
         super::Store::leave(&self.shared.store, keys, place);
     }
 
-    fn inspect_permits<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-    ) -> super::StoreFuture<'a, super::PermitState> {
-        super::Store::inspect_permits(&self.shared.store, keys)
+    /// A semaphore's holders, as the memory store answers (the rest refused).
+    fn admin<'a>(&'a self, op: super::AdminOp<'a>) -> super::StoreFuture<'a, super::AdminAnswer> {
+        super::Store::admin(&self.shared.store, op)
     }
 
-    fn leader_records(&self) -> &dyn super::LeaderRecords {
-        self
-    }
-}
-
-impl super::LeaderRecords for ScriptedStore {
-    fn publish_leader<'a>(
+    /// Straight in the memory store, except the stale reads the script returns first.
+    fn leader<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,
-        token: &'a OwnerToken,
-        leader: &'a super::LeaderRecord,
-    ) -> super::StoreFuture<'a, bool> {
-        super::LeaderRecords::publish_leader(&self.shared.store, keys, record, token, leader)
-    }
-
-    fn clear_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        term: u64,
-    ) -> super::StoreFuture<'a, ()> {
-        super::LeaderRecords::clear_leader(&self.shared.store, keys, record, term)
-    }
-
-    fn read_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-    ) -> super::StoreFuture<'a, Option<super::LeaderRecord>> {
-        if let Some(stale) = self.shared.script.lock().unwrap().stale_leader_reads.pop() {
-            return Box::pin(std::future::ready(Ok(stale)));
+        op: super::LeaderOp<'a>,
+    ) -> super::StoreFuture<'a, super::LeaderAnswer> {
+        if let super::LeaderOp::Read = op {
+            if let Some(stale) = self.shared.script.lock().unwrap().stale_leader_reads.pop() {
+                return Box::pin(std::future::ready(Ok(super::LeaderAnswer::Read(stale))));
+            }
         }
-        super::LeaderRecords::read_leader(&self.shared.store, keys, record)
+        super::Store::leader(&self.shared.store, keys, record, op)
     }
 }

@@ -217,8 +217,10 @@ async fn a_deposed_leader_is_told_and_cannot_record_itself_again() {
         term: a.term(),
         identity: "a".into(),
     };
-    let store_ref: &dyn crate::store::LeaderRecords = &store;
+    let store_ref: &dyn crate::store::Store = &store;
     assert!(!store_ref
+        .leader_records_or_refusal()
+        .unwrap()
         .publish_leader(&keys, &record, &a_token, &stale)
         .await
         .unwrap());

@@ -5,17 +5,39 @@ use etcd_client as etcd;
 
 use super::names::{first_by_creation, first_writer, is_reader_key, lock_of, range_of, READER};
 use super::Etcd;
+use crate::error::LockError;
 use crate::store::identity::Identity;
 use crate::store::keys::{unescape, LockKeys};
 use crate::store::sequenced::inspect;
-use crate::store::{Admin, LockState, StoreFuture};
+use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
 
-impl Admin for Etcd {
-    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
+impl Etcd {
+    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op, but
+    /// a semaphore's holders (the recipe's).
+    pub(crate) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        match op {
+            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
+            // A semaphore's holders are the recipe's, which answers them itself.
+            AdminOp::Permits(_) => Box::pin(std::future::ready(Err(LockError::config(
+                "a semaphore's holders are inspected by the recipe, not the engine",
+            )))),
+            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
+            AdminOp::ForceRelease(keys) => {
+                answer(self.admin_force_release(keys), AdminAnswer::Forced)
+            }
+            AdminOp::Describe { prefix, identity } => {
+                answer(self.admin_describe(prefix, identity), |()| {
+                    AdminAnswer::Described
+                })
+            }
+        }
+    }
+
+    fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(inspect(self, keys))
     }
 
-    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+    fn admin_list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         Box::pin(async move {
             let lock_prefix = format!("{prefix}:lock:{{");
             let options = etcd::GetOptions::new().with_prefix().with_keys_only();
@@ -39,7 +61,7 @@ impl Admin for Etcd {
         })
     }
 
-    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
+    fn admin_force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let first = self
                 .bounded("refused a read", |mut c| async move {
@@ -96,7 +118,7 @@ impl Admin for Etcd {
 
     /// A key `P:session:{LEASE}` on the locker's lease: it goes with the lease, as the
     /// lease's locks do. Put once per lease; a call with the same lease costs nothing.
-    fn describe_locker<'a>(
+    fn admin_describe<'a>(
         &'a self,
         prefix: &'a str,
         identity: &'a Identity,

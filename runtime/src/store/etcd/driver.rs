@@ -12,7 +12,9 @@ use super::watch::{watch_predecessor, Target, Watcher};
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{Awaited, Contender, Driver, Head, Place, Queued, Role, Wake, Who};
+use crate::store::sequenced::{
+    Awaited, Contender, Driver, Head, Inspection, Place, Queued, Records, Role, Wake, Who,
+};
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
 
@@ -143,29 +145,6 @@ impl Driver for Etcd {
         self.list_queue(keys).await
     }
 
-    /// One read of the queue, one of each lease's description.
-    async fn who(
-        &self,
-        keys: &LockKeys,
-        contenders: &[Queued],
-    ) -> Result<Vec<Option<Who>>, LockError> {
-        self.who_of(keys, contenders).await
-    }
-
-    /// The remaining TTL of each lease, one call per lease.
-    async fn remaining(&self, owners: &[i64]) -> Result<Vec<Duration>, LockError> {
-        self.leases_left(owners).await
-    }
-
-    async fn head(&self, keys: &LockKeys) -> Result<Option<Head>, LockError> {
-        self.first_of(keys).await
-    }
-
-    /// A transaction comparing the key's create revision, keeping it on its lease.
-    async fn write(&self, mine: &Contender<i64>, data: &[u8]) -> Result<bool, LockError> {
-        self.write_value(mine, data).await
-    }
-
     async fn watcher(&self, keys: &LockKeys) -> Result<Watcher, LockError> {
         Ok(Watcher {
             client: self.client.clone(),
@@ -186,5 +165,32 @@ impl Driver for Etcd {
             watch_predecessor(&watcher.client, &watcher.range, target, watcher.limit).await?;
         Ok(watched
             .map(|mut watching| -> Wake { Box::pin(async move { watching.deleted().await }) }))
+    }
+}
+
+impl Inspection for Etcd {
+    /// One read of the queue, one of each lease's description.
+    async fn who(
+        &self,
+        keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> Result<Vec<Option<Who>>, LockError> {
+        self.who_of(keys, contenders).await
+    }
+
+    /// The remaining TTL of each lease, one call per lease.
+    async fn remaining(&self, owners: &[i64]) -> Result<Vec<Duration>, LockError> {
+        self.leases_left(owners).await
+    }
+}
+
+impl Records for Etcd {
+    async fn head(&self, keys: &LockKeys) -> Result<Option<Head>, LockError> {
+        self.first_of(keys).await
+    }
+
+    /// A transaction comparing the key's create revision, keeping it on its lease.
+    async fn write(&self, mine: &Contender<i64>, data: &[u8]) -> Result<bool, LockError> {
+        self.write_value(mine, data).await
     }
 }

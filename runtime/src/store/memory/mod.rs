@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use self::state::State;
 use super::{
-    AcquireRequest, Attempt, Engine, Info, LeaderRecord, Leave, PermitState, Renewal, Renewed,
-    Store, StoreFuture, WakeSubscription,
+    one_at_a_time, refuse_admin, AcquireRequest, AdminAnswer, AdminOp, Attempt, Ended, Ending,
+    Engine, Info, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Store, StoreFuture,
+    WakeSubscription,
 };
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
@@ -51,30 +52,36 @@ impl Store for MemoryStore {
         }
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        let attempt = match req.kind {
-            LeaseKind::Exclusive => Ok(MemoryStore::acquire(self, req)),
-            LeaseKind::Read => Ok(MemoryStore::acquire_shared(self, req)),
-            LeaseKind::Permits { limit, count } => {
-                MemoryStore::acquire_permits(self, req, limit, count, req.waiter)
-            }
-        };
-        Box::pin(std::future::ready(attempt))
+    /// One lease at a time.
+    fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        one_at_a_time(batch, |req| {
+            let attempt = match req.kind {
+                LeaseKind::Exclusive => Ok(MemoryStore::acquire(self, req)),
+                LeaseKind::Read => Ok(MemoryStore::acquire_shared(self, req)),
+                LeaseKind::Permits { limit, count } => {
+                    MemoryStore::acquire_permits(self, req, limit, count, req.waiter)
+                }
+            };
+            Box::pin(std::future::ready(attempt))
+        })
     }
 
+    /// A handover needs nothing of the store: the next holder takes the next reserved fence.
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        kind: LeaseKind,
-        _: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool> {
-        let released = match kind {
-            LeaseKind::Exclusive => MemoryStore::release(self, keys, token),
-            LeaseKind::Read => MemoryStore::release_shared(self, keys, token),
-            LeaseKind::Permits { .. } => MemoryStore::release_permits(self, keys, token),
+        ending: Ending,
+    ) -> StoreFuture<'a, Ended> {
+        let ended = match ending {
+            Ending::HandOver => return super::kept(),
+            Ending::Release { kind, .. } => Ended::Released(match kind {
+                LeaseKind::Exclusive => MemoryStore::release(self, keys, token),
+                LeaseKind::Read => MemoryStore::release_shared(self, keys, token),
+                LeaseKind::Permits { .. } => MemoryStore::release_permits(self, keys, token),
+            }),
         };
-        Box::pin(std::future::ready(Ok(released)))
+        Box::pin(std::future::ready(Ok(ended)))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -96,14 +103,36 @@ impl Store for MemoryStore {
         }
     }
 
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(std::future::ready(Ok(MemoryStore::inspect_permits(
-            self, keys,
-        ))))
+    /// Leader records in memory; the record's name is not used (the record lives with the
+    /// lock).
+    fn leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        let answer = match op {
+            LeaderOp::Publish { token, leader } => {
+                LeaderAnswer::Published(MemoryStore::publish_leader(self, keys, token, leader))
+            }
+            LeaderOp::Clear { term } => {
+                MemoryStore::clear_leader(self, keys, term);
+                LeaderAnswer::Cleared
+            }
+            LeaderOp::Read => LeaderAnswer::Read(MemoryStore::read_leader(self, keys)),
+        };
+        Box::pin(std::future::ready(Ok(answer)))
     }
 
-    fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
-        self
+    /// Semaphores, but no inspection of locks (they are visible to this process only): a
+    /// semaphore's holders are answered, the rest refused.
+    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        match op {
+            AdminOp::Permits(keys) => Box::pin(std::future::ready(Ok(AdminAnswer::Permits(
+                MemoryStore::inspect_permits(self, keys),
+            )))),
+            op => refuse_admin(self, op),
+        }
     }
 }
 
@@ -113,35 +142,4 @@ pub(crate) fn yes_no(flags: Vec<bool>) -> Vec<Renewed> {
         .into_iter()
         .map(|ok| if ok { Renewed::Yes } else { Renewed::No })
         .collect()
-}
-
-impl crate::store::LeaderRecords for MemoryStore {
-    fn publish_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        _record: &'a str,
-        token: &'a OwnerToken,
-        leader: &'a LeaderRecord,
-    ) -> StoreFuture<'a, bool> {
-        let written = MemoryStore::publish_leader(self, keys, token, leader);
-        Box::pin(std::future::ready(Ok(written)))
-    }
-
-    fn clear_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        _record: &'a str,
-        term: u64,
-    ) -> StoreFuture<'a, ()> {
-        MemoryStore::clear_leader(self, keys, term);
-        Box::pin(std::future::ready(Ok(())))
-    }
-
-    fn read_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        _record: &'a str,
-    ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        Box::pin(std::future::ready(Ok(MemoryStore::read_leader(self, keys))))
-    }
 }

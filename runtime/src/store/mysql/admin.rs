@@ -17,7 +17,7 @@ use crate::store::identity::{
     decode_all, holder, locker_of_waiter, waiters_of_queue, Identity, Stamp, DESCRIPTION_TTL,
 };
 use crate::store::keys::LockKeys;
-use crate::store::{Admin, LockState, StoreFuture};
+use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
 
 /// A lock's row, its live readers and its waiters, as one inspection reads them.
 type Inspected = (
@@ -63,8 +63,25 @@ impl MysqlStore {
     }
 }
 
-impl Admin for MysqlStore {
-    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
+impl MysqlStore {
+    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op.
+    pub(super) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        match op {
+            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
+            AdminOp::Permits(keys) => answer(self.inspect_permits_once(keys), AdminAnswer::Permits),
+            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
+            AdminOp::ForceRelease(keys) => {
+                answer(self.admin_force_release(keys), AdminAnswer::Forced)
+            }
+            AdminOp::Describe { prefix, identity } => {
+                answer(self.admin_describe(prefix, identity), |()| {
+                    AdminAnswer::Described
+                })
+            }
+        }
+    }
+
+    fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
             let key = keys.lock().to_owned();
             let (row, readers, waiters): Inspected = self
@@ -119,7 +136,7 @@ impl Admin for MysqlStore {
         })
     }
 
-    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+    fn admin_list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         Box::pin(async move {
             let lock_prefix = format!("{prefix}:lock:{{");
             let len = lock_prefix.len() as i64;
@@ -135,7 +152,7 @@ impl Admin for MysqlStore {
         })
     }
 
-    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
+    fn admin_force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let key = keys.lock().to_owned();
             let wake = keys.wake().to_owned();
@@ -151,7 +168,7 @@ impl Admin for MysqlStore {
         })
     }
 
-    fn describe_locker<'a>(
+    fn admin_describe<'a>(
         &'a self,
         _prefix: &'a str,
         identity: &'a Identity,

@@ -559,7 +559,8 @@ async fn racing_acquires_of_a_free_key_grant_it_once() {
     };
     let requests: Vec<AcquireRequest<'_>> = tokens.iter().map(request).collect();
     for round in 0..200 {
-        let answers = crate::store::join_all(requests.iter().map(|r| store.acquire(r))).await;
+        let store: &dyn Store = &store;
+        let answers = crate::store::join_all(requests.iter().map(|r| store.acquire_one(r))).await;
         let won: Vec<usize> = answers
             .iter()
             .enumerate()
@@ -573,7 +574,12 @@ async fn racing_acquires_of_a_free_key_grant_it_once() {
         for i in won {
             let until = tokio::time::Instant::now() + Duration::from_secs(10);
             let kind = crate::store::kind::LeaseKind::Exclusive;
-            assert!(store.release(&keys, &tokens[i], kind, until).await.unwrap());
+            let ending = crate::store::Ending::Release {
+                kind,
+                valid_until: until,
+            };
+            let ended = store.release(&keys, &tokens[i], ending).await.unwrap();
+            assert_eq!(ended, crate::store::Ended::Released(true));
         }
     }
 }

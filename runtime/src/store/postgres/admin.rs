@@ -13,7 +13,7 @@ use crate::store::identity::{
     decode_all, holder, locker_of_waiter, waiters_of_queue, Identity, Stamp, DESCRIPTION_TTL,
 };
 use crate::store::keys::LockKeys;
-use crate::store::{Admin, LockState, StoreFuture};
+use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
 
 impl PostgresStore {
     /// Writes this locker's description to count for [`DESCRIPTION_TTL`].
@@ -49,8 +49,25 @@ impl PostgresStore {
     }
 }
 
-impl Admin for PostgresStore {
-    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
+impl PostgresStore {
+    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op.
+    pub(super) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        match op {
+            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
+            AdminOp::Permits(keys) => answer(self.inspect_permits_once(keys), AdminAnswer::Permits),
+            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
+            AdminOp::ForceRelease(keys) => {
+                answer(self.admin_force_release(keys), AdminAnswer::Forced)
+            }
+            AdminOp::Describe { prefix, identity } => {
+                answer(self.admin_describe(prefix, identity), |()| {
+                    AdminAnswer::Described
+                })
+            }
+        }
+    }
+
+    fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
             let key = db_text(keys.lock()).into_owned();
             let listed = MAX_LISTED_WAITERS as i64;
@@ -87,7 +104,7 @@ impl Admin for PostgresStore {
         })
     }
 
-    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+    fn admin_list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         Box::pin(async move {
             let lock_prefix = format!("{}:lock:{{", db_text(prefix));
             let rows = self.query("refused a read", LIST, &[&lock_prefix]).await?;
@@ -98,7 +115,7 @@ impl Admin for PostgresStore {
         })
     }
 
-    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
+    fn admin_force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let key = db_text(keys.lock()).into_owned();
             let wake = db_text(keys.wake()).into_owned();
@@ -109,7 +126,7 @@ impl Admin for PostgresStore {
         })
     }
 
-    fn describe_locker<'a>(
+    fn admin_describe<'a>(
         &'a self,
         _prefix: &'a str,
         identity: &'a Identity,

@@ -9,10 +9,29 @@ use super::text::{db_text, token_text};
 use super::PostgresStore;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{LeaderRecord, LeaderRecords, StoreFuture};
+use crate::store::{answer, LeaderAnswer, LeaderOp, LeaderRecord, StoreFuture};
 
-impl LeaderRecords for PostgresStore {
-    fn publish_leader<'a>(
+impl PostgresStore {
+    /// One call on an election's leader records ([`Store::leader`](crate::store::Store::leader)).
+    pub(crate) fn leader_op<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        match op {
+            LeaderOp::Publish { token, leader } => answer(
+                self.leader_publish(keys, record, token, leader),
+                LeaderAnswer::Published,
+            ),
+            LeaderOp::Clear { term } => answer(self.leader_clear(keys, record, term), |()| {
+                LeaderAnswer::Cleared
+            }),
+            LeaderOp::Read => answer(self.leader_read(keys, record), LeaderAnswer::Read),
+        }
+    }
+
+    fn leader_publish<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,
@@ -35,7 +54,7 @@ impl LeaderRecords for PostgresStore {
         })
     }
 
-    fn clear_leader<'a>(
+    fn leader_clear<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,
@@ -55,7 +74,7 @@ impl LeaderRecords for PostgresStore {
         })
     }
 
-    fn read_leader<'a>(
+    fn leader_read<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,

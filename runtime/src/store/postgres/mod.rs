@@ -195,13 +195,12 @@ use tokio::task::AbortHandle;
 
 use self::conn::Shared;
 use self::pool::Pool;
-use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Leave, PermitState, Renewal, Renewed, Settling, Store,
-    StoreFuture, WakeSubscription,
+    AcquireRequest, Attempt, Leave, Renewal, Renewed, Settling, Store, StoreFuture,
+    WakeSubscription,
 };
 
 pub use self::schema::SCHEMA;
@@ -251,42 +250,44 @@ impl Store for PostgresStore {
         }))
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        match req.kind {
+    /// One lease at a time.
+    fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        super::one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
             LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),
             LeaseKind::Permits { limit, count } => {
                 Box::pin(self.acquire_permits_once(req, limit, count, req.waiter))
             }
-        }
+        })
     }
 
     /// A lock's release knows when its holder counts it valid until; a holder's row of
     /// permits carries their count.
+    ///
+    /// A handover goes through the store: a transaction that checked an earlier holder's fence
+    /// (`check_fence`) may still be open, and the lease's fences all pass a check; the next
+    /// holder gets a fence of a slot of its own once no such transaction is open
+    /// ([`HAND_OVER`](sql::HAND_OVER)).
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        kind: LeaseKind,
-        valid_until: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool> {
-        match kind {
-            LeaseKind::Exclusive => Box::pin(self.release_once(keys, token, Some(valid_until))),
-            LeaseKind::Read => Box::pin(self.release_shared_once(keys, token)),
-            LeaseKind::Permits { .. } => Box::pin(self.release_permits_once(keys, token)),
+        ending: super::Ending,
+    ) -> StoreFuture<'a, super::Ended> {
+        use super::{answer, Ended, Ending};
+        match ending {
+            Ending::HandOver => answer(self.hand_over_once(keys, token), Ended::HandedOver),
+            Ending::Release { kind, valid_until } => match kind {
+                LeaseKind::Exclusive => answer(
+                    self.release_once(keys, token, Some(valid_until)),
+                    Ended::Released,
+                ),
+                LeaseKind::Read => answer(self.release_shared_once(keys, token), Ended::Released),
+                LeaseKind::Permits { .. } => {
+                    answer(self.release_permits_once(keys, token), Ended::Released)
+                }
+            },
         }
-    }
-
-    /// Through the store: a transaction that checked an earlier holder's fence
-    /// (`check_fence`) may still be open, and the lease's fences all pass a check; the next
-    /// holder gets a fence of a slot of its own once no such transaction is open
-    /// ([`HAND_OVER`](sql::HAND_OVER)).
-    fn hand_over<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a OwnerToken,
-    ) -> Option<StoreFuture<'a, Option<u64>>> {
-        Some(Box::pin(self.hand_over_once(keys, token)))
     }
 
     /// Waits until the connections that the token's acquires were on when their outcome
@@ -308,12 +309,17 @@ impl Store for PostgresStore {
         Box::pin(self.subscribe_once(keys))
     }
 
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(self)
+    fn admin<'a>(&'a self, op: super::AdminOp<'a>) -> StoreFuture<'a, super::AdminAnswer> {
+        self.admin_op(op)
     }
 
-    fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
-        self
+    fn leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        op: super::LeaderOp<'a>,
+    ) -> StoreFuture<'a, super::LeaderAnswer> {
+        self.leader_op(keys, record, op)
     }
 
     fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
@@ -322,9 +328,5 @@ impl Store for PostgresStore {
             Leave::Alone(contender) => self.withdraw_in_background(keys, contender.into()),
             Leave::PermitLine { waiter, count } => self.withdraw_permits(keys, waiter, count),
         }
-    }
-
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(self.inspect_permits_once(keys))
     }
 }

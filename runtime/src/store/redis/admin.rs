@@ -16,10 +16,27 @@ use crate::store::identity::{
 };
 use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
-use crate::store::{Admin, LockState, StoreFuture};
+use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
 
-impl Admin for RedisStore {
-    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
+impl RedisStore {
+    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op.
+    pub(super) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        match op {
+            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
+            AdminOp::Permits(keys) => answer(self.inspect_permits(keys), AdminAnswer::Permits),
+            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
+            AdminOp::ForceRelease(keys) => {
+                answer(self.admin_force_release(keys), AdminAnswer::Forced)
+            }
+            AdminOp::Describe { prefix, identity } => {
+                answer(self.admin_describe(prefix, identity), |()| {
+                    AdminAnswer::Described
+                })
+            }
+        }
+    }
+
+    fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(async move {
             let mut inv = ScriptCall::new(&INSPECT);
             inv.key(keys.lock())
@@ -50,7 +67,7 @@ impl Admin for RedisStore {
         })
     }
 
-    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+    fn admin_list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         Box::pin(async move {
             let lock_prefix = format!("{prefix}:lock:{{");
             let names = self.scan(&format!("{lock_prefix}*")).await?;
@@ -64,7 +81,7 @@ impl Admin for RedisStore {
         })
     }
 
-    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
+    fn admin_force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let mut inv = ScriptCall::new(&FORCE_RELEASE);
             inv.key(keys.lock())
@@ -76,7 +93,7 @@ impl Admin for RedisStore {
     }
 
     /// Under `P:locker:{ID}`, for [`DESCRIPTION_TTL`].
-    fn describe_locker<'a>(
+    fn admin_describe<'a>(
         &'a self,
         prefix: &'a str,
         identity: &'a Identity,

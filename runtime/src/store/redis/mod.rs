@@ -53,6 +53,8 @@ mod semaphore;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 mod session;
+#[cfg(test)]
+mod tests;
 mod wakes;
 
 use std::collections::HashSet;
@@ -76,8 +78,9 @@ use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::Session;
 use crate::store::{
-    join_all, AcquireRequest, Admin, AtOnce, Attempt, LeaderRecord, Leave, PermitState, Renewal,
-    Renewed, Store, StoreFuture, WakeSubscription,
+    answer, join_all, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, AtOnce, Attempt, Ended,
+    Ending, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Store, StoreFuture, Together,
+    WakeSubscription,
 };
 
 pub(crate) use self::redlock::RedLock;
@@ -374,43 +377,61 @@ impl RedisStore {
         Ok(released == 1)
     }
 
-    /// Which locks one script can take together: any on one server, those that share a
-    /// slot on a cluster; none where acquires wait for replicas (Sentinel's `min_replicas`),
-    /// which takes its own round trip per lock.
+    /// Which leases one script can take together (acquire_all.lua): locks and readers'
+    /// shares, any on one server, those that share a slot on a cluster; none where acquires
+    /// wait for replicas (Sentinel's `min_replicas`), which takes its own round trip per lock.
     fn at_once(&self) -> AtOnce {
         #[cfg(feature = "sentinel")]
         if self.min_replicas > 0 {
-            return AtOnce::Never;
+            return AtOnce::NEVER;
         }
-        match self.core.conn.is_cluster() {
-            true => AtOnce::SameSlot,
-            false => AtOnce::Always,
-        }
+        let keys = match self.core.conn.is_cluster() {
+            true => Together::SameSlot,
+            false => Together::Always,
+        };
+        AtOnce { keys, reads: true }
     }
 
-    /// Takes every lock of `reqs` if all are free (acquire_all.lua), in one round trip.
-    async fn acquire_all(
-        &self,
-        reqs: &[AcquireRequest<'_>],
-    ) -> Result<Option<Vec<u64>>, LockError> {
+    /// Takes every lease of `reqs` (locks and readers' shares) if all are free
+    /// (acquire_all.lua), in one round trip: all granted, or all held and nothing taken.
+    async fn acquire_all(&self, reqs: &[AcquireRequest<'_>]) -> Result<Vec<Attempt>, LockError> {
         let Some(first) = reqs.first() else {
-            return Ok(Some(Vec::new()));
+            return Ok(Vec::new());
         };
         let mut inv = ScriptCall::new(&ACQUIRE_ALL);
         inv.arg(millis(first.fence_ttl));
         for req in reqs {
+            let kind = match req.kind {
+                LeaseKind::Exclusive => "w",
+                LeaseKind::Read => "r",
+                // Never sent: `AtOnce` covers no permits.
+                LeaseKind::Permits { .. } => {
+                    return Err(LockError::config(
+                        "permits cannot be taken in a batch with other leases",
+                    ))
+                }
+            };
             inv.key(req.keys.lock())
                 .key(req.keys.fence())
+                .key(req.keys.readers())
+                .key(req.keys.interest())
+                .arg(kind)
                 .arg(req.token.as_bytes())
                 .arg(millis(req.lease))
                 .arg(req.fences);
         }
         let answer: Vec<i64> = self.run(inv).await?;
         match answer.split_first() {
-            Some((1, tops)) if tops.len() == reqs.len() => {
-                Ok(Some(tops.iter().map(|&t| t as u64).collect()))
-            }
-            Some((0, _)) => Ok(None),
+            Some((1, tops)) if tops.len() == reqs.len() => Ok(tops
+                .iter()
+                .zip(reqs)
+                .map(|(&top, req)| match req.kind {
+                    // A reader's fence is at least 1, as a single reader's.
+                    LeaseKind::Read => Attempt::granted(top.max(1) as u64),
+                    _ => Attempt::granted(top as u64),
+                })
+                .collect()),
+            Some((0, _)) => Ok(vec![Attempt::Held { remaining: None }; reqs.len()]),
             _ => Err(malformed(&self.core.endpoint, "acquire_all")),
         }
     }
@@ -505,30 +526,41 @@ impl Store for RedisStore {
         })
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        match req.kind {
+    /// A batch of several in one script call (acquire_all.lua).
+    fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        if batch.len() > 1 {
+            return Box::pin(RedisStore::acquire_all(self, batch));
+        }
+        one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(RedisStore::acquire(self, req)),
             LeaseKind::Read => Box::pin(RedisStore::acquire_shared(self, req)),
             LeaseKind::Permits { limit, count } => Box::pin(RedisStore::acquire_permits(
                 self, req, limit, count, req.waiter,
             )),
-        }
+        })
     }
 
+    /// A handover needs nothing of the server: the next holder takes the next reserved fence.
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        kind: LeaseKind,
-        _: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool> {
-        match kind {
-            LeaseKind::Exclusive => Box::pin(RedisStore::release(self, keys, token)),
-            LeaseKind::Read => Box::pin(RedisStore::release_shared(self, keys, token)),
-            LeaseKind::Permits { count, .. } => {
-                Box::pin(RedisStore::release_permits(self, keys, token, count))
-            }
-        }
+        ending: Ending,
+    ) -> StoreFuture<'a, Ended> {
+        let kind = match ending {
+            Ending::HandOver => return crate::store::kept(),
+            Ending::Release { kind, .. } => kind,
+        };
+        Box::pin(async move {
+            let released = match kind {
+                LeaseKind::Exclusive => RedisStore::release(self, keys, token).await,
+                LeaseKind::Read => RedisStore::release_shared(self, keys, token).await,
+                LeaseKind::Permits { count, .. } => {
+                    RedisStore::release_permits(self, keys, token, count).await
+                }
+            };
+            released.map(Ended::Released)
+        })
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -537,13 +569,6 @@ impl Store for RedisStore {
 
     fn subscribe<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, WakeSubscription> {
         Box::pin(RedisStore::subscribe(self, keys))
-    }
-
-    fn acquire_all<'a>(
-        &'a self,
-        reqs: &'a [AcquireRequest<'_>],
-    ) -> StoreFuture<'a, Option<Vec<u64>>> {
-        Box::pin(RedisStore::acquire_all(self, reqs))
     }
 
     fn leave(&self, keys: &LockKeys, place: Leave<'_>) {
@@ -556,46 +581,30 @@ impl Store for RedisStore {
         }
     }
 
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(RedisStore::inspect_permits(self, keys))
+    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        RedisStore::admin_op(self, op)
     }
 
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(self)
-    }
-
-    fn leader_records(&self) -> &dyn crate::store::LeaderRecords {
-        self
-    }
-}
-
-impl crate::store::LeaderRecords for RedisStore {
-    fn publish_leader<'a>(
+    fn leader<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,
-        token: &'a OwnerToken,
-        leader: &'a LeaderRecord,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(RedisStore::publish_leader(
-            self, keys, record, token, leader,
-        ))
-    }
-
-    fn clear_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        term: u64,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(RedisStore::clear_leader(self, keys, record, term))
-    }
-
-    fn read_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-    ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        Box::pin(RedisStore::read_leader(self, keys, record))
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        match op {
+            LeaderOp::Publish { token, leader } => answer(
+                RedisStore::publish_leader(self, keys, record, token, leader),
+                LeaderAnswer::Published,
+            ),
+            LeaderOp::Clear { term } => {
+                answer(RedisStore::clear_leader(self, keys, record, term), |()| {
+                    LeaderAnswer::Cleared
+                })
+            }
+            LeaderOp::Read => answer(
+                RedisStore::read_leader(self, keys, record),
+                LeaderAnswer::Read,
+            ),
+        }
     }
 }

@@ -59,11 +59,11 @@ pub(crate) struct Queued {
     /// What it contends for, as its name (ZooKeeper) or its value (etcd) says.
     pub(crate) role: Role,
     /// Who keeps it: the etcd lease it is attached to (0 on ZooKeeper, whose listing does not
-    /// tell), for [`Driver::remaining`].
+    /// tell), for [`Inspection::remaining`].
     pub(crate) owner: i64,
 }
 
-/// Who a listed contender is, for inspection ([`Driver::who`]).
+/// Who a listed contender is, for inspection ([`Inspection::who`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Who {
     /// What its token says, where its data is its token (not a leader record, not etcd's
@@ -77,12 +77,12 @@ pub(crate) struct Who {
     pub(crate) order: i64,
 }
 
-/// The first contender of a queue, as [`Driver::head`] reads it.
+/// The first contender of a queue, as [`Records::head`] reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Head {
     /// When the server created it: the base of its fences.
     pub(crate) order: i64,
-    /// What [`Driver::write`] recorded on it (a leader record), or what it was created with.
+    /// What [`Records::write`] recorded on it (a leader record), or what it was created with.
     pub(crate) data: Vec<u8>,
 }
 
@@ -107,7 +107,7 @@ pub(crate) enum Awaited<'a, V> {
     /// The deletion of the contender just ahead of this process's own.
     Predecessor(&'a Contender<V>),
     /// The deletion of any writer's contender, or a change of the data of the first one (a
-    /// leader record written or cleared, [`Driver::write`]): what a waiter without a
+    /// leader record written or cleared, [`Records::write`]): what a waiter without a
     /// contender waits for (a reader, an election's observer). Readers' contenders coming and
     /// going, and new writers', do not wake it.
     Writers,
@@ -198,36 +198,6 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// The contenders of `keys`' queue now, in creation order.
     fn list(&self, keys: &LockKeys) -> impl Future<Output = Result<Vec<Queued>, LockError>> + Send;
 
-    /// How long each of `owners` ([`Queued::owner`]) keeps its contenders at most if nothing
-    /// renews it any more, as far as the engine can tell: the remaining TTL of an etcd lease;
-    /// on ZooKeeper, which cannot tell of another client's session, this locker's session
-    /// timeout, the bound of every lease of a session like it.
-    fn remaining(
-        &self,
-        owners: &[i64],
-    ) -> impl Future<Output = Result<Vec<std::time::Duration>, LockError>> + Send;
-
-    /// Who each of `contenders` (of `keys`' queue, as [`list`](Self::list) gave them) is, for
-    /// inspection: its data and its session's description, read side by side. `None` for one
-    /// that is gone since.
-    fn who(
-        &self,
-        keys: &LockKeys,
-        contenders: &[Queued],
-    ) -> impl Future<Output = Result<Vec<Option<Who>>, LockError>> + Send;
-
-    /// The first contender of `keys`' queue and its data; `None` when the queue is empty.
-    fn head(&self, keys: &LockKeys)
-        -> impl Future<Output = Result<Option<Head>, LockError>> + Send;
-
-    /// Replaces the data of `mine` while it is the one this process created (and, on etcd,
-    /// keeps it on its lease); `Ok(false)` when it is gone.
-    fn write(
-        &self,
-        mine: &Contender<Self::Via>,
-        data: &[u8],
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
-
     /// What a subscription to `keys` watches the queue with.
     fn watcher(
         &self,
@@ -241,4 +211,44 @@ pub(crate) trait Driver: Send + Sync + 'static {
         watcher: &Self::Watcher,
         awaited: Awaited<'_, Self::Via>,
     ) -> impl Future<Output = Result<Option<Wake>, String>> + Send;
+}
+
+/// What inspection reads of a queue beside its listing ([`Driver::list`]): who each contender
+/// is, and how long its owner keeps it. Only the operator's calls and a semaphore's
+/// inspection ask it, never an acquire.
+pub(crate) trait Inspection: Driver {
+    /// How long each of `owners` ([`Queued::owner`]) keeps its contenders at most if nothing
+    /// renews it any more, as far as the engine can tell: the remaining TTL of an etcd lease;
+    /// on ZooKeeper, which cannot tell of another client's session, this locker's session
+    /// timeout, the bound of every lease of a session like it.
+    fn remaining(
+        &self,
+        owners: &[i64],
+    ) -> impl Future<Output = Result<Vec<std::time::Duration>, LockError>> + Send;
+
+    /// Who each of `contenders` (of `keys`' queue, as [`Driver::list`] gave them) is, for
+    /// inspection: its data and its session's description, read side by side. `None` for one
+    /// that is gone since.
+    fn who(
+        &self,
+        keys: &LockKeys,
+        contenders: &[Queued],
+    ) -> impl Future<Output = Result<Vec<Option<Who>>, LockError>> + Send;
+}
+
+/// Leader records, kept in the data of the contender that holds an election's lock (see
+/// [`leader`](super::leader)): the first contender's data is read, and a contender's own
+/// data replaced. Only leader elections ask it.
+pub(crate) trait Records: Driver {
+    /// The first contender of `keys`' queue and its data; `None` when the queue is empty.
+    fn head(&self, keys: &LockKeys)
+        -> impl Future<Output = Result<Option<Head>, LockError>> + Send;
+
+    /// Replaces the data of `mine` while it is the one this process created (and, on etcd,
+    /// keeps it on its lease); `Ok(false)` when it is gone.
+    fn write(
+        &self,
+        mine: &Contender<Self::Via>,
+        data: &[u8],
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
 }

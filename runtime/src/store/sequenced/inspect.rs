@@ -1,12 +1,12 @@
 //! What operators see of a lock's queue, once for both engines: its holders (the first
 //! writer, or every reader ahead of the first writer) and the contenders behind them, each
-//! with who it is ([`Driver::who`]).
+//! with who it is ([`Inspection::who`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::time::SystemTime;
 
-use super::{slots_top, Driver, Role, Who};
+use super::{slots_top, Inspection, Role, Who};
 use crate::error::LockError;
 use crate::inspect::MAX_LISTED_WAITERS;
 use crate::store::identity::{contender_holder, contender_waiter, decode, Stamp};
@@ -27,7 +27,7 @@ pub(crate) struct Seen {
     pub(crate) order: i64,
 }
 
-/// Who each of the contenders `seen` is ([`Driver::who`]; `None` for one that was gone):
+/// Who each of the contenders `seen` is ([`Inspection::who`]; `None` for one that was gone):
 /// what its data says, and the description of the locker its owner serves, read once per
 /// owner by `described` (the stored description, `None` when there is none), side by side.
 pub(crate) async fn who<F, R>(
@@ -65,7 +65,7 @@ where
 
 /// The state of the lock `keys` in `driver`'s engine: held while its queue has a contender,
 /// with no TTL of its own (the session or lease of its holder's process ends it).
-pub(crate) async fn inspect<D: Driver>(
+pub(crate) async fn inspect<D: Inspection>(
     driver: &D,
     keys: &LockKeys,
 ) -> Result<LockState, LockError> {

@@ -2,11 +2,12 @@
 //! the data of the contender that holds the election's lock, so the record counts exactly
 //! as long as that contender holds, and goes with it (a release, a session that ended).
 
-use super::{tag, Driver, Head, Role, Sequenced, FENCE_SLOTS};
+use super::{tag, Head, Records, Role, Sequenced, FENCE_SLOTS};
+use crate::error::LockError;
 use crate::store::heard;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{LeaderRecord, LeaderRecords, StoreFuture};
+use crate::store::{answer, LeaderAnswer, LeaderOp, LeaderRecord, StoreFuture};
 
 /// What a leader record starts with: a contender's data is its token until one is written.
 const RECORD: &str = "leader\n";
@@ -37,67 +38,70 @@ pub(crate) fn is_fence_of(term: u64, order: i64) -> bool {
 
 /// The record lives on the holder's contender, not under a key of its own: the `record`
 /// name the store boundary passes (Redis's key of the record) is not used.
-impl<D: Driver> LeaderRecords for Sequenced<D> {
+impl<D: Records> Sequenced<D> {
+    /// One call on an election's leader records ([`Store::leader`](crate::store::Store::leader)).
+    pub(crate) fn leader_op<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        match op {
+            LeaderOp::Publish { token, leader } => answer(
+                self.publish_leader(keys, token, leader),
+                LeaderAnswer::Published,
+            ),
+            LeaderOp::Clear { term } => answer(self.clear_leader(term), |()| LeaderAnswer::Cleared),
+            LeaderOp::Read => answer(self.read_leader(keys), LeaderAnswer::Read),
+        }
+    }
+
     /// Written on `token`'s contender, if it holds the election's lock in the current session
     /// and the term is one of its own fences (a newer term can only be a later contender's).
     /// The write replaces the contender's data, which wakes the observers' watches.
-    fn publish_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        _record: &'a str,
-        token: &'a OwnerToken,
-        leader: &'a LeaderRecord,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let Some(mine) = self.contenders.held([token]).into_iter().flatten().next() else {
-                heard::answered_alone();
-                return Ok(false);
-            };
-            // The contender may have been created by an earlier attempt of the same wait
-            // (with another tag): it is the election's if it is in the election's queue.
-            let name = self.driver.name(keys, token, Role::Writer);
-            let queue = name.rfind(tag(token)).map_or("", |at| &name[..at]);
-            if queue.is_empty()
-                || !mine.name.starts_with(queue)
-                || mine.session != *self.epoch.borrow()
-                || !is_fence_of(leader.term, mine.order)
-            {
-                heard::answered_alone();
-                return Ok(false);
-            }
-            self.driver.write(&mine, &encode(leader)).await
-        })
+    pub(super) async fn publish_leader(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        leader: &LeaderRecord,
+    ) -> Result<bool, LockError> {
+        let Some(mine) = self.contenders.held([token]).into_iter().flatten().next() else {
+            heard::answered_alone();
+            return Ok(false);
+        };
+        // The contender may have been created by an earlier attempt of the same wait
+        // (with another tag): it is the election's if it is in the election's queue.
+        let name = self.driver.name(keys, token, Role::Writer);
+        let queue = name.rfind(tag(token)).map_or("", |at| &name[..at]);
+        if queue.is_empty()
+            || !mine.name.starts_with(queue)
+            || mine.session != *self.epoch.borrow()
+            || !is_fence_of(leader.term, mine.order)
+        {
+            heard::answered_alone();
+            return Ok(false);
+        }
+        self.driver.write(&mine, &encode(leader)).await
     }
 
     /// Empties the data of this process's contender whose fences `term` is of: only that
     /// contender ever holds a record of `term` (creation orders are unique across the engine,
     /// so its fences name it). A record of another process is never touched.
-    fn clear_leader<'a>(
-        &'a self,
-        _keys: &'a LockKeys,
-        _record: &'a str,
-        term: u64,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            match self.contenders.find_held(|c| is_fence_of(term, c.order)) {
-                Some(mine) => {
-                    self.driver.write(&mine, b"").await?;
-                }
-                None => heard::answered_alone(),
+    pub(super) async fn clear_leader(&self, term: u64) -> Result<(), LockError> {
+        match self.contenders.find_held(|c| is_fence_of(term, c.order)) {
+            Some(mine) => {
+                self.driver.write(&mine, b"").await?;
             }
-            Ok(())
-        })
+            None => heard::answered_alone(),
+        }
+        Ok(())
     }
 
     /// The record on the queue's first contender: the one that holds the lock.
-    fn read_leader<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        _record: &'a str,
-    ) -> StoreFuture<'a, Option<LeaderRecord>> {
-        Box::pin(async move {
-            let head = self.driver.head(keys).await?;
-            Ok(head.as_ref().and_then(decode))
-        })
+    pub(super) async fn read_leader(
+        &self,
+        keys: &LockKeys,
+    ) -> Result<Option<LeaderRecord>, LockError> {
+        let head = self.driver.head(keys).await?;
+        Ok(head.as_ref().and_then(decode))
     }
 }

@@ -71,7 +71,8 @@
 //! whose lease lapsed without the watchdog is given back by the locker.
 //!
 //! **Leader records on the holder's contender.** An election is a lock; its leader's term and
-//! identity are written into the data of the contender that holds it (`LeaderRecords`), only
+//! identity are written into the data of the contender that holds it
+//! ([`Store::leader`](crate::store::Store::leader), over the driver's [`Records`]), only
 //! while that contender is this process's held one in the current session and the term is one
 //! of its own fences. Read back, a record counts only from the queue's first contender and
 //! with a term of that contender's fences; it goes with the contender (release, session end).
@@ -80,7 +81,11 @@
 //!
 //! What the engines do differently stays with them: how a session is kept and judged, how a
 //! contender is created and looked at (ZooKeeper in two round trips, etcd in one
-//! transaction), how a reader's fence is recorded, and etcd's sweep for orphans.
+//! transaction), how a reader's fence is recorded, and etcd's sweep for orphans. An engine
+//! plugs in as a [`Driver`] of twelve calls (contend and wait), and two small parts that only
+//! some requests ask for: [`Inspection`] (who a contender is, how long its owner keeps it:
+//! the operator's calls) and [`Records`] (the first contender's data, a write of one's own:
+//! leader elections).
 
 mod contenders;
 mod driver;
@@ -99,7 +104,8 @@ mod tests_permits;
 
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
 pub(crate) use driver::{
-    slots_top, tag, writer_top, Awaited, Driver, Head, Place, Queued, Role, Wake, Who, FENCE_SLOTS,
+    slots_top, tag, writer_top, Awaited, Driver, Head, Inspection, Place, Queued, Records, Role,
+    Wake, Who, FENCE_SLOTS,
 };
 pub(crate) use inspect::{inspect, who, Seen};
 pub(crate) use interest::patience;

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{fits, holders, standing, writer_top, Contender, Driver, Role, Sequenced, Standing};
+use super::{
+    fits, holders, standing, writer_top, Contender, Driver, Inspection, Role, Sequenced, Standing,
+};
 use crate::error::LockError;
 use crate::inspect::Holder;
 use crate::store::identity::contender_holder;
@@ -158,7 +160,9 @@ impl<D: Driver> Sequenced<D> {
             None => self.contenders.forget_held(token),
         }
     }
+}
 
+impl<D: Inspection> Sequenced<D> {
     /// The holders of a semaphore now: the prefix of its queue that holds, with how long each
     /// holder's contender outlives its process at most, as the engine can tell.
     pub(crate) async fn inspect_permits_once(

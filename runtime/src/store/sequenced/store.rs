@@ -3,18 +3,20 @@
 
 use std::future::Future;
 
-use super::{Driver, Role, Sequenced};
+use super::{Inspection, Records, Role, Sequenced};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    AcquireRequest, Admin, Attempt, Capabilities, LeaderRecords, Leave, PermitState, Renewal,
-    Renewed, Session, Store, StoreFuture, WakeSubscription,
+    answer, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, Attempt, Capabilities, Ended,
+    Ending, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Session, Store, StoreFuture,
+    WakeSubscription,
 };
 
-/// What a sequential-contender engine answers itself, beside its [`Driver`].
-pub(crate) trait Engine: Driver + Admin {
+/// What a sequential-contender engine answers itself, beside its [`Driver`](super::Driver)
+/// and that driver's [`Inspection`] and [`Records`].
+pub(crate) trait Engine: Inspection + Records {
     /// What it offers; the lease bound is its session's.
     fn capabilities(&self) -> Capabilities;
 
@@ -26,6 +28,10 @@ pub(crate) trait Engine: Driver + Admin {
 
     /// One round trip over its session, opening one when there is none ([`Store::probe`]).
     fn probe(&self) -> impl Future<Output = Result<(), LockError>> + Send;
+
+    /// The operator's calls ([`Store::admin`]) but a semaphore's holders, which the recipe
+    /// answers.
+    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer>;
 }
 
 /// Renewals, which each engine proves its own way (ZooKeeper: the contender's session is the
@@ -63,30 +69,36 @@ where
 
     /// Readers contend as the recipe's readers (a contender of their own, first among
     /// writers), permits in its weighted queue.
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        match req.kind {
+    /// One lease at a time.
+    fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
             LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),
             LeaseKind::Permits { limit, count } => {
                 Box::pin(self.acquire_permits_once(req, limit, count, req.waiter))
             }
-        }
+        })
     }
 
+    /// A handover needs nothing of the engine: the contender stays, and the next holder
+    /// takes the next reserved fence.
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        kind: LeaseKind,
-        _: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool> {
-        let role = match kind {
-            LeaseKind::Exclusive => Role::Writer,
-            LeaseKind::Read => Role::Reader,
-            // The name of a permits contender does not depend on its limit (see `Driver::name`).
-            LeaseKind::Permits { count, .. } => Role::Permits { limit: 0, count },
+        ending: Ending,
+    ) -> StoreFuture<'a, Ended> {
+        let role = match ending {
+            Ending::HandOver => return crate::store::kept(),
+            Ending::Release { kind, .. } => match kind {
+                LeaseKind::Exclusive => Role::Writer,
+                LeaseKind::Read => Role::Reader,
+                // The name of a permits contender does not depend on its limit (see
+                // `Driver::name`).
+                LeaseKind::Permits { count, .. } => Role::Permits { limit: 0, count },
+            },
         };
-        Box::pin(self.release_once(keys, token, role))
+        answer(self.release_once(keys, token, role), Ended::Released)
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'_>]) -> StoreFuture<'a, Vec<Renewed>> {
@@ -106,15 +118,21 @@ where
         }
     }
 
-    fn inspect_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
-        Box::pin(self.inspect_permits_once(keys))
+    /// A semaphore's holders from the recipe, the rest from the engine.
+    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        match op {
+            AdminOp::Permits(keys) => answer(self.inspect_permits_once(keys), AdminAnswer::Permits),
+            op => self.driver.admin(op),
+        }
     }
 
-    fn admin(&self) -> Result<&dyn Admin, LockError> {
-        Ok(&*self.driver)
-    }
-
-    fn leader_records(&self) -> &dyn LeaderRecords {
-        self
+    /// The record lives on the holder's contender: `record` is not used.
+    fn leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        self.leader_op(keys, op)
     }
 }

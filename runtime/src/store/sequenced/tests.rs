@@ -11,8 +11,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    tag, writer_top, Awaited, Contender, Contenders, Driver, Head, Place, Queued, Role, Sequenced,
-    Wake,
+    tag, writer_top, Awaited, Contender, Contenders, Driver, Head, Inspection, Place, Queued,
+    Records, Role, Sequenced, Wake,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -213,6 +213,19 @@ impl Driver for Fake {
             .collect())
     }
 
+    async fn watcher(&self, _keys: &LockKeys) -> Result<(), LockError> {
+        Ok(())
+    }
+
+    async fn watch(_watcher: &(), awaited: Awaited<'_, ()>) -> Result<Option<Wake>, String> {
+        Ok(match awaited {
+            Awaited::Deletions => Some(Box::pin(std::future::pending())),
+            _ => None,
+        })
+    }
+}
+
+impl Inspection for Fake {
     /// The data's stamp; no descriptions (the fake keeps no sessions).
     async fn who(
         &self,
@@ -239,7 +252,9 @@ impl Driver for Fake {
             .map(|&o| Duration::from_secs(o as u64))
             .collect())
     }
+}
 
+impl Records for Fake {
     async fn head(&self, _keys: &LockKeys) -> Result<Option<Head>, LockError> {
         let queue = self.queue.lock().unwrap();
         Ok(queue.first().map(|e| Head {
@@ -255,17 +270,6 @@ impl Driver for Fake {
         };
         entry.3 = data.to_vec();
         Ok(true)
-    }
-
-    async fn watcher(&self, _keys: &LockKeys) -> Result<(), LockError> {
-        Ok(())
-    }
-
-    async fn watch(_watcher: &(), awaited: Awaited<'_, ()>) -> Result<Option<Wake>, String> {
-        Ok(match awaited {
-            Awaited::Deletions => Some(Box::pin(std::future::pending())),
-            _ => None,
-        })
     }
 }
 

@@ -13,7 +13,7 @@ use super::{fits, holders, standing, writer_top, Driver, Head, Queued, Role, Sta
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{Attempt, LeaderRecord, LeaderRecords, PermitWaiter};
+use crate::store::{Attempt, LeaderRecord, PermitWaiter};
 
 fn permits(name: &str, limit: u32, count: u32) -> Queued {
     Queued {
@@ -319,7 +319,7 @@ async fn the_leader_record_is_the_holders_contender_and_goes_with_it() {
         panic!("the first campaigner leads");
     };
     assert!(
-        seq.read_leader(&keys, "").await.unwrap().is_none(),
+        seq.read_leader(&keys).await.unwrap().is_none(),
         "not yet published"
     );
     let term = top - 1; // the first of its fences
@@ -333,23 +333,20 @@ async fn the_leader_record_is_the_holders_contender_and_goes_with_it() {
         term: term + 32,
         ..leader.clone()
     };
-    assert!(!seq.publish_leader(&keys, "", &a, &forged).await.unwrap());
-    assert!(!seq.publish_leader(&keys, "", &b, &leader).await.unwrap());
-    assert!(seq.publish_leader(&keys, "", &a, &leader).await.unwrap());
-    assert_eq!(
-        seq.read_leader(&keys, "").await.unwrap(),
-        Some(leader.clone())
-    );
+    assert!(!seq.publish_leader(&keys, &a, &forged).await.unwrap());
+    assert!(!seq.publish_leader(&keys, &b, &leader).await.unwrap());
+    assert!(seq.publish_leader(&keys, &a, &leader).await.unwrap());
+    assert_eq!(seq.read_leader(&keys).await.unwrap(), Some(leader.clone()));
     // Another term's clear leaves it alone; its own clears it.
-    seq.clear_leader(&keys, "", term + 64).await.unwrap();
-    assert!(seq.read_leader(&keys, "").await.unwrap().is_some());
-    seq.clear_leader(&keys, "", term).await.unwrap();
-    assert!(seq.read_leader(&keys, "").await.unwrap().is_none());
+    seq.clear_leader(term + 64).await.unwrap();
+    assert!(seq.read_leader(&keys).await.unwrap().is_some());
+    seq.clear_leader(term).await.unwrap();
+    assert!(seq.read_leader(&keys).await.unwrap().is_none());
     // Released, its token holds nothing: it cannot record itself again.
-    seq.publish_leader(&keys, "", &a, &leader).await.unwrap();
+    seq.publish_leader(&keys, &a, &leader).await.unwrap();
     seq.release_once(&keys, &a, Role::Writer).await.unwrap();
-    assert!(!seq.publish_leader(&keys, "", &a, &leader).await.unwrap());
-    assert!(seq.read_leader(&keys, "").await.unwrap().is_none());
+    assert!(!seq.publish_leader(&keys, &a, &leader).await.unwrap());
+    assert!(seq.read_leader(&keys).await.unwrap().is_none());
 }
 
 #[test]
@@ -393,8 +390,8 @@ async fn a_leader_granted_after_waiting_records_itself() {
         term: top,
         identity: "b".into(),
     };
-    assert!(seq.publish_leader(&keys, "", &b2, &leader).await.unwrap());
-    assert_eq!(seq.read_leader(&keys, "").await.unwrap(), Some(leader));
+    assert!(seq.publish_leader(&keys, &b2, &leader).await.unwrap());
+    assert_eq!(seq.read_leader(&keys).await.unwrap(), Some(leader));
 }
 
 /// Risk of issue 45: a permits waiter whose future is no longer polled keeps its seat (its

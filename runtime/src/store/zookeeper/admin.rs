@@ -12,7 +12,7 @@ use crate::store::identity::{session_key, Identity};
 use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
 use crate::store::sequenced::{inspect, who, Seen, Who};
-use crate::store::{Admin, LockState, StoreFuture};
+use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
 
 impl ZooKeeper {
     /// An ephemeral znode of the current session, `P:session:{ID}` under the root (the
@@ -50,7 +50,7 @@ impl ZooKeeper {
         }
     }
 
-    /// Who each contender at `paths` is (see [`Driver::who`](crate::store::sequenced::Driver::who)):
+    /// Who each contender at `paths` is (see [`Inspection::who`](crate::store::sequenced::Inspection::who)):
     /// its data and stat read side by side, then the descriptions of their sessions ([`who`]).
     pub(super) async fn who_at(
         &self,
@@ -98,12 +98,33 @@ impl ZooKeeper {
     }
 }
 
-impl Admin for ZooKeeper {
-    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
+impl ZooKeeper {
+    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op, but
+    /// a semaphore's holders (the recipe's).
+    pub(crate) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
+        match op {
+            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
+            // A semaphore's holders are the recipe's, which answers them itself.
+            AdminOp::Permits(_) => Box::pin(std::future::ready(Err(LockError::config(
+                "a semaphore's holders are inspected by the recipe, not the engine",
+            )))),
+            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
+            AdminOp::ForceRelease(keys) => {
+                answer(self.admin_force_release(keys), AdminAnswer::Forced)
+            }
+            AdminOp::Describe { prefix, identity } => {
+                answer(self.admin_describe(prefix, identity), |()| {
+                    AdminAnswer::Described
+                })
+            }
+        }
+    }
+
+    fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(inspect(self, keys))
     }
 
-    fn list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+    fn admin_list<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         Box::pin(async move {
             let (client, _) = self.client().await?;
             let names =
@@ -127,7 +148,7 @@ impl Admin for ZooKeeper {
         })
     }
 
-    fn force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
+    fn admin_force_release<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let (client, _) = self.client().await?;
             let parent = parent_of(keys);
@@ -154,7 +175,7 @@ impl Admin for ZooKeeper {
         })
     }
 
-    fn describe_locker<'a>(
+    fn admin_describe<'a>(
         &'a self,
         prefix: &'a str,
         identity: &'a Identity,

@@ -12,8 +12,8 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    slots_top, tag, writer_top, Awaited, Contender, Driver, Head, Place, Queued, Role, Wake, Who,
-    FENCE_SLOTS,
+    slots_top, tag, writer_top, Awaited, Contender, Driver, Head, Inspection, Place, Queued,
+    Records, Role, Wake, Who, FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -148,6 +148,35 @@ impl Driver for ZooKeeper {
             .collect())
     }
 
+    async fn watcher(&self, keys: &LockKeys) -> Result<Watcher, LockError> {
+        let (client, _) = self.client().await?;
+        Ok(Watcher {
+            client,
+            parent: parent_of(keys),
+            limit: self.settings.op_timeout,
+        })
+    }
+
+    async fn watch(
+        watcher: &Watcher,
+        awaited: Awaited<'_, zk::Client>,
+    ) -> Result<Option<Wake>, String> {
+        let mine = match awaited {
+            Awaited::Predecessor(mine) => Some(child_name(&mine.name)),
+            Awaited::Writers => None,
+            Awaited::Deletions => {
+                let (client, parent) = (watcher.client.clone(), watcher.parent.clone());
+                let deleted = watch_deletions(client, parent, watcher.limit).await?;
+                return Ok(Some(Box::pin(deleted)));
+            }
+        };
+        let watched =
+            watch_predecessor(&watcher.client, &watcher.parent, mine, watcher.limit).await?;
+        Ok(watched.map(|w| -> Wake { Box::pin(any_of(w)) }))
+    }
+}
+
+impl Inspection for ZooKeeper {
     /// One read of each contender's data and stat, one of each session's description.
     async fn who(
         &self,
@@ -165,7 +194,9 @@ impl Driver for ZooKeeper {
             Duration::from_millis(self.granted.load(std::sync::atomic::Ordering::Acquire));
         Ok(vec![granted; owners.len()])
     }
+}
 
+impl Records for ZooKeeper {
     /// The first child and its data, in a listing and a read (again if it went between).
     async fn head(&self, keys: &LockKeys) -> Result<Option<Head>, LockError> {
         let (client, _) = self.client().await?;
@@ -200,33 +231,6 @@ impl Driver for ZooKeeper {
             Ok(Err(e)) => Err(self.failed("refused a write", e)),
             Err(_) => Err(self.late(limit)),
         }
-    }
-
-    async fn watcher(&self, keys: &LockKeys) -> Result<Watcher, LockError> {
-        let (client, _) = self.client().await?;
-        Ok(Watcher {
-            client,
-            parent: parent_of(keys),
-            limit: self.settings.op_timeout,
-        })
-    }
-
-    async fn watch(
-        watcher: &Watcher,
-        awaited: Awaited<'_, zk::Client>,
-    ) -> Result<Option<Wake>, String> {
-        let mine = match awaited {
-            Awaited::Predecessor(mine) => Some(child_name(&mine.name)),
-            Awaited::Writers => None,
-            Awaited::Deletions => {
-                let (client, parent) = (watcher.client.clone(), watcher.parent.clone());
-                let deleted = watch_deletions(client, parent, watcher.limit).await?;
-                return Ok(Some(Box::pin(deleted)));
-            }
-        };
-        let watched =
-            watch_predecessor(&watcher.client, &watcher.parent, mine, watcher.limit).await?;
-        Ok(watched.map(|w| -> Wake { Box::pin(any_of(w)) }))
     }
 }
 

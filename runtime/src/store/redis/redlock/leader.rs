@@ -17,7 +17,7 @@ use super::{no_quorum, RedLock};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{join_all, LeaderRecord, LeaderRecords, StoreFuture};
+use crate::store::{answer, join_all, LeaderAnswer, LeaderOp, LeaderRecord, StoreFuture};
 
 impl RedLock {
     async fn publish_leader(
@@ -106,8 +106,27 @@ impl RedLock {
     }
 }
 
-impl LeaderRecords for RedLock {
-    fn publish_leader<'a>(
+impl RedLock {
+    /// One call on an election's leader records ([`Store::leader`](crate::store::Store::leader)).
+    pub(crate) fn leader_op<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        match op {
+            LeaderOp::Publish { token, leader } => answer(
+                self.leader_publish(keys, record, token, leader),
+                LeaderAnswer::Published,
+            ),
+            LeaderOp::Clear { term } => answer(self.leader_clear(keys, record, term), |()| {
+                LeaderAnswer::Cleared
+            }),
+            LeaderOp::Read => answer(self.leader_read(keys, record), LeaderAnswer::Read),
+        }
+    }
+
+    fn leader_publish<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,
@@ -117,7 +136,7 @@ impl LeaderRecords for RedLock {
         Box::pin(RedLock::publish_leader(self, keys, record, token, leader))
     }
 
-    fn clear_leader<'a>(
+    fn leader_clear<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,
@@ -126,7 +145,7 @@ impl LeaderRecords for RedLock {
         Box::pin(RedLock::clear_leader(self, keys, record, term))
     }
 
-    fn read_leader<'a>(
+    fn leader_read<'a>(
         &'a self,
         keys: &'a LockKeys,
         record: &'a str,

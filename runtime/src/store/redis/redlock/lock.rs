@@ -56,7 +56,7 @@ impl RedLock {
         let start = req.sent;
         let answers = join_all(self.nodes.iter().map(|n| {
             let node: &dyn Store = n;
-            node.acquire(req)
+            node.acquire_one(req)
         }))
         .await;
         let mut granted = Vec::new();

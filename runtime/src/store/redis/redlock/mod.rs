@@ -38,8 +38,9 @@ use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    join_all, lacks, AcquireRequest, Attempt, Feature, LeaderRecords, Leave, Renewal, Renewed,
-    Session, Settings, Store, StoreFuture, WakeSubscription,
+    answer, join_all, lacks, one_at_a_time, AcquireRequest, Attempt, Ended, Ending, Feature,
+    LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Session, Settings, Store, StoreFuture,
+    WakeSubscription,
 };
 
 pub(crate) struct RedLock {
@@ -151,23 +152,30 @@ impl Store for RedLock {
     }
 
     /// Locks and readers' shares; no semaphores ([`Engine::why_not`](crate::store::Engine::why_not)).
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> StoreFuture<'a, Attempt> {
-        match req.kind {
+    /// One lease at a time.
+    fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Permits { .. } => lacks(self, Feature::Semaphores),
             kind => Box::pin(RedLock::acquire(self, req, kind)),
-        }
+        })
     }
 
+    /// A handover needs nothing of the nodes: the next holder takes the next reserved fence.
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a OwnerToken,
-        kind: LeaseKind,
-        _: tokio::time::Instant,
-    ) -> StoreFuture<'a, bool> {
-        match kind {
-            LeaseKind::Permits { .. } => lacks(self, Feature::Semaphores),
-            kind => Box::pin(RedLock::release(self, keys, token, kind)),
+        ending: Ending,
+    ) -> StoreFuture<'a, Ended> {
+        match ending {
+            Ending::HandOver => crate::store::kept(),
+            Ending::Release {
+                kind: LeaseKind::Permits { .. },
+                ..
+            } => lacks(self, Feature::Semaphores),
+            Ending::Release { kind, .. } => {
+                answer(RedLock::release(self, keys, token, kind), Ended::Released)
+            }
         }
     }
 
@@ -189,7 +197,12 @@ impl Store for RedLock {
         }
     }
 
-    fn leader_records(&self) -> &dyn LeaderRecords {
-        self
+    fn leader<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        op: LeaderOp<'a>,
+    ) -> StoreFuture<'a, LeaderAnswer> {
+        self.leader_op(keys, record, op)
     }
 }

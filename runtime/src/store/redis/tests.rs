@@ -1,0 +1,302 @@
+//! The engine against a real `redis-server` that these tests start (one for the test binary,
+//! on a free port; it ends with the test process). The conformance suite of the test crate
+//! covers every property of every primitive through the locker; these check what only the
+//! store's batch does: readers' shares taken beside locks in one script call, all or none.
+
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::RedisStore;
+use crate::store::keys::LockKeys;
+use crate::store::kind::LeaseKind;
+use crate::store::token::OwnerToken;
+use crate::store::{AcquireRequest, Attempt, Ended, Ending, Settings, Store};
+
+/// The server's port, started on first use. It runs under a shell that ends it when the test
+/// process ends (the shell's standard input, a pipe this process holds, then reaches its end).
+fn port() -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = format!(
+            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no \
+             >/dev/null 2>&1 & pid=$!; read _; kill -9 $pid"
+        );
+        let mut shell = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        // Held until the process ends: its end closes the pipe, which ends the server.
+        std::mem::forget(shell.stdin.take().expect("piped"));
+        std::mem::forget(shell);
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        port
+    })
+}
+
+/// Held by each test for its whole run: the script count of one is not another's.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn store() -> RedisStore {
+    let settings = Settings {
+        op_timeout: Duration::from_secs(5),
+        connect_timeout: Duration::from_secs(5),
+        locker_id: "0123456789abcdef".into(),
+    };
+    let url = format!("redis://127.0.0.1:{}", port());
+    RedisStore::connect(&url, &settings, false).await.unwrap()
+}
+
+/// How many scripts the server ran so far.
+async fn script_calls() -> u64 {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}", port())).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    ["cmdstat_evalsha:", "cmdstat_eval:"]
+        .iter()
+        .filter_map(|stat| {
+            let line = info.lines().find(|l| l.starts_with(stat))?;
+            let calls = line.split("calls=").nth(1)?.split(',').next()?;
+            calls.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+fn request<'a>(keys: &'a LockKeys, token: &'a OwnerToken, kind: LeaseKind) -> AcquireRequest<'a> {
+    AcquireRequest {
+        keys,
+        token,
+        lease: Duration::from_secs(10),
+        validity: Duration::from_secs(10),
+        sent: tokio::time::Instant::now(),
+        fence_ttl: Duration::from_secs(60),
+        fences: 1,
+        interest: Duration::ZERO,
+        queued: false,
+        contender: None,
+        fenced: true,
+        kind,
+        waiter: None,
+    }
+}
+
+/// One lease of `kind` on `keys` for a new token, taken alone: its attempt and the token.
+async fn one(store: &dyn Store, keys: &LockKeys, kind: LeaseKind) -> (Attempt, OwnerToken) {
+    let token = OwnerToken::generate();
+    let attempt = store
+        .acquire_one(&request(keys, &token, kind))
+        .await
+        .unwrap();
+    (attempt, token)
+}
+
+fn granted(attempt: &Attempt) -> Option<u64> {
+    match attempt {
+        Attempt::Granted { top, .. } => Some(*top),
+        Attempt::Held { .. } => None,
+    }
+}
+
+/// A lock and a reader's share go in one script call, both granted; each then excludes
+/// what it must (a writer from the read key, a reader from the locked key), and the reader's
+/// fence is below the next writer's of its key, as a reader's taken alone is.
+#[tokio::test]
+async fn a_batch_takes_a_readers_share_beside_a_lock_in_one_script_call() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let redis = store().await;
+    let store: &dyn Store = &redis;
+    let (w, r) = (LockKeys::new("rb1", "w"), LockKeys::new("rb1", "r"));
+    let kinds = [(&w, LeaseKind::Exclusive), (&r, LeaseKind::Read)];
+    assert!(
+        store.info().at_once.covers(&kinds),
+        "one server takes both at once"
+    );
+    let permits = LeaseKind::Permits { limit: 2, count: 1 };
+    assert!(!store
+        .info()
+        .at_once
+        .covers(&[(&w, LeaseKind::Exclusive), (&r, permits)]));
+    // The script loaded once.
+    let warm = [LockKeys::new("rb1", "warm1"), LockKeys::new("rb1", "warm2")];
+    let tokens = [OwnerToken::generate(), OwnerToken::generate()];
+    let batch = [
+        request(&warm[0], &tokens[0], LeaseKind::Exclusive),
+        request(&warm[1], &tokens[1], LeaseKind::Read),
+    ];
+    store.acquire(&batch).await.unwrap();
+
+    let before = script_calls().await;
+    let tokens = [OwnerToken::generate(), OwnerToken::generate()];
+    let batch = [
+        request(&w, &tokens[0], LeaseKind::Exclusive),
+        request(&r, &tokens[1], LeaseKind::Read),
+    ];
+    let attempts = store.acquire(&batch).await.unwrap();
+    assert_eq!(script_calls().await - before, 1, "one script call for both");
+    let tops: Vec<u64> = attempts.iter().filter_map(granted).collect();
+    assert_eq!(tops.len(), 2, "{attempts:?}");
+    assert!(tops[1] >= 1, "a reader's fence is at least 1");
+
+    // The lock excludes a reader; the reader's share excludes a writer, not another reader.
+    assert_eq!(granted(&one(store, &w, LeaseKind::Read).await.0), None);
+    assert_eq!(granted(&one(store, &r, LeaseKind::Exclusive).await.0), None);
+    let (other, other_token) = one(store, &r, LeaseKind::Read).await;
+    assert!(granted(&other).is_some(), "readers share");
+
+    // Once both readers are gone, the next writer's fence is above the batch reader's.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    for token in [&tokens[1], &other_token] {
+        let ending = Ending::Release {
+            kind: LeaseKind::Read,
+            valid_until: until,
+        };
+        let ended = store.release(&r, token, ending).await.unwrap();
+        assert_eq!(ended, Ended::Released(true));
+    }
+    let (writer, _) = one(store, &r, LeaseKind::Exclusive).await;
+    let writer_fence = granted(&writer).expect("free once the readers left");
+    assert!(
+        writer_fence > tops[1],
+        "{writer_fence} after reader {}",
+        tops[1]
+    );
+}
+
+/// A batch in which one lease is not free takes nothing: a read key held by a writer, or
+/// free but awaited by a writer (its interest is live); a lock held by readers. The other
+/// keys of the batch stay free.
+#[tokio::test]
+async fn a_batch_with_a_busy_lease_takes_nothing() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let redis = store().await;
+    let store: &dyn Store = &redis;
+    let free = LockKeys::new("rb2", "free");
+    let tokens = [OwnerToken::generate(), OwnerToken::generate()];
+
+    // A writer holds the read key.
+    let written = LockKeys::new("rb2", "written");
+    assert!(granted(&one(store, &written, LeaseKind::Exclusive).await.0).is_some());
+    // Readers hold the write key.
+    let read = LockKeys::new("rb2", "read");
+    assert!(granted(&one(store, &read, LeaseKind::Read).await.0).is_some());
+    // Nobody holds the key, but a writer waits for it: its interest is live.
+    let awaited = LockKeys::new("rb2", "awaited");
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}", port()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let far = i64::MAX / 2;
+    let _: i64 = redis::cmd("ZADD")
+        .arg(awaited.interest())
+        .arg(far)
+        .arg("a-waiting-writer")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    for (busy, kind) in [
+        (&written, LeaseKind::Read),
+        (&read, LeaseKind::Exclusive),
+        (&awaited, LeaseKind::Read),
+    ] {
+        let batch = [
+            request(&free, &tokens[0], LeaseKind::Exclusive),
+            request(busy, &tokens[1], kind),
+        ];
+        let attempts = store.acquire(&batch).await.unwrap();
+        assert!(
+            attempts.iter().all(|a| granted(a).is_none()),
+            "{busy:?} {kind:?}: {attempts:?}"
+        );
+        assert_eq!(attempts.len(), 2);
+        // Nothing of the batch was taken.
+        let (alone, token) = one(store, &free, LeaseKind::Exclusive).await;
+        assert!(
+            granted(&alone).is_some(),
+            "{busy:?}: the free key stayed free"
+        );
+        let ending = Ending::Release {
+            kind: LeaseKind::Exclusive,
+            valid_until: tokio::time::Instant::now() + Duration::from_secs(10),
+        };
+        store.release(&free, &token, ending).await.unwrap();
+    }
+    // A reader alone is refused at the awaited key too, as in the batch.
+    assert_eq!(
+        granted(&one(store, &awaited, LeaseKind::Read).await.0),
+        None
+    );
+}
+
+/// Through the locker's kernel: a lock and a read lock taken at once are guards like those
+/// taken one by one (the read guard shares its key with other readers and keeps writers out;
+/// the lock keeps everyone out), from one script call, and their releases free both keys.
+#[tokio::test]
+async fn the_kernel_takes_a_read_lock_beside_a_lock_at_once() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let url = format!("redis://127.0.0.1:{}", port());
+    let build = || {
+        crate::Locker::builder()
+            .url(url.clone())
+            .prefix("rb3")
+            .build()
+    };
+    let (a, b) = (build().await.unwrap(), build().await.unwrap());
+    // The script loaded once.
+    let opts = a.lock("warm").options().unwrap();
+    let warm = [
+        ("warm1".to_owned(), LeaseKind::Exclusive),
+        ("warm2".to_owned(), LeaseKind::Read),
+    ];
+    let warmed = a.inner.acquire_at_once(&warm, opts).await.unwrap();
+    drop(warmed.expect("free keys at once"));
+
+    let before = script_calls().await;
+    let batch = [
+        ("books".to_owned(), LeaseKind::Exclusive),
+        ("prices".to_owned(), LeaseKind::Read),
+    ];
+    let holds = a.inner.acquire_at_once(&batch, opts).await.unwrap();
+    assert_eq!(script_calls().await - before, 1, "one script call for both");
+    let guards: Vec<crate::LockGuard> = holds
+        .expect("free keys at once")
+        .into_iter()
+        .map(crate::LockGuard::from)
+        .collect();
+    assert!(guards.iter().all(|g| g.is_held() && g.fence() > 0));
+
+    assert!(b.read_lock("books").try_acquire().await.unwrap().is_none());
+    assert!(b.lock("prices").try_acquire().await.unwrap().is_none());
+    let reader = b.read_lock("prices").try_acquire().await.unwrap();
+    assert!(reader.is_some(), "a read lock shares its key with readers");
+    drop(reader);
+
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    let writer = b
+        .lock("prices")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await;
+    assert!(writer.is_ok(), "the read lock was released: {writer:?}");
+    assert!(b.lock("books").try_acquire().await.unwrap().is_some());
+}
