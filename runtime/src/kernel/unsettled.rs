@@ -8,9 +8,9 @@
 //! ([`Store::settle`](crate::store::Store::settle)) and removes only what that token holds or
 //! created; and only then does the attempt leave its place in the store's line, which the
 //! late call may have taken. Three callers, one path: the retry of a wait riding out an
-//! outage ([`Unsettled::undo_later`]), a
+//! outage ([`undo_later`](crate::kernel::outage::undo_later)), a
 //! contender that stopped with its call in flight
-//! ([`Abandoned`](crate::kernel::turns::Abandoned)), and a grant that came too late.
+//! (an abandoned seat of [`turns`](crate::kernel::turns)), and a grant that came too late.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
