@@ -174,7 +174,7 @@ impl Calls {
             let ended = self
                 .call(|store| store.release(keys, token, ending))
                 .await?;
-            ended.released(&self.describe())
+            ended.released(|| self.describe())
         })
     }
 
@@ -191,7 +191,7 @@ impl Calls {
             .call(|store| store.release(keys, token, Ending::HandOver))
             .await
         {
-            Ok(ended) => ended.handed_over(&self.describe()),
+            Ok(ended) => ended.handed_over(|| self.describe()),
             Err(e) => Some(Err(e)),
         }
     }

@@ -335,12 +335,12 @@ pub(crate) enum Ended {
 
 impl Ended {
     /// The answer to a release: whether the lease was still held. An answer of a handover
-    /// here is the engine's fault.
-    pub(crate) fn released(self, description: &str) -> Result<bool, LockError> {
+    /// here is the engine's fault, which `description` names.
+    pub(crate) fn released(self, description: impl FnOnce() -> String) -> Result<bool, LockError> {
         match self {
             Ended::Released(held) => Ok(held),
             _ => Err(LockError::unavailable(
-                format!("{description} answered a release as a handover"),
+                format!("{} answered a release as a handover", description()),
                 None,
             )),
         }
@@ -348,13 +348,16 @@ impl Ended {
 
     /// The answer to a handover: `None` when the engine need not take part (nothing was
     /// sent); otherwise the engine's answer, the next holder's fence or `None`. An answer of
-    /// a release here is the engine's fault.
-    pub(crate) fn handed_over(self, description: &str) -> Option<Result<Option<u64>, LockError>> {
+    /// a release here is the engine's fault, which `description` names.
+    pub(crate) fn handed_over(
+        self,
+        description: impl FnOnce() -> String,
+    ) -> Option<Result<Option<u64>, LockError>> {
         match self {
             Ended::Kept => None,
             Ended::HandedOver(fence) => Some(Ok(fence)),
             Ended::Released(_) => Some(Err(LockError::unavailable(
-                format!("{description} answered a handover as a release"),
+                format!("{} answered a handover as a release", description()),
                 None,
             ))),
         }
@@ -750,7 +753,7 @@ impl dyn Store {
                 settling.await;
             }
             let ended = self.release(keys, token, ending).await?;
-            ended.released(&self.describe())
+            ended.released(|| self.describe())
         })
     }
 }
