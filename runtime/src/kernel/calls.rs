@@ -40,10 +40,14 @@ impl Calls {
     /// The calls to `engine` (connected, or connecting), and the health they feed.
     pub(crate) fn new(engine: Connection) -> Arc<Calls> {
         let observed = !engine.info().always_answers;
-        Arc::new_cyclic(|me: &Weak<Calls>| Calls {
-            health: Arc::new(Health::new(&engine, me.clone())),
-            engine,
-            observed,
+        Arc::new_cyclic(|me: &Weak<Calls>| {
+            let me = me.clone();
+            let describe = Box::new(move || me.upgrade().map(|calls| calls.describe()));
+            Calls {
+                health: Arc::new(Health::new(&engine, describe)),
+                engine,
+                observed,
+            }
         })
     }
 
