@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::mpsc;
 
-use crate::kernel::calls::Calls;
 use crate::kernel::closing::Closing;
+use crate::kernel::health::Calls;
 use crate::kernel::watchdog::{self, Job, Schedule};
 
 /// A locker's background task, as its parts hand it work.

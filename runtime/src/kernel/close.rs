@@ -20,8 +20,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
-use crate::kernel::calls::Calls;
 use crate::kernel::closing::Closing;
+use crate::kernel::health::Calls;
 use crate::kernel::health::Health;
 use crate::kernel::lease::Lease;
 use crate::kernel::queue::Queues;

@@ -7,8 +7,8 @@
 
 use std::sync::{Arc, Weak};
 
-use crate::kernel::calls::Calls;
 use crate::kernel::closing::Closing;
+use crate::kernel::health::Calls;
 use crate::store::identity::{Identity, DESCRIBE_EVERY, DESCRIBE_RETRY};
 
 /// Starts keeping `identity` described in `store` under `prefix`, on the current runtime, for

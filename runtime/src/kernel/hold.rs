@@ -162,7 +162,7 @@ impl Hold {
     /// The store that holds this lease, for checks only its engine can make (a PostgreSQL
     /// fence check refuses another engine's guard).
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn store(&self) -> &crate::kernel::calls::Calls {
+    pub(crate) fn store(&self) -> &crate::kernel::health::Calls {
         &self.inner.store
     }
 

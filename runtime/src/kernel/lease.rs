@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
-use crate::kernel::calls::Calls;
+use crate::kernel::health::Calls;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;

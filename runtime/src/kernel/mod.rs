@@ -6,7 +6,6 @@
 pub(crate) mod acquire;
 pub(crate) mod background;
 pub(crate) mod backoff;
-pub(crate) mod calls;
 pub(crate) mod close;
 pub(crate) mod closing;
 pub(crate) mod describe;

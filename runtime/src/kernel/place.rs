@@ -1,7 +1,7 @@
 //! Where a contender waits in the store (its [`ActiveTurn`](crate::kernel::turns::ActiveTurn)'s
 //! place), and how it leaves: the same for every kind of lease.
 
-use crate::kernel::calls::Calls;
+use crate::kernel::health::Calls;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::{Leave, PermitWaiter};

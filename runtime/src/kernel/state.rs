@@ -10,9 +10,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::kernel::background::Background;
-use crate::kernel::calls::Calls;
 use crate::kernel::close::{self, CloseReport};
 use crate::kernel::closing::Closing;
+use crate::kernel::health::Calls;
 use crate::kernel::health::Health;
 use crate::kernel::lease::Lease;
 use crate::kernel::observe::TraceKeys;
@@ -68,7 +68,7 @@ pub(crate) struct Inner {
     pub(crate) background: Arc<Background>,
     /// What closing the locker reaches: its leases, its waiters, its background jobs.
     pub(crate) closing: Arc<Closing>,
-    /// How the engine is doing, fed by the calls through `store` (see [`crate::kernel::calls`]).
+    /// How the engine is doing, fed by the calls through `store` (see [`Calls`]).
     pub(crate) health: Arc<Health>,
 }
 

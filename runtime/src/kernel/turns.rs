@@ -10,8 +10,8 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::kernel::background::Background;
-use crate::kernel::calls::Calls;
 use crate::kernel::closing::Pending;
+use crate::kernel::health::Calls;
 use crate::kernel::inflight::Settled;
 use crate::kernel::lease::Lease;
 use crate::kernel::place::Place;

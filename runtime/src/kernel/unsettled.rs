@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::kernel::background::Background;
 use crate::kernel::backoff::jitter;
-use crate::kernel::calls::Calls;
+use crate::kernel::health::Calls;
 use crate::kernel::health::EngineState::Closed;
 use crate::kernel::inflight::Settled;
 use crate::kernel::place::Place;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use crate::kernel::calls::Calls;
+use crate::kernel::health::Calls;
 use crate::kernel::health::{self, Health};
 use crate::kernel::lease::Lease;
 use crate::kernel::observe;

@@ -14,10 +14,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::calls::Calls;
 use super::state::{EngineState, StateLog};
 use super::Health;
 use crate::error::LockError;
-use crate::kernel::calls::Calls;
 
 /// How often the monitor probes an engine that is suspended or lost.
 pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(1);

@@ -17,8 +17,8 @@ use std::sync::{Arc, Weak};
 
 use tokio::time::Instant;
 
+use super::shared::Health;
 use crate::error::LockError;
-use crate::kernel::health::Health;
 use crate::store::heard::heard;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
