@@ -17,7 +17,7 @@ use crate::kernel::inflight::{Call, InFlight};
 use crate::kernel::lease::{validity, Lease, LeaseTerms};
 use crate::kernel::observe;
 use crate::kernel::options::Options;
-use crate::kernel::outage::Outage;
+use crate::kernel::outage::{self, Outage};
 use crate::kernel::place::Place;
 use crate::kernel::queue::{Entry, Turn};
 use crate::kernel::reentrant;
@@ -162,17 +162,18 @@ impl Inner {
         let deadline = Instant::now() + opts.wait;
         let turn = match opts.kind {
             // Readers do not queue in the process (they do not exclude one another).
-            LeaseKind::Read => ActiveTurn::own(self, &keys, LeaseKind::Read, None),
+            LeaseKind::Read => ActiveTurn::own(self.seating(), &keys, LeaseKind::Read, None),
             LeaseKind::Exclusive
                 if opts.fair && self.store.capabilities().fairness == Fairness::PerRequest =>
             {
                 // First come, first served across every task of every process: the request
                 // waits in the store's queue under a name of its own, not behind this
                 // process's other tasks, and only a release that chose it wakes it.
-                ActiveTurn::alone(self, &keys)
+                let name = crate::store::token::request_name(self.identity.id());
+                ActiveTurn::alone(self.seating(), &keys, name.into())
             }
             LeaseKind::Exclusive => match self.line_up(&keys, &opts, deadline, waited).await? {
-                InLine::Front(turn) => ActiveTurn::new(self, &keys, turn),
+                InLine::Front(turn) => ActiveTurn::new(self.seating(), &keys, turn),
                 InLine::HandedOver(hold) => return Ok(hold),
             },
             LeaseKind::Permits { count, .. } => {
@@ -192,7 +193,7 @@ impl Inner {
                     name: crate::store::token::waiter_name(self.identity.id()),
                     until: deadline,
                 });
-                ActiveTurn::own(self, &keys, opts.kind, waiter).in_line(turn)
+                ActiveTurn::own(self.seating(), &keys, opts.kind, waiter).in_line(turn)
             }
         };
         self.contend(user_key, &keys, opts, deadline, turn, waited)
@@ -232,7 +233,7 @@ impl Inner {
             Entry::Queued(rx) => rx,
         };
         *waited = true;
-        let mut queued = QueuedTurn::new(self, keys, rx);
+        let mut queued = QueuedTurn::new(self.seating(), self, keys, rx);
         match queued.wait(deadline).await {
             None => {
                 // The holder is in this process: its lease says how long is left.
@@ -309,7 +310,7 @@ impl Inner {
                 ..Attempted::new(inner, keys, &token, opts.lease, sent, fences)
             }
             .send(inner, kind, turn.permit_waiter());
-            let (call, settles) = InFlight::new(inner, call);
+            let (call, settles) = InFlight::new(&inner.background, call);
             // Dropped from here on, the turn gives back whatever the call takes, once it is
             // answered; an error leaves it to do so too (the call may have landed).
             turn.in_flight = Some(token.clone());
@@ -321,7 +322,7 @@ impl Inner {
                 Err(e) if e.is_unavailable() && opts.retry_unavailable && !opts.wait.is_zero() => {
                     turn.settles = None;
                     if let Some(token) = turn.in_flight.take() {
-                        inner.undo_later(keys, token, kind, opts.lease);
+                        outage::undo_later(inner.seating(), keys, token, kind, opts.lease);
                     }
                     // The give-back is counted for `close` on its own.
                     turn.counted = None;
@@ -379,7 +380,9 @@ impl Inner {
                         lease: opts.lease,
                         settles: None,
                     };
-                    let _ = late.undo(inner, &Place::Nowhere).await;
+                    let _ = late
+                        .undo(&inner.store, &inner.background, &Place::Nowhere)
+                        .await;
                     turn.in_flight = None;
                     turn.counted = None;
                     tracing::debug!(intact, "a grant not to count on; given back");
@@ -420,7 +423,7 @@ impl Inner {
                 subscribed = true;
                 // Bounded by the deadline too: however the subscription connection behaves,
                 // the wait ends on time (with one more attempt, bounded by the op timeout).
-                let subscribe = inner.store.subscribe(keys);
+                let subscribe = inner.store.call(|store| store.subscribe(keys));
                 match tokio::time::timeout_at(deadline, subscribe).await {
                     Ok(Ok(sub)) => wakes = Some(sub),
                     Ok(Err(e)) => tracing::debug!(error = %e, "no wake-ups for this wait; polling"),
@@ -487,7 +490,10 @@ impl Attempted {
         waiter: Option<PermitWaiter>,
     ) -> Call<Attempt> {
         let store = inner.store.clone();
-        Box::pin(async move { store.acquire_one(&self.request(kind, waiter)).await })
+        Box::pin(async move {
+            let req = self.request(kind, waiter);
+            store.call(|store| store.acquire_one(&req)).await
+        })
     }
 
     fn request(&self, kind: LeaseKind, waiter: Option<PermitWaiter>) -> AcquireRequest<'_> {
@@ -606,9 +612,11 @@ impl Inner {
             let opts = Options { kind, ..opts };
             match kind {
                 // Readers do not queue in the process (as a single reader).
-                LeaseKind::Read => turns.push(ActiveTurn::own(inner, k, LeaseKind::Read, None)),
+                LeaseKind::Read => {
+                    turns.push(ActiveTurn::own(inner.seating(), k, LeaseKind::Read, None))
+                }
                 _ => match inner.queues.enter(k, &opts, false) {
-                    Entry::Active(turn) => turns.push(ActiveTurn::new(inner, k, turn)),
+                    Entry::Active(turn) => turns.push(ActiveTurn::new(inner.seating(), k, turn)),
                     // Held or awaited in this process: the one-by-one path queues behind it.
                     _ => return Ok(None),
                 },
@@ -661,9 +669,9 @@ impl Inner {
                 .iter()
                 .map(|(a, kind)| a.request(*kind, None))
                 .collect();
-            store.acquire(&requests).await
+            store.call(|store| store.acquire(&requests)).await
         });
-        let (call, settles) = InFlight::new(inner, call);
+        let (call, settles) = InFlight::new(&inner.background, call);
         for turn in &mut turns {
             turn.settles = Some(settles.clone());
         }

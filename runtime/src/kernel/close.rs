@@ -20,8 +20,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
+use crate::kernel::closing::Closing;
+use crate::kernel::health::Calls;
+use crate::kernel::health::Health;
 use crate::kernel::lease::Lease;
-use crate::kernel::state::Inner;
+use crate::kernel::queue::Queues;
+use crate::kernel::watchdog::Schedule;
 use crate::store::join_all;
 
 /// How long [`Locker::close`](crate::Locker::close) waits, at most, for the releases it sends
@@ -41,60 +45,68 @@ pub struct CloseReport {
     pub drained: bool,
 }
 
-impl Inner {
-    /// Closes this locker (see the module docs), waiting at most `timeout`.
-    pub(crate) async fn close(self: &Arc<Self>, timeout: Duration) -> CloseReport {
-        let until = Instant::now() + timeout;
-        let first = !self.closing.closed.swap(true, Ordering::SeqCst);
-        self.closing.woken.notify_waiters();
-        self.health.close();
-        if first {
-            tracing::info!("closing the locker: releasing every lease it holds");
-        }
-        let leases: Vec<Arc<Lease>> = {
-            let mut live = self.closing.live.lock().unwrap();
-            live.leases
-                .drain()
-                .filter_map(|(_, l)| l.upgrade())
-                .filter(|l| !l.is_done())
-                .collect()
-        };
-        // Each release runs as a task of its own: if this future is dropped, they go on.
-        let releases: Vec<_> = leases
-            .into_iter()
-            .map(|lease| {
-                let inner = self.clone();
-                tokio::spawn(async move {
-                    lease.close();
-                    if !inner.ends(&lease) {
-                        return Ok(false); // released meanwhile
-                    }
-                    inner.queues.forfeit(&lease);
-                    lease.give_back(&*inner.store).await.map(|_| true)
-                })
+/// Closes a locker (see the module docs), waiting at most `timeout`: marks `closing`
+/// closed and wakes its waiters, closes its `health`, and gives back in `store` every lease
+/// `closing` registered that is not given back yet (each one off the renewal `schedule` and
+/// out of the local `queues` first).
+pub(crate) async fn close(
+    closing: &Closing,
+    health: &Health,
+    store: &Arc<Calls>,
+    queues: &Arc<Queues>,
+    schedule: &Arc<Schedule>,
+    timeout: Duration,
+) -> CloseReport {
+    let until = Instant::now() + timeout;
+    let first = !closing.closed.swap(true, Ordering::SeqCst);
+    closing.woken.notify_waiters();
+    health.close();
+    if first {
+        tracing::info!("closing the locker: releasing every lease it holds");
+    }
+    let leases: Vec<Arc<Lease>> = {
+        let mut live = closing.live.lock().unwrap();
+        live.leases
+            .drain()
+            .filter_map(|(_, l)| l.upgrade())
+            .filter(|l| !l.is_done())
+            .collect()
+    };
+    // Each release runs as a task of its own: if this future is dropped, they go on.
+    let releases: Vec<_> = leases
+        .into_iter()
+        .map(|lease| {
+            let (store, queues, schedule) = (store.clone(), queues.clone(), schedule.clone());
+            tokio::spawn(async move {
+                lease.close();
+                if !schedule.ends(&lease) {
+                    return Ok(false); // released meanwhile
+                }
+                queues.forfeit(&lease);
+                lease.give_back(&store).await.map(|_| true)
             })
-            .collect();
-        let releases = releases.into_iter().map(|task| async move {
-            match tokio::time::timeout_at(until, task).await {
-                Ok(Ok(result)) => result,
-                Ok(Err(_)) => Err(LockError::unavailable("the release task failed", None)),
-                Err(_) => Err(LockError::unavailable(
-                    "the release did not end in time",
-                    None,
-                )),
-            }
-        });
-        let results = join_all(releases).await;
-        let released = results.iter().filter(|r| !matches!(r, Ok(false))).count();
-        let unconfirmed = results.iter().filter(|r| r.is_err()).count();
-        for err in results.iter().filter_map(|r| r.as_ref().err()) {
-            tracing::warn!(error = %err, "closing: a release was not confirmed; the lease runs out");
+        })
+        .collect();
+    let releases = releases.into_iter().map(|task| async move {
+        match tokio::time::timeout_at(until, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(LockError::unavailable("the release task failed", None)),
+            Err(_) => Err(LockError::unavailable(
+                "the release did not end in time",
+                None,
+            )),
         }
-        let drained = self.closing.jobs_done(until).await;
-        CloseReport {
-            released,
-            unconfirmed,
-            drained,
-        }
+    });
+    let results = join_all(releases).await;
+    let released = results.iter().filter(|r| !matches!(r, Ok(false))).count();
+    let unconfirmed = results.iter().filter(|r| r.is_err()).count();
+    for err in results.iter().filter_map(|r| r.as_ref().err()) {
+        tracing::warn!(error = %err, "closing: a release was not confirmed; the lease runs out");
+    }
+    let drained = closing.jobs_done(until).await;
+    CloseReport {
+        released,
+        unconfirmed,
+        drained,
     }
 }

@@ -8,13 +8,13 @@
 use std::sync::{Arc, Weak};
 
 use crate::kernel::closing::Closing;
+use crate::kernel::health::Calls;
 use crate::store::identity::{Identity, DESCRIBE_EVERY, DESCRIBE_RETRY};
-use crate::store::Store;
 
 /// Starts keeping `identity` described in `store` under `prefix`, on the current runtime, for
 /// as long as the locker lives and is not closed. Nothing for engines without inspection.
 pub(crate) fn spawn(
-    store: &Arc<dyn Store>,
+    store: &Arc<Calls>,
     prefix: &str,
     identity: &Arc<Identity>,
     closing: &Arc<Closing>,
@@ -34,12 +34,7 @@ pub(crate) fn spawn(
     runtime.spawn(keep(store, prefix, identity, closing));
 }
 
-async fn keep(
-    store: Weak<dyn Store>,
-    prefix: String,
-    identity: Arc<Identity>,
-    closing: Weak<Closing>,
-) {
+async fn keep(store: Weak<Calls>, prefix: String, identity: Arc<Identity>, closing: Weak<Closing>) {
     loop {
         if closing.upgrade().is_none_or(|c| c.is_closed()) {
             return;

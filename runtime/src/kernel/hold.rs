@@ -162,8 +162,8 @@ impl Hold {
     /// The store that holds this lease, for checks only its engine can make (a PostgreSQL
     /// fence check refuses another engine's guard).
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn store(&self) -> &dyn crate::store::Store {
-        &*self.inner.store
+    pub(crate) fn store(&self) -> &crate::kernel::health::Calls {
+        &self.inner.store
     }
 
     /// The owner token of this lease, for store calls made on its behalf.

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use tokio::sync::watch;
 
 use crate::error::LockError;
-use crate::kernel::state::Inner;
+use crate::kernel::background::Background;
 
 /// A store call that owns what it borrows.
 pub(crate) type Call<T> = Pin<Box<dyn Future<Output = Result<T, LockError>> + Send>>;
@@ -23,7 +23,8 @@ pub(crate) type Call<T> = Pin<Box<dyn Future<Output = Result<T, LockError>> + Se
 /// A sent call: polled in place while its caller waits; dropped unanswered, it goes on in the
 /// background until it is answered (every store call is bounded by the operation timeout).
 pub(crate) struct InFlight<T: Send + 'static> {
-    inner: Arc<Inner>,
+    /// Where the call goes on when its caller stops polling it.
+    background: Arc<Background>,
     call: Option<Call<T>>,
     /// Dropped once the call is answered, here or in the background.
     done: Option<watch::Sender<()>>,
@@ -42,11 +43,12 @@ impl Settled {
 }
 
 impl<T: Send + 'static> InFlight<T> {
-    /// Sends `call` (on its first poll), and the signal its undoers wait for.
-    pub(crate) fn new(inner: &Arc<Inner>, call: Call<T>) -> (Self, Settled) {
+    /// Sends `call` (on its first poll), and the signal its undoers wait for; dropped
+    /// unanswered, the call goes on in `background`.
+    pub(crate) fn new(background: &Arc<Background>, call: Call<T>) -> (Self, Settled) {
         let (done, rx) = watch::channel(());
         let in_flight = InFlight {
-            inner: inner.clone(),
+            background: background.clone(),
             call: Some(call),
             done: Some(done),
         };
@@ -80,7 +82,7 @@ impl<T: Send + 'static> Drop for InFlight<T> {
         let done = self.done.take();
         // Without a background task (no runtime left) the call cannot go on: dropping it drops
         // `done` too, and the undoers run (or the lease runs out) as before.
-        let _ = self.inner.in_background(Box::pin(async move {
+        let _ = self.background.run(Box::pin(async move {
             let _ = call.await;
             drop(done);
         }));
@@ -93,13 +95,13 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
-    fn inner() -> Arc<Inner> {
-        crate::Locker::in_memory().inner.clone()
+    fn background() -> Arc<Background> {
+        crate::Locker::in_memory().inner.background.clone()
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_dropped_call_goes_on_and_settles_after_its_answer() {
-        let inner = inner();
+        let background = background();
         let landed = Arc::new(AtomicBool::new(false));
         let call: Call<()> = {
             let landed = landed.clone();
@@ -109,7 +111,7 @@ mod tests {
                 Ok(())
             })
         };
-        let (mut in_flight, settled) = InFlight::new(&inner, call);
+        let (mut in_flight, settled) = InFlight::new(&background, call);
         // One poll sends it; then the caller goes away.
         assert!(futures_poll_once(&mut in_flight).await.is_none());
         drop(in_flight);
@@ -122,8 +124,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn an_answered_call_is_settled_at_once() {
-        let inner = inner();
-        let (in_flight, settled) = InFlight::new(&inner, Box::pin(async { Ok(7) }));
+        let background = background();
+        let (in_flight, settled) = InFlight::new(&background, Box::pin(async { Ok(7) }));
         assert_eq!(in_flight.await.unwrap(), 7);
         tokio::time::timeout(Duration::from_millis(1), settled.wait())
             .await

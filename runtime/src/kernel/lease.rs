@@ -10,10 +10,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
+use crate::kernel::health::Calls;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
-use crate::store::{Session, Store};
+use crate::store::Session;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -182,7 +183,7 @@ impl Lease {
     /// Ends this lease in the store, by its kind: a read lease leaves the readers, permits go
     /// back to the semaphore, an exclusive lease deletes the lock; `Ok(false)` when it was not
     /// held any more.
-    pub(crate) async fn give_back(&self, store: &dyn Store) -> Result<bool, LockError> {
+    pub(crate) async fn give_back(&self, store: &Calls) -> Result<bool, LockError> {
         let state = self.state.borrow();
         // A lease known lost gives no validity to count on.
         let valid_until = match state.lost {

@@ -4,6 +4,7 @@
 //! backend the store talks to: Redis, ZooKeeper, etcd, PostgreSQL, memory.)
 
 pub(crate) mod acquire;
+pub(crate) mod background;
 pub(crate) mod backoff;
 pub(crate) mod close;
 pub(crate) mod closing;

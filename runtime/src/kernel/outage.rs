@@ -10,10 +10,9 @@
 //! (`try_acquire`, `wait = 0`) is never retried, and neither is one whose request turned
 //! retrying off ([`LockRequest::retry_unavailable`](crate::LockRequest::retry_unavailable)).
 //! What an attempt that failed may have taken is given back in the background
-//! ([`Inner::undo_later`]): its answer never came, so it may have landed, or land later;
+//! ([`undo_later`]): its answer never came, so it may have landed, or land later;
 //! the give-back settles it against the engine first ([`crate::kernel::unsettled`]).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -21,7 +20,7 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::kernel::backoff::jitter;
 use crate::kernel::place::Place;
-use crate::kernel::state::Inner;
+use crate::kernel::turns::Seating;
 use crate::kernel::unsettled::Unsettled;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
@@ -89,33 +88,32 @@ impl Outage {
     }
 }
 
-impl Inner {
-    /// Gives back, in the background, what an acquire of `token` whose answer was an error
-    /// may have taken (the call may have landed before the error came, or may still land):
-    /// the one path of [`Unsettled`]. The wait goes on, so its place in the store's line
-    /// stays.
-    pub(crate) fn undo_later(
-        self: &Arc<Self>,
-        keys: &LockKeys,
-        token: OwnerToken,
-        kind: LeaseKind,
-        lease: Duration,
-    ) {
-        let inner = self.clone();
-        let attempt = Unsettled {
-            keys: keys.clone(),
-            token,
-            kind,
-            lease,
-            settles: None,
-        };
-        let job = Box::pin(async move {
-            if let Err(e) = attempt.undo(&inner, &Place::Nowhere).await {
-                tracing::debug!(error = %e, "giving back a failed attempt failed; trying again");
-            }
-        });
-        let _ = self.in_background(job);
-    }
+/// Gives back, in the background, what an acquire of `token` whose answer was an error may
+/// have taken (the call may have landed before the error came, or may still land): the one
+/// path of [`Unsettled`], through the parts of `seating`. The wait goes on, so its place in
+/// the store's line stays.
+pub(crate) fn undo_later(
+    seating: Seating<'_>,
+    keys: &LockKeys,
+    token: OwnerToken,
+    kind: LeaseKind,
+    lease: Duration,
+) {
+    let (store, background) = (seating.store.clone(), seating.background.clone());
+    let attempt = Unsettled {
+        keys: keys.clone(),
+        token,
+        kind,
+        lease,
+        settles: None,
+    };
+    let job = Box::pin(async move {
+        let undone = attempt.undo(&store, &background, &Place::Nowhere).await;
+        if let Err(e) = undone {
+            tracing::debug!(error = %e, "giving back a failed attempt failed; trying again");
+        }
+    });
+    let _ = seating.background.run(job);
 }
 
 #[cfg(test)]

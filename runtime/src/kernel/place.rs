@@ -1,9 +1,10 @@
 //! Where a contender waits in the store (its [`ActiveTurn`](crate::kernel::turns::ActiveTurn)'s
 //! place), and how it leaves: the same for every kind of lease.
 
+use crate::kernel::health::Calls;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
-use crate::store::{Leave, PermitWaiter, Store};
+use crate::store::{Leave, PermitWaiter};
 
 /// Where a contender waits in the store.
 #[derive(Clone, Debug)]
@@ -21,7 +22,7 @@ pub(crate) enum Place {
 
 impl Place {
     /// Leaves the store's queue, where the engine keeps one for this place. Never blocks.
-    pub(crate) fn leave(&self, store: &dyn Store, keys: &LockKeys, kind: LeaseKind) {
+    pub(crate) fn leave(&self, store: &Calls, keys: &LockKeys, kind: LeaseKind) {
         let place = match self {
             Place::ProcessFront => Leave::ProcessFront,
             Place::Alone(name) => Leave::Alone(name),

@@ -121,7 +121,7 @@ impl Inner {
             return ("released", Ok(()));
         }
         // Dropped mid-flight, the turn still deletes the lock and passes itself on.
-        let mut turn = ActiveTurn::new(self, &lease.keys, turn);
+        let mut turn = ActiveTurn::new(self.seating(), &lease.keys, turn);
         turn.in_flight = Some(lease.token.clone());
         let released = self.delete(&lease).await;
         turn.in_flight = None;
@@ -248,16 +248,12 @@ impl Inner {
     /// the renewal schedule. False when another path (a release, a drop, `close`) ended it
     /// first, and there is nothing left to do.
     pub(crate) fn ends(&self, lease: &Lease) -> bool {
-        if !lease.mark_released() {
-            return false;
-        }
-        self.schedule.unwatch(lease);
-        true
+        self.schedule.ends(lease)
     }
 
     /// Deletes the lock in the store if `lease` still owns it.
     async fn delete(&self, lease: &Lease) -> Result<(), LockError> {
-        match lease.give_back(&*self.store).await {
+        match lease.give_back(&self.store).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LockError::Lost {
                 reason: LostReason::Refused,

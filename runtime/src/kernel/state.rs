@@ -4,20 +4,23 @@
 //! task's jobs) holds this, not the public handle.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::kernel::background::Background;
+use crate::kernel::close::{self, CloseReport};
 use crate::kernel::closing::Closing;
-use crate::kernel::health::{Health, Observed};
+use crate::kernel::health::Calls;
+use crate::kernel::health::Health;
 use crate::kernel::lease::Lease;
 use crate::kernel::observe::TraceKeys;
 use crate::kernel::queue::Queues;
-use crate::kernel::watchdog::{self, Job, Schedule};
+use crate::kernel::turns::{Holders, Seating};
+use crate::kernel::watchdog::{Job, Schedule};
 use crate::store::identity::Identity;
-use crate::store::{Connection, Store};
+use crate::store::Connection;
 
 static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -42,7 +45,8 @@ pub(crate) struct Inner {
     pub(crate) identity: Arc<Identity>,
     /// Whether the upkeep of its description started ([`Inner::contending`]).
     pub(crate) described: std::sync::atomic::AtomicBool,
-    pub(crate) store: Arc<dyn Store>,
+    /// Its calls to the engine, each observed by `health`.
+    pub(crate) store: Arc<Calls>,
     pub(crate) prefix: String,
     pub(crate) default_lease: Duration,
     pub(crate) default_wait: Duration,
@@ -57,40 +61,28 @@ pub(crate) struct Inner {
     pub(crate) drift: f64,
     /// How keys appear in traces.
     pub(crate) trace_keys: TraceKeys,
-    pub(crate) queues: Queues,
+    pub(crate) queues: Arc<Queues>,
     /// The renewal schedule of the watchdog.
     pub(crate) schedule: Arc<Schedule>,
-    pub(crate) jobs: OnceLock<mpsc::UnboundedSender<Job>>,
+    /// Where work goes that outlives its caller.
+    pub(crate) background: Arc<Background>,
     /// What closing the locker reaches: its leases, its waiters, its background jobs.
     pub(crate) closing: Arc<Closing>,
-    /// How the engine is doing, fed by the calls through `store` (see [`crate::kernel::health`]).
+    /// How the engine is doing, fed by the calls through `store` (see [`Calls`]).
     pub(crate) health: Arc<Health>,
 }
 
 impl Inner {
     /// The core of a new locker on `engine`, which was connected (or is being connected)
     /// with `identity`'s locker id. Every call's outcome feeds the locker's health, but where
-    /// the engine always answers.
+    /// the engine always answers ([`Calls`]).
     pub(crate) fn new(
         engine: Connection,
         identity: Arc<Identity>,
         settings: LockerSettings,
     ) -> Arc<Inner> {
-        let (store, health): (Arc<dyn Store>, Arc<Health>) = match engine {
-            Connection::Ready(store) if store.always_answers() => {
-                let health = Health::new(&Connection::Ready(store.clone()), Arc::downgrade(&store));
-                (store, Arc::new(health))
-            }
-            engine => {
-                let mut health = None;
-                let observed = Arc::new_cyclic(|me: &std::sync::Weak<Observed>| {
-                    let made = Arc::new(Health::new(&engine, me.clone()));
-                    health = Some(made.clone());
-                    Observed::new(engine, made)
-                });
-                (observed, health.expect("made with the observer"))
-            }
-        };
+        let store = Calls::new(engine);
+        let health = store.health().clone();
         let LockerSettings {
             prefix,
             default_lease,
@@ -102,6 +94,9 @@ impl Inner {
             drift,
             trace_keys,
         } = settings;
+        let schedule = Arc::<Schedule>::default();
+        let closing = Arc::<Closing>::default();
+        let background = Background::new(store.clone(), schedule.clone(), closing.clone());
         Arc::new(Inner {
             id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
             identity,
@@ -118,9 +113,9 @@ impl Inner {
             drift,
             trace_keys,
             queues: Default::default(),
-            schedule: Arc::default(),
-            jobs: OnceLock::new(),
-            closing: Arc::default(),
+            schedule,
+            background: Arc::new(background),
+            closing,
         })
     }
 
@@ -137,39 +132,31 @@ impl Inner {
         fence - self.fence_offset
     }
 
-    /// Hands work to this locker's background task, starting it on first use. Gives the job
-    /// back when that is impossible (no Tokio runtime here, or the runtime it ran on is gone).
-    fn send_job(&self, job: Job) -> Result<(), Job> {
-        // Counted until it ends, for `close` to wait on.
-        let pending = self.closing.job_started();
-        let job: Job = Box::pin(async move {
-            job.await;
-            drop(pending);
-        });
-        let tx = match self.jobs.get() {
-            Some(tx) => tx,
-            None => {
-                let Some(tx) = self.spawn_background() else {
-                    return Err(job);
-                };
-                self.jobs.get_or_init(|| tx)
-            }
-        };
-        tx.send(job).map_err(|e| e.0)
-    }
-
     /// Starts the background task if it is not running yet.
     pub(crate) fn start_background(&self) {
-        if self.jobs.get().is_none() {
-            if let Some(tx) = self.spawn_background() {
-                let _ = self.jobs.set(tx);
-            }
+        self.background.start();
+    }
+
+    /// What a contender's seat in the local queue and the store uses of this locker.
+    pub(crate) fn seating(&self) -> Seating<'_> {
+        Seating {
+            store: &self.store,
+            queues: &self.queues,
+            background: &self.background,
         }
     }
 
-    /// The background task, on the current runtime; `None` outside of one.
-    fn spawn_background(&self) -> Option<mpsc::UnboundedSender<Job>> {
-        watchdog::spawn(&self.store, &self.schedule, &self.health)
+    /// Closes this locker (see [`crate::kernel::close`]), waiting at most `timeout`.
+    pub(crate) async fn close(&self, timeout: Duration) -> CloseReport {
+        close::close(
+            &self.closing,
+            &self.health,
+            &self.store,
+            &self.queues,
+            &self.schedule,
+            timeout,
+        )
+        .await
     }
 
     /// This locker is about to contend for a lease: the first time, starts keeping its
@@ -201,13 +188,24 @@ impl Inner {
         hold_until: Option<Instant>,
     ) -> bool {
         let inner = self.clone();
-        self.send_job(Box::pin(inner.release_dropped(lease, fence, hold_until)))
+        self.in_background(Box::pin(inner.release_dropped(lease, fence, hold_until)))
             .is_ok()
     }
 
     /// Runs `job` in the background task; gives it back when no background task can run
     /// (no runtime here, or the runtime it ran on is gone).
     pub(crate) fn in_background(&self, job: Job) -> Result<(), Job> {
-        self.send_job(job)
+        self.background.run(job)
+    }
+}
+
+/// A queued task's requests about the leases of this locker that hold its turn.
+impl Holders for Arc<Inner> {
+    fn verify_soon(&self, lease: &Arc<Lease>, heard: bool) {
+        Inner::verify_soon(self, lease, heard);
+    }
+
+    fn release_in_background(&self, lease: Arc<Lease>, fence: u64) {
+        Inner::release_in_background(self, lease, fence, None);
     }
 }

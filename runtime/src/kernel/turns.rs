@@ -9,12 +9,13 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::kernel::background::Background;
 use crate::kernel::closing::Pending;
+use crate::kernel::health::Calls;
 use crate::kernel::inflight::Settled;
 use crate::kernel::lease::Lease;
 use crate::kernel::place::Place;
-use crate::kernel::queue::Turn;
-use crate::kernel::state::Inner;
+use crate::kernel::queue::{Queues, Turn};
 use crate::kernel::unsettled::Unsettled;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
@@ -24,13 +25,33 @@ use crate::store::{PermitWaiter, WakeSubscription};
 /// How often a queued task looks again at who holds the turn, while a contender holds it.
 const HOLDER_RECHECK: Duration = Duration::from_millis(250);
 
+/// What a contender's seat uses of its locker: the calls to the store where it waits (and
+/// gives back what its attempt may have taken), the local queues whose turn it holds, and the
+/// background task (with the closing registry that counts its work) that cleans up after it.
+#[derive(Clone, Copy)]
+pub(crate) struct Seating<'a> {
+    pub(crate) store: &'a Arc<Calls>,
+    pub(crate) queues: &'a Arc<Queues>,
+    pub(crate) background: &'a Arc<Background>,
+}
+
+/// What a queued task asks of its locker about the lease of its process that holds the turn
+/// it waits for.
+pub(crate) trait Holders: Sync {
+    /// Checks in the store, in the background, whether `lease` still holds its lock
+    /// (`heard`: a release of the lock was heard).
+    fn verify_soon(&self, lease: &Arc<Lease>, heard: bool);
+    /// Gives back, in the background, a lease handed over to a task that no longer wants it.
+    fn release_in_background(&self, lease: Arc<Lease>, fence: u64);
+}
+
 /// The seat of a task while it contends in the store: the turn of the front of the local
 /// queue, or a place of its own (a fair request alone in the store's queue, a reader, a
 /// semaphore's waiter). Dropped without [`ActiveTurn::keep`] (error, timeout, cancellation)
 /// it leaves the store's queue and passes the turn on, after giving back what an acquire
 /// whose answer never came may have taken: one rule for every kind of lease.
 pub(crate) struct ActiveTurn<'a> {
-    inner: &'a Arc<Inner>,
+    seating: Seating<'a>,
     keys: &'a LockKeys,
     /// What the contender asks for.
     pub(crate) kind: LeaseKind,
@@ -59,9 +80,9 @@ pub(crate) struct ActiveTurn<'a> {
 
 impl<'a> ActiveTurn<'a> {
     /// The front of the local queue, contending for the lock.
-    pub(crate) fn new(inner: &'a Arc<Inner>, keys: &'a LockKeys, turn: u64) -> Self {
+    pub(crate) fn new(seating: Seating<'a>, keys: &'a LockKeys, turn: u64) -> Self {
         Self::seated(
-            inner,
+            seating,
             keys,
             LeaseKind::Exclusive,
             Some(turn),
@@ -69,22 +90,28 @@ impl<'a> ActiveTurn<'a> {
         )
     }
 
-    /// A fair request that waits in the store's queue by itself, not in the local queue.
-    pub(crate) fn alone(inner: &'a Arc<Inner>, keys: &'a LockKeys) -> Self {
-        let name = crate::store::token::request_name(inner.identity.id()).into();
-        Self::seated(inner, keys, LeaseKind::Exclusive, None, Place::Alone(name))
+    /// A fair request that waits in the store's queue by itself, under `name`, not in the
+    /// local queue.
+    pub(crate) fn alone(seating: Seating<'a>, keys: &'a LockKeys, name: Box<str>) -> Self {
+        Self::seated(
+            seating,
+            keys,
+            LeaseKind::Exclusive,
+            None,
+            Place::Alone(name),
+        )
     }
 
     /// A contender for a lease of its own (`kind`: a reader's, or permits, where a `waiter`
     /// for several takes its turn in the semaphore's queue).
     pub(crate) fn own(
-        inner: &'a Arc<Inner>,
+        seating: Seating<'a>,
         keys: &'a LockKeys,
         kind: LeaseKind,
         waiter: Option<PermitWaiter>,
     ) -> Self {
         let place = waiter.map_or(Place::Nowhere, Place::PermitLine);
-        Self::seated(inner, keys, kind, None, place)
+        Self::seated(seating, keys, kind, None, place)
     }
 
     /// This contender, holding `turn` of the local queue (a semaphore's waiter at the front
@@ -95,14 +122,14 @@ impl<'a> ActiveTurn<'a> {
     }
 
     fn seated(
-        inner: &'a Arc<Inner>,
+        seating: Seating<'a>,
         keys: &'a LockKeys,
         kind: LeaseKind,
         turn: Option<u64>,
         place: Place,
     ) -> Self {
         ActiveTurn {
-            inner,
+            seating,
             keys,
             kind,
             turn,
@@ -137,8 +164,9 @@ impl<'a> ActiveTurn<'a> {
     /// them sees the other.
     pub(crate) fn sending(&mut self, lease: Duration) -> Result<(), crate::error::LockError> {
         self.lease = lease;
-        self.counted = Some(self.inner.closing.job_started());
-        self.inner.closing.check()
+        let closing = self.seating.background.closing();
+        self.counted = Some(closing.job_started());
+        closing.check()
     }
 
     /// The lease was taken. The lock's turn now belongs to the lease, which passes it on
@@ -148,9 +176,9 @@ impl<'a> ActiveTurn<'a> {
         self.armed = false;
         if let Some(turn) = self.turn {
             if self.kind.is_own() {
-                self.inner.queues.pass_turn(self.keys.lock(), turn);
+                self.seating.queues.pass_turn(self.keys.lock(), turn);
             } else {
-                self.inner.queues.hold_turn(lease, turn);
+                self.seating.queues.hold_turn(lease, turn);
             }
         }
     }
@@ -161,18 +189,23 @@ impl Drop for ActiveTurn<'_> {
         if !self.armed {
             return;
         }
+        let seating = self.seating;
         let Some(token) = self.in_flight.take() else {
-            self.place.leave(&*self.inner.store, self.keys, self.kind);
+            self.place.leave(seating.store, self.keys, self.kind);
             if let Some(turn) = self.turn {
-                self.inner.queues.pass_turn(self.keys.lock(), turn);
+                seating.queues.pass_turn(self.keys.lock(), turn);
             }
             return;
         };
         // Giving back what the call may have taken, leaving the store's queue and passing the
         // turn on all wait until the call in flight can no longer land: before that, the
         // store may not have queued or granted it yet, and would find nothing to undo.
-        self.inner.abandon(Abandoned {
-            inner: self.inner.clone(),
+        // Without a background task (its runtime is gone) nothing can reach the store and the
+        // lease will expire; the local turn is still passed on, as the job is dropped.
+        let left = Abandoned {
+            store: seating.store.clone(),
+            queues: seating.queues.clone(),
+            background: seating.background.clone(),
             keys: self.keys.clone(),
             turn: self.turn,
             place: self.place.clone(),
@@ -183,64 +216,68 @@ impl Drop for ActiveTurn<'_> {
                 lease: self.lease,
                 settles: self.settles.take(),
             }),
-        });
+        };
+        let _ = seating.background.run(Box::pin(left.clean_up()));
     }
 }
 
 /// A contender that stopped with a call in flight, for the background task to clean up after.
 /// Its local turn passes on when it is dropped: after the clean-up, or at once if the clean-up
 /// never runs (no runtime left).
-pub(crate) struct Abandoned {
-    pub(crate) inner: Arc<Inner>,
-    pub(crate) keys: LockKeys,
-    pub(crate) turn: Option<u64>,
-    pub(crate) place: Place,
-    pub(crate) attempt: Option<Unsettled>,
+struct Abandoned {
+    store: Arc<Calls>,
+    queues: Arc<Queues>,
+    background: Arc<Background>,
+    keys: LockKeys,
+    turn: Option<u64>,
+    place: Place,
+    attempt: Option<Unsettled>,
 }
 
 impl Abandoned {
     /// Gives back what the call in flight may take, once it can no longer land, then leaves
     /// the store's queue (the call may have queued it): [`Unsettled::undo`]. The turn
     /// passes on as `self` drops.
-    pub(crate) async fn clean_up(mut self) {
+    async fn clean_up(mut self) {
         if let Some(attempt) = self.attempt.take() {
-            let _ = attempt.undo(&self.inner, &self.place).await;
+            let _ = attempt
+                .undo(&self.store, &self.background, &self.place)
+                .await;
         }
-    }
-}
-
-impl Inner {
-    /// An acquire or release was abandoned while its answer was outstanding: cleans up after
-    /// it in the background ([`Abandoned::clean_up`]). Without a background task (its runtime
-    /// is gone) nothing can reach the store and the lease will expire; the local turn is
-    /// still passed on, as `left` is dropped.
-    pub(crate) fn abandon(&self, left: Abandoned) {
-        let _ = self.in_background(Box::pin(left.clean_up()));
     }
 }
 
 impl Drop for Abandoned {
     fn drop(&mut self) {
         if let Some(turn) = self.turn.take() {
-            self.inner.queues.pass_turn(self.keys.lock(), turn);
+            self.queues.pass_turn(self.keys.lock(), turn);
         }
     }
 }
 
+/// The place of a task waiting behind another in its key's local queue.
 pub(crate) struct QueuedTurn<'a> {
-    inner: &'a Arc<Inner>,
+    /// Where the releases of the lock are heard.
+    store: &'a Calls,
+    queues: &'a Queues,
+    holders: &'a dyn Holders,
     keys: &'a LockKeys,
     pub(crate) rx: Option<oneshot::Receiver<Turn>>,
 }
 
 impl<'a> QueuedTurn<'a> {
+    /// The place that `rx` tells the turn to, in `seating`'s queue of `keys`; `holders`
+    /// verifies the leases of the process that hold the turn meanwhile.
     pub(crate) fn new(
-        inner: &'a Arc<Inner>,
+        seating: Seating<'a>,
+        holders: &'a dyn Holders,
         keys: &'a LockKeys,
         rx: oneshot::Receiver<Turn>,
     ) -> Self {
         QueuedTurn {
-            inner,
+            store: seating.store,
+            queues: seating.queues,
+            holders,
             keys,
             rx: Some(rx),
         }
@@ -261,15 +298,15 @@ impl<'a> QueuedTurn<'a> {
         let mut wakes: Option<WakeSubscription> = None;
         let subscribing = async {
             tokio::time::sleep(HOLDER_RECHECK).await;
-            self.inner.store.subscribe(self.keys).await
+            self.store.call(|store| store.subscribe(self.keys)).await
         };
         tokio::pin!(subscribing);
         let mut subscribed = false;
-        if let Some(lease) = self.inner.queues.turn_holder(lock_key) {
-            self.inner.verify_soon(&lease, false);
+        if let Some(lease) = self.queues.turn_holder(lock_key) {
+            self.holders.verify_soon(&lease, false);
         }
         loop {
-            let holder = self.inner.queues.turn_holder(lock_key);
+            let holder = self.queues.turn_holder(lock_key);
             let rx = self.rx.as_mut()?;
             // While a contender (not a lease) holds the turn, look again later: it may
             // become a lease that can be lost.
@@ -295,7 +332,7 @@ impl<'a> QueuedTurn<'a> {
                 _ = tokio::time::sleep_until(deadline) => return self.close(),
                 _ = holder_lost => {
                     if let Some(lease) = &holder {
-                        self.inner.queues.forfeit(lease);
+                        self.queues.forfeit(lease);
                     }
                 }
                 sub = &mut subscribing, if !subscribed => {
@@ -304,12 +341,12 @@ impl<'a> QueuedTurn<'a> {
                     wakes = sub.ok();
                     // A release before the subscription was not heard.
                     if let (Some(lease), Some(_)) = (&holder, &wakes) {
-                        self.inner.verify_soon(lease, false);
+                        self.holders.verify_soon(lease, false);
                     }
                 }
                 () = released => {
                     if let Some(lease) = &holder {
-                        self.inner.verify_soon(lease, true);
+                        self.holders.verify_soon(lease, true);
                     }
                 }
             }
@@ -328,9 +365,9 @@ impl Drop for QueuedTurn<'_> {
     fn drop(&mut self) {
         match self.close() {
             None => {}
-            Some(Turn::Contend(turn)) => self.inner.queues.pass_turn(self.keys.lock(), turn),
+            Some(Turn::Contend(turn)) => self.queues.pass_turn(self.keys.lock(), turn),
             Some(Turn::Granted(lease, fence)) => {
-                self.inner.release_in_background(lease, fence, None);
+                self.holders.release_in_background(lease, fence);
             }
         }
     }

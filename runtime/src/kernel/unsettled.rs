@@ -8,9 +8,9 @@
 //! ([`Store::settle`](crate::store::Store::settle)) and removes only what that token holds or
 //! created; and only then does the attempt leave its place in the store's line, which the
 //! late call may have taken. Three callers, one path: the retry of a wait riding out an
-//! outage ([`Inner::undo_later`](crate::kernel::state::Inner::undo_later)), a
+//! outage ([`undo_later`](crate::kernel::outage::undo_later)), a
 //! contender that stopped with its call in flight
-//! ([`Abandoned`](crate::kernel::turns::Abandoned)), and a grant that came too late.
+//! (an abandoned seat of [`turns`](crate::kernel::turns)), and a grant that came too late.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -18,11 +18,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
+use crate::kernel::background::Background;
 use crate::kernel::backoff::jitter;
+use crate::kernel::health::Calls;
 use crate::kernel::health::EngineState::Closed;
 use crate::kernel::inflight::Settled;
 use crate::kernel::place::Place;
-use crate::kernel::state::Inner;
 use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
@@ -46,36 +47,42 @@ pub(crate) struct Unsettled {
 }
 
 impl Unsettled {
-    /// Gives back whatever the attempt may have taken, once its call can no longer land
-    /// (see the module docs), then leaves `place` in the store's line (`Place::Nowhere`
+    /// Gives back in `store` whatever the attempt may have taken, once its call can no longer
+    /// land (see the module docs), then leaves `place` in the store's line (`Place::Nowhere`
     /// when the wait goes on and its next attempt stands there). The first try's answer:
     /// `Ok(false)` when nothing was held. A give-back that found the engine unavailable is
-    /// tried again in the background, with backoff, for the attempt's lease at most (what it
-    /// took ends by then) or until the locker is dropped: the caller (a local turn waiting to
+    /// tried again in `background`, with backoff, for the attempt's lease at most (what it
+    /// took ends by then) or until the locker (its `store`) is dropped, each try once the
+    /// locker's health says the engine answers: the caller (a local turn waiting to
     /// pass on) does not wait for those. Bounded: by the operation timeout while the call is
     /// answered, by the engine's stated bound while it settles, by the operation timeout while
     /// it removes.
-    pub(crate) async fn undo(self, inner: &Arc<Inner>, place: &Place) -> Result<bool, LockError> {
+    pub(crate) async fn undo(
+        self,
+        store: &Arc<Calls>,
+        background: &Background,
+        place: &Place,
+    ) -> Result<bool, LockError> {
         if let Some(settles) = &self.settles {
             settles.clone().wait().await;
         }
-        let store = &*inner.store;
         // Never counted on by a holder: no validity left.
         let given = store
             .give_back(&self.keys, &self.token, self.kind, Instant::now())
             .await;
         place.leave(store, &self.keys, self.kind);
         if matches!(given, Err(LockError::Unavailable { .. })) {
-            let locker = Arc::downgrade(inner);
-            let _ = inner.in_background(Box::pin(self.retry(locker)));
+            let retry = self.retry(Arc::downgrade(store));
+            let _ = background.run(Box::pin(retry));
         }
         given
     }
 
     /// Tries the give-back again while the engine is unavailable, for the attempt's lease at
-    /// most, holding the locker only weakly. Each try waits until the locker's health says
-    /// the engine answers (its monitor probes meanwhile): a give-back is no probe of its own.
-    async fn retry(self, locker: Weak<Inner>) {
+    /// most, holding the locker's calls only weakly. Each try waits until the locker's health
+    /// says the engine answers (its monitor probes meanwhile): a give-back is no probe of its
+    /// own.
+    async fn retry(self, store: Weak<Calls>) {
         let until = Instant::now() + self.lease;
         let mut pause = RETRY_FIRST;
         loop {
@@ -85,20 +92,17 @@ impl Unsettled {
                 return;
             }
             tokio::time::sleep_until(at).await;
-            let Some(inner) = locker.upgrade() else {
+            let Some(mut log) = store.upgrade().map(|calls| calls.health().log()) else {
                 return;
             };
-            let mut health = inner.health.log();
-            drop(inner);
-            let answers = health.wait_for(|log| log.now.is_connected() || log.now == Closed);
+            let answers = log.wait_for(|log| log.now.is_connected() || log.now == Closed);
             if !matches!(tokio::time::timeout_at(until, answers).await, Ok(Ok(_))) {
                 return;
             }
-            let Some(inner) = locker.upgrade() else {
+            let Some(store) = store.upgrade() else {
                 return;
             };
-            let given = inner
-                .store
+            let given = store
                 .give_back(&self.keys, &self.token, self.kind, Instant::now())
                 .await;
             match given {

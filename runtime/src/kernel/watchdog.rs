@@ -17,10 +17,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
+use crate::kernel::health::Calls;
 use crate::kernel::health::{self, Health};
 use crate::kernel::lease::Lease;
 use crate::kernel::observe;
-use crate::store::{Renewal, Renewed, Store};
+use crate::store::{Renewal, Renewed};
 
 /// How long the background task sleeps at most, even with no renewal due before then.
 const IDLE_LOOK: Duration = Duration::from_secs(1);
@@ -98,6 +99,17 @@ impl Schedule {
         self.state.lock().unwrap().remove(lease.id);
     }
 
+    /// Whether this caller is the one that ends `lease`: marks it released and takes it off
+    /// the schedule. False when another path (a release, a drop, `close`) ended it first,
+    /// and there is nothing left to do.
+    pub(crate) fn ends(&self, lease: &Lease) -> bool {
+        if !lease.mark_released() {
+            return false;
+        }
+        self.unwatch(lease);
+        true
+    }
+
     fn reschedule(&self, lease: &Arc<Lease>, at: Option<Instant>) {
         let mut due = self.state.lock().unwrap();
         // Only leases still on the schedule: a release may have removed it meanwhile.
@@ -171,7 +183,7 @@ pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// engine's health (see [`health`]); `None` outside of a runtime. The task ends when the
 /// locker is gone (it holds the store only weakly).
 pub(crate) fn spawn(
-    store: &Arc<dyn Store>,
+    store: &Arc<Calls>,
     schedule: &Arc<Schedule>,
     health: &Arc<Health>,
 ) -> Option<mpsc::UnboundedSender<Job>> {
@@ -188,7 +200,7 @@ pub(crate) fn spawn(
 }
 
 async fn run(
-    store: Weak<dyn Store>,
+    store: Weak<Calls>,
     schedule: Arc<Schedule>,
     health: Weak<Health>,
     mut jobs: mpsc::UnboundedReceiver<Job>,
@@ -225,21 +237,21 @@ async fn run(
 /// (ZooKeeper, etcd) retry a delete whose outcome is unknown themselves until they get an
 /// answer. Without it, a session that survived a pause would keep a lock its holder already
 /// gave up.
-fn delete_lapsed(store: &Arc<dyn Store>, lease: Arc<Lease>) {
+fn delete_lapsed(store: &Arc<Calls>, lease: Arc<Lease>) {
     // Nobody may believe in the lease once its lock can go: a holder that still counted on
     // it (its validity not quite over) would overlap with the next one.
     lease.mark_lost();
     let store = Arc::downgrade(store);
     tokio::spawn(async move {
         if let Some(store) = store.upgrade() {
-            let _ = lease.give_back(&*store).await;
+            let _ = lease.give_back(&store).await;
         }
     });
 }
 
 /// Tries a failed renewal again soon, if the lease is still valid by then; else the lease
 /// is lost (and its lock given back), and so is the engine's session for the locker's health.
-fn retry(store: &Arc<dyn Store>, schedule: &Schedule, health: &Weak<Health>, lease: &Arc<Lease>) {
+fn retry(store: &Arc<Calls>, schedule: &Schedule, health: &Weak<Health>, lease: &Arc<Lease>) {
     let retry = Instant::now() + (lease.lease / 10).max(Duration::from_millis(5));
     let valid_until = lease.state.borrow().valid_until;
     if retry < valid_until {
@@ -263,7 +275,7 @@ fn lost(health: &Weak<Health>, why: &str) {
 /// Renews `lease` now, alone, as its scheduled renewal would: for a task of its process that
 /// asks whether the store still has it ([`Inner::verify`](crate::kernel::state::Inner)).
 pub(crate) async fn renew_now(
-    store: Arc<dyn Store>,
+    store: Arc<Calls>,
     schedule: Arc<Schedule>,
     health: Weak<Health>,
     lease: Arc<Lease>,
@@ -273,7 +285,7 @@ pub(crate) async fn renew_now(
 
 /// Renews a batch and puts each lease back on the schedule (or takes it off).
 async fn renew(
-    store: Arc<dyn Store>,
+    store: Arc<Calls>,
     schedule: Arc<Schedule>,
     health: Weak<Health>,
     batch: Vec<Arc<Lease>>,

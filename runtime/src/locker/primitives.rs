@@ -90,7 +90,11 @@ impl Locker {
     pub async fn inspect_semaphore(&self, key: &str) -> Result<SemaphoreInfo, LockError> {
         validate_key(key)?;
         let keys = LockKeys::semaphore(&self.inner.prefix, key);
-        let state = self.inner.store.inspect_permits(&keys).await?;
+        let state = self
+            .inner
+            .store
+            .call(|store| Box::pin(store.inspect_permits(&keys)))
+            .await?;
         Ok(SemaphoreInfo {
             key: key.to_owned(),
             limit: state.limit,

@@ -75,7 +75,7 @@ impl Election {
             )));
         }
         let caps = inner.store.capabilities();
-        store::require(Feature::LeaderElection, &caps, &*inner.store)?;
+        store::require(Feature::LeaderElection, &caps, &inner.store.info())?;
         Ok(Election {
             name: name.to_owned(),
             keys: LockKeys::election(&inner.prefix, name),
@@ -305,13 +305,14 @@ impl LeaderRequest<'_> {
             };
             let written = inner
                 .store
-                .leader_records_or_refusal()?
-                .publish_leader(
-                    &election.keys,
-                    &election.record,
-                    guard.owner_token(),
-                    &record,
-                )
+                .leader(|records| {
+                    records.publish_leader(
+                        &election.keys,
+                        &election.record,
+                        guard.owner_token(),
+                        &record,
+                    )
+                })
                 .await?;
             if written && guard.is_held() {
                 let leader = Leader {
@@ -631,18 +632,13 @@ impl Leadership {
             return Ok(());
         };
         self.status.ended(self.term());
-        let cleared = match self.inner.store.leader_records_or_refusal() {
-            Ok(records) => {
-                records
-                    .clear_leader(
-                        &self.election.keys,
-                        &self.election.record,
-                        self.inner.store_fence(self.term()),
-                    )
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let term = self.inner.store_fence(self.term());
+        let (keys, record) = (&self.election.keys, &self.election.record);
+        let cleared = self
+            .inner
+            .store
+            .leader(|records| records.clear_leader(keys, record, term))
+            .await;
         if let Err(e) = cleared {
             tracing::debug!(error = %e, "removing the leader record failed; it lapses with the lease");
         }
@@ -665,11 +661,11 @@ impl Drop for Leadership {
         let term = self.inner.store_fence(self.term());
         let (inner, election) = (self.inner.clone(), self.election.clone());
         runtime.spawn(async move {
-            if let Ok(records) = inner.store.leader_records_or_refusal() {
-                let _ = records
-                    .clear_leader(&election.keys, &election.record, term)
-                    .await;
-            }
+            let (keys, record) = (&election.keys, &election.record);
+            let _ = inner
+                .store
+                .leader(|records| records.clear_leader(keys, record, term))
+                .await;
             drop(guard);
         });
     }
@@ -769,7 +765,9 @@ impl LeaderObserver {
         if !self.subscribed {
             // Subscribe before reading: a change between the read and the subscription must
             // still wake us.
-            let subscribe = inner.store.subscribe(&self.election.keys);
+            let subscribe = inner
+                .store
+                .call(|store| store.subscribe(&self.election.keys));
             match tokio::time::timeout(self.poll, subscribe).await {
                 Ok(Ok(sub)) => self.wakes = Some(sub),
                 Ok(Err(e)) => tracing::debug!(error = %e, "no wake-ups for this observer; polling"),
@@ -779,10 +777,10 @@ impl LeaderObserver {
             self.subscribed = true;
         }
         loop {
+            let (keys, record) = (&self.election.keys, &self.election.record);
             let read = inner
                 .store
-                .leader_records_or_refusal()?
-                .read_leader(&self.election.keys, &self.election.record)
+                .leader(|records| records.read_leader(keys, record))
                 .await?;
             let state = read.map(|r| Leader {
                 term: shown_term(&r, &inner),

@@ -186,6 +186,7 @@ pub(crate) fn limit_on_a_lock(name: &str, limit: u32, kind: LeaseKind) -> LockEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Locker;
 
     #[test]
     fn close_matches_are_a_typo_away_closest_first() {

@@ -383,7 +383,7 @@ impl<'a> LockRequest<'a> {
             LeaseKind::Permits { .. } => Some(Feature::Semaphores),
         };
         if let Some(feature) = needs {
-            store::require(feature, &caps, &*inner.store)?;
+            store::require(feature, &caps, &inner.store.info())?;
         }
         let fair = match self.kind {
             LeaseKind::Exclusive => self.fair,

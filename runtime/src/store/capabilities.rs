@@ -256,16 +256,20 @@ pub(crate) fn refusal(feature: Feature, on: &str, why: Option<&str>) -> LockErro
     ))
 }
 
-/// Fails with the store's refusal ([`refusal`]) unless `caps` offer
+/// Fails with the refusal of the engine `info` describes ([`refusal`]) unless `caps` offer
 /// `feature`.
 pub(crate) fn require(
     feature: Feature,
     caps: &Capabilities,
-    store: &dyn super::Store,
+    info: &super::Info,
 ) -> Result<(), LockError> {
     match feature.offered_by(caps) {
         true => Ok(()),
-        false => Err(store.refusal_of(feature)),
+        false => Err(refusal(
+            feature,
+            &info.description,
+            info.engine.why_not(feature),
+        )),
     }
 }
 

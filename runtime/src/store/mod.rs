@@ -336,14 +336,31 @@ pub(crate) enum Ended {
 
 impl Ended {
     /// The answer to a release: whether the lease was still held. An answer of a handover
-    /// here is the engine's fault.
-    fn released(self, description: &str) -> Result<bool, LockError> {
+    /// here is the engine's fault, which `description` names.
+    pub(crate) fn released(self, description: impl FnOnce() -> String) -> Result<bool, LockError> {
         match self {
             Ended::Released(held) => Ok(held),
             _ => Err(LockError::unavailable(
-                format!("{description} answered a release as a handover"),
+                format!("{} answered a release as a handover", description()),
                 None,
             )),
+        }
+    }
+
+    /// The answer to a handover: `None` when the engine need not take part (nothing was
+    /// sent); otherwise the engine's answer, the next holder's fence or `None`. An answer of
+    /// a release here is the engine's fault, which `description` names.
+    pub(crate) fn handed_over(
+        self,
+        description: impl FnOnce() -> String,
+    ) -> Option<Result<Option<u64>, LockError>> {
+        match self {
+            Ended::Kept => None,
+            Ended::HandedOver(fence) => Some(Ok(fence)),
+            Ended::Released(_) => Some(Err(LockError::unavailable(
+                format!("{} answered a handover as a release", description()),
+                None,
+            ))),
         }
     }
 }
@@ -530,7 +547,7 @@ impl AtOnce {
     };
 
     /// Whether the leases `batch` asks for (each key with its kind) can be taken together.
-    fn covers(self, batch: &[(&LockKeys, LeaseKind)]) -> bool {
+    pub(crate) fn covers(self, batch: &[(&LockKeys, LeaseKind)]) -> bool {
         let kinds = batch.iter().all(|(_, kind)| match kind {
             LeaseKind::Exclusive => true,
             LeaseKind::Read => self.reads,
@@ -647,18 +664,6 @@ impl dyn Store {
         self.info().capabilities
     }
 
-    /// Which engine this is ([`Info::engine`]).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn engine(&self) -> Engine {
-        self.info().engine
-    }
-
-    /// Whether a batch of several ([`Store::acquire`]) can take the leases `batch` asks for
-    /// (each key with its kind) in one round trip ([`Info::at_once`]).
-    pub(crate) fn takes_all_at_once(&self, batch: &[(&LockKeys, LeaseKind)]) -> bool {
-        self.info().at_once.covers(batch)
-    }
-
     /// Takes the lease `req` asks for: [`Store::acquire`] of a batch of one.
     pub(crate) fn acquire_one<'a>(
         &'a self,
@@ -671,22 +676,6 @@ impl dyn Store {
                 None => Err(self.malformed("an acquire")),
             }
         })
-    }
-
-    /// Hands the lock `token` holds on to another holder of this process
-    /// ([`Ending::HandOver`]): `None` when the engine need not take part (nothing was
-    /// sent); otherwise the engine's answer, the next holder's fence or `None`.
-    pub(crate) async fn hand_over(
-        &self,
-        keys: &LockKeys,
-        token: &OwnerToken,
-    ) -> Option<Result<Option<u64>, LockError>> {
-        match self.release(keys, token, Ending::HandOver).await {
-            Ok(Ended::Kept) => None,
-            Ok(Ended::HandedOver(fence)) => Some(Ok(fence)),
-            Ok(Ended::Released(_)) => Some(Err(self.malformed("a handover"))),
-            Err(e) => Some(Err(e)),
-        }
     }
 
     /// The holders of the semaphore `keys` now, for operators (never their tokens), where
@@ -705,11 +694,6 @@ impl dyn Store {
             format!("{} answered {what} with a malformed reply", self.describe()),
             None,
         )
-    }
-
-    /// Whether every call is answered at once ([`Info::always_answers`]).
-    pub(crate) fn always_answers(&self) -> bool {
-        self.info().always_answers
     }
 
     /// The error for a request that needs `feature`, which the engine lacks: the engines
@@ -770,7 +754,7 @@ impl dyn Store {
                 settling.await;
             }
             let ended = self.release(keys, token, ending).await?;
-            ended.released(&self.describe())
+            ended.released(|| self.describe())
         })
     }
 }
@@ -1050,13 +1034,9 @@ mod tests {
         let scripted: std::sync::Arc<dyn Store> =
             std::sync::Arc::new(scripted::ScriptedStore::new());
         for store in [memory, scripted] {
-            let caps = store.capabilities();
+            // The leader records' gate is the locker's (`Calls::leader`), tested there.
+            let caps = store.info().capabilities;
             let name = store.describe();
-            assert_eq!(
-                caps.leader_election,
-                store.leader_records_or_refusal().is_ok(),
-                "{name}"
-            );
             assert_eq!(caps.inspection, store.admin_or_refusal().is_ok(), "{name}");
             let refused = store
                 .admin_or_refusal()

@@ -2,13 +2,13 @@
 //! machine, written once for every engine, fed by what the locker sees anyway (its calls'
 //! outcomes, its watchdog's renewals, its session's epochs) and by what an engine knows more.
 
+mod calls;
 mod machine;
 mod monitor;
-mod observed;
 mod shared;
 mod state;
 
+pub(crate) use calls::Calls;
 pub(crate) use monitor::spawn;
-pub(crate) use observed::Observed;
 pub(crate) use shared::Health;
 pub use state::{EngineState, EngineStates};

@@ -1,7 +1,7 @@
 //! The health monitor of a locker: a task beside its watchdog that feeds its [`Health`] what
 //! no call brings: the end of a session (its epoch moves on: lost), the engine's own reports
 //! of its connection ([`Info::link`](crate::store::Info::link)), and, while the engine is
-//! suspended or lost, one probe a second ([`Store::probe`]), so that a locker without traffic
+//! suspended or lost, one probe a second ([`Store::probe`](crate::store::Store::probe)), so that a locker without traffic
 //! notices the engine come back.
 //! It ends with the locker (it holds the store and the health only weakly) or when the locker
 //! is closed.
@@ -14,21 +14,17 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::calls::Calls;
 use super::state::{EngineState, StateLog};
 use super::Health;
 use crate::error::LockError;
-use crate::store::Store;
 
 /// How often the monitor probes an engine that is suspended or lost.
 pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// Starts the monitor of `store` (the locker's, whose calls feed `health`) on `runtime`,
 /// unless the store always answers.
-pub(crate) fn spawn(
-    runtime: &tokio::runtime::Handle,
-    store: &Arc<dyn Store>,
-    health: &Arc<Health>,
-) {
+pub(crate) fn spawn(runtime: &tokio::runtime::Handle, store: &Arc<Calls>, health: &Arc<Health>) {
     if store.always_answers() {
         return;
     }
@@ -53,7 +49,7 @@ pub(crate) fn spawn(
 type Probe = Pin<Box<dyn Future<Output = Result<(), LockError>> + Send>>;
 
 async fn run(
-    store: Weak<dyn Store>,
+    store: Weak<Calls>,
     health: Weak<Health>,
     mut log: watch::Receiver<StateLog>,
     mut link: Option<watch::Receiver<bool>>,
@@ -102,7 +98,7 @@ async fn run(
                 next_probe = None;
                 let Some(store) = store.upgrade() else { return };
                 // Through the locker's store: its outcome reaches the health like a call's.
-                probe = Some(Box::pin(async move { store.probe().await }));
+                probe = Some(Box::pin(async move { store.call(|store| store.probe()).await }));
             }
             _ = finish(&mut probe) => {
                 probe = None;

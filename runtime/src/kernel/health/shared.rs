@@ -9,7 +9,7 @@
 //! two always sees the other: an answer that raced a failure is never skipped.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, Weak};
+use std::sync::Mutex;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -17,7 +17,10 @@ use tokio::time::Instant;
 use super::machine::{Event, Machine};
 use super::state::{EngineState, EngineStates, StateLog};
 use crate::kernel::observe;
-use crate::store::{Connection, Store};
+use crate::store::Connection;
+
+/// How the engine describes itself now, while the calls to it exist.
+pub(crate) type Describe = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 pub(crate) struct Health {
     /// The state now ([`EngineState::code`]).
@@ -32,9 +35,9 @@ pub(crate) struct Health {
     machine: Mutex<Machine>,
     log: watch::Sender<StateLog>,
     /// The engine as it describes itself in events, read at each change (a lazily connected
-    /// engine describes itself anew once connected). Weak: the locker's store (its health's
-    /// observer, where there is one) holds this.
-    store: Weak<dyn Store>,
+    /// engine describes itself anew once connected); `None` once the locker's calls, which
+    /// this health observes and which hold it, are gone.
+    describe: Describe,
     /// The engine's name in metrics.
     engine: &'static str,
 }
@@ -43,8 +46,8 @@ impl Health {
     /// The health of a locker on `store`: suspended when the engine says its connection is
     /// down (a lazily connected store that is not connected yet), else connected (`build`
     /// connected it).
-    /// `store` is the locker's store, on `engine`.
-    pub(crate) fn new(engine: &Connection, store: Weak<dyn Store>) -> Health {
+    /// `describe` tells what the locker's calls to `engine` reach.
+    pub(crate) fn new(engine: &Connection, describe: Describe) -> Health {
         let down = engine.link().is_some_and(|link| !*link.borrow());
         let state = match down {
             true => EngineState::Suspended,
@@ -60,7 +63,7 @@ impl Health {
             base: now,
             machine: Mutex::new(Machine::new(state, now)),
             log: watch::channel(StateLog::new(state)).0,
-            store,
+            describe,
             engine,
         }
     }
@@ -125,10 +128,7 @@ impl Health {
         let changed = machine.apply(event, Instant::now(), answered);
         if let Some(to) = changed {
             // Told first: whoever sees the new state finds its event and metrics there.
-            let engine = self
-                .store
-                .upgrade()
-                .map_or_else(|| "a dropped engine".to_owned(), |s| s.describe());
+            let engine = (self.describe)().unwrap_or_else(|| "a dropped engine".to_owned());
             observe::engine_state_changed(self.engine, &engine, from, to, why);
             self.now.store(to.code(), Ordering::Release);
             self.log.send_modify(|log| log.push(to));

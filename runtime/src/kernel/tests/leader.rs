@@ -272,18 +272,15 @@ async fn a_leadership_is_never_handed_over_inside_the_process() {
         a_token,
         "the lease was handed over"
     );
-    let store = locker
-        .inner
-        .store
-        .leader_records_or_refusal()
-        .expect("memory keeps leader records");
     let forged = LeaderRecord {
         term: b.term() + 1,
         identity: "a".into(),
     };
     assert!(
-        !store
-            .publish_leader(&keys, &record, &a_token, &forged)
+        !locker
+            .inner
+            .store
+            .leader(|records| records.publish_leader(&keys, &record, &a_token, &forged))
             .await
             .unwrap(),
         "the resigned leader's token still holds the election"

@@ -125,11 +125,14 @@ async fn a_batch_takes_a_readers_share_beside_a_lock_in_one_script_call() {
     let (w, r) = (LockKeys::new("rb1", "w"), LockKeys::new("rb1", "r"));
     let kinds = [(&w, LeaseKind::Exclusive), (&r, LeaseKind::Read)];
     assert!(
-        store.takes_all_at_once(&kinds),
+        store.info().at_once.covers(&kinds),
         "one server takes both at once"
     );
     let permits = LeaseKind::Permits { limit: 2, count: 1 };
-    assert!(!store.takes_all_at_once(&[(&w, LeaseKind::Exclusive), (&r, permits)]));
+    assert!(!store
+        .info()
+        .at_once
+        .covers(&[(&w, LeaseKind::Exclusive), (&r, permits)]));
     // The script loaded once.
     let warm = [LockKeys::new("rb1", "warm1"), LockKeys::new("rb1", "warm2")];
     let tokens = [OwnerToken::generate(), OwnerToken::generate()];
