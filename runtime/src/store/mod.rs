@@ -27,6 +27,7 @@ mod lazy;
 pub(crate) mod memory;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
+mod parts;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 pub(crate) mod redis;
@@ -63,6 +64,7 @@ pub use deployment::Deployment;
 pub(crate) use halving::renew_halving;
 pub(crate) use join::join_all;
 pub(crate) use lazy::{Connection, LazyStore};
+pub(crate) use parts::{admin_by, leader_by, AdminParts, LeaderParts};
 pub(crate) use session::Session;
 pub(crate) use settings::Settings;
 pub use settings::DEFAULT_SESSION_TIMEOUT;
@@ -273,7 +275,8 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// who leads it, recorded beside its lock and valid only while that lock is held. `record`
     /// names the record where the engine keeps it under a key of its own. Reached only where
     /// [`Capabilities::leader_election`] says the engine keeps them
-    /// (`leader_records_or_refusal` on `dyn Store`); the default refuses ([`lacks`]).
+    /// (`leader_records_or_refusal` on `dyn Store`); the default refuses ([`lacks`]). An
+    /// engine that keeps them states its calls ([`LeaderParts`]) and answers by [`leader_by`].
     fn leader<'a>(
         &'a self,
         keys: &'a LockKeys,
@@ -289,7 +292,8 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// where [`Capabilities::semaphores`] says the engine has them, the rest only where
     /// [`Capabilities::inspection`] says the engine has an operator's part
     /// (`admin_or_refusal` on `dyn Store`). The default refuses every call: for engines
-    /// without either.
+    /// without either. An engine with either states its calls ([`AdminParts`]) and answers
+    /// by [`admin_by`].
     fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
         refuse_admin(self, op)
     }
@@ -448,10 +452,7 @@ pub(crate) fn refuse_admin<'a, S: Store + ?Sized>(
 ) -> StoreFuture<'a, AdminAnswer> {
     match op {
         AdminOp::Permits(_) => lacks(store, Feature::Semaphores),
-        _ => {
-            let refused = LockError::config("inspecting locks is not supported on this engine");
-            Box::pin(std::future::ready(Err(refused)))
-        }
+        _ => Box::pin(std::future::ready(Err(parts::no_inspection()))),
     }
 }
 

@@ -5,34 +5,12 @@ use etcd_client as etcd;
 
 use super::names::{first_by_creation, first_writer, is_reader_key, lock_of, range_of, READER};
 use super::Etcd;
-use crate::error::LockError;
 use crate::store::identity::Identity;
 use crate::store::keys::{unescape, LockKeys};
 use crate::store::sequenced::inspect;
-use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
+use crate::store::{AdminParts, LockState, StoreFuture};
 
-impl Etcd {
-    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op, but
-    /// a semaphore's holders (the recipe's).
-    pub(crate) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
-        match op {
-            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
-            // A semaphore's holders are the recipe's, which answers them itself.
-            AdminOp::Permits(_) => Box::pin(std::future::ready(Err(LockError::config(
-                "a semaphore's holders are inspected by the recipe, not the engine",
-            )))),
-            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
-            AdminOp::ForceRelease(keys) => {
-                answer(self.admin_force_release(keys), AdminAnswer::Forced)
-            }
-            AdminOp::Describe { prefix, identity } => {
-                answer(self.admin_describe(prefix, identity), |()| {
-                    AdminAnswer::Described
-                })
-            }
-        }
-    }
-
+impl AdminParts for Etcd {
     fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {
         Box::pin(inspect(self, keys))
     }

@@ -13,9 +13,7 @@ use crate::store::heard;
 use crate::store::sequenced::{
     patience, Contender, Contenders, Renews, Sequenced, SequencedEngine,
 };
-use crate::store::{
-    AdminAnswer, AdminOp, Capabilities, Engine, Renewal, Renewed, Settings, StoreFuture,
-};
+use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
 
 /// How many reads one renewal transaction carries (etcd refuses more than 128 by default).
 const RENEW_CHUNK: usize = 64;
@@ -136,10 +134,6 @@ impl SequencedEngine for Etcd {
 
     fn engine(&self) -> Engine {
         Engine::Etcd
-    }
-
-    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
-        self.admin_op(op)
     }
 
     fn link(&self) -> Option<tokio::sync::watch::Receiver<bool>> {

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::MemoryStore;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::LeaderRecord;
+use crate::store::{LeaderParts, LeaderRecord, StoreFuture};
 
 pub(super) struct Recorded {
     pub(super) owner: OwnerToken,
@@ -56,5 +56,38 @@ impl MemoryStore {
         state
             .owns(keys.lock(), &r.owner, Instant::now())
             .then(|| r.leader.clone())
+    }
+}
+
+/// Answered at once; the record's name is not used (the record lives with the lock).
+impl LeaderParts for MemoryStore {
+    fn leader_publish<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(
+            self.publish_leader(keys, token, leader)
+        )))
+    }
+
+    fn leader_clear<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        self.clear_leader(keys, term);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn leader_read<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        Box::pin(std::future::ready(Ok(self.read_leader(keys))))
     }
 }

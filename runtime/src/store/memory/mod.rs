@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use self::state::State;
 use super::{
-    one_at_a_time, refuse_admin, AcquireRequest, AdminAnswer, AdminOp, Attempt, Ended, Ending,
-    Engine, Info, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Store, StoreFuture,
+    admin_by, leader_by, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, Attempt, Ended,
+    Ending, Engine, Info, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Store, StoreFuture,
     WakeSubscription,
 };
 use crate::store::keys::LockKeys;
@@ -158,23 +158,13 @@ impl Store for MemoryStore {
     fn leader<'a>(
         &'a self,
         keys: &'a LockKeys,
-        _record: &'a str,
+        record: &'a str,
         op: LeaderOp<'a>,
     ) -> StoreFuture<'a, LeaderAnswer> {
         if let Some(out) = self.outage() {
             return out;
         }
-        let answer = match op {
-            LeaderOp::Publish { token, leader } => {
-                LeaderAnswer::Published(MemoryStore::publish_leader(self, keys, token, leader))
-            }
-            LeaderOp::Clear { term } => {
-                MemoryStore::clear_leader(self, keys, term);
-                LeaderAnswer::Cleared
-            }
-            LeaderOp::Read => LeaderAnswer::Read(MemoryStore::read_leader(self, keys)),
-        };
-        Box::pin(std::future::ready(Ok(answer)))
+        leader_by(self, keys, record, op)
     }
 
     /// Semaphores, but no inspection of locks (they are visible to this process only): a
@@ -183,12 +173,7 @@ impl Store for MemoryStore {
         if let Some(out) = self.outage() {
             return out;
         }
-        match op {
-            AdminOp::Permits(keys) => Box::pin(std::future::ready(Ok(AdminAnswer::Permits(
-                MemoryStore::inspect_permits(self, keys),
-            )))),
-            op => refuse_admin(self, op),
-        }
+        admin_by(self, op)
     }
 }
 

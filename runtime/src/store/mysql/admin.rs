@@ -17,7 +17,7 @@ use crate::store::identity::{
     decode_all, holder, locker_of_waiter, waiters_of_queue, Identity, Stamp, DESCRIPTION_TTL,
 };
 use crate::store::keys::LockKeys;
-use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
+use crate::store::{AdminParts, LockState, PermitState, StoreFuture};
 
 /// A lock's row, its live readers and its waiters, as one inspection reads them.
 type Inspected = (
@@ -63,22 +63,9 @@ impl MysqlStore {
     }
 }
 
-impl MysqlStore {
-    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op.
-    pub(super) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
-        match op {
-            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
-            AdminOp::Permits(keys) => answer(self.inspect_permits_once(keys), AdminAnswer::Permits),
-            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
-            AdminOp::ForceRelease(keys) => {
-                answer(self.admin_force_release(keys), AdminAnswer::Forced)
-            }
-            AdminOp::Describe { prefix, identity } => {
-                answer(self.admin_describe(prefix, identity), |()| {
-                    AdminAnswer::Described
-                })
-            }
-        }
+impl AdminParts for MysqlStore {
+    fn admin_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(self.inspect_permits_once(keys))
     }
 
     fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {

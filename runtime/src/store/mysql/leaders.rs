@@ -9,28 +9,9 @@ use super::text::token_text;
 use super::MysqlStore;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{answer, LeaderAnswer, LeaderOp, LeaderRecord, StoreFuture};
+use crate::store::{LeaderParts, LeaderRecord, StoreFuture};
 
-impl MysqlStore {
-    /// One call on an election's leader records ([`Store::leader`](crate::store::Store::leader)).
-    pub(crate) fn leader_op<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        op: LeaderOp<'a>,
-    ) -> StoreFuture<'a, LeaderAnswer> {
-        match op {
-            LeaderOp::Publish { token, leader } => answer(
-                self.leader_publish(keys, record, token, leader),
-                LeaderAnswer::Published,
-            ),
-            LeaderOp::Clear { term } => answer(self.leader_clear(keys, record, term), |()| {
-                LeaderAnswer::Cleared
-            }),
-            LeaderOp::Read => answer(self.leader_read(keys, record), LeaderAnswer::Read),
-        }
-    }
-
+impl LeaderParts for MysqlStore {
     fn leader_publish<'a>(
         &'a self,
         keys: &'a LockKeys,

@@ -382,7 +382,7 @@ impl Store for MysqlStore {
     }
 
     fn admin<'a>(&'a self, op: super::AdminOp<'a>) -> StoreFuture<'a, super::AdminAnswer> {
-        self.admin_op(op)
+        super::admin_by(self, op)
     }
 
     fn leader<'a>(
@@ -391,7 +391,7 @@ impl Store for MysqlStore {
         record: &'a str,
         op: super::LeaderOp<'a>,
     ) -> StoreFuture<'a, super::LeaderAnswer> {
-        self.leader_op(keys, record, op)
+        super::leader_by(self, keys, record, op)
     }
 
     fn leave(&self, keys: &LockKeys, place: Leave<'_>) {

@@ -13,7 +13,7 @@ use crate::store::identity::{
     decode_all, holder, locker_of_waiter, waiters_of_queue, Identity, Stamp, DESCRIPTION_TTL,
 };
 use crate::store::keys::LockKeys;
-use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
+use crate::store::{AdminParts, LockState, PermitState, StoreFuture};
 
 impl PostgresStore {
     /// Writes this locker's description to count for [`DESCRIPTION_TTL`].
@@ -49,22 +49,9 @@ impl PostgresStore {
     }
 }
 
-impl PostgresStore {
-    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op.
-    pub(super) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
-        match op {
-            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
-            AdminOp::Permits(keys) => answer(self.inspect_permits_once(keys), AdminAnswer::Permits),
-            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
-            AdminOp::ForceRelease(keys) => {
-                answer(self.admin_force_release(keys), AdminAnswer::Forced)
-            }
-            AdminOp::Describe { prefix, identity } => {
-                answer(self.admin_describe(prefix, identity), |()| {
-                    AdminAnswer::Described
-                })
-            }
-        }
+impl AdminParts for PostgresStore {
+    fn admin_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(self.inspect_permits_once(keys))
     }
 
     fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {

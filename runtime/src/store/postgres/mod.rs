@@ -310,7 +310,7 @@ impl Store for PostgresStore {
     }
 
     fn admin<'a>(&'a self, op: super::AdminOp<'a>) -> StoreFuture<'a, super::AdminAnswer> {
-        self.admin_op(op)
+        super::admin_by(self, op)
     }
 
     fn leader<'a>(
@@ -319,7 +319,7 @@ impl Store for PostgresStore {
         record: &'a str,
         op: super::LeaderOp<'a>,
     ) -> StoreFuture<'a, super::LeaderAnswer> {
-        self.leader_op(keys, record, op)
+        super::leader_by(self, keys, record, op)
     }
 
     fn leave(&self, keys: &LockKeys, place: Leave<'_>) {

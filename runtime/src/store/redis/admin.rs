@@ -16,24 +16,11 @@ use crate::store::identity::{
 };
 use crate::store::join_all;
 use crate::store::keys::{unescape, LockKeys};
-use crate::store::{answer, AdminAnswer, AdminOp, LockState, StoreFuture};
+use crate::store::{AdminParts, LockState, PermitState, StoreFuture};
 
-impl RedisStore {
-    /// The operator's calls ([`Store::admin`](crate::store::Store::admin)), one per op.
-    pub(super) fn admin_op<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
-        match op {
-            AdminOp::Inspect(keys) => answer(self.admin_inspect(keys), AdminAnswer::Lock),
-            AdminOp::Permits(keys) => answer(self.inspect_permits(keys), AdminAnswer::Permits),
-            AdminOp::List(prefix) => answer(self.admin_list(prefix), AdminAnswer::Keys),
-            AdminOp::ForceRelease(keys) => {
-                answer(self.admin_force_release(keys), AdminAnswer::Forced)
-            }
-            AdminOp::Describe { prefix, identity } => {
-                answer(self.admin_describe(prefix, identity), |()| {
-                    AdminAnswer::Described
-                })
-            }
-        }
+impl AdminParts for RedisStore {
+    fn admin_permits<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, PermitState> {
+        Box::pin(self.inspect_permits(keys))
     }
 
     fn admin_inspect<'a>(&'a self, keys: &'a LockKeys) -> StoreFuture<'a, LockState> {

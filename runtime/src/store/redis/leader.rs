@@ -8,7 +8,7 @@ use super::RedisStore;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::LeaderRecord;
+use crate::store::{LeaderParts, LeaderRecord, StoreFuture};
 
 impl RedisStore {
     /// Records the leader (leader_publish.lua).
@@ -73,5 +73,34 @@ impl RedisStore {
                 "leader_read",
             )),
         }
+    }
+}
+
+impl LeaderParts for RedisStore {
+    fn leader_publish<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.publish_leader(keys, record, token, leader))
+    }
+
+    fn leader_clear<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.clear_leader(keys, record, term))
+    }
+
+    fn leader_read<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        Box::pin(self.read_leader(keys, record))
     }
 }

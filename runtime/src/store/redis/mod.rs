@@ -78,8 +78,8 @@ use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::Session;
 use crate::store::{
-    answer, join_all, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, AtOnce, Attempt, Ended,
-    Ending, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Store, StoreFuture, Together,
+    join_all, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, AtOnce, Attempt, Ended, Ending,
+    LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Store, StoreFuture, Together,
     WakeSubscription,
 };
 
@@ -582,7 +582,7 @@ impl Store for RedisStore {
     }
 
     fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
-        RedisStore::admin_op(self, op)
+        super::admin_by(self, op)
     }
 
     fn leader<'a>(
@@ -591,20 +591,6 @@ impl Store for RedisStore {
         record: &'a str,
         op: LeaderOp<'a>,
     ) -> StoreFuture<'a, LeaderAnswer> {
-        match op {
-            LeaderOp::Publish { token, leader } => answer(
-                RedisStore::publish_leader(self, keys, record, token, leader),
-                LeaderAnswer::Published,
-            ),
-            LeaderOp::Clear { term } => {
-                answer(RedisStore::clear_leader(self, keys, record, term), |()| {
-                    LeaderAnswer::Cleared
-                })
-            }
-            LeaderOp::Read => answer(
-                RedisStore::read_leader(self, keys, record),
-                LeaderAnswer::Read,
-            ),
-        }
+        super::leader_by(self, keys, record, op)
     }
 }

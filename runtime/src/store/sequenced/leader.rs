@@ -7,7 +7,7 @@ use crate::error::LockError;
 use crate::store::heard;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{answer, LeaderAnswer, LeaderOp, LeaderRecord, StoreFuture};
+use crate::store::{LeaderParts, LeaderRecord, StoreFuture};
 
 /// What a leader record starts with: a contender's data is its token until one is written.
 const RECORD: &str = "leader\n";
@@ -39,22 +39,6 @@ pub(crate) fn is_fence_of(term: u64, order: i64) -> bool {
 /// The record lives on the holder's contender, not under a key of its own: the `record`
 /// name the store boundary passes (Redis's key of the record) is not used.
 impl<D: Records> Sequenced<D> {
-    /// One call on an election's leader records ([`Store::leader`](crate::store::Store::leader)).
-    pub(crate) fn leader_op<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        op: LeaderOp<'a>,
-    ) -> StoreFuture<'a, LeaderAnswer> {
-        match op {
-            LeaderOp::Publish { token, leader } => answer(
-                self.publish_leader(keys, token, leader),
-                LeaderAnswer::Published,
-            ),
-            LeaderOp::Clear { term } => answer(self.clear_leader(term), |()| LeaderAnswer::Cleared),
-            LeaderOp::Read => answer(self.read_leader(keys), LeaderAnswer::Read),
-        }
-    }
-
     /// Written on `token`'s contender, if it holds the election's lock in the current session
     /// and the term is one of its own fences (a newer term can only be a later contender's).
     /// The write replaces the contender's data, which wakes the observers' watches.
@@ -103,5 +87,34 @@ impl<D: Records> Sequenced<D> {
     ) -> Result<Option<LeaderRecord>, LockError> {
         let head = self.driver.head(keys).await?;
         Ok(head.as_ref().and_then(decode))
+    }
+}
+
+impl<D: Records> LeaderParts for Sequenced<D> {
+    fn leader_publish<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+        token: &'a OwnerToken,
+        leader: &'a LeaderRecord,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.publish_leader(keys, token, leader))
+    }
+
+    fn leader_clear<'a>(
+        &'a self,
+        _keys: &'a LockKeys,
+        _record: &'a str,
+        term: u64,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.clear_leader(term))
+    }
+
+    fn leader_read<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        _record: &'a str,
+    ) -> StoreFuture<'a, Option<LeaderRecord>> {
+        Box::pin(self.read_leader(keys))
     }
 }

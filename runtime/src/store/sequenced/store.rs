@@ -9,14 +9,14 @@ use crate::store::keys::LockKeys;
 use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
-    answer, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, Attempt, Capabilities, Ended,
-    Ending, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Session, Store, StoreFuture,
-    WakeSubscription,
+    admin_by, answer, leader_by, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, AdminParts,
+    Attempt, Capabilities, Ended, Ending, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Session,
+    Store, StoreFuture, WakeSubscription,
 };
 
 /// What a sequential-contender engine answers itself, beside its [`Driver`](super::Driver)
 /// and that driver's [`Inspection`] and [`Records`].
-pub(crate) trait Engine: Inspection + Records {
+pub(crate) trait Engine: Inspection + Records + AdminParts {
     /// What it offers; the lease bound is its session's.
     fn capabilities(&self) -> Capabilities;
 
@@ -28,10 +28,6 @@ pub(crate) trait Engine: Inspection + Records {
 
     /// One round trip over its session, opening one when there is none ([`Store::probe`]).
     fn probe(&self) -> impl Future<Output = Result<(), LockError>> + Send;
-
-    /// The operator's calls ([`Store::admin`]) but a semaphore's holders, which the recipe
-    /// answers.
-    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer>;
 }
 
 /// Renewals, which each engine proves its own way (ZooKeeper: the contender's session is the
@@ -122,7 +118,7 @@ where
     fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
         match op {
             AdminOp::Permits(keys) => answer(self.inspect_permits_once(keys), AdminAnswer::Permits),
-            op => self.driver.admin(op),
+            op => admin_by(&*self.driver, op),
         }
     }
 
@@ -130,9 +126,9 @@ where
     fn leader<'a>(
         &'a self,
         keys: &'a LockKeys,
-        _record: &'a str,
+        record: &'a str,
         op: LeaderOp<'a>,
     ) -> StoreFuture<'a, LeaderAnswer> {
-        self.leader_op(keys, op)
+        leader_by(self, keys, record, op)
     }
 }

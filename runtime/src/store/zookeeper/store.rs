@@ -13,9 +13,7 @@ use crate::error::LockError;
 use crate::store::heard;
 use crate::store::join_all;
 use crate::store::sequenced::{patience, Contenders, Renews, Sequenced, SequencedEngine};
-use crate::store::{
-    AdminAnswer, AdminOp, Capabilities, Engine, Renewal, Renewed, Settings, StoreFuture,
-};
+use crate::store::{Capabilities, Engine, Renewal, Renewed, Settings};
 
 /// The ZooKeeper engine: the sequential-contender recipe over ZooKeeper's driver.
 pub(crate) type ZooKeeperStore = Sequenced<ZooKeeper>;
@@ -99,10 +97,6 @@ impl SequencedEngine for ZooKeeper {
 
     fn engine(&self) -> Engine {
         Engine::ZooKeeper
-    }
-
-    fn admin<'a>(&'a self, op: AdminOp<'a>) -> StoreFuture<'a, AdminAnswer> {
-        self.admin_op(op)
     }
 
     fn link(&self) -> Option<watch::Receiver<bool>> {

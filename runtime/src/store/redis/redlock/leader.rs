@@ -17,7 +17,7 @@ use super::{no_quorum, RedLock};
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::{answer, join_all, LeaderAnswer, LeaderOp, LeaderRecord, StoreFuture};
+use crate::store::{join_all, LeaderParts, LeaderRecord, StoreFuture};
 
 impl RedLock {
     async fn publish_leader(
@@ -106,26 +106,7 @@ impl RedLock {
     }
 }
 
-impl RedLock {
-    /// One call on an election's leader records ([`Store::leader`](crate::store::Store::leader)).
-    pub(crate) fn leader_op<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        record: &'a str,
-        op: LeaderOp<'a>,
-    ) -> StoreFuture<'a, LeaderAnswer> {
-        match op {
-            LeaderOp::Publish { token, leader } => answer(
-                self.leader_publish(keys, record, token, leader),
-                LeaderAnswer::Published,
-            ),
-            LeaderOp::Clear { term } => answer(self.leader_clear(keys, record, term), |()| {
-                LeaderAnswer::Cleared
-            }),
-            LeaderOp::Read => answer(self.leader_read(keys, record), LeaderAnswer::Read),
-        }
-    }
-
+impl LeaderParts for RedLock {
     fn leader_publish<'a>(
         &'a self,
         keys: &'a LockKeys,

@@ -203,6 +203,6 @@ impl Store for RedLock {
         record: &'a str,
         op: LeaderOp<'a>,
     ) -> StoreFuture<'a, LeaderAnswer> {
-        self.leader_op(keys, record, op)
+        crate::store::leader_by(self, keys, record, op)
     }
 }
