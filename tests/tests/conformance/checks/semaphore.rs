@@ -118,7 +118,8 @@ pub async fn never_more_than_the_limit(engine: &Engine) {
 }
 
 /// Twelve tasks over three lockers take permits of one semaphore (now and then several at
-/// once): never more than the limit at once, the limit is reached, nothing hangs.
+/// once): never more than the limit at once, the limit is reached (the load goes on until it
+/// was, for 30 s at most), nothing hangs.
 async fn load(engine: &Engine, lockers: &[Locker; 3]) {
     let inside = Arc::new(AtomicU32::new(0));
     let most = Arc::new(AtomicU32::new(0));
@@ -127,9 +128,14 @@ async fn load(engine: &Engine, lockers: &[Locker; 3]) {
         for t in 0..4 {
             let (locker, inside, most) = (locker.clone(), inside.clone(), most.clone());
             tasks.push(tokio::spawn(async move {
+                // Two seconds of load, and on until the limit was reached once (a loaded
+                // machine may take longer to overlap as many holders), within a bound.
                 let until = Instant::now() + Duration::from_secs(2);
+                let cap = Instant::now() + Duration::from_secs(30);
                 let mut n = l * 4 + t;
-                while Instant::now() < until {
+                while Instant::now() < until
+                    || (most.load(Ordering::SeqCst) < LIMIT && Instant::now() < cap)
+                {
                     n += 1;
                     let count = if n % 5 == 0 { 2 } else { 1 };
                     let permit = locker
