@@ -68,10 +68,19 @@ async fn a_leader_that_loses_its_majority_is_replaced_and_observers_see_it() {
     let mut highest = now.term();
     let replaced: Leader = loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let next = tokio::time::timeout(left, seen.next())
-            .await
-            .expect("the observer saw b within 15 s")
-            .unwrap();
+        let Ok(next) = tokio::time::timeout(left, seen.next()).await else {
+            // Which side failed: b's election, or the observer's wake-up.
+            let b = if second.is_finished() {
+                match second.await.unwrap().0 {
+                    Ok(l) => format!("b was elected with term {}", l.term()),
+                    Err(e) => format!("b's campaign failed: {e:?}"),
+                }
+            } else {
+                "b's campaign still waited".to_owned()
+            };
+            panic!("the observer did not see b within 15 s ({b})");
+        };
+        let next = next.unwrap();
         if let Some(leader) = next {
             assert!(leader.term() >= highest, "a term went backwards");
             highest = leader.term();
