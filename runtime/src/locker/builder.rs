@@ -724,7 +724,7 @@ mod tests {
     /// Issue 51: the bound on a call must hold on a busy machine, where single calls were
     /// measured at up to 0.45 s; 500 ms there failed releases.
     #[test]
-    fn the_default_bound_on_a_call_holds_on_a_loaded_machine() {
+    fn the_default_bound_on_a_call_is_the_one_measured_on_a_loaded_machine() {
         let b = LockerBuilder::default();
         assert_eq!(b.op_timeout, Duration::from_secs(2));
         assert_eq!(b.op_timeout, DEFAULT_OP_TIMEOUT);
