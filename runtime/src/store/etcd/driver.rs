@@ -13,10 +13,10 @@ use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    Awaited, Contender, Driver, Head, Inspection, Place, Queued, Records, Role, Wake, Who,
+    Ask, Awaited, Contender, Driver, Head, Inspection, Place, Queued, Records, Role, Wake, Who,
 };
 use crate::store::token::OwnerToken;
-use crate::store::AcquireRequest;
+use crate::store::{join_all, AcquireRequest};
 
 impl Driver for Etcd {
     type Via = i64;
@@ -86,6 +86,36 @@ impl Driver for Etcd {
             }
         };
         Ok((mine, Some(place)))
+    }
+
+    /// One transaction: it compares that every lock is free for its kind and puts every key
+    /// with its writer's fence record, or puts nothing.
+    async fn create_all(
+        &self,
+        via: &i64,
+        session: u64,
+        batch: &[Ask<'_, '_>],
+    ) -> Result<Option<Vec<(Contender<i64>, Option<Place>)>>, LockError> {
+        self.put_all(*via, session, batch).await
+    }
+
+    /// Never asked after [`create_all`](Driver::create_all), which tells where every key
+    /// stands; one look per key.
+    async fn look_all(
+        &self,
+        batch: &[Ask<'_, '_>],
+        mine: &[Contender<i64>],
+    ) -> Result<Vec<Place>, LockError> {
+        let looks = batch
+            .iter()
+            .zip(mine)
+            .map(|(ask, mine)| self.look(ask.req, mine, ask.role));
+        join_all(looks).await.into_iter().collect()
+    }
+
+    /// One transaction, while every create revision is ours.
+    async fn delete_all(&self, mine: &[Contender<i64>]) -> Result<bool, LockError> {
+        self.delete_keys(mine).await
     }
 
     async fn look(

@@ -136,6 +136,7 @@ mod store;
 mod sweep;
 #[cfg(test)]
 mod tests;
+mod together;
 mod watch;
 mod writer;
 

@@ -115,7 +115,7 @@ fn read(
 /// ([`recorded_writer`]), or, with no record (the lease of the locker that wrote it ended), its
 /// own key's `create revision × 32`: at or above every fence of the writers before it, below
 /// every fence of the writers after.
-fn reader_place(
+pub(super) fn reader_place(
     mine: &Contender<i64>,
     writer: Option<etcd::KeyValue>,
     record: Option<etcd::KeyValue>,

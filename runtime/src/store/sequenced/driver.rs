@@ -116,6 +116,15 @@ pub(crate) enum Awaited<'a, V> {
     Deletions,
 }
 
+/// One lease of a batch taken together ([`Driver::create_all`]): its request, what its
+/// contender contends for (a writer or a reader), and the contender's name
+/// ([`Driver::name`]), which carries the request's tag.
+pub(crate) struct Ask<'a, 'r> {
+    pub(crate) req: &'a AcquireRequest<'r>,
+    pub(crate) role: Role,
+    pub(crate) name: String,
+}
+
 /// What one engine does for the recipe, with its own client. Every call is bounded by the
 /// engine's operation timeout and fails with [`LockError::Unavailable`] when the engine did
 /// not answer.
@@ -163,6 +172,36 @@ pub(crate) trait Driver: Send + Sync + 'static {
         req: &AcquireRequest<'_>,
         role: Role,
     ) -> impl Future<Output = Result<(Contender<Self::Via>, Option<Place>), LockError>> + Send;
+
+    /// Creates the contenders of `batch` (writers' and readers', each key once) over
+    /// `session` in one transaction, with what the engine records along (each writer's
+    /// fences): `None` when the engine saw a lease taken and created nothing (etcd compares
+    /// first), else every contender in `batch`'s order, and where each stands if the same
+    /// round trip could tell. All of them share one creation order: they were created by one
+    /// write. A batch the engine cannot send as one transaction (too many keys) is answered
+    /// `None` without a round trip.
+    fn create_all(
+        &self,
+        via: &Self::Via,
+        session: u64,
+        batch: &[Ask<'_, '_>],
+    ) -> impl Future<Output = Result<Option<Vec<(Contender<Self::Via>, Option<Place>)>>, LockError>> + Send;
+
+    /// Where each of `mine`, the contenders [`create_all`](Self::create_all) made for
+    /// `batch`, stands, in one round trip where the engine can.
+    fn look_all(
+        &self,
+        batch: &[Ask<'_, '_>],
+        mine: &[Contender<Self::Via>],
+    ) -> impl Future<Output = Result<Vec<Place>, LockError>> + Send;
+
+    /// Deletes every one of `mine` (contenders of one batch) in one round trip where the
+    /// engine can; `Ok(false)` when that could not be done at once (one was gone already,
+    /// say): the caller then deletes them one by one.
+    fn delete_all(
+        &self,
+        mine: &[Contender<Self::Via>],
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
 
     /// Where `mine`, a writer's or a reader's contender (`role`), stands in its lock's queue
     /// now; a writer that holds has its fences recorded if the engine records them here. Never

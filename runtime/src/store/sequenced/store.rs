@@ -10,8 +10,8 @@ use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::{
     admin_by, answer, leader_by, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, AdminParts,
-    Attempt, Capabilities, Ended, Ending, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Session,
-    Store, StoreFuture, WakeSubscription,
+    AtOnce, Attempt, Capabilities, Ended, Ending, LeaderAnswer, LeaderOp, Leave, Renewal, Renewed,
+    Session, Store, StoreFuture, Together, WakeSubscription,
 };
 
 /// What a sequential-contender engine answers itself, beside its [`Driver`](super::Driver)
@@ -47,6 +47,11 @@ where
     fn info(&self) -> crate::store::Info {
         crate::store::Info {
             link: self.driver.link(),
+            // Any keys, locks and readers' shares alike: one write creates every contender.
+            at_once: AtOnce {
+                keys: Together::Always,
+                reads: true,
+            },
             ..crate::store::Info::of(
                 self.driver.engine(),
                 self.driver.capabilities(),
@@ -64,9 +69,12 @@ where
     }
 
     /// Readers contend as the recipe's readers (a contender of their own, first among
-    /// writers), permits in its weighted queue.
-    /// One lease at a time.
+    /// writers), permits in its weighted queue. A batch of several (locks and readers'
+    /// shares) is created by one write, all or nothing (see `together`).
     fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        if batch.len() > 1 {
+            return Box::pin(self.acquire_together(batch));
+        }
         one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
             LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),

@@ -12,7 +12,7 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    slots_top, tag, writer_top, Awaited, Contender, Driver, Head, Inspection, Place, Queued,
+    slots_top, tag, writer_top, Ask, Awaited, Contender, Driver, Head, Inspection, Place, Queued,
     Records, Role, Wake, Who, FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
@@ -77,6 +77,33 @@ impl Driver for ZooKeeper {
             .create_child(via, session, &parent, &path, req.token, fences)
             .await?;
         Ok((mine, None))
+    }
+
+    /// One `multi` creates every znode (each writer's with its fence record): it cannot
+    /// compare "no children", so where they stand takes a read after it.
+    async fn create_all(
+        &self,
+        via: &zk::Client,
+        session: u64,
+        batch: &[Ask<'_, '_>],
+    ) -> Result<Option<Vec<(Contender<zk::Client>, Option<Place>)>>, LockError> {
+        self.create_all_children(via, session, batch)
+            .await
+            .map(Some)
+    }
+
+    /// One read `multi` of every container's children (and a reader's record).
+    async fn look_all(
+        &self,
+        batch: &[Ask<'_, '_>],
+        mine: &[Contender<zk::Client>],
+    ) -> Result<Vec<Place>, LockError> {
+        self.look_all_children(batch, mine).await
+    }
+
+    /// One `multi` of deletes.
+    async fn delete_all(&self, mine: &[Contender<zk::Client>]) -> Result<bool, LockError> {
+        self.delete_children(mine).await
     }
 
     async fn look(

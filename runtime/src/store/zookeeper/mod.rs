@@ -108,6 +108,7 @@ mod session;
 mod store;
 #[cfg(test)]
 mod tests;
+mod together;
 mod watch;
 mod znodes;
 

@@ -1,0 +1,143 @@
+//! A batch of writers' and readers' keys put in one transaction (see the recipe's
+//! `together`): it compares first that every lock of the batch is free for its kind, and puts
+//! nothing otherwise, so a batch costs one round trip whether it is granted or not.
+
+use etcd_client as etcd;
+
+use super::names::{range_of, writers_end};
+use super::reader::reader_place;
+use super::Etcd;
+use crate::error::LockError;
+use crate::store::sequenced::{writer_top, Ask, Contender, Place, Role};
+
+/// The most keys one transaction puts together: etcd refuses a transaction of more than
+/// `--max-txn-ops` operations in a branch (128 by default), and each key takes two (its key
+/// and its writer's fence record, or its key and the read of its reader's fence record), plus
+/// one read of a created key. A larger batch is taken key by key.
+pub(super) const MOST_TOGETHER: usize = 63;
+
+type Created = Vec<(Contender<i64>, Option<Place>)>;
+
+impl Etcd {
+    /// Puts every key of `batch` on `lease` in one transaction if each lock is free for its
+    /// kind (a writer's range empty; no writer's key in a reader's range), with each writer's
+    /// fence record (`+n`, whose revision is the key's create revision); `None`, with nothing
+    /// put, otherwise. The keys share one create revision: the transaction's.
+    pub(super) async fn put_all(
+        &self,
+        lease: i64,
+        session: u64,
+        batch: &[Ask<'_, '_>],
+    ) -> Result<Option<Created>, LockError> {
+        if batch.is_empty() || batch.len() > MOST_TOGETHER {
+            return Ok(None);
+        }
+        let on_lease = || Some(etcd::PutOptions::new().with_lease(lease));
+        let mut compares = Vec::with_capacity(batch.len() * 2);
+        let mut writes = Vec::with_capacity(batch.len() * 2 + 1);
+        let mut reads = Vec::with_capacity(batch.len() + 1);
+        // The create revision of the batch, read back from its first key.
+        reads.push(etcd::TxnOp::get(batch[0].name.clone(), None));
+        for ask in batch {
+            let keys = ask.req.keys;
+            writes.push(etcd::TxnOp::put(
+                ask.name.clone(),
+                ask.req.token.as_bytes(),
+                on_lease(),
+            ));
+            match ask.role {
+                Role::Writer => {
+                    // Every key of the range was created at revision 0: there is none.
+                    compares.push(
+                        etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
+                            .with_prefix(),
+                    );
+                    writes.push(etcd::TxnOp::put(
+                        keys.fence().to_owned(),
+                        format!("+{}", ask.req.fences),
+                        on_lease(),
+                    ));
+                }
+                _ => {
+                    // No writer's key (those sort before the readers'), and not our own.
+                    compares.push(
+                        etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
+                            .with_range(writers_end(keys)),
+                    );
+                    compares.push(etcd::Compare::create_revision(
+                        ask.name.clone(),
+                        etcd::CompareOp::Equal,
+                        0,
+                    ));
+                    reads.push(etcd::TxnOp::get(keys.fence().to_owned(), None));
+                }
+            }
+        }
+        writes.extend(reads);
+        let txn = etcd::Txn::new().when(compares).and_then(writes);
+        let answer = self
+            .bounded("refused a write", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        if !answer.succeeded() {
+            return Ok(None);
+        }
+        let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
+            etcd::TxnOpResponse::Get(get) => Some(get.kvs().first().cloned()),
+            _ => None,
+        });
+        let Some(order) = gets.next().flatten().map(|kv| kv.create_revision()) else {
+            return Err(LockError::unavailable(
+                format!(
+                    "etcd at {}: a key put in this transaction was not there; try again",
+                    self.shown
+                ),
+                None,
+            ));
+        };
+        let created = batch
+            .iter()
+            .map(|ask| {
+                let mine = Contender {
+                    name: ask.name.clone(),
+                    order,
+                    session,
+                    via: lease,
+                };
+                let place = match ask.role {
+                    Role::Writer => Place::Holds {
+                        top: writer_top(order, ask.req.fences),
+                    },
+                    _ => reader_place(&mine, None, gets.next().flatten()),
+                };
+                (mine, Some(place))
+            })
+            .collect();
+        Ok(Some(created))
+    }
+
+    /// Deletes every key of `mine` in one transaction, only while each create revision is
+    /// ours; `Ok(false)`, with nothing deleted, when one is not.
+    pub(super) async fn delete_keys(&self, mine: &[Contender<i64>]) -> Result<bool, LockError> {
+        let compares: Vec<_> = mine
+            .iter()
+            .map(|c| {
+                etcd::Compare::create_revision(c.name.clone(), etcd::CompareOp::Equal, c.order)
+            })
+            .collect();
+        let deletes: Vec<_> = mine
+            .iter()
+            .map(|c| etcd::TxnOp::delete(c.name.clone(), None))
+            .collect();
+        let txn = etcd::Txn::new().when(compares).and_then(deletes);
+        let answer = self
+            .bounded("refused a delete", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        Ok(answer.succeeded())
+    }
+}
