@@ -100,6 +100,8 @@ mod subscribe;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_at_once;
+#[cfg(test)]
 mod tests_permits;
 mod together;
 

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    tag, writer_top, Awaited, Contender, Contenders, Driver, Head, Inspection, Place, Queued,
+    tag, writer_top, Ask, Awaited, Contender, Contenders, Driver, Head, Inspection, Place, Queued,
     Records, Role, Sequenced, Wake,
 };
 use crate::error::LockError;
@@ -145,6 +145,56 @@ impl Driver for Fake {
         Ok((mine, None))
     }
 
+    /// Every contender at one order, as ZooKeeper's `multi` does (where they stand takes a
+    /// look after it); applied, and then maybe the answer is lost (`create_all` fails).
+    async fn create_all(
+        &self,
+        _via: &(),
+        session: u64,
+        batch: &[Ask<'_, '_>],
+    ) -> Result<Option<Vec<(Contender<()>, Option<Place>)>>, LockError> {
+        let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut queue = self.queue.lock().unwrap();
+        for ask in batch {
+            queue.push((ask.name.clone(), ask.role, order, Vec::new()));
+        }
+        drop(queue);
+        self.failing("create_all")?;
+        let made = batch.iter().map(|ask| {
+            let mine = Contender {
+                name: ask.name.clone(),
+                order,
+                session,
+                via: (),
+            };
+            (mine, None)
+        });
+        Ok(Some(made.collect()))
+    }
+
+    async fn look_all(
+        &self,
+        batch: &[Ask<'_, '_>],
+        mine: &[Contender<()>],
+    ) -> Result<Vec<Place>, LockError> {
+        self.failing("look_all")?;
+        let mut places = Vec::new();
+        for (ask, mine) in batch.iter().zip(mine) {
+            places.push(self.look(ask.req, mine, ask.role).await?);
+        }
+        Ok(places)
+    }
+
+    async fn delete_all(&self, mine: &[Contender<()>]) -> Result<bool, LockError> {
+        self.failing("delete_all")?;
+        for one in mine {
+            self.remove(&one.name);
+        }
+        Ok(true)
+    }
+
+    /// Where `mine` stands among the contenders of its own lock (the queue may hold those
+    /// of several locks: a batch's).
     async fn look(
         &self,
         req: &AcquireRequest<'_>,
@@ -156,7 +206,9 @@ impl Driver for Fake {
             tokio::time::sleep(slow).await;
         }
         self.failing("look")?;
-        let queue = self.queue.lock().unwrap();
+        let lock = format!("{}/", req.keys.lock());
+        let mut queue = self.queue.lock().unwrap().clone();
+        queue.retain(|e| e.0.starts_with(&lock));
         let Some(at) = queue.iter().position(|e| e.0 == mine.name) else {
             return Ok(Place::Gone);
         };
