@@ -13,7 +13,8 @@ use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    Ask, Awaited, Contender, Driver, Head, Inspection, Place, Queued, Records, Role, Wake, Who,
+    Ask, Awaited, Contender, Created, Driver, Head, Inspection, Place, Queued, Records, Role, Wake,
+    Who,
 };
 use crate::store::token::OwnerToken;
 use crate::store::{join_all, AcquireRequest};
@@ -95,7 +96,7 @@ impl Driver for Etcd {
         via: &i64,
         session: u64,
         batch: &[Ask<'_, '_>],
-    ) -> Result<Option<Vec<(Contender<i64>, Option<Place>)>>, LockError> {
+    ) -> Result<Option<Created<i64>>, LockError> {
         self.put_all(*via, session, batch).await
     }
 

@@ -8,15 +8,13 @@ use super::names::{range_of, writers_end};
 use super::reader::reader_place;
 use super::Etcd;
 use crate::error::LockError;
-use crate::store::sequenced::{writer_top, Ask, Contender, Place, Role};
+use crate::store::sequenced::{writer_top, Ask, Contender, Created, Place, Role};
 
 /// The most keys one transaction puts together: etcd refuses a transaction of more than
 /// `--max-txn-ops` operations in a branch (128 by default), and each key takes two (its key
 /// and its writer's fence record, or its key and the read of its reader's fence record), plus
 /// one read of a created key. A larger batch is taken key by key.
 pub(super) const MOST_TOGETHER: usize = 63;
-
-type Created = Vec<(Contender<i64>, Option<Place>)>;
 
 impl Etcd {
     /// Puts every key of `batch` on `lease` in one transaction if each lock is free for its
@@ -28,7 +26,7 @@ impl Etcd {
         lease: i64,
         session: u64,
         batch: &[Ask<'_, '_>],
-    ) -> Result<Option<Created>, LockError> {
+    ) -> Result<Option<Created<i64>>, LockError> {
         if batch.is_empty() || batch.len() > MOST_TOGETHER {
             return Ok(None);
         }

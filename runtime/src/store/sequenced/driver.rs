@@ -119,6 +119,10 @@ pub(crate) enum Awaited<'a, V> {
 /// One lease of a batch taken together ([`Driver::create_all`]): its request, what its
 /// contender contends for (a writer or a reader), and the contender's name
 /// ([`Driver::name`]), which carries the request's tag.
+/// The contenders a batch created ([`Driver::create_all`]), each with where it stands if the
+/// same round trip could tell.
+pub(crate) type Created<V> = Vec<(Contender<V>, Option<Place>)>;
+
 pub(crate) struct Ask<'a, 'r> {
     pub(crate) req: &'a AcquireRequest<'r>,
     pub(crate) role: Role,
@@ -185,7 +189,7 @@ pub(crate) trait Driver: Send + Sync + 'static {
         via: &Self::Via,
         session: u64,
         batch: &[Ask<'_, '_>],
-    ) -> impl Future<Output = Result<Option<Vec<(Contender<Self::Via>, Option<Place>)>>, LockError>> + Send;
+    ) -> impl Future<Output = Result<Option<Created<Self::Via>>, LockError>> + Send;
 
     /// Where each of `mine`, the contenders [`create_all`](Self::create_all) made for
     /// `batch`, stands, in one round trip where the engine can.

@@ -107,8 +107,8 @@ mod together;
 
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
 pub(crate) use driver::{
-    slots_top, tag, writer_top, Ask, Awaited, Driver, Head, Inspection, Place, Queued, Records,
-    Role, Wake, Who, FENCE_SLOTS,
+    slots_top, tag, writer_top, Ask, Awaited, Created, Driver, Head, Inspection, Place, Queued,
+    Records, Role, Wake, Who, FENCE_SLOTS,
 };
 pub(crate) use inspect::{inspect, who, Seen};
 pub(crate) use interest::patience;

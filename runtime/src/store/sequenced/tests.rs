@@ -11,8 +11,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    tag, writer_top, Ask, Awaited, Contender, Contenders, Driver, Head, Inspection, Place, Queued,
-    Records, Role, Sequenced, Wake,
+    tag, writer_top, Ask, Awaited, Contender, Contenders, Created, Driver, Head, Inspection, Place,
+    Queued, Records, Role, Sequenced, Wake,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -152,7 +152,7 @@ impl Driver for Fake {
         _via: &(),
         session: u64,
         batch: &[Ask<'_, '_>],
-    ) -> Result<Option<Vec<(Contender<()>, Option<Place>)>>, LockError> {
+    ) -> Result<Option<Created<()>>, LockError> {
         let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
         let mut queue = self.queue.lock().unwrap();
         for ask in batch {

@@ -12,8 +12,8 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    slots_top, tag, writer_top, Ask, Awaited, Contender, Driver, Head, Inspection, Place, Queued,
-    Records, Role, Wake, Who, FENCE_SLOTS,
+    slots_top, tag, writer_top, Ask, Awaited, Contender, Created, Driver, Head, Inspection, Place,
+    Queued, Records, Role, Wake, Who, FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -86,7 +86,7 @@ impl Driver for ZooKeeper {
         via: &zk::Client,
         session: u64,
         batch: &[Ask<'_, '_>],
-    ) -> Result<Option<Vec<(Contender<zk::Client>, Option<Place>)>>, LockError> {
+    ) -> Result<Option<Created<zk::Client>>, LockError> {
         self.create_all_children(via, session, batch)
             .await
             .map(Some)

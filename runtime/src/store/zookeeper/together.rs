@@ -15,9 +15,7 @@ use super::names::{child_name, in_order, parent_of, CHILD};
 use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::join_all;
-use crate::store::sequenced::{writer_top, Ask, Contender, Place, Role};
-
-type Created = Vec<(Contender<zk::Client>, Option<Place>)>;
+use crate::store::sequenced::{writer_top, Ask, Contender, Created, Place, Role};
 
 impl ZooKeeper {
     /// Creates every znode of `batch` in one `multi`, each writer's with its fence record in
@@ -29,7 +27,7 @@ impl ZooKeeper {
         client: &zk::Client,
         session: u64,
         batch: &[Ask<'_, '_>],
-    ) -> Result<Created, LockError> {
+    ) -> Result<Created<zk::Client>, LockError> {
         let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
         let limit = self.settings.op_timeout;
         let records: Vec<String> = batch
