@@ -506,8 +506,10 @@ pub(crate) struct Info {
     /// Where the locks are, for `Debug` and messages: never credentials. Borrowed where it
     /// never changes, so that asking what an in-memory store offers costs no allocation.
     pub(crate) description: Cow<'static, str>,
-    /// Which leases a batch of several ([`Store::acquire`]) can take together in one round
-    /// trip.
+    /// Which leases a batch of several ([`Store::acquire`]) can take together by one write:
+    /// in one round trip (a Redis script, an etcd transaction), or in as few as the engine
+    /// allows (ZooKeeper: one `multi` and one read, a third `multi` to delete what it created
+    /// when a key is taken, so "nothing changed" holds once the batch is answered).
     pub(crate) at_once: AtOnce,
     /// What the engine's own background work sees of its connection, beside the outcomes of
     /// the locker's calls: true while it works. ZooKeeper's session events (disconnected,
@@ -518,8 +520,8 @@ pub(crate) struct Info {
     pub(crate) link: Option<watch::Receiver<bool>>,
 }
 
-/// Which leases an engine can take together in one round trip (a batch of several,
-/// [`Store::acquire`]); the others are taken one by one.
+/// Which leases an engine can take together by one write (a batch of several,
+/// [`Store::acquire`]; see [`Info::at_once`]); the others are taken one by one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct AtOnce {
     /// Which keys can go together.
