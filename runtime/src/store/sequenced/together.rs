@@ -109,18 +109,37 @@ impl<D: Driver> Sequenced<D> {
     }
 
     /// Deletes the contenders of a batch: in one round trip where the engine can; else one
-    /// by one (one was gone already), or in the background when the engine did not answer.
+    /// by one (one was gone already), or in the background when the engine did not answer or
+    /// the caller stopped waiting meanwhile (forgotten already, they are nobody's to delete
+    /// but this call's).
     async fn leave_all(&self, mine: Vec<Contender<D::Via>>) {
-        match self.driver.delete_all(&mine).await {
-            Ok(true) => {}
+        let mut unsettled = Unsettled {
+            driver: &*self.driver,
+            mine,
+        };
+        match self.driver.delete_all(&unsettled.mine).await {
+            Ok(true) => unsettled.mine.clear(),
             Ok(false) => {
+                let mine = std::mem::take(&mut unsettled.mine);
                 join_all(mine.into_iter().map(|one| self.leave(one))).await;
             }
-            Err(_) => {
-                for one in mine {
-                    self.driver.delete_later(one);
-                }
-            }
+            // Deleted in the background as `unsettled` drops.
+            Err(_) => {}
+        }
+    }
+}
+
+/// Contenders of a batch whose delete is not answered yet: deleted in the background when
+/// this drops, after an error as after the caller stopped waiting.
+struct Unsettled<'a, D: Driver> {
+    driver: &'a D,
+    mine: Vec<Contender<D::Via>>,
+}
+
+impl<D: Driver> Drop for Unsettled<'_, D> {
+    fn drop(&mut self) {
+        for one in self.mine.drain(..) {
+            self.driver.delete_later(one);
         }
     }
 }
