@@ -54,6 +54,13 @@
 //! ended, or, stopped in the middle of an attempt, 2.25 s + 2 × connect timeout + 12 × op
 //! timeout after that attempt began.
 //!
+//! **Batches (`lock_all`).** Free keys of one call, locks and readers' shares, are taken by
+//! one write that creates every contender, all or nothing (see `together`): etcd's
+//! transaction compares first and creates nothing when a key is taken; ZooKeeper's `multi`
+//! creates them all, a read tells where they stand, and a key taken deletes them all again.
+//! Each contender's name carries its own request's tag, so the give-back of each token cleans
+//! up after a batch whose answer was lost, as after a single attempt's.
+//!
 //! **Semaphores: a weighted queue.** A permits request is a contender of the semaphore's own
 //! queue (`LockKeys::semaphore`) that carries its limit and count (in its name on ZooKeeper,
 //! its value on etcd), so one listing tells the whole queue. It holds when the permits of
@@ -82,7 +89,8 @@
 //! What the engines do differently stays with them: how a session is kept and judged, how a
 //! contender is created and looked at (ZooKeeper in two round trips, etcd in one
 //! transaction), how a reader's fence is recorded, and etcd's sweep for orphans. An engine
-//! plugs in as a [`Driver`] of twelve calls (contend and wait), and two small parts that only
+//! plugs in as a [`Driver`] of fifteen calls (contend, take a batch together, and wait), and
+//! two small parts that only
 //! some requests ask for: [`Inspection`] (who a contender is, how long its owner keeps it:
 //! the operator's calls) and [`Records`] (the first contender's data, a write of one's own:
 //! leader elections).
