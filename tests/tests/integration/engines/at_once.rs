@@ -82,6 +82,9 @@ async fn etcd_lock_all_puts_every_contender_in_one_transaction() {
     let earlier = a.lock(SEATS[0]).acquire().await.unwrap();
     let earlier_fence = earlier.fence();
     earlier.release().await.unwrap();
+    let venue_writer = b.write_lock(VENUE).acquire().await.unwrap();
+    let venue_fence = venue_writer.fence();
+    venue_writer.release().await.unwrap();
 
     let all = a
         .lock_all(SEATS)
@@ -99,7 +102,11 @@ async fn etcd_lock_all_puts_every_contender_in_one_transaction() {
     );
     let fence = all.fence(SEATS[0]).expect("a seat's fence");
     assert!(fence > earlier_fence, "{fence} after {earlier_fence}");
-    assert!(all.fence(VENUE).is_some_and(|f| f >= 1));
+    let read_fence = all.fence(VENUE).expect("the venue's fence");
+    assert!(
+        read_fence >= venue_fence,
+        "a reader's fence {read_fence} is at or above the last writer's {venue_fence}"
+    );
     let share = b.read_lock(VENUE).try_acquire().await.unwrap();
     assert!(share.is_some(), "the venue's share is a reader's");
     drop(share);
@@ -326,6 +333,9 @@ async fn zookeeper_lock_all_creates_every_contender_in_one_multi() {
     let earlier = a.lock(SEATS[0]).acquire().await.unwrap();
     let earlier_fence = earlier.fence();
     earlier.release().await.unwrap();
+    let venue_writer = b.write_lock(VENUE).acquire().await.unwrap();
+    let venue_fence = venue_writer.fence();
+    venue_writer.release().await.unwrap();
 
     let all = a
         .lock_all(SEATS)
@@ -343,7 +353,11 @@ async fn zookeeper_lock_all_creates_every_contender_in_one_multi() {
     );
     let fence = all.fence(SEATS[0]).expect("a seat's fence");
     assert!(fence > earlier_fence, "{fence} after {earlier_fence}");
-    assert!(all.fence(VENUE).is_some_and(|f| f >= 1));
+    let read_fence = all.fence(VENUE).expect("the venue's fence");
+    assert!(
+        read_fence >= venue_fence,
+        "a reader's fence {read_fence} is at or above the last writer's {venue_fence}"
+    );
     let share = b.read_lock(VENUE).try_acquire().await.unwrap();
     assert!(share.is_some(), "the venue's share is a reader's");
     drop(share);
