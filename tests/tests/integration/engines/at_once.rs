@@ -129,6 +129,28 @@ async fn etcd_lock_all_puts_every_contender_in_one_transaction() {
     held.release().await.unwrap();
 }
 
+/// etcd refuses a transaction of more than 128 operations in a branch (`--max-txn-ops`'s
+/// default): 63 keys (two operations each, and one read) still go in one transaction, 64 are
+/// taken key by key, and both calls hold every key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_lock_all_of_more_keys_than_one_transaction_takes_them_key_by_key() {
+    let etcd = EtcdServer::start().await;
+    let a = etcd_locker(etcd.endpoint()).await;
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .expect("raw client");
+    for (n, transactions) in [(63, 1), (64, 64)] {
+        let keys: Vec<String> = (0..n).map(|i| format!("many{n}:{i:02}")).collect();
+        let all = a.lock_all(keys.clone()).acquire().await.unwrap();
+        let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let seen = etcd_contenders(&mut raw, &names).await;
+        assert_eq!(seen.len(), n, "one contender per key");
+        let revisions: BTreeSet<i64> = seen.iter().map(|(_, r)| *r).collect();
+        assert_eq!(revisions.len(), transactions, "{n} keys");
+        all.release().await.unwrap();
+    }
+}
+
 /// The batch is applied, its answer never comes (the proxy holds the replies of the locker's
 /// connection past the op timeout, then cuts it): the call fails, and the give-back of each
 /// token deletes the key its tag names. Nothing of the batch is left, long before the lease
