@@ -235,6 +235,11 @@ impl Store for PostgresStore {
         super::Info {
             // The listening connection: up while it listens and its health check answers.
             link: Some(self.listening.clone()),
+            // Any keys, readers' shares beside locks: one transaction on one server.
+            at_once: super::AtOnce {
+                keys: super::Together::Always,
+                reads: true,
+            },
             ..super::Info::of(
                 postgres,
                 postgres.capabilities(Duration::ZERO),
@@ -250,8 +255,11 @@ impl Store for PostgresStore {
         }))
     }
 
-    /// One lease at a time.
+    /// A batch of several: one call of `leasehold_acquire_all`, all or nothing.
     fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        if batch.len() > 1 {
+            return Box::pin(self.acquire_all(batch));
+        }
         super::one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
             LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),

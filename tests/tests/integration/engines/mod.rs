@@ -1,6 +1,7 @@
 //! What each engine does beyond the conformance suite (`store/` of the runtime), and starting
 //! without one (`lazy_connect`).
 
+mod at_once_sql;
 mod consensus;
 mod etcd;
 mod fence_migration;
