@@ -16,7 +16,7 @@
 //! (each statement of a procedure has its own time; `UTC_TIMESTAMP` is replicated safely where
 //! `SYSDATE` is not). The schema is created, or upgraded over an older version's procedures, on
 //! first use under the named lock `leasehold_schema.<database>` (`GET_LOCK`), so lockers
-//! starting together do not race; each procedure carries the comment `leasehold schema 1`,
+//! starting together do not race; each procedure carries the comment `leasehold schema 2`,
 //! which the check counts.
 //!
 //! **Procedures, no functions.** Every lock call is one round trip, `CALL leasehold_acquire(...)`
@@ -308,6 +308,11 @@ impl Store for MysqlStore {
         super::Info {
             // The wake log's reader: up while its connection answers.
             link: Some(self.reader_up.clone()),
+            // Any keys, readers' shares beside locks: one transaction on one server.
+            at_once: super::AtOnce {
+                keys: super::Together::Always,
+                reads: true,
+            },
             ..super::Info::of(
                 mysql,
                 mysql.capabilities(Duration::ZERO),
@@ -323,8 +328,16 @@ impl Store for MysqlStore {
         }))
     }
 
-    /// One lease at a time.
+    /// A batch of several locks and readers' shares: one call of `leasehold_acquire_all`,
+    /// all or nothing.
     fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        if batch.len() > 1
+            && batch
+                .iter()
+                .all(|r| matches!(r.kind, LeaseKind::Exclusive | LeaseKind::Read))
+        {
+            return Box::pin(self.acquire_all(batch));
+        }
         super::one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
             LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),

@@ -255,9 +255,14 @@ impl Store for PostgresStore {
         }))
     }
 
-    /// A batch of several: one call of `leasehold_acquire_all`, all or nothing.
+    /// A batch of several locks and readers' shares: one call of `leasehold_acquire_all`,
+    /// all or nothing.
     fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
-        if batch.len() > 1 {
+        if batch.len() > 1
+            && batch
+                .iter()
+                .all(|r| matches!(r.kind, LeaseKind::Exclusive | LeaseKind::Read))
+        {
             return Box::pin(self.acquire_all(batch));
         }
         super::one_at_a_time(batch, |req| match req.kind {

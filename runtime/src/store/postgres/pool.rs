@@ -140,13 +140,17 @@ impl Pool {
                     if e.code().is_none() {
                         // No answer from the server: the connection failed under the call.
                         self.discard(i, &conn);
-                        self.unknown(tokens, &conn);
+                        if !tokens.is_empty() {
+                            self.unknown(tokens, &conn);
+                        }
                     }
                     return Err(self.shared.unavailable(what, e));
                 }
                 Err(_) => {
                     self.discard(i, &conn);
-                    self.unknown(tokens, &conn);
+                    if !tokens.is_empty() {
+                        self.unknown(tokens, &conn);
+                    }
                     return Err(self.shared.late(limit));
                 }
             }
@@ -154,13 +158,9 @@ impl Pool {
     }
 
     /// A call for `tokens` on `conn` whose outcome is unknown: settles `conn`, and records
-    /// each token against that settlement. A call that acquires for no token (a release, a
-    /// renewal) settles nothing.
+    /// each token against that settlement.
     fn unknown(self: &Arc<Self>, tokens: &[&str], conn: &Conn) -> Settlement {
-        let settlement = match tokens {
-            [] => return Settlement::new(tokio::sync::watch::channel(true).1),
-            _ => self.settle(conn),
-        };
+        let settlement = self.settle(conn);
         for token in tokens {
             self.unsettled.record(token, settlement.clone());
         }

@@ -342,3 +342,318 @@ mod postgres {
             .await;
     }
 }
+
+mod mysql {
+    use super::*;
+    use leasehold_tests::harness::MysqlServer;
+
+    fn builder(url: &str) -> leasehold::LockerBuilder {
+        Locker::builder()
+            .mysql(url)
+            .prefix("myall")
+            .op_timeout(OP_TIMEOUT)
+    }
+
+    /// `key` of this suite's locks as stored, in hex (as the batch carries it).
+    fn hex_key(key: &str) -> String {
+        format!("myall:lock:{{{key}}}")
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Rows of `keys` whose lease still runs (locks held, readers' shares).
+    async fn live_rows(db: &MysqlServer, keys: &[&str]) -> usize {
+        let list = keys
+            .iter()
+            .map(|k| format!("UNHEX(SHA2(UNHEX('{}'), 256))", hex_key(k)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let now = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+        let rows = db
+            .execute(&format!(
+                "SELECT (SELECT COUNT(*) FROM leasehold_locks WHERE id IN ({list}) \
+                 AND expires > {now}) + (SELECT COUNT(*) FROM leasehold_readers \
+                 WHERE id IN ({list}) AND expires > {now})"
+            ))
+            .await
+            .expect("the rows");
+        rows[0][0]
+            .as_deref()
+            .expect("a count")
+            .parse()
+            .expect("a number")
+    }
+
+    /// The acquires of locks MariaDB ran since the log was cleared, as it logged them (a
+    /// prepared statement's execution with its parameters; not its preparation).
+    async fn acquires_logged(db: &MysqlServer) -> Vec<String> {
+        db.execute(
+            "SELECT CAST(argument AS CHAR) FROM mysql.general_log \
+             WHERE command_type <> 'Prepare' \
+             AND CAST(argument AS CHAR) LIKE 'CALL leasehold\\_acquire%' ORDER BY event_time",
+        )
+        .await
+        .expect("the log")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect()
+    }
+
+    /// Two written keys and a read one, all free: MariaDB's own log of the statements it ran
+    /// holds one acquire for them, the batch's. Taken one by one, it held one per key. The
+    /// guard holds what it says: another locker gets none of the written keys, and shares the
+    /// read one; once released, every key is free.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lock_all_of_free_keys_is_one_statement() {
+        let db = MysqlServer::start().await;
+        let a = builder(&db.url()).build().await.expect("a's locker");
+        let b = builder(&db.url()).build().await.expect("b's locker");
+        db.execute("SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = 'ON'")
+            .await
+            .expect("the statement log");
+        db.execute("TRUNCATE TABLE mysql.general_log")
+            .await
+            .expect("a clear log");
+        let guard = take_all(&a).await.expect("no fault").expect("free keys");
+        let logged = acquires_logged(&db).await;
+        db.execute("SET GLOBAL general_log = 'OFF'")
+            .await
+            .expect("the log off");
+        assert_eq!(
+            logged.len(),
+            1,
+            "one lock_all ran {} acquires: {logged:?}",
+            logged.len()
+        );
+        assert!(
+            logged[0].starts_with("CALL leasehold_acquire_all("),
+            "{logged:?}"
+        );
+        assert_eq!(live_rows(&db, &[WRITTEN[0], WRITTEN[1], READ]).await, 4);
+        for key in WRITTEN {
+            assert!(b.lock(key).try_acquire().await.unwrap().is_none(), "{key}");
+        }
+        assert!(b.lock(READ).try_acquire().await.unwrap().is_none());
+        let reader = b.read_lock(READ).try_acquire().await.unwrap();
+        assert!(reader.is_some(), "a read key is shared with readers");
+        drop(reader);
+        assert!(guard.fences().all(|(_, fence)| fence > 0));
+        guard.release().await.expect("released");
+        let again = take_all(&b).await.expect("no fault");
+        assert!(again.is_some(), "every key free after the release");
+    }
+
+    /// The batch procedure itself, one key of three held by another: nothing is taken (no
+    /// row of the free keys is written) and it answers where it stopped, with the time left
+    /// of that key's lease. Then all free: every lease granted, the held key's fence past its
+    /// earlier holder's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_batch_procedure_takes_nothing_when_one_key_is_held() {
+        let db = MysqlServer::start().await;
+        let a = builder(&db.url())
+            .build()
+            .await
+            .expect("a's locker (the schema)");
+        let held = a
+            .lock(WRITTEN[1])
+            .lease(LEASE)
+            .acquire()
+            .await
+            .expect("free");
+        let first_fence = held.fence();
+        let owner = |n: u8| {
+            format!("{n:032x}")
+                .bytes()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        // In key order: seat-1, seat-2, venue.
+        let batch = format!(
+            "CALL leasehold_acquire_all('[[\"{}\",\"{}\",0,60000,1],[\"{}\",\"{}\",0,60000,1],\
+             [\"{}\",\"{}\",1,60000,1]]', '')",
+            hex_key(WRITTEN[0]),
+            owner(1),
+            hex_key(WRITTEN[1]),
+            owner(2),
+            hex_key(READ),
+            owner(3)
+        );
+        let answer = db.execute(&batch).await.expect("the batch");
+        assert_eq!(answer.len(), 1, "{answer:?}");
+        let row = &answer[0];
+        assert_eq!(row[0], None, "not all free: {answer:?}");
+        assert!(
+            row[1]
+                .as_deref()
+                .is_some_and(|ms| ms.parse::<i64>().unwrap() > 0),
+            "{answer:?}"
+        );
+        assert_eq!(
+            row[2].as_deref(),
+            Some("1"),
+            "stopped at the held key: {answer:?}"
+        );
+        assert_eq!(
+            live_rows(&db, &[WRITTEN[0], READ]).await,
+            0,
+            "a free key was taken"
+        );
+
+        held.release().await.expect("released");
+        let answer = db.execute(&batch).await.expect("the batch");
+        let fences: Vec<u64> = answer[0][0]
+            .as_deref()
+            .expect("all granted")
+            .split(',')
+            .map(|f| f.parse().unwrap())
+            .collect();
+        assert_eq!(fences.len(), 3, "{answer:?}");
+        assert!(fences[1] > first_fence, "{fences:?} after {first_fence}");
+        assert_eq!(live_rows(&db, &[WRITTEN[0], WRITTEN[1], READ]).await, 4);
+    }
+
+    /// A server, a locker whose connections go through a proxy, and another process's
+    /// locker that connects straight.
+    struct Setup {
+        db: MysqlServer,
+        proxy: Arc<TcpProxy>,
+        a: Locker,
+        b: Locker,
+    }
+
+    impl Setup {
+        async fn start() -> Self {
+            let db = MysqlServer::start().await;
+            let b = builder(&db.url()).build().await.expect("b's locker");
+            let proxy = Arc::new(TcpProxy::start(db.addr()).await);
+            let a = builder(&db.url_at(proxy.addr()))
+                .build()
+                .await
+                .expect("a's locker");
+            Setup { db, proxy, a, b }
+        }
+
+        /// Every pooled connection of `a` open and warm; the sessions of the lockers then.
+        async fn warm(&self) -> Vec<String> {
+            for _ in 0..8 {
+                let warm = self.a.lock_all(["w1", "w2"]).try_acquire().await;
+                warm.expect("no fault")
+                    .expect("free")
+                    .release()
+                    .await
+                    .expect("released");
+            }
+            self.sessions().await
+        }
+
+        async fn sessions(&self) -> Vec<String> {
+            let rows = self
+                .db
+                .execute(
+                    "SELECT id FROM information_schema.processlist \
+                     WHERE user = 'leasehold' AND id <> CONNECTION_ID()",
+                )
+                .await
+                .expect("sessions");
+            rows.into_iter().flatten().flatten().collect()
+        }
+
+        async fn held_session_ended(&self, before: &[String]) {
+            eventually(
+                "the held connection's session ends",
+                Duration::from_secs(20),
+                || async {
+                    let now = self.sessions().await;
+                    before.iter().any(|id| !now.contains(id))
+                },
+            )
+            .await;
+        }
+
+        /// Another process takes every key within [`FREE_WITHIN`], and gives them back;
+        /// nothing of the batch is left with a lease running.
+        async fn another_process_gets_every_key(&self, after: &str) {
+            let all = [WRITTEN[0], WRITTEN[1], READ];
+            let started = Instant::now();
+            loop {
+                match take_all(&self.b).await {
+                    Ok(Some(guard)) => {
+                        guard.release().await.expect("released");
+                        break;
+                    }
+                    Ok(None) | Err(_) if started.elapsed() < FREE_WITHIN => {
+                        sleep(Duration::from_millis(50)).await;
+                    }
+                    other => panic!(
+                        "{after}: another process could not take the keys within \
+                         {FREE_WITHIN:?} ({other:?}); {} rows of them are live",
+                        live_rows(&self.db, &all).await
+                    ),
+                }
+            }
+            assert_eq!(
+                live_rows(&self.db, &all).await,
+                0,
+                "{after}: a lease of the batch is still held"
+            );
+        }
+    }
+
+    /// The batch's request names the first written key (in hex, in its JSON).
+    fn batch_pattern() -> Vec<u8> {
+        hex_key(WRITTEN[0]).into_bytes()
+    }
+
+    /// As on PostgreSQL: a `lock_all` whose one request is held past the operation timeout
+    /// fails as unavailable, its request reaches the server 1.5 s later, and nothing of it
+    /// holds a key. Control: held for less than the operation timeout, it is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lock_all_whose_answer_is_lost_leaves_no_key_held_when_it_lands_late() {
+        let s = Setup::start().await;
+        s.warm().await;
+        s.proxy.hold_next_sending(&batch_pattern(), Held::Requests);
+        let proxy = s.proxy.clone();
+        let delivered = tokio::spawn(async move {
+            sleep(Duration::from_millis(100)).await;
+            proxy.release_held();
+        });
+        let guard = take_all(&s.a).await;
+        delivered.await.expect("delivered");
+        assert_eq!(s.proxy.caught(), 1, "the batch's request was not held");
+        let guard = guard.expect("answered in time").expect("free keys");
+        guard.release().await.expect("released");
+        s.another_process_gets_every_key("control").await;
+
+        let before = s.warm().await;
+        s.proxy.hold_next_sending(&batch_pattern(), Held::Requests);
+        let err = take_all(&s.a).await.unwrap_err();
+        assert!(err.is_unavailable(), "{err:?}");
+        assert_eq!(s.proxy.caught(), 2, "the batch's request was not held");
+        sleep(Duration::from_millis(1500)).await;
+        s.proxy.release_held();
+        s.held_session_ended(&before).await;
+        s.another_process_gets_every_key("a lock_all that timed out")
+            .await;
+    }
+
+    /// The same for a `lock_all` whose caller is cancelled while its request is held.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_lock_all_leaves_no_key_held_when_it_lands_late() {
+        let s = Setup::start().await;
+        let before = s.warm().await;
+        s.proxy.hold_next_sending(&batch_pattern(), Held::Requests);
+        let cancelled = timeout(Duration::from_millis(200), take_all(&s.a)).await;
+        assert!(cancelled.is_err(), "cancelled: {cancelled:?}");
+        assert!(
+            s.proxy.wait_caught(1, Duration::from_secs(5)).await,
+            "the batch's request was not held"
+        );
+        sleep(Duration::from_millis(1500)).await;
+        s.proxy.release_held();
+        s.held_session_ended(&before).await;
+        s.another_process_gets_every_key("a cancelled lock_all")
+            .await;
+    }
+}
