@@ -38,8 +38,14 @@
 //! still holds in one call (the batch as JSON, read with `JSON_TABLE`, keys and owners in hex);
 //! when the server refuses the call, halves are renewed on their own, down to single leases,
 //! so one lease's failure reads as unknown for that lease only
-//! ([`renew_halving`](crate::store::renew_halving), shared with PostgreSQL). Round trips: one
-//! per acquire, release and renewal batch (per kind of lease in it).
+//! ([`renew_halving`](crate::store::renew_halving), shared with PostgreSQL). **Several at
+//! once** (`lock_all` of free keys, readers' shares beside locks) is one `CALL
+//! leasehold_acquire_all` with the batch as JSON, sorted by key: one transaction that takes
+//! each key by the bodies the lone acquires run (`leasehold_acquire_in`,
+//! `leasehold_acquire_shared_in`, each lone acquire being that body in a transaction of its
+//! own) and rolls back at the first key that is not free; its owner tokens are all recorded
+//! against the settlement of its connection when its answer is lost. Round trips: one per
+//! acquire (of one key or of a batch), release and renewal batch (per kind of lease in it).
 //!
 //! **Fences** are `slot × 32 + n`, the slot the greatest of the global floor + 1, the server
 //! clock in units of 32 µs, and the key's last slot + 1 (`leasehold_draw_slot`, the writers',

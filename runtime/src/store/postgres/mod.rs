@@ -17,7 +17,12 @@
 //! passed (on the server's clock), and only then, holding the row's lock, draws the fence.
 //! Drawing it in the same statement as the insert would not do: a statement paused between
 //! drawing and inserting could take the lock after a later drawer released it, with a smaller
-//! fence. **Renew** extends every row of a batch that its owner token still holds (one
+//! fence. **Several at once** (`lock_all` of free keys, readers' shares beside locks) is one
+//! call of `leasehold_acquire_all`: one transaction that takes each key in key order by the
+//! same functions (with the same fences), and rolls its block back at the first key that is
+//! not free, answering every lease "held"; every row it writes carries that block's one
+//! transaction id. Its owner tokens are all recorded against the settlement of its connection
+//! when its answer is lost (*Calls whose outcome is unknown*). **Renew** extends every row of a batch that its owner token still holds (one
 //! statement; when the server refuses it, halves are renewed on their own, so one lease's
 //! failure reads as unknown for that lease only); **release** deletes the row if the token
 //! owns it and notifies, in the same transaction, the channel every locker listens on.
