@@ -1,7 +1,9 @@
 //! `lock_all` of free keys in one statement on the SQL engines (issue 51 item 4, issue 49
 //! item 2), judged by what the server saw: every row the acquisition wrote carries one
 //! transaction's id on PostgreSQL (`xmin`), and MariaDB's own log of the statements it ran
-//! holds one call for the whole batch; a batch with one key that is not free changes nothing;
+//! holds one call for the whole batch; each key's guard gets its own key's fence, though the
+//! engine takes the keys in another order than the locker sends them; a batch with one key
+//! that is not free changes nothing;
 //! and a batch whose request reaches the server only after its client gave up on it (held by
 //! the harness's proxy past the operation timeout, or its caller cancelled) leaves nothing
 //! held: the keys are free for another process within [`FREE_WITHIN`], a sixth of the
@@ -117,6 +119,52 @@ mod postgres {
         guard.release().await.expect("released");
         let again = take_all(&b).await.expect("no fault");
         assert!(again.is_some(), "every key free after the release");
+    }
+
+    /// Each key's guard carries its own key's fence, as the store holds it: the keys sent in
+    /// one order (the locker's, by user key: `seat-1` before `seat-10`) are taken in another
+    /// (the store's, by stored key: `seat-10}` before `seat-1}`), and every answer still goes
+    /// to its own key. A writer's fence is in its row's slot, a reader's is its row's own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_key_of_a_batch_gets_its_own_fence() {
+        let pg = PgServer::start().await;
+        let a = builder(&pg.url()).build().await.expect("a's locker");
+        let db = client(&pg.url()).await;
+        // Earlier holders, so that the keys' fences differ by key.
+        for key in ["seat-10", "venue", "seat-10"] {
+            let guard = a.lock(key).acquire().await.expect("free");
+            guard.release().await.expect("released");
+        }
+        let guard = a
+            .lock_all(["seat-1", "seat-10"])
+            .read_keys([READ])
+            .lease(LEASE)
+            .acquire()
+            .await
+            .expect("free keys");
+        let stored = |table: &'static str, key: &'static str| {
+            let db = &db;
+            async move {
+                db.query_one(
+                    &format!("SELECT fence FROM {table} WHERE key = $1"),
+                    &[&format!("pgall:lock:{{{key}}}")],
+                )
+                .await
+                .expect("the row")
+                .get::<_, i64>(0) as u64
+            }
+        };
+        for key in ["seat-1", "seat-10"] {
+            let fence = guard.fence(key).expect("held");
+            assert_eq!(
+                fence / 32,
+                stored("leasehold_locks", key).await / 32,
+                "{key}"
+            );
+        }
+        let fence = guard.fence(READ).expect("held");
+        assert_eq!(fence, stored("leasehold_readers", READ).await, "{READ}");
+        guard.release().await.expect("released");
     }
 
     /// The batch function itself, one key of three held by another: it answers "held" for
@@ -443,6 +491,56 @@ mod mysql {
         guard.release().await.expect("released");
         let again = take_all(&b).await.expect("no fault");
         assert!(again.is_some(), "every key free after the release");
+    }
+
+    /// Each key's guard carries its own key's fence, as the store holds it: the locker sends
+    /// the keys by user key (`seat-1` before `seat-10`), the engine takes them by stored key
+    /// (`seat-10}` before `seat-1}`), and every answer still goes to its own key. A writer's
+    /// fence is in its row's slot, a reader's is its row's own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_key_of_a_batch_gets_its_own_fence() {
+        let db = MysqlServer::start().await;
+        let a = builder(&db.url()).build().await.expect("a's locker");
+        // Earlier holders, so that the keys' fences differ by key.
+        for key in ["seat-10", "venue", "seat-10"] {
+            let guard = a.lock(key).acquire().await.expect("free");
+            guard.release().await.expect("released");
+        }
+        let guard = a
+            .lock_all(["seat-1", "seat-10"])
+            .read_keys([READ])
+            .lease(LEASE)
+            .acquire()
+            .await
+            .expect("free keys");
+        let stored = |table: &'static str, key: &'static str| {
+            let db = &db;
+            async move {
+                let rows = db
+                    .execute(&format!(
+                        "SELECT fence FROM {table} WHERE id = UNHEX(SHA2(UNHEX('{}'), 256))",
+                        hex_key(key)
+                    ))
+                    .await
+                    .expect("the row");
+                rows[0][0]
+                    .as_deref()
+                    .expect("a fence")
+                    .parse::<u64>()
+                    .expect("a number")
+            }
+        };
+        for key in ["seat-1", "seat-10"] {
+            let fence = guard.fence(key).expect("held");
+            assert_eq!(
+                fence / 32,
+                stored("leasehold_locks", key).await / 32,
+                "{key}"
+            );
+        }
+        let fence = guard.fence(READ).expect("held");
+        assert_eq!(fence, stored("leasehold_readers", READ).await, "{READ}");
+        guard.release().await.expect("released");
     }
 
     /// The batch procedure itself, one key of three held by another: nothing is taken (no
