@@ -22,10 +22,11 @@
 //! same functions (with the same fences), and rolls its block back at the first key that is
 //! not free, answering every lease "held"; every row it writes carries that block's one
 //! transaction id. Its owner tokens are all recorded against the settlement of its connection
-//! when its answer is lost (*Calls whose outcome is unknown*). **Renew** extends every row of a batch that its owner token still holds (one
-//! statement; when the server refuses it, halves are renewed on their own, so one lease's
-//! failure reads as unknown for that lease only); **release** deletes the row if the token
-//! owns it and notifies, in the same transaction, the channel every locker listens on.
+//! when its answer is lost (*Calls whose outcome is unknown*). **Renew** extends every row of
+//! a batch that its owner token still holds (one statement; when the server refuses it, halves
+//! are renewed on their own, so one lease's failure reads as unknown for that lease only);
+//! **release** deletes the row if the token owns it and notifies, in the same transaction,
+//! the channel every locker listens on.
 //!
 //! **Fences** are `slot × 32 + n`, the slot the greatest of the sequence's next value, the
 //! server clock in units of 32 µs and the row's last slot + 1, and the sequence is lifted to
