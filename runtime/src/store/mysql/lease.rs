@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use mysql_async::prelude::Queryable;
 
 use super::errors::{is_lock_wait, refused};
-use super::sql::{ACQUIRE, HAND_OVER, RELEASE, RENEW, RENEW_PERMITS, RENEW_SHARED};
+use super::sql::{ACQUIRE, ACQUIRE_ALL, HAND_OVER, RELEASE, RENEW, RENEW_PERMITS, RENEW_SHARED};
 use super::text::{hex, token_text};
 use super::waiters::{MAX_INTEREST, YIELD_WINDOW};
 use super::MysqlStore;
@@ -92,6 +92,88 @@ impl MysqlStore {
             self.queued_set().remove(req.keys.lock());
         }
         Ok(attempt)
+    }
+
+    /// Takes every lease of `batch` (locks and readers' shares of distinct keys, none
+    /// waiting in line) in one call of `leasehold_acquire_all`, or none: every answer
+    /// `Granted` or every answer `Held`. The batch goes as JSON, keys and owners in hex,
+    /// sorted by key so that two batches lock their rows in the same order. Each lease's owner
+    /// token is recorded for settling when the call's outcome becomes unknown, so the
+    /// give-back of any of them waits until the call can no longer land
+    /// ([`Store::settle`](crate::store::Store::settle)).
+    pub(super) async fn acquire_all(
+        &self,
+        batch: &[AcquireRequest<'_>],
+    ) -> Result<Vec<Attempt>, LockError> {
+        debug_assert!(
+            batch.iter().all(|r| r.fences < FENCE_SLOTS),
+            "fences of one acquisition overflow"
+        );
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        order.sort_by(|&a, &b| batch[a].keys.lock().cmp(batch[b].keys.lock()));
+        let mut json = String::from("[");
+        for (n, &i) in order.iter().enumerate() {
+            if n > 0 {
+                json.push(',');
+            }
+            let req = &batch[i];
+            json.push_str(&format!(
+                "[\"{}\",\"{}\",{},{},{}]",
+                hex(req.keys.lock().as_bytes()),
+                hex(token_text(req.token).as_bytes()),
+                u8::from(req.kind == LeaseKind::Read),
+                req.lease.as_millis().max(1),
+                req.fences
+            ));
+        }
+        json.push(']');
+        let owners: Vec<&str> = batch.iter().map(|r| token_text(r.token)).collect();
+        let name = self.contender.to_string();
+        let answer = self
+            .pool
+            .call_creating_all(&owners, "refused to take several locks at once", |conn| {
+                let params = (json.clone(), name.clone());
+                Box::pin(
+                    conn.exec_first::<(Option<String>, Option<i64>, Option<i64>), _, _>(
+                        ACQUIRE_ALL,
+                        params,
+                    ),
+                )
+            })
+            .await;
+        let held = |remaining: Option<i64>, at: Option<i64>| {
+            let mut attempts = vec![Attempt::Held { remaining: None }; batch.len()];
+            if let Some(i) = at.and_then(|at| order.get(at as usize)) {
+                attempts[*i] = attempt_of(None, remaining);
+            }
+            attempts
+        };
+        let Some((fences, remaining, at)) = answered(answer)? else {
+            return Ok(held(None, None));
+        };
+        let Some(fences) = fences else {
+            return Ok(held(remaining, at));
+        };
+        let tops: Vec<u64> = fences
+            .split(',')
+            .filter_map(|f| f.parse::<u64>().ok())
+            .collect();
+        if tops.len() != batch.len() {
+            return Err(LockError::unavailable(
+                format!(
+                    "MySQL at {} answered {} fences for a batch of {}",
+                    self.shared.shown,
+                    tops.len(),
+                    batch.len()
+                ),
+                None,
+            ));
+        }
+        let mut attempts = vec![Attempt::Held { remaining: None }; batch.len()];
+        for (&i, top) in order.iter().zip(tops) {
+            attempts[i] = Attempt::granted(top);
+        }
+        Ok(attempts)
     }
 
     /// Deletes the lock if `token` owns it. `valid_until`: until when its holder counts the

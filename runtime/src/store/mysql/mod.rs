@@ -16,7 +16,7 @@
 //! (each statement of a procedure has its own time; `UTC_TIMESTAMP` is replicated safely where
 //! `SYSDATE` is not). The schema is created, or upgraded over an older version's procedures, on
 //! first use under the named lock `leasehold_schema.<database>` (`GET_LOCK`), so lockers
-//! starting together do not race; each procedure carries the comment `leasehold schema 1`,
+//! starting together do not race; each procedure carries the comment `leasehold schema 2`,
 //! which the check counts.
 //!
 //! **Procedures, no functions.** Every lock call is one round trip, `CALL leasehold_acquire(...)`
@@ -38,8 +38,14 @@
 //! still holds in one call (the batch as JSON, read with `JSON_TABLE`, keys and owners in hex);
 //! when the server refuses the call, halves are renewed on their own, down to single leases,
 //! so one lease's failure reads as unknown for that lease only
-//! ([`renew_halving`](crate::store::renew_halving), shared with PostgreSQL). Round trips: one
-//! per acquire, release and renewal batch (per kind of lease in it).
+//! ([`renew_halving`](crate::store::renew_halving), shared with PostgreSQL). **Several at
+//! once** (`lock_all` of free keys, readers' shares beside locks) is one `CALL
+//! leasehold_acquire_all` with the batch as JSON, sorted by key: one transaction that takes
+//! each key by the bodies the lone acquires run (`leasehold_acquire_in`,
+//! `leasehold_acquire_shared_in`, each lone acquire being that body in a transaction of its
+//! own) and rolls back at the first key that is not free; its owner tokens are all recorded
+//! against the settlement of its connection when its answer is lost. Round trips: one per
+//! acquire (of one key or of a batch), release and renewal batch (per kind of lease in it).
 //!
 //! **Fences** are `slot × 32 + n`, the slot the greatest of the global floor + 1, the server
 //! clock in units of 32 µs, and the key's last slot + 1 (`leasehold_draw_slot`, the writers',
@@ -308,6 +314,11 @@ impl Store for MysqlStore {
         super::Info {
             // The wake log's reader: up while its connection answers.
             link: Some(self.reader_up.clone()),
+            // Any keys, readers' shares beside locks: one transaction on one server.
+            at_once: super::AtOnce {
+                keys: super::Together::Always,
+                reads: true,
+            },
             ..super::Info::of(
                 mysql,
                 mysql.capabilities(Duration::ZERO),
@@ -323,8 +334,16 @@ impl Store for MysqlStore {
         }))
     }
 
-    /// One lease at a time.
+    /// A batch of several locks and readers' shares: one call of `leasehold_acquire_all`,
+    /// all or nothing.
     fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        if batch.len() > 1
+            && batch
+                .iter()
+                .all(|r| matches!(r.kind, LeaseKind::Exclusive | LeaseKind::Read))
+        {
+            return Box::pin(self.acquire_all(batch));
+        }
         super::one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
             LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),

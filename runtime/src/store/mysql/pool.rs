@@ -56,7 +56,7 @@ impl Pool {
     where
         F: for<'c> Fn(&'c mut mysql_async::Conn) -> Io<'c, T>,
     {
-        self.call_for(None, what, f).await
+        self.call_for(&[], what, f).await
     }
 
     /// [`call`](Self::call) of an acquire for `token`, which may create a lease or a place in
@@ -74,12 +74,27 @@ impl Pool {
     where
         F: for<'c> Fn(&'c mut mysql_async::Conn) -> Io<'c, T>,
     {
-        self.call_for(Some(token), what, f).await
+        self.call_for(std::slice::from_ref(&token), what, f).await
+    }
+
+    /// [`call_creating`](Self::call_creating) of one call that acquires for every token of
+    /// `tokens` (a batch taken together): each token is recorded when its outcome becomes
+    /// unknown, so that the give-back of any of them waits for the settlement.
+    pub(super) async fn call_creating_all<T, F>(
+        self: &Arc<Self>,
+        tokens: &[&str],
+        what: &str,
+        f: F,
+    ) -> Result<T, LockError>
+    where
+        F: for<'c> Fn(&'c mut mysql_async::Conn) -> Io<'c, T>,
+    {
+        self.call_for(tokens, what, f).await
     }
 
     async fn call_for<T, F>(
         self: &Arc<Self>,
-        token: Option<&str>,
+        tokens: &[&str],
         what: &str,
         f: F,
     ) -> Result<T, LockError>
@@ -112,7 +127,7 @@ impl Pool {
                 Ok(Err(e)) => {
                     // The connection broke under the call, or the server stopped it midway.
                     *slot = None;
-                    let settlement = token.map(|token| self.unknown(token, id));
+                    let settlement = (!tokens.is_empty()).then(|| self.unknown(tokens, id));
                     if retried || matches!(e, mysql_async::Error::Server(_)) {
                         return Err(self.shared.unavailable(what, e));
                     }
@@ -128,8 +143,8 @@ impl Pool {
                 }
                 Err(_) => {
                     *slot = None;
-                    if let Some(token) = token {
-                        self.unknown(token, id);
+                    if !tokens.is_empty() {
+                        self.unknown(tokens, id);
                     }
                     return Err(self.shared.late(limit));
                 }
@@ -137,11 +152,13 @@ impl Pool {
         }
     }
 
-    /// A call for `token` on the connection `id` whose outcome is unknown: settles that
-    /// connection's session, and records the token against that settlement.
-    fn unknown(self: &Arc<Self>, token: &str, id: u32) -> Settlement {
+    /// A call for `tokens` on the connection `id` whose outcome is unknown: settles that
+    /// connection's session, and records each token against that settlement.
+    fn unknown(self: &Arc<Self>, tokens: &[&str], id: u32) -> Settlement {
         let settlement = self.settle(id);
-        self.unsettled.record(token, settlement.clone());
+        for token in tokens {
+            self.unsettled.record(token, settlement.clone());
+        }
         settlement
     }
 }

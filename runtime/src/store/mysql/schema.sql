@@ -11,7 +11,7 @@
 -- the `mysql` / `mariadb` command-line client (it reads the DELIMITER lines), as a user with
 -- CREATE, INDEX, CREATE ROUTINE and ALTER ROUTINE on the database. Idempotent; the engine applies
 -- it itself on first use, and again over an older version's routines: each routine carries the
--- comment 'leasehold schema 1', which the engine's check counts, so a change to any routine bumps
+-- comment 'leasehold schema 2', which the engine's check counts, so a change to any routine bumps
 -- that tag everywhere (schema.rs).
 --
 -- Only procedures, no stored functions: with binary logging on, creating a function needs SUPER
@@ -123,7 +123,9 @@ CREATE TABLE IF NOT EXISTS leasehold_wakes (
 
 DROP PROCEDURE IF EXISTS leasehold_draw_slot;
 DROP PROCEDURE IF EXISTS leasehold_take_guard;
+DROP PROCEDURE IF EXISTS leasehold_acquire_in;
 DROP PROCEDURE IF EXISTS leasehold_acquire;
+DROP PROCEDURE IF EXISTS leasehold_acquire_all;
 DROP PROCEDURE IF EXISTS leasehold_wait_in_line;
 DROP PROCEDURE IF EXISTS leasehold_pass_on;
 DROP PROCEDURE IF EXISTS leasehold_release;
@@ -131,6 +133,7 @@ DROP PROCEDURE IF EXISTS leasehold_withdraw;
 DROP PROCEDURE IF EXISTS leasehold_hand_over;
 DROP PROCEDURE IF EXISTS leasehold_renew;
 DROP PROCEDURE IF EXISTS leasehold_check_fence;
+DROP PROCEDURE IF EXISTS leasehold_acquire_shared_in;
 DROP PROCEDURE IF EXISTS leasehold_acquire_shared;
 DROP PROCEDURE IF EXISTS leasehold_release_shared;
 DROP PROCEDURE IF EXISTS leasehold_renew_shared;
@@ -157,7 +160,7 @@ DELIMITER ;;
 -- last use) and by the floor (the clock as the last sweep saw it). No counter row is written
 -- by a draw: a global one would serialize every acquire of the database.
 CREATE PROCEDURE leasehold_draw_slot(IN p_last BIGINT, IN p_now BIGINT, OUT p_slot BIGINT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_floor BIGINT DEFAULT 0;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
@@ -173,7 +176,7 @@ END;;
 -- answers a lock it may not wait for with error 1205, MySQL 8 with 3572; a duplicate key (1062)
 -- is another acquire creating the row this instant.
 CREATE PROCEDURE leasehold_take_guard(IN p_id BINARY(32), OUT p_slot BIGINT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_busy BOOLEAN DEFAULT FALSE;
     BEGIN
@@ -200,7 +203,7 @@ END;;
 -- Called with the lock's row locked.
 CREATE PROCEDURE leasehold_wait_in_line(
     IN p_id BINARY(32), IN p_name VARBINARY(255), IN p_wait_ms BIGINT, IN p_now BIGINT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     INSERT INTO leasehold_waiters (id, name, arrived, waits_until)
         VALUES (p_id, p_name, p_now, p_now + p_wait_ms * 1000)
@@ -216,7 +219,7 @@ END;;
 CREATE PROCEDURE leasehold_pass_on(
     IN p_id BINARY(32), IN p_me VARBINARY(255), IN p_window_ms BIGINT, IN p_wake VARBINARY(3400),
     IN p_now BIGINT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_next VARBINARY(255) DEFAULT NULL;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
@@ -238,9 +241,9 @@ BEGIN
 END;;
 
 -- Takes the lock `p_key` for `p_owner` if it is free, its lease ended, it is the owner's already
--- (a retried attempt), or a release left it to `p_name`. One row: `fence` (the highest of the
--- `p_fences` tokens reserved) when granted, else NULL and `remaining_ms`, what is left of the
--- holder's lease or a short retry hint.
+-- (a retried attempt), or a release left it to `p_name`, in the caller's transaction: `p_fence`
+-- (the highest of the `p_fences` tokens reserved) when granted, else NULL and `p_remaining`,
+-- the milliseconds left of the holder's lease or a short retry hint.
 --
 -- The lock's row is locked first (every change of the key's line does so too); then, only to
 -- take it, the guard row, without waiting (leasehold_take_guard): while a transaction that
@@ -248,10 +251,11 @@ END;;
 -- The fence is drawn while both are locked. A contender that will wait (`p_wait_ms` > 0) and
 -- finds the lock held joins the line under `p_name` (keeping its first arrival); granted, it
 -- leaves the line (`p_queued`: it may be in it).
-CREATE PROCEDURE leasehold_acquire(
+CREATE PROCEDURE leasehold_acquire_in(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT, IN p_fences BIGINT,
-    IN p_name VARBINARY(255), IN p_wait_ms BIGINT, IN p_queued BOOLEAN)
-    COMMENT 'leasehold schema 1'
+    IN p_name VARBINARY(255), IN p_wait_ms BIGINT, IN p_queued BOOLEAN,
+    OUT p_fence BIGINT, OUT p_remaining BIGINT)
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -264,8 +268,6 @@ BEGIN
     DECLARE v_remaining BIGINT DEFAULT NULL;
     DECLARE v_mine BOOLEAN;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
-    START TRANSACTION;
     SELECT l.owner, l.fence, l.expires INTO v_owner, v_fence, v_expires
         FROM leasehold_locks AS l WHERE l.id = v_id FOR UPDATE;
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
@@ -319,8 +321,24 @@ BEGIN
             DELETE FROM leasehold_readers WHERE id = v_id;
         END IF;
     END IF;
+    SET p_fence = v_granted, p_remaining = v_remaining;
+END;;
+
+-- The acquire above in a transaction of its own, answering one row: `fence` and
+-- `remaining_ms`.
+CREATE PROCEDURE leasehold_acquire(
+    IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT, IN p_fences BIGINT,
+    IN p_name VARBINARY(255), IN p_wait_ms BIGINT, IN p_queued BOOLEAN)
+    COMMENT 'leasehold schema 2'
+BEGIN
+    DECLARE v_fence BIGINT DEFAULT NULL;
+    DECLARE v_remaining BIGINT DEFAULT NULL;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    CALL leasehold_acquire_in(p_key, p_owner, p_lease_ms, p_fences, p_name, p_wait_ms, p_queued,
+                              v_fence, v_remaining);
     COMMIT;
-    SELECT v_granted AS fence, v_remaining AS remaining_ms;
+    SELECT v_fence AS fence, v_remaining AS remaining_ms;
 END;;
 
 -- Releases the lock `p_key` if `p_owner` holds it. One row: 1 when its lease was still
@@ -330,7 +348,7 @@ END;;
 CREATE PROCEDURE leasehold_release(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_name VARBINARY(255),
     IN p_window_ms BIGINT, IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_expires BIGINT DEFAULT NULL;
@@ -356,7 +374,7 @@ END;;
 CREATE PROCEDURE leasehold_withdraw(
     IN p_key VARBINARY(3400), IN p_name VARBINARY(255), IN p_window_ms BIGINT,
     IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -385,7 +403,7 @@ END;;
 -- update, never an insert: sent again, or landing late after the lock was released or taken
 -- over, it changes nothing.
 CREATE PROCEDURE leasehold_hand_over(IN p_key VARBINARY(3400), IN p_owner VARBINARY(255))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_fence BIGINT DEFAULT NULL;
@@ -419,7 +437,7 @@ END;;
 -- Extends every lease of the batch `p_batch` that its owner still holds: a JSON array of
 -- `[i, hex(key), hex(owner), lease_ms]`. One row per lease extended: its `i`.
 CREATE PROCEDURE leasehold_renew(IN p_batch LONGTEXT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_now BIGINT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -457,7 +475,7 @@ END;;
 -- set already): MariaDB's `idle_transaction_timeout` (whole seconds), MySQL 8's `wait_timeout`
 -- (the session's idle bound, in and out of transactions: it stays lowered for the session).
 CREATE PROCEDURE leasehold_check_fence(IN p_key VARBINARY(3400), IN p_fence BIGINT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_guard BIGINT DEFAULT NULL;
@@ -502,13 +520,14 @@ BEGIN
 END;;
 
 -- Takes a read lease of the lock `p_key` for `p_owner` if no writer holds it and none waits in
--- line for it. One row: the reader's `fence` (`slot * 32`, by the writers' rule) when granted,
--- else NULL and `remaining_ms`. A reader that joins readers changes no holder and leaves the
+-- line for it, in the caller's transaction: `p_fence`, the reader's fence (`slot * 32`, by the
+-- writers' rule) when granted, else NULL and `p_remaining`. A reader that joins readers changes no holder and leaves the
 -- guard alone; one that takes the row over (free, or its holders' leases ended) takes the guard
 -- without waiting, as writers do.
-CREATE PROCEDURE leasehold_acquire_shared(
-    IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT)
-    COMMENT 'leasehold schema 1'
+CREATE PROCEDURE leasehold_acquire_shared_in(
+    IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT,
+    OUT p_fence BIGINT, OUT p_remaining BIGINT)
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -522,8 +541,6 @@ BEGIN
     DECLARE v_granted BIGINT DEFAULT NULL;
     DECLARE v_remaining BIGINT DEFAULT NULL;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
-    START TRANSACTION;
     SELECT l.owner, l.fence, l.expires INTO v_owner, v_fence, v_expires
         FROM leasehold_locks AS l WHERE l.id = v_id FOR UPDATE;
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
@@ -581,8 +598,75 @@ BEGIN
             END IF;
         END IF;
     END IF;
+    SET p_fence = v_granted, p_remaining = v_remaining;
+END;;
+
+-- The reader's acquire above in a transaction of its own, answering one row: `fence` and
+-- `remaining_ms`.
+CREATE PROCEDURE leasehold_acquire_shared(
+    IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT)
+    COMMENT 'leasehold schema 2'
+BEGIN
+    DECLARE v_fence BIGINT DEFAULT NULL;
+    DECLARE v_remaining BIGINT DEFAULT NULL;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    CALL leasehold_acquire_shared_in(p_key, p_owner, p_lease_ms, v_fence, v_remaining);
     COMMIT;
-    SELECT v_granted AS fence, v_remaining AS remaining_ms;
+    SELECT v_fence AS fence, v_remaining AS remaining_ms;
+END;;
+
+-- Takes every lease of the batch `p_batch` in one transaction, or none (`lock_all` of free
+-- keys): a JSON array of `[hex(key), hex(owner), read, lease_ms, fences]`, taken in that
+-- order (the caller sends the keys sorted, so two batches never wait for each other's rows in
+-- a circle), each by the procedure a lone acquire runs (a lock's `leasehold_acquire_in`, a
+-- reader's `leasehold_acquire_shared_in`), with the same fence rule, none waiting in line;
+-- `p_name`, the process's name in the lines of waiters (a lock a release left to it may be
+-- taken, as a lone acquire takes it). At the first lease that is not free the transaction is
+-- rolled back: nothing of the batch is left. One row: `fences`, the fences of every lease in
+-- order separated by commas, when all were taken, else NULL; `remaining_ms` of the lease that
+-- was not free (NULL when unknown), and `at`, its place in the batch from 0.
+CREATE PROCEDURE leasehold_acquire_all(IN p_batch LONGTEXT, IN p_name VARBINARY(255))
+    COMMENT 'leasehold schema 2'
+BEGIN
+    DECLARE v_n INT DEFAULT JSON_LENGTH(p_batch);
+    DECLARE v_i INT DEFAULT 0;
+    DECLARE v_entry VARCHAR(64);
+    DECLARE v_fence BIGINT DEFAULT NULL;
+    DECLARE v_remaining BIGINT DEFAULT NULL;
+    DECLARE v_fences LONGTEXT DEFAULT '';
+    DECLARE v_taken BOOLEAN DEFAULT TRUE;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    WHILE v_taken AND v_i < v_n DO
+        SET v_entry = CONCAT('$[', v_i, ']'), v_fence = NULL, v_remaining = NULL;
+        IF JSON_EXTRACT(p_batch, CONCAT(v_entry, '[2]')) = 1 THEN
+            CALL leasehold_acquire_shared_in(
+                UNHEX(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[0]')))),
+                UNHEX(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[1]')))),
+                CAST(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[3]')) AS SIGNED),
+                v_fence, v_remaining);
+        ELSE
+            CALL leasehold_acquire_in(
+                UNHEX(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[0]')))),
+                UNHEX(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[1]')))),
+                CAST(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[3]')) AS SIGNED),
+                CAST(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[4]')) AS SIGNED),
+                p_name, 0, FALSE, v_fence, v_remaining);
+        END IF;
+        IF v_fence IS NULL THEN
+            SET v_taken = FALSE;
+        ELSE
+            SET v_fences = CONCAT(v_fences, IF(v_i = 0, '', ','), v_fence), v_i = v_i + 1;
+        END IF;
+    END WHILE;
+    IF v_taken THEN
+        COMMIT;
+        SELECT v_fences AS fences, NULL AS remaining_ms, NULL AS at;
+    ELSE
+        ROLLBACK;
+        SELECT NULL AS fences, v_remaining AS remaining_ms, v_i AS at;
+    END IF;
 END;;
 
 -- Ends the read lease of `p_owner` on `p_key`. One row: 1 when it was still running, 0 when it
@@ -591,7 +675,7 @@ END;;
 CREATE PROCEDURE leasehold_release_shared(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_window_ms BIGINT,
     IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_marked VARBINARY(255) DEFAULT NULL;
@@ -624,7 +708,7 @@ END;;
 -- its readers', and sets each lock's row to the longest lease of its live readers. The locks'
 -- rows first (as acquires and releases lock them), then the readers. One row per lease extended.
 CREATE PROCEDURE leasehold_renew_shared(IN p_batch LONGTEXT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_now BIGINT;
     DECLARE v_rows BIGINT;
@@ -668,7 +752,7 @@ END;;
 CREATE PROCEDURE leasehold_acquire_permits(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT, IN p_limit INT,
     IN p_count INT, IN p_place VARBINARY(255), IN p_wait_ms BIGINT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_limit INT;
@@ -746,7 +830,7 @@ END;;
 -- whether its lease was still running (NULL: it held none).
 CREATE PROCEDURE leasehold_release_permits(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_expires BIGINT DEFAULT NULL;
@@ -769,7 +853,7 @@ END;;
 -- there (the permits it kept may fit them now).
 CREATE PROCEDURE leasehold_withdraw_permits(
     IN p_key VARBINARY(3400), IN p_place VARBINARY(255), IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -786,7 +870,7 @@ END;;
 -- running. The semaphores' rows are share-locked first: an acquire counting the holders (which
 -- locks the row) sees a renewal whole or after its end. One row per lease extended.
 CREATE PROCEDURE leasehold_renew_permits(IN p_batch LONGTEXT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_now BIGINT;
     DECLARE v_rows BIGINT;
@@ -820,7 +904,7 @@ END;;
 CREATE PROCEDURE leasehold_publish_leader(
     IN p_key VARBINARY(3400), IN p_record VARBINARY(3400), IN p_owner VARBINARY(255),
     IN p_term BIGINT, IN p_identity BLOB, IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_record BINARY(32) DEFAULT UNHEX(SHA2(p_record, 256));
@@ -854,7 +938,7 @@ END;;
 -- Deletes the record of one term, and tells the observers when it was there.
 CREATE PROCEDURE leasehold_clear_leader(
     IN p_record VARBINARY(3400), IN p_term BIGINT, IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
     START TRANSACTION;
@@ -870,7 +954,7 @@ END;;
 -- was held (a live lease that no release had left to a contender), 0 when there was a row
 -- nobody held, NULL when there was none.
 CREATE PROCEDURE leasehold_force_release(IN p_key VARBINARY(3400), IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -894,7 +978,7 @@ END;;
 -- Writes the description of the locker `p_id` to count for `p_ttl_ms` from now.
 CREATE PROCEDURE leasehold_describe_locker(
     IN p_id VARBINARY(255), IN p_description BLOB, IN p_ttl_ms BIGINT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     INSERT INTO leasehold_lockers (locker, description, expires)
         VALUES (p_id, p_description,
@@ -912,7 +996,7 @@ END;;
 -- Each delete re-checks its condition on the row's newest version once it locked it, so a row
 -- taken over meanwhile stays.
 CREATE PROCEDURE leasehold_sweep(IN p_wakes_ms BIGINT)
-    COMMENT 'leasehold schema 1'
+    COMMENT 'leasehold schema 2'
 BEGIN
     DECLARE v_now BIGINT;
     DECLARE v_id BINARY(32);

@@ -32,6 +32,12 @@ pub(super) const NOW_US: &str =
 /// One row: the fence (NULL: held), the time left of the holder's lease (ms).
 pub(super) const ACQUIRE: &str = "CALL leasehold_acquire(?, ?, ?, ?, ?, ?, ?)";
 
+/// Leases of several keys taken together, or none (`lock_all` of free keys): the batch as
+/// JSON (`[hex(key), hex(owner), read, lease_ms, fences]` each, in key order), the process's
+/// name in the lines of waiters. One row: the fences in order, comma-separated (NULL: not all
+/// free), the time left (ms) of the lease that was not free, and its place in the batch.
+pub(super) const ACQUIRE_ALL: &str = "CALL leasehold_acquire_all(?, ?)";
+
 /// A lock's release: key, owner, the releasing contender's name, how long the next in line has
 /// to take the lock (ms), the wake key. One row: 1, 0, or NULL (not the owner's).
 pub(super) const RELEASE: &str = "CALL leasehold_release(?, ?, ?, ?, ?)";

@@ -10,8 +10,9 @@ use tokio_postgres as pg;
 use super::backend::{Backend, Settlement};
 use super::errors::unavailable_at;
 use super::sql::{
-    ACQUIRE, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES, BACKEND, HAND_OVER, RELEASE,
-    RELEASE_PERMITS, RELEASE_SHARED, RELEASE_TYPES, RENEW, RENEW_PERMITS, RENEW_SHARED, WARM_UP,
+    ACQUIRE, ACQUIRE_ALL, ACQUIRE_ALL_TYPES, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES,
+    BACKEND, HAND_OVER, RELEASE, RELEASE_PERMITS, RELEASE_SHARED, RELEASE_TYPES, RENEW,
+    RENEW_PERMITS, RENEW_SHARED, WARM_UP,
 };
 use super::wakes::{heard, Wakes};
 use crate::error::LockError;
@@ -27,6 +28,7 @@ pub(super) struct Statements {
     pub(super) release_shared: pg::Statement,
     pub(super) renew_shared: pg::Statement,
     pub(super) acquire_permits: pg::Statement,
+    pub(super) acquire_all: pg::Statement,
     pub(super) release_permits: pg::Statement,
     pub(super) renew_permits: pg::Statement,
 }
@@ -196,6 +198,9 @@ impl Shared {
                 .prepare_typed(RELEASE_PERMITS, &[Type::TEXT, Type::TEXT, Type::TEXT])
                 .await?;
             let renew_permits = client.prepare_typed(RENEW_PERMITS, &batch).await?;
+            let acquire_all = client
+                .prepare_typed(ACQUIRE_ALL, &ACQUIRE_ALL_TYPES)
+                .await?;
             // Prepared under the connect timeout's bounds (a statement that names a table
             // waits for a migration's lock on it): lock calls from here on, the warm-up too.
             // The same round trip reads the backend's identity, for a settlement to end it,
@@ -213,6 +218,7 @@ impl Shared {
                 release_shared,
                 renew_shared,
                 acquire_permits,
+                acquire_all,
                 release_permits,
                 renew_permits,
             };

@@ -78,6 +78,59 @@ impl PostgresStore {
         Ok(attempt)
     }
 
+    /// Takes every lease of `batch` (locks and readers' shares of distinct keys, none
+    /// waiting in line) in one call of `leasehold_acquire_all`, or none: every answer
+    /// `Granted` or every answer `Held`. Each lease's owner token is recorded for settling
+    /// when the call's outcome becomes unknown, so the give-back of any of them waits until
+    /// the call can no longer land ([`Store::settle`](crate::store::Store::settle)).
+    pub(super) async fn acquire_all(
+        &self,
+        batch: &[AcquireRequest<'_>],
+    ) -> Result<Vec<Attempt>, LockError> {
+        debug_assert!(
+            batch.iter().all(|r| r.fences < FENCE_SLOTS),
+            "fences of one acquisition overflow"
+        );
+        let keys: Vec<String> = batch
+            .iter()
+            .map(|r| db_text(r.keys.lock()).into_owned())
+            .collect();
+        let owners: Vec<&str> = batch.iter().map(|r| token_text(r.token)).collect();
+        let reads: Vec<bool> = batch.iter().map(|r| r.kind == LeaseKind::Read).collect();
+        let leases: Vec<i64> = batch
+            .iter()
+            .map(|r| r.lease.as_millis().max(1) as i64)
+            .collect();
+        let fences: Vec<i64> = batch.iter().map(|r| r.fences as i64).collect();
+        let name: &str = &self.contender;
+        let answer = self
+            .pool
+            .call_creating_all(&owners, "refused to take several locks at once", |conn| {
+                let (keys, owners, reads, leases, fences) =
+                    (&keys, &owners, &reads, &leases, &fences);
+                async move {
+                    let params: [&(dyn pg::types::ToSql + Sync); 6] =
+                        [keys, owners, reads, leases, fences, &name];
+                    conn.client
+                        .query(&conn.statements.acquire_all, &params)
+                        .await
+                }
+            })
+            .await?;
+        if answer.len() != batch.len() {
+            return Err(LockError::unavailable(
+                format!(
+                    "PostgreSQL at {} answered {} leases for a batch of {}",
+                    self.shared.shown,
+                    answer.len(),
+                    batch.len()
+                ),
+                None,
+            ));
+        }
+        Ok(answer.iter().map(attempt_of).collect())
+    }
+
     /// Deletes the lock if `token` owns it. `valid_until`: until when its holder counts the
     /// lease as valid, if known.
     pub(super) async fn release_once(

@@ -17,10 +17,16 @@
 //! passed (on the server's clock), and only then, holding the row's lock, draws the fence.
 //! Drawing it in the same statement as the insert would not do: a statement paused between
 //! drawing and inserting could take the lock after a later drawer released it, with a smaller
-//! fence. **Renew** extends every row of a batch that its owner token still holds (one
-//! statement; when the server refuses it, halves are renewed on their own, so one lease's
-//! failure reads as unknown for that lease only); **release** deletes the row if the token
-//! owns it and notifies, in the same transaction, the channel every locker listens on.
+//! fence. **Several at once** (`lock_all` of free keys, readers' shares beside locks) is one
+//! call of `leasehold_acquire_all`: one transaction that takes each key in key order by the
+//! same functions (with the same fences), and rolls its block back at the first key that is
+//! not free, answering every lease "held"; every row it writes carries that block's one
+//! transaction id. Its owner tokens are all recorded against the settlement of its connection
+//! when its answer is lost (*Calls whose outcome is unknown*). **Renew** extends every row of
+//! a batch that its owner token still holds (one statement; when the server refuses it, halves
+//! are renewed on their own, so one lease's failure reads as unknown for that lease only);
+//! **release** deletes the row if the token owns it and notifies, in the same transaction,
+//! the channel every locker listens on.
 //!
 //! **Fences** are `slot × 32 + n`, the slot the greatest of the sequence's next value, the
 //! server clock in units of 32 µs and the row's last slot + 1, and the sequence is lifted to
@@ -235,6 +241,11 @@ impl Store for PostgresStore {
         super::Info {
             // The listening connection: up while it listens and its health check answers.
             link: Some(self.listening.clone()),
+            // Any keys, readers' shares beside locks: one transaction on one server.
+            at_once: super::AtOnce {
+                keys: super::Together::Always,
+                reads: true,
+            },
             ..super::Info::of(
                 postgres,
                 postgres.capabilities(Duration::ZERO),
@@ -250,8 +261,16 @@ impl Store for PostgresStore {
         }))
     }
 
-    /// One lease at a time.
+    /// A batch of several locks and readers' shares: one call of `leasehold_acquire_all`,
+    /// all or nothing.
     fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        if batch.len() > 1
+            && batch
+                .iter()
+                .all(|r| matches!(r.kind, LeaseKind::Exclusive | LeaseKind::Read))
+        {
+            return Box::pin(self.acquire_all(batch));
+        }
         super::one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Exclusive => Box::pin(self.acquire_once(req)),
             LeaseKind::Read => Box::pin(self.acquire_shared_once(req)),

@@ -60,7 +60,7 @@ impl Pool {
         F: Fn(Arc<Conn>) -> Fut,
         Fut: std::future::Future<Output = Result<T, pg::Error>>,
     {
-        self.call_for(None, what, f).await
+        self.call_for(&[], what, f).await
     }
 
     /// [`call`](Self::call) of an acquire for `token`, which may create a lease or a place in
@@ -79,12 +79,28 @@ impl Pool {
         F: Fn(Arc<Conn>) -> Fut,
         Fut: std::future::Future<Output = Result<T, pg::Error>>,
     {
-        self.call_for(Some(token), what, f).await
+        self.call_for(std::slice::from_ref(&token), what, f).await
+    }
+
+    /// [`call_creating`](Self::call_creating) of one call that acquires for every token of
+    /// `tokens` (a batch taken together): each token is recorded when its outcome becomes
+    /// unknown, so that the give-back of any of them waits for the settlement.
+    pub(super) async fn call_creating_all<T, F, Fut>(
+        self: &Arc<Self>,
+        tokens: &[&str],
+        what: &str,
+        f: F,
+    ) -> Result<T, LockError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, pg::Error>>,
+    {
+        self.call_for(tokens, what, f).await
     }
 
     async fn call_for<T, F, Fut>(
         self: &Arc<Self>,
-        token: Option<&str>,
+        tokens: &[&str],
         what: &str,
         f: F,
     ) -> Result<T, LockError>
@@ -107,10 +123,10 @@ impl Pool {
                 Ok(Err(e)) if e.is_closed() && !retried => {
                     self.discard(i, &conn);
                     retried = true;
-                    if let Some(token) = token {
+                    if !tokens.is_empty() {
                         // Sent again only once the first is settled: else it could land
                         // after the answer to this one. The new connection opens meanwhile.
-                        let settlement = self.unknown(token, &conn);
+                        let settlement = self.unknown(tokens, &conn);
                         let (settled, _) = tokio::join!(
                             tokio::time::timeout_at(deadline, settlement.wait()),
                             tokio::time::timeout_at(deadline, self.conn(i)),
@@ -124,16 +140,16 @@ impl Pool {
                     if e.code().is_none() {
                         // No answer from the server: the connection failed under the call.
                         self.discard(i, &conn);
-                        if let Some(token) = token {
-                            self.unknown(token, &conn);
+                        if !tokens.is_empty() {
+                            self.unknown(tokens, &conn);
                         }
                     }
                     return Err(self.shared.unavailable(what, e));
                 }
                 Err(_) => {
                     self.discard(i, &conn);
-                    if let Some(token) = token {
-                        self.unknown(token, &conn);
+                    if !tokens.is_empty() {
+                        self.unknown(tokens, &conn);
                     }
                     return Err(self.shared.late(limit));
                 }
@@ -141,11 +157,13 @@ impl Pool {
         }
     }
 
-    /// A call for `token` on `conn` whose outcome is unknown: settles `conn`, and records the
-    /// token against that settlement.
-    fn unknown(self: &Arc<Self>, token: &str, conn: &Conn) -> Settlement {
+    /// A call for `tokens` on `conn` whose outcome is unknown: settles `conn`, and records
+    /// each token against that settlement.
+    fn unknown(self: &Arc<Self>, tokens: &[&str], conn: &Conn) -> Settlement {
         let settlement = self.settle(conn);
-        self.unsettled.record(token, settlement.clone());
+        for token in tokens {
+            self.unsettled.record(token, settlement.clone());
+        }
         settlement
     }
 }

@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS leasehold_waiters (
 CREATE OR REPLACE FUNCTION leasehold_next_in_line(p_key text, p_me text)
 RETURNS text
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     next_name text;
 BEGIN
@@ -81,7 +81,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_draw_slot(p_last_slot bigint)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     drawn constant bigint := nextval('leasehold_fences');
     slot bigint;
@@ -120,7 +120,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_name text, p_wait_ms bigint, p_queued boolean,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     holder text;
@@ -187,7 +187,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE sql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 SELECT a.fence, a.remaining_ms FROM leasehold_acquire(p_key, p_owner, p_lease_ms, p_fences, '', 0, false) AS a
 $$;
 
@@ -195,7 +195,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_wait_in_line(p_key text, p_name text, p_wait_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 INSERT INTO leasehold_waiters AS w (key, name, arrived, waits_until)
 VALUES (p_key, p_name, clock_timestamp(),
         clock_timestamp() + p_wait_ms * interval '1 millisecond')
@@ -211,7 +211,7 @@ CREATE OR REPLACE FUNCTION leasehold_pass_on(
     p_key text, p_me text, p_window_ms bigint, p_wake text)
 RETURNS void
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     next_name text;
 BEGIN
@@ -239,7 +239,7 @@ CREATE OR REPLACE FUNCTION leasehold_release(
     p_key text, p_owner text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     valid boolean;
 BEGIN
@@ -262,7 +262,7 @@ CREATE OR REPLACE FUNCTION leasehold_withdraw(
     p_key text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     left_to_me boolean;
 BEGIN
@@ -295,7 +295,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     snapshot_reads constant boolean := current_setting('transaction_isolation') <> 'read committed';
@@ -384,7 +384,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_shared(
     p_key text, p_owner text, p_lease_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     lease constant interval := p_lease_ms * interval '1 millisecond';
@@ -460,7 +460,7 @@ CREATE OR REPLACE FUNCTION leasehold_release_shared(
     p_key text, p_owner text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     marked boolean;
     valid boolean;
@@ -501,7 +501,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_shared(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = ANY (p_keys) AND l.owner = 'R' AND l.expires > clock_timestamp()
@@ -530,6 +530,65 @@ BEGIN
             WHERE l.key = d.key AND l.owner = 'R'
     )
     SELECT d.key, d.owner FROM done AS d;
+END
+$$;
+
+-- Takes every lease of a batch in one transaction, or none (`lock_all` of free keys): one entry
+-- per lease, in the caller's order (the lock's key, the owner, a reader's share or the lock,
+-- the lease in ms, the fences to reserve for a lock), and `p_name`, the process's name in the
+-- lines of waiters (a lock a release left to it may be taken, as a lone acquire takes it).
+-- Each lease is taken by the same function a lone acquire calls, with the same fence rule,
+-- none of them waiting in line. The keys are taken in key order, so two batches never wait
+-- for each other's rows in a circle. When one lease is not free (or its row stays locked past
+-- `lock_timeout`), the block that took the others is rolled back: nothing of the batch is
+-- left, every answer reads "held" (`remaining_ms` where known) and `fence` is NULL. Granted:
+-- one row per lease, in order, each with its fence. Every row the batch writes carries the
+-- one transaction id of that block.
+CREATE OR REPLACE FUNCTION leasehold_acquire_all(
+    p_keys text[], p_owners text[], p_reads boolean[], p_lease_ms bigint[],
+    p_fences bigint[], p_name text)
+RETURNS TABLE (fence bigint, remaining_ms bigint)
+LANGUAGE plpgsql AS $$
+-- leasehold schema 8
+DECLARE
+    n constant integer := coalesce(array_length(p_keys, 1), 0);
+    fences bigint[] := array_fill(NULL::bigint, ARRAY[n]);
+    remaining bigint[] := array_fill(NULL::bigint, ARRAY[n]);
+    taken boolean := true;
+    i integer;
+    one record;
+BEGIN
+    BEGIN
+        FOR i IN SELECT o.i FROM generate_subscripts(p_keys, 1) AS o(i) ORDER BY p_keys[o.i] LOOP
+            IF p_reads[i] THEN
+                SELECT a.fence, a.remaining_ms INTO one
+                    FROM leasehold_acquire_shared(p_keys[i], p_owners[i], p_lease_ms[i]) AS a;
+            ELSE
+                SELECT a.fence, a.remaining_ms INTO one
+                    FROM leasehold_acquire(p_keys[i], p_owners[i], p_lease_ms[i], p_fences[i],
+                                           p_name, 0, false) AS a;
+            END IF;
+            fences[i] := one.fence;
+            remaining[i] := one.remaining_ms;
+            IF one.fence IS NULL THEN
+                taken := false;
+                EXIT;
+            END IF;
+        END LOOP;
+        IF NOT taken THEN
+            RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'leasehold: a lease of the batch is held';
+        END IF;
+    EXCEPTION
+        -- The block's work is undone; its variables keep what they learnt.
+        WHEN raise_exception THEN
+            NULL;
+        WHEN lock_not_available OR deadlock_detected THEN
+            taken := false;
+    END;
+    RETURN QUERY
+        SELECT CASE WHEN taken THEN fences[o.i] END, CASE WHEN NOT taken THEN remaining[o.i] END
+        FROM generate_subscripts(p_keys, 1) AS o(i)
+        ORDER BY o.i;
 END
 $$;
 
@@ -566,7 +625,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_permits(
     p_place text, p_wait_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint, OUT agreed integer)
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DECLARE
     agreed_limit integer;
     last_fence bigint;
@@ -642,7 +701,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_permits(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 BEGIN
     PERFORM 1 FROM leasehold_semaphores AS s
         WHERE s.key = ANY (p_keys)
@@ -681,7 +740,7 @@ CREATE OR REPLACE FUNCTION leasehold_publish_leader(
     p_key text, p_record text, p_owner text, p_term bigint, p_identity text, p_wake text)
 RETURNS integer
 LANGUAGE plpgsql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = p_key AND l.owner = p_owner AND l.expires > clock_timestamp();
@@ -721,7 +780,7 @@ CREATE TABLE IF NOT EXISTS leasehold_lockers (
 CREATE OR REPLACE FUNCTION leasehold_public(p_owner text)
 RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
--- leasehold schema 7
+-- leasehold schema 8
 SELECT CASE WHEN starts_with(p_owner, 'h1.') AND length(p_owner) > 32
             THEN left(p_owner, -32) ELSE '' END
 $$;
@@ -732,7 +791,7 @@ CREATE OR REPLACE FUNCTION leasehold_describe_locker(
     p_id text, p_description text, p_ttl_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 7
+-- leasehold schema 8
 DELETE FROM leasehold_lockers AS d WHERE d.id IN (
     SELECT v.id FROM leasehold_lockers AS v
     WHERE v.expires < clock_timestamp() - interval '1 minute' AND v.id <> p_id

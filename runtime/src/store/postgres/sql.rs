@@ -19,6 +19,22 @@ pub const ACQUIRE_TYPES: [Type; 7] = [
     Type::BOOL,
 ];
 
+/// Leases of several keys taken together, or none (`lock_all` of free keys): keys, owners,
+/// whether each is a reader's share, leases (ms), fences to reserve, the process's name in the
+/// lines of waiters. One row per lease, in order.
+pub(super) const ACQUIRE_ALL: &str =
+    "SELECT fence, remaining_ms FROM leasehold_acquire_all($1, $2, $3, $4, $5, $6)";
+
+/// [`ACQUIRE_ALL`]'s parameter types, as the statement is prepared.
+pub(super) const ACQUIRE_ALL_TYPES: [Type; 6] = [
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::BOOL_ARRAY,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
+    Type::TEXT,
+];
+
 /// A lock's release: key, owner, the releasing contender's name, how long the next in line
 /// has to take the lock (ms), the wake-up's payload.
 pub const RELEASE: &str = "SELECT leasehold_release($1, $2, $3, $4, $5)";
@@ -95,6 +111,9 @@ pub(super) const WARM_UP: &str = "DO $$ BEGIN \
      PERFORM leasehold_acquire_shared('~', '00000000000000000000000000000000', 60000); \
      PERFORM leasehold_release_shared('~', '00000000000000000000000000000000', 1, ''); \
      PERFORM leasehold_acquire_permits('~', '00000000000000000000000000000000', 60000, 1, 1, '', 0); \
+     PERFORM leasehold_acquire_all(ARRAY['', '~'], ARRAY['00000000000000000000000000000000', \
+         '00000000000000000000000000000000'], ARRAY[false, true], ARRAY[60000, 60000]::bigint[], \
+         ARRAY[1, 1]::bigint[], ''); \
      RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'leasehold warm-up'; \
      EXCEPTION WHEN raise_exception THEN NULL; \
      END $$";

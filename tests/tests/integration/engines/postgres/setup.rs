@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use leasehold::postgres::tokio_postgres as pg;
 use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{eventually, PgServer};
 use tokio::time::Instant;
@@ -158,56 +157,50 @@ async fn a_locker_started_during_a_migration_waits_for_it_within_the_connect_tim
     guard.release().await.expect("release");
 }
 
-/// A database made by the previous version (its functions tagged `leasehold schema 6`, with
-/// the old `leasehold_renew_shared`, which only ever lengthened a read lock's row) gets this
-/// version's bodies when a locker starts on it: the end of a read's `hold_at_least`, set as a
-/// renewal that shortens its lease, needs the new one (the old kept the lock taken until the
-/// longest lease its readers ever had).
+/// A database made by the previous version (its functions tagged `leasehold schema 7`, without
+/// `leasehold_acquire_all`, which takes the keys of a `lock_all` in one transaction) gets this
+/// version's functions when a locker starts on it, and `lock_all` of free keys works there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_of_the_previous_schema_gets_the_new_functions() {
-    const NEW_ROW_END: &str = "SET expires = greatest(d.last_end, (
-                SELECT max(r.expires) FROM leasehold_readers AS r
-                WHERE r.key = l.key AND r.expires > clock_timestamp()
-                  AND NOT EXISTS (SELECT 1 FROM done AS x
-                                  WHERE x.key = r.key AND x.owner = r.owner)))";
-    const OLD_ROW_END: &str = "SET expires = greatest(l.expires, d.last_end)";
     let schema = leasehold::postgres::SCHEMA;
-    assert!(schema.contains(NEW_ROW_END));
-    // The previous version's databases carry tag 6: a changed function needs a new tag, or
-    // they keep the old bodies.
+    // The previous version's databases carry tag 7: a changed or added function needs a new
+    // tag, or they keep the old bodies.
     assert!(
-        schema.contains("leasehold schema 7") && !schema.contains("leasehold schema 6"),
-        "the functions changed since schema 6 and must carry a new tag"
+        schema.contains("leasehold schema 8") && !schema.contains("leasehold schema 7"),
+        "the functions changed since schema 7 and must carry a new tag"
     );
-    let previous = schema
-        .replace(NEW_ROW_END, OLD_ROW_END)
-        .replace("leasehold schema 7", "leasehold schema 6");
+    let start = schema
+        .find("CREATE OR REPLACE FUNCTION leasehold_acquire_all(")
+        .expect("the batch function");
+    let end = start + schema[start..].find("\n$$;\n").expect("its end") + 5;
+    let previous = format!("{}{}", &schema[..start], &schema[end..])
+        .replace("leasehold schema 8", "leasehold schema 7");
     let pg = PgServer::start().await;
     let db = client(&pg.url()).await;
     db.batch_execute(&previous)
         .await
         .expect("the previous schema");
-    let renew_shared = "SELECT prosrc FROM pg_proc WHERE proname = 'leasehold_renew_shared'";
-    let body = |row: pg::Row| row.get::<_, String>(0);
-    assert!(body(db.query_one(renew_shared, &[]).await.unwrap()).contains(OLD_ROW_END));
+    let batch_function = "SELECT count(*) FROM pg_proc WHERE proname = 'leasehold_acquire_all'";
+    assert_eq!(count(&db, batch_function).await, 0);
 
     let locker = locker(&pg).await;
-    assert!(
-        body(db.query_one(renew_shared, &[]).await.unwrap())
-            .contains("NOT EXISTS (SELECT 1 FROM done"),
-        "the old leasehold_renew_shared was kept"
-    );
+    assert_eq!(count(&db, batch_function).await, 1, "no batch function");
     assert_eq!(
         count(
             &db,
             "SELECT count(*) FROM pg_proc WHERE proname LIKE 'leasehold%' \
-             AND prosrc LIKE '%leasehold schema 6%'"
+             AND prosrc LIKE '%leasehold schema 7%'"
         )
         .await,
         0,
         "functions of the previous version were kept"
     );
-    let guard = locker.read_lock("k").acquire().await.expect("a read");
+    let guard = locker
+        .lock_all(["a", "b"])
+        .read_keys(["c"])
+        .acquire()
+        .await
+        .expect("free keys");
     guard.release().await.expect("release");
 }
 
