@@ -68,6 +68,11 @@ impl Mix {
                         4 => k().prop_map(Prim::Read),
                         3 => k().prop_map(Prim::Write),
                         1 => proptest::sample::subsequence(vec![0u8, 1, 2], 2..=3).prop_map(Prim::All),
+                        1 => prop_oneof![
+                            Just(Prim::Booking(vec![0, 1], 2)),
+                            Just(Prim::Booking(vec![1], 0)),
+                            Just(Prim::Booking(vec![2], 1)),
+                        ],
                         2 => (0u8..2, 1u32..=LIMIT).prop_map(|(s, n)| Prim::Permits(s, n)),
                         1 => Just(Prim::Leader(0)),
                         1 => (k(), prop_oneof![Just(300u64), Just(1200)])
@@ -102,6 +107,7 @@ impl Mix {
                     4 => (k0().prop_map(Prim::Write), waits([0, 5, 1, 1])),
                     1 => (k0().prop_map(Prim::Lock), waits([1, 2, 1, 1])),
                     1 => (k0().prop_map(Prim::Fair), waits([1, 2, 1, 1])),
+                    1 => (Just(Prim::Booking(vec![1], 0)), waits([2, 0, 2, 3])),
                 ]
                 .boxed(),
                 lease: prop_oneof![Just(1500u64), Just(3000)].boxed(),
@@ -128,6 +134,10 @@ impl Mix {
                         1 => k0().prop_map(Prim::Read),
                         2 => k0().prop_map(Prim::Write),
                         1 => Just(Prim::All(vec![0, 1])),
+                        1 => prop_oneof![
+                            Just(Prim::Booking(vec![1], 0)),
+                            Just(Prim::Booking(vec![0], 1)),
+                        ],
                         1 => (1u32..=LIMIT).prop_map(|n| Prim::Permits(0, n)),
                         1 => Just(Prim::Leader(0)),
                     ],
@@ -155,6 +165,10 @@ impl Mix {
                         2 => Just(Prim::Read(0)),
                         2 => Just(Prim::Write(0)),
                         1 => Just(Prim::All(vec![0, 1])),
+                        1 => prop_oneof![
+                            Just(Prim::Booking(vec![1], 0)),
+                            Just(Prim::Booking(vec![0], 1)),
+                        ],
                         1 => Just(Prim::Job(0, 1200)),
                         // Mostly for two of the three permits: a waiter for several, and
                         // another that does not fit beside it.
@@ -432,6 +446,7 @@ pub fn episode_on(
                 1 => Just(Prim::Fair(k)),
                 1 => Just(Prim::Unfenced(k)),
                 1 => Just(Prim::All(vec![k, k + 1])),
+                1 => Just(Prim::Booking(vec![k + 1], k)),
                 1 => Just(Prim::Job(k, 1200)),
             ]
             .boxed(),

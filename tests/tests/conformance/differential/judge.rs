@@ -342,17 +342,17 @@ pub fn contends(a: &Prim, b: &Prim) -> (bool, bool) {
         }
         _ => {
             let ak = a.keys();
-            let shared = b.keys().iter().any(|k| ak.contains(k));
-            if !shared {
+            let shared: Vec<String> = b.keys().into_iter().filter(|k| ak.contains(k)).collect();
+            if shared.is_empty() {
                 return (false, false);
             }
-            let a_reads = matches!(a, Prim::Read(_));
-            let b_reads = matches!(b, Prim::Read(_));
-            // Readers share; a waiting writer keeps new readers out; fair locks and multi-key
-            // requests wait in line (the latter may hold some keys while they wait).
-            let holding = !(a_reads && b_reads);
-            let waiting =
-                (a_reads && !b_reads) || matches!(a, Prim::Fair(_)) || matches!(b, Prim::All(_));
+            // Readers share (per key: a booking reads one key and writes the others); a
+            // waiting writer keeps new readers out; fair locks and multi-key requests wait in
+            // line (the latter may hold some keys while they wait).
+            let holding = shared.iter().any(|k| !(a.reads(k) && b.reads(k)));
+            let waiting = shared.iter().any(|k| a.reads(k) && !b.reads(k))
+                || matches!(a, Prim::Fair(_))
+                || matches!(b, Prim::All(_) | Prim::Booking(..));
             (holding, waiting)
         }
     }
@@ -367,7 +367,12 @@ pub fn same_local_line(a: &Op, b: &Op, one_process: bool) -> bool {
     let queues = |p: &Prim| {
         matches!(
             p,
-            Prim::Lock(_) | Prim::Unfenced(_) | Prim::Write(_) | Prim::Job(..) | Prim::All(_)
+            Prim::Lock(_)
+                | Prim::Unfenced(_)
+                | Prim::Write(_)
+                | Prim::Job(..)
+                | Prim::All(_)
+                | Prim::Booking(..)
         )
     };
     (one_process || a.proc == b.proc) && queues(&a.prim) && queues(&b.prim)
@@ -478,7 +483,17 @@ pub fn waits_ahead(a: &Op, x: &Record, b: &Op, y: &Record) -> bool {
     if matches!(a.prim, Prim::Read(_)) && !matches!(b.prim, Prim::Read(_)) {
         return true;
     }
-    if matches!(b.prim, Prim::All(_)) {
+    // A booking's read key, which a writer waiting for it keeps out as it keeps a reader.
+    let b_keys = b.prim.keys();
+    if matches!(a.prim, Prim::Booking(..))
+        && a.prim
+            .keys()
+            .iter()
+            .any(|k| a.prim.reads(k) && !b.prim.reads(k) && b_keys.contains(k))
+    {
+        return true;
+    }
+    if matches!(b.prim, Prim::All(_) | Prim::Booking(..)) {
         return true;
     }
     y.inv <= x.inv

@@ -216,6 +216,10 @@ pub fn acquire<'a>(locker: &'a Locker, op: &Op) -> Acquiring<'a> {
             let keys: Vec<String> = ks.iter().map(|k| key(*k)).collect();
             lock_like!(locker.lock_all(keys), Held::Multi)
         }
+        Prim::Booking(ks, read) => {
+            let keys: Vec<String> = ks.iter().map(|k| key(*k)).collect();
+            lock_like!(locker.lock_all(keys).read_keys([key(*read)]), Held::Multi)
+        }
         Prim::Permits(s, n) => {
             let n = *n;
             let request = locker
@@ -271,25 +275,34 @@ pub fn worker_of(op: &Op) -> usize {
 pub async fn run_op(locker: Locker, op: Op, index: usize, logs: Arc<Logs>) -> Record {
     let worker = worker_of(&op);
     let hold_id = format!("{worker}.{}.{index}", op.task);
-    let (keys, mode) = match &op.prim {
-        Prim::Permits(s, n) => (vec![semaphore(*s)], format!("p{n}")),
-        Prim::Leader(e) => (vec![election(*e)], "x".to_owned()),
-        Prim::Read(_) => (op.prim.keys(), "r".to_owned()),
-        Prim::Write(_) => (op.prim.keys(), "w".to_owned()),
-        _ => (op.prim.keys(), "x".to_owned()),
+    // The holds it is logged as: one, with one mode for all its keys; a booking as two, its
+    // written keys exclusive and its read key a reader's share (the history checker takes one
+    // mode per hold), each with its own keys' fences.
+    let parts: Vec<(String, Vec<String>, String)> = match &op.prim {
+        Prim::Permits(s, n) => vec![(hold_id, vec![semaphore(*s)], format!("p{n}"))],
+        Prim::Leader(e) => vec![(hold_id, vec![election(*e)], "x".to_owned())],
+        Prim::Read(_) => vec![(hold_id, op.prim.keys(), "r".to_owned())],
+        Prim::Write(_) => vec![(hold_id, op.prim.keys(), "w".to_owned())],
+        Prim::Booking(ks, read) => vec![
+            (
+                hold_id.clone(),
+                ks.iter().map(|k| key(*k)).collect(),
+                "x".to_owned(),
+            ),
+            (format!("{hold_id}r"), vec![key(*read)], "r".to_owned()),
+        ],
+        _ => vec![(hold_id, op.prim.keys(), "x".to_owned())],
     };
-    let encoded: Vec<String> = keys.iter().map(|k| encode_key(k)).collect();
+    let ids: Vec<String> = parts.iter().map(|(id, _, _)| id.clone()).collect();
     let mut record = Record {
         op: index,
         ..Record::default()
     };
     record.inv = monotonic_ns();
-    logs.at(
-        worker,
-        record.inv,
-        "inv",
-        &[&hold_id, &encoded.join(","), &mode],
-    );
+    for (id, keys, mode) in &parts {
+        let encoded: Vec<String> = keys.iter().map(|k| encode_key(k)).collect();
+        logs.at(worker, record.inv, "inv", &[id, &encoded.join(","), mode]);
+    }
     let acquiring = acquire(&locker, &op);
     let result = match op.exit {
         Exit::Cancel(polls) => for_polls(polls as usize, acquiring).await,
@@ -299,12 +312,16 @@ pub async fn run_op(locker: Locker, op: Op, index: usize, logs: Arc<Logs>) -> Re
     let held = match result {
         None => {
             record.outcome = Outcome::Cancelled;
-            logs.at(worker, record.answered, "aerr", &[&hold_id, &"cancelled"]);
+            for id in &ids {
+                logs.at(worker, record.answered, "aerr", &[id, &"cancelled"]);
+            }
             return record;
         }
         Some(Ok(None)) => {
             record.outcome = Outcome::Busy;
-            logs.at(worker, record.answered, "aerr", &[&hold_id, &"lock_busy"]);
+            for id in &ids {
+                logs.at(worker, record.answered, "aerr", &[id, &"lock_busy"]);
+            }
             return record;
         }
         Some(Err(e)) => {
@@ -314,36 +331,39 @@ pub async fn run_op(locker: Locker, op: Op, index: usize, logs: Arc<Logs>) -> Re
                 LockError::Config { .. } => Outcome::Refused(e.to_string()),
                 _ => Outcome::Failed(format!("{code}: {e}")),
             };
-            logs.at(worker, record.answered, "aerr", &[&hold_id, &code]);
+            for id in &ids {
+                logs.at(worker, record.answered, "aerr", &[id, &code]);
+            }
             return record;
         }
         Some(Ok(Some(held))) => held,
     };
     record.outcome = Outcome::Granted;
-    let (fence, fences) = held.fences(&keys);
     let validity = op.lease * 1000;
-    match &fences {
-        Some(list) => logs.at(
-            worker,
-            record.answered,
-            "ok",
-            &[&hold_id, &fence, &validity, list],
-        ),
-        None => logs.at(
-            worker,
-            record.answered,
-            "ok",
-            &[&hold_id, &fence, &validity],
-        ),
+    for (id, keys, _) in &parts {
+        let (fence, fences) = held.fences(keys);
+        match &fences {
+            Some(list) => logs.at(
+                worker,
+                record.answered,
+                "ok",
+                &[id, &fence, &validity, list],
+            ),
+            None => logs.at(worker, record.answered, "ok", &[id, &fence, &validity]),
+        }
     }
     let hold = Duration::from_millis(op.hold);
     let sample = |held: &Held, logs: &Logs, saw_loss: &mut Option<u64>| {
         let t = monotonic_ns();
         if held.is_held() {
-            logs.at(worker, t, "h", &[&hold_id]);
+            for id in &ids {
+                logs.at(worker, t, "h", &[id]);
+            }
         } else if saw_loss.is_none() {
             *saw_loss = Some(t);
-            logs.at(worker, t, "nh", &[&hold_id]);
+            for id in &ids {
+                logs.at(worker, t, "nh", &[id]);
+            }
         }
     };
     let mut saw_loss = None;
@@ -365,7 +385,9 @@ pub async fn run_op(locker: Locker, op: Op, index: usize, logs: Arc<Logs>) -> Re
             }
             let t = monotonic_ns();
             let was_held = held.is_held();
-            logs.at(worker, t, "rel", &[&hold_id, &u8::from(was_held)]);
+            for id in &ids {
+                logs.at(worker, t, "rel", &[id, &u8::from(was_held)]);
+            }
             let released = held.release().await;
             let done = monotonic_ns();
             let event = match &released {
@@ -374,14 +396,16 @@ pub async fn run_op(locker: Locker, op: Op, index: usize, logs: Arc<Logs>) -> Re
                 Err(e) if e.is_unavailable() => "runav",
                 Err(_) => "rerr",
             };
-            logs.at(worker, done, event, &[&hold_id]);
+            for id in &ids {
+                logs.at(worker, done, event, &[id]);
+            }
             record.release_lost = released.as_ref().is_err_and(LockError::is_lost);
             record.released = Some(released.map_err(|e| e.to_string()));
             record.let_go = Some(done);
         }
         Exit::Panic => {
             let logs2 = logs.clone();
-            let hold_id2 = hold_id.clone();
+            let ids2 = ids.clone();
             let task = tokio::spawn(async move {
                 let held = held;
                 held.scope(async {
@@ -389,7 +413,9 @@ pub async fn run_op(locker: Locker, op: Op, index: usize, logs: Arc<Logs>) -> Re
                     loop {
                         let t = monotonic_ns();
                         if held.is_held() {
-                            logs2.at(worker, t, "h", &[&hold_id2]);
+                            for id in &ids2 {
+                                logs2.at(worker, t, "h", &[id]);
+                            }
                         }
                         if Instant::now() >= until {
                             break;

@@ -27,6 +27,9 @@ pub enum Prim {
     Write(u8),
     /// `lock_all` of these keys.
     All(Vec<u8>),
+    /// `lock_all` of these keys with `read_keys` of the last one ("read the venue, write
+    /// these seats"): the written keys exclusive, the read key a reader's share.
+    Booking(Vec<u8>, u8),
     /// This many permits of semaphore `s` (of [`LIMIT`]).
     Permits(u8, u32),
     /// A campaign for election `e`.
@@ -45,6 +48,7 @@ impl Prim {
             Prim::Read(_) => "read",
             Prim::Write(_) => "write",
             Prim::All(_) => "lock_all",
+            Prim::Booking(..) => "lock_all_read",
             Prim::Permits(..) => "semaphore",
             Prim::Leader(_) => "leader",
             Prim::Job(..) => "job",
@@ -61,7 +65,21 @@ impl Prim {
             | Prim::Write(k)
             | Prim::Job(k, _) => vec![key(*k)],
             Prim::All(ks) => ks.iter().map(|k| key(*k)).collect(),
+            Prim::Booking(ks, read) => ks
+                .iter()
+                .chain(std::iter::once(read))
+                .map(|k| key(*k))
+                .collect(),
             Prim::Permits(..) | Prim::Leader(_) => Vec::new(),
+        }
+    }
+
+    /// Whether it takes `k` as a reader's share (a read lock, a booking's read key).
+    pub fn reads(&self, k: &str) -> bool {
+        match self {
+            Prim::Read(r) => key(*r) == k,
+            Prim::Booking(ks, read) => key(*read) == k && !ks.iter().any(|w| key(*w) == k),
+            _ => false,
         }
     }
 }
