@@ -300,3 +300,89 @@ async fn the_kernel_takes_a_read_lock_beside_a_lock_at_once() {
     assert!(writer.is_ok(), "the read lock was released: {writer:?}");
     assert!(b.lock("books").try_acquire().await.unwrap().is_some());
 }
+
+/// How many times the server ran `command` so far.
+async fn command_calls(command: &str) -> u64 {
+    let mut conn = raw().await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let stat = format!("cmdstat_{command}:");
+    info.lines()
+        .find(|l| l.starts_with(&stat))
+        .and_then(|l| l.split("calls=").nth(1)?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A plain connection to the tests' server.
+async fn raw() -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}", port())).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// A lone release goes the script's short way when its lock was plainly ours (or plainly
+/// not), and the long way otherwise: every case answers as before, as the server shows.
+#[tokio::test]
+async fn a_lone_release_answers_every_case_of_the_script() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let store = store().await;
+    let mut conn = raw().await;
+    let keys = LockKeys::new("lone", "k");
+    let token = OwnerToken::generate();
+    let set = |value: Vec<u8>| redis::cmd("SET").arg(keys.lock()).arg(value).clone();
+    let exists = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        let key = keys.lock().to_owned();
+        async move {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query_async::<bool>(&mut conn)
+                .await
+                .unwrap()
+        }
+    };
+    // Ours, nobody waited: deleted, no wake-up.
+    let published = command_calls("publish").await;
+    let () = set(token.as_bytes().to_vec())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(store.release(&keys, &token).await.unwrap());
+    assert!(!exists(&mut conn).await);
+    assert_eq!(command_calls("publish").await, published);
+    // Free, or another holder's: nothing changes.
+    assert!(!store.release(&keys, &token).await.unwrap());
+    let other = OwnerToken::generate();
+    let () = set(other.as_bytes().to_vec())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!store.release(&keys, &token).await.unwrap());
+    assert!(exists(&mut conn).await, "another holder's lock stays");
+    // Ours, and someone waited (the `+` mark): released, and the waiters hear it.
+    let mut marked = token.as_bytes().to_vec();
+    marked.push(b'+');
+    let () = set(marked).query_async(&mut conn).await.unwrap();
+    assert!(store.release(&keys, &token).await.unwrap());
+    assert!(!exists(&mut conn).await);
+    assert_eq!(command_calls("publish").await, published + 1);
+    // A key of another type: this caller's error, naming the refusal.
+    let () = redis::cmd("HSET")
+        .arg(keys.lock())
+        .arg("f")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+    let refused = store.release(&keys, &token).await.unwrap_err();
+    assert!(refused.to_string().contains("refused"), "{refused}");
+    let () = redis::cmd("DEL")
+        .arg(keys.lock())
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+}
