@@ -386,3 +386,40 @@ async fn a_lone_release_answers_every_case_of_the_script() {
         .map(|_: i64| ())
         .unwrap();
 }
+
+/// Group commit, as the server sees it: acquires that meet on their way go in one script
+/// call, and so do their releases. 32 acquires of free locks, started together: the first goes
+/// out alone, and the rest, which find it on its way, share the next call.
+#[tokio::test]
+async fn concurrent_acquires_and_releases_share_script_calls() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let store = store().await;
+    let keys: Vec<LockKeys> = (0..32)
+        .map(|i| LockKeys::new("group", &format!("k{i}")))
+        .collect();
+    let tokens: Vec<OwnerToken> = keys.iter().map(|_| OwnerToken::generate()).collect();
+    let requests: Vec<AcquireRequest<'_>> = keys
+        .iter()
+        .zip(&tokens)
+        .map(|(k, t)| request(k, t, LeaseKind::Exclusive))
+        .collect();
+    let before = script_calls().await;
+    let attempts = crate::store::join_all(requests.iter().map(|r| store.acquire(r))).await;
+    let acquired = script_calls().await - before;
+    assert!(
+        attempts
+            .iter()
+            .all(|a| a.as_ref().is_ok_and(|a| granted(a).is_some())),
+        "{attempts:?}"
+    );
+    assert!(acquired <= 2, "32 acquires took {acquired} script calls");
+    let before = script_calls().await;
+    let released =
+        crate::store::join_all(keys.iter().zip(&tokens).map(|(k, t)| store.release(k, t))).await;
+    let calls = script_calls().await - before;
+    assert!(
+        released.iter().all(|r| matches!(r, Ok(true))),
+        "{released:?}"
+    );
+    assert!(calls <= 2, "32 releases took {calls} script calls");
+}
