@@ -423,3 +423,28 @@ async fn concurrent_acquires_and_releases_share_script_calls() {
     );
     assert!(calls <= 2, "32 releases took {calls} script calls");
 }
+
+/// A `lock_all` guard gives its keys back together: the releases meet on their way and share
+/// script calls (one at a time, four keys took four).
+#[tokio::test]
+async fn a_multi_guard_releases_its_keys_together() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let url = format!("redis://127.0.0.1:{}", port());
+    let locker = crate::Locker::builder()
+        .url(url)
+        .prefix("rb4")
+        .build()
+        .await
+        .unwrap();
+    let keys = ["w1", "w2", "w3", "w4"];
+    // The scripts loaded once.
+    let warm = locker.lock_all(keys).acquire().await.unwrap();
+    warm.release().await.unwrap();
+    let guard = locker.lock_all(keys).acquire().await.unwrap();
+    let before = script_calls().await;
+    guard.release().await.unwrap();
+    let calls = script_calls().await - before;
+    assert!(calls <= 2, "4 releases took {calls} script calls");
+    let again = locker.lock_all(keys).try_acquire().await.unwrap();
+    assert!(again.is_some(), "every key is free again");
+}
