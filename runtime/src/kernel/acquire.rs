@@ -282,7 +282,7 @@ impl Inner {
             // from here until its answer is handled.
             turn.sending(opts.lease)?;
             inner.contending();
-            let token = OwnerToken::new(inner.identity.id(), opts.label.as_ref());
+            let token = OwnerToken::new(&inner.identity, opts.label.as_ref());
             // Fences for the waiters that may get this lease handed over (the lock, with the
             // watchdog: without it, each holder needs a lease of its own; a lease of its own
             // is never handed over).
@@ -629,7 +629,7 @@ impl Inner {
         inner.contending();
         let tokens: Vec<OwnerToken> = keys
             .iter()
-            .map(|_| OwnerToken::new(inner.identity.id(), opts.label.as_ref()))
+            .map(|_| OwnerToken::new(&inner.identity, opts.label.as_ref()))
             .collect();
         let fences: Vec<u64> = lock_keys
             .iter()

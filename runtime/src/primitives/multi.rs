@@ -361,15 +361,17 @@ impl MultiGuard {
         crate::kernel::reentrant::scope_many(held, fut)
     }
 
-    /// Releases every key, all of them even when one fails.
+    /// Releases every key, all of them even when one fails. The releases go out together, so
+    /// an engine that groups concurrent calls (Redis) takes them in one round trip.
     ///
     /// # Errors
     /// [`LockError::Lost`] when any key was not ours any more (the work under the guard may
-    /// have run unprotected), else the first [`LockError::Unavailable`].
+    /// have run unprotected), else the first [`LockError::Unavailable`] (in the keys' order).
     pub async fn release(self) -> Result<(), LockError> {
         let mut outcome = Ok(());
-        for guard in self.guards {
-            match (guard.release().await, &outcome) {
+        let released = crate::store::join_all(self.guards.into_iter().map(LockGuard::release));
+        for result in released.await {
+            match (result, &outcome) {
                 (Ok(()), _) | (Err(_), Err(LockError::Lost { .. })) => {}
                 (Err(e @ LockError::Lost { .. }), _) | (Err(e), Ok(())) => outcome = Err(e),
                 (Err(_), Err(_)) => {}

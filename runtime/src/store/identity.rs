@@ -11,10 +11,12 @@
 //! token: inspection reads only what is before it. A value without the mark (the bare 32 hex
 //! digits an earlier version wrote) has no public part: its holder shows as unknown.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::LockError;
 use crate::inspect::{Holder, LockerDescription, Waiter};
+use crate::store::token::Secrets;
 
 /// The longest label of an acquisition, in bytes ([`LockRequest::label`](crate::LockRequest::label)).
 pub const MAX_LABEL_LEN: usize = 64;
@@ -56,6 +58,8 @@ pub(crate) struct Identity {
     pub(crate) description: LockerDescription,
     /// The description as stored ([`encode`]).
     pub(crate) stored: String,
+    /// Where the secrets of this locker's owner tokens come from: seeded once, here.
+    pub(crate) secrets: Arc<Secrets>,
 }
 
 impl Identity {
@@ -76,6 +80,7 @@ impl Identity {
         Identity {
             description,
             stored,
+            secrets: Arc::new(Secrets::new()),
         }
     }
 

@@ -1,11 +1,65 @@
-//! Owner tokens: 128 random bits from the operating system, fresh for every acquisition, so
-//! that only the acquisition that set a lock can renew, hand over or delete it; in front of
-//! them, the public part that says who holds it ([`identity`](super::identity)).
+//! Owner tokens: 128 random bits, fresh for every acquisition, so that only the acquisition
+//! that set a lock can renew, hand over or delete it; in front of them, the public part that
+//! says who holds it ([`identity`](super::identity)). The bits come from a ChaCha20 generator
+//! that each locker keys once from the operating system ([`Secrets`]): no system call per
+//! acquisition.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use super::identity::{Label, LOCKER_ID_LEN, MARK, MAX_LABEL_LEN, SECRET_LEN};
+use chacha20::rand_core::{Rng, SeedableRng};
+use chacha20::ChaCha20Rng;
+
+use super::identity::{Identity, Label, LOCKER_ID_LEN, MARK, MAX_LABEL_LEN, SECRET_LEN};
+
+/// One locker's source of owner-token secrets: ChaCha20 (20 rounds) keyed with 256 bits from
+/// the operating system's random source when the locker is built, and never again.
+///
+/// Why this is as good as asking the operating system each time: the OS source is itself a
+/// ChaCha20 generator keyed from entropy, and a ChaCha20 key stream is indistinguishable from
+/// random bits to anyone who does not know the key (it is a stream cipher's key stream: telling
+/// it apart would break the cipher). The key never leaves this process, and no output reveals
+/// it, so a token seen in the store (an operator reads every holder's token) says nothing about
+/// the next one, or about any other live token: guessing a live secret stays a 2^-128 chance per
+/// guess. Uniqueness: the stream of one key does not repeat within 2^64 blocks of 64 bytes,
+/// and two lockers have independent 256-bit keys, so two secrets are equal only by the chance of
+/// two random 128-bit values (below 2^-60 for 2^34 acquisitions between them, the birthday
+/// bound). A forked child would share the parent's state, but a locker does not survive a fork
+/// anyway (its connections and background task stay with the parent): a child builds its own.
+pub(crate) struct Secrets(Mutex<ChaCha20Rng>);
+
+impl Secrets {
+    /// A generator keyed from the operating system's random source.
+    ///
+    /// # Panics
+    /// If the operating system's random source fails, which on supported platforms means the
+    /// process cannot safely continue anyway.
+    pub(crate) fn new() -> Self {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the OS random source failed");
+        Secrets::from_key(key)
+    }
+
+    /// A generator with the key `key` (tests use a known one).
+    pub(crate) fn from_key(key: [u8; 32]) -> Self {
+        Secrets(Mutex::new(ChaCha20Rng::from_seed(key)))
+    }
+
+    /// The next 16 bytes of the key stream.
+    fn next(&self) -> [u8; 16] {
+        let mut raw = [0u8; 16];
+        // Held for one block copy at most; a poisoned lock still holds a valid generator.
+        let mut rng = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        rng.fill_bytes(&mut raw);
+        raw
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secrets(<redacted>)")
+    }
+}
 
 /// The secret that proves ownership of one acquisition, after its public part (see
 /// [`identity`](super::identity)): `h1.<locker>.<ms>.<label>.` then 32 random hex digits.
@@ -15,14 +69,10 @@ use super::identity::{Label, LOCKER_ID_LEN, MARK, MAX_LABEL_LEN, SECRET_LEN};
 pub(crate) struct OwnerToken(Arc<str>);
 
 impl OwnerToken {
-    /// A fresh token of the locker `locker` (its id) for an acquisition sent now, with its
-    /// label: the public part, then 16 bytes from the OS random source as 32 lowercase hex
-    /// digits.
-    ///
-    /// # Panics
-    /// If the operating system's random source fails, which on supported platforms means the
-    /// process cannot safely continue anyway.
-    pub(crate) fn new(locker: &str, label: Option<&Label>) -> Self {
+    /// A fresh token of the locker `identity` for an acquisition sent now, with its label: the
+    /// public part, then 16 bytes of the locker's [`Secrets`] as 32 lowercase hex digits.
+    pub(crate) fn new(identity: &Identity, label: Option<&Label>) -> Self {
+        let locker = identity.id();
         // Written on the stack and copied once into its shared allocation: one allocation
         // per token, on the acquire path.
         let mut buf = [0u8; MAX_TOKEN_LEN];
@@ -55,9 +105,7 @@ impl OwnerToken {
             buf[len..len + part.len()].copy_from_slice(part);
             len += part.len();
         }
-        let mut raw = [0u8; 16];
-        getrandom::fill(&mut raw).expect("the OS random source failed");
-        for b in raw {
+        for b in identity.secrets.next() {
             buf[len] = HEX[(b >> 4) as usize];
             buf[len + 1] = HEX[(b & 0xf) as usize];
             len += 2;
@@ -148,12 +196,42 @@ mod tests {
         assert!(!shown.contains(std::str::from_utf8(a.as_bytes()).unwrap()));
     }
 
+    /// An identity with the locker id `id`.
+    fn identity(id: &str) -> Identity {
+        let mut me = Identity::new(None);
+        me.description.locker = id.to_owned();
+        me
+    }
+
+    #[test]
+    fn secrets_come_from_the_lockers_own_generator() {
+        // Two lockers with the same key write the same secrets, in the same order: the bits
+        // are the locker's key stream, drawn without asking the operating system each time.
+        let (mut a, mut b) = (identity("0123456789abcdef"), identity("0123456789abcdef"));
+        a.secrets = Arc::new(Secrets::from_key([7; 32]));
+        b.secrets = Arc::new(Secrets::from_key([7; 32]));
+        let from_a: Vec<_> = (0..3).map(|_| OwnerToken::new(&a, None)).collect();
+        let from_b: Vec<_> = (0..3).map(|_| OwnerToken::new(&b, None)).collect();
+        let secrets =
+            |ts: &[OwnerToken]| ts.iter().map(|t| t.secret().to_owned()).collect::<Vec<_>>();
+        assert_eq!(secrets(&from_a), secrets(&from_b));
+        assert_ne!(from_a[0].secret(), from_a[1].secret(), "each draw is fresh");
+        // Independently built lockers have keys of their own.
+        let (c, d) = (Identity::new(None), Identity::new(None));
+        assert_ne!(
+            OwnerToken::new(&c, None).secret(),
+            OwnerToken::new(&d, None).secret()
+        );
+        assert_eq!(format!("{:?}", a.secrets), "Secrets(<redacted>)");
+    }
+
     #[test]
     fn stamped_tokens_end_with_their_secret_and_say_who() {
+        let me = identity("0123456789abcdef");
         let label = Label::new("req-7f3a").unwrap();
         let before = std::time::SystemTime::now();
-        let a = OwnerToken::new("0123456789abcdef", Some(&label));
-        let b = OwnerToken::new("0123456789abcdef", Some(&label));
+        let a = OwnerToken::new(&me, Some(&label));
+        let b = OwnerToken::new(&me, Some(&label));
         assert_ne!(a, b, "the secret is fresh");
         assert_eq!(a.secret().len(), 32);
         assert!(a.secret().bytes().all(|c| c.is_ascii_hexdigit()));
@@ -163,7 +241,7 @@ mod tests {
             crate::store::identity::public_part("0123456789abcdef", stamp.since, Some(&label));
         assert!(a.as_bytes().starts_with(public.as_bytes()), "{public}");
         let longest = Label::new(&"x".repeat(crate::store::identity::MAX_LABEL_LEN)).unwrap();
-        let long = OwnerToken::new("0123456789abcdef", Some(&longest));
+        let long = OwnerToken::new(&me, Some(&longest));
         assert_eq!(
             Stamp::of_stored(long.as_bytes())
                 .unwrap()

@@ -67,6 +67,11 @@
 //!     connections of their own to the same server: uncontended cycles (1, 16 tasks), and one
 //!     hot key, 4 processes x 4 tasks, where the raw side polls every 1 ms on a busy lock.
 //!
+//! Scenarios 1, 4 (per N), 6, 7, 8 and 13 also have `lock_all` of four free keys against a
+//! single lock, both ours on the engine (1, 16 tasks, taking turns: `versus::several_keys`), and
+//! scenario 7 a reservation (one read lock and four seat locks in one `lock_all`) against the
+//! same locks taken one after another.
+//!
 //! Scenarios 2, 5 to 8 and 13 share one hot-key harness (`hot_key/`): every engine's contenders,
 //! ours and the baselines (`baselines/`), run the same loop, in this process or in workers.
 
@@ -124,7 +129,7 @@ async fn bench(options: Options) {
             Scenario::Attribute => scenarios::attribute::scenario(report, &url, duration).await,
             Scenario::Redlock => {
                 let nodes = &servers.redlock_nodes;
-                scenarios::redlock::scenario(report, &url, nodes, iterations).await
+                scenarios::redlock::scenario(report, &url, nodes, iterations, duration).await
             }
             Scenario::Fairness => scenarios::fairness::scenario(report, &url, duration).await,
             Scenario::ZooKeeper => {

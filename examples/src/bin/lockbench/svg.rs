@@ -106,7 +106,51 @@ const ROW_TARGETS: &[(&str, &str, f64, bool)] = &[
     ("7 etcd uncontended, 16 tasks", "cycles/s", 0.9, true),
     ("8 postgres uncontended, 1 tasks", "cycles/s", 0.9, true),
     ("8 postgres uncontended, 16 tasks", "cycles/s", 0.9, true),
+    // Issue 49: several free keys in about one round trip on every engine, and a reservation
+    // at five times the rate of taking its locks one after another.
+    ("1 uncontended, 1 tasks", LOCK_ALL, 0.8, true),
+    ("1 uncontended, 16 tasks", LOCK_ALL, 0.8, true),
+    (
+        "4 redlock, 3 nodes uncontended, 1 tasks",
+        LOCK_ALL,
+        0.8,
+        true,
+    ),
+    (
+        "4 redlock, 3 nodes uncontended, 16 tasks",
+        LOCK_ALL,
+        0.8,
+        true,
+    ),
+    (
+        "4 redlock, 5 nodes uncontended, 1 tasks",
+        LOCK_ALL,
+        0.8,
+        true,
+    ),
+    (
+        "4 redlock, 5 nodes uncontended, 16 tasks",
+        LOCK_ALL,
+        0.8,
+        true,
+    ),
+    ("6 zookeeper uncontended, 1 tasks", LOCK_ALL, 0.8, true),
+    ("6 zookeeper uncontended, 16 tasks", LOCK_ALL, 0.8, true),
+    ("7 etcd uncontended, 1 tasks", LOCK_ALL, 0.8, true),
+    ("7 etcd uncontended, 16 tasks", LOCK_ALL, 0.8, true),
+    ("8 postgres uncontended, 1 tasks", LOCK_ALL, 0.8, true),
+    ("8 postgres uncontended, 16 tasks", LOCK_ALL, 0.8, true),
+    ("13 mysql uncontended, 1 tasks", LOCK_ALL, 0.8, true),
+    ("13 mysql uncontended, 16 tasks", LOCK_ALL, 0.8, true),
+    ("7 etcd uncontended, 1 tasks", RESERVATION, 5.0, true),
+    ("7 etcd uncontended, 16 tasks", RESERVATION, 5.0, true),
 ];
+
+/// The metric of the `lock_all` rows (`versus::several_keys`).
+const LOCK_ALL: &str = "lock_all of 4 free keys, cycles/s";
+
+/// The metric of etcd's reservation rows (`scenarios/etcd.rs`).
+const RESERVATION: &str = "reservation (1 read + 4 write locks), cycles/s";
 
 /// The memory target of the held-locks scenario, bytes per held lock.
 const MEMORY_PER_LOCK: f64 = 1024.0;

@@ -1,12 +1,13 @@
-//! The uncontended half of every other engine's scenario (6 to 8): leasehold on the engine
-//! against the engine's own baseline, lock/unlock cycles at 1 and 16 tasks, taking turns.
+//! The uncontended half of every other engine's scenario (6 to 8, 13): leasehold on the engine
+//! against the engine's own baseline, lock/unlock cycles at 1 and 16 tasks, taking turns; and
+//! on every engine, `lock_all` of several free keys against a single lock.
 
 use std::time::Duration;
 
 use leasehold::Locker;
 
 use crate::key_lock::KeyLock;
-use crate::measure::in_turns_costs;
+use crate::measure::{in_turns, in_turns_costs};
 use crate::report::Report;
 
 /// One uncontended cycle of ours: `key` (handed over as it is) taken and released.
@@ -64,6 +65,43 @@ pub(crate) async fn uncontended<L: KeyLock>(
             theirs.server_us,
             name,
             "us",
+        );
+    }
+}
+
+/// How many free keys a `lock_all` row takes at once.
+const SEVERAL: usize = 4;
+
+/// Adds `{scenario} uncontended, {tasks} tasks` rows of `lock_all` of [`SEVERAL`] free keys
+/// against a single lock, both ours on `locker`, taking turns at 1 and 16 tasks: what a cycle
+/// of several keys costs against a cycle of one (issue 49: at least 0.8 on every engine, so
+/// several keys go in about one round trip).
+pub(crate) async fn several_keys(
+    report: &mut Report,
+    scenario: &str,
+    locker: &Locker,
+    duration: Duration,
+) {
+    for tasks in [1usize, 16] {
+        let l = locker.clone();
+        let single = move |t, i| ours_cycle(l.clone(), format!("one:{t}:{}", i % 16));
+        let l = locker.clone();
+        let all = move |t: usize, i: u64| {
+            let l = l.clone();
+            async move {
+                let keys = (0..SEVERAL).map(|k| format!("all:{t}:{}:{k}", i % 16));
+                let guard = l.lock_all(keys).acquire().await.expect("lock_all");
+                guard.release().await.expect("release");
+            }
+        };
+        let (all, single) = in_turns(tasks, duration, all, single).await;
+        report.add(
+            &format!("{scenario} uncontended, {tasks} tasks"),
+            &format!("lock_all of {SEVERAL} free keys, cycles/s"),
+            all,
+            single,
+            "a single lock, ours on the same engine",
+            "cycles/s",
         );
     }
 }

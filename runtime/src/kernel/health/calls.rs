@@ -338,7 +338,7 @@ mod tests {
             MemoryStore::new(),
         ))));
         let keys = LockKeys::new("leasehold", "k");
-        let token = OwnerToken::new("locker", None);
+        let token = OwnerToken::generate();
         let give_back = calls.give_back(&keys, &token, LeaseKind::Exclusive, Instant::now());
         tokio::pin!(give_back);
         // Settling, half-way: another call fails.

@@ -199,10 +199,12 @@ impl Item<Core> for ReleaseItem {
                 .arg(it.token.as_bytes())
                 .arg(it.keys.wake());
         }
-        let released: Vec<redis::Value> = core.run(inv).await?;
-        if released.len() != items.len() {
-            return Err(malformed(&core.endpoint, "release"));
-        }
+        let released = match core.run(inv).await? {
+            // A lone release that was plainly ours or not (release_lone.lua).
+            redis::Value::Int(r) if items.len() == 1 => return Ok(vec![Ok(r == 1)]),
+            redis::Value::Array(answers) if answers.len() == items.len() => answers,
+            _ => return Err(malformed(&core.endpoint, "release")),
+        };
         Ok(released
             .iter()
             .map(|answer| match answer {

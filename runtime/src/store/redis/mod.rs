@@ -78,9 +78,8 @@ use crate::store::kind::LeaseKind;
 use crate::store::token::OwnerToken;
 use crate::store::Session;
 use crate::store::{
-    join_all, one_at_a_time, AcquireRequest, AdminAnswer, AdminOp, AtOnce, Attempt, Ended, Ending,
-    LeaderAnswer, LeaderOp, Leave, Renewal, Renewed, Store, StoreFuture, Together,
-    WakeSubscription,
+    join_all, AcquireRequest, AdminAnswer, AdminOp, AtOnce, Attempt, Ended, Ending, LeaderAnswer,
+    LeaderOp, Leave, Renewal, Renewed, Store, StoreFuture, Together, WakeSubscription,
 };
 
 pub(crate) use self::redlock::RedLock;
@@ -531,12 +530,22 @@ impl Store for RedisStore {
         if batch.len() > 1 {
             return Box::pin(RedisStore::acquire_all(self, batch));
         }
-        one_at_a_time(batch, |req| match req.kind {
-            LeaseKind::Exclusive => Box::pin(RedisStore::acquire(self, req)),
-            LeaseKind::Read => Box::pin(RedisStore::acquire_shared(self, req)),
-            LeaseKind::Permits { limit, count } => Box::pin(RedisStore::acquire_permits(
-                self, req, limit, count, req.waiter,
-            )),
+        let [req] = batch else {
+            // An empty batch: nothing to take.
+            return Box::pin(std::future::ready(Ok(Vec::new())));
+        };
+        // One box for the call, whatever its kind: the acquire of one lease is the hot path,
+        // and a box around a box costs an allocation per acquisition for nothing.
+        Box::pin(async move {
+            let attempt = match req.kind {
+                LeaseKind::Exclusive => RedisStore::acquire(self, req).await,
+                LeaseKind::Read => RedisStore::acquire_shared(self, req).await,
+                LeaseKind::Permits { limit, count } => {
+                    let waiter = req.waiter;
+                    RedisStore::acquire_permits(self, req, limit, count, waiter).await
+                }
+            };
+            attempt.map(|a| vec![a])
         })
     }
 

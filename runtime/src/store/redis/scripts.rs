@@ -22,6 +22,7 @@ pub(super) static ACQUIRE_ALL: LazyLock<redis::Script> = LazyLock::new(|| {
 });
 pub(super) static RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
+        include_str!("lua/release_lone.lua"),
         include_str!("lua/clock.lua"),
         include_str!("lua/next_in_line.lua"),
         include_str!("lua/each.lua"),

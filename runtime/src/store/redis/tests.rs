@@ -300,3 +300,151 @@ async fn the_kernel_takes_a_read_lock_beside_a_lock_at_once() {
     assert!(writer.is_ok(), "the read lock was released: {writer:?}");
     assert!(b.lock("books").try_acquire().await.unwrap().is_some());
 }
+
+/// How many times the server ran `command` so far.
+async fn command_calls(command: &str) -> u64 {
+    let mut conn = raw().await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let stat = format!("cmdstat_{command}:");
+    info.lines()
+        .find(|l| l.starts_with(&stat))
+        .and_then(|l| l.split("calls=").nth(1)?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A plain connection to the tests' server.
+async fn raw() -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}", port())).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// A lone release goes the script's short way when its lock was plainly ours (or plainly
+/// not), and the long way otherwise: every case answers as before, as the server shows.
+#[tokio::test]
+async fn a_lone_release_answers_every_case_of_the_script() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let store = store().await;
+    let mut conn = raw().await;
+    let keys = LockKeys::new("lone", "k");
+    let token = OwnerToken::generate();
+    let set = |value: Vec<u8>| redis::cmd("SET").arg(keys.lock()).arg(value).clone();
+    let exists = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        let key = keys.lock().to_owned();
+        async move {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query_async::<bool>(&mut conn)
+                .await
+                .unwrap()
+        }
+    };
+    // Ours, nobody waited: deleted, no wake-up.
+    let published = command_calls("publish").await;
+    let () = set(token.as_bytes().to_vec())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(store.release(&keys, &token).await.unwrap());
+    assert!(!exists(&mut conn).await);
+    assert_eq!(command_calls("publish").await, published);
+    // Free, or another holder's: nothing changes.
+    assert!(!store.release(&keys, &token).await.unwrap());
+    let other = OwnerToken::generate();
+    let () = set(other.as_bytes().to_vec())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!store.release(&keys, &token).await.unwrap());
+    assert!(exists(&mut conn).await, "another holder's lock stays");
+    // Ours, and someone waited (the `+` mark): released, and the waiters hear it.
+    let mut marked = token.as_bytes().to_vec();
+    marked.push(b'+');
+    let () = set(marked).query_async(&mut conn).await.unwrap();
+    assert!(store.release(&keys, &token).await.unwrap());
+    assert!(!exists(&mut conn).await);
+    assert_eq!(command_calls("publish").await, published + 1);
+    // A key of another type: this caller's error, naming the refusal.
+    let () = redis::cmd("HSET")
+        .arg(keys.lock())
+        .arg("f")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+    let refused = store.release(&keys, &token).await.unwrap_err();
+    assert!(refused.to_string().contains("refused"), "{refused}");
+    let () = redis::cmd("DEL")
+        .arg(keys.lock())
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+}
+
+/// Group commit, as the server sees it: acquires that meet on their way go in one script
+/// call, and so do their releases. 32 acquires of free locks, started together: the first goes
+/// out alone, and the rest, which find it on its way, share the next call.
+#[tokio::test]
+async fn concurrent_acquires_and_releases_share_script_calls() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let store = store().await;
+    let keys: Vec<LockKeys> = (0..32)
+        .map(|i| LockKeys::new("group", &format!("k{i}")))
+        .collect();
+    let tokens: Vec<OwnerToken> = keys.iter().map(|_| OwnerToken::generate()).collect();
+    let requests: Vec<AcquireRequest<'_>> = keys
+        .iter()
+        .zip(&tokens)
+        .map(|(k, t)| request(k, t, LeaseKind::Exclusive))
+        .collect();
+    let before = script_calls().await;
+    let attempts = crate::store::join_all(requests.iter().map(|r| store.acquire(r))).await;
+    let acquired = script_calls().await - before;
+    assert!(
+        attempts
+            .iter()
+            .all(|a| a.as_ref().is_ok_and(|a| granted(a).is_some())),
+        "{attempts:?}"
+    );
+    assert!(acquired <= 2, "32 acquires took {acquired} script calls");
+    let before = script_calls().await;
+    let released =
+        crate::store::join_all(keys.iter().zip(&tokens).map(|(k, t)| store.release(k, t))).await;
+    let calls = script_calls().await - before;
+    assert!(
+        released.iter().all(|r| matches!(r, Ok(true))),
+        "{released:?}"
+    );
+    assert!(calls <= 2, "32 releases took {calls} script calls");
+}
+
+/// A `lock_all` guard gives its keys back together: the releases meet on their way and share
+/// script calls (one at a time, four keys took four).
+#[tokio::test]
+async fn a_multi_guard_releases_its_keys_together() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let url = format!("redis://127.0.0.1:{}", port());
+    let locker = crate::Locker::builder()
+        .url(url)
+        .prefix("rb4")
+        .build()
+        .await
+        .unwrap();
+    let keys = ["w1", "w2", "w3", "w4"];
+    // The scripts loaded once.
+    let warm = locker.lock_all(keys).acquire().await.unwrap();
+    warm.release().await.unwrap();
+    let guard = locker.lock_all(keys).acquire().await.unwrap();
+    let before = script_calls().await;
+    guard.release().await.unwrap();
+    let calls = script_calls().await - before;
+    assert!(calls <= 2, "4 releases took {calls} script calls");
+    let again = locker.lock_all(keys).try_acquire().await.unwrap();
+    assert!(again.is_some(), "every key is free again");
+}

@@ -1,6 +1,7 @@
 //! Scenario 7: leasehold on etcd against etcd's own Lock service, through the client the engine
 //! uses, on the same throwaway server, in the same run: uncontended cycles, and one hot key in
-//! one process and in four.
+//! one process and in four; and ours alone: `lock_all` of free keys against a single lock, and
+//! a reservation (a read lock and seat locks) at once against one lock after another.
 //!
 //! Both hold their locks with etcd leases of the same TTL (leasehold's default session timeout,
 //! 10 s) kept alive by one stream. Requests are not counted: the service's own reads and writes
@@ -8,6 +9,7 @@
 
 use std::time::Duration;
 
+use leasehold::Locker;
 use leasehold_tests::harness::EtcdServer;
 
 use crate::baselines::{EtcdLockService, ETCD_LOCK_SERVICE};
@@ -15,6 +17,7 @@ use crate::engine::Engine;
 use crate::hot_key::{
     handover_p50, report_against, run_each, Contender, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
+use crate::measure::in_turns;
 use crate::report::Report;
 use crate::versus;
 
@@ -46,6 +49,63 @@ async fn uncontended(report: &mut Report, etcd: &EtcdServer, duration: Duration)
         etcd.pid(),
     )
     .await;
+    versus::several_keys(report, "7 etcd", &locker, duration).await;
+    reservation(report, &locker, duration).await;
+}
+
+/// Seats of a reservation: write locks taken beside the show's read lock.
+const SEATS: usize = 4;
+
+/// A reservation, as a booking request takes it: the show's read lock (shared by every task)
+/// and [`SEATS`] seat locks, all in one `lock_all`, against the same locks taken one after
+/// another (the read lock, then each seat in order; what `lock_all` did on etcd before it took
+/// free keys in one transaction), at 1 and 16 tasks, taking turns. Issue 49 asks for 5 times
+/// the rate of taking them one after another.
+async fn reservation(report: &mut Report, locker: &Locker, duration: Duration) {
+    for tasks in [1usize, 16] {
+        let seats = |t: usize, i: u64| -> Vec<String> {
+            (0..SEATS)
+                .map(|s| format!("seat:{t}:{}:{s}", i % 16))
+                .collect()
+        };
+        let l = locker.clone();
+        let at_once = move |t: usize, i: u64| {
+            let l = l.clone();
+            async move {
+                let guard = l
+                    .lock_all(seats(t, i))
+                    .read_keys(["show"])
+                    .acquire()
+                    .await
+                    .expect("reservation");
+                guard.release().await.expect("release");
+            }
+        };
+        let l = locker.clone();
+        let one_by_one = move |t: usize, i: u64| {
+            let l = l.clone();
+            async move {
+                let show = l.read_lock("show").acquire().await.expect("read lock");
+                let mut held = Vec::with_capacity(SEATS);
+                for seat in seats(t, i) {
+                    held.push(l.lock(seat).acquire().await.expect("seat"));
+                }
+                for guard in held {
+                    guard.release().await.expect("release");
+                }
+                show.release().await.expect("release");
+            }
+        };
+        let (ours, by_hand) = in_turns(tasks, duration, at_once, one_by_one).await;
+        report.add(
+            &format!("7 etcd uncontended, {tasks} tasks"),
+            &format!("reservation (1 read + {SEATS} write locks), cycles/s"),
+            ours,
+            by_hand,
+            "the same locks taken one after another, ours",
+            "cycles/s",
+        );
+    }
 }
 
 /// Scenario 7's hot key, in one process and in four.

@@ -39,6 +39,7 @@ pub(crate) async fn scenario(
         mysql.pid(),
     )
     .await;
+    versus::several_keys(report, "13 mysql", &locker, duration).await;
     hot_key(report, &url, rounds).await;
     super::mysql_waiting::scenario(report, &url, duration, rounds).await;
     // Scenario 5 on MySQL: no process starved.

@@ -36,6 +36,7 @@ pub(crate) async fn scenario(
         postgres.pid(),
     )
     .await;
+    versus::several_keys(report, "8 postgres", &locker, duration).await;
     hot_key(report, &url, rounds).await;
 }
 

@@ -135,12 +135,14 @@ async fn latencies_in_turns(ops: &[Op<'_>], iterations: usize, servers: &[u32]) 
         .collect()
 }
 
-/// Scenario 4: `single` is the one-node server, `nodes` (five) the RedLock's.
+/// Scenario 4: `single` is the one-node server, `nodes` (five) the RedLock's; `duration` is the
+/// length of the `lock_all` rows' turns.
 pub(crate) async fn scenario(
     report: &mut Report,
     single: &str,
     nodes: &[RedisServer],
     iterations: usize,
+    duration: Duration,
 ) {
     let one = Locker::builder()
         .url(single)
@@ -163,6 +165,8 @@ pub(crate) async fn scenario(
             .build()
             .await
             .expect("redlock");
+        let scenario = format!("4 redlock, {n} nodes");
+        crate::versus::several_keys(report, &scenario, &ours, duration).await;
         let rs = rslock::LockManager::new(urls);
         let (ours, rs, naive) = (&ours, &rs, &naive[..n]);
         let ops: [Op<'_>; 4] = [
@@ -194,7 +198,6 @@ pub(crate) async fn scenario(
         let p50 = |l: &Latency| percentile(&l.samples, 0.5);
         let (ours_us, unfenced_us, rs_us, raw_us) =
             (p50(&fenced), p50(&unfenced), p50(&theirs), p50(&raw));
-        let scenario = format!("4 redlock, {n} nodes");
         let rows = [
             (
                 "raw commands, N nodes vs 1 (the floor)",

@@ -1,7 +1,7 @@
 //! Scenario 1: uncontended lock/unlock cycles on Redis (1, 16, 64 tasks), fenced and unfenced,
 //! with the client CPU per cycle, against the same commands sent raw, a raw lock with a fence,
 //! and rslock, taking turns in short windows; and `lock_all` of two keys against taking them
-//! by hand.
+//! by hand, and of four free keys against a single lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -249,4 +249,6 @@ pub(crate) async fn scenario(
             "cycles/s",
         );
     }
+    // Four free keys against one (issue 49): the rows every engine has.
+    crate::versus::several_keys(report, "1", &locker, duration).await;
 }

@@ -74,6 +74,7 @@ async fn uncontended(report: &mut Report, zk: &ZkServer, duration: Duration, ite
         zk.pid(),
     )
     .await;
+    versus::several_keys(report, "6 zookeeper", &locker, duration).await;
     // What one cycle asks of the server, counted over cycles of one task.
     let cycles = iterations.min(MAX_COUNTED_CYCLES);
     let before = packets_received(zk).await;

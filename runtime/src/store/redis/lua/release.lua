@@ -20,6 +20,9 @@
 -- Without that, the releasing process's own next waiter, which needs no wake-up, would win
 -- every time.
 --
+-- A lone lock that was plainly ours, or not ours, is answered by release_lone.lua in front of
+-- this script, with a bare integer (1 or 0) instead of a list of one.
+--
 -- Returns a list with one entry per lock: 1 when it was ours and is now free (or left to
 --                                         the next process in line);
 --                                         0 when it was not ours any more (nothing changed);
