@@ -76,10 +76,15 @@ impl Election for OursElection {
         last: u64,
     ) -> u64 {
         loop {
-            if let Some(leader) = observer.next().await.expect("observe") {
-                if leader.term() != last {
-                    return leader.term();
+            match observer.next().await {
+                Ok(Some(leader)) if leader.term() != last => return leader.term(),
+                Ok(_) => {}
+                // The engine did not answer within the operation timeout (a loaded machine):
+                // ask again rather than end the run.
+                Err(e) if e.is_unavailable() => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await
                 }
+                Err(e) => panic!("observe: {e}"),
             }
         }
     }
