@@ -2,6 +2,7 @@
 //! without one (`lazy_connect`).
 
 mod at_once;
+mod at_once_redlock;
 mod at_once_sql;
 mod consensus;
 mod etcd;

@@ -29,6 +29,7 @@ mod leader;
 mod lock;
 mod reads;
 mod semaphores;
+mod together;
 
 use std::time::Duration;
 
@@ -126,11 +127,18 @@ impl Store for RedLock {
             .map(|n| n.endpoint().to_string())
             .collect();
         let redlock = crate::store::Engine::RedLock;
-        crate::store::Info::of(
+        let mut info = crate::store::Info::of(
             redlock,
             redlock.capabilities(Duration::ZERO),
             format!("redlock over {}", nodes.join(", ")),
-        )
+        );
+        // Locks and readers' shares of any keys together: each node is one server that takes
+        // a batch in one script call ([`RedLock::acquire_together`]).
+        info.at_once = crate::store::AtOnce {
+            keys: crate::store::Together::Always,
+            reads: true,
+        };
+        info
     }
 
     /// None: RedLock tolerates a minority of nodes losing their data.
@@ -152,8 +160,11 @@ impl Store for RedLock {
     }
 
     /// Locks and readers' shares; no semaphores ([`Engine::why_not`](crate::store::Engine::why_not)).
-    /// One lease at a time.
+    /// A batch of several goes to every node at once ([`RedLock::acquire_together`]).
     fn acquire<'a>(&'a self, batch: &'a [AcquireRequest<'_>]) -> StoreFuture<'a, Vec<Attempt>> {
+        if batch.len() > 1 {
+            return Box::pin(self.acquire_together(batch));
+        }
         one_at_a_time(batch, |req| match req.kind {
             LeaseKind::Permits { .. } => lacks(self, Feature::Semaphores),
             kind => Box::pin(RedLock::acquire(self, req, kind)),
