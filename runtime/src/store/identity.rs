@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::LockError;
 use crate::inspect::{Holder, LockerDescription, Waiter};
-use crate::store::token::Secrets;
+use crate::store::secrets::Secrets;
 
 /// The longest label of an acquisition, in bytes ([`LockRequest::label`](crate::LockRequest::label)).
 pub const MAX_LABEL_LEN: usize = 64;

@@ -33,6 +33,7 @@ pub(crate) mod postgres;
 pub(crate) mod redis;
 #[cfg(test)]
 pub(crate) mod scripted;
+pub(crate) mod secrets;
 #[cfg(any(feature = "zookeeper", feature = "etcd"))]
 mod sequenced;
 mod session;

@@ -1,65 +1,13 @@
 //! Owner tokens: 128 random bits, fresh for every acquisition, so that only the acquisition
 //! that set a lock can renew, hand over or delete it; in front of them, the public part that
 //! says who holds it ([`identity`](super::identity)). The bits come from a ChaCha20 generator
-//! that each locker keys once from the operating system ([`Secrets`]): no system call per
-//! acquisition.
+//! that each locker keys once from the operating system ([`Secrets`](super::secrets::Secrets)): no
+//! system call per acquisition.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
-
-use chacha20::rand_core::{Rng, SeedableRng};
-use chacha20::ChaCha20Rng;
+use std::sync::Arc;
 
 use super::identity::{Identity, Label, LOCKER_ID_LEN, MARK, MAX_LABEL_LEN, SECRET_LEN};
-
-/// One locker's source of owner-token secrets: ChaCha20 (20 rounds) keyed with 256 bits from
-/// the operating system's random source when the locker is built, and never again.
-///
-/// Why this is as good as asking the operating system each time: the OS source is itself a
-/// ChaCha20 generator keyed from entropy, and a ChaCha20 key stream is indistinguishable from
-/// random bits to anyone who does not know the key (it is a stream cipher's key stream: telling
-/// it apart would break the cipher). The key never leaves this process, and no output reveals
-/// it, so a token seen in the store (an operator reads every holder's token) says nothing about
-/// the next one, or about any other live token: guessing a live secret stays a 2^-128 chance per
-/// guess. Uniqueness: the stream of one key does not repeat within 2^64 blocks of 64 bytes,
-/// and two lockers have independent 256-bit keys, so two secrets are equal only by the chance of
-/// two random 128-bit values (below 2^-60 for 2^34 acquisitions between them, the birthday
-/// bound). A forked child would share the parent's state, but a locker does not survive a fork
-/// anyway (its connections and background task stay with the parent): a child builds its own.
-pub(crate) struct Secrets(Mutex<ChaCha20Rng>);
-
-impl Secrets {
-    /// A generator keyed from the operating system's random source.
-    ///
-    /// # Panics
-    /// If the operating system's random source fails, which on supported platforms means the
-    /// process cannot safely continue anyway.
-    pub(crate) fn new() -> Self {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).expect("the OS random source failed");
-        Secrets::from_key(key)
-    }
-
-    /// A generator with the key `key` (tests use a known one).
-    pub(crate) fn from_key(key: [u8; 32]) -> Self {
-        Secrets(Mutex::new(ChaCha20Rng::from_seed(key)))
-    }
-
-    /// The next 16 bytes of the key stream.
-    fn next(&self) -> [u8; 16] {
-        let mut raw = [0u8; 16];
-        // Held for one block copy at most; a poisoned lock still holds a valid generator.
-        let mut rng = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        rng.fill_bytes(&mut raw);
-        raw
-    }
-}
-
-impl fmt::Debug for Secrets {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secrets(<redacted>)")
-    }
-}
 
 /// The secret that proves ownership of one acquisition, after its public part (see
 /// [`identity`](super::identity)): `h1.<locker>.<ms>.<label>.` then 32 random hex digits.
@@ -70,7 +18,7 @@ pub(crate) struct OwnerToken(Arc<str>);
 
 impl OwnerToken {
     /// A fresh token of the locker `identity` for an acquisition sent now, with its label: the
-    /// public part, then 16 bytes of the locker's [`Secrets`] as 32 lowercase hex digits.
+    /// public part, then 16 bytes of the locker's [`Secrets`](super::secrets::Secrets) as 32 lowercase hex digits.
     pub(crate) fn new(identity: &Identity, label: Option<&Label>) -> Self {
         let locker = identity.id();
         // Written on the stack and copied once into its shared allocation: one allocation
@@ -184,6 +132,7 @@ mod tests {
     use super::*;
 
     use crate::store::identity::{Label, Stamp};
+    use crate::store::secrets::Secrets;
 
     #[test]
     fn tokens_are_fresh_hex_and_redacted() {
