@@ -448,3 +448,243 @@ async fn a_multi_guard_releases_its_keys_together() {
     let again = locker.lock_all(keys).try_acquire().await.unwrap();
     assert!(again.is_some(), "every key is free again");
 }
+
+/// The server's clock (`TIME`) in microseconds.
+async fn server_us(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    secs * 1_000_000 + micros
+}
+
+/// How many times the server ran each command the acquire script may send, so far (commands
+/// run inside a script count).
+async fn acquire_commands() -> [u64; 5] {
+    let mut counts = [0; 5];
+    for (count, command) in counts
+        .iter_mut()
+        .zip(["set", "get", "time", "incrby", "pexpire"])
+    {
+        *count = command_calls(command).await;
+    }
+    counts
+}
+
+/// The commands run since `before` (from [`acquire_commands`]): `SET`, `GET`, `TIME`,
+/// `INCRBY`, `PEXPIRE`.
+async fn acquire_commands_since(before: [u64; 5]) -> [u64; 5] {
+    let now = acquire_commands().await;
+    std::array::from_fn(|i| now[i] - before[i])
+}
+
+/// The request of a lock on `keys` for `token` that reserves `fences` fencing tokens.
+fn reserving<'a>(keys: &'a LockKeys, token: &'a OwnerToken, fences: u64) -> AcquireRequest<'a> {
+    AcquireRequest {
+        fences,
+        ..request(keys, token, LeaseKind::Exclusive)
+    }
+}
+
+/// A lone acquire of a free lock by a contender that is not queued goes the acquire script's
+/// short way (acquire_lone.lua), and the fence it hands out follows fence.lua's rule: above the
+/// server clock in microseconds at the time, above a counter set ahead by hand (whose expiry
+/// is pushed back when the count crosses a multiple of 64), increasing. A taken lock, or a
+/// contender that may be queued, goes the full way, which queues a waiter.
+///
+/// Which way the script went, as the server saw it (its count of each command, scripts'
+/// commands included): when the lock is taken, the short way's `SET NX` fails and the full
+/// script sends it again, so a lone acquire of a taken lock runs `SET` twice (once without the
+/// short way). A free lock's acquire runs one `GET` (the counter) and no `PEXPIRE` of the lock:
+/// had the full script run after the short way's `SET NX` took the lock, it would have read
+/// the lock back (`GET`) and renewed it (`PEXPIRE`), as it does for a request sent twice. So
+/// the grant came from the short way. Failures (a counter of another type, or not a number)
+/// leave the short way and are answered for this caller by the full script, as before.
+#[tokio::test]
+async fn a_lone_free_acquire_takes_the_short_way_with_the_fence_rule() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let store = store().await;
+    let mut conn = raw().await;
+    let keys = LockKeys::new("lone-acquire", "k");
+    let fences = 3;
+    let release = |token: OwnerToken| {
+        let store = &store;
+        let keys = &keys;
+        async move { assert!(store.release(keys, &token).await.unwrap()) }
+    };
+    let set = |key: &str, value: u64| redis::cmd("SET").arg(key).arg(value).clone();
+    let pttl = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        let key = keys.fence().to_owned();
+        async move {
+            redis::cmd("PTTL")
+                .arg(key)
+                .query_async::<i64>(&mut conn)
+                .await
+                .unwrap()
+        }
+    };
+    // The script loaded once.
+    let warm = OwnerToken::generate();
+    store
+        .acquire(&reserving(&keys, &warm, fences))
+        .await
+        .unwrap();
+    release(warm).await;
+    let () = redis::cmd("DEL")
+        .arg(keys.fence())
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+
+    // Free, the counter missing, then behind the clock: the clock's microseconds plus the
+    // count, written with `SET ... PX`; the short way's commands and nothing else.
+    let mut tops = Vec::new();
+    for _ in 0..2 {
+        let token = OwnerToken::generate();
+        let (clock, before) = (server_us(&mut conn).await, acquire_commands().await);
+        let attempt = store
+            .acquire(&reserving(&keys, &token, fences))
+            .await
+            .unwrap();
+        let ran = acquire_commands_since(before).await;
+        let clock_after = server_us(&mut conn).await;
+        let top = granted(&attempt).expect("the lock was free");
+        assert!(
+            top - fences + 1 > clock,
+            "fences from {top} at clock {clock}"
+        );
+        assert!(
+            top <= clock_after + fences,
+            "{top} from the clock, not beyond {clock_after}"
+        );
+        assert_eq!(ran, [2, 1, 1, 0, 0], "SET, GET, TIME, INCRBY, PEXPIRE");
+        let counter: u64 = redis::cmd("GET")
+            .arg(keys.fence())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(counter, top);
+        assert!(pttl(&mut conn).await > 0, "the counter expires when unused");
+        tops.push(top);
+        release(token).await;
+    }
+
+    // A counter ahead of the clock (set by hand, without expiry): raised by the count, its
+    // expiry set only when the count crosses a multiple of 64.
+    let ahead = (server_us(&mut conn).await + 1_000_000_000) / 64 * 64;
+    for (counter, expires) in [(ahead + 10, false), (ahead + 63, true)] {
+        let () = set(keys.fence(), counter)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let token = OwnerToken::generate();
+        let before = acquire_commands().await;
+        let attempt = store
+            .acquire(&reserving(&keys, &token, fences))
+            .await
+            .unwrap();
+        let ran = acquire_commands_since(before).await;
+        assert_eq!(granted(&attempt), Some(counter + fences));
+        let pexpire = u64::from(expires);
+        assert_eq!(
+            ran,
+            [1, 1, 1, 1, pexpire],
+            "SET, GET, TIME, INCRBY, PEXPIRE"
+        );
+        assert_eq!(pttl(&mut conn).await > 0, expires, "counter {counter}");
+        tops.push(counter + fences);
+        release(token).await;
+    }
+    assert!(tops.windows(2).all(|w| w[0] < w[1]), "{tops:?}");
+
+    // Taken: the full way marks the lock waited for and queues this process.
+    let holder = OwnerToken::generate();
+    assert!(granted(
+        &store
+            .acquire(&reserving(&keys, &holder, fences))
+            .await
+            .unwrap()
+    )
+    .is_some());
+    let waiter = OwnerToken::generate();
+    let waits = AcquireRequest {
+        interest: Duration::from_secs(1),
+        ..reserving(&keys, &waiter, fences)
+    };
+    let before = acquire_commands().await;
+    let attempt = store.acquire(&waits).await.unwrap();
+    let ran = acquire_commands_since(before).await;
+    assert!(matches!(attempt, Attempt::Held { .. }), "{attempt:?}");
+    assert_eq!(ran[0], 2, "the short way's SET NX, then the full script's");
+    let zcard = |key: &str| redis::cmd("ZCARD").arg(key).clone();
+    let queued: u64 = zcard(keys.queue()).query_async(&mut conn).await.unwrap();
+    let interested: u64 = zcard(keys.interest()).query_async(&mut conn).await.unwrap();
+    assert_eq!((queued, interested), (1, 1), "one waiting process");
+    let value: Vec<u8> = redis::cmd("GET")
+        .arg(keys.lock())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(value.last(), Some(&b'+'), "the lock is marked waited for");
+    // A contender that may be queued already goes the full way at once.
+    let again = AcquireRequest {
+        queued: true,
+        ..waits
+    };
+    let before = acquire_commands().await;
+    let attempt = store.acquire(&again).await.unwrap();
+    assert!(matches!(attempt, Attempt::Held { .. }), "{attempt:?}");
+    assert_eq!(acquire_commands_since(before).await[0], 1, "one SET NX");
+    release(holder).await;
+    // The release left the lock to the waiting process for a moment: free it.
+    let () = redis::cmd("DEL")
+        .arg(keys.lock())
+        .arg(keys.fence())
+        .arg(keys.queue())
+        .arg(keys.interest())
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+
+    // A counter of another type, or not a number: this caller's error, from the full script.
+    let () = redis::cmd("HSET")
+        .arg(keys.fence())
+        .arg("f")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+    let refused = store
+        .acquire(&reserving(&keys, &OwnerToken::generate(), fences))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("refused"), "{refused}");
+    let () = redis::cmd("DEL")
+        .arg(keys.lock())
+        .arg(keys.fence())
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg(keys.fence())
+        .arg("ahead")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let refused = store
+        .acquire(&reserving(&keys, &OwnerToken::generate(), fences))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("refused"), "{refused}");
+    let () = redis::cmd("DEL")
+        .arg(keys.lock())
+        .arg(keys.fence())
+        .arg(keys.queue())
+        .arg(keys.interest())
+        .query_async(&mut conn)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+}

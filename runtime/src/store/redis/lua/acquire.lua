@@ -35,6 +35,8 @@
 --   -1, msg  when a command failed for this lock (out of memory, a key of the wrong type):
 --            the error, for this caller alone; the other locks of the batch are unaffected.
 -- Two acquires of the same lock in one batch: the first one gets it.
+-- A lone lock that is free, asked for by a contender that is not queued, is answered by
+-- acquire_lone.lua in front of this script (the same answer, sooner).
 local fence_ttl, process, queue_ttl = ARGV[1], ARGV[2], ARGV[3]
 local out = {}
 local function acquire_one(i)
