@@ -79,7 +79,9 @@ async fn starts_down_then_locks(proxy: &TcpProxy, builder: LockerBuilder) {
     proxy.set_mode(ProxyMode::Pass);
     eventually(
         "the locker connects once the engine answers",
-        Duration::from_secs(15),
+        // A first connection installs the schema (MySQL's procedures): seconds on a loaded
+        // machine.
+        Duration::from_secs(30),
         || async {
             locker
                 .lock("k")

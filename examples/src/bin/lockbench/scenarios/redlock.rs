@@ -161,7 +161,7 @@ pub(crate) async fn scenario(
         let ours = Locker::builder()
             .redlock(urls.clone())
             .prefix("bench")
-            .op_timeout(Duration::from_millis(50))
+            .op_timeout(crate::engine::OP_TIMEOUT)
             .build()
             .await
             .expect("redlock");

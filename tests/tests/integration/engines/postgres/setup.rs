@@ -320,7 +320,13 @@ async fn low_timeouts_set_on_the_role_do_not_break_the_engine() {
         guard.is_held() && other.is_held(),
         "renewals kept both leases"
     );
-    // A fenced transaction of the role's own, short enough for its timeouts.
+    // A fenced transaction of the role's own, short enough for its statement and lock
+    // timeouts. Its idle timeout is the test's, not the engine's, concern: on a loaded machine
+    // more than 100 ms passed between its `BEGIN` and the check, and the server ended it.
+    app_db
+        .batch_execute("SET idle_in_transaction_session_timeout = '10s'")
+        .await
+        .unwrap();
     let tx = app_db.transaction().await.unwrap();
     leasehold::postgres::check_fence(&tx, &guard).await.unwrap();
     tx.commit().await.unwrap();
