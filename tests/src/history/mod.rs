@@ -87,8 +87,8 @@ pub use resource::{
 };
 pub use run::{rss_kib, Run, WorkerProc};
 pub use store_order::{
-    holder_label, judge_fifo, record_redis_order, record_store_order, redis_events, store_order,
-    FifoJudged, RedisOrder, StoreEvent,
+    assert_store_fifo, holder_label, judge_fifo, record_redis_order, record_store_order,
+    redis_events, store_order, FifoJudged, RedisOrder, StoreEvent,
 };
 pub use store_order_mysql::{
     mysql_events, mysql_store_order, record_mysql_store_order, MysqlLogRow,

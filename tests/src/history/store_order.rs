@@ -348,6 +348,23 @@ pub struct FifoJudged {
     pub judged: usize,
 }
 
+/// [`judge_fifo`], asserted: panics unless the store chose a waiter at least once and never let
+/// a request overtake a waiter that joined its line first (naming each overtaking, and
+/// `context` for the run). Returns how many choices were judged.
+pub fn assert_store_fifo(events: &[StoreEvent], context: &str) -> usize {
+    let judged = judge_fifo(events);
+    assert!(
+        judged.judged > 0,
+        "no waiter was ever chosen: nothing judged ({context})"
+    );
+    assert!(
+        judged.violations.is_empty(),
+        "the store let requests overtake waiters that joined its line first ({context}):\n{}",
+        judged.violations.join("\n")
+    );
+    judged.judged
+}
+
 /// Judges the store's order (see the module docs).
 pub fn judge_fifo(events: &[StoreEvent]) -> FifoJudged {
     let mut judged = FifoJudged::default();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use leasehold_tests::harness::{MysqlServer, PgServer, RedisServer};
 use leasehold_tests::history::{
-    judge_fifo, mysql_store_order, record_mysql_store_order, record_redis_order,
+    assert_store_fifo, mysql_store_order, record_mysql_store_order, record_redis_order,
     record_store_order, store_order, History, Run, WorkerSpec,
 };
 
@@ -215,21 +215,8 @@ async fn take_turns(processes: usize, locks: Locks, fair: bool) {
             (None, None, Some(order)) => order.events(),
             (None, None, None) => unreachable!("a recorder was started"),
         };
-        let judged = judge_fifo(&events);
-        eprintln!(
-            "fair, {engine}: {} choices of the store judged, {} out of order",
-            judged.judged,
-            judged.violations.len()
-        );
-        assert!(
-            judged.judged > 0,
-            "no waiter was ever chosen: nothing judged"
-        );
-        assert!(
-            judged.violations.is_empty(),
-            "the store let requests overtake waiters that joined its line first:\n{}",
-            judged.violations.join("\n")
-        );
+        let judged = assert_store_fifo(&events, &format!("fair, {engine}"));
+        eprintln!("fair, {engine}: {judged} choices of the store judged, none out of order");
     }
 
     let per_worker: Vec<usize> = (0..processes)

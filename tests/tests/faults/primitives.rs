@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use leasehold_tests::harness::RedisServer;
 use leasehold_tests::history::{
-    judge_fifo, monotonic_ns, record_redis_order, Fencing, History, ResourceClient, Run, WorkerSpec,
+    assert_store_fifo, monotonic_ns, record_redis_order, Fencing, History, ResourceClient, Run,
+    WorkerSpec,
 };
 use tokio::time::{sleep, Instant};
 
@@ -446,16 +447,7 @@ async fn fair_in_arrival_order(tasks: usize) {
         run.check_and_record(&format!("primitives-fair, {tasks} task(s) per worker"));
     let fair_grants = history.holds.iter().filter(|h| h.ok.is_some()).count();
     assert!(fair_grants >= 50, "too little happened: {report}");
-    let judged = judge_fifo(&order.events());
-    assert!(
-        judged.judged > 0,
-        "no waiter was ever chosen: nothing judged ({report})"
-    );
-    assert!(
-        judged.violations.is_empty(),
-        "the store let requests overtake waiters that joined its line first:\n{}",
-        judged.violations.join("\n")
-    );
+    assert_store_fifo(&order.events(), &report.to_string());
 }
 
 /// One task per process: grants follow the order of invocation across processes.
