@@ -7,9 +7,9 @@ use crate::error::{Endpoint, LockError};
 
 pub(super) static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(concat!(
-        include_str!("lua/acquire_lone.lua"),
         include_str!("lua/clock.lua"),
         include_str!("lua/fence.lua"),
+        include_str!("lua/acquire_lone.lua"),
         include_str!("lua/owner.lua"),
         include_str!("lua/acquire.lua")
     ))

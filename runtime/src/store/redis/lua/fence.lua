@@ -1,8 +1,7 @@
 -- Shared by the scripts that hand out fencing tokens (concatenated in front of them, after
 -- clock.lua). The one rule of this engine for every primitive's token: a token is at least the
--- server clock in microseconds. Writers reserve theirs with reserve_fences (the common acquire
--- with its copy in acquire_lone.lua), readers read theirs with current_fence; nothing else
--- hands out a token.
+-- server clock in microseconds. Writers reserve theirs with reserve_fences, readers read
+-- theirs with current_fence; nothing else hands out a token.
 --
 -- reserve_fences(fence_key, count, ttl_ms) -> integer
 --   Reserves `count` consecutive fencing tokens of one lock and returns the highest; the
@@ -21,9 +20,6 @@
 --   One write per reservation (a `SET` while the clock is ahead of the counter, as it is at
 --   ordinary rates; an `INCRBY` while the counter runs ahead), so replicas and the AOF get one
 --   command, not two.
---   acquire_lone.lua writes this function out for the common acquire (one free lock), which
---   answers before this file defines anything (see there why): a change here is made there
---   too.
 local function reserve_fences(fence_key, count, ttl_ms)
   local current = tonumber(redis.call('GET', fence_key) or '0')
   local floor = clock_us()
