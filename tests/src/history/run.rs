@@ -284,6 +284,30 @@ impl Run {
         open
     }
 
+    /// Lets the workers run until `enough` says the history holds what the test needs, or
+    /// `within` passed, then kills every worker still running (SIGKILL, logged as fault
+    /// `kill`): a run judged by what it did, not by a window of the clock, so that a loaded
+    /// machine makes it slower rather than thin. Whether `enough` was met; spawn the workers
+    /// with a duration longer than `within`.
+    pub async fn run_until(&mut self, within: Duration, enough: impl Fn(&History) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        let met = loop {
+            if enough(&self.history()) {
+                break true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        for i in 0..self.workers.len() {
+            if self.is_running(i) {
+                self.kill9(i);
+            }
+        }
+        met
+    }
+
     /// Waits up to `within` for every worker to exit by itself; the ones still running then
     /// are killed and logged as fault `hung` (a violation).
     pub async fn wait_all(&mut self, within: Duration) {

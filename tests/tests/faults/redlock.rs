@@ -66,13 +66,8 @@ async fn run_with_a_killed_master(
     }
     let at = run.fault("kill", "master 0");
     servers[0].kill9();
-    let until = Instant::now() + ENOUGH_WITHIN;
-    while !enough(&run.history(), at) && Instant::now() < until {
-        sleep(Duration::from_millis(20)).await;
-    }
-    for w in 0..4 {
-        run.kill9(w);
-    }
+    run.run_until(ENOUGH_WITHIN, |history| enough(history, at))
+        .await;
     run.wait_all(Duration::from_secs(10)).await;
     let (history, report) = run.check_and_record(name);
     (report, holds_after(&history, at))

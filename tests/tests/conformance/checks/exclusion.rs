@@ -12,9 +12,26 @@ use tokio::time::{sleep, Instant};
 
 const KEYS: [&str; 3] = ["mx-a", "mx-b", "mx-c"];
 
-/// Three worker processes of eight tasks each over [`KEYS`]; the history checker must find no
-/// violation, every worker must have held locks and every key must have had holders in
-/// several processes.
+/// Whether every one of three workers held locks at least three times and every key of
+/// [`KEYS`] had holders in two processes or more: what makes a run of
+/// [`across_processes`] prove something.
+fn enough_contention(history: &History) -> bool {
+    (0..3).all(|w| history.holds_of(w).filter(|h| h.ok.is_some()).count() >= 3)
+        && KEYS.iter().all(|key| {
+            let holders: BTreeSet<usize> = history
+                .holds
+                .iter()
+                .filter(|h| h.key == *key && h.ok.is_some())
+                .map(|h| h.worker)
+                .collect();
+            holders.len() >= 2
+        })
+}
+
+/// Three worker processes of eight tasks each over [`KEYS`], run until they contended enough
+/// (at least three seconds, at most 45: a loaded machine makes the run longer, not thinner);
+/// the history checker must find no violation, every worker must have held locks and every
+/// key must have had holders in several processes.
 pub async fn across_processes(engine: &Engine) {
     let resource = RedisServer::start().await;
     let spec = engine
@@ -22,12 +39,17 @@ pub async fn across_processes(engine: &Engine) {
         .expect("a server engine runs workers")
         .keys(&KEYS)
         .tasks(8)
-        .duration(Duration::from_secs(3));
+        .duration(Duration::from_secs(120));
     let mut run = Run::new(&format!("conformance-{}", engine.kind()));
     for _ in 0..3 {
         run.spawn(&spec);
     }
-    run.wait_all(Duration::from_secs(30)).await;
+    let started = Instant::now();
+    run.run_until(Duration::from_secs(45), |history| {
+        started.elapsed() >= Duration::from_secs(3) && enough_contention(history)
+    })
+    .await;
+    run.wait_all(Duration::from_secs(10)).await;
     let (history, report) =
         run.check_and_record(&format!("conformance mutual_exclusion {}", engine.kind()));
     for worker in 0..3 {
