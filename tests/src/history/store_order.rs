@@ -287,18 +287,8 @@ pub fn redis_events(lines: &[String]) -> Vec<StoreEvent> {
             }
             ("set", "lock") => {
                 let value = args.get(2).cloned().unwrap_or_default();
-                let nx = args.iter().any(|a| a.eq_ignore_ascii_case("nx"));
-                // The acquire script's short way tries a lone lock's `SET NX` first; when that
-                // did not take it, the full script sends the same `SET NX` again in the same
-                // call. The first one took nothing.
-                let again = pending
-                    .as_ref()
-                    .is_some_and(|(k, v)| nx && *k == key && *v == value);
-                if again {
-                    pending = None;
-                }
                 settle(&mut events, &mut owner, &mut pending, tx);
-                if nx {
+                if args.iter().any(|a| a.eq_ignore_ascii_case("nx")) {
                     pending = Some((key, value));
                 } else {
                     let prev = owner.insert(key.clone(), value.clone());

@@ -47,7 +47,9 @@ local function acquire_one(i)
   if me == '' then
     me = process
   end
-  if redis.call('SET', lock, token, 'NX', 'PX', lease) then
+  -- (The short way in front found a lone lock taken already: acquire_lone.lua.)
+  local may_be_free = not (i == 1 and lone_found_taken)
+  if may_be_free and redis.call('SET', lock, token, 'NX', 'PX', lease) then
     if queued == '1' then
       redis.call('ZREM', queue, me)
       redis.call('ZREM', interest, me)

@@ -7,12 +7,13 @@
 -- answers: those cost Redis about as much as the commands themselves.
 --
 -- Anything else goes on below, to the full script: several locks, a contender that may be
--- queued, a lock that is taken (its `SET NX` failed here and acquire.lua sends it again: one
--- script call runs alone on the server, so the second fails as the first did, and changed
--- nothing). A command that fails here (out of memory, a key of another type, a counter that is
--- not a number) goes on below as well, where acquire.lua's protected call answers it for this
--- caller, as it answers every failure. Had the `SET NX` taken the lock first, acquire.lua finds
--- it held by this very token and takes its "sent twice" branch, to the same answer.
+-- queued, a lock that is taken (acquire.lua then does not send its `SET NX` again: one script
+-- call runs alone on the server, so it would fail as this one did), a command that failed here
+-- (out of memory, a key of another type, a counter that is not a number), which acquire.lua's
+-- protected call answers for this caller, as it answers every failure. Had the `SET NX` taken
+-- the lock before the reservation failed, acquire.lua finds it held by this very token and
+-- takes its "sent twice" branch, to the same answer.
+local lone_found_taken = false
 if #KEYS == 4 and ARGV[8] == '0' then
   local taken = redis.pcall('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5])
   if taken and taken.ok then
@@ -20,5 +21,7 @@ if #KEYS == 4 and ARGV[8] == '0' then
     if reserved then
       return {1, top}
     end
+  elseif taken == false then
+    lone_found_taken = true
   end
 end
