@@ -186,6 +186,7 @@ fn shipped_acquire_script() -> redis::Script {
     redis::Script::new(concat!(
         include_str!("../../../runtime/src/store/redis/lua/clock.lua"),
         include_str!("../../../runtime/src/store/redis/lua/fence.lua"),
+        include_str!("../../../runtime/src/store/redis/lua/acquire_lone.lua"),
         include_str!("../../../runtime/src/store/redis/lua/owner.lua"),
         include_str!("../../../runtime/src/store/redis/lua/acquire.lua")
     ))

@@ -15,11 +15,14 @@ use leasehold_tests::harness::{eventually, PgServer, RedisServer};
 use leasehold_tests::history::{Run, WorkerSpec};
 use tokio::time::{sleep, Instant};
 
+/// No test here waits an operation timeout out: the library's default bound (2 s), so that a
+/// machine busy with other suites does not fail a call (at 500 ms, calls without any fault
+/// failed beside the fault suites).
 fn builder(url: &str) -> leasehold::LockerBuilder {
     Locker::builder()
         .postgres(url)
         .prefix("pgp")
-        .op_timeout(Duration::from_millis(500))
+        .op_timeout(Duration::from_secs(2))
 }
 
 async fn locker(pg: &PgServer) -> Locker {
