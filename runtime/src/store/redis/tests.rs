@@ -450,6 +450,11 @@ async fn a_multi_guard_releases_its_keys_together() {
 }
 
 /// The server's clock (`TIME`) in microseconds.
+/// Deletes `keys` (a test's clean-up between its cases).
+async fn del(conn: &mut redis::aio::MultiplexedConnection, keys: &[&str]) {
+    let _deleted: i64 = redis::cmd("DEL").arg(keys).query_async(conn).await.unwrap();
+}
+
 async fn server_us(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     secs * 1_000_000 + micros
@@ -637,15 +642,11 @@ async fn a_lone_free_acquire_takes_the_short_way_with_the_fence_rule() {
     assert_eq!(acquire_commands_since(before).await[0], 1, "one SET NX");
     release(holder).await;
     // The release left the lock to the waiting process for a moment: free it.
-    let () = redis::cmd("DEL")
-        .arg(keys.lock())
-        .arg(keys.fence())
-        .arg(keys.queue())
-        .arg(keys.interest())
-        .query_async(&mut conn)
-        .await
-        .map(|_: i64| ())
-        .unwrap();
+    del(
+        &mut conn,
+        &[keys.lock(), keys.fence(), keys.queue(), keys.interest()],
+    )
+    .await;
 
     // A counter of another type, or not a number: this caller's error, from the full script.
     let () = redis::cmd("HSET")
@@ -661,13 +662,7 @@ async fn a_lone_free_acquire_takes_the_short_way_with_the_fence_rule() {
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("refused"), "{refused}");
-    let () = redis::cmd("DEL")
-        .arg(keys.lock())
-        .arg(keys.fence())
-        .query_async(&mut conn)
-        .await
-        .map(|_: i64| ())
-        .unwrap();
+    del(&mut conn, &[keys.lock(), keys.fence()]).await;
     let () = redis::cmd("SET")
         .arg(keys.fence())
         .arg("ahead")
@@ -679,13 +674,9 @@ async fn a_lone_free_acquire_takes_the_short_way_with_the_fence_rule() {
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("refused"), "{refused}");
-    let () = redis::cmd("DEL")
-        .arg(keys.lock())
-        .arg(keys.fence())
-        .arg(keys.queue())
-        .arg(keys.interest())
-        .query_async(&mut conn)
-        .await
-        .map(|_: i64| ())
-        .unwrap();
+    del(
+        &mut conn,
+        &[keys.lock(), keys.fence(), keys.queue(), keys.interest()],
+    )
+    .await;
 }
