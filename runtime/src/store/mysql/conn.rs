@@ -39,7 +39,7 @@ impl Shared {
     pub(super) async fn open(&self) -> Result<mysql_async::Conn, LockError> {
         let limit = self.settings.connect_timeout;
         let open = async {
-            let mut conn = mysql_async::Conn::new(self.opts.clone()).await?;
+            let mut conn = login(&self.opts).await?;
             let mariadb = match self.mariadb.get() {
                 Some(m) => *m,
                 None => {
@@ -71,6 +71,27 @@ impl Shared {
             format!("MySQL at {} did not answer within {limit:?}", self.shown),
             None,
         )
+    }
+}
+
+/// How many times a login the server refused is tried, each with a new challenge.
+const LOGINS: usize = 3;
+
+/// A connection, logged in: a login the server refused (`ER_ACCESS_DENIED_ERROR`) is tried
+/// again, up to [`LOGINS`] times in all. mysql_async 0.37 drops the last byte of the server's
+/// challenge when it is zero (it reads the challenge as a C string); MariaDB's `ed25519`
+/// challenge is 32 random bytes, so one login in 256 signs the wrong message and is refused
+/// (measured: 10 of 1,500 logins). With a new challenge each, three tries in a row fail so
+/// in one of 16 million. The cost: a wrong password is refused three times, not once (a
+/// server that blocks a user after `max_password_errors` refusals counts three per
+/// connection).
+async fn login(opts: &mysql_async::Opts) -> Result<mysql_async::Conn, mysql_async::Error> {
+    let mut tries = 1;
+    loop {
+        match mysql_async::Conn::new(opts.clone()).await {
+            Err(e) if tries < LOGINS && super::errors::code(&e) == Some(1045) => tries += 1,
+            done => return done,
+        }
     }
 }
 

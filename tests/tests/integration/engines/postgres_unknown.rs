@@ -28,7 +28,10 @@ use tokio::time::{sleep, timeout, Instant};
 const LEASE: Duration = Duration::from_secs(60);
 /// Far below the lease, and far above what giving back takes on a loaded machine.
 const FREE_WITHIN: Duration = Duration::from_secs(10);
-const OP_TIMEOUT: Duration = Duration::from_millis(500);
+/// Every call of the proxied locker: far above what an answered call takes on a loaded machine
+/// (500 ms was not, beside the fault suites: a warm-up call timed out), so only the held
+/// requests' calls time out. The faults' timings below are built on it.
+const OP_TIMEOUT: Duration = Duration::from_secs(2);
 /// The lock's key as the engine sends it (in the acquire's Bind message).
 const KEY: &[u8] = b"pgu:lock:{k}";
 
@@ -259,14 +262,14 @@ async fn a_cancelled_acquire_takes_no_lock_when_its_request_runs_late() {
     assert!(acquire().await.is_err(), "cancelled");
     assert_eq!(s.proxy.caught(), 2, "the acquire's request was not held");
     // Past the operation timeout of the call left in the background, and its clean-up.
-    sleep(Duration::from_millis(1500)).await;
+    sleep(OP_TIMEOUT + Duration::from_millis(1500)).await;
     s.proxy.release_held();
     s.held_session_ended(&before).await;
     s.another_process_gets_the_lock("a cancelled acquire").await;
 }
 
-/// A waiting acquire rides out a stall of every connection (as conformance 22 does, 3 s
-/// here): each attempt times out, its give-back is sent (and stalls too), and at the heal the
+/// A waiting acquire rides out a stall of every connection (as conformance 22 does; here
+/// long enough for two attempts to time out): each attempt times out, its give-back is sent (and stalls too), and at the heal the
 /// proxy delivers them all at once, in no order across connections. An attempt that ran
 /// after its own give-back held the lock for a token nobody held, and the wait sat out that
 /// lease (the issue: 5 rides of 10). Several rides, each judged: the waiting acquire gets the
@@ -274,14 +277,16 @@ async fn a_cancelled_acquire_takes_no_lock_when_its_request_runs_late() {
 /// a stall shorter than the operation timeout, ridden out without a failed attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_that_rode_out_a_stall_of_every_connection_is_not_kept_out_by_its_own_attempts() {
+    // Two operation timeouts and one more second: two attempts time out in each ride.
+    const STALL: Duration = Duration::from_secs(5);
     let s = Setup::start().await;
     for (ride, stall) in [
         Duration::from_millis(200),
-        Duration::from_secs(3),
-        Duration::from_secs(3),
-        Duration::from_secs(3),
-        Duration::from_secs(3),
-        Duration::from_secs(3),
+        STALL,
+        STALL,
+        STALL,
+        STALL,
+        STALL,
     ]
     .into_iter()
     .enumerate()
@@ -320,7 +325,7 @@ async fn a_wait_that_rode_out_a_stall_of_every_connection_is_not_kept_out_by_its
 }
 
 /// The same wait, made to fail the same way every time: its first attempt's request is held,
-/// and every other connection cut (new ones refused) for 3 s, so that the attempt times out,
+/// and every other connection cut (new ones refused) until 2.5 s after its timeout, so that the attempt times out,
 /// its give-back cannot reach the server, and the later attempts fail at once. The held
 /// request then reaches the server and takes the free lock; the rest heals. The give-back
 /// must have waited until that session ended (it keeps trying while the server is out of
@@ -345,7 +350,8 @@ async fn a_wait_whose_first_attempt_lands_after_an_outage_is_not_kept_out_by_it(
         "the first attempt's request was not held"
     );
     s.proxy.set_mode_sparing_caught(ProxyMode::Cut);
-    sleep(Duration::from_secs(3)).await;
+    // The attempt times out, and its give-back meets the cut for 2.5 s.
+    sleep(OP_TIMEOUT + Duration::from_millis(2500)).await;
     s.proxy.release_held();
     s.held_session_ended(&before).await;
     s.proxy.set_mode(ProxyMode::Pass);

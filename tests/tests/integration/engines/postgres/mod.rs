@@ -20,7 +20,7 @@ fn builder(url: &str) -> leasehold::LockerBuilder {
     Locker::builder()
         .postgres(url)
         .prefix("pgt")
-        .op_timeout(Duration::from_millis(500))
+        .op_timeout(Duration::from_secs(2))
 }
 
 async fn locker(pg: &PgServer) -> Locker {

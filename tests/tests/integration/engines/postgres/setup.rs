@@ -320,11 +320,14 @@ async fn low_timeouts_set_on_the_role_do_not_break_the_engine() {
         guard.is_held() && other.is_held(),
         "renewals kept both leases"
     );
-    // A fenced transaction of the role's own, short enough for its statement and lock
-    // timeouts. Its idle timeout is the test's, not the engine's, concern: on a loaded machine
-    // more than 100 ms passed between its `BEGIN` and the check, and the server ended it.
+    // A fenced transaction of the role's own, under its lock timeout. Its idle and statement
+    // timeouts are the test's, not the engine's, concern (the engine's sessions set their
+    // own): on a loaded machine more than 100 ms passed between its `BEGIN` and the check,
+    // and the server ended it; and the check itself took more than 50 ms, and was cancelled.
     app_db
-        .batch_execute("SET idle_in_transaction_session_timeout = '10s'")
+        .batch_execute(
+            "SET idle_in_transaction_session_timeout = '10s'; SET statement_timeout = '10s'",
+        )
         .await
         .unwrap();
     let tx = app_db.transaction().await.unwrap();
