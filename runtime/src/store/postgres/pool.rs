@@ -15,28 +15,85 @@ use crate::error::LockError;
 /// How many connections one locker uses for its lock calls (plus one that listens).
 pub(super) const POOL: usize = 4;
 
+/// One pooled connection's place: its connection, or none while it is closed or opening.
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>;
+
 /// The connections for lock calls, shared with the withdrawals that run in the background.
 pub(super) struct Pool {
     pub(super) shared: Arc<Shared>,
-    pub(super) slots: Vec<tokio::sync::Mutex<Option<Arc<Conn>>>>,
+    pub(super) slots: Vec<Slot>,
     pub(super) next: AtomicUsize,
     /// The acquires whose outcome is unknown, until their give-back ([`super::settle`]).
     pub(super) unsettled: Unsettled,
 }
 
 impl Pool {
-    /// The connection of slot `i`, opened when it has none or its last one failed.
-    pub(super) async fn conn(&self, i: usize) -> Result<Arc<Conn>, LockError> {
-        let mut slot = self.slots[i].lock().await;
-        if let Some(conn) = slot.as_ref() {
-            if !conn.client.is_closed() {
-                return Ok(conn.clone());
-            }
+    /// A connection for a call that would use slot `i`, and the slot it is in: slot `i`'s own
+    /// when it is open; else, while slot `i`'s opens, another slot's open connection (calls
+    /// share connections anyway); else slot `i`'s once it opened.
+    ///
+    /// A slot's connection opens in a task of its own, which holds the slot meanwhile: what it
+    /// opens stays there even when the call that needed it gives up first. Opening takes a
+    /// dozen round trips (the session's settings, the prepared statements), more than a short
+    /// operation timeout on a loaded machine; when the waiting call's timeout threw the
+    /// opening away, every call after an outage paid it again and failed again, and a call
+    /// sent while one connection was open and another was opening failed for no fault of the
+    /// server.
+    pub(super) async fn conn(&self, i: usize) -> Result<(usize, Arc<Conn>), LockError> {
+        let opening = match self.slots[i].clone().try_lock_owned() {
+            Ok(slot) => match open(&slot) {
+                Some(conn) => return Ok((i, conn)),
+                None => Some(self.open_in(slot)),
+            },
+            // Opening, or being looked at by another call this instant.
+            Err(_) => None,
+        };
+        if let Some(found) = self.any_open() {
+            return Ok(found);
         }
+        let conn = match opening {
+            Some(opening) => opening.await?,
+            None => {
+                let slot = self.slots[i].clone().lock_owned().await;
+                match open(&slot) {
+                    Some(conn) => conn,
+                    None => self.open_in(slot).await?,
+                }
+            }
+        };
+        Ok((i, conn))
+    }
+
+    /// An open connection of any slot that is not opening, and its slot.
+    fn any_open(&self) -> Option<(usize, Arc<Conn>)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .find_map(|(k, slot)| open(&*slot.try_lock().ok()?).map(|conn| (k, conn)))
+    }
+
+    /// Opens a connection into `slot` in a task of its own, which holds the slot until it is
+    /// done; resolves to what it opened (dropping the future does not stop the opening).
+    fn open_in(
+        &self,
+        mut slot: tokio::sync::OwnedMutexGuard<Option<Arc<Conn>>>,
+    ) -> impl std::future::Future<Output = Result<Arc<Conn>, LockError>> {
         *slot = None;
-        let conn = Arc::new(self.shared.open_for_locks().await?);
-        *slot = Some(conn.clone());
-        Ok(conn)
+        let shared = self.shared.clone();
+        let opening = tokio::spawn(async move {
+            let conn = Arc::new(shared.open_for_locks().await?);
+            *slot = Some(conn.clone());
+            Ok(conn)
+        });
+        let shown = self.shared.shown.clone();
+        async move {
+            opening.await.unwrap_or_else(|e| {
+                Err(LockError::unavailable(
+                    format!("opening a connection to PostgreSQL at {shown} failed: {e}"),
+                    None,
+                ))
+            })
+        }
     }
 
     /// Forgets slot `i`'s connection if it is still `conn` (it failed or timed out).
@@ -110,11 +167,15 @@ impl Pool {
     {
         let limit = self.shared.settings.op_timeout;
         let deadline = tokio::time::Instant::now() + limit;
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % POOL;
+        let mut i = self.next.fetch_add(1, Ordering::Relaxed) % POOL;
         let mut retried = false;
         loop {
             let conn = match tokio::time::timeout_at(deadline, self.conn(i)).await {
-                Ok(conn) => conn?,
+                Ok(found) => {
+                    let (slot, conn) = found?;
+                    i = slot;
+                    conn
+                }
                 // Nothing was sent: the connection was still opening.
                 Err(_) => return Err(self.shared.late(limit)),
             };
@@ -166,6 +227,13 @@ impl Pool {
         }
         settlement
     }
+}
+
+/// The slot's connection, if it has one that is open.
+fn open(slot: &Option<Arc<Conn>>) -> Option<Arc<Conn>> {
+    slot.as_ref()
+        .filter(|conn| !conn.client.is_closed())
+        .cloned()
 }
 
 impl PostgresStore {

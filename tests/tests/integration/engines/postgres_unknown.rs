@@ -475,3 +475,82 @@ async fn an_acquire_whose_connection_broke_is_sent_again_once_settled() {
     assert_eq!(s.row().await, None);
     s.another_process_gets_the_lock("after the release").await;
 }
+
+/// After its connections broke, a locker's calls go out on whichever connection is open
+/// again while the others reopen: a new connection takes a dozen round trips to open (its
+/// settings, its prepared statements), which on a loaded machine is more than an operation
+/// timeout. Here every session of `a` is ended; once one connection opened again, the next
+/// connection's opening is held at the proxy. Every call must still be answered. (Each call
+/// waited for its own slot's connection to open: the call that landed on the held one failed
+/// as unavailable, as a release did in the conformance suite right after an outage healed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_out_on_an_open_connection_while_others_reopen() {
+    let pg = PgServer::start().await;
+    let proxy = TcpProxy::start(pg.addr()).await;
+    let a = builder(&format!(
+        "postgres://postgres@{}/postgres?application_name=pgu-a",
+        proxy.addr()
+    ))
+    .build()
+    .await
+    .expect("a's locker");
+    let (db, connection) = pg::connect(&pg.url(), NoTls).await.expect("connect");
+    tokio::spawn(connection);
+    let ended: i64 = db
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'pgu-a'",
+            &[],
+        )
+        .await
+        .expect("end a's sessions")
+        .get(0);
+    assert!(
+        ended >= 5,
+        "a's four connections for lock calls and its listener: {ended}"
+    );
+    // Its listener reconnects by itself (its opening must not meet the hold below); the
+    // connections for lock calls only when a call needs one.
+    eventually(
+        "a's listener connects again, and a's ended sessions are gone",
+        Duration::from_secs(20),
+        || async {
+            let row = db
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgu-a'",
+                    &[],
+                )
+                .await
+                .expect("a's sessions");
+            row.get::<_, i64>(0) == 1
+        },
+    )
+    .await;
+    // A call: its connection opens again (the call is sent again once its broken one is seen
+    // closed). Then the next connection to open is held.
+    let guard = a
+        .lock("k")
+        .try_acquire()
+        .await
+        .expect("a call after the break");
+    guard.expect("free").release().await.expect("released");
+    proxy.hold_next_sending(b"application_name\0pgu-a\0", Held::Requests);
+    for n in 0..8 {
+        let guard = a
+            .lock("k")
+            .try_acquire()
+            .await
+            .unwrap_or_else(|e| panic!("call {n} while a connection opens: {e:?}"));
+        guard
+            .expect("free")
+            .release()
+            .await
+            .unwrap_or_else(|e| panic!("release {n} while a connection opens: {e:?}"));
+    }
+    assert_eq!(
+        proxy.caught(),
+        1,
+        "a connection's opening was held meanwhile"
+    );
+    proxy.release_held();
+}
