@@ -749,7 +749,15 @@ async fn monitor_through(setup: &SentinelSetup, proxy: &TcpProxy) {
     let name = setup.master_name();
     let port = proxy.addr().port();
     for sentinel in setup.sentinels() {
-        let mut conn = sentinel.conn().await;
+        // Not the client's default 500 ms per reply: a sentinel rewrites and syncs its
+        // configuration file on each step, which took longer on a loaded machine.
+        let config =
+            redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
+        let mut conn = sentinel
+            .client()
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to sentinel {}: {e}", sentinel.addr()));
         let steps = [
             redis::cmd("SENTINEL").arg("REMOVE").arg(name).clone(),
             redis::cmd("SENTINEL")
