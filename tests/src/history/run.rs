@@ -284,22 +284,29 @@ impl Run {
         open
     }
 
+    /// Waits until `enough` says the history holds what the test needs, or `within` passed;
+    /// whether it was met. The workers go on either way: a point in the run chosen by what
+    /// the workers did (say, the first ten holds before a fault), not by the clock.
+    pub async fn wait_for(&self, within: Duration, enough: impl Fn(&History) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if enough(&self.history()) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Lets the workers run until `enough` says the history holds what the test needs, or
     /// `within` passed, then kills every worker still running (SIGKILL, logged as fault
     /// `kill`): a run judged by what it did, not by a window of the clock, so that a loaded
     /// machine makes it slower rather than thin. Whether `enough` was met; spawn the workers
     /// with a duration longer than `within`.
     pub async fn run_until(&mut self, within: Duration, enough: impl Fn(&History) -> bool) -> bool {
-        let deadline = tokio::time::Instant::now() + within;
-        let met = loop {
-            if enough(&self.history()) {
-                break true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                break false;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let met = self.wait_for(within, enough).await;
         for i in 0..self.workers.len() {
             if self.is_running(i) {
                 self.kill9(i);

@@ -3,11 +3,10 @@
 //! checker finds no writer overlapping anyone, no reader's fence outside its writers', no two
 //! leaders at once and no term going back.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leasehold_tests::harness::RedisServer;
 use leasehold_tests::history::{History, Run, WorkerSpec};
-use tokio::time::sleep;
 
 /// How long a run may take to reach what its test asks for after the kill: far more than it
 /// needs on a quiet machine (about a second), so that a loaded one only makes it slower.
@@ -52,18 +51,10 @@ async fn run_with_a_killed_master(
         run.spawn(&spec);
     }
     // The kill comes once the workers are under way (ten holds), whatever the machine's speed.
-    let until = Instant::now() + ENOUGH_WITHIN;
-    while run
-        .history()
-        .holds
-        .iter()
-        .filter(|h| h.ok.is_some())
-        .count()
-        < 10
-        && Instant::now() < until
-    {
-        sleep(Duration::from_millis(20)).await;
-    }
+    run.wait_for(ENOUGH_WITHIN, |history| {
+        history.holds.iter().filter(|h| h.ok.is_some()).count() >= 10
+    })
+    .await;
     let at = run.fault("kill", "master 0");
     servers[0].kill9();
     run.run_until(ENOUGH_WITHIN, |history| enough(history, at))

@@ -288,7 +288,7 @@ impl MysqlStore {
         let store = MysqlStore {
             pool: Arc::new(Pool {
                 shared: shared.clone(),
-                slots: (0..POOL).map(|_| tokio::sync::Mutex::new(None)).collect(),
+                slots: (0..POOL).map(|_| Arc::default()).collect(),
                 next: AtomicUsize::new(0),
                 unsettled: Default::default(),
             }),

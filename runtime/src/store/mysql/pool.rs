@@ -16,25 +16,66 @@ use crate::store::settling::{Settlement, Unsettled};
 /// call waits for a free one, so this bounds how many calls of one locker run at once.
 pub(super) const POOL: usize = 8;
 
+/// One pooled connection, while it is open; owned by the call that uses it, or by the task
+/// that opens it.
+pub(super) type Slot = Arc<tokio::sync::Mutex<Option<mysql_async::Conn>>>;
+
+/// A slot taken for one call.
+type Taken = tokio::sync::OwnedMutexGuard<Option<mysql_async::Conn>>;
+
 /// The connections for lock calls, shared with the calls that run in the background.
 pub(super) struct Pool {
     pub(super) shared: Arc<Shared>,
-    pub(super) slots: Vec<tokio::sync::Mutex<Option<mysql_async::Conn>>>,
+    pub(super) slots: Vec<Slot>,
     pub(super) next: AtomicUsize,
     /// The acquires whose outcome is unknown, until their give-back ([`super::settle`]).
     pub(super) unsettled: Unsettled,
 }
 
 impl Pool {
-    /// A free slot, or the next one in turn once it is free.
-    async fn slot(&self) -> tokio::sync::MutexGuard<'_, Option<mysql_async::Conn>> {
+    /// A free slot whose connection is open; else a free one to open; else the next one in
+    /// turn once it is free. (After an outage every connection opens again one call at a
+    /// time: a call goes out on one that opened meanwhile rather than wait for its own.)
+    async fn slot(&self) -> Taken {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut closed = None;
         for i in 0..POOL {
-            if let Ok(slot) = self.slots[(start + i) % POOL].try_lock() {
+            let Ok(slot) = self.slots[(start + i) % POOL].clone().try_lock_owned() else {
+                continue;
+            };
+            if slot.as_ref().is_some_and(|c| !c.is_disconnected()) {
                 return slot;
             }
+            closed.get_or_insert(slot);
         }
-        self.slots[start % POOL].lock().await
+        match closed {
+            Some(slot) => slot,
+            None => self.slots[start % POOL].clone().lock_owned().await,
+        }
+    }
+
+    /// Opens a connection into `slot` in a task of its own, which keeps what it opened even
+    /// when the call that asked stopped waiting for it (a timeout, a cancelled caller): else,
+    /// while opening takes longer than the operation timeout (a slow network after an
+    /// outage), every call would throw its opening away and none would ever go out. The
+    /// opening is bounded by the connect timeout ([`Shared::open`]).
+    async fn open_in(&self, mut slot: Taken) -> Result<Taken, LockError> {
+        let shared = self.shared.clone();
+        let opening = tokio::spawn(async move {
+            let conn = shared.open().await?;
+            *slot = Some(conn);
+            Ok::<_, LockError>(slot)
+        });
+        match opening.await {
+            Ok(opened) => opened,
+            Err(e) => Err(LockError::unavailable(
+                format!(
+                    "a connection to MySQL at {} could not be opened: {e}",
+                    self.shared.shown
+                ),
+                None,
+            )),
+        }
     }
 
     /// Opens every connection now (for `connect`): the first error, if any.
@@ -111,9 +152,10 @@ impl Pool {
         loop {
             if slot.as_ref().is_none_or(|c| c.is_disconnected()) {
                 *slot = None;
-                match tokio::time::timeout_at(deadline, self.shared.open()).await {
-                    Ok(conn) => *slot = Some(conn?),
-                    // Nothing was sent: the connection was still opening.
+                match tokio::time::timeout_at(deadline, self.open_in(slot)).await {
+                    Ok(opened) => slot = opened?,
+                    // Nothing was sent: the connection was still opening (and goes on opening
+                    // for the next call).
                     Err(_) => return Err(self.shared.late(limit)),
                 }
             }

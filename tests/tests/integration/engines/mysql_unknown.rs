@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::Locker;
-use leasehold_tests::harness::{eventually, Held, MysqlServer, TcpProxy};
+use leasehold_tests::harness::{eventually, Held, MysqlServer, ProxyMode, TcpProxy};
 use tokio::time::{sleep, timeout, Instant};
 
 /// The lease of every lock here: what a stale acquire keeps the lock for.
@@ -192,4 +192,46 @@ async fn a_cancelled_acquire_takes_no_lock_when_its_request_runs_late() {
     s.proxy.release_held();
     s.held_session_ended(&before).await;
     s.another_process_gets_the_lock("a cancelled acquire").await;
+}
+
+/// After an outage, on a network slow enough that opening a connection (its handshake, login
+/// and session set-up: about seven round trips) takes longer than the operation timeout while
+/// a call (one or two round trips) does not, calls go out again: a call that stopped waiting
+/// for its connection leaves it opening for the next one. (Each call threw its opening away,
+/// so no call went out until the network was fast again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_out_again_where_a_connection_opens_slower_than_a_call_may_wait() {
+    let db = MysqlServer::start().await;
+    let proxy = TcpProxy::start(db.addr()).await;
+    let a = Locker::builder()
+        .mysql(db.url_at(proxy.addr()))
+        .prefix("myu")
+        .op_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .await
+        .expect("a's locker");
+    let warm = a.lock("warm").acquire().await.expect("a free lock");
+    warm.release().await.expect("released");
+    // The outage ends every connection; the network comes back slow: each chunk is held for
+    // 150 ms on its way, so a round trip takes 300 ms or more.
+    proxy.set_mode(ProxyMode::Cut);
+    sleep(Duration::from_millis(200)).await;
+    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(150)));
+    let mut failed = Vec::new();
+    let guard = loop {
+        match a.lock(format!("k{}", failed.len())).try_acquire().await {
+            Ok(guard) => break guard,
+            Err(e) => failed.push(e.to_string()),
+        }
+        assert!(
+            failed.len() < 20,
+            "no call went out again in 20 tries: {failed:#?}"
+        );
+    };
+    guard
+        .expect("a free lock")
+        .release()
+        .await
+        .expect("released");
 }

@@ -9,10 +9,13 @@ use leasehold::Locker;
 use leasehold_tests::harness::RedisCluster;
 use tokio::time::Instant;
 
+/// A locker on the cluster. Its calls may take a second (a loaded machine delays replies by
+/// hundreds of milliseconds at times); the leases they keep are three times as long, so that
+/// a renewal that times out is tried again before its lease runs out.
 async fn locker(cluster: &RedisCluster) -> Locker {
     Locker::builder()
         .cluster(cluster.urls())
-        .op_timeout(Duration::from_millis(500))
+        .op_timeout(Duration::from_secs(1))
         .build()
         .await
         .expect("cluster locker")
@@ -23,8 +26,9 @@ async fn locks_on_many_slots_hold_renew_and_release() {
     let cluster = RedisCluster::start(3).await;
     let a = locker(&cluster).await;
     let b = locker(&cluster).await;
-    // 60 keys land on all three masters; hold them through several lease periods, so the
-    // watchdog renews keys of many slots in one round.
+    // 60 keys land on all three masters; hold them for one and a half lease periods, so the
+    // watchdog renews keys of many slots in one round, several times.
+    let lease = Duration::from_secs(3);
     let mut guards = Vec::new();
     let mut owners = std::collections::HashSet::new();
     for i in 0..60 {
@@ -36,14 +40,20 @@ async fn locks_on_many_slots_hold_renew_and_release() {
         );
         guards.push(
             a.lock(key)
-                .lease(Duration::from_millis(600))
+                .lease(lease)
                 .acquire()
                 .await
                 .expect("acquire on the cluster"),
         );
     }
     assert_eq!(owners.len(), 3, "the keys should spread over every master");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(lease * 3 / 2).await;
+    // The store kept every key past its first lease: the renewals reached it.
+    assert_eq!(
+        cluster.keys("leasehold:lock:*").await.len(),
+        60,
+        "keys expired on the cluster: their renewals did not reach it"
+    );
     for (i, g) in guards.iter().enumerate() {
         assert!(g.is_held(), "item:{i} lost its lease");
         assert!(b
