@@ -1,9 +1,10 @@
-# Shared by the load scripts (ab-shops, web-bench); sourced, not run. Defines:
+# Shared by the load scripts (ab-shops, web-bench, web-bench-reservations); sourced, not run. Defines:
 #   TMP, PIDS         a temporary directory and the processes started, stopped on exit (the
 #                     directory kept when KEEP_LOGS=1)
 #   free_port         a loopback port nobody listens on (the caller retries if taken first)
 #   wait_for CMD N    waits up to N seconds for CMD to succeed
 #   start_redis       a throwaway redis-server in $TMP: sets REDIS_PORT and REDIS_URL
+#   start_etcd        a throwaway single-member etcd in $TMP: sets ETCD_PID and ETCD_ENDPOINT
 #   shop_binaries B.. builds the named leasehold-examples binaries (release); sets BIN[name]
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/$(basename "$0").XXXXXX")
 PIDS=()
@@ -69,6 +70,36 @@ start_redis() {
     exit 1
   fi
   REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+}
+
+start_etcd() {
+  local attempt client peer pid
+  ETCD_ENDPOINT=
+  for attempt in 1 2 3 4 5; do
+    client=$(free_port)
+    peer=$(free_port)
+    [ "$client" != "$peer" ] || continue
+    etcd --name bench --data-dir "$TMP/etcd-$attempt" \
+      --listen-client-urls "http://127.0.0.1:$client" \
+      --advertise-client-urls "http://127.0.0.1:$client" \
+      --listen-peer-urls "http://127.0.0.1:$peer" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+      --initial-cluster "bench=http://127.0.0.1:$peer" \
+      --log-level warn >"$TMP/etcd.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    if wait_for "curl -fsS http://127.0.0.1:$client/health | grep -q true" 20; then
+      ETCD_PID=$pid
+      ETCD_ENDPOINT="http://127.0.0.1:$client"
+      break
+    fi
+    kill "$pid" 2>/dev/null || true
+  done
+  if [ -z "$ETCD_ENDPOINT" ]; then
+    echo "error: etcd did not start; see $TMP/etcd.log" >&2
+    KEEP_LOGS=1
+    exit 1
+  fi
 }
 
 shop_binaries() {

@@ -7,6 +7,9 @@
 //! PUT  /stock/{sku}   {"quantity": N}  -> 200 {"sku", "quantity", "sold"}
 //! GET  /stock/{sku}                    -> 200 {"sku", "quantity", "sold"} | 404
 //! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
+//! POST /reservations/{show} {"seats": [sku, ...]}
+//!                                      -> 201 {"show", "orders": [order, ...]} | 400 invalid_seats
+//!                                         | 409 sold_out | lock errors (not with --raw-lock)
 //! GET  /ready                          -> 200 {"engine": "connected"} | 503 {"engine": "suspended"}
 //! ```
 //!
@@ -16,6 +19,7 @@
 //! `--store-url` (the Redis at `--redis-url` by default); with `--postgres`, locks, stock and
 //! order counter all in that database.
 
+use crate::reservation::Reservation;
 use crate::shop::{PurchaseLock, Restock, Shop, ShopArgs, ShopError};
 use actix_web::{get, post, put, web, App, HttpResponse, HttpServer};
 use leasehold::distributed_lock;
@@ -105,6 +109,18 @@ pub fn serve(args: ShopArgs) -> std::io::Result<()> {
     actix_web::rt::System::new().block_on(run(args))
 }
 
+/// `POST /reservations/{show}`: every seat of the body, one item each, all or none, under
+/// the locks the shop's `--reservation-locks` says (none with `--no-lock`).
+#[post("/reservations/{show}")]
+async fn reserve(
+    show: web::Path<String>,
+    body: web::Json<Reservation>,
+    shop: web::Data<Shop>,
+) -> Result<HttpResponse, ShopError> {
+    let reserved = shop.reserve(&show, &body.seats).await?;
+    Ok(HttpResponse::Created().json(reserved))
+}
+
 async fn run(args: ShopArgs) -> std::io::Result<()> {
     let shop = match Shop::start(&args).await {
         Ok(shop) => shop,
@@ -127,8 +143,11 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
             .service(show_stock)
             .service(ready);
         match lock {
-            PurchaseLock::Leasehold => app.service(buy).service(restock),
-            PurchaseLock::Off => app.service(buy_without_lock).service(restock_without_lock),
+            PurchaseLock::Leasehold => app.service(buy).service(restock).service(reserve),
+            PurchaseLock::Off => app
+                .service(buy_without_lock)
+                .service(restock_without_lock)
+                .service(reserve),
             PurchaseLock::ByHand => app
                 .service(buy_under_raw_lock)
                 .service(restock_without_lock),

@@ -6,6 +6,9 @@
 //! PUT  /stock/{sku}   {"quantity": N}  -> 200 {"sku", "quantity", "sold"}
 //! GET  /stock/{sku}                    -> 200 {"sku", "quantity", "sold"} | 404
 //! POST /orders/{sku}                   -> 201 {"order_id", "sku", "fence"} | 409 sold_out | lock errors
+//! POST /reservations/{show} {"seats": [sku, ...]}
+//!                                      -> 201 {"show", "orders": [order, ...]} | 400 invalid_seats
+//!                                         | 409 sold_out | lock errors (not with --raw-lock)
 //! GET  /metrics                        -> 200 leasehold's metrics, Prometheus text format
 //! GET  /ready                          -> 200 {"engine": "connected"} | 503 {"engine": "suspended"}
 //! ```
@@ -18,6 +21,7 @@
 
 use std::sync::Arc;
 
+use crate::reservation::{Reservation, Reserved};
 use crate::shop::{Order, PurchaseLock, Restock, Shop, ShopArgs, ShopError};
 use crate::store::Stock;
 use axum::extract::{Path, State};
@@ -74,6 +78,17 @@ async fn restock_without_lock(
     Json(body): Json<Restock>,
 ) -> Result<Json<Stock>, ShopError> {
     Ok(Json(shop.restock(&sku, body.quantity, None).await?))
+}
+
+/// `POST /reservations/{show}`: every seat of the body, one item each, all or none, under
+/// the locks the shop's `--reservation-locks` says (none with `--no-lock`).
+async fn reserve(
+    State(shop): State<Arc<Shop>>,
+    Path(show): Path<String>,
+    Json(body): Json<Reservation>,
+) -> Result<(StatusCode, Json<Reserved>), ShopError> {
+    let reserved = shop.reserve(&show, &body.seats).await?;
+    Ok((StatusCode::CREATED, Json(reserved)))
 }
 
 async fn stock(
@@ -158,10 +173,12 @@ async fn run(args: ShopArgs) -> std::io::Result<()> {
     let router = match args.lock {
         PurchaseLock::Leasehold => router
             .route("/stock/{sku}", put(restock))
-            .route("/orders/{sku}", post(buy)),
+            .route("/orders/{sku}", post(buy))
+            .route("/reservations/{show}", post(reserve)),
         PurchaseLock::Off => router
             .route("/stock/{sku}", put(restock_without_lock))
-            .route("/orders/{sku}", post(buy_without_lock)),
+            .route("/orders/{sku}", post(buy_without_lock))
+            .route("/reservations/{show}", post(reserve)),
         PurchaseLock::ByHand => router
             .route("/stock/{sku}", put(restock_without_lock))
             .route("/orders/{sku}", post(buy_under_raw_lock)),

@@ -132,6 +132,14 @@ impl HttpClient {
         self.send("POST", url, None).await
     }
 
+    /// `POST url` with a JSON body.
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    pub async fn post_json(&self, url: &str, json: &serde_json::Value) -> Result<Reply, String> {
+        self.send("POST", url, Some(json)).await
+    }
+
     /// `PUT url` with a JSON body.
     ///
     /// # Errors

@@ -18,5 +18,6 @@ pub mod actix_shop;
 pub mod axum_shop;
 pub mod client;
 pub mod raw_lock;
+pub mod reservation;
 pub mod shop;
 pub mod store;

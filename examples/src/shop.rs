@@ -11,6 +11,7 @@ use leasehold::{LockError, LockGuard, Locker, LostReason};
 use serde::{Deserialize, Serialize};
 
 use crate::raw_lock::RawLock;
+use crate::reservation::ReservationLocks;
 use crate::store::{Purchase, PurchaseFencing, Stock, Store, StoreError};
 
 /// The state of a shop process: the stock store and the locker, on the same Redis server or on
@@ -24,6 +25,9 @@ pub struct Shop {
     pub locker: Locker,
     /// `--raw-lock`: the hand-written lock the purchases take instead, on `--redis-url`.
     pub raw_lock: Option<RawLock>,
+    /// How `POST /reservations/{show}` takes its locks (`--reservation-locks`, or none with
+    /// `--no-lock`).
+    pub reservations: ReservationLocks,
 }
 
 /// `PUT /stock/{sku}`'s body.
@@ -54,6 +58,9 @@ pub enum ShopError {
     UnknownSku,
     /// 400 `invalid_quantity`: a negative quantity.
     InvalidQuantity,
+    /// 400 `invalid_seats`: a reservation of no seat, of more than
+    /// [`MAX_SEATS`](crate::reservation::MAX_SEATS), or of a seat twice.
+    InvalidSeats,
     /// The lock: busy, unavailable, lost (including a write refused for a stale fence).
     Lock(LockError),
     /// 503 `store_unavailable`: the store failed while reading or writing the stock.
@@ -66,6 +73,11 @@ impl fmt::Display for ShopError {
             ShopError::SoldOut => f.write_str("sold out"),
             ShopError::UnknownSku => f.write_str("unknown sku"),
             ShopError::InvalidQuantity => f.write_str("the quantity must not be negative"),
+            ShopError::InvalidSeats => write!(
+                f,
+                "a reservation names 1 to {} seats, each once",
+                crate::reservation::MAX_SEATS
+            ),
             ShopError::Lock(e) => e.fmt(f),
             ShopError::Store(e) => write!(f, "the stock store failed: {e}"),
         }
@@ -93,6 +105,7 @@ impl ShopError {
             ShopError::SoldOut => Some((409, "sold_out")),
             ShopError::UnknownSku => Some((404, "unknown_sku")),
             ShopError::InvalidQuantity => Some((400, "invalid_quantity")),
+            ShopError::InvalidSeats => Some((400, "invalid_seats")),
             ShopError::Store(e) => {
                 eprintln!("stock store error: {e}");
                 Some((503, "store_unavailable"))
@@ -207,10 +220,15 @@ impl Shop {
                 .await
                 .map_err(|e| format!("cannot reach the lock server at {server} ({flag}): {e}"))?
         };
+        let reservations = match args.lock {
+            PurchaseLock::Off => ReservationLocks::Off,
+            _ => args.reservation_locks,
+        };
         Ok(Shop {
             store,
             locker,
             raw_lock,
+            reservations,
         })
     }
 
@@ -388,6 +406,9 @@ pub struct ShopArgs {
     /// fence, as before issue 44. That purchase can lose a sale when a holder's write is
     /// delayed past its lease; it is kept for the fault suite, which shows it (scenario 6).
     pub fencing: PurchaseFencing,
+    /// `--reservation-locks together|one-by-one`: how `POST /reservations/{show}` takes its
+    /// locks (one `lock_all`, the default, or one lock after another).
+    pub reservation_locks: ReservationLocks,
 }
 
 impl ShopArgs {
@@ -400,7 +421,7 @@ impl ShopArgs {
         let usage = format!(
             "usage: {name} [--port N] [--redis-url URL] [--store-url URL] [--zookeeper HOSTS] \
              [--etcd ENDPOINTS] [--postgres URL] [--mysql URL] [--no-lock | --raw-lock] [--lock-wait 30s] \
-             [--leader NAME]\n\n  \
+             [--leader NAME] [--reservation-locks together|one-by-one]\n\n  \
              --port N         the port on 127.0.0.1 (default 8080; 0 picks a free one)\n  \
              --redis-url URL  the lock server (default: $REDIS_URL, else redis://127.0.0.1:6379)\n  \
              --store-url URL  where the stock and the order counter live (default: the lock server);\n                   \
@@ -418,7 +439,10 @@ impl ShopArgs {
              --raw-lock       lock each purchase with a lock written by hand on --redis-url\n                   \
              (SET NX PX and a fence in one script, compare-and-delete): a benchmark's floor\n  \
              --lock-wait D    how long a request waits for a busy lock (default 30s)\n  \
-             --leader NAME    campaign for the leadership NAME and hold it while serving"
+             --leader NAME    campaign for the leadership NAME and hold it while serving\n  \
+             --reservation-locks together|one-by-one\n                   \
+             how POST /reservations/{{show}} takes the show's read lock and its\n                   \
+             seats' locks: in one lock_all (the default), or one after another"
         );
         let mut parsed = ShopArgs {
             port: 8080,
@@ -430,6 +454,7 @@ impl ShopArgs {
             lock_wait: Duration::from_secs(30),
             leader: None,
             fencing: PurchaseFencing::Claim,
+            reservation_locks: ReservationLocks::Together,
         };
         let mut store_url = None;
         let (mut no_lock, mut raw_lock) = (false, false);
@@ -474,6 +499,11 @@ impl ShopArgs {
                 // Hidden from the usage: the purchase before issue 44, for the fault suite.
                 "--fence-write-only" => parsed.fencing = PurchaseFencing::WriteOnly,
                 "--leader" => parsed.leader = Some(value("--leader")?),
+                "--reservation-locks" => {
+                    let text = value("--reservation-locks")?;
+                    parsed.reservation_locks = ReservationLocks::parse(&text)
+                        .map_err(|message| format!("{message}\n\n{usage}"))?;
+                }
                 "--lock-wait" => {
                     let text = value("--lock-wait")?;
                     parsed.lock_wait = humantime::parse_duration(&text).map_err(|e| {
@@ -627,6 +657,27 @@ mod tests {
         assert!(parse(&["--store-url"])
             .unwrap_err()
             .contains("needs a value"));
+    }
+
+    #[test]
+    fn reservations_take_their_locks_together_unless_told_one_by_one() {
+        use crate::reservation::ReservationLocks;
+        assert_eq!(
+            parse(&[]).unwrap().reservation_locks,
+            ReservationLocks::Together
+        );
+        let args = parse(&["--reservation-locks", "one-by-one"]).unwrap();
+        assert_eq!(args.reservation_locks, ReservationLocks::OneByOne);
+        let args = parse(&["--reservation-locks=together"]).unwrap();
+        assert_eq!(args.reservation_locks, ReservationLocks::Together);
+        let e = parse(&["--reservation-locks", "all"]).unwrap_err();
+        assert!(
+            e.starts_with("--reservation-locks \"all\": give together"),
+            "{e}"
+        );
+        assert!(parse(&["--help"])
+            .unwrap_err()
+            .contains("--reservation-locks together|one-by-one"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use leasehold::Locker;
 use leasehold_examples::client::{HttpClient, Reply};
 use leasehold_examples::store::{stock_key, ORDERS_KEY};
-use leasehold_tests::harness::{PgServer, RedisServer};
+use leasehold_tests::harness::{EtcdServer, PgServer, RedisServer};
 use serde_json::json;
 
 const SHOPS: [&str; 2] = [
@@ -599,6 +599,112 @@ async fn with_postgres_the_stock_lives_next_to_the_locks_and_stale_holders_write
             .await
             .unwrap();
         assert_eq!(locks, [[Some("0".to_owned())]], "no lock was taken");
+    })
+    .await;
+}
+
+/// Reservations on etcd, through both shops at once: the axum shop takes each reservation's
+/// locks in one `lock_all`, the actix shop one after another. 24 concurrent reservations of
+/// three seats among five, each seat in stock 4 times: each seat is sold exactly once per
+/// reservation answered 201 that names it and never more than its stock (a lost update or an
+/// oversell would break one of the two), a reservation answered 409 `sold_out` bought
+/// nothing, and bad requests are 400 or 404 with nothing bought.
+#[tokio::test]
+async fn reservations_book_every_seat_or_none_and_never_one_twice() {
+    bounded(async {
+        let redis = RedisServer::start().await;
+        let etcd = EtcdServer::start().await;
+        let endpoint = etcd.endpoint();
+        let http = client();
+        let axum = Shop::start(SHOPS[1], &redis.url(), &["--etcd", &endpoint]).await;
+        let actix = Shop::start(
+            SHOPS[0],
+            &redis.url(),
+            &["--etcd", &endpoint, "--reservation-locks", "one-by-one"],
+        )
+        .await;
+        let seats: Vec<String> = (0..5).map(|i| format!("seat-{i}")).collect();
+        for seat in &seats {
+            restock(&http, &axum, seat, 4).await;
+        }
+        let asks: Vec<Vec<String>> = (0..24)
+            .map(|n| (0..3).map(|k| seats[(n + 2 * k) % 5].clone()).collect())
+            .collect();
+        let sent: Vec<_> = asks
+            .iter()
+            .enumerate()
+            .map(|(n, ask)| {
+                let shop = if n % 2 == 0 { &axum } else { &actix };
+                let (http, url) = (http.clone(), shop.url("/reservations/gala"));
+                let body = json!({ "seats": ask });
+                tokio::spawn(async move { http.post_json(&url, &body).await.unwrap() })
+            })
+            .collect();
+        let mut replies = Vec::new();
+        for reply in sent {
+            replies.push(reply.await.expect("a reservation's task"));
+        }
+        let mut booked = std::collections::HashMap::<&str, i64>::new();
+        for (ask, r) in asks.iter().zip(&replies) {
+            match r.status {
+                201 => {
+                    let orders = r.json()["orders"].clone();
+                    let skus: Vec<&str> = orders
+                        .as_array()
+                        .expect("orders")
+                        .iter()
+                        .map(|o| o["sku"].as_str().expect("sku"))
+                        .collect();
+                    assert_eq!(skus, *ask, "one order per seat, in the order asked");
+                    for seat in ask {
+                        *booked.entry(seat.as_str()).or_default() += 1;
+                    }
+                }
+                _ => assert_error(r, 409, "sold_out"),
+            }
+        }
+        assert!(
+            replies.iter().any(|r| r.status == 201) && replies.iter().any(|r| r.status == 409),
+            "some reservations got their seats and some found one sold out"
+        );
+        for seat in &seats {
+            let r = http
+                .get(&axum.url(&format!("/stock/{seat}")))
+                .await
+                .unwrap();
+            let sold = r.json()["sold"].as_i64().expect("sold");
+            let reserved = booked.get(seat.as_str()).copied().unwrap_or(0);
+            assert_eq!(
+                sold, reserved,
+                "{seat}: sold once per reservation that got it"
+            );
+            assert!(sold <= 4, "{seat}: sold {sold} of 4");
+            assert_eq!(r.json()["quantity"], json!(4 - sold), "{seat}");
+        }
+
+        // Bad requests buy nothing.
+        restock(&http, &axum, "spare", 1).await;
+        for shop in [&axum, &actix] {
+            let url = shop.url("/reservations/gala");
+            for bad in [json!([]), json!(["spare", "spare"])] {
+                let r = http
+                    .post_json(&url, &json!({ "seats": bad }))
+                    .await
+                    .unwrap();
+                assert_error(&r, 400, "invalid_seats");
+            }
+            let r = http
+                .post_json(&url, &json!({ "seats": ["spare", "never-set"] }))
+                .await
+                .unwrap();
+            assert_error(&r, 404, "unknown_sku");
+        }
+        let r = http.get(&axum.url("/stock/spare")).await.unwrap();
+        assert_eq!(
+            r.json()["sold"],
+            json!(0),
+            "nothing of a refused reservation was bought"
+        );
     })
     .await;
 }

@@ -461,15 +461,16 @@ async fn after_a_handover_in_the_process_the_earlier_holders_fence_is_refused() 
     next.release().await.unwrap();
 }
 
-/// One locker holds a lock, two readers and permits at once, with short leases: its watchdog
-/// renews them together (one statement per kind, side by side) over several leases, each
-/// answer reaching its own lease; a lease that ran out meanwhile (a reader without the
-/// watchdog) is not renewed, and takes nobody's renewal with it.
+/// One locker holds a lock, two readers and permits at once: its watchdog renews them
+/// together (one statement per kind, side by side) over several leases, each answer reaching
+/// its own lease; a lease that ran out meanwhile (a reader without the watchdog) is not
+/// renewed, and takes nobody's renewal with it. (The leases are 2 s: with 600 ms, a renewal
+/// delayed by a loaded machine let a reader's lease run out between the checks below.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_of_every_kind_are_renewed_together() {
     let pg = PgServer::start().await;
     let (a, b) = (locker(&pg).await, locker(&pg).await);
-    let lease = Duration::from_millis(600);
+    let lease = Duration::from_secs(2);
     let lock = a.lock("mix:lock").lease(lease).acquire().await.unwrap();
     let r1 = a.read_lock("mix:doc").lease(lease).acquire().await.unwrap();
     let r2 = a
@@ -491,7 +492,7 @@ async fn leases_of_every_kind_are_renewed_together() {
         .acquire_many(2)
         .await
         .unwrap();
-    sleep(lease * 4).await;
+    sleep(lease * 3).await;
     for (what, held) in [
         ("lock", lock.is_held()),
         ("reader", r1.is_held()),
