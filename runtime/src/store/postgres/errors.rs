@@ -18,6 +18,21 @@ pub(crate) fn error_text(e: &pg::Error) -> String {
     text
 }
 
+/// The server ended the session in answer to the call (an error of severity FATAL or PANIC:
+/// an operator's `pg_terminate_backend`, a shutdown, a crash): the connection is gone, as when
+/// it broke, and the call's outcome is as unknown. The session ends where it checks for the
+/// signal, which may come after the statement committed (while its answer is being sent), so
+/// the call is settled as one whose connection broke, never taken as refused.
+pub(super) fn session_ended(e: &pg::Error) -> bool {
+    use pg::error::Severity;
+    e.as_db_error().is_some_and(|db| {
+        matches!(
+            db.parsed_severity(),
+            Some(Severity::Fatal | Severity::Panic)
+        )
+    })
+}
+
 /// The SQLSTATE of a statement the server refused, if that is what `e` is.
 pub(super) fn sql_state(e: &LockError) -> Option<&pg::error::SqlState> {
     match e {

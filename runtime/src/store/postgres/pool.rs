@@ -9,6 +9,7 @@ use tokio_postgres as pg;
 
 use super::backend::{Settlement, Unsettled};
 use super::conn::{Conn, Shared};
+use super::errors::session_ended;
 use super::PostgresStore;
 use crate::error::LockError;
 
@@ -110,8 +111,9 @@ impl Pool {
     }
 
     /// Runs one call on a pooled connection within the operation timeout. A call that
-    /// failed because its connection was closed (the server restarted) is sent once more on
-    /// a new one: every statement here may run twice.
+    /// failed because its connection was closed (the server restarted) or its session ended
+    /// (a FATAL answer, as to an operator's `pg_terminate_backend`) is sent once more on a
+    /// new one: every statement here may run twice.
     pub(super) async fn call<T, F, Fut>(self: &Arc<Self>, what: &str, f: F) -> Result<T, LockError>
     where
         F: Fn(Arc<Conn>) -> Fut,
@@ -181,7 +183,7 @@ impl Pool {
             };
             match tokio::time::timeout_at(deadline, f(conn.clone())).await {
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) if e.is_closed() && !retried => {
+                Ok(Err(e)) if (e.is_closed() || session_ended(&e)) && !retried => {
                     self.discard(i, &conn);
                     retried = true;
                     if !tokens.is_empty() {
@@ -198,8 +200,9 @@ impl Pool {
                     }
                 }
                 Ok(Err(e)) => {
-                    if e.code().is_none() {
-                        // No answer from the server: the connection failed under the call.
+                    if e.code().is_none() || session_ended(&e) {
+                        // No answer from the server, or the session ended: the connection
+                        // failed under the call.
                         self.discard(i, &conn);
                         if !tokens.is_empty() {
                             self.unknown(tokens, &conn);

@@ -554,3 +554,63 @@ async fn calls_go_out_on_an_open_connection_while_others_reopen() {
     );
     proxy.release_held();
 }
+
+/// A call whose session the server ended under it (a FATAL answer: an operator's
+/// `pg_terminate_backend`, a shutdown) is sent again on a new connection once that session is
+/// gone, as when its connection broke: the FATAL is the connection's end, not the server's
+/// refusal of the call. Here the acquire's request is held at the proxy while every session
+/// of `a` is ended, so that the FATAL reaches `a` with the acquire pending. (It failed as
+/// unavailable, "refused an acquire: db error: FATAL: terminating connection due to
+/// administrator command", in a CI run where a call met a session ended a moment before.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_session_was_ended_under_it_is_sent_again() {
+    let pg = PgServer::start().await;
+    let proxy = TcpProxy::start(pg.addr()).await;
+    // Long enough that the call is answered, not timed out, however loaded the machine.
+    let a = builder(&format!(
+        "postgres://postgres@{}/postgres?application_name=pgu-e",
+        proxy.addr()
+    ))
+    .op_timeout(Duration::from_secs(10))
+    .build()
+    .await
+    .expect("a's locker");
+    let warm = a.lock("warm").acquire().await.expect("a free lock");
+    warm.release().await.expect("released");
+    let (db, connection) = pg::connect(&pg.url(), NoTls).await.expect("connect");
+    tokio::spawn(connection);
+    proxy.hold_next_sending(KEY, Held::Requests);
+    let acquiring = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock("k").lease(LEASE).try_acquire().await }
+    });
+    assert!(proxy.wait_caught(1, Duration::from_secs(10)).await);
+    let ended: i64 = db
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'pgu-e'",
+            &[],
+        )
+        .await
+        .expect("end a's sessions")
+        .get(0);
+    assert!(
+        ended >= 2,
+        "a's connection of the held call and its listener: {ended}"
+    );
+    let guard = acquiring
+        .await
+        .expect("the task")
+        .expect("sent again once the ended session was settled")
+        .expect("granted: the lock is free");
+    guard.release().await.expect("released");
+    proxy.release_held();
+    let rows = db
+        .query(
+            "SELECT 1 FROM leasehold_locks WHERE key = 'pgu:lock:{k}'",
+            &[],
+        )
+        .await
+        .expect("the lock's row");
+    assert!(rows.is_empty(), "the released lock's row is gone");
+}
