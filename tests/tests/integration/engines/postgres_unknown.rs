@@ -479,8 +479,9 @@ async fn an_acquire_whose_connection_broke_is_sent_again_once_settled() {
 /// After its connections broke, a locker's calls go out on whichever connection is open
 /// again while the others reopen: a new connection takes a dozen round trips to open (its
 /// settings, its prepared statements), which on a loaded machine is more than an operation
-/// timeout. Here every session of `a` is ended; once one connection opened again, the next
-/// connection's opening is held at the proxy. Every call must still be answered. (Each call
+/// timeout. Here every session of `a` is ended; once a call went out again, one connection for
+/// lock calls is ended once more, and its opening again is held at the proxy. Every call must
+/// still be answered. (Each call
 /// waited for its own slot's connection to open: the call that landed on the held one failed
 /// as unavailable, as a release did in the conformance suite right after an outage healed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -535,6 +536,36 @@ async fn calls_go_out_on_an_open_connection_while_others_reopen() {
         .expect("a call after the break");
     guard.expect("free").release().await.expect("released");
     proxy.hold_next_sending(b"application_name\0pgu-a\0", Held::Requests);
+    // One connection for lock calls is ended (not the listener, whose last statement is its
+    // LISTEN or its health check), so that one opens again, whatever the calls above opened
+    // meanwhile (an acquire that met an ended session settles it on another connection).
+    let ended: i64 = db
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity \
+             WHERE application_name = 'pgu-a' AND query NOT LIKE 'LISTEN%' \
+             AND query <> 'SELECT 1' LIMIT 1) one",
+            &[],
+        )
+        .await
+        .expect("end one of a's sessions")
+        .get(0);
+    assert_eq!(ended, 1, "a connection of a's lock calls");
+    // Calls until one meets the ended session and its connection's opening is held.
+    let mut calls = 0;
+    while proxy.caught() == 0 {
+        calls += 1;
+        assert!(calls <= 32, "no connection opened again in 32 calls");
+        let guard = a
+            .lock("k")
+            .try_acquire()
+            .await
+            .unwrap_or_else(|e| panic!("call {calls} after a session ended: {e:?}"));
+        guard
+            .expect("free")
+            .release()
+            .await
+            .unwrap_or_else(|e| panic!("release {calls} after a session ended: {e:?}"));
+    }
     for n in 0..8 {
         let guard = a
             .lock("k")
@@ -550,7 +581,7 @@ async fn calls_go_out_on_an_open_connection_while_others_reopen() {
     assert_eq!(
         proxy.caught(),
         1,
-        "a connection's opening was held meanwhile"
+        "one connection's opening was held meanwhile"
     );
     proxy.release_held();
 }
