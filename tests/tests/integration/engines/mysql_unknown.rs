@@ -34,10 +34,16 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Self {
+        Self::start_with(OP_TIMEOUT).await
+    }
+
+    /// `a`'s calls bounded by `op_timeout`.
+    async fn start_with(op_timeout: Duration) -> Self {
         let db = MysqlServer::start().await;
         let b = builder(&db.url()).build().await.expect("b's locker");
         let proxy = Arc::new(TcpProxy::start(db.addr()).await);
         let a = builder(&db.url_at(proxy.addr()))
+            .op_timeout(op_timeout)
             .build()
             .await
             .expect("a's locker");
@@ -234,4 +240,33 @@ async fn calls_go_out_again_where_a_connection_opens_slower_than_a_call_may_wait
         .release()
         .await
         .expect("released");
+}
+
+/// A call whose session the server ended under it (`KILL CONNECTION` by an operator, a
+/// shutdown) is settled and sent again on a new connection, as one whose connection broke:
+/// its acquire's request is held at the proxy while every session of `a` is killed, so that
+/// the end of the session reaches `a` with the acquire pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_session_was_killed_under_it_is_sent_again() {
+    // Long enough that the call is answered, not timed out, however loaded the machine.
+    let s = Setup::start_with(Duration::from_secs(10)).await;
+    let before = s.hold_next(KEY).await;
+    let acquiring = tokio::spawn({
+        let a = s.a.clone();
+        async move { a.lock("k").lease(LEASE).try_acquire().await }
+    });
+    assert!(s.proxy.wait_caught(1, Duration::from_secs(10)).await);
+    for id in &before {
+        // The session may be gone already (b's and a's alike are the lockers' user's).
+        let _ = s.db.execute(&format!("KILL CONNECTION {id}")).await;
+    }
+    let guard = timeout(Duration::from_secs(20), acquiring)
+        .await
+        .expect("answered")
+        .expect("the task")
+        .expect("sent again once the killed session was settled")
+        .expect("granted: the lock is free");
+    guard.release().await.expect("released");
+    s.proxy.release_held();
+    assert!(s.row().await.is_empty(), "the released lock's row is gone");
 }
