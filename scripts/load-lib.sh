@@ -49,6 +49,13 @@ wait_for() {
   done
 }
 
+# A server ($1) did not start after every try: says where its log ($2, in $TMP) is kept.
+did_not_start() {
+  echo "error: $1 did not start; see $TMP/$2" >&2
+  KEEP_LOGS=1
+  exit 1
+}
+
 start_redis() {
   local attempt port pid
   REDIS_PORT=
@@ -64,11 +71,7 @@ start_redis() {
     fi
     kill "$pid" 2>/dev/null || true
   done
-  if [ -z "$REDIS_PORT" ]; then
-    echo "error: redis-server did not start; see $TMP/redis.log" >&2
-    KEEP_LOGS=1
-    exit 1
-  fi
+  [ -n "$REDIS_PORT" ] || did_not_start redis-server redis.log
   REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 }
 
@@ -95,11 +98,7 @@ start_etcd() {
     fi
     kill "$pid" 2>/dev/null || true
   done
-  if [ -z "$ETCD_ENDPOINT" ]; then
-    echo "error: etcd did not start; see $TMP/etcd.log" >&2
-    KEEP_LOGS=1
-    exit 1
-  fi
+  [ -n "$ETCD_ENDPOINT" ] || did_not_start etcd etcd.log
 }
 
 shop_binaries() {
