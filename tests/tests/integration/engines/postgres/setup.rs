@@ -297,7 +297,7 @@ async fn low_timeouts_set_on_the_role_do_not_break_the_engine() {
         .await
         .unwrap();
     let app_url = format!("postgres://app@{}/postgres", pg.addr());
-    let mut app_db = client(&app_url).await;
+    let app_db = client(&app_url).await;
     let timeout: String = app_db
         .query_one("SHOW statement_timeout", &[])
         .await
@@ -312,7 +312,9 @@ async fn low_timeouts_set_on_the_role_do_not_break_the_engine() {
         .build()
         .await
         .expect("a locker under the role");
-    let lease = Duration::from_millis(600);
+    // 2 s leases, as the other renewal tests: with 600 ms a renewal delayed by a loaded
+    // machine could let one run out, which is not what this test is about.
+    let lease = Duration::from_secs(2);
     let guard = app.lock("role").lease(lease).acquire().await.unwrap();
     let other = app.lock("role2").lease(lease).acquire().await.unwrap();
     tokio::time::sleep(lease * 3).await;
@@ -323,14 +325,22 @@ async fn low_timeouts_set_on_the_role_do_not_break_the_engine() {
     // A fenced transaction of the role's own, under its lock timeout. Its idle and statement
     // timeouts are the test's, not the engine's, concern (the engine's sessions set their
     // own): on a loaded machine more than 100 ms passed between its `BEGIN` and the check,
-    // and the server ended it; and the check itself took more than 50 ms, and was cancelled.
-    app_db
-        .batch_execute(
-            "SET idle_in_transaction_session_timeout = '10s'; SET statement_timeout = '10s'",
-        )
+    // and the server ended it; the check itself took more than 50 ms, and was cancelled; and
+    // so was a `SET` of them run in a session already under the role's 50 ms. So the session
+    // of the transaction sets them as it starts (a client's options come after the role's).
+    drop(app_db);
+    let mut tx_db = client(&format!(
+        "{app_url}?options=-c%20statement_timeout%3D10s%20\
+         -c%20idle_in_transaction_session_timeout%3D10s"
+    ))
+    .await;
+    let timeout: String = tx_db
+        .query_one("SHOW statement_timeout", &[])
         .await
-        .unwrap();
-    let tx = app_db.transaction().await.unwrap();
+        .unwrap()
+        .get(0);
+    assert_eq!(timeout, "10s", "the session's own setting");
+    let tx = tx_db.transaction().await.unwrap();
     leasehold::postgres::check_fence(&tx, &guard).await.unwrap();
     tx.commit().await.unwrap();
     guard.release().await.unwrap();
