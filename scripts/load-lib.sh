@@ -6,6 +6,9 @@
 #   start_redis       a throwaway redis-server in $TMP: sets REDIS_PORT and REDIS_URL
 #   start_etcd        a throwaway single-member etcd in $TMP: sets ETCD_PID and ETCD_ENDPOINT
 #   shop_binaries B.. builds the named leasehold-examples binaries (release); sets BIN[name]
+#   cpu_of PID        the CPU seconds (user + system) process PID used so far
+#   median_of C TITLE column C of the caller's array `ratios` (one line of numbers per round),
+#                     sorted, and its median, under TITLE
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/$(basename "$0").XXXXXX")
 PIDS=()
 declare -A BIN
@@ -116,4 +119,18 @@ shop_binaries() {
   for name in "$@"; do
     [ -x "${BIN[$name]:-}" ] || { echo "error: cargo did not build $name" >&2; exit 1; }
   done
+}
+
+# CPU seconds the process $1 used so far (user + system).
+cpu_of() {
+  awk -v tck="$(getconf CLK_TCK)" '{ printf "%.4f\n", ($14 + $15) / tck }' "/proc/$1/stat"
+}
+
+# Column $1 of the caller's array `ratios` (one line per round), sorted, and their median,
+# under the title $2.
+median_of() {
+  printf '%s\n' "${ratios[@]}" | awk -v c="$1" '{ print $c }' | sort -n | awk -v t="$2" '
+    { r[NR] = $1 } END {
+    printf "%s, per round (sorted): ", t; for (i = 1; i <= NR; i++) printf "%s ", r[i]
+    printf "\nmedian: %s\n", r[int((NR + 1) / 2)] }'
 }

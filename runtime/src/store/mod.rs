@@ -27,6 +27,8 @@ mod lazy;
 pub(crate) mod memory;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) mod opening;
 mod parts;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;

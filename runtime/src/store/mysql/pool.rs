@@ -10,6 +10,7 @@ use super::conn::{Io, Shared};
 use super::errors::answered;
 use super::MysqlStore;
 use crate::error::LockError;
+use crate::store::opening;
 use crate::store::settling::{Settlement, Unsettled};
 
 /// How many connections one locker uses for its lock calls (plus the wake log's reader): a
@@ -21,7 +22,7 @@ pub(super) const POOL: usize = 8;
 pub(super) type Slot = Arc<tokio::sync::Mutex<Option<mysql_async::Conn>>>;
 
 /// A slot taken for one call.
-type Taken = tokio::sync::OwnedMutexGuard<Option<mysql_async::Conn>>;
+type Taken = opening::Taken<mysql_async::Conn>;
 
 /// The connections for lock calls, shared with the calls that run in the background.
 pub(super) struct Pool {
@@ -54,28 +55,12 @@ impl Pool {
         }
     }
 
-    /// Opens a connection into `slot` in a task of its own, which keeps what it opened even
-    /// when the call that asked stopped waiting for it (a timeout, a cancelled caller): else,
-    /// while opening takes longer than the operation timeout (a slow network after an
-    /// outage), every call would throw its opening away and none would ever go out. The
-    /// opening is bounded by the connect timeout ([`Shared::open`]).
-    async fn open_in(&self, mut slot: Taken) -> Result<Taken, LockError> {
+    /// Opens a connection into `slot` in a task of its own ([`opening::open_in`]), bounded by
+    /// the connect timeout ([`Shared::open`]).
+    async fn open_in(&self, slot: Taken) -> Result<Taken, LockError> {
         let shared = self.shared.clone();
-        let opening = tokio::spawn(async move {
-            let conn = shared.open().await?;
-            *slot = Some(conn);
-            Ok::<_, LockError>(slot)
-        });
-        match opening.await {
-            Ok(opened) => opened,
-            Err(e) => Err(LockError::unavailable(
-                format!(
-                    "a connection to MySQL at {} could not be opened: {e}",
-                    self.shared.shown
-                ),
-                None,
-            )),
-        }
+        let server = format!("MySQL at {}", self.shared.shown);
+        opening::open_in(slot, async move { shared.open().await }, server).await
     }
 
     /// Opens every connection now (for `connect`): the first error, if any.

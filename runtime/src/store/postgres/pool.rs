@@ -12,6 +12,7 @@ use super::conn::{Conn, Shared};
 use super::errors::session_ended;
 use super::PostgresStore;
 use crate::error::LockError;
+use crate::store::opening;
 
 /// How many connections one locker uses for its lock calls (plus one that listens).
 pub(super) const POOL: usize = 4;
@@ -73,28 +74,20 @@ impl Pool {
             .find_map(|(k, slot)| open(&*slot.try_lock().ok()?).map(|conn| (k, conn)))
     }
 
-    /// Opens a connection into `slot` in a task of its own, which holds the slot until it is
-    /// done; resolves to what it opened (dropping the future does not stop the opening).
+    /// Opens a connection into `slot` in a task of its own ([`opening::open_in`]); resolves
+    /// to what it opened (dropping the future does not stop the opening).
     fn open_in(
         &self,
-        mut slot: tokio::sync::OwnedMutexGuard<Option<Arc<Conn>>>,
+        slot: opening::Taken<Arc<Conn>>,
     ) -> impl std::future::Future<Output = Result<Arc<Conn>, LockError>> {
-        *slot = None;
         let shared = self.shared.clone();
-        let opening = tokio::spawn(async move {
-            let conn = Arc::new(shared.open_for_locks().await?);
-            *slot = Some(conn.clone());
-            Ok(conn)
-        });
-        let shown = self.shared.shown.clone();
-        async move {
-            opening.await.unwrap_or_else(|e| {
-                Err(LockError::unavailable(
-                    format!("opening a connection to PostgreSQL at {shown} failed: {e}"),
-                    None,
-                ))
-            })
-        }
+        let server = format!("PostgreSQL at {}", self.shared.shown);
+        let opened = opening::open_in(
+            slot,
+            async move { Ok(Arc::new(shared.open_for_locks().await?)) },
+            server,
+        );
+        async move { Ok(opened.await?.as_ref().expect("opened").clone()) }
     }
 
     /// Forgets slot `i`'s connection if it is still `conn` (it failed or timed out).

@@ -645,3 +645,43 @@ async fn a_call_whose_session_was_ended_under_it_is_sent_again() {
         .expect("the lock's row");
     assert!(rows.is_empty(), "the released lock's row is gone");
 }
+
+/// As on MySQL (`mysql_unknown.rs`, the same rule in `store/opening.rs`): after an outage, on
+/// a network slow enough that opening a connection (its startup, settings and prepared
+/// statements: about a dozen round trips) takes longer than the operation timeout while a
+/// call (one round trip) does not, calls go out again: a call that stopped waiting for its
+/// connection leaves it opening for the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_out_again_where_a_connection_opens_slower_than_a_call_may_wait() {
+    let pg = PgServer::start().await;
+    let proxy = TcpProxy::start(pg.addr()).await;
+    let a = builder(&format!("postgres://postgres@{}/postgres", proxy.addr()))
+        .op_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .await
+        .expect("a's locker");
+    let warm = a.lock("warm").acquire().await.expect("a free lock");
+    warm.release().await.expect("released");
+    // The outage ends every connection; the network comes back slow: each chunk is held for
+    // 150 ms on its way, so a round trip takes 300 ms or more.
+    proxy.set_mode(ProxyMode::Cut);
+    sleep(Duration::from_millis(200)).await;
+    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(150)));
+    let mut failed = Vec::new();
+    let guard = loop {
+        match a.lock(format!("k{}", failed.len())).try_acquire().await {
+            Ok(guard) => break guard,
+            Err(e) => failed.push(e.to_string()),
+        }
+        assert!(
+            failed.len() < 20,
+            "no call went out again in 20 tries: {failed:#?}"
+        );
+    };
+    guard
+        .expect("a free lock")
+        .release()
+        .await
+        .expect("released");
+}
