@@ -661,27 +661,5 @@ async fn calls_go_out_again_where_a_connection_opens_slower_than_a_call_may_wait
         .build()
         .await
         .expect("a's locker");
-    let warm = a.lock("warm").acquire().await.expect("a free lock");
-    warm.release().await.expect("released");
-    // The outage ends every connection; the network comes back slow: each chunk is held for
-    // 150 ms on its way, so a round trip takes 300 ms or more.
-    proxy.set_mode(ProxyMode::Cut);
-    sleep(Duration::from_millis(200)).await;
-    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(150)));
-    let mut failed = Vec::new();
-    let guard = loop {
-        match a.lock(format!("k{}", failed.len())).try_acquire().await {
-            Ok(guard) => break guard,
-            Err(e) => failed.push(e.to_string()),
-        }
-        assert!(
-            failed.len() < 20,
-            "no call went out again in 20 tries: {failed:#?}"
-        );
-    };
-    guard
-        .expect("a free lock")
-        .release()
-        .await
-        .expect("released");
+    super::calls_go_out_again_on_a_slow_network(&proxy, &a).await;
 }
