@@ -207,11 +207,14 @@ async fn a_readers_fenced_transaction_held_open_blocks_no_renewal_and_keeps_writ
         reader.is_held(),
         "the open transaction blocked the renewals"
     );
+    // Waits (the transaction stays open until after the writer's try below): a try could
+    // read a renewal's row update on a loaded machine as "held" (a row wait past the lock
+    // timeout), while a reader kept out by the open transaction would wait past 5 s here.
     let other = b
         .read_lock("doc")
-        .try_acquire()
+        .wait(Duration::from_secs(5))
+        .acquire()
         .await
-        .unwrap()
         .expect("another reader joins");
     other.release().await.unwrap();
     let started = Instant::now();
