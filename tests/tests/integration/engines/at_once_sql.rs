@@ -6,7 +6,7 @@
 //! that is not free changes nothing;
 //! and a batch whose request reaches the server only after its client gave up on it (held by
 //! the harness's proxy past the operation timeout, or its caller cancelled) leaves nothing
-//! held: the keys are free for another process within [`FREE_WITHIN`], a sixth of the
+//! held: the keys are free for another process within [`FREE_WITHIN`], a third of the
 //! [`LEASE`] a late batch would keep them for.
 
 use std::sync::Arc;
@@ -20,8 +20,12 @@ use tokio::time::{sleep, timeout, Instant};
 /// The lease of every lock here: what a late batch would keep its keys for.
 const LEASE: Duration = Duration::from_secs(60);
 /// Far below the lease, and far above what giving back takes on a loaded machine.
-const FREE_WITHIN: Duration = Duration::from_secs(10);
-const OP_TIMEOUT: Duration = Duration::from_millis(500);
+const FREE_WITHIN: Duration = Duration::from_secs(20);
+/// Long enough that a warm-up call on a loaded machine is answered in time; a held request
+/// is let go only [`LATE`] after its call went out, past this and the call's clean-up.
+const OP_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a held request stays held when it is meant to land after its call gave up.
+const LATE: Duration = Duration::from_secs(6);
 
 /// The keys of one acquisition: two written, one read.
 const WRITTEN: [&str; 2] = ["seat-1", "seat-2"];
@@ -334,7 +338,7 @@ mod postgres {
     const BATCH: &[u8] = b"pgall:lock:{seat-1}";
 
     /// A `lock_all` (never waiting) whose one request is held past the operation timeout
-    /// fails as unavailable, and its request reaches the server 1.5 s later, after the
+    /// fails as unavailable, and its request reaches the server [`LATE`] later, after the
     /// give-back of every key had its chance. Nothing of it may hold a key: the give-backs
     /// wait until the connection's session is ended, after which the batch runs nowhere.
     /// Control: held for less than the operation timeout, it is answered and given back.
@@ -361,7 +365,7 @@ mod postgres {
         let err = take_all(&s.a).await.unwrap_err();
         assert!(err.is_unavailable(), "{err:?}");
         assert_eq!(s.proxy.caught(), 2, "the batch's request was not held");
-        sleep(Duration::from_millis(1500)).await;
+        sleep(LATE).await;
         s.proxy.release_held();
         s.held_session_ended(&before).await;
         s.another_process_gets_every_key("a lock_all that timed out")
@@ -383,7 +387,7 @@ mod postgres {
             "the batch's request was not held"
         );
         // Past the operation timeout of the call left in the background, and its clean-up.
-        sleep(Duration::from_millis(1500)).await;
+        sleep(LATE).await;
         s.proxy.release_held();
         s.held_session_ended(&before).await;
         s.another_process_gets_every_key("a cancelled lock_all")
@@ -705,7 +709,7 @@ mod mysql {
     }
 
     /// As on PostgreSQL: a `lock_all` whose one request is held past the operation timeout
-    /// fails as unavailable, its request reaches the server 1.5 s later, and nothing of it
+    /// fails as unavailable, its request reaches the server [`LATE`] later, and nothing of it
     /// holds a key. Control: held for less than the operation timeout, it is answered.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lock_all_whose_answer_is_lost_leaves_no_key_held_when_it_lands_late() {
@@ -729,7 +733,7 @@ mod mysql {
         let err = take_all(&s.a).await.unwrap_err();
         assert!(err.is_unavailable(), "{err:?}");
         assert_eq!(s.proxy.caught(), 2, "the batch's request was not held");
-        sleep(Duration::from_millis(1500)).await;
+        sleep(LATE).await;
         s.proxy.release_held();
         s.held_session_ended(&before).await;
         s.another_process_gets_every_key("a lock_all that timed out")
@@ -748,7 +752,7 @@ mod mysql {
             s.proxy.wait_caught(1, Duration::from_secs(5)).await,
             "the batch's request was not held"
         );
-        sleep(Duration::from_millis(1500)).await;
+        sleep(LATE).await;
         s.proxy.release_held();
         s.held_session_ended(&before).await;
         s.another_process_gets_every_key("a cancelled lock_all")

@@ -58,13 +58,13 @@ async fn a_killed_permit_holders_row_expires_and_is_swept() {
         .keys(&["killed"])
         .semaphore(1)
         .lease(lease)
-        .op_timeout(Duration::from_millis(500))
+        .op_timeout(Duration::from_secs(2))
         .hold(Duration::from_secs(20), 1)
         .duration(Duration::from_secs(30));
     // Made first: the schema is there before the worker's permit is looked for.
     let here = Locker::builder()
         .postgres(pg.url())
-        .op_timeout(Duration::from_millis(500))
+        .op_timeout(Duration::from_secs(2))
         .build()
         .await
         .unwrap();
@@ -190,7 +190,7 @@ async fn a_readers_fenced_transaction_held_open_blocks_no_renewal_and_keeps_writ
     let pg = PgServer::start().await;
     let (a, b) = (locker(&pg).await, locker(&pg).await);
     let mut db = client(&pg.url()).await;
-    let lease = Duration::from_millis(900);
+    let lease = Duration::from_secs(2);
     let reader = a.read_lock("doc").lease(lease).acquire().await.unwrap();
     let tx = db
         .build_transaction()
@@ -217,12 +217,16 @@ async fn a_readers_fenced_transaction_held_open_blocks_no_renewal_and_keeps_writ
         .await
         .expect("another reader joins");
     other.release().await.unwrap();
+    // A try that waited on the open transaction's row would read as held only after the
+    // server's lock timeout (half the operation timeout: 1 s); one answered from the rows, at
+    // once.
     let started = Instant::now();
     let writer = b.write_lock("doc").try_acquire().await.unwrap();
     assert!(writer.is_none(), "a writer got in beside a reader");
     assert!(
-        started.elapsed() < Duration::from_millis(400),
-        "the writer waited"
+        started.elapsed() < Duration::from_secs(1),
+        "the writer waited {:?} (the server's lock timeout is 1 s)",
+        started.elapsed()
     );
     tx.commit().await.unwrap();
 
@@ -617,7 +621,7 @@ async fn history_with_a_kill(name: &str, workers: usize, primitive: fn(WorkerSpe
         WorkerSpec::new("redis://unused", &resource.url())
             .postgres(&pg.url())
             .lease(lease)
-            .op_timeout(Duration::from_millis(500))
+            .op_timeout(Duration::from_secs(2))
             .wait(Duration::from_secs(5))
             .hold(Duration::from_millis(20), 2)
             .gap(Duration::from_millis(10))

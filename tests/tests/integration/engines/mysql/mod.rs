@@ -17,7 +17,7 @@ fn builder(url: &str) -> leasehold::LockerBuilder {
     Locker::builder()
         .mysql(url)
         .prefix("myt")
-        .op_timeout(Duration::from_millis(500))
+        .op_timeout(Duration::from_secs(2))
 }
 
 async fn locker(db: &MysqlServer) -> Locker {
