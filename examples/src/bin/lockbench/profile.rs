@@ -1,4 +1,4 @@
-//! `--profile ours|unfenced|raw|fenced|safe-fenced TASKS SECONDS`: one contender of scenario 1
+//! `--profile ours|unfenced|raw|fenced|safe-fenced|all|raw-all TASKS SECONDS`: one contender of scenario 1
 //! alone against a `redis-server` of its own, for `perf record` (its samples are then the
 //! client's alone); prints the client's and Redis's CPU, commands and allocations per cycle.
 

@@ -70,7 +70,7 @@ pub(crate) async fn uncontended<L: KeyLock>(
 }
 
 /// How many free keys a `lock_all` row takes at once.
-const SEVERAL: usize = 4;
+pub(crate) const SEVERAL: usize = 4;
 
 /// Adds `{scenario} uncontended, {tasks} tasks` rows of `lock_all` of [`SEVERAL`] free keys
 /// against a single lock, both ours on `locker`, taking turns at 1 and 16 tasks: what a cycle

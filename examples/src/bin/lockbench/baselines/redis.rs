@@ -18,6 +18,38 @@ use crate::key_lock::KeyLock;
 const FENCED_SET: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
      return redis.call('INCR', KEYS[2]) end return false";
 
+/// Several free keys taken by hand in one round trip, each with the restore-safe fence of
+/// [`SAFE_FENCED_SET`]: all or none (nothing is written if one key is held). `KEYS` are
+/// pairs (lock, its fence counter); `ARGV` the token, the lease and the counter's lifetime in
+/// ms. Returns each key's fence, in order, or nil. The floor of a one-round-trip `lock_all`
+/// with our safety: no queue, no watchdog, no record of the attempt.
+const SAFE_FENCED_SET_ALL: &str = "\
+for i = 1, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return false end
+end
+local t = redis.call('TIME')
+local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local fences = {}
+for i = 1, #KEYS, 2 do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+  if tonumber(redis.call('GET', KEYS[i + 1]) or '0') < floor then
+    redis.call('SET', KEYS[i + 1], string.format('%d', floor + 1), 'PX', ARGV[3])
+    fences[#fences + 1] = floor + 1
+  else
+    fences[#fences + 1] = redis.call('INCR', KEYS[i + 1])
+  end
+end
+return fences";
+
+/// Compare-and-delete of every key in `KEYS` that holds the token `ARGV[1]`, in one round
+/// trip; returns how many it deleted.
+const COMPARE_AND_DELETE_ALL: &str = "\
+local n = 0
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then n = n + redis.call('DEL', KEYS[i]) end
+end
+return n";
+
 /// The lock users write by hand, done right as far as it goes: random token, `SET NX PX`,
 /// compare-and-delete; waiting is a 1 ms polling loop.
 #[derive(Clone)]
@@ -26,6 +58,8 @@ pub(crate) struct Naive {
     delete: Arc<redis::Script>,
     fenced_set: Arc<redis::Script>,
     safe_fenced_set: Arc<redis::Script>,
+    safe_fenced_set_all: Arc<redis::Script>,
+    delete_all: Arc<redis::Script>,
 }
 
 impl Naive {
@@ -39,6 +73,8 @@ impl Naive {
             delete: Arc::new(redis::Script::new(COMPARE_AND_DELETE)),
             fenced_set: Arc::new(redis::Script::new(FENCED_SET)),
             safe_fenced_set: Arc::new(redis::Script::new(SAFE_FENCED_SET)),
+            safe_fenced_set_all: Arc::new(redis::Script::new(SAFE_FENCED_SET_ALL)),
+            delete_all: Arc::new(redis::Script::new(COMPARE_AND_DELETE_ALL)),
         }
     }
 
@@ -78,6 +114,39 @@ impl Naive {
             .invoke_async(&mut conn)
             .await
             .expect("restore-safe fenced SET")
+    }
+
+    /// Every lock of `pairs` (lock, fence counter) taken in one script call
+    /// ([`SAFE_FENCED_SET_ALL`]), or none; each one's fence.
+    pub(crate) async fn try_lock_all_safe_fenced(
+        &self,
+        pairs: &[(String, String)],
+        token: &str,
+    ) -> Option<Vec<u64>> {
+        let mut conn = self.conn.clone();
+        let mut call = self.safe_fenced_set_all.prepare_invoke();
+        for (key, fence_key) in pairs {
+            call.key(key).key(fence_key);
+        }
+        call.arg(token)
+            .arg(30_000)
+            .arg(86_400_000)
+            .invoke_async(&mut conn)
+            .await
+            .expect("restore-safe fenced SET of every key")
+    }
+
+    /// Compare-and-delete of every lock in `keys` in one script call; how many it deleted.
+    pub(crate) async fn unlock_all(&self, keys: &[String], token: &str) -> i64 {
+        let mut conn = self.conn.clone();
+        let mut call = self.delete_all.prepare_invoke();
+        for key in keys {
+            call.key(key);
+        }
+        call.arg(token)
+            .invoke_async(&mut conn)
+            .await
+            .expect("compare-and-delete of every key")
     }
 
     pub(crate) async fn try_lock(&self, key: &str, token: &str) -> bool {

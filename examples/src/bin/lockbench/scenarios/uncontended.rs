@@ -1,7 +1,8 @@
 //! Scenario 1: uncontended lock/unlock cycles on Redis (1, 16, 64 tasks), fenced and unfenced,
 //! with the client CPU per cycle, against the same commands sent raw, a raw lock with a fence,
 //! and rslock, taking turns in short windows; and `lock_all` of two keys against taking them
-//! by hand, and of four free keys against a single lock.
+//! by hand, and of four free keys against a single lock and against the same four taken and
+//! given back by hand in one script call each.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +10,9 @@ use std::time::Duration;
 use leasehold::Locker;
 
 use crate::baselines::{rslock_lock_unlock, token, Naive};
-use crate::measure::{cycles_per_sec, in_turns, CpuWindow, UNCONTENDED_ROUNDS};
+use crate::measure::{cycles_per_sec, in_turns, in_turns_costs, CpuWindow, UNCONTENDED_ROUNDS};
 use crate::report::Report;
+use crate::versus::SEVERAL;
 
 /// Scenario 1's contenders that cycle one lock and unlock per call (rslock aside).
 #[derive(Clone, Copy)]
@@ -25,6 +27,11 @@ pub(crate) enum Cycle {
     Unfenced,
     /// `SAFE_FENCED_SET`, then compare-and-delete, sent raw.
     SafeFenced,
+    /// `locker.lock_all(..)` of [`SEVERAL`] free keys, then `release()`.
+    All,
+    /// The same keys by hand: one script takes them all with restore-safe fences, one
+    /// compare-and-deletes them.
+    RawAll,
 }
 
 impl Cycle {
@@ -36,10 +43,12 @@ impl Cycle {
             "unfenced" => Cycle::Unfenced,
             "safe-fenced" => Cycle::SafeFenced,
             "ours" => Cycle::Ours,
+            "all" => Cycle::All,
+            "raw-all" => Cycle::RawAll,
             other => {
                 eprintln!(
-                    "unknown contender {other:?}: --profile takes ours, unfenced, raw, fenced or \
-                     safe-fenced"
+                    "unknown contender {other:?}: --profile takes ours, unfenced, raw, fenced, \
+                     safe-fenced, all or raw-all"
                 );
                 std::process::exit(2)
             }
@@ -57,40 +66,65 @@ impl Cycle {
         let (n, l) = (naive.clone(), locker.clone());
         cycles_per_sec(tasks, window, move |t, i| {
             let (n, l) = (n.clone(), l.clone());
-            async move {
-                let k = i % 16;
-                match self {
-                    Cycle::Raw => {
-                        let (key, tok) = (format!("raw:{t}:{k}"), token());
-                        assert!(n.try_lock(&key, &tok).await, "raw key was taken");
-                        n.unlock(&key, &tok).await;
-                    }
-                    Cycle::Fenced => {
-                        let (key, tok) = (format!("fenced:{{{t}:{k}}}"), token());
-                        let fence_key = format!("fence:{{{t}:{k}}}");
-                        let fence = n.try_lock_fenced(&key, &fence_key, &tok).await;
-                        assert!(fence.is_some(), "fenced key was taken");
-                        n.unlock(&key, &tok).await;
-                    }
-                    Cycle::SafeFenced => {
-                        let (key, tok) = (format!("safe:{{{t}:{k}}}"), token());
-                        let fence_key = format!("safe-fence:{{{t}:{k}}}");
-                        let fence = n.try_lock_safe_fenced(&key, &fence_key, &tok).await;
-                        assert!(fence.is_some(), "fenced key was taken");
-                        n.unlock(&key, &tok).await;
-                    }
-                    Cycle::Ours => {
-                        let guard = l.lock(format!("u:{t}:{k}")).acquire().await;
-                        guard.expect("acquire").release().await.expect("release");
-                    }
-                    Cycle::Unfenced => {
-                        let guard = l.lock(format!("nf:{t}:{k}")).unfenced().acquire().await;
-                        guard.expect("acquire").release().await.expect("release");
-                    }
-                }
-            }
+            async move { self.once(&n, &l, t, i).await }
         })
         .await
+    }
+
+    /// One cycle of task `t`'s `i`-th: on the 16 keys of its own, `i % 16`.
+    pub(crate) async fn once(self, n: &Naive, l: &Locker, t: usize, i: u64) {
+        let k = i % 16;
+        match self {
+            Cycle::Raw => {
+                let (key, tok) = (format!("raw:{t}:{k}"), token());
+                assert!(n.try_lock(&key, &tok).await, "raw key was taken");
+                n.unlock(&key, &tok).await;
+            }
+            Cycle::Fenced => {
+                let (key, tok) = (format!("fenced:{{{t}:{k}}}"), token());
+                let fence_key = format!("fence:{{{t}:{k}}}");
+                let fence = n.try_lock_fenced(&key, &fence_key, &tok).await;
+                assert!(fence.is_some(), "fenced key was taken");
+                n.unlock(&key, &tok).await;
+            }
+            Cycle::SafeFenced => {
+                let (key, tok) = (format!("safe:{{{t}:{k}}}"), token());
+                let fence_key = format!("safe-fence:{{{t}:{k}}}");
+                let fence = n.try_lock_safe_fenced(&key, &fence_key, &tok).await;
+                assert!(fence.is_some(), "fenced key was taken");
+                n.unlock(&key, &tok).await;
+            }
+            Cycle::Ours => {
+                let guard = l.lock(format!("u:{t}:{k}")).acquire().await;
+                guard.expect("acquire").release().await.expect("release");
+            }
+            Cycle::Unfenced => {
+                let guard = l.lock(format!("nf:{t}:{k}")).unfenced().acquire().await;
+                guard.expect("acquire").release().await.expect("release");
+            }
+            Cycle::All => {
+                let keys = (0..SEVERAL).map(|j| format!("all:{t}:{k}:{j}"));
+                let guard = l.lock_all(keys).acquire().await.expect("lock_all");
+                guard.release().await.expect("release");
+            }
+            Cycle::RawAll => {
+                let tok = token();
+                let pairs: Vec<(String, String)> = (0..SEVERAL)
+                    .map(|j| {
+                        let key = format!("allraw:{t}:{k}:{j}");
+                        (key.clone(), format!("f{key}"))
+                    })
+                    .collect();
+                let fences = n.try_lock_all_safe_fenced(&pairs, &tok).await;
+                assert_eq!(
+                    fences.map(|f| f.len()),
+                    Some(SEVERAL),
+                    "raw keys were taken"
+                );
+                let keys: Vec<String> = pairs.into_iter().map(|(key, _)| key).collect();
+                assert_eq!(n.unlock_all(&keys, &tok).await, SEVERAL as i64);
+            }
+        }
     }
 }
 
@@ -251,4 +285,48 @@ pub(crate) async fn scenario(
     }
     // Four free keys against one (issue 49): the rows every engine has.
     crate::versus::several_keys(report, "1", &locker, duration).await;
+    // The same four keys against the floor of a one-round-trip `lock_all` with our safety:
+    // written by hand, one script takes them all with restore-safe fences (or none), one
+    // gives them back.
+    for tasks in [1usize, 16] {
+        let (n, l) = (naive.clone(), locker.clone());
+        let by_hand = move |t, i| {
+            let (n, l) = (n.clone(), l.clone());
+            async move { Cycle::RawAll.once(&n, &l, t, i).await }
+        };
+        let (n, l) = (naive.clone(), locker.clone());
+        let ours = move |t, i| {
+            let (n, l) = (n.clone(), l.clone());
+            async move { Cycle::All.once(&n, &l, t, i).await }
+        };
+        let (ours, raw) = in_turns_costs(tasks, duration, ours, by_hand, redis).await;
+        let scenario = format!("1 uncontended, {tasks} tasks");
+        let name = "raw, by hand: one script takes every key with a restore-safe fence, one \
+                    deletes them";
+        let metric = |what: &str| format!("lock_all of {SEVERAL} free keys vs raw, {what}");
+        report.add(
+            &scenario,
+            &metric("cycles/s"),
+            ours.rate,
+            raw.rate,
+            name,
+            "cycles/s",
+        );
+        report.add(
+            &scenario,
+            &metric("client CPU per cycle"),
+            ours.client_us,
+            raw.client_us,
+            name,
+            "us",
+        );
+        report.add_if_measured(
+            &scenario,
+            &metric("Redis CPU per cycle"),
+            ours.server_us,
+            raw.server_us,
+            name,
+            "us",
+        );
+    }
 }
