@@ -362,14 +362,15 @@ impl MultiGuard {
     }
 
     /// Releases every key, all of them even when one fails. The releases go out together, so
-    /// an engine that groups concurrent calls (Redis) takes them in one round trip.
+    /// an engine that groups concurrent calls (Redis) takes them in one call: none goes out
+    /// alone ahead of the others.
     ///
     /// # Errors
     /// [`LockError::Lost`] when any key was not ours any more (the work under the guard may
     /// have run unprotected), else the first [`LockError::Unavailable`] (in the keys' order).
     pub async fn release(self) -> Result<(), LockError> {
         let mut outcome = Ok(());
-        let released = crate::store::join_all(self.guards.into_iter().map(LockGuard::release));
+        let released = crate::store::join_together(self.guards.into_iter().map(LockGuard::release));
         for result in released.await {
             match (result, &outcome) {
                 (Ok(()), _) | (Err(_), Err(LockError::Lost { .. })) => {}

@@ -65,7 +65,7 @@ pub use capabilities::{Capabilities, Fairness};
 pub use deployment::Deployment;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use halving::renew_halving;
-pub(crate) use join::join_all;
+pub(crate) use join::{join_all, join_together, together};
 pub(crate) use lazy::{Connection, LazyStore};
 pub(crate) use parts::{admin_by, leader_by, AdminParts, LeaderParts};
 pub(crate) use session::Session;

@@ -9,7 +9,7 @@ use leasehold_tests::harness::{eventually, ProxyMode, RedisServer, TcpProxy};
 use crate::lock_core::{lock_keys, locker, script_calls};
 
 /// Free keys of a multi-key lock on one server are taken in one script call, one round trip,
-/// not one per key; a busy key falls back to taking them in order, and the whole guard is
+/// not one per key, and given back in one; a busy key falls back to taking them in order, and the whole guard is
 /// still all or nothing.
 #[tokio::test]
 async fn lock_all_takes_free_keys_in_one_round_trip() {
@@ -30,7 +30,14 @@ async fn lock_all_takes_free_keys_in_one_round_trip() {
     assert_eq!(lock_keys(&srv).await.len(), 3);
     let fences: Vec<u64> = all.guards().iter().map(|g| g.fence()).collect();
     assert!(fences.iter().all(|&f| f > 0), "{fences:?}");
+    // Given back together too: no key's release goes out alone ahead of the others.
+    let before = script_calls(&srv).await;
     all.release().await.unwrap();
+    assert_eq!(
+        script_calls(&srv).await - before,
+        1,
+        "three keys given back, one script call"
+    );
     assert!(lock_keys(&srv).await.is_empty());
 
     // A key held elsewhere: nothing is taken at once, the call waits for it, then holds all.

@@ -6,7 +6,9 @@
 //! client the per-request cost of the connection, while several calls still overlap.
 //!
 //! A request that finds nothing on its way goes out alone, at once, and its caller gets the
-//! answer straight from the call. Otherwise the task whose request starts a batch sends it;
+//! answer straight from the call, unless it is one of several sent together
+//! ([`crate::store::join_together`]: a guard of several keys giving them back): it then leads
+//! a batch, so that its siblings, which arrive in the same turn, go in the same call. Otherwise the task whose request starts a batch sends it;
 //! when more requests queued up meanwhile, a spawned task sends those. A request whose caller went away while its batch was in flight
 //! is answered anyway, and a lock it took is given back ([`Item::abandoned`]).
 
@@ -82,10 +84,12 @@ where
     C: Send + Sync + 'static,
 {
     // Nothing on its way (so nobody waits either: requests only wait while all slots are
-    // out): a lone request goes out at once, by itself, without a batch's hand-offs.
+    // out): a lone request goes out at once, by itself, without a batch's hand-offs. One of
+    // several sent together leads a batch instead, which its siblings join.
+    let together = crate::store::together();
     let lone = {
         let mut state = T::queue(ctx).state.lock().unwrap();
-        let lone = state.sending == 0;
+        let lone = state.sending == 0 && !together;
         if lone {
             debug_assert!(state.waiting.is_empty());
             state.sending = 1;
@@ -109,9 +113,15 @@ where
     };
     if lead {
         let _slot = Slot::<T, C>::new(ctx);
-        // Under load, let the other tasks that are ready to run now (typically woken by the
-        // same reply) add their requests first: they all go in this one call.
-        tokio::task::yield_now().await;
+        if together {
+            // The siblings are polled in this task's same turn: one turn is enough, without
+            // yielding to the other tasks and the I/O driver first.
+            siblings_turn().await;
+        } else {
+            // Under load, let the other tasks that are ready to run now (typically woken by
+            // the same reply) add their requests first: they all go in this one call.
+            tokio::task::yield_now().await;
+        }
         send_one_batch::<T, C>(ctx).await;
         // The slot goes back here, before waiting for the answer: it may be in a later batch.
     }
@@ -124,6 +134,21 @@ where
         )),
         Err(_) => Err(late()),
     }
+}
+
+/// Pending once, its task woken at once: the other futures of a
+/// [`join_together`](crate::store::join_together) are polled meanwhile, in the same turn.
+async fn siblings_turn() {
+    let mut waited = false;
+    std::future::poll_fn(|cx| {
+        if waited {
+            return std::task::Poll::Ready(());
+        }
+        waited = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await;
 }
 
 /// Takes up to [`MAX_BATCH`] waiting requests, sends them and answers each.
@@ -307,6 +332,25 @@ mod tests {
         assert_eq!(*ctx.calls.lock().unwrap(), [1, 5]);
         assert_eq!(sending(&ctx), 0);
         assert_eq!(ctx.abandoned.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_sent_together_share_one_call_though_nothing_was_on_its_way() {
+        let ctx = Arc::new(Doubler::default());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        let late = || LockError::unavailable("late", None);
+        let answers =
+            crate::store::join_together((1..=4).map(|n| submit(&ctx, Req(n), deadline, late)))
+                .await;
+        let answers: Vec<u32> = answers.into_iter().map(Result::unwrap).collect();
+        assert_eq!(answers, [2, 4, 6, 8]);
+        assert_eq!(*ctx.calls.lock().unwrap(), [4], "one call for the four");
+        assert_eq!(sending(&ctx), 0);
+        // Joined without the hint, the first goes out alone and the others follow it.
+        let answers = crate::store::join_all((5..=7).map(|n| submit(&ctx, Req(n), deadline, late)));
+        assert_eq!(answers.await.len(), 3);
+        assert_eq!(*ctx.calls.lock().unwrap(), [4, 1, 2]);
+        assert_eq!(sending(&ctx), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -15,14 +15,20 @@ use leasehold_tests::harness::{eventually, PgServer, RedisServer};
 use leasehold_tests::history::{History, Run, WorkerSpec};
 use tokio::time::{sleep, Instant};
 
-/// No test here waits an operation timeout out: the library's default bound (2 s), so that a
-/// machine busy with other suites does not fail a call (at 500 ms, calls without any fault
-/// failed beside the fault suites).
+/// No test here waits an operation timeout out, so the bound of every call is long: at 500 ms
+/// calls without any fault failed beside the fault suites, and at the library's default (2 s)
+/// on a machine whose two cores were also busy with other work.
+const OP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The leases that the watchdog must keep renewing over several of them: long enough that a
+/// renewal delayed by a loaded machine (each bounded by [`OP_TIMEOUT`]) still lands in time.
+const RENEWED_LEASE: Duration = Duration::from_secs(5);
+
 fn builder(url: &str) -> leasehold::LockerBuilder {
     Locker::builder()
         .postgres(url)
         .prefix("pgp")
-        .op_timeout(Duration::from_secs(2))
+        .op_timeout(OP_TIMEOUT)
 }
 
 async fn locker(pg: &PgServer) -> Locker {
@@ -58,13 +64,13 @@ async fn a_killed_permit_holders_row_expires_and_is_swept() {
         .keys(&["killed"])
         .semaphore(1)
         .lease(lease)
-        .op_timeout(Duration::from_secs(2))
+        .op_timeout(OP_TIMEOUT)
         .hold(Duration::from_secs(20), 1)
         .duration(Duration::from_secs(30));
     // Made first: the schema is there before the worker's permit is looked for.
     let here = Locker::builder()
         .postgres(pg.url())
-        .op_timeout(Duration::from_secs(2))
+        .op_timeout(OP_TIMEOUT)
         .build()
         .await
         .unwrap();
@@ -190,6 +196,8 @@ async fn a_readers_fenced_transaction_held_open_blocks_no_renewal_and_keeps_writ
     let pg = PgServer::start().await;
     let (a, b) = (locker(&pg).await, locker(&pg).await);
     let mut db = client(&pg.url()).await;
+    // Not longer: the fence check lets the transaction idle for the lease left plus 5 s, and
+    // it idles here for three leases.
     let lease = Duration::from_secs(2);
     let reader = a.read_lock("doc").lease(lease).acquire().await.unwrap();
     let tx = db
@@ -218,15 +226,15 @@ async fn a_readers_fenced_transaction_held_open_blocks_no_renewal_and_keeps_writ
         .expect("another reader joins");
     other.release().await.unwrap();
     // A try that waited on the open transaction's row would read as held only after the
-    // server's lock timeout (half the operation timeout: 1 s); one answered from the rows, at
-    // once.
+    // server's lock timeout (half the operation timeout); one answered from the rows, at once.
     let started = Instant::now();
     let writer = b.write_lock("doc").try_acquire().await.unwrap();
     assert!(writer.is_none(), "a writer got in beside a reader");
     assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "the writer waited {:?} (the server's lock timeout is 1 s)",
-        started.elapsed()
+        started.elapsed() < OP_TIMEOUT / 2,
+        "the writer waited {:?} (the server's lock timeout is {:?})",
+        started.elapsed(),
+        OP_TIMEOUT / 2
     );
     tx.commit().await.unwrap();
 
@@ -247,7 +255,7 @@ async fn a_readers_fenced_transaction_held_open_blocks_no_renewal_and_keeps_writ
     tx.commit().await.unwrap();
     let writer = b
         .write_lock("doc")
-        .wait(Duration::from_secs(2))
+        .wait(Duration::from_secs(10))
         .acquire()
         .await
         .expect("the writer once the transaction ended");
@@ -471,13 +479,13 @@ async fn after_a_handover_in_the_process_the_earlier_holders_fence_is_refused() 
 /// One locker holds a lock, two readers and permits at once: its watchdog renews them
 /// together (one statement per kind, side by side) over several leases, each answer reaching
 /// its own lease; a lease that ran out meanwhile (a reader without the watchdog) is not
-/// renewed, and takes nobody's renewal with it. (The leases are 2 s: with 600 ms, a renewal
-/// delayed by a loaded machine let a reader's lease run out between the checks below.)
+/// renewed, and takes nobody's renewal with it. (The leases are [`RENEWED_LEASE`]: with 600 ms,
+/// and then 2 s, a renewal delayed by a loaded machine let a lease run out between the checks.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_of_every_kind_are_renewed_together() {
     let pg = PgServer::start().await;
     let (a, b) = (locker(&pg).await, locker(&pg).await);
-    let lease = Duration::from_secs(2);
+    let lease = RENEWED_LEASE;
     let lock = a.lock("mix:lock").lease(lease).acquire().await.unwrap();
     let r1 = a.read_lock("mix:doc").lease(lease).acquire().await.unwrap();
     let r2 = a
