@@ -49,6 +49,7 @@ mod postgres {
             .postgres(url)
             .prefix("pgall")
             .op_timeout(OP_TIMEOUT)
+            .connect_timeout(Duration::from_secs(10))
     }
 
     async fn client(url: &str) -> pg::Client {
@@ -404,6 +405,7 @@ mod mysql {
             .mysql(url)
             .prefix("myall")
             .op_timeout(OP_TIMEOUT)
+            .connect_timeout(Duration::from_secs(10))
     }
 
     /// `key` of this suite's locks as stored, in hex (as the batch carries it).

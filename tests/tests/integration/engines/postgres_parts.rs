@@ -29,6 +29,7 @@ fn builder(url: &str) -> leasehold::LockerBuilder {
         .postgres(url)
         .prefix("pgp")
         .op_timeout(OP_TIMEOUT)
+        .connect_timeout(Duration::from_secs(10))
 }
 
 async fn locker(pg: &PgServer) -> Locker {

@@ -18,6 +18,7 @@ fn builder(url: &str) -> leasehold::LockerBuilder {
         .mysql(url)
         .prefix("myt")
         .op_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(10))
 }
 
 async fn locker(db: &MysqlServer) -> Locker {

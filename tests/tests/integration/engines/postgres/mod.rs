@@ -16,13 +16,15 @@ mod line;
 mod recovery;
 mod setup;
 
-/// Calls bounded by 5 s: no test here waits one out, and at 2 s a locker's set-up missed it
-/// on a machine whose two cores were also busy with other work.
+/// Calls bounded by 5 s and the set-up (connecting, making the schema) by 10 s: no test here
+/// waits one out, and at 2 s each a locker's set-up missed its bound on a machine whose two
+/// cores were also busy with other work.
 fn builder(url: &str) -> leasehold::LockerBuilder {
     Locker::builder()
         .postgres(url)
         .prefix("pgt")
         .op_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(10))
 }
 
 async fn locker(pg: &PgServer) -> Locker {
