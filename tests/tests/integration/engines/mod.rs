@@ -23,18 +23,25 @@ mod zookeeper;
 mod zookeeper_auth;
 
 /// The SQL engines' pools after an outage (`postgres_unknown.rs`, `mysql_unknown.rs`; the
-/// rule is `store/opening.rs`): every connection of `a` through `proxy` is cut, and the
-/// network comes back slow, each chunk held for 150 ms on its way (a round trip 300 ms or
+/// rule is `store/opening.rs`): the locker `a` of `builder` (whose connections go through
+/// `proxy`) has calls bounded by 1 s and openings by 20 s; every connection of it is cut, and
+/// the network comes back slow, each chunk held for 150 ms on its way (a round trip 300 ms or
 /// more), so that opening a connection (a handshake, a login, the session's settings: many
-/// round trips) takes longer than `a`'s operation timeout (1 s) while a call (one or two round
-/// trips) does not. Calls go out again within 20 tries: a call that stopped waiting for its
+/// round trips) takes longer than the operation timeout while a call (one or two round trips)
+/// does not. Calls go out again within 20 tries: a call that stopped waiting for its
 /// connection leaves it opening for the next one.
 async fn calls_go_out_again_on_a_slow_network(
     proxy: &leasehold_tests::harness::TcpProxy,
-    a: &leasehold::Locker,
+    builder: leasehold::LockerBuilder,
 ) {
     use leasehold_tests::harness::ProxyMode;
     use std::time::Duration;
+    let a = &builder
+        .op_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .await
+        .expect("a's locker");
     let warm = a.lock("warm").acquire().await.expect("a free lock");
     warm.release().await.expect("released");
     proxy.set_mode(ProxyMode::Cut);

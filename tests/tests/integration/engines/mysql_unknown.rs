@@ -211,15 +211,7 @@ async fn a_cancelled_acquire_takes_no_lock_when_its_request_runs_late() {
 async fn calls_go_out_again_where_a_connection_opens_slower_than_a_call_may_wait() {
     let db = MysqlServer::start().await;
     let proxy = TcpProxy::start(db.addr()).await;
-    let a = Locker::builder()
-        .mysql(db.url_at(proxy.addr()))
-        .prefix("myu")
-        .op_timeout(Duration::from_secs(1))
-        .connect_timeout(Duration::from_secs(20))
-        .build()
-        .await
-        .expect("a's locker");
-    super::calls_go_out_again_on_a_slow_network(&proxy, &a).await;
+    super::calls_go_out_again_on_a_slow_network(&proxy, builder(&db.url_at(proxy.addr()))).await;
 }
 
 /// A call whose session the server ended under it (`KILL CONNECTION` by an operator, a
