@@ -12,6 +12,7 @@
 
 #[cfg(test)]
 pub(crate) mod apart;
+pub(crate) mod batch;
 mod capabilities;
 mod deployment;
 #[cfg(feature = "etcd")]

@@ -9,7 +9,6 @@ use redis::aio::ConnectionManager;
 use redis::{Client, IntoConnectionInfo, ProtocolVersion, PushInfo};
 use tokio::sync::{mpsc, watch, Notify};
 
-use super::batch::Queue;
 use super::conn::{bounded, connection_config, describe, unavailable, Conn};
 use super::items::Core;
 use super::scripts::{ACQUIRE, RAISE_FENCE, RELEASE, RENEW};
@@ -19,6 +18,7 @@ use super::session::{watch_lock_conn, DropSender};
 use super::wakes::{dispatch_wakes, Wakes};
 use super::RedisStore;
 use crate::error::{Endpoint, LockError};
+use crate::store::batch::Queue;
 use crate::store::Settings;
 
 impl RedisStore {

@@ -1,15 +1,15 @@
 //! The requests of the Redis engine as they wait to share a round trip: concurrent acquires
-//! go out in one script call, and so do concurrent releases (see [`batch`](super::batch)).
+//! go out in one script call, and so do concurrent releases (see [`batch`](crate::store::batch)).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::batch::{self, Item, Queue};
 use super::conn::{bounded, Conn, ScriptCall};
 use super::scripts::{
     malformed, millis, refused, ACQUIRE, MAX_INTEREST, QUEUE_TTL, RELEASE, YIELD_WINDOW,
 };
 use crate::error::{Endpoint, LockError};
+use crate::store::batch::{self, Item, Queue};
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
 use crate::store::{AcquireRequest, Attempt};

@@ -41,7 +41,6 @@
 //! that timed out keeps its connection while the Sentinels name the same master.
 
 mod admin;
-mod batch;
 mod conn;
 mod connect;
 mod items;

@@ -102,6 +102,7 @@ mod interest;
 mod leader;
 mod permits;
 mod recipe;
+mod releases;
 mod semaphore;
 mod store;
 mod subscribe;

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use super::contenders::InFlight;
 use super::interest::withdraw_lapsed;
+use super::releases::Releases;
 use super::{Contender, Contenders, Driver, Place, Role, FENCE_SLOTS};
 use crate::error::LockError;
 use crate::store::heard;
@@ -22,6 +23,8 @@ pub(crate) struct Sequenced<D: Driver> {
     pub(crate) contenders: Contenders<D::Via>,
     /// Bumped each time a session ends: its contenders are gone or going.
     pub(super) epoch: Arc<watch::Sender<u64>>,
+    /// The releases' deletes, sent together where they meet.
+    releases: Arc<Releases<D>>,
 }
 
 impl<D: Driver> Sequenced<D> {
@@ -38,6 +41,7 @@ impl<D: Driver> Sequenced<D> {
         let driver = Arc::new(driver);
         withdraw_lapsed(Arc::downgrade(&driver), contenders.downgrade(), patience);
         Sequenced {
+            releases: Releases::new(driver.clone(), patience),
             driver,
             contenders,
             epoch,
@@ -226,8 +230,10 @@ impl<D: Driver> Sequenced<D> {
         // caller that is still there hears the error. It has no TTL of its own: left behind,
         // it would hold the lock as long as its session lives. (Taken out of the held ones,
         // it is not this token's any more: a later give-back of the token finds nothing.)
+        // Sent with the releases it meets (a guard's other keys given back together): one
+        // round trip for them all where the engine can.
         let deleting = Deleting::new(&*self.driver, mine);
-        let deleted = self.driver.delete(deleting.mine()).await?;
+        let deleted = self.releases.delete(deleting.mine().clone()).await?;
         deleting.answered();
         Ok(deleted)
     }

@@ -41,6 +41,8 @@ pub(super) struct Fake {
     /// Background deletions are recorded but not applied until [`Fake::flush_later`]: their
     /// round trip is still under way.
     pub(super) defer_later: std::sync::atomic::AtomicBool,
+    /// The deleting calls, in order: `delete` of one contender, `delete_all` of several.
+    pub(super) deletes: Mutex<Vec<(&'static str, usize)>>,
 }
 
 impl Fake {
@@ -185,8 +187,17 @@ impl Driver for Fake {
         Ok(places)
     }
 
+    /// All or nothing, as the engines' transactions: when one is gone, none is deleted.
     async fn delete_all(&self, mine: &[Contender<()>]) -> Result<bool, LockError> {
+        self.deletes
+            .lock()
+            .unwrap()
+            .push(("delete_all", mine.len()));
         self.failing("delete_all")?;
+        let names = self.names();
+        if !mine.iter().all(|one| names.contains(&one.name)) {
+            return Ok(false);
+        }
         for one in mine {
             self.remove(&one.name);
         }
@@ -229,6 +240,7 @@ impl Driver for Fake {
     /// Takes a turn of the runtime first, as a call over the network does: a caller can stop
     /// waiting for it before it is sent.
     async fn delete(&self, mine: &Contender<()>) -> Result<bool, LockError> {
+        self.deletes.lock().unwrap().push(("delete", 1));
         tokio::task::yield_now().await;
         self.failing("delete")?;
         Ok(self.remove(&mine.name))

@@ -137,3 +137,87 @@ async fn a_batch_whose_delete_fails_deletes_in_the_background() {
     assert_eq!(seq.driver.later.lock().unwrap().len(), 2);
     assert_eq!(seq.driver.names().len(), 1, "the holder's alone");
 }
+
+/// A guard's keys given back together (`join_together`, as `MultiGuard::release` does): their
+/// contenders go in one `delete_all`, each release with its own answer. Given back one after
+/// another, each is a `delete` of its own.
+#[tokio::test]
+async fn keys_given_back_together_are_deleted_in_one_call() {
+    let seq = recipe();
+    let (w, r) = (LockKeys::new("t", "w"), LockKeys::new("t", "r"));
+    let tokens = two_tokens();
+    seq.acquire_together(&batch(&w, &r, &tokens)).await.unwrap();
+    let released = crate::store::join_together([
+        seq.release_once(&w, &tokens[0], Role::Writer),
+        seq.release_once(&r, &tokens[1], Role::Reader),
+    ])
+    .await;
+    assert!(
+        released.iter().all(|r| matches!(r, Ok(true))),
+        "{released:?}"
+    );
+    assert!(seq.driver.names().is_empty());
+    assert_eq!(*seq.driver.deletes.lock().unwrap(), [("delete_all", 2)]);
+
+    let tokens = two_tokens();
+    seq.acquire_together(&batch(&w, &r, &tokens)).await.unwrap();
+    assert!(seq
+        .release_once(&w, &tokens[0], Role::Writer)
+        .await
+        .unwrap());
+    assert!(seq
+        .release_once(&r, &tokens[1], Role::Reader)
+        .await
+        .unwrap());
+    assert_eq!(
+        seq.driver.deletes.lock().unwrap()[1..],
+        [("delete", 1), ("delete", 1)]
+    );
+}
+
+/// One of the keys given back together is gone (an operator deleted its contender): the one
+/// call deletes nothing, and each is deleted by itself, so each release answers as alone.
+#[tokio::test]
+async fn keys_given_back_together_one_of_them_gone_each_answer_as_alone() {
+    let seq = recipe();
+    let (w, r) = (LockKeys::new("t", "w"), LockKeys::new("t", "r"));
+    let tokens = two_tokens();
+    seq.acquire_together(&batch(&w, &r, &tokens)).await.unwrap();
+    let writers = seq
+        .driver
+        .names()
+        .into_iter()
+        .find(|n| n.starts_with(&format!("{}/", w.lock())));
+    assert!(seq.driver.remove(&writers.expect("the writer's contender")));
+    let released = crate::store::join_together([
+        seq.release_once(&w, &tokens[0], Role::Writer),
+        seq.release_once(&r, &tokens[1], Role::Reader),
+    ])
+    .await;
+    assert!(matches!(released[0], Ok(false)), "{released:?}");
+    assert!(matches!(released[1], Ok(true)), "{released:?}");
+    assert!(seq.driver.names().is_empty());
+    assert_eq!(
+        *seq.driver.deletes.lock().unwrap(),
+        [("delete_all", 2), ("delete", 1), ("delete", 1)]
+    );
+}
+
+/// The one call fails (the engine did not answer): every release in it hears the error, and
+/// their contenders are deleted in the background.
+#[tokio::test]
+async fn keys_given_back_together_whose_call_fails_are_deleted_in_the_background() {
+    let seq = recipe();
+    let (w, r) = (LockKeys::new("t", "w"), LockKeys::new("t", "r"));
+    let tokens = two_tokens();
+    seq.acquire_together(&batch(&w, &r, &tokens)).await.unwrap();
+    seq.driver.fail("delete_all", 0);
+    let released = crate::store::join_together([
+        seq.release_once(&w, &tokens[0], Role::Writer),
+        seq.release_once(&r, &tokens[1], Role::Reader),
+    ])
+    .await;
+    assert!(released.iter().all(Result::is_err), "{released:?}");
+    assert_eq!(seq.driver.later.lock().unwrap().len(), 2);
+    assert!(seq.driver.names().is_empty());
+}

@@ -67,7 +67,8 @@ async fn etcd_revision(raw: &mut etcd_client::Client) -> i64 {
 }
 
 /// Store-observed: the three seats and the venue's share of one `lock_all` are four keys with
-/// one create revision, so one transaction put them all. Taken one by one (before issue 51's
+/// one create revision, so one transaction put them all, and one revision deletes them all
+/// when the guard is given back. Taken one by one (before issue 51's
 /// item 4 was done on etcd), each key had a revision of its own. The fences stay above an
 /// earlier holder's, the leases are real (a reader shares the venue, a writer is kept out),
 /// and a batch that finds a seat taken puts nothing.
@@ -112,7 +113,23 @@ async fn etcd_lock_all_puts_every_contender_in_one_transaction() {
     drop(share);
     assert!(b.write_lock(VENUE).try_acquire().await.unwrap().is_none());
     assert!(b.lock(SEATS[1]).try_acquire().await.unwrap().is_none());
+    // The guard's keys go back in one transaction: one revision for the four deletes (each
+    // delete by itself is a revision of its own). First, b's keys are gone (its share's
+    // release, and its tries' contenders deleted), so nothing else writes meanwhile.
+    eventually("only a's contenders left", Duration::from_secs(10), || {
+        let mut raw = raw.clone();
+        async move { etcd_contenders(&mut raw, &batch_keys()).await.len() == 4 }
+    })
+    .await;
+    let before = etcd_revision(&mut raw).await;
     all.release().await.unwrap();
+    let after = etcd_revision(&mut raw).await;
+    assert!(etcd_contenders(&mut raw, &batch_keys()).await.is_empty());
+    assert_eq!(
+        after - before,
+        1,
+        "one transaction deleted the guard's four contenders"
+    );
 
     // A seat taken elsewhere: the transaction puts nothing (only the holder's key is there),
     // and the call, told not to wait, takes nothing.
@@ -343,15 +360,18 @@ async fn zk_child_changes(raw: &zk::Client) -> i64 {
 }
 
 /// Store-observed: the three seats and the venue's share of one `lock_all` are four znodes
-/// with one `czxid`, so one `multi` created them all. Taken one by one (before issue 51's item
+/// with one `czxid`, so one `multi` created them all, and their containers' children change
+/// last at one zxid once the guard is given back, so one `multi` deleted them. Taken one by one (before issue 51's item
 /// 4 was done on ZooKeeper), each had a zxid of its own. Fences stay above an earlier
 /// holder's, the leases are real, and a batch that finds a seat taken leaves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_lock_all_creates_every_contender_in_one_multi() {
     let server = ZkServer::start().await;
+    let raw = zk_client(&server).await;
+    // Kept while empty, so that the release's changes can be read on them afterwards.
+    zk_containers(&raw).await;
     let a = zk_locker(&server.connect_string()).await;
     let b = zk_locker(&server.connect_string()).await;
-    let raw = zk_client(&server).await;
     let earlier = a.lock(SEATS[0]).acquire().await.unwrap();
     let earlier_fence = earlier.fence();
     earlier.release().await.unwrap();
@@ -385,7 +405,27 @@ async fn zookeeper_lock_all_creates_every_contender_in_one_multi() {
     drop(share);
     assert!(b.write_lock(VENUE).try_acquire().await.unwrap().is_none());
     assert!(b.lock(SEATS[1]).try_acquire().await.unwrap().is_none());
+    // The guard's keys go back in one `multi`: the four containers' children last changed at
+    // one zxid (each delete by itself has a zxid of its own). First, b's znodes are gone (its
+    // share's release, and its tries' contenders deleted), so nothing else changes them.
+    eventually(
+        "only a's contenders left",
+        Duration::from_secs(10),
+        || async { zk_contenders(&raw, &batch_keys()).await.len() == 4 },
+    )
+    .await;
     all.release().await.unwrap();
+    assert!(zk_contenders(&raw, &batch_keys()).await.is_empty());
+    let mut changed = BTreeSet::new();
+    for key in batch_keys() {
+        let (_, stat) = raw.get_data(&container(key)).await.expect("a container");
+        changed.insert(stat.pzxid);
+    }
+    assert_eq!(
+        changed.len(),
+        1,
+        "one multi deleted the guard's four contenders: {changed:?}"
+    );
 
     // A seat taken elsewhere: the batch's znodes are created and deleted again; only the
     // holder's is left.

@@ -1,16 +1,18 @@
-//! Group commit for the lock scripts: up to [`MAX_IN_FLIGHT`] script calls of one kind
-//! (acquires, or releases) are on their way to Redis at a time; requests that arrive while
-//! all of them are out wait and go together in the next call. A request goes out at once
-//! while there is room, so nothing waits for a batch to fill; under load, one script call
-//! carries many requests, which saves Redis the per-call cost of running a script and the
+//! Group commit: up to [`MAX_IN_FLIGHT`] calls of one kind (Redis's acquire scripts, or its
+//! release scripts; the deletes of the contenders that ZooKeeper's and etcd's releases give
+//! back) are on their way to the server at a time; requests that arrive while all of them are
+//! out wait and go together in the next call. A request goes out at once while there is room,
+//! so nothing waits for a batch to fill; under load, one call carries many requests, which
+//! saves the server the per-call cost (running a script, committing a transaction) and the
 //! client the per-request cost of the connection, while several calls still overlap.
 //!
 //! A request that finds nothing on its way goes out alone, at once, and its caller gets the
 //! answer straight from the call, unless it is one of several sent together
 //! ([`crate::store::join_together`]: a guard of several keys giving them back): it then leads
-//! a batch, so that its siblings, which arrive in the same turn, go in the same call. Otherwise the task whose request starts a batch sends it;
-//! when more requests queued up meanwhile, a spawned task sends those. A request whose caller went away while its batch was in flight
-//! is answered anyway, and a lock it took is given back ([`Item::abandoned`]).
+//! a batch, so that its siblings, which arrive in the same turn, go in the same call.
+//! Otherwise the task whose request starts a batch sends it; when more requests queued up
+//! meanwhile, a spawned task sends those. A request whose caller went away while its batch
+//! was in flight is answered anyway, and what it took is given back ([`Item::abandoned`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -19,10 +21,10 @@ use tokio::sync::oneshot;
 
 use crate::error::LockError;
 
-/// The most requests in one script call.
+/// The most requests in one call, unless the kind says fewer ([`Item::MAX_BATCH`]).
 const MAX_BATCH: usize = 128;
 
-/// The most script calls of one kind on their way to Redis at a time.
+/// The most calls of one kind on their way to the server at a time.
 const MAX_IN_FLIGHT: usize = 16;
 
 type Reply<T, C> = oneshot::Sender<Result<<T as Item<C>>::Out, LockError>>;
@@ -34,6 +36,9 @@ where
 {
     /// The answer to one request.
     type Out: Send + 'static;
+
+    /// The most requests one call carries (what the server takes in one call).
+    const MAX_BATCH: usize = MAX_BATCH;
 
     /// The queue of this kind of request in `ctx`.
     fn queue(ctx: &C) -> &Queue<Self, C>;
@@ -128,8 +133,8 @@ where
     match tokio::time::timeout_at(deadline, rx).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(_)) => Err(LockError::unavailable(
-            "the request was dropped before Redis answered it (the task sending its batch \
-             was cancelled); try again",
+            "the request was dropped before the server answered it (the task sending its \
+             batch was cancelled); try again",
             None,
         )),
         Err(_) => Err(late()),
@@ -151,7 +156,7 @@ async fn siblings_turn() {
     .await;
 }
 
-/// Takes up to [`MAX_BATCH`] waiting requests, sends them and answers each.
+/// Takes up to [`Item::MAX_BATCH`] waiting requests, sends them and answers each.
 async fn send_one_batch<T, C>(ctx: &Arc<C>)
 where
     T: Item<C>,
@@ -159,7 +164,7 @@ where
 {
     let batch: Vec<(T, Reply<T, C>)> = {
         let mut state = T::queue(ctx).state.lock().unwrap();
-        let n = state.waiting.len().min(MAX_BATCH);
+        let n = state.waiting.len().min(T::MAX_BATCH);
         state.waiting.drain(..n).collect()
     };
     if batch.is_empty() {
