@@ -11,8 +11,8 @@ use super::backend::{Backend, Settlement};
 use super::errors::unavailable_at;
 use super::sql::{
     ACQUIRE, ACQUIRE_ALL, ACQUIRE_ALL_TYPES, ACQUIRE_PERMITS, ACQUIRE_SHARED, ACQUIRE_TYPES,
-    BACKEND, HAND_OVER, RELEASE, RELEASE_PERMITS, RELEASE_SHARED, RELEASE_TYPES, RENEW,
-    RENEW_PERMITS, RENEW_SHARED, WARM_UP,
+    BACKEND, HAND_OVER, RELEASE, RELEASE_ALL, RELEASE_ALL_TYPES, RELEASE_PERMITS, RELEASE_SHARED,
+    RELEASE_TYPES, RENEW, RENEW_PERMITS, RENEW_SHARED, WARM_UP,
 };
 use super::wakes::{heard, Wakes};
 use crate::error::LockError;
@@ -22,6 +22,7 @@ use crate::store::Settings;
 pub(super) struct Statements {
     pub(super) acquire: pg::Statement,
     pub(super) release: pg::Statement,
+    pub(super) release_all: pg::Statement,
     pub(super) renew: pg::Statement,
     pub(super) hand_over: pg::Statement,
     pub(super) acquire_shared: pg::Statement,
@@ -160,6 +161,9 @@ impl Shared {
             use pg::types::Type;
             let acquire = client.prepare_typed(ACQUIRE, &ACQUIRE_TYPES).await?;
             let release = client.prepare_typed(RELEASE, &RELEASE_TYPES).await?;
+            let release_all = client
+                .prepare_typed(RELEASE_ALL, &RELEASE_ALL_TYPES)
+                .await?;
             let renew = client
                 .prepare_typed(
                     RENEW,
@@ -212,6 +216,7 @@ impl Shared {
             let statements = Statements {
                 acquire,
                 release,
+                release_all,
                 renew,
                 hand_over,
                 acquire_shared,

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use super::conn::{connector, Shared};
 use super::listener::listen;
 use super::pool::{Pool, POOL};
+use super::releases::Releases;
 use super::url::parse;
 use super::wakes::Wakes;
 use super::PostgresStore;
@@ -41,17 +42,20 @@ impl PostgresStore {
         driver.abort();
         let (up_tx, up_rx) = watch::channel(false);
         let listener = tokio::spawn(listen(Arc::downgrade(&shared), up_tx)).abort_handle();
+        let pool = Arc::new(Pool {
+            shared: shared.clone(),
+            slots: (0..POOL).map(|_| Arc::default()).collect(),
+            next: AtomicUsize::new(0),
+            unsettled: Default::default(),
+        });
+        let contender: Arc<str> = settings.locker_id.clone().into();
         let store = PostgresStore {
-            pool: Arc::new(Pool {
-                shared: shared.clone(),
-                slots: (0..POOL).map(|_| Arc::default()).collect(),
-                next: AtomicUsize::new(0),
-                unsettled: Default::default(),
-            }),
+            releases: Releases::new(pool.clone(), contender.clone(), settings.op_timeout),
+            pool,
             shared,
             listening: up_rx,
             listener,
-            contender: settings.locker_id.clone().into(),
+            contender,
             queued: Mutex::default(),
         };
         // Every connection for lock calls now, side by side: a bad URL fails here rather than

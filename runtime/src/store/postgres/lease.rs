@@ -1,15 +1,14 @@
-//! Leases: acquire (one `leasehold_acquire` call), release (one `leasehold_release` call,
-//! read right when it was sent twice) and renewals of every kind of lease (one statement per
-//! kind in a batch, split when the server refuses it).
+//! Leases: acquire (one `leasehold_acquire` call), handover, and renewals of every kind of
+//! lease (one statement per kind in a batch, split when the server refuses it). A lock's
+//! release is `releases.rs`'s.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio_postgres as pg;
 
 use super::errors::{answered_row, attempt_of, sql_state};
 use super::text::{db_text, token_text};
-use super::waiters::{MAX_INTEREST, YIELD_WINDOW};
+use super::waiters::MAX_INTEREST;
 use super::PostgresStore;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -129,47 +128,6 @@ impl PostgresStore {
             ));
         }
         Ok(answer.iter().map(attempt_of).collect())
-    }
-
-    /// Deletes the lock if `token` owns it. `valid_until`: until when its holder counts the
-    /// lease as valid, if known.
-    pub(super) async fn release_once(
-        &self,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        valid_until: Option<tokio::time::Instant>,
-    ) -> Result<bool, LockError> {
-        let key = db_text(keys.lock());
-        let wake = db_text(keys.wake());
-        let owner = token_text(token);
-        let name: &str = &self.contender;
-        let window_ms = YIELD_WINDOW.as_millis() as i64;
-        let sent = AtomicUsize::new(0);
-        let row = self
-            .call("refused a release", |conn| {
-                let (key, wake) = (key.clone(), wake.clone());
-                sent.fetch_add(1, Ordering::Relaxed);
-                async move {
-                    let params: [&(dyn pg::types::ToSql + Sync); 5] =
-                        [&key.as_ref(), &owner, &name, &window_ms, &wake.as_ref()];
-                    conn.client
-                        .query_one(&conn.statements.release, &params)
-                        .await
-                }
-            })
-            .await?;
-        Ok(match row.get::<_, Option<bool>>(0) {
-            Some(valid) => valid,
-            // Sent again on a new connection after the first one closed: the first may have
-            // deleted the row, its answer lost. The row of a lease still valid when this
-            // answer came cannot have expired on the server (its expiry is later than the
-            // holder's validity), so only a delete removed it: the first attempt, or an
-            // operator's force_release at that very moment, which reads as this release.
-            None => {
-                sent.load(Ordering::Relaxed) > 1
-                    && valid_until.is_some_and(|v| tokio::time::Instant::now() < v)
-            }
-        })
     }
 
     /// Hands the lock `token` holds on to another holder of this process ([`HAND_OVER`]):

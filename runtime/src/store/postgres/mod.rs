@@ -179,6 +179,7 @@ mod lease;
 mod listener;
 mod pool;
 mod readers;
+mod releases;
 mod schema;
 mod semaphores;
 mod settle;
@@ -215,6 +216,8 @@ pub(crate) use self::url::validate;
 
 pub(crate) struct PostgresStore {
     pool: Arc<Pool>,
+    /// Lock releases, sent together where they meet.
+    releases: Arc<releases::Releases>,
     shared: Arc<Shared>,
     /// True while the listening connection listens.
     listening: watch::Receiver<bool>,
@@ -298,7 +301,7 @@ impl Store for PostgresStore {
             Ending::HandOver => answer(self.hand_over_once(keys, token), Ended::HandedOver),
             Ending::Release { kind, valid_until } => match kind {
                 LeaseKind::Exclusive => answer(
-                    self.release_once(keys, token, Some(valid_until)),
+                    self.releases.release(keys, token, Some(valid_until)),
                     Ended::Released,
                 ),
                 LeaseKind::Read => answer(self.release_shared_once(keys, token), Ended::Released),

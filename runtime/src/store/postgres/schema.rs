@@ -19,7 +19,7 @@ use crate::error::LockError;
 pub const SCHEMA: &str = include_str!("schema.sql");
 
 /// Whether the schema is there, with this version's functions (their bodies carry the tag
-/// `leasehold schema 8`: an older database gets the new bodies); read before creating it.
+/// `leasehold schema 9`: an older database gets the new bodies); read before creating it.
 const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL \
      AND to_regclass('leasehold_fences') IS NOT NULL \
      AND to_regclass('leasehold_waiters') IS NOT NULL \
@@ -28,12 +28,13 @@ const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL 
      AND to_regclass('leasehold_permits') IS NOT NULL \
      AND to_regclass('leasehold_leaders') IS NOT NULL \
      AND to_regclass('leasehold_lockers') IS NOT NULL \
-     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 8%' AND oid IN (\
+     AND (SELECT count(*) FROM pg_proc WHERE prosrc LIKE '%leasehold schema 9%' AND oid IN (\
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint,text,bigint,boolean)'), \
           to_regprocedure('leasehold_acquire(text,text,bigint,bigint)'), \
           to_regprocedure('leasehold_wait_in_line(text,text,bigint)'), \
           to_regprocedure('leasehold_next_in_line(text,text)'), \
           to_regprocedure('leasehold_release(text,text,text,bigint,text)'), \
+          to_regprocedure('leasehold_release_all(text[],text[],text,bigint,text[])'), \
           to_regprocedure('leasehold_withdraw(text,text,bigint,text)'), \
           to_regprocedure('leasehold_pass_on(text,text,bigint,text)'), \
           to_regprocedure('leasehold_check_fence(text,bigint)'), \
@@ -46,7 +47,7 @@ const SCHEMA_PRESENT: &str = "SELECT to_regclass('leasehold_locks') IS NOT NULL 
           to_regprocedure('leasehold_renew_permits(text[],text[],bigint[])'), \
           to_regprocedure('leasehold_publish_leader(text,text,text,bigint,text,text)'), \
           to_regprocedure('leasehold_public(text)'), \
-          to_regprocedure('leasehold_describe_locker(text,text,bigint)'))) = 18";
+          to_regprocedure('leasehold_describe_locker(text,text,bigint)'))) = 19";
 
 /// Serializes the creation of the schema across processes (`CREATE ... IF NOT EXISTS` races).
 const SCHEMA_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"

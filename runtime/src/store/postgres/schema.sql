@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS leasehold_waiters (
 CREATE OR REPLACE FUNCTION leasehold_next_in_line(p_key text, p_me text)
 RETURNS text
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     next_name text;
 BEGIN
@@ -81,7 +81,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_draw_slot(p_last_slot bigint)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     drawn constant bigint := nextval('leasehold_fences');
     slot bigint;
@@ -120,7 +120,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_name text, p_wait_ms bigint, p_queued boolean,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     holder text;
@@ -187,7 +187,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire(
     p_key text, p_owner text, p_lease_ms bigint, p_fences bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE sql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 SELECT a.fence, a.remaining_ms FROM leasehold_acquire(p_key, p_owner, p_lease_ms, p_fences, '', 0, false) AS a
 $$;
 
@@ -195,7 +195,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_wait_in_line(p_key text, p_name text, p_wait_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 INSERT INTO leasehold_waiters AS w (key, name, arrived, waits_until)
 VALUES (p_key, p_name, clock_timestamp(),
         clock_timestamp() + p_wait_ms * interval '1 millisecond')
@@ -211,7 +211,7 @@ CREATE OR REPLACE FUNCTION leasehold_pass_on(
     p_key text, p_me text, p_window_ms bigint, p_wake text)
 RETURNS void
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     next_name text;
 BEGIN
@@ -239,7 +239,7 @@ CREATE OR REPLACE FUNCTION leasehold_release(
     p_key text, p_owner text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     valid boolean;
 BEGIN
@@ -255,6 +255,28 @@ BEGIN
 END
 $$;
 
+-- Several locks' releases in one statement (a guard's keys given back together, releases that
+-- met on their way): leasehold_release of each, the rows taken in the keys' order (as a batch of
+-- acquires takes them), each answer at its key's place. A row locked past the lock timeout (a
+-- fenced transaction of that lock still open) fails the statement, and with it every release
+-- in it: the caller then releases each by itself, so that one busy lock holds up no other.
+CREATE OR REPLACE FUNCTION leasehold_release_all(
+    p_keys text[], p_owners text[], p_name text, p_window_ms bigint, p_wakes text[])
+RETURNS boolean[]
+LANGUAGE plpgsql AS $$
+-- leasehold schema 9
+DECLARE
+    n constant integer := coalesce(array_length(p_keys, 1), 0);
+    answers boolean[] := array_fill(NULL::boolean, ARRAY[n]);
+    i integer;
+BEGIN
+    FOR i IN SELECT o.i FROM generate_subscripts(p_keys, 1) AS o(i) ORDER BY p_keys[o.i] LOOP
+        answers[i] := leasehold_release(p_keys[i], p_owners[i], p_name, p_window_ms, p_wakes[i]);
+    END LOOP;
+    RETURN answers;
+END
+$$;
+
 -- A contender stopped waiting without the lock: it leaves the line; if a release had just left
 -- the lock to it, the lock goes on to the next in line at once (or is freed), and the waiters
 -- hear it, instead of everyone waiting out the window. True when the lock had been left to it.
@@ -262,7 +284,7 @@ CREATE OR REPLACE FUNCTION leasehold_withdraw(
     p_key text, p_name text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     left_to_me boolean;
 BEGIN
@@ -295,7 +317,7 @@ $$;
 CREATE OR REPLACE FUNCTION leasehold_check_fence(p_key text, p_fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     snapshot_reads constant boolean := current_setting('transaction_isolation') <> 'read committed';
@@ -384,7 +406,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_shared(
     p_key text, p_owner text, p_lease_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     h constant bigint := hashtextextended(p_key, 0);
     lease constant interval := p_lease_ms * interval '1 millisecond';
@@ -460,7 +482,7 @@ CREATE OR REPLACE FUNCTION leasehold_release_shared(
     p_key text, p_owner text, p_window_ms bigint, p_wake text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     marked boolean;
     valid boolean;
@@ -501,7 +523,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_shared(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = ANY (p_keys) AND l.owner = 'R' AND l.expires > clock_timestamp()
@@ -549,7 +571,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_all(
     p_fences bigint[], p_name text)
 RETURNS TABLE (fence bigint, remaining_ms bigint)
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     n constant integer := coalesce(array_length(p_keys, 1), 0);
     fences bigint[] := array_fill(NULL::bigint, ARRAY[n]);
@@ -625,7 +647,7 @@ CREATE OR REPLACE FUNCTION leasehold_acquire_permits(
     p_place text, p_wait_ms bigint,
     OUT fence bigint, OUT remaining_ms bigint, OUT agreed integer)
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DECLARE
     agreed_limit integer;
     last_fence bigint;
@@ -701,7 +723,7 @@ CREATE OR REPLACE FUNCTION leasehold_renew_permits(
     p_keys text[], p_owners text[], p_ms bigint[])
 RETURNS TABLE (renewed_key text, renewed_owner text)
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 BEGIN
     PERFORM 1 FROM leasehold_semaphores AS s
         WHERE s.key = ANY (p_keys)
@@ -740,7 +762,7 @@ CREATE OR REPLACE FUNCTION leasehold_publish_leader(
     p_key text, p_record text, p_owner text, p_term bigint, p_identity text, p_wake text)
 RETURNS integer
 LANGUAGE plpgsql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 BEGIN
     PERFORM 1 FROM leasehold_locks AS l
         WHERE l.key = p_key AND l.owner = p_owner AND l.expires > clock_timestamp();
@@ -780,7 +802,7 @@ CREATE TABLE IF NOT EXISTS leasehold_lockers (
 CREATE OR REPLACE FUNCTION leasehold_public(p_owner text)
 RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
--- leasehold schema 8
+-- leasehold schema 9
 SELECT CASE WHEN starts_with(p_owner, 'h1.') AND length(p_owner) > 32
             THEN left(p_owner, -32) ELSE '' END
 $$;
@@ -791,7 +813,7 @@ CREATE OR REPLACE FUNCTION leasehold_describe_locker(
     p_id text, p_description text, p_ttl_ms bigint)
 RETURNS void
 LANGUAGE sql AS $$
--- leasehold schema 8
+-- leasehold schema 9
 DELETE FROM leasehold_lockers AS d WHERE d.id IN (
     SELECT v.id FROM leasehold_lockers AS v
     WHERE v.expires < clock_timestamp() - interval '1 minute' AND v.id <> p_id

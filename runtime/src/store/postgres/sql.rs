@@ -42,6 +42,21 @@ pub const RELEASE: &str = "SELECT leasehold_release($1, $2, $3, $4, $5)";
 /// [`RELEASE`]'s parameter types, as the statement is prepared.
 pub const RELEASE_TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT];
 
+/// Several locks' releases in one statement: keys, owners, the releasing contender's name, how
+/// long the next in line has to take each lock (ms), the wake-ups' payloads. One answer per
+/// key, in order, as [`RELEASE`]'s. A lock busy past the lock timeout fails the whole (nothing
+/// done).
+pub(super) const RELEASE_ALL: &str = "SELECT leasehold_release_all($1, $2, $3, $4, $5)";
+
+/// [`RELEASE_ALL`]'s parameter types, as the statement is prepared.
+pub(super) const RELEASE_ALL_TYPES: [Type; 5] = [
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT,
+    Type::INT8,
+    Type::TEXT_ARRAY,
+];
+
 pub(super) const WITHDRAW: &str = "SELECT leasehold_withdraw($1, $2, $3, $4)";
 
 /// A lock handed over to another holder of its owner's process: key, owner. Only while no
@@ -106,6 +121,8 @@ pub(super) const WARM_UP: &str = "DO $$ BEGIN \
      PERFORM leasehold_acquire('', '00000000000000000000000000000000', 60000, 1, '', 0, false); \
      PERFORM leasehold_acquire('', '', 60000, 1, 'w', 60000, false); \
      PERFORM leasehold_release('', '00000000000000000000000000000000', '', 1, ''); \
+     PERFORM leasehold_release_all(ARRAY['', '~'], ARRAY['00000000000000000000000000000000', \
+         '00000000000000000000000000000000'], '', 1, ARRAY['', '']); \
      PERFORM leasehold_acquire('', '', 60000, 1, 'w', 60000, true); \
      PERFORM leasehold_withdraw('', 'w', 1, ''); \
      PERFORM leasehold_acquire_shared('~', '00000000000000000000000000000000', 60000); \

@@ -217,6 +217,97 @@ mod postgres {
         assert_eq!(live_rows(&db, &[WRITTEN[0], WRITTEN[1], READ]).await, 4);
     }
 
+    const SEATS: [&str; 3] = ["seat-1", "seat-2", "seat-3"];
+
+    /// A locker whose description (written once it first contends, in a task of its own) is
+    /// stored: after this, nothing of it writes but its calls.
+    async fn described(pg: &PgServer, db: &pg::Client) -> Locker {
+        let a = builder(&pg.url())
+            .default_lease(LEASE)
+            .build()
+            .await
+            .expect("a's locker");
+        a.lock("warm")
+            .acquire()
+            .await
+            .expect("free")
+            .release()
+            .await
+            .unwrap();
+        eventually("a's description is stored", FREE_WITHIN, || async {
+            let n: i64 = db
+                .query_one("SELECT count(*) FROM leasehold_lockers", &[])
+                .await
+                .expect("the descriptions")
+                .get(0);
+            n == 1
+        })
+        .await;
+        a
+    }
+
+    /// A new transaction id from the server's own counter (`txid_current` takes one, as every
+    /// transaction that writes does).
+    async fn transaction_id(db: &pg::Client) -> i64 {
+        db.query_one("SELECT txid_current()", &[])
+            .await
+            .expect("the transaction id")
+            .get(0)
+    }
+
+    /// Store-observed: the three locks of a `MultiGuard` go back in one statement, which wrote
+    /// in one transaction (the server handed out one transaction id between the test's two
+    /// reads of its counter); given back one by one, as before, each was a transaction.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_guards_locks_go_back_in_one_transaction() {
+        let pg = PgServer::start().await;
+        let db = client(&pg.url()).await;
+        let a = described(&pg, &db).await;
+        let guard = a.lock_all(SEATS).acquire().await.expect("free keys");
+        assert_eq!(live_rows(&db, &SEATS).await, 3);
+        let before = transaction_id(&db).await;
+        guard.release().await.expect("released");
+        let written = transaction_id(&db).await - before - 1;
+        assert_eq!(live_rows(&db, &SEATS).await, 0, "every lock given back");
+        assert_eq!(
+            written, 1,
+            "the three releases wrote in {written} transactions"
+        );
+    }
+
+    /// One lock of the guard is busy past the lock timeout (a transaction key-share locks its
+    /// row, as an open fenced transaction does): the one statement changes nothing, and each
+    /// lock is released by itself, so the two others are given back and only the busy one's
+    /// release fails (as it would alone). Without the fallback, the statement's error would
+    /// fail every release and leave the three locks held.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_busy_lock_holds_up_no_other_of_the_guard() {
+        let pg = PgServer::start().await;
+        let mut db = client(&pg.url()).await;
+        let a = described(&pg, &db).await;
+        let guard = a.lock_all(SEATS).acquire().await.expect("free keys");
+        let fenced = db.transaction().await.expect("a transaction");
+        fenced
+            .execute(
+                "SELECT 1 FROM leasehold_locks WHERE key = $1 FOR KEY SHARE",
+                &[&"pgall:lock:{seat-2}"],
+            )
+            .await
+            .expect("the row key-share locked");
+        let released = guard.release().await;
+        assert!(
+            released.is_err(),
+            "the busy lock's release failed: {released:?}"
+        );
+        fenced.rollback().await.expect("rolled back");
+        assert_eq!(live_rows(&db, &[SEATS[0], SEATS[2]]).await, 0, "given back");
+        assert_eq!(
+            live_rows(&db, &[SEATS[1]]).await,
+            1,
+            "the busy one still held"
+        );
+    }
+
     /// One call of the batch function: a lock on each of the first two keys, a reader's share
     /// of the third, for `owners`: each lease's fence (granted) or remaining ms (held).
     async fn batch(
