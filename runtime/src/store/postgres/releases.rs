@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_postgres as pg;
 
+use super::conn::Conn;
 use super::pool::Pool;
 use super::text::{db_text, token_text};
 use super::waiters::YIELD_WINDOW;
@@ -97,27 +98,41 @@ impl Releases {
         owner: &str,
         valid_until: Option<Instant>,
     ) -> Result<bool, LockError> {
-        let name: &str = &self.contender;
-        let window_ms = YIELD_WINDOW.as_millis() as i64;
+        let (name, window_ms) = self.releaser();
+        let (row, sent) = self
+            .counted(|conn| async move {
+                let params: [&(dyn pg::types::ToSql + Sync); 5] =
+                    [&key, &owner, &name, &window_ms, &wake];
+                conn.client
+                    .query_one(&conn.statements.release, &params)
+                    .await
+            })
+            .await?;
+        Ok(released(row.get::<_, Option<bool>>(0), sent, valid_until))
+    }
+
+    /// What every release sends beside its locks: this process's name in the lines of
+    /// waiters, and how long the next in line has to take a lock (ms).
+    fn releaser(&self) -> (&str, i64) {
+        (&self.contender, YIELD_WINDOW.as_millis() as i64)
+    }
+
+    /// A release call on a pooled connection, and how many times it was sent (twice when the
+    /// first connection closed under it: see [`released`]).
+    async fn counted<T, F, Fut>(&self, f: F) -> Result<(T, usize), LockError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, pg::Error>>,
+    {
         let sent = AtomicUsize::new(0);
-        let row = self
+        let answer = self
             .pool
             .call("refused a release", |conn| {
                 sent.fetch_add(1, Ordering::Relaxed);
-                async move {
-                    let params: [&(dyn pg::types::ToSql + Sync); 5] =
-                        [&key, &owner, &name, &window_ms, &wake];
-                    conn.client
-                        .query_one(&conn.statements.release, &params)
-                        .await
-                }
+                f(conn)
             })
             .await?;
-        Ok(released(
-            row.get::<_, Option<bool>>(0),
-            sent.load(Ordering::Relaxed),
-            valid_until,
-        ))
+        Ok((answer, sent.load(Ordering::Relaxed)))
     }
 
     /// One `leasehold_release_all` call: an answer per release, or `None` when a lock was
@@ -126,13 +141,9 @@ impl Releases {
         let keys: Vec<&str> = all.iter().map(|r| r.key.as_str()).collect();
         let owners: Vec<&str> = all.iter().map(|r| r.owner.as_str()).collect();
         let wakes: Vec<&str> = all.iter().map(|r| r.wake.as_str()).collect();
-        let name: &str = &self.contender;
-        let window_ms = YIELD_WINDOW.as_millis() as i64;
-        let sent = AtomicUsize::new(0);
-        let row = self
-            .pool
-            .call("refused a release", |conn| {
-                sent.fetch_add(1, Ordering::Relaxed);
+        let (name, window_ms) = self.releaser();
+        let (row, sent) = self
+            .counted(|conn| {
                 let (keys, owners, wakes) = (&keys, &owners, &wakes);
                 async move {
                     let params: [&(dyn pg::types::ToSql + Sync); 5] =
@@ -164,7 +175,6 @@ impl Releases {
                 None,
             ));
         }
-        let sent = sent.load(Ordering::Relaxed);
         Ok(Some(
             answers
                 .into_iter()

@@ -42,14 +42,10 @@ async fn free_keys_are_taken_together_at_one_order_and_released_one_by_one() {
     );
     assert_eq!(seq.driver.names().len(), 2);
     assert!(seq.contenders.held(&tokens).iter().all(Option::is_some));
-    assert!(seq
-        .release_once(&w, &tokens[0], Role::Writer)
-        .await
-        .unwrap());
-    assert!(seq
-        .release_once(&r, &tokens[1], Role::Reader)
-        .await
-        .unwrap());
+    assert_eq!(
+        given_back_one_by_one(&seq, &w, &r, &tokens).await,
+        [true, true]
+    );
     assert!(seq.driver.names().is_empty());
 }
 
@@ -86,14 +82,10 @@ async fn a_batch_whose_answer_is_lost_is_cleaned_up_by_each_tokens_give_back() {
     let lost = seq.acquire_together(&batch(&w, &r, &tokens)).await;
     assert!(lost.is_err(), "{lost:?}");
     assert_eq!(seq.driver.names().len(), 2, "applied, answer lost");
-    assert!(!seq
-        .release_once(&w, &tokens[0], Role::Writer)
-        .await
-        .unwrap());
-    assert!(!seq
-        .release_once(&r, &tokens[1], Role::Reader)
-        .await
-        .unwrap());
+    assert_eq!(
+        given_back_one_by_one(&seq, &w, &r, &tokens).await,
+        [false, false]
+    );
     assert_eq!(seq.driver.abandoned.lock().unwrap().len(), 2);
     assert!(seq.driver.names().is_empty(), "{:?}", seq.driver.names());
 }
@@ -109,14 +101,10 @@ async fn a_batch_that_fails_after_its_answer_is_given_back_by_each_token() {
     let failed = seq.acquire_together(&batch(&w, &r, &tokens)).await;
     assert!(failed.is_err(), "{failed:?}");
     assert_eq!(seq.driver.names().len(), 2);
-    assert!(seq
-        .release_once(&w, &tokens[0], Role::Writer)
-        .await
-        .unwrap());
-    assert!(seq
-        .release_once(&r, &tokens[1], Role::Reader)
-        .await
-        .unwrap());
+    assert_eq!(
+        given_back_one_by_one(&seq, &w, &r, &tokens).await,
+        [true, true]
+    );
     assert!(seq.driver.abandoned.lock().unwrap().is_empty());
     assert!(seq.driver.names().is_empty());
 }
@@ -138,6 +126,48 @@ async fn a_batch_whose_delete_fails_deletes_in_the_background() {
     assert_eq!(seq.driver.names().len(), 1, "the holder's alone");
 }
 
+/// The writer's lock on `w` and the reader's share of `r` given back one after the other:
+/// each release's answer.
+async fn given_back_one_by_one(
+    seq: &super::Sequenced<super::tests::Fake>,
+    w: &LockKeys,
+    r: &LockKeys,
+    tokens: &[OwnerToken; 2],
+) -> [bool; 2] {
+    [
+        seq.release_once(w, &tokens[0], Role::Writer).await.unwrap(),
+        seq.release_once(r, &tokens[1], Role::Reader).await.unwrap(),
+    ]
+}
+
+/// A lock on `w` and a reader's share of `r` taken together, for `tokens`.
+async fn taken_together(
+    seq: &super::Sequenced<super::tests::Fake>,
+    w: &LockKeys,
+    r: &LockKeys,
+    tokens: &[OwnerToken; 2],
+) {
+    let attempts = seq.acquire_together(&batch(w, r, tokens)).await.unwrap();
+    assert!(attempts
+        .iter()
+        .all(|a| matches!(a, Attempt::Granted { .. })));
+}
+
+/// The two given back together (`join_together`, as `MultiGuard::release` does): each
+/// release's answer.
+async fn given_back_together(
+    seq: &super::Sequenced<super::tests::Fake>,
+    w: &LockKeys,
+    r: &LockKeys,
+    tokens: &[OwnerToken; 2],
+) -> Vec<Result<bool, crate::error::LockError>> {
+    crate::store::join_together([
+        seq.release_once(w, &tokens[0], Role::Writer),
+        seq.release_once(r, &tokens[1], Role::Reader),
+    ])
+    .await
+}
+
 /// A guard's keys given back together (`join_together`, as `MultiGuard::release` does): their
 /// contenders go in one `delete_all`, each release with its own answer. Given back one after
 /// another, each is a `delete` of its own.
@@ -146,12 +176,8 @@ async fn keys_given_back_together_are_deleted_in_one_call() {
     let seq = recipe();
     let (w, r) = (LockKeys::new("t", "w"), LockKeys::new("t", "r"));
     let tokens = two_tokens();
-    seq.acquire_together(&batch(&w, &r, &tokens)).await.unwrap();
-    let released = crate::store::join_together([
-        seq.release_once(&w, &tokens[0], Role::Writer),
-        seq.release_once(&r, &tokens[1], Role::Reader),
-    ])
-    .await;
+    taken_together(&seq, &w, &r, &tokens).await;
+    let released = given_back_together(&seq, &w, &r, &tokens).await;
     assert!(
         released.iter().all(|r| matches!(r, Ok(true))),
         "{released:?}"
@@ -160,15 +186,11 @@ async fn keys_given_back_together_are_deleted_in_one_call() {
     assert_eq!(*seq.driver.deletes.lock().unwrap(), [("delete_all", 2)]);
 
     let tokens = two_tokens();
-    seq.acquire_together(&batch(&w, &r, &tokens)).await.unwrap();
-    assert!(seq
-        .release_once(&w, &tokens[0], Role::Writer)
-        .await
-        .unwrap());
-    assert!(seq
-        .release_once(&r, &tokens[1], Role::Reader)
-        .await
-        .unwrap());
+    taken_together(&seq, &w, &r, &tokens).await;
+    assert_eq!(
+        given_back_one_by_one(&seq, &w, &r, &tokens).await,
+        [true, true]
+    );
     assert_eq!(
         seq.driver.deletes.lock().unwrap()[1..],
         [("delete", 1), ("delete", 1)]
@@ -182,18 +204,14 @@ async fn keys_given_back_together_one_of_them_gone_each_answer_as_alone() {
     let seq = recipe();
     let (w, r) = (LockKeys::new("t", "w"), LockKeys::new("t", "r"));
     let tokens = two_tokens();
-    seq.acquire_together(&batch(&w, &r, &tokens)).await.unwrap();
+    taken_together(&seq, &w, &r, &tokens).await;
     let writers = seq
         .driver
         .names()
         .into_iter()
         .find(|n| n.starts_with(&format!("{}/", w.lock())));
     assert!(seq.driver.remove(&writers.expect("the writer's contender")));
-    let released = crate::store::join_together([
-        seq.release_once(&w, &tokens[0], Role::Writer),
-        seq.release_once(&r, &tokens[1], Role::Reader),
-    ])
-    .await;
+    let released = given_back_together(&seq, &w, &r, &tokens).await;
     assert!(matches!(released[0], Ok(false)), "{released:?}");
     assert!(matches!(released[1], Ok(true)), "{released:?}");
     assert!(seq.driver.names().is_empty());
@@ -210,13 +228,9 @@ async fn keys_given_back_together_whose_call_fails_are_deleted_in_the_background
     let seq = recipe();
     let (w, r) = (LockKeys::new("t", "w"), LockKeys::new("t", "r"));
     let tokens = two_tokens();
-    seq.acquire_together(&batch(&w, &r, &tokens)).await.unwrap();
+    taken_together(&seq, &w, &r, &tokens).await;
     seq.driver.fail("delete_all", 0);
-    let released = crate::store::join_together([
-        seq.release_once(&w, &tokens[0], Role::Writer),
-        seq.release_once(&r, &tokens[1], Role::Reader),
-    ])
-    .await;
+    let released = given_back_together(&seq, &w, &r, &tokens).await;
     assert!(released.iter().all(Result::is_err), "{released:?}");
     assert_eq!(seq.driver.later.lock().unwrap().len(), 2);
     assert!(seq.driver.names().is_empty());
