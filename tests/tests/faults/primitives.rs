@@ -218,8 +218,11 @@ async fn multi_key_transfers_conserve_money_and_a_killed_holder_frees_its_keys()
 
 /// How long after a writer's acquire was invoked a reader's must be for the reader to have
 /// to wait for it: the writer's first attempt has reached Redis (and marked the lock) by
-/// then.
-const QUEUED_NS: u64 = 5_000_000;
+/// then. (5 ms was not: in a CI run beside the integration suite, a reader invoked 9 ms after
+/// a writer of another process reached Redis first. A request can reach the store tens of
+/// milliseconds after its invocation was logged on a loaded machine, which is why the
+/// fairness suite runs alone; this bound is still a stopwatch's, see the note of session 62.)
+const QUEUED_NS: u64 = 50_000_000;
 
 /// Readers that passed a waiting writer: invoked more than [`QUEUED_NS`] after a write
 /// acquire of the key, granted while that writer still waited. And readers that did wait
