@@ -216,7 +216,7 @@ pub(crate) use self::url::validate;
 
 pub(crate) struct PostgresStore {
     pool: Arc<Pool>,
-    /// Lock releases, sent together where they meet.
+    /// Lock releases: a guard's keys given back together go in one statement.
     releases: Arc<releases::Releases>,
     shared: Arc<Shared>,
     /// True while the listening connection listens.
