@@ -76,6 +76,7 @@ mod resource;
 mod run;
 mod store_order;
 mod store_order_mysql;
+mod store_order_read_write;
 mod worker;
 
 pub use log::{decode_key, encode_key, monotonic_ns, EventLog};
@@ -93,4 +94,5 @@ pub use store_order::{
 pub use store_order_mysql::{
     mysql_events, mysql_store_order, record_mysql_store_order, MysqlLogRow,
 };
+pub use store_order_read_write::{assert_readers_wait_for_writers, judge_readers, ReadersJudged};
 pub use worker::{LockServers, WorkerSpec, DEFAULT_COMPUTE};

@@ -185,15 +185,19 @@ pub async fn record_redis_order(addr: SocketAddr) -> Result<RedisOrder, String> 
 impl RedisOrder {
     /// Stops recording; the events of the lock keys the server saw, in its order.
     pub fn events(self) -> Vec<StoreEvent> {
+        redis_events(&self.lines())
+    }
+
+    /// Stops recording; the lines the server showed, in its order.
+    pub fn lines(self) -> Vec<String> {
         self.reader.abort();
-        let lines = self.lines.lock().expect("the monitor's lines");
-        redis_events(&lines)
+        std::mem::take(&mut *self.lines.lock().expect("the monitor's lines"))
     }
 }
 
 /// The arguments of one `MONITOR` line (`<time> [<db> <source>] "cmd" "arg" ...`), and
 /// whether a script ran it.
-fn monitor_args(line: &str) -> Option<(bool, Vec<String>)> {
+pub(super) fn monitor_args(line: &str) -> Option<(bool, Vec<String>)> {
     let open = line.find('[')?;
     let close = open + line[open..].find(']')?;
     let scripted = line[open..close].ends_with(" lua");
@@ -203,31 +207,37 @@ fn monitor_args(line: &str) -> Option<(bool, Vec<String>)> {
         if c != '"' {
             continue;
         }
-        let mut arg = String::new();
+        // The argument's bytes (`MONITOR` shows each byte outside printable ASCII as `\xNN`),
+        // read back as UTF-8.
+        let mut arg = Vec::new();
+        let push = |arg: &mut Vec<u8>, c: char| {
+            let mut utf8 = [0; 4];
+            arg.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+        };
         loop {
             match chars.next()? {
                 '"' => break,
                 '\\' => match chars.next()? {
                     'x' => {
                         let hex: String = [chars.next()?, chars.next()?].iter().collect();
-                        arg.push(char::from(u8::from_str_radix(&hex, 16).ok()?));
+                        arg.push(u8::from_str_radix(&hex, 16).ok()?);
                     }
-                    'n' => arg.push('\n'),
-                    'r' => arg.push('\r'),
-                    't' => arg.push('\t'),
-                    other => arg.push(other),
+                    'n' => arg.push(b'\n'),
+                    'r' => arg.push(b'\r'),
+                    't' => arg.push(b'\t'),
+                    other => push(&mut arg, other),
                 },
-                other => arg.push(other),
+                other => push(&mut arg, other),
             }
         }
-        args.push(arg);
+        args.push(String::from_utf8_lossy(&arg).into_owned());
     }
     Some((scripted, args))
 }
 
 /// A lock's key of the Redis engine (`<prefix>:<kind>:{<name>}`): its kind and the lock it
 /// belongs to (the prefix and name).
-fn redis_key(key: &str) -> Option<(&str, String)> {
+pub(super) fn redis_key(key: &str) -> Option<(&str, String)> {
     let (head, name) = key.rsplit_once(":{")?;
     let (prefix, kind) = head.rsplit_once(':')?;
     Some((kind, format!("{prefix}:{{{name}")))
@@ -328,7 +338,7 @@ pub fn redis_events(lines: &[String]) -> Vec<StoreEvent> {
 }
 
 /// The label in an owner token (`h1.<locker>.<ms>.<label>.<32 hex digits>`), if it has one.
-fn label_of(owner: &str) -> Option<&str> {
+pub(super) fn label_of(owner: &str) -> Option<&str> {
     let rest = owner.strip_prefix("h1.")?;
     let body = rest.strip_suffix('+').unwrap_or(rest);
     let body = body.get(..body.len().checked_sub(33)?)?;
