@@ -43,6 +43,8 @@ mod session;
 mod settings;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod settling;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) mod sql_releases;
 pub(crate) mod token;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;

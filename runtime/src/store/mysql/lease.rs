@@ -1,16 +1,15 @@
-//! Leases: acquire (one `leasehold_acquire` call), release (one `leasehold_release` call, read
-//! right when it was sent twice), the in-process handover, and renewals of every kind of lease
-//! (one call per kind in a batch, halved when the server refuses it).
+//! Leases: acquire (one `leasehold_acquire` call), the in-process handover, and renewals of
+//! every kind of lease (one call per kind in a batch, halved when the server refuses it);
+//! releases are `releases.rs`'s.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mysql_async::prelude::Queryable;
 
 use super::errors::{is_lock_wait, refused};
-use super::sql::{ACQUIRE, ACQUIRE_ALL, HAND_OVER, RELEASE, RENEW, RENEW_PERMITS, RENEW_SHARED};
+use super::sql::{ACQUIRE, ACQUIRE_ALL, HAND_OVER, RENEW, RENEW_PERMITS, RENEW_SHARED};
 use super::text::{hex, token_text};
-use super::waiters::{MAX_INTEREST, YIELD_WINDOW};
+use super::waiters::MAX_INTEREST;
 use super::MysqlStore;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -174,47 +173,6 @@ impl MysqlStore {
             attempts[i] = Attempt::granted(top);
         }
         Ok(attempts)
-    }
-
-    /// Deletes the lock if `token` owns it. `valid_until`: until when its holder counts the
-    /// lease as valid, if known.
-    pub(super) async fn release_once(
-        &self,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        valid_until: Option<tokio::time::Instant>,
-    ) -> Result<bool, LockError> {
-        let key = keys.lock().to_owned();
-        let wake = keys.wake().to_owned();
-        let owner = token_text(token);
-        let name: &str = &self.contender;
-        let window_ms = YIELD_WINDOW.as_millis() as i64;
-        let sent = AtomicUsize::new(0);
-        let row = self
-            .call("refused a release", |conn| {
-                sent.fetch_add(1, Ordering::Relaxed);
-                let params = (
-                    key.clone(),
-                    owner.to_owned(),
-                    name.to_owned(),
-                    window_ms,
-                    wake.clone(),
-                );
-                Box::pin(conn.exec_first::<(Option<i64>,), _, _>(RELEASE, params))
-            })
-            .await?;
-        Ok(match row.and_then(|(valid,)| valid) {
-            Some(valid) => valid == 1,
-            // Sent again on a new connection after the first one broke: the first may have
-            // deleted the row, its answer lost. The row of a lease still valid when this
-            // answer came cannot have expired on the server (its expiry is later than the
-            // holder's validity), so only a delete removed it: the first attempt, or an
-            // operator's force_release at that very moment, which reads as this release.
-            None => {
-                sent.load(Ordering::Relaxed) > 1
-                    && valid_until.is_some_and(|v| tokio::time::Instant::now() < v)
-            }
-        })
     }
 
     /// Hands the lock `token` holds on to another holder of this process (`leasehold_hand_over`):

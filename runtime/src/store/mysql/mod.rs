@@ -16,7 +16,7 @@
 //! (each statement of a procedure has its own time; `UTC_TIMESTAMP` is replicated safely where
 //! `SYSDATE` is not). The schema is created, or upgraded over an older version's procedures, on
 //! first use under the named lock `leasehold_schema.<database>` (`GET_LOCK`), so lockers
-//! starting together do not race; each procedure carries the comment `leasehold schema 2`,
+//! starting together do not race; each procedure carries the comment `leasehold schema 3`,
 //! which the check counts.
 //!
 //! **Procedures, no functions.** Every lock call is one round trip, `CALL leasehold_acquire(...)`
@@ -198,6 +198,7 @@ mod lease;
 mod listener;
 mod pool;
 mod readers;
+mod releases;
 mod schema;
 mod semaphores;
 mod settle;
@@ -250,6 +251,8 @@ pub(crate) struct MysqlStore {
     /// would wait was sent for them, and neither a grant nor a withdrawal came since. Only
     /// these cost a round trip when their waiter leaves ([`Store::leave`]).
     queued: Mutex<HashSet<String>>,
+    /// Lock releases: a guard's keys given back together go in one transaction.
+    releases: Arc<releases::Releases>,
 }
 
 impl Drop for MysqlStore {
@@ -285,18 +288,29 @@ impl MysqlStore {
         let _ = tokio::time::timeout(limit, first.disconnect()).await;
         let (up_tx, up_rx) = watch::channel(false);
         let reader = tokio::spawn(listener::listen(Arc::downgrade(&shared), up_tx)).abort_handle();
+        let pool = Arc::new(Pool {
+            shared: shared.clone(),
+            slots: (0..POOL).map(|_| Arc::default()).collect(),
+            next: AtomicUsize::new(0),
+            unsettled: Default::default(),
+        });
+        let contender: Arc<str> = settings.locker_id.clone().into();
+        let releases = releases::Releases::new(
+            releases::Calls::new(
+                pool.clone(),
+                contender.clone(),
+                format!("MySQL at {}", shared.shown),
+            ),
+            settings.op_timeout,
+        );
         let store = MysqlStore {
-            pool: Arc::new(Pool {
-                shared: shared.clone(),
-                slots: (0..POOL).map(|_| Arc::default()).collect(),
-                next: AtomicUsize::new(0),
-                unsettled: Default::default(),
-            }),
+            pool,
             shared,
             reader_up: up_rx,
             reader,
-            contender: settings.locker_id.clone().into(),
+            contender,
             queued: Mutex::default(),
+            releases,
         };
         // Every connection for lock calls now, side by side: a bad URL fails here rather than
         // later, and the first burst of acquires does not wait behind connections being opened.
@@ -370,7 +384,7 @@ impl Store for MysqlStore {
             Ending::HandOver => answer(self.hand_over_once(keys, token), Ended::HandedOver),
             Ending::Release { kind, valid_until } => match kind {
                 LeaseKind::Exclusive => answer(
-                    self.release_once(keys, token, Some(valid_until)),
+                    self.releases.release(keys, token, Some(valid_until)),
                     Ended::Released,
                 ),
                 LeaseKind::Read => answer(self.release_shared_once(keys, token), Ended::Released),

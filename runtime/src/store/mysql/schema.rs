@@ -14,7 +14,7 @@ use crate::error::LockError;
 pub const SCHEMA: &str = include_str!("schema.sql");
 
 /// The tag every procedure carries as its comment.
-const TAG: &str = "leasehold schema 2";
+const TAG: &str = "leasehold schema 3";
 
 /// The tables.
 const TABLES: [&str; 10] = [

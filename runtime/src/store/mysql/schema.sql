@@ -11,7 +11,7 @@
 -- the `mysql` / `mariadb` command-line client (it reads the DELIMITER lines), as a user with
 -- CREATE, INDEX, CREATE ROUTINE and ALTER ROUTINE on the database. Idempotent; the engine applies
 -- it itself on first use, and again over an older version's routines: each routine carries the
--- comment 'leasehold schema 2', which the engine's check counts, so a change to any routine bumps
+-- comment 'leasehold schema 3', which the engine's check counts, so a change to any routine bumps
 -- that tag everywhere (schema.rs).
 --
 -- Only procedures, no stored functions: with binary logging on, creating a function needs SUPER
@@ -128,7 +128,9 @@ DROP PROCEDURE IF EXISTS leasehold_acquire;
 DROP PROCEDURE IF EXISTS leasehold_acquire_all;
 DROP PROCEDURE IF EXISTS leasehold_wait_in_line;
 DROP PROCEDURE IF EXISTS leasehold_pass_on;
+DROP PROCEDURE IF EXISTS leasehold_release_in;
 DROP PROCEDURE IF EXISTS leasehold_release;
+DROP PROCEDURE IF EXISTS leasehold_release_all;
 DROP PROCEDURE IF EXISTS leasehold_withdraw;
 DROP PROCEDURE IF EXISTS leasehold_hand_over;
 DROP PROCEDURE IF EXISTS leasehold_renew;
@@ -160,7 +162,7 @@ DELIMITER ;;
 -- last use) and by the floor (the clock as the last sweep saw it). No counter row is written
 -- by a draw: a global one would serialize every acquire of the database.
 CREATE PROCEDURE leasehold_draw_slot(IN p_last BIGINT, IN p_now BIGINT, OUT p_slot BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_floor BIGINT DEFAULT 0;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
@@ -176,7 +178,7 @@ END;;
 -- answers a lock it may not wait for with error 1205, MySQL 8 with 3572; a duplicate key (1062)
 -- is another acquire creating the row this instant.
 CREATE PROCEDURE leasehold_take_guard(IN p_id BINARY(32), OUT p_slot BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_busy BOOLEAN DEFAULT FALSE;
     BEGIN
@@ -203,7 +205,7 @@ END;;
 -- Called with the lock's row locked.
 CREATE PROCEDURE leasehold_wait_in_line(
     IN p_id BINARY(32), IN p_name VARBINARY(255), IN p_wait_ms BIGINT, IN p_now BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     INSERT INTO leasehold_waiters (id, name, arrived, waits_until)
         VALUES (p_id, p_name, p_now, p_now + p_wait_ms * 1000)
@@ -219,7 +221,7 @@ END;;
 CREATE PROCEDURE leasehold_pass_on(
     IN p_id BINARY(32), IN p_me VARBINARY(255), IN p_window_ms BIGINT, IN p_wake VARBINARY(3400),
     IN p_now BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_next VARBINARY(255) DEFAULT NULL;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
@@ -255,7 +257,7 @@ CREATE PROCEDURE leasehold_acquire_in(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT, IN p_fences BIGINT,
     IN p_name VARBINARY(255), IN p_wait_ms BIGINT, IN p_queued BOOLEAN,
     OUT p_fence BIGINT, OUT p_remaining BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -329,7 +331,7 @@ END;;
 CREATE PROCEDURE leasehold_acquire(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT, IN p_fences BIGINT,
     IN p_name VARBINARY(255), IN p_wait_ms BIGINT, IN p_queued BOOLEAN)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_fence BIGINT DEFAULT NULL;
     DECLARE v_remaining BIGINT DEFAULT NULL;
@@ -341,31 +343,75 @@ BEGIN
     SELECT v_fence AS fence, v_remaining AS remaining_ms;
 END;;
 
--- Releases the lock `p_key` if `p_owner` holds it. One row: 1 when its lease was still
--- running, 0 when it had ended, NULL when the lock was not `p_owner`'s (nothing changed). The
--- row goes to the contender that waited longest other than the releasing process `p_name`, for
--- `p_window_ms`, or is deleted (leasehold_pass_on); the wake log hears `p_wake` either way.
-CREATE PROCEDURE leasehold_release(
+-- Releases the lock `p_key` if `p_owner` holds it, in the caller's transaction: `p_valid` is 1
+-- when its lease was still running, 0 when it had ended, NULL when the lock was not `p_owner`'s
+-- (nothing changed). The row goes to the contender that waited longest other than the releasing
+-- process `p_name`, for `p_window_ms`, or is deleted (leasehold_pass_on); the wake log hears
+-- `p_wake` either way.
+CREATE PROCEDURE leasehold_release_in(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_name VARBINARY(255),
-    IN p_window_ms BIGINT, IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 2'
+    IN p_window_ms BIGINT, IN p_wake VARBINARY(3400), OUT p_valid BOOLEAN)
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_expires BIGINT DEFAULT NULL;
     DECLARE v_now BIGINT;
-    DECLARE v_valid BOOLEAN DEFAULT NULL;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
-    START TRANSACTION;
+    SET p_valid = NULL;
     SELECT l.expires INTO v_expires FROM leasehold_locks AS l
         WHERE l.id = v_id AND l.owner = p_owner FOR UPDATE;
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
     IF v_expires IS NOT NULL THEN
-        SET v_valid = v_expires > v_now;
+        SET p_valid = v_expires > v_now;
         CALL leasehold_pass_on(v_id, p_name, p_window_ms, p_wake, v_now);
     END IF;
+END;;
+
+-- Releases the lock `p_key` if `p_owner` holds it (leasehold_release_in), in a transaction of
+-- its own. One row: `valid`, leasehold_release_in's `p_valid`.
+CREATE PROCEDURE leasehold_release(
+    IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_name VARBINARY(255),
+    IN p_window_ms BIGINT, IN p_wake VARBINARY(3400))
+    COMMENT 'leasehold schema 3'
+BEGIN
+    DECLARE v_valid BOOLEAN DEFAULT NULL;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    CALL leasehold_release_in(p_key, p_owner, p_name, p_window_ms, p_wake, v_valid);
     COMMIT;
     SELECT v_valid AS valid;
+END;;
+
+-- Releases several locks in one transaction, in the batch's order (the caller sorts it by key,
+-- as leasehold_acquire_all's batches are, so that two batches lock their rows in the same
+-- order). `p_batch`: a JSON array of `[key, owner, wake]`, each in hex. A lock busy past the lock
+-- wait timeout (or a deadlock) rolls the whole transaction back: nothing is released, and the
+-- caller releases each lock by itself. One row: `answers`, per lock in the batch's order `1`,
+-- `0` or `N` (leasehold_release_in's 1, 0 and NULL), separated by commas.
+CREATE PROCEDURE leasehold_release_all(
+    IN p_batch LONGTEXT, IN p_name VARBINARY(255), IN p_window_ms BIGINT)
+    COMMENT 'leasehold schema 3'
+BEGIN
+    DECLARE v_n INT DEFAULT JSON_LENGTH(p_batch);
+    DECLARE v_i INT DEFAULT 0;
+    DECLARE v_entry VARCHAR(64);
+    DECLARE v_valid BOOLEAN;
+    DECLARE v_answers LONGTEXT DEFAULT '';
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    WHILE v_i < v_n DO
+        SET v_entry = CONCAT('$[', v_i, ']');
+        CALL leasehold_release_in(
+            UNHEX(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[0]')))),
+            UNHEX(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[1]')))),
+            p_name, p_window_ms,
+            UNHEX(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT(v_entry, '[2]')))),
+            v_valid);
+        SET v_answers = CONCAT(v_answers, IF(v_i = 0, '', ','), IFNULL(v_valid, 'N')),
+            v_i = v_i + 1;
+    END WHILE;
+    COMMIT;
+    SELECT v_answers AS answers;
 END;;
 
 -- A contender stopped waiting without the lock: it leaves the line; if a release had just left
@@ -374,7 +420,7 @@ END;;
 CREATE PROCEDURE leasehold_withdraw(
     IN p_key VARBINARY(3400), IN p_name VARBINARY(255), IN p_window_ms BIGINT,
     IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -403,7 +449,7 @@ END;;
 -- update, never an insert: sent again, or landing late after the lock was released or taken
 -- over, it changes nothing.
 CREATE PROCEDURE leasehold_hand_over(IN p_key VARBINARY(3400), IN p_owner VARBINARY(255))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_fence BIGINT DEFAULT NULL;
@@ -437,7 +483,7 @@ END;;
 -- Extends every lease of the batch `p_batch` that its owner still holds: a JSON array of
 -- `[i, hex(key), hex(owner), lease_ms]`. One row per lease extended: its `i`.
 CREATE PROCEDURE leasehold_renew(IN p_batch LONGTEXT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_now BIGINT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -475,7 +521,7 @@ END;;
 -- set already): MariaDB's `idle_transaction_timeout` (whole seconds), MySQL 8's `wait_timeout`
 -- (the session's idle bound, in and out of transactions: it stays lowered for the session).
 CREATE PROCEDURE leasehold_check_fence(IN p_key VARBINARY(3400), IN p_fence BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_guard BIGINT DEFAULT NULL;
@@ -527,7 +573,7 @@ END;;
 CREATE PROCEDURE leasehold_acquire_shared_in(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT,
     OUT p_fence BIGINT, OUT p_remaining BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -605,7 +651,7 @@ END;;
 -- `remaining_ms`.
 CREATE PROCEDURE leasehold_acquire_shared(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_fence BIGINT DEFAULT NULL;
     DECLARE v_remaining BIGINT DEFAULT NULL;
@@ -627,7 +673,7 @@ END;;
 -- order separated by commas, when all were taken, else NULL; `remaining_ms` of the lease that
 -- was not free (NULL when unknown), and `at`, its place in the batch from 0.
 CREATE PROCEDURE leasehold_acquire_all(IN p_batch LONGTEXT, IN p_name VARBINARY(255))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_n INT DEFAULT JSON_LENGTH(p_batch);
     DECLARE v_i INT DEFAULT 0;
@@ -675,7 +721,7 @@ END;;
 CREATE PROCEDURE leasehold_release_shared(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_window_ms BIGINT,
     IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_marked VARBINARY(255) DEFAULT NULL;
@@ -708,7 +754,7 @@ END;;
 -- its readers', and sets each lock's row to the longest lease of its live readers. The locks'
 -- rows first (as acquires and releases lock them), then the readers. One row per lease extended.
 CREATE PROCEDURE leasehold_renew_shared(IN p_batch LONGTEXT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_now BIGINT;
     DECLARE v_rows BIGINT;
@@ -752,7 +798,7 @@ END;;
 CREATE PROCEDURE leasehold_acquire_permits(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_lease_ms BIGINT, IN p_limit INT,
     IN p_count INT, IN p_place VARBINARY(255), IN p_wait_ms BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_limit INT;
@@ -830,7 +876,7 @@ END;;
 -- whether its lease was still running (NULL: it held none).
 CREATE PROCEDURE leasehold_release_permits(
     IN p_key VARBINARY(3400), IN p_owner VARBINARY(255), IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_expires BIGINT DEFAULT NULL;
@@ -853,7 +899,7 @@ END;;
 -- there (the permits it kept may fit them now).
 CREATE PROCEDURE leasehold_withdraw_permits(
     IN p_key VARBINARY(3400), IN p_place VARBINARY(255), IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -870,7 +916,7 @@ END;;
 -- running. The semaphores' rows are share-locked first: an acquire counting the holders (which
 -- locks the row) sees a renewal whole or after its end. One row per lease extended.
 CREATE PROCEDURE leasehold_renew_permits(IN p_batch LONGTEXT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_now BIGINT;
     DECLARE v_rows BIGINT;
@@ -904,7 +950,7 @@ END;;
 CREATE PROCEDURE leasehold_publish_leader(
     IN p_key VARBINARY(3400), IN p_record VARBINARY(3400), IN p_owner VARBINARY(255),
     IN p_term BIGINT, IN p_identity BLOB, IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_record BINARY(32) DEFAULT UNHEX(SHA2(p_record, 256));
@@ -938,7 +984,7 @@ END;;
 -- Deletes the record of one term, and tells the observers when it was there.
 CREATE PROCEDURE leasehold_clear_leader(
     IN p_record VARBINARY(3400), IN p_term BIGINT, IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
     START TRANSACTION;
@@ -954,7 +1000,7 @@ END;;
 -- was held (a live lease that no release had left to a contender), 0 when there was a row
 -- nobody held, NULL when there was none.
 CREATE PROCEDURE leasehold_force_release(IN p_key VARBINARY(3400), IN p_wake VARBINARY(3400))
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_id BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
     DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -978,7 +1024,7 @@ END;;
 -- Writes the description of the locker `p_id` to count for `p_ttl_ms` from now.
 CREATE PROCEDURE leasehold_describe_locker(
     IN p_id VARBINARY(255), IN p_description BLOB, IN p_ttl_ms BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     INSERT INTO leasehold_lockers (locker, description, expires)
         VALUES (p_id, p_description,
@@ -996,7 +1042,7 @@ END;;
 -- Each delete re-checks its condition on the row's newest version once it locked it, so a row
 -- taken over meanwhile stays.
 CREATE PROCEDURE leasehold_sweep(IN p_wakes_ms BIGINT)
-    COMMENT 'leasehold schema 2'
+    COMMENT 'leasehold schema 3'
 BEGIN
     DECLARE v_now BIGINT;
     DECLARE v_id BINARY(32);

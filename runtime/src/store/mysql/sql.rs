@@ -41,6 +41,8 @@ pub(super) const ACQUIRE_ALL: &str = "CALL leasehold_acquire_all(?, ?)";
 /// A lock's release: key, owner, the releasing contender's name, how long the next in line has
 /// to take the lock (ms), the wake key. One row: 1, 0, or NULL (not the owner's).
 pub(super) const RELEASE: &str = "CALL leasehold_release(?, ?, ?, ?, ?)";
+/// A guard's locks given back in one transaction (`leasehold_release_all`).
+pub(super) const RELEASE_ALL: &str = "CALL leasehold_release_all(?, ?, ?)";
 
 /// A contender leaves the line: key, its name, the window (ms), the wake key.
 pub(super) const WITHDRAW: &str = "CALL leasehold_withdraw(?, ?, ?, ?)";

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::conn::{connector, Shared};
 use super::listener::listen;
 use super::pool::{Pool, POOL};
-use super::releases::Releases;
+use super::releases::{Calls, Releases};
 use super::url::parse;
 use super::wakes::Wakes;
 use super::PostgresStore;
@@ -50,7 +50,10 @@ impl PostgresStore {
         });
         let contender: Arc<str> = settings.locker_id.clone().into();
         let store = PostgresStore {
-            releases: Releases::new(pool.clone(), contender.clone(), settings.op_timeout),
+            releases: Releases::new(
+                Calls::new(pool.clone(), contender.clone()),
+                settings.op_timeout,
+            ),
             pool,
             shared,
             listening: up_rx,

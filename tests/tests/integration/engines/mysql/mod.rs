@@ -1,7 +1,8 @@
 //! The MySQL engine against real MariaDB servers, beyond the conformance suite: the schema made
 //! on first use (by lockers racing to make it, or by an operator for a user that may not),
 //! the harness's least-privilege user, configuration errors, fences across crash restarts and
-//! after a restore from an older dump, and recovery from a crashed holder and a killed server.
+//! after a restore from an older dump, recovery from a crashed holder and a killed server, and a
+//! guard's locks given back in one call.
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use leasehold_tests::harness::MysqlServer;
 mod fences;
 mod operator;
 mod recovery;
+mod releases;
 mod setup;
 
 fn builder(url: &str) -> leasehold::LockerBuilder {
