@@ -31,6 +31,10 @@ pub(crate) struct Release {
     pub(crate) valid_until: Option<Instant>,
 }
 
+/// The answers of one call releasing several locks, in their order, and how many times the
+/// call was sent; `None` when a lock was busy and nothing was done.
+pub(crate) type AllReleased = Option<(Vec<Option<bool>>, usize)>;
+
 /// An engine's release calls. Each answer per lock is the engine's release answer: `Some`
 /// (whether the lease was still running) when the lock was the owner's and is released now,
 /// `None` when it was not the owner's; with how many times the call was sent.
@@ -55,10 +59,7 @@ pub(crate) trait ReleaseCalls: Send + Sync + 'static {
     /// One call releasing every lock of `all` in one transaction, answers in `all`'s order;
     /// `Ok(None)` when a lock was busy past the lock timeout or the transaction lost a
     /// deadlock, and nothing was done.
-    fn all(
-        &self,
-        all: &[Release],
-    ) -> impl Future<Output = Result<Option<(Vec<Option<bool>>, usize)>, LockError>> + Send;
+    fn all(&self, all: &[Release]) -> impl Future<Output = Result<AllReleased, LockError>> + Send;
 }
 
 /// The lock releases of one store, waiting to share a call.

@@ -44,8 +44,11 @@
 //! each key by the bodies the lone acquires run (`leasehold_acquire_in`,
 //! `leasehold_acquire_shared_in`, each lone acquire being that body in a transaction of its
 //! own) and rolls back at the first key that is not free; its owner tokens are all recorded
-//! against the settlement of its connection when its answer is lost. Round trips: one per
-//! acquire (of one key or of a batch), release and renewal batch (per kind of lease in it).
+//! against the settlement of its connection when its answer is lost. A guard's locks given back
+//! together are one `leasehold_release_all` (the release body of each, `leasehold_release_in`,
+//! in one transaction, in key order; [`releases`]). Round trips: one per acquire (of one key or
+//! of a batch), release (of one lock or of a guard's) and renewal batch (per kind of lease in
+//! it).
 //!
 //! **Fences** are `slot × 32 + n`, the slot the greatest of the global floor + 1, the server
 //! clock in units of 32 µs, and the key's last slot + 1 (`leasehold_draw_slot`, the writers',
@@ -186,7 +189,7 @@
 //!
 //! By job: [`schema`] (`schema.sql`, created on first use), [`sql`] (the statements), [`url`],
 //! [`conn`] (one connection), [`pool`], [`settle`] (calls whose outcome is unknown), [`lease`]
-//! (acquire, release, handover, renew), [`waiters`] (the line), [`readers`], [`semaphores`],
+//! (acquire, handover, renew), [`releases`], [`waiters`] (the line), [`readers`], [`semaphores`],
 //! [`leaders`], [`wakes`] and [`listener`] (the wake log), [`admin`], [`text`] (keys and
 //! tokens as stored), and [`errors`].
 

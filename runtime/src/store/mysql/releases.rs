@@ -17,7 +17,7 @@ use super::text::{hex, token_text};
 use super::waiters::YIELD_WINDOW;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sql_releases::{self, Release, ReleaseCalls};
+use crate::store::sql_releases::{self, AllReleased, Release, ReleaseCalls};
 use crate::store::token::OwnerToken;
 
 /// The lock releases of one store, waiting to share a call.
@@ -102,7 +102,7 @@ impl ReleaseCalls for Calls {
     /// One `leasehold_release_all` call: the batch as JSON, keys, owners and wake payloads in
     /// hex, sorted by key so that two batches lock their rows in the same order (as
     /// `leasehold_acquire_all`'s do); its answer, `1`, `0` or `N` per lock in that order.
-    async fn all(&self, all: &[Release]) -> Result<Option<(Vec<Option<bool>>, usize)>, LockError> {
+    async fn all(&self, all: &[Release]) -> Result<AllReleased, LockError> {
         let mut order: Vec<usize> = (0..all.len()).collect();
         order.sort_by(|&a, &b| all[a].key.cmp(&all[b].key));
         let mut json = String::from("[");

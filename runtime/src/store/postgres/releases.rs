@@ -15,7 +15,7 @@ use super::text::{db_text, token_text};
 use super::waiters::YIELD_WINDOW;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sql_releases::{self, Release, ReleaseCalls};
+use crate::store::sql_releases::{self, AllReleased, Release, ReleaseCalls};
 use crate::store::token::OwnerToken;
 
 /// The lock releases of one store, waiting to share a statement.
@@ -102,7 +102,7 @@ impl ReleaseCalls for Calls {
     }
 
     /// One `leasehold_release_all` call (it takes the rows in the keys' order).
-    async fn all(&self, all: &[Release]) -> Result<Option<(Vec<Option<bool>>, usize)>, LockError> {
+    async fn all(&self, all: &[Release]) -> Result<AllReleased, LockError> {
         let keys: Vec<&str> = all.iter().map(|r| r.key.as_str()).collect();
         let owners: Vec<&str> = all.iter().map(|r| r.owner.as_str()).collect();
         let wakes: Vec<&str> = all.iter().map(|r| r.wake.as_str()).collect();
