@@ -115,6 +115,46 @@ impl MysqlServer {
             );
         }
     }
+
+    /// Runs `during` with the server's log of every statement it receives on (the
+    /// `mysql.general_log` table, cleared first), and returns what it logged in that time of
+    /// the statements whose text starts with `like` (an SQL `LIKE` pattern without its
+    /// trailing `%`; `_` must be escaped), not those starting with `unlike` (when given): each
+    /// executed statement as the server logged it, a prepared one with its parameters (its
+    /// preparation is left out).
+    ///
+    /// # Panics
+    ///
+    /// If a statement about the log fails.
+    pub async fn statements_logged<F: std::future::Future<Output = ()>>(
+        &self,
+        like: &str,
+        unlike: Option<&str>,
+        during: F,
+    ) -> Vec<String> {
+        self.execute(
+            "SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = 'ON'; \
+             TRUNCATE TABLE mysql.general_log",
+        )
+        .await
+        .expect("the statement log on");
+        during.await;
+        let unlike = unlike.map_or(String::new(), |u| {
+            format!("AND CAST(argument AS CHAR) NOT LIKE '{u}%'")
+        });
+        let logged = self
+            .execute(&format!(
+                "SELECT CAST(argument AS CHAR) FROM mysql.general_log \
+                 WHERE command_type <> 'Prepare' AND CAST(argument AS CHAR) LIKE '{like}%' \
+                 {unlike} ORDER BY event_time"
+            ))
+            .await
+            .expect("the log");
+        self.execute("SET GLOBAL general_log = 'OFF'")
+            .await
+            .expect("the statement log off");
+        logged.into_iter().flatten().flatten().collect()
+    }
 }
 
 /// The rows of every statement of `sql` (the text protocol), each value as text.

@@ -530,22 +530,6 @@ mod mysql {
             .expect("a number")
     }
 
-    /// The acquires of locks MariaDB ran since the log was cleared, as it logged them (a
-    /// prepared statement's execution with its parameters; not its preparation).
-    async fn acquires_logged(db: &MysqlServer) -> Vec<String> {
-        db.execute(
-            "SELECT CAST(argument AS CHAR) FROM mysql.general_log \
-             WHERE command_type <> 'Prepare' \
-             AND CAST(argument AS CHAR) LIKE 'CALL leasehold\\_acquire%' ORDER BY event_time",
-        )
-        .await
-        .expect("the log")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .collect()
-    }
-
     /// Two written keys and a read one, all free: MariaDB's own log of the statements it ran
     /// holds one acquire for them, the batch's. Taken one by one, it held one per key. The
     /// guard holds what it says: another locker gets none of the written keys, and shares the
@@ -555,17 +539,13 @@ mod mysql {
         let db = MysqlServer::start().await;
         let a = builder(&db.url()).build().await.expect("a's locker");
         let b = builder(&db.url()).build().await.expect("b's locker");
-        db.execute("SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = 'ON'")
-            .await
-            .expect("the statement log");
-        db.execute("TRUNCATE TABLE mysql.general_log")
-            .await
-            .expect("a clear log");
-        let guard = take_all(&a).await.expect("no fault").expect("free keys");
-        let logged = acquires_logged(&db).await;
-        db.execute("SET GLOBAL general_log = 'OFF'")
-            .await
-            .expect("the log off");
+        let mut guard = None;
+        let logged = db
+            .statements_logged("CALL leasehold\\_acquire", None, async {
+                guard = take_all(&a).await.expect("no fault");
+            })
+            .await;
+        let guard = guard.expect("free keys");
         assert_eq!(
             logged.len(),
             1,
