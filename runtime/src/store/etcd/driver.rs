@@ -8,13 +8,15 @@ use tokio::time::Instant;
 
 use super::cleanup::{clean_up, Until};
 use super::names::{key_of, range_of, reader_key_of};
+use super::reader::reader_txn;
 use super::watch::{watch_predecessor, Target, Watcher};
+use super::writer::{reads_of, writer_txn};
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    Ask, Awaited, Contender, Created, Driver, Head, Inspection, Place, Queued, Records, Role, Wake,
-    Who,
+    Ask, Awaited, Contender, CreateOutcome, Created, Creation, Driver, Head, Inspection, Place,
+    Queued, Records, Role, Wake, Who,
 };
 use crate::store::token::OwnerToken;
 use crate::store::{join_all, AcquireRequest};
@@ -70,23 +72,78 @@ impl Driver for Etcd {
     /// One transaction puts the key and reads where it stands.
     async fn create(
         &self,
-        via: &i64,
-        session: u64,
-        name: &str,
-        req: &AcquireRequest<'_>,
-        role: Role,
+        one: &Creation<i64>,
     ) -> Result<(Contender<i64>, Option<Place>), LockError> {
-        let (mine, place) = match role {
-            Role::Writer => self.put_writer(*via, session, name, req).await?,
-            Role::Reader => self.put_reader(*via, session, name, req).await?,
+        let (mine, place) = match one.role {
+            Role::Writer => self.put_writer(one).await?,
+            Role::Reader => self.put_reader(one).await?,
             Role::Permits { limit, count } => {
                 let mine = self
-                    .put_permits(*via, session, name, (limit, count))
+                    .put_permits(one.via, one.session, &one.name, (limit, count))
                     .await?;
                 return Ok((mine, None));
             }
         };
         Ok((mine, Some(place)))
+    }
+
+    /// A transaction carries many: each contender's own goes in one as a nested transaction.
+    fn creates_together(&self) -> bool {
+        true
+    }
+
+    /// One transaction, each contender's own transaction nested in it (its comparisons and
+    /// its branches are its own), in `batch`'s order: one round trip and one revision for
+    /// them all, and each its own outcome. A permits contender, never sent here, is created
+    /// by itself.
+    async fn create_many(
+        &self,
+        batch: &[Creation<i64>],
+    ) -> Result<Vec<CreateOutcome<i64>>, LockError> {
+        if batch
+            .iter()
+            .any(|one| matches!(one.role, Role::Permits { .. }))
+        {
+            return Ok(join_all(batch.iter().map(|one| self.create(one))).await);
+        }
+        let ops: Vec<_> = batch
+            .iter()
+            .map(|one| match one.role {
+                Role::Reader => etcd_client::TxnOp::txn(reader_txn(one)),
+                _ => etcd_client::TxnOp::txn(writer_txn(one)),
+            })
+            .collect();
+        let txn = etcd_client::Txn::new().and_then(ops);
+        let answer = self
+            .bounded("refused a write", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        let nested = answer.op_responses().into_iter().filter_map(|r| match r {
+            etcd_client::TxnOpResponse::Txn(nested) => Some(nested),
+            _ => None,
+        });
+        let mut outs: Vec<CreateOutcome<i64>> = batch
+            .iter()
+            .zip(nested)
+            .map(|(one, nested)| {
+                let reads = reads_of(nested);
+                let (mine, place) = match one.role {
+                    Role::Reader => self.reader_answer(one, reads)?,
+                    _ => self.writer_answer(one, reads)?,
+                };
+                Ok((mine, Some(place)))
+            })
+            .collect();
+        // An answer short of a transaction per contender: those without one are unknown.
+        while outs.len() < batch.len() {
+            outs.push(Err(LockError::unavailable(
+                format!("etcd at {} left a create unanswered; try again", self.shown),
+                None,
+            )));
+        }
+        Ok(outs)
     }
 
     /// One transaction: it compares that every lock is free for its kind and puts every key

@@ -4,47 +4,37 @@
 use etcd_client as etcd;
 
 use super::names::{first_writer, range_of};
+use super::writer::reads_of;
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{slots_top, Contender, Place, FENCE_SLOTS};
-use crate::store::AcquireRequest;
+use crate::store::sequenced::{slots_top, Contender, Creation, Place, FENCE_SLOTS};
 
 impl Etcd {
-    /// Puts a reader's key `key`, and reads where it stands in the same transaction.
+    /// Puts a reader's key, and reads where it stands in the same transaction
+    /// ([`reader_txn`]).
     pub(super) async fn put_reader(
         &self,
-        lease: i64,
-        session: u64,
-        key: &str,
-        req: &AcquireRequest<'_>,
+        one: &Creation<i64>,
     ) -> Result<(Contender<i64>, Place), LockError> {
-        let reads = reads(req.keys, key);
-        let put = etcd::TxnOp::put(
-            key,
-            req.token.as_bytes(),
-            Some(etcd::PutOptions::new().with_lease(lease)),
-        );
-        let txn = etcd::Txn::new()
-            .when([etcd::Compare::create_revision(
-                key,
-                etcd::CompareOp::Equal,
-                0,
-            )])
-            .and_then(
-                std::iter::once(put)
-                    .chain(reads.clone())
-                    .collect::<Vec<_>>(),
-            )
-            .or_else(reads);
+        let txn = reader_txn(one);
         let answer = self
             .bounded("refused a write", |mut c| {
                 let txn = txn.clone();
                 async move { c.txn(txn).await }
             })
             .await?;
-        let (mine, writer, record) = read(answer);
-        let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
+        self.reader_answer(one, reads_of(answer))
+    }
+
+    /// The contender [`reader_txn`] put, and where it stands, from the transaction's reads.
+    pub(super) fn reader_answer(
+        &self,
+        one: &Creation<i64>,
+        reads: Vec<etcd::GetResponse>,
+    ) -> Result<(Contender<i64>, Place), LockError> {
+        let (mine, writer, record) = read(reads);
+        let Some(mine) = mine.filter(|kv| kv.lease() == one.via) else {
             return Err(LockError::unavailable(
                 format!(
                     "etcd at {}: this reader's key belongs to another lease; try again",
@@ -54,10 +44,10 @@ impl Etcd {
             ));
         };
         let mine = Contender {
-            name: key.to_owned(),
+            name: one.name.clone(),
             order: mine.create_revision(),
-            session,
-            via: lease,
+            session: one.session,
+            via: one.via,
         };
         let place = reader_place(&mine, writer, record);
         Ok((mine, place))
@@ -76,7 +66,7 @@ impl Etcd {
                 async move { c.txn(txn).await }
             })
             .await?;
-        let (found, writer, record) = read(answer);
+        let (found, writer, record) = read(reads_of(answer));
         if found.is_none_or(|kv| kv.create_revision() != mine.order) {
             return Ok(Place::Gone);
         }
@@ -96,18 +86,39 @@ fn reads(keys: &LockKeys, key: &str) -> [etcd::TxnOp; 3] {
 
 /// The answers of [`reads`]: the reader's key, the first writer's, and the fence record.
 fn read(
-    answer: etcd::TxnResponse,
+    reads: Vec<etcd::GetResponse>,
 ) -> (
     Option<etcd::KeyValue>,
     Option<etcd::KeyValue>,
     Option<etcd::KeyValue>,
 ) {
-    let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
-        etcd::TxnOpResponse::Get(get) => Some(get),
-        _ => None,
-    });
+    let mut gets = reads.into_iter();
     let mut next = || gets.next().and_then(|g| g.kvs().first().cloned());
     (next(), next(), next())
+}
+
+/// The transaction that puts a reader's key (`one.name`) on its lease, then reads where it
+/// stands ([`reads`]); the reads alone when the key is there already.
+pub(super) fn reader_txn(one: &Creation<i64>) -> etcd::Txn {
+    let key = one.name.as_str();
+    let reads = reads(&one.keys, key);
+    let put = etcd::TxnOp::put(
+        key,
+        one.token.as_bytes(),
+        Some(etcd::PutOptions::new().with_lease(one.via)),
+    );
+    etcd::Txn::new()
+        .when([etcd::Compare::create_revision(
+            key,
+            etcd::CompareOp::Equal,
+            0,
+        )])
+        .and_then(
+            std::iter::once(put)
+                .chain(reads.clone())
+                .collect::<Vec<_>>(),
+        )
+        .or_else(reads)
 }
 
 /// Where a reader stands: behind a writer whose key is older than its own, or holding the lock

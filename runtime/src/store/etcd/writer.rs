@@ -7,59 +7,35 @@ use super::names::{first_by_creation, range_of};
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::{writer_top, Contender, Place};
-use crate::store::AcquireRequest;
+use crate::store::sequenced::{writer_top, Contender, Creation, Place};
 
 impl Etcd {
-    /// Puts a writer's key `key`, reading the lock's first key in the same transaction. When
-    /// the lock's range is empty (the key will be first), the same transaction records the
-    /// fences this writer is about to be given (see
-    /// [`recorded_writer`](super::reader::recorded_writer)).
+    /// Puts a writer's key, reading the lock's first key in the same transaction
+    /// ([`writer_txn`]).
     pub(super) async fn put_writer(
         &self,
-        lease: i64,
-        session: u64,
-        key: &str,
-        req: &AcquireRequest<'_>,
+        one: &Creation<i64>,
     ) -> Result<(Contender<i64>, Place), LockError> {
-        let (keys, token, fences) = (req.keys, req.token, req.fences);
-        let first = etcd::TxnOp::get(range_of(keys), Some(first_by_creation()));
-        let absent = etcd::Compare::create_revision(key, etcd::CompareOp::Equal, 0);
-        let put = etcd::TxnOp::put(
-            key,
-            token.as_bytes(),
-            Some(etcd::PutOptions::new().with_lease(lease)),
-        );
-        // The record's revision is the key's create revision (one transaction): `+n` says
-        // "that revision × 32 + n".
-        let record = etcd::TxnOp::put(
-            keys.fence().to_owned(),
-            format!("+{fences}"),
-            Some(etcd::PutOptions::new().with_lease(lease)),
-        );
-        let queue = etcd::Txn::new()
-            .when([absent.clone()])
-            .and_then([put.clone(), etcd::TxnOp::get(key, None), first.clone()])
-            .or_else([etcd::TxnOp::get(key, None), first.clone()]);
-        let txn = etcd::Txn::new()
-            .when([
-                absent,
-                // Every key of the range was created at revision 0: there is none.
-                etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
-                    .with_prefix(),
-            ])
-            .and_then([put, record, etcd::TxnOp::get(key, None), first])
-            .or_else([etcd::TxnOp::txn(queue)]);
+        let txn = writer_txn(one);
         let answer = self
             .bounded("refused a write", |mut c| {
                 let txn = txn.clone();
                 async move { c.txn(txn).await }
             })
             .await?;
-        let mut gets = reads_of(answer).into_iter();
+        self.writer_answer(one, reads_of(answer))
+    }
+
+    /// The contender [`writer_txn`] put, and where it stands, from the transaction's reads.
+    pub(super) fn writer_answer(
+        &self,
+        one: &Creation<i64>,
+        reads: Vec<etcd::GetResponse>,
+    ) -> Result<(Contender<i64>, Place), LockError> {
+        let mut gets = reads.into_iter();
         let mine = gets.next().and_then(|g| g.kvs().first().cloned());
         let first = gets.next().and_then(|g| g.kvs().first().cloned());
-        let Some(mine) = mine.filter(|kv| kv.lease() == lease) else {
+        let Some(mine) = mine.filter(|kv| kv.lease() == one.via) else {
             // Our tag under another lease: 64 random bits collided, or a lease ended meanwhile.
             return Err(LockError::unavailable(
                 format!(
@@ -70,12 +46,12 @@ impl Etcd {
             ));
         };
         let mine = Contender {
-            name: key.to_owned(),
+            name: one.name.clone(),
             order: mine.create_revision(),
-            session,
-            via: lease,
+            session: one.session,
+            via: one.via,
         };
-        let place = writer_place(&mine, first, fences);
+        let place = writer_place(&mine, first, one.fences);
         Ok((mine, place))
     }
 
@@ -140,6 +116,40 @@ impl Etcd {
     }
 }
 
+/// The transaction that puts a writer's key (`one.name`) on its lease, and reads it back and
+/// the lock's first key. When the lock's range is empty (the key will be first), the same
+/// transaction records the fences this writer is about to be given (see
+/// [`recorded_writer`](super::reader::recorded_writer)).
+pub(super) fn writer_txn(one: &Creation<i64>) -> etcd::Txn {
+    let (keys, key, lease) = (&one.keys, one.name.as_str(), one.via);
+    let first = etcd::TxnOp::get(range_of(keys), Some(first_by_creation()));
+    let absent = etcd::Compare::create_revision(key, etcd::CompareOp::Equal, 0);
+    let put = etcd::TxnOp::put(
+        key,
+        one.token.as_bytes(),
+        Some(etcd::PutOptions::new().with_lease(lease)),
+    );
+    // The record's revision is the key's create revision (one transaction): `+n` says
+    // "that revision × 32 + n".
+    let record = etcd::TxnOp::put(
+        keys.fence().to_owned(),
+        format!("+{}", one.fences),
+        Some(etcd::PutOptions::new().with_lease(lease)),
+    );
+    let queue = etcd::Txn::new()
+        .when([absent.clone()])
+        .and_then([put.clone(), etcd::TxnOp::get(key, None), first.clone()])
+        .or_else([etcd::TxnOp::get(key, None), first.clone()]);
+    etcd::Txn::new()
+        .when([
+            absent,
+            // Every key of the range was created at revision 0: there is none.
+            etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0).with_prefix(),
+        ])
+        .and_then([put, record, etcd::TxnOp::get(key, None), first])
+        .or_else([etcd::TxnOp::txn(queue)])
+}
+
 /// Where a writer stands, from the lock's first key: holding the lock when that is its own.
 fn writer_place(mine: &Contender<i64>, first: Option<etcd::KeyValue>, fences: u64) -> Place {
     if first.is_some_and(|kv| kv.create_revision() == mine.order) {
@@ -152,7 +162,7 @@ fn writer_place(mine: &Contender<i64>, first: Option<etcd::KeyValue>, fences: u6
 }
 
 /// The reads of a transaction's answer, in order, those of a nested transaction included.
-fn reads_of(answer: etcd::TxnResponse) -> Vec<etcd::GetResponse> {
+pub(super) fn reads_of(answer: etcd::TxnResponse) -> Vec<etcd::GetResponse> {
     let mut reads = Vec::new();
     for r in answer.op_responses() {
         match r {

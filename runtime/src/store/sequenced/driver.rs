@@ -13,7 +13,7 @@ use crate::inspect::LockerDescription;
 use crate::store::identity::Stamp;
 use crate::store::keys::LockKeys;
 use crate::store::token::OwnerToken;
-use crate::store::AcquireRequest;
+use crate::store::{join_all, AcquireRequest};
 
 /// Fences of one contender: `order × FENCE_SLOTS + n`, `n` below it.
 pub(crate) const FENCE_SLOTS: u64 = 32;
@@ -116,13 +116,33 @@ pub(crate) enum Awaited<'a, V> {
     Deletions,
 }
 
-/// One lease of a batch taken together ([`Driver::create_all`]): its request, what its
-/// contender contends for (a writer or a reader), and the contender's name
-/// ([`Driver::name`]), which carries the request's tag.
 /// The contenders a batch created ([`Driver::create_all`]), each with where it stands if the
 /// same round trip could tell.
 pub(crate) type Created<V> = Vec<(Contender<V>, Option<Place>)>;
 
+/// One contender to create ([`Driver::create`], [`Driver::create_many`]): over which session,
+/// under which name ([`Driver::name`], which carries its attempt's tag), for which lock and
+/// token, as what, and how many fences a writer reserves. Owned (its names are shared, not
+/// copied), so that it can wait in the recipe's group commit.
+#[derive(Clone)]
+pub(crate) struct Creation<V> {
+    pub(crate) via: V,
+    pub(crate) session: u64,
+    pub(crate) name: String,
+    pub(crate) keys: LockKeys,
+    pub(crate) token: OwnerToken,
+    pub(crate) role: Role,
+    /// A writer's fences ([`AcquireRequest::fences`]); unused for the other roles.
+    pub(crate) fences: u64,
+}
+
+/// What the create of one contender answers: the contender, and where it stands if the same
+/// round trip could tell.
+pub(crate) type CreateOutcome<V> = Result<(Contender<V>, Option<Place>), LockError>;
+
+/// One lease of a batch taken together ([`Driver::create_all`]): its request, what its
+/// contender contends for (a writer or a reader), and the contender's name
+/// ([`Driver::name`]), which carries the request's tag.
 pub(crate) struct Ask<'a, 'r> {
     pub(crate) req: &'a AcquireRequest<'r>,
     pub(crate) role: Role,
@@ -166,16 +186,31 @@ pub(crate) trait Driver: Send + Sync + 'static {
         req: &AcquireRequest<'_>,
     ) -> impl Future<Output = Result<Option<Instant>, LockError>> + Send;
 
-    /// Creates the contender `name` for `req` over `session`, with what the engine records
-    /// along (a writer's fences); and where it stands, if the same round trip could tell.
+    /// Creates the contender `one` describes, with what the engine records along (a writer's
+    /// fences); and where it stands, if the same round trip could tell.
     fn create(
         &self,
-        via: &Self::Via,
-        session: u64,
-        name: &str,
-        req: &AcquireRequest<'_>,
-        role: Role,
+        one: &Creation<Self::Via>,
     ) -> impl Future<Output = Result<(Contender<Self::Via>, Option<Place>), LockError>> + Send;
+
+    /// Whether concurrent attempts' creates of writers' and readers' contenders go to the
+    /// engine together ([`create_many`](Self::create_many), through the recipe's group commit,
+    /// `creates`): where one round trip carries them at a lower cost than one each.
+    fn creates_together(&self) -> bool {
+        false
+    }
+
+    /// Creates every contender of `batch` (writers' and readers', of distinct locks, over any
+    /// sessions) in one round trip, each with its own outcome, as [`create`](Self::create)
+    /// would have answered it alone: unlike [`create_all`](Self::create_all), nothing here is
+    /// all or nothing. The outer error fails them all (the call's outcome is unknown). By
+    /// default one [`create`](Self::create) each, side by side.
+    fn create_many(
+        &self,
+        batch: &[Creation<Self::Via>],
+    ) -> impl Future<Output = Result<Vec<CreateOutcome<Self::Via>>, LockError>> + Send {
+        async move { Ok(join_all(batch.iter().map(|one| self.create(one))).await) }
+    }
 
     /// Creates the contenders of `batch` (writers' and readers', each key once) over
     /// `session` in one transaction, with what the engine records along (each writer's

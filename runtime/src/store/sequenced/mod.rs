@@ -96,6 +96,7 @@
 //! leader elections).
 
 mod contenders;
+mod creates;
 mod driver;
 mod inspect;
 mod interest;
@@ -111,13 +112,15 @@ mod tests;
 #[cfg(test)]
 mod tests_at_once;
 #[cfg(test)]
+mod tests_creates;
+#[cfg(test)]
 mod tests_permits;
 mod together;
 
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
 pub(crate) use driver::{
-    slots_top, tag, writer_top, Ask, Awaited, Created, Driver, Head, Inspection, Place, Queued,
-    Records, Role, Wake, Who, FENCE_SLOTS,
+    slots_top, tag, writer_top, Ask, Awaited, CreateOutcome, Created, Creation, Driver, Head,
+    Inspection, Place, Queued, Records, Role, Wake, Who, FENCE_SLOTS,
 };
 pub(crate) use inspect::{inspect, who, Seen};
 pub(crate) use interest::patience;

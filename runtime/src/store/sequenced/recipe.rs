@@ -7,9 +7,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::contenders::InFlight;
+use super::creates::Creates;
 use super::interest::withdraw_lapsed;
 use super::releases::Releases;
-use super::{Contender, Contenders, Driver, Place, Role, FENCE_SLOTS};
+use super::{Contender, Contenders, Creation, Driver, Place, Role, FENCE_SLOTS};
 use crate::error::LockError;
 use crate::store::heard;
 use crate::store::keys::LockKeys;
@@ -25,6 +26,8 @@ pub(crate) struct Sequenced<D: Driver> {
     pub(super) epoch: Arc<watch::Sender<u64>>,
     /// The releases' deletes, sent together where they meet.
     releases: Arc<Releases<D>>,
+    /// The attempts' creates, sent together where they meet (on an engine that can).
+    creates: Arc<Creates<D>>,
 }
 
 impl<D: Driver> Sequenced<D> {
@@ -42,6 +45,7 @@ impl<D: Driver> Sequenced<D> {
         withdraw_lapsed(Arc::downgrade(&driver), contenders.downgrade(), patience);
         Sequenced {
             releases: Releases::new(driver.clone(), patience),
+            creates: Creates::new(driver.clone(), patience),
             driver,
             contenders,
             epoch,
@@ -248,7 +252,8 @@ impl<D: Driver> Sequenced<D> {
 
     /// Sends the create of `attempt`'s contender `name`: known to be sent before it goes (an
     /// attempt that ends before its answer leaves it to the give-back of its token to clean
-    /// up after), and answered once it is.
+    /// up after), and answered once it is. A writer's or a reader's goes with the creates it
+    /// meets where the engine sends them together (`creates`); a permits contender by itself.
     pub(super) async fn create(
         &self,
         attempt: &InFlight<D::Via>,
@@ -258,8 +263,22 @@ impl<D: Driver> Sequenced<D> {
         req: &AcquireRequest<'_>,
         role: Role,
     ) -> Result<(Contender<D::Via>, Option<Place>), LockError> {
+        let one = Creation {
+            via: via.clone(),
+            session,
+            name: name.to_owned(),
+            keys: req.keys.clone(),
+            token: req.token.clone(),
+            role,
+            fences: req.fences,
+        };
+        let together =
+            self.driver.creates_together() && matches!(role, Role::Writer | Role::Reader);
         attempt.sending();
-        let created = self.driver.create(via, session, name, req, role).await?;
+        let created = match together {
+            true => self.creates.create(one).await?,
+            false => self.driver.create(&one).await?,
+        };
         attempt.answered();
         Ok(created)
     }

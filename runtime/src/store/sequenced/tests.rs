@@ -11,8 +11,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    tag, writer_top, Ask, Awaited, Contender, Contenders, Created, Driver, Head, Inspection, Place,
-    Queued, Records, Role, Sequenced, Wake,
+    tag, writer_top, Ask, Awaited, Contender, Contenders, CreateOutcome, Created, Creation, Driver,
+    Head, Inspection, Place, Queued, Records, Role, Sequenced, Wake,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -43,6 +43,13 @@ pub(super) struct Fake {
     pub(super) defer_later: std::sync::atomic::AtomicBool,
     /// The deleting calls, in order: `delete` of one contender, `delete_all` of several.
     pub(super) deletes: Mutex<Vec<(&'static str, usize)>>,
+    /// Whether attempts' creates go together ([`Driver::creates_together`]).
+    pub(super) together: std::sync::atomic::AtomicBool,
+    /// The names each creating call created, in order (`create`: one; `create_many`: its
+    /// batch's).
+    pub(super) creates: Mutex<Vec<Vec<String>>>,
+    /// How long each create takes: a call over the network, which others can meet.
+    pub(super) create_delay: Mutex<Option<Duration>>,
 }
 
 impl Fake {
@@ -125,26 +132,64 @@ impl Driver for Fake {
 
     async fn create(
         &self,
-        _via: &(),
-        session: u64,
-        name: &str,
-        _req: &AcquireRequest<'_>,
-        role: Role,
+        one: &Creation<()>,
     ) -> Result<(Contender<()>, Option<Place>), LockError> {
+        let delay = *self.create_delay.lock().unwrap();
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
         let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
         self.queue
             .lock()
             .unwrap()
-            .push((name.to_owned(), role, order, Vec::new()));
+            .push((one.name.clone(), one.role, order, Vec::new()));
+        self.creates.lock().unwrap().push(vec![one.name.clone()]);
         // Applied, and then maybe the answer is lost.
         self.failing("create")?;
         let mine = Contender {
-            name: name.to_owned(),
+            name: one.name.clone(),
             order,
-            session,
+            session: one.session,
             via: (),
         };
         Ok((mine, None))
+    }
+
+    fn creates_together(&self) -> bool {
+        self.together.load(Ordering::Relaxed)
+    }
+
+    /// Every contender at one order (one write), each answered on its own; applied, and then
+    /// maybe the answer is lost (`create_many` fails).
+    async fn create_many(
+        &self,
+        batch: &[Creation<()>],
+    ) -> Result<Vec<CreateOutcome<()>>, LockError> {
+        let delay = *self.create_delay.lock().unwrap();
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut queue = self.queue.lock().unwrap();
+        for one in batch {
+            queue.push((one.name.clone(), one.role, order, Vec::new()));
+        }
+        drop(queue);
+        let names = batch.iter().map(|one| one.name.clone()).collect();
+        self.creates.lock().unwrap().push(names);
+        self.failing("create_many")?;
+        Ok(batch
+            .iter()
+            .map(|one| {
+                let mine = Contender {
+                    name: one.name.clone(),
+                    order,
+                    session: one.session,
+                    via: (),
+                };
+                Ok((mine, None))
+            })
+            .collect())
     }
 
     /// Every contender at one order, as ZooKeeper's `multi` does (where they stand takes a

@@ -12,8 +12,8 @@ use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    slots_top, tag, writer_top, Ask, Awaited, Contender, Created, Driver, Head, Inspection, Place,
-    Queued, Records, Role, Wake, Who, FENCE_SLOTS,
+    slots_top, tag, writer_top, Ask, Awaited, Contender, Created, Creation, Driver, Head,
+    Inspection, Place, Queued, Records, Role, Wake, Who, FENCE_SLOTS,
 };
 use crate::store::token::OwnerToken;
 use crate::store::AcquireRequest;
@@ -59,22 +59,18 @@ impl Driver for ZooKeeper {
     /// takes a listing after it.
     async fn create(
         &self,
-        via: &zk::Client,
-        session: u64,
-        name: &str,
-        req: &AcquireRequest<'_>,
-        role: Role,
+        one: &Creation<zk::Client>,
     ) -> Result<(Contender<zk::Client>, Option<Place>), LockError> {
         // The container is made only when the create finds it missing: in steady state a
         // cycle is one create, one listing and one delete.
-        let fences = (role == Role::Writer).then_some(req.fences);
-        let parent = parent_of(req.keys);
-        let path = match role {
-            Role::Permits { limit, count } => format!("{name}{limit}-{count}-"),
-            _ => name.to_owned(),
+        let fences = (one.role == Role::Writer).then_some(one.fences);
+        let parent = parent_of(&one.keys);
+        let path = match one.role {
+            Role::Permits { limit, count } => format!("{}{limit}-{count}-", one.name),
+            _ => one.name.clone(),
         };
         let mine = self
-            .create_child(via, session, &parent, &path, req.token, fences)
+            .create_child(&one.via, one.session, &parent, &path, &one.token, fences)
             .await?;
         Ok((mine, None))
     }

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::consensus::{shared_tests, slot_top, wait_for_queue, SessionEngine};
 
+mod creates;
 mod keep_alive;
 
 async fn locker(endpoints: &[String], ttl: Duration) -> Locker {

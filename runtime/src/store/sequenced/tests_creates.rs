@@ -1,0 +1,184 @@
+//! Attempts' creates sent together (`creates`) through the fake driver, whose creates take
+//! 10 ms of the paused clock: attempts that meet share one call, each with its own answer;
+//! two contenders of one lock never share one; and what a shared call made is cleaned up
+//! after when its answer is lost or its caller left.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::tests::{recipe, request, Fake};
+use super::{Driver, Role, Sequenced};
+use crate::error::LockError;
+use crate::store::keys::LockKeys;
+use crate::store::token::OwnerToken;
+use crate::store::Attempt;
+
+const CALL: Duration = Duration::from_millis(10);
+
+fn grouping() -> Arc<Sequenced<Fake>> {
+    let seq = recipe();
+    seq.driver.together.store(true, Ordering::Relaxed);
+    *seq.driver.create_delay.lock().unwrap() = Some(CALL);
+    Arc::new(seq)
+}
+
+/// A writer's attempt on `lock` in a task of its own: its keys, its token, its answer.
+type Spawned = (
+    LockKeys,
+    OwnerToken,
+    tokio::task::JoinHandle<Result<Attempt, LockError>>,
+);
+
+fn attempt(seq: &Arc<Sequenced<Fake>>, lock: &str, waits: bool) -> Spawned {
+    let (keys, token) = (LockKeys::new("t", lock), OwnerToken::generate());
+    let task = {
+        let (seq, keys, token) = (seq.clone(), keys.clone(), token.clone());
+        tokio::spawn(async move { seq.acquire_once(&request(&keys, &token, waits)).await })
+    };
+    (keys, token, task)
+}
+
+/// The lock of each name a call created, as the fake names them (`<lock>/w-<tag>`).
+fn locks_of(call: &[String]) -> Vec<&str> {
+    call.iter()
+        .map(|name| name.split('/').next().unwrap())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_that_meet_share_one_create_each_with_its_own_answer() {
+    let seq = grouping();
+    // `b` is held: its attempt in the shared call is behind, and does not hold up the others.
+    let (held_keys, held_token) = (LockKeys::new("t", "b"), OwnerToken::generate());
+    let held = seq
+        .acquire_once(&request(&held_keys, &held_token, false))
+        .await
+        .unwrap();
+    assert!(matches!(held, Attempt::Granted { .. }));
+    let first = attempt(&seq, "a", true);
+    // The first goes out alone, at once; the three that come while it is out go together.
+    tokio::time::sleep(CALL / 2).await;
+    let rest: Vec<_> = ["b", "c", "d"]
+        .into_iter()
+        .map(|lock| attempt(&seq, lock, true))
+        .collect();
+    assert!(matches!(
+        first.2.await.unwrap(),
+        Ok(Attempt::Granted { .. })
+    ));
+    let mut answers = Vec::new();
+    for (_, _, task) in rest {
+        answers.push(task.await.unwrap().unwrap());
+    }
+    assert_eq!(answers[0], Attempt::Held { remaining: None }, "b is taken");
+    assert!(answers[1..]
+        .iter()
+        .all(|a| matches!(a, Attempt::Granted { .. })));
+    let calls = seq.driver.creates.lock().unwrap().clone();
+    let sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [1, 1, 3], "{calls:?}");
+    // The taken lock's contender waits in its queue, as after a lone create.
+    assert!(seq.contenders.waiting(held_keys.lock()).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_contenders_of_one_lock_never_share_a_call() {
+    let seq = grouping();
+    let first = attempt(&seq, "x", false);
+    tokio::time::sleep(CALL / 2).await;
+    // Two attempts on `a` (as two fair waiters of one process would send) and one on `b`.
+    let rest: Vec<_> = ["a", "a", "b"]
+        .into_iter()
+        .map(|lock| attempt(&seq, lock, false))
+        .collect();
+    first.2.await.unwrap().unwrap();
+    let mut granted = 0;
+    for (_, _, task) in rest {
+        if matches!(task.await.unwrap().unwrap(), Attempt::Granted { .. }) {
+            granted += 1;
+        }
+    }
+    assert_eq!(granted, 2, "one of `a`'s two, and `b`");
+    let calls = seq.driver.creates.lock().unwrap().clone();
+    for call in &calls {
+        let mut locks = locks_of(call);
+        let all = locks.len();
+        locks.sort_unstable();
+        locks.dedup();
+        assert_eq!(locks.len(), all, "a lock twice in one call: {calls:?}");
+    }
+    let mut sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [1, 1, 2], "{calls:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_create_whose_answer_was_lost_is_cleaned_up_by_each_give_back() {
+    let seq = grouping();
+    let first = attempt(&seq, "x", false);
+    tokio::time::sleep(CALL / 2).await;
+    seq.driver.fail("create_many", 0);
+    let rest: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|lock| attempt(&seq, lock, true))
+        .collect();
+    let (x_keys, x_token, x) = first;
+    assert!(matches!(x.await.unwrap(), Ok(Attempt::Granted { .. })));
+    let mut failed = Vec::new();
+    for (keys, token, task) in rest {
+        let e = task.await.unwrap().unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+        failed.push((keys, token));
+    }
+    // Applied all the same, and known nowhere here: not a waiter's turn, not a holder's.
+    assert_eq!(seq.driver.names().len(), 3);
+    for (keys, _) in &failed {
+        assert!(seq.contenders.waiting(keys.lock()).is_none());
+    }
+    for (keys, token) in &failed {
+        assert!(!seq.release_once(keys, token, Role::Writer).await.unwrap());
+    }
+    assert_eq!(seq.driver.abandoned.lock().unwrap().len(), 2);
+    assert_eq!(
+        seq.driver.names(),
+        [seq.driver.name(&x_keys, &x_token, Role::Writer)],
+        "only the holder's contender is left"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_left_while_its_shared_create_was_out_leaves_nothing() {
+    let seq = grouping();
+    let first = attempt(&seq, "x", false);
+    tokio::time::sleep(CALL / 2).await;
+    // `b` sends the call; `a` waits for its answer in it, and leaves before it comes.
+    let (_, _, b) = attempt(&seq, "b", false);
+    let (a_keys, a_token, a) = attempt(&seq, "a", false);
+    tokio::time::sleep(CALL * 3 / 4).await;
+    a.abort();
+    assert!(a.await.unwrap_err().is_cancelled());
+    assert!(matches!(
+        first.2.await.unwrap(),
+        Ok(Attempt::Granted { .. })
+    ));
+    let b = b.await.unwrap();
+    assert!(matches!(b, Ok(Attempt::Granted { .. })), "{b:?}");
+    let a_name = seq.driver.name(&a_keys, &a_token, Role::Writer);
+    let calls = seq.driver.creates.lock().unwrap().clone();
+    assert!(
+        calls
+            .iter()
+            .any(|call| call.len() == 2 && call.contains(&a_name)),
+        "`a` went in the shared call: {calls:?}"
+    );
+    // Its answer came to nobody: what it made is deleted in the background.
+    assert!(seq.driver.later.lock().unwrap().contains(&a_name));
+    assert!(!seq.driver.names().contains(&a_name));
+    // Its token's give-back finds nothing of it any more, and deletes nothing else.
+    assert!(!seq
+        .release_once(&a_keys, &a_token, Role::Writer)
+        .await
+        .unwrap());
+    assert_eq!(seq.driver.names().len(), 2, "x's and b's contenders");
+}
