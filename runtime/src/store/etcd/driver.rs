@@ -9,13 +9,14 @@ use tokio::time::Instant;
 use super::cleanup::{clean_up, Until};
 use super::names::{key_of, range_of, reader_key_of};
 use super::reader::reader_txn;
+use super::together::put_all_txn;
 use super::watch::{watch_predecessor, Target, Watcher};
 use super::writer::{reads_of, writer_txn};
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
 use crate::store::sequenced::{
-    Ask, Awaited, Contender, CreateOutcome, Created, Creation, Driver, Head, Inspection, Place,
+    Ask, Awaited, Contender, Create, Created, Creation, Driver, Head, Inspection, Made, Place,
     Queued, Records, Role, Wake, Who,
 };
 use crate::store::token::OwnerToken;
@@ -92,69 +93,87 @@ impl Driver for Etcd {
         true
     }
 
-    /// One transaction, each contender's own transaction nested in it (its comparisons and
-    /// its branches are its own), in `batch`'s order: one round trip and one revision for
-    /// them all, and each its own outcome. A permits contender, never sent here, is created
-    /// by itself.
-    async fn create_many(
-        &self,
-        batch: &[Creation<i64>],
-    ) -> Result<Vec<CreateOutcome<i64>>, LockError> {
-        if batch
-            .iter()
-            .any(|one| matches!(one.role, Role::Permits { .. }))
-        {
-            return Ok(join_all(batch.iter().map(|one| self.create(one))).await);
+    /// One transaction, each create's own transaction nested in it (its comparisons and its
+    /// branches are its own), in `batch`'s order: one round trip and one revision for them
+    /// all, and each its own outcome. A permits contender, never sent here, is created by
+    /// itself, and a batch too large for a transaction is answered `None` without being sent,
+    /// as [`create_all`](Driver::create_all) answers it.
+    async fn create_many(&self, batch: &[Create<i64>]) -> Result<Vec<Made<i64>>, LockError> {
+        let permits = |one: &Creation<i64>| matches!(one.role, Role::Permits { .. });
+        if batch.iter().any(|c| c.creations().iter().any(permits)) {
+            let each = batch.iter().map(|create| async move {
+                match create {
+                    Create::One(one) => Made::One(self.create(one).await),
+                    Create::All(all) => Made::All(self.create_all(all).await),
+                }
+            });
+            return Ok(join_all(each).await);
         }
-        let ops: Vec<_> = batch
+        let txns: Vec<Option<etcd_client::Txn>> = batch
             .iter()
-            .map(|one| match one.role {
-                Role::Reader => etcd_client::TxnOp::txn(reader_txn(one)),
-                _ => etcd_client::TxnOp::txn(writer_txn(one)),
+            .map(|create| match create {
+                Create::One(one) if one.role == Role::Reader => Some(reader_txn(one)),
+                Create::One(one) => Some(writer_txn(one)),
+                Create::All(all) => put_all_txn(all),
             })
             .collect();
-        let txn = etcd_client::Txn::new().and_then(ops);
-        let answer = self
-            .bounded("refused a write", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
-        let nested = answer.op_responses().into_iter().filter_map(|r| match r {
-            etcd_client::TxnOpResponse::Txn(nested) => Some(nested),
-            _ => None,
-        });
-        let mut outs: Vec<CreateOutcome<i64>> = batch
+        let ops: Vec<_> = txns
             .iter()
-            .zip(nested)
-            .map(|(one, nested)| {
-                let reads = reads_of(nested);
-                let (mine, place) = match one.role {
-                    Role::Reader => self.reader_answer(one, reads)?,
-                    _ => self.writer_answer(one, reads)?,
-                };
-                Ok((mine, Some(place)))
-            })
+            .flatten()
+            .map(|txn| etcd_client::TxnOp::txn(txn.clone()))
             .collect();
-        // An answer short of a transaction per contender: those without one are unknown.
-        while outs.len() < batch.len() {
-            outs.push(Err(LockError::unavailable(
+        let answer = match ops.is_empty() {
+            true => None,
+            false => {
+                let txn = etcd_client::Txn::new().and_then(ops);
+                let answer = self
+                    .bounded("refused a write", |mut c| {
+                        let txn = txn.clone();
+                        async move { c.txn(txn).await }
+                    })
+                    .await?;
+                Some(answer)
+            }
+        };
+        let mut nested = answer
+            .into_iter()
+            .flat_map(|answer| answer.op_responses())
+            .filter_map(|r| match r {
+                etcd_client::TxnOpResponse::Txn(nested) => Some(nested),
+                _ => None,
+            });
+        // An answer short of a transaction per create: those without one are unknown.
+        let unanswered = || {
+            LockError::unavailable(
                 format!("etcd at {} left a create unanswered; try again", self.shown),
                 None,
-            )));
-        }
-        Ok(outs)
+            )
+        };
+        let made = batch.iter().zip(&txns).map(|(create, txn)| match create {
+            Create::All(_) if txn.is_none() => Made::All(Ok(None)),
+            Create::All(all) => Made::All(match nested.next() {
+                Some(answer) => self.all_answer(all, answer),
+                None => Err(unanswered()),
+            }),
+            Create::One(one) => Made::One(match nested.next() {
+                Some(answer) => {
+                    let reads = reads_of(answer);
+                    let answered = match one.role {
+                        Role::Reader => self.reader_answer(one, reads),
+                        _ => self.writer_answer(one, reads),
+                    };
+                    answered.map(|(mine, place)| (mine, Some(place)))
+                }
+                None => Err(unanswered()),
+            }),
+        });
+        Ok(made.collect())
     }
 
     /// One transaction: it compares that every lock is free for its kind and puts every key
     /// with its writer's fence record, or puts nothing.
-    async fn create_all(
-        &self,
-        via: &i64,
-        session: u64,
-        batch: &[Ask<'_, '_>],
-    ) -> Result<Option<Created<i64>>, LockError> {
-        self.put_all(*via, session, batch).await
+    async fn create_all(&self, batch: &[Creation<i64>]) -> Result<Option<Created<i64>>, LockError> {
+        self.put_all(batch).await
     }
 
     /// Never asked after [`create_all`](Driver::create_all), which tells where every key

@@ -8,7 +8,7 @@ use super::names::{range_of, writers_end};
 use super::reader::reader_place;
 use super::Etcd;
 use crate::error::LockError;
-use crate::store::sequenced::{writer_top, Ask, Contender, Created, Place, Role};
+use crate::store::sequenced::{writer_top, Contender, Created, Creation, Place, Role};
 
 /// The most keys one transaction puts together: etcd refuses a transaction of more than
 /// `--max-txn-ops` operations in a branch (128 by default), and each key takes two (its key
@@ -17,68 +17,32 @@ use crate::store::sequenced::{writer_top, Ask, Contender, Created, Place, Role};
 pub(super) const MOST_TOGETHER: usize = 63;
 
 impl Etcd {
-    /// Puts every key of `batch` on `lease` in one transaction if each lock is free for its
-    /// kind (a writer's range empty; no writer's key in a reader's range), with each writer's
-    /// fence record (`+n`, whose revision is the key's create revision); `None`, with nothing
-    /// put, otherwise. The keys share one create revision: the transaction's.
+    /// Puts every key of `batch` in one transaction ([`put_all_txn`]), or nothing; `None`
+    /// without a round trip for a batch too large for one.
     pub(super) async fn put_all(
         &self,
-        lease: i64,
-        session: u64,
-        batch: &[Ask<'_, '_>],
+        batch: &[Creation<i64>],
     ) -> Result<Option<Created<i64>>, LockError> {
-        if batch.is_empty() || batch.len() > MOST_TOGETHER {
+        let Some(txn) = put_all_txn(batch) else {
             return Ok(None);
-        }
-        let on_lease = || Some(etcd::PutOptions::new().with_lease(lease));
-        let mut compares = Vec::with_capacity(batch.len() * 2);
-        let mut writes = Vec::with_capacity(batch.len() * 2 + 1);
-        let mut reads = Vec::with_capacity(batch.len() + 1);
-        // The create revision of the batch, read back from its first key.
-        reads.push(etcd::TxnOp::get(batch[0].name.clone(), None));
-        for ask in batch {
-            let keys = ask.req.keys;
-            writes.push(etcd::TxnOp::put(
-                ask.name.clone(),
-                ask.req.token.as_bytes(),
-                on_lease(),
-            ));
-            match ask.role {
-                Role::Writer => {
-                    // Every key of the range was created at revision 0: there is none.
-                    compares.push(
-                        etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
-                            .with_prefix(),
-                    );
-                    writes.push(etcd::TxnOp::put(
-                        keys.fence().to_owned(),
-                        format!("+{}", ask.req.fences),
-                        on_lease(),
-                    ));
-                }
-                _ => {
-                    // No writer's key (those sort before the readers'), and not our own.
-                    compares.push(
-                        etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
-                            .with_range(writers_end(keys)),
-                    );
-                    compares.push(etcd::Compare::create_revision(
-                        ask.name.clone(),
-                        etcd::CompareOp::Equal,
-                        0,
-                    ));
-                    reads.push(etcd::TxnOp::get(keys.fence().to_owned(), None));
-                }
-            }
-        }
-        writes.extend(reads);
-        let txn = etcd::Txn::new().when(compares).and_then(writes);
+        };
         let answer = self
             .bounded("refused a write", |mut c| {
                 let txn = txn.clone();
                 async move { c.txn(txn).await }
             })
             .await?;
+        self.all_answer(batch, answer)
+    }
+
+    /// What [`put_all_txn`] answered for `batch`: `None` when it put nothing (a lock was
+    /// taken), else every contender, the writers holding their locks and the readers where
+    /// their locks' fence records put them.
+    pub(super) fn all_answer(
+        &self,
+        batch: &[Creation<i64>],
+        answer: etcd::TxnResponse,
+    ) -> Result<Option<Created<i64>>, LockError> {
         if !answer.succeeded() {
             return Ok(None);
         }
@@ -97,16 +61,16 @@ impl Etcd {
         };
         let created = batch
             .iter()
-            .map(|ask| {
+            .map(|one| {
                 let mine = Contender {
-                    name: ask.name.clone(),
+                    name: one.name.clone(),
                     order,
-                    session,
-                    via: lease,
+                    session: one.session,
+                    via: one.via,
                 };
-                let place = match ask.role {
+                let place = match one.role {
                     Role::Writer => Place::Holds {
-                        top: writer_top(order, ask.req.fences),
+                        top: writer_top(order, one.fences),
                     },
                     _ => reader_place(&mine, None, gets.next().flatten()),
                 };
@@ -138,4 +102,58 @@ impl Etcd {
             .await?;
         Ok(answer.succeeded())
     }
+}
+
+/// The transaction that puts every key of `batch` (on each one's lease: the batch's one) if
+/// each lock is free for its kind (a writer's range empty; no writer's key in a reader's
+/// range), with each writer's fence record (`+n`, whose revision is the key's create
+/// revision), and puts nothing otherwise. The keys share one create revision: the
+/// transaction's. `None` for an empty batch or one too large for a transaction.
+pub(super) fn put_all_txn(batch: &[Creation<i64>]) -> Option<etcd::Txn> {
+    if batch.is_empty() || batch.len() > MOST_TOGETHER {
+        return None;
+    }
+    let on_lease = |lease: i64| Some(etcd::PutOptions::new().with_lease(lease));
+    let mut compares = Vec::with_capacity(batch.len() * 2);
+    let mut writes = Vec::with_capacity(batch.len() * 2 + 1);
+    let mut reads = Vec::with_capacity(batch.len() + 1);
+    // The create revision of the batch, read back from its first key.
+    reads.push(etcd::TxnOp::get(batch[0].name.clone(), None));
+    for one in batch {
+        let keys = &one.keys;
+        writes.push(etcd::TxnOp::put(
+            one.name.clone(),
+            one.token.as_bytes(),
+            on_lease(one.via),
+        ));
+        match one.role {
+            Role::Writer => {
+                // Every key of the range was created at revision 0: there is none.
+                compares.push(
+                    etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
+                        .with_prefix(),
+                );
+                writes.push(etcd::TxnOp::put(
+                    keys.fence().to_owned(),
+                    format!("+{}", one.fences),
+                    on_lease(one.via),
+                ));
+            }
+            _ => {
+                // No writer's key (those sort before the readers'), and not our own.
+                compares.push(
+                    etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0)
+                        .with_range(writers_end(keys)),
+                );
+                compares.push(etcd::Compare::create_revision(
+                    one.name.clone(),
+                    etcd::CompareOp::Equal,
+                    0,
+                ));
+                reads.push(etcd::TxnOp::get(keys.fence().to_owned(), None));
+            }
+        }
+    }
+    writes.extend(reads);
+    Some(etcd::Txn::new().when(compares).and_then(writes))
 }

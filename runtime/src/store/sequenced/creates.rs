@@ -1,14 +1,18 @@
 //! The creates that attempts send, by group commit ([`batch`](crate::store::batch), as the
 //! releases' deletes go, `releases`), on an engine that can send many in one round trip
-//! ([`Driver::creates_together`]: etcd's transaction). An attempt that finds nothing on its way
-//! creates its contender alone, at once, as before; attempts that meet (concurrent ones, while
-//! every slot is out) create theirs in one call, [`Driver::create_many`], each with its own
+//! ([`Driver::creates_together`]: etcd's transaction). A create is one contender (an attempt
+//! on one lock, or a reader's share), or a batch taken together, all or nothing (`lock_all`
+//! of free keys, a reservation's read and write locks: `together`). A create that finds
+//! nothing on its way goes alone, at once, as before; creates that meet (concurrent ones,
+//! while every slot is out) go in one call, [`Driver::create_many`], each with its own
 //! outcome: one lock taken does not hold up the attempts on the others.
 //!
-//! **Distinct locks in a call.** Two contenders of one lock never go in the same call: etcd
-//! evaluates every comparison of a transaction before it applies any of its writes, so two
-//! writers of a free lock would both find it free. Those go in calls of their own, side by
-//! side ([`calls`]).
+//! **No writer shares its lock in a call.** A lock with a writer's contender in a call has no
+//! other contender in it: etcd evaluates every comparison of a transaction before it applies
+//! any of its writes, so two writers of a free lock would both find it free, and a reader
+//! would not see a writer put in the same call. Those go in calls of their own, side by side
+//! ([`calls`]). Readers' shares of one lock may share a call (a reservation's read lock on the
+//! show, say): each puts a key of its own, and each needs only that no writer is there.
 //!
 //! **A call that failed may have happened.** A call that fails fails every attempt in it; each
 //! attempt's create was sent and never answered, so the give-back of its token finds what it
@@ -19,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CreateOutcome, Creation, Driver};
+use super::{Create, Driver, Made, Role};
 use crate::error::LockError;
 use crate::store::batch::{self, Item, Queue};
 use crate::store::join_all;
@@ -30,7 +34,7 @@ pub(crate) struct Creates<D: Driver> {
     /// How long a create may wait in all, in the queue and in its call (each call to the
     /// engine is bounded by the operation timeout on its own).
     bound: Duration,
-    queue: Queue<Creation<D::Via>, Creates<D>>,
+    queue: Queue<Create<D::Via>, Creates<D>>,
 }
 
 impl<D: Driver> Creates<D> {
@@ -43,8 +47,8 @@ impl<D: Driver> Creates<D> {
         })
     }
 
-    /// Creates `one` in the next call that has room, with the creates it meets there.
-    pub(super) async fn create(self: &Arc<Self>, one: Creation<D::Via>) -> CreateOutcome<D::Via> {
+    /// Sends `create` in the next call that has room, with the creates it meets there.
+    pub(super) async fn send(self: &Arc<Self>, create: Create<D::Via>) -> Made<D::Via> {
         let deadline = tokio::time::Instant::now() + self.bound;
         let late = || {
             LockError::unavailable(
@@ -56,14 +60,19 @@ impl<D: Driver> Creates<D> {
                 None,
             )
         };
-        batch::submit(self, one, deadline, late).await?
+        let all = matches!(create, Create::All(_));
+        match batch::submit(self, create, deadline, late).await {
+            Ok(made) => made,
+            Err(e) if all => Made::All(Err(e)),
+            Err(e) => Made::One(Err(e)),
+        }
     }
 }
 
-impl<D: Driver> Item<Creates<D>> for Creation<D::Via> {
-    type Out = CreateOutcome<D::Via>;
+impl<D: Driver> Item<Creates<D>> for Create<D::Via> {
+    type Out = Made<D::Via>;
 
-    /// One operation a contender in an etcd transaction (its own transaction, nested), at most
+    /// One operation a create in an etcd transaction (its own transaction, nested), at most
     /// 128 a branch by default (`--max-txn-ops`): 64 keeps well inside it.
     const MAX_BATCH: usize = 64;
 
@@ -72,13 +81,10 @@ impl<D: Driver> Item<Creates<D>> for Creation<D::Via> {
     }
 
     async fn send(ctx: &Arc<Creates<D>>, items: &[Self]) -> Result<Vec<Self::Out>, LockError> {
-        if let [one] = items {
-            return Ok(vec![ctx.driver.create(one).await]);
-        }
         let calls = calls(items);
         let answers = join_all(calls.iter().map(|call| async {
             match call.as_slice() {
-                [one] => Ok(vec![ctx.driver.create(&items[*one]).await]),
+                [one] => Ok(vec![alone(&*ctx.driver, &items[*one]).await]),
                 _ => {
                     let batch: Vec<_> = call.iter().map(|&i| items[i].clone()).collect();
                     ctx.driver.create_many(&batch).await
@@ -102,7 +108,7 @@ impl<D: Driver> Item<Creates<D>> for Creation<D::Via> {
                         let err = first
                             .take()
                             .unwrap_or_else(|| LockError::unavailable(message.clone(), None));
-                        outs[i] = Some(Err(err));
+                        outs[i] = Some(Made::failed(&items[i], err));
                     }
                 }
             }
@@ -115,21 +121,36 @@ impl<D: Driver> Item<Creates<D>> for Creation<D::Via> {
 
     /// The caller stopped waiting after the create was sent: what it made is nobody's here.
     fn abandoned(ctx: &Arc<Creates<D>>, _: Self, out: Self::Out) {
-        if let Ok((mine, _)) = out {
+        for mine in out.contenders() {
             ctx.driver.delete_later(mine);
         }
     }
 }
 
-/// The calls `items` go in, as indices: each call holds at most one contender of a lock (the
-/// first call the earliest of each lock, the next call the second, and so on).
-fn calls<V>(items: &[Creation<V>]) -> Vec<Vec<usize>> {
+/// A create sent by itself, as it would be without the group commit.
+async fn alone<D: Driver>(driver: &D, create: &Create<D::Via>) -> Made<D::Via> {
+    match create {
+        Create::One(one) => Made::One(driver.create(one).await),
+        Create::All(all) => Made::All(driver.create_all(all).await),
+    }
+}
+
+/// The calls `items` go in, as indices: a lock with a writer's contender in a call has no
+/// other contender in it (each create goes in the first call where none of its contenders
+/// meets another of its lock, unless both are readers').
+fn calls<V>(items: &[Create<V>]) -> Vec<Vec<usize>> {
     let mut calls: Vec<Vec<usize>> = Vec::new();
-    for (i, one) in items.iter().enumerate() {
-        let lock = one.keys.lock();
+    let conflict = |i: usize, j: usize| {
+        items[i].creations().iter().any(|a| {
+            items[j].creations().iter().any(|b| {
+                a.keys.lock() == b.keys.lock() && (a.role != Role::Reader || b.role != Role::Reader)
+            })
+        })
+    };
+    for i in 0..items.len() {
         let free = calls
             .iter_mut()
-            .find(|call| call.iter().all(|&j| items[j].keys.lock() != lock));
+            .find(|call| call.iter().all(|&j| !conflict(i, j)));
         match free {
             Some(call) => call.push(i),
             None => calls.push(vec![i]),
@@ -142,8 +163,12 @@ fn calls<V>(items: &[Creation<V>]) -> Vec<Vec<usize>> {
 mod tests {
     use super::*;
     use crate::store::keys::LockKeys;
-    use crate::store::sequenced::Role;
+    use crate::store::sequenced::Creation;
     use crate::store::token::OwnerToken;
+
+    fn one(lock: &str) -> Create<()> {
+        Create::One(creation(lock))
+    }
 
     fn creation(lock: &str) -> Creation<()> {
         Creation {
@@ -161,10 +186,32 @@ mod tests {
     fn a_call_never_holds_two_contenders_of_one_lock() {
         let items: Vec<_> = ["a", "b", "a", "c", "a", "b"]
             .into_iter()
-            .map(creation)
+            .map(one)
             .collect();
         assert_eq!(calls(&items), [vec![0, 1, 3], vec![2, 5], vec![4]]);
-        let distinct: Vec<_> = ["a", "b", "c"].into_iter().map(creation).collect();
+        let distinct: Vec<_> = ["a", "b", "c"].into_iter().map(one).collect();
         assert_eq!(calls(&distinct), [vec![0, 1, 2]]);
+        // A batch taken together holds each of its locks in its call.
+        let items = vec![
+            Create::All(vec![creation("a"), creation("b")]),
+            one("c"),
+            one("b"),
+            Create::All(vec![creation("d"), creation("c")]),
+            one("e"),
+        ];
+        assert_eq!(calls(&items), [vec![0, 1, 4], vec![2, 3]]);
+        // Readers' shares of one lock share a call; a writer of it does not join them.
+        let reader = |lock: &str| Creation {
+            role: Role::Reader,
+            ..creation(lock)
+        };
+        let items = vec![
+            Create::All(vec![reader("show"), creation("seat:1")]),
+            Create::All(vec![reader("show"), creation("seat:2")]),
+            Create::One(reader("show")),
+            one("show"),
+            Create::All(vec![reader("show"), creation("seat:1")]),
+        ];
+        assert_eq!(calls(&items), [vec![0, 1, 2], vec![3], vec![4]]);
     }
 }

@@ -140,6 +140,70 @@ pub(crate) struct Creation<V> {
 /// round trip could tell.
 pub(crate) type CreateOutcome<V> = Result<(Contender<V>, Option<Place>), LockError>;
 
+/// A create the recipe's group commit sends ([`Driver::create_many`]): one contender, or a
+/// batch taken together, all or nothing ([`Driver::create_all`]).
+#[derive(Clone)]
+pub(crate) enum Create<V> {
+    One(Creation<V>),
+    All(Vec<Creation<V>>),
+}
+
+impl<V> Create<V> {
+    /// The contenders it creates.
+    pub(crate) fn creations(&self) -> &[Creation<V>] {
+        match self {
+            Create::One(one) => std::slice::from_ref(one),
+            Create::All(all) => all,
+        }
+    }
+}
+
+/// Never: the group commit answers each create in its own kind.
+fn mismatched() -> LockError {
+    LockError::unavailable("a create was answered as another kind of create", None)
+}
+
+/// The answer to a [`Create`], of its kind.
+pub(crate) enum Made<V> {
+    One(CreateOutcome<V>),
+    All(Result<Option<Created<V>>, LockError>),
+}
+
+impl<V> Made<V> {
+    /// The answer of a call that failed as a whole, for a create of `kind`'s kind.
+    pub(crate) fn failed(kind: &Create<V>, e: LockError) -> Self {
+        match kind {
+            Create::One(_) => Made::One(Err(e)),
+            Create::All(_) => Made::All(Err(e)),
+        }
+    }
+
+    /// The answer to a [`Create::One`].
+    pub(crate) fn one(self) -> CreateOutcome<V> {
+        match self {
+            Made::One(made) => made,
+            Made::All(_) => Err(mismatched()),
+        }
+    }
+
+    /// The answer to a [`Create::All`].
+    pub(crate) fn all(self) -> Result<Option<Created<V>>, LockError> {
+        match self {
+            Made::All(made) => made,
+            Made::One(_) => Err(mismatched()),
+        }
+    }
+
+    /// The contenders it made, if its answer says so.
+    pub(crate) fn contenders(self) -> Vec<Contender<V>> {
+        match self {
+            Made::One(Ok((mine, _))) => vec![mine],
+            Made::All(Ok(Some(created))) => created.into_iter().map(|(mine, _)| mine).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// One lease of a batch taken together ([`Driver::create_all`]): its request, what its
 /// contender contends for (a writer or a reader), and the contender's name
 /// ([`Driver::name`]), which carries the request's tag.
@@ -200,20 +264,28 @@ pub(crate) trait Driver: Send + Sync + 'static {
         false
     }
 
-    /// Creates every contender of `batch` (writers' and readers', of distinct locks, over any
-    /// sessions) in one round trip, each with its own outcome, as [`create`](Self::create)
-    /// would have answered it alone: unlike [`create_all`](Self::create_all), nothing here is
-    /// all or nothing. The outer error fails them all (the call's outcome is unknown). By
-    /// default one [`create`](Self::create) each, side by side.
+    /// Sends every create of `batch` (single contenders, and batches taken together, of
+    /// distinct locks, over any sessions) in one round trip, each with its own outcome, as
+    /// [`create`](Self::create) or [`create_all`](Self::create_all) would have answered it
+    /// alone: one create does not depend on another. The outer error fails them all (the
+    /// call's outcome is unknown). By default each by itself, side by side.
     fn create_many(
         &self,
-        batch: &[Creation<Self::Via>],
-    ) -> impl Future<Output = Result<Vec<CreateOutcome<Self::Via>>, LockError>> + Send {
-        async move { Ok(join_all(batch.iter().map(|one| self.create(one))).await) }
+        batch: &[Create<Self::Via>],
+    ) -> impl Future<Output = Result<Vec<Made<Self::Via>>, LockError>> + Send {
+        async move {
+            let each = batch.iter().map(|create| async move {
+                match create {
+                    Create::One(one) => Made::One(self.create(one).await),
+                    Create::All(all) => Made::All(self.create_all(all).await),
+                }
+            });
+            Ok(join_all(each).await)
+        }
     }
 
-    /// Creates the contenders of `batch` (writers' and readers', each key once) over
-    /// `session` in one transaction, with what the engine records along (each writer's
+    /// Creates the contenders of `batch` (writers' and readers', each key once, all over one
+    /// session) in one transaction, with what the engine records along (each writer's
     /// fences): `None` when the engine saw a lease taken and created nothing (etcd compares
     /// first), else every contender in `batch`'s order, and where each stands if the same
     /// round trip could tell. All of them share one creation order: they were created by one
@@ -221,9 +293,7 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// `None` without a round trip.
     fn create_all(
         &self,
-        via: &Self::Via,
-        session: u64,
-        batch: &[Ask<'_, '_>],
+        batch: &[Creation<Self::Via>],
     ) -> impl Future<Output = Result<Option<Created<Self::Via>>, LockError>> + Send;
 
     /// Where each of `mine`, the contenders [`create_all`](Self::create_all) made for

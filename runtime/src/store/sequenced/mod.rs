@@ -119,8 +119,8 @@ mod together;
 
 pub(crate) use contenders::{Contender, Contenders, WeakContenders};
 pub(crate) use driver::{
-    slots_top, tag, writer_top, Ask, Awaited, CreateOutcome, Created, Creation, Driver, Head,
-    Inspection, Place, Queued, Records, Role, Wake, Who, FENCE_SLOTS,
+    slots_top, tag, writer_top, Ask, Awaited, Create, Created, Creation, Driver, Head, Inspection,
+    Made, Place, Queued, Records, Role, Wake, Who, FENCE_SLOTS,
 };
 pub(crate) use inspect::{inspect, who, Seen};
 pub(crate) use interest::patience;

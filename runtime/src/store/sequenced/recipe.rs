@@ -10,7 +10,7 @@ use super::contenders::InFlight;
 use super::creates::Creates;
 use super::interest::withdraw_lapsed;
 use super::releases::Releases;
-use super::{Contender, Contenders, Creation, Driver, Place, Role, FENCE_SLOTS};
+use super::{Contender, Contenders, Create, Created, Creation, Driver, Place, Role, FENCE_SLOTS};
 use crate::error::LockError;
 use crate::store::heard;
 use crate::store::keys::LockKeys;
@@ -276,11 +276,23 @@ impl<D: Driver> Sequenced<D> {
             self.driver.creates_together() && matches!(role, Role::Writer | Role::Reader);
         attempt.sending();
         let created = match together {
-            true => self.creates.create(one).await?,
+            true => self.creates.send(Create::One(one)).await.one()?,
             false => self.driver.create(&one).await?,
         };
         attempt.answered();
         Ok(created)
+    }
+
+    /// Sends the create of a batch taken together ([`Driver::create_all`]): with the creates
+    /// it meets where the engine sends them together (`creates`), else by itself.
+    pub(super) async fn create_all(
+        &self,
+        batch: Vec<Creation<D::Via>>,
+    ) -> Result<Option<Created<D::Via>>, LockError> {
+        match self.driver.creates_together() {
+            true => self.creates.send(Create::All(batch)).await.all(),
+            false => self.driver.create_all(&batch).await,
+        }
     }
 
     /// Takes a contender out of the queue now, or in the background when the engine does

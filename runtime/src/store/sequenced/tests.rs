@@ -11,8 +11,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    tag, writer_top, Ask, Awaited, Contender, Contenders, CreateOutcome, Created, Creation, Driver,
-    Head, Inspection, Place, Queued, Records, Role, Sequenced, Wake,
+    tag, writer_top, Ask, Awaited, Contender, Contenders, Create, Created, Creation, Driver, Head,
+    Inspection, Made, Place, Queued, Records, Role, Sequenced, Wake,
 };
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -159,59 +159,57 @@ impl Driver for Fake {
         self.together.load(Ordering::Relaxed)
     }
 
-    /// Every contender at one order (one write), each answered on its own; applied, and then
+    /// Every contender at one order (one write), each create answered on its own (a batch
+    /// taken together as [`create_all`](Driver::create_all) answers it); applied, and then
     /// maybe the answer is lost (`create_many` fails).
-    async fn create_many(
-        &self,
-        batch: &[Creation<()>],
-    ) -> Result<Vec<CreateOutcome<()>>, LockError> {
+    async fn create_many(&self, batch: &[Create<()>]) -> Result<Vec<Made<()>>, LockError> {
         let delay = *self.create_delay.lock().unwrap();
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;
         }
         let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
         let mut queue = self.queue.lock().unwrap();
-        for one in batch {
+        let creations = || batch.iter().flat_map(Create::creations);
+        for one in creations() {
             queue.push((one.name.clone(), one.role, order, Vec::new()));
         }
         drop(queue);
-        let names = batch.iter().map(|one| one.name.clone()).collect();
+        let names = creations().map(|one| one.name.clone()).collect();
         self.creates.lock().unwrap().push(names);
         self.failing("create_many")?;
+        let made = |one: &Creation<()>| {
+            let mine = Contender {
+                name: one.name.clone(),
+                order,
+                session: one.session,
+                via: (),
+            };
+            (mine, None)
+        };
         Ok(batch
             .iter()
-            .map(|one| {
-                let mine = Contender {
-                    name: one.name.clone(),
-                    order,
-                    session: one.session,
-                    via: (),
-                };
-                Ok((mine, None))
+            .map(|create| match create {
+                Create::One(one) => Made::One(Ok(made(one))),
+                Create::All(all) => Made::All(Ok(Some(all.iter().map(made).collect()))),
             })
             .collect())
     }
 
     /// Every contender at one order, as ZooKeeper's `multi` does (where they stand takes a
     /// look after it); applied, and then maybe the answer is lost (`create_all` fails).
-    async fn create_all(
-        &self,
-        _via: &(),
-        session: u64,
-        batch: &[Ask<'_, '_>],
-    ) -> Result<Option<Created<()>>, LockError> {
+    async fn create_all(&self, batch: &[Creation<()>]) -> Result<Option<Created<()>>, LockError> {
         let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
         let mut queue = self.queue.lock().unwrap();
-        for ask in batch {
-            queue.push((ask.name.clone(), ask.role, order, Vec::new()));
+        for one in batch {
+            queue.push((one.name.clone(), one.role, order, Vec::new()));
         }
         drop(queue);
         self.failing("create_all")?;
-        let made = batch.iter().map(|ask| {
+        let made = batch.iter().map(|one| {
             let mine = Contender {
-                name: ask.name.clone(),
+                name: one.name.clone(),
                 order,
-                session,
+                session: one.session,
                 via: (),
             };
             (mine, None)

@@ -182,3 +182,47 @@ async fn an_attempt_that_left_while_its_shared_create_was_out_leaves_nothing() {
         .unwrap());
     assert_eq!(seq.driver.names().len(), 2, "x's and b's contenders");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_taken_together_rides_with_single_creates_and_stays_all_or_nothing() {
+    let seq = grouping();
+    let (held_keys, held_token) = (LockKeys::new("t", "b"), OwnerToken::generate());
+    let held = seq
+        .acquire_once(&request(&held_keys, &held_token, false))
+        .await
+        .unwrap();
+    assert!(matches!(held, Attempt::Granted { .. }));
+    let first = attempt(&seq, "x", false);
+    tokio::time::sleep(CALL / 2).await;
+    // `a` and `b` together (`b` is held), beside a single attempt on `c`.
+    let together = {
+        let seq = seq.clone();
+        tokio::spawn(async move {
+            let keys = [LockKeys::new("t", "a"), LockKeys::new("t", "b")];
+            let tokens = [OwnerToken::generate(), OwnerToken::generate()];
+            let batch = [
+                request(&keys[0], &tokens[0], false),
+                request(&keys[1], &tokens[1], false),
+            ];
+            seq.acquire_together(&batch).await
+        })
+    };
+    let (_, _, c) = attempt(&seq, "c", false);
+    assert!(matches!(
+        first.2.await.unwrap(),
+        Ok(Attempt::Granted { .. })
+    ));
+    assert!(matches!(c.await.unwrap(), Ok(Attempt::Granted { .. })));
+    let answers = together.await.unwrap().unwrap();
+    assert_eq!(answers, vec![Attempt::Held { remaining: None }; 2]);
+    let calls = seq.driver.creates.lock().unwrap().clone();
+    let mut sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
+    sizes.sort_unstable();
+    assert_eq!(
+        sizes,
+        [1, 1, 3],
+        "the batch and the single create in one call: {calls:?}"
+    );
+    // Nothing of the batch is left: the holder's, `x`'s and `c`'s contenders only.
+    assert_eq!(seq.driver.names().len(), 3, "{:?}", seq.driver.names());
+}

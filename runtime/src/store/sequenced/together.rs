@@ -2,7 +2,8 @@
 //! every contender created by one write, all or nothing.
 //!
 //! **One write.** The driver creates every contender in one transaction
-//! ([`Driver::create_all`]), so they all share one creation order (etcd's create revision,
+//! ([`Driver::create_all`]; with the creates it meets, each with its own outcome, where the
+//! engine sends creates together: `creates`), so they all share one creation order (etcd's create revision,
 //! ZooKeeper's `czxid`): etcd's transaction first compares that every lock's queue is empty
 //! and no reader's key has a writer's contender, and creates nothing otherwise (one round
 //! trip); ZooKeeper's `multi` cannot compare "no children" (its only check is a znode's data
@@ -23,7 +24,7 @@
 //! every earlier holder's; its fence record goes in the same write. A reader's comes from its
 //! lock's fence record as a single reader's does.
 
-use super::{Ask, Contender, Driver, Place, Role, Sequenced, FENCE_SLOTS};
+use super::{Ask, Contender, Creation, Driver, Place, Role, Sequenced, FENCE_SLOTS};
 use crate::error::LockError;
 use crate::store::kind::LeaseKind;
 use crate::store::{join_all, AcquireRequest, Attempt};
@@ -58,8 +59,20 @@ impl<D: Driver> Sequenced<D> {
         for attempt in &attempts {
             attempt.sending();
         }
+        let creations = asks
+            .iter()
+            .map(|ask| Creation {
+                via: via.clone(),
+                session,
+                name: ask.name.clone(),
+                keys: ask.req.keys.clone(),
+                token: ask.req.token.clone(),
+                role: ask.role,
+                fences: ask.req.fences,
+            })
+            .collect();
         let (created, vouched) = tokio::join!(
-            self.driver.create_all(&via, session, &asks),
+            self.create_all(creations),
             self.driver.vouch(session, &batch[0])
         );
         let created = created?;

@@ -79,11 +79,12 @@ impl Driver for ZooKeeper {
     /// compare "no children", so where they stand takes a read after it.
     async fn create_all(
         &self,
-        via: &zk::Client,
-        session: u64,
-        batch: &[Ask<'_, '_>],
+        batch: &[Creation<zk::Client>],
     ) -> Result<Option<Created<zk::Client>>, LockError> {
-        self.create_all_children(via, session, batch)
+        let Some(first) = batch.first() else {
+            return Ok(None);
+        };
+        self.create_all_children(&first.via, first.session, batch)
             .await
             .map(Some)
     }

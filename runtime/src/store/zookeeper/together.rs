@@ -15,7 +15,7 @@ use super::names::{child_name, in_order, parent_of, CHILD};
 use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::join_all;
-use crate::store::sequenced::{writer_top, Ask, Contender, Created, Place, Role};
+use crate::store::sequenced::{writer_top, Ask, Contender, Created, Creation, Place, Role};
 
 impl ZooKeeper {
     /// Creates every znode of `batch` in one `multi`, each writer's with its fence record in
@@ -26,22 +26,19 @@ impl ZooKeeper {
         &self,
         client: &zk::Client,
         session: u64,
-        batch: &[Ask<'_, '_>],
+        batch: &[Creation<zk::Client>],
     ) -> Result<Created<zk::Client>, LockError> {
         let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
         let limit = self.settings.op_timeout;
-        let records: Vec<String> = batch
-            .iter()
-            .map(|ask| format!("+{}", ask.req.fences))
-            .collect();
+        let records: Vec<String> = batch.iter().map(|one| format!("+{}", one.fences)).collect();
         for _ in 0..3 {
             let mut multi = client.new_multi_writer();
             let mut added = Ok(());
-            for (ask, record) in batch.iter().zip(&records) {
+            for (one, record) in batch.iter().zip(&records) {
                 added = added
-                    .and_then(|()| multi.add_create(&ask.name, ask.req.token.as_bytes(), &options));
-                if ask.role == Role::Writer {
-                    let parent = parent_of(ask.req.keys);
+                    .and_then(|()| multi.add_create(&one.name, one.token.as_bytes(), &options));
+                if one.role == Role::Writer {
+                    let parent = parent_of(&one.keys);
                     added =
                         added.and_then(|()| multi.add_set_data(&parent, record.as_bytes(), None));
                 }
@@ -54,7 +51,7 @@ impl ZooKeeper {
                 Ok(Err(e)) => match zk::Error::from(e) {
                     zk::Error::NoNode => {
                         let parents: Vec<String> =
-                            batch.iter().map(|ask| parent_of(ask.req.keys)).collect();
+                            batch.iter().map(|one| parent_of(&one.keys)).collect();
                         let making = parents.iter().map(|p| self.ensure_parent(client, p));
                         for made in join_all(making).await {
                             made?;

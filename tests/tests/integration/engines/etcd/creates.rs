@@ -90,59 +90,214 @@ async fn concurrent_acquires_share_their_creates_each_with_its_own_answer() {
 }
 
 /// etcd frozen while attempts' creates are on their way, alone and shared: the attempts give
-/// up, and etcd, thawed, applies the creates late. What they made belongs to nobody: each
-/// attempt's give-back finds it by its name and deletes it, so another locker gets every key.
+/// up, and etcd, thawed, may apply the creates late (a request whose cancel it reads first is
+/// not applied at all). What they made belongs to nobody: each attempt's give-back finds it by
+/// its name and deletes it, so etcd's own listing ends with no contender of theirs. Judged by
+/// etcd's keys and revision: rounds go on until one saw late creates land (a revision past
+/// the one before the freeze), at most five; every round must end with none left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
     let etcd = EtcdServer::start().await;
     let at = [etcd.endpoint()];
     let ttl = Duration::from_secs(9);
+    let a = locker(&at, ttl).await;
+    warm_up(&a).await;
+    const TASKS: usize = 8;
+    let mut landed = 0;
+    for round in 0..5 {
+        let (before, _) = listing(&etcd).await;
+        etcd.pause();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|i| {
+                let a = a.clone();
+                tokio::spawn(async move {
+                    let tried = a
+                        .lock(format!("late:{round}:{i}"))
+                        .wait(Duration::from_millis(500))
+                        .acquire();
+                    tokio::time::timeout(Duration::from_secs(3), tried).await
+                })
+            })
+            .collect();
+        for t in tasks {
+            let outcome = t.await.unwrap();
+            assert!(
+                !matches!(outcome, Ok(Ok(_))),
+                "granted by a frozen etcd: {outcome:?}"
+            );
+        }
+        etcd.resume();
+        let contenders = |keys: &[String]| {
+            keys.iter()
+                .filter(|k| k.contains(":lock:") && k.contains("late:"))
+                .count()
+        };
+        let mut left = usize::MAX;
+        let mut revision = before;
+        // Five seconds to settle: a create that lands later still counts in the next
+        // round's listing, which sees every round's keys.
+        for _ in 0..50 {
+            let (now, keys) = listing(&etcd).await;
+            (revision, left) = (now, contenders(&keys));
+            // Settled: the late creates (if any) were applied and their contenders deleted.
+            if left == 0 && revision > before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            left, 0,
+            "round {round}: contenders of attempts that gave up are left"
+        );
+        if revision > before {
+            landed += 1;
+            break;
+        }
+    }
+    assert!(
+        landed > 0,
+        "in five rounds no late create landed: the premise never held"
+    );
+}
+
+/// etcd's revision and every key it holds now (read through its JSON gateway).
+async fn listing(etcd: &EtcdServer) -> (u64, Vec<String>) {
+    // The whole key space: from "\0" to the end ("\0" as range end).
+    let body = r#"{"key":"AA==","range_end":"AA==","keys_only":true}"#;
+    let answer = etcd
+        .http("POST", "/v3/kv/range", body)
+        .await
+        .expect("etcd range");
+    // The gateway may answer in one HTTP chunk (its size in front): the JSON object itself.
+    let object = answer
+        .find('{')
+        .zip(answer.rfind('}'))
+        .map_or("", |(start, end)| &answer[start..=end]);
+    let json: serde_json::Value = serde_json::from_str(object)
+        .unwrap_or_else(|e| panic!("etcd's answer is not JSON ({e}): {answer:?}"));
+    let revision = json["header"]["revision"]
+        .as_str()
+        .and_then(|r| r.parse().ok())
+        .expect("a revision");
+    let keys = json["kvs"]
+        .as_array()
+        .map(|kvs| {
+            kvs.iter()
+                .filter_map(|kv| kv["key"].as_str())
+                .map(|k| String::from_utf8_lossy(&from_base64(k)).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    (revision, keys)
+}
+
+/// Standard base64 (with padding), as etcd's gateway writes keys.
+fn from_base64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let digits: Vec<u8> = text.bytes().filter(|&c| c != b'=').map(value).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let bits = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &d)| acc | u32::from(d) << (18 - 6 * i));
+        for i in 0..chunk.len().saturating_sub(1) {
+            out.push((bits >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+/// `lock_all` of free keys (one transaction comparing that every lock is free) rides in the
+/// same transactions as single acquires, nested beside them: twelve guards of two keys and
+/// four single locks at once cost fewer transactions than the guards alone would (one each),
+/// every key is granted, and a guard with a held key still takes nothing until it can take
+/// all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_alls_ride_with_single_acquires_and_stay_all_or_nothing() {
+    let etcd = EtcdServer::start().await;
+    let at = [etcd.endpoint()];
+    let ttl = Duration::from_secs(9);
     let (a, b) = (locker(&at, ttl).await, locker(&at, ttl).await);
     warm_up(&a).await;
-    warm_up(&b).await;
+    let two = a.lock_all(["warm:1", "warm:2"]).acquire().await.unwrap();
+    two.release().await.unwrap();
+    let held = b.lock("busy:2").acquire().await.unwrap();
+    const GUARDS: usize = 12;
+    const SINGLES: usize = 4;
     let before = txns(&etcd).await;
-    etcd.pause();
-    const TASKS: usize = 8;
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let a = a.clone();
-            tokio::spawn(async move {
-                let tried = a
-                    .lock(format!("late:{i}"))
-                    .wait(Duration::from_millis(500))
-                    .acquire();
-                tokio::time::timeout(Duration::from_secs(3), tried).await
-            })
-        })
-        .collect();
-    for t in tasks {
-        let outcome = t.await.unwrap();
-        assert!(
-            !matches!(outcome, Ok(Ok(_))),
-            "granted by a frozen etcd: {outcome:?}"
-        );
+    let start = Arc::new(tokio::sync::Barrier::new(GUARDS + SINGLES));
+    let granted = Arc::new(tokio::sync::Barrier::new(GUARDS + SINGLES + 1));
+    let mut tasks = Vec::new();
+    for i in 0..GUARDS {
+        let (l, s, done) = (a.clone(), start.clone(), granted.clone());
+        tasks.push(tokio::spawn(async move {
+            s.wait().await;
+            let g = l
+                .lock_all([format!("pair:{i}:x"), format!("pair:{i}:y")])
+                .acquire()
+                .await
+                .unwrap();
+            assert_eq!(g.guards().len(), 2);
+            done.wait().await;
+            g.release().await.unwrap();
+        }));
     }
-    etcd.resume();
+    for i in 0..SINGLES {
+        let (l, s, done) = (a.clone(), start.clone(), granted.clone());
+        tasks.push(tokio::spawn(async move {
+            s.wait().await;
+            let g = l.lock(format!("single:{i}")).acquire().await.unwrap();
+            done.wait().await;
+            g.release().await.unwrap();
+        }));
+    }
+    granted.wait().await;
+    let creates = txns(&etcd).await - before;
+    assert!(
+        creates < GUARDS as u64,
+        "{creates} transactions for {GUARDS} guards' and {SINGLES} locks' creates: the guards' \
+         were not shared"
+    );
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // A guard of a free key and a held one takes neither until it can take both.
+    let waiting = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            let g = a.lock_all(["busy:1", "busy:2"]).acquire().await.unwrap();
+            g.release().await.unwrap();
+        })
+    };
     eventually(
-        "etcd answered the late creates",
-        Duration::from_secs(10),
-        || async { txns(&etcd).await > before },
+        "the guard waits for the held key",
+        Duration::from_secs(5),
+        || async {
+            // `busy:1` stays free for others meanwhile: nothing is taken before all can be.
+            match b.lock("busy:1").try_acquire().await {
+                Ok(Some(g)) => g.release().await.is_ok(),
+                _ => false,
+            }
+        },
     )
     .await;
-    for i in 0..TASKS {
-        eventually(
-            "the late creates are deleted",
-            Duration::from_secs(10),
-            || {
-                let b = b.clone();
-                async move {
-                    match b.lock(format!("late:{i}")).try_acquire().await {
-                        Ok(Some(g)) => g.release().await.is_ok(),
-                        _ => false,
-                    }
-                }
-            },
-        )
-        .await;
+    held.release().await.unwrap();
+    waiting.await.unwrap();
+    for key in ["busy:1", "busy:2"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain((0..GUARDS).flat_map(|i| [format!("pair:{i}:x"), format!("pair:{i}:y")]))
+        .chain((0..SINGLES).map(|i| format!("single:{i}")))
+    {
+        let g = b.lock(key.clone()).try_acquire().await.unwrap();
+        assert!(g.is_some(), "{key} was left taken");
+        g.unwrap().release().await.unwrap();
     }
 }
