@@ -427,17 +427,25 @@ mod tests {
         assert_eq!(*ctx.calls.lock().unwrap(), [1, 1]);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_batch_whose_callers_all_left_is_answered_and_frees_its_slot() {
-        // One request out alone; three more arrive meanwhile and go out together. Cancelling
-        // them mid-call does not cut the call short: it is answered, what it granted is given
-        // back (each caller left), its slot goes back then, and the queue keeps going.
+    type Submitted = tokio::task::JoinHandle<Result<u32, LockError>>;
+
+    /// One request on its way alone, and three that arrived meanwhile on their way together.
+    async fn one_alone_then_three_together() -> (Arc<Doubler>, Submitted, Vec<Submitted>) {
         let ctx = Arc::new(Doubler::default());
         let lone = submit_one(&ctx, 1);
         tokio::time::sleep(Duration::from_millis(1)).await;
         let batch: Vec<_> = (2..=4).map(|n| submit_one(&ctx, n)).collect();
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert_eq!(*ctx.calls.lock().unwrap(), [1, 3]);
+        (ctx, lone, batch)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_whose_callers_all_left_is_answered_and_frees_its_slot() {
+        // One request out alone; three more arrive meanwhile and go out together. Cancelling
+        // them mid-call does not cut the call short: it is answered, what it granted is given
+        // back (each caller left), its slot goes back then, and the queue keeps going.
+        let (ctx, lone, batch) = one_alone_then_three_together().await;
         assert_eq!(sending(&ctx), 2);
         for h in &batch {
             h.abort();
@@ -462,12 +470,7 @@ mod tests {
         // Three requests go out together while one is out alone; the task that sends their
         // call is cancelled mid-call. The other two still get their answers, and the
         // sender's own answer, which nobody waits for, is given back.
-        let ctx = Arc::new(Doubler::default());
-        let lone = submit_one(&ctx, 1);
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        let batch: Vec<_> = (2..=4).map(|n| submit_one(&ctx, n)).collect();
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        assert_eq!(*ctx.calls.lock().unwrap(), [1, 3]);
+        let (ctx, lone, batch) = one_alone_then_three_together().await;
         let sender = ctx.senders.lock().unwrap()[1].expect("sent from a task");
         let mut others = Vec::new();
         for (n, h) in (2..=4).zip(batch) {

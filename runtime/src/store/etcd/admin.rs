@@ -82,12 +82,7 @@ impl AdminParts for Etcd {
                         holder.create_revision(),
                     )])
                     .and_then([etcd::TxnOp::delete(holder.key(), None)]);
-                let answer = self
-                    .bounded("refused a delete", |mut c| {
-                        let txn = txn.clone();
-                        async move { c.txn(txn).await }
-                    })
-                    .await?;
+                let answer = self.txn("refused a delete", txn).await?;
                 deleted |= answer.succeeded();
             }
             Ok(deleted)

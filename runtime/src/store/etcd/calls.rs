@@ -37,6 +37,20 @@ impl Etcd {
         )
     }
 
+    /// Sends the transaction `txn`, bounded as [`bounded`](Self::bounded) bounds every call;
+    /// `what` says what etcd refused when it fails.
+    pub(super) async fn txn(
+        &self,
+        what: &str,
+        txn: etcd::Txn,
+    ) -> Result<etcd::TxnResponse, LockError> {
+        self.bounded(what, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
+    }
+
     /// Runs one call with the operation timeout (see [`retry_unsent`]).
     pub(super) async fn bounded<T, F, Fut>(&self, what: &str, call: F) -> Result<T, LockError>
     where

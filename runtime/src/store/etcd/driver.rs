@@ -126,12 +126,7 @@ impl Driver for Etcd {
             true => None,
             false => {
                 let txn = etcd_client::Txn::new().and_then(ops);
-                let answer = self
-                    .bounded("refused a write", |mut c| {
-                        let txn = txn.clone();
-                        async move { c.txn(txn).await }
-                    })
-                    .await?;
+                let answer = self.txn("refused a write", txn).await?;
                 Some(answer)
             }
         };
@@ -217,12 +212,7 @@ impl Driver for Etcd {
                 mine.order,
             )])
             .and_then([etcd_client::TxnOp::delete(mine.name.clone(), None)]);
-        let answer = self
-            .bounded("refused a delete", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a delete", txn).await?;
         Ok(answer.succeeded())
     }
 

@@ -63,12 +63,7 @@ impl Etcd {
             )])
             .and_then([put, get.clone()])
             .or_else([get]);
-        let answer = self
-            .bounded("refused a write", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a write", txn).await?;
         let mine = answer
             .op_responses()
             .into_iter()
@@ -230,12 +225,7 @@ impl Etcd {
                 data.to_vec(),
                 Some(etcd::PutOptions::new().with_lease(mine.via)),
             )]);
-        let answer = self
-            .bounded("refused a write", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a write", txn).await?;
         Ok(answer.succeeded())
     }
 }

@@ -18,12 +18,7 @@ impl Etcd {
         one: &Creation<i64>,
     ) -> Result<(Contender<i64>, Place), LockError> {
         let txn = reader_txn(one);
-        let answer = self
-            .bounded("refused a write", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a write", txn).await?;
         self.reader_answer(one, reads_of(answer))
     }
 
@@ -60,12 +55,7 @@ impl Etcd {
         mine: &Contender<i64>,
     ) -> Result<Place, LockError> {
         let txn = etcd::Txn::new().and_then(reads(keys, &mine.name));
-        let answer = self
-            .bounded("refused a read", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a read", txn).await?;
         let (found, writer, record) = read(reads_of(answer));
         if found.is_none_or(|kv| kv.create_revision() != mine.order) {
             return Ok(Place::Gone);

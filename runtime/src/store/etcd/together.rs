@@ -26,12 +26,7 @@ impl Etcd {
         let Some(txn) = put_all_txn(batch) else {
             return Ok(None);
         };
-        let answer = self
-            .bounded("refused a write", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a write", txn).await?;
         self.all_answer(batch, answer)
     }
 
@@ -94,12 +89,7 @@ impl Etcd {
             .map(|c| etcd::TxnOp::delete(c.name.clone(), None))
             .collect();
         let txn = etcd::Txn::new().when(compares).and_then(deletes);
-        let answer = self
-            .bounded("refused a delete", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a delete", txn).await?;
         Ok(answer.succeeded())
     }
 }

@@ -17,12 +17,7 @@ impl Etcd {
         one: &Creation<i64>,
     ) -> Result<(Contender<i64>, Place), LockError> {
         let txn = writer_txn(one);
-        let answer = self
-            .bounded("refused a write", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a write", txn).await?;
         self.writer_answer(one, reads_of(answer))
     }
 
@@ -94,12 +89,7 @@ impl Etcd {
                 reads[1].clone(),
             ])
             .or_else(reads);
-        let answer = self
-            .bounded("refused a write", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("refused a write", txn).await?;
         let mut gets = answer.op_responses().into_iter().filter_map(|r| match r {
             etcd::TxnOpResponse::Get(get) => Some(get),
             _ => None,

@@ -146,13 +146,7 @@ impl Driver for Fake {
         self.creates.lock().unwrap().push(vec![one.name.clone()]);
         // Applied, and then maybe the answer is lost.
         self.failing("create")?;
-        let mine = Contender {
-            name: one.name.clone(),
-            order,
-            session: one.session,
-            via: (),
-        };
-        Ok((mine, None))
+        Ok((made_at(one, order), None))
     }
 
     fn creates_together(&self) -> bool {
@@ -177,15 +171,7 @@ impl Driver for Fake {
         let names = creations().map(|one| one.name.clone()).collect();
         self.creates.lock().unwrap().push(names);
         self.failing("create_many")?;
-        let made = |one: &Creation<()>| {
-            let mine = Contender {
-                name: one.name.clone(),
-                order,
-                session: one.session,
-                via: (),
-            };
-            (mine, None)
-        };
+        let made = |one: &Creation<()>| (made_at(one, order), None);
         Ok(batch
             .iter()
             .map(|create| match create {
@@ -205,15 +191,7 @@ impl Driver for Fake {
         }
         drop(queue);
         self.failing("create_all")?;
-        let made = batch.iter().map(|one| {
-            let mine = Contender {
-                name: one.name.clone(),
-                order,
-                session: one.session,
-                via: (),
-            };
-            (mine, None)
-        });
+        let made = batch.iter().map(|one| (made_at(one, order), None));
         Ok(Some(made.collect()))
     }
 
@@ -377,6 +355,16 @@ impl Records for Fake {
         };
         entry.3 = data.to_vec();
         Ok(true)
+    }
+}
+
+/// The contender the fake made for `one` at creation order `order`.
+fn made_at(one: &Creation<()>, order: i64) -> Contender<()> {
+    Contender {
+        name: one.name.clone(),
+        order,
+        session: one.session,
+        via: (),
     }
 }
 

@@ -39,6 +39,17 @@ fn attempt(seq: &Arc<Sequenced<Fake>>, lock: &str, waits: bool) -> Spawned {
     (keys, token, task)
 }
 
+/// Takes `lock` alone, before any other attempt: the first call creates only its contender.
+async fn hold(seq: &Sequenced<Fake>, lock: &str) -> LockKeys {
+    let (keys, token) = (LockKeys::new("t", lock), OwnerToken::generate());
+    let held = seq
+        .acquire_once(&request(&keys, &token, false))
+        .await
+        .unwrap();
+    assert!(matches!(held, Attempt::Granted { .. }));
+    keys
+}
+
 /// The lock of each name a call created, as the fake names them (`<lock>/w-<tag>`).
 fn locks_of(call: &[String]) -> Vec<&str> {
     call.iter()
@@ -50,12 +61,7 @@ fn locks_of(call: &[String]) -> Vec<&str> {
 async fn attempts_that_meet_share_one_create_each_with_its_own_answer() {
     let seq = grouping();
     // `b` is held: its attempt in the shared call is behind, and does not hold up the others.
-    let (held_keys, held_token) = (LockKeys::new("t", "b"), OwnerToken::generate());
-    let held = seq
-        .acquire_once(&request(&held_keys, &held_token, false))
-        .await
-        .unwrap();
-    assert!(matches!(held, Attempt::Granted { .. }));
+    let held_keys = hold(&seq, "b").await;
     let first = attempt(&seq, "a", true);
     // The first goes out alone, at once; the three that come while it is out go together.
     tokio::time::sleep(CALL / 2).await;
@@ -186,12 +192,7 @@ async fn an_attempt_that_left_while_its_shared_create_was_out_leaves_nothing() {
 #[tokio::test(start_paused = true)]
 async fn a_batch_taken_together_rides_with_single_creates_and_stays_all_or_nothing() {
     let seq = grouping();
-    let (held_keys, held_token) = (LockKeys::new("t", "b"), OwnerToken::generate());
-    let held = seq
-        .acquire_once(&request(&held_keys, &held_token, false))
-        .await
-        .unwrap();
-    assert!(matches!(held, Attempt::Granted { .. }));
+    hold(&seq, "b").await;
     let first = attempt(&seq, "x", false);
     tokio::time::sleep(CALL / 2).await;
     // `a` and `b` together (`b` is held), beside a single attempt on `c`.

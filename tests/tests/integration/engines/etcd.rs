@@ -17,6 +17,21 @@ use super::consensus::{shared_tests, slot_top, wait_for_queue, SessionEngine};
 mod creates;
 mod keep_alive;
 
+/// The sum of one of etcd's gRPC counters (`grpc_server_handled_total`, say) for `method`,
+/// over every code, from its `/metrics`.
+async fn grpc_count(etcd: &EtcdServer, counter: &str, method: &str) -> u64 {
+    let metrics = etcd
+        .http("GET", "/metrics", "")
+        .await
+        .expect("etcd metrics");
+    let method = format!("grpc_method=\"{method}\"");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(counter) && l.contains(&method))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
 async fn locker(endpoints: &[String], ttl: Duration) -> Locker {
     Locker::builder()
         .etcd(endpoints.iter().cloned())

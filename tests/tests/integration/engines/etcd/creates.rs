@@ -8,21 +8,12 @@ use std::time::Duration;
 use leasehold::Locker;
 use leasehold_tests::harness::{eventually, EtcdServer};
 
-use super::locker;
+use super::{grpc_count, locker};
 
 /// The transactions etcd has answered, from its `/metrics` (a create, a look and a delete are
 /// each one).
 async fn txns(etcd: &EtcdServer) -> u64 {
-    let metrics = etcd
-        .http("GET", "/metrics", "")
-        .await
-        .expect("etcd metrics");
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("grpc_server_handled_total"))
-        .filter(|l| l.contains("grpc_method=\"Txn\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    grpc_count(etcd, "grpc_server_handled_total", "Txn").await
 }
 
 async fn warm_up(locker: &Locker) {

@@ -9,20 +9,11 @@ use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{EtcdCluster, EtcdServer};
 use tokio::time::Instant;
 
-use super::locker;
+use super::{grpc_count, locker};
 
 /// The keep-alives etcd has received, from its `/metrics`.
 async fn keep_alives_received(etcd: &EtcdServer) -> u64 {
-    let metrics = etcd
-        .http("GET", "/metrics", "")
-        .await
-        .expect("etcd metrics");
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("grpc_server_msg_received_total"))
-        .filter(|l| l.contains("grpc_method=\"LeaseKeepAlive\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    grpc_count(etcd, "grpc_server_msg_received_total", "LeaseKeepAlive").await
 }
 
 /// Issue 32: an acquire counts its lock from the send time of the lease's last acknowledged
