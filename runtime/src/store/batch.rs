@@ -117,7 +117,7 @@ where
         lead
     };
     if lead {
-        let slot = Slot::<T, C>::new(ctx);
+        let _slot = Slot::<T, C>::new(ctx);
         if together {
             // The siblings are polled in this task's same turn: one turn is enough, without
             // yielding to the other tasks and the I/O driver first.
@@ -127,16 +127,8 @@ where
             // the same reply) add their requests first: they all go in this one call.
             tokio::task::yield_now().await;
         }
-        // Once taken from the queue, a batch is sent and answered even if this caller stops
-        // (its future dropped mid-call): the others in it are not failed by its leaving.
-        let ctx = ctx.clone();
-        Finishing::new(async move {
-            send_one_batch::<T, C>(&ctx).await;
-            // The slot goes back here, before waiting for the answer: it may be in a later
-            // batch.
-            drop(slot);
-        })
-        .await;
+        send_one_batch::<T, C>(ctx).await;
+        // The slot goes back here, before waiting for the answer: it may be in a later batch.
     }
     match tokio::time::timeout_at(deadline, rx).await {
         Ok(Ok(answer)) => answer,
@@ -239,80 +231,35 @@ where
 /// One of the [`MAX_IN_FLIGHT`] slots, held by a caller while it sends. Dropped, whether the
 /// call finished or the caller was cancelled mid-call, it hands the queue on ([`hand_on`]): the
 /// requests that queued meanwhile go out, so the queue never stalls.
-struct Slot<T, C>
+struct Slot<'a, T, C>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
-    ctx: Arc<C>,
+    ctx: &'a Arc<C>,
     _kind: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<T, C> Slot<T, C>
+impl<'a, T, C> Slot<'a, T, C>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
-    fn new(ctx: &Arc<C>) -> Self {
+    fn new(ctx: &'a Arc<C>) -> Self {
         Slot {
-            ctx: ctx.clone(),
+            ctx,
             _kind: std::marker::PhantomData,
         }
     }
 }
 
-impl<T, C> Drop for Slot<T, C>
+impl<T, C> Drop for Slot<'_, T, C>
 where
     T: Item<C>,
     C: Send + Sync + 'static,
 {
     fn drop(&mut self) {
-        hand_on::<T, C>(&self.ctx);
-    }
-}
-
-/// A batch on its way: polled by the caller that sends it while that caller waits; if the
-/// caller stops waiting first (its future dropped), the rest of it runs in a task of its own,
-/// so that the call is still answered to everyone in it, and what the server granted to a
-/// caller who left is given back ([`Item::abandoned`]). Without a runtime to run it on, it
-/// is dropped, and the requests in it fail as dropped.
-struct Finishing {
-    sending: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
-}
-
-impl Finishing {
-    fn new(sending: impl Future<Output = ()> + Send + 'static) -> Self {
-        Finishing {
-            sending: Some(Box::pin(sending)),
-        }
-    }
-}
-
-impl Future for Finishing {
-    type Output = ();
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        let Some(sending) = self.sending.as_mut() else {
-            return std::task::Poll::Ready(());
-        };
-        let done = sending.as_mut().poll(cx);
-        if done.is_ready() {
-            self.sending = None;
-        }
-        done
-    }
-}
-
-impl Drop for Finishing {
-    fn drop(&mut self) {
-        if let Some(sending) = self.sending.take() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(sending);
-            }
-        }
+        hand_on::<T, C>(self.ctx);
     }
 }
 
@@ -329,8 +276,6 @@ mod tests {
     struct Doubler {
         queue: Queue<Req, Doubler>,
         calls: Mutex<Vec<usize>>,
-        /// The task that sent each call.
-        senders: Mutex<Vec<Option<tokio::task::Id>>>,
         abandoned: AtomicUsize,
     }
 
@@ -345,7 +290,6 @@ mod tests {
 
         async fn send(ctx: &Arc<Doubler>, items: &[Self]) -> Result<Vec<u32>, LockError> {
             ctx.calls.lock().unwrap().push(items.len());
-            ctx.senders.lock().unwrap().push(tokio::task::try_id());
             tokio::time::sleep(Duration::from_millis(10)).await;
             Ok(items.iter().map(|r| r.0 * 2).collect())
         }
@@ -427,25 +371,16 @@ mod tests {
         assert_eq!(*ctx.calls.lock().unwrap(), [1, 1]);
     }
 
-    type Submitted = tokio::task::JoinHandle<Result<u32, LockError>>;
-
-    /// One request on its way alone, and three that arrived meanwhile on their way together.
-    async fn one_alone_then_three_together() -> (Arc<Doubler>, Submitted, Vec<Submitted>) {
+    #[tokio::test(start_paused = true)]
+    async fn senders_cancelled_in_flight_free_their_slots() {
+        // One request out alone; three more arrive meanwhile and go out together. Cancelling
+        // them mid-call gives their slots back at once, and the queue keeps going.
         let ctx = Arc::new(Doubler::default());
         let lone = submit_one(&ctx, 1);
         tokio::time::sleep(Duration::from_millis(1)).await;
         let batch: Vec<_> = (2..=4).map(|n| submit_one(&ctx, n)).collect();
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert_eq!(*ctx.calls.lock().unwrap(), [1, 3]);
-        (ctx, lone, batch)
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_batch_whose_callers_all_left_is_answered_and_frees_its_slot() {
-        // One request out alone; three more arrive meanwhile and go out together. Cancelling
-        // them mid-call does not cut the call short: it is answered, what it granted is given
-        // back (each caller left), its slot goes back then, and the queue keeps going.
-        let (ctx, lone, batch) = one_alone_then_three_together().await;
         assert_eq!(sending(&ctx), 2);
         for h in &batch {
             h.abort();
@@ -453,40 +388,9 @@ mod tests {
         for h in batch {
             assert!(h.await.unwrap_err().is_cancelled());
         }
-        assert_eq!(sending(&ctx), 2, "the batch is still on its way");
+        assert_eq!(sending(&ctx), 1, "only the lone request is still out");
         assert_eq!(lone.await.unwrap().unwrap(), 2);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(
-            ctx.abandoned.load(Ordering::SeqCst),
-            3,
-            "each answer given back"
-        );
         assert_eq!(sending(&ctx), 0);
         assert_eq!(submit_one(&ctx, 5).await.unwrap().unwrap(), 10);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_sender_of_a_batch_leaving_mid_call_does_not_fail_the_others() {
-        // Three requests go out together while one is out alone; the task that sends their
-        // call is cancelled mid-call. The other two still get their answers, and the
-        // sender's own answer, which nobody waits for, is given back.
-        let (ctx, lone, batch) = one_alone_then_three_together().await;
-        let sender = ctx.senders.lock().unwrap()[1].expect("sent from a task");
-        let mut others = Vec::new();
-        for (n, h) in (2..=4).zip(batch) {
-            if h.id() == sender {
-                h.abort();
-                assert!(h.await.unwrap_err().is_cancelled());
-            } else {
-                others.push((n, h));
-            }
-        }
-        assert_eq!(others.len(), 2, "the sender is one of the three");
-        for (n, h) in others {
-            assert_eq!(h.await.unwrap().unwrap(), n * 2);
-        }
-        assert_eq!(lone.await.unwrap().unwrap(), 2);
-        assert_eq!(ctx.abandoned.load(Ordering::SeqCst), 1);
-        assert_eq!(sending(&ctx), 0);
     }
 }

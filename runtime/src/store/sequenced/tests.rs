@@ -50,6 +50,8 @@ pub(super) struct Fake {
     pub(super) creates: Mutex<Vec<Vec<String>>>,
     /// How long each create takes: a call over the network, which others can meet.
     pub(super) create_delay: Mutex<Option<Duration>>,
+    /// The task that sent each `create_many`.
+    pub(super) senders: Mutex<Vec<Option<tokio::task::Id>>>,
 }
 
 impl Fake {
@@ -157,6 +159,7 @@ impl Driver for Fake {
     /// taken together as [`create_all`](Driver::create_all) answers it); applied, and then
     /// maybe the answer is lost (`create_many` fails).
     async fn create_many(&self, batch: &[Create<()>]) -> Result<Vec<Made<()>>, LockError> {
+        self.senders.lock().unwrap().push(tokio::task::try_id());
         let delay = *self.create_delay.lock().unwrap();
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;

@@ -153,40 +153,51 @@ async fn a_shared_create_whose_answer_was_lost_is_cleaned_up_by_each_give_back()
     );
 }
 
+/// A caller that stops waiting while the call carrying its create is out (its wait's deadline,
+/// a cancelled task) leaves the call to the one sending it: the answer comes to nobody, and
+/// what it made is deleted in the background.
 #[tokio::test(start_paused = true)]
 async fn an_attempt_that_left_while_its_shared_create_was_out_leaves_nothing() {
     let seq = grouping();
     let first = attempt(&seq, "x", false);
     tokio::time::sleep(CALL / 2).await;
-    // `b` sends the call; `a` waits for its answer in it, and leaves before it comes.
-    let (_, _, b) = attempt(&seq, "b", false);
-    let (a_keys, a_token, a) = attempt(&seq, "a", false);
+    let two = [attempt(&seq, "a", false), attempt(&seq, "b", false)];
+    // Both are in the call on its way; the one that does not send it leaves.
     tokio::time::sleep(CALL * 3 / 4).await;
-    a.abort();
-    assert!(a.await.unwrap_err().is_cancelled());
+    let sender = seq.driver.senders.lock().unwrap()[0].expect("sent from a task");
+    let ([(left_keys, left_token, left)], [(_, _, stays)]) = match two {
+        [one, other] if one.2.id() == sender => ([other], [one]),
+        [one, other] => ([one], [other]),
+    };
+    left.abort();
+    assert!(left.await.unwrap_err().is_cancelled());
     assert!(matches!(
         first.2.await.unwrap(),
         Ok(Attempt::Granted { .. })
     ));
-    let b = b.await.unwrap();
-    assert!(matches!(b, Ok(Attempt::Granted { .. })), "{b:?}");
-    let a_name = seq.driver.name(&a_keys, &a_token, Role::Writer);
+    let stays = stays.await.unwrap();
+    assert!(matches!(stays, Ok(Attempt::Granted { .. })), "{stays:?}");
+    let left_name = seq.driver.name(&left_keys, &left_token, Role::Writer);
     let calls = seq.driver.creates.lock().unwrap().clone();
     assert!(
         calls
             .iter()
-            .any(|call| call.len() == 2 && call.contains(&a_name)),
-        "`a` went in the shared call: {calls:?}"
+            .any(|call| call.len() == 2 && call.contains(&left_name)),
+        "the one that left went in the shared call: {calls:?}"
     );
     // Its answer came to nobody: what it made is deleted in the background.
-    assert!(seq.driver.later.lock().unwrap().contains(&a_name));
-    assert!(!seq.driver.names().contains(&a_name));
+    assert!(seq.driver.later.lock().unwrap().contains(&left_name));
+    assert!(!seq.driver.names().contains(&left_name));
     // Its token's give-back finds nothing of it any more, and deletes nothing else.
     assert!(!seq
-        .release_once(&a_keys, &a_token, Role::Writer)
+        .release_once(&left_keys, &left_token, Role::Writer)
         .await
         .unwrap());
-    assert_eq!(seq.driver.names().len(), 2, "x's and b's contenders");
+    assert_eq!(
+        seq.driver.names().len(),
+        2,
+        "x's and the other's contenders"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::Locker;
-use leasehold_tests::harness::{eventually, EtcdServer};
+use leasehold::{LockError, Locker};
+use leasehold_tests::harness::{EtcdServer, ProxyMode, TcpProxy};
 
 use super::{grpc_count, locker};
 
@@ -80,44 +80,46 @@ async fn concurrent_acquires_share_their_creates_each_with_its_own_answer() {
     }
 }
 
-/// etcd frozen while attempts' creates are on their way, alone and shared: the attempts give
-/// up, and etcd, thawed, may apply the creates late (a request whose cancel it reads first is
-/// not applied at all). What they made belongs to nobody: each attempt's give-back finds it by
-/// its name and deletes it, so etcd's own listing ends with no contender of theirs. Judged by
-/// etcd's keys and revision: rounds go on until one saw late creates land (a revision past
-/// the one before the freeze), at most five; every round must end with none left.
+/// Attempts whose creates, alone and shared, go over a link that takes a second each way: etcd
+/// applies them a second after they were sent, and their answers would come a second later,
+/// past the operation timeout (1.5 s), so each attempt fails as unavailable with its outcome
+/// unknown. What they made belongs to nobody: each attempt's give-back finds its contender by
+/// its name (the shared call's failure fails every attempt in it, each unanswered), so etcd's
+/// own listing ends with no contender of theirs. Judged by etcd's keys and revision, read
+/// beside the link; rounds go on until one saw the creates land (a revision past the one
+/// before), at most five, and every round must end with none left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
     let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
+    let proxy = TcpProxy::start(etcd.addr()).await;
     let ttl = Duration::from_secs(9);
-    let a = locker(&at, ttl).await;
+    let a = locker(&[format!("http://{}", proxy.addr())], ttl).await;
     warm_up(&a).await;
     const TASKS: usize = 8;
     let mut landed = 0;
     for round in 0..5 {
         let (before, _) = listing(&etcd).await;
-        etcd.pause();
+        proxy.set_mode(ProxyMode::Delay(Duration::from_secs(1)));
         let tasks: Vec<_> = (0..TASKS)
             .map(|i| {
                 let a = a.clone();
                 tokio::spawn(async move {
-                    let tried = a
-                        .lock(format!("late:{round}:{i}"))
-                        .wait(Duration::from_millis(500))
-                        .acquire();
-                    tokio::time::timeout(Duration::from_secs(3), tried).await
+                    a.lock(format!("late:{round}:{i}"))
+                        .wait(Duration::from_millis(100))
+                        .acquire()
+                        .await
                 })
             })
             .collect();
         for t in tasks {
             let outcome = t.await.unwrap();
             assert!(
-                !matches!(outcome, Ok(Ok(_))),
-                "granted by a frozen etcd: {outcome:?}"
+                outcome.as_ref().is_err_and(LockError::is_unavailable),
+                "not failed as unavailable over a link slower than the operation timeout: \
+                 {outcome:?}"
             );
         }
-        etcd.resume();
+        proxy.set_mode(ProxyMode::Pass);
         let contenders = |keys: &[String]| {
             keys.iter()
                 .filter(|k| k.contains(":lock:") && k.contains("late:"))
@@ -130,6 +132,7 @@ async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
         for _ in 0..50 {
             let (now, keys) = listing(&etcd).await;
             (revision, left) = (now, contenders(&keys));
+            eprintln!("DBG before {before} now {now} left {left} keys {keys:?}");
             // Settled: the late creates (if any) were applied and their contenders deleted.
             if left == 0 && revision > before {
                 break;
@@ -208,8 +211,8 @@ fn from_base64(text: &str) -> Vec<u8> {
 /// `lock_all` of free keys (one transaction comparing that every lock is free) rides in the
 /// same transactions as single acquires, nested beside them: twelve guards of two keys and
 /// four single locks at once cost fewer transactions than the guards alone would (one each),
-/// every key is granted, and a guard with a held key still takes nothing until it can take
-/// all.
+/// every key is granted; a guard with a held key, sent beside guards of free keys, holds up
+/// none of them and is granted after the release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_alls_ride_with_single_acquires_and_stay_all_or_nothing() {
     let etcd = EtcdServer::start().await;
@@ -259,33 +262,53 @@ async fn lock_alls_ride_with_single_acquires_and_stay_all_or_nothing() {
     for t in tasks {
         t.await.unwrap();
     }
-    // A guard of a free key and a held one takes neither until it can take both.
-    let waiting = {
-        let a = a.clone();
+    // A guard with a held key among guards of free keys, sent together: its nested
+    // transaction finds `busy:2` taken and puts nothing, the others' are granted in the same
+    // round; it then waits for the key in the global order and holds both after the release.
+    const MORE: usize = 6;
+    let start = Arc::new(tokio::sync::Barrier::new(MORE + 1));
+    let granted = Arc::new(tokio::sync::Barrier::new(MORE + 1));
+    let busy = {
+        let (l, s) = (a.clone(), start.clone());
         tokio::spawn(async move {
-            let g = a.lock_all(["busy:1", "busy:2"]).acquire().await.unwrap();
+            s.wait().await;
+            let g = l.lock_all(["busy:1", "busy:2"]).acquire().await.unwrap();
+            let fence = g.guards()[1].fence();
             g.release().await.unwrap();
+            fence
         })
     };
-    eventually(
-        "the guard waits for the held key",
-        Duration::from_secs(5),
-        || async {
-            // `busy:1` stays free for others meanwhile: nothing is taken before all can be.
-            match b.lock("busy:1").try_acquire().await {
-                Ok(Some(g)) => g.release().await.is_ok(),
-                _ => false,
-            }
-        },
-    )
-    .await;
+    let more: Vec<_> = (0..MORE)
+        .map(|i| {
+            let (l, s, done) = (a.clone(), start.clone(), granted.clone());
+            tokio::spawn(async move {
+                s.wait().await;
+                let keys = [format!("more:{i}:x"), format!("more:{i}:y")];
+                let g = l.lock_all(keys).acquire().await.unwrap();
+                done.wait().await;
+                g.release().await.unwrap();
+            })
+        })
+        .collect();
+    // The free guards are granted while `busy:2` is still held.
+    granted.wait().await;
+    for t in more {
+        t.await.unwrap();
+    }
+    assert!(!busy.is_finished(), "granted a guard with a held key");
+    let holders_fence = held.fence();
     held.release().await.unwrap();
-    waiting.await.unwrap();
+    let fence = busy.await.unwrap();
+    assert!(
+        fence > holders_fence,
+        "busy:2's fence {fence} after its holder's {holders_fence}"
+    );
     for key in ["busy:1", "busy:2"]
         .into_iter()
         .map(str::to_owned)
         .chain((0..GUARDS).flat_map(|i| [format!("pair:{i}:x"), format!("pair:{i}:y")]))
         .chain((0..SINGLES).map(|i| format!("single:{i}")))
+        .chain((0..MORE).flat_map(|i| [format!("more:{i}:x"), format!("more:{i}:y")]))
     {
         let g = b.lock(key.clone()).try_acquire().await.unwrap();
         assert!(g.is_some(), "{key} was left taken");
