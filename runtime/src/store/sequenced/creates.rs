@@ -16,9 +16,9 @@
 //!
 //! **A call that failed may have happened.** A call that fails fails every attempt in it; each
 //! attempt's create was sent and never answered, so the give-back of its token finds what it
-//! made by its name ([`Driver::abandoned`]), as after a lone create. An answer that arrives
-//! after its caller stopped waiting (cancelled, or past its deadline) made a contender nobody
-//! here records: it is deleted in the background ([`Item::abandoned`]).
+//! made by its name ([`Driver::abandoned`]), as after a lone create. So does the give-back of
+//! an attempt whose caller stopped waiting before the answer came (cancelled, or past its
+//! deadline): the answer comes to nobody, and the create is settled as a lone one would be.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,6 +81,9 @@ impl<D: Driver> Item<Creates<D>> for Create<D::Via> {
     }
 
     async fn send(ctx: &Arc<Creates<D>>, items: &[Self]) -> Result<Vec<Self::Out>, LockError> {
+        if let [one] = items {
+            return Ok(vec![alone(&*ctx.driver, one).await]);
+        }
         let calls = calls(items);
         let answers = join_all(calls.iter().map(|call| async {
             match call.as_slice() {
@@ -119,12 +122,12 @@ impl<D: Driver> Item<Creates<D>> for Create<D::Via> {
             .collect())
     }
 
-    /// The caller stopped waiting after the create was sent: what it made is nobody's here.
-    fn abandoned(ctx: &Arc<Creates<D>>, _: Self, out: Self::Out) {
-        for mine in out.contenders() {
-            ctx.driver.delete_later(mine);
-        }
-    }
+    /// The caller stopped waiting after the create was sent. Its attempt was left unanswered,
+    /// so the give-back of its token deletes what the create made, by its name, as after a
+    /// lone create ([`Driver::abandoned`]): never a contender this process knows as a waiter's
+    /// or a holder's, which a later attempt of the same wait may have taken up by that name.
+    /// Deleting it here could not tell.
+    fn abandoned(_: &Arc<Creates<D>>, _: Self, _: Self::Out) {}
 }
 
 /// A create sent by itself, as it would be without the group commit.

@@ -193,15 +193,6 @@ impl<V> Made<V> {
             Made::One(_) => Err(mismatched()),
         }
     }
-
-    /// The contenders it made, if its answer says so.
-    pub(crate) fn contenders(self) -> Vec<Contender<V>> {
-        match self {
-            Made::One(Ok((mine, _))) => vec![mine],
-            Made::All(Ok(Some(created))) => created.into_iter().map(|(mine, _)| mine).collect(),
-            _ => Vec::new(),
-        }
-    }
 }
 
 /// One lease of a batch taken together ([`Driver::create_all`]): its request, what its

@@ -155,7 +155,7 @@ async fn a_shared_create_whose_answer_was_lost_is_cleaned_up_by_each_give_back()
 
 /// A caller that stops waiting while the call carrying its create is out (its wait's deadline,
 /// a cancelled task) leaves the call to the one sending it: the answer comes to nobody, and
-/// what it made is deleted in the background.
+/// its token's give-back deletes what the create made by its name, as after a lone create.
 #[tokio::test(start_paused = true)]
 async fn an_attempt_that_left_while_its_shared_create_was_out_leaves_nothing() {
     let seq = grouping();
@@ -185,14 +185,16 @@ async fn an_attempt_that_left_while_its_shared_create_was_out_leaves_nothing() {
             .any(|call| call.len() == 2 && call.contains(&left_name)),
         "the one that left went in the shared call: {calls:?}"
     );
-    // Its answer came to nobody: what it made is deleted in the background.
-    assert!(seq.driver.later.lock().unwrap().contains(&left_name));
-    assert!(!seq.driver.names().contains(&left_name));
-    // Its token's give-back finds nothing of it any more, and deletes nothing else.
+    // Applied, and known nowhere here: not a waiter's turn, not a holder's.
+    assert!(seq.driver.names().contains(&left_name));
+    assert!(seq.contenders.waiting(left_keys.lock()).is_none());
+    // Its token's give-back finds it by its name and deletes it, and nothing else.
     assert!(!seq
         .release_once(&left_keys, &left_token, Role::Writer)
         .await
         .unwrap());
+    assert_eq!(*seq.driver.abandoned.lock().unwrap(), std::slice::from_ref(&left_name));
+    assert!(!seq.driver.names().contains(&left_name));
     assert_eq!(
         seq.driver.names().len(),
         2,
