@@ -193,7 +193,10 @@ async fn an_attempt_that_left_while_its_shared_create_was_out_leaves_nothing() {
         .release_once(&left_keys, &left_token, Role::Writer)
         .await
         .unwrap());
-    assert_eq!(*seq.driver.abandoned.lock().unwrap(), std::slice::from_ref(&left_name));
+    assert_eq!(
+        *seq.driver.abandoned.lock().unwrap(),
+        std::slice::from_ref(&left_name)
+    );
     assert!(!seq.driver.names().contains(&left_name));
     assert_eq!(
         seq.driver.names().len(),
