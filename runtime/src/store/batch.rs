@@ -180,16 +180,20 @@ where
             }
         }
         Err(e) => {
-            let message = e.to_string();
-            let mut first = Some(e);
-            for reply in replies {
-                let err = first
-                    .take()
-                    .unwrap_or_else(|| LockError::unavailable(message.clone(), None));
+            for (reply, err) in replies.into_iter().zip(for_each(e)) {
                 let _ = reply.send(Err(err));
             }
         }
     }
+}
+
+/// The error of a call that failed, for each request it carried: the first gets `e` itself,
+/// the others an `Unavailable` with its message (a call's outcome is the same unknown for all).
+pub(crate) fn for_each(e: LockError) -> impl Iterator<Item = LockError> {
+    let message = e.to_string();
+    std::iter::once(e).chain(std::iter::repeat_with(move || {
+        LockError::unavailable(message.clone(), None)
+    }))
 }
 
 /// After a batch: if more requests queued up meanwhile, a spawned task sends them (so this

@@ -101,13 +101,7 @@ impl Driver for Etcd {
     async fn create_many(&self, batch: &[Create<i64>]) -> Result<Vec<Made<i64>>, LockError> {
         let permits = |one: &Creation<i64>| matches!(one.role, Role::Permits { .. });
         if batch.iter().any(|c| c.creations().iter().any(permits)) {
-            let each = batch.iter().map(|create| async move {
-                match create {
-                    Create::One(one) => Made::One(self.create(one).await),
-                    Create::All(all) => Made::All(self.create_all(all).await),
-                }
-            });
-            return Ok(join_all(each).await);
+            return Ok(join_all(batch.iter().map(|create| create.alone(self))).await);
         }
         let txns: Vec<Option<etcd_client::Txn>> = batch
             .iter()

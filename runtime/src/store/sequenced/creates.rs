@@ -82,12 +82,12 @@ impl<D: Driver> Item<Creates<D>> for Create<D::Via> {
 
     async fn send(ctx: &Arc<Creates<D>>, items: &[Self]) -> Result<Vec<Self::Out>, LockError> {
         if let [one] = items {
-            return Ok(vec![alone(&*ctx.driver, one).await]);
+            return Ok(vec![one.alone(&*ctx.driver).await]);
         }
         let calls = calls(items);
         let answers = join_all(calls.iter().map(|call| async {
             match call.as_slice() {
-                [one] => Ok(vec![alone(&*ctx.driver, &items[*one]).await]),
+                [one] => Ok(vec![items[*one].alone(&*ctx.driver).await]),
                 _ => {
                     let batch: Vec<_> = call.iter().map(|&i| items[i].clone()).collect();
                     ctx.driver.create_many(&batch).await
@@ -105,12 +105,7 @@ impl<D: Driver> Item<Creates<D>> for Create<D::Via> {
                     }
                 }
                 Err(e) => {
-                    let message = e.to_string();
-                    let mut first = Some(e);
-                    for &i in call {
-                        let err = first
-                            .take()
-                            .unwrap_or_else(|| LockError::unavailable(message.clone(), None));
+                    for (&i, err) in call.iter().zip(batch::for_each(e)) {
                         outs[i] = Some(Made::failed(&items[i], err));
                     }
                 }
@@ -128,14 +123,6 @@ impl<D: Driver> Item<Creates<D>> for Create<D::Via> {
     /// or a holder's, which a later attempt of the same wait may have taken up by that name.
     /// Deleting it here could not tell.
     fn abandoned(_: &Arc<Creates<D>>, _: Self, _: Self::Out) {}
-}
-
-/// A create sent by itself, as it would be without the group commit.
-async fn alone<D: Driver>(driver: &D, create: &Create<D::Via>) -> Made<D::Via> {
-    match create {
-        Create::One(one) => Made::One(driver.create(one).await),
-        Create::All(all) => Made::All(driver.create_all(all).await),
-    }
 }
 
 /// The calls `items` go in, as indices: a lock with a writer's contender in a call has no

@@ -148,6 +148,17 @@ pub(crate) enum Create<V> {
     All(Vec<Creation<V>>),
 }
 
+impl<V: Clone + Send + Sync + 'static> Create<V> {
+    /// Sends it by itself, as it goes without the group commit: [`Driver::create`] or
+    /// [`Driver::create_all`].
+    pub(crate) async fn alone<D: Driver<Via = V> + ?Sized>(&self, driver: &D) -> Made<V> {
+        match self {
+            Create::One(one) => Made::One(driver.create(one).await),
+            Create::All(all) => Made::All(driver.create_all(all).await),
+        }
+    }
+}
+
 impl<V> Create<V> {
     /// The contenders it creates.
     pub(crate) fn creations(&self) -> &[Creation<V>] {
@@ -264,15 +275,7 @@ pub(crate) trait Driver: Send + Sync + 'static {
         &self,
         batch: &[Create<Self::Via>],
     ) -> impl Future<Output = Result<Vec<Made<Self::Via>>, LockError>> + Send {
-        async move {
-            let each = batch.iter().map(|create| async move {
-                match create {
-                    Create::One(one) => Made::One(self.create(one).await),
-                    Create::All(all) => Made::All(self.create_all(all).await),
-                }
-            });
-            Ok(join_all(each).await)
-        }
+        async move { Ok(join_all(batch.iter().map(|create| create.alone(self))).await) }
     }
 
     /// Creates the contenders of `batch` (writers' and readers', each key once, all over one

@@ -3,8 +3,8 @@
 //!
 //! **One write.** The driver creates every contender in one transaction
 //! ([`Driver::create_all`]; with the creates it meets, each with its own outcome, where the
-//! engine sends creates together: `creates`), so they all share one creation order (etcd's create revision,
-//! ZooKeeper's `czxid`): etcd's transaction first compares that every lock's queue is empty
+//! engine sends creates together: `creates`), so they all share one creation order (etcd's
+//! create revision, ZooKeeper's `czxid`): etcd's transaction first compares that every lock's queue is empty
 //! and no reader's key has a writer's contender, and creates nothing otherwise (one round
 //! trip); ZooKeeper's `multi` cannot compare "no children" (its only check is a znode's data
 //! version), so it creates every contender, reads where they stand (one read `multi`), and
