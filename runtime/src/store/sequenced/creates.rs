@@ -1,6 +1,6 @@
 //! The creates that attempts send, by group commit ([`batch`](crate::store::batch), as the
 //! releases' deletes go, `releases`), on an engine that can send many in one round trip
-//! ([`Driver::creates_together`]: etcd's transaction). A create is one contender (an attempt
+//! ([`Driver::creates_together`]: etcd's transaction, ZooKeeper's `multi`). A create is one contender (an attempt
 //! on one lock, or a reader's share), or a batch taken together, all or nothing (`lock_all`
 //! of free keys, a reservation's read and write locks: `together`). A create that finds
 //! nothing on its way goes alone, at once, as before; creates that meet (concurrent ones,
@@ -10,9 +10,14 @@
 //! **No writer shares its lock in a call.** A lock with a writer's contender in a call has no
 //! other contender in it: etcd evaluates every comparison of a transaction before it applies
 //! any of its writes, so two writers of a free lock would both find it free, and a reader
-//! would not see a writer put in the same call. Those go in calls of their own, side by side
-//! ([`calls`]). Readers' shares of one lock may share a call (a reservation's read lock on the
+//! would not see a writer put in the same call; on ZooKeeper a `multi` is one transaction with
+//! one zxid, so two writers of one lock would share a `czxid`, and so a fence. Those go in
+//! calls of their own, side by side ([`calls`]). Readers' shares of one lock may share a call (a reservation's read lock on the
 //! show, say): each puts a key of its own, and each needs only that no writer is there.
+//!
+//! **A refusal is one lock's.** A call the engine refused as a whole ([`LockError::Config`]:
+//! a lock of another identity's, say) made nothing: each of its creates goes again alone, so
+//! the refusal fails that lock's attempt and no other beside it.
 //!
 //! **A call that failed may have happened.** A call that fails fails every attempt in it; each
 //! attempt's create was sent and never answered, so the give-back of its token finds what it
@@ -73,7 +78,8 @@ impl<D: Driver> Item<Creates<D>> for Create<D::Via> {
     type Out = Made<D::Via>;
 
     /// One operation a create in an etcd transaction (its own transaction, nested), at most
-    /// 128 a branch by default (`--max-txn-ops`): 64 keeps well inside it.
+    /// 128 a branch by default (`--max-txn-ops`): 64 keeps well inside it (and a ZooKeeper
+    /// `multi` of 64 creates and their fence records well inside its 1 MB packets).
     const MAX_BATCH: usize = 64;
 
     fn queue(ctx: &Creates<D>) -> &Queue<Self, Creates<D>> {
@@ -90,7 +96,13 @@ impl<D: Driver> Item<Creates<D>> for Create<D::Via> {
                 [one] => Ok(vec![items[*one].alone(&*ctx.driver).await]),
                 _ => {
                     let batch: Vec<_> = call.iter().map(|&i| items[i].clone()).collect();
-                    ctx.driver.create_many(&batch).await
+                    match ctx.driver.create_many(&batch).await {
+                        // Refused, nothing made: each again alone, for its own answer.
+                        Err(LockError::Config { .. }) => {
+                            Ok(join_all(batch.iter().map(|one| one.alone(&*ctx.driver))).await)
+                        }
+                        answer => answer,
+                    }
                 }
             }
         }))

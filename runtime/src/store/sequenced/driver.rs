@@ -266,11 +266,19 @@ pub(crate) trait Driver: Send + Sync + 'static {
         false
     }
 
+    /// Where creates go together ([`creates_together`](Self::creates_together)), whether a
+    /// batch taken together ([`create_all`](Self::create_all): `lock_all`, a reservation)
+    /// rides with them too, or goes by itself as it would alone.
+    fn batches_together(&self) -> bool {
+        true
+    }
+
     /// Sends every create of `batch` (single contenders, and batches taken together, of
     /// distinct locks, over any sessions) in one round trip, each with its own outcome, as
     /// [`create`](Self::create) or [`create_all`](Self::create_all) would have answered it
     /// alone: one create does not depend on another. The outer error fails them all (the
-    /// call's outcome is unknown). By default each by itself, side by side.
+    /// call's outcome is unknown), but for [`LockError::Config`], a refusal that made nothing:
+    /// the recipe then sends each again alone. By default each by itself, side by side.
     fn create_many(
         &self,
         batch: &[Create<Self::Via>],

@@ -284,12 +284,12 @@ impl<D: Driver> Sequenced<D> {
     }
 
     /// Sends the create of a batch taken together ([`Driver::create_all`]): with the creates
-    /// it meets where the engine sends them together (`creates`), else by itself.
+    /// it meets where the engine sends batches with them (`creates`), else by itself.
     pub(super) async fn create_all(
         &self,
         batch: Vec<Creation<D::Via>>,
     ) -> Result<Option<Created<D::Via>>, LockError> {
-        match self.driver.creates_together() {
+        match self.driver.creates_together() && self.driver.batches_together() {
             true => self.creates.send(Create::All(batch)).await.all(),
             false => self.driver.create_all(&batch).await,
         }

@@ -52,6 +52,9 @@ pub(super) struct Fake {
     pub(super) create_delay: Mutex<Option<Duration>>,
     /// The task that sent each `create_many`.
     pub(super) senders: Mutex<Vec<Option<tokio::task::Id>>>,
+    /// A lock whose creates the engine refuses (`Config`), with nothing made: one of another
+    /// identity's. A call with any of its creates is refused as a whole.
+    pub(super) refused: Mutex<Option<String>>,
 }
 
 impl Fake {
@@ -65,6 +68,20 @@ impl Fake {
     /// The call `call` fails once, after `passing` more of it pass.
     pub(super) fn fail(&self, call: &'static str, passing: u32) {
         self.fails.lock().unwrap().insert(call, passing);
+    }
+
+    /// Refuses a call with a create of the refused lock, before anything is made.
+    fn refusing<'a>(
+        &self,
+        mut creations: impl Iterator<Item = &'a Creation<()>>,
+    ) -> Result<(), LockError> {
+        let refused = self.refused.lock().unwrap();
+        match creations.any(|one| Some(one.keys.lock()) == refused.as_deref()) {
+            true => Err(LockError::config(
+                "the fake refused a create: not authorized",
+            )),
+            false => Ok(()),
+        }
     }
 
     fn failing(&self, call: &'static str) -> Result<(), LockError> {
@@ -140,6 +157,7 @@ impl Driver for Fake {
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;
         }
+        self.refusing(std::iter::once(one))?;
         let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
         self.queue
             .lock()
@@ -164,9 +182,10 @@ impl Driver for Fake {
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;
         }
+        let creations = || batch.iter().flat_map(Create::creations);
+        self.refusing(creations())?;
         let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
         let mut queue = self.queue.lock().unwrap();
-        let creations = || batch.iter().flat_map(Create::creations);
         for one in creations() {
             queue.push((one.name.clone(), one.role, order, Vec::new()));
         }
@@ -187,6 +206,7 @@ impl Driver for Fake {
     /// Every contender at one order, as ZooKeeper's `multi` does (where they stand takes a
     /// look after it); applied, and then maybe the answer is lost (`create_all` fails).
     async fn create_all(&self, batch: &[Creation<()>]) -> Result<Option<Created<()>>, LockError> {
+        self.refusing(batch.iter())?;
         let order = self.order.fetch_add(1, Ordering::Relaxed) + 1;
         let mut queue = self.queue.lock().unwrap();
         for one in batch {

@@ -243,3 +243,48 @@ async fn a_batch_taken_together_rides_with_single_creates_and_stays_all_or_nothi
     // Nothing of the batch is left: the holder's, `x`'s and `c`'s contenders only.
     assert_eq!(seq.driver.names().len(), 3, "{:?}", seq.driver.names());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_shared_call_is_sent_again_alone_so_only_its_lock_fails() {
+    let seq = grouping();
+    let refused = LockKeys::new("t", "no");
+    *seq.driver.refused.lock().unwrap() = Some(refused.lock().to_owned());
+    let first = attempt(&seq, "a", true);
+    // The refused lock's create meets two others in one call, which the engine refuses.
+    tokio::time::sleep(CALL / 2).await;
+    let rest: Vec<_> = ["no", "c", "d"]
+        .into_iter()
+        .map(|lock| attempt(&seq, lock, true))
+        .collect();
+    assert!(matches!(
+        first.2.await.unwrap(),
+        Ok(Attempt::Granted { .. })
+    ));
+    let mut answers = Vec::new();
+    for (_, _, task) in rest {
+        answers.push(task.await.unwrap());
+    }
+    assert_eq!(
+        seq.driver.senders.lock().unwrap().len(),
+        1,
+        "the three met in one call"
+    );
+    assert!(
+        matches!(answers[0], Err(LockError::Config { .. })),
+        "the refused lock: {:?}",
+        answers[0]
+    );
+    for (lock, answer) in ["c", "d"].iter().zip(&answers[1..]) {
+        assert!(
+            matches!(answer, Ok(Attempt::Granted { .. })),
+            "{lock}, beside the refused lock: {answer:?}"
+        );
+    }
+    // Each of the two was created once, alone, after the refused call.
+    let creates = seq.driver.creates.lock().unwrap().clone();
+    assert_eq!(creates.len(), 3, "{creates:?}");
+    assert!(
+        creates[1..].iter().all(|call| call.len() == 1),
+        "{creates:?}"
+    );
+}

@@ -2,7 +2,7 @@
 //! and the order of a queue read from their names.
 
 use crate::store::keys::LockKeys;
-use crate::store::sequenced::Role;
+use crate::store::sequenced::{Creation, Role};
 
 /// The parent of every lock znode.
 pub(super) const ROOT: &str = "/leasehold";
@@ -23,6 +23,15 @@ pub(super) const PERMITS: &str = "p-";
 /// as they are percent-encoded (so the name is one path segment, and never `.` or `..`).
 pub(super) fn parent_of(keys: &LockKeys) -> String {
     node_of(keys.lock())
+}
+
+/// The path a contender's znode is created at: its name, and a permits contender's limit and
+/// count after it (the server appends the sequence number).
+pub(super) fn path_of<V>(one: &Creation<V>) -> String {
+    match one.role {
+        Role::Permits { limit, count } => format!("{}{limit}-{count}-", one.name),
+        _ => one.name.clone(),
+    }
 }
 
 /// The znode under [`ROOT`] for a store name (a lock key, a locker's description): every byte

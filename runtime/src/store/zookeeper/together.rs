@@ -1,6 +1,7 @@
 //! A batch of writers' and readers' znodes created by one `multi` (see the recipe's
-//! `together`), where they stand read by one read `multi`, and, when one is not first, all of
-//! them deleted by one more `multi`.
+//! `together`; attempts' creates that meet in the recipe's group commit go the same way),
+//! where they stand read by one read `multi`, and, when one is not first, all of them deleted
+//! by one more `multi`.
 //!
 //! ZooKeeper's `multi` cannot make the creates depend on a queue being empty: its only
 //! condition is a znode's data version (`check`), and a container's children change its
@@ -11,32 +12,37 @@
 use zookeeper_client as zk;
 
 use super::driver::reader_fence;
-use super::names::{child_name, in_order, parent_of, CHILD};
+use super::names::{child_name, in_order, parent_of, path_of, CHILD};
 use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::join_all;
-use crate::store::sequenced::{writer_top, Ask, Contender, Created, Creation, Place, Role};
+use crate::store::sequenced::{writer_top, Ask, Contender, Creation, Place, Role};
 
 impl ZooKeeper {
     /// Creates every znode of `batch` in one `multi`, each writer's with its fence record in
-    /// its container's data (as a single writer's), so that they share one `czxid`. A
-    /// container missing makes the whole `multi` fail with nothing created: the containers
-    /// are made, and it is sent again, a bounded number of times.
-    pub(super) async fn create_all_children(
+    /// its container's data (as a single writer's), so that they share one `czxid`: a batch
+    /// taken together ([`create_all`](crate::store::sequenced::Driver::create_all)), or the
+    /// creates of attempts that met in the recipe's group commit (`create_many`), which the
+    /// recipe sends with no writer beside another contender of its lock. A container missing
+    /// makes the whole `multi` fail with nothing created: the containers are made, and it is
+    /// sent again, a bounded number of times. Another operation the server refused (a
+    /// container of another identity's: `NoAuth`, a [`LockError::Config`]) made nothing
+    /// either: a `multi` is all or nothing.
+    pub(super) async fn create_children(
         &self,
         client: &zk::Client,
         session: u64,
-        batch: &[Creation<zk::Client>],
-    ) -> Result<Created<zk::Client>, LockError> {
+        batch: &[&Creation<zk::Client>],
+    ) -> Result<Vec<Contender<zk::Client>>, LockError> {
         let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
         let limit = self.settings.op_timeout;
         let records: Vec<String> = batch.iter().map(|one| format!("+{}", one.fences)).collect();
+        let asked: Vec<String> = batch.iter().map(|one| path_of(one)).collect();
         for _ in 0..3 {
             let mut multi = client.new_multi_writer();
             let mut added = Ok(());
-            for (one, record) in batch.iter().zip(&records) {
-                added = added
-                    .and_then(|()| multi.add_create(&one.name, one.token.as_bytes(), &options));
+            for ((one, record), path) in batch.iter().zip(&records).zip(&asked) {
+                added = added.and_then(|()| multi.add_create(path, one.token.as_bytes(), &options));
                 if one.role == Role::Writer {
                     let parent = parent_of(&one.keys);
                     added =
@@ -50,8 +56,10 @@ impl ZooKeeper {
                 Ok(Ok(results)) => results,
                 Ok(Err(e)) => match zk::Error::from(e) {
                     zk::Error::NoNode => {
-                        let parents: Vec<String> =
+                        let mut parents: Vec<String> =
                             batch.iter().map(|one| parent_of(&one.keys)).collect();
+                        parents.sort_unstable();
+                        parents.dedup();
                         let making = parents.iter().map(|p| self.ensure_parent(client, p));
                         for made in join_all(making).await {
                             made?;
@@ -88,14 +96,11 @@ impl ZooKeeper {
             };
             return Ok(paths
                 .into_iter()
-                .map(|name| {
-                    let mine = Contender {
-                        name,
-                        order,
-                        session,
-                        via: client.clone(),
-                    };
-                    (mine, None)
+                .map(|name| Contender {
+                    name,
+                    order,
+                    session,
+                    via: client.clone(),
                 })
                 .collect());
         }

@@ -21,6 +21,7 @@ mod redis;
 mod turns;
 mod zookeeper;
 mod zookeeper_auth;
+mod zookeeper_creates;
 
 /// The SQL engines' pools after an outage (`postgres_unknown.rs`, `mysql_unknown.rs`; the
 /// rule is `store/opening.rs`): the locker `a` of `builder` (whose connections go through

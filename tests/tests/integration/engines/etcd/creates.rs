@@ -132,7 +132,6 @@ async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
         for _ in 0..50 {
             let (now, keys) = listing(&etcd).await;
             (revision, left) = (now, contenders(&keys));
-            eprintln!("DBG before {before} now {now} left {left} keys {keys:?}");
             // Settled: the late creates (if any) were applied and their contenders deleted.
             if left == 0 && revision > before {
                 break;
