@@ -50,6 +50,30 @@ async fn hold(seq: &Sequenced<Fake>, lock: &str) -> LockKeys {
     keys
 }
 
+/// An attempt on `first`, alone, granted; then one on each of `rest`, sent while the first's
+/// create is out, so that they meet in the next call: their answers.
+async fn after_a_lone_one(
+    seq: &Arc<Sequenced<Fake>>,
+    first: &str,
+    rest: [&str; 3],
+) -> Vec<Result<Attempt, LockError>> {
+    let first = attempt(seq, first, true);
+    tokio::time::sleep(CALL / 2).await;
+    let rest: Vec<_> = rest
+        .into_iter()
+        .map(|lock| attempt(seq, lock, true))
+        .collect();
+    assert!(matches!(
+        first.2.await.unwrap(),
+        Ok(Attempt::Granted { .. })
+    ));
+    let mut answers = Vec::new();
+    for (_, _, task) in rest {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
+
 /// The lock of each name a call created, as the fake names them (`<lock>/w-<tag>`).
 fn locks_of(call: &[String]) -> Vec<&str> {
     call.iter()
@@ -62,21 +86,12 @@ async fn attempts_that_meet_share_one_create_each_with_its_own_answer() {
     let seq = grouping();
     // `b` is held: its attempt in the shared call is behind, and does not hold up the others.
     let held_keys = hold(&seq, "b").await;
-    let first = attempt(&seq, "a", true);
     // The first goes out alone, at once; the three that come while it is out go together.
-    tokio::time::sleep(CALL / 2).await;
-    let rest: Vec<_> = ["b", "c", "d"]
+    let answers: Vec<Attempt> = after_a_lone_one(&seq, "a", ["b", "c", "d"])
+        .await
         .into_iter()
-        .map(|lock| attempt(&seq, lock, true))
+        .map(Result::unwrap)
         .collect();
-    assert!(matches!(
-        first.2.await.unwrap(),
-        Ok(Attempt::Granted { .. })
-    ));
-    let mut answers = Vec::new();
-    for (_, _, task) in rest {
-        answers.push(task.await.unwrap().unwrap());
-    }
     assert_eq!(answers[0], Attempt::Held { remaining: None }, "b is taken");
     assert!(answers[1..]
         .iter()
@@ -249,21 +264,8 @@ async fn a_refused_shared_call_is_sent_again_alone_so_only_its_lock_fails() {
     let seq = grouping();
     let refused = LockKeys::new("t", "no");
     *seq.driver.refused.lock().unwrap() = Some(refused.lock().to_owned());
-    let first = attempt(&seq, "a", true);
     // The refused lock's create meets two others in one call, which the engine refuses.
-    tokio::time::sleep(CALL / 2).await;
-    let rest: Vec<_> = ["no", "c", "d"]
-        .into_iter()
-        .map(|lock| attempt(&seq, lock, true))
-        .collect();
-    assert!(matches!(
-        first.2.await.unwrap(),
-        Ok(Attempt::Granted { .. })
-    ));
-    let mut answers = Vec::new();
-    for (_, _, task) in rest {
-        answers.push(task.await.unwrap());
-    }
+    let answers = after_a_lone_one(&seq, "a", ["no", "c", "d"]).await;
     assert_eq!(
         seq.driver.senders.lock().unwrap().len(),
         1,

@@ -7,6 +7,7 @@ mod at_once_sql;
 mod consensus;
 mod etcd;
 mod fence_migration;
+mod grouped_creates;
 mod lazy_connect;
 mod memory;
 mod mysql;

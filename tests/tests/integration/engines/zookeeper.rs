@@ -12,7 +12,7 @@ use leasehold_tests::partition::{cut_off, CutOff};
 
 use super::consensus::{shared_tests, slot_top, SessionEngine};
 
-async fn locker(hosts: &str, session: Duration) -> Locker {
+pub(super) async fn locker(hosts: &str, session: Duration) -> Locker {
     Locker::builder()
         .zookeeper(hosts)
         .session_timeout(session)

@@ -8,26 +8,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{ProxyMode, TcpProxy, ZkServer};
+use leasehold::LockError;
+use leasehold_tests::harness::{TcpProxy, ZkServer};
 use zookeeper_client as zk;
 
-async fn locker(hosts: &str) -> Locker {
-    Locker::builder()
-        .zookeeper(hosts)
-        .session_timeout(Duration::from_secs(9))
-        .op_timeout(Duration::from_millis(1500))
-        .connect_timeout(Duration::from_secs(5))
-        .default_wait(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("locker on zookeeper")
-}
+use super::grouped_creates::{attempts_over_a_slow_link, seats_at_once, LATE};
+use super::zookeeper::locker;
+
+const SESSION: Duration = Duration::from_secs(9);
 
 /// A plain client of `server`, beside the lockers, to read what it holds.
 async fn observer(server: &ZkServer) -> zk::Client {
     zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(9))
+        .with_session_timeout(SESSION)
         .connect(&server.connect_string())
         .await
         .expect("a plain client")
@@ -68,79 +61,31 @@ async fn contenders(client: &zk::Client, part: &str) -> BTreeMap<String, Vec<i64
 async fn concurrent_acquires_share_one_multi_each_with_its_own_answer() {
     let server = ZkServer::start().await;
     let (a, b) = (
-        locker(&server.connect_string()).await,
-        locker(&server.connect_string()).await,
+        locker(&server.connect_string(), SESSION).await,
+        locker(&server.connect_string(), SESSION).await,
     );
     let warm = a.lock("warm-up").acquire().await.unwrap();
     warm.release().await.unwrap();
     let held = b.lock("seat:3").acquire().await.unwrap();
-    const TASKS: usize = 16;
-    let start = Arc::new(tokio::sync::Barrier::new(TASKS));
-    // The fifteen free seats are held until all of them are granted, and read while held.
-    let granted = Arc::new(tokio::sync::Barrier::new(TASKS));
-    let read = Arc::new(tokio::sync::Barrier::new(TASKS));
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let (a, start, granted, read) =
-                (a.clone(), start.clone(), granted.clone(), read.clone());
-            tokio::spawn(async move {
-                start.wait().await;
-                let g = a.lock(format!("seat:{i}")).acquire().await.unwrap();
-                if i != 3 {
-                    granted.wait().await;
-                    read.wait().await;
-                }
-                let fence = g.fence();
-                g.release().await.unwrap();
-                fence
-            })
-        })
-        .collect();
-    // The fifteen are granted while seat 3 is still held (the barriers' last waits are ours).
-    granted.wait().await;
     let zk = observer(&server).await;
-    let seats = contenders(&zk, "seat:").await;
-    read.wait().await;
+    let seats = seats_at_once(&a, &b, held, || contenders(&zk, "seat:")).await;
     let free: Vec<i64> = seats
         .iter()
         .filter(|(container, _)| !container.ends_with("{seat:3}"))
         .flat_map(|(_, zxids)| zxids.iter().copied())
         .collect();
-    assert_eq!(
-        free.len(),
-        TASKS - 1,
-        "one contender per free seat: {seats:?}"
-    );
+    assert_eq!(free.len(), 15, "one contender per free seat: {seats:?}");
     let transactions: BTreeSet<i64> = free.iter().copied().collect();
     assert!(
-        transactions.len() < TASKS - 1,
-        "{} transactions for {} free seats' creates: none were shared ({seats:?})",
-        transactions.len(),
-        TASKS - 1
+        transactions.len() < 15,
+        "{} transactions for 15 free seats' creates: none were shared ({seats:?})",
+        transactions.len()
     );
-    let holders_fence = held.fence();
-    held.release().await.unwrap();
-    let mut fences = Vec::new();
-    for t in tasks {
-        fences.push(t.await.unwrap());
-    }
-    assert!(fences.iter().all(|&f| f > 0), "{fences:?}");
-    assert!(
-        fences[3] > holders_fence,
-        "seat 3's fence {} after its holder's {holders_fence}",
-        fences[3]
-    );
-    for i in 0..TASKS {
-        let g = b.lock(format!("seat:{i}")).try_acquire().await.unwrap();
-        assert!(g.is_some(), "seat {i} was left taken");
-        g.unwrap().release().await.unwrap();
-    }
 }
 
-/// Attempts whose creates, alone and shared, go over a link that takes a second each way:
-/// ZooKeeper applies them a second after they were sent, and their answers would come a second
-/// later, past the operation timeout (1.5 s), so each attempt fails as unavailable with its
-/// outcome unknown. What they made belongs to nobody: each attempt's give-back finds its
+/// Attempts whose creates, alone and shared, go over a link that takes a second each way
+/// ([`attempts_over_a_slow_link`]): ZooKeeper applies them, and each attempt fails as
+/// unavailable with its outcome unknown. What they made belongs to nobody: each attempt's give-back finds its
 /// contender by its name (a shared `multi` that fails fails every attempt in it, each
 /// unanswered), so the server ends with no contender of theirs. The premise (the creates
 /// landed) is read from the server's own create events, watched beside the link; rounds go on
@@ -150,8 +95,8 @@ async fn concurrent_acquires_share_one_multi_each_with_its_own_answer() {
 async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
     let server = ZkServer::start().await;
     let proxy = TcpProxy::start(server.addr()).await;
-    let a = locker(&proxy.addr().to_string()).await;
-    let b = locker(&server.connect_string()).await;
+    let a = locker(&proxy.addr().to_string(), SESSION).await;
+    let b = locker(&server.connect_string(), SESSION).await;
     let warm = a.lock("warm-up").acquire().await.unwrap();
     warm.release().await.unwrap();
     let zk = observer(&server).await;
@@ -159,41 +104,20 @@ async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
         .watch("/leasehold", zk::AddWatchMode::PersistentRecursive)
         .await
         .expect("a recursive watch");
-    const TASKS: usize = 8;
     let mut landed = 0;
     for round in 0..5 {
         // Each lock held by another locker, over its own fast link, while the attempts go:
         // its container stays (ZooKeeper deletes an empty one), as in steady state, and the
         // attempts' creates, once they land, are waiters behind it.
         let mut held = Vec::new();
-        for i in 0..TASKS {
+        for i in 0..LATE {
             held.push(b.lock(format!("late:{i}")).acquire().await.unwrap());
         }
         while tokio::time::timeout(Duration::from_millis(100), events.changed())
             .await
             .is_ok()
         {}
-        proxy.set_mode(ProxyMode::Delay(Duration::from_secs(1)));
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|i| {
-                let a = a.clone();
-                tokio::spawn(async move {
-                    a.lock(format!("late:{i}"))
-                        .wait(Duration::from_millis(100))
-                        .acquire()
-                        .await
-                })
-            })
-            .collect();
-        for t in tasks {
-            let outcome = t.await.unwrap();
-            assert!(
-                outcome.as_ref().is_err_and(LockError::is_unavailable),
-                "not failed as unavailable over a link slower than the operation timeout: \
-                 {outcome:?}"
-            );
-        }
-        proxy.set_mode(ProxyMode::Pass);
+        attempts_over_a_slow_link(&a, &proxy).await;
         for g in held {
             g.release().await.unwrap();
         }
@@ -238,7 +162,7 @@ async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_locks_refusal_fails_no_other_attempt_beside_it() {
     let server = ZkServer::start().await;
-    let a = locker(&server.connect_string()).await;
+    let a = locker(&server.connect_string(), SESSION).await;
     let warm = a.lock("warm-up").acquire().await.unwrap();
     warm.release().await.unwrap();
     let zk = observer(&server).await;

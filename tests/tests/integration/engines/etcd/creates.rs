@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{LockError, Locker};
-use leasehold_tests::harness::{EtcdServer, ProxyMode, TcpProxy};
+use leasehold::Locker;
+use leasehold_tests::harness::{EtcdServer, TcpProxy};
 
+use super::super::grouped_creates::{attempts_over_a_slow_link, seats_at_once};
 use super::{grpc_count, locker};
 
 /// The transactions etcd has answered, from its `/metrics` (a create, a look and a delete are
@@ -33,59 +34,19 @@ async fn concurrent_acquires_share_their_creates_each_with_its_own_answer() {
     let (a, b) = (locker(&at, ttl).await, locker(&at, ttl).await);
     warm_up(&a).await;
     let held = b.lock("seat:3").acquire().await.unwrap();
-    const TASKS: usize = 16;
     let before = txns(&etcd).await;
-    let start = Arc::new(tokio::sync::Barrier::new(TASKS));
-    // The fifteen free seats are held until all of them are granted.
-    let granted = Arc::new(tokio::sync::Barrier::new(TASKS));
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let (a, start, granted) = (a.clone(), start.clone(), granted.clone());
-            tokio::spawn(async move {
-                start.wait().await;
-                let g = a.lock(format!("seat:{i}")).acquire().await.unwrap();
-                if i != 3 {
-                    granted.wait().await;
-                }
-                let fence = g.fence();
-                g.release().await.unwrap();
-                fence
-            })
-        })
-        .collect();
-    // The fifteen are granted while seat 3 is still held (the barrier's last wait is ours).
-    granted.wait().await;
-    let creates = txns(&etcd).await - before;
+    let creates = seats_at_once(&a, &b, held, || txns(&etcd)).await - before;
     assert!(
-        creates < (TASKS - 1) as u64,
-        "{creates} transactions for {} free seats' creates: none were shared",
-        TASKS - 1
+        creates < 15,
+        "{creates} transactions for 15 free seats' creates: none were shared"
     );
-    let holders_fence = held.fence();
-    held.release().await.unwrap();
-    let mut fences = Vec::new();
-    for t in tasks {
-        fences.push(t.await.unwrap());
-    }
-    assert!(fences.iter().all(|&f| f > 0), "{fences:?}");
-    assert!(
-        fences[3] > holders_fence,
-        "seat 3's fence {} after its holder's {holders_fence}",
-        fences[3]
-    );
-    for i in 0..TASKS {
-        let g = b.lock(format!("seat:{i}")).try_acquire().await.unwrap();
-        assert!(g.is_some(), "seat {i} was left taken");
-        g.unwrap().release().await.unwrap();
-    }
 }
 
-/// Attempts whose creates, alone and shared, go over a link that takes a second each way: etcd
-/// applies them a second after they were sent, and their answers would come a second later,
-/// past the operation timeout (1.5 s), so each attempt fails as unavailable with its outcome
-/// unknown. What they made belongs to nobody: each attempt's give-back finds its contender by
-/// its name (the shared call's failure fails every attempt in it, each unanswered), so etcd's
-/// own listing ends with no contender of theirs. Judged by etcd's keys and revision, read
+/// Attempts whose creates, alone and shared, go over a link that takes a second each way
+/// ([`attempts_over_a_slow_link`]): etcd applies them, and each attempt fails as unavailable
+/// with its outcome unknown. What they made belongs to nobody: each attempt's give-back finds
+/// its contender by its name (the shared call's failure fails every attempt in it, each
+/// unanswered), so etcd's own listing ends with no contender of theirs. Judged by etcd's keys and revision, read
 /// beside the link; rounds go on until one saw the creates land (a revision past the one
 /// before), at most five, and every round must end with none left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,31 +56,10 @@ async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
     let ttl = Duration::from_secs(9);
     let a = locker(&[format!("http://{}", proxy.addr())], ttl).await;
     warm_up(&a).await;
-    const TASKS: usize = 8;
     let mut landed = 0;
     for round in 0..5 {
         let (before, _) = listing(&etcd).await;
-        proxy.set_mode(ProxyMode::Delay(Duration::from_secs(1)));
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|i| {
-                let a = a.clone();
-                tokio::spawn(async move {
-                    a.lock(format!("late:{round}:{i}"))
-                        .wait(Duration::from_millis(100))
-                        .acquire()
-                        .await
-                })
-            })
-            .collect();
-        for t in tasks {
-            let outcome = t.await.unwrap();
-            assert!(
-                outcome.as_ref().is_err_and(LockError::is_unavailable),
-                "not failed as unavailable over a link slower than the operation timeout: \
-                 {outcome:?}"
-            );
-        }
-        proxy.set_mode(ProxyMode::Pass);
+        attempts_over_a_slow_link(&a, &proxy).await;
         let contenders = |keys: &[String]| {
             keys.iter()
                 .filter(|k| k.contains(":lock:") && k.contains("late:"))
