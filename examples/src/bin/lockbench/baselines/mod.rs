@@ -15,4 +15,6 @@ pub(crate) use mysql::{MysqlRaw, MYSQL_RAW, MYSQL_RAW_POLLING};
 pub(crate) use postgres::{PgConnection, PostgresRaw, POSTGRES_RAW, POSTGRES_RAW_POLLING};
 pub(crate) use redis::{rslock_lock_unlock, Naive, Rslock};
 pub(crate) use token::token;
-pub(crate) use zookeeper::{ZooKeeperRecipe, ZOOKEEPER_RECIPE};
+pub(crate) use zookeeper::{
+    ZooKeeperFencedRecipe, ZooKeeperRecipe, ZOOKEEPER_FENCED_RECIPE, ZOOKEEPER_RECIPE,
+};

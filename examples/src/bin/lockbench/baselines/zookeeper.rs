@@ -59,3 +59,84 @@ impl KeyLock for ZooKeeperRecipe {
         std::mem::forget(lock);
     }
 }
+
+/// The fenced recipe's lock directories (persistent, created when missing).
+const FENCED_ROOT: &str = "/bench-fenced";
+
+/// The fenced recipe's name in the report.
+pub(crate) const ZOOKEEPER_FENCED_RECIPE: &str =
+    "the recipe by hand, with a fence record written as ours is";
+
+/// The recipe's cycle written by hand with the one write ours adds to it: the contender's
+/// ephemeral sequential znode created in one `multi` with a fence record in the lock
+/// directory's data (what lets a reader's fence name the last writer's), then the directory
+/// listed and the znode deleted. What a fenced lock on ZooKeeper costs before any library
+/// work, as the restore-safe raw lock is on Redis. Uncontended cycles only: each task has keys
+/// of its own, so the znode is always first (checked).
+#[derive(Clone)]
+pub(crate) struct ZooKeeperFencedRecipe {
+    client: zk::Client,
+}
+
+impl ZooKeeperFencedRecipe {
+    pub(crate) async fn connect(hosts: &str) -> ZooKeeperFencedRecipe {
+        let ZooKeeperRecipe { client } = ZooKeeperRecipe::connect(hosts).await;
+        ZooKeeperFencedRecipe { client }
+    }
+
+    /// Makes `path` (persistent) unless it is there.
+    async fn ensure(&self, path: &str) {
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        match self.client.create(path, b"", &options).await {
+            Ok(_) | Err(zk::Error::NodeExists) => {}
+            Err(e) => panic!("creating {path}: {e}"),
+        }
+    }
+}
+
+impl KeyLock for ZooKeeperFencedRecipe {
+    type Held<'a> = String;
+
+    async fn acquire<'a>(&'a self, key: &'a str) -> String {
+        let dir = format!("{FENCED_ROOT}/{key}");
+        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        loop {
+            let mut multi = self.client.new_multi_writer();
+            multi
+                .add_create(&format!("{dir}/lock-"), b"", &options)
+                .and_then(|()| multi.add_set_data(&dir, b"+1", None))
+                .expect("a multi");
+            match multi.commit().await.map_err(zk::Error::from) {
+                Ok(results) => {
+                    let Some(zk::MultiWriteResult::Create { path, .. }) =
+                        results.into_iter().next()
+                    else {
+                        panic!("a create without its path");
+                    };
+                    let children = self.client.list_children(&dir).await.expect("listing");
+                    let first = children
+                        .iter()
+                        .min_by_key(|c| c.rsplit('-').next().map(str::to_owned));
+                    assert_eq!(
+                        first.map(|c| format!("{dir}/{c}")).as_deref(),
+                        Some(path.as_str()),
+                        "the fenced recipe is measured uncontended only"
+                    );
+                    return path;
+                }
+                Err(zk::Error::NoNode) => {
+                    self.ensure(FENCED_ROOT).await;
+                    self.ensure(&dir).await;
+                }
+                Err(e) => panic!("fenced recipe: {e}"),
+            }
+        }
+    }
+
+    async fn release<'a>(&'a self, _: &'a str, path: String) {
+        self.client
+            .delete(&path, None)
+            .await
+            .expect("fenced recipe's delete");
+    }
+}

@@ -9,11 +9,14 @@ use std::time::Duration;
 
 use leasehold_tests::harness::ZkServer;
 
-use crate::baselines::{ZooKeeperRecipe, ZOOKEEPER_RECIPE};
+use crate::baselines::{
+    ZooKeeperFencedRecipe, ZooKeeperRecipe, ZOOKEEPER_FENCED_RECIPE, ZOOKEEPER_RECIPE,
+};
 use crate::engine::Engine;
 use crate::hot_key::{
     handover_p50, report_against, run_each, Contender, Meter, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
+use crate::measure::in_turns_costs;
 use crate::report::Report;
 use crate::versus;
 
@@ -74,6 +77,7 @@ async fn uncontended(report: &mut Report, zk: &ZkServer, duration: Duration, ite
         zk.pid(),
     )
     .await;
+    fenced_recipe(report, zk, &locker, duration).await;
     versus::several_keys(report, "6 zookeeper", &locker, duration).await;
     // What one cycle asks of the server, counted over cycles of one task.
     let cycles = iterations.min(MAX_COUNTED_CYCLES);
@@ -95,6 +99,51 @@ async fn uncontended(report: &mut Report, zk: &ZkServer, duration: Duration, ite
         ZOOKEEPER_RECIPE,
         "requests",
     );
+}
+
+/// Ours against the recipe written by hand with the fence record ours writes, at 1 and 16
+/// tasks, taking turns: what of the gap to the recipe is the record (ZooKeeper's work), and
+/// what is the library's.
+async fn fenced_recipe(
+    report: &mut Report,
+    zk: &ZkServer,
+    locker: &leasehold::Locker,
+    duration: Duration,
+) {
+    let fenced = ZooKeeperFencedRecipe::connect(&zk.connect_string()).await;
+    for tasks in [1usize, 16] {
+        let ours = locker.clone();
+        let ours = move |t, i| versus::ours_cycle(ours.clone(), format!("u:{t}:{}", i % 16));
+        let theirs = fenced.clone();
+        let theirs =
+            move |t, i| versus::baseline_cycle(theirs.clone(), format!("f-{t}-{}", i % 16));
+        let (ours, theirs) = in_turns_costs(tasks, duration, ours, theirs, zk.pid()).await;
+        let scenario = format!("6 zookeeper uncontended, {tasks} tasks");
+        report.add(
+            &scenario,
+            "cycles/s vs the recipe with a fence record",
+            ours.rate,
+            theirs.rate,
+            ZOOKEEPER_FENCED_RECIPE,
+            "cycles/s",
+        );
+        report.add(
+            &scenario,
+            "client CPU per cycle vs the recipe with a fence record",
+            ours.client_us,
+            theirs.client_us,
+            ZOOKEEPER_FENCED_RECIPE,
+            "us",
+        );
+        report.add_if_measured(
+            &scenario,
+            "server CPU per cycle vs the recipe with a fence record",
+            ours.server_us,
+            theirs.server_us,
+            ZOOKEEPER_FENCED_RECIPE,
+            "us",
+        );
+    }
 }
 
 /// Scenario 6's hot key, in one process and in four, with the requests each acquisition made.
