@@ -17,17 +17,28 @@ use super::zookeeper::locker;
 
 const SESSION: Duration = Duration::from_secs(9);
 
+/// How long the plain client's calls may take.
+const BOUND: Duration = Duration::from_secs(20);
+
 /// A plain client of `server`, beside the lockers, to read what it holds.
 async fn observer(server: &ZkServer) -> zk::Client {
-    zk::Client::connector()
-        .with_session_timeout(SESSION)
-        .connect(&server.connect_string())
+    let hosts = server.connect_string();
+    let connector = zk::Client::connector();
+    let connecting = connector.with_session_timeout(SESSION).connect(&hosts);
+    tokio::time::timeout(BOUND, connecting)
         .await
+        .expect("a plain client within 20 s")
         .expect("a plain client")
 }
 
 /// Each lock container whose name has `part`, with the creation zxid of each of its children.
 async fn contenders(client: &zk::Client, part: &str) -> BTreeMap<String, Vec<i64>> {
+    tokio::time::timeout(BOUND, listed(client, part))
+        .await
+        .expect("ZooKeeper listed the contenders within 20 s")
+}
+
+async fn listed(client: &zk::Client, part: &str) -> BTreeMap<String, Vec<i64>> {
     let mut found = BTreeMap::new();
     let containers = match client.list_children("/leasehold").await {
         Ok(children) => children,
@@ -100,9 +111,10 @@ async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
     let warm = a.lock("warm-up").acquire().await.unwrap();
     warm.release().await.unwrap();
     let zk = observer(&server).await;
-    let mut events = zk
-        .watch("/leasehold", zk::AddWatchMode::PersistentRecursive)
+    let watching = zk.watch("/leasehold", zk::AddWatchMode::PersistentRecursive);
+    let mut events = tokio::time::timeout(BOUND, watching)
         .await
+        .expect("an answer within 20 s")
         .expect("a recursive watch");
     let mut landed = 0;
     for round in 0..5 {
@@ -167,9 +179,13 @@ async fn one_locks_refusal_fails_no_other_attempt_beside_it() {
     warm.release().await.unwrap();
     let zk = observer(&server).await;
     let read_only = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_read());
-    zk.create("/leasehold/leasehold:lock:{closed}", b"", &read_only)
-        .await
-        .expect("a read-only container");
+    tokio::time::timeout(
+        BOUND,
+        zk.create("/leasehold/leasehold:lock:{closed}", b"", &read_only),
+    )
+    .await
+    .expect("an answer within 20 s")
+    .expect("a read-only container");
     const TASKS: usize = 16;
     for round in 0..3 {
         let start = Arc::new(tokio::sync::Barrier::new(TASKS));
