@@ -1,19 +1,19 @@
 //! The creates that attempts send, by group commit ([`batch`](crate::store::batch), as the
 //! releases' deletes go, `releases`), on an engine that can send many in one round trip
-//! ([`Driver::creates_together`]: etcd's transaction, ZooKeeper's `multi`). A create is one contender (an attempt
-//! on one lock, or a reader's share), or a batch taken together, all or nothing (`lock_all`
-//! of free keys, a reservation's read and write locks: `together`). A create that finds
-//! nothing on its way goes alone, at once, as before; creates that meet (concurrent ones,
-//! while every slot is out) go in one call, [`Driver::create_many`], each with its own
+//! ([`Driver::creates_together`]: etcd's transaction, ZooKeeper's `multi`). A create is one
+//! contender (an attempt on one lock, or a reader's share), or a batch taken together, all or
+//! nothing (`lock_all` of free keys, a reservation's read and write locks: `together`). A create
+//! that finds nothing on its way goes alone, at once, as before; creates that meet (concurrent
+//! ones, while every slot is out) go in one call, [`Driver::create_many`], each with its own
 //! outcome: one lock taken does not hold up the attempts on the others.
 //!
-//! **No writer shares its lock in a call.** A lock with a writer's contender in a call has no
-//! other contender in it: etcd evaluates every comparison of a transaction before it applies
-//! any of its writes, so two writers of a free lock would both find it free, and a reader
-//! would not see a writer put in the same call; on ZooKeeper a `multi` is one transaction with
-//! one zxid, so two writers of one lock would share a `czxid`, and so a fence. Those go in
-//! calls of their own, side by side ([`calls`]). Readers' shares of one lock may share a call (a reservation's read lock on the
-//! show, say): each puts a key of its own, and each needs only that no writer is there.
+//! **No writer shares its lock in a call.** A lock with a writer's contender in a call has no other
+//! contender in it: etcd evaluates every comparison of a transaction before it applies any of its
+//! writes, so two writers of a free lock would both find it free, and a reader would not see a
+//! writer put in the same call; on ZooKeeper a `multi` is one transaction with one zxid, so two
+//! writers of one lock would share a `czxid`, and so a fence. Those go in calls of their own, side
+//! by side ([`calls`]). Readers' shares of one lock may share a call (a reservation's read lock on
+//! the show, say): each puts a key of its own, and each needs only that no writer is there.
 //!
 //! **A refusal is one lock's.** A call the engine refused as a whole ([`LockError::Config`]:
 //! a lock of another identity's, say) made nothing: each of its creates goes again alone, so

@@ -121,26 +121,17 @@ impl Driver for ZooKeeper {
         if creations.iter().any(|one| one.session != first.session) {
             return Ok(join_all(batch.iter().map(|create| create.alone(self))).await);
         }
+        // One contender per creation, in order (`create_children` answers all or fails).
         let mut made = self
             .create_children(&first.via, first.session, &creations)
             .await?
-            .into_iter();
+            .into_iter()
+            .map(|mine| (mine, None));
         Ok(batch
             .iter()
             .map(|create| match create {
-                Create::One(_) => Made::One(
-                    made.next()
-                        .map(|mine| (mine, None))
-                        .ok_or_else(|| self.unavailable("refused a create", "an answer short")),
-                ),
-                Create::All(all) => {
-                    let mine: Created<zk::Client> =
-                        made.by_ref().take(all.len()).map(|m| (m, None)).collect();
-                    Made::All(match mine.len() == all.len() {
-                        true => Ok(Some(mine)),
-                        false => Err(self.unavailable("refused a create", "an answer short")),
-                    })
-                }
+                Create::One(_) => Made::One(Ok(made.next().expect("a contender per creation"))),
+                Create::All(all) => Made::All(Ok(Some(made.by_ref().take(all.len()).collect()))),
             })
             .collect())
     }

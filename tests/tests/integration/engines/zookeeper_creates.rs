@@ -95,13 +95,13 @@ async fn concurrent_acquires_share_one_multi_each_with_its_own_answer() {
 }
 
 /// Attempts whose creates, alone and shared, go over a link that takes a second each way
-/// ([`attempts_over_a_slow_link`]): ZooKeeper applies them, and each attempt fails as
-/// unavailable with its outcome unknown. What they made belongs to nobody: each attempt's give-back finds its
-/// contender by its name (a shared `multi` that fails fails every attempt in it, each
-/// unanswered), so the server ends with no contender of theirs. The premise (the creates
-/// landed) is read from the server's own create events, watched beside the link; rounds go on
-/// until one saw a create land, at most five, and every round must end with none left. Another
-/// locker holds the locks meanwhile, so their containers are there, as in steady state.
+/// ([`attempts_over_a_slow_link`]): ZooKeeper applies them, and each attempt fails as unavailable
+/// with its outcome unknown. What they made belongs to nobody: each attempt's give-back finds its
+/// contender by its name (a shared `multi` that fails fails every attempt in it, each unanswered),
+/// so the server ends with no contender of theirs. The premise (the creates landed) is read from
+/// the server's own create events, watched beside the link; rounds go on until one saw a create
+/// land, at most five, and every round must end with none left. Another locker holds the locks
+/// meanwhile, so their containers are there, as in steady state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
     let server = ZkServer::start().await;

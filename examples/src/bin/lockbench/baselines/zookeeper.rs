@@ -130,9 +130,7 @@ impl KeyLock for ZooKeeperFencedRecipe {
                     let children = bounded("a listing", self.client.list_children(&dir))
                         .await
                         .expect("listing");
-                    let first = children
-                        .iter()
-                        .min_by_key(|c| c.rsplit('-').next().map(str::to_owned));
+                    let first = children.iter().min_by_key(|c| c.rsplit('-').next());
                     assert_eq!(
                         first.map(|c| format!("{dir}/{c}")).as_deref(),
                         Some(path.as_str()),

@@ -43,12 +43,12 @@ async fn concurrent_acquires_share_their_creates_each_with_its_own_answer() {
 }
 
 /// Attempts whose creates, alone and shared, go over a link that takes a second each way
-/// ([`attempts_over_a_slow_link`]): etcd applies them, and each attempt fails as unavailable
-/// with its outcome unknown. What they made belongs to nobody: each attempt's give-back finds
-/// its contender by its name (the shared call's failure fails every attempt in it, each
-/// unanswered), so etcd's own listing ends with no contender of theirs. Judged by etcd's keys and revision, read
-/// beside the link; rounds go on until one saw the creates land (a revision past the one
-/// before), at most five, and every round must end with none left.
+/// ([`attempts_over_a_slow_link`]): etcd applies them, and each attempt fails as unavailable with
+/// its outcome unknown. What they made belongs to nobody: each attempt's give-back finds its
+/// contender by its name (the shared call's failure fails every attempt in it, each unanswered), so
+/// etcd's own listing ends with no contender of theirs. Judged by etcd's keys and revision, read
+/// beside the link; rounds go on until one saw the creates land (a revision past the one before),
+/// at most five, and every round must end with none left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_creates_applied_after_their_callers_gave_up_leave_nothing() {
     let etcd = EtcdServer::start().await;
