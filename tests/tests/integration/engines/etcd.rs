@@ -622,7 +622,18 @@ fn swept_keys() -> (crate::support::Tap, Arc<Mutex<Vec<String>>>) {
 async fn releases_under_way_while_the_orphan_sweep_looks_succeed() {
     let (_tap, swept) = swept_keys();
     let etcd = EtcdServer::start().await;
-    let a = locker(&[etcd.endpoint()], Duration::from_secs(10)).await;
+    // Every release must succeed, so a call must outlast etcd's slowest disk write on a loaded
+    // machine: CI saw one `fdatasync` take 1.8 s (etcd's log, "slow fdatasync"), and five
+    // releases waiting on it failed as unavailable past the usual 1.5 s. What is judged here
+    // is the sweep's race with releases (`Lost`), not how long etcd may stall.
+    let a = Locker::builder()
+        .etcd([etcd.endpoint()])
+        .session_timeout(Duration::from_secs(10))
+        .op_timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("locker on etcd");
     // Start the sweep: a lease without the watchdog runs out and is given back, and its
     // holder's release then finds nothing of ours.
     let lapsing = a
