@@ -17,6 +17,9 @@ pub(crate) enum Command {
     HeldWorker(Vec<String>),
     /// `--profile CONTENDER TASKS SECONDS`: one contender of scenario 1 alone.
     Profile(Vec<String>),
+    /// `--profile-engine ENGINE CONTENDER TASKS SECONDS`: one contender of scenario 6 or 7
+    /// alone.
+    ProfileEngine(Vec<String>),
 }
 
 /// The benchmark's options.
@@ -151,6 +154,7 @@ pub(crate) fn parse(args: Vec<String>) -> Command {
         Some("--worker") => return Command::Worker(rest()),
         Some("--held-worker") => return Command::HeldWorker(rest()),
         Some("--profile") => return Command::Profile(rest()),
+        Some("--profile-engine") => return Command::ProfileEngine(rest()),
         _ => {}
     }
     let length = if args.iter().any(|a| a == "--smoke") {

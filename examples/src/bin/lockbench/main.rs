@@ -101,6 +101,7 @@ async fn main() {
         Command::Worker(args) => hot_key::worker(&args).await,
         Command::HeldWorker(args) => held::worker(&args).await,
         Command::Profile(args) => profile::profile(&args).await,
+        Command::ProfileEngine(args) => profile::profile_engine(&args).await,
         Command::Bench(options) => bench(options).await,
     }
 }
