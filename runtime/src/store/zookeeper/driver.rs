@@ -55,25 +55,25 @@ impl Driver for ZooKeeper {
         Ok(None)
     }
 
-    /// One create (a writer's in one transaction with its fence record); where it stands
-    /// takes a listing after it.
+    /// One create (a writer's in one transaction with its fence record). A writer alone in
+    /// its container knows it holds the lock from the answer; otherwise, and for a reader,
+    /// where it stands takes a listing after it.
     async fn create(
         &self,
         one: &Creation<zk::Client>,
     ) -> Result<(Contender<zk::Client>, Option<Place>), LockError> {
-        // The container is made only when the create finds it missing: in steady state a
-        // cycle is one create, one listing and one delete.
+        // The container is made only when the create finds it missing: in steady state an
+        // uncontended writer's cycle is one create and one delete.
         let fences = (one.role == Role::Writer).then_some(one.fences);
         let parent = parent_of(&one.keys);
         let path = path_of(one);
-        let mine = self
-            .create_child(&one.via, one.session, &parent, &path, &one.token, fences)
-            .await?;
-        Ok((mine, None))
+        self.create_child(&one.via, one.session, &parent, &path, &one.token, fences)
+            .await
     }
 
-    /// One `multi` creates every znode (each writer's with its fence record): it cannot
-    /// compare "no children", so where they stand takes a read after it.
+    /// One `multi` creates every znode (each writer's with its fence record). Where they
+    /// stand takes a read after it, unless each is a writer alone in its container (its
+    /// record's answer tells: [`first_alone`](super::znodes::first_alone)).
     async fn create_all(
         &self,
         batch: &[Creation<zk::Client>],
@@ -85,7 +85,7 @@ impl Driver for ZooKeeper {
         let made = self
             .create_children(&first.via, first.session, &batch)
             .await?;
-        Ok(Some(made.into_iter().map(|mine| (mine, None)).collect()))
+        Ok(Some(made))
     }
 
     /// A `multi` carries many creates, and a create of a contender is never conditional here
@@ -125,8 +125,7 @@ impl Driver for ZooKeeper {
         let mut made = self
             .create_children(&first.via, first.session, &creations)
             .await?
-            .into_iter()
-            .map(|mine| (mine, None));
+            .into_iter();
         Ok(batch
             .iter()
             .map(|create| match create {

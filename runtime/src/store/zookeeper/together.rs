@@ -5,18 +5,21 @@
 //!
 //! ZooKeeper's `multi` cannot make the creates depend on a queue being empty: its only
 //! condition is a znode's data version (`check`), and a container's children change its
-//! child version, not its data version. So the creates go first, unconditionally, and the
-//! read after them tells whether each is first: two round trips for free keys, three for a
-//! batch that finds one taken.
+//! child version, not its data version. So the creates go first, unconditionally. Each
+//! writer's fence record is written right after its create, and that write answers with the
+//! container's `Stat`: one child means the writer is alone, and so first. A batch of writers
+//! on free keys is one round trip; otherwise the read after the creates tells whether each is
+//! first: two round trips for free keys, three for a batch that finds one taken.
 
 use zookeeper_client as zk;
 
 use super::driver::reader_fence;
 use super::names::{child_name, in_order, parent_of, path_of, CHILD};
+use super::znodes::{first_alone, holds_if};
 use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::join_all;
-use crate::store::sequenced::{writer_top, Ask, Contender, Creation, Place, Role};
+use crate::store::sequenced::{writer_top, Ask, Contender, Created, Creation, Place, Role};
 
 impl ZooKeeper {
     /// Creates every znode of `batch` in one `multi`, each writer's with its fence record in
@@ -33,7 +36,7 @@ impl ZooKeeper {
         client: &zk::Client,
         session: u64,
         batch: &[&Creation<zk::Client>],
-    ) -> Result<Vec<Contender<zk::Client>>, LockError> {
+    ) -> Result<Created<zk::Client>, LockError> {
         let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
         let limit = self.settings.op_timeout;
         let records: Vec<String> = batch.iter().map(|one| format!("+{}", one.fences)).collect();
@@ -71,6 +74,9 @@ impl ZooKeeper {
                 Err(_) => return Err(self.late(limit)),
             };
             let mut paths = Vec::with_capacity(batch.len());
+            // Per creation: whether it is a writer alone in its container (its record's
+            // answer, which follows its create).
+            let mut alone = Vec::with_capacity(batch.len());
             let mut zxid = None;
             for result in results {
                 match result {
@@ -79,9 +85,15 @@ impl ZooKeeper {
                             zxid = zxid.or(Some(stat.czxid));
                         }
                         paths.push(path);
+                        alone.push(false);
                     }
                     // One transaction, one zxid: a record's `mzxid` is the creates' `czxid`.
-                    zk::MultiWriteResult::SetData { stat } => zxid = zxid.or(Some(stat.mzxid)),
+                    zk::MultiWriteResult::SetData { stat } => {
+                        zxid = zxid.or(Some(stat.mzxid));
+                        if let Some(last) = alone.last_mut() {
+                            *last = first_alone(&stat);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -96,11 +108,16 @@ impl ZooKeeper {
             };
             return Ok(paths
                 .into_iter()
-                .map(|name| Contender {
-                    name,
-                    order,
-                    session,
-                    via: client.clone(),
+                .zip(alone)
+                .zip(batch)
+                .map(|((name, alone), one)| {
+                    let mine = Contender {
+                        name,
+                        order,
+                        session,
+                        via: client.clone(),
+                    };
+                    (mine, holds_if(alone, order, one.fences))
                 })
                 .collect());
         }

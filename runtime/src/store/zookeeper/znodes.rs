@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 use super::names::{in_order, ROOT};
 use super::ZooKeeper;
 use crate::error::LockError;
-use crate::store::sequenced::Contender;
+use crate::store::sequenced::{writer_top, Contender, Place};
 use crate::store::token::OwnerToken;
 
 impl ZooKeeper {
@@ -25,7 +25,8 @@ impl ZooKeeper {
     /// Creates a contender's znode `<path><sequence>` under `parent` (`path` is its name,
     /// `<parent>/<kind><tag>-`). A writer's (`fences` given) is created in one transaction
     /// with the fence record in the container's data (see
-    /// [`reader_fence`](super::driver::reader_fence)).
+    /// [`reader_fence`](super::driver::reader_fence)), and where it stands comes with the
+    /// answer when it is the container's only child ([`first_alone`]).
     pub(super) async fn create_child(
         &self,
         client: &zk::Client,
@@ -34,7 +35,7 @@ impl ZooKeeper {
         path: &str,
         token: &OwnerToken,
         fences: Option<u64>,
-    ) -> Result<Contender<zk::Client>, LockError> {
+    ) -> Result<(Contender<zk::Client>, Option<Place>), LockError> {
         let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
         let limit = self.settings.op_timeout;
         // The container may be deleted between its creation and ours (its last child went):
@@ -47,7 +48,7 @@ impl ZooKeeper {
                 )
                 .await
                 {
-                    Ok(Ok((stat, seq))) => Ok((format!("{path}{seq}"), stat.czxid)),
+                    Ok(Ok((stat, seq))) => Ok((format!("{path}{seq}"), stat.czxid, None)),
                     Ok(Err(e)) => Err(e),
                     Err(_) => return Err(self.late(limit)),
                 },
@@ -63,7 +64,7 @@ impl ZooKeeper {
                         Err(e) => return Err(self.failed("refused a create", e)),
                     };
                     match tokio::time::timeout(limit, commit).await {
-                        Ok(Ok(results)) => created_by(results).ok_or_else(|| {
+                        Ok(Ok(results)) => created_by(results, fences).ok_or_else(|| {
                             zk::Error::UnexpectedError("a create without its path".into())
                         }),
                         Ok(Err(e)) => Err(zk::Error::from(e)),
@@ -72,13 +73,14 @@ impl ZooKeeper {
                 }
             };
             match created {
-                Ok((name, czxid)) => {
-                    return Ok(Contender {
+                Ok((name, czxid, place)) => {
+                    let mine = Contender {
                         name,
                         order: czxid,
                         session,
                         via: client.clone(),
-                    })
+                    };
+                    return Ok((mine, place));
                 }
                 Err(zk::Error::NoNode) => self.ensure_parent(client, parent).await?,
                 Err(e) => return Err(self.failed("refused a create", e)),
@@ -108,12 +110,17 @@ impl ZooKeeper {
     }
 }
 
-/// The path and creation zxid of the znode a writer's transaction created. The transaction
-/// has one zxid: the record's `mzxid` stands in for the `czxid` some servers leave out of a
-/// create's answer inside a transaction (ZOOKEEPER-4026).
-fn created_by(results: Vec<zk::MultiWriteResult>) -> Option<(String, i64)> {
+/// The path and creation zxid of the znode a writer's transaction created, and its place
+/// when the answer tells it ([`first_alone`]). The transaction has one zxid: the record's
+/// `mzxid` stands in for the `czxid` some servers leave out of a create's answer inside a
+/// transaction (ZOOKEEPER-4026).
+fn created_by(
+    results: Vec<zk::MultiWriteResult>,
+    fences: u64,
+) -> Option<(String, i64, Option<Place>)> {
     let mut path = None;
     let mut zxid = None;
+    let mut alone = false;
     for result in results {
         match result {
             zk::MultiWriteResult::Create { path: p, stat } => {
@@ -124,9 +131,29 @@ fn created_by(results: Vec<zk::MultiWriteResult>) -> Option<(String, i64)> {
             }
             zk::MultiWriteResult::SetData { stat } => {
                 zxid = zxid.or(Some(stat.mzxid));
+                alone = first_alone(&stat);
             }
             _ => {}
         }
     }
-    Some((path?, zxid?))
+    let zxid = zxid?;
+    Some((path?, zxid, holds_if(alone, zxid, fences)))
+}
+
+/// Whether a writer's contender is its container's only child, from the container's `Stat`
+/// that the fence record's write answers in the writer's own transaction: the transaction's
+/// operations apply in order, so the record's write counts the children with the create
+/// just before it. One child is the create itself: nothing stands ahead of it, and it holds
+/// the lock without a listing (a contender created later, in this transaction or after it,
+/// stands behind). More than one, and where it stands takes a listing, as before.
+pub(super) fn first_alone(container: &zk::Stat) -> bool {
+    container.num_children == 1
+}
+
+/// A writer's place when its transaction's answer tells it: first, holding the lock with its
+/// fence.
+pub(super) fn holds_if(alone: bool, czxid: i64, fences: u64) -> Option<Place> {
+    alone.then(|| Place::Holds {
+        top: writer_top(czxid, fences),
+    })
 }

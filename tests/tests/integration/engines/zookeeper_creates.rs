@@ -219,3 +219,105 @@ async fn one_locks_refusal_fails_no_other_attempt_beside_it() {
         }
     }
 }
+
+/// Requests ZooKeeper has received from clients so far (`mntr`'s `zk_packets_received`).
+async fn packets_received(server: &ZkServer) -> u64 {
+    let mntr = server.four_letter_word("mntr").await.expect("mntr");
+    mntr.lines()
+        .find_map(|line| line.strip_prefix("zk_packets_received"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no zk_packets_received in mntr:\n{mntr}"))
+}
+
+/// Uncontended cycles of one locker, alone on the server.
+const CYCLES: u64 = 100;
+
+/// A writer alone in its lock's container holds the lock from its create's answer, without a
+/// listing: the fence record's write, in the writer's own transaction, answers with the
+/// container's child count, and one child is the create itself. Judged by ZooKeeper's own
+/// request counter: a hundred uncontended cycles are a create and a delete each (at most 2.5
+/// requests a cycle with the session's pings; with a listing after each create, 3). The
+/// answer's place is a holder's only when nothing stands ahead: a writer behind a held write
+/// or a held read, or behind both a held read and a waiting writer, is refused at once, and
+/// each holds after the locks ahead go, with a fence above theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_writer_holds_from_its_creates_answer_without_a_listing() {
+    let server = ZkServer::start().await;
+    let a = locker(&server.connect_string(), SESSION).await;
+    let b = locker(&server.connect_string(), SESSION).await;
+    // The lock's container exists from here on while a lock of the key is held.
+    let warm = a.lock("alone").acquire().await.unwrap();
+    warm.release().await.unwrap();
+    let before = packets_received(&server).await;
+    let mut fence = 0;
+    for _ in 0..CYCLES {
+        let guard = a.lock("alone").acquire().await.unwrap();
+        assert!(guard.fence() > fence, "fences rise from cycle to cycle");
+        fence = guard.fence();
+        guard.release().await.unwrap();
+    }
+    let per_cycle = (packets_received(&server).await - before) as f64 / CYCLES as f64;
+    assert!(
+        per_cycle <= 2.5,
+        "an uncontended cycle took {per_cycle:.2} requests: a listing after each create"
+    );
+
+    // Behind a held write.
+    let held = b.lock("ahead").acquire().await.unwrap();
+    assert!(a.lock("ahead").try_acquire().await.unwrap().is_none());
+    let first = held.fence();
+    held.release().await.unwrap();
+    let next = a.lock("ahead").acquire().await.unwrap();
+    assert!(
+        next.fence() > first,
+        "the next writer's fence is above the last one's"
+    );
+    next.release().await.unwrap();
+
+    // Behind a held read, and behind a held read with a writer waiting after it.
+    let read = b.read_lock("shared").acquire().await.unwrap();
+    assert!(a.lock("shared").try_acquire().await.unwrap().is_none());
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move { b.lock("shared").acquire().await })
+    };
+    // The waiter's create is in the queue once ZooKeeper lists two children of the lock.
+    let zk = observer(&server).await;
+    for _ in 0..200 {
+        if contenders(&zk, "shared")
+            .await
+            .values()
+            .map(Vec::len)
+            .sum::<usize>()
+            >= 2
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        contenders(&zk, "shared")
+            .await
+            .values()
+            .map(Vec::len)
+            .sum::<usize>(),
+        2,
+        "the reader and the waiting writer stand in the lock's queue"
+    );
+    assert!(a.lock("shared").try_acquire().await.unwrap().is_none());
+    read.release().await.unwrap();
+    let waiter = tokio::time::timeout(BOUND, waiting)
+        .await
+        .expect("the waiting writer holds within 20 s")
+        .unwrap()
+        .unwrap();
+    assert!(a.lock("shared").try_acquire().await.unwrap().is_none());
+    let waited = waiter.fence();
+    waiter.release().await.unwrap();
+    let last = a.lock("shared").acquire().await.unwrap();
+    assert!(
+        last.fence() > waited,
+        "the last writer's fence is above the waiter's"
+    );
+    last.release().await.unwrap();
+}
