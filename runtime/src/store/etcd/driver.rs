@@ -124,6 +124,11 @@ impl Driver for Etcd {
                 Some(answer)
             }
         };
+        // One transaction, one revision: every key it created was created at it.
+        let revision = answer
+            .as_ref()
+            .and_then(|a| a.header())
+            .map(|h| h.revision());
         let mut nested = answer
             .into_iter()
             .flat_map(|answer| answer.op_responses())
@@ -146,10 +151,9 @@ impl Driver for Etcd {
             }),
             Create::One(one) => Made::One(match nested.next() {
                 Some(answer) => {
-                    let reads = reads_of(answer);
                     let answered = match one.role {
-                        Role::Reader => self.reader_answer(one, reads),
-                        _ => self.writer_answer(one, reads),
+                        Role::Reader => self.reader_answer(one, reads_of(answer)),
+                        _ => self.writer_answer(one, answer, revision),
                     };
                     answered.map(|(mine, place)| (mine, Some(place)))
                 }

@@ -18,16 +18,39 @@ impl Etcd {
     ) -> Result<(Contender<i64>, Place), LockError> {
         let txn = writer_txn(one);
         let answer = self.txn("refused a write", txn).await?;
-        self.writer_answer(one, reads_of(answer))
+        let revision = answer.header().map(|h| h.revision());
+        self.writer_answer(one, answer, revision)
     }
 
-    /// The contender [`writer_txn`] put, and where it stands, from the transaction's reads.
+    /// The contender [`writer_txn`] put, and where it stands: first, holding, when the
+    /// transaction found the lock's range empty (its writes' `revision`, the revision of the
+    /// transaction it went in, is the key's create revision), else from its reads.
     pub(super) fn writer_answer(
         &self,
         one: &Creation<i64>,
-        reads: Vec<etcd::GetResponse>,
+        answer: etcd::TxnResponse,
+        revision: Option<i64>,
     ) -> Result<(Contender<i64>, Place), LockError> {
-        let mut gets = reads.into_iter();
+        if answer.succeeded() {
+            let Some(order) = revision.filter(|r| *r > 0) else {
+                return Err(LockError::unavailable(
+                    format!(
+                        "etcd at {} answered a write without its revision; try again",
+                        self.shown
+                    ),
+                    None,
+                ));
+            };
+            let mine = Contender {
+                name: one.name.clone(),
+                order,
+                session: one.session,
+                via: one.via,
+            };
+            let top = writer_top(order, one.fences);
+            return Ok((mine, Place::Holds { top }));
+        }
+        let mut gets = reads_of(answer).into_iter();
         let mine = gets.next().and_then(|g| g.kvs().first().cloned());
         let first = gets.next().and_then(|g| g.kvs().first().cloned());
         let Some(mine) = mine.filter(|kv| kv.lease() == one.via) else {
@@ -106,10 +129,12 @@ impl Etcd {
     }
 }
 
-/// The transaction that puts a writer's key (`one.name`) on its lease, and reads it back and
-/// the lock's first key. When the lock's range is empty (the key will be first), the same
-/// transaction records the fences this writer is about to be given (see
-/// [`recorded_writer`](super::reader::recorded_writer)).
+/// The transaction that puts a writer's key (`one.name`) on its lease. When the lock's range
+/// is empty, the key is first, and the same transaction records the fences this writer is
+/// about to be given (see [`recorded_writer`](super::reader::recorded_writer)); nothing needs
+/// reading back: the comparisons held, the key is the lock's only one, on this lease (a put on
+/// a lease that ended fails the whole transaction), created at the transaction's revision.
+/// Otherwise it reads the key back and the lock's first key.
 pub(super) fn writer_txn(one: &Creation<i64>) -> etcd::Txn {
     let (keys, key, lease) = (&one.keys, one.name.as_str(), one.via);
     let first = etcd::TxnOp::get(range_of(keys), Some(first_by_creation()));
@@ -136,7 +161,7 @@ pub(super) fn writer_txn(one: &Creation<i64>) -> etcd::Txn {
             // Every key of the range was created at revision 0: there is none.
             etcd::Compare::create_revision(range_of(keys), etcd::CompareOp::Equal, 0).with_prefix(),
         ])
-        .and_then([put, record, etcd::TxnOp::get(key, None), first])
+        .and_then([put, record])
         .or_else([etcd::TxnOp::txn(queue)])
 }
 
