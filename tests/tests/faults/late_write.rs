@@ -235,10 +235,13 @@ async fn late_write(
             .worker_spec(&resource.url_through(&a_resource))
             .expect("a server engine")
             // One hold, which writes at once and then waits for its loss; a later acquire
-            // (on the stalled connections) gives up soon.
+            // (on the stalled connections) gives up soon. The run's length counts from the
+            // worker's start, its connections included: on a machine busy with other work,
+            // those took over 2 s and A never wrote (CI, PostgreSQL), so A has 6 s. After its
+            // loss, it only bounds how long A keeps asking on the stalled connections.
             .hold(Duration::from_secs(60), 1)
             .wait(Duration::from_millis(200))
-            .duration(Duration::from_secs(2)),
+            .duration(Duration::from_secs(6)),
         Delay::Pause => engine
             .direct_worker_spec(&resource.url())
             .expect("an engine A reaches directly")

@@ -1,6 +1,7 @@
 //! What etcd's and ZooKeeper's grouped creates (issue 49: acquires that meet go to the engine
 //! in one call) are tested by alike: sixteen seats acquired at once beside one held elsewhere,
-//! and attempts whose creates go over a link slower than the operation timeout. Each engine's
+//! attempts whose creates go over a link slower than the operation timeout, and a writer that
+//! holds from its create's answer alone only when nothing stands ahead. Each engine's
 //! test judges by its own store (etcd's `Txn` counter and revision, ZooKeeper's zxids and
 //! create events): `engines/etcd/creates.rs`, `engines/zookeeper_creates.rs`.
 
@@ -101,4 +102,39 @@ pub(super) async fn attempts_over_a_slow_link(a: &Locker, proxy: &TcpProxy) {
         );
     }
     proxy.set_mode(ProxyMode::Pass);
+}
+
+/// `cycles` uncontended cycles of `a` on the key `alone`, each fence above the last: what an
+/// engine's request counter is read around.
+pub(super) async fn cycles_alone(a: &Locker, cycles: u64) {
+    let mut fence = 0;
+    for _ in 0..cycles {
+        let guard = a.lock("alone").acquire().await.unwrap();
+        assert!(guard.fence() > fence, "fences rise from cycle to cycle");
+        fence = guard.fence();
+        guard.release().await.unwrap();
+    }
+}
+
+/// A writer of `a` behind `key` held by `b` (a write lock, or a read lock with `read`) is
+/// refused at once, and holds after the release with a fence above the holder's: a create's
+/// answer tells a holder's place only when nothing stands ahead.
+pub(super) async fn refused_behind_then_above(a: &Locker, b: &Locker, key: &str, read: bool) {
+    let held = match read {
+        true => b.read_lock(key).acquire().await.unwrap(),
+        false => b.lock(key).acquire().await.unwrap(),
+    };
+    assert!(
+        a.lock(key).try_acquire().await.unwrap().is_none(),
+        "a writer was granted {key} while another locker held it"
+    );
+    let before = held.fence();
+    held.release().await.unwrap();
+    let next = a.lock(key).acquire().await.unwrap();
+    assert!(
+        next.fence() > before,
+        "{key}: the next writer's fence {} is not above the holder's {before}",
+        next.fence()
+    );
+    next.release().await.unwrap();
 }

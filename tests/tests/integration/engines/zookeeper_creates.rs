@@ -12,7 +12,9 @@ use leasehold::LockError;
 use leasehold_tests::harness::{TcpProxy, ZkServer};
 use zookeeper_client as zk;
 
-use super::grouped_creates::{attempts_over_a_slow_link, seats_at_once, LATE};
+use super::grouped_creates::{
+    attempts_over_a_slow_link, cycles_alone, refused_behind_then_above, seats_at_once, LATE,
+};
 use super::zookeeper::locker;
 
 const SESSION: Duration = Duration::from_secs(9);
@@ -249,32 +251,16 @@ async fn an_uncontended_writer_holds_from_its_creates_answer_without_a_listing()
     let warm = a.lock("alone").acquire().await.unwrap();
     warm.release().await.unwrap();
     let before = packets_received(&server).await;
-    let mut fence = 0;
-    for _ in 0..CYCLES {
-        let guard = a.lock("alone").acquire().await.unwrap();
-        assert!(guard.fence() > fence, "fences rise from cycle to cycle");
-        fence = guard.fence();
-        guard.release().await.unwrap();
-    }
+    cycles_alone(&a, CYCLES).await;
     let per_cycle = (packets_received(&server).await - before) as f64 / CYCLES as f64;
     assert!(
         per_cycle <= 2.5,
         "an uncontended cycle took {per_cycle:.2} requests: a listing after each create"
     );
+    refused_behind_then_above(&a, &b, "ahead", false).await;
+    refused_behind_then_above(&a, &b, "read", true).await;
 
-    // Behind a held write.
-    let held = b.lock("ahead").acquire().await.unwrap();
-    assert!(a.lock("ahead").try_acquire().await.unwrap().is_none());
-    let first = held.fence();
-    held.release().await.unwrap();
-    let next = a.lock("ahead").acquire().await.unwrap();
-    assert!(
-        next.fence() > first,
-        "the next writer's fence is above the last one's"
-    );
-    next.release().await.unwrap();
-
-    // Behind a held read, and behind a held read with a writer waiting after it.
+    // Behind a held read with a writer waiting after it.
     let read = b.read_lock("shared").acquire().await.unwrap();
     assert!(a.lock("shared").try_acquire().await.unwrap().is_none());
     let waiting = {

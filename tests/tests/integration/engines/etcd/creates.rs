@@ -8,7 +8,9 @@ use std::time::Duration;
 use leasehold::Locker;
 use leasehold_tests::harness::{EtcdServer, TcpProxy};
 
-use super::super::grouped_creates::{attempts_over_a_slow_link, seats_at_once};
+use super::super::grouped_creates::{
+    attempts_over_a_slow_link, cycles_alone, refused_behind_then_above, seats_at_once,
+};
 use super::{grpc_count, locker};
 
 /// The transactions etcd has answered, from its `/metrics` (a create, a look and a delete are
@@ -289,38 +291,12 @@ async fn an_uncontended_writer_holds_from_its_transactions_answer_without_readin
     let (a, b) = (locker(&at, ttl).await, locker(&at, ttl).await);
     warm_up(&a).await;
     let before = counter(&etcd, "etcd_mvcc_range_total").await;
-    let mut fence = 0;
-    for _ in 0..CYCLES {
-        let guard = a.lock("alone").acquire().await.unwrap();
-        assert!(guard.fence() > fence, "fences rise from cycle to cycle");
-        fence = guard.fence();
-        guard.release().await.unwrap();
-    }
+    cycles_alone(&a, CYCLES).await;
     let ranges = counter(&etcd, "etcd_mvcc_range_total").await - before;
     assert!(
         ranges < 4 * CYCLES,
         "{ranges} ranges for {CYCLES} uncontended cycles: the create reads its key back"
     );
-
-    let held = b.lock("ahead").acquire().await.unwrap();
-    assert!(a.lock("ahead").try_acquire().await.unwrap().is_none());
-    let first = held.fence();
-    held.release().await.unwrap();
-    let next = a.lock("ahead").acquire().await.unwrap();
-    assert!(
-        next.fence() > first,
-        "the next writer's fence is above the last one's"
-    );
-    next.release().await.unwrap();
-
-    let read = b.read_lock("shared").acquire().await.unwrap();
-    assert!(a.lock("shared").try_acquire().await.unwrap().is_none());
-    let reader = read.fence();
-    read.release().await.unwrap();
-    let next = a.lock("shared").acquire().await.unwrap();
-    assert!(
-        next.fence() > reader,
-        "the writer's fence is above the reader's"
-    );
-    next.release().await.unwrap();
+    refused_behind_then_above(&a, &b, "ahead", false).await;
+    refused_behind_then_above(&a, &b, "shared", true).await;
 }
