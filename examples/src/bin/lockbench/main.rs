@@ -38,8 +38,9 @@
 //!    same server: uncontended cycles (1, 16 tasks), and one hot key, 16 tasks x 1 process and
 //!    4 processes x 4 tasks: throughput, wait percentiles, handover, requests per acquisition;
 //! 7. leasehold on etcd vs etcd's own Lock service (`Client::lock`, `unlock`), on the same
-//!    server: uncontended cycles (1, 16 tasks), and one hot key, 16 tasks x 1 process and
-//!    4 processes x 4 tasks: throughput, wait percentiles, handover;
+//!    server: uncontended cycles (1, 16 tasks), also against ours' transactions written by
+//!    hand with the same fence record, and one hot key, 16 tasks x 1 process and 4 processes
+//!    x 4 tasks: throughput, wait percentiles, handover;
 //! 8. leasehold on PostgreSQL vs the same statements sent raw by the same driver
 //!    (tokio-postgres; `leasehold_acquire(...)`, then the engine's `DELETE ... pg_notify`), on
 //!    connections of their own to the same server: uncontended cycles (1, 16 tasks), and one

@@ -8,7 +8,9 @@ use leasehold::Locker;
 use leasehold_tests::harness::{EtcdServer, RedisServer, ZkServer};
 
 use crate::allocations::allocations;
-use crate::baselines::{EtcdLockService, Naive, ZooKeeperFencedRecipe, ZooKeeperRecipe};
+use crate::baselines::{
+    EtcdFencedTxn, EtcdLockService, Naive, ZooKeeperFencedRecipe, ZooKeeperRecipe,
+};
 use crate::engine::Engine;
 use crate::key_lock::KeyLock;
 use crate::measure::{cpu_seconds, cycles_per_sec, CpuWindow};
@@ -51,7 +53,7 @@ pub(crate) async fn profile(args: &[String]) {
 
 /// `--profile-engine ENGINE CONTENDER TASKS SECONDS`: one contender of an engine's uncontended
 /// rows alone against a server of its own, for `perf record`: `zookeeper ours|recipe|fenced`,
-/// `etcd ours|service`. Prints cycles/s and the client's and the server's CPU per cycle.
+/// `etcd ours|fenced|service`. Prints cycles/s and the client's and the server's CPU per cycle.
 pub(crate) async fn profile_engine(args: &[String]) {
     let engine = args.first().map_or("zookeeper", String::as_str).to_owned();
     let which = args.get(1).map_or("ours", String::as_str).to_owned();
@@ -60,7 +62,7 @@ pub(crate) async fn profile_engine(args: &[String]) {
     let duration = Duration::from_secs(secs);
     let usage = || -> ! {
         eprintln!(
-            "--profile-engine takes zookeeper ours|recipe|fenced or etcd ours|service, then \
+            "--profile-engine takes zookeeper ours|recipe|fenced or etcd ours|fenced|service, then \
              TASKS SECONDS"
         );
         std::process::exit(2)
@@ -85,6 +87,11 @@ pub(crate) async fn profile_engine(args: &[String]) {
             let etcd = EtcdServer::start().await;
             let locker = Engine::Etcd.locker(&etcd.endpoint()).await;
             measured(etcd.pid(), run_ours(locker, tasks, duration)).await
+        }
+        ("etcd", "fenced") => {
+            let etcd = EtcdServer::start().await;
+            let by_hand = EtcdFencedTxn::connect(&etcd.endpoint()).await;
+            measured(etcd.pid(), run_theirs(by_hand, tasks, duration)).await
         }
         ("etcd", "service") => {
             let etcd = EtcdServer::start().await;

@@ -29,12 +29,36 @@ pub(crate) async fn baseline_cycle<L: KeyLock>(lock: L, key: String) {
 pub(crate) async fn uncontended<L: KeyLock>(
     report: &mut Report,
     scenario: &str,
-    (ours, baseline): (&Locker, &L),
+    pair: (&Locker, &L),
     baseline_key: fn(usize, u64) -> String,
     name: &str,
     duration: Duration,
     server: Option<u32>,
 ) {
+    let rows = Against { name, metric: "" };
+    uncontended_against(report, scenario, pair, baseline_key, rows, duration, server).await;
+}
+
+/// A baseline's name in the report, and what its rows' metrics end with (`""` for an engine's
+/// main baseline; `" vs …"` for another on the same rows).
+#[derive(Clone, Copy)]
+pub(crate) struct Against<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) metric: &'a str,
+}
+
+/// [`uncontended`] against a baseline whose rows' metrics end with `against.metric`
+/// (`cycles/s vs …`, `client CPU per cycle vs …`, `server CPU per cycle vs …`).
+pub(crate) async fn uncontended_against<L: KeyLock>(
+    report: &mut Report,
+    scenario: &str,
+    (ours, baseline): (&Locker, &L),
+    baseline_key: fn(usize, u64) -> String,
+    against: Against<'_>,
+    duration: Duration,
+    server: Option<u32>,
+) {
+    let Against { name, metric } = against;
     for tasks in [1usize, 16] {
         let ours = ours.clone();
         let ours = move |t, i| ours_cycle(ours.clone(), format!("u:{t}:{}", i % 16));
@@ -44,7 +68,7 @@ pub(crate) async fn uncontended<L: KeyLock>(
         let scenario = format!("{scenario} uncontended, {tasks} tasks");
         report.add(
             &scenario,
-            "cycles/s",
+            &format!("cycles/s{metric}"),
             ours.rate,
             theirs.rate,
             name,
@@ -52,7 +76,7 @@ pub(crate) async fn uncontended<L: KeyLock>(
         );
         report.add(
             &scenario,
-            "client CPU per cycle",
+            &format!("client CPU per cycle{metric}"),
             ours.client_us,
             theirs.client_us,
             name,
@@ -60,7 +84,7 @@ pub(crate) async fn uncontended<L: KeyLock>(
         );
         report.add_if_measured(
             &scenario,
-            "server CPU per cycle",
+            &format!("server CPU per cycle{metric}"),
             ours.server_us,
             theirs.server_us,
             name,

@@ -10,7 +10,7 @@ mod redis;
 mod token;
 mod zookeeper;
 
-pub(crate) use etcd::{EtcdLockService, ETCD_LOCK_SERVICE};
+pub(crate) use etcd::{EtcdFencedTxn, EtcdLockService, ETCD_FENCED_TXN, ETCD_LOCK_SERVICE};
 pub(crate) use mysql::{MysqlRaw, MYSQL_RAW, MYSQL_RAW_POLLING};
 pub(crate) use postgres::{PgConnection, PostgresRaw, POSTGRES_RAW, POSTGRES_RAW_POLLING};
 pub(crate) use redis::{rslock_lock_unlock, Naive, Rslock};

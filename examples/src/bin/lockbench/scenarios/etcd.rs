@@ -12,14 +12,14 @@ use std::time::Duration;
 use leasehold::Locker;
 use leasehold_tests::harness::EtcdServer;
 
-use crate::baselines::{EtcdLockService, ETCD_LOCK_SERVICE};
+use crate::baselines::{EtcdFencedTxn, EtcdLockService, ETCD_FENCED_TXN, ETCD_LOCK_SERVICE};
 use crate::engine::Engine;
 use crate::hot_key::{
     handover_p50, report_against, run_each, Contender, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
 use crate::measure::in_turns;
 use crate::report::Report;
-use crate::versus;
+use crate::versus::{self, Against};
 
 /// Scenario 7: uncontended cycles at 1 and 16 tasks, then one hot key, in one process and in
 /// four.
@@ -45,6 +45,21 @@ async fn uncontended(report: &mut Report, etcd: &EtcdServer, duration: Duration)
         (&locker, &service),
         |t, k| format!("u-{t}-{k}"),
         ETCD_LOCK_SERVICE,
+        duration,
+        etcd.pid(),
+    )
+    .await;
+    let by_hand = EtcdFencedTxn::connect(endpoint).await;
+    let against = Against {
+        name: ETCD_FENCED_TXN,
+        metric: " vs the same transactions by hand",
+    };
+    versus::uncontended_against(
+        report,
+        "7 etcd",
+        (&locker, &by_hand),
+        |t, k| format!("f-{t}-{k}"),
+        against,
         duration,
         etcd.pid(),
     )

@@ -16,9 +16,8 @@ use crate::engine::Engine;
 use crate::hot_key::{
     handover_p50, report_against, run_each, Contender, Meter, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
-use crate::measure::in_turns_costs;
 use crate::report::Report;
-use crate::versus;
+use crate::versus::{self, Against};
 
 /// Cycles of one task for the request count: enough to drown the session's pings.
 const MAX_COUNTED_CYCLES: usize = 500;
@@ -111,39 +110,20 @@ async fn fenced_recipe(
     duration: Duration,
 ) {
     let fenced = ZooKeeperFencedRecipe::connect(&zk.connect_string()).await;
-    for tasks in [1usize, 16] {
-        let ours = locker.clone();
-        let ours = move |t, i| versus::ours_cycle(ours.clone(), format!("u:{t}:{}", i % 16));
-        let theirs = fenced.clone();
-        let theirs =
-            move |t, i| versus::baseline_cycle(theirs.clone(), format!("f-{t}-{}", i % 16));
-        let (ours, theirs) = in_turns_costs(tasks, duration, ours, theirs, zk.pid()).await;
-        let scenario = format!("6 zookeeper uncontended, {tasks} tasks");
-        report.add(
-            &scenario,
-            "cycles/s vs the recipe with a fence record",
-            ours.rate,
-            theirs.rate,
-            ZOOKEEPER_FENCED_RECIPE,
-            "cycles/s",
-        );
-        report.add(
-            &scenario,
-            "client CPU per cycle vs the recipe with a fence record",
-            ours.client_us,
-            theirs.client_us,
-            ZOOKEEPER_FENCED_RECIPE,
-            "us",
-        );
-        report.add_if_measured(
-            &scenario,
-            "server CPU per cycle vs the recipe with a fence record",
-            ours.server_us,
-            theirs.server_us,
-            ZOOKEEPER_FENCED_RECIPE,
-            "us",
-        );
-    }
+    let against = Against {
+        name: ZOOKEEPER_FENCED_RECIPE,
+        metric: " vs the recipe with a fence record",
+    };
+    versus::uncontended_against(
+        report,
+        "6 zookeeper",
+        (locker, &fenced),
+        |t, k| format!("f-{t}-{k}"),
+        against,
+        duration,
+        zk.pid(),
+    )
+    .await;
 }
 
 /// Scenario 6's hot key, in one process and in four, with the requests each acquisition made.
