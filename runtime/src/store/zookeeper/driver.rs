@@ -64,16 +64,21 @@ impl Driver for ZooKeeper {
     ) -> Result<(Contender<zk::Client>, Option<Place>), LockError> {
         // The container is made only when the create finds it missing: in steady state an
         // uncontended writer's cycle is one create and one delete.
-        let fences = (one.role == Role::Writer).then_some(one.fences);
+        if one.role == Role::Writer {
+            let mut made = self.create_children(&one.via, one.session, &[one]).await?;
+            return Ok(made.pop().expect("a contender per creation"));
+        }
         let parent = parent_of(&one.keys);
         let path = path_of(one);
-        self.create_child(&one.via, one.session, &parent, &path, &one.token, fences)
-            .await
+        let mine = self
+            .create_child(&one.via, one.session, &parent, &path, &one.token)
+            .await?;
+        Ok((mine, None))
     }
 
     /// One `multi` creates every znode (each writer's with its fence record). Where they
     /// stand takes a read after it, unless each is a writer alone in its container (its
-    /// record's answer tells: [`first_alone`](super::znodes::first_alone)).
+    /// record's answer tells: [`first_alone`](super::together::first_alone)).
     async fn create_all(
         &self,
         batch: &[Creation<zk::Client>],

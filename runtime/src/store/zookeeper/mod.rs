@@ -5,7 +5,7 @@
 //! ephemeral sequential child `n-<seq>` under it, and the lowest sequence holds the lock. A
 //! writer's create shares a transaction with its fence record's write, whose answer (the
 //! container's `Stat`) counts the children: one means the new znode is alone, so it holds
-//! without a listing (`znodes::first_alone`).
+//! without a listing (`together::first_alone`).
 //! Every other contender watches only its predecessor (no herd), so the order is first come,
 //! first served across processes by construction. Inside one process, waiters of a key queue
 //! locally as on every engine, and only the one at the front has a znode.

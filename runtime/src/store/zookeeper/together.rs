@@ -15,7 +15,6 @@ use zookeeper_client as zk;
 
 use super::driver::reader_fence;
 use super::names::{child_name, in_order, parent_of, path_of, CHILD};
-use super::znodes::{first_alone, holds_if};
 use super::ZooKeeper;
 use crate::error::LockError;
 use crate::store::join_all;
@@ -23,14 +22,16 @@ use crate::store::sequenced::{writer_top, Ask, Contender, Created, Creation, Pla
 
 impl ZooKeeper {
     /// Creates every znode of `batch` in one `multi`, each writer's with its fence record in
-    /// its container's data (as a single writer's), so that they share one `czxid`: a batch
-    /// taken together ([`create_all`](crate::store::sequenced::Driver::create_all)), or the
-    /// creates of attempts that met in the recipe's group commit (`create_many`), which the
+    /// its container's data, so that they share one `czxid`: a single writer's create (a
+    /// batch of one), a batch taken together
+    /// ([`create_all`](crate::store::sequenced::Driver::create_all)), or the creates of
+    /// attempts that met in the recipe's group commit (`create_many`), which the
     /// recipe sends with no writer beside another contender of its lock. A container missing
     /// makes the whole `multi` fail with nothing created: the containers are made, and it is
     /// sent again, a bounded number of times. Another operation the server refused (a
     /// container of another identity's: `NoAuth`, a [`LockError::Config`]) made nothing
-    /// either: a `multi` is all or nothing.
+    /// either: a `multi` is all or nothing. Each writer alone in its container is answered
+    /// with its place ([`first_alone`]).
     pub(super) async fn create_children(
         &self,
         client: &zk::Client,
@@ -73,10 +74,9 @@ impl ZooKeeper {
                 },
                 Err(_) => return Err(self.late(limit)),
             };
-            let mut paths = Vec::with_capacity(batch.len());
-            // Per creation: whether it is a writer alone in its container (its record's
-            // answer, which follows its create).
-            let mut alone = Vec::with_capacity(batch.len());
+            // Per creation, its path and whether it is a writer alone in its container (its
+            // record's answer, which follows its create).
+            let mut paths: Vec<(String, bool)> = Vec::with_capacity(batch.len());
             let mut zxid = None;
             for result in results {
                 match result {
@@ -84,14 +84,13 @@ impl ZooKeeper {
                         if !stat.is_invalid() {
                             zxid = zxid.or(Some(stat.czxid));
                         }
-                        paths.push(path);
-                        alone.push(false);
+                        paths.push((path, false));
                     }
                     // One transaction, one zxid: a record's `mzxid` is the creates' `czxid`.
                     zk::MultiWriteResult::SetData { stat } => {
                         zxid = zxid.or(Some(stat.mzxid));
-                        if let Some(last) = alone.last_mut() {
-                            *last = first_alone(&stat);
+                        if let Some((_, alone)) = paths.last_mut() {
+                            *alone = first_alone(&stat);
                         }
                     }
                     _ => {}
@@ -104,11 +103,10 @@ impl ZooKeeper {
             // (ZOOKEEPER-4026): the `czxid` is read back.
             let order = match zxid {
                 Some(zxid) => zxid,
-                None => self.czxid_of(client, &paths[0]).await?,
+                None => self.czxid_of(client, &paths[0].0).await?,
             };
             return Ok(paths
                 .into_iter()
-                .zip(alone)
                 .zip(batch)
                 .map(|((name, alone), one)| {
                     let mine = Contender {
@@ -225,4 +223,22 @@ impl ZooKeeper {
             Err(_) => Err(self.late(limit)),
         }
     }
+}
+
+/// Whether a writer's contender is its container's only child, from the container's `Stat`
+/// that the fence record's write answers in the writer's own transaction: the transaction's
+/// operations apply in order, so the record's write counts the children with the create
+/// just before it. One child is the create itself: nothing stands ahead of it, and it holds
+/// the lock without a listing (a contender created later, in this transaction or after it,
+/// stands behind). More than one, and where it stands takes a listing, as before.
+pub(super) fn first_alone(container: &zk::Stat) -> bool {
+    container.num_children == 1
+}
+
+/// A writer's place when its transaction's answer tells it: first, holding the lock with its
+/// fence.
+fn holds_if(alone: bool, czxid: i64, fences: u64) -> Option<Place> {
+    alone.then(|| Place::Holds {
+        top: writer_top(czxid, fences),
+    })
 }
