@@ -759,7 +759,9 @@ impl LeaderObserver {
     ///
     /// # Errors
     /// [`LockError::Unavailable`] when the store failed or did not answer; the observer can
-    /// be asked again.
+    /// be asked again. On RedLock also when the nodes that answered cannot tell who leads: a
+    /// record on some of them that the nodes that did not answer could make a majority (never
+    /// `None` then, which would tell a follower that nobody leads while somebody may).
     pub async fn next(&mut self) -> Result<Option<Leader>, LockError> {
         let inner = self.inner.clone();
         if !self.subscribed {

@@ -5,7 +5,8 @@
 //! - published when a majority wrote it;
 //! - read as the leader only when a majority of nodes report the same record (term and
 //!   identity), each while its owner token holds the lock there; otherwise nobody leads
-//!   (`None`), or the failures when too few nodes answered to tell;
+//!   (`None`) when no record could be on a majority even counting every node that did not
+//!   answer, or the failures when those nodes could make one (too few answered to tell);
 //! - cleared on every node.
 //!
 //! A node lags or misses a record (down, restarted empty) without harm: two majorities share
@@ -90,18 +91,24 @@ impl RedLock {
             }
         }
         let quorum = self.quorum();
+        let most = seen.iter().map(|&(_, count)| count).max().unwrap_or(0);
         if let Some((leader, _)) = seen.into_iter().find(|&(_, count)| count >= quorum) {
             return Ok(Some(leader));
         }
-        if answered >= quorum {
-            Ok(None)
-        } else {
+        // Nobody leads only when no record could reach a majority even with every node that
+        // did not answer: a leader on one node that answered and on one that did not (a
+        // majority of three) leads all the same, and reading `None` then would be a lie.
+        if answered < quorum {
             Err(no_quorum(
                 "read leader",
                 answered,
                 self.nodes.len(),
                 failures,
             ))
+        } else if most + failures.len() >= quorum {
+            Err(no_quorum("read leader", most, self.nodes.len(), failures))
+        } else {
+            Ok(None)
         }
     }
 }
