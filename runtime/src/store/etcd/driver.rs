@@ -11,7 +11,7 @@ use super::names::{key_of, range_of, reader_key_of};
 use super::reader::reader_txn;
 use super::together::put_all_txn;
 use super::watch::{watch_predecessor, Target, Watcher};
-use super::writer::{reads_of, writer_txn};
+use super::writer::writer_txn;
 use super::Etcd;
 use crate::error::LockError;
 use crate::store::keys::LockKeys;
@@ -152,7 +152,7 @@ impl Driver for Etcd {
             Create::One(one) => Made::One(match nested.next() {
                 Some(answer) => {
                     let answered = match one.role {
-                        Role::Reader => self.reader_answer(one, reads_of(answer)),
+                        Role::Reader => self.reader_answer(one, answer, revision),
                         _ => self.writer_answer(one, answer, revision),
                     };
                     answered.map(|(mine, place)| (mine, Some(place)))

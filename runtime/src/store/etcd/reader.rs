@@ -19,16 +19,32 @@ impl Etcd {
     ) -> Result<(Contender<i64>, Place), LockError> {
         let txn = reader_txn(one);
         let answer = self.txn("refused a write", txn).await?;
-        self.reader_answer(one, reads_of(answer))
+        let revision = answer.header().map(|h| h.revision());
+        self.reader_answer(one, answer, revision)
     }
 
     /// The contender [`reader_txn`] put, and where it stands, from the transaction's reads.
+    /// When the put went through, the key is this transaction's (its writes' `revision`, the
+    /// revision of the transaction it went in, is the key's create revision) and was not read
+    /// back; otherwise the key is read back.
     pub(super) fn reader_answer(
         &self,
         one: &Creation<i64>,
-        reads: Vec<etcd::GetResponse>,
+        answer: etcd::TxnResponse,
+        revision: Option<i64>,
     ) -> Result<(Contender<i64>, Place), LockError> {
-        let (mine, writer, record) = read(reads);
+        if answer.succeeded() {
+            let Some(order) = revision.filter(|r| *r > 0) else {
+                return Err(self.without_revision());
+            };
+            let mut gets = reads_of(answer).into_iter();
+            let mut next = || gets.next().and_then(|g| g.kvs().first().cloned());
+            let (writer, record) = (next(), next());
+            let mine = one.contender(order);
+            let place = reader_place(&mine, writer, record);
+            return Ok((mine, place));
+        }
+        let (mine, writer, record) = read(reads_of(answer));
         let Some(mine) = mine.filter(|kv| kv.lease() == one.via) else {
             return Err(LockError::unavailable(
                 format!(
@@ -38,12 +54,7 @@ impl Etcd {
                 None,
             ));
         };
-        let mine = Contender {
-            name: one.name.clone(),
-            order: mine.create_revision(),
-            session: one.session,
-            via: one.via,
-        };
+        let mine = one.contender(mine.create_revision());
         let place = reader_place(&mine, writer, record);
         Ok((mine, place))
     }
@@ -67,8 +78,14 @@ impl Etcd {
 /// The reads that say where a reader stands: its key, the lock's first writer's key, and the
 /// last writer's fence record.
 fn reads(keys: &LockKeys, key: &str) -> [etcd::TxnOp; 3] {
+    let [writer, record] = around(keys);
+    [etcd::TxnOp::get(key, None), writer, record]
+}
+
+/// The reads of [`reads`] but the reader's own key: the lock's first writer's key, and the
+/// last writer's fence record.
+fn around(keys: &LockKeys) -> [etcd::TxnOp; 2] {
     [
-        etcd::TxnOp::get(key, None),
         etcd::TxnOp::get(range_of(keys), Some(first_writer(keys))),
         etcd::TxnOp::get(keys.fence().to_owned(), None),
     ]
@@ -87,8 +104,11 @@ fn read(
     (next(), next(), next())
 }
 
-/// The transaction that puts a reader's key (`one.name`) on its lease, then reads where it
-/// stands ([`reads`]); the reads alone when the key is there already.
+/// The transaction that puts a reader's key (`one.name`) on its lease, then reads the lock's
+/// first writer and the fence record ([`around`]): its own key needs no reading back, since
+/// the put went through (a put on a lease that ended fails the whole transaction) and was
+/// created at the transaction's revision. The reads alone, its key's with them ([`reads`]),
+/// when the key is there already.
 pub(super) fn reader_txn(one: &Creation<i64>) -> etcd::Txn {
     let key = one.name.as_str();
     let reads = reads(&one.keys, key);
@@ -105,7 +125,7 @@ pub(super) fn reader_txn(one: &Creation<i64>) -> etcd::Txn {
         )])
         .and_then(
             std::iter::once(put)
-                .chain(reads.clone())
+                .chain(around(&one.keys))
                 .collect::<Vec<_>>(),
         )
         .or_else(reads)

@@ -57,12 +57,7 @@ impl Etcd {
         let created = batch
             .iter()
             .map(|one| {
-                let mine = Contender {
-                    name: one.name.clone(),
-                    order,
-                    session: one.session,
-                    via: one.via,
-                };
+                let mine = one.contender(order);
                 let place = match one.role {
                     Role::Writer => Place::Holds {
                         top: writer_top(order, one.fences),

@@ -33,20 +33,9 @@ impl Etcd {
     ) -> Result<(Contender<i64>, Place), LockError> {
         if answer.succeeded() {
             let Some(order) = revision.filter(|r| *r > 0) else {
-                return Err(LockError::unavailable(
-                    format!(
-                        "etcd at {} answered a write without its revision; try again",
-                        self.shown
-                    ),
-                    None,
-                ));
+                return Err(self.without_revision());
             };
-            let mine = Contender {
-                name: one.name.clone(),
-                order,
-                session: one.session,
-                via: one.via,
-            };
+            let mine = one.contender(order);
             let top = writer_top(order, one.fences);
             return Ok((mine, Place::Holds { top }));
         }
@@ -63,14 +52,20 @@ impl Etcd {
                 None,
             ));
         };
-        let mine = Contender {
-            name: one.name.clone(),
-            order: mine.create_revision(),
-            session: one.session,
-            via: one.via,
-        };
+        let mine = one.contender(mine.create_revision());
         let place = writer_place(&mine, first, one.fences);
         Ok((mine, place))
+    }
+
+    /// The error for a transaction that went through but whose answer has no revision.
+    pub(super) fn without_revision(&self) -> LockError {
+        LockError::unavailable(
+            format!(
+                "etcd at {} answered a write without its revision; try again",
+                self.shown
+            ),
+            None,
+        )
     }
 
     /// Where a waiting writer's key stands: gone, first, or behind. When it is first, the

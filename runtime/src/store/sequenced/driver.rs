@@ -136,6 +136,18 @@ pub(crate) struct Creation<V> {
     pub(crate) fences: u64,
 }
 
+impl<V: Clone> Creation<V> {
+    /// The contender this creation made, at `order` in its lock's queue.
+    pub(crate) fn contender(&self, order: i64) -> Contender<V> {
+        Contender {
+            name: self.name.clone(),
+            order,
+            session: self.session,
+            via: self.via.clone(),
+        }
+    }
+}
+
 /// What the create of one contender answers: the contender, and where it stands if the same
 /// round trip could tell.
 pub(crate) type CreateOutcome<V> = Result<(Contender<V>, Option<Place>), LockError>;
