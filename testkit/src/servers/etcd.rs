@@ -314,7 +314,7 @@ impl EtcdServer {
     /// Whether `/health` says the member serves (it has a leader); false while it is down,
     /// paused, or without a quorum.
     pub async fn healthy(&self) -> bool {
-        self.http("GET", "/health", "")
+        self.probe("GET", "/health", "")
             .await
             .is_ok_and(|body| body.contains(r#""health":"true""#))
     }
@@ -322,7 +322,7 @@ impl EtcdServer {
     /// Whether the member is the leader of its cluster (`etcd_server_is_leader 1`); `None`
     /// while it does not answer.
     pub async fn is_leader(&self) -> Option<bool> {
-        let metrics = self.http("GET", "/metrics", "").await.ok()?;
+        let metrics = self.probe("GET", "/metrics", "").await.ok()?;
         metrics
             .lines()
             .find_map(|line| line.strip_prefix("etcd_server_is_leader "))
@@ -330,9 +330,16 @@ impl EtcdServer {
     }
 
     /// One HTTP/1.1 request to the client port on a connection of its own; the body of the
-    /// answer, or why there is none. Bounded by 500 ms, so a paused server gives an error.
+    /// answer, or why there is none. For a server that runs (a test's reads of its keys and
+    /// metrics): bounded by 20 s, which a loaded machine never reaches.
     pub async fn http(&self, method: &str, path: &str, body: &str) -> Result<String, String> {
-        http(self.addr(), method, path, body).await
+        http(self.addr(), method, path, body, CALL_TIMEOUT).await
+    }
+
+    /// [`http`](Self::http) bounded by 500 ms, for the harness's probes: a paused server
+    /// gives an error soon.
+    async fn probe(&self, method: &str, path: &str, body: &str) -> Result<String, String> {
+        http(self.addr(), method, path, body, PROBE_TIMEOUT).await
     }
 
     /// The last lines of the server's log, framed for a panic message.
@@ -417,7 +424,7 @@ impl EtcdServer {
             return Answer::NotYet("not healthy".to_owned());
         }
         // Is it ours? Another server on the port would list other members.
-        match self.http("POST", "/v3/cluster/member/list", "{}").await {
+        match self.probe("POST", "/v3/cluster/member/list", "{}").await {
             Ok(members) if members.contains(&format!("\"name\":\"{}\"", self.name)) => Answer::Ours,
             Ok(_) => Answer::Theirs,
             Err(why) => Answer::NotYet(format!("member list: {why}")),
@@ -588,9 +595,15 @@ fn member_name() -> String {
     )
 }
 
-/// One HTTP/1.1 exchange on a connection of its own, within [`PROBE_TIMEOUT`]: the body of a
+/// One HTTP/1.1 exchange on a connection of its own, within `bound`: the body of a
 /// `200` answer.
-async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Result<String, String> {
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    bound: Duration,
+) -> Result<String, String> {
     let exchange = async {
         let mut stream = TcpStream::connect(addr)
             .await
@@ -621,10 +634,8 @@ async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Result<
         }
         Ok(body.to_owned())
     };
-    match tokio::time::timeout(PROBE_TIMEOUT, exchange).await {
+    match tokio::time::timeout(bound, exchange).await {
         Ok(answer) => answer,
-        Err(_) => Err(format!(
-            "no answer to {method} {path} within {PROBE_TIMEOUT:?}"
-        )),
+        Err(_) => Err(format!("no answer to {method} {path} within {bound:?}")),
     }
 }
