@@ -276,6 +276,24 @@ async fn counter(etcd: &EtcdServer, name: &str) -> u64 {
 /// Uncontended cycles of one locker, alone on the server.
 const CYCLES: u64 = 100;
 
+/// An etcd with two lockers on it, and the ranges etcd counted (`etcd_mvcc_range_total`)
+/// while `cycles` ran on the first one, warmed up before.
+async fn ranges_during<F, Fut>(cycles: F) -> (EtcdServer, Locker, Locker, u64)
+where
+    F: FnOnce(Locker) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let etcd = EtcdServer::start().await;
+    let at = [etcd.endpoint()];
+    let ttl = Duration::from_secs(9);
+    let (a, b) = (locker(&at, ttl).await, locker(&at, ttl).await);
+    warm_up(&a).await;
+    let before = counter(&etcd, "etcd_mvcc_range_total").await;
+    cycles(a.clone()).await;
+    let ranges = counter(&etcd, "etcd_mvcc_range_total").await - before;
+    (etcd, a, b, ranges)
+}
+
 /// A writer that finds its lock's range empty holds from its transaction's answer alone: the
 /// comparisons held, so its key is the only one, on its lease, created at the transaction's
 /// revision, and nothing is read back. Judged by etcd's own count of the ranges it served,
@@ -285,14 +303,8 @@ const CYCLES: u64 = 100;
 /// held write or a held read is refused at once, and holds after them with a higher fence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uncontended_writer_holds_from_its_transactions_answer_without_reading_back() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let ttl = Duration::from_secs(9);
-    let (a, b) = (locker(&at, ttl).await, locker(&at, ttl).await);
-    warm_up(&a).await;
-    let before = counter(&etcd, "etcd_mvcc_range_total").await;
-    cycles_alone(&a, CYCLES).await;
-    let ranges = counter(&etcd, "etcd_mvcc_range_total").await - before;
+    let (_etcd, a, b, ranges) =
+        ranges_during(|a| async move { cycles_alone(&a, CYCLES).await }).await;
     assert!(
         ranges < 4 * CYCLES,
         "{ranges} ranges for {CYCLES} uncontended cycles: the create reads its key back"
@@ -310,17 +322,13 @@ async fn an_uncontended_writer_holds_from_its_transactions_answer_without_readin
 /// fence at or above the writer's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uncontended_reader_stands_from_its_transactions_answer_without_reading_its_key_back() {
-    let etcd = EtcdServer::start().await;
-    let at = [etcd.endpoint()];
-    let ttl = Duration::from_secs(9);
-    let (a, b) = (locker(&at, ttl).await, locker(&at, ttl).await);
-    warm_up(&a).await;
-    let before = counter(&etcd, "etcd_mvcc_range_total").await;
-    for _ in 0..CYCLES {
-        let guard = a.read_lock("alone").acquire().await.unwrap();
-        guard.release().await.unwrap();
-    }
-    let ranges = counter(&etcd, "etcd_mvcc_range_total").await - before;
+    let (_etcd, a, b, ranges) = ranges_during(|a| async move {
+        for _ in 0..CYCLES {
+            let guard = a.read_lock("alone").acquire().await.unwrap();
+            guard.release().await.unwrap();
+        }
+    })
+    .await;
     assert!(
         ranges * 2 < 9 * CYCLES,
         "{ranges} ranges for {CYCLES} uncontended read cycles: the create reads its key back"
