@@ -34,13 +34,9 @@ impl Etcd {
         revision: Option<i64>,
     ) -> Result<(Contender<i64>, Place), LockError> {
         if answer.succeeded() {
-            let Some(order) = revision.filter(|r| *r > 0) else {
-                return Err(self.without_revision());
-            };
-            let mut gets = reads_of(answer).into_iter();
-            let mut next = || gets.next().and_then(|g| g.kvs().first().cloned());
-            let (writer, record) = (next(), next());
-            let mine = one.contender(order);
+            let mine = one.contender(self.created_at(revision)?);
+            let mut found = firsts(reads_of(answer));
+            let (writer, record) = (found.next().flatten(), found.next().flatten());
             let place = reader_place(&mine, writer, record);
             return Ok((mine, place));
         }
@@ -99,9 +95,14 @@ fn read(
     Option<etcd::KeyValue>,
     Option<etcd::KeyValue>,
 ) {
-    let mut gets = reads.into_iter();
-    let mut next = || gets.next().and_then(|g| g.kvs().first().cloned());
+    let mut found = firsts(reads);
+    let mut next = || found.next().flatten();
     (next(), next(), next())
+}
+
+/// The first key each read found, in order (`None` for a read that found none).
+fn firsts(reads: Vec<etcd::GetResponse>) -> impl Iterator<Item = Option<etcd::KeyValue>> {
+    reads.into_iter().map(|g| g.kvs().first().cloned())
 }
 
 /// The transaction that puts a reader's key (`one.name`) on its lease, then reads the lock's

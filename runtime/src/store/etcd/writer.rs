@@ -32,9 +32,7 @@ impl Etcd {
         revision: Option<i64>,
     ) -> Result<(Contender<i64>, Place), LockError> {
         if answer.succeeded() {
-            let Some(order) = revision.filter(|r| *r > 0) else {
-                return Err(self.without_revision());
-            };
+            let order = self.created_at(revision)?;
             let mine = one.contender(order);
             let top = writer_top(order, one.fences);
             return Ok((mine, Place::Holds { top }));
@@ -57,15 +55,18 @@ impl Etcd {
         Ok((mine, place))
     }
 
-    /// The error for a transaction that went through but whose answer has no revision.
-    pub(super) fn without_revision(&self) -> LockError {
-        LockError::unavailable(
-            format!(
-                "etcd at {} answered a write without its revision; try again",
-                self.shown
-            ),
-            None,
-        )
+    /// The revision a transaction that went through created its keys at (`revision`, from
+    /// its answer's header), or the error for an answer without one.
+    pub(super) fn created_at(&self, revision: Option<i64>) -> Result<i64, LockError> {
+        revision.filter(|r| *r > 0).ok_or_else(|| {
+            LockError::unavailable(
+                format!(
+                    "etcd at {} answered a write without its revision; try again",
+                    self.shown
+                ),
+                None,
+            )
+        })
     }
 
     /// Where a waiting writer's key stands: gone, first, or behind. When it is first, the
