@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use leasehold_tests::harness::PgServer;
 
-use crate::baselines::{PostgresRaw, POSTGRES_RAW, POSTGRES_RAW_POLLING};
+use crate::baselines::{
+    PostgresGrouped, PostgresRaw, POSTGRES_GROUPED, POSTGRES_RAW, POSTGRES_RAW_POLLING,
+};
 use crate::engine::Engine;
 use crate::hot_key::{
     handover_p50, report_against, run_each, Contender, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
+use crate::measure::in_turns_costs;
 use crate::report::Report;
-use crate::versus;
+use crate::versus::{self, baseline_cycle};
 
 /// Scenario 8: uncontended cycles at 1 and 16 tasks, then one hot key across four processes.
 pub(crate) async fn scenario(
@@ -36,8 +39,55 @@ pub(crate) async fn scenario(
         postgres.pid(),
     )
     .await;
+    let grouped = PostgresGrouped::connect(&url).await;
+    grouped_by_hand(report, (&grouped, &raw), duration, postgres.pid()).await;
     versus::several_keys(report, "8 postgres", &locker, duration).await;
     hot_key(report, &url, rounds).await;
+}
+
+/// Issue 49's item 1 on PostgreSQL, its ceiling: the same statements with the calls of 16
+/// tasks grouped into one statement by hand ([`PostgresGrouped`]) against one statement per
+/// call ([`PostgresRaw`]), taking turns, with the client's and the server's CPU per cycle over
+/// the same windows: what one statement for many acquires and releases saves at most.
+async fn grouped_by_hand(
+    report: &mut Report,
+    (grouped, raw): (&PostgresGrouped, &PostgresRaw),
+    duration: Duration,
+    server: Option<u32>,
+) {
+    let tasks = 16;
+    let grouped = grouped.clone();
+    let grouped = move |t, i| baseline_cycle(grouped.clone(), format!("raw-g:{t}:{}", i % 16));
+    let raw = raw.clone();
+    let raw = move |t, i| baseline_cycle(raw.clone(), format!("raw-u:{t}:{}", i % 16));
+    let (grouped, raw) = in_turns_costs(tasks, duration, grouped, raw, server).await;
+    let scenario = format!("8 postgres uncontended, {tasks} tasks");
+    let name = POSTGRES_RAW;
+    let what = POSTGRES_GROUPED;
+    report.add(
+        &scenario,
+        &format!("{what}, cycles/s"),
+        grouped.rate,
+        raw.rate,
+        name,
+        "cycles/s",
+    );
+    report.add(
+        &scenario,
+        &format!("{what}, client CPU per cycle"),
+        grouped.client_us,
+        raw.client_us,
+        name,
+        "us",
+    );
+    report.add_if_measured(
+        &scenario,
+        &format!("{what}, server CPU per cycle"),
+        grouped.server_us,
+        raw.server_us,
+        name,
+        "us",
+    );
 }
 
 /// One hot key, 4 processes x 4 tasks: a handover between processes goes through the server
