@@ -20,3 +20,14 @@ pub(crate) use token::token;
 pub(crate) use zookeeper::{
     ZooKeeperFencedRecipe, ZooKeeperRecipe, ZOOKEEPER_FENCED_RECIPE, ZOOKEEPER_RECIPE,
 };
+
+/// How long one call of a hand-written baseline may take before the benchmark gives up.
+const CALL_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `call`'s answer, or a panic naming `what` after [`CALL_BOUND`].
+pub(crate) async fn bounded<T>(what: &str, call: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(CALL_BOUND, call).await {
+        Ok(answer) => answer,
+        Err(_) => panic!("a baseline had no answer to {what} within {CALL_BOUND:?}"),
+    }
+}

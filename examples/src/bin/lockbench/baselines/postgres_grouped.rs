@@ -20,7 +20,7 @@ use leasehold::postgres::tokio_postgres as pg;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use super::postgres::PgConnection;
-use super::token;
+use super::{bounded, token};
 use crate::key_lock::KeyLock;
 
 /// The grouped baseline's rows in the report begin with this (their baseline is the same
@@ -151,18 +151,16 @@ async fn send(conn: &Conn, kind: Kind, batch: Vec<Call>) {
     let client = &conn.conn.client;
     let keys: Vec<&str> = batch.iter().map(|c| c.key.as_str()).collect();
     let owners: Vec<&str> = batch.iter().map(|c| c.owner.as_str()).collect();
+    let lease_ms = leasehold::DEFAULT_LEASE.as_millis() as i64;
+    let window_ms = YIELD_WINDOW.as_millis() as i64;
     let rows = match kind {
         Kind::Acquire => {
-            let lease_ms = leasehold::DEFAULT_LEASE.as_millis() as i64;
-            client
-                .query(&conn.acquire, &[&keys, &owners, &lease_ms, &NAME])
-                .await
+            let params: [&(dyn pg::types::ToSql + Sync); 4] = [&keys, &owners, &lease_ms, &NAME];
+            bounded("grouped acquires", client.query(&conn.acquire, &params)).await
         }
         Kind::Release => {
-            let window_ms = YIELD_WINDOW.as_millis() as i64;
-            client
-                .query(&conn.release, &[&keys, &owners, &NAME, &window_ms])
-                .await
+            let params: [&(dyn pg::types::ToSql + Sync); 4] = [&keys, &owners, &NAME, &window_ms];
+            bounded("grouped releases", client.query(&conn.release, &params)).await
         }
     }
     .expect("a grouped statement");

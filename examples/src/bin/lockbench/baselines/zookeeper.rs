@@ -4,6 +4,7 @@
 
 use zookeeper_client as zk;
 
+use super::bounded;
 use crate::engine::SESSION_TIMEOUT;
 use crate::key_lock::KeyLock;
 
@@ -87,21 +88,15 @@ impl ZooKeeperFencedRecipe {
     /// Makes `path` (persistent) unless it is there.
     async fn ensure(&self, path: &str) {
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-        match bounded("a create", self.client.create(path, b"", &options)).await {
+        match bounded(
+            "the fenced recipe's create",
+            self.client.create(path, b"", &options),
+        )
+        .await
+        {
             Ok(_) | Err(zk::Error::NodeExists) => {}
             Err(e) => panic!("creating {path}: {e}"),
         }
-    }
-}
-
-/// How long one of the fenced recipe's calls may take before the benchmark gives up.
-const CALL_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// `call`'s answer, or a panic naming `what` after [`CALL_BOUND`].
-async fn bounded<T>(what: &str, call: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(CALL_BOUND, call).await {
-        Ok(answer) => answer,
-        Err(_) => panic!("fenced recipe: no answer to {what} within {CALL_BOUND:?}"),
     }
 }
 
@@ -117,7 +112,7 @@ impl KeyLock for ZooKeeperFencedRecipe {
                 .add_create(&format!("{dir}/lock-"), b"", &options)
                 .and_then(|()| multi.add_set_data(&dir, b"+1", None))
                 .expect("a multi");
-            match bounded("a multi", multi.commit())
+            match bounded("the fenced recipe's multi", multi.commit())
                 .await
                 .map_err(zk::Error::from)
             {
@@ -127,9 +122,12 @@ impl KeyLock for ZooKeeperFencedRecipe {
                     else {
                         panic!("a create without its path");
                     };
-                    let children = bounded("a listing", self.client.list_children(&dir))
-                        .await
-                        .expect("listing");
+                    let children = bounded(
+                        "the fenced recipe's listing",
+                        self.client.list_children(&dir),
+                    )
+                    .await
+                    .expect("listing");
                     let first = children.iter().min_by_key(|c| c.rsplit('-').next());
                     assert_eq!(
                         first.map(|c| format!("{dir}/{c}")).as_deref(),
@@ -148,8 +146,11 @@ impl KeyLock for ZooKeeperFencedRecipe {
     }
 
     async fn release<'a>(&'a self, _: &'a str, path: String) {
-        bounded("a delete", self.client.delete(&path, None))
-            .await
-            .expect("fenced recipe's delete");
+        bounded(
+            "the fenced recipe's delete",
+            self.client.delete(&path, None),
+        )
+        .await
+        .expect("fenced recipe's delete");
     }
 }
