@@ -3,8 +3,9 @@
 //! who wanted group commit and nothing else would write it. A task's request joins a queue; a
 //! sender per kind takes everything queued (up to [`MAX_BATCH`]) and sends it as one
 //! statement, `leasehold_acquire` (or `leasehold_release`) once per row of an `unnest` of the
-//! batch's keys and owners, with up to [`CONNECTIONS`] statements on their way at a time, one
-//! per connection, as the one-statement-per-call baseline pipelines on its connections.
+//! batch's keys and owners, with up to [`CONNECTIONS`] statements of each kind on their way at
+//! a time, the connections taken in turn (tokio-postgres pipelines statements that share one),
+//! as the one-statement-per-call baseline takes its connections in turn.
 //!
 //! It keeps no fence, no wake-ups and no settling of calls whose outcome is unknown, and a
 //! statement that fails panics the run: it is for free keys only (each task's own), and it
@@ -30,8 +31,8 @@ pub(crate) const POSTGRES_GROUPED: &str = "the same statements grouped by hand";
 /// The raw side's name in the line of waiters (it never waits in line).
 const NAME: &str = "raw-grouped-0000";
 
-/// Connections, as many as the one-statement-per-call baseline uses; one statement on each at
-/// a time.
+/// Connections, as many as the one-statement-per-call baseline uses; also the most statements
+/// of one kind on their way at a time.
 const CONNECTIONS: usize = 4;
 
 /// The most calls in one statement.
@@ -120,7 +121,8 @@ impl PostgresGrouped {
     }
 }
 
-/// Sends what is queued, as one statement per batch, at most one per connection at a time.
+/// Sends what is queued, as one statement per batch, at most [`CONNECTIONS`] of `kind` on
+/// their way at a time, the connections taken in turn.
 async fn sender(conns: Arc<Vec<Conn>>, mut queued: mpsc::UnboundedReceiver<Call>, kind: Kind) {
     let free = Arc::new(Semaphore::new(conns.len()));
     let mut next = 0usize;
