@@ -7,7 +7,7 @@ use std::time::Duration;
 use leasehold::Locker;
 
 use crate::key_lock::KeyLock;
-use crate::measure::{in_turns, in_turns_costs};
+use crate::measure::{in_turns, in_turns_costs, Costs};
 use crate::report::Report;
 
 /// One uncontended cycle of ours: `key` (handed over as it is) taken and released.
@@ -58,39 +58,54 @@ pub(crate) async fn uncontended_against<L: KeyLock>(
     duration: Duration,
     server: Option<u32>,
 ) {
-    let Against { name, metric } = against;
     for tasks in [1usize, 16] {
         let ours = ours.clone();
         let ours = move |t, i| ours_cycle(ours.clone(), format!("u:{t}:{}", i % 16));
         let baseline = baseline.clone();
         let baseline = move |t, i| baseline_cycle(baseline.clone(), baseline_key(t, i % 16));
-        let (ours, theirs) = in_turns_costs(tasks, duration, ours, baseline, server).await;
+        let costs = in_turns_costs(tasks, duration, ours, baseline, server).await;
         let scenario = format!("{scenario} uncontended, {tasks} tasks");
-        report.add(
-            &scenario,
-            &format!("cycles/s{metric}"),
-            ours.rate,
-            theirs.rate,
-            name,
-            "cycles/s",
-        );
-        report.add(
-            &scenario,
-            &format!("client CPU per cycle{metric}"),
-            ours.client_us,
-            theirs.client_us,
-            name,
-            "us",
-        );
-        report.add_if_measured(
-            &scenario,
-            &format!("server CPU per cycle{metric}"),
-            ours.server_us,
-            theirs.server_us,
-            name,
-            "us",
-        );
+        let metric = |what: &str| format!("{what}{}", against.metric);
+        add_costs(report, &scenario, costs, against.name, (&metric, "server"));
     }
+}
+
+/// Adds the rows of one comparison measured by [`in_turns_costs`] against the baseline
+/// `name`: cycles/s, the client's CPU per cycle, and (where measured) the server's, named
+/// `{server} CPU per cycle`; each row's metric is `metric` of those words.
+pub(crate) fn add_costs(
+    report: &mut Report,
+    scenario: &str,
+    (ours, theirs): (Costs, Costs),
+    name: &str,
+    (metric, server): (&dyn Fn(&str) -> String, &str),
+) {
+    report.add(
+        scenario,
+        &metric("cycles/s"),
+        ours.rate,
+        theirs.rate,
+        name,
+        "cycles/s",
+    );
+    let client = metric("client CPU per cycle");
+    report.add(
+        scenario,
+        &client,
+        ours.client_us,
+        theirs.client_us,
+        name,
+        "us",
+    );
+    let server = metric(&format!("{server} CPU per cycle"));
+    report.add_if_measured(
+        scenario,
+        &server,
+        ours.server_us,
+        theirs.server_us,
+        name,
+        "us",
+    );
 }
 
 /// How many free keys a `lock_all` row takes at once.

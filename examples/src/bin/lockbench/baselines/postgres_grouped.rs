@@ -25,7 +25,7 @@ use super::{bounded, token};
 use crate::key_lock::KeyLock;
 
 /// The grouped baseline's rows in the report begin with this (their baseline is the same
-/// statements sent one per call).
+/// statements sent one per call): `the same statements grouped by hand, cycles/s`.
 pub(crate) const POSTGRES_GROUPED: &str = "the same statements grouped by hand";
 
 /// The raw side's name in the line of waiters (it never waits in line).

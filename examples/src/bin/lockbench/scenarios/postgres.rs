@@ -62,32 +62,9 @@ async fn grouped_by_hand(
     let raw = move |t, i| baseline_cycle(raw.clone(), format!("raw-u:{t}:{}", i % 16));
     let (grouped, raw) = in_turns_costs(tasks, duration, grouped, raw, server).await;
     let scenario = format!("8 postgres uncontended, {tasks} tasks");
-    let name = POSTGRES_RAW;
-    let what = POSTGRES_GROUPED;
-    report.add(
-        &scenario,
-        &format!("{what}, cycles/s"),
-        grouped.rate,
-        raw.rate,
-        name,
-        "cycles/s",
-    );
-    report.add(
-        &scenario,
-        &format!("{what}, client CPU per cycle"),
-        grouped.client_us,
-        raw.client_us,
-        name,
-        "us",
-    );
-    report.add_if_measured(
-        &scenario,
-        &format!("{what}, server CPU per cycle"),
-        grouped.server_us,
-        raw.server_us,
-        name,
-        "us",
-    );
+    let metric = |what: &str| format!("{POSTGRES_GROUPED}, {what}");
+    let costs = (grouped, raw);
+    versus::add_costs(report, &scenario, costs, POSTGRES_RAW, (&metric, "server"));
 }
 
 /// One hot key, 4 processes x 4 tasks: a handover between processes goes through the server

@@ -12,7 +12,7 @@ use leasehold::Locker;
 use crate::baselines::{rslock_lock_unlock, token, Naive};
 use crate::measure::{cycles_per_sec, in_turns, in_turns_costs, CpuWindow, UNCONTENDED_ROUNDS};
 use crate::report::Report;
-use crate::versus::SEVERAL;
+use crate::versus::{self, SEVERAL};
 
 /// Scenario 1's contenders that cycle one lock and unlock per call (rslock aside).
 #[derive(Clone, Copy)]
@@ -299,34 +299,11 @@ pub(crate) async fn scenario(
             let (n, l) = (n.clone(), l.clone());
             async move { Cycle::All.once(&n, &l, t, i).await }
         };
-        let (ours, raw) = in_turns_costs(tasks, duration, ours, by_hand, redis).await;
+        let costs = in_turns_costs(tasks, duration, ours, by_hand, redis).await;
         let scenario = format!("1 uncontended, {tasks} tasks");
         let name = "raw, by hand: one script takes every key with a restore-safe fence, one \
                     deletes them";
         let metric = |what: &str| format!("lock_all of {SEVERAL} free keys vs raw, {what}");
-        report.add(
-            &scenario,
-            &metric("cycles/s"),
-            ours.rate,
-            raw.rate,
-            name,
-            "cycles/s",
-        );
-        report.add(
-            &scenario,
-            &metric("client CPU per cycle"),
-            ours.client_us,
-            raw.client_us,
-            name,
-            "us",
-        );
-        report.add_if_measured(
-            &scenario,
-            &metric("Redis CPU per cycle"),
-            ours.server_us,
-            raw.server_us,
-            name,
-            "us",
-        );
+        versus::add_costs(report, &scenario, costs, name, (&metric, "Redis"));
     }
 }
