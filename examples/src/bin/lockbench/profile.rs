@@ -12,11 +12,11 @@ use crate::baselines::{
     EtcdFencedTxn, EtcdLockService, Naive, ZooKeeperFencedRecipe, ZooKeeperRecipe,
 };
 use crate::engine::Engine;
-use crate::key_lock::KeyLock;
+use crate::key_lock::{AllOf, KeyLock};
 use crate::measure::{cpu_seconds, cycles_per_sec, CpuWindow};
 use crate::redis_info::Info;
 use crate::scenarios::uncontended::Cycle;
-use crate::versus;
+use crate::versus::{self, SEVERAL};
 
 pub(crate) async fn profile(args: &[String]) {
     let which = args.first().map_or("ours", String::as_str).to_owned();
@@ -52,18 +52,26 @@ pub(crate) async fn profile(args: &[String]) {
 }
 
 /// `--profile-engine ENGINE CONTENDER TASKS SECONDS`: one contender of an engine's uncontended
-/// rows alone against a server of its own, for `perf record`: `zookeeper ours|recipe|fenced`,
-/// `etcd ours|fenced|service`. Prints cycles/s and the client's and the server's CPU per cycle.
+/// rows alone against a server of its own, for `perf record`: `zookeeper
+/// ours|recipe|fenced|ours-all|fenced-all`, `etcd ours|fenced|service|ours-all|fenced-all`
+/// (`-all`: [`SEVERAL`] keys at once, our `lock_all` or by hand). On etcd, also the gRPC
+/// messages the server received and sent per cycle, by method; and a fifth argument, `MS`,
+/// compacts etcd's history every `MS` milliseconds meanwhile, as a server with
+/// auto-compaction would (each of our acquisitions puts a key of its own, and until a
+/// compaction each one's deletion stays in etcd's index, where every later check that a
+/// lock's range is empty walks over it). Prints cycles/s and the client's and the server's CPU per cycle.
 pub(crate) async fn profile_engine(args: &[String]) {
     let engine = args.first().map_or("zookeeper", String::as_str).to_owned();
     let which = args.get(1).map_or("ours", String::as_str).to_owned();
     let tasks: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1);
     let secs: u64 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let compact_every: Option<u64> = args.get(4).and_then(|a| a.parse().ok());
     let duration = Duration::from_secs(secs);
     let usage = || -> ! {
         eprintln!(
-            "--profile-engine takes zookeeper ours|recipe|fenced or etcd ours|fenced|service, then \
-             TASKS SECONDS"
+            "--profile-engine takes zookeeper ours|recipe|fenced|ours-all|fenced-all or etcd \
+             ours|fenced|service|ours-all|fenced-all, then TASKS SECONDS (and, on etcd, \
+             the milliseconds between compactions)"
         );
         std::process::exit(2)
     };
@@ -78,6 +86,17 @@ pub(crate) async fn profile_engine(args: &[String]) {
             let recipe = ZooKeeperRecipe::connect(&zk.connect_string()).await;
             measured(zk.pid(), run_theirs(recipe, tasks, duration)).await
         }
+        ("zookeeper", "ours-all") => {
+            let zk = ZkServer::start().await;
+            let locker = Engine::ZooKeeper.locker(&zk.connect_string()).await;
+            measured(zk.pid(), run_ours_all(locker, tasks, duration)).await
+        }
+        ("zookeeper", "fenced-all") => {
+            let zk = ZkServer::start().await;
+            let by_hand =
+                AllOf::several(ZooKeeperFencedRecipe::connect(&zk.connect_string()).await);
+            measured(zk.pid(), run_theirs(by_hand, tasks, duration)).await
+        }
         ("zookeeper", "fenced") => {
             let zk = ZkServer::start().await;
             let recipe = ZooKeeperFencedRecipe::connect(&zk.connect_string()).await;
@@ -85,18 +104,42 @@ pub(crate) async fn profile_engine(args: &[String]) {
         }
         ("etcd", "ours") => {
             let etcd = EtcdServer::start().await;
+            let _compacting = compacting(&etcd, compact_every).await;
             let locker = Engine::Etcd.locker(&etcd.endpoint()).await;
-            measured(etcd.pid(), run_ours(locker, tasks, duration)).await
+            with_rpcs(
+                &etcd,
+                measured(etcd.pid(), run_ours(locker, tasks, duration)),
+                secs,
+            )
+            .await
         }
         ("etcd", "fenced") => {
             let etcd = EtcdServer::start().await;
+            let _compacting = compacting(&etcd, compact_every).await;
             let by_hand = EtcdFencedTxn::connect(&etcd.endpoint()).await;
-            measured(etcd.pid(), run_theirs(by_hand, tasks, duration)).await
+            let run = measured(etcd.pid(), run_theirs(by_hand, tasks, duration));
+            with_rpcs(&etcd, run, secs).await
+        }
+        ("etcd", "ours-all") => {
+            let etcd = EtcdServer::start().await;
+            let _compacting = compacting(&etcd, compact_every).await;
+            let locker = Engine::Etcd.locker(&etcd.endpoint()).await;
+            let run = measured(etcd.pid(), run_ours_all(locker, tasks, duration));
+            with_rpcs(&etcd, run, secs).await
+        }
+        ("etcd", "fenced-all") => {
+            let etcd = EtcdServer::start().await;
+            let _compacting = compacting(&etcd, compact_every).await;
+            let by_hand = AllOf::several(EtcdFencedTxn::connect(&etcd.endpoint()).await);
+            let run = measured(etcd.pid(), run_theirs(by_hand, tasks, duration));
+            with_rpcs(&etcd, run, secs).await
         }
         ("etcd", "service") => {
             let etcd = EtcdServer::start().await;
+            let _compacting = compacting(&etcd, compact_every).await;
             let service = EtcdLockService::connect(&etcd.endpoint()).await;
-            measured(etcd.pid(), run_theirs(service, tasks, duration)).await
+            let run = measured(etcd.pid(), run_theirs(service, tasks, duration));
+            with_rpcs(&etcd, run, secs).await
         }
         _ => usage(),
     };
@@ -112,6 +155,18 @@ pub(crate) async fn profile_engine(args: &[String]) {
 async fn run_ours(locker: Locker, tasks: usize, duration: Duration) -> f64 {
     cycles_per_sec(tasks, duration, move |t, i| {
         versus::ours_cycle(locker.clone(), format!("u:{t}:{}", i % 16))
+    })
+    .await
+}
+
+async fn run_ours_all(locker: Locker, tasks: usize, duration: Duration) -> f64 {
+    cycles_per_sec(tasks, duration, move |t, i| {
+        let locker = locker.clone();
+        async move {
+            let keys = (0..SEVERAL).map(|k| format!("all:{t}:{}:{k}", i % 16));
+            let guard = locker.lock_all(keys).acquire().await.expect("lock_all");
+            guard.release().await.expect("release");
+        }
     })
     .await
 }
@@ -133,4 +188,85 @@ async fn measured(
     let rate = run.await;
     let (cpu, server) = window.close();
     (rate, cpu, server)
+}
+
+/// `run`'s result, after printing the gRPC messages etcd received per cycle over it, by method
+/// (from its `/metrics`): what a cycle asks of the server, beside what it costs.
+async fn with_rpcs(
+    etcd: &EtcdServer,
+    run: impl std::future::Future<Output = (f64, f64, f64)>,
+    secs: u64,
+) -> (f64, f64, f64) {
+    let before = grpc_messages(etcd).await;
+    let result = run.await;
+    let after = grpc_messages(etcd).await;
+    let cycles = result.0 * secs as f64;
+    for (method, count) in &after {
+        let delta = count - before.get(method).copied().unwrap_or(0.0);
+        if delta > 0.0 {
+            println!("  etcd {method}: {:.3} messages/cycle", delta / cycles);
+        }
+    }
+    result
+}
+
+/// `grpc_server_msg_received_total` and `grpc_server_msg_sent_total` by method, from etcd's
+/// `/metrics`.
+async fn grpc_messages(etcd: &EtcdServer) -> std::collections::BTreeMap<String, f64> {
+    let metrics = etcd
+        .http("GET", "/metrics", "")
+        .await
+        .expect("etcd's /metrics");
+    let mut by_method = std::collections::BTreeMap::new();
+    for line in metrics.lines() {
+        let (kind, rest) = if let Some(rest) = line.strip_prefix("grpc_server_msg_received_total{")
+        {
+            ("received", rest)
+        } else if let Some(rest) = line.strip_prefix("grpc_server_msg_sent_total{") {
+            ("sent", rest)
+        } else {
+            continue;
+        };
+        let method = rest
+            .split("grpc_method=\"")
+            .nth(1)
+            .and_then(|m| m.split('"').next())
+            .unwrap_or("?");
+        let value: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        *by_method.entry(format!("{method} {kind}")).or_insert(0.0) += value;
+    }
+    by_method
+}
+
+/// Compacts `etcd`'s history to its current revision every `every` milliseconds until the
+/// handle is dropped; nothing without `every`.
+async fn compacting(etcd: &EtcdServer, every: Option<u64>) -> Option<AbortOnDrop> {
+    let every = Duration::from_millis(every?);
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .expect("an etcd client");
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Ok(now) = client.get("compaction-probe", None).await else {
+                continue;
+            };
+            let revision = now.header().map_or(0, |h| h.revision());
+            let _ = client.compact(revision, None).await;
+        }
+    });
+    Some(AbortOnDrop(task.abort_handle()))
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold::Locker;
 
-use crate::key_lock::KeyLock;
+use crate::key_lock::{AllOf, KeyLock, KeysAtOnce};
 use crate::measure::{in_turns, in_turns_costs, Costs};
 use crate::report::Report;
 
@@ -142,5 +142,60 @@ pub(crate) async fn several_keys(
             "a single lock, ours on the same engine",
             "cycles/s",
         );
+    }
+}
+
+/// A floor of `lock_all` on one engine, written by hand: [`SEVERAL`] keys taken in one request
+/// and given back in one (`all`, named `name`), and a single key by hand on the same engine
+/// (`one`, named `one_name`: the engine's single-key baseline, or `all`'s request with one key
+/// as [`AllOf::one`]). Each task cycles over 16 key sets of its own, named from
+/// `baseline_key(task, k)`.
+pub(crate) struct ByHand<'a, A, L> {
+    pub(crate) all: &'a A,
+    pub(crate) name: &'a str,
+    pub(crate) one: &'a L,
+    pub(crate) one_name: &'a str,
+    pub(crate) baseline_key: fn(usize, u64) -> String,
+}
+
+/// Adds `{scenario} uncontended, {tasks} tasks` rows at 1 and 16 tasks, each comparison taking
+/// turns, with the client's and the server's CPU per cycle over the same windows:
+/// - our `lock_all` of [`SEVERAL`] free keys against the same keys taken by hand in one
+///   request: what the library adds to a `lock_all`;
+/// - the keys by hand in one request against a single key by hand: what several keys cost on
+///   the engine before any library work, the floor of "`lock_all` against a single lock".
+pub(crate) async fn several_keys_by_hand<A: KeysAtOnce, L: KeyLock>(
+    report: &mut Report,
+    scenario: &str,
+    locker: &Locker,
+    by_hand: ByHand<'_, A, L>,
+    duration: Duration,
+    server: Option<u32>,
+) {
+    let key = by_hand.baseline_key;
+    for tasks in [1usize, 16] {
+        let row = format!("{scenario} uncontended, {tasks} tasks");
+        let l = locker.clone();
+        let ours = move |t: usize, i: u64| {
+            let l = l.clone();
+            async move {
+                let keys = (0..SEVERAL).map(|k| format!("all:{t}:{}:{k}", i % 16));
+                let guard = l.lock_all(keys).acquire().await.expect("lock_all");
+                guard.release().await.expect("release");
+            }
+        };
+        let all = AllOf::several(by_hand.all.clone());
+        let all_cycle = move |t, i| baseline_cycle(all.clone(), format!("{}-all", key(t, i % 16)));
+        let costs = in_turns_costs(tasks, duration, ours, all_cycle.clone(), server).await;
+        let metric = |what: &str| {
+            format!("lock_all of {SEVERAL} free keys vs the same keys by hand, {what}")
+        };
+        add_costs(report, &row, costs, by_hand.name, (&metric, "server"));
+        let one = by_hand.one.clone();
+        let one_cycle = move |t, i| baseline_cycle(one.clone(), key(t, i % 16));
+        let costs = in_turns_costs(tasks, duration, all_cycle, one_cycle, server).await;
+        let metric =
+            |what: &str| format!("by hand: {SEVERAL} free keys in one request vs one key, {what}");
+        add_costs(report, &row, costs, by_hand.one_name, (&metric, "server"));
     }
 }

@@ -160,13 +160,16 @@ pub use self::claim::{claim_fence, claim_with_fence, CLAIMS_SCHEMA};
 pub use self::fence::{check_fence, store_key, FenceClient};
 pub use crate::store::postgres::SCHEMA;
 
-/// The statements a lock's acquire and release send, with their parameter types and the
-/// release's window: for `lockbench`'s baseline, which sends the engine's own statements raw
-/// (a copy of them drifted once). Not a stable interface: the statements change with the
-/// schema.
+/// The statements a lock's acquire and release send, and those of `lock_all` of free keys and
+/// of a guard of several keys given back, with their parameter types and the release's
+/// window: for `lockbench`'s baselines, which send the engine's own statements raw (a copy of
+/// them drifted once). Not a stable interface: the statements change with the schema.
 #[doc(hidden)]
 pub mod statements {
-    pub use crate::store::postgres::sql::{ACQUIRE, ACQUIRE_TYPES, RELEASE, RELEASE_TYPES};
+    pub use crate::store::postgres::sql::{
+        ACQUIRE, ACQUIRE_ALL, ACQUIRE_ALL_TYPES, ACQUIRE_TYPES, RELEASE, RELEASE_ALL,
+        RELEASE_ALL_TYPES, RELEASE_TYPES,
+    };
     pub use crate::store::postgres::waiters::YIELD_WINDOW;
 }
 

@@ -22,11 +22,11 @@ pub const ACQUIRE_TYPES: [Type; 7] = [
 /// Leases of several keys taken together, or none (`lock_all` of free keys): keys, owners,
 /// whether each is a reader's share, leases (ms), fences to reserve, the process's name in the
 /// lines of waiters. One row per lease, in order.
-pub(super) const ACQUIRE_ALL: &str =
+pub const ACQUIRE_ALL: &str =
     "SELECT fence, remaining_ms FROM leasehold_acquire_all($1, $2, $3, $4, $5, $6)";
 
 /// [`ACQUIRE_ALL`]'s parameter types, as the statement is prepared.
-pub(super) const ACQUIRE_ALL_TYPES: [Type; 6] = [
+pub const ACQUIRE_ALL_TYPES: [Type; 6] = [
     Type::TEXT_ARRAY,
     Type::TEXT_ARRAY,
     Type::BOOL_ARRAY,
@@ -46,10 +46,10 @@ pub const RELEASE_TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::
 /// long the next in line has to take each lock (ms), the wake-ups' payloads. One answer per
 /// key, in order, as [`RELEASE`]'s. A lock busy past the lock timeout fails the whole (nothing
 /// done).
-pub(super) const RELEASE_ALL: &str = "SELECT leasehold_release_all($1, $2, $3, $4, $5)";
+pub const RELEASE_ALL: &str = "SELECT leasehold_release_all($1, $2, $3, $4, $5)";
 
 /// [`RELEASE_ALL`]'s parameter types, as the statement is prepared.
-pub(super) const RELEASE_ALL_TYPES: [Type; 5] = [
+pub const RELEASE_ALL_TYPES: [Type; 5] = [
     Type::TEXT_ARRAY,
     Type::TEXT_ARRAY,
     Type::TEXT,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use etcd_client as etcd;
 
 use crate::engine::SESSION_TIMEOUT;
-use crate::key_lock::KeyLock;
+use crate::key_lock::{KeyLock, KeysAtOnce};
 
 /// The service's lock names (it keeps each holder's key under `<name>/`).
 const ROOT: &str = "bench-raw";
@@ -140,8 +140,39 @@ impl EtcdFencedTxn {
     }
 }
 
+/// The name of several keys by hand ([`KeysAtOnce`]) in the report.
+pub(crate) const ETCD_KEYS_BY_HAND: &str =
+    "by hand: one transaction puts every key and its fence record on the lease, one deletes them";
+
 /// A contender's value: as long as an owner token of ours.
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+impl EtcdFencedTxn {
+    /// A lock's range of contenders' keys, and this lease's key in it.
+    fn names(&self, name: &str) -> (String, String) {
+        let range = format!("{FENCED_ROOT}:lock:{{{name}}}/");
+        let key = format!("{range}{:016x}", self.service.lease);
+        (range, key)
+    }
+
+    /// The transaction that deletes each of `keys` while its create revision is `revision`.
+    async fn delete(&self, keys: impl IntoIterator<Item = String>, revision: i64) {
+        let keys: Vec<String> = keys.into_iter().collect();
+        let when: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                etcd::Compare::create_revision(key.clone(), etcd::CompareOp::Equal, revision)
+            })
+            .collect();
+        let then: Vec<_> = keys
+            .into_iter()
+            .map(|key| etcd::TxnOp::delete(key, None))
+            .collect();
+        let txn = etcd::Txn::new().when(when).and_then(then);
+        let answer = self.service.client().txn(txn).await.expect("a delete");
+        assert!(answer.succeeded(), "the hand-written lock's key went");
+    }
+}
 
 impl KeyLock for EtcdFencedTxn {
     /// The key and its create revision.
@@ -149,8 +180,7 @@ impl KeyLock for EtcdFencedTxn {
 
     async fn acquire<'a>(&'a self, name: &'a str) -> (String, i64) {
         let lease = self.service.lease;
-        let range = format!("{FENCED_ROOT}:lock:{{{name}}}/");
-        let key = format!("{range}{lease:016x}");
+        let (range, key) = self.names(name);
         let on_lease = || Some(etcd::PutOptions::new().with_lease(lease));
         let txn = etcd::Txn::new()
             .when([
@@ -171,14 +201,48 @@ impl KeyLock for EtcdFencedTxn {
     }
 
     async fn release<'a>(&'a self, _: &'a str, (key, revision): (String, i64)) {
-        let txn = etcd::Txn::new()
-            .when([etcd::Compare::create_revision(
+        self.delete([key], revision).await;
+    }
+}
+
+/// Several free keys in one transaction as one is taken (each key absent, each lock's range
+/// empty; each key and its fence record put on the lease), given back in one that deletes
+/// them all while their create revision is the one put: the floor of ours on etcd, where
+/// `lock_all` of free keys is one transaction.
+impl KeysAtOnce for EtcdFencedTxn {
+    /// The create revision they share.
+    type Held = i64;
+
+    async fn acquire_all<'a>(&'a self, names: &'a [String]) -> i64 {
+        let lease = self.service.lease;
+        let on_lease = || Some(etcd::PutOptions::new().with_lease(lease));
+        let mut when = Vec::new();
+        let mut then = Vec::new();
+        for name in names {
+            let (range, key) = self.names(name);
+            when.push(etcd::Compare::create_revision(
                 key.clone(),
                 etcd::CompareOp::Equal,
-                revision,
-            )])
-            .and_then([etcd::TxnOp::delete(key, None)]);
-        let answer = self.service.client().txn(txn).await.expect("a delete");
-        assert!(answer.succeeded(), "the hand-written lock's key went");
+                0,
+            ));
+            when.push(
+                etcd::Compare::create_revision(range, etcd::CompareOp::Equal, 0).with_prefix(),
+            );
+            then.push(etcd::TxnOp::put(key, TOKEN, on_lease()));
+            let fence = format!("{FENCED_ROOT}:fence:{{{name}}}");
+            then.push(etcd::TxnOp::put(fence, "+0", on_lease()));
+        }
+        let txn = etcd::Txn::new().when(when).and_then(then);
+        let answer = self.service.client().txn(txn).await.expect("puts");
+        assert!(
+            answer.succeeded(),
+            "the hand-written lock found one of {names:?} taken"
+        );
+        answer.header().expect("a revision").revision()
+    }
+
+    async fn release_all<'a>(&'a self, names: &'a [String], revision: i64) {
+        self.delete(names.iter().map(|name| self.names(name).1), revision)
+            .await;
     }
 }

@@ -11,14 +11,19 @@ mod redis;
 mod token;
 mod zookeeper;
 
-pub(crate) use etcd::{EtcdFencedTxn, EtcdLockService, ETCD_FENCED_TXN, ETCD_LOCK_SERVICE};
-pub(crate) use mysql::{MysqlRaw, MYSQL_RAW, MYSQL_RAW_POLLING};
-pub(crate) use postgres::{PgConnection, PostgresRaw, POSTGRES_RAW, POSTGRES_RAW_POLLING};
+pub(crate) use etcd::{
+    EtcdFencedTxn, EtcdLockService, ETCD_FENCED_TXN, ETCD_KEYS_BY_HAND, ETCD_LOCK_SERVICE,
+};
+pub(crate) use mysql::{MysqlRaw, MYSQL_KEYS_RAW, MYSQL_RAW, MYSQL_RAW_POLLING};
+pub(crate) use postgres::{
+    PgConnection, PostgresRaw, POSTGRES_KEYS_RAW, POSTGRES_RAW, POSTGRES_RAW_POLLING,
+};
 pub(crate) use postgres_grouped::{PostgresGrouped, POSTGRES_GROUPED};
 pub(crate) use redis::{rslock_lock_unlock, Naive, Rslock};
 pub(crate) use token::token;
 pub(crate) use zookeeper::{
-    ZooKeeperFencedRecipe, ZooKeeperRecipe, ZOOKEEPER_FENCED_RECIPE, ZOOKEEPER_RECIPE,
+    ZooKeeperFencedRecipe, ZooKeeperRecipe, ZOOKEEPER_FENCED_RECIPE, ZOOKEEPER_KEYS_BY_HAND,
+    ZOOKEEPER_KEY_BY_HAND, ZOOKEEPER_RECIPE,
 };
 
 /// How long one call of a hand-written baseline may take before the benchmark gives up.

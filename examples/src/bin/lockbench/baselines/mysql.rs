@@ -19,12 +19,16 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 use tokio::sync::Mutex;
 
 use super::token;
-use crate::key_lock::KeyLock;
+use crate::key_lock::{KeyLock, KeysAtOnce};
 
 /// The engine's acquire and release, as its `store/mysql/sql.rs` sends them (the library does
 /// not export them; a change there must be made here too, which the smoke test's ratio shows).
 const ACQUIRE: &str = "CALL leasehold_acquire(?, ?, ?, ?, ?, ?, ?)";
 const RELEASE: &str = "CALL leasehold_release(?, ?, ?, ?, ?)";
+/// Several keys at once, as `sql.rs` sends them: `lock_all` of free keys, and a guard of
+/// several keys given back; each batch as JSON, keys in order (see [`batch`]).
+const ACQUIRE_ALL: &str = "CALL leasehold_acquire_all(?, ?)";
+const RELEASE_ALL: &str = "CALL leasehold_release_all(?, ?, ?)";
 
 /// How long a release leaves the lock to the next in line: the engine's (and PostgreSQL's)
 /// window, taken from the library.
@@ -41,6 +45,10 @@ const POLL: Duration = Duration::from_millis(1);
 
 /// The raw statements' name in the report.
 pub(crate) const MYSQL_RAW: &str = "raw CALL leasehold_acquire + leasehold_release (mysql_async)";
+
+/// The name of several keys in one call ([`KeysAtOnce`]) in the report.
+pub(crate) const MYSQL_KEYS_RAW: &str =
+    "raw CALL leasehold_acquire_all + leasehold_release_all (mysql_async)";
 
 /// Their name in the hot-key rows, where the polling shows.
 pub(crate) const MYSQL_RAW_POLLING: &str =
@@ -129,4 +137,59 @@ impl KeyLock for MysqlRaw {
     async fn release<'a>(&'a self, key: &'a str, owner: String) {
         self.unlock(key, &owner).await;
     }
+}
+
+/// Several free keys in one call, the engine's own `leasehold_acquire_all` (one acquire per
+/// key, all or none), given back in one, its `leasehold_release_all`, with the batches written
+/// as the engine writes them: the floor of ours on MariaDB, where `lock_all` of free keys is
+/// that call.
+impl KeysAtOnce for MysqlRaw {
+    /// Their owner token (one per key, the same).
+    type Held = String;
+
+    async fn acquire_all<'a>(&'a self, keys: &'a [String]) -> String {
+        let owner = token();
+        let lease_ms = leasehold::DEFAULT_LEASE.as_millis();
+        let json = batch(keys, |key| {
+            format!("\"{}\",\"{}\",0,{lease_ms},0", hex(key), hex(&owner))
+        });
+        let answer: Option<(Option<String>, Option<i64>, Option<i64>)> = self
+            .conn()
+            .await
+            .exec_first(ACQUIRE_ALL, (json, NAME))
+            .await
+            .expect("raw acquire of several keys");
+        assert!(
+            answer.is_some_and(|(fences, _, _)| fences.is_some()),
+            "the raw calls are measured on free keys only"
+        );
+        owner
+    }
+
+    async fn release_all<'a>(&'a self, keys: &'a [String], owner: String) {
+        let window_ms = YIELD_WINDOW.as_millis() as i64;
+        let json = batch(keys, |key| {
+            format!("\"{}\",\"{}\",\"{}\"", hex(key), hex(&owner), hex(key))
+        });
+        let _: Option<(Option<String>,)> = self
+            .conn()
+            .await
+            .exec_first(RELEASE_ALL, (json, NAME, window_ms))
+            .await
+            .expect("raw release of several keys");
+    }
+}
+
+/// A batch as the engine sends it: a JSON array with one array per key, sorted by key (so that
+/// two batches lock their rows in the same order), each made by `one`.
+fn batch(keys: &[String], one: impl Fn(&str) -> String) -> String {
+    let mut sorted: Vec<&String> = keys.iter().collect();
+    sorted.sort();
+    let items: Vec<String> = sorted.iter().map(|key| format!("[{}]", one(key))).collect();
+    format!("[{}]", items.join(","))
+}
+
+/// Lowercase hex, as the engine writes keys and tokens into its batches.
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
 }

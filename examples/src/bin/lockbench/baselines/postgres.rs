@@ -15,12 +15,13 @@ use std::time::Duration;
 // The engine's own statements and their parameter types, and how long its release leaves the
 // lock to the next in line: taken from the library, so that they cannot drift apart.
 use leasehold::postgres::statements::{
-    ACQUIRE, ACQUIRE_TYPES, RELEASE, RELEASE_TYPES, YIELD_WINDOW,
+    ACQUIRE, ACQUIRE_ALL, ACQUIRE_ALL_TYPES, ACQUIRE_TYPES, RELEASE, RELEASE_ALL,
+    RELEASE_ALL_TYPES, RELEASE_TYPES, YIELD_WINDOW,
 };
 use leasehold::postgres::tokio_postgres as pg;
 
 use super::token;
-use crate::key_lock::KeyLock;
+use crate::key_lock::{KeyLock, KeysAtOnce};
 
 /// The raw side's name in the line of waiters (it never waits in line: it polls).
 const NAME: &str = "raw-baseline-000";
@@ -35,16 +36,23 @@ const POLL: Duration = Duration::from_millis(1);
 /// The raw statements' name in the report.
 pub(crate) const POSTGRES_RAW: &str = "raw leasehold_acquire + leasehold_release (tokio-postgres)";
 
+/// The name of several keys in one statement ([`KeysAtOnce`]) in the report.
+pub(crate) const POSTGRES_KEYS_RAW: &str =
+    "raw leasehold_acquire_all + leasehold_release_all (tokio-postgres)";
+
 /// Their name in the hot-key rows, where the polling shows.
 pub(crate) const POSTGRES_RAW_POLLING: &str =
     "raw leasehold_acquire + leasehold_release (tokio-postgres), polling every 1 ms when busy \
      (no wake-ups)";
 
-/// One raw connection with the two statements prepared.
+/// One raw connection with the statements prepared: a lock's acquire and release, and those of
+/// several keys at once.
 struct RawConn {
     client: pg::Client,
     acquire: pg::Statement,
     release: pg::Statement,
+    acquire_all: pg::Statement,
+    release_all: pg::Statement,
     driver: tokio::task::AbortHandle,
 }
 
@@ -79,10 +87,20 @@ impl PostgresRaw {
                 .prepare_typed(RELEASE, &RELEASE_TYPES)
                 .await
                 .expect("prepare the release");
+            let acquire_all = client
+                .prepare_typed(ACQUIRE_ALL, &ACQUIRE_ALL_TYPES)
+                .await
+                .expect("prepare the acquire of several keys");
+            let release_all = client
+                .prepare_typed(RELEASE_ALL, &RELEASE_ALL_TYPES)
+                .await
+                .expect("prepare the release of several keys");
             conns.push(RawConn {
                 client,
                 acquire,
                 release,
+                acquire_all,
+                release_all,
                 driver,
             });
         }
@@ -139,7 +157,57 @@ impl KeyLock for PostgresRaw {
     }
 }
 
-/// One connection of the baselines', its driver aborted when it is dropped (which closes
+/// Several free keys in one statement, the engine's own `leasehold_acquire_all` (one
+/// `leasehold_acquire` per key, all or none), given back in one, its `leasehold_release_all`:
+/// the floor of ours on PostgreSQL, where `lock_all` of free keys is that statement.
+impl KeysAtOnce for PostgresRaw {
+    /// Their owner token (one per key, the same).
+    type Held = String;
+
+    async fn acquire_all<'a>(&'a self, keys: &'a [String]) -> String {
+        let owner = token();
+        let conn = self.conn();
+        let n = keys.len();
+        let lease_ms = leasehold::DEFAULT_LEASE.as_millis() as i64;
+        let params: (Vec<&str>, Vec<bool>, Vec<i64>, Vec<i64>) = (
+            vec![owner.as_str(); n],
+            vec![false; n],
+            vec![lease_ms; n],
+            vec![0; n],
+        );
+        let rows = conn
+            .client
+            .query(
+                &conn.acquire_all,
+                &[&keys, &params.0, &params.1, &params.2, &params.3, &NAME],
+            )
+            .await
+            .expect("raw acquire of several keys");
+        assert!(
+            rows.len() == n
+                && rows
+                    .iter()
+                    .all(|row| row.get::<_, Option<i64>>(0).is_some()),
+            "the raw statements are measured on free keys only"
+        );
+        owner
+    }
+
+    async fn release_all<'a>(&'a self, keys: &'a [String], owner: String) {
+        let conn = self.conn();
+        let window_ms = YIELD_WINDOW.as_millis() as i64;
+        let owners = vec![owner.as_str(); keys.len()];
+        conn.client
+            .query_one(
+                &conn.release_all,
+                &[&keys, &owners, &NAME, &window_ms, &keys],
+            )
+            .await
+            .expect("raw release of several keys");
+    }
+}
+
+/// One connection of the baselines its driver aborted when it is dropped (which closes
 /// the session); the notifications it hears (after a `LISTEN`) go to `notices`.
 pub(crate) struct PgConnection {
     pub(crate) client: pg::Client,

@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 
 use super::bounded;
 use crate::engine::SESSION_TIMEOUT;
-use crate::key_lock::KeyLock;
+use crate::key_lock::{KeyLock, KeysAtOnce};
 
 /// The recipe's lock directories (persistent, created by the recipe when missing).
 const ROOT: &str = "/bench-raw";
@@ -67,6 +67,15 @@ const FENCED_ROOT: &str = "/bench-fenced";
 /// The fenced recipe's name in the report.
 pub(crate) const ZOOKEEPER_FENCED_RECIPE: &str =
     "the recipe by hand, with a fence record written as ours is";
+
+/// The name of several keys by hand ([`KeysAtOnce`]) in the report.
+pub(crate) const ZOOKEEPER_KEYS_BY_HAND: &str =
+    "by hand: one multi creates every znode and its fence record (alone: first), one deletes \
+     them";
+
+/// The same with one key, the single-key floor it is measured against.
+pub(crate) const ZOOKEEPER_KEY_BY_HAND: &str =
+    "by hand: one multi creates the znode and its fence record (alone: first), one deletes it";
 
 /// The recipe's cycle written by hand with the one write ours adds to it: the contender's
 /// ephemeral sequential znode created in one `multi` with a fence record in the lock
@@ -152,5 +161,67 @@ impl KeyLock for ZooKeeperFencedRecipe {
         )
         .await
         .expect("fenced recipe's delete");
+    }
+}
+
+/// Several free keys by hand as ours takes them: one `multi` creates each key's ephemeral
+/// sequential znode and writes its fence record in the lock directory's data, whose answer
+/// (the directory's `Stat`, one child) tells that the znode is alone, so first, with no
+/// listing; one `multi` deletes them all. A missing directory fails the `multi` (nothing
+/// made); the directories are made and it is sent again. The floor of ours on ZooKeeper,
+/// where `lock_all` of free keys is one `multi` and its release one more.
+impl KeysAtOnce for ZooKeeperFencedRecipe {
+    /// The znodes' paths.
+    type Held = Vec<String>;
+
+    async fn acquire_all<'a>(&'a self, keys: &'a [String]) -> Vec<String> {
+        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let dirs: Vec<String> = keys.iter().map(|k| format!("{FENCED_ROOT}/{k}")).collect();
+        loop {
+            let mut multi = self.client.new_multi_writer();
+            for dir in &dirs {
+                multi
+                    .add_create(&format!("{dir}/lock-"), b"", &options)
+                    .and_then(|()| multi.add_set_data(dir, b"+1", None))
+                    .expect("a multi");
+            }
+            match bounded("the keys' multi by hand", multi.commit())
+                .await
+                .map_err(zk::Error::from)
+            {
+                Ok(results) => {
+                    let mut paths = Vec::with_capacity(dirs.len());
+                    for result in results {
+                        match result {
+                            zk::MultiWriteResult::Create { path, .. } => paths.push(path),
+                            zk::MultiWriteResult::SetData { stat } => assert_eq!(
+                                stat.num_children, 1,
+                                "the keys by hand are measured uncontended only"
+                            ),
+                            _ => panic!("an answer that was not asked for"),
+                        }
+                    }
+                    assert_eq!(paths.len(), dirs.len(), "a create without its path");
+                    return paths;
+                }
+                Err(zk::Error::NoNode) => {
+                    self.ensure(FENCED_ROOT).await;
+                    for dir in &dirs {
+                        self.ensure(dir).await;
+                    }
+                }
+                Err(e) => panic!("the keys by hand: {e}"),
+            }
+        }
+    }
+
+    async fn release_all<'a>(&'a self, _: &'a [String], paths: Vec<String>) {
+        let mut multi = self.client.new_multi_writer();
+        for path in &paths {
+            multi.add_delete(path, None).expect("a multi");
+        }
+        bounded("the keys' deletes by hand", multi.commit())
+            .await
+            .expect("the keys' deletes by hand");
     }
 }

@@ -12,14 +12,16 @@ use std::time::Duration;
 use leasehold::Locker;
 use leasehold_tests::harness::EtcdServer;
 
-use crate::baselines::{EtcdFencedTxn, EtcdLockService, ETCD_FENCED_TXN, ETCD_LOCK_SERVICE};
+use crate::baselines::{
+    EtcdFencedTxn, EtcdLockService, ETCD_FENCED_TXN, ETCD_KEYS_BY_HAND, ETCD_LOCK_SERVICE,
+};
 use crate::engine::Engine;
 use crate::hot_key::{
     handover_p50, report_against, run_each, Contender, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
 use crate::measure::in_turns;
 use crate::report::Report;
-use crate::versus::{self, Against};
+use crate::versus::{self, Against, ByHand};
 
 /// Scenario 7: uncontended cycles at 1 and 16 tasks, then one hot key, in one process and in
 /// four.
@@ -65,6 +67,14 @@ async fn uncontended(report: &mut Report, etcd: &EtcdServer, duration: Duration)
     )
     .await;
     versus::several_keys(report, "7 etcd", &locker, duration).await;
+    let floor = ByHand {
+        all: &by_hand,
+        name: ETCD_KEYS_BY_HAND,
+        one: &by_hand,
+        one_name: ETCD_FENCED_TXN,
+        baseline_key: |t, k| format!("a-{t}-{k}"),
+    };
+    versus::several_keys_by_hand(report, "7 etcd", &locker, floor, duration, etcd.pid()).await;
     reservation(report, &locker, duration).await;
 }
 

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use leasehold_tests::harness::MysqlServer;
 
-use crate::baselines::{MysqlRaw, MYSQL_RAW, MYSQL_RAW_POLLING};
+use crate::baselines::{MysqlRaw, MYSQL_KEYS_RAW, MYSQL_RAW, MYSQL_RAW_POLLING};
 use crate::engine::Engine;
 use crate::hot_key::{
     handover_p50, report_against, run_each, Contender, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
 use crate::report::Report;
-use crate::versus;
+use crate::versus::{self, ByHand};
 
 /// Scenario 13: uncontended cycles at 1 and 16 tasks, one hot key across four processes, and
 /// waiting.
@@ -40,6 +40,14 @@ pub(crate) async fn scenario(
     )
     .await;
     versus::several_keys(report, "13 mysql", &locker, duration).await;
+    let floor = ByHand {
+        all: &raw,
+        name: MYSQL_KEYS_RAW,
+        one: &raw,
+        one_name: MYSQL_RAW,
+        baseline_key: |t, k| format!("raw-a:{t}:{k}"),
+    };
+    versus::several_keys_by_hand(report, "13 mysql", &locker, floor, duration, mysql.pid()).await;
     hot_key(report, &url, rounds).await;
     super::mysql_waiting::scenario(report, &url, duration, rounds).await;
     // Scenario 5 on MySQL: no process starved.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use leasehold_tests::harness::PgServer;
 
 use crate::baselines::{
-    PostgresGrouped, PostgresRaw, POSTGRES_GROUPED, POSTGRES_RAW, POSTGRES_RAW_POLLING,
+    PostgresGrouped, PostgresRaw, POSTGRES_GROUPED, POSTGRES_KEYS_RAW, POSTGRES_RAW,
+    POSTGRES_RAW_POLLING,
 };
 use crate::engine::Engine;
 use crate::hot_key::{
@@ -16,7 +17,7 @@ use crate::hot_key::{
 };
 use crate::measure::in_turns_costs;
 use crate::report::Report;
-use crate::versus::{self, baseline_cycle};
+use crate::versus::{self, baseline_cycle, ByHand};
 
 /// Scenario 8: uncontended cycles at 1 and 16 tasks, then one hot key across four processes.
 pub(crate) async fn scenario(
@@ -42,6 +43,15 @@ pub(crate) async fn scenario(
     let grouped = PostgresGrouped::connect(&url).await;
     grouped_by_hand(report, (&grouped, &raw), duration, postgres.pid()).await;
     versus::several_keys(report, "8 postgres", &locker, duration).await;
+    let floor = ByHand {
+        all: &raw,
+        name: POSTGRES_KEYS_RAW,
+        one: &raw,
+        one_name: POSTGRES_RAW,
+        baseline_key: |t, k| format!("raw-a:{t}:{k}"),
+    };
+    let scenario = "8 postgres";
+    versus::several_keys_by_hand(report, scenario, &locker, floor, duration, postgres.pid()).await;
     hot_key(report, &url, rounds).await;
 }
 

@@ -10,14 +10,16 @@ use std::time::Duration;
 use leasehold_tests::harness::ZkServer;
 
 use crate::baselines::{
-    ZooKeeperFencedRecipe, ZooKeeperRecipe, ZOOKEEPER_FENCED_RECIPE, ZOOKEEPER_RECIPE,
+    ZooKeeperFencedRecipe, ZooKeeperRecipe, ZOOKEEPER_FENCED_RECIPE, ZOOKEEPER_KEYS_BY_HAND,
+    ZOOKEEPER_KEY_BY_HAND, ZOOKEEPER_RECIPE,
 };
 use crate::engine::Engine;
 use crate::hot_key::{
     handover_p50, report_against, run_each, Contender, Meter, ENGINE_SHAPES, ROUNDS_AT_16_TASKS,
 };
+use crate::key_lock::AllOf;
 use crate::report::Report;
-use crate::versus::{self, Against};
+use crate::versus::{self, Against, ByHand};
 
 /// Cycles of one task for the request count: enough to drown the session's pings.
 const MAX_COUNTED_CYCLES: usize = 500;
@@ -78,6 +80,16 @@ async fn uncontended(report: &mut Report, zk: &ZkServer, duration: Duration, ite
     .await;
     fenced_recipe(report, zk, &locker, duration).await;
     versus::several_keys(report, "6 zookeeper", &locker, duration).await;
+    let by_hand = ZooKeeperFencedRecipe::connect(hosts).await;
+    let floor = ByHand {
+        all: &by_hand,
+        name: ZOOKEEPER_KEYS_BY_HAND,
+        one: &AllOf::one(by_hand.clone()),
+        one_name: ZOOKEEPER_KEY_BY_HAND,
+        baseline_key: |t, k| format!("a-{t}-{k}"),
+    };
+    let scenario = "6 zookeeper";
+    versus::several_keys_by_hand(report, scenario, &locker, floor, duration, zk.pid()).await;
     // What one cycle asks of the server, counted over cycles of one task.
     let cycles = iterations.min(MAX_COUNTED_CYCLES);
     let before = packets_received(zk).await;
