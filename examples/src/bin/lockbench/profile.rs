@@ -15,6 +15,7 @@ use crate::engine::Engine;
 use crate::key_lock::{AllOf, KeyLock};
 use crate::measure::{cpu_seconds, cycles_per_sec, CpuWindow};
 use crate::redis_info::Info;
+use crate::scenarios::etcd::compacting;
 use crate::scenarios::uncontended::Cycle;
 use crate::versus::{self, SEVERAL};
 
@@ -104,7 +105,10 @@ pub(crate) async fn profile_engine(args: &[String]) {
         }
         ("etcd", "ours") => {
             let etcd = EtcdServer::start().await;
-            let _compacting = compacting(&etcd, compact_every).await;
+            let _compacting = match compact_every {
+                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
+                None => None,
+            };
             let locker = Engine::Etcd.locker(&etcd.endpoint()).await;
             with_rpcs(
                 &etcd,
@@ -115,28 +119,40 @@ pub(crate) async fn profile_engine(args: &[String]) {
         }
         ("etcd", "fenced") => {
             let etcd = EtcdServer::start().await;
-            let _compacting = compacting(&etcd, compact_every).await;
+            let _compacting = match compact_every {
+                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
+                None => None,
+            };
             let by_hand = EtcdFencedTxn::connect(&etcd.endpoint()).await;
             let run = measured(etcd.pid(), run_theirs(by_hand, tasks, duration));
             with_rpcs(&etcd, run, secs).await
         }
         ("etcd", "ours-all") => {
             let etcd = EtcdServer::start().await;
-            let _compacting = compacting(&etcd, compact_every).await;
+            let _compacting = match compact_every {
+                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
+                None => None,
+            };
             let locker = Engine::Etcd.locker(&etcd.endpoint()).await;
             let run = measured(etcd.pid(), run_ours_all(locker, tasks, duration));
             with_rpcs(&etcd, run, secs).await
         }
         ("etcd", "fenced-all") => {
             let etcd = EtcdServer::start().await;
-            let _compacting = compacting(&etcd, compact_every).await;
+            let _compacting = match compact_every {
+                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
+                None => None,
+            };
             let by_hand = AllOf::several(EtcdFencedTxn::connect(&etcd.endpoint()).await);
             let run = measured(etcd.pid(), run_theirs(by_hand, tasks, duration));
             with_rpcs(&etcd, run, secs).await
         }
         ("etcd", "service") => {
             let etcd = EtcdServer::start().await;
-            let _compacting = compacting(&etcd, compact_every).await;
+            let _compacting = match compact_every {
+                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
+                None => None,
+            };
             let service = EtcdLockService::connect(&etcd.endpoint()).await;
             let run = measured(etcd.pid(), run_theirs(service, tasks, duration));
             with_rpcs(&etcd, run, secs).await
@@ -240,33 +256,4 @@ async fn grpc_messages(etcd: &EtcdServer) -> std::collections::BTreeMap<String, 
         *by_method.entry(format!("{method} {kind}")).or_insert(0.0) += value;
     }
     by_method
-}
-
-/// Compacts `etcd`'s history to its current revision every `every` milliseconds until the
-/// handle is dropped; nothing without `every`.
-async fn compacting(etcd: &EtcdServer, every: Option<u64>) -> Option<AbortOnDrop> {
-    let every = Duration::from_millis(every?);
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None)
-        .await
-        .expect("an etcd client");
-    let task = tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let Ok(now) = client.get("compaction-probe", None).await else {
-                continue;
-            };
-            let revision = now.header().map_or(0, |h| h.revision());
-            let _ = client.compact(revision, None).await;
-        }
-    });
-    Some(AbortOnDrop(task.abort_handle()))
-}
-
-/// Aborts its task when dropped.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
