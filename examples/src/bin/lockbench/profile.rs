@@ -103,59 +103,43 @@ pub(crate) async fn profile_engine(args: &[String]) {
             let recipe = ZooKeeperFencedRecipe::connect(&zk.connect_string()).await;
             measured(zk.pid(), run_theirs(recipe, tasks, duration)).await
         }
-        ("etcd", "ours") => {
+        ("etcd", "ours" | "fenced" | "service" | "ours-all" | "fenced-all") => {
             let etcd = EtcdServer::start().await;
             let _compacting = match compact_every {
                 Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
                 None => None,
             };
-            let locker = Engine::Etcd.locker(&etcd.endpoint()).await;
-            with_rpcs(
-                &etcd,
-                measured(etcd.pid(), run_ours(locker, tasks, duration)),
-                secs,
-            )
-            .await
-        }
-        ("etcd", "fenced") => {
-            let etcd = EtcdServer::start().await;
-            let _compacting = match compact_every {
-                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
-                None => None,
-            };
-            let by_hand = EtcdFencedTxn::connect(&etcd.endpoint()).await;
-            let run = measured(etcd.pid(), run_theirs(by_hand, tasks, duration));
-            with_rpcs(&etcd, run, secs).await
-        }
-        ("etcd", "ours-all") => {
-            let etcd = EtcdServer::start().await;
-            let _compacting = match compact_every {
-                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
-                None => None,
-            };
-            let locker = Engine::Etcd.locker(&etcd.endpoint()).await;
-            let run = measured(etcd.pid(), run_ours_all(locker, tasks, duration));
-            with_rpcs(&etcd, run, secs).await
-        }
-        ("etcd", "fenced-all") => {
-            let etcd = EtcdServer::start().await;
-            let _compacting = match compact_every {
-                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
-                None => None,
-            };
-            let by_hand = AllOf::several(EtcdFencedTxn::connect(&etcd.endpoint()).await);
-            let run = measured(etcd.pid(), run_theirs(by_hand, tasks, duration));
-            with_rpcs(&etcd, run, secs).await
-        }
-        ("etcd", "service") => {
-            let etcd = EtcdServer::start().await;
-            let _compacting = match compact_every {
-                Some(ms) => Some(compacting(&etcd, Duration::from_millis(ms)).await),
-                None => None,
-            };
-            let service = EtcdLockService::connect(&etcd.endpoint()).await;
-            let run = measured(etcd.pid(), run_theirs(service, tasks, duration));
-            with_rpcs(&etcd, run, secs).await
+            let endpoint = etcd.endpoint();
+            // Connected before the measured window opens.
+            let run: std::pin::Pin<Box<dyn std::future::Future<Output = f64>>> =
+                match which.as_str() {
+                    "ours" => Box::pin(run_ours(
+                        Engine::Etcd.locker(&endpoint).await,
+                        tasks,
+                        duration,
+                    )),
+                    "ours-all" => Box::pin(run_ours_all(
+                        Engine::Etcd.locker(&endpoint).await,
+                        tasks,
+                        duration,
+                    )),
+                    "fenced" => Box::pin(run_theirs(
+                        EtcdFencedTxn::connect(&endpoint).await,
+                        tasks,
+                        duration,
+                    )),
+                    "fenced-all" => Box::pin(run_theirs(
+                        AllOf::several(EtcdFencedTxn::connect(&endpoint).await),
+                        tasks,
+                        duration,
+                    )),
+                    _ => Box::pin(run_theirs(
+                        EtcdLockService::connect(&endpoint).await,
+                        tasks,
+                        duration,
+                    )),
+                };
+            with_rpcs(&etcd, measured(etcd.pid(), run), secs).await
         }
         _ => usage(),
     };

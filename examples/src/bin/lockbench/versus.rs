@@ -156,6 +156,8 @@ pub(crate) struct ByHand<'a, A, L> {
     pub(crate) one: &'a L,
     pub(crate) one_name: &'a str,
     pub(crate) baseline_key: fn(usize, u64) -> String,
+    /// What the rows' metrics end with: `""`, or how the server was run for them.
+    pub(crate) metric: &'a str,
 }
 
 /// Adds `{scenario} uncontended, {tasks} tasks` rows at 1 and 16 tasks, each comparison taking
@@ -188,14 +190,21 @@ pub(crate) async fn several_keys_by_hand<A: KeysAtOnce, L: KeyLock>(
         let all_cycle = move |t, i| baseline_cycle(all.clone(), format!("{}-all", key(t, i % 16)));
         let costs = in_turns_costs(tasks, duration, ours, all_cycle.clone(), server).await;
         let metric = |what: &str| {
-            format!("lock_all of {SEVERAL} free keys vs the same keys by hand, {what}")
+            format!(
+                "lock_all of {SEVERAL} free keys vs the same keys by hand, {what}{}",
+                by_hand.metric
+            )
         };
         add_costs(report, &row, costs, by_hand.name, (&metric, "server"));
         let one = by_hand.one.clone();
         let one_cycle = move |t, i| baseline_cycle(one.clone(), key(t, i % 16));
         let costs = in_turns_costs(tasks, duration, all_cycle, one_cycle, server).await;
-        let metric =
-            |what: &str| format!("by hand: {SEVERAL} free keys in one request vs one key, {what}");
+        let metric = |what: &str| {
+            format!(
+                "by hand: {SEVERAL} free keys in one request vs one key, {what}{}",
+                by_hand.metric
+            )
+        };
         add_costs(report, &row, costs, by_hand.one_name, (&metric, "server"));
     }
 }

@@ -46,6 +46,7 @@ pub(crate) async fn scenario(
         one: &raw,
         one_name: MYSQL_RAW,
         baseline_key: |t, k| format!("raw-a:{t}:{k}"),
+        metric: "",
     };
     versus::several_keys_by_hand(report, "13 mysql", &locker, floor, duration, mysql.pid()).await;
     hot_key(report, &url, rounds).await;

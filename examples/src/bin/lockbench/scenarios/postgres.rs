@@ -49,6 +49,7 @@ pub(crate) async fn scenario(
         one: &raw,
         one_name: POSTGRES_RAW,
         baseline_key: |t, k| format!("raw-a:{t}:{k}"),
+        metric: "",
     };
     let scenario = "8 postgres";
     versus::several_keys_by_hand(report, scenario, &locker, floor, duration, postgres.pid()).await;

@@ -13,8 +13,10 @@ use leasehold::Locker;
 use leasehold_tests::harness::RedisServer;
 
 use crate::baselines::{rslock_lock_unlock, token, Naive};
+use crate::key_lock::{AllOf, KeysAtOnce};
 use crate::measure::{percentile, CpuWindow, UNCONTENDED_ROUNDS};
 use crate::report::Report;
+use crate::versus::{several_keys_by_hand, ByHand};
 
 /// p50 of `iterations` sequential calls of `op(i)`, in µs.
 async fn latency_us<F, Fut>(iterations: usize, mut op: F) -> f64
@@ -69,6 +71,68 @@ async fn raw_fanout(nodes: &[Naive], i: usize) {
     )
     .await;
     join_all(nodes.iter().map(|n| n.unlock(&key, &tok)).collect()).await;
+}
+
+/// The floor of `lock_all` on RedLock's nodes, by hand: every key with a restore-safe fence
+/// taken in one script call on each node, the nodes in parallel (all or none on each node),
+/// and every key compare-and-deleted in one script call on each. Uncontended cycles only.
+#[derive(Clone)]
+struct RedlockByHand {
+    nodes: std::sync::Arc<[Naive]>,
+}
+
+/// Its name in the report.
+const REDLOCK_KEYS_BY_HAND: &str =
+    "by hand: one script takes every key with a restore-safe fence on each node in parallel, one \
+     deletes them";
+
+/// The same with one key.
+const REDLOCK_KEY_BY_HAND: &str =
+    "by hand: one script takes the key with a restore-safe fence on each node in parallel, one \
+     deletes it";
+
+impl KeysAtOnce for RedlockByHand {
+    /// The owner token.
+    type Held = String;
+
+    async fn acquire_all<'a>(&'a self, keys: &'a [String]) -> String {
+        let tok = token();
+        let pairs: Vec<(String, String)> =
+            keys.iter().map(|k| (k.clone(), format!("f{k}"))).collect();
+        let (pairs, tok_ref) = (&pairs, &tok);
+        join_all(
+            self.nodes
+                .iter()
+                .map(|n| async move {
+                    let fences = n.try_lock_all_safe_fenced(pairs, tok_ref).await;
+                    assert_eq!(
+                        fences.map(|f| f.len()),
+                        Some(pairs.len()),
+                        "raw keys were taken"
+                    );
+                })
+                .collect(),
+        )
+        .await;
+        tok
+    }
+
+    async fn release_all<'a>(&'a self, keys: &'a [String], tok: String) {
+        let tok = &tok;
+        join_all(
+            self.nodes
+                .iter()
+                .map(|n| async move {
+                    assert_eq!(
+                        n.unlock_all(keys, tok).await,
+                        keys.len() as i64,
+                        "raw keys went"
+                    );
+                })
+                .collect(),
+        )
+        .await;
+    }
 }
 
 /// p50 of [`raw_fanout`], in µs.
@@ -167,6 +231,19 @@ pub(crate) async fn scenario(
             .expect("redlock");
         let scenario = format!("4 redlock, {n} nodes");
         crate::versus::several_keys(report, &scenario, &ours, duration).await;
+        let by_hand = RedlockByHand {
+            nodes: naive[..n].to_vec().into(),
+        };
+        let floor = ByHand {
+            all: &by_hand,
+            name: REDLOCK_KEYS_BY_HAND,
+            one: &AllOf::one(by_hand.clone()),
+            one_name: REDLOCK_KEY_BY_HAND,
+            baseline_key: |t, k| format!("rlall:{t}:{k}"),
+            metric: "",
+        };
+        // The nodes' CPU is not read here (one server process per row).
+        several_keys_by_hand(report, &scenario, &ours, floor, duration, None).await;
         let rs = rslock::LockManager::new(urls);
         let (ours, rs, naive) = (&ours, &rs, &naive[..n]);
         let ops: [Op<'_>; 4] = [

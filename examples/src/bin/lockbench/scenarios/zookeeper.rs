@@ -87,6 +87,7 @@ async fn uncontended(report: &mut Report, zk: &ZkServer, duration: Duration, ite
         one: &AllOf::one(by_hand.clone()),
         one_name: ZOOKEEPER_KEY_BY_HAND,
         baseline_key: |t, k| format!("a-{t}-{k}"),
+        metric: "",
     };
     let scenario = "6 zookeeper";
     versus::several_keys_by_hand(report, scenario, &locker, floor, duration, zk.pid()).await;
