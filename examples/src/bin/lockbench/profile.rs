@@ -17,7 +17,7 @@ use crate::measure::{cpu_seconds, cycles_per_sec, CpuWindow};
 use crate::redis_info::Info;
 use crate::scenarios::etcd::compacting;
 use crate::scenarios::uncontended::Cycle;
-use crate::versus::{self, SEVERAL};
+use crate::versus;
 
 pub(crate) async fn profile(args: &[String]) {
     let which = args.first().map_or("ours", String::as_str).to_owned();
@@ -55,7 +55,7 @@ pub(crate) async fn profile(args: &[String]) {
 /// `--profile-engine ENGINE CONTENDER TASKS SECONDS`: one contender of an engine's uncontended
 /// rows alone against a server of its own, for `perf record`: `zookeeper
 /// ours|recipe|fenced|ours-all|fenced-all`, `etcd ours|fenced|service|ours-all|fenced-all`
-/// (`-all`: [`SEVERAL`] keys at once, our `lock_all` or by hand). On etcd, also the gRPC
+/// (`-all`: [`SEVERAL`](versus::SEVERAL) keys at once, our `lock_all` or by hand). On etcd, also the gRPC
 /// messages the server received and sent per cycle, by method; and a fifth argument, `MS`,
 /// compacts etcd's history every `MS` milliseconds meanwhile, as a server with
 /// auto-compaction would (each of our acquisitions puts a key of its own, and until a
@@ -77,31 +77,38 @@ pub(crate) async fn profile_engine(args: &[String]) {
         std::process::exit(2)
     };
     let (rate, cpu, server_cpu) = match (engine.as_str(), which.as_str()) {
-        ("zookeeper", "ours") => {
+        ("zookeeper", "ours" | "recipe" | "fenced" | "ours-all" | "fenced-all") => {
             let zk = ZkServer::start().await;
-            let locker = Engine::ZooKeeper.locker(&zk.connect_string()).await;
-            measured(zk.pid(), run_ours(locker, tasks, duration)).await
-        }
-        ("zookeeper", "recipe") => {
-            let zk = ZkServer::start().await;
-            let recipe = ZooKeeperRecipe::connect(&zk.connect_string()).await;
-            measured(zk.pid(), run_theirs(recipe, tasks, duration)).await
-        }
-        ("zookeeper", "ours-all") => {
-            let zk = ZkServer::start().await;
-            let locker = Engine::ZooKeeper.locker(&zk.connect_string()).await;
-            measured(zk.pid(), run_ours_all(locker, tasks, duration)).await
-        }
-        ("zookeeper", "fenced-all") => {
-            let zk = ZkServer::start().await;
-            let by_hand =
-                AllOf::several(ZooKeeperFencedRecipe::connect(&zk.connect_string()).await);
-            measured(zk.pid(), run_theirs(by_hand, tasks, duration)).await
-        }
-        ("zookeeper", "fenced") => {
-            let zk = ZkServer::start().await;
-            let recipe = ZooKeeperFencedRecipe::connect(&zk.connect_string()).await;
-            measured(zk.pid(), run_theirs(recipe, tasks, duration)).await
+            let hosts = zk.connect_string();
+            // Connected before the measured window opens.
+            let run: Run = match which.as_str() {
+                "ours" => Box::pin(run_ours(
+                    Engine::ZooKeeper.locker(&hosts).await,
+                    tasks,
+                    duration,
+                )),
+                "ours-all" => Box::pin(run_ours_all(
+                    Engine::ZooKeeper.locker(&hosts).await,
+                    tasks,
+                    duration,
+                )),
+                "recipe" => Box::pin(run_theirs(
+                    ZooKeeperRecipe::connect(&hosts).await,
+                    tasks,
+                    duration,
+                )),
+                "fenced" => Box::pin(run_theirs(
+                    ZooKeeperFencedRecipe::connect(&hosts).await,
+                    tasks,
+                    duration,
+                )),
+                _ => Box::pin(run_theirs(
+                    AllOf::several(ZooKeeperFencedRecipe::connect(&hosts).await),
+                    tasks,
+                    duration,
+                )),
+            };
+            measured(zk.pid(), run).await
         }
         ("etcd", "ours" | "fenced" | "service" | "ours-all" | "fenced-all") => {
             let etcd = EtcdServer::start().await;
@@ -111,34 +118,33 @@ pub(crate) async fn profile_engine(args: &[String]) {
             };
             let endpoint = etcd.endpoint();
             // Connected before the measured window opens.
-            let run: std::pin::Pin<Box<dyn std::future::Future<Output = f64>>> =
-                match which.as_str() {
-                    "ours" => Box::pin(run_ours(
-                        Engine::Etcd.locker(&endpoint).await,
-                        tasks,
-                        duration,
-                    )),
-                    "ours-all" => Box::pin(run_ours_all(
-                        Engine::Etcd.locker(&endpoint).await,
-                        tasks,
-                        duration,
-                    )),
-                    "fenced" => Box::pin(run_theirs(
-                        EtcdFencedTxn::connect(&endpoint).await,
-                        tasks,
-                        duration,
-                    )),
-                    "fenced-all" => Box::pin(run_theirs(
-                        AllOf::several(EtcdFencedTxn::connect(&endpoint).await),
-                        tasks,
-                        duration,
-                    )),
-                    _ => Box::pin(run_theirs(
-                        EtcdLockService::connect(&endpoint).await,
-                        tasks,
-                        duration,
-                    )),
-                };
+            let run: Run = match which.as_str() {
+                "ours" => Box::pin(run_ours(
+                    Engine::Etcd.locker(&endpoint).await,
+                    tasks,
+                    duration,
+                )),
+                "ours-all" => Box::pin(run_ours_all(
+                    Engine::Etcd.locker(&endpoint).await,
+                    tasks,
+                    duration,
+                )),
+                "fenced" => Box::pin(run_theirs(
+                    EtcdFencedTxn::connect(&endpoint).await,
+                    tasks,
+                    duration,
+                )),
+                "fenced-all" => Box::pin(run_theirs(
+                    AllOf::several(EtcdFencedTxn::connect(&endpoint).await),
+                    tasks,
+                    duration,
+                )),
+                _ => Box::pin(run_theirs(
+                    EtcdLockService::connect(&endpoint).await,
+                    tasks,
+                    duration,
+                )),
+            };
             with_rpcs(&etcd, measured(etcd.pid(), run), secs).await
         }
         _ => usage(),
@@ -152,6 +158,9 @@ pub(crate) async fn profile_engine(args: &[String]) {
     );
 }
 
+/// One contender's run, connected, not yet started: its cycles/s.
+type Run = std::pin::Pin<Box<dyn std::future::Future<Output = f64>>>;
+
 async fn run_ours(locker: Locker, tasks: usize, duration: Duration) -> f64 {
     cycles_per_sec(tasks, duration, move |t, i| {
         versus::ours_cycle(locker.clone(), format!("u:{t}:{}", i % 16))
@@ -161,12 +170,7 @@ async fn run_ours(locker: Locker, tasks: usize, duration: Duration) -> f64 {
 
 async fn run_ours_all(locker: Locker, tasks: usize, duration: Duration) -> f64 {
     cycles_per_sec(tasks, duration, move |t, i| {
-        let locker = locker.clone();
-        async move {
-            let keys = (0..SEVERAL).map(|k| format!("all:{t}:{}:{k}", i % 16));
-            let guard = locker.lock_all(keys).acquire().await.expect("lock_all");
-            guard.release().await.expect("release");
-        }
+        versus::ours_all_cycle(locker.clone(), t, i)
     })
     .await
 }

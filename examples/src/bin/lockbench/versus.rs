@@ -16,6 +16,14 @@ pub(crate) async fn ours_cycle(locker: Locker, key: String) {
     guard.release().await.expect("release");
 }
 
+/// One uncontended `lock_all` cycle of ours: task `t`'s `i`-th, [`SEVERAL`] free keys of its
+/// own (`all:{t}:{i % 16}:{k}`) taken at once and released.
+pub(crate) async fn ours_all_cycle(locker: Locker, t: usize, i: u64) {
+    let keys = (0..SEVERAL).map(|k| format!("all:{t}:{}:{k}", i % 16));
+    let guard = locker.lock_all(keys).acquire().await.expect("lock_all");
+    guard.release().await.expect("release");
+}
+
 /// One uncontended cycle of a baseline: `key` taken and given back.
 pub(crate) async fn baseline_cycle<L: KeyLock>(lock: L, key: String) {
     let held = lock.acquire(&key).await;
@@ -125,14 +133,7 @@ pub(crate) async fn several_keys(
         let l = locker.clone();
         let single = move |t, i| ours_cycle(l.clone(), format!("one:{t}:{}", i % 16));
         let l = locker.clone();
-        let all = move |t: usize, i: u64| {
-            let l = l.clone();
-            async move {
-                let keys = (0..SEVERAL).map(|k| format!("all:{t}:{}:{k}", i % 16));
-                let guard = l.lock_all(keys).acquire().await.expect("lock_all");
-                guard.release().await.expect("release");
-            }
-        };
+        let all = move |t, i| ours_all_cycle(l.clone(), t, i);
         let (all, single) = in_turns(tasks, duration, all, single).await;
         report.add(
             &format!("{scenario} uncontended, {tasks} tasks"),
@@ -178,14 +179,7 @@ pub(crate) async fn several_keys_by_hand<A: KeysAtOnce, L: KeyLock>(
     for tasks in [1usize, 16] {
         let row = format!("{scenario} uncontended, {tasks} tasks");
         let l = locker.clone();
-        let ours = move |t: usize, i: u64| {
-            let l = l.clone();
-            async move {
-                let keys = (0..SEVERAL).map(|k| format!("all:{t}:{}:{k}", i % 16));
-                let guard = l.lock_all(keys).acquire().await.expect("lock_all");
-                guard.release().await.expect("release");
-            }
-        };
+        let ours = move |t, i| ours_all_cycle(l.clone(), t, i);
         let all = AllOf::several(by_hand.all.clone());
         let all_cycle = move |t, i| baseline_cycle(all.clone(), format!("{}-all", key(t, i % 16)));
         let costs = in_turns_costs(tasks, duration, ours, all_cycle.clone(), server).await;

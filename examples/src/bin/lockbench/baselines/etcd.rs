@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use etcd_client as etcd;
 
+use super::bounded;
 use crate::engine::SESSION_TIMEOUT;
 use crate::key_lock::{KeyLock, KeysAtOnce};
 
@@ -169,7 +170,10 @@ impl EtcdFencedTxn {
             .map(|key| etcd::TxnOp::delete(key, None))
             .collect();
         let txn = etcd::Txn::new().when(when).and_then(then);
-        let answer = self.service.client().txn(txn).await.expect("a delete");
+        let mut client = self.service.client();
+        let answer = bounded("the keys' deletion by hand", client.txn(txn))
+            .await
+            .expect("a delete");
         assert!(answer.succeeded(), "the hand-written lock's key went");
     }
 }
@@ -233,7 +237,10 @@ impl KeysAtOnce for EtcdFencedTxn {
             then.push(etcd::TxnOp::put(fence, "+0", on_lease()));
         }
         let txn = etcd::Txn::new().when(when).and_then(then);
-        let answer = self.service.client().txn(txn).await.expect("puts");
+        let mut client = self.service.client();
+        let answer = bounded("the keys' transaction by hand", client.txn(txn))
+            .await
+            .expect("puts");
         assert!(
             answer.succeeded(),
             "the hand-written lock found one of {names:?} taken"

@@ -18,7 +18,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
 use tokio::sync::Mutex;
 
-use super::token;
+use super::{bounded, token};
 use crate::key_lock::{KeyLock, KeysAtOnce};
 
 /// The engine's acquire and release, as its `store/mysql/sql.rs` sends them (the library does
@@ -153,12 +153,13 @@ impl KeysAtOnce for MysqlRaw {
         let json = batch(keys, |key| {
             format!("\"{}\",\"{}\",0,{lease_ms},0", hex(key), hex(&owner))
         });
-        let answer: Option<(Option<String>, Option<i64>, Option<i64>)> = self
-            .conn()
-            .await
-            .exec_first(ACQUIRE_ALL, (json, NAME))
-            .await
-            .expect("raw acquire of several keys");
+        let mut conn = self.conn().await;
+        let answer: Option<(Option<String>, Option<i64>, Option<i64>)> = bounded(
+            "the raw acquire of several keys",
+            conn.exec_first(ACQUIRE_ALL, (json, NAME)),
+        )
+        .await
+        .expect("raw acquire of several keys");
         assert!(
             answer.is_some_and(|(fences, _, _)| fences.is_some()),
             "the raw calls are measured on free keys only"
@@ -171,12 +172,13 @@ impl KeysAtOnce for MysqlRaw {
         let json = batch(keys, |key| {
             format!("\"{}\",\"{}\",\"{}\"", hex(key), hex(&owner), hex(key))
         });
-        let _: Option<(Option<String>,)> = self
-            .conn()
-            .await
-            .exec_first(RELEASE_ALL, (json, NAME, window_ms))
-            .await
-            .expect("raw release of several keys");
+        let mut conn = self.conn().await;
+        let _: Option<(Option<String>,)> = bounded(
+            "the raw release of several keys",
+            conn.exec_first(RELEASE_ALL, (json, NAME, window_ms)),
+        )
+        .await
+        .expect("raw release of several keys");
     }
 }
 

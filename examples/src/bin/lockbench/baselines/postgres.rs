@@ -20,7 +20,7 @@ use leasehold::postgres::statements::{
 };
 use leasehold::postgres::tokio_postgres as pg;
 
-use super::token;
+use super::{bounded, token};
 use crate::key_lock::{KeyLock, KeysAtOnce};
 
 /// The raw side's name in the line of waiters (it never waits in line: it polls).
@@ -175,14 +175,14 @@ impl KeysAtOnce for PostgresRaw {
             vec![lease_ms; n],
             vec![0; n],
         );
-        let rows = conn
-            .client
-            .query(
-                &conn.acquire_all,
-                &[&keys, &params.0, &params.1, &params.2, &params.3, &NAME],
-            )
-            .await
-            .expect("raw acquire of several keys");
+        let args: [&(dyn pg::types::ToSql + Sync); 6] =
+            [&keys, &params.0, &params.1, &params.2, &params.3, &NAME];
+        let rows = bounded(
+            "the raw acquire of several keys",
+            conn.client.query(&conn.acquire_all, &args),
+        )
+        .await
+        .expect("raw acquire of several keys");
         assert!(
             rows.len() == n
                 && rows
@@ -197,13 +197,13 @@ impl KeysAtOnce for PostgresRaw {
         let conn = self.conn();
         let window_ms = YIELD_WINDOW.as_millis() as i64;
         let owners = vec![owner.as_str(); keys.len()];
-        conn.client
-            .query_one(
-                &conn.release_all,
-                &[&keys, &owners, &NAME, &window_ms, &keys],
-            )
-            .await
-            .expect("raw release of several keys");
+        let args: [&(dyn pg::types::ToSql + Sync); 5] = [&keys, &owners, &NAME, &window_ms, &keys];
+        bounded(
+            "the raw release of several keys",
+            conn.client.query_one(&conn.release_all, &args),
+        )
+        .await
+        .expect("raw release of several keys");
     }
 }
 

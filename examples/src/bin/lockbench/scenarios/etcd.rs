@@ -186,7 +186,8 @@ const COMPACT_EVERY: Duration = Duration::from_secs(1);
 /// Compacts `etcd`'s history to its current revision every `every` until the handle is
 /// dropped, as a server run with `--auto-compaction-mode=periodic` does.
 pub(crate) async fn compacting(etcd: &EtcdServer, every: Duration) -> Compacting {
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None)
+    let connecting = etcd_client::Client::connect([etcd.endpoint()], None);
+    let mut client = crate::baselines::bounded("a connection to compact etcd", connecting)
         .await
         .expect("an etcd client");
     let task = tokio::spawn(async move {

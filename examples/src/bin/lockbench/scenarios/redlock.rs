@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use leasehold::Locker;
 use leasehold_tests::harness::RedisServer;
 
-use crate::baselines::{rslock_lock_unlock, token, Naive};
+use crate::baselines::{bounded, rslock_lock_unlock, token, Naive};
 use crate::key_lock::{AllOf, KeysAtOnce};
 use crate::measure::{percentile, CpuWindow, UNCONTENDED_ROUNDS};
 use crate::report::Report;
@@ -104,7 +104,8 @@ impl KeysAtOnce for RedlockByHand {
             self.nodes
                 .iter()
                 .map(|n| async move {
-                    let fences = n.try_lock_all_safe_fenced(pairs, tok_ref).await;
+                    let taking = n.try_lock_all_safe_fenced(pairs, tok_ref);
+                    let fences = bounded("the keys' script by hand", taking).await;
                     assert_eq!(
                         fences.map(|f| f.len()),
                         Some(pairs.len()),
@@ -124,7 +125,7 @@ impl KeysAtOnce for RedlockByHand {
                 .iter()
                 .map(|n| async move {
                     assert_eq!(
-                        n.unlock_all(keys, tok).await,
+                        bounded("the keys' deletion by hand", n.unlock_all(keys, tok)).await,
                         keys.len() as i64,
                         "raw keys went"
                     );

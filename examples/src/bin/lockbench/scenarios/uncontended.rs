@@ -102,11 +102,7 @@ impl Cycle {
                 let guard = l.lock(format!("nf:{t}:{k}")).unfenced().acquire().await;
                 guard.expect("acquire").release().await.expect("release");
             }
-            Cycle::All => {
-                let keys = (0..SEVERAL).map(|j| format!("all:{t}:{k}:{j}"));
-                let guard = l.lock_all(keys).acquire().await.expect("lock_all");
-                guard.release().await.expect("release");
-            }
+            Cycle::All => crate::versus::ours_all_cycle(l.clone(), t, i).await,
             Cycle::RawAll => {
                 let tok = token();
                 let pairs: Vec<(String, String)> = (0..SEVERAL)
