@@ -114,50 +114,71 @@ where
 pub(crate) struct CpuWindow<'a> {
     servers: &'a [u32],
     client: f64,
-    server: f64,
+    server: Option<ThreadTimes>,
 }
 
 impl<'a> CpuWindow<'a> {
     /// Reads the CPU so far of this process and of the processes `servers` (and their
-    /// children: [`server_cpu_seconds`]).
+    /// children: [`server_threads`]).
     pub(crate) fn open(servers: &'a [u32]) -> CpuWindow<'a> {
         CpuWindow {
             servers,
             client: cpu_seconds(),
-            server: servers_cpu_seconds(servers),
+            server: servers_threads(servers),
         }
     }
 
     /// CPU seconds since [`open`](Self::open): this process's, and the servers' summed (NaN
     /// without servers, or when one of them cannot be read).
+    ///
+    /// The servers' is counted thread by thread: a thread (or a child process: a PostgreSQL
+    /// backend whose connection closed) that ended during the window takes its time with it
+    /// from `/proc`, so a difference of sums could go below zero. Each thread alive at the
+    /// close counts what it ran since the open (all of it, if it started since); one that
+    /// ended counts nothing of the window, so a server's CPU is never overstated, and may be
+    /// understated by what ended threads ran in it.
     pub(crate) fn close(self) -> (f64, f64) {
-        (
-            cpu_seconds() - self.client,
-            servers_cpu_seconds(self.servers) - self.server,
-        )
+        let server = match (self.server, servers_threads(self.servers)) {
+            (Some(before), Some(after)) => after
+                .iter()
+                .map(|(thread, &now)| match before.get(thread) {
+                    // A smaller figure is a new thread under a reused id: all of it is new.
+                    Some(&then) if then <= now => now - then,
+                    _ => now,
+                })
+                .sum(),
+            _ => f64::NAN,
+        };
+        (cpu_seconds() - self.client, server)
     }
 }
 
-/// [`server_cpu_seconds`] summed over `servers`; NaN when there are none or one cannot be
+/// CPU seconds each thread of some processes ran so far, by process and thread id (thread 0:
+/// a whole process, where the kernel keeps no thread's figures).
+type ThreadTimes = std::collections::HashMap<(u32, u32), f64>;
+
+/// [`server_threads`] of every one of `servers`; `None` when there are none or one cannot be
 /// read.
-fn servers_cpu_seconds(servers: &[u32]) -> f64 {
+fn servers_threads(servers: &[u32]) -> Option<ThreadTimes> {
     if servers.is_empty() {
-        return f64::NAN;
+        return None;
     }
-    servers
-        .iter()
-        .map(|&pid| server_cpu_seconds(pid).unwrap_or(f64::NAN))
-        .sum()
+    let mut all = ThreadTimes::new();
+    for &pid in servers {
+        all.extend(server_threads(pid)?);
+    }
+    Some(all)
 }
 
-/// CPU time (user + system) a server used so far, in seconds: the process `pid` and its
-/// children (PostgreSQL's backends, one per connection, live as long as the connection), from
-/// `/proc`; `None` when it cannot be read (the process is gone, or not Linux).
+/// CPU time (user + system) each thread of a server used so far, in seconds: the process
+/// `pid` and its children (PostgreSQL's backends, one per connection, live as long as the
+/// connection), from `/proc`; `None` when it cannot be read (the process is gone, or not
+/// Linux).
 ///
 /// Read in nanoseconds from each thread's `schedstat` where the kernel has it: the clock
 /// ticks of `/proc/PID/stat` (10 ms) are too coarse for a server that runs a few hundred
 /// milliseconds in a measuring window (a RedLock node).
-fn server_cpu_seconds(pid: u32) -> Option<f64> {
+fn server_threads(pid: u32) -> Option<ThreadTimes> {
     let mut processes = vec![pid];
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let child = entry
@@ -170,32 +191,45 @@ fn server_cpu_seconds(pid: u32) -> Option<f64> {
             }
         }
     }
-    let run_ns: Option<u64> = processes.iter().map(|&p| run_ns(p)).sum();
-    if let Some(ns) = run_ns {
-        return Some(ns as f64 / 1e9);
+    let mut times = ThreadTimes::new();
+    if processes.iter().all(|&p| run_ns(p, &mut times).is_some()) {
+        return Some(times);
     }
-    let ticks: f64 = processes
-        .iter()
-        .filter_map(|&p| parent_and_ticks(p))
-        .map(|(_, t)| t)
-        .sum();
     // SAFETY: sysconf only reads a configuration value.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (per_second > 0).then(|| ticks / per_second as f64)
+    if per_second <= 0 {
+        return None;
+    }
+    Some(
+        processes
+            .iter()
+            .filter_map(|&p| parent_and_ticks(p).map(|(_, t)| ((p, 0), t / per_second as f64)))
+            .collect(),
+    )
 }
 
-/// Nanoseconds the threads of process `pid` ran, from each one's `/proc/PID/task/TID/schedstat`
-/// (its first field); `None` when the kernel does not keep them.
-fn run_ns(pid: u32) -> Option<u64> {
-    let mut total = 0;
+/// Adds to `times` the seconds each thread of process `pid` ran, from its
+/// `/proc/PID/task/TID/schedstat` (the first field, in nanoseconds); `None` when the kernel
+/// does not keep them. A thread that ends while it is read is left out.
+fn run_ns(pid: u32, times: &mut ThreadTimes) -> Option<()> {
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .ok()?
         .flatten()
     {
-        let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue; // ended since the listing
+        };
+        let ns = stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        times.insert((pid, tid), ns as f64 / 1e9);
     }
-    Some(total)
+    Some(())
 }
 
 /// The parent of the process `pid` and the clock ticks it ran (user + system), from
@@ -239,4 +273,35 @@ pub(crate) fn monotonic_ns() -> u64 {
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CpuWindow;
+
+    /// A server thread that ran before a window and ended inside it takes its time out of
+    /// `/proc`: the window must not count that as negative CPU (a smoke run once reported
+    /// ZooKeeper's CPU per cycle below zero).
+    #[test]
+    fn a_thread_that_ends_in_the_window_is_not_negative_cpu() {
+        let me = [std::process::id()];
+        let (started, ran) = std::sync::mpsc::channel();
+        let (end, ending) = std::sync::mpsc::channel::<()>();
+        let busy = std::thread::spawn(move || {
+            // About 200 ms of CPU, all of it before the window opens.
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(200);
+            let mut x = 0u64;
+            while std::time::Instant::now() < until {
+                x = x.wrapping_add(std::hint::black_box(1));
+            }
+            started.send(x).unwrap();
+            ending.recv().unwrap();
+        });
+        ran.recv().unwrap();
+        let window = CpuWindow::open(&me);
+        end.send(()).unwrap();
+        busy.join().unwrap();
+        let (_, server) = window.close();
+        assert!(server >= 0.0, "a window counted {server} s of CPU");
+    }
 }
