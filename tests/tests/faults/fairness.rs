@@ -717,40 +717,25 @@ async fn a_dead_fair_waiter_costs_the_others_one_round_at_most_postgres() {
 /// The lock `key`'s row and its line on PostgreSQL, for a failure's message.
 async fn pg_lock_state(client: &leasehold::postgres::tokio_postgres::Client, key: &str) -> String {
     let key = format!("leasehold:lock:{{{key}}}");
-    let lock = client
-        .query(
-            "SELECT owner, (expires - clock_timestamp())::text FROM leasehold_locks WHERE key = $1",
-            &[&key],
-        )
-        .await
-        .map(|rows| {
-            rows.iter()
-                .map(|r| {
-                    format!(
-                        "{} (expires in {})",
-                        r.get::<_, String>(0),
-                        r.get::<_, String>(1)
-                    )
-                })
-                .collect::<Vec<_>>()
-        });
-    let line = client
-        .query(
-            "SELECT name, (waits_until - clock_timestamp())::text FROM leasehold_waiters \
-             WHERE key = $1 ORDER BY arrived",
-            &[&key],
-        )
-        .await
-        .map(|rows| {
-            rows.iter()
-                .map(|r| {
-                    format!(
-                        "{} (waits {})",
-                        r.get::<_, String>(0),
-                        r.get::<_, String>(1)
-                    )
-                })
-                .collect::<Vec<_>>()
-        });
+    // Each row as its name and how long it has left (the lock's expiry, a waiter's place).
+    let rows = |sql: &'static str| {
+        let key = key.clone();
+        async move {
+            client.query(sql, &[&key]).await.map(|rows| {
+                rows.iter()
+                    .map(|r| format!("{} ({} left)", r.get::<_, String>(0), r.get::<_, String>(1)))
+                    .collect::<Vec<_>>()
+            })
+        }
+    };
+    let lock = rows(
+        "SELECT owner, (expires - clock_timestamp())::text FROM leasehold_locks WHERE key = $1",
+    )
+    .await;
+    let line = rows(
+        "SELECT name, (waits_until - clock_timestamp())::text FROM leasehold_waiters \
+         WHERE key = $1 ORDER BY arrived",
+    )
+    .await;
     format!("row {lock:?}, line {line:?}")
 }
