@@ -265,7 +265,15 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
 
 /// Connects, retrying while the server is down (a worker may start during a fault); `None`
 /// when the deadline passes first.
+///
+/// The connect timeout starts at the operation timeout (500 ms at least) and doubles after
+/// each failure, up to [`CONNECT_TIMEOUT_MAX`]: a loaded machine makes a worker's start slower,
+/// not impossible. (With a fixed 500 ms, opening a PostgreSQL locker, its pooled connections
+/// and their prepared statements, timed out 36 times in a row for one worker of a CI run whose
+/// machine was busy compiling, while the other two got in after 6 and 8 tries; the run ended
+/// with that worker holding nothing.)
 async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Locker> {
+    let mut connect_timeout = spec.op_timeout.max(Duration::from_millis(500));
     loop {
         let urls = spec.urls.iter().cloned();
         let builder = match (&spec.servers, spec.urls.as_slice()) {
@@ -294,13 +302,14 @@ async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Lo
             .default_lease(spec.lease)
             .default_wait(spec.wait)
             .op_timeout(spec.op_timeout)
-            .connect_timeout(spec.op_timeout.max(Duration::from_millis(500)))
+            .connect_timeout(connect_timeout)
             .build()
             .await;
         match built {
             Ok(locker) => return Some(locker),
             Err(e) if tokio::time::Instant::now() < deadline => {
-                eprintln!("history_worker: connect: {e}; retrying");
+                connect_timeout = (connect_timeout * 2).min(CONNECT_TIMEOUT_MAX);
+                eprintln!("history_worker: connect: {e}; retrying within {connect_timeout:?}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => {
@@ -310,6 +319,9 @@ async fn connect(spec: &WorkerSpec, deadline: tokio::time::Instant) -> Option<Lo
         }
     }
 }
+
+/// The longest connect timeout a worker's retries grow to.
+const CONNECT_TIMEOUT_MAX: Duration = Duration::from_secs(4);
 
 /// Asks `is_held()` of every open hold every millisecond, from outside the runtime.
 fn sample(slots: &Slots, stop: &AtomicBool, log: &EventLog) {

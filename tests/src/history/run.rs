@@ -212,10 +212,10 @@ impl Run {
         self.workers[i].signal(libc::SIGSTOP);
     }
 
-    /// Thaws worker `i` with SIGCONT.
-    pub fn resume(&mut self, i: usize) {
+    /// Thaws worker `i` with SIGCONT; the time of the pause's end.
+    pub fn resume(&mut self, i: usize) -> u64 {
         self.workers[i].signal(libc::SIGCONT);
-        self.heal("pause", &format!("w{i}"));
+        self.heal("pause", &format!("w{i}"))
     }
 
     /// Kills worker `i` with SIGKILL (logged as fault `kill`, which never heals).
@@ -313,6 +313,39 @@ impl Run {
             }
         }
         met
+    }
+
+    /// [`run_until`](Self::run_until) every worker was granted a lock after `at` (a fault's
+    /// end, say), for `within` at most, then [`wait_all`](Self::wait_all) for the kills: the
+    /// recovery after a fault judged by what the workers did, not by a window of the clock
+    /// (with workers of a fixed duration, a worker slowed by a loaded machine broke the
+    /// checker's liveness rule, which gives it only the time left to the end of its run).
+    /// Spawn the workers with a duration longer than `within`. The grants after `at`, by
+    /// worker, when one of them had none.
+    pub async fn run_until_each_granted_after(
+        &mut self,
+        at: u64,
+        within: Duration,
+    ) -> Result<(), Vec<usize>> {
+        let workers = self.workers.len();
+        let granted = move |history: &History| -> Vec<usize> {
+            (0..workers)
+                .map(|w| {
+                    history
+                        .holds_of(w)
+                        .filter(|h| h.ok.is_some_and(|(t, _)| t > at))
+                        .count()
+                })
+                .collect()
+        };
+        let met = self
+            .run_until(within, |history| granted(history).iter().all(|&n| n > 0))
+            .await;
+        self.wait_all(Duration::from_secs(10)).await;
+        match met {
+            true => Ok(()),
+            false => Err(granted(&self.history())),
+        }
     }
 
     /// Waits up to `within` for every worker to exit by itself; the ones still running then

@@ -13,18 +13,26 @@ use tokio::time::sleep;
 /// stale write accepted; the next holder got the lock with a higher fence while the holder was
 /// frozen, and the frozen one was told of its loss once thawed.
 pub async fn a_frozen_holder_is_deposed_and_told(name: &str, spec: &WorkerSpec, expiry: Duration) {
+    // The workers run until each was granted a lock after the thaw (45 s at most), whatever
+    // duration the engine's spec gives them.
+    let spec = spec.clone().duration(Duration::from_secs(120));
     let mut run = Run::new(name);
     for _ in 0..3 {
-        run.spawn(spec);
+        run.spawn(&spec);
     }
     sleep(Duration::from_secs(2)).await;
     let (w, victim) = run.young_hold().await.expect("no hold to freeze");
     let at = monotonic_ns();
     run.pause(w);
     sleep(expiry * 3).await;
-    run.resume(w);
-    run.wait_all(Duration::from_secs(30)).await;
+    let thawed = run.resume(w);
+    let recovered = run
+        .run_until_each_granted_after(thawed, Duration::from_secs(45))
+        .await;
     let (history, report) = run.check_and_record(name);
+    if let Err(after) = recovered {
+        panic!("not every worker was granted a lock within 45 s of the thaw: {after:?}");
+    }
     let hold = history.hold(&victim).expect("victim in history");
     // Frozen 50 ms at most into a 500 ms hold: the freeze lands inside it.
     assert!(

@@ -332,7 +332,9 @@ async fn late_write(
             engine.heal();
             run.heal("stall", "w0-locks");
         }
-        Delay::Pause => run.resume(a_id),
+        Delay::Pause => {
+            run.resume(a_id);
+        }
     }
     run.wait_all(Duration::from_secs(30)).await;
     let known: &[Rule] = match fencing {

@@ -12,7 +12,7 @@ use leasehold::LockError;
 use leasehold_tests::conformance::Engine;
 use tokio::time::{sleep, Instant};
 
-use super::support::{CONTENDER_WAIT, HANDOVER};
+use super::support::{unless_unanswered, CONTENDER_WAIT, HANDOVER};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -248,15 +248,17 @@ async fn mixed_load(engine: &Engine, lockers: &[leasehold::Locker; 3]) {
     let writing = Arc::new(AtomicBool::new(false));
     let most_readers = Arc::new(AtomicI64::new(0));
     let writes = Arc::new(AtomicUsize::new(0));
+    let unanswered = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for (l, locker) in lockers.iter().enumerate() {
         for t in 0..4 {
-            let (locker, readers, writing, most_readers, writes) = (
+            let (locker, readers, writing, most_readers, writes, unanswered) = (
                 locker.clone(),
                 readers.clone(),
                 writing.clone(),
                 most_readers.clone(),
                 writes.clone(),
+                unanswered.clone(),
             );
             tasks.push(tokio::spawn(async move {
                 let until = Instant::now() + Duration::from_secs(2);
@@ -264,32 +266,30 @@ async fn mixed_load(engine: &Engine, lockers: &[leasehold::Locker; 3]) {
                 while Instant::now() < until {
                     n += 1;
                     if n % 3 == 0 {
-                        let w = locker
-                            .write_lock("rw:load")
-                            .wait(LONG)
-                            .acquire()
-                            .await
-                            .unwrap();
+                        let acquired = locker.write_lock("rw:load").wait(LONG).acquire().await;
+                        let Some(w) = unless_unanswered("a writer", acquired, &unanswered) else {
+                            sleep(Duration::from_millis(10)).await;
+                            continue;
+                        };
                         assert!(!writing.swap(true, Ordering::SeqCst), "two writers at once");
                         assert_eq!(readers.load(Ordering::SeqCst), 0, "a writer among readers");
                         sleep(Duration::from_millis(2)).await;
                         assert_eq!(readers.load(Ordering::SeqCst), 0, "a reader came in");
                         writing.store(false, Ordering::SeqCst);
                         writes.fetch_add(1, Ordering::Relaxed);
-                        w.release().await.unwrap();
+                        unless_unanswered("a writer's release", w.release().await, &unanswered);
                     } else {
-                        let r = locker
-                            .read_lock("rw:load")
-                            .wait(LONG)
-                            .acquire()
-                            .await
-                            .unwrap();
+                        let acquired = locker.read_lock("rw:load").wait(LONG).acquire().await;
+                        let Some(r) = unless_unanswered("a reader", acquired, &unanswered) else {
+                            sleep(Duration::from_millis(10)).await;
+                            continue;
+                        };
                         assert!(!writing.load(Ordering::SeqCst), "a reader among writers");
                         let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
                         most_readers.fetch_max(now, Ordering::SeqCst);
                         sleep(Duration::from_millis(5)).await;
                         readers.fetch_sub(1, Ordering::SeqCst);
-                        r.release().await.unwrap();
+                        unless_unanswered("a reader's release", r.release().await, &unanswered);
                     }
                 }
             }));
@@ -303,6 +303,12 @@ async fn mixed_load(engine: &Engine, lockers: &[leasehold::Locker; 3]) {
     tokio::time::timeout(Duration::from_secs(60), all)
         .await
         .unwrap_or_else(|_| panic!("the mixed load hung on {}", engine.kind()));
+    eprintln!(
+        "{}: mixed load: {} writes, {} calls unanswered in time",
+        engine.kind(),
+        writes.load(Ordering::Relaxed),
+        unanswered.load(Ordering::Relaxed)
+    );
     assert!(writes.load(Ordering::Relaxed) > 0, "no write got in");
     assert!(
         most_readers.load(Ordering::SeqCst) >= 2,

@@ -12,7 +12,7 @@ use leasehold::{LockError, Locker};
 use leasehold_tests::conformance::Engine;
 use tokio::time::{sleep, Instant};
 
-use super::support::{CONTENDER_WAIT, HANDOVER, LONG_LEASE, SLACK};
+use super::support::{unless_unanswered, CONTENDER_WAIT, HANDOVER, LONG_LEASE, SLACK};
 
 const LIMIT: u32 = 3;
 
@@ -123,10 +123,16 @@ pub async fn never_more_than_the_limit(engine: &Engine) {
 async fn load(engine: &Engine, lockers: &[Locker; 3]) {
     let inside = Arc::new(AtomicU32::new(0));
     let most = Arc::new(AtomicU32::new(0));
+    let unanswered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for (l, locker) in lockers.iter().enumerate() {
         for t in 0..4 {
-            let (locker, inside, most) = (locker.clone(), inside.clone(), most.clone());
+            let (locker, inside, most, unanswered) = (
+                locker.clone(),
+                inside.clone(),
+                most.clone(),
+                unanswered.clone(),
+            );
             tasks.push(tokio::spawn(async move {
                 // Two seconds of load, and on until the limit was reached once (a loaded
                 // machine may take longer to overlap as many holders), within a bound.
@@ -138,18 +144,21 @@ async fn load(engine: &Engine, lockers: &[Locker; 3]) {
                 {
                     n += 1;
                     let count = if n % 5 == 0 { 2 } else { 1 };
-                    let permit = locker
+                    let acquired = locker
                         .semaphore("sem:load", LIMIT)
                         .wait(LONG_LEASE)
                         .acquire_many(count)
-                        .await
-                        .unwrap();
+                        .await;
+                    let Some(permit) = unless_unanswered("permits", acquired, &unanswered) else {
+                        sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
                     let now = inside.fetch_add(count, Ordering::SeqCst) + count;
                     most.fetch_max(now, Ordering::SeqCst);
                     assert!(now <= LIMIT, "{now} permits held at once, of {LIMIT}");
                     sleep(Duration::from_millis(3)).await;
                     inside.fetch_sub(count, Ordering::SeqCst);
-                    permit.release().await.unwrap();
+                    unless_unanswered("a release of permits", permit.release().await, &unanswered);
                 }
             }));
         }
@@ -162,6 +171,11 @@ async fn load(engine: &Engine, lockers: &[Locker; 3]) {
     tokio::time::timeout(Duration::from_secs(60), all)
         .await
         .unwrap_or_else(|_| panic!("the semaphore load hung on {}", engine.kind()));
+    eprintln!(
+        "{}: semaphore load: {} calls unanswered in time",
+        engine.kind(),
+        unanswered.load(Ordering::Relaxed)
+    );
     assert_eq!(
         most.load(Ordering::SeqCst),
         LIMIT,

@@ -10,12 +10,20 @@ use super::support::{admin, Deployment};
 async fn baseline(nodes: usize) {
     let d = Deployment::start(nodes).await;
     let mut run = Run::new("baseline");
-    let spec = d.spec().duration(Duration::from_secs(3));
+    // Longer than any run needs: the run ends once 30 holds were granted (at least 3 s), for
+    // 45 s at most, however slow the machine (a fixed 3 s of a loaded CI run's made 29).
+    let spec = d.spec().duration(Duration::from_secs(120));
     run.spawn(&spec);
     run.spawn(&spec);
     // Two tasks in one process: the local queue and the handover without a round trip.
     run.spawn(&spec.clone().tasks(2).current_thread(false));
-    run.wait_all(Duration::from_secs(20)).await;
+    let started = tokio::time::Instant::now();
+    run.run_until(Duration::from_secs(45), |history| {
+        started.elapsed() >= Duration::from_secs(3)
+            && history.holds.iter().filter(|h| h.ok.is_some()).count() >= 30
+    })
+    .await;
+    run.wait_all(Duration::from_secs(10)).await;
     let (_, report) = run.check_and_record(&format!("0-baseline-{}", d.name()));
     assert!(report.holds >= 30, "too little happened: {report}");
     assert_eq!(
