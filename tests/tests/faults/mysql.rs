@@ -95,12 +95,19 @@ async fn connections_cut_and_stalled_by_the_proxy_break_no_rule_of_the_history()
         .lease(lease)
         .op_timeout(Duration::from_millis(500))
         .hold(Duration::from_millis(200), 2)
-        .duration(Duration::from_secs(14));
+        // Longer than any run needs: the test ends the workers once each recovered.
+        .duration(Duration::from_secs(120));
     let mut run = Run::new("mysql-cut");
     for _ in 0..3 {
         run.spawn(&spec);
     }
-    sleep(Duration::from_secs(3)).await;
+    // The cut comes once the workers are under way, whatever the machine's speed.
+    let under_way = run
+        .wait_for(Duration::from_secs(45), |history| {
+            history.holds.iter().filter(|h| h.ok.is_some()).count() >= 3
+        })
+        .await;
+    assert!(under_way, "the workers took no lock before the faults");
     let cut = run.fault("cut", "proxy");
     proxy.set_mode(ProxyMode::Cut);
     sleep(lease * 3).await;
@@ -112,7 +119,11 @@ async fn connections_cut_and_stalled_by_the_proxy_break_no_rule_of_the_history()
     sleep(lease * 3).await;
     proxy.set_mode(ProxyMode::Pass);
     let unstalled = run.heal("stall", "proxy");
-    run.wait_all(Duration::from_secs(40)).await;
+    // Recovery judged by what the workers did (as on PostgreSQL): each is granted the lock
+    // after the proxy healed, within 45 s.
+    let recovered = run
+        .run_until_each_granted_after(unstalled, Duration::from_secs(45))
+        .await;
     let (history, report) = run.check_and_record("mysql-cut");
     assert!(report.operations() > 0);
     assert!(cut < healed && healed < stall);
@@ -127,10 +138,12 @@ async fn connections_cut_and_stalled_by_the_proxy_break_no_rule_of_the_history()
             "{during} locks granted while the proxy passed nothing"
         );
     }
-    assert!(
-        granted_after(&history, 3, stall + (lease * 4).as_nanos() as u64) > 0,
-        "no lock granted after the proxy healed"
-    );
+    if let Err(after) = recovered {
+        panic!(
+            "not every worker was granted the lock within 45 s of the proxy healing (grants \
+             after it, by worker: {after:?})"
+        );
+    }
 }
 
 /// The lock database is restored from a dump taken under load, while 3 workers contend:
