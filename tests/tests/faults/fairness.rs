@@ -474,8 +474,12 @@ impl Turns {
     async fn subscribe(url: &str, wake: &str) -> Turns {
         use futures_util::StreamExt;
         let client = redis::Client::open(url).expect("url");
-        let mut pubsub = client.get_async_pubsub().await.expect("connect");
-        pubsub.subscribe(wake).await.expect("subscribe");
+        let mut pubsub = within("connect", client.get_async_pubsub())
+            .await
+            .expect("connect");
+        within("subscribe", pubsub.subscribe(wake))
+            .await
+            .expect("subscribe");
         let (sink, mut messages) = pubsub.split();
         let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let into = heard.clone();
@@ -496,7 +500,9 @@ impl Turns {
     /// Listens for the turns given on PostgreSQL for the lock `key` (of the default prefix).
     async fn listen_postgres(url: &str, key: &str) -> Turns {
         use leasehold::postgres::tokio_postgres as pg;
-        let (client, mut connection) = pg::connect(url, pg::NoTls).await.expect("connect");
+        let (client, mut connection) = within("connect", pg::connect(url, pg::NoTls))
+            .await
+            .expect("connect");
         let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let wake = format!("leasehold:wake:{{{key}}}");
         let into = heard.clone();
@@ -513,8 +519,7 @@ impl Turns {
                 }
             }
         });
-        client
-            .batch_execute("LISTEN leasehold_turn")
+        within("listen", client.batch_execute("LISTEN leasehold_turn"))
             .await
             .expect("listen");
         Turns {
@@ -536,11 +541,12 @@ impl Turns {
         .await;
         match &self.round_trip {
             RoundTrip::Redis(sink) => {
-                let _: () = sink.lock().await.ping().await.expect("round trip");
+                let mut sink = sink.lock().await;
+                let _: () = within("round trip", sink.ping()).await.expect("round trip");
             }
-            RoundTrip::Postgres(client) => {
-                client.batch_execute("SELECT 1").await.expect("round trip")
-            }
+            RoundTrip::Postgres(client) => within("round trip", client.batch_execute("SELECT 1"))
+                .await
+                .expect("round trip"),
         }
         let announced = self.heard.lock().unwrap().clone();
         assert_eq!(
@@ -714,6 +720,14 @@ async fn a_dead_fair_waiter_costs_the_others_one_round_at_most_postgres() {
     proxy.set_mode(ProxyMode::Pass);
 }
 
+/// `call` within 10 s: the test's own connections to a local server answer far sooner, and a
+/// test never waits without a bound.
+async fn within<T>(what: &str, call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no answer within 10 s"))
+}
+
 /// The lock `key`'s row and its line on PostgreSQL, for a failure's message.
 async fn pg_lock_state(client: &leasehold::postgres::tokio_postgres::Client, key: &str) -> String {
     let key = format!("leasehold:lock:{{{key}}}");
@@ -721,11 +735,15 @@ async fn pg_lock_state(client: &leasehold::postgres::tokio_postgres::Client, key
     let rows = |sql: &'static str| {
         let key = key.clone();
         async move {
-            client.query(sql, &[&key]).await.map(|rows| {
-                rows.iter()
-                    .map(|r| format!("{} ({} left)", r.get::<_, String>(0), r.get::<_, String>(1)))
-                    .collect::<Vec<_>>()
-            })
+            within("a read of the lock's state", client.query(sql, &[&key]))
+                .await
+                .map(|rows| {
+                    rows.iter()
+                        .map(|r| {
+                            format!("{} ({} left)", r.get::<_, String>(0), r.get::<_, String>(1))
+                        })
+                        .collect::<Vec<_>>()
+                })
         }
     };
     let lock = rows(
