@@ -9,6 +9,7 @@ use std::time::Duration;
 use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{ProxyMode, TcpProxy, ZkEnsemble, ZkOptions, ZkServer};
 use leasehold_tests::partition::{cut_off, CutOff};
+use zookeeper_client as zk;
 
 use super::consensus::{shared_tests, slot_top, SessionEngine};
 
@@ -236,10 +237,18 @@ async fn a_lease_without_the_watchdog_is_given_back_when_it_runs_out() {
 /// Readers' fences are the last writer's, the same for every reader of one version, also when
 /// that writer's session died without a release (the writer records its fence when it gets
 /// the lock, not when it lets go); writers' fences keep increasing past them.
+///
+/// A lock's container is empty whenever nobody holds or waits (a reader waits without a
+/// znode), and the server may reap it then (the harness checks every 500 ms; a loaded machine
+/// widens the gaps): the writer's record goes with it, and the next readers' fence is the new
+/// container's floor. Which of the two a reader met is read from the store (the container's
+/// creation zxid, while the readers hold it), and its fence is checked exactly for that case.
+/// The end reaps the container on purpose, so the second case is always tried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_see_the_last_writers_fence_also_after_it_crashed() {
     let zk = ZkServer::start().await;
     let proxy = TcpProxy::start(zk.addr()).await;
+    let plain = plain_client(&zk).await;
     let session = Duration::from_secs(2);
     let a = locker(&zk.connect_string(), session).await;
     let b = locker(&zk.connect_string(), session).await;
@@ -254,10 +263,14 @@ async fn readers_see_the_last_writers_fence_also_after_it_crashed() {
     let r2 = a.read_lock("doc").acquire().await.unwrap();
     // A reader's fence is the top of the last earlier writer's fence slots (its order × 32
     // + 31): at or above every fence that writer's process handed on, below the next writer's.
+    let container = container_czxid(&plain, "doc")
+        .await
+        .expect("the readers' container");
     assert_eq!(
         r1.fence(),
-        slot_top(f1),
-        "a reader sees the last writer's fence slots"
+        reader_fence_after(f1, container),
+        "a reader sees the last writer's fence slots, or the floor of a container made after \
+         it (writer's fence {f1}, container made at zxid {container})"
     );
     assert_eq!(
         r2.fence(),
@@ -277,25 +290,104 @@ async fn readers_see_the_last_writers_fence_also_after_it_crashed() {
         .acquire()
         .await
         .expect("the dead writer's session never ended");
-    // The crashed writer's fence, read from the record it left in the queue's container. A
-    // reader waits without a znode, so the container is empty from the writer's expiry until
-    // the reader's create, and the server may reap it meanwhile (the harness checks every
-    // 500 ms; a loaded machine widens the window): the record goes with it, and the reader's
-    // fence is the new container's floor instead, the same for every reader of that version.
-    // Either way it is at or above the crashed writer's and below the next writer's.
+    // The crashed writer's fence, read from the record it left in the queue's container (or
+    // the floor of a container made after the server reaped that one).
+    let container = container_czxid(&plain, "doc")
+        .await
+        .expect("the reader's container");
     let seen = r3.fence();
-    let reaped = seen != slot_top(f2);
-    assert!(
-        seen >= f2,
-        "a reader after a crashed writer is at or above its fence: {seen} < {f2}"
+    assert_eq!(
+        seen,
+        reader_fence_after(f2, container),
+        "a reader after a crashed writer (fence {f2}, container made at zxid {container})"
     );
+    assert!(seen >= f2);
     r3.release().await.unwrap();
     let w3 = a.write_lock("doc").acquire().await.unwrap();
-    assert!(w3.fence() > f2);
-    assert!(
-        w3.fence() > seen,
-        "a later writer is above the reader (container reaped: {reaped})"
-    );
+    let f3 = w3.fence();
+    assert!(f3 > f2);
+    assert!(f3 > seen, "a later writer is above the reader");
     w3.release().await.unwrap();
     drop(w2);
+    // The container reaped after the last writer left: readers take the new one's floor,
+    // above that writer's fence, and the next writer is above them.
+    container_reaped(&plain, "doc").await;
+    let r4 = b.read_lock("doc").acquire().await.unwrap();
+    let container = container_czxid(&plain, "doc")
+        .await
+        .expect("the new container");
+    assert_eq!(
+        r4.fence(),
+        (container as u64) * 32,
+        "a reader in a container made after the last writer (fence {f3}) takes its floor"
+    );
+    let f4 = r4.fence();
+    assert!(f4 > f3);
+    r4.release().await.unwrap();
+    let w4 = a.write_lock("doc").acquire().await.unwrap();
+    assert!(w4.fence() > f4);
+    w4.release().await.unwrap();
+}
+
+/// The fence of readers that got in after the last writer with `fence` left, in the container
+/// created at zxid `container`: the top of that writer's slots when the container holds its
+/// record (it was made before the writer's znode), else the container's floor.
+fn reader_fence_after(fence: u64, container: i64) -> u64 {
+    let floor = (container as u64) * 32;
+    if floor < fence {
+        slot_top(fence)
+    } else {
+        floor
+    }
+}
+
+/// How long the plain client's calls may take.
+const PLAIN_BOUND: Duration = Duration::from_secs(20);
+
+/// A plain client of `server`, beside the lockers, to read what it holds.
+async fn plain_client(server: &ZkServer) -> zk::Client {
+    let hosts = server.connect_string();
+    let connector = zk::Client::connector();
+    let connecting = connector
+        .with_session_timeout(Duration::from_secs(9))
+        .connect(&hosts);
+    tokio::time::timeout(PLAIN_BOUND, connecting)
+        .await
+        .expect("a plain client within 20 s")
+        .expect("a plain client")
+}
+
+/// The creation zxid of lock `key`'s container, or `None` when the server has none.
+async fn container_czxid(client: &zk::Client, key: &str) -> Option<i64> {
+    let wanted = format!("{{{key}}}");
+    let read = async {
+        let names = match client.list_children("/leasehold").await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return None,
+            Err(e) => panic!("listing /leasehold: {e}"),
+        };
+        let name = names.into_iter().find(|n| n.ends_with(&wanted))?;
+        let path = format!("/leasehold/{name}");
+        match client.check_stat(&path).await {
+            Ok(stat) => stat.map(|stat| stat.czxid),
+            Err(e) => panic!("reading {path}: {e}"),
+        }
+    };
+    tokio::time::timeout(PLAIN_BOUND, read)
+        .await
+        .expect("ZooKeeper answered the plain client within 20 s")
+}
+
+/// Returns once the server has reaped lock `key`'s empty container (30 s at most).
+async fn container_reaped(client: &zk::Client, key: &str) {
+    let gone = tokio::time::timeout(Duration::from_secs(30), async {
+        while container_czxid(client, key).await.is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        gone.is_ok(),
+        "the server kept the empty container of {key} for 30 s (checked every 500 ms)"
+    );
 }
