@@ -48,9 +48,6 @@ use leasehold_tests::history::{
 
 const TWO_MS: Duration = Duration::from_millis(2);
 
-/// The bound on one update of the resource, besides its compute time (the checker's too).
-const UPDATE_LIMIT: Duration = Duration::from_secs(2);
-
 /// How often the sampler logs a true `is_held()` while it stays true.
 const HEARTBEAT_NS: u64 = 10_000_000;
 
@@ -205,7 +202,15 @@ async fn run(id: usize, spec: WorkerSpec, log: Arc<EventLog>) {
         eprintln!("history_worker: {e}");
         std::process::exit(2);
     });
-    log.now("res", &[&store.name(), &spec.fencing, &ms(spec.compute)]);
+    log.now(
+        "res",
+        &[
+            &store.name(),
+            &spec.fencing,
+            &ms(spec.compute),
+            &ms(spec.update_limit),
+        ],
+    );
     let deadline = tokio::time::Instant::now() + spec.duration;
     let locker = connect(&spec, deadline).await;
     // One connection per task: a PostgreSQL transaction needs one of its own.
@@ -368,7 +373,8 @@ impl Task {
     async fn run(&self, deadline: tokio::time::Instant) {
         let mut rng = Rng::new(self.id as u64 * 1000 + self.task as u64);
         let mut n = 0u32;
-        while tokio::time::Instant::now() < deadline {
+        let more = |n: u32| self.spec.max_holds.is_none_or(|max| n < max);
+        while tokio::time::Instant::now() < deadline && more(n) {
             n += 1;
             let hold = format!("{}.{}.{n}", self.id, self.task);
             let keys = self.pick_keys(&mut rng);
@@ -608,7 +614,7 @@ impl Task {
             let values: Vec<String> = values.iter().map(i64::to_string).collect();
             log.now("rd", &[&hold, &values.join(",")]);
         };
-        let limit = UPDATE_LIMIT + self.spec.compute;
+        let limit = self.spec.update_limit + self.spec.compute;
         match tokio::time::timeout(limit, resource.update(&update, read)).await {
             Ok(Ok(accepted)) => {
                 self.log.now("wok", &[&hold, &u8::from(accepted)]);

@@ -631,8 +631,8 @@ impl History {
     }
 
     /// Every call returned within its bound: acquire within wait + 3 op timeouts, release
-    /// within 2 op timeouts, a resource update (read, compute, write) within 2 s plus its
-    /// compute time, each plus 1 s of slack for a loaded machine; calls during which the
+    /// within 2 op timeouts, a resource update (read, compute, write) within the worker's
+    /// update limit (2 s unless its spec says otherwise) plus its compute time, each plus 1 s of slack for a loaded machine; calls during which the
     /// worker itself was paused or blocked are exempt. A call that never returned from a
     /// worker that finished is a hang.
     fn check_bounds(&self, r: &mut Report) {
@@ -696,14 +696,16 @@ impl History {
                     2 * op * ms,
                 );
             }
-            // An update's read, compute and write together: 2 s besides its compute time.
+            // An update's read, compute and write together: the worker's update limit (2 s
+            // unless its spec says otherwise) besides its compute time.
             let compute = life.resource.as_ref().map_or(0, |(_, _, compute)| *compute);
+            let limit = life.update_limit.unwrap_or(2_000);
             for w in &h.writes {
                 bound(
                     "write",
                     w.inv,
                     w.outcome.map(|(t, _)| t),
-                    (2_000 + compute) * ms,
+                    (limit + compute) * ms,
                 );
             }
         }

@@ -45,7 +45,7 @@
 //! | `start` | id pid lease_ms wait_ms op_ms \[tasks fair\] | the worker's settings (fair 1/0) |
 //! | `inv` | hold keys \[mode\] | acquire invoked; keys comma-separated (one, or a `lock_all`'s as named), each as [`encode_key`] writes it; mode `x` exclusive (the default), `r` read side, `w` write side, `pN` N permits of a semaphore (a `sem` worker's holds take 1 without it) |
 //! | `ok` | hold fence validity_us \[fences\] | acquire returned a guard (fence: of the first key; `-` for an unfenced lock, which has none); its validity budget; for several keys, each key's fence, comma-separated, in the keys' order |
-//! | `res` | store fencing compute_ms | the worker's resource: `redis` or `postgres`; `claim` (the first touch of each update claims the record) or `write-only` (a plain read, the write fenced alone); how long each update computes between its read and its write |
+//! | `res` | store fencing compute_ms update_limit_ms | the worker's resource: `redis` or `postgres`; `claim` (the first touch of each update claims the record) or `write-only` (a plain read, the write fenced alone); how long each update computes between its read and its write; how long an update may take besides that before the worker gives it up |
 //! | `sem` | permits | the worker takes permits of semaphores of this many, not locks (`--permits`) |
 //! | `ldr` | | the worker campaigns for leader elections named by the keys, not locks (`--leader`); a hold is a leadership, its fence the term |
 //! | `aerr` | hold code | acquire failed (`lock_busy`, `lock_unavailable`, ...; `hung` when the worker gave up on it past its bound) |
@@ -95,4 +95,4 @@ pub use store_order_mysql::{
     mysql_events, mysql_store_order, record_mysql_store_order, MysqlLogRow,
 };
 pub use store_order_read_write::{assert_readers_wait_for_writers, judge_readers, ReadersJudged};
-pub use worker::{LockServers, WorkerSpec, DEFAULT_COMPUTE};
+pub use worker::{LockServers, WorkerSpec, DEFAULT_COMPUTE, DEFAULT_UPDATE_LIMIT};

@@ -115,6 +115,9 @@ pub struct WorkerLife {
     /// Its resource (`res`): the store (`redis`, `postgres`), the fencing (`claim`,
     /// `write-only`) and the compute time of each update in ms; `None` in logs from before.
     pub resource: Option<(String, String, u64)>,
+    /// How long one update may take besides its compute time, in ms (`res`); `None` in logs
+    /// from before it was logged (the bound was 2 s then).
+    pub update_limit: Option<u64>,
 }
 
 /// A fault the test injected.
@@ -209,6 +212,7 @@ impl History {
                         (Some(store), Some(fencing), Some(compute)) => {
                             life.resource =
                                 Some(((*store).to_owned(), (*fencing).to_owned(), compute));
+                            life.update_limit = num(5);
                         }
                         _ => history.garbage += 1,
                     },

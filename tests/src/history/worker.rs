@@ -25,6 +25,9 @@ pub struct WorkerSpec {
     pub fencing: Fencing,
     /// How long a write computes between its read and its write.
     pub compute: Duration,
+    /// How long one update of the resource (its claim, read and write) may take besides its
+    /// compute time before the worker gives it up as failed.
+    pub update_limit: Duration,
     /// The lock keys; each acquisition picks one at random.
     pub keys: Vec<String>,
     /// The locker's key prefix.
@@ -34,6 +37,9 @@ pub struct WorkerSpec {
     pub tasks: usize,
     /// How long the worker runs; it finishes the current hold, then exits.
     pub duration: Duration,
+    /// Holds per task, after which the task ends even before `duration` ran out; `None` for
+    /// as many as fit in it.
+    pub max_holds: Option<u32>,
     /// The lease of every acquisition.
     pub lease: Duration,
     /// How long an acquire waits for a busy lock.
@@ -84,6 +90,9 @@ pub struct WorkerSpec {
 /// How long a write computes between its read and its write unless a spec says otherwise: a
 /// window, as in a real read-modify-write, for a late write to land in.
 pub const DEFAULT_COMPUTE: Duration = Duration::from_millis(2);
+
+/// How long one update may take besides its compute time unless a spec says otherwise.
+pub const DEFAULT_UPDATE_LIMIT: Duration = Duration::from_secs(2);
 
 /// What the `urls` of a [`WorkerSpec`] are: one deployment of one lock engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,10 +165,12 @@ impl WorkerSpec {
             resource_url: resource_url.to_owned(),
             fencing: Fencing::from_env(),
             compute: DEFAULT_COMPUTE,
+            update_limit: DEFAULT_UPDATE_LIMIT,
             keys: vec!["hist".to_owned()],
             prefix: "leasehold".to_owned(),
             tasks: 1,
             duration: Duration::from_secs(5),
+            max_holds: None,
             lease: Duration::from_millis(500),
             wait: Duration::from_secs(3),
             op_timeout: Duration::from_millis(300),
@@ -206,6 +217,19 @@ impl WorkerSpec {
     /// Sets how long each write computes between its read and its write.
     pub fn compute(mut self, compute: Duration) -> Self {
         self.compute = compute;
+        self
+    }
+
+    /// Ends each task after `holds` holds (or at the end of its duration, if that comes
+    /// first): a worker whose part in a scenario is a number of holds, not a span of time.
+    pub fn max_holds(mut self, holds: u32) -> Self {
+        self.max_holds = Some(holds);
+        self
+    }
+
+    /// Sets how long one update may take besides its compute time.
+    pub fn update_limit(mut self, limit: Duration) -> Self {
+        self.update_limit = limit;
         self
     }
 
@@ -413,13 +437,19 @@ impl WorkerSpec {
             self.fencing.to_string(),
             "--compute-ms".into(),
             ms(self.compute),
+            "--update-limit-ms".into(),
+            ms(self.update_limit),
+            "--max-holds".into(),
+            self.max_holds
+                .map_or_else(|| "all".to_owned(), |n| n.to_string()),
         ]
     }
 
     /// Parses what [`to_args`](Self::to_args) wrote: `(id, log path, spec)`. Command lines
     /// from before `--read-percent`, `--multi`, `--permits`, `--leader`, `--fence-ttl-ms`,
-    /// `--resource-fencing` and `--compute-ms` existed still parse (as `off`, 0, 0, false,
-    /// the default, `claim` and [`DEFAULT_COMPUTE`]).
+    /// `--resource-fencing`, `--compute-ms`, `--update-limit-ms` and `--max-holds` existed
+    /// still parse (as `off`, 0, 0, false, the default, `claim`, [`DEFAULT_COMPUTE`],
+    /// [`DEFAULT_UPDATE_LIMIT`] and `all`).
     ///
     /// # Errors
     /// A message naming the bad or missing option.
@@ -462,6 +492,14 @@ impl WorkerSpec {
             compute: match map.get("compute-ms") {
                 None => DEFAULT_COMPUTE,
                 Some(_) => ms("compute-ms")?,
+            },
+            update_limit: match map.get("update-limit-ms") {
+                None => DEFAULT_UPDATE_LIMIT,
+                Some(_) => ms("update-limit-ms")?,
+            },
+            max_holds: match map.get("max-holds").map(String::as_str) {
+                None | Some("all") => None,
+                Some(_) => Some(num("max-holds")? as u32),
             },
             keys: list("keys")?,
             prefix: get("prefix")?,
@@ -596,7 +634,9 @@ mod tests {
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, etcd);
         let old_way = WorkerSpec::new("redis://a", "postgres://p@h/db")
             .fencing(Fencing::WriteOnly)
-            .compute(Duration::from_millis(700));
+            .compute(Duration::from_millis(700))
+            .update_limit(Duration::from_secs(9))
+            .max_holds(2);
         let args = old_way.to_args(9, Path::new("/tmp/w.log"));
         assert_eq!(WorkerSpec::from_args(&args).unwrap().2, old_way);
         let leader = WorkerSpec::new("redis://a", "redis://b")

@@ -230,18 +230,20 @@ async fn late_write(
     // direct), so that the engine's stall cuts off A alone.
     let a_resource = TcpProxy::start(resource.addr()).await;
     let lease = lease_of(kind);
+    // The workers' parts are holds, not spans of time: a worker's duration counts from its
+    // start, its connections included, and on a machine busy with other work fixed spans of
+    // 1.5 to 6 s ended before A wrote or B read (CI, PostgreSQL). The durations below only
+    // bound the workers; each ends after its holds, or is ended once it was granted the lock
+    // after the fault.
     let a = match delay {
         Delay::Network => engine
             .worker_spec(&resource.url_through(&a_resource))
             .expect("a server engine")
-            // One hold, which writes at once and then waits for its loss; a later acquire
-            // (on the stalled connections) gives up soon. The run's length counts from the
-            // worker's start, its connections included: on a machine busy with other work,
-            // those took over 2 s and A never wrote (CI, PostgreSQL), so A has 6 s. After its
-            // loss, it only bounds how long A keeps asking on the stalled connections.
+            // One hold, which writes at once and then waits for its loss; then A ends.
             .hold(Duration::from_secs(60), 1)
             .wait(Duration::from_millis(200))
-            .duration(Duration::from_secs(6)),
+            .max_holds(1)
+            .duration(Duration::from_secs(60)),
         Delay::Pause => engine
             .direct_worker_spec(&resource.url())
             .expect("an engine A reaches directly")
@@ -249,7 +251,7 @@ async fn late_write(
             // after its thaw, and takes the lock again (the liveness rule wants it).
             .compute(A_COMPUTE)
             .hold(Duration::from_millis(20), 0)
-            .duration(Duration::from_secs(4)),
+            .duration(Duration::from_secs(120)),
     };
     let a = a.fencing(fencing).keys(&[KEY]).lease(lease);
     let b = engine
@@ -260,11 +262,17 @@ async fn late_write(
         .lease(lease)
         .wait(lease * 3 + Duration::from_secs(5))
         .compute(B_COMPUTE)
-        .hold(Duration::from_millis(20), 0)
-        .duration(match delay {
-            Delay::Network => Duration::from_millis(1500),
-            Delay::Pause => Duration::from_secs(4),
-        });
+        // B's first update waits for A's transaction under PostgreSQL claims, until the test
+        // sees it wait and lets A go on: with both cores busy, that took 1.6 and 2.4 s of the
+        // default 2 s (CI), and B gave its first write up.
+        .update_limit(lease * 3 + Duration::from_secs(15))
+        .hold(Duration::from_millis(20), 0);
+    let b = match delay {
+        // One hold (a read and a write around A's late write); then B ends.
+        Delay::Network => b.max_holds(1).duration(Duration::from_secs(60)),
+        // Holds in turns with A's, until each was granted the lock after A's thaw.
+        Delay::Pause => b.duration(Duration::from_secs(120)),
+    };
     let mut run = Run::new(&name);
     run.read_resource_at(&resource.url());
     let a_id = match delay {
@@ -333,7 +341,15 @@ async fn late_write(
             run.heal("stall", "w0-locks");
         }
         Delay::Pause => {
-            run.resume(a_id);
+            let thawed = run.resume(a_id);
+            // The liveness rule judged by what the workers did: each is ended once it was
+            // granted the lock after A's thaw (45 s at most), instead of at a fixed time.
+            if let Err(granted) = run
+                .run_until_each_granted_after(thawed, Duration::from_secs(45))
+                .await
+            {
+                panic!("{name}: not every worker was granted the lock after A's thaw: {granted:?}");
+            }
         }
     }
     run.wait_all(Duration::from_secs(30)).await;

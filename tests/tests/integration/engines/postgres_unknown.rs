@@ -502,6 +502,8 @@ async fn calls_go_out_on_an_open_connection_while_others_reopen() {
         "postgres://postgres@{}/postgres?application_name=pgu-a",
         proxy.addr()
     ))
+    // It makes the schema on a fresh server: the default 2 s was too short beside the suites.
+    .connect_timeout(Duration::from_secs(10))
     .build()
     .await
     .expect("a's locker");
@@ -613,6 +615,9 @@ async fn a_call_whose_session_was_ended_under_it_is_sent_again() {
         proxy.addr()
     ))
     .op_timeout(Duration::from_secs(10))
+    // It makes the schema on a fresh server: with the default 2 s its build failed in a CI
+    // run with both cores busy ("did not answer within 2s").
+    .connect_timeout(Duration::from_secs(10))
     .build()
     .await
     .expect("a's locker");
