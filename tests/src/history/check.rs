@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::parse::{History, Hold};
 use super::report::{Report, Rule};
 use super::resource::StoredWrite;
+use super::worker::DEFAULT_UPDATE_LIMIT;
 
 /// One hold as seen on one of its keys: the hold, and its fence of that key.
 #[derive(Clone, Copy, Debug)]
@@ -632,7 +633,8 @@ impl History {
 
     /// Every call returned within its bound: acquire within wait + 3 op timeouts, release
     /// within 2 op timeouts, a resource update (read, compute, write) within the worker's
-    /// update limit (2 s unless its spec says otherwise) plus its compute time, each plus 1 s of slack for a loaded machine; calls during which the
+    /// update limit ([`DEFAULT_UPDATE_LIMIT`] unless its spec says otherwise) plus its
+    /// compute time, each plus 1 s of slack for a loaded machine; calls during which the
     /// worker itself was paused or blocked are exempt. A call that never returned from a
     /// worker that finished is a hang.
     fn check_bounds(&self, r: &mut Report) {
@@ -696,10 +698,12 @@ impl History {
                     2 * op * ms,
                 );
             }
-            // An update's read, compute and write together: the worker's update limit (2 s
-            // unless its spec says otherwise) besides its compute time.
+            // An update's read, compute and write together: the worker's update limit besides
+            // its compute time.
             let compute = life.resource.as_ref().map_or(0, |(_, _, compute)| *compute);
-            let limit = life.update_limit.unwrap_or(2_000);
+            let limit = life
+                .update_limit
+                .unwrap_or(DEFAULT_UPDATE_LIMIT.as_millis() as u64);
             for w in &h.writes {
                 bound(
                     "write",

@@ -116,7 +116,7 @@ pub struct WorkerLife {
     /// `write-only`) and the compute time of each update in ms; `None` in logs from before.
     pub resource: Option<(String, String, u64)>,
     /// How long one update may take besides its compute time, in ms (`res`); `None` in logs
-    /// from before it was logged (the bound was 2 s then).
+    /// from before it was logged (the bound was [`DEFAULT_UPDATE_LIMIT`](super::DEFAULT_UPDATE_LIMIT) then).
     pub update_limit: Option<u64>,
 }
 
@@ -374,6 +374,16 @@ impl History {
     /// The holds of worker `w`.
     pub fn holds_of(&self, w: usize) -> impl Iterator<Item = &Hold> {
         self.holds.iter().filter(move |h| h.worker == w)
+    }
+
+    /// How many holds were granted (their acquire returned a guard).
+    pub fn granted(&self) -> usize {
+        self.holds.iter().filter(|h| h.ok.is_some()).count()
+    }
+
+    /// How many holds of worker `w` were granted.
+    pub fn granted_to(&self, w: usize) -> usize {
+        self.holds_of(w).filter(|h| h.ok.is_some()).count()
     }
 
     /// The hold of the given id.

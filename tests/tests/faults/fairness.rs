@@ -219,9 +219,7 @@ async fn take_turns(processes: usize, locks: Locks, fair: bool) {
         eprintln!("fair, {engine}: {judged} choices of the store judged, none out of order");
     }
 
-    let per_worker: Vec<usize> = (0..processes)
-        .map(|w| history.holds_of(w).filter(|h| h.ok.is_some()).count())
-        .collect();
+    let per_worker: Vec<usize> = (0..processes).map(|w| history.granted_to(w)).collect();
     let runs = longest_runs_while_waiting(&history, processes);
     eprintln!("fairness, {engine}, {processes} processes, {nodes} nodes: holds {per_worker:?}, longest runs of others' holds while waiting {runs:?}");
     assert!(

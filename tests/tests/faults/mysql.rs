@@ -103,9 +103,7 @@ async fn connections_cut_and_stalled_by_the_proxy_break_no_rule_of_the_history()
     }
     // The cut comes once the workers are under way, whatever the machine's speed.
     let under_way = run
-        .wait_for(Duration::from_secs(45), |history| {
-            history.holds.iter().filter(|h| h.ok.is_some()).count() >= 3
-        })
+        .wait_for(Duration::from_secs(45), |history| history.granted() >= 3)
         .await;
     assert!(under_way, "the workers took no lock before the faults");
     let cut = run.fault("cut", "proxy");

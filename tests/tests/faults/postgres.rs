@@ -113,9 +113,7 @@ async fn connections_cut_by_the_proxy_break_no_rule_of_the_history() {
     }
     // The cut comes once the workers are under way, whatever the machine's speed.
     let under_way = run
-        .wait_for(ENOUGH_WITHIN, |history| {
-            history.holds.iter().filter(|h| h.ok.is_some()).count() >= 3
-        })
+        .wait_for(ENOUGH_WITHIN, |history| history.granted() >= 3)
         .await;
     assert!(under_way, "the workers took no lock before the faults");
     let cut = run.fault("cut", "proxy");

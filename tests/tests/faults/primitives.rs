@@ -381,13 +381,12 @@ async fn fair_in_arrival_order(tasks: usize) {
     }
     // The run ends once 50 locks were granted, for 45 s at most, however slow the machine
     // (a fixed 4 s made 44 in a CI run with both cores busy).
-    let granted = |history: &History| history.holds.iter().filter(|h| h.ok.is_some()).count();
-    run.run_until(Duration::from_secs(45), |history| granted(history) >= 50)
+    run.run_until(Duration::from_secs(45), |history| history.granted() >= 50)
         .await;
     run.wait_all(Duration::from_secs(10)).await;
     let (history, report) =
         run.check_and_record(&format!("primitives-fair, {tasks} task(s) per worker"));
-    assert!(granted(&history) >= 50, "too little happened: {report}");
+    assert!(history.granted() >= 50, "too little happened: {report}");
     assert_store_fifo(&order.events(), &report.to_string());
 }
 

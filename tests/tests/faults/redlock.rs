@@ -51,10 +51,8 @@ async fn run_with_a_killed_master(
         run.spawn(&spec);
     }
     // The kill comes once the workers are under way (ten holds), whatever the machine's speed.
-    run.wait_for(ENOUGH_WITHIN, |history| {
-        history.holds.iter().filter(|h| h.ok.is_some()).count() >= 10
-    })
-    .await;
+    run.wait_for(ENOUGH_WITHIN, |history| history.granted() >= 10)
+        .await;
     let at = run.fault("kill", "master 0");
     servers[0].kill9();
     run.run_until(ENOUGH_WITHIN, |history| enough(history, at))
@@ -80,7 +78,7 @@ async fn redlock_readers_and_writers_through_a_killed_master() {
                 .iter()
                 .filter(|h| h.ok.is_some() && h.shared)
                 .count();
-            let all = history.holds.iter().filter(|h| h.ok.is_some()).count();
+            let all = history.granted();
             reads >= 30 && all - reads >= 10 && shared >= 5 && after - shared >= 5
         },
     )
@@ -104,7 +102,7 @@ async fn redlock_leaders_through_a_killed_master() {
         "redlock-leader-kill",
         |spec| spec.keys(&["scheduler"]).leader(),
         |history, at| {
-            let all = history.holds.iter().filter(|h| h.ok.is_some()).count();
+            let all = history.granted();
             all >= 20 && holds_after(history, at).0 >= 5
         },
     )

@@ -19,8 +19,7 @@ async fn baseline(nodes: usize) {
     run.spawn(&spec.clone().tasks(2).current_thread(false));
     let started = tokio::time::Instant::now();
     run.run_until(Duration::from_secs(45), |history| {
-        started.elapsed() >= Duration::from_secs(3)
-            && history.holds.iter().filter(|h| h.ok.is_some()).count() >= 30
+        started.elapsed() >= Duration::from_secs(3) && history.granted() >= 30
     })
     .await;
     run.wait_all(Duration::from_secs(10)).await;

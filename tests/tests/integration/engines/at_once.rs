@@ -12,6 +12,8 @@ use leasehold::{LockError, Locker};
 use leasehold_tests::harness::{eventually, EtcdServer, Held, TcpProxy, ZkServer};
 use zookeeper_client as zk;
 
+use super::zookeeper_creates::observer;
+
 const SEATS: [&str; 3] = ["seat1", "seat2", "seat3"];
 const VENUE: &str = "venue";
 const OP_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -299,16 +301,8 @@ async fn zk_locker(hosts: &str) -> Locker {
         .expect("locker on zookeeper")
 }
 
-async fn zk_client(zk: &ZkServer) -> zk::Client {
-    zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(10))
-        .connect(&zk.connect_string())
-        .await
-        .expect("raw client")
-}
-
-/// The container of a user key's lock.
-fn container(key: &str) -> String {
+/// The ZooKeeper container of a user key's lock (under the default prefix).
+pub(super) fn container(key: &str) -> String {
     format!("/leasehold/{}", lock_key(key))
 }
 
@@ -367,7 +361,7 @@ async fn zk_child_changes(raw: &zk::Client) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_lock_all_creates_every_contender_in_one_multi() {
     let server = ZkServer::start().await;
-    let raw = zk_client(&server).await;
+    let raw = observer(&server).await;
     // Kept while empty, so that the release's changes can be read on them afterwards.
     zk_containers(&raw).await;
     let a = zk_locker(&server.connect_string()).await;
@@ -448,7 +442,7 @@ async fn zookeeper_a_batch_whose_answer_is_lost_leaves_nothing() {
     let proxy = TcpProxy::start(server.addr()).await;
     let a = zk_locker(&proxy.addr().to_string()).await;
     let b = zk_locker(&server.connect_string()).await;
-    let raw = zk_client(&server).await;
+    let raw = observer(&server).await;
     zk_containers(&raw).await;
     a.lock("warm")
         .acquire()
@@ -498,7 +492,7 @@ async fn zookeeper_a_batch_that_lands_late_leaves_nothing() {
     let proxy = TcpProxy::start(server.addr()).await;
     let a = zk_locker(&proxy.addr().to_string()).await;
     let b = zk_locker(&server.connect_string()).await;
-    let raw = zk_client(&server).await;
+    let raw = observer(&server).await;
     zk_containers(&raw).await;
     a.lock("warm")
         .acquire()

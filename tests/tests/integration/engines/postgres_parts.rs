@@ -643,8 +643,7 @@ async fn history_with_a_kill(name: &str, workers: usize, primitive: fn(WorkerSpe
     for _ in 0..workers {
         run.spawn(&spec);
     }
-    let granted = |history: &History| history.holds.iter().filter(|h| h.ok.is_some()).count();
-    run.wait_for(ENOUGH_WITHIN, |history| granted(history) >= 10)
+    run.wait_for(ENOUGH_WITHIN, |history| history.granted() >= 10)
         .await;
     let (victim, hold) = run.young_hold().await.expect("a hold to kill");
     let at = run.kill9(victim);
@@ -657,7 +656,7 @@ async fn history_with_a_kill(name: &str, workers: usize, primitive: fn(WorkerSpe
             .count()
     };
     run.run_until(ENOUGH_WITHIN, |history| {
-        granted(history) >= 20 && granted_after(history) >= 5
+        history.granted() >= 20 && granted_after(history) >= 5
     })
     .await;
     run.wait_all(Duration::from_secs(10)).await;

@@ -11,7 +11,9 @@ use leasehold_tests::harness::{ProxyMode, TcpProxy, ZkEnsemble, ZkOptions, ZkSer
 use leasehold_tests::partition::{cut_off, CutOff};
 use zookeeper_client as zk;
 
+use super::at_once::container;
 use super::consensus::{shared_tests, slot_top, SessionEngine};
+use super::zookeeper_creates::{observer, BOUND};
 
 pub(super) async fn locker(hosts: &str, session: Duration) -> Locker {
     Locker::builder()
@@ -248,7 +250,7 @@ async fn a_lease_without_the_watchdog_is_given_back_when_it_runs_out() {
 async fn readers_see_the_last_writers_fence_also_after_it_crashed() {
     let zk = ZkServer::start().await;
     let proxy = TcpProxy::start(zk.addr()).await;
-    let plain = plain_client(&zk).await;
+    let plain = observer(&zk).await;
     let session = Duration::from_secs(2);
     let a = locker(&zk.connect_string(), session).await;
     let b = locker(&zk.connect_string(), session).await;
@@ -341,41 +343,14 @@ fn reader_fence_after(fence: u64, container: i64) -> u64 {
     }
 }
 
-/// How long the plain client's calls may take.
-const PLAIN_BOUND: Duration = Duration::from_secs(20);
-
-/// A plain client of `server`, beside the lockers, to read what it holds.
-async fn plain_client(server: &ZkServer) -> zk::Client {
-    let hosts = server.connect_string();
-    let connector = zk::Client::connector();
-    let connecting = connector
-        .with_session_timeout(Duration::from_secs(9))
-        .connect(&hosts);
-    tokio::time::timeout(PLAIN_BOUND, connecting)
-        .await
-        .expect("a plain client within 20 s")
-        .expect("a plain client")
-}
-
 /// The creation zxid of lock `key`'s container, or `None` when the server has none.
 async fn container_czxid(client: &zk::Client, key: &str) -> Option<i64> {
-    let wanted = format!("{{{key}}}");
-    let read = async {
-        let names = match client.list_children("/leasehold").await {
-            Ok(names) => names,
-            Err(zk::Error::NoNode) => return None,
-            Err(e) => panic!("listing /leasehold: {e}"),
-        };
-        let name = names.into_iter().find(|n| n.ends_with(&wanted))?;
-        let path = format!("/leasehold/{name}");
-        match client.check_stat(&path).await {
-            Ok(stat) => stat.map(|stat| stat.czxid),
-            Err(e) => panic!("reading {path}: {e}"),
-        }
-    };
-    tokio::time::timeout(PLAIN_BOUND, read)
-        .await
-        .expect("ZooKeeper answered the plain client within 20 s")
+    let path = container(key);
+    match tokio::time::timeout(BOUND, client.check_stat(&path)).await {
+        Ok(Ok(stat)) => stat.map(|stat| stat.czxid),
+        Ok(Err(e)) => panic!("reading {path}: {e}"),
+        Err(_) => panic!("ZooKeeper did not answer the plain client within {BOUND:?}"),
+    }
 }
 
 /// Returns once the server has reaped lock `key`'s empty container (30 s at most).

@@ -20,10 +20,11 @@ use super::zookeeper::locker;
 const SESSION: Duration = Duration::from_secs(9);
 
 /// How long the plain client's calls may take.
-const BOUND: Duration = Duration::from_secs(20);
+pub(super) const BOUND: Duration = Duration::from_secs(20);
 
-/// A plain client of `server`, beside the lockers, to read what it holds.
-async fn observer(server: &ZkServer) -> zk::Client {
+/// A plain client of `server`, beside the lockers, to read what it holds (its connect
+/// bounded at 20 s; bound its calls with [`BOUND`] too).
+pub(super) async fn observer(server: &ZkServer) -> zk::Client {
     let hosts = server.connect_string();
     let connector = zk::Client::connector();
     let connecting = connector.with_session_timeout(SESSION).connect(&hosts);
